@@ -1,0 +1,72 @@
+/* Internal base services every object embeds or reaches: the injected allocator (with
+ * live-allocation counting and fault injection), the log, and error statuses with messages. */
+#pragma once
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#include "vkrt/config_check.h"
+#include "vkrt/vkrt.h"
+
+#define VKRT_ERROR_MESSAGE_SIZE 1024
+#define VKRT_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define VKRT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define VKRT_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#if defined(__GNUC__)
+#define VKRT_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define VKRT_PRINTF(fmt, args)
+#endif
+
+struct vkrt_base {
+  vkrt_allocator allocator;
+  atomic_long live_allocations;  /* host allocations not yet freed (leak checks) */
+  atomic_uint host_alloc_count;  /* for fault injection: fail the Nth */
+  uint32_t host_alloc_fail_at;   /* 0 = never */
+  vkrt_log_fn log;
+  void *log_user;
+  vkrt_log_level log_level;
+  pthread_mutex_t error_lock;
+  char last_error[VKRT_ERROR_MESSAGE_SIZE];
+};
+
+void vkrt_base_init(struct vkrt_base *base, const vkrt_options *options);
+void vkrt_base_finish(struct vkrt_base *base);
+
+/* Allocation through the injected allocator. NULL on failure (or injected failure). */
+void *vkrt_alloc(struct vkrt_base *base, size_t size);
+void *vkrt_alloc_aligned(struct vkrt_base *base, size_t size, size_t alignment);
+void *vkrt_calloc(struct vkrt_base *base, size_t count, size_t size);
+void vkrt_free(struct vkrt_base *base, void *ptr);
+
+/* Log at a level; compiled out above CONFIG_VKRT_LOG_LEVEL. */
+void vkrt_log_impl(struct vkrt_base *base, vkrt_log_level level, const char *fmt, ...)
+    VKRT_PRINTF(3, 4);
+#define vkrt_log(base, level, ...)                                 \
+  do {                                                             \
+    if ((int)(level) <= CONFIG_VKRT_LOG_LEVEL)                     \
+      vkrt_log_impl((base), (level), __VA_ARGS__);                 \
+  } while (0)
+
+/* Records `status` with a formatted message as the last error, logs it (ERROR, or WARN for
+ * VKRT_ERROR_UNAVAILABLE) and returns status, so callers write `return vkrt_error(...)`. */
+vkrt_status vkrt_error(struct vkrt_base *base, vkrt_status status, const char *fmt, ...)
+    VKRT_PRINTF(3, 4);
+vkrt_status vkrt_verror(struct vkrt_base *base, vkrt_status status, const char *fmt, va_list ap);
+
+/* snprintf into a fixed buffer, always NUL-terminated, never failing. */
+void vkrt_format(char *buf, size_t size, const char *fmt, ...) VKRT_PRINTF(3, 4);
+
+/* Overflow-checked arithmetic for validation paths. Return false on overflow. */
+static inline bool vkrt_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+static inline bool vkrt_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+static inline uint64_t vkrt_align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+static inline uint64_t vkrt_align_down(uint64_t v, uint64_t a) { return v / a * a; }
+
+/* Monotonic clock in nanoseconds. */
+uint64_t vkrt_now_ns(void);

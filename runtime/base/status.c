@@ -1,0 +1,61 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "base/base.h"
+
+const char *vkrt_status_str(vkrt_status status) {
+  static const char *const names[VKRT_STATUS_COUNT] = {
+      [VKRT_OK] = "VKRT_OK",
+      [VKRT_ERROR_INVALID_ARGUMENT] = "VKRT_ERROR_INVALID_ARGUMENT",
+      [VKRT_ERROR_OUT_OF_HOST_MEMORY] = "VKRT_ERROR_OUT_OF_HOST_MEMORY",
+      [VKRT_ERROR_OUT_OF_DEVICE_MEMORY] = "VKRT_ERROR_OUT_OF_DEVICE_MEMORY",
+      [VKRT_ERROR_UNAVAILABLE] = "VKRT_ERROR_UNAVAILABLE",
+      [VKRT_ERROR_UNSUPPORTED] = "VKRT_ERROR_UNSUPPORTED",
+      [VKRT_ERROR_BOARD_MISMATCH] = "VKRT_ERROR_BOARD_MISMATCH",
+      [VKRT_ERROR_NO_DEVICE] = "VKRT_ERROR_NO_DEVICE",
+      [VKRT_ERROR_VULKAN] = "VKRT_ERROR_VULKAN",
+      [VKRT_ERROR_DEVICE_LOST] = "VKRT_ERROR_DEVICE_LOST",
+      [VKRT_ERROR_TIMEOUT] = "VKRT_ERROR_TIMEOUT",
+      [VKRT_ERROR_NOT_FOUND] = "VKRT_ERROR_NOT_FOUND",
+      [VKRT_ERROR_ALREADY_EXISTS] = "VKRT_ERROR_ALREADY_EXISTS",
+      [VKRT_ERROR_BUDGET] = "VKRT_ERROR_BUDGET",
+      [VKRT_ERROR_INTERNAL] = "VKRT_ERROR_INTERNAL",
+  };
+  if ((unsigned)status >= VKRT_STATUS_COUNT || !names[status])
+    return "VKRT_ERROR_UNKNOWN";
+  return names[status];
+}
+
+void vkrt_format(char *buf, size_t size, const char *fmt, ...) {
+  if (!buf || size == 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, size, fmt, ap);
+  va_end(ap);
+}
+
+vkrt_status vkrt_verror(struct vkrt_base *base, vkrt_status status, const char *fmt, va_list ap) {
+  if (!base)
+    return status;
+  char message[VKRT_ERROR_MESSAGE_SIZE];
+  if (IS_ENABLED(CONFIG_VKRT_DETAILED_STATUS)) {
+    vsnprintf(message, sizeof(message), fmt, ap);
+  } else {
+    vkrt_format(message, sizeof(message), "%s", vkrt_status_str(status));
+  }
+  pthread_mutex_lock(&base->error_lock);
+  memcpy(base->last_error, message, sizeof(message));
+  pthread_mutex_unlock(&base->error_lock);
+  vkrt_log(base, status == VKRT_ERROR_UNAVAILABLE ? VKRT_LOG_WARN : VKRT_LOG_ERROR, "%s: %s",
+           vkrt_status_str(status), message);
+  return status;
+}
+
+vkrt_status vkrt_error(struct vkrt_base *base, vkrt_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vkrt_status s = vkrt_verror(base, status, fmt, ap);
+  va_end(ap);
+  return s;
+}

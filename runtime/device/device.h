@@ -1,0 +1,127 @@
+/* Internal appliance, device, buffer and stream objects shared by every runtime module. */
+#pragma once
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "base/base.h"
+#include "device/caps.h"
+#include "vk/vk_table.h"
+
+#define VKRT_STREAM_DEPTH 16      /* command buffers in flight per device stream */
+#define VKRT_STREAM_MAX_SYNC 16   /* extra waits/signals attached to one submit */
+
+/* A device's op stream: a ring of command buffers and one timeline semaphore whose value
+ * counts submits. Record from one thread at a time per device. */
+struct vkrt_stream {
+  VkCommandPool pool;
+  VkCommandBuffer cmd[VKRT_STREAM_DEPTH];
+  uint64_t cmd_value[VKRT_STREAM_DEPTH]; /* timeline value that retires cmd[i]; 0 = free */
+  uint32_t current;
+  bool recording;
+  VkSemaphore timeline;
+  uint64_t submitted;                    /* last value submitted */
+  /* attached to the next submit (collectives use these) */
+  uint32_t wait_count, signal_count;
+  VkSemaphore wait_sem[VKRT_STREAM_MAX_SYNC];
+  uint64_t wait_value[VKRT_STREAM_MAX_SYNC];
+  VkSemaphore signal_sem[VKRT_STREAM_MAX_SYNC];
+  uint64_t signal_value[VKRT_STREAM_MAX_SYNC];
+};
+
+struct vkrt_appliance;
+struct vkrt_ops_state;      /* runtime/ops */
+struct vkrt_upload_state;   /* runtime/import */
+
+struct vkrt_device {
+  struct vkrt_appliance *app;
+  uint32_t index;
+  VkPhysicalDevice physical;
+  VkDevice handle;
+  struct vkrt_device_table vk;
+  struct vkrt_caps caps;
+  uint32_t compute_family, transfer_family;
+  VkQueue compute_queue, transfer_queue;  /* transfer_queue == compute_queue when none */
+  pthread_mutex_t compute_queue_lock;     /* vkQueueSubmit is externally synchronized */
+  pthread_mutex_t transfer_queue_lock;    /* same mutex object semantics when shared */
+  pthread_mutex_t *transfer_lock;         /* points at the lock guarding transfer_queue */
+  uint32_t memory_type_device_local;      /* UINT32_MAX when absent */
+  uint32_t memory_type_host_visible;      /* HOST_VISIBLE|HOST_COHERENT, prefer cached */
+  struct vkrt_stream stream;
+  struct vkrt_ops_state *ops;             /* pipelines; NULL until first op */
+  struct vkrt_upload_state *upload;       /* upload contexts and staging rings */
+  uint32_t fault_mask;                    /* injected faults that apply to this device */
+  bool lost;
+};
+
+struct vkrt_buffer {
+  struct vkrt_device *dev;
+  VkBuffer handle;
+  VkDeviceMemory memory;
+  uint64_t size;
+  uint32_t flags;
+  void *mapped;
+};
+
+struct vkrt_import_registry;   /* runtime/import */
+struct vkrt_collective;        /* runtime/transport */
+
+struct vkrt_appliance {
+  struct vkrt_base base;
+  vkrt_options options;
+  struct vkrt_board board;
+  void *loader_handle;
+  struct vkrt_global_table vkg;
+  struct vkrt_instance_table vki;
+  VkInstance instance;
+  VkDebugUtilsMessengerEXT messenger;
+  atomic_uint validation_messages;
+  VkAllocationCallbacks vk_allocator;     /* routes driver allocations to base.allocator */
+  atomic_uint vk_alloc_count;             /* fault injection: vkAllocateMemory calls */
+  uint32_t device_count;
+  struct vkrt_device devices[VKRT_MAX_DEVICES];
+  struct vkrt_import_registry *registry;
+  struct vkrt_collective *collective;
+  uint64_t collective_timeout_ns;
+};
+
+/* Faults: true when `bit` is injected on this device (always false without
+ * CONFIG_VKRT_FAULT_INJECTION). */
+static inline bool vkrt_fault(const struct vkrt_device *dev, uint32_t bit) {
+  return IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION) && (dev->fault_mask & bit);
+}
+
+/* Converts a failed VkResult into a status with "devN: what: VK_ERROR_..." as message. */
+vkrt_status vkrt_vk_error(struct vkrt_device *dev, VkResult result, const char *what);
+
+/* vkAllocateMemory through the appliance allocator and the fault-injection counter. */
+VkResult vkrt_device_allocate_memory(struct vkrt_device *dev, const VkMemoryAllocateInfo *info,
+                                     VkDeviceMemory *out);
+/* First memory type in type_bits having all of `required` (preferring `preferred` too);
+ * UINT32_MAX when none. */
+uint32_t vkrt_device_memory_type(const struct vkrt_device *dev, uint32_t type_bits,
+                                 uint32_t required, uint32_t preferred);
+
+/* Stream: returns the command buffer being recorded, beginning a fresh one when needed
+ * (waiting for the oldest to retire if all are in flight). */
+vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out);
+/* A full memory barrier between commands in the stream (compute + transfer, read + write). */
+void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd);
+/* Attach a wait/signal to the next submit. */
+vkrt_status vkrt_stream_add_wait(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
+vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
+/* Ends and submits what was recorded (an empty submit when nothing was, so attached
+ * waits/signals still happen); *out_value (may be NULL) is the timeline value. */
+vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value);
+/* Waits until the stream timeline reaches value. */
+vkrt_status vkrt_stream_wait(struct vkrt_device *dev, uint64_t value, uint64_t timeout_ns);
+
+/* Creates a buffer of `usage` on dev with memory of `required` properties. */
+vkrt_status vkrt_buffer_create_internal(struct vkrt_device *dev, uint64_t size, uint32_t flags,
+                                        VkBufferUsageFlags extra_usage, struct vkrt_buffer **out);
+
+/* Module hooks called by vkrt_open/vkrt_close in this order; each has a header stub when
+ * its module is compiled out. */
+vkrt_status vkrt_upload_open(struct vkrt_appliance *app);     /* runtime/import */
+void vkrt_upload_close(struct vkrt_appliance *app);
+vkrt_status vkrt_ops_open(struct vkrt_device *dev);           /* runtime/ops */
+void vkrt_ops_close(struct vkrt_device *dev);

@@ -1,0 +1,253 @@
+/* libvkrt public API. Opaque handles only: this header never includes vulkan.h.
+ *
+ * Threading: an appliance may be used from several threads. Uploads/downloads and host
+ * registration are thread-safe. Recording ops into one device's stream is not: record a
+ * given device from one thread at a time. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vkrt/config.h"
+#include "vkrt/kconfig.h"
+#include "vkrt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VKRT_MAX_DEVICES 8
+
+typedef struct vkrt_appliance vkrt_appliance;
+typedef struct vkrt_buffer vkrt_buffer;
+
+/* ---- allocator and log ---------------------------------------------------------------- */
+
+/* One host allocator for everything libvkrt and the Vulkan driver allocate on its behalf.
+ * alignment is a power of two; free(NULL) must be a no-op. */
+typedef struct vkrt_allocator {
+  void *user;
+  void *(*alloc)(void *user, size_t size, size_t alignment);
+  void *(*realloc)(void *user, void *ptr, size_t size, size_t alignment);
+  void (*free)(void *user, void *ptr);
+} vkrt_allocator;
+
+/* The libc-backed default (aligned_alloc/realloc/free). */
+vkrt_allocator vkrt_allocator_system(void);
+
+typedef enum vkrt_log_level {
+  VKRT_LOG_ERROR = 0,
+  VKRT_LOG_WARN = 1,
+  VKRT_LOG_INFO = 2,
+  VKRT_LOG_DEBUG = 3,
+} vkrt_log_level;
+
+typedef void (*vkrt_log_fn)(void *user, vkrt_log_level level, const char *message);
+
+/* ---- fault injection (CONFIG_VKRT_FAULT_INJECTION=y only) ------------------------------- */
+
+enum vkrt_fault_bits {
+  VKRT_FAULT_HIDE_EXTERNAL_SEMAPHORE_FD = 1u << 0, /* device pretends the FD functions are absent */
+  VKRT_FAULT_HIDE_EXTERNAL_MEMORY_HOST = 1u << 1,  /* device pretends host import is absent */
+  VKRT_FAULT_IMPORT_FAILS = 1u << 2,               /* host-pointer import returns OOM (file-backed case) */
+  VKRT_FAULT_PRESTAGE_ALLOC_FAILS = 1u << 3,       /* pre-stage allocation fails */
+  VKRT_FAULT_PEER_STALL = 1u << 4,                 /* device never signals its collective contribution */
+  VKRT_FAULT_DEVICE_LOST = 1u << 5,                /* device reports VK_ERROR_DEVICE_LOST on submit */
+  VKRT_FAULT_HIDE_TRANSFER_QUEUE = 1u << 6,        /* ignore dedicated transfer queues */
+};
+
+typedef struct vkrt_fault_options {
+  uint32_t mask;            /* vkrt_fault_bits */
+  uint32_t device_mask;     /* which devices the mask applies to; 0 = all */
+  uint32_t host_alloc_fail_at;   /* fail the Nth host allocation (1-based; 0 = never) */
+  uint32_t vulkan_alloc_fail_at; /* fail the Nth vkAllocateMemory (1-based; 0 = never) */
+  uint64_t import_chunk_cap;     /* bytes; forces many import chunks (0 = Kconfig cap) */
+} vkrt_fault_options;
+
+/* ---- open / close -------------------------------------------------------------------- */
+
+typedef struct vkrt_options {
+  vkrt_allocator allocator;
+  vkrt_log_fn log;          /* NULL: messages are dropped */
+  void *log_user;
+  vkrt_log_level log_level; /* messages above it are not formatted */
+  /* Device selection overrides; 0 / empty keep the board's Kconfig values. */
+  uint32_t device_count;
+  int32_t physical_device_index[VKRT_MAX_DEVICES]; /* -1 = board rule */
+  bool simulated;           /* force N logical devices on one physical device */
+  bool enable_validation;   /* Khronos validation layer; messages are counted */
+  bool enable_sync_validation; /* also synchronization validation */
+  uint64_t collective_timeout_ns; /* 0 = CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS */
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+  vkrt_fault_options faults;
+#endif
+} vkrt_options;
+
+/* Fills defaults: system allocator, no log, board device selection, no validation. */
+void vkrt_options_initialize(vkrt_options *options);
+
+/* Opens the board's devices. *out is NULL on failure; the reason is in the log and, when
+ * error_message is non-NULL, copied there (up to error_message_size bytes). */
+vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out,
+                      char *error_message, size_t error_message_size);
+/* Waits for all work, joins every thread, frees everything. NULL is a no-op. */
+void vkrt_close(vkrt_appliance *appliance);
+
+/* The message of the last error status returned on this appliance (thread-local per call
+ * site is not promised; read it right after the failing call). Never NULL. */
+const char *vkrt_last_error(const vkrt_appliance *appliance);
+/* Number of validation-layer messages reported since open (0 without validation). */
+uint32_t vkrt_validation_message_count(const vkrt_appliance *appliance);
+
+uint32_t vkrt_device_count(const vkrt_appliance *appliance);
+
+typedef struct vkrt_device_info {
+  char name[256];
+  char driver_name[256];
+  uint32_t vendor_id;
+  uint32_t device_id;
+  uint32_t physical_index; /* index in loader enumeration */
+  uint8_t device_uuid[16];
+  uint8_t driver_uuid[16];
+  bool has_transfer_queue;
+  bool external_memory_host;
+  bool external_semaphore_fd;
+  uint64_t device_local_bytes;
+} vkrt_device_info;
+
+vkrt_status vkrt_device_info_get(const vkrt_appliance *appliance, uint32_t device,
+                                 vkrt_device_info *out);
+
+/* ---- buffers ------------------------------------------------------------------------- */
+
+enum vkrt_buffer_flags {
+  VKRT_BUFFER_DEVICE_LOCAL = 0,
+  VKRT_BUFFER_HOST_VISIBLE = 1u << 0, /* host-visible, coherent; vkrt_buffer_map works */
+};
+
+vkrt_status vkrt_buffer_create(vkrt_appliance *appliance, uint32_t device, uint64_t size,
+                               uint32_t flags, vkrt_buffer **out);
+void vkrt_buffer_destroy(vkrt_buffer *buffer);
+uint64_t vkrt_buffer_size(const vkrt_buffer *buffer);
+uint32_t vkrt_buffer_device(const vkrt_buffer *buffer);
+/* Host pointer of a HOST_VISIBLE buffer; VKRT_ERROR_INVALID_ARGUMENT otherwise. */
+vkrt_status vkrt_buffer_map(vkrt_buffer *buffer, void **out);
+
+/* ---- per-device command streams -------------------------------------------------------
+ * Ops and collectives are recorded into the device's stream; vkrt_submit sends what was
+ * recorded and returns a ticket; vkrt_wait blocks until the ticket's work is done. */
+
+vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
+                                 uint64_t src_offset, uint64_t size);
+vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint32_t value);
+vkrt_status vkrt_submit(vkrt_appliance *appliance, uint32_t device, uint64_t *out_ticket);
+vkrt_status vkrt_wait(vkrt_appliance *appliance, uint32_t device, uint64_t ticket,
+                      uint64_t timeout_ns);
+/* submit + wait on one device. */
+vkrt_status vkrt_finish(vkrt_appliance *appliance, uint32_t device);
+
+/* ---- host memory: registration, upload, download -------------------------------------- */
+
+typedef enum vkrt_import_path {
+  VKRT_IMPORT_PATH_IMPORTED = 0, /* the caller's pages are imported */
+  VKRT_IMPORT_PATH_PRESTAGED,    /* one anonymous copy, imported into every device */
+  VKRT_IMPORT_PATH_STAGED,       /* not imported: uploads go through the staging ring */
+} vkrt_import_path;
+
+const char *vkrt_import_path_str(vkrt_import_path path);
+
+typedef void (*vkrt_progress_fn)(void *user, uint64_t done_bytes, uint64_t total_bytes);
+
+typedef struct vkrt_register_info {
+  vkrt_import_path path[VKRT_MAX_DEVICES]; /* per device */
+  uint32_t chunk_count;
+  char reason[VKRT_MAX_DEVICES][160];      /* why each device took its path */
+} vkrt_register_info;
+
+/* Registers [ptr, ptr + size) (e.g. a read-only mmap of a weights file) per the board's
+ * import policy. progress may be NULL. info may be NULL. */
+vkrt_status vkrt_host_register(vkrt_appliance *appliance, const void *ptr, uint64_t size,
+                               vkrt_progress_fn progress, void *progress_user,
+                               vkrt_register_info *info);
+vkrt_status vkrt_host_unregister(vkrt_appliance *appliance, const void *ptr);
+
+/* Synchronous copies between host memory and a buffer; registered sources DMA straight
+ * from their chunks, others go through the staging ring. Thread-safe. */
+vkrt_status vkrt_upload(vkrt_buffer *dst, uint64_t dst_offset, const void *src, uint64_t size);
+vkrt_status vkrt_upload_2d(vkrt_buffer *dst, uint64_t dst_offset, uint64_t dst_pitch,
+                           const void *src, uint64_t src_pitch, uint64_t width, uint64_t height);
+vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint64_t size);
+
+/* ---- tensors and ops ------------------------------------------------------------------- */
+
+typedef enum vkrt_type {
+  VKRT_TYPE_F32 = 0,
+  VKRT_TYPE_F16 = 1,
+  VKRT_TYPE_COUNT
+} vkrt_type;
+
+size_t vkrt_type_size(vkrt_type type);
+
+/* ggml convention: ne[] element counts, nb[] byte strides, dim 0 innermost. */
+typedef struct vkrt_tensor {
+  vkrt_buffer *buffer;
+  uint64_t offset; /* bytes */
+  vkrt_type type;
+  int64_t ne[4];
+  int64_t nb[4];
+} vkrt_tensor;
+
+/* Fills a contiguous descriptor (nb from ne and type). */
+vkrt_tensor vkrt_tensor_contiguous(vkrt_buffer *buffer, uint64_t offset, vkrt_type type,
+                                   int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+
+/* All ops record into the stream of the device that owns the buffers (all must be on one
+ * device) and return VKRT_ERROR_UNSUPPORTED when their kernel is compiled out. */
+vkrt_status vkrt_op_copy(const vkrt_tensor *dst, const vkrt_tensor *src);
+/* dst = src with dims 0 and 1 swapped (dst->ne = {src.ne1, src.ne0, ne2, ne3}). */
+vkrt_status vkrt_op_transpose(const vkrt_tensor *dst, const vkrt_tensor *src);
+vkrt_status vkrt_op_concat(const vkrt_tensor *dst, const vkrt_tensor *a, const vkrt_tensor *b,
+                           int dim);
+/* dst = sum of srcs[0..count) element-wise, accumulated in f32; 1 <= count <= 8. */
+vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, uint32_t count);
+/* dst[n, m] = sum_k w[k, n] * x[k, m]   (ggml mul_mat: w ne = {K, N}, x ne = {K, M},
+ * dst ne = {N, M}); w f16 or f32, x and dst f32. M == 1 is the decode (matrix-vector) case. */
+vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
+
+/* ---- collectives ---------------------------------------------------------------------- */
+
+typedef enum vkrt_transport_kind {
+  VKRT_TRANSPORT_NONE = 0,
+  VKRT_TRANSPORT_NATIVE_FD,
+  VKRT_TRANSPORT_CPU_PROXY,
+  VKRT_TRANSPORT_HOST_STAGED,
+} vkrt_transport_kind;
+
+const char *vkrt_transport_str(vkrt_transport_kind kind);
+/* The transport chosen at open (NONE when collectives are compiled out or one device). */
+vkrt_transport_kind vkrt_transport(const vkrt_appliance *appliance);
+
+/* Sum-allreduce of `count` elements: send[d] on device d, result into recv[d] on every
+ * device (recv may equal send: in place). Recorded into every device's stream; work
+ * recorded after it waits on the GPU where the transport allows. */
+typedef struct vkrt_allreduce_args {
+  vkrt_buffer *send[VKRT_MAX_DEVICES];
+  uint64_t send_offset[VKRT_MAX_DEVICES];
+  vkrt_buffer *recv[VKRT_MAX_DEVICES];
+  uint64_t recv_offset[VKRT_MAX_DEVICES];
+  uint64_t count;
+  vkrt_type type;
+} vkrt_allreduce_args;
+
+vkrt_status vkrt_allreduce(vkrt_appliance *appliance, const vkrt_allreduce_args *args);
+
+/* ---- plan and description (vkrt-probe) ------------------------------------------------- */
+
+/* Writes the NCCL-style plan lines ("vkrt: dev0 -> dev1 via cpu_proxy: ...") or, with json,
+ * one JSON object describing board, devices, capabilities and plans, into buf. Returns the
+ * length needed (excluding NUL) like snprintf. */
+size_t vkrt_describe(const vkrt_appliance *appliance, bool json, char *buf, size_t buf_size);
+
+#ifdef __cplusplus
+}
+#endif
