@@ -1,0 +1,110 @@
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+static struct bench_command *commands;
+
+void bench_register(struct bench_command *cmd) {
+  struct bench_command **p = &commands;
+  while (*p && strcmp((*p)->name, cmd->name) < 0)
+    p = &(*p)->next;
+  cmd->next = *p;
+  *p = cmd;
+}
+
+double bench_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void log_to_stderr(void *user, vkrt_log_level level, const char *message) {
+  (void)user;
+  static const char *const names[] = {"error", "warn", "info", "debug"};
+  fprintf(stderr, "vkrt[%s]: %s\n", names[level], message);
+}
+
+vkrt_appliance *bench_open(const vkrt_options *options_or_null) {
+  vkrt_options options;
+  if (options_or_null) {
+    options = *options_or_null;
+  } else {
+    vkrt_options_initialize(&options);
+  }
+  if (!options.log) {
+    options.log = log_to_stderr;
+    options.log_level = VKRT_LOG_WARN;
+  }
+  vkrt_appliance *app = NULL;
+  char why[1024];
+  vkrt_status s = vkrt_open(&options, &app, why, sizeof(why));
+  if (s != VKRT_OK) {
+    fprintf(stderr, "vkrt-bench: cannot open the appliance: %s: %s\n", vkrt_status_str(s), why);
+    exit(1);
+  }
+  return app;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double bench_median(double *v, int n) {
+  if (n <= 0)
+    return 0;
+  qsort(v, (size_t)n, sizeof(double), cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+bool bench_parse_size(const char *text, uint64_t *out) {
+  char *end = NULL;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (end == text)
+    return false;
+  uint64_t mul = 1;
+  switch (*end) {
+  case 'k': case 'K': mul = 1ull << 10; end++; break;
+  case 'm': case 'M': mul = 1ull << 20; end++; break;
+  case 'g': case 'G': mul = 1ull << 30; end++; break;
+  default: break;
+  }
+  if (*end == 'i' || *end == 'B')
+    end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+  if (*end != '\0')
+    return false;
+  *out = (uint64_t)v * mul;
+  return true;
+}
+
+static int usage(FILE *f) {
+  fprintf(f, "usage: vkrt-bench <command> [options]   (vkrt-bench <command> --help)\ncommands:\n");
+  for (struct bench_command *c = commands; c; c = c->next)
+    fprintf(f, "  %-12s %s\n", c->name, c->help);
+  fprintf(f, "  %-12s every command above with its defaults\n", "all");
+  return f == stderr ? 2 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2)
+    return usage(stderr);
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
+    return usage(stdout);
+  if (!strcmp(argv[1], "all")) {
+    int rc = 0;
+    for (struct bench_command *c = commands; c; c = c->next) {
+      char *sub_argv[] = {(char *)c->name, NULL};
+      printf("# vkrt-bench %s\n", c->name);
+      fflush(stdout);
+      rc |= c->run(1, sub_argv);
+    }
+    return rc;
+  }
+  for (struct bench_command *c = commands; c; c = c->next)
+    if (!strcmp(c->name, argv[1]))
+      return c->run(argc - 1, argv + 1);
+  fprintf(stderr, "vkrt-bench: unknown command '%s'\n", argv[1]);
+  return usage(stderr);
+}
