@@ -34,10 +34,15 @@ help:
 deps:
 	./configure --install-deps --deps-only
 
-$(BOARDS:%=%_defconfig): %_defconfig:
+# A fresh Debian machine gets its packages on first use (configure --install-missing).
+$(O)/.deps-ok:
+	@./configure --install-missing --deps-only
+	@mkdir -p $(O) && touch $@
+
+$(BOARDS:%=%_defconfig): %_defconfig: $(O)/.deps-ok
 	@$(KTOOL) defconfig boards/$*/defconfig
 
-.config:
+.config: | $(O)/.deps-ok
 	@echo "no .config: using board $(BOARD)"
 	@$(KTOOL) defconfig boards/$(BOARD)/defconfig
 
@@ -53,10 +58,10 @@ olddefconfig: | .config
 savedefconfig: | .config
 	@$(KTOOL) savedefconfig defconfig
 
-$(O)/build.ninja: | .config
+$(O)/build.ninja: | .config $(O)/.deps-ok
 	./configure --builddir $(O)
 
-check-config:
+check-config: $(O)/.deps-ok
 	@tests/config/check-config.sh
 
 test: all

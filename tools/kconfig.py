@@ -38,6 +38,8 @@ def load_kconfig(srcdir):
         raise ConfigError(f"Kconfig: {e}")
     finally:
         os.chdir(old)
+    kconf.warn_assign_undef = True     # a typo in a defconfig names its symbol
+    kconf.warn_assign_override = True  # the same symbol assigned twice
     if kconf.warnings:
         raise ConfigError("Kconfig tree has warnings:\n  " + "\n  ".join(kconf.warnings))
     return kconf

@@ -1,0 +1,22 @@
+# Helpers for the configuration tests: scratch configs and builds outside build/.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+SCRATCH=${VKRT_SCRATCH:-/tmp/vkrt-config-tests}
+mkdir -p "$SCRATCH"
+KTOOL=(/usr/bin/python3 "$ROOT/tools/kconfig.py" --srcdir "$ROOT")
+
+# config_from <name> <defconfig-or-fragment-file>: writes $SCRATCH/<name>.config
+config_from() {
+  "${KTOOL[@]}" --config "$SCRATCH/$1.config" defconfig "$2" >/dev/null
+}
+
+# build_config <name> [ninja targets...]: configure + build $SCRATCH/<name>.config in
+# $SCRATCH/build-<name>; output in $SCRATCH/<name>.log
+build_config() {
+  local name=$1; shift
+  local dir="$SCRATCH/build-$name"
+  (cd "$ROOT" && ./configure --config "$SCRATCH/$name.config" --builddir "$dir" && ninja -C "$dir" "$@") \
+    > "$SCRATCH/$name.log" 2>&1
+}
+
+fail() { echo "FAIL: $*" >&2; exit 1; }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Pruning is real: a transport or kernel that is n leaves no object and no symbol in libvkrt.a.
+. "$(dirname "$0")/lib.sh"
+frag="$SCRATCH/prune.frag"
+cat "$ROOT/boards/sim-lavapipe-x2/defconfig" > "$frag"
+cat >> "$frag" <<'EOC'
+# CONFIG_VKRT_TRANSPORT_NATIVE_FD is not set
+# CONFIG_VKRT_KERNEL_TRANSPOSE is not set
+EOC
+config_from prune "$frag"
+build_config prune build-prune-lib 2>/dev/null || build_config prune || { tail -30 "$SCRATCH/prune.log"; fail "pruned config does not build"; }
+lib="$SCRATCH/build-prune/libvkrt.a"
+objs=$(ar t "$lib")
+syms=$(nm -A "$lib" 2>/dev/null)
+echo "$objs" | grep -qi "native_fd" && fail "native_fd object still in libvkrt.a"
+echo "$syms" | grep -qi "native_fd" && fail "native_fd symbol still in libvkrt.a"
+echo "$objs" | grep -qi "transpose" && fail "transpose object still in libvkrt.a"
+echo "$syms" | grep -q "vkrt_kernel_transpose" && fail "transpose kernel still embedded"
+# ... while the enabled ones are there (so the test can fail the other way too).
+config_from full "$ROOT/boards/sim-lavapipe-x2/defconfig"
+build_config full || fail "default board does not build"
+full=$(nm -A "$SCRATCH/build-full/libvkrt.a" 2>/dev/null)
+echo "$full" | grep -qi "native_fd" || fail "native_fd missing from the full build (test is blind)"
+echo "$full" | grep -q "vkrt_kernel_transpose" || fail "transpose missing from the full build (test is blind)"
+echo "pruning: native_fd and transpose absent when n, present when y"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# A shader whose push constants disagree with the host struct fails the build: copy the tree,
+# add a member to the copy kernel's push block, rebuild, expect the _Static_assert message.
+. "$(dirname "$0")/lib.sh"
+tree="$SCRATCH/push-tree"
+rm -rf "$tree"; mkdir -p "$tree"
+(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$tree")
+cp "$ROOT/boards/sim-lavapipe-x2/defconfig" "$tree/.config.in"
+/usr/bin/python3 "$tree/tools/kconfig.py" --srcdir "$tree" --config "$tree/.config" defconfig "$tree/.config.in" >/dev/null
+grep -q "uint base;" "$tree/kernels/copy.comp" || fail "copy.comp changed shape; update this test"
+# Control: the unmodified copy builds the copy kernel's host code.
+(cd "$tree" && ./configure --builddir "$tree/build" >/dev/null && ninja -C "$tree/build" lib) > "$SCRATCH/push-ok.log" 2>&1 \
+  || { tail -20 "$SCRATCH/push-ok.log"; fail "unmodified tree does not build"; }
+sed -i 's/  uint base;/  uint base;\n  uint extra_member_the_host_does_not_know;/' "$tree/kernels/copy.comp"
+if (cd "$tree" && ninja -C "$tree/build" lib) > "$SCRATCH/push-bad.log" 2>&1; then
+  fail "build succeeded although shader and host push constants disagree"
+fi
+grep -q "disagree with kernel" "$SCRATCH/push-bad.log" || { tail -20 "$SCRATCH/push-bad.log"; fail "failure is not the push-constant assertion"; }
+echo "push-mismatch: build fails with: $(grep -m1 -o 'push constants of.*' "$SCRATCH/push-bad.log")"
