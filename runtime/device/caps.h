@@ -83,6 +83,10 @@ struct vkrt_board {
   enum vkrt_match_rule rule;
   uint32_t vendor_id, device_id;       /* MATCH_ID; device_id 0 = any */
   uint8_t uuids[8][16];                /* MATCH_UUID */
+  uint32_t uuid_count;                 /* MATCH_UUID: entries of uuids in use */
+  /* Explicit per-rank physical indices (options.physical_device_index); overrides rule. */
+  bool explicit_indices;
+  uint32_t indices[8];
 };
 
 /* The board described by Kconfig. Fails only on a malformed CONFIG_VKRT_DEVICE_UUIDS. */

@@ -82,6 +82,11 @@ struct vkrt_appliance {
   struct vkrt_import_registry *registry;
   struct vkrt_collective *collective;
   uint64_t collective_timeout_ns;
+  /* core bookkeeping (runtime/device) */
+  atomic_long vk_driver_live;             /* driver allocations via vk_allocator not yet freed */
+  uint32_t api_version;                   /* instance apiVersion requested */
+  uint32_t physical_count;                /* physical devices enumerated */
+  bool upload_opened, collective_opened;  /* module hooks to undo at close */
 };
 
 /* Faults: true when `bit` is injected on this device (always false without
@@ -125,3 +130,8 @@ vkrt_status vkrt_upload_open(struct vkrt_appliance *app);     /* runtime/import 
 void vkrt_upload_close(struct vkrt_appliance *app);
 vkrt_status vkrt_ops_open(struct vkrt_device *dev);           /* runtime/ops */
 void vkrt_ops_close(struct vkrt_device *dev);
+
+/* Import plan part of vkrt_describe (runtime/import): with json, JSON members
+ * ("import": ...) without braces around them, like vkrt_collective_describe; else
+ * "vkrt: devN import via ...: why" lines. Returns the length needed like snprintf. */
+size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *buf, size_t size);

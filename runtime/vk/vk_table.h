@@ -2,6 +2,8 @@
 #pragma once
 #include <vulkan/vulkan.h>
 
+#include "vkrt/status.h"
+
 #include "vk/vk_functions.h"
 
 #define VKRT_VK_MEMBER(name) PFN_##name name;
@@ -29,6 +31,9 @@ struct vkrt_base;
 vkrt_status vkrt_vk_load_global(struct vkrt_base *base, struct vkrt_global_table *out,
                                 void **loader_handle);
 void vkrt_vk_unload_global(void *loader_handle);
+/* Fills the global table from a vkGetInstanceProcAddr (shared by both loaders). */
+vkrt_status vkrt_vk_load_global_from(struct vkrt_base *base, PFN_vkGetInstanceProcAddr gipa,
+                                     struct vkrt_global_table *out);
 /* Resolves the instance table; extension functions may stay NULL. Core ones must not. */
 vkrt_status vkrt_vk_load_instance(struct vkrt_base *base, const struct vkrt_global_table *g,
                                   VkInstance instance, struct vkrt_instance_table *out);

@@ -75,6 +75,8 @@ typedef struct vkrt_options {
   uint32_t device_count;
   int32_t physical_device_index[VKRT_MAX_DEVICES]; /* -1 = board rule */
   bool simulated;           /* force N logical devices on one physical device */
+  bool physical_only;       /* force one VkDevice per physical device even on a simulated
+                               board (overrides `simulated`) */
   bool enable_validation;   /* Khronos validation layer; messages are counted */
   bool enable_sync_validation; /* also synchronization validation */
   uint64_t collective_timeout_ns; /* 0 = CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS */

@@ -1,0 +1,175 @@
+/* Buffers, device memory allocation (with fault injection) and memory type selection. */
+#include <string.h>
+
+#include "base/base.h"
+#include "device/device.h"
+
+vkrt_status vkrt_vk_error(struct vkrt_device *dev, VkResult result, const char *what) {
+  return vkrt_error(&dev->app->base, vkrt_vk_status(result), "dev%u: %s: %s", dev->index, what,
+                    vkrt_vk_result_str(result));
+}
+
+VkResult vkrt_device_allocate_memory(struct vkrt_device *dev, const VkMemoryAllocateInfo *info,
+                                     VkDeviceMemory *out) {
+  *out = VK_NULL_HANDLE;
+  struct vkrt_appliance *app = dev->app;
+  unsigned n = atomic_fetch_add(&app->vk_alloc_count, 1) + 1;
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+  if (app->options.faults.vulkan_alloc_fail_at && n == app->options.faults.vulkan_alloc_fail_at) {
+    vkrt_log(&app->base, VKRT_LOG_WARN,
+             "dev%u: injected failure of vkAllocateMemory call %u (%llu bytes)", dev->index, n,
+             (unsigned long long)info->allocationSize);
+    return VK_ERROR_OUT_OF_DEVICE_MEMORY;
+  }
+#else
+  (void)n;
+#endif
+  return dev->vk.vkAllocateMemory(dev->handle, info, NULL, out);
+}
+
+uint32_t vkrt_device_memory_type(const struct vkrt_device *dev, uint32_t type_bits,
+                                 uint32_t required, uint32_t preferred) {
+  uint32_t fallback = UINT32_MAX;
+  for (uint32_t i = 0; i < dev->caps.type_count; i++) {
+    if (!(type_bits & (1u << i)))
+      continue;
+    uint32_t flags = dev->caps.type_flags[i];
+    if ((flags & required) != required)
+      continue;
+    if ((flags & preferred) == preferred)
+      return i;
+    if (fallback == UINT32_MAX)
+      fallback = i;
+  }
+  return fallback;
+}
+
+vkrt_status vkrt_buffer_create_internal(struct vkrt_device *dev, uint64_t size, uint32_t flags,
+                                        VkBufferUsageFlags extra_usage, struct vkrt_buffer **out) {
+  *out = NULL;
+  struct vkrt_base *base = &dev->app->base;
+  if (size == 0)
+    return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: buffer size 0", dev->index);
+  if (flags & ~(uint32_t)VKRT_BUFFER_HOST_VISIBLE)
+    return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: unknown buffer flags 0x%x",
+                      dev->index, flags);
+  uint64_t limit = VKRT_MIN(dev->caps.max_buffer_size, dev->caps.max_memory_allocation_size);
+  if (limit && size > limit)
+    return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "dev%u: buffer of %llu bytes is over the device limit of %llu", dev->index,
+                      (unsigned long long)size, (unsigned long long)limit);
+  struct vkrt_buffer *b = vkrt_calloc(base, 1, sizeof(*b));
+  if (!b)
+    return vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "dev%u: out of host memory",
+                      dev->index);
+  b->dev = dev;
+  b->size = size;
+  b->flags = flags;
+  VkBufferCreateInfo info = {
+      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+      .size = size,
+      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT | extra_usage,
+      .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+  };
+  vkrt_status s;
+  VkResult r = dev->vk.vkCreateBuffer(dev->handle, &info, NULL, &b->handle);
+  if (r != VK_SUCCESS) {
+    b->handle = VK_NULL_HANDLE;
+    s = vkrt_vk_error(dev, r, "vkCreateBuffer");
+    goto fail;
+  }
+  VkMemoryRequirements req;
+  dev->vk.vkGetBufferMemoryRequirements(dev->handle, b->handle, &req);
+  uint32_t type;
+  if (flags & VKRT_BUFFER_HOST_VISIBLE)
+    type = vkrt_device_memory_type(dev, req.memoryTypeBits,
+                                   VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                       VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                   VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  else
+    type = vkrt_device_memory_type(dev, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  if (type == UINT32_MAX)
+    type = vkrt_device_memory_type(dev, req.memoryTypeBits, 0, 0);
+  if (type == UINT32_MAX) {
+    s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE, "dev%u: no memory type for a %s buffer",
+                   dev->index, (flags & VKRT_BUFFER_HOST_VISIBLE) ? "host-visible" : "device");
+    goto fail;
+  }
+  VkMemoryAllocateInfo alloc = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .allocationSize = req.size,
+      .memoryTypeIndex = type,
+  };
+  r = vkrt_device_allocate_memory(dev, &alloc, &b->memory);
+  if (r != VK_SUCCESS) {
+    b->memory = VK_NULL_HANDLE;
+    s = vkrt_vk_error(dev, r, "vkAllocateMemory for a buffer");
+    goto fail;
+  }
+  r = dev->vk.vkBindBufferMemory(dev->handle, b->handle, b->memory, 0);
+  if (r != VK_SUCCESS) {
+    s = vkrt_vk_error(dev, r, "vkBindBufferMemory");
+    goto fail;
+  }
+  if (flags & VKRT_BUFFER_HOST_VISIBLE) {
+    r = dev->vk.vkMapMemory(dev->handle, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped);
+    if (r != VK_SUCCESS) {
+      b->mapped = NULL;
+      s = vkrt_vk_error(dev, r, "vkMapMemory");
+      goto fail;
+    }
+  }
+  *out = b;
+  return VKRT_OK;
+fail:
+  vkrt_buffer_destroy(b);
+  return s;
+}
+
+vkrt_status vkrt_buffer_create(vkrt_appliance *app, uint32_t device, uint64_t size,
+                               uint32_t flags, vkrt_buffer **out) {
+  if (!out)
+    return app ? vkrt_error(&app->base, VKRT_ERROR_INVALID_ARGUMENT, "buffer: out is NULL")
+               : VKRT_ERROR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (device >= app->device_count)
+    return vkrt_error(&app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "buffer: device %u does not exist (the appliance has %u)", device,
+                      app->device_count);
+  return vkrt_buffer_create_internal(&app->devices[device], size, flags, 0, out);
+}
+
+void vkrt_buffer_destroy(vkrt_buffer *b) {
+  if (!b)
+    return;
+  struct vkrt_device *dev = b->dev;
+  if (b->mapped)
+    dev->vk.vkUnmapMemory(dev->handle, b->memory);
+  if (b->handle)
+    dev->vk.vkDestroyBuffer(dev->handle, b->handle, NULL);
+  if (b->memory)
+    dev->vk.vkFreeMemory(dev->handle, b->memory, NULL);
+  vkrt_free(&dev->app->base, b);
+}
+
+uint64_t vkrt_buffer_size(const vkrt_buffer *b) { return b ? b->size : 0; }
+
+uint32_t vkrt_buffer_device(const vkrt_buffer *b) { return b ? b->dev->index : UINT32_MAX; }
+
+vkrt_status vkrt_buffer_map(vkrt_buffer *b, void **out) {
+  if (!out)
+    return b ? vkrt_error(&b->dev->app->base, VKRT_ERROR_INVALID_ARGUMENT, "map: out is NULL")
+             : VKRT_ERROR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (!b)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (!b->mapped)
+    return vkrt_error(&b->dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "dev%u: cannot map a buffer created without VKRT_BUFFER_HOST_VISIBLE",
+                      b->dev->index);
+  *out = b->mapped;
+  return VKRT_OK;
+}

@@ -1,0 +1,93 @@
+/* vkrt_describe: board, devices with capabilities, then the plans of the collective and
+ * import modules (their own describe functions). */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "device/device.h"
+#include "transport/collective.h"
+
+struct out_buf {
+  char *buf;
+  size_t size, len;
+};
+
+static char *cursor(struct out_buf *o, size_t *room) {
+  *room = o->len < o->size ? o->size - o->len : 0;
+  return *room ? o->buf + o->len : NULL;
+}
+
+static void put(struct out_buf *o, const char *fmt, ...) VKRT_PRINTF(2, 3);
+static void put(struct out_buf *o, const char *fmt, ...) {
+  size_t room;
+  char *dst = cursor(o, &room);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(dst, room, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    o->len += (size_t)n;
+}
+
+static void add(struct out_buf *o, size_t n) { o->len += n; }
+
+size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf_size) {
+  struct out_buf o = {buf, buf ? buf_size : 0, 0};
+  if (o.size)
+    buf[0] = '\0';
+  if (!app)
+    return 0;
+  const struct vkrt_board *b = &app->board;
+  const char *rule = b->explicit_indices          ? "explicit_index"
+                     : b->rule == VKRT_MATCH_ID   ? "id"
+                     : b->rule == VKRT_MATCH_UUID ? "uuid"
+                                                  : "index";
+  size_t room;
+  if (json) {
+    put(&o,
+        "{\"board\": {\"name\": \"%s\", \"device_count\": %u, \"simulated\": %s, \"match\": "
+        "\"%s\", \"physical_devices\": %u, \"validation\": %s}, \"devices\": [",
+        b->name, b->device_count, b->simulated ? "true" : "false", rule, app->physical_count,
+        app->options.enable_validation ? "true" : "false");
+    for (uint32_t i = 0; i < app->device_count; i++) {
+      put(&o, "%s{", i ? ", " : "");
+      {
+      char *dst = cursor(&o, &room);
+      add(&o, vkrt_caps_describe(&app->devices[i].caps, i, true, dst, room));
+    }
+      put(&o, ", \"fault_mask\": %u}", app->devices[i].fault_mask);
+    }
+    put(&o, "], ");
+    {
+      char *dst = cursor(&o, &room);
+      add(&o, vkrt_collective_describe(app, true, dst, room));
+    }
+    put(&o, ", ");
+    {
+      char *dst = cursor(&o, &room);
+      add(&o, vkrt_import_describe(app, true, dst, room));
+    }
+    put(&o, "}\n");
+    return o.len;
+  }
+  put(&o, "vkrt: board %s: %u device(s)%s, matched by %s among %u physical device(s)%s\n",
+      b->name, b->device_count, b->simulated ? " simulated on one physical device" : "", rule,
+      app->physical_count, app->options.enable_validation ? ", validation on" : "");
+  for (uint32_t i = 0; i < app->device_count; i++) {
+    {
+      char *dst = cursor(&o, &room);
+      add(&o, vkrt_caps_describe(&app->devices[i].caps, i, false, dst, room));
+    }
+    if (app->devices[i].fault_mask)
+      put(&o, "vkrt: dev%u injected faults 0x%x\n", i, app->devices[i].fault_mask);
+  }
+  {
+      char *dst = cursor(&o, &room);
+      add(&o, vkrt_collective_describe(app, false, dst, room));
+    }
+  {
+      char *dst = cursor(&o, &room);
+      add(&o, vkrt_import_describe(app, false, dst, room));
+    }
+  return o.len;
+}

@@ -1,0 +1,336 @@
+/* Per-device stream: a ring of command buffers retired by one timeline semaphore. */
+#include <string.h>
+
+#include "base/base.h"
+#include "device/device.h"
+#include "device/device_internal.h"
+
+vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
+  struct vkrt_stream *st = &dev->stream;
+  memset(st, 0, sizeof(*st));
+  VkCommandPoolCreateInfo pool_info = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+      .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+      .queueFamilyIndex = dev->compute_family,
+  };
+  VkResult r = dev->vk.vkCreateCommandPool(dev->handle, &pool_info, NULL, &st->pool);
+  if (r != VK_SUCCESS) {
+    st->pool = VK_NULL_HANDLE;
+    return vkrt_vk_error(dev, r, "vkCreateCommandPool for the stream");
+  }
+  VkCommandBufferAllocateInfo cmd_info = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+      .commandPool = st->pool,
+      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+      .commandBufferCount = VKRT_STREAM_DEPTH,
+  };
+  r = dev->vk.vkAllocateCommandBuffers(dev->handle, &cmd_info, st->cmd);
+  if (r != VK_SUCCESS) {
+    memset(st->cmd, 0, sizeof(st->cmd));
+    return vkrt_vk_error(dev, r, "vkAllocateCommandBuffers for the stream");
+  }
+  VkSemaphoreTypeCreateInfo type_info = {
+      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+      .initialValue = 0,
+  };
+  VkSemaphoreCreateInfo sem_info = {
+      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+      .pNext = &type_info,
+  };
+  r = dev->vk.vkCreateSemaphore(dev->handle, &sem_info, NULL, &st->timeline);
+  if (r != VK_SUCCESS) {
+    st->timeline = VK_NULL_HANDLE;
+    return vkrt_vk_error(dev, r, "vkCreateSemaphore for the stream timeline");
+  }
+  return VKRT_OK;
+}
+
+void vkrt_stream_finish(struct vkrt_device *dev) {
+  struct vkrt_stream *st = &dev->stream;
+  if (st->timeline)
+    dev->vk.vkDestroySemaphore(dev->handle, st->timeline, NULL);
+  if (st->pool) /* frees the command buffers too */
+    dev->vk.vkDestroyCommandPool(dev->handle, st->pool, NULL);
+  memset(st, 0, sizeof(*st));
+}
+
+static vkrt_status wait_value(struct vkrt_device *dev, uint64_t value, uint64_t timeout_ns) {
+  VkSemaphoreWaitInfo info = {
+      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+      .semaphoreCount = 1,
+      .pSemaphores = &dev->stream.timeline,
+      .pValues = &value,
+  };
+  VkResult r = dev->vk.vkWaitSemaphores(dev->handle, &info, timeout_ns);
+  if (r == VK_TIMEOUT)
+    return vkrt_error(&dev->app->base, VKRT_ERROR_TIMEOUT,
+                      "dev%u: stream value %llu not reached within %llu ns", dev->index,
+                      (unsigned long long)value, (unsigned long long)timeout_ns);
+  if (r != VK_SUCCESS) {
+    if (r == VK_ERROR_DEVICE_LOST)
+      dev->lost = true;
+    return vkrt_vk_error(dev, r, "vkWaitSemaphores on the stream timeline");
+  }
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
+  *out = VK_NULL_HANDLE;
+  struct vkrt_stream *st = &dev->stream;
+  if (dev->lost)
+    return vkrt_error(&dev->app->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
+  if (st->recording) {
+    *out = st->cmd[st->current];
+    return VKRT_OK;
+  }
+  if (st->cmd_value[st->current]) { /* the ring is full: wait for the oldest to retire */
+    vkrt_status s = wait_value(dev, st->cmd_value[st->current], UINT64_MAX);
+    if (s != VKRT_OK)
+      return s;
+    st->cmd_value[st->current] = 0;
+  }
+  VkCommandBuffer cmd = st->cmd[st->current];
+  VkResult r = dev->vk.vkResetCommandBuffer(cmd, 0);
+  if (r != VK_SUCCESS)
+    return vkrt_vk_error(dev, r, "vkResetCommandBuffer");
+  VkCommandBufferBeginInfo begin = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+  };
+  r = dev->vk.vkBeginCommandBuffer(cmd, &begin);
+  if (r != VK_SUCCESS)
+    return vkrt_vk_error(dev, r, "vkBeginCommandBuffer");
+  st->recording = true;
+  *out = cmd;
+  return VKRT_OK;
+}
+
+void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+      .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+      .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT,
+  };
+  dev->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                               VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &barrier, 0, NULL, 0,
+                               NULL);
+}
+
+vkrt_status vkrt_stream_add_wait(struct vkrt_device *dev, VkSemaphore sem, uint64_t value) {
+  struct vkrt_stream *st = &dev->stream;
+  if (st->wait_count == VKRT_STREAM_MAX_SYNC)
+    return vkrt_error(&dev->app->base, VKRT_ERROR_INTERNAL,
+                      "dev%u: more than %d waits attached to one submit", dev->index,
+                      VKRT_STREAM_MAX_SYNC);
+  st->wait_sem[st->wait_count] = sem;
+  st->wait_value[st->wait_count++] = value;
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value) {
+  struct vkrt_stream *st = &dev->stream;
+  if (st->signal_count == VKRT_STREAM_MAX_SYNC)
+    return vkrt_error(&dev->app->base, VKRT_ERROR_INTERNAL,
+                      "dev%u: more than %d signals attached to one submit", dev->index,
+                      VKRT_STREAM_MAX_SYNC);
+  st->signal_sem[st->signal_count] = sem;
+  st->signal_value[st->signal_count++] = value;
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
+  struct vkrt_stream *st = &dev->stream;
+  if (out_value)
+    *out_value = 0;
+  vkrt_status s = VKRT_OK;
+  uint32_t slot = st->current;
+  bool has_cmd = st->recording;
+  if (has_cmd) {
+    /* Device writes become visible to the host once the timeline value is reached. */
+    VkMemoryBarrier barrier = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT,
+    };
+    dev->vk.vkCmdPipelineBarrier(st->cmd[slot], VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                 VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, NULL, 0, NULL);
+    st->recording = false;
+    VkResult r = dev->vk.vkEndCommandBuffer(st->cmd[slot]);
+    if (r != VK_SUCCESS) {
+      s = vkrt_vk_error(dev, r, "vkEndCommandBuffer");
+      goto out;
+    }
+  }
+  if (vkrt_fault(dev, VKRT_FAULT_DEVICE_LOST)) {
+    dev->lost = true;
+    s = vkrt_error(&dev->app->base, VKRT_ERROR_DEVICE_LOST,
+                   "dev%u: vkQueueSubmit: VK_ERROR_DEVICE_LOST (injected)", dev->index);
+    goto out;
+  }
+  if (dev->lost) {
+    s = vkrt_error(&dev->app->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
+    goto out;
+  }
+
+  VkSemaphore signal_sem[VKRT_STREAM_MAX_SYNC + 1];
+  uint64_t signal_value[VKRT_STREAM_MAX_SYNC + 1];
+  VkPipelineStageFlags wait_stage[VKRT_STREAM_MAX_SYNC];
+  uint64_t value = st->submitted + 1;
+  signal_sem[0] = st->timeline;
+  signal_value[0] = value;
+  for (uint32_t i = 0; i < st->signal_count; i++) {
+    signal_sem[i + 1] = st->signal_sem[i];
+    signal_value[i + 1] = st->signal_value[i];
+  }
+  for (uint32_t i = 0; i < st->wait_count; i++)
+    wait_stage[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+  VkTimelineSemaphoreSubmitInfo timeline = {
+      .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+      .waitSemaphoreValueCount = st->wait_count,
+      .pWaitSemaphoreValues = st->wait_value,
+      .signalSemaphoreValueCount = st->signal_count + 1,
+      .pSignalSemaphoreValues = signal_value,
+  };
+  VkSubmitInfo submit = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .pNext = &timeline,
+      .waitSemaphoreCount = st->wait_count,
+      .pWaitSemaphores = st->wait_sem,
+      .pWaitDstStageMask = wait_stage,
+      .commandBufferCount = has_cmd ? 1 : 0,
+      .pCommandBuffers = &st->cmd[slot],
+      .signalSemaphoreCount = st->signal_count + 1,
+      .pSignalSemaphores = signal_sem,
+  };
+  pthread_mutex_lock(&dev->compute_queue_lock);
+  VkResult r = dev->vk.vkQueueSubmit(dev->compute_queue, 1, &submit, VK_NULL_HANDLE);
+  pthread_mutex_unlock(&dev->compute_queue_lock);
+  if (r != VK_SUCCESS) {
+    if (r == VK_ERROR_DEVICE_LOST)
+      dev->lost = true;
+    s = vkrt_vk_error(dev, r, "vkQueueSubmit");
+    goto out;
+  }
+  st->submitted = value;
+  if (has_cmd) {
+    st->cmd_value[slot] = value;
+    st->current = (slot + 1) % VKRT_STREAM_DEPTH;
+  }
+  if (out_value)
+    *out_value = value;
+out:
+  /* Attached waits/signals belong to this submit whether or not it went through. */
+  st->wait_count = 0;
+  st->signal_count = 0;
+  return s;
+}
+
+vkrt_status vkrt_stream_wait(struct vkrt_device *dev, uint64_t value, uint64_t timeout_ns) {
+  if (value > dev->stream.submitted)
+    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "dev%u: waiting for stream value %llu, but only %llu were submitted",
+                      dev->index, (unsigned long long)value,
+                      (unsigned long long)dev->stream.submitted);
+  if (value == 0)
+    return VKRT_OK;
+  return wait_value(dev, value, timeout_ns);
+}
+
+/* ---- public stream API ------------------------------------------------------------- */
+
+static vkrt_status check_range(const vkrt_buffer *b, uint64_t offset, uint64_t size,
+                               const char *what) {
+  uint64_t end;
+  if (!vkrt_add_u64(offset, size, &end) || end > b->size)
+    return vkrt_error(&b->dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "dev%u: %s range [%llu, +%llu) is outside the buffer of %llu bytes",
+                      b->dev->index, what, (unsigned long long)offset, (unsigned long long)size,
+                      (unsigned long long)b->size);
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
+                                 uint64_t src_offset, uint64_t size) {
+  if (!dst || !src)
+    return dst ? vkrt_error(&dst->dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                            "copy: source buffer is NULL")
+               : src ? vkrt_error(&src->dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                                  "copy: destination buffer is NULL")
+                     : VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_device *dev = dst->dev;
+  if (src->dev != dev)
+    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "copy: source is on dev%u, destination on dev%u; copies stay on one device",
+                      src->dev->index, dev->index);
+  if (size == 0)
+    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: copy of 0 bytes",
+                      dev->index);
+  vkrt_status s = check_range(dst, dst_offset, size, "copy destination");
+  if (s == VKRT_OK)
+    s = check_range(src, src_offset, size, "copy source");
+  if (s == VKRT_OK && src == dst && src_offset < dst_offset + size && dst_offset < src_offset + size)
+    s = vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                   "dev%u: copy source and destination overlap", dev->index);
+  VkCommandBuffer cmd;
+  if (s == VKRT_OK)
+    s = vkrt_stream_cmd(dev, &cmd);
+  if (s != VKRT_OK)
+    return s;
+  vkrt_stream_barrier(dev, cmd);
+  VkBufferCopy region = {.srcOffset = src_offset, .dstOffset = dst_offset, .size = size};
+  dev->vk.vkCmdCopyBuffer(cmd, src->handle, dst->handle, 1, &region);
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint32_t value) {
+  if (!dst)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_device *dev = dst->dev;
+  if (size == 0 || offset % 4 || size % 4)
+    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "dev%u: fill offset %llu and size %llu must be non-zero multiples of 4",
+                      dev->index, (unsigned long long)offset, (unsigned long long)size);
+  vkrt_status s = check_range(dst, offset, size, "fill");
+  VkCommandBuffer cmd;
+  if (s == VKRT_OK)
+    s = vkrt_stream_cmd(dev, &cmd);
+  if (s != VKRT_OK)
+    return s;
+  vkrt_stream_barrier(dev, cmd);
+  dev->vk.vkCmdFillBuffer(cmd, dst->handle, offset, size, value);
+  return VKRT_OK;
+}
+
+static vkrt_status device_of(vkrt_appliance *app, uint32_t device, struct vkrt_device **out) {
+  *out = NULL;
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (device >= app->device_count)
+    return vkrt_error(&app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "device %u does not exist (the appliance has %u)", device,
+                      app->device_count);
+  *out = &app->devices[device];
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_submit(vkrt_appliance *app, uint32_t device, uint64_t *out_ticket) {
+  if (out_ticket)
+    *out_ticket = 0;
+  struct vkrt_device *dev;
+  vkrt_status s = device_of(app, device, &dev);
+  return s != VKRT_OK ? s : vkrt_stream_submit(dev, out_ticket);
+}
+
+vkrt_status vkrt_wait(vkrt_appliance *app, uint32_t device, uint64_t ticket,
+                      uint64_t timeout_ns) {
+  struct vkrt_device *dev;
+  vkrt_status s = device_of(app, device, &dev);
+  return s != VKRT_OK ? s : vkrt_stream_wait(dev, ticket, timeout_ns);
+}
+
+vkrt_status vkrt_finish(vkrt_appliance *app, uint32_t device) {
+  uint64_t ticket;
+  vkrt_status s = vkrt_submit(app, device, &ticket);
+  return s != VKRT_OK ? s : vkrt_wait(app, device, ticket, UINT64_MAX);
+}

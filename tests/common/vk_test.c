@@ -1,0 +1,147 @@
+#include "vk_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void log_stderr(void *user, vkrt_log_level level, const char *message) {
+  (void)user;
+  static const char *const names[] = {"error", "warn", "info", "debug"};
+  fprintf(stderr, "vkrt-test: %s: %s\n", names[level & 3], message);
+}
+
+void vkt_options(vkrt_options *o) {
+  vkrt_options_initialize(o);
+  o->enable_validation = IS_ENABLED(CONFIG_VKRT_VALIDATION_IN_TESTS);
+  o->log = log_stderr;
+  o->log_level = VKRT_LOG_WARN;
+}
+
+vkrt_appliance *vkt_open(const vkrt_options *o) {
+  vkrt_appliance *app = NULL;
+  char why[1024];
+  vkrt_status s = vkrt_open(o, &app, why, sizeof(why));
+  if (s != VKRT_OK)
+    fail_msg("vkrt_open: %s: %s", vkrt_status_str(s), why);
+  assert_non_null(app);
+  return app;
+}
+
+void vkt_close(vkrt_appliance *app) {
+  uint32_t messages = vkrt_validation_message_count(app);
+  vkrt_close(app);
+  assert_int_equal(messages, 0);
+}
+
+uint64_t vkt_seed(uint64_t seed) {
+  if (seed == 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    seed = (uint64_t)ts.tv_nsec * 6364136223846793005ull + (uint64_t)ts.tv_sec;
+    if (seed == 0)
+      seed = 0x9e3779b97f4a7c15ull;
+  }
+  fprintf(stderr, "vkrt-test: random seed %llu\n", (unsigned long long)seed);
+  return seed;
+}
+
+uint64_t vkt_next(uint64_t *state) {
+  uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ull;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *state = x;
+  return x * 2685821657736338717ull;
+}
+
+void vkt_fill_random(void *ptr, size_t bytes, uint64_t *state) {
+  uint8_t *p = ptr;
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t v = vkt_next(state);
+    memcpy(p + i, &v, 8);
+  }
+  if (i < bytes) {
+    uint64_t v = vkt_next(state);
+    memcpy(p + i, &v, bytes - i);
+  }
+  if (bytes) /* never all zero, whatever the generator did */
+    p[0] |= 1;
+}
+
+void vkt_fill_random_f32(float *out, size_t count, float lo, float hi, uint64_t *state) {
+  for (size_t i = 0; i < count; i++)
+    out[i] = lo + (hi - lo) * (float)((vkt_next(state) >> 40) * (1.0 / 16777216.0));
+}
+
+void vkt_poison(void *ptr, size_t bytes) {
+  static const uint8_t pattern[4] = {0xef, 0xbe, 0xad, 0xde};
+  uint8_t *p = ptr;
+  for (size_t i = 0; i < bytes; i++)
+    p[i] = pattern[i & 3];
+}
+
+/* ---- counting allocator ------------------------------------------------------------- */
+
+struct block {
+  size_t size;
+  size_t offset;
+};
+
+static void *count_alloc(void *user, size_t size, size_t alignment) {
+  vkt_counting *c = user;
+  if (alignment < 16)
+    alignment = 16;
+  size_t offset = (sizeof(struct block) + alignment - 1) / alignment * alignment;
+  void *raw = NULL;
+  if (posix_memalign(&raw, alignment, size + offset) != 0)
+    return NULL;
+  uint8_t *p = (uint8_t *)raw + offset;
+  struct block *b = (struct block *)(void *)(p - sizeof(*b));
+  b->size = size;
+  b->offset = offset;
+  atomic_fetch_add(&c->live, 1);
+  atomic_fetch_add(&c->total, 1);
+  atomic_fetch_add(&c->bytes_live, (long)size);
+  return p;
+}
+
+static void count_free(void *user, void *ptr) {
+  vkt_counting *c = user;
+  if (!ptr)
+    return;
+  struct block *b = (struct block *)(void *)((uint8_t *)ptr - sizeof(*b));
+  atomic_fetch_sub(&c->live, 1);
+  atomic_fetch_sub(&c->bytes_live, (long)b->size);
+  free((uint8_t *)ptr - b->offset);
+}
+
+static void *count_realloc(void *user, void *ptr, size_t size, size_t alignment) {
+  if (!ptr)
+    return count_alloc(user, size, alignment);
+  struct block *b = (struct block *)(void *)((uint8_t *)ptr - sizeof(*b));
+  void *p = count_alloc(user, size, alignment);
+  if (!p)
+    return NULL;
+  memcpy(p, ptr, b->size < size ? b->size : size);
+  count_free(user, ptr);
+  return p;
+}
+
+vkrt_allocator vkt_counting_allocator(vkt_counting *c) {
+  atomic_store(&c->live, 0);
+  atomic_store(&c->total, 0);
+  atomic_store(&c->bytes_live, 0);
+  return (vkrt_allocator){.user = c, .alloc = count_alloc, .realloc = count_realloc,
+                          .free = count_free};
+}
+
+void vkt_log_capture_fn(void *user, vkrt_log_level level, const char *message) {
+  vkt_log_capture *cap = user;
+  log_stderr(NULL, level, message);
+  int n = snprintf(cap->text + cap->len, sizeof(cap->text) - cap->len, "%s\n", message);
+  if (n > 0)
+    cap->len = cap->len + (size_t)n < sizeof(cap->text) ? cap->len + (size_t)n
+                                                        : sizeof(cap->text) - 1;
+}

@@ -1,0 +1,61 @@
+/* Shared helpers for tests that open an appliance on lavapipe (cmocka). List the source
+ * in a Sources entry as ../common/vk_test.c (from tests/vk, tests/fault, ...).
+ *
+ *   vkrt_options o;
+ *   vkt_options(&o);                 // validation per CONFIG_VKRT_VALIDATION_IN_TESTS
+ *   vkrt_appliance *app = vkt_open(&o);
+ *   ...
+ *   vkt_close(app);                  // asserts zero validation messages, then closes
+ */
+#pragma once
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "vkrt/vkrt.h"
+
+/* vkrt_options_initialize + validation on (CONFIG_VKRT_VALIDATION_IN_TESTS) + a log to
+ * stderr of warnings and errors (prefixed "vkrt-test: "). */
+void vkt_options(vkrt_options *options);
+/* vkrt_open that fails the test (printing the status and message) when it fails. */
+vkrt_appliance *vkt_open(const vkrt_options *options);
+/* Asserts vkrt_validation_message_count(app) == 0, then closes. */
+void vkt_close(vkrt_appliance *app);
+/* Fails the test with the last error when s != VKRT_OK. */
+#define vkt_check(app, s)                                                                     \
+  do {                                                                                        \
+    vkrt_status vkt_s_ = (s);                                                                 \
+    if (vkt_s_ != VKRT_OK)                                                                    \
+      fail_msg("%s:%d: %s: %s", __FILE__, __LINE__, vkrt_status_str(vkt_s_),                  \
+               vkrt_last_error(app));                                                         \
+  } while (0)
+
+/* Deterministic pseudo-random data (xorshift64*), never all zero. A seed of 0 picks a
+ * fresh one from the clock; the seed used is printed so a failure can be replayed. */
+uint64_t vkt_seed(uint64_t seed);
+uint64_t vkt_next(uint64_t *state);
+void vkt_fill_random(void *ptr, size_t bytes, uint64_t *state);
+/* Uniform floats in [lo, hi). */
+void vkt_fill_random_f32(float *out, size_t count, float lo, float hi, uint64_t *state);
+/* Fills outputs with a recognizable pattern (0xDEADBEEF words) before a kernel writes them. */
+void vkt_poison(void *ptr, size_t bytes);
+
+/* A counting allocator (live/total blocks) to detect leaks through vkrt_options.allocator;
+ * it counts driver allocations routed through the allocation callbacks too. */
+typedef struct vkt_counting {
+  atomic_long live;
+  atomic_long total;
+  atomic_long bytes_live;
+} vkt_counting;
+vkrt_allocator vkt_counting_allocator(vkt_counting *counting);
+
+/* Captures log messages into a buffer (for tests that check a message); log_user must be
+ * a vkt_log_capture. Also forwards to stderr. */
+typedef struct vkt_log_capture {
+  char text[8192];
+  size_t len;
+} vkt_log_capture;
+void vkt_log_capture_fn(void *user, vkrt_log_level level, const char *message);

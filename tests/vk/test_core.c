@@ -1,0 +1,333 @@
+/* Runtime core on lavapipe with validation: open, buffers, streams, leaks, board
+ * mismatch, fault-injected capability hiding. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/vk_test.h"
+#include "device/device.h"
+
+static void test_open_board(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  assert_int_equal(vkrt_device_count(app), CONFIG_VKRT_DEVICE_COUNT);
+  for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
+    vkrt_device_info info;
+    vkt_check(app, vkrt_device_info_get(app, d, &info));
+    assert_true(info.name[0] != '\0');
+    assert_true(info.device_local_bytes > 0);
+    /* each rank has its own VkDevice and its own function table */
+    assert_non_null(app->devices[d].handle);
+    assert_non_null(app->devices[d].vk.vkQueueSubmit);
+    assert_true(app->devices[d].caps.timeline_semaphore);
+    if (d > 0)
+      assert_ptr_not_equal(app->devices[d].handle, app->devices[0].handle);
+    if (IS_ENABLED(CONFIG_VKRT_SIMULATED))
+      assert_memory_equal(info.device_uuid, app->devices[0].caps.device_uuid, 16);
+  }
+  vkrt_device_info info;
+  assert_int_equal(vkrt_device_info_get(app, 8, &info), VKRT_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(vkrt_last_error(app), "device 8"));
+  vkt_close(app);
+}
+
+static void test_open_four(void **state) {
+  (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_SIMULATED))
+    skip();
+  vkrt_options o;
+  vkt_options(&o);
+  o.device_count = 4;
+  vkrt_appliance *app = vkt_open(&o);
+  assert_int_equal(vkrt_device_count(app), 4);
+  vkt_close(app);
+}
+
+/* random pattern -> host-visible -> device-local -> host-visible, on every device */
+static void test_buffer_round_trip(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  uint64_t seed = vkt_seed(0);
+  const uint64_t size = (1u << 20) + 12;
+  uint8_t *expect = malloc(size);
+  assert_non_null(expect);
+  for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
+    vkrt_buffer *src, *mid, *dst;
+    vkt_check(app, vkrt_buffer_create(app, d, size, VKRT_BUFFER_HOST_VISIBLE, &src));
+    vkt_check(app, vkrt_buffer_create(app, d, size, VKRT_BUFFER_DEVICE_LOCAL, &mid));
+    vkt_check(app, vkrt_buffer_create(app, d, size, VKRT_BUFFER_HOST_VISIBLE, &dst));
+    assert_int_equal(vkrt_buffer_size(mid), size);
+    assert_int_equal(vkrt_buffer_device(mid), d);
+    void *s, *t;
+    vkt_check(app, vkrt_buffer_map(src, &s));
+    vkt_check(app, vkrt_buffer_map(dst, &t));
+    vkt_fill_random(expect, size, &seed);
+    memcpy(s, expect, size);
+    vkt_poison(t, size);
+    vkt_check(app, vkrt_cmd_copy_buffer(mid, 0, src, 0, size));
+    vkt_check(app, vkrt_cmd_copy_buffer(dst, 0, mid, 0, size));
+    vkt_check(app, vkrt_finish(app, d));
+    assert_memory_equal(t, expect, size);
+
+    /* offsets, a fill, and the order of commands within one submit */
+    vkt_poison(t, size);
+    vkt_check(app, vkrt_cmd_fill(mid, 0, size - 12, 0x01020304u));
+    vkt_check(app, vkrt_cmd_copy_buffer(mid, 4096, src, 100, 5000));
+    vkt_check(app, vkrt_cmd_copy_buffer(dst, 0, mid, 0, size));
+    uint64_t ticket;
+    vkt_check(app, vkrt_submit(app, d, &ticket));
+    assert_true(ticket > 0);
+    vkt_check(app, vkrt_wait(app, d, ticket, UINT64_MAX));
+    const uint8_t *u = t;
+    for (uint64_t i = 0; i < size - 12; i++) {
+      uint8_t want = (i >= 4096 && i < 4096 + 5000) ? expect[100 + i - 4096]
+                                                    : (uint8_t)(0x01020304u >> (8 * (i % 4)));
+      if (u[i] != want)
+        fail_msg("dev%u byte %llu: got 0x%02x, want 0x%02x", d, (unsigned long long)i, u[i],
+                 want);
+    }
+    /* the tail was copied from mid, which still holds the first round's bytes */
+    assert_memory_equal(u + size - 12, expect + size - 12, 12);
+
+    void *bad;
+    assert_int_equal(vkrt_buffer_map(mid, &bad), VKRT_ERROR_INVALID_ARGUMENT);
+    assert_null(bad);
+    assert_int_equal(vkrt_cmd_copy_buffer(dst, size - 4, src, 0, 8), VKRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vkrt_last_error(app), "outside the buffer"));
+    assert_int_equal(vkrt_cmd_fill(dst, 2, 4, 0), VKRT_ERROR_INVALID_ARGUMENT);
+    vkrt_buffer_destroy(src);
+    vkrt_buffer_destroy(mid);
+    vkrt_buffer_destroy(dst);
+  }
+  if (vkrt_device_count(app) > 1) { /* copies never cross devices */
+    vkrt_buffer *a, *b;
+    vkt_check(app, vkrt_buffer_create(app, 0, 256, 0, &a));
+    vkt_check(app, vkrt_buffer_create(app, 1, 256, 0, &b));
+    assert_int_equal(vkrt_cmd_copy_buffer(a, 0, b, 0, 256), VKRT_ERROR_INVALID_ARGUMENT);
+    vkrt_buffer_destroy(a);
+    vkrt_buffer_destroy(b);
+  }
+  vkrt_buffer *none = (vkrt_buffer *)1;
+  assert_int_equal(vkrt_buffer_create(app, 99, 64, 0, &none), VKRT_ERROR_INVALID_ARGUMENT);
+  assert_null(none);
+  assert_int_equal(vkrt_buffer_create(app, 0, 0, 0, &none), VKRT_ERROR_INVALID_ARGUMENT);
+  free(expect);
+  vkt_close(app);
+}
+
+/* More submits than the ring holds, empty submits, and attached timeline signals. */
+static void test_stream_ring(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  vkrt_buffer *buf;
+  vkt_check(app, vkrt_buffer_create(app, 0, 4096, VKRT_BUFFER_HOST_VISIBLE, &buf));
+  uint32_t *p;
+  vkt_check(app, vkrt_buffer_map(buf, (void **)&p));
+  uint64_t last = 0;
+  for (uint32_t i = 1; i <= 3 * VKRT_STREAM_DEPTH; i++) {
+    vkt_check(app, vkrt_cmd_fill(buf, 0, 4096, i));
+    uint64_t ticket;
+    vkt_check(app, vkrt_submit(app, 0, &ticket));
+    assert_true(ticket > last);
+    last = ticket;
+  }
+  vkt_check(app, vkrt_wait(app, 0, last, UINT64_MAX));
+  assert_int_equal(p[1023], 3 * VKRT_STREAM_DEPTH);
+
+  struct vkrt_device *dev = &app->devices[0];
+  uint64_t empty;
+  vkt_check(app, vkrt_submit(app, 0, &empty)); /* nothing recorded: still a ticket */
+  assert_int_equal(empty, last + 1);
+  /* a second timeline signalled by the next submit */
+  VkSemaphoreTypeCreateInfo type = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                    .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+  VkSemaphoreCreateInfo info = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &type};
+  VkSemaphore extra;
+  assert_int_equal(dev->vk.vkCreateSemaphore(dev->handle, &info, NULL, &extra), VK_SUCCESS);
+  vkt_check(app, vkrt_stream_add_signal(dev, extra, 7));
+  vkt_check(app, vkrt_stream_submit(dev, NULL));
+  vkt_check(app, vkrt_stream_add_wait(dev, extra, 7));
+  vkt_check(app, vkrt_cmd_fill(buf, 0, 4096, 0xabcdef01u));
+  vkt_check(app, vkrt_finish(app, 0));
+  assert_int_equal(p[0], 0xabcdef01u);
+  uint64_t value = 0;
+  assert_int_equal(dev->vk.vkGetSemaphoreCounterValue(dev->handle, extra, &value), VK_SUCCESS);
+  assert_int_equal(value, 7);
+  dev->vk.vkDestroySemaphore(dev->handle, extra, NULL);
+
+  assert_int_equal(vkrt_wait(app, 0, 1000000, 1000), VKRT_ERROR_INVALID_ARGUMENT);
+  vkrt_buffer_destroy(buf);
+  vkt_close(app);
+}
+
+/* open/close repeatedly through a counting allocator: nothing stays allocated. */
+static void test_open_close_leaks(void **state) {
+  (void)state;
+  vkt_counting counting;
+  const int rounds = 100;
+  for (int i = 0; i < rounds; i++) {
+    vkrt_options o;
+    vkt_options(&o);
+    o.allocator = vkt_counting_allocator(&counting);
+    vkrt_appliance *app = vkt_open(&o);
+    vkrt_buffer *b;
+    vkt_check(app, vkrt_buffer_create(app, vkrt_device_count(app) - 1, 65536, 0, &b));
+    vkt_check(app, vkrt_cmd_fill(b, 0, 65536, 5));
+    vkt_check(app, vkrt_finish(app, vkrt_device_count(app) - 1));
+    vkrt_buffer_destroy(b);
+    assert_true(atomic_load(&counting.live) > 0);
+    vkt_close(app);
+    if (atomic_load(&counting.live) != 0)
+      fail_msg("round %d: %ld allocations (%ld bytes) live after vkrt_close", i,
+               atomic_load(&counting.live), atomic_load(&counting.bytes_live));
+  }
+  vkrt_close(NULL);
+}
+
+static void test_board_mismatch(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  o.log = NULL;
+  o.physical_only = true; /* lavapipe has one physical device */
+  o.device_count = 2;
+  vkrt_appliance *app = (vkrt_appliance *)1;
+  char why[1024];
+  assert_int_equal(vkrt_open(&o, &app, why, sizeof(why)), VKRT_ERROR_BOARD_MISMATCH);
+  assert_null(app);
+  fprintf(stderr, "vkrt-test: mismatch message: %s\n", why);
+  assert_non_null(strstr(why, "expects 2 device(s)"));
+  assert_non_null(strstr(why, "found"));
+  assert_non_null(strstr(why, "llvmpipe"));
+
+  vkt_options(&o);
+  o.log = NULL;
+  o.physical_device_index[0] = 3;
+  assert_int_equal(vkrt_open(&o, &app, why, sizeof(why)), VKRT_ERROR_BOARD_MISMATCH);
+  assert_non_null(strstr(why, "physical index 3"));
+}
+
+/* Counting works: a deliberate invalid call is seen. */
+static void test_validation_counts(void **state) {
+  (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_VALIDATION_IN_TESTS))
+    skip();
+  vkrt_options o;
+  vkt_options(&o);
+  o.log = NULL;
+  vkrt_appliance *app = vkt_open(&o);
+  assert_int_equal(vkrt_validation_message_count(app), 0);
+  struct vkrt_device *dev = &app->devices[0];
+  VkBufferCreateInfo info = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .size = 0, /* invalid: size must be > 0 */
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
+  VkBuffer b = VK_NULL_HANDLE;
+  dev->vk.vkCreateBuffer(dev->handle, &info, NULL, &b);
+  assert_true(vkrt_validation_message_count(app) > 0);
+  if (b)
+    dev->vk.vkDestroyBuffer(dev->handle, b, NULL);
+  vkrt_close(app);
+}
+
+static void test_fault_hides_on_one_device(void **state) {
+  (void)state;
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *plain = vkt_open(&o);
+  struct vkrt_caps before0 = plain->devices[0].caps, before1 = plain->devices[1].caps;
+  vkt_close(plain);
+
+  o.faults.mask = VKRT_FAULT_HIDE_EXTERNAL_SEMAPHORE_FD | VKRT_FAULT_HIDE_EXTERNAL_MEMORY_HOST;
+  o.faults.device_mask = 1u << 1;
+  vkrt_appliance *app = vkt_open(&o);
+  const struct vkrt_caps *c0 = &app->devices[0].caps, *c1 = &app->devices[1].caps;
+  /* device 0 unchanged (budgets move between opens; compare everything else) */
+  struct vkrt_caps a = before0, b = *c0;
+  memset(a.heap_budget, 0, sizeof(a.heap_budget));
+  memset(b.heap_budget, 0, sizeof(b.heap_budget));
+  assert_memory_equal(&a, &b, sizeof(a));
+  assert_int_equal(app->devices[0].fault_mask, 0);
+  assert_true(c0->external_memory_host == before0.external_memory_host);
+  assert_true(before1.external_memory_host); /* lavapipe has it... */
+  assert_false(c1->external_memory_host);    /* ...device 1 pretends not to */
+  assert_false(c1->external_semaphore_fd);
+  assert_null(app->devices[1].vk.vkGetMemoryHostPointerPropertiesEXT);
+  assert_null(app->devices[1].vk.vkGetSemaphoreFdKHR);
+  assert_null(app->devices[1].vk.vkImportSemaphoreFdKHR);
+  assert_non_null(app->devices[0].vk.vkGetMemoryHostPointerPropertiesEXT);
+  assert_int_equal(c1->host_import_memory_type_bits, 0);
+  assert_int_equal(c1->min_imported_host_pointer_alignment, 0);
+  assert_int_equal(c1->semaphore_export_handles, 0);
+  assert_int_equal(c1->host_buffer_import_handles & VKRT_HANDLE_HOST_ALLOCATION, 0);
+  vkrt_device_info info;
+  vkt_check(app, vkrt_device_info_get(app, 1, &info));
+  assert_false(info.external_memory_host);
+  vkt_check(app, vkrt_device_info_get(app, 0, &info));
+  assert_true(info.external_memory_host);
+  vkt_close(app);
+
+  /* vkAllocateMemory failure injection: the Nth call fails with a message */
+  vkt_options(&o);
+  o.log = NULL;
+  o.faults.vulkan_alloc_fail_at = 2;
+  app = vkt_open(&o);
+  vkrt_buffer *x, *y;
+  vkt_check(app, vkrt_buffer_create(app, 0, 4096, 0, &x));
+  assert_int_equal(vkrt_buffer_create(app, 0, 4096, 0, &y), VKRT_ERROR_OUT_OF_DEVICE_MEMORY);
+  assert_null(y);
+  assert_non_null(strstr(vkrt_last_error(app), "VK_ERROR_OUT_OF_DEVICE_MEMORY"));
+  vkt_check(app, vkrt_buffer_create(app, 0, 4096, 0, &y));
+  vkrt_buffer_destroy(x);
+  vkrt_buffer_destroy(y);
+  vkt_close(app);
+#else
+  skip();
+#endif
+}
+
+static void test_describe(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  size_t need = vkrt_describe(app, true, NULL, 0);
+  assert_true(need > 100);
+  char *json = malloc(need + 1);
+  assert_int_equal(vkrt_describe(app, true, json, need + 1), need);
+  assert_int_equal(strlen(json), need);
+  assert_non_null(strstr(json, "\"external_semaphore_fd\": false"));
+  assert_non_null(strstr(json, "\"external_memory_host\": true"));
+  char small[64];
+  assert_int_equal(vkrt_describe(app, true, small, sizeof(small)), need);
+  assert_int_equal(strlen(small), sizeof(small) - 1);
+  free(json);
+  size_t lines = vkrt_describe(app, false, NULL, 0);
+  char *text = malloc(lines + 1);
+  vkrt_describe(app, false, text, lines + 1);
+  assert_non_null(strstr(text, "vkrt: dev0 "));
+  assert_non_null(strstr(text, "external_semaphore_fd no"));
+  free(text);
+  vkt_close(app);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_open_board),
+      cmocka_unit_test(test_open_four),
+      cmocka_unit_test(test_buffer_round_trip),
+      cmocka_unit_test(test_stream_ring),
+      cmocka_unit_test(test_board_mismatch),
+      cmocka_unit_test(test_validation_counts),
+      cmocka_unit_test(test_fault_hides_on_one_device),
+      cmocka_unit_test(test_describe),
+      cmocka_unit_test(test_open_close_leaks),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
