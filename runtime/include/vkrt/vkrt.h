@@ -62,6 +62,9 @@ typedef struct vkrt_fault_options {
   uint32_t host_alloc_fail_at;   /* fail the Nth host allocation (1-based; 0 = never) */
   uint32_t vulkan_alloc_fail_at; /* fail the Nth vkAllocateMemory (1-based; 0 = never) */
   uint64_t import_chunk_cap;     /* bytes; forces many import chunks (0 = Kconfig cap) */
+  /* Tests and benches: run another import policy than the Kconfig choice.
+   * 0 = CONFIG_VKRT_IMPORT_POLICY_ID, else 1 + a vkrt_import_policy value. */
+  uint32_t import_policy_override;
 } vkrt_fault_options;
 
 /* ---- open / close -------------------------------------------------------------------- */
@@ -157,6 +160,20 @@ typedef enum vkrt_import_path {
 } vkrt_import_path;
 
 const char *vkrt_import_path_str(vkrt_import_path path);
+
+/* The import fallback policies; values equal CONFIG_VKRT_IMPORT_POLICY_ID. */
+typedef enum vkrt_import_policy {
+  VKRT_IMPORT_POLICY_IMPORT_ONLY = 0,
+  VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE = 1,
+  VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE = 2,
+  VKRT_IMPORT_POLICY_STAGING_ONLY = 3,
+  VKRT_IMPORT_POLICY_COUNT
+} vkrt_import_policy;
+
+/* "import-only", "import-then-prestage", "always-prestage", "staging-only". */
+const char *vkrt_import_policy_str(vkrt_import_policy policy);
+/* The policy this appliance registers with (Kconfig, or the test override). */
+vkrt_import_policy vkrt_import_policy_get(const vkrt_appliance *appliance);
 
 typedef void (*vkrt_progress_fn)(void *user, uint64_t done_bytes, uint64_t total_bytes);
 
