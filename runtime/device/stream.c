@@ -4,6 +4,7 @@
 #include "base/base.h"
 #include "device/device.h"
 #include "device/device_internal.h"
+#include "transport/collective.h"
 
 vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
   struct vkrt_stream *st = &dev->stream;
@@ -326,7 +327,15 @@ vkrt_status vkrt_wait(vkrt_appliance *app, uint32_t device, uint64_t ticket,
                       uint64_t timeout_ns) {
   struct vkrt_device *dev;
   vkrt_status s = device_of(app, device, &dev);
-  return s != VKRT_OK ? s : vkrt_stream_wait(dev, ticket, timeout_ns);
+  /* A collective that failed asynchronously (stalled peer, lost device) fails every
+   * rank's wait, so no rank reads a half-reduced result as success. */
+  if (s == VKRT_OK)
+    s = vkrt_collective_status(app);
+  if (s == VKRT_OK)
+    s = vkrt_stream_wait(dev, ticket, timeout_ns);
+  if (s == VKRT_OK)
+    s = vkrt_collective_status(app);
+  return s;
 }
 
 vkrt_status vkrt_finish(vkrt_appliance *app, uint32_t device) {

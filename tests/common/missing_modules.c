@@ -24,6 +24,10 @@ __attribute__((weak)) vkrt_status vkrt_collective_open(struct vkrt_appliance *ap
   return VKRT_OK;
 }
 __attribute__((weak)) void vkrt_collective_close(struct vkrt_appliance *app) { (void)app; }
+__attribute__((weak)) vkrt_status vkrt_collective_status(struct vkrt_appliance *app) {
+  (void)app;
+  return VKRT_OK;
+}
 __attribute__((weak)) size_t vkrt_collective_describe(const struct vkrt_appliance *app, bool json,
                                                       char *buf, size_t size) {
   (void)app;
