@@ -275,9 +275,13 @@ static void test_fault_hides_on_one_device(void **state) {
 
   /* vkAllocateMemory failure injection: the Nth call fails with a message */
   vkt_options(&o);
+  app = vkt_open(&o); /* modules allocate at open: count those calls first */
+  unsigned at_open = atomic_load(&app->vk_alloc_count);
+  vkt_close(app);
   o.log = NULL;
-  o.faults.vulkan_alloc_fail_at = 2;
+  o.faults.vulkan_alloc_fail_at = at_open + 2;
   app = vkt_open(&o);
+  assert_int_equal(atomic_load(&app->vk_alloc_count), at_open);
   vkrt_buffer *x, *y;
   vkt_check(app, vkrt_buffer_create(app, 0, 4096, 0, &x));
   assert_int_equal(vkrt_buffer_create(app, 0, 4096, 0, &y), VKRT_ERROR_OUT_OF_DEVICE_MEMORY);
