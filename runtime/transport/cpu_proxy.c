@@ -1,0 +1,371 @@
+/* cpu_proxy: one page-aligned host allocation imported into every device
+ * (VK_EXT_external_memory_host) holds one slot per device plus a result slot. Per piece of
+ * an allreduce each device DMA-writes its contribution into its slot and signals its own
+ * timeline semaphore; the proxy thread waits for all of them (bounded spin on the counter,
+ * then vkWaitSemaphores with the collective deadline — never a fence), sums the slots on
+ * the CPU in rank order into the result slot and host-signals every device's "result"
+ * timeline, which the device's next submit waits on before copying the result out. So
+ * vkrt_allreduce returns at once and the GPU work after it waits on the GPU.
+ *
+ * Why the CPU reduce: the proxy has to touch the host anyway; one CPU pass writes one result
+ * that every device copies with vkCmdCopyBuffer (fast on every driver), whereas a device
+ * reduce would read every slot over the bus on every device (n times the traffic) and, on
+ * lavapipe, a compute pass is ~16x slower than a copy (design.md). Same bytes for every
+ * rank, so results are bit-identical by construction.
+ *
+ * Slot reuse needs no extra host synchronization: device d writes its slot for piece k+1
+ * only after copying out result k (stream order), which waited on the proxy's signal for k,
+ * which came after the proxy read every slot of piece k. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "transport/transport.h"
+
+#define PROXY_RING 64             /* pieces in flight between the callers and the proxy */
+#define PROXY_IDLE_SPIN_NS 50000ull /* the proxy spins this long for a new job, then sleeps */
+
+struct proxy_job {
+  uint64_t seq;
+  uint64_t count;
+  vkrt_type type;
+  uint64_t enqueue_ns;
+};
+
+struct proxy_device {
+  VkBuffer buffer;        /* the whole host allocation, imported */
+  VkDeviceMemory memory;
+  VkSemaphore contrib;    /* signalled by the device: its slot holds piece `seq` */
+  VkSemaphore result;     /* signalled by the proxy: the result slot holds piece `seq` */
+};
+
+struct cpu_proxy {
+  struct vkrt_transport base;
+  struct vkrt_appliance *app;
+  uint32_t n;
+  uint8_t *host;
+  uint64_t host_size, slot_bytes;
+  struct proxy_device dev[VKRT_MAX_DEVICES];
+  uint64_t seq; /* last piece number handed out (the caller's side) */
+
+  pthread_mutex_t lock;
+  pthread_cond_t wake, space;
+  struct proxy_job ring[PROXY_RING];
+  atomic_uint_fast64_t head, tail; /* head: next job for the proxy; tail: next free */
+  bool stop;
+  bool thread_started;
+  pthread_t thread;
+
+  atomic_int error;        /* vkrt_status; sticky once set */
+  char error_message[512]; /* written once, before error is published */
+  atomic_uint_fast64_t completed; /* last seq the proxy finished */
+  uint64_t pieces, cpu_reduce_ns; /* statistics (proxy thread) */
+};
+
+static void set_error(struct cpu_proxy *p, vkrt_status s, const char *fmt, ...) VKRT_PRINTF(3, 4);
+static void set_error(struct cpu_proxy *p, vkrt_status s, const char *fmt, ...) {
+  pthread_mutex_lock(&p->lock);
+  if (atomic_load(&p->error) == VKRT_OK) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->error_message, sizeof(p->error_message), fmt, ap);
+    va_end(ap);
+    atomic_store(&p->error, (int)s);
+  }
+  pthread_mutex_unlock(&p->lock);
+}
+
+static void process(struct cpu_proxy *p, const struct proxy_job *job) {
+  struct vkrt_appliance *app = p->app;
+  if (atomic_load(&p->error) == VKRT_OK) {
+    uint64_t deadline = job->enqueue_ns + p->base.coll->timeout_ns;
+    for (uint32_t d = 0; d < p->n; d++) {
+      vkrt_status s = vkrt_collective_wait_value(&app->devices[d], p->dev[d].contrib, job->seq,
+                                                 deadline);
+      if (s == VKRT_ERROR_TIMEOUT) {
+        set_error(p, s, "cpu_proxy: allreduce piece %llu: dev%u did not signal its contribution "
+                  "within %llu ms (stalled peer); every rank's result is invalid",
+                  (unsigned long long)job->seq, d,
+                  (unsigned long long)(p->base.coll->timeout_ns / 1000000));
+        break;
+      }
+      if (s != VKRT_OK) {
+        set_error(p, s, "cpu_proxy: allreduce piece %llu: waiting for dev%u failed: %s",
+                  (unsigned long long)job->seq, d, vkrt_status_str(s));
+        break;
+      }
+    }
+  }
+  if (atomic_load(&p->error) == VKRT_OK) {
+    const void *src[VKRT_MAX_DEVICES];
+    for (uint32_t d = 0; d < p->n; d++)
+      src[d] = p->host + d * p->slot_bytes;
+    uint64_t t0 = vkrt_now_ns();
+    vkrt_collective_reduce_cpu(job->type, p->host + p->n * p->slot_bytes, src, p->n, job->count);
+    p->cpu_reduce_ns += vkrt_now_ns() - t0;
+    p->pieces++;
+  }
+  /* Signal even after an error, so no queue waits forever on this piece. */
+  for (uint32_t d = 0; d < p->n; d++) {
+    VkResult r = vkrt_collective_host_signal(&app->devices[d], p->dev[d].result, job->seq);
+    if (r != VK_SUCCESS)
+      set_error(p, r == VK_ERROR_DEVICE_LOST ? VKRT_ERROR_DEVICE_LOST : VKRT_ERROR_VULKAN,
+                "cpu_proxy: vkSignalSemaphore on dev%u failed: %s", d, vkrt_vk_result_str(r));
+  }
+  atomic_store(&p->completed, job->seq);
+}
+
+static void *proxy_main(void *arg) {
+  struct cpu_proxy *p = arg;
+  for (;;) {
+    /* A short spin catches back-to-back collectives without a futex round trip. */
+    uint64_t spin_end = vkrt_now_ns() + PROXY_IDLE_SPIN_NS;
+    while (atomic_load(&p->head) == atomic_load(&p->tail) && vkrt_now_ns() < spin_end)
+      ;
+    pthread_mutex_lock(&p->lock);
+    while (atomic_load(&p->head) == atomic_load(&p->tail) && !p->stop)
+      pthread_cond_wait(&p->wake, &p->lock);
+    if (atomic_load(&p->head) == atomic_load(&p->tail)) { /* stop, and drained */
+      pthread_mutex_unlock(&p->lock);
+      return NULL;
+    }
+    struct proxy_job job = p->ring[atomic_load(&p->head) % PROXY_RING];
+    pthread_mutex_unlock(&p->lock);
+    process(p, &job);
+    pthread_mutex_lock(&p->lock);
+    atomic_fetch_add(&p->head, 1);
+    pthread_cond_broadcast(&p->space);
+    pthread_mutex_unlock(&p->lock);
+  }
+}
+
+static void proxy_destroy(struct vkrt_transport *t) {
+  struct cpu_proxy *p = (struct cpu_proxy *)t;
+  struct vkrt_appliance *app = p->app;
+  if (p->thread_started) {
+    /* The proxy drains what was enqueued (each piece bounded by the deadline), then exits. */
+    pthread_mutex_lock(&p->lock);
+    p->stop = true;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->thread, NULL);
+  }
+  for (uint32_t d = 0; d < p->n; d++) {
+    struct vkrt_device *dev = &app->devices[d];
+    struct proxy_device *pd = &p->dev[d];
+    /* Release a wait that no job will ever satisfy (a piece whose submit failed half way),
+     * then let the queue finish before its semaphores and slots go away. */
+    uint64_t current = 0;
+    if (pd->result && p->seq &&
+        dev->vk.vkGetSemaphoreCounterValue(dev->handle, pd->result, &current) == VK_SUCCESS &&
+        current < p->seq)
+      vkrt_collective_host_signal(dev, pd->result, p->seq);
+    if (dev->handle) {
+      pthread_mutex_lock(&dev->compute_queue_lock);
+      dev->vk.vkQueueWaitIdle(dev->compute_queue);
+      pthread_mutex_unlock(&dev->compute_queue_lock);
+    }
+    /* A wait still attached to the unsubmitted stream must not name a dead semaphore. */
+    struct vkrt_stream *st = &dev->stream;
+    for (uint32_t i = 0; i < st->wait_count; i++)
+      if (st->wait_sem[i] == pd->result || st->wait_sem[i] == pd->contrib) {
+        st->wait_sem[i] = st->wait_sem[st->wait_count - 1];
+        st->wait_value[i] = st->wait_value[st->wait_count - 1];
+        st->wait_count--;
+        i--;
+      }
+    vkrt_collective_semaphore_destroy(dev, pd->contrib);
+    vkrt_collective_semaphore_destroy(dev, pd->result);
+    if (pd->buffer)
+      dev->vk.vkDestroyBuffer(dev->handle, pd->buffer, NULL);
+    if (pd->memory)
+      dev->vk.vkFreeMemory(dev->handle, pd->memory, NULL);
+  }
+  if (p->pieces)
+    vkrt_log(&app->base, VKRT_LOG_DEBUG, "cpu_proxy: %llu pieces, CPU reduce %.3f ms total",
+             (unsigned long long)p->pieces, (double)p->cpu_reduce_ns * 1e-6);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->space);
+  pthread_mutex_destroy(&p->lock);
+  vkrt_free(&app->base, p->host);
+  vkrt_free(&app->base, p);
+}
+
+static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transport **out) {
+  *out = NULL;
+  struct vkrt_appliance *app = coll->app;
+  struct vkrt_base *base = &app->base;
+  struct cpu_proxy *p = vkrt_calloc(base, 1, sizeof(*p));
+  if (!p)
+    return vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "cpu_proxy: out of host memory");
+  p->base.type = &vkrt_transport_cpu_proxy;
+  p->base.coll = coll;
+  p->app = app;
+  p->n = app->device_count;
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->space, NULL);
+  atomic_init(&p->head, 0);
+  atomic_init(&p->tail, 0);
+  atomic_init(&p->error, VKRT_OK);
+  atomic_init(&p->completed, 0);
+
+  uint64_t align = (uint64_t)sysconf(_SC_PAGESIZE);
+  for (uint32_t d = 0; d < p->n; d++)
+    align = VKRT_MAX(align, app->devices[d].caps.min_imported_host_pointer_alignment);
+  p->slot_bytes = vkrt_align_up(coll->slot_bytes, align);
+  p->host_size = p->slot_bytes * (p->n + 1);
+  vkrt_status s = VKRT_OK;
+  for (uint32_t d = 0; d < p->n && s == VKRT_OK; d++) {
+    uint64_t limit = app->devices[d].caps.max_memory_allocation_size;
+    if (limit && p->host_size > limit)
+      s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE,
+                     "cpu_proxy: %u slots of %llu MiB (%llu bytes) exceed dev%u's "
+                     "maxMemoryAllocationSize %llu; lower CONFIG_VKRT_COLLECTIVE_SLOT_MB",
+                     p->n + 1, (unsigned long long)(p->slot_bytes >> 20),
+                     (unsigned long long)p->host_size, d, (unsigned long long)limit);
+  }
+  if (s == VKRT_OK) {
+    p->host = vkrt_alloc_aligned(base, p->host_size, align);
+    if (!p->host)
+      s = vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
+                     "cpu_proxy: cannot allocate %llu bytes of host slots",
+                     (unsigned long long)p->host_size);
+  }
+  if (s == VKRT_OK)
+    memset(p->host, 0, p->host_size); /* fault the pages in now, not in the first collective */
+  for (uint32_t d = 0; d < p->n && s == VKRT_OK; d++) {
+    struct vkrt_device *dev = &app->devices[d];
+    s = vkrt_collective_import_host(dev, p->host, p->host_size, &p->dev[d].buffer,
+                                      &p->dev[d].memory);
+    if (s == VKRT_OK)
+      s = vkrt_collective_timeline_create(dev, NULL, &p->dev[d].contrib);
+    if (s == VKRT_OK)
+      s = vkrt_collective_timeline_create(dev, NULL, &p->dev[d].result);
+  }
+  if (s == VKRT_OK) {
+    int e = pthread_create(&p->thread, NULL, proxy_main, p);
+    if (e != 0)
+      s = vkrt_error(base, VKRT_ERROR_INTERNAL, "cpu_proxy: pthread_create failed (%d)", e);
+    else
+      p->thread_started = true;
+  }
+  if (s != VKRT_OK) {
+    proxy_destroy(&p->base);
+    return s;
+  }
+  vkrt_log(base, VKRT_LOG_INFO, "cpu_proxy: %u slots of %llu bytes imported into %u devices",
+           p->n + 1, (unsigned long long)p->slot_bytes, p->n);
+  *out = &p->base;
+  return VKRT_OK;
+}
+
+static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_allreduce_job *job) {
+  struct cpu_proxy *p = (struct cpu_proxy *)t;
+  struct vkrt_appliance *app = p->app;
+  const vkrt_allreduce_args *a = job->args;
+  uint64_t per_piece = p->slot_bytes / job->elem_size;
+  for (uint64_t first = 0; first < a->count; first += per_piece) {
+    uint64_t count = VKRT_MIN(per_piece, a->count - first);
+    uint64_t bytes = count * job->elem_size, at = first * job->elem_size;
+    uint64_t seq = p->seq + 1;
+
+    /* Room in the ring (only short when the devices are far behind the caller). */
+    if (atomic_load(&p->tail) - atomic_load(&p->head) >= PROXY_RING) {
+      uint64_t deadline = vkrt_now_ns() + p->base.coll->timeout_ns;
+      pthread_mutex_lock(&p->lock);
+      while (atomic_load(&p->tail) - atomic_load(&p->head) >= PROXY_RING &&
+             vkrt_now_ns() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+          ts.tv_sec++;
+          ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&p->space, &p->lock, &ts);
+      }
+      bool full = atomic_load(&p->tail) - atomic_load(&p->head) >= PROXY_RING;
+      pthread_mutex_unlock(&p->lock);
+      if (full)
+        return vkrt_error(&app->base, VKRT_ERROR_TIMEOUT,
+                          "cpu_proxy: %d pieces still pending after %llu ms", PROXY_RING,
+                          (unsigned long long)(p->base.coll->timeout_ns / 1000000));
+    }
+
+    /* Contribution: [barrier, copy send -> own slot], signal, submit, on every device. */
+    for (uint32_t d = 0; d < p->n; d++) {
+      struct vkrt_device *dev = &app->devices[d];
+      vkrt_status s = vkrt_collective_record_copy(dev, p->dev[d].buffer, d * p->slot_bytes,
+                                                  a->send[d]->handle, a->send_offset[d] + at,
+                                                  bytes);
+      if (s == VKRT_OK && !vkrt_collective_stalled(dev))
+        s = vkrt_stream_add_signal(dev, p->dev[d].contrib, seq);
+      if (s == VKRT_OK)
+        s = vkrt_stream_submit(dev, NULL);
+      if (s != VKRT_OK) {
+        /* Devices before d already signalled `seq`; it is skipped, not reused. No queue
+         * waits on its result, so nothing is left hanging. */
+        p->seq = seq;
+        if (s == VKRT_ERROR_DEVICE_LOST)
+          set_error(p, s, "cpu_proxy: dev%u lost during an allreduce", d);
+        return s;
+      }
+    }
+    p->seq = seq;
+    pthread_mutex_lock(&p->lock);
+    p->ring[atomic_load(&p->tail) % PROXY_RING] =
+        (struct proxy_job){.seq = seq, .count = count, .type = a->type, .enqueue_ns = vkrt_now_ns()};
+    atomic_fetch_add(&p->tail, 1);
+    pthread_cond_signal(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+
+    /* Result: the next submit of each device waits for the proxy, then copies out. */
+    for (uint32_t d = 0; d < p->n; d++) {
+      struct vkrt_device *dev = &app->devices[d];
+      vkrt_status s = vkrt_stream_add_wait(dev, p->dev[d].result, seq);
+      if (s == VKRT_OK)
+        s = vkrt_collective_record_copy(dev, a->recv[d]->handle, a->recv_offset[d] + at,
+                                        p->dev[d].buffer, p->n * p->slot_bytes, bytes);
+      if (s != VKRT_OK)
+        return s;
+    }
+  }
+  return VKRT_OK;
+}
+
+static vkrt_status proxy_status(struct vkrt_transport *t, char *message, size_t size) {
+  struct cpu_proxy *p = (struct cpu_proxy *)t;
+  vkrt_status s = (vkrt_status)atomic_load(&p->error);
+  if (s != VKRT_OK) {
+    pthread_mutex_lock(&p->lock);
+    vkrt_format(message, size, "%s", p->error_message);
+    pthread_mutex_unlock(&p->lock);
+  }
+  return s;
+}
+
+static size_t proxy_describe(const struct vkrt_transport *t, bool json, char *buf, size_t size) {
+  const struct cpu_proxy *p = (const struct cpu_proxy *)t;
+  if (json)
+    return 0; /* the plan object already names the transport */
+  return (size_t)snprintf(buf, size,
+                          "vkrt:   cpu_proxy: %u host slots of %llu KiB imported into every "
+                          "device; CPU reduce in rank order by the proxy thread\n",
+                          p->n + 1, (unsigned long long)(p->slot_bytes >> 10));
+}
+
+const struct vkrt_transport_type vkrt_transport_cpu_proxy = {
+    .kind = VKRT_TRANSPORT_CPU_PROXY,
+    .name = "cpu_proxy",
+    .features = VKRT_TRANSPORT_NEEDS_HOST_IMPORT | VKRT_TRANSPORT_NEEDS_TIMELINE |
+                VKRT_TRANSPORT_ASYNC | VKRT_TRANSPORT_HOST_THREAD,
+    .create = proxy_create,
+    .destroy = proxy_destroy,
+    .allreduce = proxy_allreduce,
+    .status = proxy_status,
+    .describe = proxy_describe,
+};

@@ -1,0 +1,172 @@
+/* Collective transports: the pure planner's types and the transport vtable (Mesa vk_sync_type
+ * style: a const struct of requirement/feature bits plus ops; optional ops may be NULL).
+ *
+ * The planner (plan.c) reads only capability snapshots and flags, so the unit test covers
+ * every combination without a GPU and regardless of which transports this build compiled. */
+#pragma once
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/device.h"
+#include "vkrt/vkrt.h"
+
+#define VKRT_TRANSPORT_KIND_COUNT 4 /* NONE, NATIVE_FD, CPU_PROXY, HOST_STAGED */
+#define VKRT_TRANSPORT_BIT(kind) (1u << (kind))
+#define VKRT_PLAN_REASON_SIZE 1024
+#define VKRT_PLAN_PAIR_REASON_SIZE 192
+
+/* What a transport needs from every device (the planner checks these) and what it offers. */
+enum vkrt_transport_features {
+  VKRT_TRANSPORT_NEEDS_HOST_IMPORT = 1u << 0,   /* VK_EXT_external_memory_host on every device */
+  VKRT_TRANSPORT_NEEDS_SEMAPHORE_FD = 1u << 1,  /* get/import semaphore FD on every device */
+  VKRT_TRANSPORT_NEEDS_TIMELINE = 1u << 2,      /* timeline semaphores on every device */
+  VKRT_TRANSPORT_GPU_WAITS_GPU = 1u << 3,       /* queues wait on peers without a host hop */
+  VKRT_TRANSPORT_ASYNC = 1u << 4,               /* allreduce returns before the data moved */
+  VKRT_TRANSPORT_HOST_THREAD = 1u << 5,         /* runs a proxy thread */
+};
+
+enum vkrt_transport_preference {
+  VKRT_TRANSPORT_PREFERENCE_AUTO = 0,   /* native_fd, cpu_proxy, host_staged: first usable */
+  VKRT_TRANSPORT_PREFERENCE_CPU_PROXY,  /* never native_fd */
+};
+
+struct vkrt_transport_plan_input {
+  uint32_t device_count;
+  const struct vkrt_caps *caps;        /* device_count snapshots */
+  uint32_t compiled;                   /* VKRT_TRANSPORT_BIT(kind) of each compiled transport */
+  enum vkrt_transport_preference preference;
+  vkrt_transport_kind force;           /* NONE: planner's choice; else only this one */
+};
+
+struct vkrt_transport_candidate {
+  vkrt_transport_kind kind;
+  bool usable;
+  char reason[VKRT_PLAN_REASON_SIZE];  /* why usable, or why rejected */
+};
+
+struct vkrt_transport_plan {
+  vkrt_transport_kind kind;            /* NONE: one device (no transport needed) or no usable one */
+  bool ok;                             /* false: no usable transport; see reason */
+  uint32_t semaphore_handle;           /* native_fd: VKRT_HANDLE_OPAQUE_FD or VKRT_HANDLE_SYNC_FD */
+  char reason[4 * VKRT_PLAN_REASON_SIZE]; /* the choice (or the error listing every candidate) */
+  struct vkrt_transport_candidate candidates[3]; /* native_fd, cpu_proxy, host_staged */
+  uint32_t device_count;
+  /* Per device pair (i != j): the semaphore handle type native_fd could use (0 = none) and
+   * why. Symmetric. */
+  uint32_t pair_handle[VKRT_MAX_DEVICES][VKRT_MAX_DEVICES];
+  char pair_reason[VKRT_MAX_DEVICES][VKRT_MAX_DEVICES][VKRT_PLAN_PAIR_REASON_SIZE];
+};
+
+/* Requirement and feature bits of each kind (also used by the vtables). */
+uint32_t vkrt_transport_features_of(vkrt_transport_kind kind);
+/* The planner. Pure: reads only `in`. Always fills `out`; out->ok says whether a transport
+ * (or none, for one device) can be used. */
+void vkrt_transport_plan(const struct vkrt_transport_plan_input *in,
+                         struct vkrt_transport_plan *out);
+/* Plan as "vkrt: ..." lines or JSON members. snprintf-like return. */
+size_t vkrt_transport_plan_describe(const struct vkrt_transport_plan *plan, bool json, char *buf,
+                                    size_t size);
+/* VKRT_TRANSPORT_BIT of every transport compiled into this build. */
+uint32_t vkrt_transport_compiled(void);
+
+/* ---- runtime side (allreduce.c and the transports) -------------------------------------- */
+
+struct vkrt_appliance;
+struct vkrt_device;
+struct vkrt_collective;
+struct vkrt_transport;
+
+/* One validated allreduce: byte ranges are checked, buffers are on their devices. */
+struct vkrt_allreduce_job {
+  const vkrt_allreduce_args *args;
+  uint64_t elem_size;
+  uint64_t bytes;
+};
+
+struct vkrt_transport_type {
+  vkrt_transport_kind kind;
+  const char *name;
+  uint32_t features;
+  vkrt_status (*create)(struct vkrt_collective *coll, struct vkrt_transport **out);
+  void (*destroy)(struct vkrt_transport *transport);
+  vkrt_status (*allreduce)(struct vkrt_transport *transport, const struct vkrt_allreduce_job *job);
+  /* Optional: a sticky error found after an asynchronous allreduce returned (NULL: none). */
+  vkrt_status (*status)(struct vkrt_transport *transport, char *message, size_t size);
+  /* Optional: extra description lines. */
+  size_t (*describe)(const struct vkrt_transport *transport, bool json, char *buf, size_t size);
+};
+
+/* Each vtable exists only when its transport is compiled in; the _TYPE macros are NULL
+ * otherwise, so allreduce.c needs no #ifdef and never references a missing symbol. */
+#if IS_ENABLED(CONFIG_VKRT_TRANSPORT_NATIVE_FD)
+extern const struct vkrt_transport_type vkrt_transport_native_fd;
+#define VKRT_TRANSPORT_NATIVE_FD_TYPE (&vkrt_transport_native_fd)
+#else
+#define VKRT_TRANSPORT_NATIVE_FD_TYPE NULL
+#endif
+#if IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY)
+extern const struct vkrt_transport_type vkrt_transport_cpu_proxy;
+#define VKRT_TRANSPORT_CPU_PROXY_TYPE (&vkrt_transport_cpu_proxy)
+#else
+#define VKRT_TRANSPORT_CPU_PROXY_TYPE NULL
+#endif
+#if IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED)
+extern const struct vkrt_transport_type vkrt_transport_host_staged;
+#define VKRT_TRANSPORT_HOST_STAGED_TYPE (&vkrt_transport_host_staged)
+#else
+#define VKRT_TRANSPORT_HOST_STAGED_TYPE NULL
+#endif
+
+/* Every transport instance starts with this. */
+struct vkrt_transport {
+  const struct vkrt_transport_type *type;
+  struct vkrt_collective *coll;
+};
+
+struct vkrt_collective {
+  struct vkrt_appliance *app;
+  struct vkrt_transport_plan plan;
+  const struct vkrt_transport_type *type;
+  struct vkrt_transport *transport;
+  uint64_t slot_bytes;    /* per device slot (CONFIG_VKRT_COLLECTIVE_SLOT_MB) */
+  uint64_t timeout_ns;
+  char fallback_note[VKRT_PLAN_REASON_SIZE]; /* set when create failed and a later one was used */
+  pthread_mutex_t lock;   /* one allreduce at a time: it records into every device's stream */
+};
+
+/* Sum of n inputs in rank order 0..n-1, accumulated in f32 (f16 inputs converted to f32, the
+ * sum converted back with round-to-nearest-even). dst may alias src[0]. The same order on
+ * every rank is what makes results bit-identical. */
+void vkrt_collective_reduce_cpu(vkrt_type type, void *dst, const void *const *src, uint32_t n,
+                                uint64_t count);
+float vkrt_f16_to_f32(uint16_t h);
+uint16_t vkrt_f32_to_f16(float f);
+
+/* Waits until the timeline `sem` of dev reaches value: a short bounded spin on the counter,
+ * then vkWaitSemaphores until deadline_ns (vkrt_now_ns clock); never a fence, never an
+ * unbounded spin. Returns VKRT_ERROR_TIMEOUT / VKRT_ERROR_DEVICE_LOST / VKRT_ERROR_VULKAN
+ * without setting a message (the caller knows what was awaited). */
+vkrt_status vkrt_collective_wait_value(struct vkrt_device *dev, VkSemaphore sem, uint64_t value,
+                                       uint64_t deadline_ns);
+/* A timeline semaphore with initial value 0 (pnext chained after the type info when given);
+ * destroy with vkrt_collective_semaphore_destroy. */
+vkrt_status vkrt_collective_timeline_create(struct vkrt_device *dev, const void *pnext,
+                                            VkSemaphore *out);
+void vkrt_collective_semaphore_destroy(struct vkrt_device *dev, VkSemaphore sem);
+/* Signals a timeline semaphore from the host (values must grow). */
+VkResult vkrt_collective_host_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
+/* True when injected VKRT_FAULT_PEER_STALL applies to dev: its contribution never signals. */
+bool vkrt_collective_stalled(const struct vkrt_device *dev);
+/* Records [barrier, copy src -> dst] into dev's stream (the stream's convention: every
+ * command starts with a barrier; the submit ends with one towards the host). */
+vkrt_status vkrt_collective_record_copy(struct vkrt_device *dev, VkBuffer dst, uint64_t dst_offset,
+                                        VkBuffer src, uint64_t src_offset, uint64_t size);
+/* Imports [host, host + size) (page-aligned, size a multiple of the import alignment) into
+ * dev as one buffer usable for transfers and storage. VKRT_ERROR_UNAVAILABLE (message set)
+ * when the import fails, so the caller can fall back. On failure the caller destroys what
+ * is non-NULL in *buffer / *memory. */
+vkrt_status vkrt_collective_import_host(struct vkrt_device *dev, void *host, uint64_t size,
+                                        VkBuffer *buffer, VkDeviceMemory *memory);
