@@ -83,6 +83,9 @@ typedef struct vkrt_options {
   bool enable_validation;   /* Khronos validation layer; messages are counted */
   bool enable_sync_validation; /* also synchronization validation */
   uint64_t collective_timeout_ns; /* 0 = CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS */
+  /* A vkrt_transport_kind: 0 (VKRT_TRANSPORT_NONE) = the planner's choice; otherwise only
+   * that transport is considered and open fails when it is not usable (benches, tests). */
+  uint32_t collective_transport;
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
   vkrt_fault_options faults;
 #endif
