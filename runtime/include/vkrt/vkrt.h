@@ -67,6 +67,15 @@ typedef struct vkrt_fault_options {
   uint32_t import_policy_override;
 } vkrt_fault_options;
 
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+/* Re-arms the allocation-failure counters of an open appliance: from now on the Nth host
+ * allocation (through the injected allocator, driver allocations included) and the Nth
+ * vkAllocateMemory fail (0 = never). Lets a test fail allocations of one call only. */
+vkrt_status vkrt_fault_arm_allocations(struct vkrt_appliance *appliance,
+                                       uint32_t host_alloc_fail_at,
+                                       uint32_t vulkan_alloc_fail_at);
+#endif
+
 /* ---- open / close -------------------------------------------------------------------- */
 
 typedef struct vkrt_options {

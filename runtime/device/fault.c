@@ -1,0 +1,15 @@
+/* Fault injection controls that act on an open appliance (CONFIG_VKRT_FAULT_INJECTION=y). */
+#include "device/device.h"
+
+vkrt_status vkrt_fault_arm_allocations(struct vkrt_appliance *app, uint32_t host_alloc_fail_at,
+                                       uint32_t vulkan_alloc_fail_at) {
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  /* Counters restart so "the Nth" counts from this call on. Tests arm between calls, with no
+   * other thread allocating, so plain stores are enough. */
+  atomic_store(&app->base.host_alloc_count, 0);
+  app->base.host_alloc_fail_at = host_alloc_fail_at;
+  atomic_store(&app->vk_alloc_count, 0);
+  app->options.faults.vulkan_alloc_fail_at = vulkan_alloc_fail_at;
+  return VKRT_OK;
+}
