@@ -1,0 +1,132 @@
+/* Public op entry points: validate the descriptors (validate.c), then record into the
+ * device stream after a barrier. Always compiled: a kernel compiled out answers
+ * VKRT_ERROR_UNSUPPORTED through the stubs in ops.h. */
+#include <string.h>
+
+#include "ops/ops.h"
+
+size_t vkrt_type_size(vkrt_type type) {
+  switch (type) {
+  case VKRT_TYPE_F32: return 4;
+  case VKRT_TYPE_F16: return 2;
+  default: return 0;
+  }
+}
+
+vkrt_tensor vkrt_tensor_contiguous(vkrt_buffer *buffer, uint64_t offset, vkrt_type type,
+                                   int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+  vkrt_tensor t = {.buffer = buffer, .offset = offset, .type = type, .ne = {ne0, ne1, ne2, ne3}};
+  int64_t ts = (int64_t)vkrt_type_size(type);
+  t.nb[0] = ts;
+  for (int i = 1; i < 4; i++)
+    t.nb[i] = t.nb[i - 1] * t.ne[i - 1];
+  return t;
+}
+
+/* The device of the first operand that has one; the others are checked against it. */
+static struct vkrt_device *device_of(const vkrt_tensor *const *ts, int n) {
+  for (int i = 0; i < n; i++)
+    if (ts[i] && ts[i]->buffer && ts[i]->buffer->dev)
+      return ts[i]->buffer->dev;
+  return NULL;
+}
+
+static vkrt_status invalid(struct vkrt_device *dev, const char *why) {
+  if (!dev)
+    return VKRT_ERROR_INVALID_ARGUMENT; /* no appliance to carry the message */
+  return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT, "%s", why);
+}
+
+static vkrt_status begin(struct vkrt_device *dev, VkCommandBuffer *cmd) {
+  if (dev->lost)
+    return vkrt_error(&dev->app->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
+  return vkrt_ops_begin(dev, cmd);
+}
+
+vkrt_status vkrt_op_copy(const vkrt_tensor *dst, const vkrt_tensor *src) {
+  const vkrt_tensor *all[] = {dst, src};
+  struct vkrt_device *dev = device_of(all, 2);
+  if (!dev)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
+  struct vkrt_ops_view v[2];
+  char why[VKRT_ERROR_MESSAGE_SIZE];
+  if (!vkrt_ops_check_copy(&lim, dst, src, v, why, sizeof(why)))
+    return invalid(dev, why);
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
+    return vkrt_copy_record(dev, VK_NULL_HANDLE, &v[0], &v[1]); /* the stub's message */
+  VkCommandBuffer cmd;
+  vkrt_status s = begin(dev, &cmd);
+  return s != VKRT_OK ? s : vkrt_copy_record(dev, cmd, &v[0], &v[1]);
+}
+
+vkrt_status vkrt_op_transpose(const vkrt_tensor *dst, const vkrt_tensor *src) {
+  const vkrt_tensor *all[] = {dst, src};
+  struct vkrt_device *dev = device_of(all, 2);
+  if (!dev)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
+  struct vkrt_ops_view v[2];
+  char why[VKRT_ERROR_MESSAGE_SIZE];
+  if (!vkrt_ops_check_transpose(&lim, dst, src, v, why, sizeof(why)))
+    return invalid(dev, why);
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE))
+    return vkrt_transpose_record(dev, VK_NULL_HANDLE, &v[0], &v[1]);
+  VkCommandBuffer cmd;
+  vkrt_status s = begin(dev, &cmd);
+  return s != VKRT_OK ? s : vkrt_transpose_record(dev, cmd, &v[0], &v[1]);
+}
+
+vkrt_status vkrt_op_concat(const vkrt_tensor *dst, const vkrt_tensor *a, const vkrt_tensor *b,
+                           int dim) {
+  const vkrt_tensor *all[] = {dst, a, b};
+  struct vkrt_device *dev = device_of(all, 3);
+  if (!dev)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
+  struct vkrt_ops_view v[3];
+  char why[VKRT_ERROR_MESSAGE_SIZE];
+  if (!vkrt_ops_check_concat(&lim, dst, a, b, dim, v, why, sizeof(why)))
+    return invalid(dev, why);
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT))
+    return vkrt_concat_record(dev, VK_NULL_HANDLE, v, dim);
+  VkCommandBuffer cmd;
+  vkrt_status s = begin(dev, &cmd);
+  return s != VKRT_OK ? s : vkrt_concat_record(dev, cmd, v, dim);
+}
+
+vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, uint32_t count) {
+  const vkrt_tensor *all[9] = {dst};
+  for (uint32_t i = 0; srcs && i < count && i < 8; i++)
+    all[1 + i] = srcs[i];
+  struct vkrt_device *dev = device_of(all, 9);
+  if (!dev)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
+  struct vkrt_ops_view v[9];
+  char why[VKRT_ERROR_MESSAGE_SIZE];
+  if (!vkrt_ops_check_add(&lim, dst, srcs, count, v, why, sizeof(why)))
+    return invalid(dev, why);
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
+    return vkrt_add_record(dev, VK_NULL_HANDLE, v, count);
+  VkCommandBuffer cmd;
+  vkrt_status s = begin(dev, &cmd);
+  return s != VKRT_OK ? s : vkrt_add_record(dev, cmd, v, count);
+}
+
+vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
+  const vkrt_tensor *all[] = {dst, w, x};
+  struct vkrt_device *dev = device_of(all, 3);
+  if (!dev)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
+  struct vkrt_ops_view v[3];
+  char why[VKRT_ERROR_MESSAGE_SIZE];
+  if (!vkrt_ops_check_matmul(&lim, dst, w, x, v, why, sizeof(why)))
+    return invalid(dev, why);
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL))
+    return vkrt_matmul_record(dev, VK_NULL_HANDLE, v);
+  VkCommandBuffer cmd;
+  vkrt_status s = begin(dev, &cmd);
+  return s != VKRT_OK ? s : vkrt_matmul_record(dev, cmd, v);
+}

@@ -1,0 +1,160 @@
+/* vkrt_op_matmul (ggml mul_mat): the matrix-vector kernel for M == 1 (decode), the tiled
+ * kernel otherwise or when the matrix-vector kernel cannot take the layout. */
+#include "ops/ops.h"
+#include "vkrt_kernels/registry.h"
+
+struct matvec_push {
+  uint32_t K, N;
+  uint32_t k_vec;
+  uint32_t w_row;
+  uint32_t w_offset, x_offset, d_offset;
+  uint32_t w_stride2, w_stride3, x_stride2, x_stride3;
+  uint32_t d_stride0, d_stride2, d_stride3;
+  uint32_t ne2, r2, r3;
+  uint32_t base_x, base_y, base_z;
+};
+VKRT_KERNEL_MATVEC_F32_CHECK_PUSH(struct matvec_push);
+
+struct matmul_push {
+  uint32_t K, N, M;
+  uint32_t w_stride[4];
+  uint32_t x_stride[4];
+  uint32_t d_stride[4];
+  uint32_t w_offset, x_offset, d_offset;
+  uint32_t ne2, r2, r3;
+  uint32_t base_x, base_y, base_z;
+};
+VKRT_KERNEL_MATMUL_F32_CHECK_PUSH(struct matmul_push);
+
+#define MATVEC_ROWS 4 /* ROWS in matvec.comp */
+#define TILE_N 64     /* BN, BM in matmul.comp */
+#define TILE_M 64
+
+/* f16 weights are read as 32-bit words holding two halves: the binding must cover the
+ * whole word of the last half. */
+static bool widen_to_words(struct vkrt_ops_view *w) {
+  uint64_t range = vkrt_align_up(w->bind_range, 4);
+  if (w->bind_offset + range > w->buffer->size)
+    return false;
+  w->bind_range = range;
+  return true;
+}
+
+/* The matrix-vector kernel reads w and x in 16-byte units. */
+static bool matvec_fits(const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
+                        const char **why) {
+  uint64_t ts = w->type_size;
+  if (w->stride[0] != 1 || (x->stride[0] != 1 && x->ne[0] > 1)) {
+    *why = "w or x not dense along K";
+    return false;
+  }
+  if (((uint64_t)w->stride[1] * ts) % 16 || ((uint64_t)w->stride[2] * ts) % 16 ||
+      ((uint64_t)w->stride[3] * ts) % 16 || ((uint64_t)w->offset * ts) % 16) {
+    *why = "w rows not 16-byte aligned";
+    return false;
+  }
+  if (((uint64_t)x->stride[2] * 4) % 16 || ((uint64_t)x->stride[3] * 4) % 16 ||
+      ((uint64_t)x->offset * 4) % 16) {
+    *why = "x not 16-byte aligned";
+    return false;
+  }
+  return true;
+}
+
+static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                 const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
+                                 const struct vkrt_ops_view *x) {
+  bool f16 = w->type == VKRT_TYPE_F16;
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_pipeline(dev, f16 ? VKRT_OPS_MATVEC_F16 : VKRT_OPS_MATVEC_F32, &p);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_ops_binding b[5] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
+                                  vkrt_ops_view_binding(d), vkrt_ops_view_binding(w),
+                                  vkrt_ops_view_binding(x)};
+  s = vkrt_ops_bind(dev, cmd, p, b, 5);
+  if (s != VKRT_OK)
+    return s;
+  uint32_t vec = f16 ? 8 : 4;           /* elements per 16 bytes */
+  uint32_t per16 = 16 / w->type_size;   /* same, as the stride divisor */
+  struct matvec_push push = {
+      .K = w->ne[0],
+      .N = w->ne[1],
+      .k_vec = w->ne[0] / vec,
+      .w_row = w->stride[1] / per16,
+      .w_offset = w->offset / per16,
+      .x_offset = x->offset / 4,
+      .d_offset = d->offset,
+      .w_stride2 = w->stride[2] / per16,
+      .w_stride3 = w->stride[3] / per16,
+      .x_stride2 = x->stride[2] / 4,
+      .x_stride3 = x->stride[3] / 4,
+      .d_stride0 = d->stride[0],
+      .d_stride2 = d->stride[2],
+      .d_stride3 = d->stride[3],
+      .ne2 = d->ne[2],
+      .r2 = x->ne[2] / w->ne[2],
+      .r3 = x->ne[3] / w->ne[3],
+  };
+  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (w->ne[1] + MATVEC_ROWS - 1) / MATVEC_ROWS, 1,
+                       (uint64_t)d->ne[2] * d->ne[3]);
+  return VKRT_OK;
+}
+
+static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
+                                const struct vkrt_ops_view *x) {
+  bool f16 = w->type == VKRT_TYPE_F16;
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_pipeline(dev, f16 ? VKRT_OPS_MATMUL_F16 : VKRT_OPS_MATMUL_F32, &p);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_ops_binding b[3] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
+                                  vkrt_ops_view_binding(d)};
+  s = vkrt_ops_bind(dev, cmd, p, b, 3);
+  if (s != VKRT_OK)
+    return s;
+  struct matmul_push push = {
+      .K = w->ne[0],
+      .N = w->ne[1],
+      .M = x->ne[1],
+      .w_offset = w->offset,
+      .x_offset = x->offset,
+      .d_offset = d->offset,
+      .ne2 = d->ne[2],
+      .r2 = x->ne[2] / w->ne[2],
+      .r3 = x->ne[3] / w->ne[3],
+  };
+  for (int i = 0; i < 4; i++) {
+    push.w_stride[i] = w->stride[i];
+    push.x_stride[i] = x->stride[i];
+    push.d_stride[i] = d->stride[i];
+  }
+  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (w->ne[1] + TILE_N - 1) / TILE_N,
+                       (x->ne[1] + TILE_M - 1) / TILE_M, (uint64_t)d->ne[2] * d->ne[3]);
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                               const struct vkrt_ops_view views[3]) {
+  const struct vkrt_ops_view *d = &views[0], *x = &views[2];
+  struct vkrt_ops_view w = views[1];
+  if (w.type == VKRT_TYPE_F16 && !widen_to_words(&w))
+    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "vkrt_op_matmul: f16 w ends 2 bytes short of a 4-byte word at the end of "
+                      "its buffer; the kernels read halves in pairs (pad the buffer by 2 bytes)");
+  int force = dev->ops->force_matmul_kernel;
+  const char *why = "M > 1";
+  bool matvec = x->ne[1] == 1 && matvec_fits(&w, x, &why);
+  enum vkrt_ops_kernel mv = w.type == VKRT_TYPE_F16 ? VKRT_OPS_MATVEC_F16 : VKRT_OPS_MATVEC_F32;
+  if (matvec && !vkrt_ops_kernel_usable(dev, mv)) {
+    matvec = false;
+    why = "matrix-vector kernel unusable on this device";
+  }
+  if (force == 1 && !matvec)
+    return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
+                      "vkrt_op_matmul: matrix-vector kernel forced but not possible: %s", why);
+  if (matvec && force != 2)
+    return record_matvec(dev, cmd, d, &w, x);
+  return record_tiled(dev, cmd, d, &w, x);
+}

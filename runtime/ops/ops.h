@@ -1,0 +1,212 @@
+/* Internal side of the ops: per-device pipeline cache, descriptor binding (push descriptors
+ * or a per-stream-slot pool ring), grid splitting, and the per-kernel record functions
+ * (stubs when a kernel is compiled out, so api.c needs no #ifdef). */
+#pragma once
+#include "device/device.h"
+#include "ops/validate.h"
+
+/* Every kernel the ops know, whether or not this build embeds it; kernels/Sources names
+ * them. A slot whose kernel is compiled out resolves to no pipeline ("not in this build"). */
+enum vkrt_ops_kernel {
+  VKRT_OPS_COPY_F32_F32,
+  VKRT_OPS_COPY_F32_F16,
+  VKRT_OPS_COPY_F16_F32,
+  VKRT_OPS_COPY_F16_F16,
+  VKRT_OPS_COPY_VEC4,
+  VKRT_OPS_TRANSPOSE_F32,
+  VKRT_OPS_TRANSPOSE_F16,
+  VKRT_OPS_CONCAT_F32,
+  VKRT_OPS_CONCAT_F16,
+  VKRT_OPS_REDUCE_F32,
+  VKRT_OPS_REDUCE_F16,
+  VKRT_OPS_MATVEC_F32,
+  VKRT_OPS_MATVEC_F16,
+  VKRT_OPS_MATMUL_F32,
+  VKRT_OPS_MATMUL_F16,
+  VKRT_OPS_KERNEL_COUNT
+};
+
+enum vkrt_ops_copy_path {
+  VKRT_OPS_COPY_PATH_COMPUTE = 0, /* copy_vec4: 16-byte loads, grid-stride */
+  VKRT_OPS_COPY_PATH_TRANSFER,    /* vkCmdCopyBuffer */
+};
+
+#define VKRT_OPS_MAX_BINDINGS 9
+#define VKRT_OPS_POOL_SETS 256 /* descriptor sets per stream slot without push descriptors */
+
+struct vkrt_ops_pipeline {
+  atomic_bool ready;
+  VkDescriptorSetLayout set_layout;
+  VkPipelineLayout layout;
+  VkPipeline pipeline;
+  uint32_t binding_count;
+  uint32_t push_size;
+};
+
+struct vkrt_ops_state {
+  struct vkrt_device *dev;
+  struct vkrt_ops_limits limits;
+  uint32_t max_groups[3];         /* maxComputeWorkGroupCount (tests may lower it) */
+  uint32_t copy_vec4_max_groups;  /* grid-stride copy: workgroups per dispatch */
+  bool push_descriptor;           /* VK_KHR_push_descriptor usable */
+  bool subgroup_arithmetic;       /* compute-stage subgroupAdd (matvec) */
+  bool storage_16bit;             /* storageBuffer16BitAccess (f16 copy/transpose/...) */
+  enum vkrt_ops_copy_path copy_path;
+  pthread_mutex_t lock;           /* lazy pipeline creation */
+  const struct vkrt_kernel_desc *desc[VKRT_OPS_KERNEL_COUNT]; /* NULL: compiled out */
+  struct vkrt_ops_pipeline pipe[VKRT_OPS_KERNEL_COUNT];
+  /* descriptor pool ring, one pool per stream command buffer (only without push
+   * descriptors): a pool is reset when its slot is recorded anew. */
+  VkDescriptorPool pool[VKRT_STREAM_DEPTH];
+  uint64_t pool_epoch[VKRT_STREAM_DEPTH];
+  bool pool_used[VKRT_STREAM_DEPTH];
+  /* forcing (tests and vkrt-bench): */
+  bool force_concat_generic;      /* never take the concat fast path */
+  int force_matmul_kernel;        /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
+};
+
+/* One storage-buffer binding. */
+struct vkrt_ops_binding {
+  VkBuffer buffer;
+  uint64_t offset;
+  uint64_t range;
+};
+
+/* Kernel name of a slot ("copy_f16_f32") and the Kconfig symbol that embeds it. */
+const char *vkrt_ops_kernel_name(enum vkrt_ops_kernel k);
+const char *vkrt_ops_kernel_symbol(enum vkrt_ops_kernel k);
+
+/* The ops state of dev (created by vkrt_ops_open). */
+static inline struct vkrt_ops_state *vkrt_ops(struct vkrt_device *dev) { return dev->ops; }
+
+/* Pipeline of kernel k, created at first use. UNSUPPORTED when compiled out, UNAVAILABLE
+ * when the device lacks a feature the kernel needs (16-bit storage, subgroup arithmetic). */
+vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
+                              const struct vkrt_ops_pipeline **out);
+
+/* True when kernel k is in this build and the device has what it needs (no error set):
+ * lets optional paths (the concat fast path) fall back quietly. */
+bool vkrt_ops_kernel_usable(struct vkrt_device *dev, enum vkrt_ops_kernel k);
+
+/* Device limits the ops validate against (the test hooks may lower them). */
+struct vkrt_ops_limits vkrt_ops_device_limits(struct vkrt_device *dev);
+
+/* Binds the pipeline and its storage buffers into cmd: push descriptors when the device
+ * has them, else a set from the pool of the stream slot being recorded (cmd must then be
+ * the stream's command buffer). */
+vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
+                          const struct vkrt_ops_pipeline *p, const struct vkrt_ops_binding *b,
+                          uint32_t count);
+
+/* Binding of a validated view. */
+static inline struct vkrt_ops_binding vkrt_ops_view_binding(const struct vkrt_ops_view *v) {
+  struct vkrt_ops_binding b = {v->buffer->handle, v->bind_offset, v->bind_range};
+  return b;
+}
+
+/* Linear grid of `groups` workgroups, split into (x, y) dispatches within the device
+ * limits; the push struct (p->push_size bytes) ends with uint32 base_group, the first
+ * linear group of each dispatch (the shader adds wg.x + wg.y * numWorkGroups.x). */
+void vkrt_ops_dispatch_linear(struct vkrt_device *dev, VkCommandBuffer cmd,
+                              const struct vkrt_ops_pipeline *p, void *push, uint64_t groups);
+/* 3-D grid of gx * gy * gz workgroups, split per axis within the limits; the push struct
+ * ends with uint32 base_x, base_y, base_z, the first group of each dispatch per axis. */
+void vkrt_ops_dispatch_3d(struct vkrt_device *dev, VkCommandBuffer cmd,
+                          const struct vkrt_ops_pipeline *p, void *push, uint64_t gx,
+                          uint64_t gy, uint64_t gz);
+
+/* The stream command buffer with a barrier recorded after earlier work. */
+vkrt_status vkrt_ops_begin(struct vkrt_device *dev, VkCommandBuffer *cmd);
+
+/* Which contiguous device copy this device uses: "compute (copy_vec4, 16-byte loads)" or
+ * "vkCmdCopyBuffer", with the reason; for vkrt-probe and vkrt-bench. */
+const char *vkrt_ops_copy_path(const struct vkrt_device *dev);
+const char *vkrt_ops_copy_path_reason(const struct vkrt_device *dev);
+
+/* Push constants of copy_vec4.comp (checked against the shader in copy.c). */
+struct copy_vec4_push {
+  uint32_t src_offset, dst_offset, count, pad; /* 16-byte units */
+};
+
+/* Contiguous byte copy on the device's preferred path (or `path` when >= 0: the bench
+ * compares both). Records into cmd with no barrier. */
+vkrt_status vkrt_ops_copy_bytes(struct vkrt_device *dev, VkCommandBuffer cmd, VkBuffer dst,
+                                uint64_t dst_offset, VkBuffer src, uint64_t src_offset,
+                                uint64_t size, int path);
+
+/* Test hooks: lower the workgroup-count limits (to exercise grid splitting on small
+ * tensors), turn push descriptors off (to exercise the pool ring), cap one binding's range
+ * (to exercise range chunking). 0 / false restore. Call with the device idle (after
+ * vkrt_finish): switching the descriptor mode recreates the pipelines. */
+void vkrt_ops_test_limits(struct vkrt_device *dev, uint32_t max_group_count,
+                          bool disable_push_descriptor, uint64_t max_storage_buffer_range);
+
+/* ---- per-kernel record functions (validated views in; dst first) --------------------- */
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_COPY)
+vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                             const struct vkrt_ops_view *dst, const struct vkrt_ops_view *src);
+#else
+static inline vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                           const struct vkrt_ops_view *dst,
+                                           const struct vkrt_ops_view *src) {
+  (void)cmd, (void)dst, (void)src;
+  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+                    "copy kernel not in this build (CONFIG_VKRT_KERNEL_COPY=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE)
+vkrt_status vkrt_transpose_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                  const struct vkrt_ops_view *dst,
+                                  const struct vkrt_ops_view *src);
+#else
+static inline vkrt_status vkrt_transpose_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                                const struct vkrt_ops_view *dst,
+                                                const struct vkrt_ops_view *src) {
+  (void)cmd, (void)dst, (void)src;
+  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+                    "transpose kernel not in this build (CONFIG_VKRT_KERNEL_TRANSPOSE=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT)
+vkrt_status vkrt_concat_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                               const struct vkrt_ops_view views[3], int dim);
+/* The fast path alone (for the bench); UNAVAILABLE when the inputs are not eligible. */
+vkrt_status vkrt_concat_record_fast(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                    const struct vkrt_ops_view views[3], int dim);
+vkrt_status vkrt_concat_record_generic(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                       const struct vkrt_ops_view views[3], int dim);
+#else
+static inline vkrt_status vkrt_concat_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                             const struct vkrt_ops_view views[3], int dim) {
+  (void)cmd, (void)views, (void)dim;
+  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+                    "concat kernel not in this build (CONFIG_VKRT_KERNEL_CONCAT=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE)
+vkrt_status vkrt_add_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                            const struct vkrt_ops_view *views, uint32_t count);
+#else
+static inline vkrt_status vkrt_add_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                          const struct vkrt_ops_view *views, uint32_t count) {
+  (void)cmd, (void)views, (void)count;
+  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+                    "reduce kernel not in this build (CONFIG_VKRT_KERNEL_REDUCE=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)
+vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                               const struct vkrt_ops_view views[3]);
+#else
+static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                             const struct vkrt_ops_view views[3]) {
+  (void)cmd, (void)views;
+  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+                    "matmul kernel not in this build (CONFIG_VKRT_KERNEL_MATMUL=n)");
+}
+#endif

@@ -1,0 +1,350 @@
+/* Pure descriptor validation for the ops (see validate.h). */
+#include "ops/validate.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "device/device.h"
+
+#define FAIL(...)                                \
+  do {                                           \
+    vkrt_format(why, why_size, __VA_ARGS__);     \
+    return false;                                \
+  } while (0)
+
+static const char *type_name(vkrt_type type) {
+  switch (type) {
+  case VKRT_TYPE_F32: return "f32";
+  case VKRT_TYPE_F16: return "f16";
+  default: return "?";
+  }
+}
+
+static void format_ne(char *buf, size_t size, const int64_t ne[4]) {
+  vkrt_format(buf, size, "{%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "}", ne[0], ne[1],
+              ne[2], ne[3]);
+}
+
+bool vkrt_ops_bind_range(const struct vkrt_ops_limits *lim, uint64_t lo, uint64_t hi,
+                         uint64_t *bind_offset, uint64_t *bind_range) {
+  uint64_t align = lim->min_storage_buffer_offset_alignment ? lim->min_storage_buffer_offset_alignment : 1;
+  *bind_offset = vkrt_align_down(lo, align);
+  *bind_range = hi - *bind_offset;
+  return hi > lo && *bind_range <= lim->max_storage_buffer_range;
+}
+
+bool vkrt_ops_view_init(struct vkrt_ops_view *out, const struct vkrt_ops_limits *lim,
+                        const char *op, const char *name, const vkrt_tensor *t, bool writable,
+                        char *why, size_t why_size) {
+  memset(out, 0, sizeof(*out));
+  if (!t)
+    FAIL("%s: %s is NULL", op, name);
+  if (!t->buffer)
+    FAIL("%s: %s has no buffer", op, name);
+  if ((unsigned)t->type >= VKRT_TYPE_COUNT)
+    FAIL("%s: %s has invalid type %d", op, name, (int)t->type);
+  uint64_t ts = vkrt_type_size(t->type);
+  out->buffer = t->buffer;
+  out->type = t->type;
+  out->type_size = (uint32_t)ts;
+
+  uint64_t elements = 1, last = 0;
+  for (int i = 0; i < 4; i++) {
+    if (t->ne[i] < 1)
+      FAIL("%s: %s: ne[%d] = %" PRId64 ": sizes must be >= 1", op, name, i, t->ne[i]);
+    if (t->ne[i] > UINT32_MAX)
+      FAIL("%s: %s: ne[%d] = %" PRId64 " does not fit 32 bits", op, name, i, t->ne[i]);
+    if (t->nb[i] < 0)
+      FAIL("%s: %s: nb[%d] = %" PRId64 " is negative", op, name, i, t->nb[i]);
+    if ((uint64_t)t->nb[i] % ts)
+      FAIL("%s: %s: nb[%d] = %" PRId64 " is not a multiple of the %s size %" PRIu64, op, name,
+           i, t->nb[i], type_name(t->type), ts);
+    uint64_t reach;
+    if (!vkrt_mul_u64((uint64_t)(t->ne[i] - 1), (uint64_t)t->nb[i], &reach) ||
+        !vkrt_add_u64(last, reach, &last))
+      FAIL("%s: %s: ne[%d] * nb[%d] overflows", op, name, i, i);
+    if (!vkrt_mul_u64(elements, (uint64_t)t->ne[i], &elements))
+      FAIL("%s: %s: element count overflows", op, name);
+    out->ne[i] = (uint32_t)t->ne[i];
+  }
+  if (elements > VKRT_OPS_MAX_ELEMENTS)
+    FAIL("%s: %s has %" PRIu64 " elements, more than the 2^31 one op may touch", op, name,
+         elements);
+  out->elements = elements;
+  if (t->offset % ts)
+    FAIL("%s: %s: offset %" PRIu64 " is not aligned to the %s size %" PRIu64, op, name,
+         t->offset, type_name(t->type), ts);
+
+  uint64_t hi;
+  if (!vkrt_add_u64(t->offset, last, &hi) || !vkrt_add_u64(hi, ts, &hi))
+    FAIL("%s: %s: offset + extent overflows", op, name);
+  uint64_t size = t->buffer->size;
+  if (hi > size)
+    FAIL("%s: %s: touches bytes [%" PRIu64 ", %" PRIu64 ") past the end of its %" PRIu64
+         "-byte buffer", op, name, t->offset, hi, size);
+  out->lo = t->offset;
+  out->hi = hi;
+  /* The kernels index in 32-bit elements from the binding start. */
+  out->fits_binding = vkrt_ops_bind_range(lim, out->lo, hi, &out->bind_offset, &out->bind_range) &&
+                      out->bind_range / ts <= UINT32_MAX;
+  out->offset = (uint32_t)((t->offset - out->bind_offset) / ts);
+  for (int i = 0; i < 4; i++)
+    out->stride[i] = (uint32_t)((uint64_t)t->nb[i] / ts); /* <= bind_range / ts when ne > 1 */
+  for (int i = 0; i < 4; i++)
+    if (t->ne[i] == 1)
+      out->stride[i] = 0; /* never multiplied by a nonzero index; keeps 32 bits honest */
+
+  /* Dense with dim 0 innermost, ignoring dims of size 1. */
+  uint64_t expect = ts;
+  out->contiguous = true;
+  for (int i = 0; i < 4; i++) {
+    if (t->ne[i] == 1)
+      continue;
+    if ((uint64_t)t->nb[i] != expect)
+      out->contiguous = false;
+    expect *= (uint64_t)t->ne[i];
+  }
+
+  if (writable) {
+    /* Order the dims of size > 1 by stride; each must step past everything below it. */
+    int order[4], n = 0;
+    for (int i = 0; i < 4; i++)
+      if (t->ne[i] > 1)
+        order[n++] = i;
+    for (int i = 1; i < n; i++)
+      for (int j = i; j > 0 && t->nb[order[j]] < t->nb[order[j - 1]]; j--) {
+        int tmp = order[j];
+        order[j] = order[j - 1];
+        order[j - 1] = tmp;
+      }
+    uint64_t covered = ts; /* bytes spanned by the dims below */
+    for (int i = 0; i < n; i++) {
+      int d = order[i];
+      if ((uint64_t)t->nb[d] < covered)
+        FAIL("%s: %s: elements overlap (nb[%d] = %" PRId64 " < %" PRIu64
+             " bytes spanned by the inner dims); the writes would race", op, name, d, t->nb[d],
+             covered);
+      covered = (uint64_t)t->nb[d] * (uint64_t)t->ne[d];
+    }
+  }
+  return true;
+}
+
+/* Ops whose kernels take the tensor in one binding. */
+static bool one_binding(const char *op, const char *name, const struct vkrt_ops_view *v,
+                        const struct vkrt_ops_limits *lim, char *why, size_t why_size) {
+  if (!v->fits_binding)
+    FAIL("%s: %s spans %" PRIu64 " bytes, more than one binding may (maxStorageBufferRange %" PRIu64
+         ", 2^32 elements)", op, name, v->bind_range, lim->max_storage_buffer_range);
+  return true;
+}
+
+static bool same_device(const char *op, const struct vkrt_ops_view *views, const char *const *names,
+                        int count, char *why, size_t why_size) {
+  for (int i = 1; i < count; i++)
+    if (views[i].buffer->dev != views[0].buffer->dev)
+      FAIL("%s: wrong device: %s is on dev%u but %s is on dev%u", op, names[i],
+           views[i].buffer->dev ? views[i].buffer->dev->index : 0u, names[0],
+           views[0].buffer->dev ? views[0].buffer->dev->index : 0u);
+  return true;
+}
+
+/* dst must not overlap a source (in-place would race between invocations). */
+static bool disjoint(const char *op, const struct vkrt_ops_view *dst, const struct vkrt_ops_view *src,
+                     const char *src_name, char *why, size_t why_size) {
+  if (dst->buffer == src->buffer && dst->lo < src->hi && src->lo < dst->hi)
+    FAIL("%s: dst bytes [%" PRIu64 ", %" PRIu64 ") overlap %s bytes [%" PRIu64 ", %" PRIu64
+         ") of the same buffer; in-place is not supported", op, dst->lo, dst->hi, src_name,
+         src->lo, src->hi);
+  return true;
+}
+
+bool vkrt_ops_check_copy(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                         const vkrt_tensor *src, struct vkrt_ops_view views[2], char *why,
+                         size_t why_size) {
+  static const char *const op = "vkrt_op_copy";
+  static const char *const names[] = {"dst", "src"};
+  if (!vkrt_ops_view_init(&views[0], lim, op, "dst", dst, true, why, why_size) ||
+      !vkrt_ops_view_init(&views[1], lim, op, "src", src, false, why, why_size) ||
+      !same_device(op, views, names, 2, why, why_size))
+    return false;
+  if (memcmp(dst->ne, src->ne, sizeof(dst->ne))) {
+    char a[96], b[96];
+    format_ne(a, sizeof(a), dst->ne);
+    format_ne(b, sizeof(b), src->ne);
+    FAIL("%s: dst ne %s differs from src ne %s", op, a, b);
+  }
+  bool dense = dst->type == src->type && views[0].contiguous && views[1].contiguous;
+  if (!dense && (!one_binding(op, "dst", &views[0], lim, why, why_size) ||
+                 !one_binding(op, "src", &views[1], lim, why, why_size)))
+    return false;
+  return disjoint(op, &views[0], &views[1], "src", why, why_size);
+}
+
+bool vkrt_ops_check_transpose(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                              const vkrt_tensor *src, struct vkrt_ops_view views[2], char *why,
+                              size_t why_size) {
+  static const char *const op = "vkrt_op_transpose";
+  static const char *const names[] = {"dst", "src"};
+  if (!vkrt_ops_view_init(&views[0], lim, op, "dst", dst, true, why, why_size) ||
+      !vkrt_ops_view_init(&views[1], lim, op, "src", src, false, why, why_size) ||
+      !same_device(op, views, names, 2, why, why_size))
+    return false;
+  if (dst->ne[0] != src->ne[1] || dst->ne[1] != src->ne[0] || dst->ne[2] != src->ne[2] ||
+      dst->ne[3] != src->ne[3]) {
+    char a[96], b[96];
+    format_ne(a, sizeof(a), dst->ne);
+    format_ne(b, sizeof(b), src->ne);
+    FAIL("%s: dst ne %s is not src ne %s with dims 0 and 1 swapped", op, a, b);
+  }
+  if (!one_binding(op, "dst", &views[0], lim, why, why_size) ||
+      !one_binding(op, "src", &views[1], lim, why, why_size))
+    return false;
+  return disjoint(op, &views[0], &views[1], "src", why, why_size);
+}
+
+bool vkrt_ops_check_concat(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                           const vkrt_tensor *a, const vkrt_tensor *b, int dim,
+                           struct vkrt_ops_view views[3], char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_concat";
+  static const char *const names[] = {"dst", "a", "b"};
+  if (dim < 0 || dim > 3)
+    FAIL("%s: dim %d is not 0..3", op, dim);
+  if (!vkrt_ops_view_init(&views[0], lim, op, "dst", dst, true, why, why_size) ||
+      !vkrt_ops_view_init(&views[1], lim, op, "a", a, false, why, why_size) ||
+      !vkrt_ops_view_init(&views[2], lim, op, "b", b, false, why, why_size) ||
+      !same_device(op, views, names, 3, why, why_size))
+    return false;
+  if (a->type != dst->type || b->type != dst->type)
+    FAIL("%s: types differ (dst %s, a %s, b %s)", op, type_name(dst->type), type_name(a->type),
+         type_name(b->type));
+  for (int i = 0; i < 4; i++) {
+    bool ok = i == dim ? dst->ne[i] == a->ne[i] + b->ne[i]
+                       : (a->ne[i] == dst->ne[i] && b->ne[i] == dst->ne[i]);
+    if (!ok) {
+      char d[96], x[96], y[96];
+      format_ne(d, sizeof(d), dst->ne);
+      format_ne(x, sizeof(x), a->ne);
+      format_ne(y, sizeof(y), b->ne);
+      FAIL("%s: shapes do not concatenate along dim %d: dst %s, a %s, b %s (mismatch in dim %d)",
+           op, dim, d, x, y, i);
+    }
+  }
+  for (int i = 0; i < 3; i++)
+    if (!one_binding(op, names[i], &views[i], lim, why, why_size))
+      return false;
+  return disjoint(op, &views[0], &views[1], "a", why, why_size) &&
+         disjoint(op, &views[0], &views[2], "b", why, why_size);
+}
+
+bool vkrt_ops_check_add(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                        const vkrt_tensor *const *srcs, uint32_t count,
+                        struct vkrt_ops_view views[9], char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_add";
+  if (count < 1 || count > 8)
+    FAIL("%s: %u sources; 1..8 are supported", op, count);
+  if (!srcs)
+    FAIL("%s: srcs is NULL", op);
+  if (!vkrt_ops_view_init(&views[0], lim, op, "dst", dst, true, why, why_size))
+    return false;
+  if (!views[0].contiguous)
+    FAIL("%s: dst is not contiguous (the reduce kernel reads and writes dense ranges)", op);
+  for (uint32_t i = 0; i < count; i++) {
+    char name[16];
+    vkrt_format(name, sizeof(name), "srcs[%u]", i);
+    struct vkrt_ops_view *v = &views[1 + i];
+    if (!vkrt_ops_view_init(v, lim, op, name, srcs[i], false, why, why_size))
+      return false;
+    if (v->buffer->dev != views[0].buffer->dev)
+      FAIL("%s: wrong device: %s is on dev%u but dst is on dev%u", op, name,
+           v->buffer->dev ? v->buffer->dev->index : 0u,
+           views[0].buffer->dev ? views[0].buffer->dev->index : 0u);
+    if (srcs[i]->type != dst->type)
+      FAIL("%s: %s is %s but dst is %s", op, name, type_name(srcs[i]->type),
+           type_name(dst->type));
+    if (memcmp(srcs[i]->ne, dst->ne, sizeof(dst->ne))) {
+      char a[96], b[96];
+      format_ne(a, sizeof(a), dst->ne);
+      format_ne(b, sizeof(b), srcs[i]->ne);
+      FAIL("%s: %s ne %s differs from dst ne %s", op, name, b, a);
+    }
+    if (!v->contiguous)
+      FAIL("%s: %s is not contiguous (the reduce kernel reads dense ranges)", op, name);
+    /* In place is fine when dst is exactly this source: each element is read, then
+     * written, by one invocation. Any other overlap would race. */
+    bool same = v->buffer == views[0].buffer && v->lo == views[0].lo;
+    if (!same && !disjoint(op, &views[0], v, name, why, why_size))
+      return false;
+  }
+  return true;
+}
+
+bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                           const vkrt_tensor *w, const vkrt_tensor *x,
+                           struct vkrt_ops_view views[3], char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_matmul";
+  static const char *const names[] = {"dst", "w", "x"};
+  if (!vkrt_ops_view_init(&views[0], lim, op, "dst", dst, true, why, why_size) ||
+      !vkrt_ops_view_init(&views[1], lim, op, "w", w, false, why, why_size) ||
+      !vkrt_ops_view_init(&views[2], lim, op, "x", x, false, why, why_size) ||
+      !same_device(op, views, names, 3, why, why_size))
+    return false;
+  if (x->type != VKRT_TYPE_F32 || dst->type != VKRT_TYPE_F32)
+    FAIL("%s: x and dst must be f32 (x %s, dst %s)", op, type_name(x->type),
+         type_name(dst->type));
+  char a[96], b[96], c[96];
+  format_ne(a, sizeof(a), w->ne);
+  format_ne(b, sizeof(b), x->ne);
+  format_ne(c, sizeof(c), dst->ne);
+  if (w->ne[0] != x->ne[0])
+    FAIL("%s: inner sizes differ: w ne %s, x ne %s (ne[0] is K)", op, a, b);
+  if (dst->ne[0] != w->ne[1] || dst->ne[1] != x->ne[1] || dst->ne[2] != x->ne[2] ||
+      dst->ne[3] != x->ne[3])
+    FAIL("%s: dst ne %s must be {w.ne[1], x.ne[1], x.ne[2], x.ne[3]} (w %s, x %s)", op, c, a, b);
+  if (x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3])
+    FAIL("%s: w batch dims %s do not divide x batch dims %s (broadcast needs a multiple)", op,
+         a, b);
+  for (int i = 0; i < 3; i++)
+    if (!one_binding(op, names[i], &views[i], lim, why, why_size))
+      return false;
+  return disjoint(op, &views[0], &views[1], "w", why, why_size) &&
+         disjoint(op, &views[0], &views[2], "x", why, why_size);
+}
+
+int vkrt_ops_concat_fast_path_source(const struct vkrt_ops_view views[3], int dim,
+                                     const char **why_not) {
+  const char *dummy;
+  if (!why_not)
+    why_not = &dummy;
+  *why_not = NULL;
+  if (dim != 0) {
+    *why_not = "not dim 0";
+    return 0;
+  }
+  if (!views[0].contiguous) {
+    *why_not = "dst not contiguous";
+    return 0;
+  }
+  for (int s = 1; s <= 2; s++) {
+    const struct vkrt_ops_view *t = &views[s], *other = &views[3 - s];
+    /* Stored transposed: dim 1 innermost (stride 1 element) and dim 0 strided. */
+    bool transposed = t->ne[1] > 1 && t->ne[0] > 1 && t->stride[1] == 1 && t->stride[0] != 1;
+    if (transposed && other->contiguous)
+      return s;
+  }
+  *why_not = "no source stored transposed with the other contiguous";
+  return 0;
+}
+
+void vkrt_ops_linear_split(uint64_t groups, uint64_t first, uint32_t max_x, uint32_t max_y,
+                           uint32_t *x, uint32_t *y) {
+  uint64_t left = groups - first;
+  uint64_t gx = left < max_x ? left : max_x;
+  uint64_t gy = (left + gx - 1) / gx;
+  if (gy > max_y)
+    gy = max_y;
+  *x = (uint32_t)gx;
+  *y = (uint32_t)gy;
+}

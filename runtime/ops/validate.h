@@ -1,0 +1,85 @@
+/* Pure descriptor validation for the ops: no Vulkan calls, no device, so it is unit-tested
+ * with hand-built tensors (tests/unit/test_ops_validate.c). Each check turns the public
+ * vkrt_tensor descriptors into views the kernels take (one storage-buffer binding and
+ * 32-bit element offsets/strides) or fails with a message naming the op, the operand and
+ * the reason. Buffers are only read for their size and device (never dereferenced
+ * further), so tests may pass fake struct vkrt_buffer objects. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vkrt/vkrt.h"
+
+/* Device limits the views must respect (from the capability snapshot). */
+struct vkrt_ops_limits {
+  uint64_t max_storage_buffer_range;           /* bytes one binding may span */
+  uint64_t min_storage_buffer_offset_alignment; /* power of two */
+};
+
+/* A tensor as a kernel binds it: bytes [bind_offset, bind_offset + bind_range) of the
+ * buffer, element `offset` within that range, strides in elements. */
+struct vkrt_ops_view {
+  struct vkrt_buffer *buffer;
+  uint64_t bind_offset;
+  uint64_t bind_range;
+  uint64_t lo, hi;        /* bytes of the buffer the tensor can touch: [lo, hi) */
+  uint32_t offset;        /* elements from bind_offset */
+  uint32_t ne[4];
+  uint32_t stride[4];     /* elements */
+  uint64_t elements;
+  uint32_t type_size;
+  vkrt_type type;
+  bool contiguous;        /* dense, dim 0 innermost (dims of size 1 ignored) */
+  bool fits_binding;      /* one binding covers it (else only ops that split dense ranges
+                             over several bindings take it: dense copies, add) */
+};
+
+/* The most elements one op may touch: linear indices stay well inside 32 bits. */
+#define VKRT_OPS_MAX_ELEMENTS (1ull << 31)
+
+/* Checks one tensor and fills *out. `op` and `name` prefix the message ("vkrt_op_copy: src:
+ * ..."). Sizes must be >= 1, strides >= 0 and multiples of the element size, the offset
+ * aligned to the element size and the touched range inside the buffer. Whether one
+ * binding covers it (maxStorageBufferRange, 32-bit element indices) is recorded in
+ * fits_binding and enforced by the op checks below. `writable` adds the check that no two
+ * elements share an address (a write would race). */
+bool vkrt_ops_view_init(struct vkrt_ops_view *out, const struct vkrt_ops_limits *lim,
+                        const char *op, const char *name, const vkrt_tensor *t, bool writable,
+                        char *why, size_t why_size);
+
+/* Binds [lo, hi) of a buffer with the alignment rules above; false (with a message) when
+ * the range is too long for one binding. Used for raw ranges (contiguous copies, reduce).
+ * *bind_offset is aligned down from lo to the offset alignment. */
+bool vkrt_ops_bind_range(const struct vkrt_ops_limits *lim, uint64_t lo, uint64_t hi,
+                         uint64_t *bind_offset, uint64_t *bind_range);
+
+/* Shape, type and device agreement per op. Each fills `views` (dst first, then the
+ * sources in argument order) on success. */
+bool vkrt_ops_check_copy(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                         const vkrt_tensor *src, struct vkrt_ops_view views[2], char *why,
+                         size_t why_size);
+bool vkrt_ops_check_transpose(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                              const vkrt_tensor *src, struct vkrt_ops_view views[2], char *why,
+                              size_t why_size);
+bool vkrt_ops_check_concat(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                           const vkrt_tensor *a, const vkrt_tensor *b, int dim,
+                           struct vkrt_ops_view views[3], char *why, size_t why_size);
+bool vkrt_ops_check_add(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                        const vkrt_tensor *const *srcs, uint32_t count,
+                        struct vkrt_ops_view views[9], char *why, size_t why_size);
+bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                           const vkrt_tensor *w, const vkrt_tensor *x,
+                           struct vkrt_ops_view views[3], char *why, size_t why_size);
+
+/* Concat fast path eligibility (dim 0, one source stored transposed, the other source and
+ * dst contiguous, same type). Returns 0 when not eligible, 1 when a is the transposed
+ * source, 2 when b is; *why_not says which condition failed (for the bench and logs). */
+int vkrt_ops_concat_fast_path_source(const struct vkrt_ops_view views[3], int dim,
+                                     const char **why_not);
+
+/* Splits `groups` linear workgroups into dispatches of at most max_x * max_y groups laid
+ * out as (x, y); returns the number of dispatches. *x, *y describe the dispatch that starts
+ * at linear group `first` (pure helper shared by the linear kernels and tested alone). */
+void vkrt_ops_linear_split(uint64_t groups, uint64_t first, uint32_t max_x, uint32_t max_y,
+                           uint32_t *x, uint32_t *y);

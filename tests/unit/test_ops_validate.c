@@ -1,0 +1,342 @@
+/* The ops' pure descriptor validation (runtime/ops/validate.c) with hand-built tensors on
+ * fake buffers: no GPU, no Vulkan calls. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "device/device.h"
+#include "ops/validate.h"
+
+static struct vkrt_device dev0 = {.index = 0}, dev1 = {.index = 1};
+static struct vkrt_buffer buf_a = {.dev = &dev0, .size = 1 << 20};
+static struct vkrt_buffer buf_b = {.dev = &dev0, .size = 1 << 20};
+static struct vkrt_buffer buf_small = {.dev = &dev0, .size = 1000};
+static struct vkrt_buffer buf_other = {.dev = &dev1, .size = 1 << 20};
+static const struct vkrt_ops_limits lim = {.max_storage_buffer_range = 1 << 30,
+                                           .min_storage_buffer_offset_alignment = 64};
+static char why[1024];
+
+static vkrt_tensor t4(struct vkrt_buffer *b, uint64_t offset, vkrt_type type, int64_t n0,
+                      int64_t n1, int64_t n2, int64_t n3) {
+  return vkrt_tensor_contiguous(b, offset, type, n0, n1, n2, n3);
+}
+
+/* a view of src with dims 0 and 1 swapped in storage: nb[1] == element size */
+static vkrt_tensor transposed(struct vkrt_buffer *b, uint64_t offset, vkrt_type type,
+                              int64_t n0, int64_t n1) {
+  vkrt_tensor t = t4(b, offset, type, n1, n0, 1, 1);
+  int64_t nb0 = t.nb[0];
+  t.ne[0] = n0, t.ne[1] = n1;
+  t.nb[0] = t.nb[1], t.nb[1] = nb0;
+  return t;
+}
+
+static void expect_fail(bool ok, const char *needle) {
+  if (ok)
+    fail_msg("expected a failure mentioning '%s'", needle);
+  if (!strstr(why, needle))
+    fail_msg("message '%s' lacks '%s'", why, needle);
+}
+
+static void test_view_contiguous(void **state) {
+  (void)state;
+  struct vkrt_ops_view v;
+  vkrt_tensor t = t4(&buf_a, 200, VKRT_TYPE_F32, 33, 31, 2, 1);
+  assert_true(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)));
+  assert_true(v.contiguous);
+  assert_int_equal(v.bind_offset, 192); /* aligned down to 64 */
+  assert_int_equal(v.offset, 2);        /* (200 - 192) / 4 */
+  assert_int_equal(v.elements, 33 * 31 * 2);
+  assert_int_equal(v.hi, 200 + 33 * 31 * 2 * 4);
+  assert_int_equal(v.bind_range, v.hi - 192);
+  assert_int_equal(v.stride[0], 1);
+  assert_int_equal(v.stride[1], 33);
+  assert_int_equal(v.stride[2], 33 * 31);
+  assert_int_equal(v.stride[3], 0); /* ne == 1 */
+
+  vkrt_tensor tr = transposed(&buf_a, 0, VKRT_TYPE_F16, 5, 7);
+  assert_true(vkrt_ops_view_init(&v, &lim, "op", "src", &tr, false, why, sizeof(why)));
+  assert_false(v.contiguous);
+  assert_int_equal(v.stride[0], 7);
+  assert_int_equal(v.stride[1], 1);
+  assert_int_equal(v.type_size, 2);
+}
+
+static void test_view_rejects(void **state) {
+  (void)state;
+  struct vkrt_ops_view v;
+  vkrt_tensor t = t4(&buf_a, 0, VKRT_TYPE_F32, 8, 8, 1, 1);
+  t.ne[1] = -3;
+  expect_fail(vkrt_ops_view_init(&v, &lim, "vkrt_op_copy", "src", &t, false, why, sizeof(why)),
+              "vkrt_op_copy: src: ne[1] = -3");
+  t = t4(&buf_a, 0, VKRT_TYPE_F32, 8, 8, 1, 1);
+  t.ne[2] = 0;
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)), "ne[2] = 0");
+  t = t4(&buf_a, 0, VKRT_TYPE_F32, 8, 8, 1, 1);
+  t.nb[1] = -32;
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)),
+              "nb[1] = -32 is negative");
+  t = t4(&buf_a, 0, VKRT_TYPE_F32, 8, 8, 1, 1);
+  t.nb[1] = 30;
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)),
+              "not a multiple of the f32 size");
+  t = t4(&buf_a, 2, VKRT_TYPE_F32, 8, 8, 1, 1);
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)),
+              "offset 2 is not aligned");
+  t = t4(&buf_small, 0, VKRT_TYPE_F32, 16, 16, 1, 1); /* 1024 bytes in a 1000-byte buffer */
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)),
+              "past the end of its 1000-byte buffer");
+  t = t4(&buf_small, 0, VKRT_TYPE_F32, 10, 1, 1, 1);
+  t.nb[1] = 4096; /* stride past the buffer, but ne[1] == 1 never steps */
+  assert_true(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)));
+  t.ne[1] = 2;
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)),
+              "past the end");
+  /* overflowing sizes and strides */
+  t = t4(&buf_a, 0, VKRT_TYPE_F32, 8, 8, 1, 1);
+  t.ne[0] = INT64_MAX;
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)),
+              "does not fit 32 bits");
+  t = t4(&buf_a, 0, VKRT_TYPE_F32, 8, 8, 1, 1);
+  t.nb[1] = INT64_MAX - 3;
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)), "overflows");
+  t = t4(&buf_a, UINT64_MAX - 3, VKRT_TYPE_F32, 8, 1, 1, 1);
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)), "overflows");
+  t = t4(&buf_a, 0, VKRT_TYPE_F32, 1 << 16, 1 << 16, 1, 1);
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)),
+              "more than the 2^31");
+  /* maxStorageBufferRange: recorded, enforced by the ops that need one binding */
+  struct vkrt_ops_limits small = {.max_storage_buffer_range = 4096,
+                                  .min_storage_buffer_offset_alignment = 16};
+  t = t4(&buf_a, 0, VKRT_TYPE_F32, 2048, 1, 1, 1);
+  assert_true(vkrt_ops_view_init(&v, &small, "op", "src", &t, false, why, sizeof(why)));
+  assert_false(v.fits_binding);
+  t = t4(&buf_a, 0, VKRT_TYPE_F32, 1024, 1, 1, 1);
+  assert_true(vkrt_ops_view_init(&v, &small, "op", "src", &t, false, why, sizeof(why)));
+  assert_true(v.fits_binding);
+  {
+    struct vkrt_ops_view vv[9];
+    vkrt_tensor big = t4(&buf_a, 0, VKRT_TYPE_F32, 64, 64, 1, 1); /* 16 KiB */
+    vkrt_tensor big2 = t4(&buf_b, 0, VKRT_TYPE_F32, 64, 64, 1, 1);
+    vkrt_tensor bigt = t4(&buf_a, 0, VKRT_TYPE_F32, 64, 64, 1, 1);
+    assert_true(vkrt_ops_check_copy(&small, &big, &big2, vv, why, sizeof(why))); /* dense: chunked */
+    big2.type = VKRT_TYPE_F16;
+    big2 = t4(&buf_b, 0, VKRT_TYPE_F16, 64, 64, 1, 1);
+    expect_fail(vkrt_ops_check_copy(&small, &big, &big2, vv, why, sizeof(why)),
+                "maxStorageBufferRange");
+    big2 = t4(&buf_b, 0, VKRT_TYPE_F32, 64, 64, 1, 1);
+    expect_fail(vkrt_ops_check_transpose(&small, &bigt, &big2, vv, why, sizeof(why)),
+                "maxStorageBufferRange");
+    const vkrt_tensor *srcs[1] = {&big2};
+    assert_true(vkrt_ops_check_add(&small, &big, srcs, 1, vv, why, sizeof(why)));
+  }
+  /* invalid type, NULL buffer */
+  t = t4(&buf_a, 0, VKRT_TYPE_F32, 8, 1, 1, 1);
+  t.type = (vkrt_type)7;
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)),
+              "invalid type 7");
+  t = t4(NULL, 0, VKRT_TYPE_F32, 8, 1, 1, 1);
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)),
+              "has no buffer");
+}
+
+static void test_view_overlapping_dst(void **state) {
+  (void)state;
+  struct vkrt_ops_view v;
+  vkrt_tensor t = t4(&buf_a, 0, VKRT_TYPE_F32, 8, 8, 1, 1);
+  t.nb[1] = 0; /* every row writes the same addresses */
+  assert_true(vkrt_ops_view_init(&v, &lim, "op", "src", &t, false, why, sizeof(why)));
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "dst", &t, true, why, sizeof(why)),
+              "elements overlap");
+  t.nb[1] = 16; /* rows of 32 bytes 16 apart */
+  expect_fail(vkrt_ops_view_init(&v, &lim, "op", "dst", &t, true, why, sizeof(why)),
+              "elements overlap");
+  vkrt_tensor tr = transposed(&buf_a, 0, VKRT_TYPE_F32, 8, 9); /* permuted: fine */
+  assert_true(vkrt_ops_view_init(&v, &lim, "op", "dst", &tr, true, why, sizeof(why)));
+  t = t4(&buf_a, 0, VKRT_TYPE_F32, 8, 8, 1, 1);
+  t.nb[1] = 64; /* padded rows: fine */
+  assert_true(vkrt_ops_view_init(&v, &lim, "op", "dst", &t, true, why, sizeof(why)));
+}
+
+static void test_copy_transpose_shapes(void **state) {
+  (void)state;
+  struct vkrt_ops_view v[3];
+  vkrt_tensor d = t4(&buf_a, 0, VKRT_TYPE_F16, 31, 33, 1, 1);
+  vkrt_tensor s = t4(&buf_b, 0, VKRT_TYPE_F32, 31, 33, 1, 1);
+  assert_true(vkrt_ops_check_copy(&lim, &d, &s, v, why, sizeof(why)));
+  s.ne[1] = 32;
+  expect_fail(vkrt_ops_check_copy(&lim, &d, &s, v, why, sizeof(why)),
+              "dst ne {31, 33, 1, 1} differs from src ne {31, 32, 1, 1}");
+  s = t4(&buf_other, 0, VKRT_TYPE_F32, 31, 33, 1, 1);
+  expect_fail(vkrt_ops_check_copy(&lim, &d, &s, v, why, sizeof(why)),
+              "wrong device: src is on dev1 but dst is on dev0");
+  s = t4(&buf_a, 64, VKRT_TYPE_F32, 31, 33, 1, 1); /* overlaps dst in the same buffer */
+  expect_fail(vkrt_ops_check_copy(&lim, &d, &s, v, why, sizeof(why)), "in-place is not supported");
+
+  vkrt_tensor td = t4(&buf_a, 0, VKRT_TYPE_F32, 33, 31, 2, 3);
+  vkrt_tensor ts = t4(&buf_b, 0, VKRT_TYPE_F32, 31, 33, 2, 3);
+  assert_true(vkrt_ops_check_transpose(&lim, &td, &ts, v, why, sizeof(why)));
+  td = t4(&buf_a, 0, VKRT_TYPE_F32, 33, 31, 3, 2);
+  expect_fail(vkrt_ops_check_transpose(&lim, &td, &ts, v, why, sizeof(why)),
+              "dims 0 and 1 swapped");
+}
+
+static void test_concat_shapes(void **state) {
+  (void)state;
+  struct vkrt_ops_view v[3];
+  for (int dim = 0; dim < 4; dim++) {
+    int64_t ne[4] = {5, 6, 7, 8};
+    int64_t na[4] = {5, 6, 7, 8}, nbb[4] = {5, 6, 7, 8};
+    na[dim] = 2, nbb[dim] = 3, ne[dim] = 5;
+    vkrt_tensor d = t4(&buf_a, 0, VKRT_TYPE_F32, ne[0], ne[1], ne[2], ne[3]);
+    vkrt_tensor a = t4(&buf_b, 0, VKRT_TYPE_F32, na[0], na[1], na[2], na[3]);
+    vkrt_tensor b = t4(&buf_b, 65536, VKRT_TYPE_F32, nbb[0], nbb[1], nbb[2], nbb[3]);
+    assert_true(vkrt_ops_check_concat(&lim, &d, &a, &b, dim, v, why, sizeof(why)));
+    b.ne[(dim + 1) % 4] += 1;
+    expect_fail(vkrt_ops_check_concat(&lim, &d, &a, &b, dim, v, why, sizeof(why)),
+                "do not concatenate");
+    b.ne[(dim + 1) % 4] -= 1;
+    d.ne[dim] = 6;
+    d = t4(&buf_a, 0, VKRT_TYPE_F32, d.ne[0], d.ne[1], d.ne[2], d.ne[3]);
+    expect_fail(vkrt_ops_check_concat(&lim, &d, &a, &b, dim, v, why, sizeof(why)),
+                "do not concatenate");
+  }
+  vkrt_tensor d = t4(&buf_a, 0, VKRT_TYPE_F32, 4, 2, 1, 1);
+  vkrt_tensor a = t4(&buf_b, 0, VKRT_TYPE_F32, 2, 2, 1, 1);
+  vkrt_tensor b = t4(&buf_b, 64, VKRT_TYPE_F16, 2, 2, 1, 1);
+  expect_fail(vkrt_ops_check_concat(&lim, &d, &a, &b, 0, v, why, sizeof(why)), "types differ");
+  b = t4(&buf_b, 64, VKRT_TYPE_F32, 2, 2, 1, 1);
+  expect_fail(vkrt_ops_check_concat(&lim, &d, &a, &b, 4, v, why, sizeof(why)), "dim 4 is not 0..3");
+  expect_fail(vkrt_ops_check_concat(&lim, &d, &a, &b, -1, v, why, sizeof(why)), "dim -1");
+  b.buffer = &buf_other;
+  expect_fail(vkrt_ops_check_concat(&lim, &d, &a, &b, 0, v, why, sizeof(why)), "wrong device");
+}
+
+static void test_concat_fast_path_eligibility(void **state) {
+  (void)state;
+  struct vkrt_ops_view v[3];
+  const char *why_not;
+  vkrt_tensor d = t4(&buf_a, 0, VKRT_TYPE_F32, 30, 20, 1, 1);
+  vkrt_tensor a = t4(&buf_b, 0, VKRT_TYPE_F32, 10, 20, 1, 1);
+  vkrt_tensor bt = transposed(&buf_b, 4096, VKRT_TYPE_F32, 20, 20);
+  assert_true(vkrt_ops_check_concat(&lim, &d, &a, &bt, 0, v, why, sizeof(why)));
+  assert_int_equal(vkrt_ops_concat_fast_path_source(v, 0, &why_not), 2);
+  vkrt_tensor at = transposed(&buf_b, 0, VKRT_TYPE_F32, 10, 20);
+  vkrt_tensor b = t4(&buf_b, 4096, VKRT_TYPE_F32, 20, 20, 1, 1);
+  assert_true(vkrt_ops_check_concat(&lim, &d, &at, &b, 0, v, why, sizeof(why)));
+  assert_int_equal(vkrt_ops_concat_fast_path_source(v, 0, &why_not), 1);
+  /* both contiguous: generic */
+  assert_true(vkrt_ops_check_concat(&lim, &d, &a, &b, 0, v, why, sizeof(why)));
+  assert_int_equal(vkrt_ops_concat_fast_path_source(v, 0, &why_not), 0);
+  assert_non_null(why_not);
+  /* both transposed: generic */
+  assert_true(vkrt_ops_check_concat(&lim, &d, &at, &bt, 0, v, why, sizeof(why)));
+  assert_int_equal(vkrt_ops_concat_fast_path_source(v, 0, &why_not), 0);
+  /* dst not contiguous: generic */
+  vkrt_tensor dt = transposed(&buf_a, 0, VKRT_TYPE_F32, 30, 20);
+  assert_true(vkrt_ops_check_concat(&lim, &dt, &a, &bt, 0, v, why, sizeof(why)));
+  assert_int_equal(vkrt_ops_concat_fast_path_source(v, 0, &why_not), 0);
+  assert_string_equal(why_not, "dst not contiguous");
+  /* dim 1 is never the fast path */
+  vkrt_tensor d1 = t4(&buf_a, 0, VKRT_TYPE_F32, 20, 30, 1, 1);
+  vkrt_tensor a1 = transposed(&buf_b, 0, VKRT_TYPE_F32, 20, 10);
+  vkrt_tensor b1 = t4(&buf_b, 4096, VKRT_TYPE_F32, 20, 20, 1, 1);
+  assert_true(vkrt_ops_check_concat(&lim, &d1, &a1, &b1, 1, v, why, sizeof(why)));
+  assert_int_equal(vkrt_ops_concat_fast_path_source(v, 1, &why_not), 0);
+}
+
+static void test_add(void **state) {
+  (void)state;
+  struct vkrt_ops_view v[9];
+  vkrt_tensor d = t4(&buf_a, 0, VKRT_TYPE_F32, 1000, 1, 1, 1);
+  vkrt_tensor s[9];
+  const vkrt_tensor *ps[9];
+  for (int i = 0; i < 9; i++) {
+    s[i] = t4(&buf_b, (uint64_t)i * 4096, VKRT_TYPE_F32, 1000, 1, 1, 1);
+    ps[i] = &s[i];
+  }
+  assert_true(vkrt_ops_check_add(&lim, &d, ps, 8, v, why, sizeof(why)));
+  expect_fail(vkrt_ops_check_add(&lim, &d, ps, 9, v, why, sizeof(why)), "9 sources");
+  expect_fail(vkrt_ops_check_add(&lim, &d, ps, 0, v, why, sizeof(why)), "0 sources");
+  s[2].ne[0] = 999;
+  expect_fail(vkrt_ops_check_add(&lim, &d, ps, 3, v, why, sizeof(why)), "srcs[2] ne");
+  s[2] = t4(&buf_b, 8192, VKRT_TYPE_F16, 1000, 1, 1, 1);
+  expect_fail(vkrt_ops_check_add(&lim, &d, ps, 3, v, why, sizeof(why)), "srcs[2] is f16");
+  s[2] = t4(&buf_other, 0, VKRT_TYPE_F32, 1000, 1, 1, 1);
+  expect_fail(vkrt_ops_check_add(&lim, &d, ps, 3, v, why, sizeof(why)), "wrong device");
+  s[2] = t4(&buf_b, 8192, VKRT_TYPE_F32, 500, 2, 1, 1);
+  s[2].ne[0] = 1000, s[2].ne[1] = 1;
+  s[2].nb[0] = 8;
+  expect_fail(vkrt_ops_check_add(&lim, &d, ps, 3, v, why, sizeof(why)), "not contiguous");
+  s[2] = t4(&buf_b, 8192, VKRT_TYPE_F32, 1000, 1, 1, 1);
+  /* in place on srcs[1] is fine, a shifted overlap is not */
+  vkrt_tensor inplace = s[1];
+  assert_true(vkrt_ops_check_add(&lim, &inplace, ps, 3, v, why, sizeof(why)));
+  inplace.offset += 4;
+  expect_fail(vkrt_ops_check_add(&lim, &inplace, ps, 3, v, why, sizeof(why)), "overlap");
+}
+
+static void test_matmul_shapes(void **state) {
+  (void)state;
+  struct vkrt_ops_view v[3];
+  vkrt_tensor w = t4(&buf_a, 0, VKRT_TYPE_F16, 64, 48, 2, 1);
+  vkrt_tensor x = t4(&buf_b, 0, VKRT_TYPE_F32, 64, 3, 4, 1);
+  vkrt_tensor d = t4(&buf_b, 65536, VKRT_TYPE_F32, 48, 3, 4, 1);
+  assert_true(vkrt_ops_check_matmul(&lim, &d, &w, &x, v, why, sizeof(why)));
+  x.ne[2] = 3;
+  d.ne[2] = 3;
+  x = t4(&buf_b, 0, VKRT_TYPE_F32, 64, 3, 3, 1);
+  d = t4(&buf_b, 65536, VKRT_TYPE_F32, 48, 3, 3, 1);
+  expect_fail(vkrt_ops_check_matmul(&lim, &d, &w, &x, v, why, sizeof(why)), "do not divide");
+  x = t4(&buf_b, 0, VKRT_TYPE_F32, 63, 3, 4, 1);
+  d = t4(&buf_b, 65536, VKRT_TYPE_F32, 48, 3, 4, 1);
+  expect_fail(vkrt_ops_check_matmul(&lim, &d, &w, &x, v, why, sizeof(why)), "inner sizes differ");
+  x = t4(&buf_b, 0, VKRT_TYPE_F32, 64, 3, 4, 1);
+  d = t4(&buf_b, 65536, VKRT_TYPE_F32, 47, 3, 4, 1);
+  expect_fail(vkrt_ops_check_matmul(&lim, &d, &w, &x, v, why, sizeof(why)), "dst ne");
+  d = t4(&buf_b, 65536, VKRT_TYPE_F16, 48, 3, 4, 1);
+  expect_fail(vkrt_ops_check_matmul(&lim, &d, &w, &x, v, why, sizeof(why)), "must be f32");
+}
+
+static void test_linear_split(void **state) {
+  (void)state;
+  /* every group is covered once, no dispatch exceeds the limits, and the overshoot of
+   * the last dispatch stays below one row (keeps 32-bit indices safe) */
+  const uint64_t cases[][3] = {{1, 65535, 65535}, {65536, 65535, 65535}, {1000, 7, 5},
+                               {35, 7, 5}, {36, 7, 5}, {1ull << 23, 65535, 65535}};
+  for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+    uint64_t groups = cases[c][0], covered = 0, first = 0;
+    int dispatches = 0;
+    while (first < groups) {
+      uint32_t x, y;
+      vkrt_ops_linear_split(groups, first, (uint32_t)cases[c][1], (uint32_t)cases[c][2], &x, &y);
+      assert_true(x >= 1 && x <= cases[c][1]);
+      assert_true(y >= 1 && y <= cases[c][2]);
+      assert_true(first + (uint64_t)x * y < groups + x);
+      covered += VKRT_MIN((uint64_t)x * y, groups - first);
+      first += (uint64_t)x * y;
+      dispatches++;
+    }
+    assert_int_equal(covered, groups);
+    assert_true(dispatches >= 1);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_view_contiguous),
+      cmocka_unit_test(test_view_rejects),
+      cmocka_unit_test(test_view_overlapping_dst),
+      cmocka_unit_test(test_copy_transpose_shapes),
+      cmocka_unit_test(test_concat_shapes),
+      cmocka_unit_test(test_concat_fast_path_eligibility),
+      cmocka_unit_test(test_add),
+      cmocka_unit_test(test_matmul_shapes),
+      cmocka_unit_test(test_linear_split),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

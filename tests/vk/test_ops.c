@@ -1,0 +1,687 @@
+/* The ops on lavapipe with validation: every op against a CPU reference on fresh random
+ * inputs, outputs poisoned first (and the bytes an op must not touch checked to stay
+ * poisoned); odd sizes, views with offsets and strides, both concat paths, grids split
+ * over several dispatches, the descriptor-pool fallback, and bad descriptors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/vk_test.h"
+#include "device/device.h"
+#include "ops/ops.h"
+
+static uint64_t rng;
+
+/* ---- f16 on the host --------------------------------------------------------------- */
+
+static uint16_t f32_to_f16(float f) { /* round to nearest even */
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff)
+    return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (exp >= 31)
+    return (uint16_t)(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10)
+      return (uint16_t)sign;
+    mant |= 0x800000u;
+    uint32_t shift = (uint32_t)(14 - exp);
+    uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1)))
+      half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t half = ((uint32_t)exp << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1)))
+    half++;
+  return (uint16_t)(sign | half);
+}
+
+static float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, x;
+  if (exp == 0) {
+    if (!mant) {
+      x = sign;
+    } else {
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400u)) {
+        mant <<= 1;
+        exp--;
+      }
+      x = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else {
+    x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+/* ---- host-visible buffers and tensors ------------------------------------------------ */
+
+typedef struct {
+  vkrt_buffer *buf;
+  uint8_t *map;
+  uint64_t size;
+} hbuf;
+
+static hbuf hb_new(vkrt_appliance *app, uint32_t dev, uint64_t size) {
+  hbuf h = {.size = size};
+  vkt_check(app, vkrt_buffer_create(app, dev, size, VKRT_BUFFER_HOST_VISIBLE, &h.buf));
+  void *p;
+  vkt_check(app, vkrt_buffer_map(h.buf, &p));
+  h.map = p;
+  return h;
+}
+
+static void hb_free(hbuf *h) {
+  vkrt_buffer_destroy(h->buf);
+  h->buf = NULL;
+}
+
+enum layout { CONTIG, TRANSPOSED, PADDED };
+
+/* A tensor of the given layout at `offset`: TRANSPOSED stores dim 1 innermost; PADDED
+ * leaves gaps after each row and plane (bytes no op may touch). */
+static vkrt_tensor mk(vkrt_buffer *b, uint64_t offset, vkrt_type type, const int64_t ne[4],
+                      enum layout layout) {
+  int64_t ts = (int64_t)vkrt_type_size(type);
+  vkrt_tensor t = {.buffer = b, .offset = offset, .type = type, .ne = {ne[0], ne[1], ne[2], ne[3]}};
+  if (layout == TRANSPOSED) {
+    t.nb[1] = ts;
+    t.nb[0] = ts * ne[1];
+    t.nb[2] = ts * ne[0] * ne[1];
+  } else if (layout == PADDED) {
+    t.nb[0] = ts;
+    t.nb[1] = ts * (ne[0] + 3);
+    t.nb[2] = t.nb[1] * ne[1] + 2 * ts;
+  } else {
+    t.nb[0] = ts;
+    t.nb[1] = ts * ne[0];
+    t.nb[2] = t.nb[1] * ne[1];
+  }
+  t.nb[3] = t.nb[2] * ne[2] + (layout == PADDED ? ts : 0);
+  return t;
+}
+
+static uint64_t extent(const vkrt_tensor *t) {
+  uint64_t e = t->offset + vkrt_type_size(t->type);
+  for (int i = 0; i < 4; i++)
+    e += (uint64_t)(t->ne[i] - 1) * (uint64_t)t->nb[i];
+  return e;
+}
+
+static uint64_t addr(const vkrt_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  return t->offset + (uint64_t)(i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
+}
+
+static float get(const uint8_t *base, const vkrt_tensor *t, uint64_t a) {
+  if (t->type == VKRT_TYPE_F16) {
+    uint16_t h;
+    memcpy(&h, base + a, 2);
+    return f16_to_f32(h);
+  }
+  float f;
+  memcpy(&f, base + a, 4);
+  return f;
+}
+
+static void put(uint8_t *base, const vkrt_tensor *t, uint64_t a, float v) {
+  if (t->type == VKRT_TYPE_F16) {
+    uint16_t h = f32_to_f16(v);
+    memcpy(base + a, &h, 2);
+  } else {
+    memcpy(base + a, &v, 4);
+  }
+}
+
+/* Random values in [-2, 2) into every element of t. */
+static void fill_elems(uint8_t *base, const vkrt_tensor *t) {
+  for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+      for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+        for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+          float v = -2.0f + 4.0f * (float)((vkt_next(&rng) >> 40) * (1.0 / 16777216.0));
+          put(base, t, addr(t, i0, i1, i2, i3), v);
+        }
+}
+
+/* Random bytes everywhere (gaps included), then random values in the elements. */
+static void fill(uint8_t *base, uint64_t size, const vkrt_tensor *t) {
+  vkt_fill_random(base, size, &rng);
+  fill_elems(base, t);
+}
+
+/* Compares a device result with the expected image: exact bytes everywhere, except the
+ * elements of dst (when tol >= 0) which may differ by tol relative (or one f16 ulp). */
+static void compare(const uint8_t *got, const uint8_t *expect, uint64_t size,
+                    const vkrt_tensor *dst, double tol, const char *what) {
+  uint8_t *g = malloc(size);
+  assert_non_null(g);
+  memcpy(g, got, size);
+  if (tol >= 0) {
+    for (int64_t i3 = 0; i3 < dst->ne[3]; i3++)
+      for (int64_t i2 = 0; i2 < dst->ne[2]; i2++)
+        for (int64_t i1 = 0; i1 < dst->ne[1]; i1++)
+          for (int64_t i0 = 0; i0 < dst->ne[0]; i0++) {
+            uint64_t a = addr(dst, i0, i1, i2, i3);
+            float x = get(g, dst, a), y = get(expect, dst, a);
+            double limit = tol * fabs((double)y) + 1e-6;
+            if (dst->type == VKRT_TYPE_F16) /* one f16 ulp, whatever the rounding mode */
+              limit = fabs((double)y) / 1024.0 + 1e-7;
+            if (!(fabs((double)x - (double)y) <= limit))
+              fail_msg("%s: element [%lld,%lld,%lld,%lld] = %.9g, expected %.9g", what,
+                       (long long)i0, (long long)i1, (long long)i2, (long long)i3, x, y);
+            memcpy(g + a, expect + a, vkrt_type_size(dst->type));
+          }
+  }
+  for (uint64_t i = 0; i < size; i++)
+    if (g[i] != expect[i])
+      fail_msg("%s: byte %llu is 0x%02x, expected 0x%02x (%s)", what, (unsigned long long)i,
+               g[i], expect[i], tol >= 0 ? "outside the written elements" : "exact compare");
+  free(g);
+}
+
+static vkrt_appliance *open_app(void) {
+  vkrt_options o;
+  vkt_options(&o);
+  return vkt_open(&o);
+}
+
+static const int64_t shapes[][4] = {
+    {1, 1, 1, 1}, {31, 1, 1, 1}, {33, 31, 1, 1}, {1000, 3, 1, 1}, {4097, 1, 1, 1},
+    {5, 7, 3, 2}, {1, 33, 1, 2},
+};
+#define NSHAPES (sizeof(shapes) / sizeof(shapes[0]))
+
+/* ---- copy ------------------------------------------------------------------------------ */
+
+static void run_copy(vkrt_appliance *app, uint32_t d, const int64_t ne[4], vkrt_type st,
+                     vkrt_type dt, enum layout sl, enum layout dl, uint64_t soff, uint64_t doff) {
+  vkrt_tensor s0 = mk(NULL, soff, st, ne, sl), d0 = mk(NULL, doff, dt, ne, dl);
+  hbuf sb = hb_new(app, d, extent(&s0) + 8), db = hb_new(app, d, extent(&d0) + 8);
+  s0.buffer = sb.buf;
+  d0.buffer = db.buf;
+  fill(sb.map, sb.size, &s0);
+  vkt_poison(db.map, db.size);
+  uint8_t *expect = malloc(db.size);
+  memcpy(expect, db.map, db.size);
+  for (int64_t i3 = 0; i3 < ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < ne[2]; i2++)
+      for (int64_t i1 = 0; i1 < ne[1]; i1++)
+        for (int64_t i0 = 0; i0 < ne[0]; i0++) {
+          uint64_t sa = addr(&s0, i0, i1, i2, i3), da = addr(&d0, i0, i1, i2, i3);
+          if (st == dt)
+            memcpy(expect + da, sb.map + sa, vkrt_type_size(st));
+          else
+            put(expect, &d0, da, get(sb.map, &s0, sa));
+        }
+  vkt_check(app, vkrt_op_copy(&d0, &s0));
+  vkt_check(app, vkrt_finish(app, d));
+  char what[160];
+  snprintf(what, sizeof(what), "copy %lldx%lldx%lldx%lld type %d->%d layout %d->%d",
+           (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3], st, dt, sl, dl);
+  /* f32 -> f16 may round either way (implementation-defined); the rest is exact */
+  compare(db.map, expect, db.size, &d0, (st == VKRT_TYPE_F32 && dt == VKRT_TYPE_F16) ? 0 : -1, what);
+  free(expect);
+  hb_free(&sb);
+  hb_free(&db);
+}
+
+static void test_copy(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  for (unsigned s = 0; s < NSHAPES; s++)
+    for (int st = 0; st < 2; st++)
+      for (int dt = 0; dt < 2; dt++) {
+        run_copy(app, 0, shapes[s], st, dt, CONTIG, CONTIG, 0, 0);
+        run_copy(app, 0, shapes[s], st, dt, TRANSPOSED, PADDED, 8, 4);
+        run_copy(app, 0, shapes[s], st, dt, PADDED, TRANSPOSED, 3 * vkrt_type_size(st), 12);
+      }
+  /* the other device has its own pipelines */
+  run_copy(app, vkrt_device_count(app) - 1, shapes[3], VKRT_TYPE_F32, VKRT_TYPE_F16, PADDED, CONTIG, 0, 0);
+  vkt_close(app);
+}
+
+/* Both contiguous-copy paths (compute copy_vec4 and vkCmdCopyBuffer), aligned and not. */
+static void test_copy_paths(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  struct vkrt_device *dev = &app->devices[0];
+  vkt_check(app, vkrt_ops_open(dev));
+  printf("vkrt-test: dev0 contiguous copy path: %s (%s)\n", vkrt_ops_copy_path(dev),
+         vkrt_ops_copy_path_reason(dev));
+  assert_string_equal(vkrt_ops_copy_path(dev), dev->caps.is_cpu ? "vkCmdCopyBuffer"
+                                                                : "compute (copy_vec4, 16-byte loads)");
+  const uint64_t size = 300000;
+  hbuf sb = hb_new(app, 0, size), db = hb_new(app, 0, size);
+  const uint64_t cases[][3] = {{0, 0, 262144}, {16, 32, 100000}, {4, 20, 99999}, {3, 7, 12345},
+                               {5, 6, 40000}, {0, 16, 15}, {48, 0, 1}};
+  for (int path = 0; path < 2; path++)
+    for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+      uint64_t so = cases[c][0], dso = cases[c][1], n = cases[c][2];
+      vkt_fill_random(sb.map, size, &rng);
+      vkt_poison(db.map, size);
+      uint8_t *expect = malloc(size);
+      memcpy(expect, db.map, size);
+      memcpy(expect + dso, sb.map + so, n);
+      VkCommandBuffer cmd;
+      vkt_check(app, vkrt_ops_begin(dev, &cmd));
+      vkt_check(app, vkrt_ops_copy_bytes(dev, cmd, db.buf->handle, dso, sb.buf->handle, so, n, path));
+      vkt_check(app, vkrt_finish(app, 0));
+      char what[96];
+      snprintf(what, sizeof(what), "copy_bytes path %d src+%llu dst+%llu %llu bytes", path,
+               (unsigned long long)so, (unsigned long long)dso, (unsigned long long)n);
+      compare(db.map, expect, size, NULL, -1, what);
+      free(expect);
+    }
+  /* chunked over several bindings when one would exceed maxStorageBufferRange */
+  vkrt_ops_test_limits(dev, 0, false, 4096 + 64);
+  vkt_fill_random(sb.map, size, &rng);
+  vkt_poison(db.map, size);
+  VkCommandBuffer cmd;
+  vkt_check(app, vkrt_ops_begin(dev, &cmd));
+  vkt_check(app, vkrt_ops_copy_bytes(dev, cmd, db.buf->handle, 16, sb.buf->handle, 32, 50000,
+                                     VKRT_OPS_COPY_PATH_COMPUTE));
+  vkt_check(app, vkrt_finish(app, 0));
+  assert_memory_equal(db.map + 16, sb.map + 32, 50000);
+  vkrt_ops_test_limits(dev, 0, false, 0);
+  hb_free(&sb);
+  hb_free(&db);
+  vkt_close(app);
+}
+
+/* ---- transpose ------------------------------------------------------------------------ */
+
+static void run_transpose(vkrt_appliance *app, const int64_t ne[4], vkrt_type st, vkrt_type dt,
+                          enum layout sl, enum layout dl, uint64_t soff, uint64_t doff) {
+  int64_t dne[4] = {ne[1], ne[0], ne[2], ne[3]};
+  vkrt_tensor s0 = mk(NULL, soff, st, ne, sl), d0 = mk(NULL, doff, dt, dne, dl);
+  hbuf sb = hb_new(app, 0, extent(&s0) + 4), db = hb_new(app, 0, extent(&d0) + 4);
+  s0.buffer = sb.buf;
+  d0.buffer = db.buf;
+  fill(sb.map, sb.size, &s0);
+  vkt_poison(db.map, db.size);
+  uint8_t *expect = malloc(db.size);
+  memcpy(expect, db.map, db.size);
+  for (int64_t i3 = 0; i3 < ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < ne[2]; i2++)
+      for (int64_t i1 = 0; i1 < ne[1]; i1++)
+        for (int64_t i0 = 0; i0 < ne[0]; i0++) {
+          uint64_t sa = addr(&s0, i0, i1, i2, i3), da = addr(&d0, i1, i0, i2, i3);
+          if (st == dt)
+            memcpy(expect + da, sb.map + sa, vkrt_type_size(st));
+          else
+            put(expect, &d0, da, get(sb.map, &s0, sa));
+        }
+  vkt_check(app, vkrt_op_transpose(&d0, &s0));
+  vkt_check(app, vkrt_finish(app, 0));
+  char what[160];
+  snprintf(what, sizeof(what), "transpose %lldx%lldx%lldx%lld type %d->%d layout %d->%d",
+           (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3], st, dt, sl, dl);
+  compare(db.map, expect, db.size, &d0, (st == VKRT_TYPE_F32 && dt == VKRT_TYPE_F16) ? 0 : -1, what);
+  free(expect);
+  hb_free(&sb);
+  hb_free(&db);
+}
+
+static void test_transpose(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  static const int64_t more[][4] = {{64, 64, 1, 1}, {33, 1000, 1, 1}, {4097, 2, 1, 1}, {40, 70, 3, 2}};
+  for (int t = 0; t < 2; t++) {
+    for (unsigned s = 0; s < NSHAPES; s++) {
+      run_transpose(app, shapes[s], t, t, CONTIG, CONTIG, 0, 0);
+      run_transpose(app, shapes[s], t, t, PADDED, PADDED, 4, 8);
+    }
+    for (unsigned s = 0; s < sizeof(more) / sizeof(more[0]); s++)
+      run_transpose(app, more[s], t, t, s & 1 ? PADDED : CONTIG, CONTIG, 16, 0);
+  }
+  /* converting transposes go through the copy kernel */
+  run_transpose(app, shapes[2], VKRT_TYPE_F32, VKRT_TYPE_F16, CONTIG, CONTIG, 0, 0);
+  run_transpose(app, shapes[5], VKRT_TYPE_F16, VKRT_TYPE_F32, CONTIG, PADDED, 0, 4);
+  vkt_close(app);
+}
+
+/* ---- concat --------------------------------------------------------------------------- */
+
+static void run_concat(vkrt_appliance *app, const int64_t ne[4], int dim, int64_t a_dim,
+                       vkrt_type t, enum layout al, enum layout bl, enum layout dl, bool generic) {
+  int64_t na[4] = {ne[0], ne[1], ne[2], ne[3]}, nb_[4] = {ne[0], ne[1], ne[2], ne[3]};
+  na[dim] = a_dim;
+  nb_[dim] = ne[dim] - a_dim;
+  vkrt_tensor a0 = mk(NULL, 4, t, na, al);
+  vkrt_tensor b0 = mk(NULL, vkrt_align_up(extent(&a0), 16) + 8, t, nb_, bl);
+  vkrt_tensor d0 = mk(NULL, 8, t, ne, dl);
+  hbuf sb = hb_new(app, 0, extent(&b0) + 4), db = hb_new(app, 0, extent(&d0) + 4);
+  a0.buffer = sb.buf;
+  b0.buffer = sb.buf;
+  d0.buffer = db.buf;
+  vkt_fill_random(sb.map, sb.size, &rng);
+  fill_elems(sb.map, &a0);
+  fill_elems(sb.map, &b0);
+  vkt_poison(db.map, db.size);
+  uint8_t *expect = malloc(db.size);
+  memcpy(expect, db.map, db.size);
+  size_t ts = vkrt_type_size(t);
+  for (int64_t i3 = 0; i3 < ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < ne[2]; i2++)
+      for (int64_t i1 = 0; i1 < ne[1]; i1++)
+        for (int64_t i0 = 0; i0 < ne[0]; i0++) {
+          int64_t i[4] = {i0, i1, i2, i3};
+          uint64_t sa;
+          if (i[dim] < a_dim) {
+            sa = addr(&a0, i[0], i[1], i[2], i[3]);
+          } else {
+            i[dim] -= a_dim;
+            sa = addr(&b0, i[0], i[1], i[2], i[3]);
+          }
+          memcpy(expect + addr(&d0, i0, i1, i2, i3), sb.map + sa, ts);
+        }
+  app->devices[0].ops->force_concat_generic = generic;
+  vkt_check(app, vkrt_op_concat(&d0, &a0, &b0, dim));
+  vkt_check(app, vkrt_finish(app, 0));
+  app->devices[0].ops->force_concat_generic = false;
+  char what[160];
+  snprintf(what, sizeof(what), "concat dim %d %lldx%lldx%lldx%lld a %lld type %d layouts %d,%d->%d%s",
+           dim, (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3],
+           (long long)a_dim, t, al, bl, dl, generic ? " generic" : "");
+  compare(db.map, expect, db.size, &d0, -1, what);
+  free(expect);
+  hb_free(&sb);
+  hb_free(&db);
+}
+
+static void test_concat(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  vkt_check(app, vkrt_ops_open(&app->devices[0]));
+  static const int64_t gen[][4] = {{6, 5, 4, 3}, {33, 31, 2, 2}, {1000, 3, 1, 2}};
+  for (int t = 0; t < 2; t++)
+    for (int dim = 0; dim < 4; dim++)
+      for (unsigned s = 0; s < sizeof(gen) / sizeof(gen[0]); s++) {
+        int64_t a_dim = gen[s][dim] > 1 ? gen[s][dim] / 3 + 1 : 1;
+        int64_t ne[4] = {gen[s][0], gen[s][1], gen[s][2], gen[s][3]};
+        if (ne[dim] == a_dim)
+          ne[dim]++;
+        run_concat(app, ne, dim, a_dim, t, CONTIG, CONTIG, CONTIG, false);
+        run_concat(app, ne, dim, a_dim, t, PADDED, TRANSPOSED, PADDED, false);
+      }
+  /* dim 0 with one source stored transposed: the fast path, and generic on the same data */
+  static const int64_t fast[][5] = {{64, 32, 1, 1, 32}, {33, 31, 1, 1, 1}, {1000, 33, 1, 1, 999},
+                                    {4097, 2, 1, 1, 4000}, {70, 45, 3, 2, 31}, {2, 31, 1, 1, 1}};
+  for (int t = 0; t < 2; t++)
+    for (unsigned s = 0; s < sizeof(fast) / sizeof(fast[0]); s++)
+      for (int generic = 0; generic < 2; generic++) {
+        run_concat(app, fast[s], 0, fast[s][4], t, CONTIG, TRANSPOSED, CONTIG, generic);
+        run_concat(app, fast[s], 0, fast[s][4], t, TRANSPOSED, CONTIG, CONTIG, generic);
+      }
+  vkt_close(app);
+}
+
+/* ---- add (reduce) ----------------------------------------------------------------------- */
+
+static void run_add(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_t count, int inplace) {
+  int64_t ne[4] = {n, 1, 1, 1};
+  vkrt_tensor s[8];
+  const vkrt_tensor *ps[8];
+  uint64_t off = 4;
+  for (uint32_t i = 0; i < count; i++) {
+    s[i] = mk(NULL, off, t, ne, CONTIG);
+    off = vkrt_align_up(extent(&s[i]), 64) + 4 * i;
+    ps[i] = &s[i];
+  }
+  hbuf sb = hb_new(app, 0, off + 16);
+  vkrt_tensor d0 = mk(NULL, 12, t, ne, CONTIG);
+  hbuf db = hb_new(app, 0, extent(&d0) + 8);
+  d0.buffer = db.buf;
+  vkt_fill_random(sb.map, sb.size, &rng);
+  for (uint32_t i = 0; i < count; i++) {
+    s[i].buffer = sb.buf;
+    for (int64_t k = 0; k < n; k++)
+      put(sb.map, &s[i], addr(&s[i], k, 0, 0, 0),
+          -2.0f + 4.0f * (float)((vkt_next(&rng) >> 40) * (1.0 / 16777216.0)));
+  }
+  vkt_poison(db.map, db.size);
+  if (inplace >= 0)
+    d0 = s[inplace];
+  hbuf *out = inplace >= 0 ? &sb : &db;
+  uint8_t *expect = malloc(out->size);
+  memcpy(expect, out->map, out->size);
+  for (int64_t k = 0; k < n; k++) {
+    float sum = 0; /* f32 accumulation in source order, as the kernel does */
+    for (uint32_t i = 0; i < count; i++)
+      sum += get(sb.map, &s[i], addr(&s[i], k, 0, 0, 0));
+    put(expect, &d0, addr(&d0, k, 0, 0, 0), sum);
+  }
+  vkt_check(app, vkrt_op_add(&d0, ps, count));
+  vkt_check(app, vkrt_finish(app, 0));
+  char what[96];
+  snprintf(what, sizeof(what), "add n %lld type %d count %u inplace %d", (long long)n, t, count, inplace);
+  compare(out->map, expect, out->size, &d0, t == VKRT_TYPE_F16 ? 0 : 1e-6, what);
+  free(expect);
+  hb_free(&sb);
+  hb_free(&db);
+}
+
+static void test_add(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  static const int64_t sizes[] = {1, 31, 1000, 4097};
+  for (int t = 0; t < 2; t++)
+    for (unsigned s = 0; s < 4; s++)
+      for (uint32_t c = 1; c <= 8; c += (c < 3 ? 1 : 5))
+        run_add(app, sizes[s], t, c, -1);
+  run_add(app, 1000, VKRT_TYPE_F32, 3, 1);
+  run_add(app, 4097, VKRT_TYPE_F16, 2, 0);
+  vkt_close(app);
+}
+
+/* ---- matmul ----------------------------------------------------------------------------- */
+
+static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int64_t w2,
+                       int64_t b2, vkrt_type wt, uint64_t w_off, int force) {
+  int64_t wne[4] = {K, N, w2, 1}, xne[4] = {K, M, b2, 1}, dne[4] = {N, M, b2, 1};
+  vkrt_tensor w = mk(NULL, w_off, wt, wne, CONTIG);
+  vkrt_tensor x = mk(NULL, 0, VKRT_TYPE_F32, xne, CONTIG);
+  vkrt_tensor d = mk(NULL, 16, VKRT_TYPE_F32, dne, PADDED);
+  hbuf wb = hb_new(app, 0, extent(&w) + 16), xb = hb_new(app, 0, extent(&x)),
+       db = hb_new(app, 0, extent(&d) + 4);
+  w.buffer = wb.buf, x.buffer = xb.buf, d.buffer = db.buf;
+  fill(wb.map, wb.size, &w);
+  fill(xb.map, xb.size, &x);
+  vkt_poison(db.map, db.size);
+  uint8_t *expect = malloc(db.size);
+  memcpy(expect, db.map, db.size);
+  double worst = 0;
+  for (int64_t i2 = 0; i2 < b2; i2++)
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) {
+        double sum = 0, mag = 0;
+        for (int64_t k = 0; k < K; k++) {
+          double p = (double)get(wb.map, &w, addr(&w, k, n, i2 / (b2 / w2), 0)) *
+                     (double)get(xb.map, &x, addr(&x, k, m, i2, 0));
+          sum += p;
+          mag += fabs(p);
+        }
+        put(expect, &d, addr(&d, n, m, i2, 0), (float)sum);
+        worst = fmax(worst, mag);
+      }
+  app->devices[0].ops->force_matmul_kernel = force;
+  vkrt_status s = vkrt_op_matmul(&d, &w, &x);
+  app->devices[0].ops->force_matmul_kernel = 0;
+  vkt_check(app, s);
+  vkt_check(app, vkrt_finish(app, 0));
+  /* f32 accumulation error grows with K and the magnitude of the terms */
+  uint8_t *got = db.map;
+  for (int64_t i2 = 0; i2 < b2; i2++)
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) {
+        uint64_t a = addr(&d, n, m, i2, 0);
+        float g = get(got, &d, a), e = get(expect, &d, a);
+        if (!(fabs((double)g - (double)e) <= 2e-6 * worst * sqrt((double)K) + 1e-6))
+          fail_msg("matmul K %lld N %lld M %lld w %d force %d: [%lld,%lld,%lld] = %.9g, expected %.9g",
+                   (long long)K, (long long)N, (long long)M, wt, force, (long long)n,
+                   (long long)m, (long long)i2, g, e);
+      }
+  /* nothing else written */
+  for (int64_t i2 = 0; i2 < b2; i2++)
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) {
+        uint64_t a = addr(&d, n, m, i2, 0);
+        memcpy(got + a, expect + a, 4);
+      }
+  assert_memory_equal(got, expect, db.size);
+  free(expect);
+  hb_free(&wb);
+  hb_free(&xb);
+  hb_free(&db);
+}
+
+static void test_matmul(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  vkt_check(app, vkrt_ops_open(&app->devices[0]));
+  for (int t = 0; t < 2; t++) {
+    /* matrix-vector (decode): K tails, odd N, batches with a broadcast w */
+    static const int64_t mv[][2] = {{4096, 33}, {1000, 31}, {33, 1}, {31, 70}, {1, 5}, {4104, 9}};
+    for (unsigned s = 0; s < sizeof(mv) / sizeof(mv[0]); s++)
+      run_matmul(app, mv[s][0], mv[s][1], 1, 1, 1, t, 0, 0);
+    run_matmul(app, 256, 40, 1, 1, 1, t, 0, 1); /* forced matrix-vector kernel */
+    run_matmul(app, 264, 17, 1, 2, 4, t, 0, 0);
+    run_matmul(app, 128, 9, 1, 1, 1, t, 4, 0); /* misaligned w: the tiled kernel */
+    /* tiled */
+    run_matmul(app, 100, 70, 33, 1, 1, t, 0, 0);
+    run_matmul(app, 31, 1, 3, 1, 1, t, 0, 0);
+    run_matmul(app, 65, 130, 65, 2, 2, t, 2 * (uint64_t)t, 0);
+    run_matmul(app, 256, 40, 1, 1, 1, t, 0, 2); /* M == 1 on the tiled kernel */
+  }
+  vkt_close(app);
+}
+
+/* ---- grids over several dispatches, binding chunks, and the descriptor-pool ring ------ */
+
+static void test_split_dispatch_and_pool(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  struct vkrt_device *dev = &app->devices[0];
+  for (int pool = 0; pool < 2; pool++) {
+    /* 2 workgroups per axis at most: every op needs several dispatches per dimension */
+    vkrt_ops_test_limits(dev, 2, pool, 0);
+    run_copy(app, 0, shapes[3], VKRT_TYPE_F32, VKRT_TYPE_F16, PADDED, CONTIG, 0, 0);
+    run_copy(app, 0, shapes[5], VKRT_TYPE_F16, VKRT_TYPE_F16, TRANSPOSED, CONTIG, 0, 0);
+    static const int64_t tr[4] = {100, 70, 3, 2};
+    run_transpose(app, tr, VKRT_TYPE_F32, VKRT_TYPE_F32, CONTIG, PADDED, 0, 0);
+    static const int64_t cc[5] = {150, 40, 1, 3, 100};
+    run_concat(app, cc, 0, cc[4], VKRT_TYPE_F32, CONTIG, TRANSPOSED, CONTIG, false);
+    run_concat(app, cc, 0, cc[4], VKRT_TYPE_F16, CONTIG, TRANSPOSED, CONTIG, true);
+    run_add(app, 4097, VKRT_TYPE_F32, 4, -1);
+    run_matmul(app, 64, 70, 1, 1, 3, VKRT_TYPE_F16, 0, 0);
+    run_matmul(app, 40, 150, 140, 1, 3, VKRT_TYPE_F32, 0, 0);
+    /* more submits than stream slots, a few ops each: the pool ring is recycled */
+    for (int i = 0; i < 20; i++)
+      run_add(app, 33, VKRT_TYPE_F32, 2, -1);
+  }
+  /* reduce over several bindings when one would exceed maxStorageBufferRange */
+  vkrt_ops_test_limits(dev, 0, false, 1024);
+  run_add(app, 4097, VKRT_TYPE_F16, 3, -1);
+  vkrt_ops_test_limits(dev, 0, false, 0);
+  vkt_close(app);
+}
+
+/* ---- bad descriptors ---------------------------------------------------------------------- */
+
+static void expect_invalid(vkrt_appliance *app, vkrt_status s, const char *needle) {
+  if (s != VKRT_ERROR_INVALID_ARGUMENT)
+    fail_msg("expected VKRT_ERROR_INVALID_ARGUMENT mentioning '%s', got %s", needle,
+             vkrt_status_str(s));
+  if (!strstr(vkrt_last_error(app), needle))
+    fail_msg("message '%s' lacks '%s'", vkrt_last_error(app), needle);
+}
+
+static void test_bad_descriptors(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  hbuf a = hb_new(app, 0, 4096), b = hb_new(app, 0, 4096);
+  int64_t ne[4] = {16, 16, 1, 1};
+  vkrt_tensor d = mk(a.buf, 0, VKRT_TYPE_F32, ne, CONTIG), s = mk(b.buf, 0, VKRT_TYPE_F32, ne, CONTIG);
+  vkrt_tensor bad = s;
+  bad.ne[1] = -1;
+  expect_invalid(app, vkrt_op_copy(&d, &bad), "ne[1] = -1");
+  bad = s;
+  bad.ne[0] = INT64_MAX / 2;
+  expect_invalid(app, vkrt_op_copy(&d, &bad), "ne[0]");
+  bad = s;
+  bad.nb[1] = INT64_MAX / 4 * 4;
+  expect_invalid(app, vkrt_op_transpose(&d, &bad), "overflows");
+  bad = s;
+  bad.nb[1] = 4096; /* strides past the buffer */
+  expect_invalid(app, vkrt_op_copy(&d, &bad), "past the end of its 4096-byte buffer");
+  bad = s;
+  bad.offset = 2;
+  expect_invalid(app, vkrt_op_copy(&d, &bad), "not aligned");
+  bad = s;
+  bad.nb[0] = -4;
+  expect_invalid(app, vkrt_op_copy(&d, &bad), "negative");
+  /* concat shape mismatch */
+  int64_t h[4] = {8, 16, 1, 1}, h2[4] = {8, 15, 1, 1};
+  vkrt_tensor ca = mk(b.buf, 0, VKRT_TYPE_F32, h, CONTIG), cb = mk(b.buf, 2048, VKRT_TYPE_F32, h2, CONTIG);
+  expect_invalid(app, vkrt_op_concat(&d, &ca, &cb, 0), "do not concatenate");
+  cb = mk(b.buf, 2048, VKRT_TYPE_F32, h, CONTIG);
+  vkt_check(app, vkrt_op_concat(&d, &ca, &cb, 0));
+  expect_invalid(app, vkrt_op_concat(&d, &ca, &cb, 7), "dim 7");
+  /* wrong device */
+  if (vkrt_device_count(app) > 1) {
+    hbuf o = hb_new(app, 1, 4096);
+    vkrt_tensor other = mk(o.buf, 0, VKRT_TYPE_F32, ne, CONTIG);
+    expect_invalid(app, vkrt_op_copy(&d, &other), "wrong device");
+    expect_invalid(app, vkrt_op_concat(&d, &ca, &(vkrt_tensor){.buffer = o.buf, .type = VKRT_TYPE_F32,
+                                                              .ne = {8, 16, 1, 1}, .nb = {4, 32, 512, 512}}, 0),
+                   "wrong device");
+    const vkrt_tensor *srcs[2] = {&s, &other};
+    expect_invalid(app, vkrt_op_add(&d, srcs, 2), "wrong device");
+    int64_t wn[4] = {16, 16, 1, 1}, xn[4] = {16, 1, 1, 1};
+    vkrt_tensor mw = mk(o.buf, 0, VKRT_TYPE_F32, wn, CONTIG), mx = mk(b.buf, 0, VKRT_TYPE_F32, xn, CONTIG);
+    vkrt_tensor md = mk(a.buf, 0, VKRT_TYPE_F32, xn, CONTIG);
+    md.ne[0] = 16;
+    expect_invalid(app, vkrt_op_matmul(&md, &mw, &mx), "wrong device");
+    hb_free(&o);
+  }
+  /* add: too many sources, matmul: mismatched K */
+  const vkrt_tensor *many[9] = {&s, &s, &s, &s, &s, &s, &s, &s, &s};
+  expect_invalid(app, vkrt_op_add(&d, many, 9), "9 sources");
+  int64_t wn[4] = {16, 8, 1, 1}, xn[4] = {15, 1, 1, 1}, dn[4] = {8, 1, 1, 1};
+  vkrt_tensor mw = mk(b.buf, 0, VKRT_TYPE_F16, wn, CONTIG), mx = mk(b.buf, 1024, VKRT_TYPE_F32, xn, CONTIG),
+              md = mk(a.buf, 0, VKRT_TYPE_F32, dn, CONTIG);
+  expect_invalid(app, vkrt_op_matmul(&md, &mw, &mx), "inner sizes differ");
+  /* NULLs */
+  assert_int_equal(vkrt_op_copy(NULL, NULL), VKRT_ERROR_INVALID_ARGUMENT);
+  expect_invalid(app, vkrt_op_copy(&d, NULL), "src is NULL");
+  vkt_check(app, vkrt_finish(app, 0));
+  hb_free(&a);
+  hb_free(&b);
+  vkt_close(app); /* asserts no validation message */
+}
+
+int main(void) {
+  rng = vkt_seed(0);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_copy),
+      cmocka_unit_test(test_copy_paths),
+      cmocka_unit_test(test_transpose),
+      cmocka_unit_test(test_concat),
+      cmocka_unit_test(test_add),
+      cmocka_unit_test(test_matmul),
+      cmocka_unit_test(test_split_dispatch_and_pool),
+      cmocka_unit_test(test_bad_descriptors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
