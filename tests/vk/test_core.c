@@ -119,6 +119,43 @@ static void test_buffer_round_trip(void **state) {
   vkt_close(app);
 }
 
+/* The stream's barriers satisfy synchronization validation: fill, copy chains and host
+ * reads across submits. */
+static void test_sync_validation(void **state) {
+  (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_VALIDATION_IN_TESTS))
+    skip();
+  vkrt_options o;
+  vkt_options(&o);
+  o.enable_sync_validation = true;
+  vkrt_appliance *app = vkt_open(&o);
+  uint64_t seed = vkt_seed(0);
+  uint32_t d = vkrt_device_count(app) - 1;
+  vkrt_buffer *host, *a, *b;
+  vkt_check(app, vkrt_buffer_create(app, d, 65536, VKRT_BUFFER_HOST_VISIBLE, &host));
+  vkt_check(app, vkrt_buffer_create(app, d, 65536, 0, &a));
+  vkt_check(app, vkrt_buffer_create(app, d, 65536, 0, &b));
+  uint8_t *p, expect[4096];
+  vkt_check(app, vkrt_buffer_map(host, (void **)&p));
+  for (int round = 0; round < 3; round++) {
+    vkt_fill_random(expect, sizeof(expect), &seed);
+    memcpy(p, expect, sizeof(expect));
+    vkt_check(app, vkrt_cmd_fill(a, 0, 65536, 0));
+    vkt_check(app, vkrt_cmd_copy_buffer(a, 0, host, 0, 4096)); /* WAW after the fill */
+    vkt_check(app, vkrt_cmd_copy_buffer(b, 8192, a, 0, 4096)); /* RAW */
+    uint64_t t;
+    vkt_check(app, vkrt_submit(app, d, &t));                    /* across submits */
+    vkt_check(app, vkrt_cmd_copy_buffer(host, 32768, b, 8192, 4096));
+    vkt_check(app, vkrt_cmd_fill(a, 0, 4096, 7));               /* WAR on a */
+    vkt_check(app, vkrt_finish(app, d));
+    assert_memory_equal(p + 32768, expect, sizeof(expect));
+  }
+  vkrt_buffer_destroy(host);
+  vkrt_buffer_destroy(a);
+  vkrt_buffer_destroy(b);
+  vkt_close(app);
+}
+
 /* More submits than the ring holds, empty submits, and attached timeline signals. */
 static void test_stream_ring(void **state) {
   (void)state;
@@ -327,6 +364,7 @@ int main(void) {
       cmocka_unit_test(test_open_four),
       cmocka_unit_test(test_buffer_round_trip),
       cmocka_unit_test(test_stream_ring),
+      cmocka_unit_test(test_sync_validation),
       cmocka_unit_test(test_board_mismatch),
       cmocka_unit_test(test_validation_counts),
       cmocka_unit_test(test_fault_hides_on_one_device),
