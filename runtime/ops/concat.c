@@ -97,8 +97,13 @@ vkrt_status vkrt_concat_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view views[3], int dim) {
   if (IS_ENABLED(CONFIG_VKRT_CONCAT_TRANSPOSED_FAST_PATH) && !dev->ops->force_concat_generic) {
     vkrt_status s = vkrt_concat_record_fast(dev, cmd, views, dim);
+    if (s == VKRT_OK)
+      dev->ops->concat_fast_count++;
     if (s != VKRT_ERROR_UNAVAILABLE)
       return s;
   }
-  return vkrt_concat_record_generic(dev, cmd, views, dim);
+  vkrt_status s = vkrt_concat_record_generic(dev, cmd, views, dim);
+  if (s == VKRT_OK)
+    dev->ops->concat_generic_count++;
+  return s;
 }

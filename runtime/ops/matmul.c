@@ -154,7 +154,10 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   if (force == 1 && !matvec)
     return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
                       "vkrt_op_matmul: matrix-vector kernel forced but not possible: %s", why);
-  if (matvec && force != 2)
+  if (matvec && force != 2) {
+    dev->ops->matvec_count++;
     return record_matvec(dev, cmd, d, &w, x);
+  }
+  dev->ops->matmul_tiled_count++;
   return record_tiled(dev, cmd, d, &w, x);
 }

@@ -63,6 +63,8 @@ struct vkrt_ops_state {
   /* forcing (tests and vkrt-bench): */
   bool force_concat_generic;      /* never take the concat fast path */
   int force_matmul_kernel;        /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
+  /* which paths ran (tests assert them, the bench reports them) */
+  uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
 };
 
 /* One storage-buffer binding. */

@@ -13,6 +13,9 @@
 
 static uint64_t rng;
 
+/* element types this build has kernels for */
+#define NTYPES (IS_ENABLED(CONFIG_VKRT_TYPE_F16) ? 2 : 1)
+
 /* ---- f16 on the host --------------------------------------------------------------- */
 
 static uint16_t f32_to_f16(float f) { /* round to nearest even */
@@ -238,22 +241,26 @@ static void run_copy(vkrt_appliance *app, uint32_t d, const int64_t ne[4], vkrt_
 
 static void test_copy(void **state) {
   (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
+    skip();
   vkrt_appliance *app = open_app();
   for (unsigned s = 0; s < NSHAPES; s++)
-    for (int st = 0; st < 2; st++)
-      for (int dt = 0; dt < 2; dt++) {
+    for (int st = 0; st < NTYPES; st++)
+      for (int dt = 0; dt < NTYPES; dt++) {
         run_copy(app, 0, shapes[s], st, dt, CONTIG, CONTIG, 0, 0);
         run_copy(app, 0, shapes[s], st, dt, TRANSPOSED, PADDED, 8, 4);
         run_copy(app, 0, shapes[s], st, dt, PADDED, TRANSPOSED, 3 * vkrt_type_size(st), 12);
       }
   /* the other device has its own pipelines */
-  run_copy(app, vkrt_device_count(app) - 1, shapes[3], VKRT_TYPE_F32, VKRT_TYPE_F16, PADDED, CONTIG, 0, 0);
+  run_copy(app, vkrt_device_count(app) - 1, shapes[3], VKRT_TYPE_F32, NTYPES - 1, PADDED, CONTIG, 0, 0);
   vkt_close(app);
 }
 
 /* Both contiguous-copy paths (compute copy_vec4 and vkCmdCopyBuffer), aligned and not. */
 static void test_copy_paths(void **state) {
   (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
+    skip();
   vkrt_appliance *app = open_app();
   struct vkrt_device *dev = &app->devices[0];
   vkt_check(app, vkrt_ops_open(dev));
@@ -335,9 +342,11 @@ static void run_transpose(vkrt_appliance *app, const int64_t ne[4], vkrt_type st
 
 static void test_transpose(void **state) {
   (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE))
+    skip();
   vkrt_appliance *app = open_app();
   static const int64_t more[][4] = {{64, 64, 1, 1}, {33, 1000, 1, 1}, {4097, 2, 1, 1}, {40, 70, 3, 2}};
-  for (int t = 0; t < 2; t++) {
+  for (int t = 0; t < NTYPES; t++) {
     for (unsigned s = 0; s < NSHAPES; s++) {
       run_transpose(app, shapes[s], t, t, CONTIG, CONTIG, 0, 0);
       run_transpose(app, shapes[s], t, t, PADDED, PADDED, 4, 8);
@@ -346,8 +355,10 @@ static void test_transpose(void **state) {
       run_transpose(app, more[s], t, t, s & 1 ? PADDED : CONTIG, CONTIG, 16, 0);
   }
   /* converting transposes go through the copy kernel */
-  run_transpose(app, shapes[2], VKRT_TYPE_F32, VKRT_TYPE_F16, CONTIG, CONTIG, 0, 0);
-  run_transpose(app, shapes[5], VKRT_TYPE_F16, VKRT_TYPE_F32, CONTIG, PADDED, 0, 4);
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_COPY_F16)) {
+    run_transpose(app, shapes[2], VKRT_TYPE_F32, VKRT_TYPE_F16, CONTIG, CONTIG, 0, 0);
+    run_transpose(app, shapes[5], VKRT_TYPE_F16, VKRT_TYPE_F32, CONTIG, PADDED, 0, 4);
+  }
   vkt_close(app);
 }
 
@@ -386,10 +397,18 @@ static void run_concat(vkrt_appliance *app, const int64_t ne[4], int dim, int64_
           }
           memcpy(expect + addr(&d0, i0, i1, i2, i3), sb.map + sa, ts);
         }
-  app->devices[0].ops->force_concat_generic = generic;
+  struct vkrt_ops_state *ops = app->devices[0].ops;
+  ops->force_concat_generic = generic;
+  uint64_t fast_before = ops->concat_fast_count;
   vkt_check(app, vkrt_op_concat(&d0, &a0, &b0, dim));
   vkt_check(app, vkrt_finish(app, 0));
-  app->devices[0].ops->force_concat_generic = false;
+  ops->force_concat_generic = false;
+  /* the fast path must run exactly when dim 0 has one source stored transposed (both of
+   * its first dims > 1) and the other source and dst dense */
+  bool a_tr = al == TRANSPOSED && na[0] > 1 && na[1] > 1, b_tr = bl == TRANSPOSED && nb_[0] > 1 && nb_[1] > 1;
+  bool expect_fast = IS_ENABLED(CONFIG_VKRT_CONCAT_TRANSPOSED_FAST_PATH) && !generic && dim == 0 &&
+                     dl == CONTIG && ((a_tr && bl == CONTIG) || (b_tr && al == CONTIG));
+  assert_int_equal(ops->concat_fast_count - fast_before, expect_fast);
   char what[160];
   snprintf(what, sizeof(what), "concat dim %d %lldx%lldx%lldx%lld a %lld type %d layouts %d,%d->%d%s",
            dim, (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3],
@@ -402,10 +421,12 @@ static void run_concat(vkrt_appliance *app, const int64_t ne[4], int dim, int64_
 
 static void test_concat(void **state) {
   (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT))
+    skip();
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
   static const int64_t gen[][4] = {{6, 5, 4, 3}, {33, 31, 2, 2}, {1000, 3, 1, 2}};
-  for (int t = 0; t < 2; t++)
+  for (int t = 0; t < NTYPES; t++)
     for (int dim = 0; dim < 4; dim++)
       for (unsigned s = 0; s < sizeof(gen) / sizeof(gen[0]); s++) {
         int64_t a_dim = gen[s][dim] > 1 ? gen[s][dim] / 3 + 1 : 1;
@@ -418,7 +439,7 @@ static void test_concat(void **state) {
   /* dim 0 with one source stored transposed: the fast path, and generic on the same data */
   static const int64_t fast[][5] = {{64, 32, 1, 1, 32}, {33, 31, 1, 1, 1}, {1000, 33, 1, 1, 999},
                                     {4097, 2, 1, 1, 4000}, {70, 45, 3, 2, 31}, {2, 31, 1, 1, 1}};
-  for (int t = 0; t < 2; t++)
+  for (int t = 0; t < NTYPES; t++)
     for (unsigned s = 0; s < sizeof(fast) / sizeof(fast[0]); s++)
       for (int generic = 0; generic < 2; generic++) {
         run_concat(app, fast[s], 0, fast[s][4], t, CONTIG, TRANSPOSED, CONTIG, generic);
@@ -474,14 +495,16 @@ static void run_add(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_t count,
 
 static void test_add(void **state) {
   (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
+    skip();
   vkrt_appliance *app = open_app();
   static const int64_t sizes[] = {1, 31, 1000, 4097};
-  for (int t = 0; t < 2; t++)
+  for (int t = 0; t < NTYPES; t++)
     for (unsigned s = 0; s < 4; s++)
       for (uint32_t c = 1; c <= 8; c += (c < 3 ? 1 : 5))
         run_add(app, sizes[s], t, c, -1);
   run_add(app, 1000, VKRT_TYPE_F32, 3, 1);
-  run_add(app, 4097, VKRT_TYPE_F16, 2, 0);
+  run_add(app, 4097, NTYPES - 1, 2, 0);
   vkt_close(app);
 }
 
@@ -515,9 +538,17 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
         put(expect, &d, addr(&d, n, m, i2, 0), (float)sum);
         worst = fmax(worst, mag);
       }
-  app->devices[0].ops->force_matmul_kernel = force;
+  struct vkrt_ops_state *ops = app->devices[0].ops;
+  ops->force_matmul_kernel = force;
+  uint64_t matvec_before = ops->matvec_count;
   vkrt_status s = vkrt_op_matmul(&d, &w, &x);
-  app->devices[0].ops->force_matmul_kernel = 0;
+  ops->force_matmul_kernel = 0;
+  /* the decode case takes the matrix-vector kernel whenever rows and x are 16-byte aligned */
+  bool aligned = K > 1 && (w_off % 16) == 0 && ((uint64_t)K * vkrt_type_size(wt)) % 16 == 0;
+  if (force == 1 || (force == 0 && M == 1 && (aligned || N == 1) && K > 1 && w_off % 16 == 0))
+    assert_int_equal(ops->matvec_count - matvec_before, 1);
+  else if (force == 2 || M > 1)
+    assert_int_equal(ops->matvec_count - matvec_before, 0);
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
   /* f32 accumulation error grows with K and the magnitude of the terms */
@@ -548,9 +579,11 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
 
 static void test_matmul(void **state) {
   (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL))
+    skip();
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
-  for (int t = 0; t < 2; t++) {
+  for (int t = 0; t < NTYPES; t++) {
     /* matrix-vector (decode): K tails, odd N, batches with a broadcast w */
     static const int64_t mv[][2] = {{4096, 33}, {1000, 31}, {33, 1}, {31, 70}, {1, 5}, {4104, 9}};
     for (unsigned s = 0; s < sizeof(mv) / sizeof(mv[0]); s++)
@@ -573,27 +606,82 @@ static void test_split_dispatch_and_pool(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
   struct vkrt_device *dev = &app->devices[0];
+  vkrt_type last = NTYPES - 1; /* f16 when the build has it */
   for (int pool = 0; pool < 2; pool++) {
     /* 2 workgroups per axis at most: every op needs several dispatches per dimension */
     vkrt_ops_test_limits(dev, 2, pool, 0);
-    run_copy(app, 0, shapes[3], VKRT_TYPE_F32, VKRT_TYPE_F16, PADDED, CONTIG, 0, 0);
-    run_copy(app, 0, shapes[5], VKRT_TYPE_F16, VKRT_TYPE_F16, TRANSPOSED, CONTIG, 0, 0);
-    static const int64_t tr[4] = {100, 70, 3, 2};
-    run_transpose(app, tr, VKRT_TYPE_F32, VKRT_TYPE_F32, CONTIG, PADDED, 0, 0);
-    static const int64_t cc[5] = {150, 40, 1, 3, 100};
-    run_concat(app, cc, 0, cc[4], VKRT_TYPE_F32, CONTIG, TRANSPOSED, CONTIG, false);
-    run_concat(app, cc, 0, cc[4], VKRT_TYPE_F16, CONTIG, TRANSPOSED, CONTIG, true);
-    run_add(app, 4097, VKRT_TYPE_F32, 4, -1);
-    run_matmul(app, 64, 70, 1, 1, 3, VKRT_TYPE_F16, 0, 0);
-    run_matmul(app, 40, 150, 140, 1, 3, VKRT_TYPE_F32, 0, 0);
-    /* more submits than stream slots, a few ops each: the pool ring is recycled */
-    for (int i = 0; i < 20; i++)
-      run_add(app, 33, VKRT_TYPE_F32, 2, -1);
+    if (IS_ENABLED(CONFIG_VKRT_KERNEL_COPY)) {
+      run_copy(app, 0, shapes[3], VKRT_TYPE_F32, last, PADDED, CONTIG, 0, 0);
+      run_copy(app, 0, shapes[5], last, last, TRANSPOSED, CONTIG, 0, 0);
+    }
+    if (IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE)) {
+      static const int64_t tr[4] = {100, 70, 3, 2};
+      run_transpose(app, tr, VKRT_TYPE_F32, VKRT_TYPE_F32, CONTIG, PADDED, 0, 0);
+    }
+    if (IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT)) {
+      static const int64_t cc[5] = {150, 40, 1, 3, 100};
+      run_concat(app, cc, 0, cc[4], VKRT_TYPE_F32, CONTIG, TRANSPOSED, CONTIG, false);
+      run_concat(app, cc, 0, cc[4], last, CONTIG, TRANSPOSED, CONTIG, true);
+    }
+    if (IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)) {
+      run_matmul(app, 64, 70, 1, 1, 3, last, 0, 0);
+      run_matmul(app, 40, 150, 140, 1, 3, VKRT_TYPE_F32, 0, 0);
+    }
+    if (IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE)) {
+      run_add(app, 4097, VKRT_TYPE_F32, 4, -1);
+      /* more submits than stream slots, a few ops each: the pool ring is recycled */
+      for (int i = 0; i < 20; i++)
+        run_add(app, 33, VKRT_TYPE_F32, 2, -1);
+    }
   }
   /* reduce over several bindings when one would exceed maxStorageBufferRange */
   vkrt_ops_test_limits(dev, 0, false, 1024);
-  run_add(app, 4097, VKRT_TYPE_F16, 3, -1);
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
+    run_add(app, 4097, last, 3, -1);
   vkrt_ops_test_limits(dev, 0, false, 0);
+  vkt_close(app);
+}
+
+/* ---- kernels compiled out ------------------------------------------------------------ */
+
+static void expect_unsupported(vkrt_appliance *app, bool enabled, vkrt_status s, const char *symbol) {
+  if (enabled)
+    return;
+  if (s != VKRT_ERROR_UNSUPPORTED)
+    fail_msg("expected VKRT_ERROR_UNSUPPORTED for %s=n, got %s", symbol, vkrt_status_str(s));
+  if (!strstr(vkrt_last_error(app), "not in this build") || !strstr(vkrt_last_error(app), symbol))
+    fail_msg("message '%s' does not name %s", vkrt_last_error(app), symbol);
+}
+
+static void test_compiled_out(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  hbuf a = hb_new(app, 0, 4096), b = hb_new(app, 0, 4096);
+  int64_t ne[4] = {16, 16, 1, 1}, h[4] = {8, 16, 1, 1}, xn[4] = {16, 1, 1, 1};
+  vkrt_tensor d = mk(a.buf, 0, VKRT_TYPE_F32, ne, CONTIG), s = mk(b.buf, 0, VKRT_TYPE_F32, ne, PADDED);
+  vkrt_tensor st = mk(b.buf, 0, VKRT_TYPE_F32, ne, TRANSPOSED);
+  vkrt_tensor ca = mk(b.buf, 0, VKRT_TYPE_F32, h, CONTIG), cb = mk(b.buf, 2048, VKRT_TYPE_F32, h, CONTIG);
+  vkrt_tensor x = mk(b.buf, 2048, VKRT_TYPE_F32, xn, CONTIG), y = mk(a.buf, 0, VKRT_TYPE_F32, xn, CONTIG);
+  const vkrt_tensor *srcs[1] = {&s};
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_COPY), vkrt_op_copy(&d, &s),
+                     "CONFIG_VKRT_KERNEL_COPY=n");
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE), vkrt_op_transpose(&d, &st),
+                     "CONFIG_VKRT_KERNEL_TRANSPOSE=n");
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT), vkrt_op_concat(&d, &ca, &cb, 0),
+                     "CONFIG_VKRT_KERNEL_CONCAT=n");
+  vkrt_tensor dd = mk(a.buf, 0, VKRT_TYPE_F32, ne, CONTIG), sd = mk(b.buf, 0, VKRT_TYPE_F32, ne, CONTIG);
+  srcs[0] = &sd;
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE), vkrt_op_add(&dd, srcs, 1),
+                     "CONFIG_VKRT_KERNEL_REDUCE=n");
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL), vkrt_op_matmul(&y, &sd, &x),
+                     "CONFIG_VKRT_KERNEL_MATMUL=n");
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_COPY) && !IS_ENABLED(CONFIG_VKRT_TYPE_F16)) {
+    vkrt_tensor h16 = mk(a.buf, 0, VKRT_TYPE_F16, ne, CONTIG);
+    expect_unsupported(app, false, vkrt_op_copy(&h16, &s), "CONFIG_VKRT_KERNEL_COPY_F16=n");
+  }
+  vkt_check(app, vkrt_finish(app, 0));
+  hb_free(&a);
+  hb_free(&b);
   vkt_close(app);
 }
 
@@ -636,7 +724,8 @@ static void test_bad_descriptors(void **state) {
   vkrt_tensor ca = mk(b.buf, 0, VKRT_TYPE_F32, h, CONTIG), cb = mk(b.buf, 2048, VKRT_TYPE_F32, h2, CONTIG);
   expect_invalid(app, vkrt_op_concat(&d, &ca, &cb, 0), "do not concatenate");
   cb = mk(b.buf, 2048, VKRT_TYPE_F32, h, CONTIG);
-  vkt_check(app, vkrt_op_concat(&d, &ca, &cb, 0));
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT))
+    vkt_check(app, vkrt_op_concat(&d, &ca, &cb, 0));
   expect_invalid(app, vkrt_op_concat(&d, &ca, &cb, 7), "dim 7");
   /* wrong device */
   if (vkrt_device_count(app) > 1) {
@@ -682,6 +771,7 @@ int main(void) {
       cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_split_dispatch_and_pool),
       cmocka_unit_test(test_bad_descriptors),
+      cmocka_unit_test(test_compiled_out),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
