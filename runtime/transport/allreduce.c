@@ -327,6 +327,10 @@ vkrt_status vkrt_collective_open(struct vkrt_appliance *app) {
           vkrt_log(base, VKRT_LOG_WARN, "collectives: %s; using %s", coll->fallback_note,
                    vkrt_transport_str(c->kind));
           coll->plan.kind = c->kind;
+          size_t len = strlen(coll->plan.reason);
+          vkrt_format(coll->plan.reason + len, sizeof(coll->plan.reason) - len,
+                      "; but %s; using %s: %s", coll->fallback_note, vkrt_transport_str(c->kind),
+                      c->reason);
         }
         break;
       }

@@ -522,6 +522,57 @@ static void test_invalid_arguments(void **state) {
   vkt_close(app);
 }
 
+/* Hidden host import: cpu_proxy is rejected and host_staged is planned; an import that fails
+ * at runtime hands over to host_staged with the reason in the description; a forced
+ * native_fd on lavapipe fails open with every candidate's reason. */
+static void test_fallbacks(void **state) {
+  (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION) || !IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY) ||
+      !IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED))
+    skip();
+  char text[16384];
+  for (int fault = 0; fault < 2; fault++) {
+    vkrt_options o;
+    vkt_options(&o);
+    o.device_count = 2;
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+    o.faults.mask = fault ? VKRT_FAULT_IMPORT_FAILS : VKRT_FAULT_HIDE_EXTERNAL_MEMORY_HOST;
+    o.faults.device_mask = 1u << 1;
+#endif
+    vkrt_appliance *app = vkt_open(&o);
+    assert_int_equal(vkrt_transport(app), VKRT_TRANSPORT_HOST_STAGED);
+    vkrt_describe(app, false, text, sizeof(text));
+    if (fault)
+      assert_non_null(strstr(text, "fallback: cpu_proxy creation failed: dev1: collective slot "
+                                   "import failed"));
+    else
+      assert_non_null(strstr(text, "cpu_proxy rejected: dev1: no VK_EXT_external_memory_host"));
+    uint64_t rng = vkt_seed(0);
+    struct bufs b;
+    bufs_create(&b, app, 4096 * 4);
+    assert_int_equal(run_case(&b, VKRT_TYPE_F32, 4096, DATA_RANDOM, false, &rng), 0);
+    bufs_destroy(&b);
+    vkt_close(app);
+  }
+  vkrt_device_info info;
+  vkrt_appliance *probe = open_with(2, VKRT_TRANSPORT_NONE, NULL);
+  vkt_check(probe, vkrt_device_info_get(probe, 0, &info));
+  vkt_close(probe);
+  if (!info.external_semaphore_fd && IS_ENABLED(CONFIG_VKRT_TRANSPORT_NATIVE_FD)) {
+    vkrt_options o;
+    vkt_options(&o);
+    o.device_count = 2;
+    o.collective_transport = VKRT_TRANSPORT_NATIVE_FD;
+    vkrt_appliance *app = NULL;
+    char why[2048];
+    assert_int_equal(vkrt_open(&o, &app, why, sizeof(why)), VKRT_ERROR_UNAVAILABLE);
+    assert_null(app);
+    assert_non_null(strstr(why, "no usable collective transport: native_fd: dev0: semaphore FD "
+                                "functions"));
+    assert_non_null(strstr(why, "cpu_proxy: not requested"));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lavapipe_plan),
@@ -537,6 +588,7 @@ int main(void) {
       cmocka_unit_test(test_stalled_peer_proxy),
       cmocka_unit_test(test_stalled_peer_staged),
       cmocka_unit_test(test_device_lost),
+      cmocka_unit_test(test_fallbacks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,271 @@
+/* vkrt-bench allreduce: nccl-tests style table (size, count, type, redop, time, algbw, busbw,
+ * #wrong) for each transport this build has, or the one given with --transport. Out of
+ * place; time is the mean of --iters back-to-back allreduces followed by one finish on
+ * every device (like nccl-tests: the collectives pipeline, the host does not wait each time).
+ * busbw = algbw * 2 (n - 1) / n. #wrong counts result elements that differ from the exact
+ * sum of integer-valued inputs, on every rank. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define STAGING_BYTES (4u << 20)
+
+struct ar_bench {
+  vkrt_appliance *app;
+  uint32_t n;
+  vkrt_type type;
+  size_t esize;
+  uint64_t max_bytes;
+  vkrt_buffer *send[VKRT_MAX_DEVICES], *recv[VKRT_MAX_DEVICES], *staging[VKRT_MAX_DEVICES];
+  void *map[VKRT_MAX_DEVICES];
+};
+
+static int check(vkrt_appliance *app, vkrt_status s, const char *what) {
+  if (s != VKRT_OK) {
+    fprintf(stderr, "vkrt-bench allreduce: %s: %s: %s\n", what, vkrt_status_str(s),
+            vkrt_last_error(app));
+    return 1;
+  }
+  return 0;
+}
+
+static float input_value(uint32_t rank, uint64_t i) { return (float)((i % 61) + rank); }
+
+static void store(vkrt_type type, void *p, uint64_t i, float v) {
+  if (type == VKRT_TYPE_F16)
+    ((_Float16 *)p)[i] = (_Float16)v;
+  else
+    ((float *)p)[i] = v;
+}
+
+static float load(vkrt_type type, const void *p, uint64_t i) {
+  return type == VKRT_TYPE_F16 ? (float)((const _Float16 *)p)[i] : ((const float *)p)[i];
+}
+
+/* Uploads the integer-valued inputs of `count` elements and poisons recv. */
+static int prepare(struct ar_bench *b, uint64_t count) {
+  uint64_t per = STAGING_BYTES / b->esize;
+  for (uint32_t d = 0; d < b->n; d++) {
+    for (uint64_t first = 0; first < count; first += per) {
+      uint64_t c = count - first < per ? count - first : per;
+      for (uint64_t i = 0; i < c; i++)
+        store(b->type, b->map[d], i, input_value(d, first + i));
+      if (check(b->app, vkrt_cmd_copy_buffer(b->send[d], first * b->esize, b->staging[d], 0,
+                                             c * b->esize), "upload") ||
+          check(b->app, vkrt_finish(b->app, d), "upload"))
+        return 1;
+    }
+    uint64_t bytes = (count * b->esize + 3) & ~(uint64_t)3;
+    if (check(b->app, vkrt_cmd_fill(b->recv[d], 0, bytes, 0xDEADBEEFu), "poison"))
+      return 1;
+  }
+  return 0;
+}
+
+static uint64_t count_wrong(struct ar_bench *b, uint64_t count) {
+  uint64_t per = STAGING_BYTES / b->esize, wrong = 0;
+  for (uint32_t d = 0; d < b->n; d++)
+    for (uint64_t first = 0; first < count; first += per) {
+      uint64_t c = count - first < per ? count - first : per;
+      if (vkrt_cmd_copy_buffer(b->staging[d], 0, b->recv[d], first * b->esize, c * b->esize) ||
+          vkrt_finish(b->app, d))
+        return count * b->n;
+      for (uint64_t i = 0; i < c; i++) {
+        float want = 0;
+        for (uint32_t r = 0; r < b->n; r++)
+          want += input_value(r, first + i);
+        wrong += load(b->type, b->map[d], i) != want;
+      }
+    }
+  return wrong;
+}
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: vkrt-bench allreduce [--min SIZE] [--max SIZE] [--iters N] [--type f32|f16]\n"
+          "                            [--transport all|auto|native_fd|cpu_proxy|host_staged]\n"
+          "                            [--devices N] [--json]\n"
+          "  sizes are bytes per rank (4, 8K, 256M), doubled from --min to --max\n"
+          "  (default 4 B .. 256 MiB); --iters (default 20) is scaled down above 1 MiB so\n"
+          "  every size moves about as many bytes as 1 MiB x iters (at least 2 iterations).\n");
+  return 2;
+}
+
+static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type type,
+                         uint64_t min_bytes, uint64_t max_bytes, int iters, bool json,
+                         bool *first_json) {
+  vkrt_options o;
+  vkrt_options_initialize(&o);
+  o.device_count = devices;
+  o.collective_transport = kind;
+  o.log_level = VKRT_LOG_WARN;
+  vkrt_appliance *app = NULL;
+  char why[2048];
+  vkrt_status s = vkrt_open(&o, &app, why, sizeof(why));
+  if (s != VKRT_OK) {
+    if (json)
+      fprintf(stderr, "# %s: unavailable: %s\n", vkrt_transport_str(kind), why);
+    else
+      printf("# %s: unavailable here: %s\n", vkrt_transport_str(kind), why);
+    return 0;
+  }
+  struct ar_bench b = {.app = app, .n = vkrt_device_count(app), .type = type,
+                       .esize = type == VKRT_TYPE_F16 ? 2 : 4, .max_bytes = max_bytes};
+  int rc = 0;
+  for (uint32_t d = 0; d < b.n && !rc; d++) {
+    rc |= check(app, vkrt_buffer_create(app, d, max_bytes + 4, 0, &b.send[d]), "send buffer");
+    rc |= rc ? 0 : check(app, vkrt_buffer_create(app, d, max_bytes + 4, 0, &b.recv[d]), "recv buffer");
+    rc |= rc ? 0 : check(app, vkrt_buffer_create(app, d, STAGING_BYTES, VKRT_BUFFER_HOST_VISIBLE,
+                                                  &b.staging[d]), "staging buffer");
+    rc |= rc ? 0 : check(app, vkrt_buffer_map(b.staging[d], &b.map[d]), "map");
+  }
+  const char *tname = type == VKRT_TYPE_F16 ? "half" : "float";
+  const char *via = vkrt_transport_str(vkrt_transport(app));
+  if (!rc) {
+    if (json) {
+      printf("%s{\"transport\": \"%s\", \"devices\": %u, \"rows\": [", *first_json ? "" : ", ", via,
+             b.n);
+      *first_json = false;
+    } else {
+      printf("# allreduce: %u devices, transport %s, out of place\n", b.n, via);
+      printf("#%11s %12s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop",
+             "time(us)", "algbw", "busbw", "#wrong");
+      printf("#%11s %12s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "(GB/s)",
+             "(GB/s)", "");
+    }
+  }
+  double busbw_sum = 0;
+  int rows = 0;
+  for (uint64_t size = min_bytes; size <= max_bytes && !rc; size *= 2) {
+    uint64_t count = size / b.esize;
+    if (count == 0)
+      continue;
+    vkrt_allreduce_args args = {.count = count, .type = type};
+    for (uint32_t d = 0; d < b.n; d++) {
+      args.send[d] = b.send[d];
+      args.recv[d] = b.recv[d];
+    }
+    if (prepare(&b, count))
+      return 1;
+    int n_iter = iters;
+    if (size > (1u << 20)) {
+      n_iter = (int)((double)iters * (double)(1u << 20) / (double)size);
+      n_iter = n_iter < 2 ? 2 : n_iter;
+    }
+    rc |= check(app, vkrt_allreduce(app, &args), "allreduce (warm-up)");
+    for (uint32_t d = 0; d < b.n && !rc; d++)
+      rc |= check(app, vkrt_finish(app, d), "finish");
+    if (rc)
+      break;
+    double t0 = bench_now_s();
+    for (int i = 0; i < n_iter && !rc; i++)
+      rc |= check(app, vkrt_allreduce(app, &args), "allreduce");
+    for (uint32_t d = 0; d < b.n && !rc; d++)
+      rc |= check(app, vkrt_finish(app, d), "finish");
+    if (rc)
+      break;
+    double t = (bench_now_s() - t0) / n_iter;
+    uint64_t bytes = count * b.esize;
+    double algbw = (double)bytes / t / 1e9;
+    double busbw = algbw * 2.0 * (b.n - 1) / b.n;
+    uint64_t wrong = count_wrong(&b, count);
+    busbw_sum += busbw;
+    if (json)
+      printf("%s{\"size\": %llu, \"count\": %llu, \"type\": \"%s\", \"redop\": \"sum\", "
+             "\"time_us\": %.2f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %llu, "
+             "\"iters\": %d}", rows ? ", " : "", (unsigned long long)bytes,
+             (unsigned long long)count, tname, t * 1e6, algbw, busbw, (unsigned long long)wrong,
+             n_iter);
+    else
+      printf(" %11llu %12llu %6s %6s %10.1f %8.3f %8.3f %7llu\n", (unsigned long long)bytes,
+             (unsigned long long)count, tname, "sum", t * 1e6, algbw, busbw,
+             (unsigned long long)wrong);
+    fflush(stdout);
+    rc |= wrong != 0;
+    rows++;
+  }
+  if (json)
+    printf("], \"avg_busbw\": %.4f}", rows ? busbw_sum / rows : 0.0);
+  else if (rows)
+    printf("# %s: avg bus bandwidth %.3f GB/s over %d sizes\n", via, busbw_sum / rows, rows);
+  for (uint32_t d = 0; d < b.n; d++) {
+    vkrt_buffer_destroy(b.send[d]);
+    vkrt_buffer_destroy(b.recv[d]);
+    vkrt_buffer_destroy(b.staging[d]);
+  }
+  vkrt_close(app);
+  return rc;
+}
+
+static int bench_allreduce(int argc, char **argv) {
+  uint64_t min_bytes = 4, max_bytes = 256ull << 20;
+  int iters = 20;
+  uint32_t devices = 0;
+  bool json = false;
+  vkrt_type type = VKRT_TYPE_F32;
+  const char *transport = "all";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--json")) {
+      json = true;
+    } else if (!strcmp(a, "--min") && v && bench_parse_size(v, &min_bytes)) {
+      i++;
+    } else if (!strcmp(a, "--max") && v && bench_parse_size(v, &max_bytes)) {
+      i++;
+    } else if (!strcmp(a, "--iters") && v && atoi(v) > 0) {
+      iters = atoi(v);
+      i++;
+    } else if (!strcmp(a, "--devices") && v && atoi(v) > 0 && atoi(v) <= VKRT_MAX_DEVICES) {
+      devices = (uint32_t)atoi(v);
+      i++;
+    } else if (!strcmp(a, "--type") && v && (!strcmp(v, "f32") || !strcmp(v, "f16"))) {
+      type = !strcmp(v, "f16") ? VKRT_TYPE_F16 : VKRT_TYPE_F32;
+      i++;
+    } else if (!strcmp(a, "--transport") && v) {
+      transport = v;
+      i++;
+    } else {
+      return usage();
+    }
+  }
+  if (min_bytes == 0 || min_bytes > max_bytes)
+    return usage();
+  vkrt_transport_kind kinds[3];
+  int n_kinds = 0;
+  if (!strcmp(transport, "all")) {
+    /* every transport of the build; one that cannot run here says why */
+    if (IS_ENABLED(CONFIG_VKRT_TRANSPORT_NATIVE_FD))
+      kinds[n_kinds++] = VKRT_TRANSPORT_NATIVE_FD;
+    if (IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
+      kinds[n_kinds++] = VKRT_TRANSPORT_CPU_PROXY;
+    if (IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED))
+      kinds[n_kinds++] = VKRT_TRANSPORT_HOST_STAGED;
+  } else if (!strcmp(transport, "auto")) {
+    kinds[n_kinds++] = VKRT_TRANSPORT_NONE;
+  } else {
+    for (int k = VKRT_TRANSPORT_NATIVE_FD; k <= VKRT_TRANSPORT_HOST_STAGED; k++)
+      if (!strcmp(transport, vkrt_transport_str((vkrt_transport_kind)k)))
+        kinds[n_kinds++] = (vkrt_transport_kind)k;
+    if (!n_kinds)
+      return usage();
+  }
+  if (!IS_ENABLED(CONFIG_VKRT_COLLECTIVES)) {
+    fprintf(stderr, "vkrt-bench allreduce: collectives are not in this build\n");
+    return 1;
+  }
+  int rc = 0;
+  bool first_json = true;
+  if (json)
+    printf("{\"bench\": \"allreduce\", \"results\": [");
+  for (int k = 0; k < n_kinds; k++)
+    rc |= run_transport(kinds[k], devices, type, min_bytes, max_bytes, iters, json, &first_json);
+  if (json)
+    printf("]}\n");
+  return rc;
+}
+
+BENCH_COMMAND(allreduce, "allreduce", "nccl-tests style allreduce table per transport",
+              bench_allreduce)
