@@ -112,14 +112,15 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBi
 
 /* ---- instance ------------------------------------------------------------------------ */
 
-static bool has_layer(struct vkrt_appliance *app, const char *name) {
+/* 1 when present, 0 when absent, -1 when out of host memory. */
+static int has_layer(struct vkrt_appliance *app, const char *name) {
   uint32_t n = 0;
   if (app->vkg.vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0)
-    return false;
+    return 0;
   VkLayerProperties *layers = vkrt_calloc(&app->base, n, sizeof(*layers));
   if (!layers)
-    return false;
-  bool found = false;
+    return -1;
+  int found = 0;
   if (app->vkg.vkEnumerateInstanceLayerProperties(&n, layers) >= 0)
     for (uint32_t i = 0; i < n && !found; i++)
       found = strcmp(layers[i].layerName, name) == 0;
@@ -127,15 +128,15 @@ static bool has_layer(struct vkrt_appliance *app, const char *name) {
   return found;
 }
 
-static bool has_instance_extension(struct vkrt_appliance *app, const char *layer,
-                                   const char *name) {
+static int has_instance_extension(struct vkrt_appliance *app, const char *layer,
+                                  const char *name) {
   uint32_t n = 0;
   if (app->vkg.vkEnumerateInstanceExtensionProperties(layer, &n, NULL) != VK_SUCCESS || n == 0)
-    return false;
+    return 0;
   VkExtensionProperties *ext = vkrt_calloc(&app->base, n, sizeof(*ext));
   if (!ext)
-    return false;
-  bool found = false;
+    return -1;
+  int found = 0;
   if (app->vkg.vkEnumerateInstanceExtensionProperties(layer, &n, ext) >= 0)
     found = vkrt_caps_has_extension(ext, n, name);
   vkrt_free(&app->base, ext);
@@ -178,13 +179,23 @@ static vkrt_status create_instance(struct vkrt_appliance *app) {
   };
   const void *next = NULL;
   if (validation) {
-    if (!has_layer(app, VALIDATION_LAYER))
+    int layer = has_layer(app, VALIDATION_LAYER);
+    int debug_utils = layer > 0 ? has_instance_extension(app, NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) : 0;
+    if (debug_utils == 0 && layer > 0)
+      debug_utils = has_instance_extension(app, VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    int features = layer > 0 && app->options.enable_sync_validation
+                       ? has_instance_extension(app, VALIDATION_LAYER,
+                                                VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)
+                       : 0;
+    if (layer < 0 || debug_utils < 0 || features < 0)
+      return vkrt_error(&app->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
+                        "out of host memory listing instance layers and extensions");
+    if (!layer)
       return vkrt_error(&app->base, VKRT_ERROR_UNAVAILABLE,
-                        "validation requested but the %s layer is not installed (Debian "
-                        "package vulkan-validationlayers)",
+                        "validation requested but the %s layer is not installed or is "
+                        "disabled (Debian package vulkan-validationlayers)",
                         VALIDATION_LAYER);
-    if (!has_instance_extension(app, NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
-        !has_instance_extension(app, VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
+    if (!debug_utils)
       return vkrt_error(&app->base, VKRT_ERROR_UNAVAILABLE,
                         "validation requested but %s is not available, so messages could not "
                         "be counted",
@@ -195,8 +206,7 @@ static vkrt_status create_instance(struct vkrt_appliance *app) {
     messenger_info.pNext = NULL;
     next = &messenger_info;
     if (app->options.enable_sync_validation) {
-      if (!has_instance_extension(app, VALIDATION_LAYER,
-                                  VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME))
+      if (!features)
         return vkrt_error(&app->base, VKRT_ERROR_UNAVAILABLE,
                           "synchronization validation requested but the validation layer "
                           "lacks %s",
@@ -227,7 +237,8 @@ static vkrt_status create_instance(struct vkrt_appliance *app) {
     app->instance = VK_NULL_HANDLE;
     return vkrt_error(&app->base,
                       r == VK_ERROR_INCOMPATIBLE_DRIVER ? VKRT_ERROR_NO_DEVICE : vkrt_vk_status(r),
-                      "vkCreateInstance failed: %s", vkrt_vk_result_str(r));
+                      "vkCreateInstance failed: %s%s", vkrt_vk_result_str(r),
+                      r == VK_ERROR_INCOMPATIBLE_DRIVER ? " (no usable Vulkan driver found)" : "");
   }
   s = vkrt_vk_load_instance(&app->base, &app->vkg, app->instance, &app->vki);
   if (s != VKRT_OK)

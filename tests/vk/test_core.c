@@ -333,6 +333,88 @@ static void test_fault_hides_on_one_device(void **state) {
 #endif
 }
 
+/* Every injected host-allocation failure during open unwinds completely: an error
+ * status with a message, *out NULL, and nothing left allocated. */
+static void test_open_fault_unwind(void **state) {
+  (void)state;
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+  vkt_counting counting;
+  int failures = 0;
+  /* how many host allocations an open makes (counted only while a failure is armed) */
+  vkrt_options probe;
+  vkt_options(&probe);
+  probe.faults.host_alloc_fail_at = 1u << 30;
+  vkrt_appliance *counted = vkt_open(&probe);
+  unsigned open_allocations = atomic_load(&counted->base.host_alloc_count);
+  vkt_close(counted);
+  for (uint32_t n = 1; n < 2000; n++) {
+    vkrt_options o;
+    vkt_options(&o);
+    o.log = NULL;
+    o.allocator = vkt_counting_allocator(&counting);
+    o.faults.host_alloc_fail_at = n;
+    vkrt_appliance *app = (vkrt_appliance *)1;
+    char why[512] = "";
+    vkrt_status s = vkrt_open(&o, &app, why, sizeof(why));
+    if (s == VKRT_OK) {
+      vkt_close(app);
+      assert_int_equal(atomic_load(&counting.live), 0);
+      fprintf(stderr, "vkrt-test: open unwound each of its %u host allocation failures\n",
+              n - 1);
+      /* no failure was swallowed: the first allocation after open's is the first to pass */
+      assert_int_equal(n, open_allocations + 1);
+      assert_int_equal(failures, open_allocations);
+      return;
+    }
+    failures++;
+    assert_null(app);
+    assert_true(why[0] != '\0');
+    if (atomic_load(&counting.live) != 0)
+      fail_msg("host allocation %u failed (%s: %s): %ld allocations left", n,
+               vkrt_status_str(s), why, atomic_load(&counting.live));
+  }
+  fail_msg("open never succeeded");
+#else
+  skip();
+#endif
+}
+
+/* Every vkAllocateMemory failure during open (module buffers, slots) either fails open
+ * cleanly or is absorbed by a documented fallback; nothing leaks either way. */
+static void test_open_vk_alloc_fault_unwind(void **state) {
+  (void)state;
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  unsigned count = atomic_load(&app->vk_alloc_count);
+  vkt_close(app);
+  vkt_counting counting;
+  for (unsigned n = 1; n <= count; n++) {
+    vkt_options(&o);
+    o.log = NULL;
+    o.allocator = vkt_counting_allocator(&counting);
+    o.faults.vulkan_alloc_fail_at = n;
+    char why[512] = "";
+    vkrt_status s = vkrt_open(&o, &app, why, sizeof(why));
+    if (s == VKRT_OK) {
+      fprintf(stderr, "vkrt-test: vkAllocateMemory %u/%u failing: open fell back\n", n, count);
+      vkt_close(app);
+    } else {
+      fprintf(stderr, "vkrt-test: vkAllocateMemory %u/%u failing: %s: %s\n", n, count,
+              vkrt_status_str(s), why);
+      assert_null(app);
+      assert_non_null(strstr(why, "VK_ERROR_OUT_OF_DEVICE_MEMORY"));
+    }
+    if (atomic_load(&counting.live) != 0)
+      fail_msg("vkAllocateMemory %u failing: %ld allocations left", n,
+               atomic_load(&counting.live));
+  }
+#else
+  skip();
+#endif
+}
+
 static void test_describe(void **state) {
   (void)state;
   vkrt_options o;
@@ -369,6 +451,8 @@ int main(void) {
       cmocka_unit_test(test_validation_counts),
       cmocka_unit_test(test_fault_hides_on_one_device),
       cmocka_unit_test(test_describe),
+      cmocka_unit_test(test_open_fault_unwind),
+      cmocka_unit_test(test_open_vk_alloc_fault_unwind),
       cmocka_unit_test(test_open_close_leaks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
