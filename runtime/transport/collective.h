@@ -1,6 +1,8 @@
 /* Collective entry points the core calls at open/close and the probe uses; stubs when
  * CONFIG_VKRT_COLLECTIVES=n so the core needs no #ifdef. */
 #pragma once
+#include <stdio.h>
+
 #include "device/device.h"
 
 #if IS_ENABLED(CONFIG_VKRT_COLLECTIVES)
