@@ -192,7 +192,9 @@ static void sizes_on(uint32_t devices, vkrt_transport_kind transport, bool large
   static const uint64_t small[] = {0, 1, 2, 3, 17, 255, 1000, 4097, 65537};
   /* crosses the slot: a full piece plus an odd remainder, and exactly two pieces */
   const uint64_t big[] = {SLOT_ELEMS_F32 + 12345, 2 * SLOT_ELEMS_F32};
-  uint64_t max_count = large ? 2 * SLOT_ELEMS_F32 : 65537;
+  /* two devices also take 3.5 pieces, so a slot set is reused within one call */
+  uint64_t max_count = !large ? 65537 : devices == 2 ? 3 * SLOT_ELEMS_F32 + SLOT_ELEMS_F32 / 2
+                                                     : 2 * SLOT_ELEMS_F32;
   struct bufs b;
   bufs_create(&b, app, max_count * 4);
   uint64_t wrong = 0;
@@ -209,6 +211,10 @@ static void sizes_on(uint32_t devices, vkrt_transport_kind transport, bool large
     wrong += run_case(&b, VKRT_TYPE_F32, big[1], DATA_RANDOM, true, &rng);
     wrong += run_case(&b, VKRT_TYPE_F16, big[1] + 7, DATA_RANDOM, false, &rng); /* > slot in f16 */
     cases += 3;
+    if (devices == 2) {
+      wrong += run_case(&b, VKRT_TYPE_F32, max_count, DATA_INTEGER, true, &rng);
+      cases++;
+    }
   }
   print_message("vkrt-test: %u devices, %s: %d cases, #wrong %llu\n", devices,
                 vkrt_transport_str(vkrt_transport(app)), cases, (unsigned long long)wrong);
