@@ -55,6 +55,30 @@ struct vkrt_region {
   char reason[VKRT_MAX_DEVICES][160];
 };
 
+/* Helper threads for large memcpys on the upload path (staging slots). Made at open; an
+ * upload that finds the pool busy copies alone rather than wait, so uploads never queue
+ * behind each other here and nothing allocates. */
+struct vkrt_copy_pool {
+  pthread_mutex_t owner;         /* trylock: one upload drives the helpers at a time */
+  pthread_mutex_t lock;
+  pthread_cond_t work_cond, done_cond;
+  uint32_t threads;              /* helper threads started */
+  pthread_t tid[64];
+  uint64_t generation;           /* bumped per job */
+  uint32_t pending;              /* helpers still working on the current job */
+  bool quit;
+  uint8_t *dst;
+  const uint8_t *src;
+  uint64_t size, block;
+  atomic_uint_fast64_t next_block;
+};
+
+/* Starts `threads` helpers (0: none; copies are then single-threaded). */
+void vkrt_copy_pool_init(struct vkrt_copy_pool *pool, uint32_t threads);
+void vkrt_copy_pool_finish(struct vkrt_copy_pool *pool);
+/* memcpy, spread over the helpers when it is large and the pool is free. */
+void vkrt_copy_pool_memcpy(struct vkrt_copy_pool *pool, void *dst, const void *src, uint64_t size);
+
 struct vkrt_import_registry {
   pthread_rwlock_t lock;          /* table: uploads read, register/unregister write */
   struct vkrt_region_table table;
@@ -68,6 +92,7 @@ struct vkrt_import_registry {
   uint64_t page_size;
   uint32_t prestage_threads;
   atomic_uint regions_by_path[VKRT_MAX_DEVICES][3]; /* describe: live regions per path */
+  struct vkrt_copy_pool copy_pool;  /* staging-slot memcpys (VKRT_PRESTAGE_THREADS - 1 helpers) */
 };
 
 /* One upload context: command buffers, a timeline semaphore and a staging ring. A thread

@@ -80,6 +80,8 @@ vkrt_status vkrt_registry_open(struct vkrt_appliance *app) {
   for (uint32_t d = 0; d < app->device_count; d++)
     caps[d] = &app->devices[d].caps;
   reg->prestage_budget = vkrt_prestage_budget(VKRT_PRESTAGE_BUDGET_BYTES, caps, app->device_count);
+  /* The caller's thread copies too, so threads - 1 helpers. */
+  vkrt_copy_pool_init(&reg->copy_pool, reg->prestage_threads - 1);
   app->registry = reg;
   vkrt_log(base, VKRT_LOG_INFO,
            "import: policy %s, pre-stage budget %" PRIu64 " MiB, %u copy threads, chunk cap %" PRIu64
@@ -101,6 +103,7 @@ void vkrt_registry_close(struct vkrt_appliance *app) {
   for (uint32_t i = reg->table.count; i-- > 0;)
     region_destroy(app, reg->table.entries[i].value);
   vkrt_region_table_finish(&reg->table);
+  vkrt_copy_pool_finish(&reg->copy_pool);
   pthread_rwlock_destroy(&reg->lock);
   pthread_mutex_destroy(&reg->drain_lock);
   pthread_cond_destroy(&reg->drain_cond);

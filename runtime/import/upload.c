@@ -222,6 +222,7 @@ static vkrt_status cmd_begin(struct vkrt_device *dev, VkCommandBuffer cmd) {
  * the memcpy into slot i+1 overlaps the DMA out of slot i. */
 struct stager {
   struct vkrt_upload_state *st;
+  struct vkrt_copy_pool *pool;
   struct vkrt_upload_context *ctx;
   VkBuffer dst;
   uint32_t slot;
@@ -272,7 +273,7 @@ static vkrt_status stager_put(struct stager *sg, uint64_t dst_offset, const uint
     }
     uint64_t n = VKRT_MIN(len, st->slot_size - sg->used);
     uint64_t staging_offset = (uint64_t)sg->slot * st->slot_size + sg->used;
-    memcpy(sg->ctx->staging_map + staging_offset, src, n);
+    vkrt_copy_pool_memcpy(sg->pool, sg->ctx->staging_map + staging_offset, src, n);
     VkBufferCopy *last = sg->batch_count ? &sg->batch[sg->batch_count - 1] : NULL;
     if (last && last->srcOffset + last->size == staging_offset &&
         last->dstOffset + last->size == dst_offset) {
@@ -380,7 +381,8 @@ static vkrt_status upload_rows(vkrt_buffer *dst, const struct copy2d *c, const c
         s = ctx_wait(st, ctx, value);
     }
   } else {
-    struct stager sg = {.st = st, .ctx = ctx, .dst = dst->handle};
+    struct stager sg = {.st = st, .pool = &app->registry->copy_pool, .ctx = ctx,
+                        .dst = dst->handle};
     s = VKRT_OK;
     for (uint64_t row = 0; row < c->height && s == VKRT_OK; row++)
       s = stager_put(&sg, c->dst_offset + row * c->dst_pitch, c->src + row * c->src_pitch,
@@ -463,6 +465,7 @@ vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint
   if (!st)
     return vkrt_error(base, VKRT_ERROR_INTERNAL, "dev%u: download: upload module not open",
                       dev->index);
+  struct vkrt_copy_pool *pool = &dev->app->registry->copy_pool;
   struct vkrt_upload_context *ctx = context_take(st);
   uint8_t *out = dst;
   const uint64_t slices = (size + st->slot_size - 1) / st->slot_size;
@@ -477,8 +480,9 @@ vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint
       s = ctx_wait(st, ctx, ctx->slot_value[slot]);
       if (s != VKRT_OK)
         break;
-      memcpy(out + j * st->slot_size, ctx->staging_map + (uint64_t)slot * st->slot_size,
-             VKRT_MIN(st->slot_size, size - j * st->slot_size));
+      vkrt_copy_pool_memcpy(pool, out + j * st->slot_size,
+                            ctx->staging_map + (uint64_t)slot * st->slot_size,
+                            VKRT_MIN(st->slot_size, size - j * st->slot_size));
       next_out = j + 1;
     }
     VkCommandBuffer cmd = ctx->slot_cmd[slot];
@@ -501,8 +505,9 @@ vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint
     const uint32_t slot = (uint32_t)(j % st->slots);
     s = ctx_wait(st, ctx, ctx->slot_value[slot]);
     if (s == VKRT_OK)
-      memcpy(out + j * st->slot_size, ctx->staging_map + (uint64_t)slot * st->slot_size,
-             VKRT_MIN(st->slot_size, size - j * st->slot_size));
+      vkrt_copy_pool_memcpy(pool, out + j * st->slot_size,
+                            ctx->staging_map + (uint64_t)slot * st->slot_size,
+                            VKRT_MIN(st->slot_size, size - j * st->slot_size));
   }
   if (s != VKRT_OK)
     ctx_wait(st, ctx, ctx->value); /* leave the context idle for the next user */
