@@ -42,8 +42,9 @@ struct proxy_job {
 };
 
 struct proxy_device {
-  VkBuffer buffer;        /* the whole host allocation, imported */
-  VkDeviceMemory memory;
+  VkBuffer buffer[2];     /* slot set 0 and 1 of the host allocation, imported (one import
+                           * each keeps 2 sets of 9 x 256 MiB under a 4 GiB allocation limit) */
+  VkDeviceMemory memory[2];
   VkSemaphore contrib;    /* signalled by the device: its slot holds piece `seq` */
   VkSemaphore result;     /* signalled by the proxy: the result slot holds piece `seq` */
 };
@@ -53,7 +54,7 @@ struct cpu_proxy {
   struct vkrt_appliance *app;
   uint32_t n;
   uint8_t *host;
-  uint64_t host_size, slot_bytes;
+  uint64_t host_size, set_bytes, slot_bytes;
   struct proxy_device dev[VKRT_MAX_DEVICES];
   uint64_t seq; /* last piece number handed out (the caller's side) */
 
@@ -73,8 +74,12 @@ struct cpu_proxy {
 
 /* Two sets of n + 1 slots alternate by piece number, so a device copies piece k + 1 in
  * while the proxy still sums piece k. */
-static uint64_t slot_offset(const struct cpu_proxy *p, uint64_t seq, uint32_t slot) {
-  return ((seq & 1) * (p->n + 1) + slot) * p->slot_bytes;
+static uint64_t slot_offset(const struct cpu_proxy *p, uint32_t slot) { return slot * p->slot_bytes; }
+static uint8_t *slot_host(const struct cpu_proxy *p, uint64_t seq, uint32_t slot) {
+  return p->host + (seq & 1) * p->set_bytes + slot_offset(p, slot);
+}
+static VkBuffer slot_buffer(const struct cpu_proxy *p, uint32_t d, uint64_t seq) {
+  return p->dev[d].buffer[seq & 1];
 }
 
 static void set_error(struct cpu_proxy *p, vkrt_status s, const char *fmt, ...) VKRT_PRINTF(3, 4);
@@ -114,9 +119,9 @@ static void process(struct cpu_proxy *p, const struct proxy_job *job) {
   if (atomic_load(&p->error) == VKRT_OK) {
     const void *src[VKRT_MAX_DEVICES];
     for (uint32_t d = 0; d < p->n; d++)
-      src[d] = p->host + slot_offset(p, job->seq, d);
+      src[d] = slot_host(p, job->seq, d);
     uint64_t t0 = vkrt_now_ns();
-    vkrt_collective_reduce_cpu(job->type, p->host + slot_offset(p, job->seq, p->n), src, p->n,
+    vkrt_collective_reduce_cpu(job->type, slot_host(p, job->seq, p->n), src, p->n,
                                job->count);
     p->cpu_reduce_ns += vkrt_now_ns() - t0;
     p->pieces++;
@@ -192,10 +197,12 @@ static void proxy_destroy(struct vkrt_transport *t) {
       }
     vkrt_collective_semaphore_destroy(dev, pd->contrib);
     vkrt_collective_semaphore_destroy(dev, pd->result);
-    if (pd->buffer)
-      dev->vk.vkDestroyBuffer(dev->handle, pd->buffer, NULL);
-    if (pd->memory)
-      dev->vk.vkFreeMemory(dev->handle, pd->memory, NULL);
+    for (int set = 0; set < 2; set++) {
+      if (pd->buffer[set])
+        dev->vk.vkDestroyBuffer(dev->handle, pd->buffer[set], NULL);
+      if (pd->memory[set])
+        dev->vk.vkFreeMemory(dev->handle, pd->memory[set], NULL);
+    }
   }
   if (p->pieces)
     vkrt_log(&app->base, VKRT_LOG_DEBUG, "cpu_proxy: %llu pieces, CPU reduce %.3f ms total",
@@ -230,16 +237,17 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
   for (uint32_t d = 0; d < p->n; d++)
     align = VKRT_MAX(align, app->devices[d].caps.min_imported_host_pointer_alignment);
   p->slot_bytes = vkrt_align_up(coll->slot_bytes, align);
-  p->host_size = p->slot_bytes * (p->n + 1) * 2;
+  p->set_bytes = p->slot_bytes * (p->n + 1);
+  p->host_size = p->set_bytes * 2;
   vkrt_status s = VKRT_OK;
   for (uint32_t d = 0; d < p->n && s == VKRT_OK; d++) {
     uint64_t limit = app->devices[d].caps.max_memory_allocation_size;
-    if (limit && p->host_size > limit)
+    if (limit && p->set_bytes > limit)
       s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE,
-                     "cpu_proxy: %u slots of %llu MiB (%llu bytes) exceed dev%u's "
+                     "cpu_proxy: %u slots of %llu MiB (%llu bytes, one import) exceed dev%u's "
                      "maxMemoryAllocationSize %llu; lower CONFIG_VKRT_COLLECTIVE_SLOT_MB",
-                     2 * (p->n + 1), (unsigned long long)(p->slot_bytes >> 20),
-                     (unsigned long long)p->host_size, d, (unsigned long long)limit);
+                     p->n + 1, (unsigned long long)(p->slot_bytes >> 20),
+                     (unsigned long long)p->set_bytes, d, (unsigned long long)limit);
   }
   if (s == VKRT_OK) {
     p->host = vkrt_alloc_aligned(base, p->host_size, align);
@@ -252,8 +260,9 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
     memset(p->host, 0, p->host_size); /* fault the pages in now, not in the first collective */
   for (uint32_t d = 0; d < p->n && s == VKRT_OK; d++) {
     struct vkrt_device *dev = &app->devices[d];
-    s = vkrt_collective_import_host(dev, p->host, p->host_size, &p->dev[d].buffer,
-                                      &p->dev[d].memory);
+    for (int set = 0; set < 2 && s == VKRT_OK; set++)
+      s = vkrt_collective_import_host(dev, p->host + set * p->set_bytes, p->set_bytes,
+                                      &p->dev[d].buffer[set], &p->dev[d].memory[set]);
     if (s == VKRT_OK)
       s = vkrt_collective_timeline_create(dev, NULL, &p->dev[d].contrib);
     if (s == VKRT_OK)
@@ -285,7 +294,7 @@ static vkrt_status record_copy_out(struct cpu_proxy *p, const vkrt_allreduce_arg
     vkrt_status s = vkrt_stream_add_wait(dev, p->dev[d].result, seq);
     if (s == VKRT_OK)
       s = vkrt_collective_record_copy(dev, a->recv[d]->handle, a->recv_offset[d] + at,
-                                      p->dev[d].buffer, slot_offset(p, seq, p->n), bytes);
+                                      slot_buffer(p, d, seq), slot_offset(p, p->n), bytes);
     if (s != VKRT_OK)
       return s;
   }
@@ -328,7 +337,7 @@ static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_a
     /* Contribution: [barrier, copy send -> own slot], signal, submit, on every device. */
     for (uint32_t d = 0; d < p->n; d++) {
       struct vkrt_device *dev = &app->devices[d];
-      vkrt_status s = vkrt_collective_record_copy(dev, p->dev[d].buffer, slot_offset(p, seq, d),
+      vkrt_status s = vkrt_collective_record_copy(dev, slot_buffer(p, d, seq), slot_offset(p, d),
                                                   a->send[d]->handle, a->send_offset[d] + at,
                                                   bytes);
       if (s == VKRT_OK && !vkrt_collective_stalled(dev))

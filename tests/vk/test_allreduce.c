@@ -275,6 +275,31 @@ static void test_staged_x4(void **state) {
   sizes_on(4, VKRT_TRANSPORT_HOST_STAGED, false);
 }
 
+/* native_fd needs the semaphore FD functions (absent on lavapipe; present on the H200). */
+static bool native_fd_here(void) {
+  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_NATIVE_FD))
+    return false;
+  vkrt_device_info info;
+  vkrt_appliance *app = open_with(2, VKRT_TRANSPORT_NONE, NULL);
+  vkt_check(app, vkrt_device_info_get(app, 0, &info));
+  vkt_close(app);
+  return info.external_semaphore_fd && info.external_memory_host;
+}
+
+static void test_native_x2(void **state) {
+  (void)state;
+  if (!native_fd_here())
+    skip();
+  sizes_on(2, VKRT_TRANSPORT_NATIVE_FD, true);
+}
+
+static void test_native_x4(void **state) {
+  (void)state;
+  if (!native_fd_here())
+    skip();
+  sizes_on(4, VKRT_TRANSPORT_NATIVE_FD, false);
+}
+
 static void test_one_device(void **state) {
   (void)state;
   sizes_on(1, VKRT_TRANSPORT_NONE, false);
@@ -445,6 +470,13 @@ static void test_stalled_peer_staged(void **state) {
   stalled(VKRT_TRANSPORT_HOST_STAGED);
 }
 
+static void test_stalled_peer_native(void **state) {
+  (void)state;
+  if (!native_fd_here())
+    skip();
+  stalled(VKRT_TRANSPORT_NATIVE_FD);
+}
+
 static void test_device_lost(void **state) {
   (void)state;
   if (!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION) || !IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
@@ -591,10 +623,13 @@ int main(void) {
       cmocka_unit_test(test_proxy_x8_small),
       cmocka_unit_test(test_staged_x2),
       cmocka_unit_test(test_staged_x4),
+      cmocka_unit_test(test_native_x2),
+      cmocka_unit_test(test_native_x4),
       cmocka_unit_test(test_back_to_back_proxy),
       cmocka_unit_test(test_close_idle_and_after_collective),
       cmocka_unit_test(test_stalled_peer_proxy),
       cmocka_unit_test(test_stalled_peer_staged),
+      cmocka_unit_test(test_stalled_peer_native),
       cmocka_unit_test(test_device_lost),
       cmocka_unit_test(test_fallbacks),
   };
