@@ -93,6 +93,7 @@ struct vkrt_import_registry {
   uint32_t prestage_threads;
   atomic_uint regions_by_path[VKRT_MAX_DEVICES][3]; /* describe: live regions per path */
   struct vkrt_copy_pool copy_pool;  /* staging-slot memcpys (VKRT_PRESTAGE_THREADS - 1 helpers) */
+  atomic_long live_chunks;          /* imported VkBuffer + VkDeviceMemory pairs alive */
 };
 
 /* One upload context: command buffers, a timeline semaphore and a staging ring. A thread
@@ -139,5 +140,8 @@ uint32_t vkrt_import_parallel_copy(void *dst, const void *src, uint64_t size, ui
 
 /* Bytes of pre-staged copies alive (tests: 0 after every region is unregistered). */
 uint64_t vkrt_import_prestage_bytes(const struct vkrt_appliance *app);
+/* Imported chunk buffers (VkBuffer + VkDeviceMemory) alive over all devices (tests: 0
+ * after every region is unregistered). */
+long vkrt_import_live_chunks(const struct vkrt_appliance *app);
 /* Regions registered right now. */
 uint32_t vkrt_import_region_count(const struct vkrt_appliance *app);

@@ -102,6 +102,9 @@ void vkrt_registry_close(struct vkrt_appliance *app) {
              "unregistering them", reg->table.count);
   for (uint32_t i = reg->table.count; i-- > 0;)
     region_destroy(app, reg->table.entries[i].value);
+  if (atomic_load(&reg->live_chunks) != 0)
+    vkrt_log(&app->base, VKRT_LOG_ERROR, "import: %ld imported chunk(s) still alive at close",
+             atomic_load(&reg->live_chunks));
   vkrt_region_table_finish(&reg->table);
   vkrt_copy_pool_finish(&reg->copy_pool);
   pthread_rwlock_destroy(&reg->lock);
@@ -119,8 +122,10 @@ static void free_device_chunks(struct vkrt_device *dev, struct vkrt_region_devic
     for (uint32_t k = 0; k < rd->chunk_count; k++) {
       if (rd->buffers[k])
         dev->vk.vkDestroyBuffer(dev->handle, rd->buffers[k], NULL);
-      if (rd->memories[k])
+      if (rd->memories[k]) {
         dev->vk.vkFreeMemory(dev->handle, rd->memories[k], NULL);
+        atomic_fetch_sub(&dev->app->registry->live_chunks, 1);
+      }
     }
   }
   vkrt_free(&dev->app->base, rd->buffers);
@@ -217,6 +222,8 @@ static VkResult import_chunks(struct vkrt_device *dev, struct vkrt_region_device
   for (uint32_t k = 0; k < count; k++) {
     VkResult r = import_one(dev, chunks[k].import_addr, chunks[k].import_size, injectable,
                             &rd->buffers[k], &rd->memories[k]);
+    if (r == VK_SUCCESS)
+      atomic_fetch_add(&dev->app->registry->live_chunks, 1);
     if (r != VK_SUCCESS) {
       *failed_chunk = k;
       free_device_chunks(dev, rd);
@@ -728,6 +735,10 @@ uint64_t vkrt_import_prestage_bytes(const struct vkrt_appliance *app) {
   uint64_t v = reg->prestage_used;
   pthread_mutex_unlock(&reg->budget_lock);
   return v;
+}
+
+long vkrt_import_live_chunks(const struct vkrt_appliance *app) {
+  return app->registry ? atomic_load(&app->registry->live_chunks) : 0;
 }
 
 uint32_t vkrt_import_region_count(const struct vkrt_appliance *app) {
