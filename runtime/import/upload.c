@@ -368,7 +368,11 @@ static vkrt_status upload_rows(vkrt_buffer *dst, const struct copy2d *c, const c
   if (region) {
     struct direct dc = {.st = st, .cmd = ctx->direct_cmd, .region = region,
                         .rd = &region->dev[dev->index], .dst = dst->handle};
-    s = cmd_begin(dev, dc.cmd);
+    /* direct_cmd is free once everything this context submitted retired (it always has,
+     * unless an earlier wait timed out). */
+    s = ctx_wait(st, ctx, ctx->value);
+    if (s == VKRT_OK)
+      s = cmd_begin(dev, dc.cmd);
     if (s == VKRT_OK) {
       const uint64_t base_offset = (uint64_t)(c->src - region->ptr);
       for (uint64_t row = 0; row < c->height; row++)
