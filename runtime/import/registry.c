@@ -825,6 +825,34 @@ size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *b
           cap ? ", test cap" : "", dev->caps.has_transfer_queue ? "transfer" : "compute",
           n[VKRT_IMPORT_PATH_IMPORTED], n[VKRT_IMPORT_PATH_PRESTAGED]);
   }
+  /* The registered regions and what each device took for them (first few). */
+  if (json)
+    put(&o, "], \"registered\": [");
+  if (reg) {
+    struct vkrt_import_registry *wreg = (struct vkrt_import_registry *)reg;
+    pthread_rwlock_rdlock(&wreg->lock);
+    const uint32_t shown = VKRT_MIN(reg->table.count, 32u);
+    for (uint32_t i = 0; i < shown; i++) {
+      const struct vkrt_region *r = reg->table.entries[i].value;
+      if (json)
+        put(&o, "%s{\"ptr\": \"%p\", \"size\": %" PRIu64 ", \"devices\": [", i ? ", " : "",
+            (const void *)r->ptr, r->size);
+      else
+        put(&o, "vkrt: region [%p, +%" PRIu64 "):", (const void *)r->ptr, r->size);
+      for (uint32_t d = 0; d < app->device_count; d++) {
+        if (json)
+          put(&o, "%s{\"path\": \"%s\", \"chunks\": %u, \"why\": \"%s\"}", d ? ", " : "",
+              vkrt_import_path_str(r->dev[d].path), r->dev[d].chunk_count, r->reason[d]);
+        else
+          put(&o, "%s dev%u %s (%u chunks: %s)", d ? ";" : "", d,
+              vkrt_import_path_str(r->dev[d].path), r->dev[d].chunk_count, r->reason[d]);
+      }
+      put(&o, json ? "]}" : "\n");
+    }
+    if (!json && reg->table.count > shown)
+      put(&o, "vkrt: ... and %u more region(s)\n", reg->table.count - shown);
+    pthread_rwlock_unlock(&wreg->lock);
+  }
   if (json)
     put(&o, "]}");
   return o.len;

@@ -628,6 +628,21 @@ static void test_describe(void **state) {
   fprintf(stderr, "{%s}\n", json);
   assert_non_null(strstr(json, "\"import\": {\"policy\": \""));
   assert_non_null(strstr(json, "\"min_imported_host_pointer_alignment\": 4096"));
+  /* Registered regions are listed with each device's path. */
+  uint8_t *mem = aligned_alloc(4096, 16 * KIB);
+  assert_non_null(mem);
+  memset(mem, 1, 16 * KIB);
+  vkt_check(app, vkrt_host_register(app, mem, 16 * KIB, NULL, NULL, NULL));
+  n = vkrt_import_describe(app, false, text, sizeof(text));
+  assert_true(n < sizeof(text));
+  assert_non_null(strstr(text, "vkrt: region ["));
+  assert_non_null(strstr(text, "dev1 imported (1 chunks"));
+  n = vkrt_import_describe(app, true, json, sizeof(json));
+  assert_true(n < sizeof(json));
+  assert_non_null(strstr(json, "\"registered\": [{\"ptr\""));
+  vkt_check(app, vkrt_host_unregister(app, mem));
+  free(mem);
+  n = vkrt_import_describe(app, true, json, sizeof(json));
   /* Too small a buffer: the needed length, NUL-terminated. */
   char tiny[8];
   assert_int_equal(vkrt_import_describe(app, true, tiny, sizeof(tiny)), n);
