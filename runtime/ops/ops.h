@@ -13,8 +13,17 @@ enum vkrt_ops_kernel {
   VKRT_OPS_COPY_F16_F32,
   VKRT_OPS_COPY_F16_F16,
   VKRT_OPS_COPY_VEC4,
+  VKRT_OPS_COPY_ROWS_F32_F32,
+  VKRT_OPS_COPY_ROWS_F32_F16,
+  VKRT_OPS_COPY_ROWS_F16_F32,
+  VKRT_OPS_COPY_ROWS_F16_F16,
   VKRT_OPS_TRANSPOSE_F32,
+  VKRT_OPS_TRANSPOSE_F32_V1, /* tile/shape variants (vkrt-bench transpose compares them) */
+  VKRT_OPS_TRANSPOSE_F32_V2,
+  VKRT_OPS_TRANSPOSE_F32_V3,
+  VKRT_OPS_TRANSPOSE_F32_V4,
   VKRT_OPS_TRANSPOSE_F16,
+  VKRT_OPS_TRANSPOSE_X2_F16, /* word pairs; dense dims 0 and even offsets/strides */
   VKRT_OPS_CONCAT_F32,
   VKRT_OPS_CONCAT_F16,
   VKRT_OPS_REDUCE_F32,
@@ -41,6 +50,7 @@ struct vkrt_ops_pipeline {
   VkPipeline pipeline;
   uint32_t binding_count;
   uint32_t push_size;
+  uint32_t local_size[3];
 };
 
 struct vkrt_ops_state {
@@ -63,8 +73,10 @@ struct vkrt_ops_state {
   /* forcing (tests and vkrt-bench): */
   bool force_concat_generic;      /* never take the concat fast path */
   int force_matmul_kernel;        /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
+  int transpose_variant;          /* 0 = default f32 tiling, 1..4 = VKRT_OPS_TRANSPOSE_F32_V* */
   /* which paths ran (tests assert them, the bench reports them) */
   uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
+  uint64_t transpose_x2_count;
 };
 
 /* One storage-buffer binding. */

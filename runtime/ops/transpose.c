@@ -11,8 +11,17 @@ struct transpose_push {
   uint32_t base_x, base_y, base_z;
 };
 VKRT_KERNEL_TRANSPOSE_F32_CHECK_PUSH(struct transpose_push);
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE_F16)
+VKRT_KERNEL_TRANSPOSE_X2_F16_CHECK_PUSH(struct transpose_push);
+#endif
 
-#define TILE 32u /* transpose.comp */
+
+/* The word-pair kernel moves f16 two at a time: dims 0 dense, everything word aligned. */
+static bool pairs_fit(const struct vkrt_ops_view *v) {
+  if (v->ne[0] < 2 || v->ne[1] < 2 || v->stride[0] != 1 || v->bind_offset % 4)
+    return false;
+  return !(v->offset % 2 || v->stride[1] % 2 || v->stride[2] % 2 || v->stride[3] % 2);
+}
 
 vkrt_status vkrt_transpose_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                   const struct vkrt_ops_view *dst,
@@ -27,12 +36,23 @@ vkrt_status vkrt_transpose_record(struct vkrt_device *dev, VkCommandBuffer cmd,
     return vkrt_copy_record(dev, cmd, dst, &permuted);
   }
   const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(
-      dev, src->type == VKRT_TYPE_F16 ? VKRT_OPS_TRANSPOSE_F16 : VKRT_OPS_TRANSPOSE_F32, &p);
+  enum vkrt_ops_kernel k = VKRT_OPS_TRANSPOSE_F32;
+  bool pairs = false;
+  if (src->type == VKRT_TYPE_F16) {
+    pairs = pairs_fit(src) && pairs_fit(dst) && vkrt_ops_kernel_usable(dev, VKRT_OPS_TRANSPOSE_X2_F16);
+    k = pairs ? VKRT_OPS_TRANSPOSE_X2_F16 : VKRT_OPS_TRANSPOSE_F16;
+  }
+  else if (dev->ops->transpose_variant >= 1 && dev->ops->transpose_variant <= 4)
+    k = (enum vkrt_ops_kernel)(VKRT_OPS_TRANSPOSE_F32_V1 + dev->ops->transpose_variant - 1);
+  vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
+  if (s == VKRT_OK && pairs)
+    dev->ops->transpose_x2_count++;
   if (s != VKRT_OK)
     return s;
-  struct vkrt_ops_binding b[2] = {vkrt_ops_view_binding(src), vkrt_ops_view_binding(dst)};
-  s = vkrt_ops_bind(dev, cmd, p, b, 2);
+  /* word and 16-bit views of the same ranges (the pair kernel uses all four) */
+  struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(src), vkrt_ops_view_binding(dst),
+                                  vkrt_ops_view_binding(src), vkrt_ops_view_binding(dst)};
+  s = vkrt_ops_bind(dev, cmd, p, b, pairs ? 4 : 2);
   if (s != VKRT_OK)
     return s;
   struct transpose_push push = {.ne0 = src->ne[0],
@@ -44,7 +64,9 @@ vkrt_status vkrt_transpose_record(struct vkrt_device *dev, VkCommandBuffer cmd,
     push.src_stride[i] = src->stride[i];
     push.dst_stride[i] = dst->stride[i];
   }
-  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (src->ne[0] + TILE - 1) / TILE,
-                       (src->ne[1] + TILE - 1) / TILE, (uint64_t)src->ne[2] * src->ne[3]);
+  /* square tiles: local_size_x elements (transpose.comp), 64 for the pair kernel */
+  uint32_t tile = pairs ? 64 : p->local_size[0];
+  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (src->ne[0] + tile - 1) / tile,
+                       (src->ne[1] + tile - 1) / tile, (uint64_t)src->ne[2] * src->ne[3]);
   return VKRT_OK;
 }

@@ -90,10 +90,11 @@ static void hb_free(hbuf *h) {
   h->buf = NULL;
 }
 
-enum layout { CONTIG, TRANSPOSED, PADDED };
+enum layout { CONTIG, TRANSPOSED, PADDED, EVEN };
 
 /* A tensor of the given layout at `offset`: TRANSPOSED stores dim 1 innermost; PADDED
- * leaves gaps after each row and plane (bytes no op may touch). */
+ * leaves gaps after each row and plane (bytes no op may touch); EVEN pads rows to an even
+ * element count that exceeds ne0 (word-aligned f16 rows with a gap). */
 static vkrt_tensor mk(vkrt_buffer *b, uint64_t offset, vkrt_type type, const int64_t ne[4],
                       enum layout layout) {
   int64_t ts = (int64_t)vkrt_type_size(type);
@@ -102,6 +103,10 @@ static vkrt_tensor mk(vkrt_buffer *b, uint64_t offset, vkrt_type type, const int
     t.nb[1] = ts;
     t.nb[0] = ts * ne[1];
     t.nb[2] = ts * ne[0] * ne[1];
+  } else if (layout == EVEN) {
+    t.nb[0] = ts;
+    t.nb[1] = ts * ((ne[0] + 2) / 2 * 2);
+    t.nb[2] = t.nb[1] * ne[1];
   } else if (layout == PADDED) {
     t.nb[0] = ts;
     t.nb[1] = ts * (ne[0] + 3);
@@ -345,6 +350,7 @@ static void test_transpose(void **state) {
   if (!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE))
     skip();
   vkrt_appliance *app = open_app();
+  vkt_check(app, vkrt_ops_open(&app->devices[0]));
   static const int64_t more[][4] = {{64, 64, 1, 1}, {33, 1000, 1, 1}, {4097, 2, 1, 1}, {40, 70, 3, 2}};
   for (int t = 0; t < NTYPES; t++) {
     for (unsigned s = 0; s < NSHAPES; s++) {
@@ -353,6 +359,15 @@ static void test_transpose(void **state) {
     }
     for (unsigned s = 0; s < sizeof(more) / sizeof(more[0]); s++)
       run_transpose(app, more[s], t, t, s & 1 ? PADDED : CONTIG, CONTIG, 16, 0);
+  }
+  /* f16 as word pairs: dense dims 0, even strides and offsets, odd and even sizes */
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE_F16)) {
+    static const int64_t pairs[][4] = {{31, 33, 1, 1}, {33, 31, 2, 3}, {64, 64, 1, 1},
+                                       {2, 2, 1, 1}, {3, 5, 1, 1}, {1000, 3, 1, 1}, {130, 67, 1, 2}};
+    uint64_t before = app->devices[0].ops->transpose_x2_count;
+    for (unsigned s = 0; s < sizeof(pairs) / sizeof(pairs[0]); s++)
+      run_transpose(app, pairs[s], VKRT_TYPE_F16, VKRT_TYPE_F16, EVEN, EVEN, 4 * s, 8);
+    assert_int_equal(app->devices[0].ops->transpose_x2_count - before, sizeof(pairs) / sizeof(pairs[0]));
   }
   /* converting transposes go through the copy kernel */
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_COPY_F16)) {
@@ -617,6 +632,8 @@ static void test_split_dispatch_and_pool(void **state) {
     if (IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE)) {
       static const int64_t tr[4] = {100, 70, 3, 2};
       run_transpose(app, tr, VKRT_TYPE_F32, VKRT_TYPE_F32, CONTIG, PADDED, 0, 0);
+      static const int64_t tr2[4] = {150, 131, 3, 1};
+      run_transpose(app, tr2, last, last, EVEN, EVEN, 0, 0);
     }
     if (IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT)) {
       static const int64_t cc[5] = {150, 40, 1, 3, 100};
