@@ -285,6 +285,32 @@ static void test_import_only_error(void **state) {
   file_destroy(&f);
 }
 
+/* Host import hidden on dev0: dev0 stages, dev1 still imports; both correct. */
+static void test_fault_no_host_import(void **state) {
+  (void)state;
+  uint64_t seed = vkt_seed(0);
+  struct weights_file f;
+  file_create(&f, 400 * KIB + 77, &seed);
+  for (uint32_t policy = VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE;
+       policy <= VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE; policy++) {
+    vkrt_options o;
+    options_for(&o, 1 + policy, VKRT_FAULT_HIDE_EXTERNAL_MEMORY_HOST, 1u);
+    vkrt_appliance *app = vkt_open(&o);
+    vkrt_register_info info;
+    vkt_check(app, vkrt_host_register(app, f.map, f.size, NULL, NULL, &info));
+    assert_int_equal(info.path[0], VKRT_IMPORT_PATH_STAGED);
+    assert_non_null(strstr(info.reason[0], "VK_EXT_external_memory_host unavailable"));
+    assert_int_equal(info.path[1], policy == VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE
+                                       ? VKRT_IMPORT_PATH_PRESTAGED
+                                       : VKRT_IMPORT_PATH_IMPORTED);
+    check_uploads(app, &f, &seed);
+    vkt_check(app, vkrt_host_unregister(app, f.map));
+    assert_int_equal(vkrt_import_live_chunks(app), 0);
+    vkt_close(app);
+  }
+  file_destroy(&f);
+}
+
 /* Over the pre-stage budget: the region stays unregistered-for-DMA and uses staging. */
 static void test_prestage_budget(void **state) {
   (void)state;
@@ -657,6 +683,7 @@ int main(void) {
       cmocka_unit_test(test_fault_import_fails_prestage),
       cmocka_unit_test(test_fault_prestage_alloc_fails),
       cmocka_unit_test(test_import_only_error),
+      cmocka_unit_test(test_fault_no_host_import),
       cmocka_unit_test(test_prestage_budget),
       cmocka_unit_test(test_prestage_progress),
       cmocka_unit_test(test_errors),
