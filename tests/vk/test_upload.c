@@ -311,6 +311,51 @@ static void test_fault_no_host_import(void **state) {
   file_destroy(&f);
 }
 
+/* An import alignment larger than the page (64 KiB, set in the capability snapshot as a
+ * device could report it): a region not on a 64 KiB boundary would import bytes outside
+ * the caller's pages, so import-then-prestage pre-stages and import-only refuses. */
+static void test_alignment_above_page(void **state) {
+  (void)state;
+  uint64_t seed = vkt_seed(0);
+  struct weights_file f;
+  file_create(&f, 600 * KIB, &seed);
+  const size_t skip = ((uintptr_t)f.map % (64 * KIB)) ? 0 : 4096;
+  const uint8_t *region = f.map + skip;
+  const size_t size = f.size - skip - 1000;
+  for (uint32_t policy = VKRT_IMPORT_POLICY_IMPORT_ONLY;
+       policy <= VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE; policy++) {
+    vkrt_options o;
+    options_for(&o, 1 + policy, 0, 0);
+    vkrt_appliance *app = vkt_open(&o);
+    for (uint32_t d = 0; d < vkrt_device_count(app); d++)
+      app->devices[d].caps.min_imported_host_pointer_alignment = 64 * KIB;
+    vkrt_register_info info;
+    vkrt_status s = vkrt_host_register(app, region, size, NULL, NULL, &info);
+    if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
+      assert_int_equal(s, VKRT_ERROR_UNAVAILABLE);
+      assert_non_null(strstr(vkrt_last_error(app), "outside the caller's pages"));
+      assert_int_equal(vkrt_import_live_chunks(app), 0);
+    } else {
+      vkt_check(app, s);
+      for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
+        assert_int_equal(info.path[d], VKRT_IMPORT_PATH_PRESTAGED);
+        assert_non_null(strstr(info.reason[d], "outside the caller's pages"));
+      }
+      vkrt_buffer *buf;
+      vkt_check(app, vkrt_buffer_create(app, 1 % vkrt_device_count(app), size,
+                                        VKRT_BUFFER_DEVICE_LOCAL, &buf));
+      vkt_check(app, vkrt_upload(buf, 0, region, size));
+      expect_device_bytes(app, buf, 0, f.bytes + skip, size);
+      vkt_check(app, vkrt_upload(buf, 5, region + CHUNK_CAP - 7, 3 * CHUNK_CAP));
+      expect_device_bytes(app, buf, 5, f.bytes + skip + CHUNK_CAP - 7, 3 * CHUNK_CAP);
+      vkrt_buffer_destroy(buf);
+      vkt_check(app, vkrt_host_unregister(app, region));
+    }
+    vkt_close(app);
+  }
+  file_destroy(&f);
+}
+
 /* Over the pre-stage budget: the region stays unregistered-for-DMA and uses staging. */
 static void test_prestage_budget(void **state) {
   (void)state;
@@ -684,6 +729,7 @@ int main(void) {
       cmocka_unit_test(test_fault_prestage_alloc_fails),
       cmocka_unit_test(test_import_only_error),
       cmocka_unit_test(test_fault_no_host_import),
+      cmocka_unit_test(test_alignment_above_page),
       cmocka_unit_test(test_prestage_budget),
       cmocka_unit_test(test_prestage_progress),
       cmocka_unit_test(test_errors),
