@@ -33,6 +33,7 @@ static void file_create(struct weights_file *f, size_t size, uint64_t *seed) {
   snprintf(f->path, sizeof(f->path), "/tmp/vkrt-upload-XXXXXX");
   int fd = mkstemp(f->path);
   assert_true(fd >= 0);
+  unlink(f->path); /* the fd and then the mapping keep it; nothing is left if a test fails */
   uint8_t *data = malloc(size);
   assert_non_null(data);
   vkt_fill_random(data, size, seed);
@@ -50,7 +51,6 @@ static void file_create(struct weights_file *f, size_t size, uint64_t *seed) {
 static void file_destroy(struct weights_file *f) {
   munmap(f->map, f->size);
   free(f->bytes);
-  unlink(f->path);
 }
 
 static void options_for(vkrt_options *o, uint32_t policy_plus_one, uint32_t fault_mask,

@@ -284,6 +284,9 @@ static int run_upload(int argc, char **argv) {
     return 1;
   }
   fill_pattern(anon, o.size, 12345);
+  /* The open fd keeps the file; unlinking now leaves nothing behind if the run stops. */
+  if (!o.keep_file)
+    unlink(path);
 
   uint32_t policies[VKRT_IMPORT_POLICY_COUNT], policy_count = 0;
   if (IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)) {
@@ -403,8 +406,6 @@ static int run_upload(int argc, char **argv) {
   close(fd);
   if (o.keep_file)
     fprintf(stderr, "vkrt-bench upload: kept %s\n", path);
-  else
-    unlink(path);
   return rc;
 }
 
