@@ -360,6 +360,14 @@ static vkrt_status upload_rows(vkrt_buffer *dst, const struct copy2d *c, const c
   if (!st)
     return vkrt_error(&app->base, VKRT_ERROR_INTERNAL, "dev%u: %s: upload module not open",
                       dev->index, what);
+  if (dst->mapped) {
+    /* Host-visible (coherent) destination: the CPU writes it directly, no queue work. */
+    for (uint64_t row = 0; row < c->height; row++)
+      vkrt_copy_pool_memcpy(&app->registry->copy_pool,
+                            (uint8_t *)dst->mapped + c->dst_offset + row * c->dst_pitch,
+                            c->src + row * c->src_pitch, c->width);
+    return VKRT_OK;
+  }
   /* Source span: first byte of row 0 to last byte of the last row. */
   const uint64_t span = (c->height - 1) * c->src_pitch + c->width;
   struct vkrt_region *region = vkrt_region_acquire(app, dev->index, c->src, span);
@@ -470,6 +478,11 @@ vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint
     return vkrt_error(base, VKRT_ERROR_INTERNAL, "dev%u: download: upload module not open",
                       dev->index);
   struct vkrt_copy_pool *pool = &dev->app->registry->copy_pool;
+  if (src->mapped) {
+    /* Host-visible (coherent) source: read it directly. */
+    vkrt_copy_pool_memcpy(pool, dst, (const uint8_t *)src->mapped + src_offset, size);
+    return VKRT_OK;
+  }
   struct vkrt_upload_context *ctx = context_take(st);
   uint8_t *out = dst;
   const uint64_t slices = (size + st->slot_size - 1) / st->slot_size;

@@ -194,6 +194,24 @@ static void test_staging_ring(void **state) {
   for (uint64_t r = 0; r < height; r++)
     expect_device_bytes(app, buf, r * (width + 1), src + r * (width + 50), width);
   vkrt_buffer_destroy(buf);
+  /* A host-visible destination is written directly; the mapping shows the bytes. */
+  vkt_check(app, vkrt_buffer_create(app, 0, 3 * slot, VKRT_BUFFER_HOST_VISIBLE, &buf));
+  void *map;
+  vkt_check(app, vkrt_buffer_map(buf, &map));
+  vkt_poison(map, 3 * slot);
+  vkt_check(app, vkrt_upload(buf, 3, src, 2 * slot));
+  assert_memory_equal((uint8_t *)map + 3, src, 2 * slot);
+  vkt_check(app, vkrt_upload_2d(buf, 1, 1000, src + 5, 700, 600, 9));
+  for (int r = 0; r < 9; r++)
+    assert_memory_equal((uint8_t *)map + 1 + r * 1000, src + 5 + r * 700, 600);
+  /* ...and the GPU sees them: copy to a device-local buffer, download through staging. */
+  vkrt_buffer *local;
+  vkt_check(app, vkrt_buffer_create(app, 0, 3 * slot, VKRT_BUFFER_DEVICE_LOCAL, &local));
+  vkt_check(app, vkrt_cmd_copy_buffer(local, 0, buf, 0, 3 * slot));
+  vkt_check(app, vkrt_finish(app, 0));
+  expect_device_bytes(app, local, 1 + 9 * 1000, src + 9 * 1000 - 2, 2 * slot - 9 * 1000 + 2);
+  vkrt_buffer_destroy(local);
+  vkrt_buffer_destroy(buf);
   free(src);
   vkt_close(app);
 }
