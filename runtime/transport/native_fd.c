@@ -88,8 +88,22 @@ static void *watchdog_main(void *arg) {
         vkrt_status s = vkrt_collective_wait_value(&f->app->devices[d], f->own[d], 2 * seq,
                                                    deadline);
         if (s != VKRT_OK) {
-          set_error(f, s, "native_fd: allreduce piece %llu: dev%u did not finish within %llu ms "
-                    "(%s); every rank's result is invalid", (unsigned long long)seq, d,
+          /* Name the device that never contributed (2 seq - 1), not the first one found
+           * waiting for it. */
+          char who[96] = "";
+          for (uint32_t e = 0; e < f->n; e++) {
+            uint64_t v = 0;
+            struct vkrt_device *de = &f->app->devices[e];
+            if (de->vk.vkGetSemaphoreCounterValue(de->handle, f->own[e], &v) == VK_SUCCESS &&
+                v < 2 * seq - 1) {
+              size_t len = strlen(who);
+              vkrt_format(who + len, sizeof(who) - len, "%sdev%u", len ? ", " : "", e);
+            }
+          }
+          if (!who[0])
+            vkrt_format(who, sizeof(who), "dev%u", d);
+          set_error(f, s, "native_fd: allreduce piece %llu: %s did not signal within %llu ms "
+                    "(%s); every rank's result is invalid", (unsigned long long)seq, who,
                     (unsigned long long)(f->base.coll->timeout_ns / 1000000),
                     s == VKRT_ERROR_TIMEOUT ? "stalled peer" : vkrt_status_str(s));
           release_all(f);
