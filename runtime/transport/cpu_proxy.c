@@ -70,6 +70,7 @@ struct cpu_proxy {
   char error_message[512]; /* written once, before error is published */
   atomic_uint_fast64_t completed; /* last seq the proxy finished */
   uint64_t pieces, cpu_reduce_ns; /* statistics (proxy thread) */
+  struct vkrt_reduce_pool *pool;  /* NULL on small machines: the proxy sums alone */
 };
 
 /* Two sets of n + 1 slots alternate by piece number, so a device copies piece k + 1 in
@@ -121,8 +122,8 @@ static void process(struct cpu_proxy *p, const struct proxy_job *job) {
     for (uint32_t d = 0; d < p->n; d++)
       src[d] = slot_host(p, job->seq, d);
     uint64_t t0 = vkrt_now_ns();
-    vkrt_collective_reduce_cpu(job->type, slot_host(p, job->seq, p->n), src, p->n,
-                               job->count);
+    vkrt_reduce_pool_run(p->pool, job->type, slot_host(p, job->seq, p->n), src, p->n,
+                         job->count);
     p->cpu_reduce_ns += vkrt_now_ns() - t0;
     p->pieces++;
   }
@@ -207,6 +208,7 @@ static void proxy_destroy(struct vkrt_transport *t) {
   if (p->pieces)
     vkrt_log(&app->base, VKRT_LOG_DEBUG, "cpu_proxy: %llu pieces, CPU reduce %.3f ms total",
              (unsigned long long)p->pieces, (double)p->cpu_reduce_ns * 1e-6);
+  vkrt_reduce_pool_destroy(p->pool);
   pthread_cond_destroy(&p->wake);
   pthread_cond_destroy(&p->space);
   pthread_mutex_destroy(&p->lock);
@@ -268,6 +270,8 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
     if (s == VKRT_OK)
       s = vkrt_collective_timeline_create(dev, NULL, &p->dev[d].result);
   }
+  if (s == VKRT_OK)
+    s = vkrt_reduce_pool_create(base, vkrt_reduce_pool_threads(), &p->pool);
   if (s == VKRT_OK) {
     int e = pthread_create(&p->thread, NULL, proxy_main, p);
     if (e != 0)

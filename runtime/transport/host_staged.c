@@ -18,6 +18,7 @@ struct host_staged {
   struct vkrt_buffer *staging[VKRT_MAX_DEVICES];
   VkSemaphore contrib[VKRT_MAX_DEVICES];
   uint64_t seq;
+  struct vkrt_reduce_pool *pool;
 };
 
 static void staged_destroy(struct vkrt_transport *t) {
@@ -32,6 +33,7 @@ static void staged_destroy(struct vkrt_transport *t) {
     vkrt_buffer_destroy(h->staging[d]);
     vkrt_collective_semaphore_destroy(dev, h->contrib[d]);
   }
+  vkrt_reduce_pool_destroy(h->pool);
   vkrt_free(&h->app->base, h);
 }
 
@@ -56,6 +58,8 @@ static vkrt_status staged_create(struct vkrt_collective *coll, struct vkrt_trans
     if (s == VKRT_OK)
       s = vkrt_collective_timeline_create(&app->devices[d], NULL, &h->contrib[d]);
   }
+  if (s == VKRT_OK)
+    s = vkrt_reduce_pool_create(&app->base, vkrt_reduce_pool_threads(), &h->pool);
   if (s != VKRT_OK) {
     staged_destroy(&h->base);
     return s;
@@ -99,7 +103,7 @@ static vkrt_status staged_allreduce(struct vkrt_transport *t, const struct vkrt_
     const void *src[VKRT_MAX_DEVICES];
     for (uint32_t d = 0; d < h->n; d++)
       src[d] = h->staging[d]->mapped;
-    vkrt_collective_reduce_cpu(a->type, h->staging[0]->mapped, src, h->n, count);
+    vkrt_reduce_pool_run(h->pool, a->type, h->staging[0]->mapped, src, h->n, count);
     for (uint32_t d = 1; d < h->n; d++)
       memcpy(h->staging[d]->mapped, h->staging[0]->mapped, bytes);
     /* Copy-out goes with the next submit (the next piece's, or the caller's). */

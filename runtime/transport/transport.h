@@ -143,6 +143,20 @@ struct vkrt_collective {
 void vkrt_collective_reduce_cpu(vkrt_type type, void *dst, const void *const *src, uint32_t n,
                                 uint64_t count);
 float vkrt_f16_to_f32(uint16_t h);
+
+/* The same sum split across `threads` threads (the caller is one) for pieces of 1 MiB and
+ * more; bit-identical to vkrt_collective_reduce_cpu. threads < 2 makes no pool (*out NULL,
+ * and vkrt_reduce_pool_run(NULL, ...) sums on the calling thread). */
+#define VKRT_REDUCE_POOL_MAX 8
+struct vkrt_reduce_pool;
+vkrt_status vkrt_reduce_pool_create(struct vkrt_base *base, uint32_t threads,
+                                    struct vkrt_reduce_pool **out);
+void vkrt_reduce_pool_destroy(struct vkrt_reduce_pool *pool);
+void vkrt_reduce_pool_run(struct vkrt_reduce_pool *pool, vkrt_type type, void *dst,
+                          const void *const *src, uint32_t n, uint64_t count);
+/* Threads worth using for the CPU reduce here: half the online CPUs (the driver and the
+ * proxy need the rest), at most VKRT_REDUCE_POOL_MAX. */
+uint32_t vkrt_reduce_pool_threads(void);
 uint16_t vkrt_f32_to_f16(float f);
 
 /* Waits until the timeline `sem` of dev reaches value: a short bounded spin on the counter,

@@ -5,10 +5,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "base/base.h"
 #include "transport/transport.h"
 
 #define NATIVE VKRT_TRANSPORT_BIT(VKRT_TRANSPORT_NATIVE_FD)
@@ -323,6 +325,117 @@ static void test_describe(void **state) {
   assert_int_equal(depth, 0);
 }
 
+/* ---- the CPU reduce the host transports share (no GPU either) ---------------------------- */
+
+/* Every f16 value converts like the compiler's _Float16; f32 -> f16 rounds like it too
+ * (round to nearest even, overflow to infinity, subnormals, NaN stays NaN). */
+static void test_f16_conversions(void **state) {
+  (void)state;
+  for (uint32_t h = 0; h < 0x10000; h++) {
+    _Float16 x;
+    uint16_t bits = (uint16_t)h;
+    memcpy(&x, &bits, 2);
+    float want = (float)x, got = vkrt_f16_to_f32(bits);
+    if (want != want) {
+      assert_true(got != got);
+      continue;
+    }
+    assert_memory_equal(&want, &got, 4);
+    assert_int_equal(vkrt_f32_to_f16(got), bits); /* exact round trip */
+  }
+  uint64_t rng = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < 2000000; i++) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    uint32_t bits = (uint32_t)rng;
+    if (i & 1) /* concentrate on the f16 range and its edges */
+      bits = (bits & 0x807fffffu) | ((uint32_t)(0x60 + (rng >> 40) % 0x30) << 23);
+    float f;
+    memcpy(&f, &bits, 4);
+    _Float16 h = (_Float16)f;
+    uint16_t want;
+    memcpy(&want, &h, 2);
+    uint16_t got = vkrt_f32_to_f16(f);
+    if (f != f)
+      assert_true((got & 0x7c00) == 0x7c00 && (got & 0x3ff));
+    else if (got != want)
+      fail_msg("f32 0x%08x -> f16: got 0x%04x want 0x%04x", bits, got, want);
+  }
+}
+
+static void reduce_reference(vkrt_type type, void *dst, void *const *src, uint32_t n,
+                             uint64_t count) {
+  for (uint64_t i = 0; i < count; i++) {
+    float acc = 0;
+    for (uint32_t r = 0; r < n; r++) {
+      float x = type == VKRT_TYPE_F32 ? ((const float *)src[r])[i]
+                                      : (float)((const _Float16 *)src[r])[i];
+      acc = r ? acc + x : x;
+    }
+    if (type == VKRT_TYPE_F32)
+      ((float *)dst)[i] = acc;
+    else
+      ((_Float16 *)dst)[i] = (_Float16)acc;
+  }
+}
+
+/* The CPU reduce and the pool give the rank-order f32 sum bit for bit, for every thread
+ * count, odd sizes, 1..8 inputs, in place into input 0 too. */
+static void test_cpu_reduce_and_pool(void **state) {
+  (void)state;
+  vkrt_options options;
+  vkrt_options_initialize(&options);
+  struct vkrt_base base;
+  vkrt_base_init(&base, &options);
+  const uint64_t counts[] = {0, 1, 3, 2047, 2049, 700001};
+  uint64_t rng = 12345;
+  for (int t = 0; t < 2; t++) {
+    vkrt_type type = t ? VKRT_TYPE_F16 : VKRT_TYPE_F32;
+    size_t esize = t ? 2 : 4;
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+      uint64_t count = counts[c];
+      void *src[8], *want = malloc(count * esize + 4), *got = malloc(count * esize + 4);
+      for (int r = 0; r < 8; r++) {
+        src[r] = malloc(count * esize + 4);
+        for (uint64_t i = 0; i < count; i++) {
+          rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+          float v = (float)((double)(rng >> 11) * 0x1p-53 * 200.0 - 100.0);
+          if (t)
+            ((_Float16 *)src[r])[i] = (_Float16)v;
+          else
+            ((float *)src[r])[i] = v;
+        }
+      }
+      for (uint32_t n = 1; n <= 8; n += (n < 3 ? 1 : 5)) {
+        reduce_reference(type, want, src, n, count);
+        for (uint32_t threads = 1; threads <= 5; threads += 2) {
+          struct vkrt_reduce_pool *pool = NULL;
+          assert_int_equal(vkrt_reduce_pool_create(&base, threads, &pool), VKRT_OK);
+          assert_true((pool != NULL) == (threads >= 2));
+          memset(got, 0xa5, count * esize);
+          vkrt_reduce_pool_run(pool, type, got, (const void *const *)src, n, count);
+          if (memcmp(got, want, count * esize))
+            fail_msg("%s count %llu n %u threads %u differs", t ? "f16" : "f32",
+                     (unsigned long long)count, n, threads);
+          vkrt_reduce_pool_destroy(pool);
+        }
+      }
+      /* in place into input 0 (host_staged does this) */
+      reduce_reference(type, want, src, 4, count);
+      struct vkrt_reduce_pool *pool = NULL;
+      assert_int_equal(vkrt_reduce_pool_create(&base, 3, &pool), VKRT_OK);
+      vkrt_reduce_pool_run(pool, type, src[0], (const void *const *)src, 4, count);
+      vkrt_reduce_pool_destroy(pool);
+      assert_memory_equal(src[0], want, count * esize);
+      for (int r = 0; r < 8; r++)
+        free(src[r]);
+      free(want);
+      free(got);
+    }
+  }
+  assert_int_equal(atomic_load(&base.live_allocations), 0);
+  vkrt_base_finish(&base);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_exhaustive_two_devices),
@@ -334,6 +447,8 @@ int main(void) {
       cmocka_unit_test(test_one_device_and_bad_counts),
       cmocka_unit_test(test_forced_transport_unusable_fails),
       cmocka_unit_test(test_describe),
+      cmocka_unit_test(test_f16_conversions),
+      cmocka_unit_test(test_cpu_reduce_and_pool),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -613,7 +613,9 @@ static void test_fallbacks(void **state) {
   }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) /* e.g. "*native*" to run a subset */
+    cmocka_set_test_filter(argv[1]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lavapipe_plan),
       cmocka_unit_test(test_invalid_arguments),
