@@ -1,15 +1,15 @@
 #version 450
-// Tiled transpose of 16-bit elements (f16) moved as bit patterns two per 32-bit word:
-// dst[i1, i0, i2, i3] = src[i0, i1, i2, i3]. A 64x64 tile goes through shared memory
-// (one column of padding); reads take word pairs along src dim 0, writes word pairs along
-// dst dim 0, so both sides move 4 bytes per invocation and stay coalesced. The host takes
-// this kernel when both dims 0 are dense and every offset/stride is even (word aligned);
-// a pair cut by the tensor's edge goes through the 16-bit aliases (bindings 2 and 3).
+// Tiled transpose moving elements two at a time: dst[i1, i0, i2, i3] = src[i0, i1, i2, i3].
+// The matrix is read as 2x2 blocks: an invocation loads the element pairs (i0, i0+1) of
+// rows i1 and i1+1, swaps the 2x2 block in registers, and parks the two pairs of dst rows
+// i0 and i0+1 in shared memory; the write phase stores pairs along dst dim 0. Every global
+// access is a pair (8 bytes for 32-bit, 4 for 16-bit elements) and coalesced; the shared
+// arrays are padded by one column so neither phase has bank conflicts. Tile: 32x32 blocks
+// = 64x64 elements, 32x8 invocations. Elements move as bit patterns (exact).
+// The host takes this kernel when both dims 0 are dense and every offset and stride is
+// even; a pair cut by the tensor's edge goes through the scalar aliases (bindings 2, 3).
 // Offsets/strides in elements; base_* carry the grid split.
-#extension GL_EXT_shader_16bit_storage : require
-
-#define TILE 64u
-#define ROWS 8u
+#extension GL_EXT_shader_16bit_storage : enable
 
 layout(local_size_x = 32, local_size_y = 8) in;
 
@@ -22,12 +22,35 @@ layout(push_constant) uniform Push {
   uint base_x, base_y, base_z;
 } pc;
 
-layout(std430, set = 0, binding = 0) restrict readonly buffer SrcW { uint src_w[]; };
-layout(std430, set = 0, binding = 1) restrict writeonly buffer DstW { uint dst_w[]; };
-layout(std430, set = 0, binding = 2) restrict readonly buffer SrcH { uint16_t src_h[]; };
-layout(std430, set = 0, binding = 3) restrict writeonly buffer DstH { uint16_t dst_h[]; };
+#ifdef BITS32
+#define PAIR uvec2
+#define SCALAR uint
+#define ZERO uvec2(0u)
+#define LO(p) (p).x
+#define HI(p) (p).y
+#define MAKE(lo, hi) uvec2(lo, hi)
+#else
+#define PAIR uint
+#define SCALAR uint16_t
+#define ZERO 0u
+#define LO(p) ((p) & 0xffffu)
+#define HI(p) ((p) >> 16)
+#define MAKE(lo, hi) ((lo) | ((hi) << 16))
+#endif
 
-shared uint tile[TILE][TILE + 1u];
+layout(std430, set = 0, binding = 0) restrict readonly buffer SrcP { PAIR src_p[]; };
+layout(std430, set = 0, binding = 1) restrict writeonly buffer DstP { PAIR dst_p[]; };
+layout(std430, set = 0, binding = 2) restrict readonly buffer SrcS { SCALAR src_s[]; };
+layout(std430, set = 0, binding = 3) restrict writeonly buffer DstS { SCALAR dst_s[]; };
+
+shared PAIR t0[32][33];  // dst row i0 (even), pair (i1, i1 + 1)
+shared PAIR t1[32][33];  // dst row i0 + 1
+
+PAIR load_pair(uint e, bool full) {
+  if (full)
+    return src_p[e >> 1];
+  return MAKE(uint(src_s[e]), 0u);
+}
 
 void main() {
   uint tx = pc.base_x + gl_WorkGroupID.x;
@@ -39,29 +62,38 @@ void main() {
   uint ly = gl_LocalInvocationID.y;
 
   uint src_base = pc.src_offset + i2 * pc.src_stride[2] + i3 * pc.src_stride[3];
-  uint i0 = tx * TILE + 2u * lx;
-  for (uint j = 0u; j < TILE; j += ROWS) {
-    uint i1 = ty * TILE + ly + j;
+  uint i0 = 2u * (tx * 32u + lx);
+  bool full0 = i0 + 1u < pc.ne0;
+  for (uint j = 0u; j < 32u; j += 8u) {
+    uint i1 = 2u * (ty * 32u + ly + j);
+    PAIR a = ZERO, b = ZERO;  // rows i1 and i1 + 1, elements (i0, i0 + 1)
     if (i0 < pc.ne0 && i1 < pc.ne1) {
-      uint h = src_base + i0 + i1 * pc.src_stride[1];
-      uint w = i0 + 1u < pc.ne0 ? src_w[h >> 1] : uint(src_h[h]);
-      tile[ly + j][2u * lx] = w & 0xffffu;
-      tile[ly + j][2u * lx + 1u] = w >> 16;
+      uint e = src_base + i0 + i1 * pc.src_stride[1];
+      a = load_pair(e, full0);
+      if (i1 + 1u < pc.ne1)
+        b = load_pair(e + pc.src_stride[1], full0);
     }
+    t0[ly + j][lx] = MAKE(LO(a), LO(b));
+    t1[ly + j][lx] = MAKE(HI(a), HI(b));
   }
   barrier();
 
   uint dst_base = pc.dst_offset + i2 * pc.dst_stride[2] + i3 * pc.dst_stride[3];
-  uint o0 = ty * TILE + 2u * lx;  // dst dim 0 = src dim 1
-  for (uint j = 0u; j < TILE; j += ROWS) {
-    uint o1 = tx * TILE + ly + j;  // dst dim 1 = src dim 0
-    if (o0 < pc.ne1 && o1 < pc.ne0) {
-      uint h = dst_base + o0 + o1 * pc.dst_stride[1];
-      uint lo = tile[2u * lx][ly + j];
-      if (o0 + 1u < pc.ne1)
-        dst_w[h >> 1] = lo | (tile[2u * lx + 1u][ly + j] << 16);
+  uint o0 = 2u * (ty * 32u + lx);  // dst dim 0 = src dim 1
+  bool full = o0 + 1u < pc.ne1;
+  for (uint j = 0u; j < 32u; j += 8u) {
+    uint o1 = 2u * (tx * 32u + ly + j);  // dst dim 1 = src dim 0
+    if (o0 >= pc.ne1)
+      continue;
+    for (uint q = 0u; q < 2u; q++) {
+      if (o1 + q >= pc.ne0)
+        break;
+      PAIR w = q == 0u ? t0[lx][ly + j] : t1[lx][ly + j];
+      uint e = dst_base + o0 + (o1 + q) * pc.dst_stride[1];
+      if (full)
+        dst_p[e >> 1] = w;
       else
-        dst_h[h] = uint16_t(lo);
+        dst_s[e] = SCALAR(LO(w));
     }
   }
 }

@@ -21,9 +21,59 @@ struct concat_push {
 };
 VKRT_KERNEL_CONCAT_F32_CHECK_PUSH(struct concat_push);
 
+struct concat_rows_push {
+  uint32_t ne0, ne1, ne2;
+  uint32_t a_stride[4];
+  uint32_t b_stride[4];
+  uint32_t dst_stride[4];
+  uint32_t a_offset;
+  uint32_t b_offset;
+  uint32_t dst_offset;
+  uint32_t dim;
+  uint32_t a_ne_dim;
+  uint32_t base_x, base_y, base_z;
+};
+VKRT_KERNEL_CONCAT_ROWS_F32_CHECK_PUSH(struct concat_rows_push);
+
+#define ROWS_SEGMENT 1024 /* dst dim-0 elements per workgroup in concat_rows.comp */
+#define ROWS_MIN_NE0 128
+
+static vkrt_status record_rows(struct vkrt_device *dev, VkCommandBuffer cmd,
+                               const struct vkrt_ops_view views[3], int dim) {
+  const struct vkrt_ops_view *dst = &views[0], *a = &views[1], *b = &views[2];
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_pipeline(
+      dev, dst->type == VKRT_TYPE_F16 ? VKRT_OPS_CONCAT_ROWS_F16 : VKRT_OPS_CONCAT_ROWS_F32, &p);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_ops_binding bind[3] = {vkrt_ops_view_binding(a), vkrt_ops_view_binding(b),
+                                     vkrt_ops_view_binding(dst)};
+  s = vkrt_ops_bind(dev, cmd, p, bind, 3);
+  if (s != VKRT_OK)
+    return s;
+  struct concat_rows_push push = {.ne0 = dst->ne[0],
+                                  .ne1 = dst->ne[1],
+                                  .ne2 = dst->ne[2],
+                                  .a_offset = a->offset,
+                                  .b_offset = b->offset,
+                                  .dst_offset = dst->offset,
+                                  .dim = (uint32_t)dim,
+                                  .a_ne_dim = a->ne[dim]};
+  for (int i = 0; i < 4; i++) {
+    push.a_stride[i] = a->stride[i];
+    push.b_stride[i] = b->stride[i];
+    push.dst_stride[i] = dst->stride[i];
+  }
+  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (dst->ne[0] + ROWS_SEGMENT - 1) / ROWS_SEGMENT,
+                       dst->ne[1], (uint64_t)dst->ne[2] * dst->ne[3]);
+  return VKRT_OK;
+}
+
 vkrt_status vkrt_concat_record_generic(struct vkrt_device *dev, VkCommandBuffer cmd,
                                        const struct vkrt_ops_view views[3], int dim) {
   const struct vkrt_ops_view *dst = &views[0], *a = &views[1], *b = &views[2];
+  if (dst->ne[0] >= ROWS_MIN_NE0)
+    return record_rows(dev, cmd, views, dim);
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline(
       dev, dst->type == VKRT_TYPE_F16 ? VKRT_OPS_CONCAT_F16 : VKRT_OPS_CONCAT_F32, &p);

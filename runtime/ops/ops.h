@@ -23,9 +23,12 @@ enum vkrt_ops_kernel {
   VKRT_OPS_TRANSPOSE_F32_V3,
   VKRT_OPS_TRANSPOSE_F32_V4,
   VKRT_OPS_TRANSPOSE_F16,
-  VKRT_OPS_TRANSPOSE_X2_F16, /* word pairs; dense dims 0 and even offsets/strides */
+  VKRT_OPS_TRANSPOSE_X2_F16, /* pairs of elements: dense dims 0, even offsets/strides */
+  VKRT_OPS_TRANSPOSE_X2_F32,
   VKRT_OPS_CONCAT_F32,
   VKRT_OPS_CONCAT_F16,
+  VKRT_OPS_CONCAT_ROWS_F32,
+  VKRT_OPS_CONCAT_ROWS_F16,
   VKRT_OPS_REDUCE_F32,
   VKRT_OPS_REDUCE_F16,
   VKRT_OPS_MATVEC_F32,
@@ -77,6 +80,7 @@ struct vkrt_ops_state {
   /* which paths ran (tests assert them, the bench reports them) */
   uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
   uint64_t transpose_x2_count;
+  bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
 };
 
 /* One storage-buffer binding. */

@@ -11,14 +11,12 @@ struct transpose_push {
   uint32_t base_x, base_y, base_z;
 };
 VKRT_KERNEL_TRANSPOSE_F32_CHECK_PUSH(struct transpose_push);
-#if IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE_F16)
-VKRT_KERNEL_TRANSPOSE_X2_F16_CHECK_PUSH(struct transpose_push);
-#endif
+VKRT_KERNEL_TRANSPOSE_X2_F32_CHECK_PUSH(struct transpose_push);
 
 
-/* The word-pair kernel moves f16 two at a time: dims 0 dense, everything word aligned. */
+/* The pair kernels move two elements at a time: dims 0 dense, every pair aligned. */
 static bool pairs_fit(const struct vkrt_ops_view *v) {
-  if (v->ne[0] < 2 || v->ne[1] < 2 || v->stride[0] != 1 || v->bind_offset % 4)
+  if (v->ne[0] < 2 || v->ne[1] < 2 || v->stride[0] != 1 || v->bind_offset % (2 * v->type_size))
     return false;
   return !(v->offset % 2 || v->stride[1] % 2 || v->stride[2] % 2 || v->stride[3] % 2);
 }
@@ -37,11 +35,14 @@ vkrt_status vkrt_transpose_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   }
   const struct vkrt_ops_pipeline *p;
   enum vkrt_ops_kernel k = VKRT_OPS_TRANSPOSE_F32;
-  bool pairs = false;
-  if (src->type == VKRT_TYPE_F16) {
-    pairs = pairs_fit(src) && pairs_fit(dst) && vkrt_ops_kernel_usable(dev, VKRT_OPS_TRANSPOSE_X2_F16);
-    k = pairs ? VKRT_OPS_TRANSPOSE_X2_F16 : VKRT_OPS_TRANSPOSE_F16;
-  }
+  bool f16 = src->type == VKRT_TYPE_F16;
+  enum vkrt_ops_kernel pair_kernel = f16 ? VKRT_OPS_TRANSPOSE_X2_F16 : VKRT_OPS_TRANSPOSE_X2_F32;
+  bool pairs = !dev->ops->force_transpose_scalar && dev->ops->transpose_variant == 0 &&
+               pairs_fit(src) && pairs_fit(dst) && vkrt_ops_kernel_usable(dev, pair_kernel);
+  if (pairs)
+    k = pair_kernel;
+  else if (f16)
+    k = VKRT_OPS_TRANSPOSE_F16;
   else if (dev->ops->transpose_variant >= 1 && dev->ops->transpose_variant <= 4)
     k = (enum vkrt_ops_kernel)(VKRT_OPS_TRANSPOSE_F32_V1 + dev->ops->transpose_variant - 1);
   vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
@@ -64,7 +65,7 @@ vkrt_status vkrt_transpose_record(struct vkrt_device *dev, VkCommandBuffer cmd,
     push.src_stride[i] = src->stride[i];
     push.dst_stride[i] = dst->stride[i];
   }
-  /* square tiles: local_size_x elements (transpose.comp), 64 for the pair kernel */
+  /* square tiles: local_size_x elements (transpose.comp), 64 for the pair kernels */
   uint32_t tile = pairs ? 64 : p->local_size[0];
   vkrt_ops_dispatch_3d(dev, cmd, p, &push, (src->ne[0] + tile - 1) / tile,
                        (src->ne[1] + tile - 1) / tile, (uint64_t)src->ne[2] * src->ne[3]);

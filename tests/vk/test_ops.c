@@ -360,14 +360,16 @@ static void test_transpose(void **state) {
     for (unsigned s = 0; s < sizeof(more) / sizeof(more[0]); s++)
       run_transpose(app, more[s], t, t, s & 1 ? PADDED : CONTIG, CONTIG, 16, 0);
   }
-  /* f16 as word pairs: dense dims 0, even strides and offsets, odd and even sizes */
-  if (IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE_F16)) {
+  /* element pairs (2x2 blocks): dense dims 0, even strides and offsets, odd and even sizes */
+  {
     static const int64_t pairs[][4] = {{31, 33, 1, 1}, {33, 31, 2, 3}, {64, 64, 1, 1},
                                        {2, 2, 1, 1}, {3, 5, 1, 1}, {1000, 3, 1, 1}, {130, 67, 1, 2}};
+    const unsigned n = sizeof(pairs) / sizeof(pairs[0]);
     uint64_t before = app->devices[0].ops->transpose_x2_count;
-    for (unsigned s = 0; s < sizeof(pairs) / sizeof(pairs[0]); s++)
-      run_transpose(app, pairs[s], VKRT_TYPE_F16, VKRT_TYPE_F16, EVEN, EVEN, 4 * s, 8);
-    assert_int_equal(app->devices[0].ops->transpose_x2_count - before, sizeof(pairs) / sizeof(pairs[0]));
+    for (int t = 0; t < NTYPES; t++)
+      for (unsigned s = 0; s < n; s++)
+        run_transpose(app, pairs[s], t, t, EVEN, EVEN, 8 * s, 8);
+    assert_int_equal(app->devices[0].ops->transpose_x2_count - before, NTYPES * n);
   }
   /* converting transposes go through the copy kernel */
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_COPY_F16)) {
@@ -634,6 +636,7 @@ static void test_split_dispatch_and_pool(void **state) {
       run_transpose(app, tr, VKRT_TYPE_F32, VKRT_TYPE_F32, CONTIG, PADDED, 0, 0);
       static const int64_t tr2[4] = {150, 131, 3, 1};
       run_transpose(app, tr2, last, last, EVEN, EVEN, 0, 0);
+      run_transpose(app, tr2, VKRT_TYPE_F32, VKRT_TYPE_F32, EVEN, EVEN, 8, 0);
     }
     if (IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT)) {
       static const int64_t cc[5] = {150, 40, 1, 3, 100};

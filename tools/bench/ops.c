@@ -342,7 +342,13 @@ static int cmd_transpose(int argc, char **argv) {
   char name[96];
   struct op2_args t = {.kind = 1, .dst = tensor2(dst, c.o.type, n, n), .src = tensor2(src, c.o.type, n, n)};
   snprintf(name, sizeof(name), "transpose %s %" PRId64 "x%" PRId64, c.o.type ? "f16" : "f32", n, n);
-  report(&c, name, time_op(&c, rec_op, &t), 2 * bytes, 0, "tiled");
+  uint64_t pairs_before = c.dev->ops->transpose_x2_count;
+  report(&c, name, time_op(&c, rec_op, &t), 2 * bytes, 0,
+         c.dev->ops->transpose_x2_count > pairs_before ? "tiled, element pairs" : "tiled");
+  c.dev->ops->force_transpose_scalar = true;
+  snprintf(name, sizeof(name), "transpose %s %" PRId64 "x%" PRId64 " scalar", c.o.type ? "f16" : "f32", n, n);
+  report(&c, name, time_op(&c, rec_op, &t), 2 * bytes, 0, "tiled, one element per access");
+  c.dev->ops->force_transpose_scalar = false;
   /* the f32 tiling variants, for tuning */
   for (int v = 1; c.o.type == VKRT_TYPE_F32 && v <= 4; v++) {
     enum vkrt_ops_kernel k = (enum vkrt_ops_kernel)(VKRT_OPS_TRANSPOSE_F32_V1 + v - 1);
