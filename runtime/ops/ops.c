@@ -35,6 +35,8 @@ static const struct {
   [VKRT_OPS_CONCAT_ROWS_F16] = {"concat_rows_f16", "CONFIG_VKRT_KERNEL_CONCAT_F16", true, false},
   [VKRT_OPS_REDUCE_F32] = {"reduce_f32", "CONFIG_VKRT_KERNEL_REDUCE", false, false},
   [VKRT_OPS_REDUCE_F16] = {"reduce_f16", "CONFIG_VKRT_KERNEL_REDUCE_F16", true, false},
+  [VKRT_OPS_REDUCE_VEC4_F32] = {"reduce_vec4_f32", "CONFIG_VKRT_KERNEL_REDUCE", false, false},
+  [VKRT_OPS_REDUCE_VEC4_F16] = {"reduce_vec4_f16", "CONFIG_VKRT_KERNEL_REDUCE_F16", false, false},
   [VKRT_OPS_MATVEC_F32] = {"matvec_f32", "CONFIG_VKRT_KERNEL_MATMUL", false, true},
   [VKRT_OPS_MATVEC_F16] = {"matvec_f16", "CONFIG_VKRT_KERNEL_MATMUL_F16", false, true},
   [VKRT_OPS_MATMUL_F32] = {"matmul_f32", "CONFIG_VKRT_KERNEL_MATMUL", false, false},

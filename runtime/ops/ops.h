@@ -31,6 +31,8 @@ enum vkrt_ops_kernel {
   VKRT_OPS_CONCAT_ROWS_F16,
   VKRT_OPS_REDUCE_F32,
   VKRT_OPS_REDUCE_F16,
+  VKRT_OPS_REDUCE_VEC4_F32,
+  VKRT_OPS_REDUCE_VEC4_F16,
   VKRT_OPS_MATVEC_F32,
   VKRT_OPS_MATVEC_F16,
   VKRT_OPS_MATMUL_F32,
@@ -79,7 +81,7 @@ struct vkrt_ops_state {
   int transpose_variant;          /* 0 = default f32 tiling, 1..4 = VKRT_OPS_TRANSPOSE_F32_V* */
   /* which paths ran (tests assert them, the bench reports them) */
   uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
-  uint64_t transpose_x2_count;
+  uint64_t transpose_x2_count, reduce_vec4_count;
   bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
 };
 

@@ -12,6 +12,7 @@ struct reduce_push {
   uint32_t base_group;
 };
 VKRT_KERNEL_REDUCE_F32_CHECK_PUSH(struct reduce_push);
+VKRT_KERNEL_REDUCE_VEC4_F32_CHECK_PUSH(struct reduce_push);
 
 vkrt_status vkrt_reduce_prepare(struct vkrt_device *dev, vkrt_type type) {
   if ((unsigned)type >= VKRT_TYPE_COUNT)
@@ -20,6 +21,47 @@ vkrt_status vkrt_reduce_prepare(struct vkrt_device *dev, vkrt_type type) {
   const struct vkrt_ops_pipeline *p;
   return vkrt_ops_pipeline(dev, type == VKRT_TYPE_F16 ? VKRT_OPS_REDUCE_F16 : VKRT_OPS_REDUCE_F32,
                            &p);
+}
+
+/* One kernel over `count` units of `unit` bytes, starting `skip` bytes into every
+ * operand, in passes whose bindings (plus alignment slop) fit maxStorageBufferRange. */
+static vkrt_status reduce_pass(struct vkrt_device *dev, VkCommandBuffer cmd,
+                               enum vkrt_ops_kernel kernel, uint64_t unit, uint64_t count,
+                               VkBuffer dst, uint64_t dst_offset, const VkBuffer *srcs,
+                               const uint64_t *src_offsets, uint32_t src_count, uint64_t skip) {
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_pipeline(dev, kernel, &p);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_ops_state *ops = dev->ops;
+  uint64_t align = ops->limits.min_storage_buffer_offset_alignment;
+  uint64_t range = ops->limits.max_storage_buffer_range;
+  uint64_t chunk = range > align + unit ? (range - align) / unit : 1;
+  chunk = VKRT_MIN(chunk, 1ull << 30); /* linear indices stay far from 2^32 */
+  for (uint64_t done = 0; done < count;) {
+    uint64_t n = VKRT_MIN(count - done, chunk);
+    struct vkrt_ops_binding b[VKRT_REDUCE_MAX_INPUTS + 1];
+    struct reduce_push push = {.src_count = src_count, .count = (uint32_t)n};
+    for (uint32_t i = 0; i <= VKRT_REDUCE_MAX_INPUTS; i++) {
+      bool is_dst = i == VKRT_REDUCE_MAX_INPUTS;
+      uint32_t from = (is_dst || i < src_count) ? i : 0; /* unused inputs alias input 0 */
+      uint64_t lo = (is_dst ? dst_offset : src_offsets[from]) + skip + done * unit;
+      b[i].buffer = is_dst ? dst : srcs[from];
+      b[i].offset = vkrt_align_down(lo, align);
+      b[i].range = lo + n * unit - b[i].offset;
+      uint32_t rel = (uint32_t)((lo - b[i].offset) / unit); /* exact: lo is unit-aligned */
+      if (is_dst)
+        push.dst_offset = rel;
+      else
+        push.src_offset[i] = rel;
+    }
+    s = vkrt_ops_bind(dev, cmd, p, b, VKRT_REDUCE_MAX_INPUTS + 1);
+    if (s != VKRT_OK)
+      return s;
+    vkrt_ops_dispatch_linear(dev, cmd, p, &push, (n + 255) / 256);
+    done += n;
+  }
+  return VKRT_OK;
 }
 
 vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkrt_type type,
@@ -47,43 +89,25 @@ vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkr
       return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT,
                         "dev%u: reduce: source %u has no buffer or an offset not aligned to "
                         "the element size", dev->index, i);
-  const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(
-      dev, type == VKRT_TYPE_F16 ? VKRT_OPS_REDUCE_F16 : VKRT_OPS_REDUCE_F32, &p);
-  if (s != VKRT_OK)
-    return s;
-  struct vkrt_ops_state *ops = dev->ops;
-  uint64_t align = ops->limits.min_storage_buffer_offset_alignment;
-  /* Elements per pass: each binding (plus its alignment slop) fits maxStorageBufferRange
-   * and linear indices stay far from 2^32. */
-  uint64_t range = ops->limits.max_storage_buffer_range;
-  uint64_t chunk = range > align ? (range - align) / ts : 1;
-  chunk = VKRT_MIN(chunk, 1ull << 30);
-  for (uint64_t done = 0; done < count;) {
-    uint64_t n = VKRT_MIN(count - done, chunk);
-    struct vkrt_ops_binding b[VKRT_REDUCE_MAX_INPUTS + 1];
-    struct reduce_push push = {.src_count = src_count, .count = (uint32_t)n};
-    for (uint32_t i = 0; i <= VKRT_REDUCE_MAX_INPUTS; i++) {
-      bool is_dst = i == VKRT_REDUCE_MAX_INPUTS;
-      uint32_t from = (is_dst || i < src_count) ? i : 0; /* unused inputs alias input 0 */
-      VkBuffer buf = is_dst ? dst : srcs[from];
-      uint64_t lo = (is_dst ? dst_offset : src_offsets[from]) + done * ts;
-      b[i].buffer = buf;
-      b[i].offset = vkrt_align_down(lo, align);
-      b[i].range = lo + n * ts - b[i].offset;
-      uint32_t rel = (uint32_t)((lo - b[i].offset) / ts);
-      if (is_dst)
-        push.dst_offset = rel;
-      else
-        push.src_offset[i] = rel;
-    }
-    s = vkrt_ops_bind(dev, cmd, p, b, VKRT_REDUCE_MAX_INPUTS + 1);
-    if (s != VKRT_OK)
-      return s;
-    vkrt_ops_dispatch_linear(dev, cmd, p, &push, (n + 255) / 256);
-    done += n;
-  }
-  return VKRT_OK;
+  /* Four elements per invocation where every operand is aligned to four elements (the
+   * collectives' slots are); the tail and unaligned operands take the scalar kernel. */
+  bool f16 = type == VKRT_TYPE_F16;
+  uint64_t unit4 = 4 * ts;
+  enum vkrt_ops_kernel vec_kernel = f16 ? VKRT_OPS_REDUCE_VEC4_F16 : VKRT_OPS_REDUCE_VEC4_F32;
+  bool vec = count >= 4 && dst_offset % unit4 == 0 && vkrt_ops_kernel_usable(dev, vec_kernel);
+  for (uint32_t i = 0; vec && i < src_count; i++)
+    vec = src_offsets[i] % unit4 == 0;
+  uint64_t quads = vec ? count / 4 : 0, rest = count - quads * 4;
+  vkrt_status s = VKRT_OK;
+  if (quads)
+    dev->ops->reduce_vec4_count++;
+  if (quads)
+    s = reduce_pass(dev, cmd, vec_kernel, unit4, quads, dst, dst_offset, srcs, src_offsets,
+                    src_count, 0);
+  if (s == VKRT_OK && rest)
+    s = reduce_pass(dev, cmd, f16 ? VKRT_OPS_REDUCE_F16 : VKRT_OPS_REDUCE_F32, ts, rest, dst,
+                    dst_offset, srcs, src_offsets, src_count, quads * unit4);
+  return s;
 }
 
 vkrt_status vkrt_add_record(struct vkrt_device *dev, VkCommandBuffer cmd,

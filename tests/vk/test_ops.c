@@ -467,18 +467,22 @@ static void test_concat(void **state) {
 
 /* ---- add (reduce) ----------------------------------------------------------------------- */
 
-static void run_add(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_t count, int inplace) {
+/* aligned: every operand on a 64-byte boundary (the four-element kernel takes all but the
+ * count % 4 tail); else offsets off by one element (the scalar kernel). */
+static void run_add_aligned(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_t count,
+                            int inplace, bool aligned) {
   int64_t ne[4] = {n, 1, 1, 1};
   vkrt_tensor s[8];
   const vkrt_tensor *ps[8];
-  uint64_t off = 4;
+  uint64_t ts = vkrt_type_size(t);
+  uint64_t off = aligned ? 0 : ts;
   for (uint32_t i = 0; i < count; i++) {
     s[i] = mk(NULL, off, t, ne, CONTIG);
-    off = vkrt_align_up(extent(&s[i]), 64) + 4 * i;
+    off = vkrt_align_up(extent(&s[i]), 64) + (aligned ? 0 : ts * i);
     ps[i] = &s[i];
   }
   hbuf sb = hb_new(app, 0, off + 16);
-  vkrt_tensor d0 = mk(NULL, 12, t, ne, CONTIG);
+  vkrt_tensor d0 = mk(NULL, aligned ? 64 : 3 * ts, t, ne, CONTIG);
   hbuf db = hb_new(app, 0, extent(&d0) + 8);
   d0.buffer = db.buf;
   vkt_fill_random(sb.map, sb.size, &rng);
@@ -500,14 +504,25 @@ static void run_add(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_t count,
       sum += get(sb.map, &s[i], addr(&s[i], k, 0, 0, 0));
     put(expect, &d0, addr(&d0, k, 0, 0, 0), sum);
   }
+  uint64_t vec_before = app->devices[0].ops ? app->devices[0].ops->reduce_vec4_count : 0;
   vkt_check(app, vkrt_op_add(&d0, ps, count));
   vkt_check(app, vkrt_finish(app, 0));
+  if (!aligned || n < 4)
+    assert_int_equal(app->devices[0].ops->reduce_vec4_count, vec_before);
+  else
+    assert_int_equal(app->devices[0].ops->reduce_vec4_count, vec_before + 1);
   char what[96];
-  snprintf(what, sizeof(what), "add n %lld type %d count %u inplace %d", (long long)n, t, count, inplace);
+  snprintf(what, sizeof(what), "add n %lld type %d count %u inplace %d aligned %d", (long long)n, t,
+           count, inplace, aligned);
   compare(out->map, expect, out->size, &d0, t == VKRT_TYPE_F16 ? 0 : 1e-6, what);
   free(expect);
   hb_free(&sb);
   hb_free(&db);
+}
+
+static void run_add(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_t count, int inplace) {
+  run_add_aligned(app, n, t, count, inplace, false);
+  run_add_aligned(app, n, t, count, inplace, true);
 }
 
 static void test_add(void **state) {
