@@ -72,6 +72,7 @@ vkrt_status vkrt_buffer_create_internal(struct vkrt_device *dev, uint64_t size, 
                VK_BUFFER_USAGE_TRANSFER_DST_BIT | extra_usage,
       .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
   };
+  vkrt_device_buffer_sharing(dev, &info);
   vkrt_status s;
   VkResult r = dev->vk.vkCreateBuffer(dev->handle, &info, NULL, &b->handle);
   if (r != VK_SUCCESS) {

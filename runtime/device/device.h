@@ -40,6 +40,7 @@ struct vkrt_device {
   struct vkrt_device_table vk;
   struct vkrt_caps caps;
   uint32_t compute_family, transfer_family;
+  uint32_t queue_families[2];              /* {compute, transfer} for CONCURRENT buffers */
   VkQueue compute_queue, transfer_queue;  /* transfer_queue == compute_queue when none */
   pthread_mutex_t compute_queue_lock;     /* vkQueueSubmit is externally synchronized */
   pthread_mutex_t transfer_queue_lock;    /* same mutex object semantics when shared */
@@ -119,6 +120,18 @@ vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uin
 vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value);
 /* Waits until the stream timeline reaches value. */
 vkrt_status vkrt_stream_wait(struct vkrt_device *dev, uint64_t value, uint64_t timeout_ns);
+
+/* Buffers touched by both the compute and a separate transfer queue family are created
+ * CONCURRENT over the two, so uploads on the transfer queue need no ownership transfer. */
+static inline void vkrt_device_buffer_sharing(struct vkrt_device *dev, VkBufferCreateInfo *info) {
+  if (dev->transfer_family == dev->compute_family)
+    return;
+  dev->queue_families[0] = dev->compute_family;
+  dev->queue_families[1] = dev->transfer_family;
+  info->sharingMode = VK_SHARING_MODE_CONCURRENT;
+  info->queueFamilyIndexCount = 2;
+  info->pQueueFamilyIndices = dev->queue_families;
+}
 
 /* Creates a buffer of `usage` on dev with memory of `required` properties. */
 vkrt_status vkrt_buffer_create_internal(struct vkrt_device *dev, uint64_t size, uint32_t flags,
