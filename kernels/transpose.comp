@@ -6,6 +6,7 @@
 // 32 x 8: 4 rows each); the host reads TILE back as the local size x.
 // Workgroup (x, y, z) = (tile along src dim 0, tile along src dim 1, i2 + i3*ne2), offset
 // by base_* when the grid is split to stay within maxComputeWorkGroupCount.
+#extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_16bit_storage : require
 
 #ifndef TILE
@@ -31,9 +32,12 @@ layout(std430, set = 0, binding = 1) restrict writeonly buffer Dst { TYPE dst[];
 
 shared float tile[TILE][TILE + 1];
 
+#include "tile_order.glsl"
+
 void main() {
-  uint tx = pc.base_x + gl_WorkGroupID.x;
-  uint ty = pc.base_y + gl_WorkGroupID.y;
+  uvec2 t = tile_order();
+  uint tx = pc.base_x + t.x;
+  uint ty = pc.base_y + t.y;
   uint z = pc.base_z + gl_WorkGroupID.z;
   uint i2 = z % pc.ne2;
   uint i3 = z / pc.ne2;

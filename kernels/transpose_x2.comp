@@ -9,6 +9,7 @@
 // The host takes this kernel when both dims 0 are dense and every offset and stride is
 // even; a pair cut by the tensor's edge goes through the scalar aliases (bindings 2, 3).
 // Offsets/strides in elements; base_* carry the grid split.
+#extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_16bit_storage : enable
 
 layout(local_size_x = 32, local_size_y = 8) in;
@@ -52,9 +53,12 @@ PAIR load_pair(uint e, bool full) {
   return MAKE(uint(src_s[e]), 0u);
 }
 
+#include "tile_order.glsl"
+
 void main() {
-  uint tx = pc.base_x + gl_WorkGroupID.x;
-  uint ty = pc.base_y + gl_WorkGroupID.y;
+  uvec2 t = tile_order();
+  uint tx = pc.base_x + t.x;
+  uint ty = pc.base_y + t.y;
   uint z = pc.base_z + gl_WorkGroupID.z;
   uint i2 = z % pc.ne2;
   uint i3 = z / pc.ne2;

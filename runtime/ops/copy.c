@@ -35,9 +35,10 @@ static const enum vkrt_ops_kernel copy_rows_kernels[2][2] = {
 };
 
 static vkrt_status record_rows(struct vkrt_device *dev, VkCommandBuffer cmd,
-                               const struct vkrt_ops_view *dst, const struct vkrt_ops_view *src) {
+                               const struct vkrt_ops_view *dst, const struct vkrt_ops_view *src,
+                               enum vkrt_ops_kernel kernel) {
   const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(dev, copy_rows_kernels[src->type][dst->type], &p);
+  vkrt_status s = vkrt_ops_pipeline(dev, kernel, &p);
   if (s != VKRT_OK)
     return s;
   struct vkrt_ops_binding b[2] = {vkrt_ops_view_binding(src), vkrt_ops_view_binding(dst)};
@@ -58,6 +59,24 @@ static vkrt_status record_rows(struct vkrt_device *dev, VkCommandBuffer cmd,
   return VKRT_OK;
 }
 
+/* Dense rows whose starts are 16-byte aligned move as 16-byte units (the strided copy of
+ * the concat fast path is such a copy): the same view in units of 16 bytes. */
+static bool as_units16(const struct vkrt_ops_view *v, struct vkrt_ops_view *out) {
+  uint32_t u = 16 / v->type_size;
+  if (v->stride[0] != 1 || v->ne[0] % u || v->offset % u || v->bind_offset % 16)
+    return false;
+  for (int i = 1; i < 4; i++)
+    if (v->stride[i] % u)
+      return false;
+  *out = *v;
+  out->ne[0] = v->ne[0] / u;
+  out->offset = v->offset / u;
+  for (int i = 1; i < 4; i++)
+    out->stride[i] = v->stride[i] / u;
+  out->type_size = 16;
+  return true;
+}
+
 static const enum vkrt_ops_kernel copy_kernels[2][2] = {
   [VKRT_TYPE_F32] = {[VKRT_TYPE_F32] = VKRT_OPS_COPY_F32_F32, [VKRT_TYPE_F16] = VKRT_OPS_COPY_F32_F16},
   [VKRT_TYPE_F16] = {[VKRT_TYPE_F32] = VKRT_OPS_COPY_F16_F32, [VKRT_TYPE_F16] = VKRT_OPS_COPY_F16_F16},
@@ -68,8 +87,15 @@ vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   if (dst->type == src->type && dst->contiguous && src->contiguous)
     return vkrt_ops_copy_bytes(dev, cmd, dst->buffer->handle, dst->lo, src->buffer->handle,
                                src->lo, dst->elements * dst->type_size, -1);
-  if (dst->ne[0] >= ROWS_MIN_NE0)
-    return record_rows(dev, cmd, dst, src);
+  if (dst->ne[0] >= ROWS_MIN_NE0) {
+    struct vkrt_ops_view su, du;
+    if (dst->type == src->type && as_units16(src, &su) && as_units16(dst, &du) &&
+        vkrt_ops_kernel_usable(dev, VKRT_OPS_COPY_ROWS_U4)) {
+      dev->ops->copy_u4_count++;
+      return record_rows(dev, cmd, &du, &su, VKRT_OPS_COPY_ROWS_U4);
+    }
+    return record_rows(dev, cmd, dst, src, copy_rows_kernels[src->type][dst->type]);
+  }
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline(dev, copy_kernels[src->type][dst->type], &p);
   if (s != VKRT_OK)

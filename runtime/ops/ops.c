@@ -17,6 +17,7 @@ static const struct {
   [VKRT_OPS_COPY_F16_F32] = {"copy_f16_f32", "CONFIG_VKRT_KERNEL_COPY_F16", true, false},
   [VKRT_OPS_COPY_F16_F16] = {"copy_f16_f16", "CONFIG_VKRT_KERNEL_COPY_F16", true, false},
   [VKRT_OPS_COPY_VEC4] = {"copy_vec4", "CONFIG_VKRT_KERNEL_COPY", false, false},
+  [VKRT_OPS_COPY_ROWS_U4] = {"copy_rows_u4", "CONFIG_VKRT_KERNEL_COPY", false, false},
   [VKRT_OPS_COPY_ROWS_F32_F32] = {"copy_rows_f32_f32", "CONFIG_VKRT_KERNEL_COPY", false, false},
   [VKRT_OPS_COPY_ROWS_F32_F16] = {"copy_rows_f32_f16", "CONFIG_VKRT_KERNEL_COPY_F16", true, false},
   [VKRT_OPS_COPY_ROWS_F16_F32] = {"copy_rows_f16_f32", "CONFIG_VKRT_KERNEL_COPY_F16", true, false},

@@ -13,6 +13,7 @@ enum vkrt_ops_kernel {
   VKRT_OPS_COPY_F16_F32,
   VKRT_OPS_COPY_F16_F16,
   VKRT_OPS_COPY_VEC4,
+  VKRT_OPS_COPY_ROWS_U4,     /* same-type rows moved in 16-byte units */
   VKRT_OPS_COPY_ROWS_F32_F32,
   VKRT_OPS_COPY_ROWS_F32_F16,
   VKRT_OPS_COPY_ROWS_F16_F32,
@@ -78,10 +79,10 @@ struct vkrt_ops_state {
   /* forcing (tests and vkrt-bench): */
   bool force_concat_generic;      /* never take the concat fast path */
   int force_matmul_kernel;        /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
-  int transpose_variant;          /* 0 = default f32 tiling, 1..4 = VKRT_OPS_TRANSPOSE_F32_V* */
+  int transpose_variant;          /* 0 = default, 1..4 = VKRT_OPS_TRANSPOSE_F32_V*, 5 = pairs */
   /* which paths ran (tests assert them, the bench reports them) */
   uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
-  uint64_t transpose_x2_count, reduce_vec4_count;
+  uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count;
   bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
 };
 

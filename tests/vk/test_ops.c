@@ -90,7 +90,7 @@ static void hb_free(hbuf *h) {
   h->buf = NULL;
 }
 
-enum layout { CONTIG, TRANSPOSED, PADDED, EVEN };
+enum layout { CONTIG, TRANSPOSED, PADDED, EVEN, ROW16 };
 
 /* A tensor of the given layout at `offset`: TRANSPOSED stores dim 1 innermost; PADDED
  * leaves gaps after each row and plane (bytes no op may touch); EVEN pads rows to an even
@@ -103,6 +103,10 @@ static vkrt_tensor mk(vkrt_buffer *b, uint64_t offset, vkrt_type type, const int
     t.nb[1] = ts;
     t.nb[0] = ts * ne[1];
     t.nb[2] = ts * ne[0] * ne[1];
+  } else if (layout == ROW16) { /* rows start 16-byte aligned, 16 bytes of gap */
+    t.nb[0] = ts;
+    t.nb[1] = (ne[0] * ts + 15) / 16 * 16 + 16;
+    t.nb[2] = t.nb[1] * ne[1];
   } else if (layout == EVEN) {
     t.nb[0] = ts;
     t.nb[1] = ts * ((ne[0] + 2) / 2 * 2);
@@ -249,6 +253,7 @@ static void test_copy(void **state) {
   if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
     skip();
   vkrt_appliance *app = open_app();
+  vkt_check(app, vkrt_ops_open(&app->devices[0]));
   for (unsigned s = 0; s < NSHAPES; s++)
     for (int st = 0; st < NTYPES; st++)
       for (int dt = 0; dt < NTYPES; dt++) {
@@ -256,6 +261,15 @@ static void test_copy(void **state) {
         run_copy(app, 0, shapes[s], st, dt, TRANSPOSED, PADDED, 8, 4);
         run_copy(app, 0, shapes[s], st, dt, PADDED, TRANSPOSED, 3 * vkrt_type_size(st), 12);
       }
+  /* dense rows 16-byte aligned: moved in 16-byte units */
+  {
+    static const int64_t rows16[][4] = {{1024, 5, 2, 1}, {256, 3, 1, 1}, {4096, 2, 1, 3}};
+    uint64_t before = app->devices[0].ops ? app->devices[0].ops->copy_u4_count : 0;
+    for (int t = 0; t < NTYPES; t++)
+      for (unsigned s = 0; s < 3; s++)
+        run_copy(app, 0, rows16[s], t, t, s & 1 ? CONTIG : ROW16, ROW16, 16 * s, 32);
+    assert_int_equal(app->devices[0].ops->copy_u4_count - before, NTYPES * 3);
+  }
   /* the other device has its own pipelines */
   run_copy(app, vkrt_device_count(app) - 1, shapes[3], VKRT_TYPE_F32, NTYPES - 1, PADDED, CONTIG, 0, 0);
   vkt_close(app);
@@ -366,11 +380,22 @@ static void test_transpose(void **state) {
                                        {2, 2, 1, 1}, {3, 5, 1, 1}, {1000, 3, 1, 1}, {130, 67, 1, 2}};
     const unsigned n = sizeof(pairs) / sizeof(pairs[0]);
     uint64_t before = app->devices[0].ops->transpose_x2_count;
-    for (int t = 0; t < NTYPES; t++)
+    for (int t = 0; t < NTYPES; t++) {
+      app->devices[0].ops->transpose_variant = t == VKRT_TYPE_F32 ? 5 : 0; /* f32: on request */
       for (unsigned s = 0; s < n; s++)
         run_transpose(app, pairs[s], t, t, EVEN, EVEN, 8 * s, 8);
+    }
+    app->devices[0].ops->transpose_variant = 0;
     assert_int_equal(app->devices[0].ops->transpose_x2_count - before, NTYPES * n);
   }
+  /* the f32 tile-order variants (vkrt-bench compares them) */
+  for (int v = 1; v <= 4; v++) {
+    static const int64_t odd[4] = {33, 1000, 1, 1}, batch[4] = {100, 70, 3, 2};
+    app->devices[0].ops->transpose_variant = v;
+    run_transpose(app, odd, VKRT_TYPE_F32, VKRT_TYPE_F32, CONTIG, PADDED, 0, 4);
+    run_transpose(app, batch, VKRT_TYPE_F32, VKRT_TYPE_F32, PADDED, CONTIG, 4, 0);
+  }
+  app->devices[0].ops->transpose_variant = 0;
   /* converting transposes go through the copy kernel */
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_COPY_F16)) {
     run_transpose(app, shapes[2], VKRT_TYPE_F32, VKRT_TYPE_F16, CONTIG, CONTIG, 0, 0);
@@ -652,6 +677,9 @@ static void test_split_dispatch_and_pool(void **state) {
       static const int64_t tr2[4] = {150, 131, 3, 1};
       run_transpose(app, tr2, last, last, EVEN, EVEN, 0, 0);
       run_transpose(app, tr2, VKRT_TYPE_F32, VKRT_TYPE_F32, EVEN, EVEN, 8, 0);
+      dev->ops->transpose_variant = 2; /* swizzled tile order within each split dispatch */
+      run_transpose(app, tr2, VKRT_TYPE_F32, VKRT_TYPE_F32, CONTIG, CONTIG, 0, 0);
+      dev->ops->transpose_variant = 0;
     }
     if (IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT)) {
       static const int64_t cc[5] = {150, 40, 1, 3, 100};

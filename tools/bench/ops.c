@@ -248,7 +248,7 @@ static vkrt_status rec_copy_bytes(struct bench_ctx *c, VkCommandBuffer cmd, void
 
 struct op2_args {
   vkrt_tensor dst, src, src2;
-  int kind; /* 0 copy, 1 transpose, 2 concat (dim 0), 3 matmul */
+  int kind; /* 0 copy, 1 transpose, 2 concat (dim 0), 3 matmul, 4 add(src, src2) */
   bool generic;
 };
 
@@ -261,7 +261,12 @@ static vkrt_status rec_op(struct bench_ctx *c, VkCommandBuffer cmd, void *user) 
   case 0: s = vkrt_op_copy(&a->dst, &a->src); break;
   case 1: s = vkrt_op_transpose(&a->dst, &a->src); break;
   case 2: s = vkrt_op_concat(&a->dst, &a->src, &a->src2, 0); break;
-  default: s = vkrt_op_matmul(&a->dst, &a->src, &a->src2); break;
+  case 3: s = vkrt_op_matmul(&a->dst, &a->src, &a->src2); break;
+  default: {
+    const vkrt_tensor *srcs[2] = {&a->src, &a->src2};
+    s = vkrt_op_add(&a->dst, srcs, 2);
+    break;
+  }
   }
   c->dev->ops->force_concat_generic = false;
   return s;
@@ -321,6 +326,13 @@ static int cmd_copy(int argc, char **argv) {
   struct op2_args conv = dense;
   conv.dst = tensor2(dst, VKRT_TYPE_F16, 4096, rows);
   report(&c, "vkrt_op_copy f32 -> f16", time_op(&c, rec_op, &conv), size + size / 2, 0, NULL);
+  /* the reduce kernel (collectives): dst = a + b over half the size each */
+  struct op2_args add = {.kind = 4,
+                         .dst = tensor2(dst, VKRT_TYPE_F32, 4096, rows / 2),
+                         .src = tensor2(src, VKRT_TYPE_F32, 4096, rows / 2),
+                         .src2 = vkrt_tensor_contiguous(src, size / 2, VKRT_TYPE_F32, 4096, rows / 2, 1, 1)};
+  report(&c, "vkrt_op_add 2 inputs f32 (reduce kernel)", time_op(&c, rec_op, &add),
+         size / 2 * 3, 0, "reads 2, writes 1");
   vkrt_buffer_destroy(src);
   vkrt_buffer_destroy(dst);
   return teardown(&c, 0);
@@ -350,8 +362,9 @@ static int cmd_transpose(int argc, char **argv) {
   report(&c, name, time_op(&c, rec_op, &t), 2 * bytes, 0, "tiled, one element per access");
   c.dev->ops->force_transpose_scalar = false;
   /* the f32 tiling variants, for tuning */
-  for (int v = 1; c.o.type == VKRT_TYPE_F32 && v <= 4; v++) {
-    enum vkrt_ops_kernel k = (enum vkrt_ops_kernel)(VKRT_OPS_TRANSPOSE_F32_V1 + v - 1);
+  for (int v = 1; c.o.type == VKRT_TYPE_F32 && v <= 5; v++) {
+    enum vkrt_ops_kernel k = v == 5 ? VKRT_OPS_TRANSPOSE_X2_F32
+                                    : (enum vkrt_ops_kernel)(VKRT_OPS_TRANSPOSE_F32_V1 + v - 1);
     if (!vkrt_ops_kernel_usable(c.dev, k))
       continue;
     c.dev->ops->transpose_variant = v;
