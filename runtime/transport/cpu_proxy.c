@@ -71,6 +71,7 @@ struct cpu_proxy {
   atomic_uint_fast64_t completed; /* last seq the proxy finished */
   uint64_t pieces, cpu_reduce_ns; /* statistics (proxy thread) */
   struct vkrt_reduce_pool *pool;  /* NULL on small machines: the proxy sums alone */
+  uint64_t idle_spin_ns;          /* 0 when a device is the CPU (lavapipe): it needs the cores */
 };
 
 /* Two sets of n + 1 slots alternate by piece number, so a device copies piece k + 1 in
@@ -141,7 +142,7 @@ static void *proxy_main(void *arg) {
   struct cpu_proxy *p = arg;
   for (;;) {
     /* A short spin catches back-to-back collectives without a futex round trip. */
-    uint64_t spin_end = vkrt_now_ns() + PROXY_IDLE_SPIN_NS;
+    uint64_t spin_end = vkrt_now_ns() + p->idle_spin_ns;
     while (atomic_load(&p->head) == atomic_load(&p->tail) && vkrt_now_ns() < spin_end)
       ;
     pthread_mutex_lock(&p->lock);
@@ -236,8 +237,12 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
   atomic_init(&p->completed, 0);
 
   uint64_t align = (uint64_t)sysconf(_SC_PAGESIZE);
-  for (uint32_t d = 0; d < p->n; d++)
+  p->idle_spin_ns = PROXY_IDLE_SPIN_NS;
+  for (uint32_t d = 0; d < p->n; d++) {
     align = VKRT_MAX(align, app->devices[d].caps.min_imported_host_pointer_alignment);
+    if (app->devices[d].caps.is_cpu)
+      p->idle_spin_ns = 0;
+  }
   p->slot_bytes = vkrt_align_up(coll->slot_bytes, align);
   p->set_bytes = p->slot_bytes * (p->n + 1);
   p->host_size = p->set_bytes * 2;
