@@ -48,6 +48,10 @@ void main() {
       break;
     bool from_a = pc.dim == 0u ? i0 < pc.a_ne_dim : row_from_a;
     uint bi0 = pc.dim == 0u ? i0 - pc.a_ne_dim : i0;
-    dst[d + i0 * pc.dst_stride[0]] = from_a ? a[sa + i0 * pc.a_stride[0]] : b[sb + bi0 * pc.b_stride[0]];
+    // two stores, not a select of two loads: a select on 16-bit values needs shaderFloat16
+    if (from_a)
+      dst[d + i0 * pc.dst_stride[0]] = a[sa + i0 * pc.a_stride[0]];
+    else
+      dst[d + i0 * pc.dst_stride[0]] = b[sb + bi0 * pc.b_stride[0]];
   }
 }

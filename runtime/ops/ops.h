@@ -19,10 +19,7 @@ enum vkrt_ops_kernel {
   VKRT_OPS_COPY_ROWS_F16_F32,
   VKRT_OPS_COPY_ROWS_F16_F16,
   VKRT_OPS_TRANSPOSE_F32,
-  VKRT_OPS_TRANSPOSE_F32_V1, /* tile/shape variants (vkrt-bench transpose compares them) */
-  VKRT_OPS_TRANSPOSE_F32_V2,
-  VKRT_OPS_TRANSPOSE_F32_V3,
-  VKRT_OPS_TRANSPOSE_F32_V4,
+  VKRT_OPS_TRANSPOSE_F32_PLAIN, /* x-fastest tile order (vkrt-bench compares) */
   VKRT_OPS_TRANSPOSE_F16,
   VKRT_OPS_TRANSPOSE_X2_F16, /* pairs of elements: dense dims 0, even offsets/strides */
   VKRT_OPS_TRANSPOSE_X2_F32,
@@ -79,7 +76,7 @@ struct vkrt_ops_state {
   /* forcing (tests and vkrt-bench): */
   bool force_concat_generic;      /* never take the concat fast path */
   int force_matmul_kernel;        /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
-  int transpose_variant;          /* 0 = default, 1..4 = VKRT_OPS_TRANSPOSE_F32_V*, 5 = pairs */
+  int transpose_variant;          /* f32: 0 = default, 1 = plain tile order, 2 = pairs */
   /* which paths ran (tests assert them, the bench reports them) */
   uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
   uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count;
@@ -140,7 +137,7 @@ void vkrt_ops_dispatch_3d(struct vkrt_device *dev, VkCommandBuffer cmd,
 vkrt_status vkrt_ops_begin(struct vkrt_device *dev, VkCommandBuffer *cmd);
 
 /* Which contiguous device copy this device uses: "compute (copy_vec4, 16-byte loads)" or
- * "vkCmdCopyBuffer", with the reason; for vkrt-probe and vkrt-bench. */
+ * "vkCmdCopyBuffer", and why; for vkrt-probe and vkrt-bench (valid before the first op). */
 const char *vkrt_ops_copy_path(const struct vkrt_device *dev);
 const char *vkrt_ops_copy_path_reason(const struct vkrt_device *dev);
 

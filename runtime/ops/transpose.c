@@ -37,17 +37,19 @@ vkrt_status vkrt_transpose_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   enum vkrt_ops_kernel k = VKRT_OPS_TRANSPOSE_F32;
   bool f16 = src->type == VKRT_TYPE_F16;
   enum vkrt_ops_kernel pair_kernel = f16 ? VKRT_OPS_TRANSPOSE_X2_F16 : VKRT_OPS_TRANSPOSE_X2_F32;
-  /* Pairs pay for f16 (H200: 1.99 vs 1.77 TB/s); for f32 they lose to the one-element
-   * tiles (1.95 vs 3.43 TB/s), so f32 takes them only when asked (vkrt-bench). */
+  /* Pairs pay for f16 (H200: 2.46 vs 2.30 TB/s); for f32 they lose to the one-element
+   * tiles (1.9 vs 3.5 TB/s), so f32 takes them only when asked (vkrt-bench). A persistent
+   * variant that loads its next tile during the writes measured no better (0.83 of the
+   * copy kernel) and was dropped. */
   int variant = dev->ops->transpose_variant;
-  bool pairs = !dev->ops->force_transpose_scalar && (f16 ? variant == 0 : variant == 5) &&
+  bool pairs = !dev->ops->force_transpose_scalar && (f16 ? variant == 0 : variant == 2) &&
                pairs_fit(src) && pairs_fit(dst) && vkrt_ops_kernel_usable(dev, pair_kernel);
   if (pairs)
     k = pair_kernel;
   else if (f16)
     k = VKRT_OPS_TRANSPOSE_F16;
-  else if (variant >= 1 && variant <= 4)
-    k = (enum vkrt_ops_kernel)(VKRT_OPS_TRANSPOSE_F32_V1 + variant - 1);
+  else if (variant == 1)
+    k = VKRT_OPS_TRANSPOSE_F32_PLAIN;
   vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
   if (s == VKRT_OK && pairs)
     dev->ops->transpose_x2_count++;
