@@ -298,6 +298,43 @@ vkrt_status vkrt_collective_wait_value(struct vkrt_device *dev, VkSemaphore sem,
   }
 }
 
+uint64_t vkrt_collective_progress(struct vkrt_appliance *app) {
+  uint64_t sum = 0;
+  for (uint32_t d = 0; d < app->device_count; d++) {
+    struct vkrt_device *dev = &app->devices[d];
+    uint64_t v = 0;
+    if (dev->stream.timeline &&
+        dev->vk.vkGetSemaphoreCounterValue(dev->handle, dev->stream.timeline, &v) == VK_SUCCESS)
+      sum += v;
+  }
+  return sum;
+}
+
+#define PROGRESS_SLICE_NS 20000000ull /* re-check the appliance's progress every 20 ms */
+
+vkrt_status vkrt_collective_wait_progress(struct vkrt_appliance *app, struct vkrt_device *dev,
+                                          VkSemaphore sem, uint64_t value, uint64_t timeout_ns) {
+  uint64_t progress = vkrt_collective_progress(app);
+  uint64_t deadline = vkrt_now_ns() + timeout_ns;
+  for (;;) {
+    uint64_t now = vkrt_now_ns();
+    vkrt_status s = vkrt_collective_wait_value(dev, sem, value,
+                                               VKRT_MIN(deadline, now + PROGRESS_SLICE_NS));
+    if (s != VKRT_ERROR_TIMEOUT)
+      return s;
+    /* Work still retiring somewhere (a deep pipeline recorded far ahead, a long kernel
+     * before the collective) is not a stall: the clock restarts. */
+    uint64_t current = vkrt_collective_progress(app);
+    now = vkrt_now_ns();
+    if (current != progress) {
+      progress = current;
+      deadline = now + timeout_ns;
+    } else if (now >= deadline) {
+      return VKRT_ERROR_TIMEOUT;
+    }
+  }
+}
+
 vkrt_status vkrt_collective_timeline_create(struct vkrt_device *dev, const void *pnext,
                                             VkSemaphore *out) {
   *out = VK_NULL_HANDLE;

@@ -2,7 +2,8 @@
  * (VK_EXT_external_memory_host) holds one slot per device plus a result slot. Per piece of
  * an allreduce each device DMA-writes its contribution into its slot and signals its own
  * timeline semaphore; the proxy thread waits for all of them (bounded spin on the counter,
- * then vkWaitSemaphores with the collective deadline — never a fence), sums the slots on
+ * then vkWaitSemaphores; it times out only when no device makes progress for the collective
+ * timeout — never a fence), sums the slots on
  * the CPU in rank order into the result slot and host-signals every device's "result"
  * timeline, which the device's next submit waits on before copying the result out. So
  * vkrt_allreduce returns at once and the GPU work after it waits on the GPU.
@@ -38,7 +39,6 @@ struct proxy_job {
   uint64_t seq;
   uint64_t count;
   vkrt_type type;
-  uint64_t enqueue_ns;
 };
 
 struct proxy_device {
@@ -100,13 +100,13 @@ static void set_error(struct cpu_proxy *p, vkrt_status s, const char *fmt, ...) 
 static void process(struct cpu_proxy *p, const struct proxy_job *job) {
   struct vkrt_appliance *app = p->app;
   if (atomic_load(&p->error) == VKRT_OK) {
-    uint64_t deadline = job->enqueue_ns + p->base.coll->timeout_ns;
     for (uint32_t d = 0; d < p->n; d++) {
-      vkrt_status s = vkrt_collective_wait_value(&app->devices[d], p->dev[d].contrib, job->seq,
-                                                 deadline);
+      vkrt_status s = vkrt_collective_wait_progress(app, &app->devices[d], p->dev[d].contrib,
+                                                    job->seq, p->base.coll->timeout_ns);
       if (s == VKRT_ERROR_TIMEOUT) {
         set_error(p, s, "cpu_proxy: allreduce piece %llu: dev%u did not signal its contribution "
-                  "within %llu ms (stalled peer); every rank's result is invalid",
+                  "and no device made progress for %llu ms (stalled peer); every rank's result "
+                  "is invalid",
                   (unsigned long long)job->seq, d,
                   (unsigned long long)(p->base.coll->timeout_ns / 1000000));
         break;
@@ -323,9 +323,14 @@ static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_a
     /* Room in the ring (only short when the devices are far behind the caller). */
     if (atomic_load(&p->tail) - atomic_load(&p->head) >= PROXY_RING) {
       uint64_t deadline = vkrt_now_ns() + p->base.coll->timeout_ns;
+      uint64_t head = atomic_load(&p->head);
       pthread_mutex_lock(&p->lock);
       while (atomic_load(&p->tail) - atomic_load(&p->head) >= PROXY_RING &&
              vkrt_now_ns() < deadline) {
+        if (atomic_load(&p->head) != head) { /* the proxy advances: not stuck */
+          head = atomic_load(&p->head);
+          deadline = vkrt_now_ns() + p->base.coll->timeout_ns;
+        }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 1000000;
@@ -339,7 +344,7 @@ static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_a
       pthread_mutex_unlock(&p->lock);
       if (full)
         return vkrt_error(&app->base, VKRT_ERROR_TIMEOUT,
-                          "cpu_proxy: %d pieces still pending after %llu ms", PROXY_RING,
+                          "cpu_proxy: %d pieces pending and none finished for %llu ms", PROXY_RING,
                           (unsigned long long)(p->base.coll->timeout_ns / 1000000));
     }
 
@@ -365,7 +370,7 @@ static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_a
     p->seq = seq;
     pthread_mutex_lock(&p->lock);
     p->ring[atomic_load(&p->tail) % PROXY_RING] =
-        (struct proxy_job){.seq = seq, .count = count, .type = a->type, .enqueue_ns = vkrt_now_ns()};
+        (struct proxy_job){.seq = seq, .count = count, .type = a->type};
     atomic_fetch_add(&p->tail, 1);
     pthread_cond_signal(&p->wake);
     pthread_mutex_unlock(&p->lock);

@@ -88,13 +88,13 @@ static vkrt_status staged_allreduce(struct vkrt_transport *t, const struct vkrt_
       if (s != VKRT_OK)
         return s;
     }
-    uint64_t deadline = vkrt_now_ns() + h->base.coll->timeout_ns;
     for (uint32_t d = 0; d < h->n; d++) {
-      vkrt_status s = vkrt_collective_wait_value(&app->devices[d], h->contrib[d], seq, deadline);
+      vkrt_status s = vkrt_collective_wait_progress(app, &app->devices[d], h->contrib[d], seq,
+                                                    h->base.coll->timeout_ns);
       if (s == VKRT_ERROR_TIMEOUT)
         return vkrt_error(&app->base, s,
-                          "host_staged: dev%u did not finish its contribution within %llu ms "
-                          "(stalled peer)", d,
+                          "host_staged: dev%u did not finish its contribution and no device made "
+                          "progress for %llu ms (stalled peer)", d,
                           (unsigned long long)(h->base.coll->timeout_ns / 1000000));
       if (s != VKRT_OK)
         return vkrt_error(&app->base, s, "host_staged: waiting for dev%u failed: %s", d,

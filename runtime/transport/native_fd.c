@@ -7,8 +7,8 @@
  *   submit 2: wait peers >= 2 seq - 1 (every slot holds piece seq), reduce slots 0..n-1 in
  *             rank order into recv with the reduce kernel, signal own = 2 seq.
  * No host hop on the normal path. A watchdog thread (off the critical path) watches every
- * device reach 2 seq within the collective timeout; when one does not (stalled peer, lost
- * device) it records a sticky error and host-signals every semaphore past any value still
+ * device reach 2 seq; when one does not while no device makes progress for the collective
+ * timeout (stalled peer, lost device) it records a sticky error and host-signals every semaphore past any value still
  * awaited, so no queue waits forever and vkrt_close returns.
  *
  * Opaque FDs need equal device and driver UUIDs (two VkDevices on one GPU). Across GPUs the
@@ -41,7 +41,6 @@ struct native_fd {
 
   pthread_mutex_t lock;
   pthread_cond_t wake;
-  uint64_t issued_ns[WATCH_RING];
   uint64_t issued, watched; /* under lock */
   bool stop, thread_started;
   pthread_t thread;
@@ -81,12 +80,11 @@ static void *watchdog_main(void *arg) {
     if (f->watched == f->issued)
       break; /* stop, and everything issued was watched */
     uint64_t seq = f->watched + 1;
-    uint64_t deadline = f->issued_ns[seq % WATCH_RING] + f->base.coll->timeout_ns;
     pthread_mutex_unlock(&f->lock);
     if (atomic_load(&f->error) == VKRT_OK) {
       for (uint32_t d = 0; d < f->n; d++) {
-        vkrt_status s = vkrt_collective_wait_value(&f->app->devices[d], f->own[d], 2 * seq,
-                                                   deadline);
+        vkrt_status s = vkrt_collective_wait_progress(f->app, &f->app->devices[d], f->own[d],
+                                                      2 * seq, f->base.coll->timeout_ns);
         if (s != VKRT_OK) {
           /* Name the device that never contributed (2 seq - 1), not the first one found
            * waiting for it. */
@@ -102,8 +100,8 @@ static void *watchdog_main(void *arg) {
           }
           if (!who[0])
             vkrt_format(who, sizeof(who), "dev%u", d);
-          set_error(f, s, "native_fd: allreduce piece %llu: %s did not signal within %llu ms "
-                    "(%s); every rank's result is invalid", (unsigned long long)seq, who,
+          set_error(f, s, "native_fd: allreduce piece %llu: %s did not signal and no device "
+                    "made progress for %llu ms (%s); every rank's result is invalid", (unsigned long long)seq, who,
                     (unsigned long long)(f->base.coll->timeout_ns / 1000000),
                     s == VKRT_ERROR_TIMEOUT ? "stalled peer" : vkrt_status_str(s));
           release_all(f);
@@ -281,8 +279,12 @@ static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_
     uint64_t seq = f->seq + 1;
     /* The watchdog's ring must not lap: wait (bounded) until it caught up enough. */
     pthread_mutex_lock(&f->lock);
-    uint64_t deadline = vkrt_now_ns() + f->base.coll->timeout_ns;
+    uint64_t deadline = vkrt_now_ns() + f->base.coll->timeout_ns, watched = f->watched;
     while (f->issued - f->watched >= WATCH_RING - 1 && vkrt_now_ns() < deadline) {
+      if (f->watched != watched) { /* the watchdog advances: not stuck */
+        watched = f->watched;
+        deadline = vkrt_now_ns() + f->base.coll->timeout_ns;
+      }
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
       ts.tv_sec += 1;
@@ -292,7 +294,7 @@ static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_
     pthread_mutex_unlock(&f->lock);
     if (lapped)
       return vkrt_error(&app->base, VKRT_ERROR_TIMEOUT,
-                        "native_fd: %d pieces still pending after %llu ms", WATCH_RING,
+                        "native_fd: %d pieces pending and none finished for %llu ms", WATCH_RING,
                         (unsigned long long)(f->base.coll->timeout_ns / 1000000));
     for (int phase = 0; phase < 2; phase++)
       for (uint32_t d = 0; d < f->n; d++) {
@@ -331,7 +333,6 @@ static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_
     f->seq = seq;
     pthread_mutex_lock(&f->lock);
     f->issued = seq;
-    f->issued_ns[seq % WATCH_RING] = vkrt_now_ns();
     pthread_cond_broadcast(&f->wake);
     pthread_mutex_unlock(&f->lock);
   }

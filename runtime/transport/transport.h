@@ -165,6 +165,13 @@ uint16_t vkrt_f32_to_f16(float f);
  * without setting a message (the caller knows what was awaited). */
 vkrt_status vkrt_collective_wait_value(struct vkrt_device *dev, VkSemaphore sem, uint64_t value,
                                        uint64_t deadline_ns);
+/* Sum of every device's stream timeline: grows while any device retires work. */
+uint64_t vkrt_collective_progress(struct vkrt_appliance *app);
+/* vkrt_collective_wait_value until no device of the appliance has retired any work for
+ * timeout_ns: a collective times out on a stall, not because the host recorded far ahead of
+ * the devices. */
+vkrt_status vkrt_collective_wait_progress(struct vkrt_appliance *app, struct vkrt_device *dev,
+                                          VkSemaphore sem, uint64_t value, uint64_t timeout_ns);
 /* A timeline semaphore with initial value 0 (pnext chained after the type info when given);
  * destroy with vkrt_collective_semaphore_destroy. */
 vkrt_status vkrt_collective_timeline_create(struct vkrt_device *dev, const void *pnext,

@@ -383,6 +383,85 @@ static void test_back_to_back_proxy(void **state) {
   back_to_back(VKRT_TRANSPORT_CPU_PROXY);
 }
 
+/* One rank has far more work queued before the collective than the collective timeout
+ * (several submits of large copies: ~0.3 s on lavapipe against a 100 ms timeout), as after a
+ * long layer. The other rank contributes at once and waits; no timeout may fire while the
+ * slow rank keeps retiring work, and the result must be right. */
+static void long_work_first(vkrt_transport_kind transport) {
+  vkrt_options o;
+  vkt_options(&o);
+  options_for(&o, transport, 2);
+  o.device_count = 2;
+  o.collective_transport = transport;
+  o.collective_timeout_ns = 100000000ull;
+  vkrt_appliance *app = vkt_open(&o);
+  const uint64_t count = 1 << 16, big = 64ull << 20;
+  struct bufs b;
+  bufs_create(&b, app, count * 4);
+  vkrt_buffer *scratch[2];
+  vkt_check(app, vkrt_buffer_create(app, 0, big, 0, &scratch[0]));
+  vkt_check(app, vkrt_buffer_create(app, 0, big, 0, &scratch[1]));
+  float *in = malloc(count * 4), *out = malloc(count * 4);
+  assert_non_null(in);
+  assert_non_null(out);
+  for (uint32_t d = 0; d < 2; d++) {
+    for (uint64_t i = 0; i < count; i++)
+      in[i] = (float)((i % 100) + d);
+    upload(&b, d, b.send[d], 0, in, count * 4);
+  }
+  vkrt_allreduce_args args = {.count = count, .type = VKRT_TYPE_F32};
+  for (uint32_t d = 0; d < 2; d++) {
+    args.send[d] = b.send[d];
+    args.recv[d] = b.recv[d];
+  }
+  double t0 = now_s();
+  for (int i = 0; i < 15; i++) { /* dev0 only: 15 submits of 2 x 64 MiB copies */
+    vkt_check(app, vkrt_cmd_copy_buffer(scratch[i & 1], 0, scratch[!(i & 1)], 0, big));
+    vkt_check(app, vkrt_cmd_copy_buffer(scratch[!(i & 1)], 0, scratch[i & 1], 0, big));
+    vkt_check(app, vkrt_submit(app, 0, NULL));
+  }
+  vkt_check(app, vkrt_allreduce(app, &args));
+  for (uint32_t d = 0; d < 2; d++)
+    vkt_check(app, vkrt_finish(app, d));
+  double total = now_s() - t0;
+  print_message("vkrt-test: %s: collective behind %.0f ms of work on one rank (timeout 100 ms)\n",
+                vkrt_transport_str(transport), total * 1e3);
+  assert_true(total > 0.1); /* otherwise the test proves nothing */
+  for (uint32_t d = 0; d < 2; d++) {
+    download(&b, d, out, b.recv[d], 0, count * 4);
+    for (uint64_t i = 0; i < count; i++)
+      if (out[i] != (float)(2 * (i % 100) + 1))
+        fail_msg("dev%u [%llu] = %g", d, (unsigned long long)i, (double)out[i]);
+  }
+  free(in);
+  free(out);
+  vkrt_buffer_destroy(scratch[0]);
+  vkrt_buffer_destroy(scratch[1]);
+  bufs_destroy(&b);
+  vkt_close(app);
+}
+
+static void test_long_work_first_proxy(void **state) {
+  (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
+    skip();
+  long_work_first(VKRT_TRANSPORT_CPU_PROXY);
+}
+
+static void test_long_work_first_staged(void **state) {
+  (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED))
+    skip();
+  long_work_first(VKRT_TRANSPORT_HOST_STAGED);
+}
+
+static void test_long_work_first_native(void **state) {
+  (void)state;
+  if (!native_fd_here())
+    skip();
+  long_work_first(VKRT_TRANSPORT_NATIVE_FD);
+}
+
 static void test_close_idle_and_after_collective(void **state) {
   (void)state;
   int threads_before = thread_count();
@@ -653,6 +732,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_native_x2),
       cmocka_unit_test(test_native_x4),
       cmocka_unit_test(test_back_to_back_proxy),
+      cmocka_unit_test(test_long_work_first_proxy),
+      cmocka_unit_test(test_long_work_first_staged),
+      cmocka_unit_test(test_long_work_first_native),
       cmocka_unit_test(test_close_idle_and_after_collective),
       cmocka_unit_test(test_stalled_peer_proxy),
       cmocka_unit_test(test_stalled_peer_staged),
