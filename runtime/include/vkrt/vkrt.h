@@ -219,7 +219,12 @@ typedef enum vkrt_type {
 
 size_t vkrt_type_size(vkrt_type type);
 
-/* ggml convention: ne[] element counts, nb[] byte strides, dim 0 innermost. */
+/* ggml convention: ne[] element counts, nb[] byte strides, dim 0 innermost.
+ * The ops take ne[i] >= 1 (unused dims are 1; empty tensors are rejected), nb[i] >= 0 and
+ * a multiple of the element size, an offset aligned to the element size, at most 2^31
+ * elements, and every touched byte inside the buffer; a written tensor may not have two
+ * elements at one address, nor overlap a source (vkrt_op_add: dst may be one source
+ * exactly). Anything else returns VKRT_ERROR_INVALID_ARGUMENT with the reason. */
 typedef struct vkrt_tensor {
   vkrt_buffer *buffer;
   uint64_t offset; /* bytes */
@@ -239,7 +244,8 @@ vkrt_status vkrt_op_copy(const vkrt_tensor *dst, const vkrt_tensor *src);
 vkrt_status vkrt_op_transpose(const vkrt_tensor *dst, const vkrt_tensor *src);
 vkrt_status vkrt_op_concat(const vkrt_tensor *dst, const vkrt_tensor *a, const vkrt_tensor *b,
                            int dim);
-/* dst = sum of srcs[0..count) element-wise, accumulated in f32; 1 <= count <= 8. */
+/* dst = sum of srcs[0..count) element-wise, accumulated in f32; 1 <= count <= 8; every
+ * tensor dense (contiguous), of dst's shape and type. */
 vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, uint32_t count);
 /* dst[n, m] = sum_k w[k, n] * x[k, m]   (ggml mul_mat: w ne = {K, N}, x ne = {K, M},
  * dst ne = {N, M}); w f16 or f32, x and dst f32. M == 1 is the decode (matrix-vector) case. */
