@@ -39,5 +39,11 @@ void main() {
   if (n > 5u) sum += float(s5[pc.src_offset[5] + i]);
   if (n > 6u) sum += float(s6[pc.src_offset[6] + i]);
   if (n > 7u) sum += float(s7[pc.src_offset[7] + i]);
+#ifdef F16
+  // Round to f16 exactly as reduce_vec4.comp does (packHalf2x16), so an element's bits do
+  // not depend on which kernel a rank's alignment picked: allreduce results must be
+  // bit-identical across ranks.
+  sum = unpackHalf2x16(packHalf2x16(vec2(sum, 0.0))).x;
+#endif
   dst[pc.dst_offset + i] = TYPE(sum);
 }
