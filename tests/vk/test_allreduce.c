@@ -383,9 +383,9 @@ static void test_back_to_back_proxy(void **state) {
   back_to_back(VKRT_TRANSPORT_CPU_PROXY);
 }
 
-/* One rank has far more work queued before the collective than the collective timeout
- * (several submits of large copies: ~0.3 s on lavapipe against a 100 ms timeout), as after a
- * long layer. The other rank contributes at once and waits; no timeout may fire while the
+/* One rank has far more work queued before the collective than the collective timeout (30
+ * submits of large copies, ~10 ms each: ~0.3 s on lavapipe against a 100 ms timeout), as after
+ * a long layer. The other rank contributes at once and waits; no timeout may fire while the
  * slow rank keeps retiring work, and the result must be right. */
 static void long_work_first(vkrt_transport_kind transport) {
   vkrt_options o;
@@ -401,6 +401,11 @@ static void long_work_first(vkrt_transport_kind transport) {
   vkrt_buffer *scratch[2];
   vkt_check(app, vkrt_buffer_create(app, 0, big, 0, &scratch[0]));
   vkt_check(app, vkrt_buffer_create(app, 0, big, 0, &scratch[1]));
+  /* touch the pages now: the first copy into fresh lavapipe memory takes ~90 ms by itself,
+   * and the premise is many submits each well under the timeout */
+  vkt_check(app, vkrt_cmd_fill(scratch[0], 0, big, 0x3f800000u));
+  vkt_check(app, vkrt_cmd_fill(scratch[1], 0, big, 0x3f800000u));
+  vkt_check(app, vkrt_finish(app, 0));
   float *in = malloc(count * 4), *out = malloc(count * 4);
   assert_non_null(in);
   assert_non_null(out);
@@ -415,7 +420,7 @@ static void long_work_first(vkrt_transport_kind transport) {
     args.recv[d] = b.recv[d];
   }
   double t0 = now_s();
-  for (int i = 0; i < 15; i++) { /* dev0 only: 15 submits of 2 x 64 MiB copies */
+  for (int i = 0; i < 30; i++) { /* dev0 only: 30 submits of 2 x 64 MiB copies */
     vkt_check(app, vkrt_cmd_copy_buffer(scratch[i & 1], 0, scratch[!(i & 1)], 0, big));
     vkt_check(app, vkrt_cmd_copy_buffer(scratch[!(i & 1)], 0, scratch[i & 1], 0, big));
     vkt_check(app, vkrt_submit(app, 0, NULL));
