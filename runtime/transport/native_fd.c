@@ -8,8 +8,8 @@
  *             rank order into recv with the reduce kernel, signal own = 2 seq.
  * No host hop on the normal path. A watchdog thread (off the critical path) watches every
  * device reach 2 seq; when one does not while no device makes progress for the collective
- * timeout (stalled peer, lost device) it records a sticky error and host-signals every semaphore past any value still
- * awaited, so no queue waits forever and vkrt_close returns.
+ * timeout (stalled peer, lost device) it records a sticky error and host-signals every
+ * semaphore past any value still awaited, so no queue waits forever and vkrt_close returns.
  *
  * Opaque FDs need equal device and driver UUIDs (two VkDevices on one GPU). Across GPUs the
  * planner picks sync FDs, which only binary semaphores export; that mode is not implemented
@@ -101,7 +101,8 @@ static void *watchdog_main(void *arg) {
           if (!who[0])
             vkrt_format(who, sizeof(who), "dev%u", d);
           set_error(f, s, "native_fd: allreduce piece %llu: %s did not signal and no device "
-                    "made progress for %llu ms (%s); every rank's result is invalid", (unsigned long long)seq, who,
+                    "made progress for %llu ms (%s); every rank's result is invalid",
+                    (unsigned long long)seq, who,
                     (unsigned long long)(f->base.coll->timeout_ns / 1000000),
                     s == VKRT_ERROR_TIMEOUT ? "stalled peer" : vkrt_status_str(s));
           release_all(f);
