@@ -3,7 +3,7 @@
 // One invocation per element, linear index over ne (dim 0 fastest, so reads and writes
 // coalesce when dim 0 is innermost). Offsets and strides are in elements relative to the
 // bound ranges; the host guarantees every index fits in 32 bits and splits the grid so no
-// dispatch exceeds maxComputeWorkGroupCount (base_group carries the split).
+// dispatch exceeds maxComputeWorkGroupCount (base carries the split).
 #extension GL_EXT_shader_16bit_storage : require
 
 layout(local_size_x = 256) in;
@@ -15,14 +15,14 @@ layout(push_constant) uniform Push {
   uint src_offset;
   uint dst_offset;
   uint total;        // ne0*ne1*ne2*ne3 (< 2^31)
-  uint base_group;   // first linear workgroup of this dispatch
+  uint base;         // first linear workgroup of this dispatch
 } pc;
 
 layout(std430, set = 0, binding = 0) readonly buffer Src { SRC_TYPE src[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Dst { DST_TYPE dst[]; };
 
 void main() {
-  uint group = pc.base_group + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  uint group = pc.base + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   uint idx = group * 256u + gl_LocalInvocationID.x;
   if (idx >= pc.total)
     return;
