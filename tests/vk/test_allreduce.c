@@ -47,6 +47,17 @@ static void options_for(vkrt_options *o, vkrt_transport_kind transport, uint32_t
 }
 
 static vkrt_appliance *open_with(uint32_t devices, vkrt_transport_kind transport,
+                                 vkrt_options *o_out);
+
+/* Threads of this process once everything lazily started elsewhere (the driver's worker
+ * pools, a sanitizer's background thread) exists: open and close an appliance first. */
+static int thread_baseline(void) {
+  vkrt_appliance *app = open_with(2, VKRT_TRANSPORT_NONE, NULL);
+  vkt_close(app);
+  return thread_count();
+}
+
+static vkrt_appliance *open_with(uint32_t devices, vkrt_transport_kind transport,
                                  vkrt_options *o_out) {
   vkrt_options o;
   vkt_options(&o);
@@ -383,29 +394,56 @@ static void test_back_to_back_proxy(void **state) {
   back_to_back(VKRT_TRANSPORT_CPU_PROXY);
 }
 
-/* One rank has far more work queued before the collective than the collective timeout (30
- * submits of large copies, ~10 ms each: ~0.3 s on lavapipe against a 100 ms timeout), as after
- * a long layer. The other rank contributes at once and waits; no timeout may fire while the
- * slow rank keeps retiring work, and the result must be right. */
+/* One rank has far more work queued before the collective than the collective timeout
+ * (about 5x, in submits of large copies each well under it), as after a long layer. The
+ * other rank contributes at once and waits; no timeout may fire while the slow rank keeps
+ * retiring work, and the result must be right. The timeout and the number of submits are
+ * scaled from a measured submit, so a slow machine or a sanitizer keeps the premise. */
+static void copies_on_dev0(vkrt_appliance *app, vkrt_buffer *const scratch[2], uint64_t big,
+                           int submits) {
+  for (int i = 0; i < submits; i++) {
+    vkt_check(app, vkrt_cmd_copy_buffer(scratch[i & 1], 0, scratch[!(i & 1)], 0, big));
+    vkt_check(app, vkrt_cmd_copy_buffer(scratch[!(i & 1)], 0, scratch[i & 1], 0, big));
+    vkt_check(app, vkrt_submit(app, 0, NULL));
+  }
+}
+
+static void scratch_create(vkrt_appliance *app, vkrt_buffer *scratch[2], uint64_t big) {
+  vkt_check(app, vkrt_buffer_create(app, 0, big, 0, &scratch[0]));
+  vkt_check(app, vkrt_buffer_create(app, 0, big, 0, &scratch[1]));
+  /* touch the pages now: the first copy into fresh lavapipe memory is far slower */
+  vkt_check(app, vkrt_cmd_fill(scratch[0], 0, big, 0x3f800000u));
+  vkt_check(app, vkrt_cmd_fill(scratch[1], 0, big, 0x3f800000u));
+  vkt_check(app, vkrt_finish(app, 0));
+}
+
 static void long_work_first(vkrt_transport_kind transport) {
+  const uint64_t count = 1 << 16, big = 32ull << 20;
   vkrt_options o;
   vkt_options(&o);
   options_for(&o, transport, 2);
   o.device_count = 2;
   o.collective_transport = transport;
-  o.collective_timeout_ns = 100000000ull;
+  vkrt_buffer *scratch[2];
+
+  /* one submit of this work, measured on this machine */
   vkrt_appliance *app = vkt_open(&o);
-  const uint64_t count = 1 << 16, big = 64ull << 20;
+  scratch_create(app, scratch, big);
+  double t0 = now_s();
+  copies_on_dev0(app, scratch, big, 8);
+  vkt_check(app, vkrt_finish(app, 0));
+  double per_submit = (now_s() - t0) / 8;
+  vkrt_buffer_destroy(scratch[0]);
+  vkrt_buffer_destroy(scratch[1]);
+  vkt_close(app);
+  double timeout = per_submit * 5 > 0.1 ? per_submit * 5 : 0.1;
+  int submits = (int)(5 * timeout / per_submit) + 1;
+
+  o.collective_timeout_ns = (uint64_t)(timeout * 1e9);
+  app = vkt_open(&o);
+  scratch_create(app, scratch, big);
   struct bufs b;
   bufs_create(&b, app, count * 4);
-  vkrt_buffer *scratch[2];
-  vkt_check(app, vkrt_buffer_create(app, 0, big, 0, &scratch[0]));
-  vkt_check(app, vkrt_buffer_create(app, 0, big, 0, &scratch[1]));
-  /* touch the pages now: the first copy into fresh lavapipe memory takes ~90 ms by itself,
-   * and the premise is many submits each well under the timeout */
-  vkt_check(app, vkrt_cmd_fill(scratch[0], 0, big, 0x3f800000u));
-  vkt_check(app, vkrt_cmd_fill(scratch[1], 0, big, 0x3f800000u));
-  vkt_check(app, vkrt_finish(app, 0));
   float *in = malloc(count * 4), *out = malloc(count * 4);
   assert_non_null(in);
   assert_non_null(out);
@@ -419,19 +457,16 @@ static void long_work_first(vkrt_transport_kind transport) {
     args.send[d] = b.send[d];
     args.recv[d] = b.recv[d];
   }
-  double t0 = now_s();
-  for (int i = 0; i < 30; i++) { /* dev0 only: 30 submits of 2 x 64 MiB copies */
-    vkt_check(app, vkrt_cmd_copy_buffer(scratch[i & 1], 0, scratch[!(i & 1)], 0, big));
-    vkt_check(app, vkrt_cmd_copy_buffer(scratch[!(i & 1)], 0, scratch[i & 1], 0, big));
-    vkt_check(app, vkrt_submit(app, 0, NULL));
-  }
+  t0 = now_s();
+  copies_on_dev0(app, scratch, big, submits);
   vkt_check(app, vkrt_allreduce(app, &args));
   for (uint32_t d = 0; d < 2; d++)
     vkt_check(app, vkrt_finish(app, d));
   double total = now_s() - t0;
-  print_message("vkrt-test: %s: collective behind %.0f ms of work on one rank (timeout 100 ms)\n",
-                vkrt_transport_str(transport), total * 1e3);
-  assert_true(total > 0.1); /* otherwise the test proves nothing */
+  print_message("vkrt-test: %s: collective behind %.0f ms of work on one rank (%d submits of "
+                "%.1f ms; timeout %.0f ms)\n", vkrt_transport_str(transport), total * 1e3,
+                submits, per_submit * 1e3, timeout * 1e3);
+  assert_true(total > timeout); /* otherwise the test proves nothing */
   for (uint32_t d = 0; d < 2; d++) {
     download(&b, d, out, b.recv[d], 0, count * 4);
     for (uint64_t i = 0; i < count; i++)
@@ -469,7 +504,7 @@ static void test_long_work_first_native(void **state) {
 
 static void test_close_idle_and_after_collective(void **state) {
   (void)state;
-  int threads_before = thread_count();
+  int threads_before = thread_baseline();
   for (int t = VKRT_TRANSPORT_CPU_PROXY; t <= VKRT_TRANSPORT_HOST_STAGED; t++) {
     if ((t == VKRT_TRANSPORT_CPU_PROXY && !IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY)) ||
         (t == VKRT_TRANSPORT_HOST_STAGED && !IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED)))
@@ -510,7 +545,7 @@ static void test_close_idle_and_after_collective(void **state) {
 static void stalled(vkrt_transport_kind transport) {
   if (!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION))
     skip();
-  int threads_before = thread_count();
+  int threads_before = thread_baseline();
   vkrt_options o;
   vkt_options(&o);
   options_for(&o, transport, 2);
@@ -586,7 +621,7 @@ static void test_device_lost(void **state) {
   (void)state;
   if (!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION) || !IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
     skip();
-  int threads_before = thread_count();
+  int threads_before = thread_baseline();
   vkrt_options o;
   vkt_options(&o);
   options_for(&o, VKRT_TRANSPORT_CPU_PROXY, 2);
