@@ -2,7 +2,7 @@
 # Pruning is real: a transport or kernel that is n leaves no object and no symbol in libvkrt.a.
 . "$(dirname "$0")/lib.sh"
 frag="$SCRATCH/prune.frag"
-cat "$ROOT/boards/sim-lavapipe-x2/defconfig" > "$frag"
+grep -v "VKRT_TRANSPORT_NATIVE_FD\|VKRT_KERNEL_TRANSPOSE" "$ROOT/boards/sim-lavapipe-x2/defconfig" > "$frag"
 cat >> "$frag" <<'EOC'
 # CONFIG_VKRT_TRANSPORT_NATIVE_FD is not set
 # CONFIG_VKRT_KERNEL_TRANSPOSE is not set

@@ -7,11 +7,11 @@ rm -rf "$tree"; mkdir -p "$tree"
 (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$tree")
 cp "$ROOT/boards/sim-lavapipe-x2/defconfig" "$tree/.config.in"
 /usr/bin/python3 "$tree/tools/kconfig.py" --srcdir "$tree" --config "$tree/.config" defconfig "$tree/.config.in" >/dev/null
-grep -q "uint base;" "$tree/kernels/copy.comp" || fail "copy.comp changed shape; update this test"
+grep -q "^} pc;" "$tree/kernels/copy.comp" || fail "copy.comp has no '} pc;' push block; update this test"
 # Control: the unmodified copy builds the copy kernel's host code.
 (cd "$tree" && ./configure --builddir "$tree/build" >/dev/null && ninja -C "$tree/build" lib) > "$SCRATCH/push-ok.log" 2>&1 \
   || { tail -20 "$SCRATCH/push-ok.log"; fail "unmodified tree does not build"; }
-sed -i 's/  uint base;/  uint base;\n  uint extra_member_the_host_does_not_know;/' "$tree/kernels/copy.comp"
+sed -i '0,/^} pc;/s//  uint extra_member_the_host_does_not_know;\n} pc;/' "$tree/kernels/copy.comp"
 if (cd "$tree" && ninja -C "$tree/build" lib) > "$SCRATCH/push-bad.log" 2>&1; then
   fail "build succeeded although shader and host push constants disagree"
 fi
