@@ -231,7 +231,7 @@ static vkrt_status native_create(struct vkrt_collective *coll, struct vkrt_trans
      * makes this transport unavailable rather than failing every allreduce. */
     if (s == VKRT_OK) {
       s = vkrt_reduce_prepare(dev, VKRT_TYPE_F32);
-      if (s == VKRT_OK && IS_ENABLED(CONFIG_VKRT_TYPE_F16))
+      if (s == VKRT_OK && IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE_F16))
         s = vkrt_reduce_prepare(dev, VKRT_TYPE_F16);
       if (s == VKRT_ERROR_UNSUPPORTED)
         s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE, "native_fd: %s", base->last_error);
@@ -273,6 +273,12 @@ static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_
   struct native_fd *f = (struct native_fd *)t;
   struct vkrt_appliance *app = f->app;
   const vkrt_allreduce_args *a = job->args;
+  /* Checked before anything is recorded: a failure between the two phases would strand
+   * the peers and make the error sticky. */
+  if (a->type == VKRT_TYPE_F16 && !IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE_F16))
+    return vkrt_error(&app->base, VKRT_ERROR_UNSUPPORTED,
+                      "native_fd: an f16 allreduce needs the f16 reduce kernel "
+                      "(CONFIG_VKRT_TYPE_F16=n in this build)");
   uint64_t per_piece = f->slot_bytes / job->elem_size;
   for (uint64_t first = 0; first < a->count; first += per_piece) {
     uint64_t count = VKRT_MIN(per_piece, a->count - first);
