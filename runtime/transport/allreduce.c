@@ -158,6 +158,7 @@ static void *pool_main(void *arg) {
   struct vkrt_reduce_pool *p = ((struct pool_worker_arg *)arg)->pool;
   uint32_t part = ((struct pool_worker_arg *)arg)->part;
   uint64_t seen = 0;
+  pthread_setname_np(pthread_self(), "vkrt-reduce");
   pthread_mutex_lock(&p->lock);
   for (;;) {
     while (p->generation == seen && !p->stop)

@@ -140,6 +140,7 @@ static void process(struct cpu_proxy *p, const struct proxy_job *job) {
 
 static void *proxy_main(void *arg) {
   struct cpu_proxy *p = arg;
+  pthread_setname_np(pthread_self(), "vkrt-proxy"); /* shows in top/gdb; best effort */
   for (;;) {
     /* A short spin catches back-to-back collectives without a futex round trip. */
     uint64_t spin_end = vkrt_now_ns() + p->idle_spin_ns;

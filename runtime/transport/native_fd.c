@@ -73,6 +73,7 @@ static void release_all(struct native_fd *f) {
 
 static void *watchdog_main(void *arg) {
   struct native_fd *f = arg;
+  pthread_setname_np(pthread_self(), "vkrt-fd-watch");
   pthread_mutex_lock(&f->lock);
   for (;;) {
     while (f->watched == f->issued && !f->stop)
