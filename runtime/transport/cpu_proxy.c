@@ -244,19 +244,32 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
     if (app->devices[d].caps.is_cpu)
       p->idle_spin_ns = 0;
   }
+  /* One set (n + 1 slots) is one import, so it must fit the smallest device's allocation
+   * and buffer limits; a configured slot that does not is shrunk (pieces get smaller). */
+  uint64_t limit = UINT64_MAX;
+  for (uint32_t d = 0; d < p->n; d++) {
+    const struct vkrt_caps *c = &app->devices[d].caps;
+    if (c->max_memory_allocation_size)
+      limit = VKRT_MIN(limit, c->max_memory_allocation_size);
+    if (c->max_buffer_size)
+      limit = VKRT_MIN(limit, c->max_buffer_size);
+  }
   p->slot_bytes = vkrt_align_up(coll->slot_bytes, align);
+  uint64_t fit = vkrt_align_down(limit / (p->n + 1), align);
+  if (fit < p->slot_bytes) {
+    vkrt_log(base, VKRT_LOG_INFO, "cpu_proxy: slot of %llu bytes shrunk to %llu so %u slots fit "
+             "one import (device limit %llu)", (unsigned long long)p->slot_bytes,
+             (unsigned long long)fit, p->n + 1, (unsigned long long)limit);
+    p->slot_bytes = fit;
+  }
   p->set_bytes = p->slot_bytes * (p->n + 1);
   p->host_size = p->set_bytes * 2;
   vkrt_status s = VKRT_OK;
-  for (uint32_t d = 0; d < p->n && s == VKRT_OK; d++) {
-    uint64_t limit = app->devices[d].caps.max_memory_allocation_size;
-    if (limit && p->set_bytes > limit)
-      s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE,
-                     "cpu_proxy: %u slots of %llu MiB (%llu bytes, one import) exceed dev%u's "
-                     "maxMemoryAllocationSize %llu; lower CONFIG_VKRT_COLLECTIVE_SLOT_MB",
-                     p->n + 1, (unsigned long long)(p->slot_bytes >> 20),
-                     (unsigned long long)p->set_bytes, d, (unsigned long long)limit);
-  }
+  if (p->slot_bytes == 0)
+    s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE,
+                   "cpu_proxy: %u slots of the import alignment %llu do not fit one allocation "
+                   "of %llu bytes", p->n + 1, (unsigned long long)align,
+                   (unsigned long long)limit);
   if (s == VKRT_OK) {
     p->host = vkrt_alloc_aligned(base, p->host_size, align);
     if (!p->host)

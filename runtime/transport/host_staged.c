@@ -48,6 +48,13 @@ static vkrt_status staged_create(struct vkrt_collective *coll, struct vkrt_trans
   h->app = app;
   h->n = app->device_count;
   h->slot_bytes = coll->slot_bytes;
+  for (uint32_t d = 0; d < h->n; d++) { /* a staging buffer is one allocation */
+    const struct vkrt_caps *c = &app->devices[d].caps;
+    if (c->max_memory_allocation_size)
+      h->slot_bytes = VKRT_MIN(h->slot_bytes, vkrt_align_down(c->max_memory_allocation_size, 4096));
+    if (c->max_buffer_size)
+      h->slot_bytes = VKRT_MIN(h->slot_bytes, vkrt_align_down(c->max_buffer_size, 4096));
+  }
   vkrt_status s = VKRT_OK;
   for (uint32_t d = 0; d < h->n && s == VKRT_OK; d++) {
     s = vkrt_buffer_create_internal(&app->devices[d], h->slot_bytes, VKRT_BUFFER_HOST_VISIBLE, 0,
