@@ -203,6 +203,34 @@ fail:
   return r;
 }
 
+/* NVIDIA 580.159 on the H200: an import issued right after a refused one (file-backed pages)
+ * was refused too, even for anonymous memory that imports fine a moment later. So a refused
+ * import is retried after the device's queues drain and a short pause; the attempts are
+ * logged so the GPU runs show whether the retry is what helped. */
+static VkResult import_one_settled(struct vkrt_device *dev, uint64_t addr, uint64_t size,
+                                   bool injectable, VkBuffer *out_buffer,
+                                   VkDeviceMemory *out_memory) {
+  VkResult r = import_one(dev, addr, size, injectable, out_buffer, out_memory);
+  if (injectable && vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS))
+    return r;
+  for (int attempt = 2; r == VK_ERROR_OUT_OF_DEVICE_MEMORY && attempt <= 3; attempt++) {
+    pthread_mutex_lock(&dev->compute_queue_lock);
+    bool separate = dev->transfer_lock && dev->transfer_lock != &dev->compute_queue_lock;
+    if (separate)
+      pthread_mutex_lock(dev->transfer_lock);
+    dev->vk.vkDeviceWaitIdle(dev->handle);
+    if (separate)
+      pthread_mutex_unlock(dev->transfer_lock);
+    pthread_mutex_unlock(&dev->compute_queue_lock);
+    usleep(2000u * (unsigned)attempt);
+    r = import_one(dev, addr, size, injectable, out_buffer, out_memory);
+    vkrt_log(&dev->app->base, VKRT_LOG_INFO, "dev%u: host pointer import of %#" PRIx64 " (%" PRIu64
+             " bytes) attempt %d after a refusal: %s", dev->index, addr, size, attempt,
+             vkrt_vk_result_str(r));
+  }
+  return r;
+}
+
 /* Imports every chunk of a plan into dev. On failure frees what it made and reports the
  * failing chunk; VK_ERROR_OUT_OF_HOST_MEMORY when the arrays cannot be allocated. */
 static VkResult import_chunks(struct vkrt_device *dev, struct vkrt_region_device *rd,
@@ -220,7 +248,7 @@ static VkResult import_chunks(struct vkrt_device *dev, struct vkrt_region_device
     return VK_ERROR_OUT_OF_HOST_MEMORY;
   }
   for (uint32_t k = 0; k < count; k++) {
-    VkResult r = import_one(dev, chunks[k].import_addr, chunks[k].import_size, injectable,
+    VkResult r = import_one_settled(dev, chunks[k].import_addr, chunks[k].import_size, injectable,
                             &rd->buffers[k], &rd->memories[k]);
     if (r == VK_SUCCESS)
       atomic_fetch_add(&dev->app->registry->live_chunks, 1);
