@@ -330,6 +330,57 @@ static void test_native_x4(void **state) {
   sizes_on(4, VKRT_TRANSPORT_NATIVE_FD, false);
 }
 
+/* f16 in, f16 out, but no f16 overflow in between: ranks hold +60000, +60000, -60000,
+ * -60000 (and permutations per element), whose partial sums reach 120000 > 65504 (f16 max);
+ * accumulated in f32 the result is exact (0, or +-60000 for 3-rank prefixes). */
+static void f16_no_overflow(vkrt_transport_kind transport) {
+  vkrt_appliance *app = open_with(4, transport, NULL);
+  const uint64_t count = 4099;
+  struct bufs b;
+  bufs_create(&b, app, count * 2);
+  static const float pattern[4][4] = {{60000, 60000, -60000, -60000},
+                                      {60000, -60000, 60000, -60000},
+                                      {-60000, -60000, 60000, 60000},
+                                      {60000, 60000, -60000, 0}};
+  _Float16 *in = malloc(count * 2), *out = malloc(count * 2);
+  assert_non_null(in);
+  assert_non_null(out);
+  vkrt_allreduce_args args = {.count = count, .type = VKRT_TYPE_F16};
+  for (uint32_t d = 0; d < 4; d++) {
+    for (uint64_t i = 0; i < count; i++)
+      in[i] = (_Float16)pattern[i % 4][d];
+    upload(&b, d, b.send[d], 0, in, count * 2);
+    args.send[d] = b.send[d];
+    args.recv[d] = b.recv[d];
+  }
+  vkt_check(app, vkrt_allreduce(app, &args));
+  for (uint32_t d = 0; d < 4; d++) {
+    vkt_check(app, vkrt_finish(app, d));
+    download(&b, d, out, b.recv[d], 0, count * 2);
+    for (uint64_t i = 0; i < count; i++) {
+      float want = i % 4 == 3 ? 60000.0f : 0.0f;
+      if ((float)out[i] != want)
+        fail_msg("%s dev%u [%llu] = %g, want %g (f16 overflow on the way?)",
+                 vkrt_transport_str(transport), d, (unsigned long long)i, (double)(float)out[i],
+                 (double)want);
+    }
+  }
+  free(in);
+  free(out);
+  bufs_destroy(&b);
+  vkt_close(app);
+}
+
+static void test_f16_no_overflow(void **state) {
+  (void)state;
+  if (IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
+    f16_no_overflow(VKRT_TRANSPORT_CPU_PROXY);
+  if (IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED))
+    f16_no_overflow(VKRT_TRANSPORT_HOST_STAGED);
+  if (native_fd_here() && IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE_F16))
+    f16_no_overflow(VKRT_TRANSPORT_NATIVE_FD);
+}
+
 static void test_one_device(void **state) {
   (void)state;
   sizes_on(1, VKRT_TRANSPORT_NONE, false);
@@ -777,6 +828,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_staged_x4),
       cmocka_unit_test(test_native_x2),
       cmocka_unit_test(test_native_x4),
+      cmocka_unit_test(test_f16_no_overflow),
       cmocka_unit_test(test_back_to_back_proxy),
       cmocka_unit_test(test_long_work_first_proxy),
       cmocka_unit_test(test_long_work_first_staged),
