@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "import/import.h"
+#include "import/host_maps.h"
 #include "import/policy.h"
 
 #define REG_USAGE                                                                        \
@@ -581,6 +582,8 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
                   "(import alignment %" PRIu64 " > page size %" PRIu64 ")", pinfo.unimportable,
                   pinfo.alignment, reg->page_size);
     const bool plannable = ps == VKRT_OK && !pinfo.unimportable;
+    /* Asked once per region: only a driver known to refuse file-backed pages cares. */
+    int file_backed = -1;
     if (ps == VKRT_ERROR_INVALID_ARGUMENT || ps == VKRT_ERROR_OUT_OF_HOST_MEMORY) {
       s = vkrt_error(base, ps, "host register: %p: %s", ptr, why);
       goto fail;
@@ -605,6 +608,18 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
           prestage_mask |= 1u << d;
         }
         continue;
+      }
+      if (policy == VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE &&
+          vkrt_import_file_backed_refused(&dev->caps) && !vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS)) {
+        if (file_backed < 0)
+          file_backed = vkrt_host_range_file_backed(addr, addr + size);
+        if (file_backed) {
+          set_path(r, d, VKRT_IMPORT_PATH_STAGED, "file-backed pages, which %s refuses to import "
+                   "(and a refusal made later imports fail on NVIDIA 580), so not tried",
+                   dev->caps.driver_name);
+          prestage_mask |= 1u << d;
+          continue;
+        }
       }
       uint32_t failed;
       VkResult vr = import_chunks(dev, &r->dev[d], r->chunks, r->chunk_count, addr, true, &failed);
