@@ -327,15 +327,15 @@ vkrt_status vkrt_wait(vkrt_appliance *app, uint32_t device, uint64_t ticket,
                       uint64_t timeout_ns) {
   struct vkrt_device *dev;
   vkrt_status s = device_of(app, device, &dev);
-  /* A collective that failed asynchronously (stalled peer, lost device) fails every
-   * rank's wait, so no rank reads a half-reduced result as success. */
-  if (s == VKRT_OK)
-    s = vkrt_collective_status(app);
+  /* Drain first: the transports release every waiting queue on failure, so this returns,
+   * and afterwards the caller may free buffers the GPU was using. Then a collective that
+   * failed asynchronously (stalled peer, lost device) fails every rank's wait, so no rank
+   * reads a half-reduced result as success. */
   if (s == VKRT_OK)
     s = vkrt_stream_wait(dev, ticket, timeout_ns);
-  if (s == VKRT_OK)
-    s = vkrt_collective_status(app);
-  return s;
+  vkrt_status collective = s == VKRT_OK || s == VKRT_ERROR_DEVICE_LOST
+                               ? vkrt_collective_status(app) : VKRT_OK;
+  return s == VKRT_OK ? collective : s;
 }
 
 vkrt_status vkrt_finish(vkrt_appliance *app, uint32_t device) {
