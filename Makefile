@@ -83,7 +83,7 @@ test-tsan:
 
 .PHONY: sanitized-test
 sanitized-test: | .config
-	CC=clang ./configure --builddir $(O) --sanitize $(SANITIZE) --opt=-O1
+	CC=gcc ./configure --builddir $(O) --sanitize $(SANITIZE) --opt=-O1
 	$(NINJA)
 	tests/run --builddir $(O) --sanitizer $(SANITIZE)
 
