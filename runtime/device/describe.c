@@ -5,6 +5,7 @@
 
 #include "base/base.h"
 #include "device/device.h"
+#include "ops/ops.h"
 #include "transport/collective.h"
 
 struct out_buf {
@@ -31,6 +32,21 @@ static void put(struct out_buf *o, const char *fmt, ...) {
 
 static void add(struct out_buf *o, size_t n) { o->len += n; }
 
+/* Appends what a module's describe function writes (it returns the length it needs). */
+typedef size_t (*describe_fn)(const struct vkrt_appliance *app, bool json, char *buf, size_t size);
+static void add_module(struct out_buf *o, describe_fn fn, const struct vkrt_appliance *app,
+                       bool json) {
+  size_t room;
+  char *dst = cursor(o, &room);
+  add(o, fn(app, json, dst, room));
+}
+
+static void add_caps(struct out_buf *o, const struct vkrt_caps *caps, uint32_t index, bool json) {
+  size_t room;
+  char *dst = cursor(o, &room);
+  add(o, vkrt_caps_describe(caps, index, json, dst, room));
+}
+
 size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf_size) {
   struct out_buf o = {buf, buf ? buf_size : 0, 0};
   if (o.size)
@@ -42,7 +58,6 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
                      : b->rule == VKRT_MATCH_ID   ? "id"
                      : b->rule == VKRT_MATCH_UUID ? "uuid"
                                                   : "index";
-  size_t room;
   if (json) {
     put(&o,
         "{\"board\": {\"name\": \"%s\", \"device_count\": %u, \"simulated\": %s, \"match\": "
@@ -51,22 +66,15 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
         app->options.enable_validation ? "true" : "false");
     for (uint32_t i = 0; i < app->device_count; i++) {
       put(&o, "%s{", i ? ", " : "");
-      {
-      char *dst = cursor(&o, &room);
-      add(&o, vkrt_caps_describe(&app->devices[i].caps, i, true, dst, room));
-    }
-      put(&o, ", \"fault_mask\": %u}", app->devices[i].fault_mask);
+      add_caps(&o, &app->devices[i].caps, i, true);
+      put(&o, ", \"fault_mask\": %u, \"copy_path\": \"%s\", \"copy_path_reason\": \"%s\"}",
+          app->devices[i].fault_mask, vkrt_ops_copy_path(&app->devices[i]),
+          vkrt_ops_copy_path_reason(&app->devices[i]));
     }
     put(&o, "], ");
-    {
-      char *dst = cursor(&o, &room);
-      add(&o, vkrt_collective_describe(app, true, dst, room));
-    }
+    add_module(&o, vkrt_collective_describe, app, true);
     put(&o, ", ");
-    {
-      char *dst = cursor(&o, &room);
-      add(&o, vkrt_import_describe(app, true, dst, room));
-    }
+    add_module(&o, vkrt_import_describe, app, true);
     put(&o, "}\n");
     return o.len;
   }
@@ -74,20 +82,13 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
       b->name, b->device_count, b->simulated ? " simulated on one physical device" : "", rule,
       app->physical_count, app->options.enable_validation ? ", validation on" : "");
   for (uint32_t i = 0; i < app->device_count; i++) {
-    {
-      char *dst = cursor(&o, &room);
-      add(&o, vkrt_caps_describe(&app->devices[i].caps, i, false, dst, room));
-    }
+    add_caps(&o, &app->devices[i].caps, i, false);
     if (app->devices[i].fault_mask)
       put(&o, "vkrt: dev%u injected faults 0x%x\n", i, app->devices[i].fault_mask);
+    put(&o, "vkrt: dev%u contiguous copies via %s: %s\n", i,
+        vkrt_ops_copy_path(&app->devices[i]), vkrt_ops_copy_path_reason(&app->devices[i]));
   }
-  {
-      char *dst = cursor(&o, &room);
-      add(&o, vkrt_collective_describe(app, false, dst, room));
-    }
-  {
-      char *dst = cursor(&o, &room);
-      add(&o, vkrt_import_describe(app, false, dst, room));
-    }
+  add_module(&o, vkrt_collective_describe, app, false);
+  add_module(&o, vkrt_import_describe, app, false);
   return o.len;
 }

@@ -3,6 +3,7 @@
 
 #include "base/base.h"
 #include "device/device.h"
+#include "ops/ops.h"
 #include "device/device_internal.h"
 #include "transport/collective.h"
 
@@ -279,9 +280,9 @@ vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buf
   if (s != VKRT_OK)
     return s;
   vkrt_stream_barrier(dev, cmd);
-  VkBufferCopy region = {.srcOffset = src_offset, .dstOffset = dst_offset, .size = size};
-  dev->vk.vkCmdCopyBuffer(cmd, src->handle, dst->handle, 1, &region);
-  return VKRT_OK;
+  /* The device's faster contiguous copy: the 16-byte compute copy on GPUs (H200: 4.2 vs
+   * 0.85 TB/s for vkCmdCopyBuffer), vkCmdCopyBuffer on CPU devices; vkrt-probe says which. */
+  return vkrt_ops_copy_bytes(dev, cmd, dst->handle, dst_offset, src->handle, src_offset, size, -1);
 }
 
 vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint32_t value) {
