@@ -295,9 +295,9 @@ int main(int argc, char **argv) {
     goto out;
   }
   uint64_t done = 0, verified = 0;
-  double t_run = now_s(), worst_err = 0;
+  double t_run = now_s(), worst_err = 0, t_verify = 0;
   for (uint64_t t = 0; t < tokens && !stop_requested; t++) {
-    if (seconds > 0 && now_s() - t_run > seconds && t >= 2)
+    if (seconds > 0 && now_s() - t_run - t_verify > seconds && t >= 2)
       break;
     double t0 = now_s();
     weights_input(wh->seed, t, xin, wh->hidden);
@@ -331,6 +331,7 @@ int main(int argc, char **argv) {
     lat[done++] = now_s() - t0;
     /* Verify the first and every 16th token on every rank. */
     if (t == 0 || t % 16 == 15 || t + 1 == tokens) {
+      double t_v = now_s();
       memcpy(xref, xin, wh->hidden * sizeof(float));
       reference(&wf, xref);
       float *rank0 = malloc(wh->hidden * sizeof(float));
@@ -359,11 +360,13 @@ int main(int argc, char **argv) {
         rc = EXIT_VERIFY;
       }
       verified++;
+      t_verify += now_s() - t_v;
       if (rc)
         goto out;
     }
   }
-  double total = now_s() - t_run;
+  /* Throughput of the decode itself: the float64 reference checks are not counted. */
+  double total = now_s() - t_run - t_verify;
   if (stop_requested)
     printf("vkrt-service: stopping on signal %d after %llu tokens\n", (int)stop_requested,
            (unsigned long long)done);
