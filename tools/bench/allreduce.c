@@ -220,6 +220,51 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   return rc;
 }
 
+/* The floors an allreduce between devices is held against, measured in the same run:
+ * one submit of empty work + host wait on one device, and a host-relayed A -> B round trip
+ * (empty work on device 0, host sees it, then empty work on device 1, host sees it). */
+static void measure_floors(uint32_t devices, bool json) {
+  vkrt_options o;
+  vkrt_options_initialize(&o);
+  o.device_count = devices;
+  o.log_level = VKRT_LOG_WARN;
+  vkrt_appliance *app = NULL;
+  char why[1024];
+  if (vkrt_open(&o, &app, why, sizeof(why)) != VKRT_OK) {
+    fprintf(stderr, "# floors: cannot open: %s\n", why);
+    if (json)
+      printf("\"floors\": null, ");
+    return;
+  }
+  enum { N = 400 };
+  static double one[N], relay[N];
+  uint32_t peer = vkrt_device_count(app) > 1 ? 1 : 0;
+  for (int i = 0; i < 20; i++) /* warm up */
+    (void)(vkrt_finish(app, 0) || vkrt_finish(app, peer));
+  for (int i = 0; i < N; i++) {
+    double t0 = bench_now_s();
+    vkrt_status s = vkrt_finish(app, 0);
+    double t1 = bench_now_s();
+    if (s == VKRT_OK)
+      s = vkrt_finish(app, peer);
+    double t2 = bench_now_s();
+    if (s != VKRT_OK) {
+      fprintf(stderr, "# floors: %s\n", vkrt_last_error(app));
+      break;
+    }
+    one[i] = (t1 - t0) * 1e6;
+    relay[i] = (t2 - t0) * 1e6;
+  }
+  double one_us = bench_median(one, N), relay_us = bench_median(relay, N);
+  if (json)
+    printf("\"floors\": {\"submit_wait_one_device_us\": %.2f, \"relay_dev0_dev1_us\": %.2f}, ",
+           one_us, relay_us);
+  else
+    printf("# floors (median of %d): submit + wait of empty work on one device %.1f us; "
+           "host-relayed dev0 -> dev%u round trip %.1f us\n", N, one_us, peer, relay_us);
+  vkrt_close(app);
+}
+
 static int bench_allreduce(int argc, char **argv) {
   uint64_t min_bytes = 4, max_bytes = 256ull << 20;
   int iters = 20;
@@ -281,7 +326,10 @@ static int bench_allreduce(int argc, char **argv) {
   int rc = 0;
   bool first_json = true;
   if (json)
-    printf("{\"bench\": \"allreduce\", \"results\": [");
+    printf("{\"bench\": \"allreduce\", ");
+  measure_floors(devices, json);
+  if (json)
+    printf("\"results\": [");
   for (int k = 0; k < n_kinds; k++)
     rc |= run_transport(kinds[k], devices, type, min_bytes, max_bytes, iters, sync, json,
                         &first_json);
