@@ -174,3 +174,69 @@ vkrt_status vkrt_buffer_map(vkrt_buffer *b, void **out) {
   *out = b->mapped;
   return VKRT_OK;
 }
+
+VkResult vkrt_device_import_host_pointer(struct vkrt_device *dev, void *host, uint64_t size,
+                                         VkBufferUsageFlags usage, VkMemoryPropertyFlags preferred,
+                                         VkBuffer *out_buffer, VkDeviceMemory *out_memory) {
+  *out_buffer = VK_NULL_HANDLE;
+  *out_memory = VK_NULL_HANDLE;
+  if (!dev->vk.vkGetMemoryHostPointerPropertiesEXT)
+    return VK_ERROR_EXTENSION_NOT_PRESENT;
+  VkMemoryHostPointerPropertiesEXT props = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+  VkResult r = dev->vk.vkGetMemoryHostPointerPropertiesEXT(
+      dev->handle, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, host, &props);
+  if (r != VK_SUCCESS)
+    return r;
+  VkExternalMemoryBufferCreateInfo external = {
+      .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+      .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+  };
+  VkBufferCreateInfo info = {
+      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+      .pNext = &external,
+      .size = size,
+      .usage = usage,
+      .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+  };
+  r = dev->vk.vkCreateBuffer(dev->handle, &info, NULL, out_buffer);
+  if (r != VK_SUCCESS) {
+    *out_buffer = VK_NULL_HANDLE;
+    return r;
+  }
+  VkMemoryRequirements req;
+  dev->vk.vkGetBufferMemoryRequirements(dev->handle, *out_buffer, &req);
+  uint32_t type = vkrt_device_memory_type(dev, req.memoryTypeBits & props.memoryTypeBits, 0,
+                                          preferred);
+  if (type == UINT32_MAX || req.size > size) {
+    r = VK_ERROR_INVALID_EXTERNAL_HANDLE; /* no memory type serves both the buffer and the pointer */
+    goto fail;
+  }
+  VkImportMemoryHostPointerInfoEXT import = {
+      .sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+      .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+      .pHostPointer = host,
+  };
+  VkMemoryAllocateInfo alloc = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .pNext = &import,
+      .allocationSize = size,
+      .memoryTypeIndex = type,
+  };
+  r = vkrt_device_allocate_memory(dev, &alloc, out_memory);
+  if (r != VK_SUCCESS) {
+    *out_memory = VK_NULL_HANDLE;
+    goto fail;
+  }
+  r = dev->vk.vkBindBufferMemory(dev->handle, *out_buffer, *out_memory, 0);
+  if (r == VK_SUCCESS)
+    return VK_SUCCESS;
+fail:
+  if (*out_buffer)
+    dev->vk.vkDestroyBuffer(dev->handle, *out_buffer, NULL);
+  if (*out_memory)
+    dev->vk.vkFreeMemory(dev->handle, *out_memory, NULL);
+  *out_buffer = VK_NULL_HANDLE;
+  *out_memory = VK_NULL_HANDLE;
+  return r;
+}

@@ -133,6 +133,13 @@ static inline void vkrt_device_buffer_sharing(struct vkrt_device *dev, VkBufferC
   info->pQueueFamilyIndices = dev->queue_families;
 }
 
+/* Imports host memory [host, host + size) (aligned to minImportedHostPointerAlignment) as a
+ * VkBuffer of `usage` bound to VkDeviceMemory (VK_EXT_external_memory_host), preferring a
+ * memory type with `preferred` flags. On failure nothing is left allocated. */
+VkResult vkrt_device_import_host_pointer(struct vkrt_device *dev, void *host, uint64_t size,
+                                         VkBufferUsageFlags usage, VkMemoryPropertyFlags preferred,
+                                         VkBuffer *out_buffer, VkDeviceMemory *out_memory);
+
 /* Creates a buffer of `usage` on dev with memory of `required` properties. */
 vkrt_status vkrt_buffer_create_internal(struct vkrt_device *dev, uint64_t size, uint32_t flags,
                                         VkBufferUsageFlags extra_usage, struct vkrt_buffer **out);

@@ -144,64 +144,8 @@ static VkResult import_one(struct vkrt_device *dev, uint64_t addr, uint64_t size
   *out_memory = VK_NULL_HANDLE;
   if (injectable && vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS))
     return VK_ERROR_OUT_OF_DEVICE_MEMORY; /* what NVIDIA returns for file-backed pages */
-  void *host = (void *)(uintptr_t)addr;
-  VkMemoryHostPointerPropertiesEXT props = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
-  VkResult r = dev->vk.vkGetMemoryHostPointerPropertiesEXT(
-      dev->handle, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, host, &props);
-  if (r != VK_SUCCESS)
-    return r;
-  VkExternalMemoryBufferCreateInfo external = {
-      .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
-      .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
-  };
-  VkBufferCreateInfo info = {
-      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-      .pNext = &external,
-      .size = size,
-      .usage = REG_USAGE,
-      .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
-  };
-  r = dev->vk.vkCreateBuffer(dev->handle, &info, NULL, out_buffer);
-  if (r != VK_SUCCESS) {
-    *out_buffer = VK_NULL_HANDLE;
-    return r;
-  }
-  VkMemoryRequirements req;
-  dev->vk.vkGetBufferMemoryRequirements(dev->handle, *out_buffer, &req);
-  uint32_t type = vkrt_device_memory_type(dev, req.memoryTypeBits & props.memoryTypeBits, 0, 0);
-  if (type == UINT32_MAX || req.size > size) {
-    r = VK_ERROR_INVALID_EXTERNAL_HANDLE; /* no memory type serves both the buffer and the pointer */
-    goto fail;
-  }
-  VkImportMemoryHostPointerInfoEXT import = {
-      .sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
-      .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
-      .pHostPointer = host,
-  };
-  VkMemoryAllocateInfo alloc = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-      .pNext = &import,
-      .allocationSize = size,
-      .memoryTypeIndex = type,
-  };
-  r = vkrt_device_allocate_memory(dev, &alloc, out_memory);
-  if (r != VK_SUCCESS) {
-    *out_memory = VK_NULL_HANDLE;
-    goto fail;
-  }
-  r = dev->vk.vkBindBufferMemory(dev->handle, *out_buffer, *out_memory, 0);
-  if (r != VK_SUCCESS)
-    goto fail;
-  return VK_SUCCESS;
-fail:
-  if (*out_buffer)
-    dev->vk.vkDestroyBuffer(dev->handle, *out_buffer, NULL);
-  if (*out_memory)
-    dev->vk.vkFreeMemory(dev->handle, *out_memory, NULL);
-  *out_buffer = VK_NULL_HANDLE;
-  *out_memory = VK_NULL_HANDLE;
-  return r;
+  return vkrt_device_import_host_pointer(dev, (void *)(uintptr_t)addr, size, REG_USAGE, 0,
+                                         out_buffer, out_memory);
 }
 
 /* NVIDIA 580.159 on the H200: an import issued right after a refused one (file-backed pages)

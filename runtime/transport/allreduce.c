@@ -393,60 +393,15 @@ vkrt_status vkrt_collective_import_host(struct vkrt_device *dev, void *host, uin
     return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
                       "dev%u: collective slot import failed: VK_ERROR_OUT_OF_DEVICE_MEMORY "
                       "(injected)", dev->index);
-  VkMemoryHostPointerPropertiesEXT host_props = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
-  VkResult r = dev->vk.vkGetMemoryHostPointerPropertiesEXT(
-      dev->handle, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, host, &host_props);
+  VkResult r = vkrt_device_import_host_pointer(
+      dev, host, size,
+      VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+          VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+      VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, buffer, memory);
   if (r != VK_SUCCESS)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
-                      "dev%u: vkGetMemoryHostPointerPropertiesEXT on the collective slots: %s",
-                      dev->index, vkrt_vk_result_str(r));
-  VkExternalMemoryBufferCreateInfo external = {
-      .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
-      .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
-  };
-  VkBufferCreateInfo info = {
-      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-      .pNext = &external,
-      .size = size,
-      .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
-               VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
-      .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
-  };
-  r = dev->vk.vkCreateBuffer(dev->handle, &info, NULL, buffer);
-  if (r != VK_SUCCESS) {
-    *buffer = VK_NULL_HANDLE;
-    return vkrt_vk_error(dev, r, "vkCreateBuffer (collective slots)");
-  }
-  VkMemoryRequirements req;
-  dev->vk.vkGetBufferMemoryRequirements(dev->handle, *buffer, &req);
-  uint32_t bits = req.memoryTypeBits & host_props.memoryTypeBits;
-  uint32_t type = vkrt_device_memory_type(dev, bits, 0, VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
-  if (type == UINT32_MAX)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
-                      "dev%u: no memory type can import the collective slots (buffer 0x%x, host "
-                      "pointer 0x%x)", dev->index, req.memoryTypeBits, host_props.memoryTypeBits);
-  VkImportMemoryHostPointerInfoEXT import = {
-      .sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
-      .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
-      .pHostPointer = host,
-  };
-  VkMemoryAllocateInfo alloc = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-      .pNext = &import,
-      .allocationSize = size,
-      .memoryTypeIndex = type,
-  };
-  r = vkrt_device_allocate_memory(dev, &alloc, memory);
-  if (r != VK_SUCCESS) {
-    *memory = VK_NULL_HANDLE;
     return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
                       "dev%u: collective slot import failed: %s", dev->index,
                       vkrt_vk_result_str(r));
-  }
-  r = dev->vk.vkBindBufferMemory(dev->handle, *buffer, *memory, 0);
-  if (r != VK_SUCCESS)
-    return vkrt_vk_error(dev, r, "vkBindBufferMemory (collective slots)");
   return VKRT_OK;
 }
 
