@@ -1,8 +1,14 @@
 # Helpers for the configuration tests: scratch configs and builds outside build/.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-SCRATCH=${VKRT_SCRATCH:-/tmp/vkrt-config-tests}
-mkdir -p "$SCRATCH"
+# Each script gets its own scratch folder (runs may overlap), removed at exit unless kept.
+if [ -n "${VKRT_SCRATCH:-}" ]; then
+  SCRATCH=$VKRT_SCRATCH
+  mkdir -p "$SCRATCH"
+else
+  SCRATCH=$(mktemp -d /tmp/vkrt-config-tests.XXXXXX)
+  trap 'rm -rf "$SCRATCH"' EXIT
+fi
 KTOOL=(/usr/bin/python3 "$ROOT/tools/kconfig.py" --srcdir "$ROOT")
 
 # config_from <name> <defconfig-or-fragment-file>: writes $SCRATCH/<name>.config
