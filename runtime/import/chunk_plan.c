@@ -111,10 +111,11 @@ vkrt_status vkrt_chunk_plan(uint64_t addr, uint64_t size, const struct vkrt_chun
           .importable = importable,
       };
     }
-    if (!chunks && k == 0 && count64 > 2) {
-      /* Only the first and last chunk can leave the caller's pages; skip the middle. */
+    /* Only the first and last chunk can leave the caller's pages: once the chunks that
+     * follow are not stored (counting only, or past the capacity), skip to the last one, so
+     * a plan of billions of chunks costs two iterations, not billions. */
+    if (!(chunks && k + 1 < capacity) && k + 2 < count64)
       k = count64 - 2;
-    }
   }
   info->unimportable = unimportable;
   if (chunks && capacity < info->count) {
