@@ -27,10 +27,12 @@ vkrt_allocator vkrt_allocator_system(void) {
   return (vkrt_allocator){.alloc = system_alloc, .realloc = system_realloc, .free = system_free};
 }
 
+/* Counted even when not armed, so tests can learn how many allocations a call makes. */
 static bool injected_failure(struct vkrt_base *base) {
-  if (!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION) || base->host_alloc_fail_at == 0)
+  if (!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION))
     return false;
-  return atomic_fetch_add(&base->host_alloc_count, 1) + 1 == base->host_alloc_fail_at;
+  unsigned n = atomic_fetch_add(&base->host_alloc_count, 1) + 1;
+  return base->host_alloc_fail_at != 0 && n == base->host_alloc_fail_at;
 }
 
 void *vkrt_alloc_aligned(struct vkrt_base *base, size_t size, size_t alignment) {

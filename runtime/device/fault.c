@@ -13,3 +13,19 @@ vkrt_status vkrt_fault_arm_allocations(struct vkrt_appliance *app, uint32_t host
   app->options.faults.vulkan_alloc_fail_at = vulkan_alloc_fail_at;
   return VKRT_OK;
 }
+
+vkrt_status vkrt_fault_allocation_counts(const struct vkrt_appliance *app,
+                                         uint32_t *host_allocations,
+                                         uint32_t *vulkan_allocations) {
+  if (host_allocations)
+    *host_allocations = 0;
+  if (vulkan_allocations)
+    *vulkan_allocations = 0;
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (host_allocations)
+    *host_allocations = atomic_load(&app->base.host_alloc_count);
+  if (vulkan_allocations)
+    *vulkan_allocations = atomic_load(&app->vk_alloc_count);
+  return VKRT_OK;
+}

@@ -119,14 +119,13 @@ void vkrt_registry_close(struct vkrt_appliance *app) {
 /* ---- chunk import ----------------------------------------------------------------------- */
 
 static void free_device_chunks(struct vkrt_device *dev, struct vkrt_region_device *rd) {
-  if (rd->buffers) {
-    for (uint32_t k = 0; k < rd->chunk_count; k++) {
-      if (rd->buffers[k])
-        dev->vk.vkDestroyBuffer(dev->handle, rd->buffers[k], NULL);
-      if (rd->memories[k]) {
-        dev->vk.vkFreeMemory(dev->handle, rd->memories[k], NULL);
-        atomic_fetch_sub(&dev->app->registry->live_chunks, 1);
-      }
+  /* Either array may be missing: import_chunks lands here when allocating one of them fails. */
+  for (uint32_t k = 0; k < rd->chunk_count; k++) {
+    if (rd->buffers && rd->buffers[k])
+      dev->vk.vkDestroyBuffer(dev->handle, rd->buffers[k], NULL);
+    if (rd->memories && rd->memories[k]) {
+      dev->vk.vkFreeMemory(dev->handle, rd->memories[k], NULL);
+      atomic_fetch_sub(&dev->app->registry->live_chunks, 1);
     }
   }
   vkrt_free(&dev->app->base, rd->buffers);

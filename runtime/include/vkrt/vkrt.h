@@ -69,11 +69,17 @@ typedef struct vkrt_fault_options {
 
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
 /* Re-arms the allocation-failure counters of an open appliance: from now on the Nth host
- * allocation (through the injected allocator, driver allocations included) and the Nth
- * vkAllocateMemory fail (0 = never). Lets a test fail allocations of one call only. */
+ * allocation libvkrt itself makes (through the injected allocator; the driver's allocations
+ * through the same allocator are counted live but never failed) and the Nth vkAllocateMemory
+ * fail (0 = never). Lets a test fail allocations of one call only. */
 vkrt_status vkrt_fault_arm_allocations(struct vkrt_appliance *appliance,
                                        uint32_t host_alloc_fail_at,
                                        uint32_t vulkan_alloc_fail_at);
+/* How many of those allocations were made since vkrt_open or the last
+ * vkrt_fault_arm_allocations, so a failure matrix knows how many there are to fail. */
+vkrt_status vkrt_fault_allocation_counts(const struct vkrt_appliance *appliance,
+                                         uint32_t *host_allocations,
+                                         uint32_t *vulkan_allocations);
 #endif
 
 /* ---- open / close -------------------------------------------------------------------- */
