@@ -50,6 +50,8 @@ menuconfig: | .config
 	$(KCONFIG_ENV) $(KCONFIG_PY) -m menuconfig Kconfig
 
 guiconfig: | .config
+	@$(KCONFIG_PY) -c 'import tkinter' 2>/dev/null || \
+	  { echo "guiconfig needs Tk for /usr/bin/python3: apt-get install python3-tk"; exit 1; }
 	$(KCONFIG_ENV) $(KCONFIG_PY) -m guiconfig Kconfig
 
 olddefconfig: | .config
