@@ -417,8 +417,12 @@ static void back_to_back(vkrt_transport_kind transport) {
     if (it % 1000 == 999) {
       for (uint32_t d = 0; d < 2; d++)
         vkt_check(app, vkrt_finish(app, d));
-      if (it == 999)
+      if (it == 999) {
         live_after_warmup = atomic_load(&counting.live);
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+        vkt_check(app, vkrt_fault_arm_allocations(app, 0, 0)); /* count libvkrt's own from here */
+#endif
+      }
       long live = atomic_load(&counting.live);
       live_max = live > live_max ? live : live_max;
     }
@@ -435,9 +439,18 @@ static void back_to_back(vkrt_transport_kind transport) {
                 "live allocations %ld -> %ld (max %ld)\n", vkrt_transport_str(vkrt_transport(app)),
                 iterations, elapsed, elapsed / iterations * 1e6, live_after_warmup, live_end,
                 live_max);
-  /* The driver keeps a transient allocation or two (seen: 932/933 alternating); growth
-   * with the iteration count would be a leak. Zero after close is the strict check. */
-  assert_true(live_max <= live_after_warmup + 2 && live_end <= live_after_warmup + 2);
+  /* libvkrt itself allocates nothing per allreduce (strict, where it can be counted). The
+   * driver and validation layer settle at a plateau a little above the warmup figure (plain:
+   * 936 -> 938; TSan with synchronization validation, slower, reached the same 938 from 914
+   * at iteration 1000); a per-allreduce leak would grow by thousands over 9000 more
+   * iterations. Zero after close is the strict check of everything. */
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+  uint32_t own_host = 0, own_vulkan = 0;
+  vkt_check(app, vkrt_fault_allocation_counts(app, &own_host, &own_vulkan));
+  assert_int_equal(own_host, 0);
+  assert_int_equal(own_vulkan, 0);
+#endif
+  assert_true(live_max <= live_after_warmup + 64 && live_end <= live_after_warmup + 64);
   assert_true(elapsed < 60.0);
   bufs_destroy(&b);
   vkt_close(app);
