@@ -58,6 +58,20 @@ vkrt_status vkrt_verror(struct vkrt_base *base, vkrt_status status, const char *
 /* snprintf into a fixed buffer, always NUL-terminated, never failing. */
 void vkrt_format(char *buf, size_t size, const char *fmt, ...) VKRT_PRINTF(3, 4);
 
+/* snprintf-style text accumulation for the describe functions: writes what fits, keeps
+ * counting what would not, so callers return the length needed like snprintf. */
+struct vkrt_text {
+  char *buf;
+  size_t size, len;
+};
+void vkrt_text_put(struct vkrt_text *t, const char *fmt, ...) VKRT_PRINTF(2, 3);
+/* A JSON string literal with the escapes a device name or a reason could need. */
+void vkrt_text_json_string(struct vkrt_text *t, const char *s);
+/* Where a nested describe function may write, and how much room is left there. */
+char *vkrt_text_cursor(struct vkrt_text *t, size_t *room);
+/* Accounts for n bytes a nested describe function wrote (or needed) at the cursor. */
+static inline void vkrt_text_advance(struct vkrt_text *t, size_t n) { t->len += n; }
+
 /* Overflow-checked arithmetic for validation paths. Return false on overflow. */
 static inline bool vkrt_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
   return !__builtin_add_overflow(a, b, out);

@@ -59,3 +59,33 @@ vkrt_status vkrt_error(struct vkrt_base *base, vkrt_status status, const char *f
   va_end(ap);
   return s;
 }
+
+char *vkrt_text_cursor(struct vkrt_text *t, size_t *room) {
+  *room = t->len < t->size ? t->size - t->len : 0;
+  return *room ? t->buf + t->len : NULL;
+}
+
+void vkrt_text_put(struct vkrt_text *t, const char *fmt, ...) {
+  size_t room;
+  char *dst = vkrt_text_cursor(t, &room);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(dst, room, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    t->len += (size_t)n;
+}
+
+void vkrt_text_json_string(struct vkrt_text *t, const char *s) {
+  vkrt_text_put(t, "\"");
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      vkrt_text_put(t, "\\%c", c);
+    else if (c < 0x20)
+      vkrt_text_put(t, "\\u%04x", c);
+    else
+      vkrt_text_put(t, "%c", c);
+  }
+  vkrt_text_put(t, "\"");
+}

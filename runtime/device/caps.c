@@ -134,37 +134,7 @@ void vkrt_caps_decode(const struct vkrt_caps_input *in, struct vkrt_caps *out) {
 
 /* ---- description ------------------------------------------------------------------- */
 
-struct out_buf {
-  char *buf;
-  size_t size, len;
-};
 
-static void put(struct out_buf *o, const char *fmt, ...) VKRT_PRINTF(2, 3);
-static void put(struct out_buf *o, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *dst = o->len < o->size ? o->buf + o->len : NULL;
-  size_t room = o->len < o->size ? o->size - o->len : 0;
-  int n = vsnprintf(dst, room, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    o->len += (size_t)n;
-}
-
-/* JSON string with the escapes a device name could need. */
-static void put_json_string(struct out_buf *o, const char *s) {
-  put(o, "\"");
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      put(o, "\\%c", c);
-    else if (c < 0x20)
-      put(o, "\\u%04x", c);
-    else
-      put(o, "%c", c);
-  }
-  put(o, "\"");
-}
 
 static void uuid_str(const uint8_t uuid[16], char out[33]) {
   for (int i = 0; i < 16; i++)
@@ -189,7 +159,7 @@ static void handle_names(uint32_t bits, char *buf, size_t size) {
 
 size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, char *buf,
                           size_t size) {
-  struct out_buf o = {buf, buf ? size : 0, 0};
+  struct vkrt_text o = {buf, buf ? size : 0, 0};
   if (o.size)
     buf[0] = '\0';
   char duuid[33], druuid[33];
@@ -197,20 +167,20 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
   uuid_str(c->driver_uuid, druuid);
   const char *yes[2] = {"false", "true"};
   if (json) {
-    put(&o, "\"index\": %u, \"name\": ", index);
-    put_json_string(&o, c->device_name);
-    put(&o, ", \"driver_name\": ");
-    put_json_string(&o, c->driver_name);
-    put(&o, ", \"driver_info\": ");
-    put_json_string(&o, c->driver_info);
-    put(&o,
+    vkrt_text_put(&o, "\"index\": %u, \"name\": ", index);
+    vkrt_text_json_string(&o, c->device_name);
+    vkrt_text_put(&o, ", \"driver_name\": ");
+    vkrt_text_json_string(&o, c->driver_name);
+    vkrt_text_put(&o, ", \"driver_info\": ");
+    vkrt_text_json_string(&o, c->driver_info);
+    vkrt_text_put(&o,
         ", \"vendor_id\": %u, \"device_id\": %u, \"driver_version\": %u, \"api_version\": "
         "\"%u.%u.%u\", \"physical_index\": %u, \"device_uuid\": \"%s\", \"driver_uuid\": "
         "\"%s\", \"is_cpu\": %s",
         c->vendor_id, c->device_id, c->driver_version, VK_API_VERSION_MAJOR(c->api_version),
         VK_API_VERSION_MINOR(c->api_version), VK_API_VERSION_PATCH(c->api_version),
         c->physical_index, duuid, druuid, yes[c->is_cpu]);
-    put(&o,
+    vkrt_text_put(&o,
         ", \"external_memory_host\": %s, \"external_memory_fd\": %s, "
         "\"external_semaphore_fd\": %s, \"timeline_semaphore\": %s, \"memory_budget\": %s, "
         "\"storage_buffer_16bit\": %s, \"shader_float16\": %s, \"subgroup_size_control\": %s, "
@@ -219,12 +189,12 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
         yes[c->timeline_semaphore], yes[c->memory_budget], yes[c->storage_buffer_16bit],
         yes[c->shader_float16], yes[c->subgroup_size_control], yes[c->push_descriptor],
         yes[c->has_transfer_queue]);
-    put(&o,
+    vkrt_text_put(&o,
         ", \"semaphore_export_handles\": %u, \"semaphore_import_handles\": %u, "
         "\"host_buffer_import_handles\": %u, \"host_import_memory_type_bits\": %u",
         c->semaphore_export_handles, c->semaphore_import_handles, c->host_buffer_import_handles,
         c->host_import_memory_type_bits);
-    put(&o,
+    vkrt_text_put(&o,
         ", \"limits\": {\"min_imported_host_pointer_alignment\": %llu, "
         "\"max_memory_allocation_size\": %llu, \"max_buffer_size\": %llu, "
         "\"max_storage_buffer_range\": %llu, \"min_storage_buffer_offset_alignment\": %llu, "
@@ -242,16 +212,16 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
         c->max_compute_work_group_size[0], c->max_compute_work_group_size[1],
         c->max_compute_work_group_size[2], c->max_compute_work_group_invocations,
         c->subgroup_size, c->min_subgroup_size, c->max_subgroup_size, c->timestamp_period_ns);
-    put(&o, ", \"memory_heaps\": [");
+    vkrt_text_put(&o, ", \"memory_heaps\": [");
     for (uint32_t i = 0; i < c->heap_count; i++)
-      put(&o, "%s{\"size\": %llu, \"budget\": %llu, \"device_local\": %s}", i ? ", " : "",
+      vkrt_text_put(&o, "%s{\"size\": %llu, \"budget\": %llu, \"device_local\": %s}", i ? ", " : "",
           (unsigned long long)c->heap_size[i], (unsigned long long)c->heap_budget[i],
           yes[(c->heap_flags[i] & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0]);
-    put(&o, "], \"memory_types\": [");
+    vkrt_text_put(&o, "], \"memory_types\": [");
     for (uint32_t i = 0; i < c->type_count; i++)
-      put(&o, "%s{\"heap\": %u, \"flags\": %u}", i ? ", " : "", c->type_heap[i],
+      vkrt_text_put(&o, "%s{\"heap\": %u, \"flags\": %u}", i ? ", " : "", c->type_heap[i],
           c->type_flags[i]);
-    put(&o, "]");
+    vkrt_text_put(&o, "]");
     return o.len;
   }
 
@@ -260,33 +230,33 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
   handle_names(c->semaphore_import_handles, sem_import, sizeof(sem_import));
   handle_names(c->host_buffer_import_handles, buf_import, sizeof(buf_import));
   const char *yn[2] = {"no", "yes"};
-  put(&o, "vkrt: dev%u %s (vendor 0x%x device 0x%x, %s%s, Vulkan %u.%u.%u) physical %u\n", index,
+  vkrt_text_put(&o, "vkrt: dev%u %s (vendor 0x%x device 0x%x, %s%s, Vulkan %u.%u.%u) physical %u\n", index,
       c->device_name, c->vendor_id, c->device_id, c->driver_name[0] ? c->driver_name : "driver",
       c->is_cpu ? ", cpu" : "", VK_API_VERSION_MAJOR(c->api_version),
       VK_API_VERSION_MINOR(c->api_version), VK_API_VERSION_PATCH(c->api_version),
       c->physical_index);
-  put(&o, "vkrt: dev%u uuid %s driver_uuid %s\n", index, duuid, druuid);
-  put(&o,
+  vkrt_text_put(&o, "vkrt: dev%u uuid %s driver_uuid %s\n", index, duuid, druuid);
+  vkrt_text_put(&o,
       "vkrt: dev%u external_memory_host %s external_memory_fd %s external_semaphore_fd %s "
       "timeline_semaphore %s memory_budget %s\n",
       index, yn[c->external_memory_host], yn[c->external_memory_fd],
       yn[c->external_semaphore_fd], yn[c->timeline_semaphore], yn[c->memory_budget]);
-  put(&o,
+  vkrt_text_put(&o,
       "vkrt: dev%u storage_buffer_16bit %s shader_float16 %s subgroup_size_control %s "
       "push_descriptor %s transfer_queue %s\n",
       index, yn[c->storage_buffer_16bit], yn[c->shader_float16], yn[c->subgroup_size_control],
       yn[c->push_descriptor], yn[c->has_transfer_queue]);
-  put(&o,
+  vkrt_text_put(&o,
       "vkrt: dev%u timeline semaphore export %s import %s; buffer import %s; host import "
       "memory types 0x%x\n",
       index, sem_export, sem_import, buf_import, c->host_import_memory_type_bits);
-  put(&o,
+  vkrt_text_put(&o,
       "vkrt: dev%u limits min_imported_host_pointer_alignment %llu max_memory_allocation_size "
       "%llu max_buffer_size %llu max_storage_buffer_range %llu\n",
       index, (unsigned long long)c->min_imported_host_pointer_alignment,
       (unsigned long long)c->max_memory_allocation_size, (unsigned long long)c->max_buffer_size,
       (unsigned long long)c->max_storage_buffer_range);
-  put(&o,
+  vkrt_text_put(&o,
       "vkrt: dev%u limits shared_memory %u workgroup_size %u,%u,%u invocations %u "
       "workgroup_count %u,%u,%u subgroup %u (%u..%u) push_constants %u\n",
       index, c->max_compute_shared_memory_size, c->max_compute_work_group_size[0],
@@ -295,11 +265,11 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
       c->max_compute_work_group_count[1], c->max_compute_work_group_count[2], c->subgroup_size,
       c->min_subgroup_size, c->max_subgroup_size, c->max_push_constants_size);
   for (uint32_t i = 0; i < c->heap_count; i++)
-    put(&o, "vkrt: dev%u heap %u size %llu budget %llu%s\n", index, i,
+    vkrt_text_put(&o, "vkrt: dev%u heap %u size %llu budget %llu%s\n", index, i,
         (unsigned long long)c->heap_size[i], (unsigned long long)c->heap_budget[i],
         (c->heap_flags[i] & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) ? " device_local" : "");
   for (uint32_t i = 0; i < c->type_count; i++)
-    put(&o, "vkrt: dev%u memory type %u heap %u flags 0x%x\n", index, i, c->type_heap[i],
+    vkrt_text_put(&o, "vkrt: dev%u memory type %u heap %u flags 0x%x\n", index, i, c->type_heap[i],
         c->type_flags[i]);
   return o.len;
 }

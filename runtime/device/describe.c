@@ -8,47 +8,24 @@
 #include "ops/ops.h"
 #include "transport/collective.h"
 
-struct out_buf {
-  char *buf;
-  size_t size, len;
-};
-
-static char *cursor(struct out_buf *o, size_t *room) {
-  *room = o->len < o->size ? o->size - o->len : 0;
-  return *room ? o->buf + o->len : NULL;
-}
-
-static void put(struct out_buf *o, const char *fmt, ...) VKRT_PRINTF(2, 3);
-static void put(struct out_buf *o, const char *fmt, ...) {
-  size_t room;
-  char *dst = cursor(o, &room);
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(dst, room, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    o->len += (size_t)n;
-}
-
-static void add(struct out_buf *o, size_t n) { o->len += n; }
 
 /* Appends what a module's describe function writes (it returns the length it needs). */
 typedef size_t (*describe_fn)(const struct vkrt_appliance *app, bool json, char *buf, size_t size);
-static void add_module(struct out_buf *o, describe_fn fn, const struct vkrt_appliance *app,
+static void add_module(struct vkrt_text *o, describe_fn fn, const struct vkrt_appliance *app,
                        bool json) {
   size_t room;
-  char *dst = cursor(o, &room);
-  add(o, fn(app, json, dst, room));
+  char *dst = vkrt_text_cursor(o, &room);
+  vkrt_text_advance(o, fn(app, json, dst, room));
 }
 
-static void add_caps(struct out_buf *o, const struct vkrt_caps *caps, uint32_t index, bool json) {
+static void add_caps(struct vkrt_text *o, const struct vkrt_caps *caps, uint32_t index, bool json) {
   size_t room;
-  char *dst = cursor(o, &room);
-  add(o, vkrt_caps_describe(caps, index, json, dst, room));
+  char *dst = vkrt_text_cursor(o, &room);
+  vkrt_text_advance(o, vkrt_caps_describe(caps, index, json, dst, room));
 }
 
 size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf_size) {
-  struct out_buf o = {buf, buf ? buf_size : 0, 0};
+  struct vkrt_text o = {buf, buf ? buf_size : 0, 0};
   if (o.size)
     buf[0] = '\0';
   if (!app)
@@ -59,33 +36,33 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
                      : b->rule == VKRT_MATCH_UUID ? "uuid"
                                                   : "index";
   if (json) {
-    put(&o,
+    vkrt_text_put(&o,
         "{\"board\": {\"name\": \"%s\", \"device_count\": %u, \"simulated\": %s, \"match\": "
         "\"%s\", \"physical_devices\": %u, \"validation\": %s}, \"devices\": [",
         b->name, b->device_count, b->simulated ? "true" : "false", rule, app->physical_count,
         app->options.enable_validation ? "true" : "false");
     for (uint32_t i = 0; i < app->device_count; i++) {
-      put(&o, "%s{", i ? ", " : "");
+      vkrt_text_put(&o, "%s{", i ? ", " : "");
       add_caps(&o, &app->devices[i].caps, i, true);
-      put(&o, ", \"fault_mask\": %u, \"copy_path\": \"%s\", \"copy_path_reason\": \"%s\"}",
+      vkrt_text_put(&o, ", \"fault_mask\": %u, \"copy_path\": \"%s\", \"copy_path_reason\": \"%s\"}",
           app->devices[i].fault_mask, vkrt_ops_copy_path(&app->devices[i]),
           vkrt_ops_copy_path_reason(&app->devices[i]));
     }
-    put(&o, "], ");
+    vkrt_text_put(&o, "], ");
     add_module(&o, vkrt_collective_describe, app, true);
-    put(&o, ", ");
+    vkrt_text_put(&o, ", ");
     add_module(&o, vkrt_import_describe, app, true);
-    put(&o, "}\n");
+    vkrt_text_put(&o, "}\n");
     return o.len;
   }
-  put(&o, "vkrt: board %s: %u device(s)%s, matched by %s among %u physical device(s)%s\n",
+  vkrt_text_put(&o, "vkrt: board %s: %u device(s)%s, matched by %s among %u physical device(s)%s\n",
       b->name, b->device_count, b->simulated ? " simulated on one physical device" : "", rule,
       app->physical_count, app->options.enable_validation ? ", validation on" : "");
   for (uint32_t i = 0; i < app->device_count; i++) {
     add_caps(&o, &app->devices[i].caps, i, false);
     if (app->devices[i].fault_mask)
-      put(&o, "vkrt: dev%u injected faults 0x%x\n", i, app->devices[i].fault_mask);
-    put(&o, "vkrt: dev%u contiguous copies via %s: %s\n", i,
+      vkrt_text_put(&o, "vkrt: dev%u injected faults 0x%x\n", i, app->devices[i].fault_mask);
+    vkrt_text_put(&o, "vkrt: dev%u contiguous copies via %s: %s\n", i,
         vkrt_ops_copy_path(&app->devices[i]), vkrt_ops_copy_path_reason(&app->devices[i]));
   }
   add_module(&o, vkrt_collective_describe, app, false);

@@ -739,25 +739,9 @@ uint32_t vkrt_import_region_count(const struct vkrt_appliance *app) {
 
 /* ---- describe ------------------------------------------------------------------------- */
 
-struct out {
-  char *buf;
-  size_t size, len;
-};
-
-static void put(struct out *o, const char *fmt, ...) VKRT_PRINTF(2, 3);
-static void put(struct out *o, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *at = o->len < o->size ? o->buf + o->len : NULL;
-  size_t room = o->len < o->size ? o->size - o->len : 0;
-  int n = vsnprintf(at, room, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    o->len += (size_t)n;
-}
 
 size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *buf, size_t size) {
-  struct out o = {.buf = buf, .size = size};
+  struct vkrt_text o = {.buf = buf, .size = size};
   if (size)
     buf[0] = '\0';
   const struct vkrt_import_registry *reg = app->registry;
@@ -768,7 +752,7 @@ size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *b
   const uint64_t used = reg ? vkrt_import_prestage_bytes(app) : 0;
   const uint32_t regions = reg ? vkrt_import_region_count(app) : 0;
   if (json)
-    put(&o, "\"import\": {\"policy\": \"%s\", \"prestage_budget_bytes\": %" PRIu64
+    vkrt_text_put(&o, "\"import\": {\"policy\": \"%s\", \"prestage_budget_bytes\": %" PRIu64
         ", \"prestage_bytes_in_use\": %" PRIu64 ", \"prestage_threads\": %u, \"chunk_cap_bytes\": %"
         PRIu64 ", \"staging_slot_bytes\": %llu, \"staging_slots\": %d, \"upload_contexts\": %d, "
         "\"regions\": %u, \"devices\": [",
@@ -776,7 +760,7 @@ size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *b
         (unsigned long long)CONFIG_VKRT_STAGING_SLOT_KB << 10, CONFIG_VKRT_STAGING_SLOTS,
         CONFIG_VKRT_UPLOAD_CONTEXTS, regions);
   else
-    put(&o, "vkrt: import policy %s, pre-stage budget %" PRIu64 " MiB (%" PRIu64 " MiB in use), "
+    vkrt_text_put(&o, "vkrt: import policy %s, pre-stage budget %" PRIu64 " MiB (%" PRIu64 " MiB in use), "
         "staging ring %d x %d KiB, %d upload contexts per device, %u region(s) registered\n",
         vkrt_import_policy_name(policy), budget >> 20, used >> 20, CONFIG_VKRT_STAGING_SLOTS,
         CONFIG_VKRT_STAGING_SLOT_KB, CONFIG_VKRT_UPLOAD_CONTEXTS, regions);
@@ -792,7 +776,7 @@ size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *b
       for (int p = 0; p < 3; p++)
         n[p] = atomic_load(&((struct vkrt_import_registry *)reg)->regions_by_path[d][p]);
     if (json)
-      put(&o, "%s{\"device\": %u, \"file_backed_path\": \"%s\", \"why\": \"%s\", "
+      vkrt_text_put(&o, "%s{\"device\": %u, \"file_backed_path\": \"%s\", \"why\": \"%s\", "
           "\"external_memory_host\": %s, \"min_imported_host_pointer_alignment\": %" PRIu64
           ", \"chunk_limit_bytes\": %" PRIu64 ", \"max_memory_allocation_size\": %" PRIu64
           ", \"max_buffer_size\": %" PRIu64 ", \"transfer_queue\": %s, "
@@ -802,7 +786,7 @@ size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *b
           dev->caps.max_buffer_size, dev->caps.has_transfer_queue ? "true" : "false",
           n[VKRT_IMPORT_PATH_IMPORTED], n[VKRT_IMPORT_PATH_PRESTAGED]);
     else
-      put(&o, "vkrt: dev%u import: %s (%s); external_memory_host %s, min alignment %" PRIu64
+      vkrt_text_put(&o, "vkrt: dev%u import: %s (%s); external_memory_host %s, min alignment %" PRIu64
           ", chunk limit %" PRIu64 " = min(maxMemoryAllocationSize %" PRIu64 ", maxBufferSize %"
           PRIu64 "%s), uploads on the %s queue; regions imported %u, pre-staged %u\n",
           d, vkrt_import_path_str(path), why, usable ? "yes" : "no",
@@ -813,7 +797,7 @@ size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *b
   }
   /* The registered regions and what each device took for them (first few). */
   if (json)
-    put(&o, "], \"registered\": [");
+    vkrt_text_put(&o, "], \"registered\": [");
   if (reg) {
     struct vkrt_import_registry *wreg = (struct vkrt_import_registry *)reg;
     pthread_rwlock_rdlock(&wreg->lock);
@@ -821,25 +805,25 @@ size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *b
     for (uint32_t i = 0; i < shown; i++) {
       const struct vkrt_region *r = reg->table.entries[i].value;
       if (json)
-        put(&o, "%s{\"ptr\": \"%p\", \"size\": %" PRIu64 ", \"devices\": [", i ? ", " : "",
+        vkrt_text_put(&o, "%s{\"ptr\": \"%p\", \"size\": %" PRIu64 ", \"devices\": [", i ? ", " : "",
             (const void *)r->ptr, r->size);
       else
-        put(&o, "vkrt: region [%p, +%" PRIu64 "):", (const void *)r->ptr, r->size);
+        vkrt_text_put(&o, "vkrt: region [%p, +%" PRIu64 "):", (const void *)r->ptr, r->size);
       for (uint32_t d = 0; d < app->device_count; d++) {
         if (json)
-          put(&o, "%s{\"path\": \"%s\", \"chunks\": %u, \"why\": \"%s\"}", d ? ", " : "",
+          vkrt_text_put(&o, "%s{\"path\": \"%s\", \"chunks\": %u, \"why\": \"%s\"}", d ? ", " : "",
               vkrt_import_path_str(r->dev[d].path), r->dev[d].chunk_count, r->reason[d]);
         else
-          put(&o, "%s dev%u %s (%u chunks: %s)", d ? ";" : "", d,
+          vkrt_text_put(&o, "%s dev%u %s (%u chunks: %s)", d ? ";" : "", d,
               vkrt_import_path_str(r->dev[d].path), r->dev[d].chunk_count, r->reason[d]);
       }
-      put(&o, json ? "]}" : "\n");
+      vkrt_text_put(&o, json ? "]}" : "\n");
     }
     if (!json && reg->table.count > shown)
-      put(&o, "vkrt: ... and %u more region(s)\n", reg->table.count - shown);
+      vkrt_text_put(&o, "vkrt: ... and %u more region(s)\n", reg->table.count - shown);
     pthread_rwlock_unlock(&wreg->lock);
   }
   if (json)
-    put(&o, "]}");
+    vkrt_text_put(&o, "]}");
   return o.len;
 }

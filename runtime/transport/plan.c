@@ -230,34 +230,6 @@ void vkrt_transport_plan(const struct vkrt_transport_plan_input *in,
 
 /* ---- description ---------------------------------------------------------------------- */
 
-struct out_buf {
-  char *buf;
-  size_t size, len;
-};
-
-VKRT_PRINTF(2, 3)
-static void emit(struct out_buf *o, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(o->len < o->size ? o->buf + o->len : NULL,
-                    o->len < o->size ? o->size - o->len : 0, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    o->len += (size_t)n;
-}
-
-static void emit_json_string(struct out_buf *o, const char *s) {
-  emit(o, "\"");
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\')
-      emit(o, "\\%c", *s);
-    else if ((unsigned char)*s < 0x20)
-      emit(o, "\\u%04x", (unsigned)(unsigned char)*s);
-    else
-      emit(o, "%c", *s);
-  }
-  emit(o, "\"");
-}
 
 static const char *handle_str(uint32_t handle) {
   return handle == VKRT_HANDLE_OPAQUE_FD ? "opaque_fd"
@@ -267,45 +239,45 @@ static const char *handle_str(uint32_t handle) {
 
 size_t vkrt_transport_plan_describe(const struct vkrt_transport_plan *plan, bool json, char *buf,
                                     size_t size) {
-  struct out_buf o = {buf, size, 0};
+  struct vkrt_text o = {buf, size, 0};
   if (size)
     buf[0] = '\0';
   const char *via = plan->ok ? vkrt_transport_str(plan->kind) : "none";
   if (json) {
-    emit(&o, "\"collectives\": {\"transport\": \"%s\", \"ok\": %s, \"semaphore_handle\": \"%s\", "
+    vkrt_text_put(&o, "\"collectives\": {\"transport\": \"%s\", \"ok\": %s, \"semaphore_handle\": \"%s\", "
          "\"reason\": ", via, plan->ok ? "true" : "false", handle_str(plan->semaphore_handle));
-    emit_json_string(&o, plan->reason);
-    emit(&o, ", \"candidates\": [");
+    vkrt_text_json_string(&o, plan->reason);
+    vkrt_text_put(&o, ", \"candidates\": [");
     for (int k = 0; k < 3; k++) {
-      emit(&o, "%s{\"transport\": \"%s\", \"usable\": %s, \"reason\": ", k ? ", " : "",
+      vkrt_text_put(&o, "%s{\"transport\": \"%s\", \"usable\": %s, \"reason\": ", k ? ", " : "",
            vkrt_transport_str(plan->candidates[k].kind),
            plan->candidates[k].usable ? "true" : "false");
-      emit_json_string(&o, plan->candidates[k].reason);
-      emit(&o, "}");
+      vkrt_text_json_string(&o, plan->candidates[k].reason);
+      vkrt_text_put(&o, "}");
     }
-    emit(&o, "], \"pairs\": [");
+    vkrt_text_put(&o, "], \"pairs\": [");
     bool first = true;
     for (uint32_t i = 0; i < plan->device_count; i++)
       for (uint32_t j = i + 1; j < plan->device_count; j++) {
-        emit(&o, "%s{\"a\": %u, \"b\": %u, \"via\": \"%s\", \"native_fd_handle\": \"%s\", "
+        vkrt_text_put(&o, "%s{\"a\": %u, \"b\": %u, \"via\": \"%s\", \"native_fd_handle\": \"%s\", "
              "\"native_fd\": ", first ? "" : ", ", i, j, via, handle_str(plan->pair_handle[i][j]));
-        emit_json_string(&o, plan->pair_reason[i][j]);
-        emit(&o, "}");
+        vkrt_text_json_string(&o, plan->pair_reason[i][j]);
+        vkrt_text_put(&o, "}");
         first = false;
       }
-    emit(&o, "]}");
+    vkrt_text_put(&o, "]}");
   } else {
-    emit(&o, "vkrt: collectives: %s\n", plan->reason);
+    vkrt_text_put(&o, "vkrt: collectives: %s\n", plan->reason);
     if (plan->device_count > 1)
       for (int k = 0; k < 3; k++)
-        emit(&o, "vkrt:   %s %s: %s\n", vkrt_transport_str(plan->candidates[k].kind),
+        vkrt_text_put(&o, "vkrt:   %s %s: %s\n", vkrt_transport_str(plan->candidates[k].kind),
              plan->ok && plan->candidates[k].kind == plan->kind ? "chosen"
              : plan->candidates[k].usable                        ? "usable"
                                                                  : "rejected",
              plan->candidates[k].reason);
     for (uint32_t i = 0; i < plan->device_count; i++)
       for (uint32_t j = i + 1; j < plan->device_count; j++)
-        emit(&o, "vkrt: dev%u -> dev%u via %s (native_fd pair: %s)\n", i, j, via,
+        vkrt_text_put(&o, "vkrt: dev%u -> dev%u via %s (native_fd pair: %s)\n", i, j, via,
              plan->pair_reason[i][j]);
   }
   return o.len;
