@@ -85,7 +85,7 @@ test-tsan:
 
 .PHONY: sanitized-test
 sanitized-test: | .config
-	CC=gcc ./configure --builddir $(O) --sanitize $(SANITIZE) --opt=-O1
+	./configure --cc gcc --builddir $(O) --sanitize $(SANITIZE) --opt=-O1
 	$(NINJA)
 	tests/run --builddir $(O) --sanitizer $(SANITIZE)
 

@@ -15,7 +15,9 @@ cd "$root"
 [ -f .config ] || /usr/bin/python3 tools/kconfig.py defconfig boards/sim-lavapipe-x2/defconfig >/dev/null
 # clang 14 is enough: the harnesses need only libvkrt.a and their own file (`ninja fuzz-<name>`
 # builds nothing else; the unit tests' _Float16, which clang 14 lacks on x86, is not compiled).
-if ! out=$(CC=${FUZZ_CC:-clang} ./configure --builddir "$builddir" --sanitize fuzz --opt=-O1 2>&1); then
+# --cc, not CC=: ninja re-runs configure with the recorded arguments when .config or a
+# Sources list changes, and an environment CC would be lost (the harnesses need clang).
+if ! out=$(./configure --cc "${FUZZ_CC:-clang}" --builddir "$builddir" --sanitize fuzz --opt=-O1 2>&1); then
   printf '%s\n' "$out"; echo "fuzz: configure failed"; exit 1
 fi
 rc=0

@@ -9,7 +9,7 @@ cd "$root"
 echo "soak: $builddir, up to $VKRT_SOAK_SECONDS s and $VKRT_SOAK_ALLREDUCES allreduces"
 "$builddir/tests/vk/test_soak"
 if [ "${VKRT_SOAK_TSAN:-1}" = 1 ]; then
-  if ! out=$(CC=gcc ./configure --builddir build-tsan --sanitize tsan --opt=-O1 2>&1 &&
+  if ! out=$(./configure --cc gcc --builddir build-tsan --sanitize tsan --opt=-O1 2>&1 &&
              ninja -C build-tsan "$root/build-tsan/tests/vk/test_soak" 2>&1); then
     printf '%s\n' "$out" | tail -30; echo "soak: TSan build failed"; exit 1
   fi
