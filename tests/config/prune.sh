@@ -12,14 +12,14 @@ build_config prune build-prune-lib 2>/dev/null || build_config prune || { tail -
 lib="$SCRATCH/build-prune/libvkrt.a"
 objs=$(ar t "$lib")
 syms=$(nm -A "$lib" 2>/dev/null)
-echo "$objs" | grep -qi "native_fd" && fail "native_fd object still in libvkrt.a"
-echo "$syms" | grep -qi "native_fd" && fail "native_fd symbol still in libvkrt.a"
-echo "$objs" | grep -qi "transpose" && fail "transpose object still in libvkrt.a"
-echo "$syms" | grep -q "vkrt_kernel_transpose" && fail "transpose kernel still embedded"
+grep -qi "native_fd" <<< "$objs" && fail "native_fd object still in libvkrt.a"
+grep -qi "native_fd" <<< "$syms" && fail "native_fd symbol still in libvkrt.a"
+grep -qi "transpose" <<< "$objs" && fail "transpose object still in libvkrt.a"
+grep -q "vkrt_kernel_transpose" <<< "$syms" && fail "transpose kernel still embedded"
 # ... while the enabled ones are there (so the test can fail the other way too).
 config_from full "$ROOT/boards/sim-lavapipe-x2/defconfig"
 build_config full || fail "default board does not build"
 full=$(nm -A "$SCRATCH/build-full/libvkrt.a" 2>/dev/null)
-echo "$full" | grep -qi "native_fd" || fail "native_fd missing from the full build (test is blind)"
-echo "$full" | grep -q "vkrt_kernel_transpose" || fail "transpose missing from the full build (test is blind)"
+grep -qi "native_fd" <<< "$full" || fail "native_fd missing from the full build (test is blind)"
+grep -q "vkrt_kernel_transpose" <<< "$full" || fail "transpose missing from the full build (test is blind)"
 echo "pruning: native_fd and transpose absent when n, present when y"

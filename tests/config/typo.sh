@@ -7,14 +7,14 @@ frag="$SCRATCH/typo.frag"
 if out=$("${KTOOL[@]}" --config "$SCRATCH/typo.config" defconfig "$frag" 2>&1); then
   fail "defconfig with an unknown symbol was accepted"
 fi
-echo "$out" | grep -q "VKRT_TRANSPORT_CPU_PROXYY" || fail "message does not name the symbol: $out"
+grep -q "VKRT_TRANSPORT_CPU_PROXYY" <<< "$out" || fail "message does not name the symbol: $out"
 cp "$frag" "$SCRATCH/typo-direct.config"
 if out=$(cd "$ROOT" && ./configure --config "$SCRATCH/typo-direct.config" --builddir "$SCRATCH/build-typo" 2>&1); then
   fail "configure accepted an unknown symbol"
 fi
-echo "$out" | grep -q "VKRT_TRANSPORT_CPU_PROXYY" || fail "configure message does not name the symbol: $out"
+grep -q "VKRT_TRANSPORT_CPU_PROXYY" <<< "$out" || fail "configure message does not name the symbol: $out"
 # A value that does not stick (dependency unmet) is an error too.
 { cat "$ROOT/boards/sim-lavapipe-x2/defconfig"; echo "CONFIG_VKRT_DEVICE_UUIDS=\"00\""; } > "$frag"
 out=$("${KTOOL[@]}" --config "$SCRATCH/typo.config" defconfig "$frag" 2>&1) && fail "value that did not stick was accepted"
-echo "$out" | grep -q "VKRT_DEVICE_UUIDS" || fail "no message naming VKRT_DEVICE_UUIDS: $out"
+grep -q "VKRT_DEVICE_UUIDS" <<< "$out" || fail "no message naming VKRT_DEVICE_UUIDS: $out"
 echo "typo: unknown symbol and unmet dependency both rejected by name"

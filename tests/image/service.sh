@@ -16,11 +16,11 @@ for devices in 2 4; do
     args=(--weights "$w" --tokens 20 --devices "$devices")
     [ $fault = on ] && args+=(--fault import-fails)
     out=$("$svc" "${args[@]}" 2>&1) || { echo "$out"; echo "service failed: $devices devices, fault $fault"; exit 1; }
-    echo "$out" | grep -q "ranks bit-identical: yes" || { echo "$out"; exit 1; }
+    grep -q "ranks bit-identical: yes" <<< "$out" || { echo "$out"; exit 1; }
     if [ $fault = on ]; then
-      echo "$out" | grep -q "weights via prestaged" || { echo "$out"; echo "fault on but no pre-stage in the plan"; exit 1; }
+      grep -q "weights via prestaged" <<< "$out" || { echo "$out"; echo "fault on but no pre-stage in the plan"; exit 1; }
     else
-      echo "$out" | grep -q "weights via imported" || { echo "$out"; echo "fault off but weights not imported"; exit 1; }
+      grep -q "weights via imported" <<< "$out" || { echo "$out"; echo "fault off but weights not imported"; exit 1; }
     fi
     echo "$devices devices, import fault $fault: $(echo "$out" | grep -m1 'tokens/s')"
   done
@@ -30,11 +30,11 @@ head -c 20000 "$w" > "$work/trunc.bin"
 set +e
 out=$("$svc" --weights "$work/trunc.bin" --tokens 2 2>&1); rc=$?
 set -e
-[ $rc -eq 3 ] && echo "$out" | grep -q "truncated" || { echo "$out (rc $rc)"; echo "truncated file not reported"; exit 1; }
+[ $rc -eq 3 ] && grep -q "truncated" <<< "$out" || { echo "$out (rc $rc)"; echo "truncated file not reported"; exit 1; }
 set +e
 out=$("$svc" --weights "$w" --hidden 256 --tokens 2 2>&1); rc=$?
 set -e
-[ $rc -eq 3 ] && echo "$out" | grep -q "shape mismatch" || { echo "$out (rc $rc)"; echo "wrong --hidden not reported"; exit 1; }
+[ $rc -eq 3 ] && grep -q "shape mismatch" <<< "$out" || { echo "$out (rc $rc)"; echo "wrong --hidden not reported"; exit 1; }
 set +e
 out=$("$svc" --weights /nonexistent 2>&1); rc=$?
 set -e
