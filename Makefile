@@ -3,7 +3,7 @@ O ?= build
 BOARD ?= sim-lavapipe-x2
 KCONFIG_PY := /usr/bin/python3
 KCONFIG_ENV := PYTHONPATH=/usr/lib/python3/dist-packages KCONFIG_CONFIG=$(CURDIR)/.config srctree=$(CURDIR)
-KTOOL := $(KCONFIG_PY) tools/kconfig.py --srcdir $(CURDIR) --config $(CURDIR)/.config
+KTOOL := $(KCONFIG_PY) scripts/kconfig.py --srcdir $(CURDIR) --config $(CURDIR)/.config
 BOARDS := $(notdir $(wildcard boards/*))
 NINJA := ninja -C $(O)
 

@@ -9,7 +9,7 @@ else
   SCRATCH=$(mktemp -d /tmp/vkrt-config-tests.XXXXXX)
   trap 'rm -rf "$SCRATCH"' EXIT
 fi
-KTOOL=(/usr/bin/python3 "$ROOT/tools/kconfig.py" --srcdir "$ROOT")
+KTOOL=(/usr/bin/python3 "$ROOT/scripts/kconfig.py" --srcdir "$ROOT")
 
 # config_from <name> <defconfig-or-fragment-file>: writes $SCRATCH/<name>.config
 config_from() {

@@ -6,7 +6,7 @@ tree="$SCRATCH/push-tree"
 rm -rf "$tree"; mkdir -p "$tree"
 (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$tree")
 cp "$ROOT/boards/sim-lavapipe-x2/defconfig" "$tree/.config.in"
-/usr/bin/python3 "$tree/tools/kconfig.py" --srcdir "$tree" --config "$tree/.config" defconfig "$tree/.config.in" >/dev/null
+/usr/bin/python3 "$tree/scripts/kconfig.py" --srcdir "$tree" --config "$tree/.config" defconfig "$tree/.config.in" >/dev/null
 grep -q "^} pc;" "$tree/kernels/copy.comp" || fail "copy.comp has no '} pc;' push block; update this test"
 # Control: the unmodified copy builds the copy kernel's host code.
 (cd "$tree" && ./configure --builddir "$tree/build" >/dev/null && ninja -C "$tree/build" lib) > "$SCRATCH/push-ok.log" 2>&1 \

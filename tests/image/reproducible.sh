@@ -9,7 +9,7 @@ epoch=$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 0)
 for copy in a b-longer-path; do
   mkdir -p "$work/$copy"
   (cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$work/$copy")
-  /usr/bin/python3 "$work/$copy/tools/kconfig.py" --srcdir "$work/$copy" --config "$work/$copy/.config" \
+  /usr/bin/python3 "$work/$copy/scripts/kconfig.py" --srcdir "$work/$copy" --config "$work/$copy/.config" \
     defconfig "$work/$copy/boards/sim-lavapipe-x2/defconfig" >/dev/null
   (cd "$work/$copy" && ./configure >/dev/null && ninja -C build >/dev/null &&
    VKRT_VERSION=$version SOURCE_DATE_EPOCH=$epoch tools/make-image.sh build >/dev/null)
