@@ -5,18 +5,18 @@
 #include "device/device.h"
 
 vkrt_status vkrt_vk_error(struct vkrt_device *dev, VkResult result, const char *what) {
-  return vkrt_error(&dev->app->base, vkrt_vk_status(result), "dev%u: %s: %s", dev->index, what,
+  return vkrt_error(&dev->sys->base, vkrt_vk_status(result), "dev%u: %s: %s", dev->index, what,
                     vkrt_vk_result_str(result));
 }
 
 VkResult vkrt_device_allocate_memory(struct vkrt_device *dev, const VkMemoryAllocateInfo *info,
                                      VkDeviceMemory *out) {
   *out = VK_NULL_HANDLE;
-  struct vkrt_appliance *app = dev->app;
-  unsigned n = atomic_fetch_add(&app->vk_alloc_count, 1) + 1;
+  struct vkrt_system *sys = dev->sys;
+  unsigned n = atomic_fetch_add(&sys->vk_alloc_count, 1) + 1;
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
-  if (app->options.faults.vulkan_alloc_fail_at && n == app->options.faults.vulkan_alloc_fail_at) {
-    vkrt_log(&app->base, VKRT_LOG_WARN,
+  if (sys->options.faults.vulkan_alloc_fail_at && n == sys->options.faults.vulkan_alloc_fail_at) {
+    vkrt_log(&sys->base, VKRT_LOG_WARN,
              "dev%u: injected failure of vkAllocateMemory call %u (%llu bytes)", dev->index, n,
              (unsigned long long)info->allocationSize);
     return VK_ERROR_OUT_OF_DEVICE_MEMORY;
@@ -47,7 +47,7 @@ uint32_t vkrt_device_memory_type(const struct vkrt_device *dev, uint32_t type_bi
 vkrt_status vkrt_buffer_create_internal(struct vkrt_device *dev, uint64_t size, uint32_t flags,
                                         VkBufferUsageFlags extra_usage, struct vkrt_buffer **out) {
   *out = NULL;
-  struct vkrt_base *base = &dev->app->base;
+  struct vkrt_base *base = &dev->sys->base;
   if (size == 0)
     return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: buffer size 0", dev->index);
   if (flags & ~(uint32_t)VKRT_BUFFER_HOST_VISIBLE)
@@ -128,21 +128,6 @@ fail:
   return s;
 }
 
-vkrt_status vkrt_buffer_create(vkrt_appliance *app, uint32_t device, uint64_t size,
-                               uint32_t flags, vkrt_buffer **out) {
-  if (!out)
-    return app ? vkrt_error(&app->base, VKRT_ERROR_INVALID_ARGUMENT, "buffer: out is NULL")
-               : VKRT_ERROR_INVALID_ARGUMENT;
-  *out = NULL;
-  if (!app)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  if (device >= app->device_count)
-    return vkrt_error(&app->base, VKRT_ERROR_INVALID_ARGUMENT,
-                      "buffer: device %u does not exist (the appliance has %u)", device,
-                      app->device_count);
-  return vkrt_buffer_create_internal(&app->devices[device], size, flags, 0, out);
-}
-
 void vkrt_buffer_destroy(vkrt_buffer *b) {
   if (!b)
     return;
@@ -153,7 +138,7 @@ void vkrt_buffer_destroy(vkrt_buffer *b) {
     dev->vk.vkDestroyBuffer(dev->handle, b->handle, NULL);
   if (b->memory)
     dev->vk.vkFreeMemory(dev->handle, b->memory, NULL);
-  vkrt_free(&dev->app->base, b);
+  vkrt_free(&dev->sys->base, b);
 }
 
 uint64_t vkrt_buffer_size(const vkrt_buffer *b) { return b ? b->size : 0; }
@@ -162,13 +147,13 @@ uint32_t vkrt_buffer_device(const vkrt_buffer *b) { return b ? b->dev->index : U
 
 vkrt_status vkrt_buffer_map(vkrt_buffer *b, void **out) {
   if (!out)
-    return b ? vkrt_error(&b->dev->app->base, VKRT_ERROR_INVALID_ARGUMENT, "map: out is NULL")
+    return b ? vkrt_error(&b->dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, "map: out is NULL")
              : VKRT_ERROR_INVALID_ARGUMENT;
   *out = NULL;
   if (!b)
     return VKRT_ERROR_INVALID_ARGUMENT;
   if (!b->mapped)
-    return vkrt_error(&b->dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+    return vkrt_error(&b->dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "dev%u: cannot map a buffer created without VKRT_BUFFER_HOST_VISIBLE",
                       b->dev->index);
   *out = b->mapped;

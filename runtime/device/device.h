@@ -28,12 +28,12 @@ struct vkrt_stream {
   uint64_t signal_value[VKRT_STREAM_MAX_SYNC];
 };
 
-struct vkrt_appliance;
+struct vkrt_system;
 struct vkrt_ops_state;      /* runtime/ops */
 struct vkrt_upload_state;   /* runtime/import */
 
 struct vkrt_device {
-  struct vkrt_appliance *app;
+  struct vkrt_system *sys;
   uint32_t index;
   VkPhysicalDevice physical;
   VkDevice handle;
@@ -63,10 +63,11 @@ struct vkrt_buffer {
   void *mapped;
 };
 
-struct vkrt_import_registry;   /* runtime/import */
-struct vkrt_collective;        /* runtime/transport */
-
-struct vkrt_appliance {
+/* What runtime/device brings up: the loader, the instance (with validation) and one
+ * VkDevice per rank with its tables, capabilities, queues and stream. The wings
+ * (import, transport, ops) get it, or just a device, as a parameter; the appliance
+ * (runtime/appliance) embeds it beside the wings' states. */
+struct vkrt_system {
   struct vkrt_base base;
   vkrt_options options;
   struct vkrt_board board;
@@ -80,14 +81,9 @@ struct vkrt_appliance {
   atomic_uint vk_alloc_count;             /* fault injection: vkAllocateMemory calls */
   uint32_t device_count;
   struct vkrt_device devices[VKRT_MAX_DEVICES];
-  struct vkrt_import_registry *registry;
-  struct vkrt_collective *collective;
-  uint64_t collective_timeout_ns;
-  /* core bookkeeping (runtime/device) */
   atomic_long vk_driver_live;             /* driver allocations via vk_allocator not yet freed */
   uint32_t api_version;                   /* instance apiVersion requested */
   uint32_t physical_count;                /* physical devices enumerated */
-  bool upload_opened, collective_opened;  /* module hooks to undo at close */
 };
 
 /* Faults: true when `bit` is injected on this device (always false without
@@ -140,18 +136,22 @@ VkResult vkrt_device_import_host_pointer(struct vkrt_device *dev, void *host, ui
                                          VkBufferUsageFlags usage, VkMemoryPropertyFlags preferred,
                                          VkBuffer *out_buffer, VkDeviceMemory *out_memory);
 
+/* A status with "devN: what range ... is outside the buffer" when [offset, +size) is not
+ * inside b. */
+vkrt_status vkrt_buffer_check_range(const vkrt_buffer *b, uint64_t offset, uint64_t size,
+                                    const char *what);
+
 /* Creates a buffer of `usage` on dev with memory of `required` properties. */
 vkrt_status vkrt_buffer_create_internal(struct vkrt_device *dev, uint64_t size, uint32_t flags,
                                         VkBufferUsageFlags extra_usage, struct vkrt_buffer **out);
 
-/* Module hooks called by vkrt_open/vkrt_close in this order; each has a header stub when
- * its module is compiled out. */
-vkrt_status vkrt_upload_open(struct vkrt_appliance *app);     /* runtime/import */
-void vkrt_upload_close(struct vkrt_appliance *app);
-vkrt_status vkrt_ops_open(struct vkrt_device *dev);           /* runtime/ops */
-void vkrt_ops_close(struct vkrt_device *dev);
-
-/* Import plan part of vkrt_describe (runtime/import): with json, JSON members
- * ("import": ...) without braces around them, like vkrt_collective_describe; else
- * "vkrt: devN import via ...: why" lines. Returns the length needed like snprintf. */
-size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *buf, size_t size);
+/* Bring-up and tear-down (system.c): options -> board -> instance -> devices with their
+ * streams. vkrt_system_open fills a zeroed sys (allocated by the caller with the
+ * allocator of `options`); on failure the caller still calls vkrt_system_close, which
+ * unwinds what was made. */
+vkrt_status vkrt_system_open(struct vkrt_system *sys, const vkrt_options *options);
+void vkrt_system_close(struct vkrt_system *sys);
+/* Waits for every device to go idle (before the wings release what the GPU may use). */
+void vkrt_system_wait_idle(struct vkrt_system *sys);
+/* The device `device` of sys, or a status with a message when it does not exist. */
+vkrt_status vkrt_system_device(struct vkrt_system *sys, uint32_t device, struct vkrt_device **out);

@@ -3,9 +3,7 @@
 
 #include "base/base.h"
 #include "device/device.h"
-#include "ops/ops.h"
 #include "device/device_internal.h"
-#include "transport/collective.h"
 
 vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
   struct vkrt_stream *st = &dev->stream;
@@ -66,7 +64,7 @@ static vkrt_status wait_value(struct vkrt_device *dev, uint64_t value, uint64_t 
   };
   VkResult r = dev->vk.vkWaitSemaphores(dev->handle, &info, timeout_ns);
   if (r == VK_TIMEOUT)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_TIMEOUT,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_TIMEOUT,
                       "dev%u: stream value %llu not reached within %llu ns", dev->index,
                       (unsigned long long)value, (unsigned long long)timeout_ns);
   if (r != VK_SUCCESS) {
@@ -81,7 +79,7 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
   *out = VK_NULL_HANDLE;
   struct vkrt_stream *st = &dev->stream;
   if (dev->lost)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
   if (st->recording) {
     *out = st->cmd[st->current];
     return VKRT_OK;
@@ -122,7 +120,7 @@ void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
 vkrt_status vkrt_stream_add_wait(struct vkrt_device *dev, VkSemaphore sem, uint64_t value) {
   struct vkrt_stream *st = &dev->stream;
   if (st->wait_count == VKRT_STREAM_MAX_SYNC)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_INTERNAL,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL,
                       "dev%u: more than %d waits attached to one submit", dev->index,
                       VKRT_STREAM_MAX_SYNC);
   st->wait_sem[st->wait_count] = sem;
@@ -133,7 +131,7 @@ vkrt_status vkrt_stream_add_wait(struct vkrt_device *dev, VkSemaphore sem, uint6
 vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value) {
   struct vkrt_stream *st = &dev->stream;
   if (st->signal_count == VKRT_STREAM_MAX_SYNC)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_INTERNAL,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL,
                       "dev%u: more than %d signals attached to one submit", dev->index,
                       VKRT_STREAM_MAX_SYNC);
   st->signal_sem[st->signal_count] = sem;
@@ -166,12 +164,12 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   }
   if (vkrt_fault(dev, VKRT_FAULT_DEVICE_LOST)) {
     dev->lost = true;
-    s = vkrt_error(&dev->app->base, VKRT_ERROR_DEVICE_LOST,
+    s = vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST,
                    "dev%u: vkQueueSubmit: VK_ERROR_DEVICE_LOST (injected)", dev->index);
     goto out;
   }
   if (dev->lost) {
-    s = vkrt_error(&dev->app->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
+    s = vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
     goto out;
   }
 
@@ -230,7 +228,7 @@ out:
 
 vkrt_status vkrt_stream_wait(struct vkrt_device *dev, uint64_t value, uint64_t timeout_ns) {
   if (value > dev->stream.submitted)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "dev%u: waiting for stream value %llu, but only %llu were submitted",
                       dev->index, (unsigned long long)value,
                       (unsigned long long)dev->stream.submitted);
@@ -241,48 +239,15 @@ vkrt_status vkrt_stream_wait(struct vkrt_device *dev, uint64_t value, uint64_t t
 
 /* ---- public stream API ------------------------------------------------------------- */
 
-static vkrt_status check_range(const vkrt_buffer *b, uint64_t offset, uint64_t size,
-                               const char *what) {
+vkrt_status vkrt_buffer_check_range(const vkrt_buffer *b, uint64_t offset, uint64_t size,
+                                    const char *what) {
   uint64_t end;
   if (!vkrt_add_u64(offset, size, &end) || end > b->size)
-    return vkrt_error(&b->dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+    return vkrt_error(&b->dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "dev%u: %s range [%llu, +%llu) is outside the buffer of %llu bytes",
                       b->dev->index, what, (unsigned long long)offset, (unsigned long long)size,
                       (unsigned long long)b->size);
   return VKRT_OK;
-}
-
-vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
-                                 uint64_t src_offset, uint64_t size) {
-  if (!dst || !src)
-    return dst ? vkrt_error(&dst->dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
-                            "copy: source buffer is NULL")
-               : src ? vkrt_error(&src->dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
-                                  "copy: destination buffer is NULL")
-                     : VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_device *dev = dst->dev;
-  if (src->dev != dev)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
-                      "copy: source is on dev%u, destination on dev%u; copies stay on one device",
-                      src->dev->index, dev->index);
-  if (size == 0)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: copy of 0 bytes",
-                      dev->index);
-  vkrt_status s = check_range(dst, dst_offset, size, "copy destination");
-  if (s == VKRT_OK)
-    s = check_range(src, src_offset, size, "copy source");
-  if (s == VKRT_OK && src == dst && src_offset < dst_offset + size && dst_offset < src_offset + size)
-    s = vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
-                   "dev%u: copy source and destination overlap", dev->index);
-  VkCommandBuffer cmd;
-  if (s == VKRT_OK)
-    s = vkrt_stream_cmd(dev, &cmd);
-  if (s != VKRT_OK)
-    return s;
-  vkrt_stream_barrier(dev, cmd);
-  /* The device's faster contiguous copy: the 16-byte compute copy on GPUs (H200: 4.2 vs
-   * 0.85 TB/s for vkCmdCopyBuffer), vkCmdCopyBuffer on CPU devices; vkrt-probe says which. */
-  return vkrt_ops_copy_bytes(dev, cmd, dst->handle, dst_offset, src->handle, src_offset, size, -1);
 }
 
 vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint32_t value) {
@@ -290,10 +255,10 @@ vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint
     return VKRT_ERROR_INVALID_ARGUMENT;
   struct vkrt_device *dev = dst->dev;
   if (size == 0 || offset % 4 || size % 4)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "dev%u: fill offset %llu and size %llu must be non-zero multiples of 4",
                       dev->index, (unsigned long long)offset, (unsigned long long)size);
-  vkrt_status s = check_range(dst, offset, size, "fill");
+  vkrt_status s = vkrt_buffer_check_range(dst, offset, size, "fill");
   VkCommandBuffer cmd;
   if (s == VKRT_OK)
     s = vkrt_stream_cmd(dev, &cmd);
@@ -302,45 +267,4 @@ vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint
   vkrt_stream_barrier(dev, cmd);
   dev->vk.vkCmdFillBuffer(cmd, dst->handle, offset, size, value);
   return VKRT_OK;
-}
-
-static vkrt_status device_of(vkrt_appliance *app, uint32_t device, struct vkrt_device **out) {
-  *out = NULL;
-  if (!app)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  if (device >= app->device_count)
-    return vkrt_error(&app->base, VKRT_ERROR_INVALID_ARGUMENT,
-                      "device %u does not exist (the appliance has %u)", device,
-                      app->device_count);
-  *out = &app->devices[device];
-  return VKRT_OK;
-}
-
-vkrt_status vkrt_submit(vkrt_appliance *app, uint32_t device, uint64_t *out_ticket) {
-  if (out_ticket)
-    *out_ticket = 0;
-  struct vkrt_device *dev;
-  vkrt_status s = device_of(app, device, &dev);
-  return s != VKRT_OK ? s : vkrt_stream_submit(dev, out_ticket);
-}
-
-vkrt_status vkrt_wait(vkrt_appliance *app, uint32_t device, uint64_t ticket,
-                      uint64_t timeout_ns) {
-  struct vkrt_device *dev;
-  vkrt_status s = device_of(app, device, &dev);
-  /* Drain first: the transports release every waiting queue on failure, so this returns,
-   * and afterwards the caller may free buffers the GPU was using. Then a collective that
-   * failed asynchronously (stalled peer, lost device) fails every rank's wait, so no rank
-   * reads a half-reduced result as success. */
-  if (s == VKRT_OK)
-    s = vkrt_stream_wait(dev, ticket, timeout_ns);
-  vkrt_status collective = s == VKRT_OK || s == VKRT_ERROR_DEVICE_LOST
-                               ? vkrt_collective_status(app) : VKRT_OK;
-  return s == VKRT_OK ? collective : s;
-}
-
-vkrt_status vkrt_finish(vkrt_appliance *app, uint32_t device) {
-  uint64_t ticket;
-  vkrt_status s = vkrt_submit(app, device, &ticket);
-  return s != VKRT_OK ? s : vkrt_wait(app, device, ticket, UINT64_MAX);
 }

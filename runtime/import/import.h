@@ -80,6 +80,7 @@ void vkrt_copy_pool_finish(struct vkrt_copy_pool *pool);
 void vkrt_copy_pool_memcpy(struct vkrt_copy_pool *pool, void *dst, const void *src, uint64_t size);
 
 struct vkrt_import_registry {
+  struct vkrt_system *sys;        /* the devices it imports into */
   pthread_rwlock_t lock;          /* table: uploads read, register/unregister write */
   struct vkrt_region_table table;
   pthread_mutex_t drain_lock;     /* unregister waits here for users of a removed region */
@@ -112,6 +113,7 @@ struct vkrt_upload_context {
 
 struct vkrt_upload_state {
   struct vkrt_device *dev;
+  struct vkrt_import_registry *registry; /* regions to DMA from, and the copy pool */
   pthread_mutex_t lock;
   pthread_cond_t cond;
   struct vkrt_upload_context *free_list;
@@ -123,14 +125,29 @@ struct vkrt_upload_state {
   pthread_mutex_t *queue_lock;
 };
 
-/* Registry (registry.c). */
-vkrt_status vkrt_registry_open(struct vkrt_appliance *app);
-void vkrt_registry_close(struct vkrt_appliance *app);
+/* Registry (registry.c): opened after the devices, closed before them (after the upload
+ * states that point at it). */
+vkrt_status vkrt_registry_open(struct vkrt_system *sys, struct vkrt_import_registry **out);
+void vkrt_registry_close(struct vkrt_import_registry *reg);
+/* vkrt_host_register / vkrt_host_unregister / vkrt_import_policy_get on an open registry. */
+vkrt_status vkrt_registry_register(struct vkrt_import_registry *reg, const void *ptr, uint64_t size,
+                                   vkrt_progress_fn progress, void *progress_user,
+                                   vkrt_register_info *info);
+vkrt_status vkrt_registry_unregister(struct vkrt_import_registry *reg, const void *ptr);
+vkrt_import_policy vkrt_registry_policy(const struct vkrt_import_registry *reg);
+/* Upload contexts and staging rings per device (upload.c), DMAing from reg's regions. */
+vkrt_status vkrt_upload_open(struct vkrt_system *sys, struct vkrt_import_registry *reg);
+void vkrt_upload_close(struct vkrt_system *sys);
+/* Import plan part of vkrt_describe: with json, JSON members ("import": ...) without braces
+ * around them, like vkrt_collective_describe; else "vkrt: devN import via ...: why" lines.
+ * Returns the length needed like snprintf. */
+size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_import_registry *reg,
+                            bool json, char *buf, size_t size);
 /* Finds the region holding all of [src, src + size) whose path on `device` is not staged,
  * and takes a reference (release with vkrt_region_release). NULL: use the staging ring. */
-struct vkrt_region *vkrt_region_acquire(struct vkrt_appliance *app, uint32_t device,
+struct vkrt_region *vkrt_region_acquire(struct vkrt_import_registry *reg, uint32_t device,
                                         const void *src, uint64_t size);
-void vkrt_region_release(struct vkrt_appliance *app, struct vkrt_region *region);
+void vkrt_region_release(struct vkrt_import_registry *reg, struct vkrt_region *region);
 
 /* Copies size bytes with up to `threads` threads (blocks handed out dynamically), calling
  * progress (may be NULL) from the calling thread. Returns the threads actually used. Used
@@ -139,9 +156,9 @@ uint32_t vkrt_import_parallel_copy(void *dst, const void *src, uint64_t size, ui
                                    vkrt_progress_fn progress, void *progress_user);
 
 /* Bytes of pre-staged copies alive (tests: 0 after every region is unregistered). */
-uint64_t vkrt_import_prestage_bytes(const struct vkrt_appliance *app);
+uint64_t vkrt_import_prestage_bytes(const struct vkrt_import_registry *reg);
 /* Imported chunk buffers (VkBuffer + VkDeviceMemory) alive over all devices (tests: 0
  * after every region is unregistered). */
-long vkrt_import_live_chunks(const struct vkrt_appliance *app);
+long vkrt_import_live_chunks(const struct vkrt_import_registry *reg);
 /* Regions registered right now. */
-uint32_t vkrt_import_region_count(const struct vkrt_appliance *app);
+uint32_t vkrt_import_region_count(const struct vkrt_import_registry *reg);

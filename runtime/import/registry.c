@@ -27,9 +27,9 @@ const char *vkrt_import_policy_str(vkrt_import_policy policy) {
   return vkrt_import_policy_name((uint32_t)policy);
 }
 
-vkrt_import_policy vkrt_import_policy_get(const vkrt_appliance *app) {
-  if (app && app->registry)
-    return (vkrt_import_policy)app->registry->policy;
+vkrt_import_policy vkrt_registry_policy(const struct vkrt_import_registry *reg) {
+  if (reg)
+    return (vkrt_import_policy)reg->policy;
   return (vkrt_import_policy)CONFIG_VKRT_IMPORT_POLICY_ID;
 }
 
@@ -43,8 +43,8 @@ static bool can_import(const struct vkrt_device *dev) {
 
 /* ---- open / close ---------------------------------------------------------------------- */
 
-vkrt_status vkrt_registry_open(struct vkrt_appliance *app) {
-  struct vkrt_base *base = &app->base;
+vkrt_status vkrt_registry_open(struct vkrt_system *sys, struct vkrt_import_registry **out) {
+  struct vkrt_base *base = &sys->base;
   struct vkrt_import_registry *reg = vkrt_calloc(base, 1, sizeof(*reg));
   if (!reg)
     return vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "import: out of host memory");
@@ -62,28 +62,29 @@ vkrt_status vkrt_registry_open(struct vkrt_appliance *app) {
   reg->chunk_cap = VKRT_IMPORT_CHUNK_CAP_BYTES;
   reg->prestage_threads = VKRT_PRESTAGE_THREADS;
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
-  if (app->options.faults.import_policy_override) {
-    uint32_t p = app->options.faults.import_policy_override - 1;
+  if (sys->options.faults.import_policy_override) {
+    uint32_t p = sys->options.faults.import_policy_override - 1;
     if (p >= VKRT_IMPORT_POLICY_COUNT) {
       vkrt_free(base, reg);
       return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT,
                         "import: policy override %u is not 1 + a vkrt_import_policy",
-                        app->options.faults.import_policy_override);
+                        sys->options.faults.import_policy_override);
     }
     reg->policy = p;
   }
-  if (app->options.faults.import_chunk_cap)
-    reg->chunk_cap = app->options.faults.import_chunk_cap;
+  if (sys->options.faults.import_chunk_cap)
+    reg->chunk_cap = sys->options.faults.import_chunk_cap;
 #endif
   long page = sysconf(_SC_PAGESIZE);
   reg->page_size = page > 0 ? (uint64_t)page : 4096;
   const struct vkrt_caps *caps[VKRT_MAX_DEVICES];
-  for (uint32_t d = 0; d < app->device_count; d++)
-    caps[d] = &app->devices[d].caps;
-  reg->prestage_budget = vkrt_prestage_budget(VKRT_PRESTAGE_BUDGET_BYTES, caps, app->device_count);
+  for (uint32_t d = 0; d < sys->device_count; d++)
+    caps[d] = &sys->devices[d].caps;
+  reg->prestage_budget = vkrt_prestage_budget(VKRT_PRESTAGE_BUDGET_BYTES, caps, sys->device_count);
   /* The caller's thread copies too, so threads - 1 helpers. */
   vkrt_copy_pool_init(&reg->copy_pool, reg->prestage_threads - 1);
-  app->registry = reg;
+  reg->sys = sys;
+  *out = reg;
   vkrt_log(base, VKRT_LOG_INFO,
            "import: policy %s, pre-stage budget %" PRIu64 " MiB, %u copy threads, chunk cap %" PRIu64
            " KiB",
@@ -92,19 +93,19 @@ vkrt_status vkrt_registry_open(struct vkrt_appliance *app) {
   return VKRT_OK;
 }
 
-static void region_destroy(struct vkrt_appliance *app, struct vkrt_region *r);
+static void region_destroy(struct vkrt_import_registry *reg, struct vkrt_region *r);
 
-void vkrt_registry_close(struct vkrt_appliance *app) {
-  struct vkrt_import_registry *reg = app->registry;
+void vkrt_registry_close(struct vkrt_import_registry *reg) {
   if (!reg)
     return;
+  struct vkrt_system *sys = reg->sys;
   if (reg->table.count)
-    vkrt_log(&app->base, VKRT_LOG_INFO, "import: %u region(s) still registered at close; "
+    vkrt_log(&sys->base, VKRT_LOG_INFO, "import: %u region(s) still registered at close; "
              "unregistering them", reg->table.count);
   for (uint32_t i = reg->table.count; i-- > 0;)
-    region_destroy(app, reg->table.entries[i].value);
+    region_destroy(reg, reg->table.entries[i].value);
   if (atomic_load(&reg->live_chunks) != 0)
-    vkrt_log(&app->base, VKRT_LOG_ERROR, "import: %ld imported chunk(s) still alive at close",
+    vkrt_log(&sys->base, VKRT_LOG_ERROR, "import: %ld imported chunk(s) still alive at close",
              atomic_load(&reg->live_chunks));
   vkrt_region_table_finish(&reg->table);
   vkrt_copy_pool_finish(&reg->copy_pool);
@@ -112,24 +113,23 @@ void vkrt_registry_close(struct vkrt_appliance *app) {
   pthread_mutex_destroy(&reg->drain_lock);
   pthread_cond_destroy(&reg->drain_cond);
   pthread_mutex_destroy(&reg->budget_lock);
-  vkrt_free(&app->base, reg);
-  app->registry = NULL;
+  vkrt_free(&sys->base, reg);
 }
 
 /* ---- chunk import ----------------------------------------------------------------------- */
 
-static void free_device_chunks(struct vkrt_device *dev, struct vkrt_region_device *rd) {
+static void free_device_chunks(struct vkrt_import_registry *reg, struct vkrt_device *dev, struct vkrt_region_device *rd) {
   /* Either array may be missing: import_chunks lands here when allocating one of them fails. */
   for (uint32_t k = 0; k < rd->chunk_count; k++) {
     if (rd->buffers && rd->buffers[k])
       dev->vk.vkDestroyBuffer(dev->handle, rd->buffers[k], NULL);
     if (rd->memories && rd->memories[k]) {
       dev->vk.vkFreeMemory(dev->handle, rd->memories[k], NULL);
-      atomic_fetch_sub(&dev->app->registry->live_chunks, 1);
+      atomic_fetch_sub(&reg->live_chunks, 1);
     }
   }
-  vkrt_free(&dev->app->base, rd->buffers);
-  vkrt_free(&dev->app->base, rd->memories);
+  vkrt_free(&dev->sys->base, rd->buffers);
+  vkrt_free(&dev->sys->base, rd->memories);
   rd->buffers = NULL;
   rd->memories = NULL;
   rd->chunks = NULL;
@@ -168,7 +168,7 @@ static VkResult import_one_settled(struct vkrt_device *dev, uint64_t addr, uint6
     pthread_mutex_unlock(&dev->compute_queue_lock);
     usleep(2000u * (unsigned)attempt);
     r = import_one(dev, addr, size, injectable, out_buffer, out_memory);
-    vkrt_log(&dev->app->base, VKRT_LOG_INFO, "dev%u: host pointer import of %#" PRIx64 " (%" PRIu64
+    vkrt_log(&dev->sys->base, VKRT_LOG_INFO, "dev%u: host pointer import of %#" PRIx64 " (%" PRIu64
              " bytes) attempt %d after a refusal: %s", dev->index, addr, size, attempt,
              vkrt_vk_result_str(r));
   }
@@ -177,10 +177,10 @@ static VkResult import_one_settled(struct vkrt_device *dev, uint64_t addr, uint6
 
 /* Imports every chunk of a plan into dev. On failure frees what it made and reports the
  * failing chunk; VK_ERROR_OUT_OF_HOST_MEMORY when the arrays cannot be allocated. */
-static VkResult import_chunks(struct vkrt_device *dev, struct vkrt_region_device *rd,
+static VkResult import_chunks(struct vkrt_import_registry *reg, struct vkrt_device *dev, struct vkrt_region_device *rd,
                               const struct vkrt_chunk *chunks, uint32_t count, uint64_t host_base,
                               bool injectable, uint32_t *failed_chunk) {
-  struct vkrt_base *base = &dev->app->base;
+  struct vkrt_base *base = &dev->sys->base;
   *failed_chunk = 0;
   rd->chunks = chunks;
   rd->chunk_count = count;
@@ -188,17 +188,17 @@ static VkResult import_chunks(struct vkrt_device *dev, struct vkrt_region_device
   rd->buffers = vkrt_calloc(base, count, sizeof(VkBuffer));
   rd->memories = vkrt_calloc(base, count, sizeof(VkDeviceMemory));
   if (!rd->buffers || !rd->memories) {
-    free_device_chunks(dev, rd);
+    free_device_chunks(reg, dev, rd);
     return VK_ERROR_OUT_OF_HOST_MEMORY;
   }
   for (uint32_t k = 0; k < count; k++) {
     VkResult r = import_one_settled(dev, chunks[k].import_addr, chunks[k].import_size, injectable,
                             &rd->buffers[k], &rd->memories[k]);
     if (r == VK_SUCCESS)
-      atomic_fetch_add(&dev->app->registry->live_chunks, 1);
+      atomic_fetch_add(&reg->live_chunks, 1);
     if (r != VK_SUCCESS) {
       *failed_chunk = k;
-      free_device_chunks(dev, rd);
+      free_device_chunks(reg, dev, rd);
       return r;
     }
   }
@@ -304,8 +304,8 @@ static bool prestage_alloc(struct vkrt_region *r, uint64_t bytes, uint64_t align
   return true;
 }
 
-static void prestage_free(struct vkrt_appliance *app, struct vkrt_region *r) {
-  struct vkrt_import_registry *reg = app->registry;
+static void prestage_free(struct vkrt_import_registry *reg, struct vkrt_region *r) {
+  struct vkrt_system *sys = reg->sys;
   if (r->prestage_map)
     munmap(r->prestage_map, r->prestage_map_size);
   r->prestage_map = NULL;
@@ -316,48 +316,50 @@ static void prestage_free(struct vkrt_appliance *app, struct vkrt_region *r) {
     pthread_mutex_unlock(&reg->budget_lock);
     r->prestage_bytes = 0;
   }
-  vkrt_free(&app->base, r->prestage_chunks);
+  vkrt_free(&sys->base, r->prestage_chunks);
   r->prestage_chunks = NULL;
   r->prestage_chunk_count = 0;
 }
 
 /* ---- register / unregister ------------------------------------------------------------- */
 
-static void region_destroy(struct vkrt_appliance *app, struct vkrt_region *r) {
+static void region_destroy(struct vkrt_import_registry *reg, struct vkrt_region *r) {
+  struct vkrt_system *sys = reg->sys;
   if (!r)
     return;
-  for (uint32_t d = 0; d < app->device_count; d++) {
+  for (uint32_t d = 0; d < sys->device_count; d++) {
     if (r->published && r->dev[d].chunks)
-      atomic_fetch_sub(&app->registry->regions_by_path[d][r->dev[d].path], 1);
-    free_device_chunks(&app->devices[d], &r->dev[d]);
+      atomic_fetch_sub(&reg->regions_by_path[d][r->dev[d].path], 1);
+    free_device_chunks(reg, &sys->devices[d], &r->dev[d]);
   }
-  prestage_free(app, r);
-  vkrt_free(&app->base, r->chunks);
-  vkrt_free(&app->base, r);
+  prestage_free(reg, r);
+  vkrt_free(&sys->base, r->chunks);
+  vkrt_free(&sys->base, r);
 }
 
 /* Plans [addr, addr + size) with limits every device accepts into a fresh array. */
-static vkrt_status plan_region(struct vkrt_appliance *app, uint64_t addr, uint64_t size,
+static vkrt_status plan_region(struct vkrt_import_registry *reg, uint64_t addr, uint64_t size,
                                struct vkrt_chunk **out, uint32_t *count,
                                struct vkrt_chunk_plan_info *info, char *why, size_t why_size) {
+  struct vkrt_system *sys = reg->sys;
   *out = NULL;
   *count = 0;
   const struct vkrt_caps *caps[VKRT_MAX_DEVICES];
-  for (uint32_t d = 0; d < app->device_count; d++)
-    caps[d] = &app->devices[d].caps;
+  for (uint32_t d = 0; d < sys->device_count; d++)
+    caps[d] = &sys->devices[d].caps;
   struct vkrt_chunk_limits limits = vkrt_import_limits_common(
-      caps, app->device_count, app->registry->page_size, app->registry->chunk_cap);
+      caps, sys->device_count, reg->page_size, reg->chunk_cap);
   vkrt_status s = vkrt_chunk_plan(addr, size, &limits, NULL, 0, info, why, why_size);
   if (s != VKRT_OK)
     return s;
-  struct vkrt_chunk *chunks = vkrt_calloc(&app->base, info->count, sizeof(*chunks));
+  struct vkrt_chunk *chunks = vkrt_calloc(&sys->base, info->count, sizeof(*chunks));
   if (!chunks) {
     vkrt_format(why, why_size, "out of host memory for %u chunks", info->count);
     return VKRT_ERROR_OUT_OF_HOST_MEMORY;
   }
   s = vkrt_chunk_plan(addr, size, &limits, chunks, info->count, info, why, why_size);
   if (s != VKRT_OK) {
-    vkrt_free(&app->base, chunks);
+    vkrt_free(&sys->base, chunks);
     return s;
   }
   *out = chunks;
@@ -377,15 +379,15 @@ static void set_path(struct vkrt_region *r, uint32_t d, vkrt_import_path path, c
 
 /* Pre-stages the region for the devices in `mask`: budget, allocation, threaded copy, then
  * one import of the copy per device. Devices it cannot serve end up staged, with why. */
-static void prestage_region(struct vkrt_appliance *app, struct vkrt_region *r, uint32_t mask,
+static void prestage_region(struct vkrt_import_registry *reg, struct vkrt_region *r, uint32_t mask,
                             vkrt_progress_fn progress, void *progress_user) {
-  struct vkrt_import_registry *reg = app->registry;
-  struct vkrt_base *base = &app->base;
+  struct vkrt_system *sys = reg->sys;
+  struct vkrt_base *base = &sys->base;
   const struct vkrt_caps *caps[VKRT_MAX_DEVICES];
-  for (uint32_t d = 0; d < app->device_count; d++)
-    caps[d] = &app->devices[d].caps;
+  for (uint32_t d = 0; d < sys->device_count; d++)
+    caps[d] = &sys->devices[d].caps;
   struct vkrt_chunk_limits limits =
-      vkrt_import_limits_common(caps, app->device_count, reg->page_size, reg->chunk_cap);
+      vkrt_import_limits_common(caps, sys->device_count, reg->page_size, reg->chunk_cap);
   const uint64_t alignment = VKRT_MAX(limits.page_size, limits.min_import_alignment);
   const uint64_t bytes = vkrt_align_up(r->size, alignment);
   char why[160];
@@ -403,7 +405,7 @@ static void prestage_region(struct vkrt_appliance *app, struct vkrt_region *r, u
                 " MiB); uploads use the staging ring", used >> 20, (bytes + (1 << 20) - 1) >> 20,
                 reg->prestage_budget >> 20);
     vkrt_log(base, VKRT_LOG_WARN, "import: region %p: %s", (const void *)r->ptr, why);
-    for (uint32_t d = 0; d < app->device_count; d++)
+    for (uint32_t d = 0; d < sys->device_count; d++)
       if (mask & (1u << d))
         set_path(r, d, VKRT_IMPORT_PATH_STAGED, "%s", why);
     return;
@@ -412,17 +414,17 @@ static void prestage_region(struct vkrt_appliance *app, struct vkrt_region *r, u
 
   /* Allocation (fault injection: any device asking for it may make it fail). */
   bool injected = false;
-  for (uint32_t d = 0; d < app->device_count; d++)
-    if ((mask & (1u << d)) && vkrt_fault(&app->devices[d], VKRT_FAULT_PRESTAGE_ALLOC_FAILS))
+  for (uint32_t d = 0; d < sys->device_count; d++)
+    if ((mask & (1u << d)) && vkrt_fault(&sys->devices[d], VKRT_FAULT_PRESTAGE_ALLOC_FAILS))
       injected = true;
   if (injected || !prestage_alloc(r, bytes, alignment, reg->page_size)) {
     vkrt_format(why, sizeof(why), "pre-stage allocation of %" PRIu64 " bytes failed%s; uploads "
                 "use the staging ring", bytes, injected ? " (injected)" : "");
     vkrt_log(base, VKRT_LOG_WARN, "import: region %p: %s", (const void *)r->ptr, why);
-    for (uint32_t d = 0; d < app->device_count; d++)
+    for (uint32_t d = 0; d < sys->device_count; d++)
       if (mask & (1u << d))
         set_path(r, d, VKRT_IMPORT_PATH_STAGED, "%s", why);
-    prestage_free(app, r);
+    prestage_free(reg, r);
     return;
   }
 
@@ -440,20 +442,20 @@ static void prestage_region(struct vkrt_appliance *app, struct vkrt_region *r, u
            ns ? (double)r->size / (double)ns : 0.0);
 
   struct vkrt_chunk_plan_info info;
-  vkrt_status s = plan_region(app, (uint64_t)(uintptr_t)r->prestage_base, r->size,
+  vkrt_status s = plan_region(reg, (uint64_t)(uintptr_t)r->prestage_base, r->size,
                               &r->prestage_chunks, &r->prestage_chunk_count, &info, why,
                               sizeof(why));
   uint32_t served = 0;
-  for (uint32_t d = 0; d < app->device_count; d++) {
+  for (uint32_t d = 0; d < sys->device_count; d++) {
     if (!(mask & (1u << d)))
       continue;
-    struct vkrt_device *dev = &app->devices[d];
+    struct vkrt_device *dev = &sys->devices[d];
     if (s != VKRT_OK) {
       set_path(r, d, VKRT_IMPORT_PATH_STAGED, "pre-staged copy cannot be chunked: %s", why);
       continue;
     }
     uint32_t failed;
-    VkResult vr = import_chunks(dev, &r->dev[d], r->prestage_chunks, r->prestage_chunk_count,
+    VkResult vr = import_chunks(reg, dev, &r->dev[d], r->prestage_chunks, r->prestage_chunk_count,
                                 (uint64_t)(uintptr_t)r->prestage_base, false, &failed);
     if (vr != VK_SUCCESS) {
       set_path(r, d, VKRT_IMPORT_PATH_STAGED,
@@ -470,20 +472,18 @@ static void prestage_region(struct vkrt_appliance *app, struct vkrt_region *r, u
              earlier, earlier[0] ? "; " : "", r->prestage_chunk_count);
   }
   if (!served)
-    prestage_free(app, r);
+    prestage_free(reg, r);
 }
 
-vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t size,
+vkrt_status vkrt_registry_register(struct vkrt_import_registry *reg, const void *ptr, uint64_t size,
                                vkrt_progress_fn progress, void *progress_user,
                                vkrt_register_info *info) {
   if (info)
     memset(info, 0, sizeof(*info));
-  if (!app)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_base *base = &app->base;
-  struct vkrt_import_registry *reg = app->registry;
   if (!reg)
-    return vkrt_error(base, VKRT_ERROR_INTERNAL, "host register: import module not open");
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_system *sys = reg->sys;
+  struct vkrt_base *base = &sys->base;
   if (!ptr)
     return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "host register: NULL pointer");
   if (size == 0)
@@ -519,7 +519,7 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
   if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY || policy == VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE) {
     char why[160];
     struct vkrt_chunk_plan_info pinfo;
-    vkrt_status ps = plan_region(app, addr, size, &r->chunks, &r->chunk_count, &pinfo, why, sizeof(why));
+    vkrt_status ps = plan_region(reg, addr, size, &r->chunks, &r->chunk_count, &pinfo, why, sizeof(why));
     if (ps == VKRT_OK && pinfo.unimportable)
       vkrt_format(why, sizeof(why), "%u chunk(s) would import bytes outside the caller's pages "
                   "(import alignment %" PRIu64 " > page size %" PRIu64 ")", pinfo.unimportable,
@@ -531,8 +531,8 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
       s = vkrt_error(base, ps, "host register: %p: %s", ptr, why);
       goto fail;
     }
-    for (uint32_t d = 0; d < app->device_count; d++) {
-      struct vkrt_device *dev = &app->devices[d];
+    for (uint32_t d = 0; d < sys->device_count; d++) {
+      struct vkrt_device *dev = &sys->devices[d];
       const char *cannot = NULL;
       if (!can_import(dev))
         cannot = "VK_EXT_external_memory_host unavailable";
@@ -565,7 +565,7 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
         }
       }
       uint32_t failed;
-      VkResult vr = import_chunks(dev, &r->dev[d], r->chunks, r->chunk_count, addr, true, &failed);
+      VkResult vr = import_chunks(reg, dev, &r->dev[d], r->chunks, r->chunk_count, addr, true, &failed);
       if (vr == VK_SUCCESS) {
         set_path(r, d, VKRT_IMPORT_PATH_IMPORTED, "caller's pages imported: %u chunk(s) of <= %"
                  PRIu64 " bytes", r->chunk_count, pinfo.chunk_limit);
@@ -584,8 +584,8 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
       prestage_mask |= 1u << d;
     }
   } else if (policy == VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE) {
-    for (uint32_t d = 0; d < app->device_count; d++) {
-      if (can_import(&app->devices[d])) {
+    for (uint32_t d = 0; d < sys->device_count; d++) {
+      if (can_import(&sys->devices[d])) {
         prestage_mask |= 1u << d;
         r->reason[d][0] = '\0';
       } else {
@@ -594,14 +594,14 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
       }
     }
   } else {
-    for (uint32_t d = 0; d < app->device_count; d++)
+    for (uint32_t d = 0; d < sys->device_count; d++)
       set_path(r, d, VKRT_IMPORT_PATH_STAGED, "policy staging-only: uploads use the staging ring");
   }
   if (prestage_mask)
-    prestage_region(app, r, prestage_mask, progress, progress_user);
+    prestage_region(reg, r, prestage_mask, progress, progress_user);
   /* Chunks over the caller's pages no device uses are not kept. */
   bool direct_used = false;
-  for (uint32_t d = 0; d < app->device_count; d++)
+  for (uint32_t d = 0; d < sys->device_count; d++)
     direct_used |= r->dev[d].path == VKRT_IMPORT_PATH_IMPORTED;
   if (!direct_used) {
     vkrt_free(base, r->chunks);
@@ -611,7 +611,7 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
 
   /* Decisions are final: report them, then publish (after publishing, another thread may
    * already unregister the region). */
-  for (uint32_t d = 0; d < app->device_count; d++) {
+  for (uint32_t d = 0; d < sys->device_count; d++) {
     vkrt_log(base, VKRT_LOG_INFO, "dev%u: host region [%p, +%" PRIu64 "): %s (policy %s): %s", d,
              ptr, size, vkrt_import_path_str(r->dev[d].path), pname, r->reason[d]);
     if (r->dev[d].chunks && CONFIG_VKRT_LOG_LEVEL >= VKRT_LOG_DEBUG) {
@@ -624,7 +624,7 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
     }
   }
   if (info) {
-    for (uint32_t d = 0; d < app->device_count && d < VKRT_MAX_DEVICES; d++) {
+    for (uint32_t d = 0; d < sys->device_count && d < VKRT_MAX_DEVICES; d++) {
       info->path[d] = r->dev[d].path;
       vkrt_format(info->reason[d], sizeof(info->reason[d]), "%s", r->reason[d]);
       if (r->dev[d].chunk_count > info->chunk_count)
@@ -637,7 +637,7 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
     s = vkrt_region_table_insert(&reg->table, addr, size, r);
   if (s == VKRT_OK) {
     r->published = true;
-    for (uint32_t d = 0; d < app->device_count; d++)
+    for (uint32_t d = 0; d < sys->device_count; d++)
       if (r->dev[d].chunks)
         atomic_fetch_add(&reg->regions_by_path[d][r->dev[d].path], 1);
   }
@@ -653,18 +653,16 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
   return VKRT_OK;
 
 fail:
-  region_destroy(app, r);
+  region_destroy(reg, r);
   return s;
 }
 
-vkrt_status vkrt_host_unregister(vkrt_appliance *app, const void *ptr) {
-  if (!app)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_import_registry *reg = app->registry;
+vkrt_status vkrt_registry_unregister(struct vkrt_import_registry *reg, const void *ptr) {
   if (!reg)
-    return vkrt_error(&app->base, VKRT_ERROR_INTERNAL, "host unregister: import module not open");
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_system *sys = reg->sys;
   if (!ptr)
-    return vkrt_error(&app->base, VKRT_ERROR_INVALID_ARGUMENT, "host unregister: NULL pointer");
+    return vkrt_error(&sys->base, VKRT_ERROR_INVALID_ARGUMENT, "host unregister: NULL pointer");
   const uint64_t addr = (uint64_t)(uintptr_t)ptr;
   pthread_rwlock_wrlock(&reg->lock);
   struct vkrt_region *r = vkrt_region_table_remove(&reg->table, addr);
@@ -673,9 +671,9 @@ vkrt_status vkrt_host_unregister(vkrt_appliance *app, const void *ptr) {
   pthread_rwlock_unlock(&reg->lock);
   if (!r) {
     if (inside >= 0)
-      return vkrt_error(&app->base, VKRT_ERROR_NOT_FOUND, "host unregister: %p is inside the "
+      return vkrt_error(&sys->base, VKRT_ERROR_NOT_FOUND, "host unregister: %p is inside the "
                         "region registered at 0x%" PRIx64 ", not its start", ptr, inside_begin);
-    return vkrt_error(&app->base, VKRT_ERROR_NOT_FOUND, "host unregister: %p was never registered",
+    return vkrt_error(&sys->base, VKRT_ERROR_NOT_FOUND, "host unregister: %p was never registered",
                       ptr);
   }
   /* Out of the table: no new upload can find it. Wait for the ones DMAing from it. */
@@ -684,14 +682,13 @@ vkrt_status vkrt_host_unregister(vkrt_appliance *app, const void *ptr) {
   while (atomic_load(&r->users) != 0)
     pthread_cond_wait(&reg->drain_cond, &reg->drain_lock);
   pthread_mutex_unlock(&reg->drain_lock);
-  vkrt_log(&app->base, VKRT_LOG_DEBUG, "host region %p unregistered", ptr);
-  region_destroy(app, r);
+  vkrt_log(&sys->base, VKRT_LOG_DEBUG, "host region %p unregistered", ptr);
+  region_destroy(reg, r);
   return VKRT_OK;
 }
 
-struct vkrt_region *vkrt_region_acquire(struct vkrt_appliance *app, uint32_t device,
+struct vkrt_region *vkrt_region_acquire(struct vkrt_import_registry *reg, uint32_t device,
                                         const void *src, uint64_t size) {
-  struct vkrt_import_registry *reg = app->registry;
   if (!reg)
     return NULL;
   pthread_rwlock_rdlock(&reg->lock);
@@ -704,17 +701,16 @@ struct vkrt_region *vkrt_region_acquire(struct vkrt_appliance *app, uint32_t dev
   return r;
 }
 
-void vkrt_region_release(struct vkrt_appliance *app, struct vkrt_region *r) {
+void vkrt_region_release(struct vkrt_import_registry *reg, struct vkrt_region *r) {
   if (atomic_fetch_sub(&r->users, 1) == 1 && atomic_load(&r->removed)) {
-    struct vkrt_import_registry *reg = app->registry;
     pthread_mutex_lock(&reg->drain_lock);
     pthread_cond_broadcast(&reg->drain_cond);
     pthread_mutex_unlock(&reg->drain_lock);
   }
 }
 
-uint64_t vkrt_import_prestage_bytes(const struct vkrt_appliance *app) {
-  struct vkrt_import_registry *reg = app->registry;
+uint64_t vkrt_import_prestage_bytes(const struct vkrt_import_registry *creg) {
+  struct vkrt_import_registry *reg = (struct vkrt_import_registry *)creg; /* locks only */
   if (!reg)
     return 0;
   pthread_mutex_lock(&reg->budget_lock);
@@ -723,12 +719,12 @@ uint64_t vkrt_import_prestage_bytes(const struct vkrt_appliance *app) {
   return v;
 }
 
-long vkrt_import_live_chunks(const struct vkrt_appliance *app) {
-  return app->registry ? atomic_load(&app->registry->live_chunks) : 0;
+long vkrt_import_live_chunks(const struct vkrt_import_registry *reg) {
+  return reg ? atomic_load(&((struct vkrt_import_registry *)reg)->live_chunks) : 0;
 }
 
-uint32_t vkrt_import_region_count(const struct vkrt_appliance *app) {
-  struct vkrt_import_registry *reg = app->registry;
+uint32_t vkrt_import_region_count(const struct vkrt_import_registry *creg) {
+  struct vkrt_import_registry *reg = (struct vkrt_import_registry *)creg; /* locks only */
   if (!reg)
     return 0;
   pthread_rwlock_rdlock(&reg->lock);
@@ -740,17 +736,17 @@ uint32_t vkrt_import_region_count(const struct vkrt_appliance *app) {
 /* ---- describe ------------------------------------------------------------------------- */
 
 
-size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *buf, size_t size) {
+size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_import_registry *reg,
+                            bool json, char *buf, size_t size) {
   struct vkrt_text o = {.buf = buf, .size = size};
   if (size)
     buf[0] = '\0';
-  const struct vkrt_import_registry *reg = app->registry;
   const uint32_t policy = reg ? reg->policy : CONFIG_VKRT_IMPORT_POLICY_ID;
   const uint64_t cap = reg ? reg->chunk_cap : VKRT_IMPORT_CHUNK_CAP_BYTES;
   const uint64_t page = reg ? reg->page_size : 4096;
   const uint64_t budget = reg ? reg->prestage_budget : VKRT_PRESTAGE_BUDGET_BYTES;
-  const uint64_t used = reg ? vkrt_import_prestage_bytes(app) : 0;
-  const uint32_t regions = reg ? vkrt_import_region_count(app) : 0;
+  const uint64_t used = reg ? vkrt_import_prestage_bytes(reg) : 0;
+  const uint32_t regions = reg ? vkrt_import_region_count(reg) : 0;
   if (json)
     vkrt_text_put(&o, "\"import\": {\"policy\": \"%s\", \"prestage_budget_bytes\": %" PRIu64
         ", \"prestage_bytes_in_use\": %" PRIu64 ", \"prestage_threads\": %u, \"chunk_cap_bytes\": %"
@@ -764,8 +760,8 @@ size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *b
         "staging ring %d x %d KiB, %d upload contexts per device, %u region(s) registered\n",
         vkrt_import_policy_name(policy), budget >> 20, used >> 20, CONFIG_VKRT_STAGING_SLOTS,
         CONFIG_VKRT_STAGING_SLOT_KB, CONFIG_VKRT_UPLOAD_CONTEXTS, regions);
-  for (uint32_t d = 0; d < app->device_count; d++) {
-    const struct vkrt_device *dev = &app->devices[d];
+  for (uint32_t d = 0; d < sys->device_count; d++) {
+    const struct vkrt_device *dev = &sys->devices[d];
     const bool usable = can_import(dev);
     char why[200];
     vkrt_import_path path = vkrt_import_expect(&dev->caps, usable, policy, why, sizeof(why));
@@ -809,7 +805,7 @@ size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *b
             (const void *)r->ptr, r->size);
       else
         vkrt_text_put(&o, "vkrt: region [%p, +%" PRIu64 "):", (const void *)r->ptr, r->size);
-      for (uint32_t d = 0; d < app->device_count; d++) {
+      for (uint32_t d = 0; d < sys->device_count; d++) {
         if (json)
           vkrt_text_put(&o, "%s{\"path\": \"%s\", \"chunks\": %u, \"why\": \"%s\"}", d ? ", " : "",
               vkrt_import_path_str(r->dev[d].path), r->dev[d].chunk_count, r->reason[d]);

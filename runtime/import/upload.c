@@ -86,12 +86,12 @@ static void state_destroy(struct vkrt_device *dev) {
     context_destroy(dev, &st->contexts[i]);
   pthread_mutex_destroy(&st->lock);
   pthread_cond_destroy(&st->cond);
-  vkrt_free(&dev->app->base, st);
+  vkrt_free(&dev->sys->base, st);
   dev->upload = NULL;
 }
 
-static vkrt_status state_create(struct vkrt_device *dev) {
-  struct vkrt_base *base = &dev->app->base;
+static vkrt_status state_create(struct vkrt_device *dev, struct vkrt_import_registry *reg) {
+  struct vkrt_base *base = &dev->sys->base;
   if (!dev->caps.timeline_semaphore)
     return vkrt_error(base, VKRT_ERROR_UNAVAILABLE,
                       "dev%u: uploads need timeline semaphores, which this device lacks",
@@ -101,6 +101,7 @@ static vkrt_status state_create(struct vkrt_device *dev) {
     return vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "dev%u: upload: out of host memory",
                       dev->index);
   st->dev = dev;
+  st->registry = reg;
   pthread_mutex_init(&st->lock, NULL);
   pthread_cond_init(&st->cond, NULL);
   st->slot_size = (uint64_t)CONFIG_VKRT_STAGING_SLOT_KB << 10;
@@ -119,23 +120,22 @@ static vkrt_status state_create(struct vkrt_device *dev) {
   return VKRT_OK;
 }
 
-vkrt_status vkrt_upload_open(struct vkrt_appliance *app) {
-  vkrt_status s = vkrt_registry_open(app);
-  for (uint32_t d = 0; s == VKRT_OK && d < app->device_count; d++)
-    s = state_create(&app->devices[d]);
+vkrt_status vkrt_upload_open(struct vkrt_system *sys, struct vkrt_import_registry *reg) {
+  vkrt_status s = VKRT_OK;
+  for (uint32_t d = 0; s == VKRT_OK && d < sys->device_count; d++)
+    s = state_create(&sys->devices[d], reg);
   if (s != VKRT_OK) {
-    vkrt_upload_close(app);
+    vkrt_upload_close(sys);
     return s;
   }
-  vkrt_log(&app->base, VKRT_LOG_DEBUG, "upload: %d context(s) per device, staging ring %d x %d KiB",
+  vkrt_log(&sys->base, VKRT_LOG_DEBUG, "upload: %d context(s) per device, staging ring %d x %d KiB",
            CONFIG_VKRT_UPLOAD_CONTEXTS, CONFIG_VKRT_STAGING_SLOTS, CONFIG_VKRT_STAGING_SLOT_KB);
   return VKRT_OK;
 }
 
-void vkrt_upload_close(struct vkrt_appliance *app) {
-  vkrt_registry_close(app);
-  for (uint32_t d = 0; d < app->device_count; d++)
-    state_destroy(&app->devices[d]);
+void vkrt_upload_close(struct vkrt_system *sys) {
+  for (uint32_t d = 0; d < sys->device_count; d++)
+    state_destroy(&sys->devices[d]);
 }
 
 static struct vkrt_upload_context *context_take(struct vkrt_upload_state *st) {
@@ -201,7 +201,7 @@ static vkrt_status ctx_wait(struct vkrt_upload_state *st, struct vkrt_upload_con
                               .pValues = &value};
   VkResult r = dev->vk.vkWaitSemaphores(dev->handle, &wait, UPLOAD_TIMEOUT_NS);
   if (r == VK_TIMEOUT)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_TIMEOUT,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_TIMEOUT,
                       "dev%u: upload copy did not complete within %llu s", dev->index,
                       UPLOAD_TIMEOUT_NS / 1000000000ull);
   if (r != VK_SUCCESS)
@@ -355,22 +355,22 @@ struct copy2d {
 
 static vkrt_status upload_rows(vkrt_buffer *dst, const struct copy2d *c, const char *what) {
   struct vkrt_device *dev = dst->dev;
-  struct vkrt_appliance *app = dev->app;
+  struct vkrt_system *sys = dev->sys;
   struct vkrt_upload_state *st = dev->upload;
   if (!st)
-    return vkrt_error(&app->base, VKRT_ERROR_INTERNAL, "dev%u: %s: upload module not open",
+    return vkrt_error(&sys->base, VKRT_ERROR_INTERNAL, "dev%u: %s: upload module not open",
                       dev->index, what);
   if (dst->mapped) {
     /* Host-visible (coherent) destination: the CPU writes it directly, no queue work. */
     for (uint64_t row = 0; row < c->height; row++)
-      vkrt_copy_pool_memcpy(&app->registry->copy_pool,
+      vkrt_copy_pool_memcpy(&st->registry->copy_pool,
                             (uint8_t *)dst->mapped + c->dst_offset + row * c->dst_pitch,
                             c->src + row * c->src_pitch, c->width);
     return VKRT_OK;
   }
   /* Source span: first byte of row 0 to last byte of the last row. */
   const uint64_t span = (c->height - 1) * c->src_pitch + c->width;
-  struct vkrt_region *region = vkrt_region_acquire(app, dev->index, c->src, span);
+  struct vkrt_region *region = vkrt_region_acquire(st->registry, dev->index, c->src, span);
   struct vkrt_upload_context *ctx = context_take(st);
   vkrt_status s;
   if (region) {
@@ -393,7 +393,7 @@ static vkrt_status upload_rows(vkrt_buffer *dst, const struct copy2d *c, const c
         s = ctx_wait(st, ctx, value);
     }
   } else {
-    struct stager sg = {.st = st, .pool = &app->registry->copy_pool, .ctx = ctx,
+    struct stager sg = {.st = st, .pool = &st->registry->copy_pool, .ctx = ctx,
                         .dst = dst->handle};
     s = VKRT_OK;
     for (uint64_t row = 0; row < c->height && s == VKRT_OK; row++)
@@ -403,7 +403,7 @@ static vkrt_status upload_rows(vkrt_buffer *dst, const struct copy2d *c, const c
   }
   context_give(st, ctx);
   if (region)
-    vkrt_region_release(app, region);
+    vkrt_region_release(st->registry, region);
   return s;
 }
 
@@ -418,7 +418,7 @@ static bool rows_fit(uint64_t offset, uint64_t pitch, uint64_t width, uint64_t h
 vkrt_status vkrt_upload(vkrt_buffer *dst, uint64_t dst_offset, const void *src, uint64_t size) {
   if (!dst)
     return VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_base *base = &dst->dev->app->base;
+  struct vkrt_base *base = &dst->dev->sys->base;
   if (size == 0)
     return VKRT_OK;
   if (!src)
@@ -438,7 +438,7 @@ vkrt_status vkrt_upload_2d(vkrt_buffer *dst, uint64_t dst_offset, uint64_t dst_p
                            const void *src, uint64_t src_pitch, uint64_t width, uint64_t height) {
   if (!dst)
     return VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_base *base = &dst->dev->app->base;
+  struct vkrt_base *base = &dst->dev->sys->base;
   if (width == 0 || height == 0)
     return VKRT_OK;
   if (!src)
@@ -464,7 +464,7 @@ vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint
   if (!src)
     return VKRT_ERROR_INVALID_ARGUMENT;
   struct vkrt_device *dev = src->dev;
-  struct vkrt_base *base = &dev->app->base;
+  struct vkrt_base *base = &dev->sys->base;
   if (size == 0)
     return VKRT_OK;
   if (!dst)
@@ -477,7 +477,7 @@ vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint
   if (!st)
     return vkrt_error(base, VKRT_ERROR_INTERNAL, "dev%u: download: upload module not open",
                       dev->index);
-  struct vkrt_copy_pool *pool = &dev->app->registry->copy_pool;
+  struct vkrt_copy_pool *pool = &st->registry->copy_pool;
   if (src->mapped) {
     /* Host-visible (coherent) source: read it directly. */
     vkrt_copy_pool_memcpy(pool, dst, (const uint8_t *)src->mapped + src_offset, size);

@@ -34,12 +34,12 @@ static struct vkrt_device *device_of(const vkrt_tensor *const *ts, int n) {
 static vkrt_status invalid(struct vkrt_device *dev, const char *why) {
   if (!dev)
     return VKRT_ERROR_INVALID_ARGUMENT; /* no appliance to carry the message */
-  return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT, "%s", why);
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, "%s", why);
 }
 
 static vkrt_status begin(struct vkrt_device *dev, VkCommandBuffer *cmd) {
   if (dev->lost)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
   return vkrt_ops_begin(dev, cmd);
 }
 
@@ -129,4 +129,38 @@ vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const v
   VkCommandBuffer cmd;
   vkrt_status s = begin(dev, &cmd);
   return s != VKRT_OK ? s : vkrt_matmul_record(dev, cmd, v);
+}
+
+/* vkrt_cmd_copy_buffer: the device's faster contiguous copy (kernel or vkCmdCopyBuffer). */
+vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
+                                 uint64_t src_offset, uint64_t size) {
+  if (!dst || !src)
+    return dst ? vkrt_error(&dst->dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                            "copy: source buffer is NULL")
+               : src ? vkrt_error(&src->dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                                  "copy: destination buffer is NULL")
+                     : VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_device *dev = dst->dev;
+  if (src->dev != dev)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "copy: source is on dev%u, destination on dev%u; copies stay on one device",
+                      src->dev->index, dev->index);
+  if (size == 0)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: copy of 0 bytes",
+                      dev->index);
+  vkrt_status s = vkrt_buffer_check_range(dst, dst_offset, size, "copy destination");
+  if (s == VKRT_OK)
+    s = vkrt_buffer_check_range(src, src_offset, size, "copy source");
+  if (s == VKRT_OK && src == dst && src_offset < dst_offset + size && dst_offset < src_offset + size)
+    s = vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                   "dev%u: copy source and destination overlap", dev->index);
+  VkCommandBuffer cmd;
+  if (s == VKRT_OK)
+    s = vkrt_stream_cmd(dev, &cmd);
+  if (s != VKRT_OK)
+    return s;
+  vkrt_stream_barrier(dev, cmd);
+  /* The device's faster contiguous copy: the 16-byte compute copy on GPUs (H200: 4.2 vs
+   * 0.85 TB/s for vkCmdCopyBuffer), vkCmdCopyBuffer on CPU devices; vkrt-probe says which. */
+  return vkrt_ops_copy_bytes(dev, cmd, dst->handle, dst_offset, src->handle, src_offset, size, -1);
 }

@@ -140,7 +140,7 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
   struct vkrt_ops_view w = views[1];
   if (w.type == VKRT_TYPE_F16 && !widen_to_words(&w))
-    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "vkrt_op_matmul: f16 w ends 2 bytes short of a 4-byte word at the end of "
                       "its buffer; the kernels read halves in pairs (pad the buffer by 2 bytes)");
   int force = dev->ops->force_matmul_kernel;
@@ -152,7 +152,7 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
     why = "matrix-vector kernel unusable on this device";
   }
   if (force == 1 && !matvec)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "vkrt_op_matmul: matrix-vector kernel forced but not possible: %s", why);
   if (matvec && force != 2) {
     dev->ops->matvec_count++;

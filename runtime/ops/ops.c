@@ -50,7 +50,7 @@ const char *vkrt_ops_kernel_symbol(enum vkrt_ops_kernel k) {
 }
 
 static void destroy_pipeline(struct vkrt_device *dev, struct vkrt_ops_pipeline *p) {
-  const VkAllocationCallbacks *ac = &dev->app->vk_allocator;
+  const VkAllocationCallbacks *ac = &dev->sys->vk_allocator;
   if (p->pipeline)
     dev->vk.vkDestroyPipeline(dev->handle, p->pipeline, ac);
   if (p->layout)
@@ -64,24 +64,24 @@ void vkrt_ops_close(struct vkrt_device *dev) {
   struct vkrt_ops_state *ops = dev ? dev->ops : NULL;
   if (!ops)
     return;
-  const VkAllocationCallbacks *ac = &dev->app->vk_allocator;
+  const VkAllocationCallbacks *ac = &dev->sys->vk_allocator;
   for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
     destroy_pipeline(dev, &ops->pipe[k]);
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++)
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
   pthread_mutex_destroy(&ops->lock);
-  vkrt_free(&dev->app->base, ops);
+  vkrt_free(&dev->sys->base, ops);
   dev->ops = NULL;
 }
 
 static bool query_subgroup_arithmetic(struct vkrt_device *dev) {
-  if (!dev->app->vki.vkGetPhysicalDeviceProperties2 || !dev->physical)
+  if (!dev->sys->vki.vkGetPhysicalDeviceProperties2 || !dev->physical)
     return false;
   VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                        .pNext = &sg};
-  dev->app->vki.vkGetPhysicalDeviceProperties2(dev->physical, &props);
+  dev->sys->vki.vkGetPhysicalDeviceProperties2(dev->physical, &props);
   return (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
          (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) && sg.subgroupSize >= 2;
 }
@@ -96,7 +96,7 @@ static vkrt_status create_pools(struct vkrt_device *dev, struct vkrt_ops_state *
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++) {
     if (ops->pool[i])
       continue;
-    VkResult r = dev->vk.vkCreateDescriptorPool(dev->handle, &info, &dev->app->vk_allocator,
+    VkResult r = dev->vk.vkCreateDescriptorPool(dev->handle, &info, &dev->sys->vk_allocator,
                                                 &ops->pool[i]);
     if (r != VK_SUCCESS)
       return vkrt_vk_error(dev, r, "vkCreateDescriptorPool (ops descriptor ring)");
@@ -122,9 +122,9 @@ static enum vkrt_ops_copy_path choose_copy_path(const struct vkrt_device *dev) {
 vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   if (dev->ops)
     return VKRT_OK;
-  struct vkrt_ops_state *ops = vkrt_calloc(&dev->app->base, 1, sizeof(*ops));
+  struct vkrt_ops_state *ops = vkrt_calloc(&dev->sys->base, 1, sizeof(*ops));
   if (!ops)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
                       "dev%u: out of host memory for the ops state", dev->index);
   ops->dev = dev;
   pthread_mutex_init(&ops->lock, NULL);
@@ -159,10 +159,10 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
 static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
                                    enum vkrt_ops_kernel k, struct vkrt_ops_pipeline *p) {
   const struct vkrt_kernel_desc *d = ops->desc[k];
-  const VkAllocationCallbacks *ac = &dev->app->vk_allocator;
+  const VkAllocationCallbacks *ac = &dev->sys->vk_allocator;
   VkDescriptorSetLayoutBinding bindings[VKRT_OPS_MAX_BINDINGS];
   if (d->binding_count > VKRT_OPS_MAX_BINDINGS)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_INTERNAL, "kernel %s has %u bindings (max %d)",
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL, "kernel %s has %u bindings (max %d)",
                       d->name, d->binding_count, VKRT_OPS_MAX_BINDINGS);
   for (uint32_t i = 0; i < d->binding_count; i++)
     bindings[i] = (VkDescriptorSetLayoutBinding){.binding = i,
@@ -226,15 +226,15 @@ vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
     return VKRT_OK;
   }
   if (!ops->desc[k])
-    return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "dev%u: kernel %s not in this build (%s=n)", dev->index,
                       kernel_info[k].name, kernel_info[k].symbol);
   if (kernel_info[k].needs_16bit_storage && !ops->storage_16bit)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "dev%u: kernel %s needs storageBuffer16BitAccess, which the device lacks",
                       dev->index, kernel_info[k].name);
   if (kernel_info[k].needs_subgroup_arithmetic && !ops->subgroup_arithmetic)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "dev%u: kernel %s needs compute subgroup arithmetic, which the device lacks",
                       dev->index, kernel_info[k].name);
   pthread_mutex_lock(&ops->lock);
@@ -295,7 +295,7 @@ vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
   struct vkrt_stream *st = &dev->stream;
   uint32_t slot = st->current;
   if (slot >= VKRT_STREAM_DEPTH || !st->recording || st->cmd[slot] != cmd)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "dev%u: recording outside the device stream needs VK_KHR_push_descriptor",
                       dev->index);
   if (!ops->pool_used[slot] || ops->pool_epoch[slot] != st->submitted) {
@@ -311,7 +311,7 @@ vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
   VkDescriptorSet set = VK_NULL_HANDLE;
   VkResult r = dev->vk.vkAllocateDescriptorSets(dev->handle, &ai, &set);
   if (r == VK_ERROR_OUT_OF_POOL_MEMORY || r == VK_ERROR_FRAGMENTED_POOL)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_OUT_OF_DEVICE_MEMORY,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_OUT_OF_DEVICE_MEMORY,
                       "dev%u: descriptor ring full: more than %d dispatches recorded without a "
                       "submit (the device lacks VK_KHR_push_descriptor); submit more often",
                       dev->index, VKRT_OPS_POOL_SETS);

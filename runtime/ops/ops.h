@@ -94,6 +94,11 @@ struct vkrt_ops_binding {
 const char *vkrt_ops_kernel_name(enum vkrt_ops_kernel k);
 const char *vkrt_ops_kernel_symbol(enum vkrt_ops_kernel k);
 
+/* Creates / destroys dev's ops state (descriptor layouts, pipeline cache); the appliance
+ * calls close for every device before the devices go. */
+vkrt_status vkrt_ops_open(struct vkrt_device *dev);
+void vkrt_ops_close(struct vkrt_device *dev);
+
 /* The ops state of dev (created by vkrt_ops_open). */
 static inline struct vkrt_ops_state *vkrt_ops(struct vkrt_device *dev) { return dev->ops; }
 
@@ -169,7 +174,7 @@ static inline vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuf
                                            const struct vkrt_ops_view *dst,
                                            const struct vkrt_ops_view *src) {
   (void)cmd, (void)dst, (void)src;
-  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "copy kernel not in this build (CONFIG_VKRT_KERNEL_COPY=n)");
 }
 #endif
@@ -183,7 +188,7 @@ static inline vkrt_status vkrt_transpose_record(struct vkrt_device *dev, VkComma
                                                 const struct vkrt_ops_view *dst,
                                                 const struct vkrt_ops_view *src) {
   (void)cmd, (void)dst, (void)src;
-  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "transpose kernel not in this build (CONFIG_VKRT_KERNEL_TRANSPOSE=n)");
 }
 #endif
@@ -200,7 +205,7 @@ vkrt_status vkrt_concat_record_generic(struct vkrt_device *dev, VkCommandBuffer 
 static inline vkrt_status vkrt_concat_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                              const struct vkrt_ops_view views[3], int dim) {
   (void)cmd, (void)views, (void)dim;
-  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "concat kernel not in this build (CONFIG_VKRT_KERNEL_CONCAT=n)");
 }
 #endif
@@ -212,7 +217,7 @@ vkrt_status vkrt_add_record(struct vkrt_device *dev, VkCommandBuffer cmd,
 static inline vkrt_status vkrt_add_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                           const struct vkrt_ops_view *views, uint32_t count) {
   (void)cmd, (void)views, (void)count;
-  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "reduce kernel not in this build (CONFIG_VKRT_KERNEL_REDUCE=n)");
 }
 #endif
@@ -224,7 +229,7 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
 static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                              const struct vkrt_ops_view views[3]) {
   (void)cmd, (void)views;
-  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "matmul kernel not in this build (CONFIG_VKRT_KERNEL_MATMUL=n)");
 }
 #endif

@@ -16,7 +16,7 @@ VKRT_KERNEL_REDUCE_VEC4_F32_CHECK_PUSH(struct reduce_push);
 
 vkrt_status vkrt_reduce_prepare(struct vkrt_device *dev, vkrt_type type) {
   if ((unsigned)type >= VKRT_TYPE_COUNT)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "dev%u: reduce: invalid type %d", dev->index, (int)type);
   const struct vkrt_ops_pipeline *p;
   return vkrt_ops_pipeline(dev, type == VKRT_TYPE_F16 ? VKRT_OPS_REDUCE_F16 : VKRT_OPS_REDUCE_F32,
@@ -68,7 +68,7 @@ vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkr
                                uint64_t count, VkBuffer dst, uint64_t dst_offset,
                                const VkBuffer *srcs, const uint64_t *src_offsets,
                                uint32_t src_count) {
-  struct vkrt_base *base = &dev->app->base;
+  struct vkrt_base *base = &dev->sys->base;
   if ((unsigned)type >= VKRT_TYPE_COUNT)
     return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: reduce: invalid type %d",
                       dev->index, (int)type);

@@ -35,13 +35,13 @@ static inline vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandB
                                              const uint64_t *src_offsets, uint32_t src_count) {
   (void)cmd, (void)type, (void)count, (void)dst, (void)dst_offset, (void)srcs,
       (void)src_offsets, (void)src_count;
-  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "dev%u: reduce kernel not in this build (CONFIG_VKRT_KERNEL_REDUCE=n)",
                     dev->index);
 }
 static inline vkrt_status vkrt_reduce_prepare(struct vkrt_device *dev, vkrt_type type) {
   (void)type;
-  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "dev%u: reduce kernel not in this build (CONFIG_VKRT_KERNEL_REDUCE=n)",
                     dev->index);
 }

@@ -299,10 +299,10 @@ vkrt_status vkrt_collective_wait_value(struct vkrt_device *dev, VkSemaphore sem,
   }
 }
 
-uint64_t vkrt_collective_progress(struct vkrt_appliance *app) {
+uint64_t vkrt_collective_progress(struct vkrt_system *sys) {
   uint64_t sum = 0;
-  for (uint32_t d = 0; d < app->device_count; d++) {
-    struct vkrt_device *dev = &app->devices[d];
+  for (uint32_t d = 0; d < sys->device_count; d++) {
+    struct vkrt_device *dev = &sys->devices[d];
     uint64_t v = 0;
     if (dev->stream.timeline &&
         dev->vk.vkGetSemaphoreCounterValue(dev->handle, dev->stream.timeline, &v) == VK_SUCCESS)
@@ -313,9 +313,9 @@ uint64_t vkrt_collective_progress(struct vkrt_appliance *app) {
 
 #define PROGRESS_SLICE_NS 20000000ull /* re-check the appliance's progress every 20 ms */
 
-vkrt_status vkrt_collective_wait_progress(struct vkrt_appliance *app, struct vkrt_device *dev,
+vkrt_status vkrt_collective_wait_progress(struct vkrt_system *sys, struct vkrt_device *dev,
                                           VkSemaphore sem, uint64_t value, uint64_t timeout_ns) {
-  uint64_t progress = vkrt_collective_progress(app);
+  uint64_t progress = vkrt_collective_progress(sys);
   uint64_t deadline = vkrt_now_ns() + timeout_ns;
   for (;;) {
     uint64_t now = vkrt_now_ns();
@@ -325,7 +325,7 @@ vkrt_status vkrt_collective_wait_progress(struct vkrt_appliance *app, struct vkr
       return s;
     /* Work still retiring somewhere (a deep pipeline recorded far ahead, a long kernel
      * before the collective) is not a stall: the clock restarts. */
-    uint64_t current = vkrt_collective_progress(app);
+    uint64_t current = vkrt_collective_progress(sys);
     now = vkrt_now_ns();
     if (current != progress) {
       progress = current;
@@ -390,7 +390,7 @@ vkrt_status vkrt_collective_import_host(struct vkrt_device *dev, void *host, uin
   *buffer = VK_NULL_HANDLE;
   *memory = VK_NULL_HANDLE;
   if (vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS))
-    return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "dev%u: collective slot import failed: VK_ERROR_OUT_OF_DEVICE_MEMORY "
                       "(injected)", dev->index);
   VkResult r = vkrt_device_import_host_pointer(
@@ -399,7 +399,7 @@ vkrt_status vkrt_collective_import_host(struct vkrt_device *dev, void *host, uin
           VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
       VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, buffer, memory);
   if (r != VK_SUCCESS)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "dev%u: collective slot import failed: %s", dev->index,
                       vkrt_vk_result_str(r));
   return VKRT_OK;
@@ -417,36 +417,36 @@ static const struct vkrt_transport_type *type_of(vkrt_transport_kind kind) {
   }
 }
 
-vkrt_status vkrt_collective_open(struct vkrt_appliance *app) {
-  struct vkrt_base *base = &app->base;
-  app->collective = NULL;
-  if (app->options.collective_transport >= VKRT_TRANSPORT_KIND_COUNT)
+vkrt_status vkrt_collective_open(struct vkrt_system *sys, uint64_t timeout_ns,
+                                 struct vkrt_collective **out) {
+  struct vkrt_base *base = &sys->base;
+  *out = NULL;
+  if (sys->options.collective_transport >= VKRT_TRANSPORT_KIND_COUNT)
     return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT,
                       "options.collective_transport %u is not a vkrt_transport_kind",
-                      app->options.collective_transport);
+                      sys->options.collective_transport);
   struct vkrt_collective *coll = vkrt_calloc(base, 1, sizeof(*coll));
-  struct vkrt_caps *caps = vkrt_calloc(base, app->device_count ? app->device_count : 1,
+  struct vkrt_caps *caps = vkrt_calloc(base, sys->device_count ? sys->device_count : 1,
                                        sizeof(*caps));
   if (!coll || !caps) {
     vkrt_free(base, coll);
     vkrt_free(base, caps);
     return vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "collectives: out of host memory");
   }
-  coll->app = app;
+  coll->sys = sys;
   coll->slot_bytes = (uint64_t)CONFIG_VKRT_COLLECTIVE_SLOT_MB << 20;
-  coll->timeout_ns = app->collective_timeout_ns ? app->collective_timeout_ns
-                                                : (uint64_t)CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS * 1000000ull;
+  coll->timeout_ns = timeout_ns ? timeout_ns : (uint64_t)CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS * 1000000ull;
   pthread_mutex_init(&coll->lock, NULL);
-  for (uint32_t d = 0; d < app->device_count; d++)
-    caps[d] = app->devices[d].caps;
+  for (uint32_t d = 0; d < sys->device_count; d++)
+    caps[d] = sys->devices[d].caps;
   struct vkrt_transport_plan_input in = {
-      .device_count = app->device_count,
+      .device_count = sys->device_count,
       .caps = caps,
       .compiled = vkrt_transport_compiled(),
       .preference = IS_ENABLED(CONFIG_VKRT_TRANSPORT_PREFER_CPU_PROXY)
                         ? VKRT_TRANSPORT_PREFERENCE_CPU_PROXY
                         : VKRT_TRANSPORT_PREFERENCE_AUTO,
-      .force = (vkrt_transport_kind)app->options.collective_transport,
+      .force = (vkrt_transport_kind)sys->options.collective_transport,
   };
   vkrt_transport_plan(&in, &coll->plan);
   vkrt_free(base, caps);
@@ -497,28 +497,25 @@ vkrt_status vkrt_collective_open(struct vkrt_appliance *app) {
       return s;
     }
   }
-  app->collective = coll;
+  *out = coll;
   return VKRT_OK;
 }
 
-void vkrt_collective_close(struct vkrt_appliance *app) {
-  struct vkrt_collective *coll = app->collective;
+void vkrt_collective_close(struct vkrt_collective *coll) {
   if (!coll)
     return;
   if (coll->transport)
     coll->type->destroy(coll->transport);
   pthread_mutex_destroy(&coll->lock);
-  vkrt_free(&app->base, coll);
-  app->collective = NULL;
+  vkrt_free(&coll->sys->base, coll);
 }
 
-vkrt_transport_kind vkrt_collective_kind(const struct vkrt_appliance *app) {
-  return app->collective ? app->collective->plan.kind : VKRT_TRANSPORT_NONE;
+vkrt_transport_kind vkrt_collective_kind(const struct vkrt_collective *coll) {
+  return coll ? coll->plan.kind : VKRT_TRANSPORT_NONE;
 }
 
-size_t vkrt_collective_describe(const struct vkrt_appliance *app, bool json, char *buf,
+size_t vkrt_collective_describe(const struct vkrt_collective *coll, bool json, char *buf,
                                 size_t size) {
-  const struct vkrt_collective *coll = app->collective;
   if (!coll)
     return (size_t)snprintf(buf, size, json ? "\"collectives\": null"
                                             : "vkrt: collectives: not open\n");
@@ -535,40 +532,37 @@ size_t vkrt_collective_describe(const struct vkrt_appliance *app, bool json, cha
   return n;
 }
 
-vkrt_status vkrt_collective_status(struct vkrt_appliance *app) {
-  struct vkrt_collective *coll = app->collective;
+vkrt_status vkrt_collective_status(struct vkrt_collective *coll) {
   if (!coll || !coll->transport || !coll->type->status)
     return VKRT_OK;
   char message[VKRT_ERROR_MESSAGE_SIZE];
   vkrt_status s = coll->type->status(coll->transport, message, sizeof(message));
-  return s == VKRT_OK ? s : vkrt_error(&app->base, s, "%s", message);
+  return s == VKRT_OK ? s : vkrt_error(&coll->sys->base, s, "%s", message);
 }
 
 /* ---- allreduce -------------------------------------------------------------------------- */
 
-static vkrt_status check_buffer(struct vkrt_appliance *app, const char *what, uint32_t d,
+static vkrt_status check_buffer(struct vkrt_system *sys, const char *what, uint32_t d,
                                 const vkrt_buffer *b, uint64_t offset, uint64_t bytes) {
   uint64_t end;
   if (!b)
-    return vkrt_error(&app->base, VKRT_ERROR_INVALID_ARGUMENT, "allreduce: %s[%u] is NULL", what,
+    return vkrt_error(&sys->base, VKRT_ERROR_INVALID_ARGUMENT, "allreduce: %s[%u] is NULL", what,
                       d);
-  if (b->dev->app != app || b->dev->index != d)
-    return vkrt_error(&app->base, VKRT_ERROR_INVALID_ARGUMENT,
+  if (b->dev->sys != sys || b->dev->index != d)
+    return vkrt_error(&sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "allreduce: %s[%u] is a buffer of dev%u; rank d must use a buffer of dev d",
                       what, d, b->dev->index);
   if (!vkrt_add_u64(offset, bytes, &end) || end > b->size)
-    return vkrt_error(&app->base, VKRT_ERROR_INVALID_ARGUMENT,
+    return vkrt_error(&sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "allreduce: %s[%u] range [%llu, +%llu) is outside its buffer of %llu bytes",
                       what, d, (unsigned long long)offset, (unsigned long long)bytes,
                       (unsigned long long)b->size);
   return VKRT_OK;
 }
 
-vkrt_status vkrt_collective_allreduce(struct vkrt_appliance *app, const vkrt_allreduce_args *args) {
-  struct vkrt_base *base = &app->base;
-  struct vkrt_collective *coll = app->collective;
-  if (!coll)
-    return vkrt_error(base, VKRT_ERROR_INTERNAL, "allreduce: collectives are not open");
+vkrt_status vkrt_collective_allreduce(struct vkrt_collective *coll, const vkrt_allreduce_args *args) {
+  struct vkrt_system *sys = coll->sys;
+  struct vkrt_base *base = &sys->base;
   if (!args)
     return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "allreduce: args is NULL");
   if (args->type != VKRT_TYPE_F32 && args->type != VKRT_TYPE_F16)
@@ -579,10 +573,10 @@ vkrt_status vkrt_collective_allreduce(struct vkrt_appliance *app, const vkrt_all
   if (!vkrt_mul_u64(args->count, job.elem_size, &job.bytes))
     return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "allreduce: count %llu overflows",
                       (unsigned long long)args->count);
-  for (uint32_t d = 0; d < app->device_count; d++) {
-    vkrt_status s = check_buffer(app, "send", d, args->send[d], args->send_offset[d], job.bytes);
+  for (uint32_t d = 0; d < sys->device_count; d++) {
+    vkrt_status s = check_buffer(sys, "send", d, args->send[d], args->send_offset[d], job.bytes);
     if (s == VKRT_OK)
-      s = check_buffer(app, "recv", d, args->recv[d], args->recv_offset[d], job.bytes);
+      s = check_buffer(sys, "recv", d, args->recv[d], args->recv_offset[d], job.bytes);
     if (s != VKRT_OK)
       return s;
     uint64_t so = args->send_offset[d], ro = args->recv_offset[d];
@@ -596,13 +590,13 @@ vkrt_status vkrt_collective_allreduce(struct vkrt_appliance *app, const vkrt_all
                         "allreduce: send[%u] and recv[%u] overlap without being the same range "
                         "(in place needs equal offsets)", d, d);
   }
-  vkrt_status s = vkrt_collective_status(app);
+  vkrt_status s = vkrt_collective_status(coll);
   if (s != VKRT_OK || job.bytes == 0)
     return s;
   pthread_mutex_lock(&coll->lock);
   if (!coll->transport) { /* one device: the sum of one contribution is a copy */
     if (args->send[0] != args->recv[0] || args->send_offset[0] != args->recv_offset[0])
-      s = vkrt_collective_record_copy(&app->devices[0], args->recv[0]->handle,
+      s = vkrt_collective_record_copy(&sys->devices[0], args->recv[0]->handle,
                                       args->recv_offset[0], args->send[0]->handle,
                                       args->send_offset[0], job.bytes);
   } else {

@@ -1,5 +1,4 @@
-/* Public collective entry points, compiled in every build: with CONFIG_VKRT_COLLECTIVES=n
- * vkrt_allreduce still links and says why it cannot run. */
+/* Names of the transports, compiled in every build (vkrt_transport_str is public). */
 #include "base/base.h"
 #include "transport/collective.h"
 
@@ -11,18 +10,4 @@ const char *vkrt_transport_str(vkrt_transport_kind kind) {
   case VKRT_TRANSPORT_HOST_STAGED: return "host_staged";
   }
   return "unknown";
-}
-
-vkrt_transport_kind vkrt_transport(const vkrt_appliance *appliance) {
-  return appliance ? vkrt_collective_kind(appliance) : VKRT_TRANSPORT_NONE;
-}
-
-vkrt_status vkrt_allreduce(vkrt_appliance *appliance, const vkrt_allreduce_args *args) {
-  if (!appliance)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  if (!IS_ENABLED(CONFIG_VKRT_COLLECTIVES))
-    return vkrt_error(&appliance->base, VKRT_ERROR_UNSUPPORTED,
-                      "vkrt_allreduce: collectives are not in this build "
-                      "(CONFIG_VKRT_COLLECTIVES=n)");
-  return vkrt_collective_allreduce(appliance, args);
 }

@@ -1,53 +1,61 @@
-/* Collective entry points the core calls at open/close and the probe uses; stubs when
- * CONFIG_VKRT_COLLECTIVES=n so the core needs no #ifdef. */
+/* Collective entry points the appliance calls at open/close and for vkrt_allreduce,
+ * vkrt_transport, vkrt_wait and vkrt_describe; stubs when CONFIG_VKRT_COLLECTIVES=n so the
+ * appliance needs no #ifdef. */
 #pragma once
 #include <stdio.h>
 
 #include "device/device.h"
 
+struct vkrt_collective;
+
 #if IS_ENABLED(CONFIG_VKRT_COLLECTIVES)
-/* Plans the transport from the capability snapshots and creates it (after devices open).
- * Call it after the devices and their streams exist. */
-vkrt_status vkrt_collective_open(struct vkrt_appliance *app);
+/* Plans the transport from the capability snapshots of sys's devices and creates it.
+ * Call it after the devices and their streams exist. timeout_ns: how long a collective
+ * waits for a stalled peer (0: CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS). */
+vkrt_status vkrt_collective_open(struct vkrt_system *sys, uint64_t timeout_ns,
+                                 struct vkrt_collective **out);
 /* Drains pending collectives (bounded by the collective timeout), submits a stream still
  * holding a wait on a collective semaphore, joins the proxy thread, frees everything. Call
- * it before the streams and devices are destroyed. */
-void vkrt_collective_close(struct vkrt_appliance *app);
-/* Plan lines / JSON for vkrt_describe. */
-size_t vkrt_collective_describe(const struct vkrt_appliance *app, bool json, char *buf,
+ * it before the streams and devices are destroyed. NULL: nothing to do. */
+void vkrt_collective_close(struct vkrt_collective *coll);
+/* Plan lines / JSON for vkrt_describe (NULL coll: "not open"). */
+size_t vkrt_collective_describe(const struct vkrt_collective *coll, bool json, char *buf,
                                 size_t size);
 /* The transport chosen at open (NONE: one device or not open). */
-vkrt_transport_kind vkrt_collective_kind(const struct vkrt_appliance *app);
-/* Validates and runs one allreduce (vkrt_allreduce). */
-vkrt_status vkrt_collective_allreduce(struct vkrt_appliance *app, const vkrt_allreduce_args *args);
+vkrt_transport_kind vkrt_collective_kind(const struct vkrt_collective *coll);
+/* Validates and runs one allreduce (vkrt_allreduce); coll is not NULL. */
+vkrt_status vkrt_collective_allreduce(struct vkrt_collective *coll, const vkrt_allreduce_args *args);
 /* Sticky error of an asynchronous transport (a peer that stalled or a device lost after
  * vkrt_allreduce had returned): OK when none. Sets the appliance's last error when not OK.
  * vkrt_wait / vkrt_finish should return it so every rank sees the failure. */
-vkrt_status vkrt_collective_status(struct vkrt_appliance *app);
+vkrt_status vkrt_collective_status(struct vkrt_collective *coll);
 #else
-static inline vkrt_status vkrt_collective_open(struct vkrt_appliance *app) {
-  (void)app;
+static inline vkrt_status vkrt_collective_open(struct vkrt_system *sys, uint64_t timeout_ns,
+                                               struct vkrt_collective **out) {
+  (void)sys;
+  (void)timeout_ns;
+  *out = NULL;
   return VKRT_OK;
 }
-static inline void vkrt_collective_close(struct vkrt_appliance *app) { (void)app; }
-static inline size_t vkrt_collective_describe(const struct vkrt_appliance *app, bool json,
+static inline void vkrt_collective_close(struct vkrt_collective *coll) { (void)coll; }
+static inline size_t vkrt_collective_describe(const struct vkrt_collective *coll, bool json,
                                               char *buf, size_t size) {
-  (void)app;
+  (void)coll;
   return (size_t)snprintf(buf, size, json ? "\"collectives\": null" :
                           "vkrt: collectives not in this build (CONFIG_VKRT_COLLECTIVES=n)\n");
 }
-static inline vkrt_transport_kind vkrt_collective_kind(const struct vkrt_appliance *app) {
-  (void)app;
+static inline vkrt_transport_kind vkrt_collective_kind(const struct vkrt_collective *coll) {
+  (void)coll;
   return VKRT_TRANSPORT_NONE;
 }
-static inline vkrt_status vkrt_collective_allreduce(struct vkrt_appliance *app,
+static inline vkrt_status vkrt_collective_allreduce(struct vkrt_collective *coll,
                                                     const vkrt_allreduce_args *args) {
+  (void)coll;
   (void)args;
-  return vkrt_error(&app->base, VKRT_ERROR_UNSUPPORTED,
-                    "vkrt_allreduce: collectives are not in this build (CONFIG_VKRT_COLLECTIVES=n)");
+  return VKRT_ERROR_UNSUPPORTED;
 }
-static inline vkrt_status vkrt_collective_status(struct vkrt_appliance *app) {
-  (void)app;
+static inline vkrt_status vkrt_collective_status(struct vkrt_collective *coll) {
+  (void)coll;
   return VKRT_OK;
 }
 #endif

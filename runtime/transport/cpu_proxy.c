@@ -51,7 +51,7 @@ struct proxy_device {
 
 struct cpu_proxy {
   struct vkrt_transport base;
-  struct vkrt_appliance *app;
+  struct vkrt_system *sys;
   uint32_t n;
   uint8_t *host;
   uint64_t host_size, set_bytes, slot_bytes;
@@ -98,10 +98,10 @@ static void set_error(struct cpu_proxy *p, vkrt_status s, const char *fmt, ...) 
 }
 
 static void process(struct cpu_proxy *p, const struct proxy_job *job) {
-  struct vkrt_appliance *app = p->app;
+  struct vkrt_system *sys = p->sys;
   if (atomic_load(&p->error) == VKRT_OK) {
     for (uint32_t d = 0; d < p->n; d++) {
-      vkrt_status s = vkrt_collective_wait_progress(app, &app->devices[d], p->dev[d].contrib,
+      vkrt_status s = vkrt_collective_wait_progress(sys, &sys->devices[d], p->dev[d].contrib,
                                                     job->seq, p->base.coll->timeout_ns);
       if (s == VKRT_ERROR_TIMEOUT) {
         set_error(p, s, "cpu_proxy: allreduce piece %llu: dev%u did not signal its contribution "
@@ -130,7 +130,7 @@ static void process(struct cpu_proxy *p, const struct proxy_job *job) {
   }
   /* Signal even after an error, so no queue waits forever on this piece. */
   for (uint32_t d = 0; d < p->n; d++) {
-    VkResult r = vkrt_collective_host_signal(&app->devices[d], p->dev[d].result, job->seq);
+    VkResult r = vkrt_collective_host_signal(&sys->devices[d], p->dev[d].result, job->seq);
     if (r != VK_SUCCESS)
       set_error(p, r == VK_ERROR_DEVICE_LOST ? VKRT_ERROR_DEVICE_LOST : VKRT_ERROR_VULKAN,
                 "cpu_proxy: vkSignalSemaphore on dev%u failed: %s", d, vkrt_vk_result_str(r));
@@ -165,7 +165,7 @@ static void *proxy_main(void *arg) {
 
 static void proxy_destroy(struct vkrt_transport *t) {
   struct cpu_proxy *p = (struct cpu_proxy *)t;
-  struct vkrt_appliance *app = p->app;
+  struct vkrt_system *sys = p->sys;
   if (p->thread_started) {
     /* The proxy drains what was enqueued (each piece bounded by the deadline), then exits. */
     pthread_mutex_lock(&p->lock);
@@ -175,7 +175,7 @@ static void proxy_destroy(struct vkrt_transport *t) {
     pthread_join(p->thread, NULL);
   }
   for (uint32_t d = 0; d < p->n; d++) {
-    struct vkrt_device *dev = &app->devices[d];
+    struct vkrt_device *dev = &sys->devices[d];
     struct proxy_device *pd = &p->dev[d];
     /* Release a wait that no job will ever satisfy (a piece whose submit failed half way),
      * then let the queue finish before its semaphores and slots go away. */
@@ -208,27 +208,27 @@ static void proxy_destroy(struct vkrt_transport *t) {
     }
   }
   if (p->pieces)
-    vkrt_log(&app->base, VKRT_LOG_DEBUG, "cpu_proxy: %llu pieces, CPU reduce %.3f ms total",
+    vkrt_log(&sys->base, VKRT_LOG_DEBUG, "cpu_proxy: %llu pieces, CPU reduce %.3f ms total",
              (unsigned long long)p->pieces, (double)p->cpu_reduce_ns * 1e-6);
   vkrt_reduce_pool_destroy(p->pool);
   pthread_cond_destroy(&p->wake);
   pthread_cond_destroy(&p->space);
   pthread_mutex_destroy(&p->lock);
-  vkrt_free(&app->base, p->host);
-  vkrt_free(&app->base, p);
+  vkrt_free(&sys->base, p->host);
+  vkrt_free(&sys->base, p);
 }
 
 static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transport **out) {
   *out = NULL;
-  struct vkrt_appliance *app = coll->app;
-  struct vkrt_base *base = &app->base;
+  struct vkrt_system *sys = coll->sys;
+  struct vkrt_base *base = &sys->base;
   struct cpu_proxy *p = vkrt_calloc(base, 1, sizeof(*p));
   if (!p)
     return vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "cpu_proxy: out of host memory");
   p->base.type = &vkrt_transport_cpu_proxy;
   p->base.coll = coll;
-  p->app = app;
-  p->n = app->device_count;
+  p->sys = sys;
+  p->n = sys->device_count;
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->space, NULL);
@@ -240,15 +240,15 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
   uint64_t align = (uint64_t)sysconf(_SC_PAGESIZE);
   p->idle_spin_ns = PROXY_IDLE_SPIN_NS;
   for (uint32_t d = 0; d < p->n; d++) {
-    align = VKRT_MAX(align, app->devices[d].caps.min_imported_host_pointer_alignment);
-    if (app->devices[d].caps.is_cpu)
+    align = VKRT_MAX(align, sys->devices[d].caps.min_imported_host_pointer_alignment);
+    if (sys->devices[d].caps.is_cpu)
       p->idle_spin_ns = 0;
   }
   /* One set (n + 1 slots) is one import, so it must fit the smallest device's allocation
    * and buffer limits; a configured slot that does not is shrunk (pieces get smaller). */
   uint64_t limit = UINT64_MAX;
   for (uint32_t d = 0; d < p->n; d++) {
-    const struct vkrt_caps *c = &app->devices[d].caps;
+    const struct vkrt_caps *c = &sys->devices[d].caps;
     if (c->max_memory_allocation_size)
       limit = VKRT_MIN(limit, c->max_memory_allocation_size);
     if (c->max_buffer_size)
@@ -280,7 +280,7 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
   if (s == VKRT_OK)
     memset(p->host, 0, p->host_size); /* fault the pages in now, not in the first collective */
   for (uint32_t d = 0; d < p->n && s == VKRT_OK; d++) {
-    struct vkrt_device *dev = &app->devices[d];
+    struct vkrt_device *dev = &sys->devices[d];
     for (int set = 0; set < 2 && s == VKRT_OK; set++)
       s = vkrt_collective_import_host(dev, p->host + set * p->set_bytes, p->set_bytes,
                                       &p->dev[d].buffer[set], &p->dev[d].memory[set]);
@@ -313,7 +313,7 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
 static vkrt_status record_copy_out(struct cpu_proxy *p, const vkrt_allreduce_args *a, uint64_t seq,
                                    uint64_t at, uint64_t bytes) {
   for (uint32_t d = 0; d < p->n; d++) {
-    struct vkrt_device *dev = &p->app->devices[d];
+    struct vkrt_device *dev = &p->sys->devices[d];
     vkrt_status s = vkrt_stream_add_wait(dev, p->dev[d].result, seq);
     if (s == VKRT_OK)
       s = vkrt_collective_record_copy(dev, a->recv[d]->handle, a->recv_offset[d] + at,
@@ -326,7 +326,7 @@ static vkrt_status record_copy_out(struct cpu_proxy *p, const vkrt_allreduce_arg
 
 static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_allreduce_job *job) {
   struct cpu_proxy *p = (struct cpu_proxy *)t;
-  struct vkrt_appliance *app = p->app;
+  struct vkrt_system *sys = p->sys;
   const vkrt_allreduce_args *a = job->args;
   uint64_t per_piece = p->slot_bytes / job->elem_size;
   for (uint64_t first = 0; first < a->count; first += per_piece) {
@@ -357,14 +357,14 @@ static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_a
       bool full = atomic_load(&p->tail) - atomic_load(&p->head) >= PROXY_RING;
       pthread_mutex_unlock(&p->lock);
       if (full)
-        return vkrt_error(&app->base, VKRT_ERROR_TIMEOUT,
+        return vkrt_error(&sys->base, VKRT_ERROR_TIMEOUT,
                           "cpu_proxy: %d pieces pending and none finished for %llu ms", PROXY_RING,
                           (unsigned long long)(p->base.coll->timeout_ns / 1000000));
     }
 
     /* Contribution: [barrier, copy send -> own slot], signal, submit, on every device. */
     for (uint32_t d = 0; d < p->n; d++) {
-      struct vkrt_device *dev = &app->devices[d];
+      struct vkrt_device *dev = &sys->devices[d];
       vkrt_status s = vkrt_collective_record_copy(dev, slot_buffer(p, d, seq), slot_offset(p, d),
                                                   a->send[d]->handle, a->send_offset[d] + at,
                                                   bytes);

@@ -12,7 +12,7 @@
 
 struct host_staged {
   struct vkrt_transport base;
-  struct vkrt_appliance *app;
+  struct vkrt_system *sys;
   uint32_t n;
   uint64_t slot_bytes;
   struct vkrt_buffer *staging[VKRT_MAX_DEVICES];
@@ -24,7 +24,7 @@ struct host_staged {
 static void staged_destroy(struct vkrt_transport *t) {
   struct host_staged *h = (struct host_staged *)t;
   for (uint32_t d = 0; d < h->n; d++) {
-    struct vkrt_device *dev = &h->app->devices[d];
+    struct vkrt_device *dev = &h->sys->devices[d];
     if (dev->handle) { /* the last copy-out may still be reading the staging buffer */
       pthread_mutex_lock(&dev->compute_queue_lock);
       dev->vk.vkQueueWaitIdle(dev->compute_queue);
@@ -34,22 +34,22 @@ static void staged_destroy(struct vkrt_transport *t) {
     vkrt_collective_semaphore_destroy(dev, h->contrib[d]);
   }
   vkrt_reduce_pool_destroy(h->pool);
-  vkrt_free(&h->app->base, h);
+  vkrt_free(&h->sys->base, h);
 }
 
 static vkrt_status staged_create(struct vkrt_collective *coll, struct vkrt_transport **out) {
   *out = NULL;
-  struct vkrt_appliance *app = coll->app;
-  struct host_staged *h = vkrt_calloc(&app->base, 1, sizeof(*h));
+  struct vkrt_system *sys = coll->sys;
+  struct host_staged *h = vkrt_calloc(&sys->base, 1, sizeof(*h));
   if (!h)
-    return vkrt_error(&app->base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "host_staged: out of host memory");
+    return vkrt_error(&sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "host_staged: out of host memory");
   h->base.type = &vkrt_transport_host_staged;
   h->base.coll = coll;
-  h->app = app;
-  h->n = app->device_count;
+  h->sys = sys;
+  h->n = sys->device_count;
   h->slot_bytes = coll->slot_bytes;
   for (uint32_t d = 0; d < h->n; d++) { /* a staging buffer is one allocation */
-    const struct vkrt_caps *c = &app->devices[d].caps;
+    const struct vkrt_caps *c = &sys->devices[d].caps;
     if (c->max_memory_allocation_size)
       h->slot_bytes = VKRT_MIN(h->slot_bytes, vkrt_align_down(c->max_memory_allocation_size, 4096));
     if (c->max_buffer_size)
@@ -57,16 +57,16 @@ static vkrt_status staged_create(struct vkrt_collective *coll, struct vkrt_trans
   }
   vkrt_status s = VKRT_OK;
   for (uint32_t d = 0; d < h->n && s == VKRT_OK; d++) {
-    s = vkrt_buffer_create_internal(&app->devices[d], h->slot_bytes, VKRT_BUFFER_HOST_VISIBLE, 0,
+    s = vkrt_buffer_create_internal(&sys->devices[d], h->slot_bytes, VKRT_BUFFER_HOST_VISIBLE, 0,
                                     &h->staging[d]);
     if (s == VKRT_OK && !h->staging[d]->mapped)
-      s = vkrt_error(&app->base, VKRT_ERROR_INTERNAL, "host_staged: dev%u staging is not mapped",
+      s = vkrt_error(&sys->base, VKRT_ERROR_INTERNAL, "host_staged: dev%u staging is not mapped",
                      d);
     if (s == VKRT_OK)
-      s = vkrt_collective_timeline_create(&app->devices[d], NULL, &h->contrib[d]);
+      s = vkrt_collective_timeline_create(&sys->devices[d], NULL, &h->contrib[d]);
   }
   if (s == VKRT_OK)
-    s = vkrt_reduce_pool_create(&app->base, vkrt_reduce_pool_threads(), &h->pool);
+    s = vkrt_reduce_pool_create(&sys->base, vkrt_reduce_pool_threads(), &h->pool);
   if (s != VKRT_OK) {
     staged_destroy(&h->base);
     return s;
@@ -77,7 +77,7 @@ static vkrt_status staged_create(struct vkrt_collective *coll, struct vkrt_trans
 
 static vkrt_status staged_allreduce(struct vkrt_transport *t, const struct vkrt_allreduce_job *job) {
   struct host_staged *h = (struct host_staged *)t;
-  struct vkrt_appliance *app = h->app;
+  struct vkrt_system *sys = h->sys;
   const vkrt_allreduce_args *a = job->args;
   uint64_t per_piece = h->slot_bytes / job->elem_size;
   for (uint64_t first = 0; first < a->count; first += per_piece) {
@@ -85,7 +85,7 @@ static vkrt_status staged_allreduce(struct vkrt_transport *t, const struct vkrt_
     uint64_t bytes = count * job->elem_size, at = first * job->elem_size;
     uint64_t seq = ++h->seq;
     for (uint32_t d = 0; d < h->n; d++) {
-      struct vkrt_device *dev = &app->devices[d];
+      struct vkrt_device *dev = &sys->devices[d];
       vkrt_status s = vkrt_collective_record_copy(dev, h->staging[d]->handle, 0, a->send[d]->handle,
                                                   a->send_offset[d] + at, bytes);
       if (s == VKRT_OK && !vkrt_collective_stalled(dev))
@@ -96,15 +96,15 @@ static vkrt_status staged_allreduce(struct vkrt_transport *t, const struct vkrt_
         return s;
     }
     for (uint32_t d = 0; d < h->n; d++) {
-      vkrt_status s = vkrt_collective_wait_progress(app, &app->devices[d], h->contrib[d], seq,
+      vkrt_status s = vkrt_collective_wait_progress(sys, &sys->devices[d], h->contrib[d], seq,
                                                     h->base.coll->timeout_ns);
       if (s == VKRT_ERROR_TIMEOUT)
-        return vkrt_error(&app->base, s,
+        return vkrt_error(&sys->base, s,
                           "host_staged: dev%u did not finish its contribution and no device made "
                           "progress for %llu ms (stalled peer)", d,
                           (unsigned long long)(h->base.coll->timeout_ns / 1000000));
       if (s != VKRT_OK)
-        return vkrt_error(&app->base, s, "host_staged: waiting for dev%u failed: %s", d,
+        return vkrt_error(&sys->base, s, "host_staged: waiting for dev%u failed: %s", d,
                           vkrt_status_str(s));
     }
     const void *src[VKRT_MAX_DEVICES];
@@ -115,7 +115,7 @@ static vkrt_status staged_allreduce(struct vkrt_transport *t, const struct vkrt_
       memcpy(h->staging[d]->mapped, h->staging[0]->mapped, bytes);
     /* Copy-out goes with the next submit (the next piece's, or the caller's). */
     for (uint32_t d = 0; d < h->n; d++) {
-      vkrt_status s = vkrt_collective_record_copy(&app->devices[d], a->recv[d]->handle,
+      vkrt_status s = vkrt_collective_record_copy(&sys->devices[d], a->recv[d]->handle,
                                                   a->recv_offset[d] + at, h->staging[d]->handle,
                                                   0, bytes);
       if (s != VKRT_OK)

@@ -29,7 +29,7 @@
 
 struct native_fd {
   struct vkrt_transport base;
-  struct vkrt_appliance *app;
+  struct vkrt_system *sys;
   uint32_t n;
   uint8_t *host;
   uint64_t host_size, slot_bytes;
@@ -63,7 +63,7 @@ static void set_error(struct native_fd *f, vkrt_status s, const char *fmt, ...) 
 
 static void release_all(struct native_fd *f) {
   for (uint32_t d = 0; d < f->n; d++) {
-    struct vkrt_device *dev = &f->app->devices[d];
+    struct vkrt_device *dev = &f->sys->devices[d];
     uint64_t current = 0;
     if (f->own[d] && dev->vk.vkGetSemaphoreCounterValue(dev->handle, f->own[d], &current) ==
                          VK_SUCCESS && current < RELEASE_VALUE)
@@ -84,7 +84,7 @@ static void *watchdog_main(void *arg) {
     pthread_mutex_unlock(&f->lock);
     if (atomic_load(&f->error) == VKRT_OK) {
       for (uint32_t d = 0; d < f->n; d++) {
-        vkrt_status s = vkrt_collective_wait_progress(f->app, &f->app->devices[d], f->own[d],
+        vkrt_status s = vkrt_collective_wait_progress(f->sys, &f->sys->devices[d], f->own[d],
                                                       2 * seq, f->base.coll->timeout_ns);
         if (s != VKRT_OK) {
           /* Name the device that never contributed (2 seq - 1), not the first one found
@@ -92,7 +92,7 @@ static void *watchdog_main(void *arg) {
           char who[96] = "";
           for (uint32_t e = 0; e < f->n; e++) {
             uint64_t v = 0;
-            struct vkrt_device *de = &f->app->devices[e];
+            struct vkrt_device *de = &f->sys->devices[e];
             if (de->vk.vkGetSemaphoreCounterValue(de->handle, f->own[e], &v) == VK_SUCCESS &&
                 v < 2 * seq - 1) {
               size_t len = strlen(who);
@@ -120,7 +120,7 @@ static void *watchdog_main(void *arg) {
 }
 
 static vkrt_status export_import(struct native_fd *f, uint32_t from, uint32_t to) {
-  struct vkrt_device *src = &f->app->devices[from], *dst = &f->app->devices[to];
+  struct vkrt_device *src = &f->sys->devices[from], *dst = &f->sys->devices[to];
   VkSemaphoreGetFdInfoKHR get = {
       .sType = VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR,
       .semaphore = f->own[from],
@@ -129,7 +129,7 @@ static vkrt_status export_import(struct native_fd *f, uint32_t from, uint32_t to
   int fd = -1;
   VkResult r = src->vk.vkGetSemaphoreFdKHR(src->handle, &get, &fd);
   if (r != VK_SUCCESS)
-    return vkrt_error(&f->app->base, VKRT_ERROR_UNAVAILABLE,
+    return vkrt_error(&f->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "native_fd: dev%u: vkGetSemaphoreFdKHR (opaque FD): %s", from,
                       vkrt_vk_result_str(r));
   vkrt_status s = vkrt_collective_timeline_create(dst, NULL, &f->peer[to][from]);
@@ -146,7 +146,7 @@ static vkrt_status export_import(struct native_fd *f, uint32_t from, uint32_t to
   r = dst->vk.vkImportSemaphoreFdKHR(dst->handle, &import);
   if (r != VK_SUCCESS) { /* ownership of fd passes to the driver only on success */
     close(fd);
-    return vkrt_error(&f->app->base, VKRT_ERROR_UNAVAILABLE,
+    return vkrt_error(&f->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "native_fd: dev%u: vkImportSemaphoreFdKHR of dev%u's semaphore: %s", to,
                       from, vkrt_vk_result_str(r));
   }
@@ -155,7 +155,7 @@ static vkrt_status export_import(struct native_fd *f, uint32_t from, uint32_t to
 
 static void native_destroy(struct vkrt_transport *t) {
   struct native_fd *f = (struct native_fd *)t;
-  struct vkrt_appliance *app = f->app;
+  struct vkrt_system *sys = f->sys;
   if (f->thread_started) {
     pthread_mutex_lock(&f->lock);
     f->stop = true;
@@ -164,7 +164,7 @@ static void native_destroy(struct vkrt_transport *t) {
     pthread_join(f->thread, NULL);
   }
   for (uint32_t d = 0; d < f->n; d++) {
-    struct vkrt_device *dev = &app->devices[d];
+    struct vkrt_device *dev = &sys->devices[d];
     if (dev->handle) {
       pthread_mutex_lock(&dev->compute_queue_lock);
       dev->vk.vkQueueWaitIdle(dev->compute_queue);
@@ -172,7 +172,7 @@ static void native_destroy(struct vkrt_transport *t) {
     }
   }
   for (uint32_t d = 0; d < f->n; d++) {
-    struct vkrt_device *dev = &app->devices[d];
+    struct vkrt_device *dev = &sys->devices[d];
     for (uint32_t e = 0; e < f->n; e++)
       vkrt_collective_semaphore_destroy(dev, f->peer[d][e]);
     vkrt_collective_semaphore_destroy(dev, f->own[d]);
@@ -183,14 +183,14 @@ static void native_destroy(struct vkrt_transport *t) {
   }
   pthread_cond_destroy(&f->wake);
   pthread_mutex_destroy(&f->lock);
-  vkrt_free(&app->base, f->host);
-  vkrt_free(&app->base, f);
+  vkrt_free(&sys->base, f->host);
+  vkrt_free(&sys->base, f);
 }
 
 static vkrt_status native_create(struct vkrt_collective *coll, struct vkrt_transport **out) {
   *out = NULL;
-  struct vkrt_appliance *app = coll->app;
-  struct vkrt_base *base = &app->base;
+  struct vkrt_system *sys = coll->sys;
+  struct vkrt_base *base = &sys->base;
   if (coll->plan.semaphore_handle != VKRT_HANDLE_OPAQUE_FD)
     return vkrt_error(base, VKRT_ERROR_UNAVAILABLE,
                       "native_fd: the devices can only share sync FDs (binary semaphores); that "
@@ -200,15 +200,15 @@ static vkrt_status native_create(struct vkrt_collective *coll, struct vkrt_trans
     return vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "native_fd: out of host memory");
   f->base.type = &vkrt_transport_native_fd;
   f->base.coll = coll;
-  f->app = app;
-  f->n = app->device_count;
+  f->sys = sys;
+  f->n = sys->device_count;
   pthread_mutex_init(&f->lock, NULL);
   pthread_cond_init(&f->wake, NULL);
   atomic_init(&f->error, VKRT_OK);
 
   uint64_t align = (uint64_t)sysconf(_SC_PAGESIZE);
   for (uint32_t d = 0; d < f->n; d++)
-    align = VKRT_MAX(align, app->devices[d].caps.min_imported_host_pointer_alignment);
+    align = VKRT_MAX(align, sys->devices[d].caps.min_imported_host_pointer_alignment);
   f->slot_bytes = vkrt_align_up(coll->slot_bytes, align);
   f->host_size = f->slot_bytes * f->n;
   vkrt_status s = VKRT_OK;
@@ -224,7 +224,7 @@ static vkrt_status native_create(struct vkrt_collective *coll, struct vkrt_trans
       .handleTypes = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT,
   };
   for (uint32_t d = 0; d < f->n && s == VKRT_OK; d++) {
-    struct vkrt_device *dev = &app->devices[d];
+    struct vkrt_device *dev = &sys->devices[d];
     s = vkrt_collective_import_host(dev, f->host, f->host_size, &f->buffer[d], &f->memory[d]);
     if (s == VKRT_OK)
       s = vkrt_collective_timeline_create(dev, &export_info, &f->own[d]);
@@ -263,7 +263,7 @@ static vkrt_status wait_peers(struct native_fd *f, uint32_t d, uint64_t value) {
   for (uint32_t e = 0; e < f->n; e++) {
     if (e == d)
       continue;
-    vkrt_status s = vkrt_stream_add_wait(&f->app->devices[d], f->peer[d][e], value);
+    vkrt_status s = vkrt_stream_add_wait(&f->sys->devices[d], f->peer[d][e], value);
     if (s != VKRT_OK)
       return s;
   }
@@ -272,12 +272,12 @@ static vkrt_status wait_peers(struct native_fd *f, uint32_t d, uint64_t value) {
 
 static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_allreduce_job *job) {
   struct native_fd *f = (struct native_fd *)t;
-  struct vkrt_appliance *app = f->app;
+  struct vkrt_system *sys = f->sys;
   const vkrt_allreduce_args *a = job->args;
   /* Checked before anything is recorded: a failure between the two phases would strand
    * the peers and make the error sticky. */
   if (a->type == VKRT_TYPE_F16 && !IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE_F16))
-    return vkrt_error(&app->base, VKRT_ERROR_UNSUPPORTED,
+    return vkrt_error(&sys->base, VKRT_ERROR_UNSUPPORTED,
                       "native_fd: an f16 allreduce needs the f16 reduce kernel "
                       "(CONFIG_VKRT_TYPE_F16=n in this build)");
   uint64_t per_piece = f->slot_bytes / job->elem_size;
@@ -301,12 +301,12 @@ static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_
     bool lapped = f->issued - f->watched >= WATCH_RING - 1;
     pthread_mutex_unlock(&f->lock);
     if (lapped)
-      return vkrt_error(&app->base, VKRT_ERROR_TIMEOUT,
+      return vkrt_error(&sys->base, VKRT_ERROR_TIMEOUT,
                         "native_fd: %d pieces pending and none finished for %llu ms", WATCH_RING,
                         (unsigned long long)(f->base.coll->timeout_ns / 1000000));
     for (int phase = 0; phase < 2; phase++)
       for (uint32_t d = 0; d < f->n; d++) {
-        struct vkrt_device *dev = &app->devices[d];
+        struct vkrt_device *dev = &sys->devices[d];
         vkrt_status s = wait_peers(f, d, phase == 0 ? 2 * (seq - 1) : 2 * seq - 1);
         if (s == VKRT_OK && phase == 0) {
           s = vkrt_collective_record_copy(dev, f->buffer[d], d * f->slot_bytes, a->send[d]->handle,

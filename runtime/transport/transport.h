@@ -74,7 +74,7 @@ uint32_t vkrt_transport_compiled(void);
 
 /* ---- runtime side (allreduce.c and the transports) -------------------------------------- */
 
-struct vkrt_appliance;
+struct vkrt_system;
 struct vkrt_device;
 struct vkrt_collective;
 struct vkrt_transport;
@@ -127,7 +127,7 @@ struct vkrt_transport {
 };
 
 struct vkrt_collective {
-  struct vkrt_appliance *app;
+  struct vkrt_system *sys;
   struct vkrt_transport_plan plan;
   const struct vkrt_transport_type *type;
   struct vkrt_transport *transport;
@@ -166,11 +166,11 @@ uint16_t vkrt_f32_to_f16(float f);
 vkrt_status vkrt_collective_wait_value(struct vkrt_device *dev, VkSemaphore sem, uint64_t value,
                                        uint64_t deadline_ns);
 /* Sum of every device's stream timeline: grows while any device retires work. */
-uint64_t vkrt_collective_progress(struct vkrt_appliance *app);
+uint64_t vkrt_collective_progress(struct vkrt_system *sys);
 /* vkrt_collective_wait_value until no device of the appliance has retired any work for
  * timeout_ns: a collective times out on a stall, not because the host recorded far ahead of
  * the devices. */
-vkrt_status vkrt_collective_wait_progress(struct vkrt_appliance *app, struct vkrt_device *dev,
+vkrt_status vkrt_collective_wait_progress(struct vkrt_system *sys, struct vkrt_device *dev,
                                           VkSemaphore sem, uint64_t value, uint64_t timeout_ns);
 /* A timeline semaphore with initial value 0 (pnext chained after the type info when given);
  * destroy with vkrt_collective_semaphore_destroy. */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../common/vk_test.h"
-#include "device/device.h"
+#include "appliance/appliance.h"
 
 static void test_open_board(void **state) {
   (void)state;
@@ -19,13 +19,13 @@ static void test_open_board(void **state) {
     assert_true(info.name[0] != '\0');
     assert_true(info.device_local_bytes > 0);
     /* each rank has its own VkDevice and its own function table */
-    assert_non_null(app->devices[d].handle);
-    assert_non_null(app->devices[d].vk.vkQueueSubmit);
-    assert_true(app->devices[d].caps.timeline_semaphore);
+    assert_non_null(app->sys.devices[d].handle);
+    assert_non_null(app->sys.devices[d].vk.vkQueueSubmit);
+    assert_true(app->sys.devices[d].caps.timeline_semaphore);
     if (d > 0)
-      assert_ptr_not_equal(app->devices[d].handle, app->devices[0].handle);
+      assert_ptr_not_equal(app->sys.devices[d].handle, app->sys.devices[0].handle);
     if (IS_ENABLED(CONFIG_VKRT_SIMULATED))
-      assert_memory_equal(info.device_uuid, app->devices[0].caps.device_uuid, 16);
+      assert_memory_equal(info.device_uuid, app->sys.devices[0].caps.device_uuid, 16);
   }
   vkrt_device_info info;
   assert_int_equal(vkrt_device_info_get(app, 8, &info), VKRT_ERROR_INVALID_ARGUMENT);
@@ -177,7 +177,7 @@ static void test_stream_ring(void **state) {
   vkt_check(app, vkrt_wait(app, 0, last, UINT64_MAX));
   assert_int_equal(p[1023], 3 * VKRT_STREAM_DEPTH);
 
-  struct vkrt_device *dev = &app->devices[0];
+  struct vkrt_device *dev = &app->sys.devices[0];
   uint64_t empty;
   vkt_check(app, vkrt_submit(app, 0, &empty)); /* nothing recorded: still a ticket */
   assert_int_equal(empty, last + 1);
@@ -260,7 +260,7 @@ static void test_validation_counts(void **state) {
   o.log = NULL;
   vkrt_appliance *app = vkt_open(&o);
   assert_int_equal(vkrt_validation_message_count(app), 0);
-  struct vkrt_device *dev = &app->devices[0];
+  struct vkrt_device *dev = &app->sys.devices[0];
   VkBufferCreateInfo info = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                              .size = 0, /* invalid: size must be > 0 */
                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
@@ -278,27 +278,27 @@ static void test_fault_hides_on_one_device(void **state) {
   vkrt_options o;
   vkt_options(&o);
   vkrt_appliance *plain = vkt_open(&o);
-  struct vkrt_caps before0 = plain->devices[0].caps, before1 = plain->devices[1].caps;
+  struct vkrt_caps before0 = plain->sys.devices[0].caps, before1 = plain->sys.devices[1].caps;
   vkt_close(plain);
 
   o.faults.mask = VKRT_FAULT_HIDE_EXTERNAL_SEMAPHORE_FD | VKRT_FAULT_HIDE_EXTERNAL_MEMORY_HOST;
   o.faults.device_mask = 1u << 1;
   vkrt_appliance *app = vkt_open(&o);
-  const struct vkrt_caps *c0 = &app->devices[0].caps, *c1 = &app->devices[1].caps;
+  const struct vkrt_caps *c0 = &app->sys.devices[0].caps, *c1 = &app->sys.devices[1].caps;
   /* device 0 unchanged (budgets move between opens; compare everything else) */
   struct vkrt_caps a = before0, b = *c0;
   memset(a.heap_budget, 0, sizeof(a.heap_budget));
   memset(b.heap_budget, 0, sizeof(b.heap_budget));
   assert_memory_equal(&a, &b, sizeof(a));
-  assert_int_equal(app->devices[0].fault_mask, 0);
+  assert_int_equal(app->sys.devices[0].fault_mask, 0);
   assert_true(c0->external_memory_host == before0.external_memory_host);
   assert_true(before1.external_memory_host); /* lavapipe has it... */
   assert_false(c1->external_memory_host);    /* ...device 1 pretends not to */
   assert_false(c1->external_semaphore_fd);
-  assert_null(app->devices[1].vk.vkGetMemoryHostPointerPropertiesEXT);
-  assert_null(app->devices[1].vk.vkGetSemaphoreFdKHR);
-  assert_null(app->devices[1].vk.vkImportSemaphoreFdKHR);
-  assert_non_null(app->devices[0].vk.vkGetMemoryHostPointerPropertiesEXT);
+  assert_null(app->sys.devices[1].vk.vkGetMemoryHostPointerPropertiesEXT);
+  assert_null(app->sys.devices[1].vk.vkGetSemaphoreFdKHR);
+  assert_null(app->sys.devices[1].vk.vkImportSemaphoreFdKHR);
+  assert_non_null(app->sys.devices[0].vk.vkGetMemoryHostPointerPropertiesEXT);
   assert_int_equal(c1->host_import_memory_type_bits, 0);
   assert_int_equal(c1->min_imported_host_pointer_alignment, 0);
   assert_int_equal(c1->semaphore_export_handles, 0);
@@ -313,12 +313,12 @@ static void test_fault_hides_on_one_device(void **state) {
   /* vkAllocateMemory failure injection: the Nth call fails with a message */
   vkt_options(&o);
   app = vkt_open(&o); /* modules allocate at open: count those calls first */
-  unsigned at_open = atomic_load(&app->vk_alloc_count);
+  unsigned at_open = atomic_load(&app->sys.vk_alloc_count);
   vkt_close(app);
   o.log = NULL;
   o.faults.vulkan_alloc_fail_at = at_open + 2;
   app = vkt_open(&o);
-  assert_int_equal(atomic_load(&app->vk_alloc_count), at_open);
+  assert_int_equal(atomic_load(&app->sys.vk_alloc_count), at_open);
   vkrt_buffer *x, *y;
   vkt_check(app, vkrt_buffer_create(app, 0, 4096, 0, &x));
   assert_int_equal(vkrt_buffer_create(app, 0, 4096, 0, &y), VKRT_ERROR_OUT_OF_DEVICE_MEMORY);
@@ -345,7 +345,7 @@ static void test_open_fault_unwind(void **state) {
   vkt_options(&probe);
   probe.faults.host_alloc_fail_at = 1u << 30;
   vkrt_appliance *counted = vkt_open(&probe);
-  unsigned open_allocations = atomic_load(&counted->base.host_alloc_count);
+  unsigned open_allocations = atomic_load(&counted->sys.base.host_alloc_count);
   vkt_close(counted);
   for (uint32_t n = 1; n < 2000; n++) {
     vkrt_options o;
@@ -387,7 +387,7 @@ static void test_open_vk_alloc_fault_unwind(void **state) {
   vkrt_options o;
   vkt_options(&o);
   vkrt_appliance *app = vkt_open(&o);
-  unsigned count = atomic_load(&app->vk_alloc_count);
+  unsigned count = atomic_load(&app->sys.vk_alloc_count);
   vkt_close(app);
   vkt_counting counting;
   for (unsigned n = 1; n <= count; n++) {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../common/vk_test.h"
-#include "device/device.h"
+#include "appliance/appliance.h"
 #include "ops/ops.h"
 
 static uint64_t rng;
@@ -253,7 +253,7 @@ static void test_copy(void **state) {
   if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
     skip();
   vkrt_appliance *app = open_app();
-  vkt_check(app, vkrt_ops_open(&app->devices[0]));
+  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   for (unsigned s = 0; s < NSHAPES; s++)
     for (int st = 0; st < NTYPES; st++)
       for (int dt = 0; dt < NTYPES; dt++) {
@@ -264,11 +264,11 @@ static void test_copy(void **state) {
   /* dense rows 16-byte aligned: moved in 16-byte units */
   {
     static const int64_t rows16[][4] = {{1024, 5, 2, 1}, {256, 3, 1, 1}, {4096, 2, 1, 3}};
-    uint64_t before = app->devices[0].ops ? app->devices[0].ops->copy_u4_count : 0;
+    uint64_t before = app->sys.devices[0].ops ? app->sys.devices[0].ops->copy_u4_count : 0;
     for (int t = 0; t < NTYPES; t++)
       for (unsigned s = 0; s < 3; s++)
         run_copy(app, 0, rows16[s], t, t, s & 1 ? CONTIG : ROW16, ROW16, 16 * s, 32);
-    assert_int_equal(app->devices[0].ops->copy_u4_count - before, NTYPES * 3);
+    assert_int_equal(app->sys.devices[0].ops->copy_u4_count - before, NTYPES * 3);
   }
   /* the other device has its own pipelines */
   run_copy(app, vkrt_device_count(app) - 1, shapes[3], VKRT_TYPE_F32, NTYPES - 1, PADDED, CONTIG, 0, 0);
@@ -281,7 +281,7 @@ static void test_copy_paths(void **state) {
   if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
     skip();
   vkrt_appliance *app = open_app();
-  struct vkrt_device *dev = &app->devices[0];
+  struct vkrt_device *dev = &app->sys.devices[0];
   vkt_check(app, vkrt_ops_open(dev));
   printf("vkrt-test: dev0 contiguous copy path: %s (%s)\n", vkrt_ops_copy_path(dev),
          vkrt_ops_copy_path_reason(dev));
@@ -364,7 +364,7 @@ static void test_transpose(void **state) {
   if (!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE))
     skip();
   vkrt_appliance *app = open_app();
-  vkt_check(app, vkrt_ops_open(&app->devices[0]));
+  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   static const int64_t more[][4] = {{64, 64, 1, 1}, {33, 1000, 1, 1}, {4097, 2, 1, 1}, {40, 70, 3, 2}};
   for (int t = 0; t < NTYPES; t++) {
     for (unsigned s = 0; s < NSHAPES; s++) {
@@ -379,22 +379,22 @@ static void test_transpose(void **state) {
     static const int64_t pairs[][4] = {{31, 33, 1, 1}, {33, 31, 2, 3}, {64, 64, 1, 1},
                                        {2, 2, 1, 1}, {3, 5, 1, 1}, {1000, 3, 1, 1}, {130, 67, 1, 2}};
     const unsigned n = sizeof(pairs) / sizeof(pairs[0]);
-    uint64_t before = app->devices[0].ops->transpose_x2_count;
+    uint64_t before = app->sys.devices[0].ops->transpose_x2_count;
     for (int t = 0; t < NTYPES; t++) {
-      app->devices[0].ops->transpose_variant = t == VKRT_TYPE_F32 ? 2 : 0; /* f32: on request */
+      app->sys.devices[0].ops->transpose_variant = t == VKRT_TYPE_F32 ? 2 : 0; /* f32: on request */
       for (unsigned s = 0; s < n; s++)
         run_transpose(app, pairs[s], t, t, EVEN, EVEN, 8 * s, 8);
     }
-    app->devices[0].ops->transpose_variant = 0;
-    assert_int_equal(app->devices[0].ops->transpose_x2_count - before, NTYPES * n);
+    app->sys.devices[0].ops->transpose_variant = 0;
+    assert_int_equal(app->sys.devices[0].ops->transpose_x2_count - before, NTYPES * n);
   }
   /* the plain tile order (vkrt-bench compares it with the default) */
   {
     static const int64_t odd[4] = {33, 1000, 1, 1}, batch[4] = {100, 70, 3, 2};
-    app->devices[0].ops->transpose_variant = 1;
+    app->sys.devices[0].ops->transpose_variant = 1;
     run_transpose(app, odd, VKRT_TYPE_F32, VKRT_TYPE_F32, CONTIG, PADDED, 0, 4);
     run_transpose(app, batch, VKRT_TYPE_F32, VKRT_TYPE_F32, PADDED, CONTIG, 4, 0);
-    app->devices[0].ops->transpose_variant = 0;
+    app->sys.devices[0].ops->transpose_variant = 0;
   }
   /* converting transposes go through the copy kernel */
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_COPY_F16)) {
@@ -439,7 +439,7 @@ static void run_concat(vkrt_appliance *app, const int64_t ne[4], int dim, int64_
           }
           memcpy(expect + addr(&d0, i0, i1, i2, i3), sb.map + sa, ts);
         }
-  struct vkrt_ops_state *ops = app->devices[0].ops;
+  struct vkrt_ops_state *ops = app->sys.devices[0].ops;
   ops->force_concat_generic = generic;
   uint64_t fast_before = ops->concat_fast_count;
   vkt_check(app, vkrt_op_concat(&d0, &a0, &b0, dim));
@@ -466,7 +466,7 @@ static void test_concat(void **state) {
   if (!IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT))
     skip();
   vkrt_appliance *app = open_app();
-  vkt_check(app, vkrt_ops_open(&app->devices[0]));
+  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   static const int64_t gen[][4] = {{6, 5, 4, 3}, {33, 31, 2, 2}, {1000, 3, 1, 2}};
   for (int t = 0; t < NTYPES; t++)
     for (int dim = 0; dim < 4; dim++)
@@ -529,13 +529,13 @@ static void run_add_aligned(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_
       sum += get(sb.map, &s[i], addr(&s[i], k, 0, 0, 0));
     put(expect, &d0, addr(&d0, k, 0, 0, 0), sum);
   }
-  uint64_t vec_before = app->devices[0].ops ? app->devices[0].ops->reduce_vec4_count : 0;
+  uint64_t vec_before = app->sys.devices[0].ops ? app->sys.devices[0].ops->reduce_vec4_count : 0;
   vkt_check(app, vkrt_op_add(&d0, ps, count));
   vkt_check(app, vkrt_finish(app, 0));
   if (!aligned || n < 4)
-    assert_int_equal(app->devices[0].ops->reduce_vec4_count, vec_before);
+    assert_int_equal(app->sys.devices[0].ops->reduce_vec4_count, vec_before);
   else
-    assert_int_equal(app->devices[0].ops->reduce_vec4_count, vec_before + 1);
+    assert_int_equal(app->sys.devices[0].ops->reduce_vec4_count, vec_before + 1);
   char what[96];
   snprintf(what, sizeof(what), "add n %lld type %d count %u inplace %d aligned %d", (long long)n, t,
            count, inplace, aligned);
@@ -573,7 +573,7 @@ static void test_add_paths_agree(void **state) {
   if (!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
     skip();
   vkrt_appliance *app = open_app();
-  vkt_check(app, vkrt_ops_open(&app->devices[0]));
+  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   for (int t = 0; t < NTYPES; t++) {
     const int64_t n = 4097;
     int64_t ne[4] = {n, 1, 1, 1};
@@ -588,11 +588,11 @@ static void test_add_paths_agree(void **state) {
     }
     vkrt_tensor aligned = mk(db.buf, 0, t, ne, CONTIG);
     vkrt_tensor shifted = mk(db.buf, stride + ts, t, ne, CONTIG);
-    uint64_t vec_before = app->devices[0].ops->reduce_vec4_count;
+    uint64_t vec_before = app->sys.devices[0].ops->reduce_vec4_count;
     vkt_check(app, vkrt_op_add(&aligned, ps, 3));
     vkt_check(app, vkrt_op_add(&shifted, ps, 3));
     vkt_check(app, vkrt_finish(app, 0));
-    assert_int_equal(app->devices[0].ops->reduce_vec4_count - vec_before, 1); /* one each */
+    assert_int_equal(app->sys.devices[0].ops->reduce_vec4_count - vec_before, 1); /* one each */
     assert_memory_equal(db.map, db.map + stride + ts, (size_t)(n * ts));
     hb_free(&sb);
     hb_free(&db);
@@ -630,7 +630,7 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
         put(expect, &d, addr(&d, n, m, i2, 0), (float)sum);
         worst = fmax(worst, mag);
       }
-  struct vkrt_ops_state *ops = app->devices[0].ops;
+  struct vkrt_ops_state *ops = app->sys.devices[0].ops;
   ops->force_matmul_kernel = force;
   uint64_t matvec_before = ops->matvec_count;
   vkrt_status s = vkrt_op_matmul(&d, &w, &x);
@@ -674,7 +674,7 @@ static void test_matmul(void **state) {
   if (!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL))
     skip();
   vkrt_appliance *app = open_app();
-  vkt_check(app, vkrt_ops_open(&app->devices[0]));
+  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   for (int t = 0; t < NTYPES; t++) {
     /* matrix-vector (decode): K tails, odd N, batches with a broadcast w */
     static const int64_t mv[][2] = {{4096, 33}, {1000, 31}, {33, 1}, {31, 70}, {1, 5}, {4104, 9}};
@@ -697,7 +697,7 @@ static void test_matmul(void **state) {
 static void test_split_dispatch_and_pool(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
-  struct vkrt_device *dev = &app->devices[0];
+  struct vkrt_device *dev = &app->sys.devices[0];
   vkrt_type last = NTYPES - 1; /* f16 when the build has it */
   for (int pool = 0; pool < 2; pool++) {
     /* 2 workgroups per axis at most: every op needs several dispatches per dimension */

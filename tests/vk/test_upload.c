@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/vk_test.h"
+#include "appliance/appliance.h"
 #include "import/import.h"
 
 #define KIB (1u << 10)
@@ -152,18 +153,18 @@ static void test_every_policy_file_backed(void **state) {
     if (expect_path[policy] != VKRT_IMPORT_PATH_STAGED) {
       assert_true(info.chunk_count >= f.size / CHUNK_CAP);
       /* One VkBuffer + VkDeviceMemory per chunk per device. */
-      assert_int_equal(vkrt_import_live_chunks(app),
+      assert_int_equal(vkrt_import_live_chunks(app->registry),
                        (long)info.chunk_count * (long)vkrt_device_count(app));
     } else {
-      assert_int_equal(vkrt_import_live_chunks(app), 0);
+      assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
     }
-    assert_int_equal(vkrt_import_prestage_bytes(app) != 0,
+    assert_int_equal(vkrt_import_prestage_bytes(app->registry) != 0,
                      expect_path[policy] == VKRT_IMPORT_PATH_PRESTAGED);
     check_uploads(app, &f, &seed);
     vkt_check(app, vkrt_host_unregister(app, f.map));
-    assert_int_equal(vkrt_import_region_count(app), 0);
-    assert_int_equal(vkrt_import_prestage_bytes(app), 0);
-    assert_int_equal(vkrt_import_live_chunks(app), 0); /* every chunk, not just the first */
+    assert_int_equal(vkrt_import_region_count(app->registry), 0);
+    assert_int_equal(vkrt_import_prestage_bytes(app->registry), 0);
+    assert_int_equal(vkrt_import_live_chunks(app->registry), 0); /* every chunk, not just the first */
     /* Unregistered, the same uploads go through the staging ring. */
     check_uploads(app, &f, &seed);
     vkt_close(app);
@@ -236,10 +237,10 @@ static void test_fault_import_fails_prestage(void **state) {
   assert_non_null(strstr(info.reason[1], "VK_ERROR_OUT_OF_DEVICE_MEMORY"));
   assert_non_null(strstr(cap.text, "dev1: host pointer import"));
   assert_non_null(strstr(cap.text, "falling back to prestage"));
-  assert_true(vkrt_import_prestage_bytes(app) >= f.size);
+  assert_true(vkrt_import_prestage_bytes(app->registry) >= f.size);
   check_uploads(app, &f, &seed);
   vkt_check(app, vkrt_host_unregister(app, f.map));
-  assert_int_equal(vkrt_import_prestage_bytes(app), 0);
+  assert_int_equal(vkrt_import_prestage_bytes(app->registry), 0);
   vkt_close(app);
   file_destroy(&f);
 }
@@ -265,7 +266,7 @@ static void test_fault_prestage_alloc_fails(void **state) {
   }
   assert_non_null(strstr(cap.text, "pre-stage allocation of"));
   assert_non_null(strstr(cap.text, "staging ring"));
-  assert_int_equal(vkrt_import_prestage_bytes(app), 0);
+  assert_int_equal(vkrt_import_prestage_bytes(app->registry), 0);
   check_uploads(app, &f, &seed);
   vkt_check(app, vkrt_host_unregister(app, f.map));
   vkt_close(app);
@@ -289,7 +290,7 @@ static void test_import_only_error(void **state) {
   assert_non_null(strstr(msg, "dev1"));
   assert_non_null(strstr(msg, "VK_ERROR_OUT_OF_DEVICE_MEMORY"));
   assert_non_null(strstr(msg, "import-only"));
-  assert_int_equal(vkrt_import_region_count(app), 0);
+  assert_int_equal(vkrt_import_region_count(app->registry), 0);
   assert_int_equal(vkrt_host_unregister(app, f.map), VKRT_ERROR_NOT_FOUND);
   vkt_close(app);
 
@@ -323,7 +324,7 @@ static void test_fault_no_host_import(void **state) {
                                        : VKRT_IMPORT_PATH_IMPORTED);
     check_uploads(app, &f, &seed);
     vkt_check(app, vkrt_host_unregister(app, f.map));
-    assert_int_equal(vkrt_import_live_chunks(app), 0);
+    assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
     vkt_close(app);
   }
   file_destroy(&f);
@@ -346,13 +347,13 @@ static void test_alignment_above_page(void **state) {
     options_for(&o, 1 + policy, 0, 0);
     vkrt_appliance *app = vkt_open(&o);
     for (uint32_t d = 0; d < vkrt_device_count(app); d++)
-      app->devices[d].caps.min_imported_host_pointer_alignment = 64 * KIB;
+      app->sys.devices[d].caps.min_imported_host_pointer_alignment = 64 * KIB;
     vkrt_register_info info;
     vkrt_status s = vkrt_host_register(app, region, size, NULL, NULL, &info);
     if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
       assert_int_equal(s, VKRT_ERROR_UNAVAILABLE);
       assert_non_null(strstr(vkrt_last_error(app), "outside the caller's pages"));
-      assert_int_equal(vkrt_import_live_chunks(app), 0);
+      assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
     } else {
       vkt_check(app, s);
       for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
@@ -469,7 +470,7 @@ static void test_errors(void **state) {
   /* Touching neighbours are fine. */
   vkt_check(app, vkrt_host_register(app, mem, 4096, NULL, NULL, NULL));
   vkt_check(app, vkrt_host_register(app, mem + 12 * KIB, 4096, NULL, NULL, NULL));
-  assert_int_equal(vkrt_import_region_count(app), 3);
+  assert_int_equal(vkrt_import_region_count(app->registry), 3);
   /* Unknown pointers. */
   assert_int_equal(vkrt_host_unregister(app, mem + 5000), VKRT_ERROR_NOT_FOUND);
   assert_non_null(strstr(vkrt_last_error(app), "inside the region"));
@@ -627,9 +628,9 @@ static void run_storm(uint32_t policy_plus_one) {
   assert_int_equal(atomic_load(&s.failures), 0);
   assert_true(atomic_load(&s.registrations) > 0);
   vkt_check(app, vkrt_host_unregister(app, f.map));
-  assert_int_equal(vkrt_import_region_count(app), 0);
-  assert_int_equal(vkrt_import_live_chunks(app), 0);
-  assert_int_equal(vkrt_import_prestage_bytes(app), 0);
+  assert_int_equal(vkrt_import_region_count(app->registry), 0);
+  assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
+  assert_int_equal(vkrt_import_prestage_bytes(app->registry), 0);
   free(s.anon);
   vkt_close(app);
   file_destroy(&f);
@@ -686,7 +687,7 @@ static void test_no_leaks(void **state) {
       vkrt_buffer_destroy(buf);
       if (!leave_registered && s == VKRT_OK) {
         vkt_check(app, vkrt_host_unregister(app, f.map));
-        assert_int_equal(vkrt_import_live_chunks(app), 0);
+        assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
       }
       vkt_close(app);
       if (strstr(cap.text, "has not been destroyed") || strstr(cap.text, "still alive"))
@@ -705,14 +706,14 @@ static void test_describe(void **state) {
   options_for(&o, 0, 0, 0);
   vkrt_appliance *app = vkt_open(&o);
   char text[4096], json[4096];
-  size_t n = vkrt_import_describe(app, false, text, sizeof(text));
+  size_t n = vkrt_import_describe(&app->sys, app->registry, false, text, sizeof(text));
   assert_true(n > 0 && n < sizeof(text));
   fprintf(stderr, "%s", text);
   assert_non_null(strstr(text, "vkrt: dev0 import: "));
   assert_non_null(strstr(text, "policy "));
   assert_non_null(strstr(text, "external_memory_host yes"));
   assert_non_null(strstr(text, "chunk limit 65536"));
-  n = vkrt_import_describe(app, true, json, sizeof(json));
+  n = vkrt_import_describe(&app->sys, app->registry, true, json, sizeof(json));
   assert_true(n > 0 && n < sizeof(json));
   fprintf(stderr, "{%s}\n", json);
   assert_non_null(strstr(json, "\"import\": {\"policy\": \""));
@@ -722,19 +723,19 @@ static void test_describe(void **state) {
   assert_non_null(mem);
   memset(mem, 1, 16 * KIB);
   vkt_check(app, vkrt_host_register(app, mem, 16 * KIB, NULL, NULL, NULL));
-  n = vkrt_import_describe(app, false, text, sizeof(text));
+  n = vkrt_import_describe(&app->sys, app->registry, false, text, sizeof(text));
   assert_true(n < sizeof(text));
   assert_non_null(strstr(text, "vkrt: region ["));
   assert_non_null(strstr(text, "dev1 imported (1 chunks"));
-  n = vkrt_import_describe(app, true, json, sizeof(json));
+  n = vkrt_import_describe(&app->sys, app->registry, true, json, sizeof(json));
   assert_true(n < sizeof(json));
   assert_non_null(strstr(json, "\"registered\": [{\"ptr\""));
   vkt_check(app, vkrt_host_unregister(app, mem));
   free(mem);
-  n = vkrt_import_describe(app, true, json, sizeof(json));
+  n = vkrt_import_describe(&app->sys, app->registry, true, json, sizeof(json));
   /* Too small a buffer: the needed length, NUL-terminated. */
   char tiny[8];
-  assert_int_equal(vkrt_import_describe(app, true, tiny, sizeof(tiny)), n);
+  assert_int_equal(vkrt_import_describe(&app->sys, app->registry, true, tiny, sizeof(tiny)), n);
   assert_int_equal(strlen(tiny), sizeof(tiny) - 1);
   vkt_close(app);
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "device/device.h"
+#include "appliance/appliance.h"
 #include "ops/ops.h"
 
 struct ops_opts {
@@ -91,7 +91,7 @@ static bool setup(struct bench_ctx *c, int argc, char **argv) {
     vkrt_close(c->app);
     return false;
   }
-  c->dev = &c->app->devices[c->o.device];
+  c->dev = &c->app->sys.devices[c->o.device];
   if (vkrt_ops_open(c->dev) != VKRT_OK) {
     fprintf(stderr, "vkrt-bench: %s\n", vkrt_last_error(c->app));
     vkrt_close(c->app);

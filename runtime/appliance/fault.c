@@ -1,5 +1,5 @@
 /* Fault injection controls that act on an open appliance (CONFIG_VKRT_FAULT_INJECTION=y). */
-#include "device/device.h"
+#include "appliance/appliance.h"
 
 vkrt_status vkrt_fault_arm_allocations(struct vkrt_appliance *app, uint32_t host_alloc_fail_at,
                                        uint32_t vulkan_alloc_fail_at) {
@@ -7,10 +7,10 @@ vkrt_status vkrt_fault_arm_allocations(struct vkrt_appliance *app, uint32_t host
     return VKRT_ERROR_INVALID_ARGUMENT;
   /* Counters restart so "the Nth" counts from this call on. Tests arm between calls, with no
    * other thread allocating, so plain stores are enough. */
-  atomic_store(&app->base.host_alloc_count, 0);
-  app->base.host_alloc_fail_at = host_alloc_fail_at;
-  atomic_store(&app->vk_alloc_count, 0);
-  app->options.faults.vulkan_alloc_fail_at = vulkan_alloc_fail_at;
+  atomic_store(&app->sys.base.host_alloc_count, 0);
+  app->sys.base.host_alloc_fail_at = host_alloc_fail_at;
+  atomic_store(&app->sys.vk_alloc_count, 0);
+  app->sys.options.faults.vulkan_alloc_fail_at = vulkan_alloc_fail_at;
   return VKRT_OK;
 }
 
@@ -24,8 +24,8 @@ vkrt_status vkrt_fault_allocation_counts(const struct vkrt_appliance *app,
   if (!app)
     return VKRT_ERROR_INVALID_ARGUMENT;
   if (host_allocations)
-    *host_allocations = atomic_load(&app->base.host_alloc_count);
+    *host_allocations = atomic_load(&app->sys.base.host_alloc_count);
   if (vulkan_allocations)
-    *vulkan_allocations = atomic_load(&app->vk_alloc_count);
+    *vulkan_allocations = atomic_load(&app->sys.vk_alloc_count);
   return VKRT_OK;
 }

@@ -3,19 +3,23 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "appliance/appliance.h"
 #include "base/base.h"
-#include "device/device.h"
+#include "import/import.h"
 #include "ops/ops.h"
 #include "transport/collective.h"
 
-
-/* Appends what a module's describe function writes (it returns the length it needs). */
-typedef size_t (*describe_fn)(const struct vkrt_appliance *app, bool json, char *buf, size_t size);
-static void add_module(struct vkrt_text *o, describe_fn fn, const struct vkrt_appliance *app,
-                       bool json) {
+/* Appends what a describe function writes (it returns the length it needs). */
+static void add_collective(struct vkrt_text *o, const struct vkrt_appliance *app, bool json) {
   size_t room;
   char *dst = vkrt_text_cursor(o, &room);
-  vkrt_text_advance(o, fn(app, json, dst, room));
+  vkrt_text_advance(o, vkrt_collective_describe(app->collective, json, dst, room));
+}
+
+static void add_import(struct vkrt_text *o, const struct vkrt_appliance *app, bool json) {
+  size_t room;
+  char *dst = vkrt_text_cursor(o, &room);
+  vkrt_text_advance(o, vkrt_import_describe(&app->sys, app->registry, json, dst, room));
 }
 
 static void add_caps(struct vkrt_text *o, const struct vkrt_caps *caps, uint32_t index, bool json) {
@@ -30,7 +34,8 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     buf[0] = '\0';
   if (!app)
     return 0;
-  const struct vkrt_board *b = &app->board;
+  const struct vkrt_system *sys = &app->sys;
+  const struct vkrt_board *b = &sys->board;
   const char *rule = b->explicit_indices          ? "explicit_index"
                      : b->rule == VKRT_MATCH_ID   ? "id"
                      : b->rule == VKRT_MATCH_UUID ? "uuid"
@@ -39,33 +44,33 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     vkrt_text_put(&o,
         "{\"board\": {\"name\": \"%s\", \"device_count\": %u, \"simulated\": %s, \"match\": "
         "\"%s\", \"physical_devices\": %u, \"validation\": %s}, \"devices\": [",
-        b->name, b->device_count, b->simulated ? "true" : "false", rule, app->physical_count,
-        app->options.enable_validation ? "true" : "false");
-    for (uint32_t i = 0; i < app->device_count; i++) {
+        b->name, b->device_count, b->simulated ? "true" : "false", rule, sys->physical_count,
+        sys->options.enable_validation ? "true" : "false");
+    for (uint32_t i = 0; i < sys->device_count; i++) {
       vkrt_text_put(&o, "%s{", i ? ", " : "");
-      add_caps(&o, &app->devices[i].caps, i, true);
+      add_caps(&o, &sys->devices[i].caps, i, true);
       vkrt_text_put(&o, ", \"fault_mask\": %u, \"copy_path\": \"%s\", \"copy_path_reason\": \"%s\"}",
-          app->devices[i].fault_mask, vkrt_ops_copy_path(&app->devices[i]),
-          vkrt_ops_copy_path_reason(&app->devices[i]));
+          sys->devices[i].fault_mask, vkrt_ops_copy_path(&sys->devices[i]),
+          vkrt_ops_copy_path_reason(&sys->devices[i]));
     }
     vkrt_text_put(&o, "], ");
-    add_module(&o, vkrt_collective_describe, app, true);
+    add_collective(&o, app, true);
     vkrt_text_put(&o, ", ");
-    add_module(&o, vkrt_import_describe, app, true);
+    add_import(&o, app, true);
     vkrt_text_put(&o, "}\n");
     return o.len;
   }
   vkrt_text_put(&o, "vkrt: board %s: %u device(s)%s, matched by %s among %u physical device(s)%s\n",
       b->name, b->device_count, b->simulated ? " simulated on one physical device" : "", rule,
-      app->physical_count, app->options.enable_validation ? ", validation on" : "");
-  for (uint32_t i = 0; i < app->device_count; i++) {
-    add_caps(&o, &app->devices[i].caps, i, false);
-    if (app->devices[i].fault_mask)
-      vkrt_text_put(&o, "vkrt: dev%u injected faults 0x%x\n", i, app->devices[i].fault_mask);
+      sys->physical_count, sys->options.enable_validation ? ", validation on" : "");
+  for (uint32_t i = 0; i < sys->device_count; i++) {
+    add_caps(&o, &sys->devices[i].caps, i, false);
+    if (sys->devices[i].fault_mask)
+      vkrt_text_put(&o, "vkrt: dev%u injected faults 0x%x\n", i, sys->devices[i].fault_mask);
     vkrt_text_put(&o, "vkrt: dev%u contiguous copies via %s: %s\n", i,
-        vkrt_ops_copy_path(&app->devices[i]), vkrt_ops_copy_path_reason(&app->devices[i]));
+        vkrt_ops_copy_path(&sys->devices[i]), vkrt_ops_copy_path_reason(&sys->devices[i]));
   }
-  add_module(&o, vkrt_collective_describe, app, false);
-  add_module(&o, vkrt_import_describe, app, false);
+  add_collective(&o, app, false);
+  add_import(&o, app, false);
   return o.len;
 }

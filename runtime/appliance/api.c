@@ -1,0 +1,145 @@
+/* Public entry points on the appliance handle: getters, buffers, submit / wait / finish
+ * (the device stream, then the transport's sticky status), and the wings' entry points,
+ * each forwarded with what the wing needs. */
+#include <string.h>
+
+#include "appliance/appliance.h"
+#include "base/base.h"
+#include "import/import.h"
+#include "transport/collective.h"
+
+const char *vkrt_last_error(const vkrt_appliance *app) {
+  return app ? app->sys.base.last_error : "no appliance";
+}
+
+uint32_t vkrt_validation_message_count(const vkrt_appliance *app) {
+  return app ? atomic_load(&((vkrt_appliance *)app)->sys.validation_messages) : 0;
+}
+
+uint32_t vkrt_device_count(const vkrt_appliance *app) { return app ? app->sys.device_count : 0; }
+
+vkrt_status vkrt_device_info_get(const vkrt_appliance *app, uint32_t device,
+                                 vkrt_device_info *out) {
+  if (!out)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  memset(out, 0, sizeof(*out));
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_device *dev;
+  vkrt_status s = vkrt_system_device((struct vkrt_system *)&app->sys, device, &dev);
+  if (s != VKRT_OK)
+    return s;
+  const struct vkrt_caps *c = &dev->caps;
+  memcpy(out->name, c->device_name, sizeof(out->name));
+  memcpy(out->driver_name, c->driver_name, sizeof(out->driver_name));
+  out->vendor_id = c->vendor_id;
+  out->device_id = c->device_id;
+  out->physical_index = c->physical_index;
+  memcpy(out->device_uuid, c->device_uuid, 16);
+  memcpy(out->driver_uuid, c->driver_uuid, 16);
+  out->has_transfer_queue = c->has_transfer_queue;
+  out->external_memory_host = c->external_memory_host;
+  out->external_semaphore_fd = c->external_semaphore_fd;
+  for (uint32_t i = 0; i < c->heap_count; i++)
+    if (c->heap_flags[i] & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      out->device_local_bytes += c->heap_size[i];
+  return VKRT_OK;
+}
+
+/* ---- buffers and the device streams --------------------------------------------------- */
+
+vkrt_status vkrt_buffer_create(vkrt_appliance *app, uint32_t device, uint64_t size,
+                               uint32_t flags, vkrt_buffer **out) {
+  if (!out)
+    return app ? vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT, "buffer: out is NULL")
+               : VKRT_ERROR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (device >= app->sys.device_count)
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "buffer: device %u does not exist (the appliance has %u)", device,
+                      app->sys.device_count);
+  return vkrt_buffer_create_internal(&app->sys.devices[device], size, flags, 0, out);
+}
+
+static vkrt_status device_of(vkrt_appliance *app, uint32_t device, struct vkrt_device **out) {
+  *out = NULL;
+  return app ? vkrt_system_device(&app->sys, device, out) : VKRT_ERROR_INVALID_ARGUMENT;
+}
+
+vkrt_status vkrt_submit(vkrt_appliance *app, uint32_t device, uint64_t *out_ticket) {
+  if (out_ticket)
+    *out_ticket = 0;
+  struct vkrt_device *dev;
+  vkrt_status s = device_of(app, device, &dev);
+  return s != VKRT_OK ? s : vkrt_stream_submit(dev, out_ticket);
+}
+
+vkrt_status vkrt_wait(vkrt_appliance *app, uint32_t device, uint64_t ticket,
+                      uint64_t timeout_ns) {
+  struct vkrt_device *dev;
+  vkrt_status s = device_of(app, device, &dev);
+  /* Drain first: the transports release every waiting queue on failure, so this returns,
+   * and afterwards the caller may free buffers the GPU was using. Then a collective that
+   * failed asynchronously (stalled peer, lost device) fails every rank's wait, so no rank
+   * reads a half-reduced result as success. */
+  if (s == VKRT_OK)
+    s = vkrt_stream_wait(dev, ticket, timeout_ns);
+  vkrt_status collective = app && (s == VKRT_OK || s == VKRT_ERROR_DEVICE_LOST)
+                               ? vkrt_collective_status(app->collective) : VKRT_OK;
+  return s == VKRT_OK ? collective : s;
+}
+
+vkrt_status vkrt_finish(vkrt_appliance *app, uint32_t device) {
+  uint64_t ticket;
+  vkrt_status s = vkrt_submit(app, device, &ticket);
+  return s != VKRT_OK ? s : vkrt_wait(app, device, ticket, UINT64_MAX);
+}
+
+/* ---- import --------------------------------------------------------------------------- */
+
+vkrt_import_policy vkrt_import_policy_get(const vkrt_appliance *app) {
+  if (app && app->registry)
+    return vkrt_registry_policy(app->registry);
+  return (vkrt_import_policy)CONFIG_VKRT_IMPORT_POLICY_ID;
+}
+
+vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t size,
+                               vkrt_progress_fn progress, void *progress_user,
+                               vkrt_register_info *info) {
+  if (info)
+    memset(info, 0, sizeof(*info));
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (!app->registry)
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INTERNAL, "host register: import module not open");
+  return vkrt_registry_register(app->registry, ptr, size, progress, progress_user, info);
+}
+
+vkrt_status vkrt_host_unregister(vkrt_appliance *app, const void *ptr) {
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (!app->registry)
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INTERNAL,
+                      "host unregister: import module not open");
+  return vkrt_registry_unregister(app->registry, ptr);
+}
+
+/* ---- collectives ---------------------------------------------------------------------- */
+
+vkrt_transport_kind vkrt_transport(const vkrt_appliance *app) {
+  return app ? vkrt_collective_kind(app->collective) : VKRT_TRANSPORT_NONE;
+}
+
+vkrt_status vkrt_allreduce(vkrt_appliance *app, const vkrt_allreduce_args *args) {
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (!IS_ENABLED(CONFIG_VKRT_COLLECTIVES))
+    return vkrt_error(&app->sys.base, VKRT_ERROR_UNSUPPORTED,
+                      "vkrt_allreduce: collectives are not in this build "
+                      "(CONFIG_VKRT_COLLECTIVES=n)");
+  if (!app->collective)
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INTERNAL, "allreduce: collectives are not open");
+  return vkrt_collective_allreduce(app->collective, args);
+}

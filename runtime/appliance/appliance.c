@@ -1,0 +1,112 @@
+/* vkrt_open / vkrt_close: the system (instance, devices) first, then the wings in order:
+ * import (registry, then the upload contexts that DMA from it), transport. Closing goes
+ * backwards; ops states belong to the devices and go just before them. */
+#include <string.h>
+
+#include "appliance/appliance.h"
+#include "base/base.h"
+#include "import/import.h"
+#include "ops/ops.h"
+#include "transport/collective.h"
+
+void vkrt_options_initialize(vkrt_options *options) {
+  memset(options, 0, sizeof(*options));
+  options->allocator = vkrt_allocator_system();
+  options->log_level = VKRT_LOG_INFO;
+  for (int i = 0; i < VKRT_MAX_DEVICES; i++)
+    options->physical_device_index[i] = -1;
+}
+
+static vkrt_status open_wings(struct vkrt_appliance *app) {
+  struct vkrt_system *sys = &app->sys;
+  vkrt_status s = vkrt_registry_open(sys, &app->registry);
+  if (s == VKRT_OK) {
+    s = vkrt_upload_open(sys, app->registry);
+    app->upload_opened = s == VKRT_OK;
+  }
+  if (s == VKRT_OK) {
+    s = vkrt_collective_open(sys, app->collective_timeout_ns, &app->collective);
+    app->collective_opened = s == VKRT_OK;
+  }
+  return s;
+}
+
+vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *error_message,
+                      size_t error_message_size) {
+  if (error_message && error_message_size)
+    error_message[0] = '\0';
+  if (!out) {
+    vkrt_format(error_message, error_message_size, "vkrt_open: out is NULL");
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  }
+  *out = NULL;
+  vkrt_options defaults;
+  if (!options) {
+    vkrt_options_initialize(&defaults);
+    options = &defaults;
+  }
+  /* The appliance holds the base every later allocation goes through; allocate it with
+   * a throw-away base built from the same options, then hand the count over. */
+  struct vkrt_base boot;
+  vkrt_base_init(&boot, options);
+  struct vkrt_appliance *app = vkrt_calloc(&boot, 1, sizeof(*app));
+  unsigned boot_count = atomic_load(&boot.host_alloc_count);
+  vkrt_base_finish(&boot);
+  if (!app) {
+    vkrt_format(error_message, error_message_size,
+                "out of host memory allocating the appliance");
+    return VKRT_ERROR_OUT_OF_HOST_MEMORY;
+  }
+  struct vkrt_system *sys = &app->sys;
+  vkrt_base_init(&sys->base, options);
+  atomic_store(&sys->base.live_allocations, 1); /* the appliance itself */
+  atomic_store(&sys->base.host_alloc_count, boot_count);
+#ifdef CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS
+  app->collective_timeout_ns = (uint64_t)CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS * 1000000ull;
+#else
+  app->collective_timeout_ns = 5000ull * 1000000ull;
+#endif
+  if (options->collective_timeout_ns)
+    app->collective_timeout_ns = options->collective_timeout_ns;
+
+  vkrt_status s = vkrt_system_open(sys, options);
+  if (s == VKRT_OK)
+    s = open_wings(app);
+  if (s != VKRT_OK) {
+    vkrt_format(error_message, error_message_size, "%s", sys->base.last_error);
+    vkrt_close(app);
+    return s;
+  }
+  vkrt_log(&sys->base, VKRT_LOG_INFO, "board '%s': %u device(s) open%s", sys->board.name,
+           sys->device_count, sys->board.simulated ? " (simulated)" : "");
+  *out = app;
+  return VKRT_OK;
+}
+
+void vkrt_close(vkrt_appliance *app) {
+  if (!app)
+    return;
+  struct vkrt_system *sys = &app->sys;
+  vkrt_system_wait_idle(sys);
+  if (app->collective_opened)
+    vkrt_collective_close(app->collective);
+  app->collective = NULL;
+  if (app->upload_opened)
+    vkrt_upload_close(sys);
+  vkrt_registry_close(app->registry);
+  app->registry = NULL;
+  for (uint32_t i = sys->device_count; i-- > 0;)
+    if (sys->devices[i].handle)
+      vkrt_ops_close(&sys->devices[i]);
+  vkrt_system_close(sys);
+  long leaked = atomic_load(&sys->base.live_allocations) - 1;
+  if (leaked != 0)
+    vkrt_log(&sys->base, VKRT_LOG_WARN, "vkrt_close: %ld libvkrt host allocation(s) not freed",
+             leaked);
+  long driver = atomic_load(&sys->vk_driver_live);
+  if (driver != 0)
+    vkrt_log(&sys->base, VKRT_LOG_DEBUG, "vkrt_close: the driver kept %ld allocation(s)", driver);
+  vkrt_allocator allocator = sys->base.allocator;
+  vkrt_base_finish(&sys->base);
+  allocator.free(allocator.user, app);
+}

@@ -1,0 +1,16 @@
+/* The appliance: the system (instance and devices, runtime/device) and the wings' states
+ * tied together. Only runtime/appliance and tests / tools that inspect an open appliance
+ * include this (it is the documented test header; see docs/layout.md). */
+#pragma once
+#include "device/device.h"
+
+struct vkrt_import_registry;   /* runtime/import */
+struct vkrt_collective;        /* runtime/transport */
+
+struct vkrt_appliance {
+  struct vkrt_system sys;                 /* first: the devices every wing works on */
+  struct vkrt_import_registry *registry;  /* host regions (NULL until opened) */
+  struct vkrt_collective *collective;     /* transport (NULL: one device or not opened) */
+  uint64_t collective_timeout_ns;
+  bool upload_opened, collective_opened;  /* wings to close */
+};
