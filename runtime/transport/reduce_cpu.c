@@ -1,0 +1,246 @@
+/* The CPU side of the reduce every host-relayed transport shares: f16 <-> f32 conversion,
+ * the sum in a fixed rank order, and a small thread pool for large pieces. */
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "transport/transport.h"
+
+/* ---- f16 and the CPU reduce -------------------------------------------------------------- */
+
+float vkrt_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else { /* subnormal: normalize */
+      exp = 113;
+      while (!(mant & 0x400u)) {
+        mant <<= 1;
+        exp--;
+      }
+      bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  }
+  float f;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+uint16_t vkrt_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof(x));
+  uint32_t sign = (x >> 16) & 0x8000u, absx = x & 0x7fffffffu;
+  if (absx >= 0x7f800000u) /* inf, NaN (kept quiet) */
+    return (uint16_t)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0));
+  if (absx >= 0x477ff000u) /* >= 65520 rounds to infinity */
+    return (uint16_t)(sign | 0x7c00u);
+  if (absx < 0x38800000u) { /* below the smallest normal: subnormal or zero */
+    if (absx < 0x33000000u)
+      return (uint16_t)sign;
+    uint32_t e = absx >> 23, m = (absx & 0x7fffffu) | 0x800000u, shift = 126 - e;
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1)))
+      r++;
+    return (uint16_t)(sign | r);
+  }
+  uint32_t r = (absx >> 13) - (112u << 10), rem = absx & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1)))
+    r++; /* a carry into the exponent is the correct rounding */
+  return (uint16_t)(sign | r);
+}
+
+#define REDUCE_BLOCK 2048
+
+void vkrt_collective_reduce_cpu(vkrt_type type, void *dst, const void *const *src, uint32_t n,
+                                uint64_t count) {
+  /* Element-wise ((s0 + s1) + s2) + ...: the same order for every element and every rank.
+   * Blocked so each rank's pass streams through memory and vectorizes. */
+  float acc[REDUCE_BLOCK];
+  for (uint64_t i = 0; i < count; i += REDUCE_BLOCK) {
+    size_t len = (size_t)VKRT_MIN((uint64_t)REDUCE_BLOCK, count - i);
+    if (type == VKRT_TYPE_F32) {
+      memcpy(acc, (const float *)src[0] + i, len * sizeof(float));
+      for (uint32_t r = 1; r < n; r++) {
+        const float *s = (const float *)src[r] + i;
+        for (size_t j = 0; j < len; j++)
+          acc[j] += s[j];
+      }
+      memcpy((float *)dst + i, acc, len * sizeof(float));
+    } else {
+      const uint16_t *s0 = (const uint16_t *)src[0] + i;
+      for (size_t j = 0; j < len; j++)
+        acc[j] = vkrt_f16_to_f32(s0[j]);
+      for (uint32_t r = 1; r < n; r++) {
+        const uint16_t *s = (const uint16_t *)src[r] + i;
+        for (size_t j = 0; j < len; j++)
+          acc[j] += vkrt_f16_to_f32(s[j]);
+      }
+      uint16_t *d = (uint16_t *)dst + i;
+      for (size_t j = 0; j < len; j++)
+        d[j] = vkrt_f32_to_f16(acc[j]);
+    }
+  }
+}
+
+/* ---- a small pool for large CPU reduces --------------------------------------------------
+ * One thread sums ~3-6 GB/s; a large piece is split across a few threads (static ranges of
+ * whole blocks). Each element is still summed in rank order by exactly one thread, so the
+ * result is the same bits as vkrt_collective_reduce_cpu. */
+
+#define POOL_MIN_BYTES (1ull << 20) /* below this, waking workers costs more than it saves */
+
+struct pool_worker_arg;
+
+struct vkrt_reduce_pool {
+  struct vkrt_base *base;
+  uint32_t threads; /* workers + the caller */
+  pthread_t worker[VKRT_REDUCE_POOL_MAX];
+  struct pool_worker_arg *worker_arg[VKRT_REDUCE_POOL_MAX];
+  uint32_t started;
+  pthread_mutex_t lock;
+  pthread_cond_t work, done;
+  uint64_t generation;
+  uint32_t pending;
+  bool stop;
+  /* the current job */
+  vkrt_type type;
+  void *dst;
+  const void *const *src;
+  uint32_t n;
+  uint64_t count;
+};
+
+static void pool_range(const struct vkrt_reduce_pool *p, uint32_t part, uint64_t *first,
+                       uint64_t *count) {
+  uint64_t blocks = (p->count + REDUCE_BLOCK - 1) / REDUCE_BLOCK;
+  uint64_t b0 = blocks * part / p->threads, b1 = blocks * (part + 1) / p->threads;
+  *first = VKRT_MIN(b0 * REDUCE_BLOCK, p->count);
+  *count = VKRT_MIN(b1 * REDUCE_BLOCK, p->count) - *first;
+}
+
+static void pool_part(const struct vkrt_reduce_pool *p, uint32_t part) {
+  uint64_t first, count;
+  pool_range(p, part, &first, &count);
+  if (!count)
+    return;
+  size_t esize = p->type == VKRT_TYPE_F32 ? 4 : 2;
+  const void *src[VKRT_MAX_DEVICES];
+  for (uint32_t r = 0; r < p->n; r++)
+    src[r] = (const uint8_t *)p->src[r] + first * esize;
+  vkrt_collective_reduce_cpu(p->type, (uint8_t *)p->dst + first * esize, src, p->n, count);
+}
+
+struct pool_worker_arg {
+  struct vkrt_reduce_pool *pool;
+  uint32_t part;
+};
+
+static void *pool_main(void *arg) {
+  struct vkrt_reduce_pool *p = ((struct pool_worker_arg *)arg)->pool;
+  uint32_t part = ((struct pool_worker_arg *)arg)->part;
+  uint64_t seen = 0;
+  pthread_setname_np(pthread_self(), "vkrt-reduce");
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    while (p->generation == seen && !p->stop)
+      pthread_cond_wait(&p->work, &p->lock);
+    if (p->stop)
+      break;
+    seen = p->generation;
+    pthread_mutex_unlock(&p->lock);
+    pool_part(p, part);
+    pthread_mutex_lock(&p->lock);
+    if (--p->pending == 0)
+      pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+vkrt_status vkrt_reduce_pool_create(struct vkrt_base *base, uint32_t threads,
+                                    struct vkrt_reduce_pool **out) {
+  *out = NULL;
+  threads = VKRT_MIN(threads, (uint32_t)VKRT_REDUCE_POOL_MAX);
+  if (threads < 2)
+    return VKRT_OK; /* no pool: the caller sums alone */
+  struct vkrt_reduce_pool *p = vkrt_calloc(base, 1, sizeof(*p));
+  if (!p)
+    return vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "reduce pool: out of host memory");
+  p->base = base;
+  p->threads = threads;
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->work, NULL);
+  pthread_cond_init(&p->done, NULL);
+  for (uint32_t w = 1; w < threads; w++) {
+    /* each worker gets its own heap argument so two pools never share one */
+    struct pool_worker_arg *arg = vkrt_alloc(base, sizeof(*arg));
+    if (!arg) {
+      vkrt_reduce_pool_destroy(p);
+      return vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "reduce pool: out of host memory");
+    }
+    *arg = (struct pool_worker_arg){p, w};
+    int e = pthread_create(&p->worker[w - 1], NULL, pool_main, arg);
+    if (e != 0) {
+      vkrt_free(base, arg);
+      vkrt_reduce_pool_destroy(p);
+      return vkrt_error(base, VKRT_ERROR_INTERNAL, "reduce pool: pthread_create failed (%d)", e);
+    }
+    p->started = w;
+    p->worker_arg[w - 1] = arg;
+  }
+  *out = p;
+  return VKRT_OK;
+}
+
+void vkrt_reduce_pool_destroy(struct vkrt_reduce_pool *p) {
+  if (!p)
+    return;
+  pthread_mutex_lock(&p->lock);
+  p->stop = true;
+  pthread_cond_broadcast(&p->work);
+  pthread_mutex_unlock(&p->lock);
+  for (uint32_t w = 0; w < p->started; w++) {
+    pthread_join(p->worker[w], NULL);
+    vkrt_free(p->base, p->worker_arg[w]);
+  }
+  pthread_cond_destroy(&p->work);
+  pthread_cond_destroy(&p->done);
+  pthread_mutex_destroy(&p->lock);
+  vkrt_free(p->base, p);
+}
+
+uint32_t vkrt_reduce_pool_threads(void) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus < 4 ? 1 : (uint32_t)VKRT_MIN(cpus / 2, (long)VKRT_REDUCE_POOL_MAX);
+}
+
+void vkrt_reduce_pool_run(struct vkrt_reduce_pool *p, vkrt_type type, void *dst,
+                          const void *const *src, uint32_t n, uint64_t count) {
+  uint64_t bytes = count * (type == VKRT_TYPE_F32 ? 4 : 2);
+  if (!p || bytes < POOL_MIN_BYTES) {
+    vkrt_collective_reduce_cpu(type, dst, src, n, count);
+    return;
+  }
+  pthread_mutex_lock(&p->lock);
+  p->type = type;
+  p->dst = dst;
+  p->src = src;
+  p->n = n;
+  p->count = count;
+  p->pending = p->threads - 1;
+  p->generation++;
+  pthread_cond_broadcast(&p->work);
+  pthread_mutex_unlock(&p->lock);
+  pool_part(p, 0);
+  pthread_mutex_lock(&p->lock);
+  while (p->pending)
+    pthread_cond_wait(&p->done, &p->lock);
+  pthread_mutex_unlock(&p->lock);
+}
+
