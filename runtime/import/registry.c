@@ -1,5 +1,6 @@
-/* Host region registry: vkrt_host_register / vkrt_host_unregister, the import policies,
- * pre-staging into one anonymous copy shared by every device, and the describe output. */
+/* Host region registry: open/close, register (plan, import per device, pre-stage where the
+ * policy says), unregister (drain the users), lookups for uploads. Chunk imports: chunks.c;
+ * pre-staging: prestage.c; describe: describe.c. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,12 +8,10 @@
 #include <unistd.h>
 
 #include "import/import.h"
+#include "import/registry.h"
 #include "import/host_maps.h"
 #include "import/policy.h"
 
-#define REG_USAGE                                                                        \
-  (VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |                 \
-   VK_BUFFER_USAGE_STORAGE_BUFFER_BIT)
 
 const char *vkrt_import_path_str(vkrt_import_path path) {
   switch (path) {
@@ -31,14 +30,6 @@ vkrt_import_policy vkrt_registry_policy(const struct vkrt_import_registry *reg) 
   if (reg)
     return (vkrt_import_policy)reg->policy;
   return (vkrt_import_policy)CONFIG_VKRT_IMPORT_POLICY_ID;
-}
-
-/* Host-pointer import usable on this device (extension present, not hidden, buffers with
- * HOST_ALLOCATION handles supported). */
-static bool can_import(const struct vkrt_device *dev) {
-  return dev->caps.external_memory_host && dev->vk.vkGetMemoryHostPointerPropertiesEXT &&
-         (dev->caps.host_buffer_import_handles & VKRT_HANDLE_HOST_ALLOCATION) &&
-         !vkrt_fault(dev, VKRT_FAULT_HIDE_EXTERNAL_MEMORY_HOST);
 }
 
 /* ---- open / close ---------------------------------------------------------------------- */
@@ -116,211 +107,6 @@ void vkrt_registry_close(struct vkrt_import_registry *reg) {
   vkrt_free(&sys->base, reg);
 }
 
-/* ---- chunk import ----------------------------------------------------------------------- */
-
-static void free_device_chunks(struct vkrt_import_registry *reg, struct vkrt_device *dev, struct vkrt_region_device *rd) {
-  /* Either array may be missing: import_chunks lands here when allocating one of them fails. */
-  for (uint32_t k = 0; k < rd->chunk_count; k++) {
-    if (rd->buffers && rd->buffers[k])
-      dev->vk.vkDestroyBuffer(dev->handle, rd->buffers[k], NULL);
-    if (rd->memories && rd->memories[k]) {
-      dev->vk.vkFreeMemory(dev->handle, rd->memories[k], NULL);
-      atomic_fetch_sub(&reg->live_chunks, 1);
-    }
-  }
-  vkrt_free(&dev->sys->base, rd->buffers);
-  vkrt_free(&dev->sys->base, rd->memories);
-  rd->buffers = NULL;
-  rd->memories = NULL;
-  rd->chunks = NULL;
-  rd->chunk_count = 0;
-}
-
-/* Imports one aligned host range as a VkBuffer bound to VkDeviceMemory. */
-static VkResult import_one(struct vkrt_device *dev, uint64_t addr, uint64_t size, bool injectable,
-                           VkBuffer *out_buffer, VkDeviceMemory *out_memory) {
-  *out_buffer = VK_NULL_HANDLE;
-  *out_memory = VK_NULL_HANDLE;
-  if (injectable && vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS))
-    return VK_ERROR_OUT_OF_DEVICE_MEMORY; /* what NVIDIA returns for file-backed pages */
-  return vkrt_device_import_host_pointer(dev, (void *)(uintptr_t)addr, size, REG_USAGE, 0,
-                                         out_buffer, out_memory);
-}
-
-/* NVIDIA 580.159 on the H200: an import issued right after a refused one (file-backed pages)
- * was refused too, even for anonymous memory that imports fine a moment later. So a refused
- * import is retried after the device's queues drain and a short pause; the attempts are
- * logged so the GPU runs show whether the retry is what helped. */
-static VkResult import_one_settled(struct vkrt_device *dev, uint64_t addr, uint64_t size,
-                                   bool injectable, VkBuffer *out_buffer,
-                                   VkDeviceMemory *out_memory) {
-  VkResult r = import_one(dev, addr, size, injectable, out_buffer, out_memory);
-  if (injectable && vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS))
-    return r;
-  for (int attempt = 2; r == VK_ERROR_OUT_OF_DEVICE_MEMORY && attempt <= 3; attempt++) {
-    pthread_mutex_lock(&dev->compute_queue_lock);
-    bool separate = dev->transfer_lock && dev->transfer_lock != &dev->compute_queue_lock;
-    if (separate)
-      pthread_mutex_lock(dev->transfer_lock);
-    dev->vk.vkDeviceWaitIdle(dev->handle);
-    if (separate)
-      pthread_mutex_unlock(dev->transfer_lock);
-    pthread_mutex_unlock(&dev->compute_queue_lock);
-    usleep(2000u * (unsigned)attempt);
-    r = import_one(dev, addr, size, injectable, out_buffer, out_memory);
-    vkrt_log(&dev->sys->base, VKRT_LOG_INFO, "dev%u: host pointer import of %#" PRIx64 " (%" PRIu64
-             " bytes) attempt %d after a refusal: %s", dev->index, addr, size, attempt,
-             vkrt_vk_result_str(r));
-  }
-  return r;
-}
-
-/* Imports every chunk of a plan into dev. On failure frees what it made and reports the
- * failing chunk; VK_ERROR_OUT_OF_HOST_MEMORY when the arrays cannot be allocated. */
-static VkResult import_chunks(struct vkrt_import_registry *reg, struct vkrt_device *dev, struct vkrt_region_device *rd,
-                              const struct vkrt_chunk *chunks, uint32_t count, uint64_t host_base,
-                              bool injectable, uint32_t *failed_chunk) {
-  struct vkrt_base *base = &dev->sys->base;
-  *failed_chunk = 0;
-  rd->chunks = chunks;
-  rd->chunk_count = count;
-  rd->host_base = host_base;
-  rd->buffers = vkrt_calloc(base, count, sizeof(VkBuffer));
-  rd->memories = vkrt_calloc(base, count, sizeof(VkDeviceMemory));
-  if (!rd->buffers || !rd->memories) {
-    free_device_chunks(reg, dev, rd);
-    return VK_ERROR_OUT_OF_HOST_MEMORY;
-  }
-  for (uint32_t k = 0; k < count; k++) {
-    VkResult r = import_one_settled(dev, chunks[k].import_addr, chunks[k].import_size, injectable,
-                            &rd->buffers[k], &rd->memories[k]);
-    if (r == VK_SUCCESS)
-      atomic_fetch_add(&reg->live_chunks, 1);
-    if (r != VK_SUCCESS) {
-      *failed_chunk = k;
-      free_device_chunks(reg, dev, rd);
-      return r;
-    }
-  }
-  return VK_SUCCESS;
-}
-
-/* ---- pre-stage copy --------------------------------------------------------------------- */
-
-#define COPY_BLOCK (4ull << 20)
-
-struct copy_job {
-  uint8_t *dst;
-  const uint8_t *src;
-  uint64_t size;
-  atomic_uint_fast64_t next_block;
-  atomic_uint_fast64_t done;
-};
-
-static void copy_blocks(struct copy_job *job, bool report, vkrt_progress_fn progress, void *user) {
-  const uint64_t blocks = (job->size + COPY_BLOCK - 1) / COPY_BLOCK;
-  for (;;) {
-    uint64_t b = atomic_fetch_add(&job->next_block, 1);
-    if (b >= blocks)
-      return;
-    uint64_t off = b * COPY_BLOCK;
-    uint64_t n = VKRT_MIN(COPY_BLOCK, job->size - off);
-    memcpy(job->dst + off, job->src + off, n);
-    uint64_t done = atomic_fetch_add(&job->done, n) + n;
-    if (report && progress)
-      progress(user, done, job->size);
-  }
-}
-
-static void *copy_thread(void *arg) {
-  copy_blocks(arg, false, NULL, NULL);
-  return NULL;
-}
-
-uint32_t vkrt_import_parallel_copy(void *dst, const void *src, uint64_t size, uint32_t threads,
-                                   vkrt_progress_fn progress, void *progress_user) {
-  struct copy_job job = {.dst = dst, .src = src, .size = size};
-  atomic_init(&job.next_block, 0);
-  atomic_init(&job.done, 0);
-  uint64_t blocks = (size + COPY_BLOCK - 1) / COPY_BLOCK;
-  if (threads > 64)
-    threads = 64;
-  if (threads > blocks)
-    threads = (uint32_t)(blocks ? blocks : 1);
-  if (threads == 0)
-    threads = 1;
-  pthread_t tid[64];
-  uint32_t started = 0;
-  for (uint32_t t = 1; t < threads; t++) {
-    if (pthread_create(&tid[started], NULL, copy_thread, &job) != 0)
-      break; /* fewer threads: the caller's thread still copies everything left */
-    started++;
-  }
-  copy_blocks(&job, true, progress, progress_user);
-  for (uint32_t t = 0; t < started; t++)
-    pthread_join(tid[t], NULL);
-  if (progress)
-    progress(progress_user, size, size);
-  return started + 1;
-}
-
-struct progress_relay {
-  struct vkrt_base *base;
-  vkrt_progress_fn fn;
-  void *user;
-  const void *ptr;
-  uint32_t next_quarter;
-};
-
-/* Forwards progress to the caller and logs every quarter of a large copy. */
-static void relay_progress(void *user, uint64_t done, uint64_t total) {
-  struct progress_relay *p = user;
-  if (p->fn)
-    p->fn(p->user, done, total);
-  if (total >= (64ull << 20)) {
-    uint32_t quarter = (uint32_t)(done * 4 / total);
-    if (quarter >= p->next_quarter && p->next_quarter <= 4) {
-      vkrt_log(p->base, VKRT_LOG_INFO, "import: pre-staging %p: %u%% (%" PRIu64 " of %" PRIu64
-               " MiB)", p->ptr, quarter * 25, done >> 20, total >> 20);
-      p->next_quarter = quarter + 1;
-    }
-  }
-}
-
-/* Anonymous, aligned, host memory for a pre-staged copy: mmap so the pages are private
- * anonymous memory every driver imports (and huge copies do not go through malloc). */
-static bool prestage_alloc(struct vkrt_region *r, uint64_t bytes, uint64_t alignment,
-                           uint64_t page) {
-  size_t extra = alignment > page ? (size_t)(alignment - page) : 0;
-  if (bytes > SIZE_MAX - extra)
-    return false;
-  size_t map_size = (size_t)bytes + extra;
-  void *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED)
-    return false;
-  r->prestage_map = map;
-  r->prestage_map_size = map_size;
-  r->prestage_base = (uint8_t *)(uintptr_t)vkrt_align_up((uintptr_t)map, alignment);
-  return true;
-}
-
-static void prestage_free(struct vkrt_import_registry *reg, struct vkrt_region *r) {
-  struct vkrt_system *sys = reg->sys;
-  if (r->prestage_map)
-    munmap(r->prestage_map, r->prestage_map_size);
-  r->prestage_map = NULL;
-  r->prestage_base = NULL;
-  if (r->prestage_bytes) {
-    pthread_mutex_lock(&reg->budget_lock);
-    reg->prestage_used -= r->prestage_bytes;
-    pthread_mutex_unlock(&reg->budget_lock);
-    r->prestage_bytes = 0;
-  }
-  vkrt_free(&sys->base, r->prestage_chunks);
-  r->prestage_chunks = NULL;
-  r->prestage_chunk_count = 0;
-}
-
 /* ---- register / unregister ------------------------------------------------------------- */
 
 static void region_destroy(struct vkrt_import_registry *reg, struct vkrt_region *r) {
@@ -330,15 +116,15 @@ static void region_destroy(struct vkrt_import_registry *reg, struct vkrt_region 
   for (uint32_t d = 0; d < sys->device_count; d++) {
     if (r->published && r->dev[d].chunks)
       atomic_fetch_sub(&reg->regions_by_path[d][r->dev[d].path], 1);
-    free_device_chunks(reg, &sys->devices[d], &r->dev[d]);
+    vkrt_region_free_chunks(reg, &sys->devices[d], &r->dev[d]);
   }
-  prestage_free(reg, r);
+  vkrt_prestage_free(reg, r);
   vkrt_free(&sys->base, r->chunks);
   vkrt_free(&sys->base, r);
 }
 
 /* Plans [addr, addr + size) with limits every device accepts into a fresh array. */
-static vkrt_status plan_region(struct vkrt_import_registry *reg, uint64_t addr, uint64_t size,
+vkrt_status vkrt_region_plan(struct vkrt_import_registry *reg, uint64_t addr, uint64_t size,
                                struct vkrt_chunk **out, uint32_t *count,
                                struct vkrt_chunk_plan_info *info, char *why, size_t why_size) {
   struct vkrt_system *sys = reg->sys;
@@ -367,9 +153,7 @@ static vkrt_status plan_region(struct vkrt_import_registry *reg, uint64_t addr, 
   return VKRT_OK;
 }
 
-static void set_path(struct vkrt_region *r, uint32_t d, vkrt_import_path path, const char *fmt, ...)
-    VKRT_PRINTF(4, 5);
-static void set_path(struct vkrt_region *r, uint32_t d, vkrt_import_path path, const char *fmt, ...) {
+void vkrt_region_set_path(struct vkrt_region *r, uint32_t d, vkrt_import_path path, const char *fmt, ...) {
   r->dev[d].path = path;
   va_list ap;
   va_start(ap, fmt);
@@ -377,102 +161,151 @@ static void set_path(struct vkrt_region *r, uint32_t d, vkrt_import_path path, c
   va_end(ap);
 }
 
-/* Pre-stages the region for the devices in `mask`: budget, allocation, threaded copy, then
- * one import of the copy per device. Devices it cannot serve end up staged, with why. */
-static void prestage_region(struct vkrt_import_registry *reg, struct vkrt_region *r, uint32_t mask,
-                            vkrt_progress_fn progress, void *progress_user) {
+/* Decides each device's path under the registry's policy: imports the caller's pages where
+ * it may (chunks planned once for every device), marks in *prestage_mask the devices that
+ * pre-stage instead, and the rest staged with why. Not OK: the policy forbids the fallback
+ * (import-only) or the range cannot be planned. */
+static vkrt_status import_per_policy(struct vkrt_import_registry *reg, struct vkrt_region *r,
+                                     uint32_t *prestage_mask) {
   struct vkrt_system *sys = reg->sys;
   struct vkrt_base *base = &sys->base;
-  const struct vkrt_caps *caps[VKRT_MAX_DEVICES];
-  for (uint32_t d = 0; d < sys->device_count; d++)
-    caps[d] = &sys->devices[d].caps;
-  struct vkrt_chunk_limits limits =
-      vkrt_import_limits_common(caps, sys->device_count, reg->page_size, reg->chunk_cap);
-  const uint64_t alignment = VKRT_MAX(limits.page_size, limits.min_import_alignment);
-  const uint64_t bytes = vkrt_align_up(r->size, alignment);
-  char why[160];
+  const void *ptr = r->ptr;
+  const uint64_t addr = (uint64_t)(uintptr_t)r->ptr, size = r->size;
+  const uint32_t policy = reg->policy;
+  vkrt_status s = VKRT_OK;
 
-  /* Budget. */
-  pthread_mutex_lock(&reg->budget_lock);
-  const uint64_t used = reg->prestage_used;
-  const bool over = bytes > reg->prestage_budget || used > reg->prestage_budget - bytes;
-  if (!over)
-    reg->prestage_used += bytes;
-  pthread_mutex_unlock(&reg->budget_lock);
-  if (over) {
-    vkrt_format(why, sizeof(why),
-                "over the pre-stage budget (%" PRIu64 " MiB in use + %" PRIu64 " MiB > %" PRIu64
-                " MiB); uploads use the staging ring", used >> 20, (bytes + (1 << 20) - 1) >> 20,
-                reg->prestage_budget >> 20);
-    vkrt_log(base, VKRT_LOG_WARN, "import: region %p: %s", (const void *)r->ptr, why);
+  if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY || policy == VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE) {
+    char why[160];
+    struct vkrt_chunk_plan_info pinfo;
+    vkrt_status ps = vkrt_region_plan(reg, addr, size, &r->chunks, &r->chunk_count, &pinfo, why, sizeof(why));
+    if (ps == VKRT_OK && pinfo.unimportable)
+      vkrt_format(why, sizeof(why), "%u chunk(s) would import bytes outside the caller's pages "
+                  "(import alignment %" PRIu64 " > page size %" PRIu64 ")", pinfo.unimportable,
+                  pinfo.alignment, reg->page_size);
+    const bool plannable = ps == VKRT_OK && !pinfo.unimportable;
+    /* Asked once per region: only a driver known to refuse file-backed pages cares. */
+    int file_backed = -1;
+    if (ps == VKRT_ERROR_INVALID_ARGUMENT || ps == VKRT_ERROR_OUT_OF_HOST_MEMORY) {
+      s = vkrt_error(base, ps, "host register: %p: %s", ptr, why);
+      return s;
+    }
+    for (uint32_t d = 0; d < sys->device_count; d++) {
+      struct vkrt_device *dev = &sys->devices[d];
+      const char *cannot = NULL;
+      if (!vkrt_import_usable(dev))
+        cannot = "VK_EXT_external_memory_host unavailable";
+      else if (!plannable)
+        cannot = why;
+      if (cannot) {
+        if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
+          s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE, "dev%u: host register %p: cannot import "
+                         "(%s); policy import-only", d, ptr, cannot);
+          return s;
+        }
+        if (!vkrt_import_usable(dev)) {
+          vkrt_region_set_path(r, d, VKRT_IMPORT_PATH_STAGED, "%s; uploads use the staging ring", cannot);
+        } else {
+          vkrt_region_set_path(r, d, VKRT_IMPORT_PATH_STAGED, "%s", cannot);
+          *prestage_mask |= 1u << d;
+        }
+        continue;
+      }
+      if (policy == VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE &&
+          vkrt_import_file_backed_refused(&dev->caps) && !vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS)) {
+        if (file_backed < 0)
+          file_backed = vkrt_host_range_file_backed(addr, addr + size);
+        if (file_backed) {
+          vkrt_region_set_path(r, d, VKRT_IMPORT_PATH_STAGED, "file-backed pages, which %s refuses to import "
+                   "(and a refusal made later imports fail on NVIDIA 580), so not tried",
+                   dev->caps.driver_name);
+          *prestage_mask |= 1u << d;
+          continue;
+        }
+      }
+      uint32_t failed;
+      VkResult vr = vkrt_region_import_chunks(reg, dev, &r->dev[d], r->chunks, r->chunk_count, addr, true, &failed);
+      if (vr == VK_SUCCESS) {
+        vkrt_region_set_path(r, d, VKRT_IMPORT_PATH_IMPORTED, "caller's pages imported: %u chunk(s) of <= %"
+                 PRIu64 " bytes", r->chunk_count, pinfo.chunk_limit);
+        continue;
+      }
+      if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
+        s = vkrt_error(base, vkrt_vk_status(vr), "dev%u: host pointer import of %p chunk %u/%u "
+                       "failed: %s; policy import-only", d, ptr, failed, r->chunk_count,
+                       vkrt_vk_result_str(vr));
+        return s;
+      }
+      vkrt_log(base, VKRT_LOG_WARN, "dev%u: host pointer import of %p chunk %u/%u failed: %s; "
+               "falling back to prestage", d, ptr, failed, r->chunk_count, vkrt_vk_result_str(vr));
+      vkrt_region_set_path(r, d, VKRT_IMPORT_PATH_STAGED, "import failed at chunk %u/%u: %s", failed,
+               r->chunk_count, vkrt_vk_result_str(vr));
+      *prestage_mask |= 1u << d;
+    }
+  } else if (policy == VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE) {
+    for (uint32_t d = 0; d < sys->device_count; d++) {
+      if (vkrt_import_usable(&sys->devices[d])) {
+        *prestage_mask |= 1u << d;
+        r->reason[d][0] = '\0';
+      } else {
+        vkrt_region_set_path(r, d, VKRT_IMPORT_PATH_STAGED, "VK_EXT_external_memory_host unavailable; "
+                 "uploads use the staging ring");
+      }
+    }
+  } else {
     for (uint32_t d = 0; d < sys->device_count; d++)
-      if (mask & (1u << d))
-        set_path(r, d, VKRT_IMPORT_PATH_STAGED, "%s", why);
-    return;
+      vkrt_region_set_path(r, d, VKRT_IMPORT_PATH_STAGED, "policy staging-only: uploads use the staging ring");
   }
-  r->prestage_bytes = bytes;
+  return s;
+}
 
-  /* Allocation (fault injection: any device asking for it may make it fail). */
-  bool injected = false;
-  for (uint32_t d = 0; d < sys->device_count; d++)
-    if ((mask & (1u << d)) && vkrt_fault(&sys->devices[d], VKRT_FAULT_PRESTAGE_ALLOC_FAILS))
-      injected = true;
-  if (injected || !prestage_alloc(r, bytes, alignment, reg->page_size)) {
-    vkrt_format(why, sizeof(why), "pre-stage allocation of %" PRIu64 " bytes failed%s; uploads "
-                "use the staging ring", bytes, injected ? " (injected)" : "");
-    vkrt_log(base, VKRT_LOG_WARN, "import: region %p: %s", (const void *)r->ptr, why);
-    for (uint32_t d = 0; d < sys->device_count; d++)
-      if (mask & (1u << d))
-        set_path(r, d, VKRT_IMPORT_PATH_STAGED, "%s", why);
-    prestage_free(reg, r);
-    return;
-  }
-
-  /* The one copy. */
-  uint64_t t0 = vkrt_now_ns();
-  struct progress_relay relay = {.base = base, .fn = progress, .user = progress_user, .ptr = r->ptr,
-                                .next_quarter = 1};
-  uint32_t threads = vkrt_import_parallel_copy(r->prestage_base, r->ptr, r->size,
-                                               reg->prestage_threads, relay_progress, &relay);
-  uint64_t ns = vkrt_now_ns() - t0;
-  if (bytes > r->size) /* the aligned tail is imported too: keep it defined */
-    memset(r->prestage_base + r->size, 0, bytes - r->size);
-  vkrt_log(base, VKRT_LOG_INFO, "import: region %p: pre-staged %" PRIu64 " bytes with %u threads "
-           "in %.1f ms (%.2f GB/s)", (const void *)r->ptr, r->size, threads, (double)ns * 1e-6,
-           ns ? (double)r->size / (double)ns : 0.0);
-
-  struct vkrt_chunk_plan_info info;
-  vkrt_status s = plan_region(reg, (uint64_t)(uintptr_t)r->prestage_base, r->size,
-                              &r->prestage_chunks, &r->prestage_chunk_count, &info, why,
-                              sizeof(why));
-  uint32_t served = 0;
+/* Logs the final decisions and fills *info (may be NULL). */
+static void report_region(struct vkrt_import_registry *reg, const struct vkrt_region *r,
+                          vkrt_register_info *info) {
+  struct vkrt_system *sys = reg->sys;
+  struct vkrt_base *base = &sys->base;
+  const void *ptr = r->ptr;
+  const uint64_t size = r->size;
+  const char *pname = vkrt_import_policy_name(reg->policy);
+  /* Decisions are final: report them, then publish (after publishing, another thread may
+   * already unregister the region). */
   for (uint32_t d = 0; d < sys->device_count; d++) {
-    if (!(mask & (1u << d)))
-      continue;
-    struct vkrt_device *dev = &sys->devices[d];
-    if (s != VKRT_OK) {
-      set_path(r, d, VKRT_IMPORT_PATH_STAGED, "pre-staged copy cannot be chunked: %s", why);
-      continue;
+    vkrt_log(base, VKRT_LOG_INFO, "dev%u: host region [%p, +%" PRIu64 "): %s (policy %s): %s", d,
+             ptr, size, vkrt_import_path_str(r->dev[d].path), pname, r->reason[d]);
+    if (r->dev[d].chunks && CONFIG_VKRT_LOG_LEVEL >= VKRT_LOG_DEBUG) {
+      for (uint32_t k = 0; k < r->dev[d].chunk_count; k++) {
+        const struct vkrt_chunk *c = &r->dev[d].chunks[k];
+        vkrt_log(base, VKRT_LOG_DEBUG, "dev%u: region %p chunk %u: bytes [%" PRIu64 ", %" PRIu64
+                 ") %s from 0x%" PRIx64 " +%" PRIu64, d, ptr, k, c->begin, c->end,
+                 vkrt_import_path_str(r->dev[d].path), c->import_addr, c->import_size);
+      }
     }
-    uint32_t failed;
-    VkResult vr = import_chunks(reg, dev, &r->dev[d], r->prestage_chunks, r->prestage_chunk_count,
-                                (uint64_t)(uintptr_t)r->prestage_base, false, &failed);
-    if (vr != VK_SUCCESS) {
-      set_path(r, d, VKRT_IMPORT_PATH_STAGED,
-               "import of the pre-staged copy failed at chunk %u/%u: %s; uploads use the "
-               "staging ring", failed, r->prestage_chunk_count, vkrt_vk_result_str(vr));
-      vkrt_log(base, VKRT_LOG_WARN, "dev%u: region %p: %s", d, (const void *)r->ptr, r->reason[d]);
-      continue;
-    }
-    served++;
-    /* Keep the earlier reason (why import failed) in front when there is one. */
-    char earlier[160];
-    vkrt_format(earlier, sizeof(earlier), "%s", r->reason[d]);
-    set_path(r, d, VKRT_IMPORT_PATH_PRESTAGED, "%s%spre-staged: one anonymous copy, %u chunk(s)",
-             earlier, earlier[0] ? "; " : "", r->prestage_chunk_count);
   }
-  if (!served)
-    prestage_free(reg, r);
+  if (info) {
+    for (uint32_t d = 0; d < sys->device_count && d < VKRT_MAX_DEVICES; d++) {
+      info->path[d] = r->dev[d].path;
+      vkrt_format(info->reason[d], sizeof(info->reason[d]), "%s", r->reason[d]);
+      if (r->dev[d].chunk_count > info->chunk_count)
+        info->chunk_count = r->dev[d].chunk_count;
+    }
+  }
+}
+
+/* Inserts r into the table (after this, another thread may already unregister it). */
+static vkrt_status publish_region(struct vkrt_import_registry *reg, struct vkrt_region *r) {
+  struct vkrt_system *sys = reg->sys;
+  vkrt_status s;
+  pthread_rwlock_wrlock(&reg->lock);
+  s = vkrt_region_table_reserve(&reg->table, 1);
+  if (s == VKRT_OK)
+    s = vkrt_region_table_insert(&reg->table, (uint64_t)(uintptr_t)r->ptr, r->size, r);
+  if (s == VKRT_OK) {
+    r->published = true;
+    for (uint32_t d = 0; d < sys->device_count; d++)
+      if (r->dev[d].chunks)
+        atomic_fetch_add(&reg->regions_by_path[d][r->dev[d].path], 1);
+  }
+  pthread_rwlock_unlock(&reg->lock);
+  return s;
 }
 
 vkrt_status vkrt_registry_register(struct vkrt_import_registry *reg, const void *ptr, uint64_t size,
@@ -511,94 +344,12 @@ vkrt_status vkrt_registry_register(struct vkrt_import_registry *reg, const void 
   r->size = size;
   atomic_init(&r->users, 0);
   atomic_init(&r->removed, false);
-  const uint32_t policy = reg->policy;
-  const char *pname = vkrt_import_policy_name(policy);
-  vkrt_status s = VKRT_OK;
   uint32_t prestage_mask = 0;
-
-  if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY || policy == VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE) {
-    char why[160];
-    struct vkrt_chunk_plan_info pinfo;
-    vkrt_status ps = plan_region(reg, addr, size, &r->chunks, &r->chunk_count, &pinfo, why, sizeof(why));
-    if (ps == VKRT_OK && pinfo.unimportable)
-      vkrt_format(why, sizeof(why), "%u chunk(s) would import bytes outside the caller's pages "
-                  "(import alignment %" PRIu64 " > page size %" PRIu64 ")", pinfo.unimportable,
-                  pinfo.alignment, reg->page_size);
-    const bool plannable = ps == VKRT_OK && !pinfo.unimportable;
-    /* Asked once per region: only a driver known to refuse file-backed pages cares. */
-    int file_backed = -1;
-    if (ps == VKRT_ERROR_INVALID_ARGUMENT || ps == VKRT_ERROR_OUT_OF_HOST_MEMORY) {
-      s = vkrt_error(base, ps, "host register: %p: %s", ptr, why);
-      goto fail;
-    }
-    for (uint32_t d = 0; d < sys->device_count; d++) {
-      struct vkrt_device *dev = &sys->devices[d];
-      const char *cannot = NULL;
-      if (!can_import(dev))
-        cannot = "VK_EXT_external_memory_host unavailable";
-      else if (!plannable)
-        cannot = why;
-      if (cannot) {
-        if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
-          s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE, "dev%u: host register %p: cannot import "
-                         "(%s); policy import-only", d, ptr, cannot);
-          goto fail;
-        }
-        if (!can_import(dev)) {
-          set_path(r, d, VKRT_IMPORT_PATH_STAGED, "%s; uploads use the staging ring", cannot);
-        } else {
-          set_path(r, d, VKRT_IMPORT_PATH_STAGED, "%s", cannot);
-          prestage_mask |= 1u << d;
-        }
-        continue;
-      }
-      if (policy == VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE &&
-          vkrt_import_file_backed_refused(&dev->caps) && !vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS)) {
-        if (file_backed < 0)
-          file_backed = vkrt_host_range_file_backed(addr, addr + size);
-        if (file_backed) {
-          set_path(r, d, VKRT_IMPORT_PATH_STAGED, "file-backed pages, which %s refuses to import "
-                   "(and a refusal made later imports fail on NVIDIA 580), so not tried",
-                   dev->caps.driver_name);
-          prestage_mask |= 1u << d;
-          continue;
-        }
-      }
-      uint32_t failed;
-      VkResult vr = import_chunks(reg, dev, &r->dev[d], r->chunks, r->chunk_count, addr, true, &failed);
-      if (vr == VK_SUCCESS) {
-        set_path(r, d, VKRT_IMPORT_PATH_IMPORTED, "caller's pages imported: %u chunk(s) of <= %"
-                 PRIu64 " bytes", r->chunk_count, pinfo.chunk_limit);
-        continue;
-      }
-      if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
-        s = vkrt_error(base, vkrt_vk_status(vr), "dev%u: host pointer import of %p chunk %u/%u "
-                       "failed: %s; policy import-only", d, ptr, failed, r->chunk_count,
-                       vkrt_vk_result_str(vr));
-        goto fail;
-      }
-      vkrt_log(base, VKRT_LOG_WARN, "dev%u: host pointer import of %p chunk %u/%u failed: %s; "
-               "falling back to prestage", d, ptr, failed, r->chunk_count, vkrt_vk_result_str(vr));
-      set_path(r, d, VKRT_IMPORT_PATH_STAGED, "import failed at chunk %u/%u: %s", failed,
-               r->chunk_count, vkrt_vk_result_str(vr));
-      prestage_mask |= 1u << d;
-    }
-  } else if (policy == VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE) {
-    for (uint32_t d = 0; d < sys->device_count; d++) {
-      if (can_import(&sys->devices[d])) {
-        prestage_mask |= 1u << d;
-        r->reason[d][0] = '\0';
-      } else {
-        set_path(r, d, VKRT_IMPORT_PATH_STAGED, "VK_EXT_external_memory_host unavailable; "
-                 "uploads use the staging ring");
-      }
-    }
-  } else {
-    for (uint32_t d = 0; d < sys->device_count; d++)
-      set_path(r, d, VKRT_IMPORT_PATH_STAGED, "policy staging-only: uploads use the staging ring");
-  }
+  vkrt_status s = import_per_policy(reg, r, &prestage_mask);
+  if (s != VKRT_OK)
+    goto fail;
   if (prestage_mask)
-    prestage_region(reg, r, prestage_mask, progress, progress_user);
+    vkrt_prestage_region(reg, r, prestage_mask, progress, progress_user);
   /* Chunks over the caller's pages no device uses are not kept. */
   bool direct_used = false;
   for (uint32_t d = 0; d < sys->device_count; d++)
@@ -609,39 +360,9 @@ vkrt_status vkrt_registry_register(struct vkrt_import_registry *reg, const void 
     r->chunk_count = 0;
   }
 
-  /* Decisions are final: report them, then publish (after publishing, another thread may
-   * already unregister the region). */
-  for (uint32_t d = 0; d < sys->device_count; d++) {
-    vkrt_log(base, VKRT_LOG_INFO, "dev%u: host region [%p, +%" PRIu64 "): %s (policy %s): %s", d,
-             ptr, size, vkrt_import_path_str(r->dev[d].path), pname, r->reason[d]);
-    if (r->dev[d].chunks && CONFIG_VKRT_LOG_LEVEL >= VKRT_LOG_DEBUG) {
-      for (uint32_t k = 0; k < r->dev[d].chunk_count; k++) {
-        const struct vkrt_chunk *c = &r->dev[d].chunks[k];
-        vkrt_log(base, VKRT_LOG_DEBUG, "dev%u: region %p chunk %u: bytes [%" PRIu64 ", %" PRIu64
-                 ") %s from 0x%" PRIx64 " +%" PRIu64, d, ptr, k, c->begin, c->end,
-                 vkrt_import_path_str(r->dev[d].path), c->import_addr, c->import_size);
-      }
-    }
-  }
-  if (info) {
-    for (uint32_t d = 0; d < sys->device_count && d < VKRT_MAX_DEVICES; d++) {
-      info->path[d] = r->dev[d].path;
-      vkrt_format(info->reason[d], sizeof(info->reason[d]), "%s", r->reason[d]);
-      if (r->dev[d].chunk_count > info->chunk_count)
-        info->chunk_count = r->dev[d].chunk_count;
-    }
-  }
-  pthread_rwlock_wrlock(&reg->lock);
-  s = vkrt_region_table_reserve(&reg->table, 1);
-  if (s == VKRT_OK)
-    s = vkrt_region_table_insert(&reg->table, addr, size, r);
-  if (s == VKRT_OK) {
-    r->published = true;
-    for (uint32_t d = 0; d < sys->device_count; d++)
-      if (r->dev[d].chunks)
-        atomic_fetch_add(&reg->regions_by_path[d][r->dev[d].path], 1);
-  }
-  pthread_rwlock_unlock(&reg->lock);
+  /* Decisions are final: report them, then publish. */
+  report_region(reg, r, info);
+  s = publish_region(reg, r);
   if (s != VKRT_OK) {
     if (info)
       memset(info, 0, sizeof(*info));
@@ -733,93 +454,3 @@ uint32_t vkrt_import_region_count(const struct vkrt_import_registry *creg) {
   return n;
 }
 
-/* ---- describe ------------------------------------------------------------------------- */
-
-
-size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_import_registry *reg,
-                            bool json, char *buf, size_t size) {
-  struct vkrt_text o = {.buf = buf, .size = size};
-  if (size)
-    buf[0] = '\0';
-  const uint32_t policy = reg ? reg->policy : CONFIG_VKRT_IMPORT_POLICY_ID;
-  const uint64_t cap = reg ? reg->chunk_cap : VKRT_IMPORT_CHUNK_CAP_BYTES;
-  const uint64_t page = reg ? reg->page_size : 4096;
-  const uint64_t budget = reg ? reg->prestage_budget : VKRT_PRESTAGE_BUDGET_BYTES;
-  const uint64_t used = reg ? vkrt_import_prestage_bytes(reg) : 0;
-  const uint32_t regions = reg ? vkrt_import_region_count(reg) : 0;
-  if (json)
-    vkrt_text_put(&o, "\"import\": {\"policy\": \"%s\", \"prestage_budget_bytes\": %" PRIu64
-        ", \"prestage_bytes_in_use\": %" PRIu64 ", \"prestage_threads\": %u, \"chunk_cap_bytes\": %"
-        PRIu64 ", \"staging_slot_bytes\": %llu, \"staging_slots\": %d, \"upload_contexts\": %d, "
-        "\"regions\": %u, \"devices\": [",
-        vkrt_import_policy_name(policy), budget, used, reg ? reg->prestage_threads : 0, cap,
-        (unsigned long long)CONFIG_VKRT_STAGING_SLOT_KB << 10, CONFIG_VKRT_STAGING_SLOTS,
-        CONFIG_VKRT_UPLOAD_CONTEXTS, regions);
-  else
-    vkrt_text_put(&o, "vkrt: import policy %s, pre-stage budget %" PRIu64 " MiB (%" PRIu64 " MiB in use), "
-        "staging ring %d x %d KiB, %d upload contexts per device, %u region(s) registered\n",
-        vkrt_import_policy_name(policy), budget >> 20, used >> 20, CONFIG_VKRT_STAGING_SLOTS,
-        CONFIG_VKRT_STAGING_SLOT_KB, CONFIG_VKRT_UPLOAD_CONTEXTS, regions);
-  for (uint32_t d = 0; d < sys->device_count; d++) {
-    const struct vkrt_device *dev = &sys->devices[d];
-    const bool usable = can_import(dev);
-    char why[200];
-    vkrt_import_path path = vkrt_import_expect(&dev->caps, usable, policy, why, sizeof(why));
-    struct vkrt_chunk_limits l = vkrt_import_limits(&dev->caps, page, cap);
-    uint64_t limit = vkrt_chunk_limit(&l);
-    uint32_t n[3] = {0, 0, 0};
-    if (reg)
-      for (int p = 0; p < 3; p++)
-        n[p] = atomic_load(&((struct vkrt_import_registry *)reg)->regions_by_path[d][p]);
-    if (json)
-      vkrt_text_put(&o, "%s{\"device\": %u, \"file_backed_path\": \"%s\", \"why\": \"%s\", "
-          "\"external_memory_host\": %s, \"min_imported_host_pointer_alignment\": %" PRIu64
-          ", \"chunk_limit_bytes\": %" PRIu64 ", \"max_memory_allocation_size\": %" PRIu64
-          ", \"max_buffer_size\": %" PRIu64 ", \"transfer_queue\": %s, "
-          "\"regions_imported\": %u, \"regions_prestaged\": %u}",
-          d ? ", " : "", d, vkrt_import_path_str(path), why, usable ? "true" : "false",
-          dev->caps.min_imported_host_pointer_alignment, limit, dev->caps.max_memory_allocation_size,
-          dev->caps.max_buffer_size, dev->caps.has_transfer_queue ? "true" : "false",
-          n[VKRT_IMPORT_PATH_IMPORTED], n[VKRT_IMPORT_PATH_PRESTAGED]);
-    else
-      vkrt_text_put(&o, "vkrt: dev%u import: %s (%s); external_memory_host %s, min alignment %" PRIu64
-          ", chunk limit %" PRIu64 " = min(maxMemoryAllocationSize %" PRIu64 ", maxBufferSize %"
-          PRIu64 "%s), uploads on the %s queue; regions imported %u, pre-staged %u\n",
-          d, vkrt_import_path_str(path), why, usable ? "yes" : "no",
-          dev->caps.min_imported_host_pointer_alignment, limit,
-          dev->caps.max_memory_allocation_size, dev->caps.max_buffer_size,
-          cap ? ", test cap" : "", dev->caps.has_transfer_queue ? "transfer" : "compute",
-          n[VKRT_IMPORT_PATH_IMPORTED], n[VKRT_IMPORT_PATH_PRESTAGED]);
-  }
-  /* The registered regions and what each device took for them (first few). */
-  if (json)
-    vkrt_text_put(&o, "], \"registered\": [");
-  if (reg) {
-    struct vkrt_import_registry *wreg = (struct vkrt_import_registry *)reg;
-    pthread_rwlock_rdlock(&wreg->lock);
-    const uint32_t shown = VKRT_MIN(reg->table.count, 32u);
-    for (uint32_t i = 0; i < shown; i++) {
-      const struct vkrt_region *r = reg->table.entries[i].value;
-      if (json)
-        vkrt_text_put(&o, "%s{\"ptr\": \"%p\", \"size\": %" PRIu64 ", \"devices\": [", i ? ", " : "",
-            (const void *)r->ptr, r->size);
-      else
-        vkrt_text_put(&o, "vkrt: region [%p, +%" PRIu64 "):", (const void *)r->ptr, r->size);
-      for (uint32_t d = 0; d < sys->device_count; d++) {
-        if (json)
-          vkrt_text_put(&o, "%s{\"path\": \"%s\", \"chunks\": %u, \"why\": \"%s\"}", d ? ", " : "",
-              vkrt_import_path_str(r->dev[d].path), r->dev[d].chunk_count, r->reason[d]);
-        else
-          vkrt_text_put(&o, "%s dev%u %s (%u chunks: %s)", d ? ";" : "", d,
-              vkrt_import_path_str(r->dev[d].path), r->dev[d].chunk_count, r->reason[d]);
-      }
-      vkrt_text_put(&o, json ? "]}" : "\n");
-    }
-    if (!json && reg->table.count > shown)
-      vkrt_text_put(&o, "vkrt: ... and %u more region(s)\n", reg->table.count - shown);
-    pthread_rwlock_unlock(&wreg->lock);
-  }
-  if (json)
-    vkrt_text_put(&o, "]}");
-  return o.len;
-}

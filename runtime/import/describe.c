@@ -1,0 +1,108 @@
+/* The import part of vkrt_describe: policy, budget, per-device path and limits, and the
+ * registered regions with what each device took for them. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "import/import.h"
+#include "import/registry.h"
+#include "import/policy.h"
+
+/* Host-pointer import usable on this device (extension present, not hidden, buffers with
+ * HOST_ALLOCATION handles supported). */
+bool vkrt_import_usable(const struct vkrt_device *dev) {
+  return dev->caps.external_memory_host && dev->vk.vkGetMemoryHostPointerPropertiesEXT &&
+         (dev->caps.host_buffer_import_handles & VKRT_HANDLE_HOST_ALLOCATION) &&
+         !vkrt_fault(dev, VKRT_FAULT_HIDE_EXTERNAL_MEMORY_HOST);
+}
+
+
+size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_import_registry *reg,
+                            bool json, char *buf, size_t size) {
+  struct vkrt_text o = {.buf = buf, .size = size};
+  if (size)
+    buf[0] = '\0';
+  const uint32_t policy = reg ? reg->policy : CONFIG_VKRT_IMPORT_POLICY_ID;
+  const uint64_t cap = reg ? reg->chunk_cap : VKRT_IMPORT_CHUNK_CAP_BYTES;
+  const uint64_t page = reg ? reg->page_size : 4096;
+  const uint64_t budget = reg ? reg->prestage_budget : VKRT_PRESTAGE_BUDGET_BYTES;
+  const uint64_t used = reg ? vkrt_import_prestage_bytes(reg) : 0;
+  const uint32_t regions = reg ? vkrt_import_region_count(reg) : 0;
+  if (json)
+    vkrt_text_put(&o, "\"import\": {\"policy\": \"%s\", \"prestage_budget_bytes\": %" PRIu64
+        ", \"prestage_bytes_in_use\": %" PRIu64 ", \"prestage_threads\": %u, \"chunk_cap_bytes\": %"
+        PRIu64 ", \"staging_slot_bytes\": %llu, \"staging_slots\": %d, \"upload_contexts\": %d, "
+        "\"regions\": %u, \"devices\": [",
+        vkrt_import_policy_name(policy), budget, used, reg ? reg->prestage_threads : 0, cap,
+        (unsigned long long)CONFIG_VKRT_STAGING_SLOT_KB << 10, CONFIG_VKRT_STAGING_SLOTS,
+        CONFIG_VKRT_UPLOAD_CONTEXTS, regions);
+  else
+    vkrt_text_put(&o, "vkrt: import policy %s, pre-stage budget %" PRIu64 " MiB (%" PRIu64 " MiB in use), "
+        "staging ring %d x %d KiB, %d upload contexts per device, %u region(s) registered\n",
+        vkrt_import_policy_name(policy), budget >> 20, used >> 20, CONFIG_VKRT_STAGING_SLOTS,
+        CONFIG_VKRT_STAGING_SLOT_KB, CONFIG_VKRT_UPLOAD_CONTEXTS, regions);
+  for (uint32_t d = 0; d < sys->device_count; d++) {
+    const struct vkrt_device *dev = &sys->devices[d];
+    const bool usable = vkrt_import_usable(dev);
+    char why[200];
+    vkrt_import_path path = vkrt_import_expect(&dev->caps, usable, policy, why, sizeof(why));
+    struct vkrt_chunk_limits l = vkrt_import_limits(&dev->caps, page, cap);
+    uint64_t limit = vkrt_chunk_limit(&l);
+    uint32_t n[3] = {0, 0, 0};
+    if (reg)
+      for (int p = 0; p < 3; p++)
+        n[p] = atomic_load(&((struct vkrt_import_registry *)reg)->regions_by_path[d][p]);
+    if (json)
+      vkrt_text_put(&o, "%s{\"device\": %u, \"file_backed_path\": \"%s\", \"why\": \"%s\", "
+          "\"external_memory_host\": %s, \"min_imported_host_pointer_alignment\": %" PRIu64
+          ", \"chunk_limit_bytes\": %" PRIu64 ", \"max_memory_allocation_size\": %" PRIu64
+          ", \"max_buffer_size\": %" PRIu64 ", \"transfer_queue\": %s, "
+          "\"regions_imported\": %u, \"regions_prestaged\": %u}",
+          d ? ", " : "", d, vkrt_import_path_str(path), why, usable ? "true" : "false",
+          dev->caps.min_imported_host_pointer_alignment, limit, dev->caps.max_memory_allocation_size,
+          dev->caps.max_buffer_size, dev->caps.has_transfer_queue ? "true" : "false",
+          n[VKRT_IMPORT_PATH_IMPORTED], n[VKRT_IMPORT_PATH_PRESTAGED]);
+    else
+      vkrt_text_put(&o, "vkrt: dev%u import: %s (%s); external_memory_host %s, min alignment %" PRIu64
+          ", chunk limit %" PRIu64 " = min(maxMemoryAllocationSize %" PRIu64 ", maxBufferSize %"
+          PRIu64 "%s), uploads on the %s queue; regions imported %u, pre-staged %u\n",
+          d, vkrt_import_path_str(path), why, usable ? "yes" : "no",
+          dev->caps.min_imported_host_pointer_alignment, limit,
+          dev->caps.max_memory_allocation_size, dev->caps.max_buffer_size,
+          cap ? ", test cap" : "", dev->caps.has_transfer_queue ? "transfer" : "compute",
+          n[VKRT_IMPORT_PATH_IMPORTED], n[VKRT_IMPORT_PATH_PRESTAGED]);
+  }
+  /* The registered regions and what each device took for them (first few). */
+  if (json)
+    vkrt_text_put(&o, "], \"registered\": [");
+  if (reg) {
+    struct vkrt_import_registry *wreg = (struct vkrt_import_registry *)reg;
+    pthread_rwlock_rdlock(&wreg->lock);
+    const uint32_t shown = VKRT_MIN(reg->table.count, 32u);
+    for (uint32_t i = 0; i < shown; i++) {
+      const struct vkrt_region *r = reg->table.entries[i].value;
+      if (json)
+        vkrt_text_put(&o, "%s{\"ptr\": \"%p\", \"size\": %" PRIu64 ", \"devices\": [", i ? ", " : "",
+            (const void *)r->ptr, r->size);
+      else
+        vkrt_text_put(&o, "vkrt: region [%p, +%" PRIu64 "):", (const void *)r->ptr, r->size);
+      for (uint32_t d = 0; d < sys->device_count; d++) {
+        if (json)
+          vkrt_text_put(&o, "%s{\"path\": \"%s\", \"chunks\": %u, \"why\": \"%s\"}", d ? ", " : "",
+              vkrt_import_path_str(r->dev[d].path), r->dev[d].chunk_count, r->reason[d]);
+        else
+          vkrt_text_put(&o, "%s dev%u %s (%u chunks: %s)", d ? ";" : "", d,
+              vkrt_import_path_str(r->dev[d].path), r->dev[d].chunk_count, r->reason[d]);
+      }
+      vkrt_text_put(&o, json ? "]}" : "\n");
+    }
+    if (!json && reg->table.count > shown)
+      vkrt_text_put(&o, "vkrt: ... and %u more region(s)\n", reg->table.count - shown);
+    pthread_rwlock_unlock(&wreg->lock);
+  }
+  if (json)
+    vkrt_text_put(&o, "]}");
+  return o.len;
+}
