@@ -1,100 +1,87 @@
-/* Copy pool: helper threads that split one large memcpy (a staging slot) into blocks. A
- * single thread's pageable memcpy tops out near 4.7 GB/s on the H200 host, a tenth of
- * what the DMA moves, so the staging ring needs several threads to keep the DMA fed. */
+/* Copy pool: the registry's worker pool (base/workers.h) splitting one large memcpy into
+ * blocks handed out dynamically. A single thread's pageable memcpy tops out near 4.7 GB/s
+ * on the H200 host, a tenth of what the DMA moves, so the staging ring needs several
+ * threads to keep the DMA fed; pre-staging copies a whole region the same way. */
 #include <string.h>
 
 #include "import/import.h"
 
 #define POOL_MIN_SIZE (1ull << 20)   /* below this one thread is as fast */
 #define POOL_MIN_BLOCK (256ull << 10)
+#define PRESTAGE_BLOCK (4ull << 20)
 
-static void copy_some(struct vkrt_copy_pool *pool) {
-  const uint64_t blocks = (pool->size + pool->block - 1) / pool->block;
+struct copy_job {
+  uint8_t *dst;
+  const uint8_t *src;
+  uint64_t size, block;
+  atomic_uint_fast64_t next_block;
+  atomic_uint_fast64_t done;
+  vkrt_progress_fn progress;  /* called from part 0 (the caller's thread) */
+  void *progress_user;
+};
+
+static void copy_some(void *arg, uint32_t part, uint32_t parts) {
+  (void)parts;
+  struct copy_job *job = arg;
+  const uint64_t blocks = (job->size + job->block - 1) / job->block;
   for (;;) {
-    uint64_t b = atomic_fetch_add(&pool->next_block, 1);
+    uint64_t b = atomic_fetch_add(&job->next_block, 1);
     if (b >= blocks)
       return;
-    uint64_t off = b * pool->block;
-    uint64_t n = pool->size - off < pool->block ? pool->size - off : pool->block;
-    memcpy(pool->dst + off, pool->src + off, n);
+    uint64_t off = b * job->block;
+    uint64_t n = VKRT_MIN(job->block, job->size - off);
+    memcpy(job->dst + off, job->src + off, n);
+    uint64_t done = atomic_fetch_add(&job->done, n) + n;
+    if (part == 0 && job->progress)
+      job->progress(job->progress_user, done, job->size);
   }
-}
-
-static void *helper_main(void *arg) {
-  struct vkrt_copy_pool *pool = arg;
-  uint64_t seen = 0;
-  pthread_mutex_lock(&pool->lock);
-  for (;;) {
-    while (!pool->quit && pool->generation == seen)
-      pthread_cond_wait(&pool->work_cond, &pool->lock);
-    if (pool->quit)
-      break;
-    seen = pool->generation;
-    pthread_mutex_unlock(&pool->lock);
-    copy_some(pool);
-    pthread_mutex_lock(&pool->lock);
-    if (--pool->pending == 0)
-      pthread_cond_signal(&pool->done_cond);
-  }
-  pthread_mutex_unlock(&pool->lock);
-  return NULL;
 }
 
 void vkrt_copy_pool_init(struct vkrt_copy_pool *pool, uint32_t threads) {
-  memset(pool, 0, sizeof(*pool));
-  pthread_mutex_init(&pool->owner, NULL);
-  pthread_mutex_init(&pool->lock, NULL);
-  pthread_cond_init(&pool->work_cond, NULL);
-  pthread_cond_init(&pool->done_cond, NULL);
-  atomic_init(&pool->next_block, 0);
-  if (threads > 64)
-    threads = 64;
-  for (uint32_t i = 0; i < threads; i++) {
-    if (pthread_create(&pool->tid[i], NULL, helper_main, pool) != 0)
-      break; /* fewer helpers: copies still complete, just slower */
-    pool->threads++;
-  }
+  vkrt_workers_init(&pool->workers, threads, "vkrt-copy");
 }
 
-void vkrt_copy_pool_finish(struct vkrt_copy_pool *pool) {
-  pthread_mutex_lock(&pool->lock);
-  pool->quit = true;
-  pthread_cond_broadcast(&pool->work_cond);
-  pthread_mutex_unlock(&pool->lock);
-  for (uint32_t i = 0; i < pool->threads; i++)
-    pthread_join(pool->tid[i], NULL);
-  pthread_cond_destroy(&pool->work_cond);
-  pthread_cond_destroy(&pool->done_cond);
-  pthread_mutex_destroy(&pool->lock);
-  pthread_mutex_destroy(&pool->owner);
-  pool->threads = 0;
-}
+void vkrt_copy_pool_finish(struct vkrt_copy_pool *pool) { vkrt_workers_finish(&pool->workers); }
 
 void vkrt_copy_pool_memcpy(struct vkrt_copy_pool *pool, void *dst, const void *src,
                            uint64_t size) {
-  if (!pool || pool->threads == 0 || size < POOL_MIN_SIZE ||
-      pthread_mutex_trylock(&pool->owner) != 0) {
+  if (!pool || pool->workers.helpers == 0 || size < POOL_MIN_SIZE) {
     memcpy(dst, src, size);
     return;
   }
-  uint64_t block = size / (pool->threads + 1);
+  uint64_t block = size / vkrt_workers_parts(&pool->workers);
   block = (block + 4095) & ~4095ull;
   if (block < POOL_MIN_BLOCK)
     block = POOL_MIN_BLOCK;
-  pthread_mutex_lock(&pool->lock);
-  pool->dst = dst;
-  pool->src = src;
-  pool->size = size;
-  pool->block = block;
-  atomic_store(&pool->next_block, 0);
-  pool->pending = pool->threads;
-  pool->generation++;
-  pthread_cond_broadcast(&pool->work_cond);
-  pthread_mutex_unlock(&pool->lock);
-  copy_some(pool);
-  pthread_mutex_lock(&pool->lock);
-  while (pool->pending)
-    pthread_cond_wait(&pool->done_cond, &pool->lock);
-  pthread_mutex_unlock(&pool->lock);
-  pthread_mutex_unlock(&pool->owner);
+  struct copy_job job = {.dst = dst, .src = src, .size = size, .block = block};
+  atomic_init(&job.next_block, 0);
+  atomic_init(&job.done, 0);
+  if (!vkrt_workers_try_run(&pool->workers, copy_some, &job))
+    memcpy(dst, src, size); /* busy: copy alone rather than queue behind another upload */
+}
+
+uint32_t vkrt_copy_pool_copy(struct vkrt_copy_pool *pool, void *dst, const void *src,
+                             uint64_t size, vkrt_progress_fn progress, void *progress_user) {
+  struct copy_job job = {.dst = dst, .src = src, .size = size, .block = PRESTAGE_BLOCK,
+                         .progress = progress, .progress_user = progress_user};
+  atomic_init(&job.next_block, 0);
+  atomic_init(&job.done, 0);
+  vkrt_workers_run(&pool->workers, copy_some, &job);
+  if (progress)
+    progress(progress_user, size, size);
+  return vkrt_workers_parts(&pool->workers);
+}
+
+uint32_t vkrt_import_parallel_copy(void *dst, const void *src, uint64_t size, uint32_t threads,
+                                   vkrt_progress_fn progress, void *progress_user) {
+  uint64_t blocks = (size + PRESTAGE_BLOCK - 1) / PRESTAGE_BLOCK;
+  if (threads > blocks)
+    threads = (uint32_t)(blocks ? blocks : 1);
+  if (threads == 0)
+    threads = 1;
+  struct vkrt_copy_pool pool;
+  vkrt_copy_pool_init(&pool, threads - 1);
+  uint32_t used = vkrt_copy_pool_copy(&pool, dst, src, size, progress, progress_user);
+  vkrt_copy_pool_finish(&pool);
+  return used;
 }

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "base/workers.h"
 #include "device/device.h"
 #include "import/chunk_plan.h"
 #include "import/region_table.h"
@@ -55,22 +56,11 @@ struct vkrt_region {
   char reason[VKRT_MAX_DEVICES][160];
 };
 
-/* Helper threads for large memcpys on the upload path (staging slots). Made at open; an
- * upload that finds the pool busy copies alone rather than wait, so uploads never queue
- * behind each other here and nothing allocates. */
+/* The registry's worker pool for large memcpys: staging slots (an upload that finds the pool
+ * busy copies alone rather than wait, so uploads never queue behind each other here) and
+ * pre-staging (waits for the pool). Made at open; nothing allocates per copy. */
 struct vkrt_copy_pool {
-  pthread_mutex_t owner;         /* trylock: one upload drives the helpers at a time */
-  pthread_mutex_t lock;
-  pthread_cond_t work_cond, done_cond;
-  uint32_t threads;              /* helper threads started */
-  pthread_t tid[64];
-  uint64_t generation;           /* bumped per job */
-  uint32_t pending;              /* helpers still working on the current job */
-  bool quit;
-  uint8_t *dst;
-  const uint8_t *src;
-  uint64_t size, block;
-  atomic_uint_fast64_t next_block;
+  struct vkrt_workers workers;
 };
 
 /* Starts `threads` helpers (0: none; copies are then single-threaded). */
@@ -78,6 +68,10 @@ void vkrt_copy_pool_init(struct vkrt_copy_pool *pool, uint32_t threads);
 void vkrt_copy_pool_finish(struct vkrt_copy_pool *pool);
 /* memcpy, spread over the helpers when it is large and the pool is free. */
 void vkrt_copy_pool_memcpy(struct vkrt_copy_pool *pool, void *dst, const void *src, uint64_t size);
+/* memcpy in 4 MiB blocks over the helpers and the caller (waiting for the pool), calling
+ * progress (may be NULL) from the calling thread. Returns the threads used. */
+uint32_t vkrt_copy_pool_copy(struct vkrt_copy_pool *pool, void *dst, const void *src,
+                             uint64_t size, vkrt_progress_fn progress, void *progress_user);
 
 struct vkrt_import_registry {
   struct vkrt_system *sys;        /* the devices it imports into */
@@ -149,9 +143,8 @@ struct vkrt_region *vkrt_region_acquire(struct vkrt_import_registry *reg, uint32
                                         const void *src, uint64_t size);
 void vkrt_region_release(struct vkrt_import_registry *reg, struct vkrt_region *region);
 
-/* Copies size bytes with up to `threads` threads (blocks handed out dynamically), calling
- * progress (may be NULL) from the calling thread. Returns the threads actually used. Used
- * for pre-staging and by vkrt-bench. */
+/* vkrt_copy_pool_copy on a pool of `threads` threads made for this copy (vkrt-bench
+ * measures the pre-stage copy's scaling with it). Returns the threads actually used. */
 uint32_t vkrt_import_parallel_copy(void *dst, const void *src, uint64_t size, uint32_t threads,
                                    vkrt_progress_fn progress, void *progress_user);
 

@@ -10,63 +10,6 @@
 #include "import/registry.h"
 #include "import/policy.h"
 
-#define COPY_BLOCK (4ull << 20)
-
-struct copy_job {
-  uint8_t *dst;
-  const uint8_t *src;
-  uint64_t size;
-  atomic_uint_fast64_t next_block;
-  atomic_uint_fast64_t done;
-};
-
-static void copy_blocks(struct copy_job *job, bool report, vkrt_progress_fn progress, void *user) {
-  const uint64_t blocks = (job->size + COPY_BLOCK - 1) / COPY_BLOCK;
-  for (;;) {
-    uint64_t b = atomic_fetch_add(&job->next_block, 1);
-    if (b >= blocks)
-      return;
-    uint64_t off = b * COPY_BLOCK;
-    uint64_t n = VKRT_MIN(COPY_BLOCK, job->size - off);
-    memcpy(job->dst + off, job->src + off, n);
-    uint64_t done = atomic_fetch_add(&job->done, n) + n;
-    if (report && progress)
-      progress(user, done, job->size);
-  }
-}
-
-static void *copy_thread(void *arg) {
-  copy_blocks(arg, false, NULL, NULL);
-  return NULL;
-}
-
-uint32_t vkrt_import_parallel_copy(void *dst, const void *src, uint64_t size, uint32_t threads,
-                                   vkrt_progress_fn progress, void *progress_user) {
-  struct copy_job job = {.dst = dst, .src = src, .size = size};
-  atomic_init(&job.next_block, 0);
-  atomic_init(&job.done, 0);
-  uint64_t blocks = (size + COPY_BLOCK - 1) / COPY_BLOCK;
-  if (threads > 64)
-    threads = 64;
-  if (threads > blocks)
-    threads = (uint32_t)(blocks ? blocks : 1);
-  if (threads == 0)
-    threads = 1;
-  pthread_t tid[64];
-  uint32_t started = 0;
-  for (uint32_t t = 1; t < threads; t++) {
-    if (pthread_create(&tid[started], NULL, copy_thread, &job) != 0)
-      break; /* fewer threads: the caller's thread still copies everything left */
-    started++;
-  }
-  copy_blocks(&job, true, progress, progress_user);
-  for (uint32_t t = 0; t < started; t++)
-    pthread_join(tid[t], NULL);
-  if (progress)
-    progress(progress_user, size, size);
-  return started + 1;
-}
-
 struct progress_relay {
   struct vkrt_base *base;
   vkrt_progress_fn fn;
@@ -179,8 +122,8 @@ void vkrt_prestage_region(struct vkrt_import_registry *reg, struct vkrt_region *
   uint64_t t0 = vkrt_now_ns();
   struct progress_relay relay = {.base = base, .fn = progress, .user = progress_user, .ptr = r->ptr,
                                 .next_quarter = 1};
-  uint32_t threads = vkrt_import_parallel_copy(r->prestage_base, r->ptr, r->size,
-                                               reg->prestage_threads, relay_progress, &relay);
+  uint32_t threads = vkrt_copy_pool_copy(&reg->copy_pool, r->prestage_base, r->ptr, r->size,
+                                         relay_progress, &relay);
   uint64_t ns = vkrt_now_ns() - t0;
   if (bytes > r->size) /* the aligned tail is imported too: keep it defined */
     memset(r->prestage_base + r->size, 0, bytes - r->size);

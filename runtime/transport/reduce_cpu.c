@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/workers.h"
 #include "transport/transport.h"
 
 /* ---- f16 and the CPU reduce -------------------------------------------------------------- */
@@ -95,20 +96,12 @@ void vkrt_collective_reduce_cpu(vkrt_type type, void *dst, const void *const *sr
 
 #define POOL_MIN_BYTES (1ull << 20) /* below this, waking workers costs more than it saves */
 
-struct pool_worker_arg;
-
 struct vkrt_reduce_pool {
   struct vkrt_base *base;
-  uint32_t threads; /* workers + the caller */
-  pthread_t worker[VKRT_REDUCE_POOL_MAX];
-  struct pool_worker_arg *worker_arg[VKRT_REDUCE_POOL_MAX];
-  uint32_t started;
-  pthread_mutex_t lock;
-  pthread_cond_t work, done;
-  uint64_t generation;
-  uint32_t pending;
-  bool stop;
-  /* the current job */
+  struct vkrt_workers workers;
+};
+
+struct reduce_job {
   vkrt_type type;
   void *dst;
   const void *const *src;
@@ -116,51 +109,20 @@ struct vkrt_reduce_pool {
   uint64_t count;
 };
 
-static void pool_range(const struct vkrt_reduce_pool *p, uint32_t part, uint64_t *first,
-                       uint64_t *count) {
-  uint64_t blocks = (p->count + REDUCE_BLOCK - 1) / REDUCE_BLOCK;
-  uint64_t b0 = blocks * part / p->threads, b1 = blocks * (part + 1) / p->threads;
-  *first = VKRT_MIN(b0 * REDUCE_BLOCK, p->count);
-  *count = VKRT_MIN(b1 * REDUCE_BLOCK, p->count) - *first;
-}
-
-static void pool_part(const struct vkrt_reduce_pool *p, uint32_t part) {
-  uint64_t first, count;
-  pool_range(p, part, &first, &count);
+/* Part `part` of `parts`: a static range of whole blocks. */
+static void reduce_part(void *arg, uint32_t part, uint32_t parts) {
+  const struct reduce_job *j = arg;
+  uint64_t blocks = (j->count + REDUCE_BLOCK - 1) / REDUCE_BLOCK;
+  uint64_t b0 = blocks * part / parts, b1 = blocks * (part + 1) / parts;
+  uint64_t first = VKRT_MIN(b0 * REDUCE_BLOCK, j->count);
+  uint64_t count = VKRT_MIN(b1 * REDUCE_BLOCK, j->count) - first;
   if (!count)
     return;
-  size_t esize = p->type == VKRT_TYPE_F32 ? 4 : 2;
+  size_t esize = j->type == VKRT_TYPE_F32 ? 4 : 2;
   const void *src[VKRT_MAX_DEVICES];
-  for (uint32_t r = 0; r < p->n; r++)
-    src[r] = (const uint8_t *)p->src[r] + first * esize;
-  vkrt_collective_reduce_cpu(p->type, (uint8_t *)p->dst + first * esize, src, p->n, count);
-}
-
-struct pool_worker_arg {
-  struct vkrt_reduce_pool *pool;
-  uint32_t part;
-};
-
-static void *pool_main(void *arg) {
-  struct vkrt_reduce_pool *p = ((struct pool_worker_arg *)arg)->pool;
-  uint32_t part = ((struct pool_worker_arg *)arg)->part;
-  uint64_t seen = 0;
-  pthread_setname_np(pthread_self(), "vkrt-reduce");
-  pthread_mutex_lock(&p->lock);
-  for (;;) {
-    while (p->generation == seen && !p->stop)
-      pthread_cond_wait(&p->work, &p->lock);
-    if (p->stop)
-      break;
-    seen = p->generation;
-    pthread_mutex_unlock(&p->lock);
-    pool_part(p, part);
-    pthread_mutex_lock(&p->lock);
-    if (--p->pending == 0)
-      pthread_cond_signal(&p->done);
-  }
-  pthread_mutex_unlock(&p->lock);
-  return NULL;
+  for (uint32_t r = 0; r < j->n; r++)
+    src[r] = (const uint8_t *)j->src[r] + first * esize;
+  vkrt_collective_reduce_cpu(j->type, (uint8_t *)j->dst + first * esize, src, j->n, count);
 }
 
 vkrt_status vkrt_reduce_pool_create(struct vkrt_base *base, uint32_t threads,
@@ -173,27 +135,7 @@ vkrt_status vkrt_reduce_pool_create(struct vkrt_base *base, uint32_t threads,
   if (!p)
     return vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "reduce pool: out of host memory");
   p->base = base;
-  p->threads = threads;
-  pthread_mutex_init(&p->lock, NULL);
-  pthread_cond_init(&p->work, NULL);
-  pthread_cond_init(&p->done, NULL);
-  for (uint32_t w = 1; w < threads; w++) {
-    /* each worker gets its own heap argument so two pools never share one */
-    struct pool_worker_arg *arg = vkrt_alloc(base, sizeof(*arg));
-    if (!arg) {
-      vkrt_reduce_pool_destroy(p);
-      return vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "reduce pool: out of host memory");
-    }
-    *arg = (struct pool_worker_arg){p, w};
-    int e = pthread_create(&p->worker[w - 1], NULL, pool_main, arg);
-    if (e != 0) {
-      vkrt_free(base, arg);
-      vkrt_reduce_pool_destroy(p);
-      return vkrt_error(base, VKRT_ERROR_INTERNAL, "reduce pool: pthread_create failed (%d)", e);
-    }
-    p->started = w;
-    p->worker_arg[w - 1] = arg;
-  }
+  vkrt_workers_init(&p->workers, threads - 1, "vkrt-reduce");
   *out = p;
   return VKRT_OK;
 }
@@ -201,17 +143,7 @@ vkrt_status vkrt_reduce_pool_create(struct vkrt_base *base, uint32_t threads,
 void vkrt_reduce_pool_destroy(struct vkrt_reduce_pool *p) {
   if (!p)
     return;
-  pthread_mutex_lock(&p->lock);
-  p->stop = true;
-  pthread_cond_broadcast(&p->work);
-  pthread_mutex_unlock(&p->lock);
-  for (uint32_t w = 0; w < p->started; w++) {
-    pthread_join(p->worker[w], NULL);
-    vkrt_free(p->base, p->worker_arg[w]);
-  }
-  pthread_cond_destroy(&p->work);
-  pthread_cond_destroy(&p->done);
-  pthread_mutex_destroy(&p->lock);
+  vkrt_workers_finish(&p->workers);
   vkrt_free(p->base, p);
 }
 
@@ -227,20 +159,6 @@ void vkrt_reduce_pool_run(struct vkrt_reduce_pool *p, vkrt_type type, void *dst,
     vkrt_collective_reduce_cpu(type, dst, src, n, count);
     return;
   }
-  pthread_mutex_lock(&p->lock);
-  p->type = type;
-  p->dst = dst;
-  p->src = src;
-  p->n = n;
-  p->count = count;
-  p->pending = p->threads - 1;
-  p->generation++;
-  pthread_cond_broadcast(&p->work);
-  pthread_mutex_unlock(&p->lock);
-  pool_part(p, 0);
-  pthread_mutex_lock(&p->lock);
-  while (p->pending)
-    pthread_cond_wait(&p->done, &p->lock);
-  pthread_mutex_unlock(&p->lock);
+  struct reduce_job job = {.type = type, .dst = dst, .src = src, .n = n, .count = count};
+  vkrt_workers_run(&p->workers, reduce_part, &job);
 }
-
