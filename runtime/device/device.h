@@ -103,6 +103,12 @@ VkResult vkrt_device_allocate_memory(struct vkrt_device *dev, const VkMemoryAllo
 uint32_t vkrt_device_memory_type(const struct vkrt_device *dev, uint32_t type_bits,
                                  uint32_t required, uint32_t preferred);
 
+/* A timeline semaphore with initial value 0 (pnext chained after the type info when given);
+ * `what` names it in the error message. Destroy with vkrt_timeline_destroy (NULL: no-op). */
+vkrt_status vkrt_timeline_create(struct vkrt_device *dev, const void *pnext, const char *what,
+                                 VkSemaphore *out);
+void vkrt_timeline_destroy(struct vkrt_device *dev, VkSemaphore sem);
+
 /* Stream: returns the command buffer being recorded, beginning a fresh one when needed
  * (waiting for the oldest to retire if all are in flight). */
 vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out);

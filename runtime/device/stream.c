@@ -29,21 +29,8 @@ vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
     memset(st->cmd, 0, sizeof(st->cmd));
     return vkrt_vk_error(dev, r, "vkAllocateCommandBuffers for the stream");
   }
-  VkSemaphoreTypeCreateInfo type_info = {
-      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
-      .initialValue = 0,
-  };
-  VkSemaphoreCreateInfo sem_info = {
-      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
-      .pNext = &type_info,
-  };
-  r = dev->vk.vkCreateSemaphore(dev->handle, &sem_info, NULL, &st->timeline);
-  if (r != VK_SUCCESS) {
-    st->timeline = VK_NULL_HANDLE;
-    return vkrt_vk_error(dev, r, "vkCreateSemaphore for the stream timeline");
-  }
-  return VKRT_OK;
+  return vkrt_timeline_create(dev, NULL, "vkCreateSemaphore for the stream timeline",
+                              &st->timeline);
 }
 
 void vkrt_stream_finish(struct vkrt_device *dev) {

@@ -19,8 +19,7 @@ static void context_destroy(struct vkrt_device *dev, struct vkrt_upload_context 
                                 .pValues = &ctx->value};
     dev->vk.vkWaitSemaphores(dev->handle, &wait, UPLOAD_TIMEOUT_NS);
   }
-  if (ctx->timeline)
-    dev->vk.vkDestroySemaphore(dev->handle, ctx->timeline, NULL);
+  vkrt_timeline_destroy(dev, ctx->timeline);
   if (ctx->pool)
     dev->vk.vkDestroyCommandPool(dev->handle, ctx->pool, NULL); /* frees its buffers */
   vkrt_buffer_destroy(ctx->staging);
@@ -56,19 +55,13 @@ static vkrt_status context_create(struct vkrt_upload_state *st, struct vkrt_uplo
   for (uint32_t i = 0; i < st->slots; i++)
     ctx->slot_cmd[i] = cmds[i];
   ctx->direct_cmd = cmds[st->slots];
-  VkSemaphoreTypeCreateInfo type = {
-      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
-  };
-  VkSemaphoreCreateInfo sem_info = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
-                                    .pNext = &type};
-  r = dev->vk.vkCreateSemaphore(dev->handle, &sem_info, NULL, &ctx->timeline);
-  if (r != VK_SUCCESS) {
-    ctx->timeline = VK_NULL_HANDLE;
+  vkrt_status s = vkrt_timeline_create(dev, NULL, "upload: timeline vkCreateSemaphore",
+                                       &ctx->timeline);
+  if (s != VKRT_OK) {
     context_destroy(dev, ctx);
-    return vkrt_vk_error(dev, r, "upload: timeline vkCreateSemaphore");
+    return s;
   }
-  vkrt_status s = vkrt_buffer_create_internal(dev, st->slot_size * st->slots,
+  s = vkrt_buffer_create_internal(dev, st->slot_size * st->slots,
                                               VKRT_BUFFER_HOST_VISIBLE, 0, &ctx->staging);
   if (s != VKRT_OK) {
     context_destroy(dev, ctx);

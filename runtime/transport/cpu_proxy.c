@@ -198,8 +198,8 @@ static void proxy_destroy(struct vkrt_transport *t) {
         st->wait_count--;
         i--;
       }
-    vkrt_collective_semaphore_destroy(dev, pd->contrib);
-    vkrt_collective_semaphore_destroy(dev, pd->result);
+    vkrt_timeline_destroy(dev, pd->contrib);
+    vkrt_timeline_destroy(dev, pd->result);
     for (int set = 0; set < 2; set++) {
       if (pd->buffer[set])
         dev->vk.vkDestroyBuffer(dev->handle, pd->buffer[set], NULL);
@@ -285,9 +285,9 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
       s = vkrt_collective_import_host(dev, p->host + set * p->set_bytes, p->set_bytes,
                                       &p->dev[d].buffer[set], &p->dev[d].memory[set]);
     if (s == VKRT_OK)
-      s = vkrt_collective_timeline_create(dev, NULL, &p->dev[d].contrib);
+      s = vkrt_timeline_create(dev, NULL, COLLECTIVE_TIMELINE, &p->dev[d].contrib);
     if (s == VKRT_OK)
-      s = vkrt_collective_timeline_create(dev, NULL, &p->dev[d].result);
+      s = vkrt_timeline_create(dev, NULL, COLLECTIVE_TIMELINE, &p->dev[d].result);
   }
   if (s == VKRT_OK)
     s = vkrt_reduce_pool_create(base, vkrt_reduce_pool_threads(), &p->pool);

@@ -31,7 +31,7 @@ static void staged_destroy(struct vkrt_transport *t) {
       pthread_mutex_unlock(&dev->compute_queue_lock);
     }
     vkrt_buffer_destroy(h->staging[d]);
-    vkrt_collective_semaphore_destroy(dev, h->contrib[d]);
+    vkrt_timeline_destroy(dev, h->contrib[d]);
   }
   vkrt_reduce_pool_destroy(h->pool);
   vkrt_free(&h->sys->base, h);
@@ -63,7 +63,7 @@ static vkrt_status staged_create(struct vkrt_collective *coll, struct vkrt_trans
       s = vkrt_error(&sys->base, VKRT_ERROR_INTERNAL, "host_staged: dev%u staging is not mapped",
                      d);
     if (s == VKRT_OK)
-      s = vkrt_collective_timeline_create(&sys->devices[d], NULL, &h->contrib[d]);
+      s = vkrt_timeline_create(&sys->devices[d], NULL, COLLECTIVE_TIMELINE, &h->contrib[d]);
   }
   if (s == VKRT_OK)
     s = vkrt_reduce_pool_create(&sys->base, vkrt_reduce_pool_threads(), &h->pool);

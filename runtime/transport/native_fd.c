@@ -132,7 +132,7 @@ static vkrt_status export_import(struct native_fd *f, uint32_t from, uint32_t to
     return vkrt_error(&f->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "native_fd: dev%u: vkGetSemaphoreFdKHR (opaque FD): %s", from,
                       vkrt_vk_result_str(r));
-  vkrt_status s = vkrt_collective_timeline_create(dst, NULL, &f->peer[to][from]);
+  vkrt_status s = vkrt_timeline_create(dst, NULL, COLLECTIVE_TIMELINE, &f->peer[to][from]);
   if (s != VKRT_OK) {
     close(fd);
     return s;
@@ -174,8 +174,8 @@ static void native_destroy(struct vkrt_transport *t) {
   for (uint32_t d = 0; d < f->n; d++) {
     struct vkrt_device *dev = &sys->devices[d];
     for (uint32_t e = 0; e < f->n; e++)
-      vkrt_collective_semaphore_destroy(dev, f->peer[d][e]);
-    vkrt_collective_semaphore_destroy(dev, f->own[d]);
+      vkrt_timeline_destroy(dev, f->peer[d][e]);
+    vkrt_timeline_destroy(dev, f->own[d]);
     if (f->buffer[d])
       dev->vk.vkDestroyBuffer(dev->handle, f->buffer[d], NULL);
     if (f->memory[d])
@@ -227,7 +227,7 @@ static vkrt_status native_create(struct vkrt_collective *coll, struct vkrt_trans
     struct vkrt_device *dev = &sys->devices[d];
     s = vkrt_collective_import_host(dev, f->host, f->host_size, &f->buffer[d], &f->memory[d]);
     if (s == VKRT_OK)
-      s = vkrt_collective_timeline_create(dev, &export_info, &f->own[d]);
+      s = vkrt_timeline_create(dev, &export_info, COLLECTIVE_TIMELINE, &f->own[d]);
     /* Compile the reduce pipelines now, not inside the first collective; a missing kernel
      * makes this transport unavailable rather than failing every allreduce. */
     if (s == VKRT_OK) {

@@ -95,30 +95,6 @@ vkrt_status vkrt_collective_wait_progress(struct vkrt_system *sys, struct vkrt_d
   }
 }
 
-vkrt_status vkrt_collective_timeline_create(struct vkrt_device *dev, const void *pnext,
-                                            VkSemaphore *out) {
-  *out = VK_NULL_HANDLE;
-  VkSemaphoreTypeCreateInfo type_info = {
-      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-      .pNext = pnext,
-      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
-      .initialValue = 0,
-  };
-  VkSemaphoreCreateInfo info = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
-                                .pNext = &type_info};
-  VkResult r = dev->vk.vkCreateSemaphore(dev->handle, &info, NULL, out);
-  if (r != VK_SUCCESS) {
-    *out = VK_NULL_HANDLE;
-    return vkrt_vk_error(dev, r, "vkCreateSemaphore (collective timeline)");
-  }
-  return VKRT_OK;
-}
-
-void vkrt_collective_semaphore_destroy(struct vkrt_device *dev, VkSemaphore sem) {
-  if (sem)
-    dev->vk.vkDestroySemaphore(dev->handle, sem, NULL);
-}
-
 VkResult vkrt_collective_host_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value) {
   VkSemaphoreSignalInfo info = {
       .sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,

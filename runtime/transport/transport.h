@@ -172,11 +172,9 @@ uint64_t vkrt_collective_progress(struct vkrt_system *sys);
  * the devices. */
 vkrt_status vkrt_collective_wait_progress(struct vkrt_system *sys, struct vkrt_device *dev,
                                           VkSemaphore sem, uint64_t value, uint64_t timeout_ns);
-/* A timeline semaphore with initial value 0 (pnext chained after the type info when given);
- * destroy with vkrt_collective_semaphore_destroy. */
-vkrt_status vkrt_collective_timeline_create(struct vkrt_device *dev, const void *pnext,
-                                            VkSemaphore *out);
-void vkrt_collective_semaphore_destroy(struct vkrt_device *dev, VkSemaphore sem);
+/* What a collective timeline is called in vkrt_timeline_create's error message. */
+#define COLLECTIVE_TIMELINE "vkCreateSemaphore (collective timeline)"
+
 /* Signals a timeline semaphore from the host (values must grow). */
 VkResult vkrt_collective_host_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
 /* True when injected VKRT_FAULT_PEER_STALL applies to dev: its contribution never signals. */
