@@ -12,33 +12,10 @@ static const struct {
   bool needs_16bit_storage;
   bool needs_subgroup_arithmetic;
 } kernel_info[VKRT_OPS_KERNEL_COUNT] = {
-  [VKRT_OPS_COPY_F32_F32] = {"copy_f32_f32", "CONFIG_VKRT_KERNEL_COPY", false, false},
-  [VKRT_OPS_COPY_F32_F16] = {"copy_f32_f16", "CONFIG_VKRT_KERNEL_COPY_F16", true, false},
-  [VKRT_OPS_COPY_F16_F32] = {"copy_f16_f32", "CONFIG_VKRT_KERNEL_COPY_F16", true, false},
-  [VKRT_OPS_COPY_F16_F16] = {"copy_f16_f16", "CONFIG_VKRT_KERNEL_COPY_F16", true, false},
-  [VKRT_OPS_COPY_VEC4] = {"copy_vec4", "CONFIG_VKRT_KERNEL_COPY", false, false},
-  [VKRT_OPS_COPY_ROWS_U4] = {"copy_rows_u4", "CONFIG_VKRT_KERNEL_COPY", false, false},
-  [VKRT_OPS_COPY_ROWS_F32_F32] = {"copy_rows_f32_f32", "CONFIG_VKRT_KERNEL_COPY", false, false},
-  [VKRT_OPS_COPY_ROWS_F32_F16] = {"copy_rows_f32_f16", "CONFIG_VKRT_KERNEL_COPY_F16", true, false},
-  [VKRT_OPS_COPY_ROWS_F16_F32] = {"copy_rows_f16_f32", "CONFIG_VKRT_KERNEL_COPY_F16", true, false},
-  [VKRT_OPS_COPY_ROWS_F16_F16] = {"copy_rows_f16_f16", "CONFIG_VKRT_KERNEL_COPY_F16", true, false},
-  [VKRT_OPS_TRANSPOSE_F32] = {"transpose_f32", "CONFIG_VKRT_KERNEL_TRANSPOSE", false, false},
-  [VKRT_OPS_TRANSPOSE_X2_F16] = {"transpose_x2_f16", "CONFIG_VKRT_KERNEL_TRANSPOSE_F16", true, false},
-  [VKRT_OPS_TRANSPOSE_X2_F32] = {"transpose_x2_f32", "CONFIG_VKRT_KERNEL_TRANSPOSE", false, false},
-  [VKRT_OPS_TRANSPOSE_F32_PLAIN] = {"transpose_f32_plain", "CONFIG_VKRT_KERNEL_TRANSPOSE", false, false},
-  [VKRT_OPS_TRANSPOSE_F16] = {"transpose_f16", "CONFIG_VKRT_KERNEL_TRANSPOSE_F16", true, false},
-  [VKRT_OPS_CONCAT_F32] = {"concat_f32", "CONFIG_VKRT_KERNEL_CONCAT", false, false},
-  [VKRT_OPS_CONCAT_F16] = {"concat_f16", "CONFIG_VKRT_KERNEL_CONCAT_F16", true, false},
-  [VKRT_OPS_CONCAT_ROWS_F32] = {"concat_rows_f32", "CONFIG_VKRT_KERNEL_CONCAT", false, false},
-  [VKRT_OPS_CONCAT_ROWS_F16] = {"concat_rows_f16", "CONFIG_VKRT_KERNEL_CONCAT_F16", true, false},
-  [VKRT_OPS_REDUCE_F32] = {"reduce_f32", "CONFIG_VKRT_KERNEL_REDUCE", false, false},
-  [VKRT_OPS_REDUCE_F16] = {"reduce_f16", "CONFIG_VKRT_KERNEL_REDUCE_F16", true, false},
-  [VKRT_OPS_REDUCE_VEC4_F32] = {"reduce_vec4_f32", "CONFIG_VKRT_KERNEL_REDUCE", false, false},
-  [VKRT_OPS_REDUCE_VEC4_F16] = {"reduce_vec4_f16", "CONFIG_VKRT_KERNEL_REDUCE_F16", false, false},
-  [VKRT_OPS_MATVEC_F32] = {"matvec_f32", "CONFIG_VKRT_KERNEL_MATMUL", false, true},
-  [VKRT_OPS_MATVEC_F16] = {"matvec_f16", "CONFIG_VKRT_KERNEL_MATMUL_F16", false, true},
-  [VKRT_OPS_MATMUL_F32] = {"matmul_f32", "CONFIG_VKRT_KERNEL_MATMUL", false, false},
-  [VKRT_OPS_MATMUL_F16] = {"matmul_f16", "CONFIG_VKRT_KERNEL_MATMUL_F16", false, false},
+#define KERNEL_INFO(id, name, symbol, needs_16bit, needs_subgroup) \
+  [VKRT_OPS_##id] = {name, symbol, needs_16bit, needs_subgroup},
+  VKRT_KERNEL_LIST(KERNEL_INFO)
+#undef KERNEL_INFO
 };
 
 const char *vkrt_ops_kernel_name(enum vkrt_ops_kernel k) {

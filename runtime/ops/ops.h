@@ -4,37 +4,15 @@
 #pragma once
 #include "device/device.h"
 #include "ops/validate.h"
+#include "vkrt_kernels/list.h"
 
-/* Every kernel the ops know, whether or not this build embeds it; kernels/Sources names
- * them. A slot whose kernel is compiled out resolves to no pipeline ("not in this build"). */
+/* Every kernel the ops know, whether or not this build embeds it: one slot per entry of
+ * kernels/Sources (generated list). A slot whose kernel is compiled out resolves to no
+ * pipeline ("not in this build"). */
 enum vkrt_ops_kernel {
-  VKRT_OPS_COPY_F32_F32,
-  VKRT_OPS_COPY_F32_F16,
-  VKRT_OPS_COPY_F16_F32,
-  VKRT_OPS_COPY_F16_F16,
-  VKRT_OPS_COPY_VEC4,
-  VKRT_OPS_COPY_ROWS_U4,     /* same-type rows moved in 16-byte units */
-  VKRT_OPS_COPY_ROWS_F32_F32,
-  VKRT_OPS_COPY_ROWS_F32_F16,
-  VKRT_OPS_COPY_ROWS_F16_F32,
-  VKRT_OPS_COPY_ROWS_F16_F16,
-  VKRT_OPS_TRANSPOSE_F32,
-  VKRT_OPS_TRANSPOSE_F32_PLAIN, /* x-fastest tile order (vkrt-bench compares) */
-  VKRT_OPS_TRANSPOSE_F16,
-  VKRT_OPS_TRANSPOSE_X2_F16, /* pairs of elements: dense dims 0, even offsets/strides */
-  VKRT_OPS_TRANSPOSE_X2_F32,
-  VKRT_OPS_CONCAT_F32,
-  VKRT_OPS_CONCAT_F16,
-  VKRT_OPS_CONCAT_ROWS_F32,
-  VKRT_OPS_CONCAT_ROWS_F16,
-  VKRT_OPS_REDUCE_F32,
-  VKRT_OPS_REDUCE_F16,
-  VKRT_OPS_REDUCE_VEC4_F32,
-  VKRT_OPS_REDUCE_VEC4_F16,
-  VKRT_OPS_MATVEC_F32,
-  VKRT_OPS_MATVEC_F16,
-  VKRT_OPS_MATMUL_F32,
-  VKRT_OPS_MATMUL_F16,
+#define VKRT_OPS_KERNEL_SLOT(id, name, symbol, needs_16bit, needs_subgroup) VKRT_OPS_##id,
+  VKRT_KERNEL_LIST(VKRT_OPS_KERNEL_SLOT)
+#undef VKRT_OPS_KERNEL_SLOT
   VKRT_OPS_KERNEL_COUNT
 };
 
