@@ -430,8 +430,7 @@ static size_t proxy_describe(const struct vkrt_transport *t, bool json, char *bu
 const struct vkrt_transport_type vkrt_transport_cpu_proxy = {
     .kind = VKRT_TRANSPORT_CPU_PROXY,
     .name = "cpu_proxy",
-    .features = VKRT_TRANSPORT_NEEDS_HOST_IMPORT | VKRT_TRANSPORT_NEEDS_TIMELINE |
-                VKRT_TRANSPORT_ASYNC | VKRT_TRANSPORT_HOST_THREAD,
+    .features = VKRT_TRANSPORT_CPU_PROXY_FEATURES,
     .create = proxy_create,
     .destroy = proxy_destroy,
     .allreduce = proxy_allreduce,

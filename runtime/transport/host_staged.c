@@ -128,7 +128,7 @@ static vkrt_status staged_allreduce(struct vkrt_transport *t, const struct vkrt_
 const struct vkrt_transport_type vkrt_transport_host_staged = {
     .kind = VKRT_TRANSPORT_HOST_STAGED,
     .name = "host_staged",
-    .features = 0,
+    .features = VKRT_TRANSPORT_HOST_STAGED_FEATURES,
     .create = staged_create,
     .destroy = staged_destroy,
     .allreduce = staged_allreduce,

@@ -371,9 +371,7 @@ static size_t native_describe(const struct vkrt_transport *t, bool json, char *b
 const struct vkrt_transport_type vkrt_transport_native_fd = {
     .kind = VKRT_TRANSPORT_NATIVE_FD,
     .name = "native_fd",
-    .features = VKRT_TRANSPORT_NEEDS_HOST_IMPORT | VKRT_TRANSPORT_NEEDS_SEMAPHORE_FD |
-                VKRT_TRANSPORT_NEEDS_TIMELINE | VKRT_TRANSPORT_GPU_WAITS_GPU |
-                VKRT_TRANSPORT_ASYNC,
+    .features = VKRT_TRANSPORT_NATIVE_FD_FEATURES,
     .create = native_create,
     .destroy = native_destroy,
     .allreduce = native_allreduce,

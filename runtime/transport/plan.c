@@ -15,14 +15,9 @@ static const char *const kind_config[VKRT_TRANSPORT_KIND_COUNT] = {
 
 uint32_t vkrt_transport_features_of(vkrt_transport_kind kind) {
   switch (kind) {
-  case VKRT_TRANSPORT_NATIVE_FD:
-    return VKRT_TRANSPORT_NEEDS_HOST_IMPORT | VKRT_TRANSPORT_NEEDS_SEMAPHORE_FD |
-           VKRT_TRANSPORT_NEEDS_TIMELINE | VKRT_TRANSPORT_GPU_WAITS_GPU | VKRT_TRANSPORT_ASYNC;
-  case VKRT_TRANSPORT_CPU_PROXY:
-    return VKRT_TRANSPORT_NEEDS_HOST_IMPORT | VKRT_TRANSPORT_NEEDS_TIMELINE |
-           VKRT_TRANSPORT_ASYNC | VKRT_TRANSPORT_HOST_THREAD;
-  case VKRT_TRANSPORT_HOST_STAGED:
-    return 0; /* host-visible memory and submit + wait: every Vulkan device has them */
+  case VKRT_TRANSPORT_NATIVE_FD: return VKRT_TRANSPORT_NATIVE_FD_FEATURES;
+  case VKRT_TRANSPORT_CPU_PROXY: return VKRT_TRANSPORT_CPU_PROXY_FEATURES;
+  case VKRT_TRANSPORT_HOST_STAGED: return VKRT_TRANSPORT_HOST_STAGED_FEATURES;
   default:
     return 0;
   }

@@ -28,6 +28,16 @@ enum vkrt_transport_features {
   VKRT_TRANSPORT_HOST_THREAD = 1u << 5,         /* runs a proxy thread */
 };
 
+/* Each kind's bits, stated once: the planner checks them, the vtables carry them. */
+#define VKRT_TRANSPORT_NATIVE_FD_FEATURES                                                      \
+  (VKRT_TRANSPORT_NEEDS_HOST_IMPORT | VKRT_TRANSPORT_NEEDS_SEMAPHORE_FD |                      \
+   VKRT_TRANSPORT_NEEDS_TIMELINE | VKRT_TRANSPORT_GPU_WAITS_GPU | VKRT_TRANSPORT_ASYNC)
+#define VKRT_TRANSPORT_CPU_PROXY_FEATURES                                                      \
+  (VKRT_TRANSPORT_NEEDS_HOST_IMPORT | VKRT_TRANSPORT_NEEDS_TIMELINE | VKRT_TRANSPORT_ASYNC |   \
+   VKRT_TRANSPORT_HOST_THREAD)
+/* host-visible memory and submit + wait: every Vulkan device has them */
+#define VKRT_TRANSPORT_HOST_STAGED_FEATURES 0u
+
 enum vkrt_transport_preference {
   VKRT_TRANSPORT_PREFERENCE_AUTO = 0,   /* native_fd, cpu_proxy, host_staged: first usable */
   VKRT_TRANSPORT_PREFERENCE_CPU_PROXY,  /* never native_fd */
@@ -60,7 +70,7 @@ struct vkrt_transport_plan {
   char pair_reason[VKRT_MAX_DEVICES][VKRT_MAX_DEVICES][VKRT_PLAN_PAIR_REASON_SIZE];
 };
 
-/* Requirement and feature bits of each kind (also used by the vtables). */
+/* The VKRT_TRANSPORT_<KIND>_FEATURES of a kind (0 for NONE). */
 uint32_t vkrt_transport_features_of(vkrt_transport_kind kind);
 /* The planner. Pure: reads only `in`. Always fills `out`; out->ok says whether a transport
  * (or none, for one device) can be used. */
