@@ -19,7 +19,11 @@ void vkrt_options_initialize(vkrt_options *options) {
 
 static vkrt_status open_wings(struct vkrt_appliance *app) {
   struct vkrt_system *sys = &app->sys;
-  vkrt_status s = vkrt_registry_open(sys, &app->registry);
+  vkrt_status s = VKRT_OK;
+  for (uint32_t d = 0; s == VKRT_OK && d < sys->device_count; d++)
+    s = vkrt_ops_prepare(&sys->devices[d]);
+  if (s == VKRT_OK)
+    s = vkrt_registry_open(sys, &app->registry);
   if (s == VKRT_OK) {
     s = vkrt_upload_open(sys, app->registry);
     app->upload_opened = s == VKRT_OK;

@@ -24,7 +24,7 @@ VkResult vkrt_device_allocate_memory(struct vkrt_device *dev, const VkMemoryAllo
 #else
   (void)n;
 #endif
-  return dev->vk.vkAllocateMemory(dev->handle, info, NULL, out);
+  return dev->vk.vkAllocateMemory(dev->handle, info, &dev->sys->vk_allocator, out);
 }
 
 uint32_t vkrt_device_memory_type(const struct vkrt_device *dev, uint32_t type_bits,
@@ -74,7 +74,7 @@ vkrt_status vkrt_buffer_create_internal(struct vkrt_device *dev, uint64_t size, 
   };
   vkrt_device_buffer_sharing(dev, &info);
   vkrt_status s;
-  VkResult r = dev->vk.vkCreateBuffer(dev->handle, &info, NULL, &b->handle);
+  VkResult r = dev->vk.vkCreateBuffer(dev->handle, &info, &dev->sys->vk_allocator, &b->handle);
   if (r != VK_SUCCESS) {
     b->handle = VK_NULL_HANDLE;
     s = vkrt_vk_error(dev, r, "vkCreateBuffer");
@@ -135,9 +135,9 @@ void vkrt_buffer_destroy(vkrt_buffer *b) {
   if (b->mapped)
     dev->vk.vkUnmapMemory(dev->handle, b->memory);
   if (b->handle)
-    dev->vk.vkDestroyBuffer(dev->handle, b->handle, NULL);
+    dev->vk.vkDestroyBuffer(dev->handle, b->handle, &dev->sys->vk_allocator);
   if (b->memory)
-    dev->vk.vkFreeMemory(dev->handle, b->memory, NULL);
+    dev->vk.vkFreeMemory(dev->handle, b->memory, &dev->sys->vk_allocator);
   vkrt_free(&dev->sys->base, b);
 }
 
@@ -184,7 +184,7 @@ VkResult vkrt_device_import_host_pointer(struct vkrt_device *dev, void *host, ui
       .usage = usage,
       .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
   };
-  r = dev->vk.vkCreateBuffer(dev->handle, &info, NULL, out_buffer);
+  r = dev->vk.vkCreateBuffer(dev->handle, &info, &dev->sys->vk_allocator, out_buffer);
   if (r != VK_SUCCESS) {
     *out_buffer = VK_NULL_HANDLE;
     return r;
@@ -218,9 +218,9 @@ VkResult vkrt_device_import_host_pointer(struct vkrt_device *dev, void *host, ui
     return VK_SUCCESS;
 fail:
   if (*out_buffer)
-    dev->vk.vkDestroyBuffer(dev->handle, *out_buffer, NULL);
+    dev->vk.vkDestroyBuffer(dev->handle, *out_buffer, &dev->sys->vk_allocator);
   if (*out_memory)
-    dev->vk.vkFreeMemory(dev->handle, *out_memory, NULL);
+    dev->vk.vkFreeMemory(dev->handle, *out_memory, &dev->sys->vk_allocator);
   *out_buffer = VK_NULL_HANDLE;
   *out_memory = VK_NULL_HANDLE;
   return r;

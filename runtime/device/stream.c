@@ -13,7 +13,7 @@ vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
       .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
       .queueFamilyIndex = dev->compute_family,
   };
-  VkResult r = dev->vk.vkCreateCommandPool(dev->handle, &pool_info, NULL, &st->pool);
+  VkResult r = dev->vk.vkCreateCommandPool(dev->handle, &pool_info, &dev->sys->vk_allocator, &st->pool);
   if (r != VK_SUCCESS) {
     st->pool = VK_NULL_HANDLE;
     return vkrt_vk_error(dev, r, "vkCreateCommandPool for the stream");
@@ -36,9 +36,9 @@ vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
 void vkrt_stream_finish(struct vkrt_device *dev) {
   struct vkrt_stream *st = &dev->stream;
   if (st->timeline)
-    dev->vk.vkDestroySemaphore(dev->handle, st->timeline, NULL);
+    dev->vk.vkDestroySemaphore(dev->handle, st->timeline, &dev->sys->vk_allocator);
   if (st->pool) /* frees the command buffers too */
-    dev->vk.vkDestroyCommandPool(dev->handle, st->pool, NULL);
+    dev->vk.vkDestroyCommandPool(dev->handle, st->pool, &dev->sys->vk_allocator);
   memset(st, 0, sizeof(*st));
 }
 

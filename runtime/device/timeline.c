@@ -13,7 +13,7 @@ vkrt_status vkrt_timeline_create(struct vkrt_device *dev, const void *pnext, con
   };
   VkSemaphoreCreateInfo info = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
                                 .pNext = &type_info};
-  VkResult r = dev->vk.vkCreateSemaphore(dev->handle, &info, NULL, out);
+  VkResult r = dev->vk.vkCreateSemaphore(dev->handle, &info, &dev->sys->vk_allocator, out);
   if (r != VK_SUCCESS) {
     *out = VK_NULL_HANDLE;
     return vkrt_vk_error(dev, r, what);
@@ -23,5 +23,5 @@ vkrt_status vkrt_timeline_create(struct vkrt_device *dev, const void *pnext, con
 
 void vkrt_timeline_destroy(struct vkrt_device *dev, VkSemaphore sem) {
   if (sem)
-    dev->vk.vkDestroySemaphore(dev->handle, sem, NULL);
+    dev->vk.vkDestroySemaphore(dev->handle, sem, &dev->sys->vk_allocator);
 }

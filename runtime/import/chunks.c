@@ -17,9 +17,9 @@ void vkrt_region_free_chunks(struct vkrt_import_registry *reg, struct vkrt_devic
   /* Either array may be missing: import_chunks lands here when allocating one of them fails. */
   for (uint32_t k = 0; k < rd->chunk_count; k++) {
     if (rd->buffers && rd->buffers[k])
-      dev->vk.vkDestroyBuffer(dev->handle, rd->buffers[k], NULL);
+      dev->vk.vkDestroyBuffer(dev->handle, rd->buffers[k], &dev->sys->vk_allocator);
     if (rd->memories && rd->memories[k]) {
-      dev->vk.vkFreeMemory(dev->handle, rd->memories[k], NULL);
+      dev->vk.vkFreeMemory(dev->handle, rd->memories[k], &dev->sys->vk_allocator);
       atomic_fetch_sub(&reg->live_chunks, 1);
     }
   }

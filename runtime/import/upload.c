@@ -21,7 +21,7 @@ static void context_destroy(struct vkrt_device *dev, struct vkrt_upload_context 
   }
   vkrt_timeline_destroy(dev, ctx->timeline);
   if (ctx->pool)
-    dev->vk.vkDestroyCommandPool(dev->handle, ctx->pool, NULL); /* frees its buffers */
+    dev->vk.vkDestroyCommandPool(dev->handle, ctx->pool, &dev->sys->vk_allocator); /* frees its buffers */
   vkrt_buffer_destroy(ctx->staging);
   memset(ctx, 0, sizeof(*ctx));
 }
@@ -35,7 +35,7 @@ static vkrt_status context_create(struct vkrt_upload_state *st, struct vkrt_uplo
                VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
       .queueFamilyIndex = dev->transfer_family,
   };
-  VkResult r = dev->vk.vkCreateCommandPool(dev->handle, &pool_info, NULL, &ctx->pool);
+  VkResult r = dev->vk.vkCreateCommandPool(dev->handle, &pool_info, &dev->sys->vk_allocator, &ctx->pool);
   if (r != VK_SUCCESS) {
     ctx->pool = VK_NULL_HANDLE;
     return vkrt_vk_error(dev, r, "upload: vkCreateCommandPool");

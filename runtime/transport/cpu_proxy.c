@@ -202,9 +202,9 @@ static void proxy_destroy(struct vkrt_transport *t) {
     vkrt_timeline_destroy(dev, pd->result);
     for (int set = 0; set < 2; set++) {
       if (pd->buffer[set])
-        dev->vk.vkDestroyBuffer(dev->handle, pd->buffer[set], NULL);
+        dev->vk.vkDestroyBuffer(dev->handle, pd->buffer[set], &dev->sys->vk_allocator);
       if (pd->memory[set])
-        dev->vk.vkFreeMemory(dev->handle, pd->memory[set], NULL);
+        dev->vk.vkFreeMemory(dev->handle, pd->memory[set], &dev->sys->vk_allocator);
     }
   }
   if (p->pieces)

@@ -177,9 +177,9 @@ static void native_destroy(struct vkrt_transport *t) {
       vkrt_timeline_destroy(dev, f->peer[d][e]);
     vkrt_timeline_destroy(dev, f->own[d]);
     if (f->buffer[d])
-      dev->vk.vkDestroyBuffer(dev->handle, f->buffer[d], NULL);
+      dev->vk.vkDestroyBuffer(dev->handle, f->buffer[d], &dev->sys->vk_allocator);
     if (f->memory[d])
-      dev->vk.vkFreeMemory(dev->handle, f->memory[d], NULL);
+      dev->vk.vkFreeMemory(dev->handle, f->memory[d], &dev->sys->vk_allocator);
   }
   pthread_cond_destroy(&f->wake);
   pthread_mutex_destroy(&f->lock);

@@ -1,0 +1,206 @@
+/* Steady state allocates nothing: after a warm-up, 1000 cycles of record (copy,
+ * transpose, concat, matmul, add on every device, then an allreduce), submit and wait make
+ * zero host allocations by libvkrt through the injected allocator (counted by the
+ * appliance's own counter of vkrt_allocator calls, which fault injection resets) and zero
+ * vkAllocateMemory. Calls the driver and the validation layer make through the same
+ * allocator are counted too and reported; they must stay at a plateau (no growth). The
+ * results of the last cycle are checked against CPU references on fresh random inputs. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/vk_test.h"
+
+#define NDEV 2
+#define CYCLES 1000
+#define K 64   /* matmul inner size */
+#define N 32   /* matmul outputs */
+#define R 48   /* transpose / concat rows of a */
+#define C 32
+#define RB 16  /* concat rows of b */
+#define AR 256 /* allreduce elements */
+#define WARMUP 32
+
+struct dev_bufs {
+  vkrt_buffer *a, *a2, *b, *copy, *tr, *cat, *sum, *w, *x, *y, *send, *recv;
+};
+
+static vkrt_buffer *make(vkrt_appliance *app, uint32_t d, uint64_t floats) {
+  vkrt_buffer *buf = NULL;
+  vkt_check(app, vkrt_buffer_create(app, d, floats * 4, VKRT_BUFFER_DEVICE_LOCAL, &buf));
+  return buf;
+}
+
+static void put(vkrt_appliance *app, vkrt_buffer *buf, const float *v, uint64_t n) {
+  vkt_check(app, vkrt_upload(buf, 0, v, n * 4));
+}
+
+static void get(vkrt_appliance *app, float *v, vkrt_buffer *buf, uint64_t n) {
+  vkt_check(app, vkrt_download(v, buf, 0, n * 4));
+}
+
+/* One cycle: record every op on every device, the allreduce, then submit and wait. */
+static void cycle(vkrt_appliance *app, struct dev_bufs *db) {
+  vkrt_allreduce_args ar = {.count = AR, .type = VKRT_TYPE_F32};
+  for (uint32_t d = 0; d < NDEV; d++) {
+    struct dev_bufs *b = &db[d];
+    vkrt_tensor a = vkrt_tensor_contiguous(b->a, 0, VKRT_TYPE_F32, R, C, 1, 1);
+    vkrt_tensor a2 = vkrt_tensor_contiguous(b->a2, 0, VKRT_TYPE_F32, R, C, 1, 1);
+    vkrt_tensor bb = vkrt_tensor_contiguous(b->b, 0, VKRT_TYPE_F32, RB, C, 1, 1);
+    vkrt_tensor cp = vkrt_tensor_contiguous(b->copy, 0, VKRT_TYPE_F32, R, C, 1, 1);
+    vkrt_tensor tr = vkrt_tensor_contiguous(b->tr, 0, VKRT_TYPE_F32, C, R, 1, 1);
+    vkrt_tensor cat = vkrt_tensor_contiguous(b->cat, 0, VKRT_TYPE_F32, R + RB, C, 1, 1);
+    vkrt_tensor sum = vkrt_tensor_contiguous(b->sum, 0, VKRT_TYPE_F32, R, C, 1, 1);
+    vkrt_tensor w = vkrt_tensor_contiguous(b->w, 0, VKRT_TYPE_F32, K, N, 1, 1);
+    vkrt_tensor x = vkrt_tensor_contiguous(b->x, 0, VKRT_TYPE_F32, K, 1, 1, 1);
+    vkrt_tensor y = vkrt_tensor_contiguous(b->y, 0, VKRT_TYPE_F32, N, 1, 1, 1);
+    const vkrt_tensor *srcs[2] = {&a, &a2};
+    vkt_check(app, vkrt_op_copy(&cp, &a));
+    vkt_check(app, vkrt_op_transpose(&tr, &a));
+    vkt_check(app, vkrt_op_concat(&cat, &a, &bb, 0));
+    vkt_check(app, vkrt_op_matmul(&y, &w, &x));
+    vkt_check(app, vkrt_op_add(&sum, srcs, 2));
+    ar.send[d] = b->send;
+    ar.recv[d] = b->recv;
+  }
+  vkt_check(app, vkrt_allreduce(app, &ar));
+  for (uint32_t d = 0; d < NDEV; d++) {
+    uint64_t ticket = 0;
+    vkt_check(app, vkrt_submit(app, d, &ticket));
+    vkt_check(app, vkrt_wait(app, d, ticket, UINT64_MAX));
+  }
+}
+
+static void check_close(const float *got, const float *want, size_t n, double tol,
+                        const char *what) {
+  for (size_t i = 0; i < n; i++)
+    if (!(fabs((double)got[i] - (double)want[i]) <= tol * (1.0 + fabs((double)want[i]))))
+      fail_msg("%s[%zu] = %g, expected %g", what, i, (double)got[i], (double)want[i]);
+}
+
+static void test_steady_state_allocates_nothing(void **state) {
+  (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY) || !IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE) ||
+      !IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT) || !IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL) ||
+      !IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE) || !IS_ENABLED(CONFIG_VKRT_COLLECTIVES))
+    skip();
+  vkt_counting counting = {0};
+  vkrt_options o;
+  vkt_options(&o);
+  o.device_count = NDEV;
+  o.allocator = vkt_counting_allocator(&counting);
+  vkrt_appliance *app = vkt_open(&o);
+
+  uint64_t seed = vkt_seed(0);
+  static float a[NDEV][R * C], a2[NDEV][R * C], b[NDEV][RB * C], w[NDEV][K * N], x[NDEV][K],
+      send[NDEV][AR];
+  static float got[(R + RB) * C], want[(R + RB) * C];
+  struct dev_bufs db[NDEV];
+  for (uint32_t d = 0; d < NDEV; d++) {
+    db[d] = (struct dev_bufs){make(app, d, R * C), make(app, d, R * C), make(app, d, RB * C),
+                              make(app, d, R * C), make(app, d, R * C),
+                              make(app, d, (R + RB) * C), make(app, d, R * C),
+                              make(app, d, K * N), make(app, d, K), make(app, d, N),
+                              make(app, d, AR), make(app, d, AR)};
+    vkt_fill_random_f32(a[d], R * C, -1, 1, &seed);
+    vkt_fill_random_f32(a2[d], R * C, -1, 1, &seed);
+    vkt_fill_random_f32(b[d], RB * C, -1, 1, &seed);
+    vkt_fill_random_f32(w[d], K * N, -1, 1, &seed);
+    vkt_fill_random_f32(x[d], K, -1, 1, &seed);
+    vkt_fill_random_f32(send[d], AR, -1, 1, &seed);
+    put(app, db[d].a, a[d], R * C);
+    put(app, db[d].a2, a2[d], R * C);
+    put(app, db[d].b, b[d], RB * C);
+    put(app, db[d].w, w[d], K * N);
+    put(app, db[d].x, x[d], K);
+    put(app, db[d].send, send[d], AR);
+  }
+
+  /* Warm-up: every command buffer of the stream ring (16 per device) recorded twice, so the
+   * driver's per-command-buffer memory has reached its size. */
+  for (int i = 0; i < WARMUP; i++)
+    cycle(app, db);
+  uint32_t own_host = UINT32_MAX, own_vulkan = UINT32_MAX;
+  vkt_check(app, vkrt_fault_arm_allocations(app, 0, 0)); /* libvkrt's counters restart */
+  long total_before = atomic_load(&counting.total), live_before = atomic_load(&counting.live);
+  long live_max = live_before;
+  for (int i = 0; i < CYCLES; i++) {
+    cycle(app, db);
+    long live = atomic_load(&counting.live);
+    live_max = live > live_max ? live : live_max;
+  }
+  long others = atomic_load(&counting.total) - total_before;
+  long live_after = atomic_load(&counting.live);
+  vkt_check(app, vkrt_fault_allocation_counts(app, &own_host, &own_vulkan));
+  print_message("vkrt-test: steady state: %d cycles of copy, transpose, concat, matmul, add on "
+                "%d devices + allreduce + submit + wait: libvkrt host allocations through the "
+                "injected allocator %u, vkAllocateMemory %u; driver and layer calls through it "
+                "%ld (live %ld -> %ld, max %ld)\n", CYCLES, NDEV, own_host, own_vulkan, others,
+                live_before, live_after, live_max);
+  assert_int_equal(own_host, 0);
+  assert_int_equal(own_vulkan, 0);
+  /* The driver and layer may allocate per command and free it again; a leak would grow the
+   * live count by thousands over 1000 cycles. */
+  assert_true(live_after <= live_before + 64 && live_max <= live_before + 64);
+
+  /* The last cycle's results against CPU references (poisoned outputs first, one more). */
+  for (uint32_t d = 0; d < NDEV; d++) {
+    static float poison[(R + RB) * C];
+    vkt_poison(poison, sizeof(poison));
+    put(app, db[d].copy, poison, R * C);
+    put(app, db[d].tr, poison, R * C);
+    put(app, db[d].cat, poison, (R + RB) * C);
+    put(app, db[d].sum, poison, R * C);
+    put(app, db[d].y, poison, N);
+    put(app, db[d].recv, poison, AR);
+  }
+  cycle(app, db);
+  for (uint32_t d = 0; d < NDEV; d++) {
+    get(app, got, db[d].copy, R * C);
+    check_close(got, a[d], R * C, 0, "copy");
+    get(app, got, db[d].tr, R * C);
+    for (int i1 = 0; i1 < R; i1++)
+      for (int i0 = 0; i0 < C; i0++)
+        want[i0 + C * i1] = a[d][i1 + R * i0];
+    check_close(got, want, R * C, 0, "transpose");
+    get(app, got, db[d].cat, (R + RB) * C);
+    for (int j = 0; j < C; j++)
+      for (int i = 0; i < R + RB; i++)
+        want[i + (R + RB) * j] = i < R ? a[d][i + R * j] : b[d][i - R + RB * j];
+    check_close(got, want, (R + RB) * C, 0, "concat");
+    get(app, got, db[d].sum, R * C);
+    for (int i = 0; i < R * C; i++)
+      want[i] = a[d][i] + a2[d][i];
+    check_close(got, want, R * C, 1e-6, "add");
+    get(app, got, db[d].y, N);
+    for (int n = 0; n < N; n++) {
+      double acc = 0;
+      for (int k = 0; k < K; k++)
+        acc += (double)w[d][k + K * n] * x[d][k];
+      want[n] = (float)acc;
+    }
+    check_close(got, want, N, 1e-4, "matmul");
+    get(app, got, db[d].recv, AR);
+    for (int i = 0; i < AR; i++) {
+      float s = 0;
+      for (int r = 0; r < NDEV; r++)
+        s += send[r][i];
+      want[i] = s;
+    }
+    check_close(got, want, AR, 1e-6, "allreduce");
+  }
+  for (uint32_t d = 0; d < NDEV; d++) {
+    vkrt_buffer **bufs = (vkrt_buffer **)&db[d];
+    for (size_t i = 0; i < sizeof(db[d]) / sizeof(vkrt_buffer *); i++)
+      vkrt_buffer_destroy(bufs[i]);
+  }
+  vkt_close(app);
+  assert_int_equal(atomic_load(&counting.live), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_steady_state_allocates_nothing),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
