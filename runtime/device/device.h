@@ -112,6 +112,8 @@ void vkrt_timeline_destroy(struct vkrt_device *dev, VkSemaphore sem);
 /* Stream: returns the command buffer being recorded, beginning a fresh one when needed
  * (waiting for the oldest to retire if all are in flight). */
 vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out);
+/* vkrt_stream_cmd, then the barrier every command of the stream starts with. */
+vkrt_status vkrt_stream_next(struct vkrt_device *dev, VkCommandBuffer *out);
 /* A full memory barrier between commands in the stream (compute + transfer, read + write). */
 void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd);
 /* Attach a wait/signal to the next submit. */

@@ -104,26 +104,26 @@ void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
                                NULL);
 }
 
+/* Appends (sem, value) to one of the stream's attachment lists. */
+static vkrt_status attach(struct vkrt_device *dev, VkSemaphore *sems, uint64_t *values,
+                          uint32_t *count, VkSemaphore sem, uint64_t value, const char *what) {
+  if (*count == VKRT_STREAM_MAX_SYNC)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL,
+                      "dev%u: more than %d %s attached to one submit", dev->index,
+                      VKRT_STREAM_MAX_SYNC, what);
+  sems[*count] = sem;
+  values[(*count)++] = value;
+  return VKRT_OK;
+}
+
 vkrt_status vkrt_stream_add_wait(struct vkrt_device *dev, VkSemaphore sem, uint64_t value) {
   struct vkrt_stream *st = &dev->stream;
-  if (st->wait_count == VKRT_STREAM_MAX_SYNC)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL,
-                      "dev%u: more than %d waits attached to one submit", dev->index,
-                      VKRT_STREAM_MAX_SYNC);
-  st->wait_sem[st->wait_count] = sem;
-  st->wait_value[st->wait_count++] = value;
-  return VKRT_OK;
+  return attach(dev, st->wait_sem, st->wait_value, &st->wait_count, sem, value, "waits");
 }
 
 vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value) {
   struct vkrt_stream *st = &dev->stream;
-  if (st->signal_count == VKRT_STREAM_MAX_SYNC)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL,
-                      "dev%u: more than %d signals attached to one submit", dev->index,
-                      VKRT_STREAM_MAX_SYNC);
-  st->signal_sem[st->signal_count] = sem;
-  st->signal_value[st->signal_count++] = value;
-  return VKRT_OK;
+  return attach(dev, st->signal_sem, st->signal_value, &st->signal_count, sem, value, "signals");
 }
 
 vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
@@ -237,6 +237,13 @@ vkrt_status vkrt_buffer_check_range(const vkrt_buffer *b, uint64_t offset, uint6
   return VKRT_OK;
 }
 
+vkrt_status vkrt_stream_next(struct vkrt_device *dev, VkCommandBuffer *out) {
+  vkrt_status s = vkrt_stream_cmd(dev, out);
+  if (s == VKRT_OK)
+    vkrt_stream_barrier(dev, *out);
+  return s;
+}
+
 vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint32_t value) {
   if (!dst)
     return VKRT_ERROR_INVALID_ARGUMENT;
@@ -245,13 +252,12 @@ vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "dev%u: fill offset %llu and size %llu must be non-zero multiples of 4",
                       dev->index, (unsigned long long)offset, (unsigned long long)size);
-  vkrt_status s = vkrt_buffer_check_range(dst, offset, size, "fill");
   VkCommandBuffer cmd;
+  vkrt_status s = vkrt_buffer_check_range(dst, offset, size, "fill");
   if (s == VKRT_OK)
-    s = vkrt_stream_cmd(dev, &cmd);
+    s = vkrt_stream_next(dev, &cmd);
   if (s != VKRT_OK)
     return s;
-  vkrt_stream_barrier(dev, cmd);
   dev->vk.vkCmdFillBuffer(cmd, dst->handle, offset, size, value);
   return VKRT_OK;
 }

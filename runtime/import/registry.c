@@ -311,10 +311,8 @@ static vkrt_status publish_region(struct vkrt_import_registry *reg, struct vkrt_
 vkrt_status vkrt_registry_register(struct vkrt_import_registry *reg, const void *ptr, uint64_t size,
                                vkrt_progress_fn progress, void *progress_user,
                                vkrt_register_info *info) {
-  if (info)
-    memset(info, 0, sizeof(*info));
   if (!reg)
-    return VKRT_ERROR_INVALID_ARGUMENT;
+    return VKRT_ERROR_INVALID_ARGUMENT; /* info: cleared by vkrt_host_register */
   struct vkrt_system *sys = reg->sys;
   struct vkrt_base *base = &sys->base;
   if (!ptr)

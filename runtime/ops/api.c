@@ -156,10 +156,9 @@ vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buf
                    "dev%u: copy source and destination overlap", dev->index);
   VkCommandBuffer cmd;
   if (s == VKRT_OK)
-    s = vkrt_stream_cmd(dev, &cmd);
+    s = vkrt_stream_next(dev, &cmd);
   if (s != VKRT_OK)
     return s;
-  vkrt_stream_barrier(dev, cmd);
   /* The device's faster contiguous copy: the 16-byte compute copy on GPUs (H200: 4.2 vs
    * 0.85 TB/s for vkCmdCopyBuffer), vkCmdCopyBuffer on CPU devices; vkrt-probe says which. */
   return vkrt_ops_copy_bytes(dev, cmd, dst->handle, dst_offset, src->handle, src_offset, size, -1);

@@ -353,11 +353,7 @@ vkrt_status vkrt_ops_begin(struct vkrt_device *dev, VkCommandBuffer *cmd) {
     if (s != VKRT_OK)
       return s;
   }
-  vkrt_status s = vkrt_stream_cmd(dev, cmd);
-  if (s != VKRT_OK)
-    return s;
-  vkrt_stream_barrier(dev, *cmd);
-  return VKRT_OK;
+  return vkrt_stream_next(dev, cmd);
 }
 
 const char *vkrt_ops_copy_path(const struct vkrt_device *dev) {
