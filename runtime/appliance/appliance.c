@@ -20,8 +20,11 @@ void vkrt_options_initialize(vkrt_options *options) {
 static vkrt_status open_wings(struct vkrt_appliance *app) {
   struct vkrt_system *sys = &app->sys;
   vkrt_status s = VKRT_OK;
+  /* Ops state (descriptor layouts and pools, kernel table) per device now; pipelines on
+   * first use (building all of them here made every open compile ~27 per device, which on
+   * lavapipe with validation took the 100-open leak test past its timeout). */
   for (uint32_t d = 0; s == VKRT_OK && d < sys->device_count; d++)
-    s = vkrt_ops_prepare(&sys->devices[d]);
+    s = vkrt_ops_open(&sys->devices[d]);
   if (s == VKRT_OK)
     s = vkrt_registry_open(sys, &app->registry);
   if (s == VKRT_OK) {

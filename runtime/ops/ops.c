@@ -229,16 +229,6 @@ vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
   return s;
 }
 
-vkrt_status vkrt_ops_prepare(struct vkrt_device *dev) {
-  vkrt_status s = vkrt_ops_open(dev);
-  for (int k = 0; s == VKRT_OK && k < VKRT_OPS_KERNEL_COUNT; k++) {
-    const struct vkrt_ops_pipeline *p;
-    if (vkrt_ops_kernel_usable(dev, (enum vkrt_ops_kernel)k))
-      s = vkrt_ops_pipeline(dev, (enum vkrt_ops_kernel)k, &p);
-  }
-  return s;
-}
-
 bool vkrt_ops_kernel_usable(struct vkrt_device *dev, enum vkrt_ops_kernel k) {
   struct vkrt_ops_state *ops = dev->ops;
   if (!ops || !ops->desc[k])

@@ -72,13 +72,10 @@ struct vkrt_ops_binding {
 const char *vkrt_ops_kernel_name(enum vkrt_ops_kernel k);
 const char *vkrt_ops_kernel_symbol(enum vkrt_ops_kernel k);
 
-/* Creates / destroys dev's ops state (descriptor layouts, pipeline cache); the appliance
- * calls close for every device before the devices go. */
+/* Creates / destroys dev's ops state (kernel table, descriptor pools; pipelines are made on
+ * first use); vkrt_open opens it for every device, vkrt_close closes it before the devices. */
 vkrt_status vkrt_ops_open(struct vkrt_device *dev);
 void vkrt_ops_close(struct vkrt_device *dev);
-/* vkrt_ops_open, then every pipeline this build embeds and the device can run, so no
- * dispatch creates (or allocates) anything later. */
-vkrt_status vkrt_ops_prepare(struct vkrt_device *dev);
 
 /* The ops state of dev (created by vkrt_ops_open). */
 static inline struct vkrt_ops_state *vkrt_ops(struct vkrt_device *dev) { return dev->ops; }
