@@ -22,4 +22,14 @@ build_config full || fail "default board does not build"
 full=$(nm -A "$SCRATCH/build-full/libvkrt.a" 2>/dev/null)
 grep -qi "native_fd" <<< "$full" || fail "native_fd missing from the full build (test is blind)"
 grep -q "vkrt_kernel_transpose" <<< "$full" || fail "transpose missing from the full build (test is blind)"
+# The multi-host transport: absent from the default board, present on the MPI board.
+grep -q "^mpi\.o$" <<< "$objs" && fail "mpi object in libvkrt.a without CONFIG_VKRT_TRANSPORT_MPI"
+grep -q "vkrt_interhost" <<< "$syms$full" && fail "vkrt_interhost symbol without CONFIG_VKRT_TRANSPORT_MPI"
+if pkg-config --exists ompi-c; then
+  config_from mpi "$ROOT/boards/sim-lavapipe-2x2-mpi/defconfig"
+  build_config mpi lib || { tail -30 "$SCRATCH/mpi.log"; fail "MPI board library does not build"; }
+  mpi=$(nm -A "$SCRATCH/build-mpi/libvkrt.a" 2>/dev/null)
+  grep -q "T vkrt_interhost_allreduce" <<< "$mpi" || fail "vkrt_interhost_allreduce missing from the MPI board (test is blind)"
+  echo "pruning: the MPI transport absent when n, present when y"
+fi
 echo "pruning: native_fd and transpose absent when n, present when y"
