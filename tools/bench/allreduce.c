@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "../hosts.h"
 
 #define STAGING_BYTES (4u << 20)
 
@@ -113,7 +114,7 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   o.device_count = devices;
   o.collective_transport = kind;
   o.log_level = VKRT_LOG_WARN;
-  bench_hosts_attach(&o);
+  tool_hosts_attach(&o);
   vkrt_appliance *app = NULL;
   char why[2048];
   vkrt_status s = vkrt_open(&o, &app, why, sizeof(why));
@@ -207,13 +208,13 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
     }
     if (rc)
       break;
-    t = bench_hosts_max(t);
+    t = tool_hosts_max(t);
     uint64_t bytes = count * b.esize;
     double algbw = (double)bytes / t / 1e9;
     double busbw = algbw * 2.0 * (b.total - 1) / b.total;
-    uint64_t wrong = bench_hosts_sum(count_wrong(&b, count));
+    uint64_t wrong = tool_hosts_sum(count_wrong(&b, count));
     busbw_sum += busbw;
-    double mpi_t = bench_hosts_mpi_allreduce_s(bytes, n_iter);
+    double mpi_t = tool_hosts_mpi_allreduce_s(bytes, n_iter);
     double mpi_busbw = mpi_t > 0 ? (double)bytes / mpi_t / 1e9 * 2.0 * (hosts - 1) / hosts : 0;
     if (json) {
       printf("%s{\"size\": %llu, \"count\": %llu, \"type\": \"%s\", \"redop\": \"sum\", "
@@ -331,7 +332,7 @@ static int bench_allreduce(int argc, char **argv) {
   }
   if (min_bytes == 0 || min_bytes > max_bytes)
     return usage();
-  bench_hosts_init();
+  tool_hosts_init();
   vkrt_transport_kind kinds[3];
   int n_kinds = 0;
   if (!strcmp(transport, "all")) {
@@ -368,7 +369,7 @@ static int bench_allreduce(int argc, char **argv) {
   if (json)
     printf("]}\n");
   fflush(stdout);
-  bench_hosts_finish();
+  tool_hosts_finish(rc);
   return rc;
 }
 

@@ -1,15 +1,16 @@
-/* vkrt-bench and vkrt-probe across hosts (CONFIG_VKRT_TRANSPORT_MPI): MPI_COMM_WORLD's ranks
+/* vkrt-bench, vkrt-probe and vkrt-service across hosts (CONFIG_VKRT_TRANSPORT_MPI): MPI_COMM_WORLD's ranks
  * are the hosts. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "hosts.h"
 #include "vkrt/vkrt_mpi.h"
 
 static int hosts = 1, rank;
 static bool started;
 
-void bench_hosts_init(void) {
+void tool_hosts_init(void) {
   int initialized = 0, provided = 0;
   MPI_Initialized(&initialized);
   if (initialized)
@@ -25,35 +26,49 @@ void bench_hosts_init(void) {
     fprintf(stderr, "vkrt-bench: host%d: cannot silence stdout\n", rank);
 }
 
-void bench_hosts_finish(void) {
+void tool_hosts_finish(int rc) {
+  if (started && rc != 0 && hosts > 1) {
+    fflush(stdout);
+    fprintf(stderr, "host%d: exit status %d: aborting every host\n", rank, rc);
+    MPI_Abort(MPI_COMM_WORLD, rc);
+  }
   if (started)
     MPI_Finalize();
   started = false;
 }
 
-int bench_hosts(void) { return hosts; }
-int bench_host_rank(void) { return rank; }
+int tool_hosts(void) { return hosts; }
+int tool_host_rank(void) { return rank; }
 
-void bench_hosts_attach(vkrt_options *options) {
+void tool_hosts_attach(vkrt_options *options) {
   if (hosts > 1)
     vkrt_mpi_options_set(options, MPI_COMM_WORLD);
 }
 
-double bench_hosts_max(double v) {
+double tool_hosts_max(double v) {
   double out = v;
   if (hosts > 1)
     MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return out;
 }
 
-uint64_t bench_hosts_sum(uint64_t v) {
+uint64_t tool_hosts_sum(uint64_t v) {
   uint64_t out = v;
   if (hosts > 1)
     MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   return out;
 }
 
-double bench_hosts_mpi_allreduce_s(uint64_t bytes, int iters) {
+bool tool_hosts_same(uint64_t v) {
+  uint64_t lo = v, hi = v;
+  if (hosts > 1) {
+    MPI_Allreduce(&v, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&v, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  }
+  return lo == hi;
+}
+
+double tool_hosts_mpi_allreduce_s(uint64_t bytes, int iters) {
   if (hosts < 2)
     return 0;
   int count = (int)((bytes + 3) / 4);
@@ -73,5 +88,5 @@ double bench_hosts_mpi_allreduce_s(uint64_t bytes, int iters) {
   double t = (MPI_Wtime() - t0) / iters;
   free(send);
   free(recv);
-  return bench_hosts_max(t);
+  return tool_hosts_max(t);
 }
