@@ -28,7 +28,10 @@ vkrt_status vkrt_collective_status(struct vkrt_appliance *app);
 void vkrt_collective_hosts(const struct vkrt_appliance *app, uint32_t *rank, uint32_t *count);
 #else
 static inline vkrt_status vkrt_collective_open(struct vkrt_appliance *app) {
-  (void)app;
+  if (app->options.mpi)
+    return vkrt_error(&app->base, VKRT_ERROR_UNSUPPORTED,
+                      "options name an MPI communicator but this build has no collectives "
+                      "(CONFIG_VKRT_COLLECTIVES=n)");
   return VKRT_OK;
 }
 static inline void vkrt_collective_close(struct vkrt_appliance *app) { (void)app; }
