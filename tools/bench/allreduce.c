@@ -98,13 +98,17 @@ static int usage(void) {
   fprintf(stderr,
           "usage: vkrt-bench allreduce [--min SIZE] [--max SIZE] [--iters N] [--type f32|f16]\n"
           "                            [--transport all|auto|native_fd|cpu_proxy|host_staged]\n"
-          "                            [--devices N] [--sync] [--json]\n"
+          "                            [--devices N] [--sync] [--json] [--timeout-ms T]\n"
           "  sizes are bytes per rank (4, 8K, 256M), doubled from --min to --max\n"
           "  (default 4 B .. 256 MiB); --iters (default 20) is scaled down above 1 MiB so\n"
           "  every size moves about as many bytes as 1 MiB x iters (at least 2 iterations).\n"
-          "  --sync: each iteration waits for the result (latency) instead of pipelining.\n");
+          "  --sync: each iteration waits for the result (latency) instead of pipelining.\n"
+          "  --timeout-ms: the collective timeout (default CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS);\n"
+          "  a larger one for lavapipe ranks sharing few cores under mpirun.\n");
   return 2;
 }
+
+static uint64_t timeout_ns; /* --timeout-ms; 0 = the board's */
 
 static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type type,
                          uint64_t min_bytes, uint64_t max_bytes, int iters, bool sync, bool json,
@@ -113,6 +117,7 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   vkrt_options_initialize(&o);
   o.device_count = devices;
   o.collective_transport = kind;
+  o.collective_timeout_ns = timeout_ns;
   o.log_level = VKRT_LOG_WARN;
   tool_hosts_attach(&o);
   vkrt_appliance *app = NULL;
@@ -322,6 +327,9 @@ static int bench_allreduce(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--type") && v && (!strcmp(v, "f32") || !strcmp(v, "f16"))) {
       type = !strcmp(v, "f16") ? VKRT_TYPE_F16 : VKRT_TYPE_F32;
+      i++;
+    } else if (!strcmp(a, "--timeout-ms") && v && atoi(v) > 0) {
+      timeout_ns = (uint64_t)atoi(v) * 1000000ull;
       i++;
     } else if (!strcmp(a, "--transport") && v) {
       transport = v;
