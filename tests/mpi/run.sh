@@ -18,9 +18,9 @@ fi
 . tests/mpi/mpi-env.sh
 dir="${VKRT_BUILDDIR:-build}/mpi"
 mkdir -p "$dir"
-/usr/bin/python3 tools/kconfig.py --config "$dir/board.config" defconfig \
+/usr/bin/python3 tools/kconfig.py --config "$dir/.config" defconfig \
   boards/sim-lavapipe-2x2-mpi/defconfig >/dev/null
-./configure --config "$dir/board.config" --builddir "$dir" >"$dir/configure.log" 2>&1 ||
+./configure --config "$dir/.config" --builddir "$dir" >"$dir/configure.log" 2>&1 ||
   { cat "$dir/configure.log"; exit 1; }
 abs=$(cd "$dir" && pwd)
 ninja -C "$dir" "$abs/tests/mpi/test_mpi" "$abs/bin/vkrt-service" "$abs/bin/vkrt-bench" >"$dir/ninja.log" 2>&1 || { tail -30 "$dir/ninja.log"; exit 1; }
