@@ -49,6 +49,9 @@
 #define WINDOW 4                  /* chunks in flight */
 #define TAG_SPACE 32768u          /* MPI guarantees tags 0..32767 */
 #define CANCEL_WAIT_NS 100000000ull /* how long a cancelled request may take to complete */
+#define JOIN_MIN_NS 120000000000ull /* vkrt_open waits at least 2 min for the other hosts: they
+                                    * open their devices at their own pace (seconds on a loaded
+                                    * lavapipe host), which is not a stall of a collective */
 #define MAX_HOSTS 64              /* host sums added per element (a stack array) */
 #define POLL_YIELD_NS 2000000ull  /* after progress: yield between tests for 2 ms, then sleep */
 
@@ -144,19 +147,20 @@ vkrt_status vkrt_interhost_create(struct vkrt_appliance *app, uint64_t piece_byt
   ih->stall = (app->options.faults.mask & VKRT_FAULT_HOST_STALL) != 0;
 #endif
 
-  /* Join: duplicate the communicator (collective) without blocking past the timeout. */
+  /* Join: duplicate the communicator (collective) without blocking past the join budget. */
+  uint64_t join_ns = VKRT_MAX(timeout_ns, JOIN_MIN_NS);
   vkrt_status s = VKRT_OK;
   MPI_Request r = MPI_REQUEST_NULL;
   bool timed_out = false;
   MPI_Comm dup = MPI_COMM_NULL;
   int rc = MPI_Comm_idup(user, &dup, &r);
   if (rc == MPI_SUCCESS)
-    rc = wait_request(&r, timeout_ns, &timed_out);
+    rc = wait_request(&r, join_ns, &timed_out);
   if (rc != MPI_SUCCESS || timed_out) {
     char why[256];
     if (timed_out) /* an active collective request cannot be cancelled or freed: left */
       vkrt_format(why, sizeof(why), "not every host joined within %llu ms",
-                  (unsigned long long)(timeout_ns / 1000000));
+                  (unsigned long long)(join_ns / 1000000));
     else
       mpi_message(rc, why, sizeof(why));
     vkrt_free(base, ih);
@@ -182,12 +186,12 @@ vkrt_status vkrt_interhost_create(struct vkrt_appliance *app, uint64_t piece_byt
   if (s == VKRT_OK) {
     rc = MPI_Iallgather(mine, 2, MPI_INT64_T, all, 2, MPI_INT64_T, ih->comm, &r);
     if (rc == MPI_SUCCESS)
-      rc = wait_request(&r, timeout_ns, &timed_out);
+      rc = wait_request(&r, join_ns, &timed_out);
     if (rc != MPI_SUCCESS || timed_out) {
       char why[256];
       if (timed_out)
         vkrt_format(why, sizeof(why), "not every host answered within %llu ms",
-                    (unsigned long long)(timeout_ns / 1000000));
+                    (unsigned long long)(join_ns / 1000000));
       else
         mpi_message(rc, why, sizeof(why));
       s = vkrt_error(base, timed_out ? VKRT_ERROR_TIMEOUT : VKRT_ERROR_INTERNAL,

@@ -330,7 +330,8 @@ static void run_stall(vkrt_transport_kind transport, int stalled, uint64_t timeo
     CHECK(got == VKRT_ERROR_TIMEOUT, "rank %u: %s, want VKRT_ERROR_TIMEOUT", rank * n + d,
           vkrt_status_str(got));
     CHECK(strstr(msg, name) != NULL, "the message does not name %s: %s", name, msg);
-    CHECK(ms < (double)timeout_ms + 5000.0, "took %.0f ms (timeout %llu ms)", ms,
+    /* bounded: the timeout plus slack for lavapipe ranks on a few loaded cores */
+    CHECK(ms < (double)timeout_ms + 10000.0, "took %.0f ms (timeout %llu ms)", ms,
           (unsigned long long)timeout_ms);
   }
   for (uint32_t d = 0; d < n; d++)

@@ -12,7 +12,8 @@
  *     at vkrt_open (MPI_Comm_idup) and sets MPI_ERRORS_RETURN on its duplicate; the
  *     application's communicator and error handler are left alone.
  *   - vkrt_open, vkrt_close and vkrt_allreduce are collective over the communicator: every
- *     host calls them, in the same order, with the same counts and types.
+ *     host calls them, in the same order, with the same counts and types. vkrt_open waits for
+ *     the other hosts for the collective timeout or 2 minutes, whichever is longer.
  *
  * Ranks: device d of host h is global rank h * vkrt_device_count() + d (vkrt_host_rank,
  * vkrt_host_count in vkrt.h). A host that stops answering makes every rank's collective
