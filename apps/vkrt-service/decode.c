@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../tools/hosts.h"
 #include "service.h"
 
 static int cmp_double(const void *a, const void *b) {
@@ -34,7 +35,7 @@ static vkrt_status decode_token(struct service *svc, const float *xin) {
       SERVICE_CHECK(app, vkrt_op_matmul(&y, &w2, &h), return s_);
       ar.send[d] = ar.recv[d] = ds->y;
     }
-    if (n > 1)
+    if (svc->ranks > 1)
       SERVICE_CHECK(app, vkrt_allreduce(app, &ar), return s_);
     for (uint32_t d = 0; d < n; d++) {
       vkrt_tensor x = vkrt_tensor_contiguous(svc->dev[d].x, 0, VKRT_TYPE_F32, wh->hidden, 1, 1, 1);
@@ -60,8 +61,11 @@ static void report(const struct service *svc, double *lat, uint64_t done, double
            "p99 %.3f ms\n", (unsigned long long)done, total, (double)done / total, p50 * 1e3,
            p99 * 1e3);
   }
+  if (vkrt_host_count(svc->app) > 1)
+    printf("vkrt-service: tensor-parallel over %u hosts x %u devices (MPI)\n",
+           vkrt_host_count(svc->app), svc->n);
   printf("vkrt-service: verified %llu tokens on %u ranks against float64: max relative error "
-         "%.2e, ranks bit-identical: %s\n", (unsigned long long)verified, svc->n, worst_err,
+         "%.2e, ranks bit-identical: %s\n", (unsigned long long)verified, svc->ranks, worst_err,
          rc == 0 ? "yes" : "NO");
   printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s\n",
          vkrt_transport_str(vkrt_transport(svc->app)), vkrt_import_path_str(svc->info.path[0]),
@@ -81,8 +85,11 @@ int service_decode(struct service *svc, const struct service_args *a,
   }
   uint64_t done = 0, verified = 0;
   double t_run = service_now_s(), worst_err = 0, t_verify = 0;
-  for (uint64_t t = 0; t < a->tokens && !*stop_requested; t++) {
-    if (a->seconds > 0 && service_now_s() - t_run - t_verify > a->seconds && t >= 2)
+  for (uint64_t t = 0; t < a->tokens; t++) {
+    /* Every host stops at the same token (the allreduce is collective over the hosts). */
+    bool stop = *stop_requested ||
+                (a->seconds > 0 && service_now_s() - t_run - t_verify > a->seconds && t >= 2);
+    if (tool_hosts_max(stop ? 1.0 : 0.0) > 0)
       break;
     double t0 = service_now_s();
     weights_input(svc->wf->h.seed, t, xin, hidden);
@@ -101,6 +108,7 @@ int service_decode(struct service *svc, const struct service_args *a,
         worst_err = err;
       verified++;
       t_verify += service_now_s() - t_v;
+      rc = (int)tool_hosts_max(rc); /* a failure anywhere stops every host */
       if (rc)
         goto out;
     }

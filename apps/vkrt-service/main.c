@@ -3,11 +3,17 @@
  * Opens the board's appliance, prints the plan, mmaps a weights file read-only, registers it
  * (the board's import policy), uploads each device's shard (shards.c), then decodes tokens
  * with the Megatron MLP split (decode.c) and checks the final activations against a float64
- * CPU reference (verify.c). Arguments: args.c. */
+ * CPU reference (verify.c). Arguments: args.c.
+ *
+ * Under mpirun (CONFIG_VKRT_TRANSPORT_MPI) every rank is a host: the appliance spans them,
+ * device d of host h holds shard h x devices + d, the allreduce sums over every device of
+ * every host, each host verifies its devices against the float64 reference and the hosts
+ * compare their results bit for bit; host0 prints. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../tools/hosts.h"
 #include "service.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -93,8 +99,10 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
+  tool_hosts_init();
   vkrt_options options;
   vkrt_options_initialize(&options);
+  tool_hosts_attach(&options);
   options.log = log_stderr;
   options.log_level = a.verbose ? VKRT_LOG_INFO : VKRT_LOG_WARN;
   options.device_count = (uint32_t)a.devices;
@@ -116,11 +124,15 @@ int main(int argc, char **argv) {
   if (st != VKRT_OK) {
     fprintf(stderr, "vkrt-service: cannot open the appliance: %s: %s\n", vkrt_status_str(st), why);
     weights_close(&wf);
+    tool_hosts_finish(EXIT_RUNTIME);
     return EXIT_RUNTIME;
   }
   svc.n = vkrt_device_count(svc.app);
-  if (wh->ffn < svc.n) {
-    fprintf(stderr, "vkrt-service: ffn %u is smaller than the %u devices\n", wh->ffn, svc.n);
+  /* Tensor-parallel ranks: every device of every host (one host without MPI). */
+  svc.ranks = svc.n * vkrt_host_count(svc.app);
+  svc.first_rank = svc.n * vkrt_host_rank(svc.app);
+  if (wh->ffn < svc.ranks) {
+    fprintf(stderr, "vkrt-service: ffn %u is smaller than the %u ranks\n", wh->ffn, svc.ranks);
     rc = EXIT_WEIGHTS;
     goto out;
   }
@@ -138,5 +150,6 @@ out:
   service_release_shards(&svc);
   vkrt_close(svc.app);
   weights_close(&wf);
+  tool_hosts_finish(rc);
   return rc;
 }

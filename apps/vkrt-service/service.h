@@ -40,7 +40,8 @@ struct device_state {
 struct service {
   vkrt_appliance *app;
   const struct weights_file *wf;
-  uint32_t n;                          /* devices */
+  uint32_t n;                          /* devices of this host */
+  uint32_t ranks, first_rank;          /* every device of every host; this host's first */
   struct device_state dev[VKRT_MAX_DEVICES];
   bool registered;
   vkrt_register_info info;

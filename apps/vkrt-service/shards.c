@@ -9,7 +9,7 @@ vkrt_status service_load_shards(struct service *svc) {
   vkrt_appliance *app = svc->app;
   const struct weights_file *wf = svc->wf;
   const struct weights_header *wh = &wf->h;
-  const uint32_t n = svc->n;
+  const uint32_t n = svc->n, ranks = svc->ranks, first = svc->first_rank;
   /* Register the whole mapping (header included: page-aligned start). */
   double t_reg = service_now_s();
   SERVICE_CHECK(app, vkrt_host_register(app, wf->map, wf->map_size, NULL, NULL, &svc->info),
@@ -27,8 +27,8 @@ vkrt_status service_load_shards(struct service *svc) {
   double t_up = service_now_s();
   for (uint32_t d = 0; d < n; d++) {
     struct device_state *ds = &svc->dev[d];
-    ds->k0 = (uint32_t)((uint64_t)wh->ffn * d / n);
-    ds->k1 = (uint32_t)((uint64_t)wh->ffn * (d + 1) / n);
+    ds->k0 = (uint32_t)((uint64_t)wh->ffn * (first + d) / ranks);
+    ds->k1 = (uint32_t)((uint64_t)wh->ffn * (first + d + 1) / ranks);
     uint64_t shard = ds->k1 - ds->k0;
     for (uint32_t l = 0; l < wh->layers; l++) {
       const uint8_t *w1 = wf->data + matrix * 2 * l, *w2 = w1 + matrix;

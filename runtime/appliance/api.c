@@ -132,6 +132,20 @@ vkrt_transport_kind vkrt_transport(const vkrt_appliance *app) {
   return app ? vkrt_collective_kind(app->collective) : VKRT_TRANSPORT_NONE;
 }
 
+uint32_t vkrt_host_rank(const vkrt_appliance *app) {
+  uint32_t rank = 0, count = 1;
+  if (app)
+    vkrt_collective_hosts(app->collective, &rank, &count);
+  return rank;
+}
+
+uint32_t vkrt_host_count(const vkrt_appliance *app) {
+  uint32_t rank = 0, count = 1;
+  if (app)
+    vkrt_collective_hosts(app->collective, &rank, &count);
+  return count;
+}
+
 vkrt_status vkrt_allreduce(vkrt_appliance *app, const vkrt_allreduce_args *args) {
   if (!app)
     return VKRT_ERROR_INVALID_ARGUMENT;

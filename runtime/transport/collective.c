@@ -49,6 +49,7 @@ vkrt_status vkrt_collective_open(struct vkrt_system *sys, uint64_t timeout_ns,
                         ? VKRT_TRANSPORT_PREFERENCE_CPU_PROXY
                         : VKRT_TRANSPORT_PREFERENCE_AUTO,
       .force = (vkrt_transport_kind)sys->options.collective_transport,
+      .host_sum = sys->options.mpi,
   };
   vkrt_transport_plan(&in, &coll->plan);
   vkrt_free(base, caps);
@@ -99,6 +100,16 @@ vkrt_status vkrt_collective_open(struct vkrt_system *sys, uint64_t timeout_ns,
       return s;
     }
   }
+  if (sys->options.mpi) { /* the hosts' step, over the host transport's pieces */
+    vkrt_status s = vkrt_interhost_create(sys, coll->transport->piece_bytes, coll->timeout_ns,
+                                          &coll->interhost);
+    if (s != VKRT_OK) {
+      coll->type->destroy(coll->transport);
+      pthread_mutex_destroy(&coll->lock);
+      vkrt_free(base, coll);
+      return s;
+    }
+  }
   *out = coll;
   return VKRT_OK;
 }
@@ -106,8 +117,9 @@ vkrt_status vkrt_collective_open(struct vkrt_system *sys, uint64_t timeout_ns,
 void vkrt_collective_close(struct vkrt_collective *coll) {
   if (!coll)
     return;
-  if (coll->transport)
+  if (coll->transport) /* joins the proxy thread, the interhost step's other caller */
     coll->type->destroy(coll->transport);
+  vkrt_interhost_destroy(coll->interhost);
   pthread_mutex_destroy(&coll->lock);
   vkrt_free(&coll->sys->base, coll);
 }
@@ -131,7 +143,16 @@ size_t vkrt_collective_describe(const struct vkrt_collective *coll, bool json, c
     size_t left = n < size ? size - n : 0;
     n += coll->type->describe(coll->transport, json, left ? buf + n : NULL, left);
   }
+  if (coll->interhost) {
+    size_t left = n < size ? size - n : 0;
+    n += vkrt_interhost_describe(coll->interhost, vkrt_transport_str(coll->plan.kind), json,
+                                 left ? buf + n : NULL, left);
+  }
   return n;
+}
+
+void vkrt_collective_hosts(const struct vkrt_collective *coll, uint32_t *rank, uint32_t *count) {
+  vkrt_interhost_hosts(coll ? coll->interhost : NULL, rank, count);
 }
 
 vkrt_status vkrt_collective_status(struct vkrt_collective *coll) {

@@ -29,12 +29,17 @@ vkrt_status vkrt_collective_allreduce(struct vkrt_collective *coll, const vkrt_a
  * vkrt_allreduce had returned): OK when none. Sets the appliance's last error when not OK.
  * vkrt_wait / vkrt_finish should return it so every rank sees the failure. */
 vkrt_status vkrt_collective_status(struct vkrt_collective *coll);
+/* Multi-host appliances: this host's rank and the host count (0 and 1 on one host). */
+void vkrt_collective_hosts(const struct vkrt_collective *coll, uint32_t *rank, uint32_t *count);
 #else
 static inline vkrt_status vkrt_collective_open(struct vkrt_system *sys, uint64_t timeout_ns,
                                                struct vkrt_collective **out) {
-  (void)sys;
   (void)timeout_ns;
   *out = NULL;
+  if (sys->options.mpi)
+    return vkrt_error(&sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "options name an MPI communicator but this build has no collectives "
+                      "(CONFIG_VKRT_COLLECTIVES=n)");
   return VKRT_OK;
 }
 static inline void vkrt_collective_close(struct vkrt_collective *coll) { (void)coll; }
@@ -57,5 +62,11 @@ static inline vkrt_status vkrt_collective_allreduce(struct vkrt_collective *coll
 static inline vkrt_status vkrt_collective_status(struct vkrt_collective *coll) {
   (void)coll;
   return VKRT_OK;
+}
+static inline void vkrt_collective_hosts(const struct vkrt_collective *coll, uint32_t *rank,
+                                         uint32_t *count) {
+  (void)coll;
+  *rank = 0;
+  *count = 1;
 }
 #endif
