@@ -18,7 +18,7 @@ fi
 . tests/mpi/mpi-env.sh
 dir="${VKRT_BUILDDIR:-build}/mpi"
 mkdir -p "$dir"
-/usr/bin/python3 tools/kconfig.py --config "$dir/.config" defconfig \
+/usr/bin/python3 scripts/kconfig.py --config "$dir/.config" defconfig \
   boards/sim-lavapipe-2x2-mpi/defconfig >/dev/null
 ./configure --config "$dir/.config" --builddir "$dir" >"$dir/configure.log" 2>&1 ||
   { cat "$dir/configure.log"; exit 1; }
