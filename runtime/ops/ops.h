@@ -44,6 +44,8 @@ enum vkrt_ops_copy_path {
 };
 
 #define VKRT_OPS_MAX_BINDINGS 9
+#define VKRT_OPS_MAX_SPEC 4      /* specialization constants 0..3 of a pipeline variant */
+#define VKRT_OPS_MAX_VARIANTS 64 /* specialized pipelines per device */
 #define VKRT_OPS_POOL_SETS 256 /* descriptor sets per stream slot without push descriptors */
 
 struct vkrt_ops_pipeline {
@@ -54,6 +56,22 @@ struct vkrt_ops_pipeline {
   uint32_t binding_count;
   uint32_t push_size;
   uint32_t local_size[3];
+};
+
+/* A pipeline of one kernel specialized with constant_id 0..3 = spec[0..3]. */
+struct vkrt_ops_variant {
+  enum vkrt_ops_kernel kernel;
+  uint32_t spec[VKRT_OPS_MAX_SPEC];
+  struct vkrt_ops_pipeline p;
+};
+
+/* Matrix-vector shape of kernels/matvec.comp (specialization constants), chosen per device
+ * and weight type at open (vkrt-bench cases --variants measures the alternatives). */
+struct vkrt_matvec_config {
+  uint32_t wg;       /* invocations per workgroup (splits K) */
+  uint32_t rows;     /* rows of w per workgroup block */
+  uint32_t unroll;   /* 16-byte chunks per row loaded before use */
+  uint32_t blocks;   /* row blocks per workgroup (grid = blocks of N / this) */
 };
 
 struct vkrt_ops_state {
@@ -81,6 +99,9 @@ struct vkrt_ops_state {
   uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
   uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count;
   bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
+  struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT]; /* per weight type */
+  struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
+  atomic_uint variant_count;
 };
 
 /* One storage-buffer binding. */
@@ -101,6 +122,14 @@ static inline struct vkrt_ops_state *vkrt_ops(struct vkrt_device *dev) { return 
  * when the device lacks a feature the kernel needs (16-bit storage, subgroup arithmetic). */
 vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
                               const struct vkrt_ops_pipeline **out);
+
+/* Pipeline of kernel k specialized with constant_id i = spec[i], created at first use and
+ * kept until close (same availability rules as vkrt_ops_pipeline). */
+vkrt_status vkrt_ops_pipeline_spec(struct vkrt_device *dev, enum vkrt_ops_kernel k,
+                                   const uint32_t spec[VKRT_OPS_MAX_SPEC],
+                                   const struct vkrt_ops_pipeline **out);
+/* Destroys every specialized pipeline (benches sweeping variants; device idle). */
+void vkrt_ops_drop_variants(struct vkrt_device *dev);
 
 /* True when kernel k is in this build and the device has what it needs (no error set):
  * lets optional paths (the concat fast path) fall back quietly. */
