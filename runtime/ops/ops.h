@@ -45,7 +45,7 @@ enum vkrt_ops_copy_path {
 
 #define VKRT_OPS_MAX_BINDINGS 9
 #define VKRT_OPS_MAX_SPEC 4      /* specialization constants 0..3 of a pipeline variant */
-#define VKRT_OPS_MAX_VARIANTS 64 /* specialized pipelines per device */
+#define VKRT_OPS_MAX_VARIANTS 96 /* specialized pipelines per device */
 #define VKRT_OPS_POOL_SETS 256 /* descriptor sets per stream slot without push descriptors */
 
 struct vkrt_ops_pipeline {
@@ -83,6 +83,7 @@ struct vkrt_ops_state {
   bool subgroup_arithmetic;       /* compute-stage subgroupAdd (matvec) */
   bool storage_16bit;             /* storageBuffer16BitAccess (f16 copy/transpose/...) */
   enum vkrt_ops_copy_path copy_path;
+  bool copy_transposed_tiled;     /* transposed-view copies take the tiled transpose */
   pthread_mutex_t lock;           /* lazy pipeline creation */
   const struct vkrt_kernel_desc *desc[VKRT_OPS_KERNEL_COUNT]; /* NULL: compiled out */
   struct vkrt_ops_pipeline pipe[VKRT_OPS_KERNEL_COUNT];
@@ -97,7 +98,8 @@ struct vkrt_ops_state {
   int transpose_variant;          /* f32: 0 = default, 1 = plain tile order, 2 = pairs */
   /* which paths ran (tests assert them, the bench reports them) */
   uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
-  uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count;
+  uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count, copy_tiled_count;
+  uint64_t concat_split_count;     /* concat as one copy per source (transposed sources) */
   bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
   struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT]; /* per weight type */
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
@@ -169,6 +171,12 @@ vkrt_status vkrt_ops_begin(struct vkrt_device *dev, VkCommandBuffer *cmd);
  * "vkCmdCopyBuffer", and why; for vkrt-probe and vkrt-bench (valid before the first op). */
 const char *vkrt_ops_copy_path(const struct vkrt_device *dev);
 const char *vkrt_ops_copy_path_reason(const struct vkrt_device *dev);
+/* Copies of a transposed view (vkrt_op_copy whose innermost destination dim is dim 1 of
+ * the source, dense there): "tiled transpose" or "strided copy kernel", and why. */
+bool vkrt_ops_transposed_copy_tiled(const struct vkrt_device *dev);
+const char *vkrt_ops_transposed_copy_reason(const struct vkrt_device *dev);
+/* The matrix-vector configuration of weight type t (valid before the first op). */
+struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t);
 
 /* Push constants of copy_vec4.comp (checked against the shader in copy.c). */
 struct copy_vec4_push {
