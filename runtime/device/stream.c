@@ -129,10 +129,9 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
       return s;
     st->cmd_value[st->current] = 0;
   }
+  /* vkBeginCommandBuffer resets it implicitly (the pool has RESET_COMMAND_BUFFER_BIT). */
   VkCommandBuffer cmd = st->cmd[st->current];
-  VkResult r = dev->vk.vkResetCommandBuffer(cmd, 0);
-  if (r != VK_SUCCESS)
-    return vkrt_vk_error(dev, r, "vkResetCommandBuffer");
+  VkResult r;
   VkCommandBufferBeginInfo begin = {
       .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,

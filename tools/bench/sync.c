@@ -20,16 +20,20 @@ struct sync_ctx {
   uint64_t value;
   VkFence fence;
   vkrt_buffer *a, *b;
+  VkCommandPool pool;
+  VkCommandBuffer fill; /* recorded once: fill 4 bytes, barrier to the host */
 };
 
-enum sync_kind { RAW_SPIN, RAW_WAIT_SEMAPHORES, RAW_FENCE, LIB_SUBMIT_WAIT, LIB_FILL_FINISH, LIB_OP_FINISH, SYNC_KINDS };
+enum sync_kind { RAW_SPIN, RAW_WAIT_SEMAPHORES, RAW_FENCE, RAW_FILL_SPIN, LIB_SUBMIT_WAIT,
+                 LIB_FILL_FINISH, LIB_OP_FINISH, SYNC_KINDS };
 static const char *const sync_names[SYNC_KINDS] = {
   "raw: empty submit + timeline spin", "raw: empty submit + vkWaitSemaphores",
-  "raw: empty submit + fence wait",    "vkrt_submit (empty) + vkrt_wait",
-  "vkrt_cmd_fill 4 B + vkrt_finish",   "vkrt_op_copy 4 KiB + vkrt_finish",
+  "raw: empty submit + fence wait",    "raw: recorded 4 B fill + timeline spin",
+  "vkrt_submit (empty) + vkrt_wait",   "vkrt_cmd_fill 4 B + vkrt_finish",
+  "vkrt_op_copy 4 KiB + vkrt_finish",
 };
 
-static bool raw_submit(struct sync_ctx *c, bool fence) {
+static bool raw_submit(struct sync_ctx *c, bool fence, VkCommandBuffer cmd) {
   struct vkrt_device *dev = c->dev;
   uint64_t v = ++c->value;
   VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
@@ -37,6 +41,8 @@ static bool raw_submit(struct sync_ctx *c, bool fence) {
                                       .pSignalSemaphoreValues = &v};
   VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                      .pNext = &ts,
+                     .commandBufferCount = cmd ? 1 : 0,
+                     .pCommandBuffers = &cmd,
                      .signalSemaphoreCount = 1,
                      .pSignalSemaphores = &c->timeline};
   pthread_mutex_lock(&dev->compute_queue_lock);
@@ -48,8 +54,9 @@ static bool raw_submit(struct sync_ctx *c, bool fence) {
 static bool one(struct sync_ctx *c, enum sync_kind k) {
   struct vkrt_device *dev = c->dev;
   switch (k) {
-  case RAW_SPIN: {
-    if (!raw_submit(c, false))
+  case RAW_SPIN:
+  case RAW_FILL_SPIN: {
+    if (!raw_submit(c, false, k == RAW_FILL_SPIN ? c->fill : VK_NULL_HANDLE))
       return false;
     uint64_t cur = 0;
     while (cur < c->value)
@@ -58,7 +65,7 @@ static bool one(struct sync_ctx *c, enum sync_kind k) {
     return true;
   }
   case RAW_WAIT_SEMAPHORES: {
-    if (!raw_submit(c, false))
+    if (!raw_submit(c, false, VK_NULL_HANDLE))
       return false;
     VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                               .semaphoreCount = 1,
@@ -67,7 +74,7 @@ static bool one(struct sync_ctx *c, enum sync_kind k) {
     return dev->vk.vkWaitSemaphores(dev->handle, &wi, UINT64_MAX) == VK_SUCCESS;
   }
   case RAW_FENCE:
-    if (!raw_submit(c, true) ||
+    if (!raw_submit(c, true, VK_NULL_HANDLE) ||
         dev->vk.vkWaitForFences(dev->handle, 1, &c->fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS)
       return false;
     return dev->vk.vkResetFences(dev->handle, 1, &c->fence) == VK_SUCCESS;
@@ -133,6 +140,27 @@ static int cmd_sync(int argc, char **argv) {
     fprintf(stderr, "vkrt-bench sync: setup failed: %s\n", vkrt_last_error(c.app));
     goto out;
   }
+  VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                 .queueFamilyIndex = c.dev->compute_family};
+  VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                     .commandBufferCount = 1};
+  VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VkMemoryBarrier host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+  if (c.dev->vk.vkCreateCommandPool(c.dev->handle, &pci, NULL, &c.pool) != VK_SUCCESS ||
+      (cai.commandPool = c.pool,
+       c.dev->vk.vkAllocateCommandBuffers(c.dev->handle, &cai, &c.fill) != VK_SUCCESS) ||
+      c.dev->vk.vkBeginCommandBuffer(c.fill, &cbi) != VK_SUCCESS) {
+    fprintf(stderr, "vkrt-bench sync: command buffer setup failed\n");
+    goto out;
+  }
+  c.dev->vk.vkCmdFillBuffer(c.fill, c.a->handle, 0, 4, 0x3f800000u);
+  c.dev->vk.vkCmdPipelineBarrier(c.fill, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                                 0, 1, &host, 0, NULL, 0, NULL);
+  if (c.dev->vk.vkEndCommandBuffer(c.fill) != VK_SUCCESS)
+    goto out;
   if (json)
     printf("{\"bench\": \"sync\", \"device\": \"%s\", \"driver\": \"%s\", \"iters\": %d, \"results\": [",
            c.dev->caps.device_name, c.dev->caps.driver_name, iters);
@@ -167,6 +195,8 @@ static int cmd_sync(int argc, char **argv) {
   rc = 0;
 out:
   free(t);
+  if (c.pool) /* frees the command buffer */
+    c.dev->vk.vkDestroyCommandPool(c.dev->handle, c.pool, NULL);
   vkrt_buffer_destroy(c.a);
   vkrt_buffer_destroy(c.b);
   if (c.fence)
