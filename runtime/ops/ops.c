@@ -120,14 +120,22 @@ static enum vkrt_ops_copy_path choose_copy_path(const struct vkrt_device *dev) {
                                                                   : VKRT_OPS_COPY_PATH_TRANSFER;
 }
 
-/* Matrix-vector shape per device and weight type (kernels/matvec.comp). GPUs: K split over
- * a wide workgroup with several 16-byte loads in flight per invocation; CPU devices
- * (lavapipe) run a workgroup as one thread's SIMD loop, where narrow workgroups with more
- * rows reuse each x chunk best. */
+/* Matrix-vector shape per device and weight type (kernels/matvec.comp), from the variant
+ * sweep of vkrt-bench cases --variants over tools/bench/cases/decode.txt:
+ * - NVIDIA (H200, 2026-12-02, 27 variants x 33 shapes): f16 128 invocations x 2 rows x 2
+ *   chunks in flight (mean 0.98 of the previous 256/2/2 over the M = 1 shapes, 0.88 for
+ *   M = 2..8; q/o 4096^2 10.4 vs 12.1 us); f32 256 x 1 row x 4 chunks (0.99).
+ * - other GPUs: not measured; the same shape as NVIDIA f16 would be a guess, so the middle
+ *   of the sweep (256 x 2 x 2).
+ * - CPU devices (lavapipe) run a workgroup as one thread's SIMD loop, where narrow
+ *   workgroups with more rows reuse each x chunk best. */
 static struct vkrt_matvec_config choose_matvec(const struct vkrt_device *dev, vkrt_type type) {
-  (void)type;
   if (dev->caps.is_cpu)
     return (struct vkrt_matvec_config){.wg = 64, .rows = 4, .unroll = 1, .blocks = 1};
+  if (dev->caps.vendor_id == 0x10de)
+    return type == VKRT_TYPE_F16
+               ? (struct vkrt_matvec_config){.wg = 128, .rows = 2, .unroll = 2, .blocks = 1}
+               : (struct vkrt_matvec_config){.wg = 256, .rows = 1, .unroll = 4, .blocks = 1};
   return (struct vkrt_matvec_config){.wg = 256, .rows = 2, .unroll = 2, .blocks = 1};
 }
 

@@ -4,7 +4,7 @@
  * vkGetSemaphoreCounterValue, by vkWaitSemaphores, and an empty submit with a fence
  * (vkWaitForFences). libvkrt: vkrt_submit of nothing + vkrt_wait, a 4-byte vkrt_cmd_fill +
  * vkrt_finish, and a small op (vkrt_op_copy of 4 KiB) + vkrt_finish. Median and p99 of
- * --iters round trips each; ratios to the timeline-spin floor. */
+ * --iters round trips each, the kinds interleaved; ratios to the timeline-spin floor. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -167,17 +167,25 @@ static int cmd_sync(int argc, char **argv) {
   else
     printf("vkrt-bench sync: dev%u %s (%s), %d round trips each (median, p99)\n", device,
            c.dev->caps.device_name, c.dev->caps.driver_name, iters);
-  double floor = 0;
-  for (int k = 0; k < SYNC_KINDS; k++) {
-    for (int i = -iters / 10 - 1; i < iters; i++) { /* warm-up first */
+  /* Kinds interleaved round-robin, so each sees the same GPU and driver state (a run that
+   * measured them one after another saw every kind after the blocking waits at 40-50 us). */
+  double *all = calloc((size_t)iters * SYNC_KINDS, sizeof(double));
+  if (!all)
+    goto out;
+  for (int i = -iters / 10 - 1; i < iters; i++) /* warm-up rounds first */
+    for (int k = 0; k < SYNC_KINDS; k++) {
       double t0 = bench_now_s();
       if (!one(&c, (enum sync_kind)k)) {
         fprintf(stderr, "vkrt-bench sync: %s failed: %s\n", sync_names[k], vkrt_last_error(c.app));
+        free(all);
         goto out;
       }
       if (i >= 0)
-        t[i] = bench_now_s() - t0;
+        all[(size_t)k * iters + i] = bench_now_s() - t0;
     }
+  double floor = 0;
+  for (int k = 0; k < SYNC_KINDS; k++) {
+    memcpy(t, all + (size_t)k * iters, (size_t)iters * sizeof(double));
     double med = bench_median(t, iters); /* sorts t */
     double p99 = t[(int)((iters - 1) * 0.99)];
     if (k == RAW_SPIN)
@@ -188,8 +196,8 @@ static int cmd_sync(int argc, char **argv) {
     else
       printf("  %-40s %9.2f us  p99 %9.2f us  x%.2f of the spin floor\n", sync_names[k], med * 1e6,
              p99 * 1e6, floor > 0 ? med / floor : 0);
-    fflush(stdout);
   }
+  free(all);
   if (json)
     printf("]}\n");
   rc = 0;
