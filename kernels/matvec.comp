@@ -35,6 +35,7 @@ layout(push_constant) uniform Push {
   uint d_stride0, d_stride1, d_stride2, d_stride3;          // elements
   uint ne2, r2, r3;    // dst batch dim 2; broadcast ratios x.ne2 / w.ne2, x.ne3 / w.ne3
   uint nblocks, grid_x;  // blocks of ROWS rows; workgroups in the whole grid along x
+  uint accumulate;     // 1: dst += result (vkrt_op_matmul_add)
   uint base_x, base_y, base_z;
 } pc;
 
@@ -50,7 +51,7 @@ layout(std430, set = 0, binding = 0) readonly buffer W4 { vec4 w4[]; };
 layout(std430, set = 0, binding = 3) readonly buffer W1 { float w1[]; };
 #endif
 layout(std430, set = 0, binding = 1) readonly buffer X4 { vec4 x4[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer D { float d[]; };
+layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 layout(std430, set = 0, binding = 4) readonly buffer X1 { float x1[]; };
 
 shared float partial[ROWS * NCOLS * NSG];
@@ -142,8 +143,9 @@ void main() {
       float s = 0.0;
       for (uint i = 0u; i < gl_NumSubgroups; i++)
         s += partial[tid * NSG + i];
+      uint di = db + (row0 + r) * pc.d_stride0 + c * pc.d_stride1;
       if (row0 + r < pc.N && c < pc.M)
-        d[db + (row0 + r) * pc.d_stride0 + c * pc.d_stride1] = s;
+        d[di] = pc.accumulate != 0u ? d[di] + s : s;
     }
     barrier();
   }

@@ -4,6 +4,7 @@
  * (the board's import policy), uploads each device's shard (W1 rows: contiguous; W2 columns:
  * a 2-D strided upload), then for each token runs, per layer, the Megatron MLP split:
  *   h_d = W1_d x ; y_d = W2_d h_d ; y = allreduce(y_d) ; x = x + y
+ * (one device: h = W1 x ; x += W2 h, vkrt_op_matmul_add)
  * and checks the final activations against a float64 CPU reference. */
 #include <errno.h>
 #include <math.h>
@@ -378,11 +379,16 @@ int main(int argc, char **argv) {
         vkrt_tensor h = vkrt_tensor_contiguous(ds->h, 0, VKRT_TYPE_F32, shard, 1, 1, 1);
         vkrt_tensor y = vkrt_tensor_contiguous(ds->y, 0, VKRT_TYPE_F32, wh->hidden, 1, 1, 1);
         CHECK(vkrt_op_matmul(&h, &w1, &x));
+        if (n == 1) { /* one device: the residual add rides on the second matmul */
+          CHECK(vkrt_op_matmul_add(&x, &w2, &h));
+          continue;
+        }
         CHECK(vkrt_op_matmul(&y, &w2, &h));
         ar.send[d] = ar.recv[d] = ds->y;
       }
-      if (n > 1)
-        CHECK(vkrt_allreduce(app, &ar));
+      if (n == 1)
+        continue;
+      CHECK(vkrt_allreduce(app, &ar));
       for (uint32_t d = 0; d < n; d++) {
         vkrt_tensor x = vkrt_tensor_contiguous(dev[d].x, 0, VKRT_TYPE_F32, wh->hidden, 1, 1, 1);
         vkrt_tensor y = vkrt_tensor_contiguous(dev[d].y, 0, VKRT_TYPE_F32, wh->hidden, 1, 1, 1);
@@ -464,7 +470,7 @@ int main(int argc, char **argv) {
     double np = profiled ? (double)profiled : 1;
     printf("vkrt-service: per token (mean of tokens 2..): input %.1f us, record %.1f us (%u ops "
            "per device), submit %.1f us, wait %.1f us\n", prof[0] / np * 1e6, prof[1] / np * 1e6,
-           1 + wh->layers * 3, prof[2] / np * 1e6, prof[3] / np * 1e6);
+           1 + wh->layers * (n == 1 ? 2 : 3), prof[2] / np * 1e6, prof[3] / np * 1e6);
     (void)total_lat;
   }
   printf("vkrt-service: verified %llu tokens on %u ranks against float64: max relative error "

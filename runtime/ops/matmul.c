@@ -14,6 +14,7 @@ struct matvec_push {
   uint32_t d_stride0, d_stride1, d_stride2, d_stride3;
   uint32_t ne2, r2, r3;
   uint32_t nblocks, grid_x;
+  uint32_t accumulate;
   uint32_t base_x, base_y, base_z;
 };
 VKRT_KERNEL_MATVEC_F32_CHECK_PUSH(struct matvec_push);
@@ -25,6 +26,7 @@ struct matmul_push {
   uint32_t d_stride[4];
   uint32_t w_offset, x_offset, d_offset;
   uint32_t ne2, r2, r3;
+  uint32_t accumulate;
   uint32_t base_x, base_y, base_z;
 };
 VKRT_KERNEL_MATMUL_F32_CHECK_PUSH(struct matmul_push);
@@ -77,7 +79,8 @@ static uint32_t pow2_at_least(uint32_t m) {
  * (dev->ops->matvec[type]) and NCOLS = M rounded up to a power of two. */
 static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
                                  enum vkrt_ops_kernel kernel, const struct vkrt_ops_view *d,
-                                 const struct vkrt_ops_view *w, const struct vkrt_ops_view *x) {
+                                 const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
+                                 bool accumulate) {
   const struct vkrt_matvec_config *cfg = &dev->ops->matvec[w->type];
   uint32_t cols = VKRT_MIN(pow2_at_least(x->ne[1]), MATVEC_MAX_COLS);
   uint32_t spec[VKRT_OPS_MAX_SPEC] = {cfg->wg, cfg->rows, cols, cfg->unroll};
@@ -117,6 +120,7 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
       .r3 = x->ne[3] / w->ne[3],
       .nblocks = nblocks,
       .grid_x = grid,
+      .accumulate = accumulate,
   };
   /* columns in groups of `cols`: each dispatch reads w once for its group */
   uint32_t x_offset = push.x_offset, d_offset = push.d_offset;
@@ -131,7 +135,7 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
 
 static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
                                 const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
-                                const struct vkrt_ops_view *x) {
+                                const struct vkrt_ops_view *x, bool accumulate) {
   bool f16 = w->type == VKRT_TYPE_F16;
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline(dev, f16 ? VKRT_OPS_MATMUL_F16 : VKRT_OPS_MATMUL_F32, &p);
@@ -152,6 +156,7 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
       .ne2 = d->ne[2],
       .r2 = x->ne[2] / w->ne[2],
       .r3 = x->ne[3] / w->ne[3],
+      .accumulate = accumulate,
   };
   for (int i = 0; i < 4; i++) {
     push.w_stride[i] = w->stride[i];
@@ -163,19 +168,20 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
   return VKRT_OK;
 }
 
+/* accumulate: dst += w x (vkrt_op_matmul_add); a kernel without it returns UNSUPPORTED. */
 typedef vkrt_status (*matmul_record_fn)(struct vkrt_device *dev, VkCommandBuffer cmd,
                                         enum vkrt_ops_kernel kernel,
                                         const struct vkrt_ops_view *d,
                                         const struct vkrt_ops_view *w,
-                                        const struct vkrt_ops_view *x);
+                                        const struct vkrt_ops_view *x, bool accumulate);
 
 static vkrt_status record_tiled_kernel(struct vkrt_device *dev, VkCommandBuffer cmd,
                                        enum vkrt_ops_kernel kernel,
                                        const struct vkrt_ops_view *d,
                                        const struct vkrt_ops_view *w,
-                                       const struct vkrt_ops_view *x) {
+                                       const struct vkrt_ops_view *x, bool accumulate) {
   (void)kernel; /* record_tiled picks f16/f32 itself */
-  return record_tiled(dev, cmd, d, w, x);
+  return record_tiled(dev, cmd, d, w, x, accumulate);
 }
 
 /* Kernels per weight type. matvec: M <= MATVEC_MAX_M with the layout matvec_fits accepts;
@@ -191,7 +197,7 @@ static const struct matmul_kind {
 };
 
 vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                               const struct vkrt_ops_view views[3]) {
+                               const struct vkrt_ops_view views[3], bool accumulate) {
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
   struct vkrt_ops_view w = views[1];
   const struct matmul_kind *kind = &matmul_kinds[w.type];
@@ -211,12 +217,12 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                       "vkrt_op_matmul: matrix-vector kernel forced but not possible: %s", why);
   if (matvec && force != 2) {
     dev->ops->matvec_count++;
-    return kind->matvec(dev, cmd, kind->matvec_kernel, d, &w, x);
+    return kind->matvec(dev, cmd, kind->matvec_kernel, d, &w, x, accumulate);
   }
   if (!kind->tiled)
     return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
                       "vkrt_op_matmul: no tiled kernel for this weight type, and the "
                       "matrix-vector kernel cannot take it: %s", why);
   dev->ops->matmul_tiled_count++;
-  return kind->tiled(dev, cmd, kind->tiled_kernel, d, &w, x);
+  return kind->tiled(dev, cmd, kind->tiled_kernel, d, &w, x, accumulate);
 }

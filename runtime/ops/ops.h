@@ -256,11 +256,12 @@ static inline vkrt_status vkrt_add_record(struct vkrt_device *dev, VkCommandBuff
 
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)
 vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                               const struct vkrt_ops_view views[3]);
+                               const struct vkrt_ops_view views[3], bool accumulate);
 #else
 static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                             const struct vkrt_ops_view views[3]) {
-  (void)cmd, (void)views;
+                                             const struct vkrt_ops_view views[3],
+                                             bool accumulate) {
+  (void)cmd, (void)views, (void)accumulate;
   return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
                     "matmul kernel not in this build (CONFIG_VKRT_KERNEL_MATMUL=n)");
 }

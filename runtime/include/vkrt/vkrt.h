@@ -256,6 +256,9 @@ vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, 
 /* dst[n, m] = sum_k w[k, n] * x[k, m]   (ggml mul_mat: w ne = {K, N}, x ne = {K, M},
  * dst ne = {N, M}); w f16 or f32, x and dst f32. M == 1 is the decode (matrix-vector) case. */
 vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
+/* dst += w x, same shapes and rules as vkrt_op_matmul (dst is read, then written): the
+ * decode residual (x = x + W h) in one dispatch instead of a matmul and an add. */
+vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
 
 /* ---- collectives ---------------------------------------------------------------------- */
 
