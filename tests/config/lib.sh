@@ -10,6 +10,16 @@ else
   trap 'rm -rf "$SCRATCH"' EXIT
 fi
 KTOOL=(/usr/bin/python3 "$ROOT/tools/kconfig.py" --srcdir "$ROOT")
+# The config tests build many configurations of one tree: through ccache (Debian package
+# ccache, in configure's dependency list) a C file whose preprocessed text is the same in two
+# of them is compiled once. Paths are made relative to the build folder and the folder is not
+# hashed, so builds in different scratch folders (and runs, with a kept CCACHE_DIR) share.
+TEST_CC=${CC:-cc}
+if command -v ccache > /dev/null; then
+  TEST_CC="ccache $TEST_CC"
+  export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1
+fi
+export CC=$TEST_CC  # for configure runs through make (prune.sh)
 
 # config_from <name> <defconfig-or-fragment-file>: writes $SCRATCH/<name>.config
 config_from() {
@@ -21,7 +31,8 @@ config_from() {
 build_config() {
   local name=$1; shift
   local dir="$SCRATCH/build-$name"
-  (cd "$ROOT" && ./configure --config "$SCRATCH/$name.config" --builddir "$dir" && ninja -C "$dir" "$@") \
+  (cd "$ROOT" && ./configure --cc "$TEST_CC" --config "$SCRATCH/$name.config" --builddir "$dir" &&
+   ninja -C "$dir" "$@") \
     > "$SCRATCH/$name.log" 2>&1
 }
 
