@@ -27,11 +27,13 @@ config_from() {
 }
 
 # build_config <name> [ninja targets...]: configure + build $SCRATCH/<name>.config in
-# $SCRATCH/build-<name>; output in $SCRATCH/<name>.log
+# $SCRATCH/build-<name>; output in $SCRATCH/<name>.log. With KERNELS_FROM=<build folder> the
+# SPIR-V kernels come from that folder instead of being compiled again.
 build_config() {
   local name=$1; shift
   local dir="$SCRATCH/build-$name"
-  (cd "$ROOT" && ./configure --cc "$TEST_CC" --config "$SCRATCH/$name.config" --builddir "$dir" &&
+  (cd "$ROOT" && ./configure --cc "$TEST_CC" --config "$SCRATCH/$name.config" --builddir "$dir" \
+     ${KERNELS_FROM:+--kernels-from "$KERNELS_FROM"} &&
    ninja -C "$dir" "$@") \
     > "$SCRATCH/$name.log" 2>&1
 }
