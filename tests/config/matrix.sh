@@ -10,6 +10,8 @@
 # the shipping -O2 -g in boards.sh.
 . "$(dirname "$0")/lib.sh"
 seeds=${VKRT_RANDCONFIG_SEEDS:-50}
+seed_list=${VKRT_RANDCONFIG_SEED_LIST:-$(seq 1 "$seeds")}  # e.g. '17 23' to re-check two seeds
+seeds=$(wc -w <<< "$seed_list")
 start=$SECONDS
 [ "$TEST_CC" = "${TEST_CC#ccache }" ] || ccache -z > /dev/null
 
@@ -41,7 +43,7 @@ check_one() {
 check_one allno
 echo "allnoconfig: builds, $(tail -1 "$SCRATCH/allno.unit.log")"
 
-for seed in $(seq 1 "$seeds"); do
+for seed in $seed_list; do
   "${KTOOL[@]}" --config "$SCRATCH/rand-$seed.config" randconfig --seed "$seed" >/dev/null
   check_one "rand-$seed"
 done
