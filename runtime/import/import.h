@@ -41,7 +41,6 @@ struct vkrt_region {
   const uint8_t *ptr;
   uint64_t size;
   atomic_uint users;     /* uploads DMAing from this region right now */
-  atomic_bool removed;   /* unregistered: waiting for users to drain */
   bool published;        /* in the table (counted in regions_by_path) */
   struct vkrt_chunk *chunks;          /* plan over the caller's pages */
   uint32_t chunk_count;

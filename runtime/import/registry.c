@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "import/import.h"
@@ -510,7 +511,6 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
   r->ptr = ptr;
   r->size = size;
   atomic_init(&r->users, 0);
-  atomic_init(&r->removed, false);
   const uint32_t policy = reg->policy;
   const char *pname = vkrt_import_policy_name(policy);
   vkrt_status s = VKRT_OK;
@@ -679,7 +679,6 @@ vkrt_status vkrt_host_unregister(vkrt_appliance *app, const void *ptr) {
                       ptr);
   }
   /* Out of the table: no new upload can find it. Wait for the ones DMAing from it. */
-  atomic_store(&r->removed, true);
   pthread_mutex_lock(&reg->drain_lock);
   while (atomic_load(&r->users) != 0)
     pthread_cond_wait(&reg->drain_cond, &reg->drain_lock);
@@ -704,13 +703,23 @@ struct vkrt_region *vkrt_region_acquire(struct vkrt_appliance *app, uint32_t dev
   return r;
 }
 
+/* The last user wakes the drain waiters without touching the region again: once `users`
+ * reaches 0 an unregister may free it at once (reading r->removed after the decrement was a
+ * use-after-free). The broadcast takes drain_lock, which unregister holds between its check of
+ * `users` and its wait, so the wakeup cannot be lost. */
 void vkrt_region_release(struct vkrt_appliance *app, struct vkrt_region *r) {
-  if (atomic_fetch_sub(&r->users, 1) == 1 && atomic_load(&r->removed)) {
-    struct vkrt_import_registry *reg = app->registry;
-    pthread_mutex_lock(&reg->drain_lock);
-    pthread_cond_broadcast(&reg->drain_cond);
-    pthread_mutex_unlock(&reg->drain_lock);
-  }
+  if (atomic_fetch_sub(&r->users, 1) != 1)
+    return;
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+  /* Widens the window a concurrent unregister has to free the region (stress test). */
+  if (app->options.faults.release_delay_us)
+    nanosleep(&(struct timespec){.tv_nsec = (long)app->options.faults.release_delay_us * 1000},
+              NULL);
+#endif
+  struct vkrt_import_registry *reg = app->registry;
+  pthread_mutex_lock(&reg->drain_lock);
+  pthread_cond_broadcast(&reg->drain_cond);
+  pthread_mutex_unlock(&reg->drain_lock);
 }
 
 uint64_t vkrt_import_prestage_bytes(const struct vkrt_appliance *app) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/vk_test.h"
@@ -645,6 +646,103 @@ static void test_storm_prestaged(void **state) {
   run_storm(1 + VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE);
 }
 
+/* ---- unregister racing the last release ---------------------------------------------- */
+
+/* Uploads from a registered region while another thread unregisters it, many times over,
+ * with the window between an upload's last reference drop and its wakeup of unregister
+ * widened (release_delay_us). Every upload must deliver the bytes (imported chunks while the
+ * region is found, the staging ring after), unregister must return, and under ASan/TSan a
+ * release that touches the freed region is reported (the seed read r->removed there). */
+#define RACE_THREADS 3
+#define RACE_ITERS 60
+
+struct race {
+  vkrt_appliance *app;
+  const uint8_t *mem;
+  size_t size;
+  pthread_barrier_t start, done;
+  atomic_bool quit;
+  atomic_int failures;
+};
+
+struct race_worker {
+  struct race *r;
+  uint32_t index;
+  uint64_t seed;
+};
+
+static void *race_upload(void *arg) {
+  struct race_worker *w = arg;
+  struct race *r = w->r;
+  vkrt_buffer *buf = NULL;
+  uint8_t *got = malloc(r->size);
+  if (!got || vkrt_buffer_create(r->app, w->index % vkrt_device_count(r->app), r->size,
+                                 VKRT_BUFFER_DEVICE_LOCAL, &buf) != VKRT_OK)
+    atomic_fetch_add(&r->failures, 1);
+  for (;;) {
+    pthread_barrier_wait(&r->start);
+    if (atomic_load(&r->quit))
+      break;
+    for (int k = 0; k < 3 && buf && got; k++) {
+      uint64_t size = 1 + vkt_next(&w->seed) % r->size;
+      uint64_t off = vkt_next(&w->seed) % (r->size - size + 1);
+      if (vkrt_upload(buf, 0, r->mem + off, size) != VKRT_OK ||
+          vkrt_download(got, buf, 0, size) != VKRT_OK || memcmp(got, r->mem + off, size) != 0) {
+        fprintf(stderr, "vkrt-test: race upload %u failed: %s\n", w->index,
+                vkrt_last_error(r->app));
+        atomic_fetch_add(&r->failures, 1);
+      }
+    }
+    pthread_barrier_wait(&r->done);
+  }
+  vkrt_buffer_destroy(buf);
+  free(got);
+  return NULL;
+}
+
+static void test_unregister_races_release(void **state) {
+  (void)state;
+  uint64_t seed = vkt_seed(0);
+  vkrt_options o;
+  options_for(&o, 1 + VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE, 0, 0);
+  o.faults.release_delay_us = 300;
+  vkrt_appliance *app = vkt_open(&o);
+  struct race r = {.app = app, .size = 3 * CHUNK_CAP};
+  uint8_t *mem = aligned_alloc(4096, r.size);
+  assert_non_null(mem);
+  vkt_fill_random(mem, r.size, &seed);
+  r.mem = mem;
+  atomic_init(&r.quit, false);
+  atomic_init(&r.failures, 0);
+  pthread_barrier_init(&r.start, NULL, RACE_THREADS + 1);
+  pthread_barrier_init(&r.done, NULL, RACE_THREADS + 1);
+  pthread_t t[RACE_THREADS];
+  struct race_worker w[RACE_THREADS];
+  for (uint32_t i = 0; i < RACE_THREADS; i++) {
+    w[i] = (struct race_worker){.r = &r, .index = i, .seed = seed + 31 * i};
+    assert_int_equal(pthread_create(&t[i], NULL, race_upload, &w[i]), 0);
+  }
+  for (int it = 0; it < RACE_ITERS; it++) {
+    vkt_check(app, vkrt_host_register(app, mem, r.size, NULL, NULL, NULL));
+    pthread_barrier_wait(&r.start);
+    /* Let the uploads start, then pull the region from under them. */
+    nanosleep(&(struct timespec){.tv_nsec = (long)(vkt_next(&seed) % 400) * 1000}, NULL);
+    vkt_check(app, vkrt_host_unregister(app, mem));
+    pthread_barrier_wait(&r.done);
+  }
+  atomic_store(&r.quit, true);
+  pthread_barrier_wait(&r.start);
+  for (uint32_t i = 0; i < RACE_THREADS; i++)
+    pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&r.start);
+  pthread_barrier_destroy(&r.done);
+  assert_int_equal(atomic_load(&r.failures), 0);
+  assert_int_equal(vkrt_import_region_count(app), 0);
+  assert_int_equal(vkrt_import_live_chunks(app), 0);
+  free(mem);
+  vkt_close(app);
+}
+
 /* ---- leaks ---------------------------------------------------------------------------- */
 
 /* Every path (imported, pre-staged, staged, both fault fallbacks, import-only failure,
@@ -753,6 +851,7 @@ int main(void) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_storm_imported),
       cmocka_unit_test(test_storm_prestaged),
+      cmocka_unit_test(test_unregister_races_release),
       cmocka_unit_test(test_no_leaks),
       cmocka_unit_test(test_describe),
   };

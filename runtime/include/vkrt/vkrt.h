@@ -65,6 +65,9 @@ typedef struct vkrt_fault_options {
   /* Tests and benches: run another import policy than the Kconfig choice.
    * 0 = CONFIG_VKRT_IMPORT_POLICY_ID, else 1 + a vkrt_import_policy value. */
   uint32_t import_policy_override;
+  /* Sleep (microseconds, < 10^6) between an upload dropping the last reference to a
+   * registered region and its wakeup of a waiting unregister: widens that race window. */
+  uint32_t release_delay_us;
 } vkrt_fault_options;
 
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
