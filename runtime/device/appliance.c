@@ -857,7 +857,7 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
     app->collective_opened = s == VKRT_OK;
   }
   if (s != VKRT_OK) {
-    vkrt_format(error_message, error_message_size, "%s", app->base.last_error);
+    vkrt_format(error_message, error_message_size, "%s", vkrt_base_last_error(&app->base));
     vkrt_close(app);
     return s;
   }
@@ -900,7 +900,7 @@ void vkrt_close(vkrt_appliance *app) {
 }
 
 const char *vkrt_last_error(const vkrt_appliance *app) {
-  return app ? app->base.last_error : "no appliance";
+  return app ? vkrt_base_last_error(&app->base) : "no appliance";
 }
 
 uint32_t vkrt_validation_message_count(const vkrt_appliance *app) {
@@ -911,11 +911,15 @@ uint32_t vkrt_device_count(const vkrt_appliance *app) { return app ? app->device
 
 vkrt_status vkrt_device_info_get(const vkrt_appliance *app, uint32_t device,
                                  vkrt_device_info *out) {
+  if (!app) {
+    if (out)
+      memset(out, 0, sizeof(*out));
+    return VKRT_ERROR_INVALID_ARGUMENT; /* no appliance to carry the message */
+  }
   if (!out)
-    return VKRT_ERROR_INVALID_ARGUMENT;
+    return vkrt_error((struct vkrt_base *)&app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "device info: out is NULL");
   memset(out, 0, sizeof(*out));
-  if (!app)
-    return VKRT_ERROR_INVALID_ARGUMENT;
   if (device >= app->device_count)
     return vkrt_error((struct vkrt_base *)&app->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "device %u does not exist (the appliance has %u)", device,

@@ -214,8 +214,7 @@ static void test_register(void **state) {
 
 static void test_allreduce(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_COLLECTIVES))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_COLLECTIVES));
   report("first allreduce", "host", phase_matrix("allreduce", phase_allreduce, 0));
   report("first allreduce", "vulkan", phase_matrix("allreduce", phase_allreduce, 1));
 }

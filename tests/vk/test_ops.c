@@ -250,8 +250,7 @@ static void run_copy(vkrt_appliance *app, uint32_t d, const int64_t ne[4], vkrt_
 
 static void test_copy(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
   for (unsigned s = 0; s < NSHAPES; s++)
@@ -278,8 +277,7 @@ static void test_copy(void **state) {
 /* Both contiguous-copy paths (compute copy_vec4 and vkCmdCopyBuffer), aligned and not. */
 static void test_copy_paths(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY));
   vkrt_appliance *app = open_app();
   struct vkrt_device *dev = &app->devices[0];
   vkt_check(app, vkrt_ops_open(dev));
@@ -361,8 +359,7 @@ static void run_transpose(vkrt_appliance *app, const int64_t ne[4], vkrt_type st
 
 static void test_transpose(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
   static const int64_t more[][4] = {{64, 64, 1, 1}, {33, 1000, 1, 1}, {4097, 2, 1, 1}, {40, 70, 3, 2}};
@@ -463,8 +460,7 @@ static void run_concat(vkrt_appliance *app, const int64_t ne[4], int dim, int64_
 
 static void test_concat(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
   static const int64_t gen[][4] = {{6, 5, 4, 3}, {33, 31, 2, 2}, {1000, 3, 1, 2}};
@@ -552,8 +548,7 @@ static void run_add(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_t count,
 
 static void test_add(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE));
   vkrt_appliance *app = open_app();
   static const int64_t sizes[] = {1, 31, 1000, 4097};
   for (int t = 0; t < NTYPES; t++)
@@ -570,8 +565,7 @@ static void test_add(void **state) {
  * ranks). */
 static void test_add_paths_agree(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
   for (int t = 0; t < NTYPES; t++) {
@@ -671,8 +665,7 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
 
 static void test_matmul(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
   for (int t = 0; t < NTYPES; t++) {

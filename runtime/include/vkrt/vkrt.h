@@ -119,8 +119,13 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out,
 /* Waits for all work, joins every thread, frees everything. NULL is a no-op. */
 void vkrt_close(vkrt_appliance *appliance);
 
-/* The message of the last error status returned on this appliance (thread-local per call
- * site is not promised; read it right after the failing call). Never NULL. */
+/* Errors: every call that gets an appliance (directly or through a buffer or tensor) and
+ * fails records a message saying why; only a call with no appliance to reach (NULL appliance,
+ * NULL buffer) returns its status without one.
+ *
+ * The message of the last error status this thread got from a call on this appliance
+ * ("no error" when none). Each thread has its own: a failure on another thread never
+ * overwrites it. Valid until this thread's next failing call. Never NULL. */
 const char *vkrt_last_error(const vkrt_appliance *appliance);
 /* Number of validation-layer messages reported since open (0 without validation). */
 uint32_t vkrt_validation_message_count(const vkrt_appliance *appliance);
@@ -163,8 +168,10 @@ vkrt_status vkrt_buffer_map(vkrt_buffer *buffer, void **out);
  * Ops and collectives are recorded into the device's stream; vkrt_submit sends what was
  * recorded and returns a ticket; vkrt_wait blocks until the ticket's work is done. */
 
+/* A size of 0 records nothing and returns VKRT_OK (after the NULL and same-device checks). */
 vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
                                  uint64_t src_offset, uint64_t size);
+/* Fills with a 32-bit pattern: offset and size multiples of 4; size 0 is a no-op (VKRT_OK). */
 vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint32_t value);
 vkrt_status vkrt_submit(vkrt_appliance *appliance, uint32_t device, uint64_t *out_ticket);
 vkrt_status vkrt_wait(vkrt_appliance *appliance, uint32_t device, uint64_t ticket,
@@ -212,7 +219,9 @@ vkrt_status vkrt_host_register(vkrt_appliance *appliance, const void *ptr, uint6
 vkrt_status vkrt_host_unregister(vkrt_appliance *appliance, const void *ptr);
 
 /* Synchronous copies between host memory and a buffer; registered sources DMA straight
- * from their chunks, others go through the staging ring. Thread-safe. */
+ * from their chunks, others go through the staging ring. Thread-safe. A size of 0 (upload_2d:
+ * width or height 0) is a no-op returning VKRT_OK, whatever the other arguments (a NULL
+ * buffer still returns VKRT_ERROR_INVALID_ARGUMENT). */
 vkrt_status vkrt_upload(vkrt_buffer *dst, uint64_t dst_offset, const void *src, uint64_t size);
 vkrt_status vkrt_upload_2d(vkrt_buffer *dst, uint64_t dst_offset, uint64_t dst_pitch,
                            const void *src, uint64_t src_pitch, uint64_t width, uint64_t height);
@@ -274,7 +283,8 @@ const char *vkrt_transport_str(vkrt_transport_kind kind);
 vkrt_transport_kind vkrt_transport(const vkrt_appliance *appliance);
 
 /* Sum-allreduce of `count` elements: send[d] on device d, result into recv[d] on every
- * device (recv may equal send: in place). Recorded into every device's stream; work
+ * device (recv may equal send: in place). count 0 is a no-op returning VKRT_OK once the
+ * arguments are valid (buffers, offsets, type). Recorded into every device's stream; work
  * recorded after it waits on the GPU where the transport allows. */
 typedef struct vkrt_allreduce_args {
   vkrt_buffer *send[VKRT_MAX_DEVICES];
