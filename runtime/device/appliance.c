@@ -513,7 +513,8 @@ static vkrt_status device_open(struct vkrt_appliance *app, uint32_t rank,
   dev->memory_type_host_visible = UINT32_MAX;
   uint32_t hidden = dev->fault_mask & (VKRT_FAULT_HIDE_EXTERNAL_SEMAPHORE_FD |
                                        VKRT_FAULT_HIDE_EXTERNAL_MEMORY_HOST |
-                                       VKRT_FAULT_HIDE_TRANSFER_QUEUE);
+                                       VKRT_FAULT_HIDE_TRANSFER_QUEUE |
+                                       VKRT_FAULT_REFUSE_FILE_BACKED);
 
   VkExtensionProperties *ext = NULL;
   uint32_t ext_count = 0;

@@ -137,6 +137,12 @@ static void free_device_chunks(struct vkrt_device *dev, struct vkrt_region_devic
   rd->chunk_count = 0;
 }
 
+/* Who refuses file-backed pages, for messages: the driver, or the fault acting as one. */
+static const char *refuser(const struct vkrt_device *dev) {
+  return dev->caps.refuses_file_backed_fault ? "this device (VKRT_FAULT_REFUSE_FILE_BACKED)"
+                                             : dev->caps.driver_name;
+}
+
 /* Imports one aligned host range as a VkBuffer bound to VkDeviceMemory. */
 static VkResult import_one(struct vkrt_device *dev, uint64_t addr, uint64_t size, bool injectable,
                            VkBuffer *out_buffer, VkDeviceMemory *out_memory) {
@@ -144,6 +150,9 @@ static VkResult import_one(struct vkrt_device *dev, uint64_t addr, uint64_t size
   *out_memory = VK_NULL_HANDLE;
   if (injectable && vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS))
     return VK_ERROR_OUT_OF_DEVICE_MEMORY; /* what NVIDIA returns for file-backed pages */
+  if (vkrt_fault(dev, VKRT_FAULT_REFUSE_FILE_BACKED) &&
+      vkrt_host_range_file_backed(addr, addr + size))
+    return VK_ERROR_OUT_OF_DEVICE_MEMORY; /* the refusing driver, faithfully */
   return vkrt_device_import_host_pointer(dev, (void *)(uintptr_t)addr, size, REG_USAGE, 0,
                                          out_buffer, out_memory);
 }
@@ -552,14 +561,19 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
         }
         continue;
       }
-      if (policy == VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE &&
-          vkrt_import_file_backed_refused(&dev->caps) && !vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS)) {
+      if (vkrt_import_file_backed_refused(&dev->caps) && !vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS)) {
         if (file_backed < 0)
           file_backed = vkrt_host_range_file_backed(addr, addr + size);
+        if (file_backed && policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
+          s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE, "dev%u: host register %p: file-backed pages, "
+                         "which %s refuses to import; policy import-only (not tried: a refusal "
+                         "made later imports fail on NVIDIA 580)", d, ptr, refuser(dev));
+          goto fail;
+        }
         if (file_backed) {
           set_path(r, d, VKRT_IMPORT_PATH_STAGED, "file-backed pages, which %s refuses to import "
                    "(and a refusal made later imports fail on NVIDIA 580), so not tried",
-                   dev->caps.driver_name);
+                   refuser(dev));
           prestage_mask |= 1u << d;
           continue;
         }

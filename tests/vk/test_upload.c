@@ -15,6 +15,7 @@
 
 #include "../common/vk_test.h"
 #include "import/import.h"
+#include "import/policy.h"
 
 #define KIB (1u << 10)
 #define MIB (1u << 20)
@@ -61,6 +62,25 @@ static void options_for(vkrt_options *o, uint32_t policy_plus_one, uint32_t faul
   o->faults.import_policy_override = policy_plus_one;
   o->faults.mask = fault_mask;
   o->faults.device_mask = device_mask;
+}
+
+/* Expectations come from the capability snapshot, never a driver name: whether device d's
+ * driver refuses to import file-backed pages (NVIDIA 580, RADV, or the fault acting as one). */
+static bool refuses_file_backed(vkrt_appliance *app, uint32_t d) {
+  return app->devices[d].caps.external_memory_host &&
+         vkrt_import_file_backed_refused(&app->devices[d].caps);
+}
+
+static bool any_refuses_file_backed(vkrt_appliance *app) {
+  for (uint32_t d = 0; d < vkrt_device_count(app); d++)
+    if (refuses_file_backed(app, d))
+      return true;
+  return false;
+}
+
+/* The path a file mapping takes on device d under import-then-prestage. */
+static vkrt_import_path file_path_import_then_prestage(vkrt_appliance *app, uint32_t d) {
+  return refuses_file_backed(app, d) ? VKRT_IMPORT_PATH_PRESTAGED : VKRT_IMPORT_PATH_IMPORTED;
 }
 
 /* Downloads [offset, +size) of buf and compares it with expect. */
@@ -129,46 +149,103 @@ static void check_uploads(vkrt_appliance *app, const struct weights_file *f, uin
   }
 }
 
+/* Every policy on a real read-only file mapping, twice: on the devices as they are, and with
+ * device 1 acting as a driver that refuses file-backed pages (VKRT_FAULT_REFUSE_FILE_BACKED;
+ * on NVIDIA both already do). A refusing device pre-stages under import-then-prestage without
+ * trying the import, and import-only fails with a clear error naming it. Each case says which
+ * it checked. */
 static void test_every_policy_file_backed(void **state) {
   (void)state;
   uint64_t seed = vkt_seed(0);
   struct weights_file f;
   file_create(&f, 3 * MIB + 4321, &seed);
-  static const vkrt_import_path expect_path[] = {
-      VKRT_IMPORT_PATH_IMPORTED, VKRT_IMPORT_PATH_IMPORTED, VKRT_IMPORT_PATH_PRESTAGED,
-      VKRT_IMPORT_PATH_STAGED};
-  for (uint32_t policy = 0; policy < VKRT_IMPORT_POLICY_COUNT; policy++) {
-    vkrt_options o;
-    options_for(&o, policy + 1, 0, 0);
-    vkrt_appliance *app = vkt_open(&o);
-    assert_int_equal(vkrt_import_policy_get(app), policy);
-    vkrt_register_info info;
-    vkt_check(app, vkrt_host_register(app, f.map, f.size, NULL, NULL, &info));
-    for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
-      fprintf(stderr, "vkrt-test: policy %s dev%u: %s: %s\n",
-              vkrt_import_policy_str(policy), d, vkrt_import_path_str(info.path[d]), info.reason[d]);
-      assert_int_equal(info.path[d], expect_path[policy]);
-      assert_true(info.reason[d][0] != '\0');
+  for (int forced = 0; forced < 2; forced++)
+    for (uint32_t policy = 0; policy < VKRT_IMPORT_POLICY_COUNT; policy++) {
+      vkrt_options o;
+      options_for(&o, policy + 1, forced ? VKRT_FAULT_REFUSE_FILE_BACKED : 0, 1u << 1);
+      vkt_log_capture cap = {0};
+      o.log = vkt_log_capture_fn;
+      o.log_user = &cap;
+      o.log_level = VKRT_LOG_WARN;
+      vkrt_appliance *app = vkt_open(&o);
+      assert_int_equal(vkrt_import_policy_get(app), policy);
+      const uint32_t n = vkrt_device_count(app);
+      vkrt_import_path expect[VKRT_MAX_DEVICES];
+      for (uint32_t d = 0; d < n; d++)
+        expect[d] = policy == VKRT_IMPORT_POLICY_STAGING_ONLY     ? VKRT_IMPORT_PATH_STAGED
+                    : policy == VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE ? VKRT_IMPORT_PATH_PRESTAGED
+                                                                   : file_path_import_then_prestage(app, d);
+      vkrt_register_info info;
+      vkrt_status s = vkrt_host_register(app, f.map, f.size, NULL, NULL, &info);
+      if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY && any_refuses_file_backed(app)) {
+        uint32_t d = refuses_file_backed(app, 0) ? 0 : 1;
+        fprintf(stderr, "vkrt-test: checked import-only on a device refusing file-backed pages "
+                "(dev%u%s): %s\n", d, forced ? ", fault injected" : "", vkrt_last_error(app));
+        assert_int_equal(s, VKRT_ERROR_UNAVAILABLE);
+        char want[16];
+        snprintf(want, sizeof(want), "dev%u", d);
+        assert_non_null(strstr(vkrt_last_error(app), want));
+        assert_non_null(strstr(vkrt_last_error(app), "file-backed"));
+        assert_non_null(strstr(vkrt_last_error(app), "import-only"));
+        assert_int_equal(vkrt_import_region_count(app), 0);
+        assert_int_equal(vkrt_import_live_chunks(app), 0);
+        /* Not tried, so the driver is not left refusing: anonymous memory still imports and
+         * buffers still allocate. */
+        uint8_t *anon = aligned_alloc(4096, 256 * KIB);
+        assert_non_null(anon);
+        vkt_fill_random(anon, 256 * KIB, &seed);
+        vkt_check(app, vkrt_host_register(app, anon, 256 * KIB, NULL, NULL, &info));
+        for (uint32_t e = 0; e < n; e++)
+          assert_int_equal(info.path[e], VKRT_IMPORT_PATH_IMPORTED);
+        vkrt_buffer *buf;
+        vkt_check(app, vkrt_buffer_create(app, d, 256 * KIB, VKRT_BUFFER_DEVICE_LOCAL, &buf));
+        vkt_check(app, vkrt_upload(buf, 0, anon, 256 * KIB));
+        expect_device_bytes(app, buf, 0, anon, 256 * KIB);
+        vkrt_buffer_destroy(buf);
+        vkt_check(app, vkrt_host_unregister(app, anon));
+        free(anon);
+        vkt_close(app);
+        continue;
+      }
+      vkt_check(app, s);
+      for (uint32_t d = 0; d < n; d++) {
+        fprintf(stderr, "vkrt-test: checked policy %s dev%u (%s file-backed pages%s): %s: %s\n",
+                vkrt_import_policy_str(policy), d,
+                refuses_file_backed(app, d) ? "refuses" : "imports",
+                forced && d == 1 ? ", fault injected" : "", vkrt_import_path_str(info.path[d]),
+                info.reason[d]);
+        assert_int_equal(info.path[d], expect[d]);
+        assert_true(info.reason[d][0] != '\0');
+        if (refuses_file_backed(app, d) && policy == VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE)
+          assert_non_null(strstr(info.reason[d], "not tried"));
+      }
+      /* A refusing device pre-stages without trying: no import failure was logged. */
+      assert_null(strstr(cap.text, "host pointer import"));
+      bool any_imported = false, any_prestaged = false;
+      for (uint32_t d = 0; d < n; d++) {
+        any_imported |= expect[d] == VKRT_IMPORT_PATH_IMPORTED;
+        any_prestaged |= expect[d] == VKRT_IMPORT_PATH_PRESTAGED;
+      }
+      if (any_imported || any_prestaged) {
+        assert_true(info.chunk_count >= f.size / CHUNK_CAP);
+        /* One VkBuffer + VkDeviceMemory per chunk per device that uses chunks. */
+        long want = 0;
+        for (uint32_t d = 0; d < n; d++)
+          want += expect[d] != VKRT_IMPORT_PATH_STAGED ? (long)info.chunk_count : 0;
+        assert_int_equal(vkrt_import_live_chunks(app), want);
+      } else {
+        assert_int_equal(vkrt_import_live_chunks(app), 0);
+      }
+      assert_int_equal(vkrt_import_prestage_bytes(app) != 0, any_prestaged);
+      check_uploads(app, &f, &seed);
+      vkt_check(app, vkrt_host_unregister(app, f.map));
+      assert_int_equal(vkrt_import_region_count(app), 0);
+      assert_int_equal(vkrt_import_prestage_bytes(app), 0);
+      assert_int_equal(vkrt_import_live_chunks(app), 0); /* every chunk, not just the first */
+      /* Unregistered, the same uploads go through the staging ring. */
+      check_uploads(app, &f, &seed);
+      vkt_close(app);
     }
-    if (expect_path[policy] != VKRT_IMPORT_PATH_STAGED) {
-      assert_true(info.chunk_count >= f.size / CHUNK_CAP);
-      /* One VkBuffer + VkDeviceMemory per chunk per device. */
-      assert_int_equal(vkrt_import_live_chunks(app),
-                       (long)info.chunk_count * (long)vkrt_device_count(app));
-    } else {
-      assert_int_equal(vkrt_import_live_chunks(app), 0);
-    }
-    assert_int_equal(vkrt_import_prestage_bytes(app) != 0,
-                     expect_path[policy] == VKRT_IMPORT_PATH_PRESTAGED);
-    check_uploads(app, &f, &seed);
-    vkt_check(app, vkrt_host_unregister(app, f.map));
-    assert_int_equal(vkrt_import_region_count(app), 0);
-    assert_int_equal(vkrt_import_prestage_bytes(app), 0);
-    assert_int_equal(vkrt_import_live_chunks(app), 0); /* every chunk, not just the first */
-    /* Unregistered, the same uploads go through the staging ring. */
-    check_uploads(app, &f, &seed);
-    vkt_close(app);
-  }
   file_destroy(&f);
 }
 
@@ -232,7 +309,7 @@ static void test_fault_import_fails_prestage(void **state) {
   vkrt_appliance *app = vkt_open(&o);
   vkrt_register_info info;
   vkt_check(app, vkrt_host_register(app, f.map, f.size, NULL, NULL, &info));
-  assert_int_equal(info.path[0], VKRT_IMPORT_PATH_IMPORTED);
+  assert_int_equal(info.path[0], file_path_import_then_prestage(app, 0));
   assert_int_equal(info.path[1], VKRT_IMPORT_PATH_PRESTAGED);
   assert_non_null(strstr(info.reason[1], "VK_ERROR_OUT_OF_DEVICE_MEMORY"));
   assert_non_null(strstr(cap.text, "dev1: host pointer import"));
@@ -274,12 +351,15 @@ static void test_fault_prestage_alloc_fails(void **state) {
 }
 
 /* Import-only: a failing import is a clear error naming the device and the VkResult, and
- * nothing stays registered. */
+ * nothing stays registered. Anonymous memory, which every driver imports (a file mapping on a
+ * driver refusing file-backed pages fails before any import: test_every_policy_file_backed). */
 static void test_import_only_error(void **state) {
   (void)state;
   uint64_t seed = vkt_seed(0);
-  struct weights_file f;
-  file_create(&f, 300 * KIB, &seed);
+  struct weights_file f = {.size = 300 * KIB};
+  f.map = aligned_alloc(4096, f.size);
+  assert_non_null(f.map);
+  vkt_fill_random(f.map, f.size, &seed);
   vkrt_options o;
   options_for(&o, 1 + VKRT_IMPORT_POLICY_IMPORT_ONLY, VKRT_FAULT_IMPORT_FAILS, 1u << 1);
   vkrt_appliance *app = vkt_open(&o);
@@ -301,7 +381,7 @@ static void test_import_only_error(void **state) {
   assert_non_null(strstr(vkrt_last_error(app), "dev0"));
   assert_non_null(strstr(vkrt_last_error(app), "VK_EXT_external_memory_host"));
   vkt_close(app);
-  file_destroy(&f);
+  free(f.map);
 }
 
 /* Host import hidden on dev0: dev0 stages, dev1 still imports; both correct. */
@@ -321,7 +401,7 @@ static void test_fault_no_host_import(void **state) {
     assert_non_null(strstr(info.reason[0], "VK_EXT_external_memory_host unavailable"));
     assert_int_equal(info.path[1], policy == VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE
                                        ? VKRT_IMPORT_PATH_PRESTAGED
-                                       : VKRT_IMPORT_PATH_IMPORTED);
+                                       : file_path_import_then_prestage(app, 1));
     check_uploads(app, &f, &seed);
     vkt_check(app, vkrt_host_unregister(app, f.map));
     assert_int_equal(vkrt_import_live_chunks(app), 0);
@@ -775,7 +855,10 @@ static void test_no_leaks(void **state) {
       o.log_level = VKRT_LOG_ERROR;
       vkrt_appliance *app = vkt_open(&o);
       vkrt_status s = vkrt_host_register(app, f.map, f.size, NULL, NULL, NULL);
-      assert_int_equal(s != VKRT_OK, cases[c].fails);
+      /* import-only of a file mapping also fails where the driver refuses file-backed pages */
+      bool fails = cases[c].fails || (cases[c].policy == 1 + VKRT_IMPORT_POLICY_IMPORT_ONLY &&
+                                      any_refuses_file_backed(app));
+      assert_int_equal(s != VKRT_OK, fails);
       vkrt_buffer *buf;
       vkt_check(app, vkrt_buffer_create(app, 1 % vkrt_device_count(app), f.size,
                                         VKRT_BUFFER_DEVICE_LOCAL, &buf));

@@ -54,6 +54,8 @@ enum vkrt_fault_bits {
   VKRT_FAULT_PEER_STALL = 1u << 4,                 /* device never signals its collective contribution */
   VKRT_FAULT_DEVICE_LOST = 1u << 5,                /* device reports VK_ERROR_DEVICE_LOST on submit */
   VKRT_FAULT_HIDE_TRANSFER_QUEUE = 1u << 6,        /* ignore dedicated transfer queues */
+  VKRT_FAULT_REFUSE_FILE_BACKED = 1u << 7,         /* act as a driver that refuses importing
+                                                      file-backed pages (NVIDIA 580, RADV) */
 };
 
 typedef struct vkrt_fault_options {
