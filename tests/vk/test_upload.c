@@ -101,7 +101,9 @@ static void expect_device_bytes(vkrt_appliance *app, vkrt_buffer *buf, uint64_t 
   free(got);
 }
 
-/* Whole file, tensors straddling chunk boundaries, 2-D strided rows: all bit-identical. */
+/* Whole file, tensors straddling chunk boundaries, 2-D strided rows: all bit-identical. The
+ * only unregistered source is the known fill under the 2-D rows: FILL_2D_BYTES per device. */
+#define FILL_2D_BYTES 111036
 static void check_uploads(vkrt_appliance *app, const struct weights_file *f, uint64_t *seed) {
   for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
     vkrt_buffer *buf;
@@ -131,6 +133,7 @@ static void check_uploads(vkrt_appliance *app, const struct weights_file *f, uin
     /* 2-D: 37 rows of 3000 bytes at a source pitch of up to 40000 (rows straddle chunks)
      * into a destination pitch of 3001. */
     const uint64_t width = 3000, height = 37, dst_pitch = 3001, src_off = 777;
+    _Static_assert((37 - 1) * 3001 + 3000 == FILL_2D_BYTES, "check_uploads' staged fill");
     const uint64_t src_pitch = VKRT_MIN(40000, (f->size - src_off - width) / (height - 1));
     assert_true(src_pitch >= width);
     assert_true(src_off + (height - 1) * src_pitch + width <= f->size);
@@ -237,16 +240,114 @@ static void test_every_policy_file_backed(void **state) {
         assert_int_equal(vkrt_import_live_chunks(app), 0);
       }
       assert_int_equal(vkrt_import_prestage_bytes(app) != 0, any_prestaged);
+      /* The path, not only the bytes: registered uploads come from chunks on devices that
+       * use them (never the staging ring there), straddles are split, no copy leaves its
+       * chunk. Unregistered, nothing comes from chunks. */
+      vkrt_upload_counters before, after;
+      vkt_check(app, vkrt_upload_counters_get(app, &before));
       check_uploads(app, &f, &seed);
+      vkt_check(app, vkrt_upload_counters_get(app, &after));
+      bool any_staged = false;
+      for (uint32_t d = 0; d < n; d++)
+        any_staged |= expect[d] == VKRT_IMPORT_PATH_STAGED;
+      assert_int_equal(after.copies_past_chunk, 0);
+      assert_int_equal(after.imported_copies > before.imported_copies, any_imported);
+      assert_int_equal(after.prestaged_copies > before.prestaged_copies, any_prestaged);
+      const uint64_t fill = (uint64_t)n * FILL_2D_BYTES;
+      if (any_staged)
+        assert_true(after.staged_bytes - before.staged_bytes > fill);
+      else
+        assert_int_equal(after.staged_bytes - before.staged_bytes, fill);
+      if (any_imported || any_prestaged)
+        assert_true(after.straddles_split > before.straddles_split);
+      else
+        assert_int_equal(after.straddles_split, before.straddles_split);
       vkt_check(app, vkrt_host_unregister(app, f.map));
       assert_int_equal(vkrt_import_region_count(app), 0);
       assert_int_equal(vkrt_import_prestage_bytes(app), 0);
       assert_int_equal(vkrt_import_live_chunks(app), 0); /* every chunk, not just the first */
       /* Unregistered, the same uploads go through the staging ring. */
+      vkt_check(app, vkrt_upload_counters_get(app, &before));
       check_uploads(app, &f, &seed);
+      vkt_check(app, vkrt_upload_counters_get(app, &after));
+      assert_int_equal(after.imported_copies, before.imported_copies);
+      assert_int_equal(after.prestaged_copies, before.prestaged_copies);
+      assert_true(after.staged_copies > before.staged_copies);
       vkt_close(app);
     }
   file_destroy(&f);
+}
+
+/* Exact path counts on anonymous memory (which every driver imports): each registered
+ * upload is one copy per chunk it touches, from the region's chunks, none through staging;
+ * a straddling one is split (counted) and no copy reads past its chunk; the same uploads
+ * unregistered go through staging only. */
+static void test_upload_paths_counted(void **state) {
+  (void)state;
+  uint64_t seed = vkt_seed(0);
+  const size_t size = 8 * CHUNK_CAP;
+  uint8_t *mem = aligned_alloc(4096, size);
+  assert_non_null(mem);
+  vkt_fill_random(mem, size, &seed);
+  static const uint32_t policies[] = {VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE,
+                                      VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE};
+  /* offset, size, chunks touched (CHUNK_CAP-aligned chunks over an aligned region) */
+  const struct { uint64_t off, size, chunks; } cuts[] = {
+      {100, 1000, 1}, {CHUNK_CAP - 10, 20, 2}, {3, 3 * CHUNK_CAP, 4}, {2 * CHUNK_CAP, CHUNK_CAP, 1},
+      {CHUNK_CAP - 1, 2 * CHUNK_CAP + 2, 4}, {size - 7, 7, 1}};
+  for (size_t p = 0; p < VKRT_ARRAY_SIZE(policies); p++) {
+    vkrt_options o;
+    options_for(&o, 1 + policies[p], 0, 0);
+    vkrt_appliance *app = vkt_open(&o);
+    vkrt_register_info info;
+    vkt_check(app, vkrt_host_register(app, mem, size, NULL, NULL, &info));
+    vkrt_buffer *buf;
+    const uint32_t d = vkrt_device_count(app) - 1;
+    vkt_check(app, vkrt_buffer_create(app, d, size, VKRT_BUFFER_DEVICE_LOCAL, &buf));
+    const vkrt_import_path path = info.path[d];
+    assert_true(path == (policies[p] == VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE
+                             ? VKRT_IMPORT_PATH_PRESTAGED : VKRT_IMPORT_PATH_IMPORTED));
+    for (int registered = 1; registered >= 0; registered--) {
+      if (!registered)
+        vkt_check(app, vkrt_host_unregister(app, mem));
+      for (size_t i = 0; i < VKRT_ARRAY_SIZE(cuts); i++) {
+        vkrt_upload_counters a, b;
+        vkt_check(app, vkrt_upload_counters_get(app, &a));
+        vkt_check(app, vkrt_upload(buf, 5, mem + cuts[i].off, cuts[i].size));
+        vkt_check(app, vkrt_upload_counters_get(app, &b));
+        expect_device_bytes(app, buf, 5, mem + cuts[i].off, cuts[i].size);
+        const uint64_t chunk_copies = path == VKRT_IMPORT_PATH_IMPORTED
+                                          ? b.imported_copies - a.imported_copies
+                                          : b.prestaged_copies - a.prestaged_copies;
+        const uint64_t chunk_bytes = path == VKRT_IMPORT_PATH_IMPORTED
+                                         ? b.imported_bytes - a.imported_bytes
+                                         : b.prestaged_bytes - a.prestaged_bytes;
+        if (registered) {
+          if (chunk_copies != cuts[i].chunks || chunk_bytes != cuts[i].size ||
+              b.staged_copies != a.staged_copies ||
+              b.straddles_split - a.straddles_split != (cuts[i].chunks > 1))
+            fail_msg("%s: registered upload [%llu, +%llu): %llu copies / %llu bytes from %s "
+                     "chunks (want %llu / %llu), %llu through staging (want 0), %llu straddles "
+                     "split (want %d)", vkrt_import_policy_str(policies[p]),
+                     (unsigned long long)cuts[i].off, (unsigned long long)cuts[i].size,
+                     (unsigned long long)chunk_copies, (unsigned long long)chunk_bytes,
+                     vkrt_import_path_str(path), (unsigned long long)cuts[i].chunks,
+                     (unsigned long long)cuts[i].size,
+                     (unsigned long long)(b.staged_copies - a.staged_copies),
+                     (unsigned long long)(b.straddles_split - a.straddles_split),
+                     cuts[i].chunks > 1);
+        } else {
+          assert_int_equal(chunk_copies, 0);
+          assert_int_equal(b.staged_bytes - a.staged_bytes, cuts[i].size);
+          assert_true(b.staged_copies > a.staged_copies);
+        }
+        assert_int_equal(b.copies_past_chunk, 0);
+      }
+    }
+    vkrt_buffer_destroy(buf);
+    vkt_close(app);
+  }
+  free(mem);
 }
 
 /* The staging ring alone: a large unregistered source through several rounds of slots. */
@@ -924,6 +1025,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_policy_file_backed),
       cmocka_unit_test(test_staging_ring),
+      cmocka_unit_test(test_upload_paths_counted),
       cmocka_unit_test(test_fault_import_fails_prestage),
       cmocka_unit_test(test_fault_prestage_alloc_fails),
       cmocka_unit_test(test_import_only_error),

@@ -229,6 +229,21 @@ vkrt_status vkrt_upload_2d(vkrt_buffer *dst, uint64_t dst_offset, uint64_t dst_p
                            const void *src, uint64_t src_pitch, uint64_t width, uint64_t height);
 vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint64_t size);
 
+/* Which path uploads took, counted since open (per appliance, all devices): each VkBufferCopy
+ * region recorded is one copy. Tests assert the path, not only the bytes; vkrt-probe --json
+ * --exercise shows them after a small run. Uploads into host-visible buffers (CPU memcpy) and
+ * downloads are not counted. */
+typedef struct vkrt_upload_counters {
+  uint64_t imported_bytes, imported_copies;   /* from chunks over the caller's pages */
+  uint64_t prestaged_bytes, prestaged_copies; /* from chunks of a pre-staged copy */
+  uint64_t staged_bytes, staged_copies;       /* through the staging ring */
+  uint64_t straddles_split;   /* upload rows crossing chunk boundaries, split per chunk */
+  uint64_t copies_past_chunk; /* chunk copies whose source left their chunk's buffer: a bug
+                                 if ever non-zero (caught here even without validation) */
+} vkrt_upload_counters;
+
+vkrt_status vkrt_upload_counters_get(const vkrt_appliance *appliance, vkrt_upload_counters *out);
+
 /* ---- tensors and ops ------------------------------------------------------------------- */
 
 typedef enum vkrt_type {
