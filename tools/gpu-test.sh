@@ -7,8 +7,9 @@
 # There (the folder carried, e.g. carry [".gl", ".gpu-conformance"]):
 #   . .gl/vk-env.sh; .gpu-conformance/tools/gpu-test.sh run .gpu-conformance/build-h200
 # The run prints the machine, the probe, then tests/run (every program; no sync-validation
-# pass and no script tests: there is no validation layer there), and copies the log, the
-# probe JSON before and after the run, and the counts to $OUT.
+# pass and no script tests: there is no validation layer there), then vkrt-probe --json
+# --exercise (the upload counters of each path after a small run); the log and both probe
+# JSONs land in $OUT.
 set -u
 mode=${1:-}
 B=${2:-build-h200}
@@ -54,7 +55,9 @@ run)
     grep '^== \|^  \|passed, ' "$OUT/tests.txt" | tail -40
     echo "### native_fd cases"
     grep -E 'native' "$OUT/tests.txt" | grep -E 'OK|FAILED|skipped' | head -20
-    "$B/bin/vkrt-probe" --json > "$OUT/probe-after.json" 2>&1
+    "$B/bin/vkrt-probe" --json --exercise > "$OUT/probe-after.json" 2>&1
+    echo "### upload counters after vkrt-probe --exercise"
+    grep -o '"upload_counters": {[^}]*}' "$OUT/probe-after.json"
   } 2>&1 | tee "$OUT/log.txt"
   ;;
 *)
