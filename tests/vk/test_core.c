@@ -1,9 +1,11 @@
 /* Runtime core on lavapipe with validation: open, buffers, streams, leaks, board
  * mismatch, fault-injected capability hiding. */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/vk_test.h"
 #include "device/device.h"
@@ -32,6 +34,91 @@ static void test_open_board(void **state) {
   assert_int_equal(vkrt_device_info_get(app, 8, &info), VKRT_ERROR_INVALID_ARGUMENT);
   assert_non_null(strstr(vkrt_last_error(app), "device 8"));
   vkt_close(app);
+}
+
+/* ---- open/close leaves the process as it found it ---------------------------------------- */
+
+static int count_dir(const char *path) {
+  DIR *d = opendir(path);
+  if (!d)
+    return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n - (strcmp(path, "/proc/self/fd") == 0); /* the DIR's own fd */
+}
+
+/* Prints the targets of open fds numbered >= from (what a leaking cycle left open). */
+static void print_fds(int from) {
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    int fd = atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd < from || fd == dirfd(d))
+      continue;
+    char link[64], target[256] = "";
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof(target) - 1);
+    target[n > 0 ? n : 0] = '\0';
+    fprintf(stderr, "vkrt-test:   fd %d -> %s\n", fd, target);
+  }
+  if (d)
+    closedir(d);
+}
+
+/* Appliances opened and closed one after another (with every transport this build and these
+ * devices can use) leave no file descriptor and no thread behind: a long-lived process (the
+ * service, a test program opening hundreds of appliances) must not run into the driver's or
+ * the kernel's limits. After a first cycle (the driver's one-time setup), the counts are
+ * flat; a leak prints the new fds' targets. */
+static void test_open_close_stable(void **state) {
+  (void)state;
+  static const uint32_t transports[] = {VKRT_TRANSPORT_NONE, VKRT_TRANSPORT_NATIVE_FD,
+                                        VKRT_TRANSPORT_CPU_PROXY, VKRT_TRANSPORT_HOST_STAGED};
+  for (size_t t = 0; t < VKRT_ARRAY_SIZE(transports); t++) {
+    int fds[4], threads[4], first_fd = 0;
+    int cycles = 0;
+    for (int i = 0; i < 4; i++) {
+      vkrt_options o;
+      vkt_options(&o);
+      o.log = NULL;
+      o.collective_transport = transports[t];
+      vkrt_appliance *app = NULL;
+      char why[512];
+      if (vkrt_open(&o, &app, why, sizeof(why)) != VKRT_OK) {
+        if (i == 0 && transports[t] != VKRT_TRANSPORT_NONE) /* not usable here */
+          break;
+        fail_msg("open %d (transport %s) failed: %s", i, vkrt_transport_str(transports[t]), why);
+      }
+      vkrt_close(app);
+      fds[i] = count_dir("/proc/self/fd");
+      threads[i] = count_dir("/proc/self/task");
+      if (i == 0)
+        first_fd = fds[0];
+      cycles++;
+    }
+    if (cycles == 0) {
+      fprintf(stderr, "vkrt-test: open/close with %s: not usable here\n",
+              vkrt_transport_str(transports[t]));
+      continue;
+    }
+    fprintf(stderr, "vkrt-test: open/close with %s: open fds after each cycle", 
+            t ? vkrt_transport_str(transports[t]) : "the planner's transport");
+    for (int i = 0; i < cycles; i++)
+      fprintf(stderr, " %d", fds[i]);
+    fprintf(stderr, ", threads");
+    for (int i = 0; i < cycles; i++)
+      fprintf(stderr, " %d", threads[i]);
+    fprintf(stderr, "\n");
+    if (fds[cycles - 1] != fds[0] || threads[cycles - 1] != threads[0]) {
+      print_fds(first_fd > 8 ? first_fd - 8 : 0);
+      fail_msg("%s: each open/close cycle leaves %d fd(s) and %d thread(s) behind",
+               vkrt_transport_str(transports[t]), (fds[cycles - 1] - fds[0]) / (cycles - 1),
+               (threads[cycles - 1] - threads[0]) / (cycles - 1));
+    }
+  }
 }
 
 static void test_open_four(void **state) {
@@ -610,6 +697,7 @@ static void test_size_zero_is_noop(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_open_close_stable),
       cmocka_unit_test(test_open_board),
       cmocka_unit_test(test_errors_have_messages),
       cmocka_unit_test(test_last_error_per_thread),
