@@ -1,5 +1,6 @@
 /* Appliance bring-up and tear-down: loader, instance (+ validation), board matching,
  * one VkDevice per rank with its own function table, capability snapshots, module hooks. */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -797,6 +798,54 @@ out:
   return s;
 }
 
+/* ---- keeping the driver loaded ---------------------------------------------------------
+ * The loader unloads a driver with its last instance and loads it again for the next one.
+ * On the H200 (NVIDIA 580.159) a test process could create no instance at all once about 30
+ * appliances had been opened and closed in it: every vkCreateInstance returned
+ * VK_ERROR_INCOMPATIBLE_DRIVER from then on, whatever was freed. Drivers are rarely reloaded
+ * that often in one process (the CTS keeps an instance for its whole run). So on GPUs one
+ * bare instance per process, made at the first open and destroyed at exit, keeps the driver
+ * loaded between appliances; failing to make it changes nothing else. */
+static struct {
+  pthread_mutex_t lock;
+  bool tried;
+  VkInstance instance;
+  PFN_vkDestroyInstance destroy;
+} keeper = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void keeper_destroy(void) {
+  if (keeper.instance && keeper.destroy)
+    keeper.destroy(keeper.instance, NULL);
+  keeper.instance = VK_NULL_HANDLE;
+}
+
+static void keep_driver_loaded(struct vkrt_appliance *app) {
+  pthread_mutex_lock(&keeper.lock);
+  if (!keeper.tried) {
+    keeper.tried = true;
+    VkApplicationInfo app_info = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                                  .pApplicationName = "libvkrt driver keeper",
+                                  .apiVersion = app->api_version};
+    VkInstanceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                                 .pApplicationInfo = &app_info};
+    VkInstance instance = VK_NULL_HANDLE;
+    VkResult r = vkrt_vk_pin_global() ? app->vkg.vkCreateInstance(&info, NULL, &instance)
+                                      : VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkDestroyInstance destroy =
+        r == VK_SUCCESS ? (PFN_vkDestroyInstance)(void (*)(void))app->vkg.vkGetInstanceProcAddr(
+                              instance, "vkDestroyInstance")
+                        : NULL;
+    if (r == VK_SUCCESS && destroy) {
+      keeper.instance = instance;
+      keeper.destroy = destroy;
+      atexit(keeper_destroy);
+    }
+    vkrt_log(&app->base, VKRT_LOG_DEBUG, "driver kept loaded between appliances: %s",
+             r == VK_SUCCESS ? "yes" : vkrt_vk_result_str(r));
+  }
+  pthread_mutex_unlock(&keeper.lock);
+}
+
 /* ---- open / close ------------------------------------------------------------------ */
 
 vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *error_message,
@@ -849,6 +898,8 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
     s = create_instance(app);
   if (s == VKRT_OK)
     s = open_devices(app);
+  if (s == VKRT_OK && !app->devices[0].caps.is_cpu)
+    keep_driver_loaded(app);
   if (s == VKRT_OK) {
     s = vkrt_upload_open(app);
     app->upload_opened = s == VKRT_OK;
