@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hosts.h" /* under mpirun, the appliance spans the ranks */
 #include "vkrt/vkrt.h"
 
 static void usage(FILE *f) {
@@ -177,16 +178,22 @@ int main(int argc, char **argv) {
     }
   }
 
+<<<<<<< HEAD
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
   if (run && !options.faults.import_chunk_cap)
     options.faults.import_chunk_cap = 1u << 20; /* so --exercise straddles chunks */
 #endif
+=======
+  tool_hosts_init(); /* several MPI ranks: one host each; host0 prints the hierarchy */
+  tool_hosts_attach(&options);
+>>>>>>> main
   vkrt_appliance *app = NULL;
   char why[1024];
   vkrt_status s = vkrt_open(&options, &app, why, sizeof(why));
   if (s != VKRT_OK) {
     fprintf(stderr, "vkrt-probe: cannot open board '%s': %s: %s\n", CONFIG_VKRT_BOARD,
             vkrt_status_str(s), why);
+    tool_hosts_finish(1);
     return 1;
   }
   if (run && (s = exercise(app)) != VKRT_OK) {
@@ -206,6 +213,7 @@ int main(int argc, char **argv) {
   free(text);
   uint32_t messages = vkrt_validation_message_count(app);
   vkrt_close(app);
+  tool_hosts_finish(messages ? 1 : 0);
   if (messages) {
     fprintf(stderr, "vkrt-probe: %u validation message(s)\n", messages);
     return 1;

@@ -4,7 +4,12 @@
  * (the board's import policy), uploads each device's shard (W1 rows: contiguous; W2 columns:
  * a 2-D strided upload), then for each token runs, per layer, the Megatron MLP split:
  *   h_d = W1_d x ; y_d = W2_d h_d ; y = allreduce(y_d) ; x = x + y
- * and checks the final activations against a float64 CPU reference. */
+ * and checks the final activations against a float64 CPU reference.
+ *
+ * Under mpirun (CONFIG_VKRT_TRANSPORT_MPI) every rank is a host: the appliance spans them,
+ * device d of host h holds shard h x devices + d, the allreduce sums over every device of
+ * every host, each host verifies its devices against the float64 reference and the hosts
+ * compare their results bit for bit; host0 prints. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -13,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../tools/hosts.h"
 #include "vkrt/vkrt.h"
 #include "weights.h"
 
@@ -201,8 +207,10 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
+  tool_hosts_init();
   vkrt_options options;
   vkrt_options_initialize(&options);
+  tool_hosts_attach(&options);
   options.log = log_stderr;
   options.log_level = verbose ? VKRT_LOG_INFO : VKRT_LOG_WARN;
   options.device_count = (uint32_t)devices;
@@ -227,11 +235,14 @@ int main(int argc, char **argv) {
   if (st != VKRT_OK) {
     fprintf(stderr, "vkrt-service: cannot open the appliance: %s: %s\n", vkrt_status_str(st), why);
     weights_close(&wf);
+    tool_hosts_finish(EXIT_RUNTIME);
     return EXIT_RUNTIME;
   }
   uint32_t n = vkrt_device_count(app);
-  if (wh->ffn < n) {
-    fprintf(stderr, "vkrt-service: ffn %u is smaller than the %u devices\n", wh->ffn, n);
+  /* Tensor-parallel ranks: every device of every host (one host without MPI). */
+  uint32_t ranks = n * vkrt_host_count(app), first_rank = n * vkrt_host_rank(app);
+  if (wh->ffn < ranks) {
+    fprintf(stderr, "vkrt-service: ffn %u is smaller than the %u ranks\n", wh->ffn, ranks);
     rc = EXIT_WEIGHTS;
     goto out;
   }
@@ -263,8 +274,8 @@ int main(int argc, char **argv) {
   double t_up = now_s();
   for (uint32_t d = 0; d < n; d++) {
     struct device_state *ds = &dev[d];
-    ds->k0 = (uint32_t)((uint64_t)wh->ffn * d / n);
-    ds->k1 = (uint32_t)((uint64_t)wh->ffn * (d + 1) / n);
+    ds->k0 = (uint32_t)((uint64_t)wh->ffn * (first_rank + d) / ranks);
+    ds->k1 = (uint32_t)((uint64_t)wh->ffn * (first_rank + d + 1) / ranks);
     uint64_t shard = ds->k1 - ds->k0;
     for (uint32_t l = 0; l < wh->layers; l++) {
       const uint8_t *w1 = wf.data + matrix * 2 * l, *w2 = w1 + matrix;
@@ -296,8 +307,10 @@ int main(int argc, char **argv) {
   }
   uint64_t done = 0, verified = 0;
   double t_run = now_s(), worst_err = 0, t_verify = 0;
-  for (uint64_t t = 0; t < tokens && !stop_requested; t++) {
-    if (seconds > 0 && now_s() - t_run - t_verify > seconds && t >= 2)
+  for (uint64_t t = 0; t < tokens; t++) {
+    /* Every host stops at the same token (the allreduce is collective over the hosts). */
+    bool stop = stop_requested || (seconds > 0 && now_s() - t_run - t_verify > seconds && t >= 2);
+    if (tool_hosts_max(stop ? 1.0 : 0.0) > 0)
       break;
     double t0 = now_s();
     weights_input(wh->seed, t, xin, wh->hidden);
@@ -317,7 +330,7 @@ int main(int argc, char **argv) {
         CHECK(vkrt_op_matmul(&y, &w2, &h));
         ar.send[d] = ar.recv[d] = ds->y;
       }
-      if (n > 1)
+      if (ranks > 1)
         CHECK(vkrt_allreduce(app, &ar));
       for (uint32_t d = 0; d < n; d++) {
         vkrt_tensor x = vkrt_tensor_contiguous(dev[d].x, 0, VKRT_TYPE_F32, wh->hidden, 1, 1, 1);
@@ -347,12 +360,21 @@ int main(int argc, char **argv) {
           rc = EXIT_VERIFY;
         }
       }
+      uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a of this host's result */
+      for (size_t i = 0; i < wh->hidden * sizeof(float); i++)
+        hash = (hash ^ ((const uint8_t *)rank0)[i]) * 0x100000001b3ull;
+      if (!tool_hosts_same(hash)) {
+        fprintf(stderr, "vkrt-service: token %llu: host%u's result differs from another host's\n",
+                (unsigned long long)t, vkrt_host_rank(app));
+        rc = EXIT_VERIFY;
+      }
       double scale = 1, err = 0;
       for (uint32_t i = 0; i < wh->hidden; i++)
         scale = fmax(scale, fabs((double)xref[i]));
       for (uint32_t i = 0; i < wh->hidden; i++)
         err = fmax(err, fabs((double)rank0[i] - (double)xref[i]) / scale);
       free(rank0);
+      err = tool_hosts_max(err);
       worst_err = fmax(worst_err, err);
       if (!(err <= 2e-3)) {
         fprintf(stderr, "vkrt-service: token %llu: max relative error %.3g vs float64 reference\n",
@@ -361,6 +383,7 @@ int main(int argc, char **argv) {
       }
       verified++;
       t_verify += now_s() - t_v;
+      rc = (int)tool_hosts_max(rc); /* a failure anywhere stops every host */
       if (rc)
         goto out;
     }
@@ -380,8 +403,11 @@ int main(int argc, char **argv) {
            "p99 %.3f ms\n", (unsigned long long)done, total, (double)done / total, p50 * 1e3, p99 * 1e3);
     (void)total_lat;
   }
+  if (vkrt_host_count(app) > 1)
+    printf("vkrt-service: tensor-parallel over %u hosts x %u devices (MPI)\n",
+           vkrt_host_count(app), n);
   printf("vkrt-service: verified %llu tokens on %u ranks against float64: max relative error "
-         "%.2e, ranks bit-identical: %s\n", (unsigned long long)verified, n, worst_err,
+         "%.2e, ranks bit-identical: %s\n", (unsigned long long)verified, ranks, worst_err,
          rc == 0 ? "yes" : "NO");
   printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s\n",
          vkrt_transport_str(vkrt_transport(app)), vkrt_import_path_str(info.path[0]),
@@ -407,5 +433,6 @@ out:
   free(xref);
   free(xout);
   weights_close(&wf);
+  tool_hosts_finish(rc);
   return rc;
 }

@@ -80,9 +80,9 @@ static void test_open_close_stable(void **state) {
   static const uint32_t transports[] = {VKRT_TRANSPORT_NONE, VKRT_TRANSPORT_NATIVE_FD,
                                         VKRT_TRANSPORT_CPU_PROXY, VKRT_TRANSPORT_HOST_STAGED};
   for (size_t t = 0; t < VKRT_ARRAY_SIZE(transports); t++) {
-    int fds[4], threads[4], first_fd = 0;
+    int fds[3], threads[3], first_fd = 0;
     int cycles = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 3; i++) {
       vkrt_options o;
       vkt_options(&o);
       o.log = NULL;
