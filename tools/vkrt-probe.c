@@ -178,15 +178,12 @@ int main(int argc, char **argv) {
     }
   }
 
-<<<<<<< HEAD
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
   if (run && !options.faults.import_chunk_cap)
     options.faults.import_chunk_cap = 1u << 20; /* so --exercise straddles chunks */
 #endif
-=======
   tool_hosts_init(); /* several MPI ranks: one host each; host0 prints the hierarchy */
   tool_hosts_attach(&options);
->>>>>>> main
   vkrt_appliance *app = NULL;
   char why[1024];
   vkrt_status s = vkrt_open(&options, &app, why, sizeof(why));
@@ -199,6 +196,7 @@ int main(int argc, char **argv) {
   if (run && (s = exercise(app)) != VKRT_OK) {
     fprintf(stderr, "vkrt-probe: --exercise: %s: %s\n", vkrt_status_str(s), vkrt_last_error(app));
     vkrt_close(app);
+    tool_hosts_finish(1);
     return 1;
   }
   size_t need = vkrt_describe(app, json, NULL, 0);

@@ -54,13 +54,10 @@ enum vkrt_fault_bits {
   VKRT_FAULT_PEER_STALL = 1u << 4,                 /* device never signals its collective contribution */
   VKRT_FAULT_DEVICE_LOST = 1u << 5,                /* device reports VK_ERROR_DEVICE_LOST on submit */
   VKRT_FAULT_HIDE_TRANSFER_QUEUE = 1u << 6,        /* ignore dedicated transfer queues */
-<<<<<<< HEAD
-  VKRT_FAULT_REFUSE_FILE_BACKED = 1u << 7,         /* act as a driver that refuses importing
-                                                      file-backed pages (NVIDIA 580, RADV) */
-=======
   VKRT_FAULT_HOST_STALL = 1u << 7,                 /* multi-host: this host never sends its
                                                       inter-host contribution (a stalled host) */
->>>>>>> main
+  VKRT_FAULT_REFUSE_FILE_BACKED = 1u << 8,         /* act as a driver that refuses importing
+                                                      file-backed pages (NVIDIA 580, RADV) */
 };
 
 typedef struct vkrt_fault_options {
