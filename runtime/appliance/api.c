@@ -9,7 +9,7 @@
 #include "transport/collective.h"
 
 const char *vkrt_last_error(const vkrt_appliance *app) {
-  return app ? app->sys.base.last_error : "no appliance";
+  return app ? vkrt_base_last_error(&app->sys.base) : "no appliance";
 }
 
 uint32_t vkrt_validation_message_count(const vkrt_appliance *app) {
@@ -20,11 +20,15 @@ uint32_t vkrt_device_count(const vkrt_appliance *app) { return app ? app->sys.de
 
 vkrt_status vkrt_device_info_get(const vkrt_appliance *app, uint32_t device,
                                  vkrt_device_info *out) {
+  if (!app) {
+    if (out)
+      memset(out, 0, sizeof(*out));
+    return VKRT_ERROR_INVALID_ARGUMENT; /* no appliance to carry the message */
+  }
   if (!out)
-    return VKRT_ERROR_INVALID_ARGUMENT;
+    return vkrt_error((struct vkrt_base *)&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "device info: out is NULL");
   memset(out, 0, sizeof(*out));
-  if (!app)
-    return VKRT_ERROR_INVALID_ARGUMENT;
   struct vkrt_device *dev;
   vkrt_status s = vkrt_system_device((struct vkrt_system *)&app->sys, device, &dev);
   if (s != VKRT_OK)
@@ -124,6 +128,16 @@ vkrt_status vkrt_host_unregister(vkrt_appliance *app, const void *ptr) {
     return vkrt_error(&app->sys.base, VKRT_ERROR_INTERNAL,
                       "host unregister: import module not open");
   return vkrt_registry_unregister(app->registry, ptr);
+}
+
+vkrt_status vkrt_upload_counters_get(const vkrt_appliance *app, vkrt_upload_counters *out) {
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (!out)
+    return vkrt_error((struct vkrt_base *)&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "upload counters: out is NULL");
+  vkrt_import_upload_counters(app->registry, out);
+  return VKRT_OK;
 }
 
 /* ---- collectives ---------------------------------------------------------------------- */

@@ -80,7 +80,7 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
   if (s == VKRT_OK)
     s = open_wings(app);
   if (s != VKRT_OK) {
-    vkrt_format(error_message, error_message_size, "%s", sys->base.last_error);
+    vkrt_format(error_message, error_message_size, "%s", vkrt_base_last_error(&sys->base));
     vkrt_close(app);
     return s;
   }

@@ -1,5 +1,7 @@
 /* Bring-up and tear-down of the system: board from options, instance, one VkDevice per
  * rank with its own function table, capability snapshot, queues and stream. */
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
@@ -37,7 +39,8 @@ static vkrt_status device_open(struct vkrt_system *sys, uint32_t rank,
   dev->memory_type_host_visible = UINT32_MAX;
   uint32_t hidden = dev->fault_mask & (VKRT_FAULT_HIDE_EXTERNAL_SEMAPHORE_FD |
                                        VKRT_FAULT_HIDE_EXTERNAL_MEMORY_HOST |
-                                       VKRT_FAULT_HIDE_TRANSFER_QUEUE);
+                                       VKRT_FAULT_HIDE_TRANSFER_QUEUE |
+                                       VKRT_FAULT_REFUSE_FILE_BACKED);
 
   VkExtensionProperties *ext = NULL;
   uint32_t ext_count = 0;
@@ -321,6 +324,55 @@ out:
 }
 
 
+/* ---- keeping the driver loaded ---------------------------------------------------------
+ * The loader unloads a driver with its last instance and loads it again for the next one.
+ * On the H200 (NVIDIA 580.159) a test process could create no instance at all once about 30
+ * appliances had been opened and closed in it: every vkCreateInstance returned
+ * VK_ERROR_INCOMPATIBLE_DRIVER from then on, whatever was freed. Drivers are rarely reloaded
+ * that often in one process (the CTS keeps an instance for its whole run). So on GPUs one
+ * bare instance per process, made at the first open and destroyed at exit, keeps the driver
+ * loaded between appliances; failing to make it changes nothing else. The keeper outlives
+ * every appliance, so it uses no appliance's allocation callbacks. */
+static struct {
+  pthread_mutex_t lock;
+  bool tried;
+  VkInstance instance;
+  PFN_vkDestroyInstance destroy;
+} keeper = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void keeper_destroy(void) {
+  if (keeper.instance && keeper.destroy)
+    keeper.destroy(keeper.instance, NULL);
+  keeper.instance = VK_NULL_HANDLE;
+}
+
+static void keep_driver_loaded(struct vkrt_system *sys) {
+  pthread_mutex_lock(&keeper.lock);
+  if (!keeper.tried) {
+    keeper.tried = true;
+    VkApplicationInfo app_info = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                                  .pApplicationName = "libvkrt driver keeper",
+                                  .apiVersion = sys->api_version};
+    VkInstanceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                                 .pApplicationInfo = &app_info};
+    VkInstance instance = VK_NULL_HANDLE;
+    VkResult r = vkrt_vk_pin_global() ? sys->vkg.vkCreateInstance(&info, NULL, &instance)
+                                      : VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkDestroyInstance destroy =
+        r == VK_SUCCESS ? (PFN_vkDestroyInstance)(void (*)(void))sys->vkg.vkGetInstanceProcAddr(
+                              instance, "vkDestroyInstance")
+                        : NULL;
+    if (r == VK_SUCCESS && destroy) {
+      keeper.instance = instance;
+      keeper.destroy = destroy;
+      atexit(keeper_destroy);
+    }
+    vkrt_log(&sys->base, VKRT_LOG_DEBUG, "driver kept loaded between appliances: %s",
+             r == VK_SUCCESS ? "yes" : vkrt_vk_result_str(r));
+  }
+  pthread_mutex_unlock(&keeper.lock);
+}
+
 /* ---- open / close ------------------------------------------------------------------ */
 
 vkrt_status vkrt_system_open(struct vkrt_system *sys, const vkrt_options *options) {
@@ -332,6 +384,8 @@ vkrt_status vkrt_system_open(struct vkrt_system *sys, const vkrt_options *option
     s = vkrt_instance_create(sys);
   if (s == VKRT_OK)
     s = open_devices(sys);
+  if (s == VKRT_OK && !sys->devices[0].caps.is_cpu)
+    keep_driver_loaded(sys);
   return s;
 }
 

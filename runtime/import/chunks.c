@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "import/host_maps.h"
 #include "import/import.h"
 #include "import/registry.h"
 
@@ -31,6 +32,11 @@ void vkrt_region_free_chunks(struct vkrt_import_registry *reg, struct vkrt_devic
   rd->chunk_count = 0;
 }
 
+const char *vkrt_import_refuser(const struct vkrt_device *dev) {
+  return dev->caps.refuses_file_backed_fault ? "this device (VKRT_FAULT_REFUSE_FILE_BACKED)"
+                                             : dev->caps.driver_name;
+}
+
 /* Imports one aligned host range as a VkBuffer bound to VkDeviceMemory. */
 static VkResult import_one(struct vkrt_device *dev, uint64_t addr, uint64_t size, bool injectable,
                            VkBuffer *out_buffer, VkDeviceMemory *out_memory) {
@@ -38,6 +44,9 @@ static VkResult import_one(struct vkrt_device *dev, uint64_t addr, uint64_t size
   *out_memory = VK_NULL_HANDLE;
   if (injectable && vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS))
     return VK_ERROR_OUT_OF_DEVICE_MEMORY; /* what NVIDIA returns for file-backed pages */
+  if (vkrt_fault(dev, VKRT_FAULT_REFUSE_FILE_BACKED) &&
+      vkrt_host_range_file_backed(addr, addr + size))
+    return VK_ERROR_OUT_OF_DEVICE_MEMORY; /* the refusing driver, faithfully */
   return vkrt_device_import_host_pointer(dev, (void *)(uintptr_t)addr, size, REG_USAGE, 0,
                                          out_buffer, out_memory);
 }

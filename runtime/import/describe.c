@@ -30,19 +30,32 @@ size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_imp
   const uint64_t budget = reg ? reg->prestage_budget : VKRT_PRESTAGE_BUDGET_BYTES;
   const uint64_t used = reg ? vkrt_import_prestage_bytes(reg) : 0;
   const uint32_t regions = reg ? vkrt_import_region_count(reg) : 0;
+  vkrt_upload_counters uc;
+  vkrt_import_upload_counters(reg, &uc);
   if (json)
     vkrt_text_put(&o, "\"import\": {\"policy\": \"%s\", \"prestage_budget_bytes\": %" PRIu64
         ", \"prestage_bytes_in_use\": %" PRIu64 ", \"prestage_threads\": %u, \"chunk_cap_bytes\": %"
         PRIu64 ", \"staging_slot_bytes\": %llu, \"staging_slots\": %d, \"upload_contexts\": %d, "
-        "\"regions\": %u, \"devices\": [",
+        "\"regions\": %u, \"upload_counters\": {\"imported_bytes\": %" PRIu64
+        ", \"imported_copies\": %" PRIu64 ", \"prestaged_bytes\": %" PRIu64
+        ", \"prestaged_copies\": %" PRIu64 ", \"staged_bytes\": %" PRIu64
+        ", \"staged_copies\": %" PRIu64 ", \"straddles_split\": %" PRIu64
+        ", \"copies_past_chunk\": %" PRIu64 "}, \"devices\": [",
         vkrt_import_policy_name(policy), budget, used, reg ? reg->prestage_threads : 0, cap,
         (unsigned long long)CONFIG_VKRT_STAGING_SLOT_KB << 10, CONFIG_VKRT_STAGING_SLOTS,
-        CONFIG_VKRT_UPLOAD_CONTEXTS, regions);
+        CONFIG_VKRT_UPLOAD_CONTEXTS, regions, uc.imported_bytes, uc.imported_copies,
+        uc.prestaged_bytes, uc.prestaged_copies, uc.staged_bytes, uc.staged_copies,
+        uc.straddles_split, uc.copies_past_chunk);
   else
     vkrt_text_put(&o, "vkrt: import policy %s, pre-stage budget %" PRIu64 " MiB (%" PRIu64 " MiB in use), "
-        "staging ring %d x %d KiB, %d upload contexts per device, %u region(s) registered\n",
+        "staging ring %d x %d KiB, %d upload contexts per device, %u region(s) registered; "
+        "uploads: %" PRIu64 " B in %" PRIu64 " copies from imported chunks, %" PRIu64 " B in %"
+        PRIu64 " from pre-staged chunks, %" PRIu64 " B in %" PRIu64 " through staging, %" PRIu64
+        " straddles split, %" PRIu64 " copies past a chunk\n",
         vkrt_import_policy_name(policy), budget >> 20, used >> 20, CONFIG_VKRT_STAGING_SLOTS,
-        CONFIG_VKRT_STAGING_SLOT_KB, CONFIG_VKRT_UPLOAD_CONTEXTS, regions);
+        CONFIG_VKRT_STAGING_SLOT_KB, CONFIG_VKRT_UPLOAD_CONTEXTS, regions, uc.imported_bytes,
+        uc.imported_copies, uc.prestaged_bytes, uc.prestaged_copies, uc.staged_bytes,
+        uc.staged_copies, uc.straddles_split, uc.copies_past_chunk);
   for (uint32_t d = 0; d < sys->device_count; d++) {
     const struct vkrt_device *dev = &sys->devices[d];
     const bool usable = vkrt_import_usable(dev);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "import/import.h"
@@ -210,14 +211,19 @@ static vkrt_status import_per_policy(struct vkrt_import_registry *reg, struct vk
         }
         continue;
       }
-      if (policy == VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE &&
-          vkrt_import_file_backed_refused(&dev->caps) && !vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS)) {
+      if (vkrt_import_file_backed_refused(&dev->caps) && !vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS)) {
         if (file_backed < 0)
           file_backed = vkrt_host_range_file_backed(addr, addr + size);
+        if (file_backed && policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
+          s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE, "dev%u: host register %p: file-backed pages, "
+                         "which %s refuses to import; policy import-only (not tried: a refusal "
+                         "made later imports fail on NVIDIA 580)", d, ptr, vkrt_import_refuser(dev));
+          return s;
+        }
         if (file_backed) {
           vkrt_region_set_path(r, d, VKRT_IMPORT_PATH_STAGED, "file-backed pages, which %s refuses to import "
                    "(and a refusal made later imports fail on NVIDIA 580), so not tried",
-                   dev->caps.driver_name);
+                   vkrt_import_refuser(dev));
           *prestage_mask |= 1u << d;
           continue;
         }
@@ -341,7 +347,6 @@ vkrt_status vkrt_registry_register(struct vkrt_import_registry *reg, const void 
   r->ptr = ptr;
   r->size = size;
   atomic_init(&r->users, 0);
-  atomic_init(&r->removed, false);
   uint32_t prestage_mask = 0;
   vkrt_status s = import_per_policy(reg, r, &prestage_mask);
   if (s != VKRT_OK)
@@ -396,7 +401,6 @@ vkrt_status vkrt_registry_unregister(struct vkrt_import_registry *reg, const voi
                       ptr);
   }
   /* Out of the table: no new upload can find it. Wait for the ones DMAing from it. */
-  atomic_store(&r->removed, true);
   pthread_mutex_lock(&reg->drain_lock);
   while (atomic_load(&r->users) != 0)
     pthread_cond_wait(&reg->drain_cond, &reg->drain_lock);
@@ -420,12 +424,22 @@ struct vkrt_region *vkrt_region_acquire(struct vkrt_import_registry *reg, uint32
   return r;
 }
 
+/* The last user wakes the drain waiters without touching the region again: once `users`
+ * reaches 0 an unregister may free it at once (reading r->removed after the decrement was a
+ * use-after-free). The broadcast takes drain_lock, which unregister holds between its check of
+ * `users` and its wait, so the wakeup cannot be lost. */
 void vkrt_region_release(struct vkrt_import_registry *reg, struct vkrt_region *r) {
-  if (atomic_fetch_sub(&r->users, 1) == 1 && atomic_load(&r->removed)) {
-    pthread_mutex_lock(&reg->drain_lock);
-    pthread_cond_broadcast(&reg->drain_cond);
-    pthread_mutex_unlock(&reg->drain_lock);
-  }
+  if (atomic_fetch_sub(&r->users, 1) != 1)
+    return;
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+  /* Widens the window a concurrent unregister has to free the region (stress test). */
+  if (reg->sys->options.faults.release_delay_us)
+    nanosleep(&(struct timespec){.tv_nsec = (long)reg->sys->options.faults.release_delay_us * 1000},
+              NULL);
+#endif
+  pthread_mutex_lock(&reg->drain_lock);
+  pthread_cond_broadcast(&reg->drain_cond);
+  pthread_mutex_unlock(&reg->drain_lock);
 }
 
 uint64_t vkrt_import_prestage_bytes(const struct vkrt_import_registry *creg) {
@@ -452,3 +466,19 @@ uint32_t vkrt_import_region_count(const struct vkrt_import_registry *creg) {
   return n;
 }
 
+
+void vkrt_import_upload_counters(const struct vkrt_import_registry *creg,
+                                 vkrt_upload_counters *out) {
+  struct vkrt_import_registry *reg = (struct vkrt_import_registry *)creg; /* atomics only */
+  memset(out, 0, sizeof(*out));
+  if (!reg)
+    return;
+  out->imported_bytes = atomic_load(&reg->path_bytes[VKRT_IMPORT_PATH_IMPORTED]);
+  out->imported_copies = atomic_load(&reg->path_copies[VKRT_IMPORT_PATH_IMPORTED]);
+  out->prestaged_bytes = atomic_load(&reg->path_bytes[VKRT_IMPORT_PATH_PRESTAGED]);
+  out->prestaged_copies = atomic_load(&reg->path_copies[VKRT_IMPORT_PATH_PRESTAGED]);
+  out->staged_bytes = atomic_load(&reg->path_bytes[VKRT_IMPORT_PATH_STAGED]);
+  out->staged_copies = atomic_load(&reg->path_copies[VKRT_IMPORT_PATH_STAGED]);
+  out->straddles_split = atomic_load(&reg->straddles_split);
+  out->copies_past_chunk = atomic_load(&reg->copies_past_chunk);
+}

@@ -14,6 +14,8 @@ VkResult vkrt_region_import_chunks(struct vkrt_import_registry *reg, struct vkrt
                                    struct vkrt_region_device *rd, const struct vkrt_chunk *chunks,
                                    uint32_t count, uint64_t host_base, bool injectable,
                                    uint32_t *failed_chunk);
+/* Who refuses file-backed pages, for messages: the driver, or the fault acting as one. */
+const char *vkrt_import_refuser(const struct vkrt_device *dev);
 /* Destroys rd's buffers and memories (either array may be missing). */
 void vkrt_region_free_chunks(struct vkrt_import_registry *reg, struct vkrt_device *dev,
                              struct vkrt_region_device *rd);

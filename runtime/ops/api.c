@@ -114,7 +114,8 @@ vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, 
   return s != VKRT_OK ? s : vkrt_add_record(dev, cmd, v, count);
 }
 
-vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
+static vkrt_status matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x,
+                          bool accumulate) {
   const vkrt_tensor *all[] = {dst, w, x};
   struct vkrt_device *dev = device_of(all, 3);
   if (!dev)
@@ -125,10 +126,18 @@ vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const v
   if (!vkrt_ops_check_matmul(&lim, dst, w, x, v, why, sizeof(why)))
     return invalid(dev, why);
   if (!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL))
-    return vkrt_matmul_record(dev, VK_NULL_HANDLE, v);
+    return vkrt_matmul_record(dev, VK_NULL_HANDLE, v, accumulate);
   VkCommandBuffer cmd;
   vkrt_status s = begin(dev, &cmd);
-  return s != VKRT_OK ? s : vkrt_matmul_record(dev, cmd, v);
+  return s != VKRT_OK ? s : vkrt_matmul_record(dev, cmd, v, accumulate);
+}
+
+vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
+  return matmul(dst, w, x, false);
+}
+
+vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
+  return matmul(dst, w, x, true);
 }
 
 /* vkrt_cmd_copy_buffer: the device's faster contiguous copy (kernel or vkCmdCopyBuffer). */
@@ -146,8 +155,7 @@ vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buf
                       "copy: source is on dev%u, destination on dev%u; copies stay on one device",
                       src->dev->index, dev->index);
   if (size == 0)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: copy of 0 bytes",
-                      dev->index);
+    return VKRT_OK; /* vkrt.h: size-0 transfers are no-ops */
   vkrt_status s = vkrt_buffer_check_range(dst, dst_offset, size, "copy destination");
   if (s == VKRT_OK)
     s = vkrt_buffer_check_range(src, src_offset, size, "copy source");

@@ -155,13 +155,39 @@ static void put(uint8_t *base, const vkrt_tensor *t, uint64_t a, float v) {
   }
 }
 
-/* Random values in [-2, 2) into every element of t. */
+/* Bit patterns a float path would not move intact: NaN payloads (quiet, signalling,
+ * negative), infinities, signed zeros, denormals (smallest, largest, negative). */
+static const uint16_t special_f16[] = {0x7c01, 0xffff, 0x7dff, 0xfd55, 0x7e00, 0x7c00, 0xfc00,
+                                       0x8000, 0x0000, 0x0001, 0x03ff, 0x83ff, 0x8001};
+static const uint32_t special_f32[] = {0x7f800001u, 0xffffffffu, 0x7fa00000u, 0xff812345u,
+                                       0x7fc00000u, 0x7f800000u, 0xff800000u, 0x80000000u,
+                                       0x00000000u, 0x00000001u, 0x007fffffu, 0x807fffffu,
+                                       0x80000001u};
+/* Set by the pure data-movement runs (same type in and out, compared bit for bit): the
+ * source then holds every special pattern first and one in four elements after. */
+static bool special_values;
+
+static void put_special(uint8_t *base, const vkrt_tensor *t, uint64_t a, uint64_t k) {
+  if (t->type == VKRT_TYPE_F16)
+    memcpy(base + a, &special_f16[k % VKRT_ARRAY_SIZE(special_f16)], 2);
+  else
+    memcpy(base + a, &special_f32[k % VKRT_ARRAY_SIZE(special_f32)], 4);
+}
+
+/* Random values in [-2, 2) into every element of t (and the special patterns when
+ * special_values is set). */
 static void fill_elems(uint8_t *base, const vkrt_tensor *t) {
+  uint64_t k = 0;
   for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
     for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
       for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
-        for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
-          float v = -2.0f + 4.0f * (float)((vkt_next(&rng) >> 40) * (1.0 / 16777216.0));
+        for (int64_t i0 = 0; i0 < t->ne[0]; i0++, k++) {
+          uint64_t r = vkt_next(&rng);
+          if (special_values && (k < VKRT_ARRAY_SIZE(special_f32) || r % 4 == 0)) {
+            put_special(base, t, addr(t, i0, i1, i2, i3), k < 16 ? k : r >> 8);
+            continue;
+          }
+          float v = -2.0f + 4.0f * (float)((r >> 40) * (1.0 / 16777216.0));
           put(base, t, addr(t, i0, i1, i2, i3), v);
         }
 }
@@ -222,7 +248,9 @@ static void run_copy(vkrt_appliance *app, uint32_t d, const int64_t ne[4], vkrt_
   hbuf sb = hb_new(app, d, extent(&s0) + 8), db = hb_new(app, d, extent(&d0) + 8);
   s0.buffer = sb.buf;
   d0.buffer = db.buf;
+  special_values = st == dt;
   fill(sb.map, sb.size, &s0);
+  special_values = false;
   vkt_poison(db.map, db.size);
   uint8_t *expect = malloc(db.size);
   memcpy(expect, db.map, db.size);
@@ -250,8 +278,7 @@ static void run_copy(vkrt_appliance *app, uint32_t d, const int64_t ne[4], vkrt_
 
 static void test_copy(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   for (unsigned s = 0; s < NSHAPES; s++)
@@ -278,8 +305,7 @@ static void test_copy(void **state) {
 /* Both contiguous-copy paths (compute copy_vec4 and vkCmdCopyBuffer), aligned and not. */
 static void test_copy_paths(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY));
   vkrt_appliance *app = open_app();
   struct vkrt_device *dev = &app->sys.devices[0];
   vkt_check(app, vkrt_ops_open(dev));
@@ -334,7 +360,9 @@ static void run_transpose(vkrt_appliance *app, const int64_t ne[4], vkrt_type st
   hbuf sb = hb_new(app, 0, extent(&s0) + 4), db = hb_new(app, 0, extent(&d0) + 4);
   s0.buffer = sb.buf;
   d0.buffer = db.buf;
+  special_values = st == dt;
   fill(sb.map, sb.size, &s0);
+  special_values = false;
   vkt_poison(db.map, db.size);
   uint8_t *expect = malloc(db.size);
   memcpy(expect, db.map, db.size);
@@ -361,8 +389,7 @@ static void run_transpose(vkrt_appliance *app, const int64_t ne[4], vkrt_type st
 
 static void test_transpose(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   static const int64_t more[][4] = {{64, 64, 1, 1}, {33, 1000, 1, 1}, {4097, 2, 1, 1}, {40, 70, 3, 2}};
@@ -419,8 +446,10 @@ static void run_concat(vkrt_appliance *app, const int64_t ne[4], int dim, int64_
   b0.buffer = sb.buf;
   d0.buffer = db.buf;
   vkt_fill_random(sb.map, sb.size, &rng);
+  special_values = true;
   fill_elems(sb.map, &a0);
   fill_elems(sb.map, &b0);
+  special_values = false;
   vkt_poison(db.map, db.size);
   uint8_t *expect = malloc(db.size);
   memcpy(expect, db.map, db.size);
@@ -463,8 +492,7 @@ static void run_concat(vkrt_appliance *app, const int64_t ne[4], int dim, int64_
 
 static void test_concat(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   static const int64_t gen[][4] = {{6, 5, 4, 3}, {33, 31, 2, 2}, {1000, 3, 1, 2}};
@@ -552,8 +580,7 @@ static void run_add(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_t count,
 
 static void test_add(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE));
   vkrt_appliance *app = open_app();
   static const int64_t sizes[] = {1, 31, 1000, 4097};
   for (int t = 0; t < NTYPES; t++)
@@ -570,8 +597,7 @@ static void test_add(void **state) {
  * ranks). */
 static void test_add_paths_agree(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   for (int t = 0; t < NTYPES; t++) {
@@ -602,8 +628,8 @@ static void test_add_paths_agree(void **state) {
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
-static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int64_t w2,
-                       int64_t b2, vkrt_type wt, uint64_t w_off, int force) {
+static void run_matmul_op(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int64_t w2,
+                          int64_t b2, vkrt_type wt, uint64_t w_off, int force, bool acc) {
   int64_t wne[4] = {K, N, w2, 1}, xne[4] = {K, M, b2, 1}, dne[4] = {N, M, b2, 1};
   vkrt_tensor w = mk(NULL, w_off, wt, wne, CONTIG);
   vkrt_tensor x = mk(NULL, 0, VKRT_TYPE_F32, xne, CONTIG);
@@ -614,6 +640,11 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
   fill(wb.map, wb.size, &w);
   fill(xb.map, xb.size, &x);
   vkt_poison(db.map, db.size);
+  /* vkrt_op_matmul_add: dst starts with values the result is added to */
+  for (int64_t i2 = 0; acc && i2 < b2; i2++)
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++)
+        put(db.map, &d, addr(&d, n, m, i2, 0), (float)((n * 7 + m * 3 + i2) % 17 - 8) / 8.0f);
   uint8_t *expect = malloc(db.size);
   memcpy(expect, db.map, db.size);
   double worst = 0;
@@ -627,19 +658,26 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
           sum += p;
           mag += fabs(p);
         }
-        put(expect, &d, addr(&d, n, m, i2, 0), (float)sum);
+        uint64_t da = addr(&d, n, m, i2, 0);
+        if (acc) {
+          sum += (double)get(db.map, &d, da);
+          mag += fabs((double)get(db.map, &d, da));
+        }
+        put(expect, &d, da, (float)sum);
         worst = fmax(worst, mag);
       }
   struct vkrt_ops_state *ops = app->sys.devices[0].ops;
   ops->force_matmul_kernel = force;
   uint64_t matvec_before = ops->matvec_count;
-  vkrt_status s = vkrt_op_matmul(&d, &w, &x);
+  vkrt_status s = acc ? vkrt_op_matmul_add(&d, &w, &x) : vkrt_op_matmul(&d, &w, &x);
   ops->force_matmul_kernel = 0;
   /* the decode case takes the matrix-vector kernel whenever rows and x are 16-byte aligned */
   bool aligned = K > 1 && (w_off % 16) == 0 && ((uint64_t)K * vkrt_type_size(wt)) % 16 == 0;
-  if (force == 1 || (force == 0 && M == 1 && (aligned || N == 1) && K > 1 && w_off % 16 == 0))
+  /* ... and M <= 8 columns of x (each 16-byte aligned) take it too */
+  bool cols = M == 1 || (M <= 8 && aligned && ((uint64_t)K * 4) % 16 == 0);
+  if (force == 1 || (force == 0 && cols && (aligned || N == 1) && K > 1 && w_off % 16 == 0))
     assert_int_equal(ops->matvec_count - matvec_before, 1);
-  else if (force == 2 || M > 1)
+  else if (force == 2 || M > 8)
     assert_int_equal(ops->matvec_count - matvec_before, 0);
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
@@ -651,8 +689,8 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
         uint64_t a = addr(&d, n, m, i2, 0);
         float g = get(got, &d, a), e = get(expect, &d, a);
         if (!(fabs((double)g - (double)e) <= 2e-6 * worst * sqrt((double)K) + 1e-6))
-          fail_msg("matmul K %lld N %lld M %lld w %d force %d: [%lld,%lld,%lld] = %.9g, expected %.9g",
-                   (long long)K, (long long)N, (long long)M, wt, force, (long long)n,
+          fail_msg("matmul%s K %lld N %lld M %lld w %d force %d: [%lld,%lld,%lld] = %.9g, expected %.9g",
+                   acc ? "_add" : "", (long long)K, (long long)N, (long long)M, wt, force, (long long)n,
                    (long long)m, (long long)i2, g, e);
       }
   /* nothing else written */
@@ -669,10 +707,14 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
   hb_free(&db);
 }
 
+static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int64_t w2,
+                       int64_t b2, vkrt_type wt, uint64_t w_off, int force) {
+  run_matmul_op(app, K, N, M, w2, b2, wt, w_off, force, false);
+}
+
 static void test_matmul(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   for (int t = 0; t < NTYPES; t++) {
@@ -688,6 +730,11 @@ static void test_matmul(void **state) {
     run_matmul(app, 31, 1, 3, 1, 1, t, 0, 0);
     run_matmul(app, 65, 130, 65, 2, 2, t, 2 * (uint64_t)t, 0);
     run_matmul(app, 256, 40, 1, 1, 1, t, 0, 2); /* M == 1 on the tiled kernel */
+    /* vkrt_op_matmul_add: matrix-vector (M 1 and 3, with a batch) and tiled */
+    run_matmul_op(app, 256, 40, 1, 1, 1, t, 0, 0, true);
+    run_matmul_op(app, 264, 17, 3, 2, 4, t, 0, 0, true);
+    run_matmul_op(app, 100, 70, 33, 1, 1, t, 0, 0, true);
+    run_matmul_op(app, 256, 40, 1, 1, 1, t, 0, 2, true);
   }
   vkt_close(app);
 }
