@@ -5,20 +5,13 @@
 
 #include "ops/ops.h"
 
-size_t vkrt_type_size(vkrt_type type) {
-  switch (type) {
-  case VKRT_TYPE_F32: return 4;
-  case VKRT_TYPE_F16: return 2;
-  default: return 0;
-  }
-}
-
 vkrt_tensor vkrt_tensor_contiguous(vkrt_buffer *buffer, uint64_t offset, vkrt_type type,
                                    int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
   vkrt_tensor t = {.buffer = buffer, .offset = offset, .type = type, .ne = {ne0, ne1, ne2, ne3}};
-  int64_t ts = (int64_t)vkrt_type_size(type);
+  int64_t ts = (int64_t)vkrt_type_size(type), block = vkrt_type_block(type);
   t.nb[0] = ts;
-  for (int i = 1; i < 4; i++)
+  t.nb[1] = block ? ts * (ne0 / block) : 0; /* block types: whole blocks per row */
+  for (int i = 2; i < 4; i++)
     t.nb[i] = t.nb[i - 1] * t.ne[i - 1];
   return t;
 }

@@ -84,9 +84,12 @@ static const enum vkrt_ops_kernel copy_kernels[2][2] = {
 
 vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                              const struct vkrt_ops_view *dst, const struct vkrt_ops_view *src) {
-  if (dst->type == src->type && dst->contiguous && src->contiguous)
+  bool same_dense = dst->type == src->type && dst->contiguous && src->contiguous;
+  if (src->block > 1 && !same_dense) /* dequantizing copy: quant.c */
+    return vkrt_quant_copy_record(dev, cmd, dst, src);
+  if (same_dense)
     return vkrt_ops_copy_bytes(dev, cmd, dst->buffer->handle, dst->lo, src->buffer->handle,
-                               src->lo, dst->elements * dst->type_size, -1);
+                               src->lo, dst->hi - dst->lo, -1);
   if (dst->ne[0] >= ROWS_MIN_NE0) {
     struct vkrt_ops_view su, du;
     if (dst->type == src->type && as_units16(src, &su) && as_units16(dst, &du) &&

@@ -137,6 +137,8 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
 
 vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view views[3]) {
+  if (views[1].block > 1) /* quantized weights: quant.c */
+    return vkrt_quant_matmul_record(dev, cmd, views);
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
   struct vkrt_ops_view w = views[1];
   if (w.type == VKRT_TYPE_F16 && !widen_to_words(&w))

@@ -35,6 +35,23 @@ enum vkrt_ops_kernel {
   VKRT_OPS_MATVEC_F16,
   VKRT_OPS_MATMUL_F32,
   VKRT_OPS_MATMUL_F16,
+  /* quantized weights (quant.c) */
+  VKRT_OPS_MATVEC_Q8_0,
+  VKRT_OPS_MATVEC_Q8_0_M8,
+  VKRT_OPS_MATVEC_Q8_0_VEC16,
+  VKRT_OPS_MATVEC_Q8_0_VEC16_M8,
+  VKRT_OPS_MATVEC_Q8_0_VEC16_R4,
+  VKRT_OPS_MATVEC_Q8_0_VEC16_R1,
+  VKRT_OPS_DEQUANT_Q8_0_F32,
+  VKRT_OPS_DEQUANT_Q8_0_F16,
+  VKRT_OPS_MATVEC_Q4_K,
+  VKRT_OPS_MATVEC_Q4_K_M8,
+  VKRT_OPS_MATVEC_Q4_K_VEC16,
+  VKRT_OPS_MATVEC_Q4_K_VEC16_M8,
+  VKRT_OPS_MATVEC_Q4_K_VEC16_R8,
+  VKRT_OPS_MATVEC_Q4_K_VEC16_R2,
+  VKRT_OPS_DEQUANT_Q4_K_F32,
+  VKRT_OPS_DEQUANT_Q4_K_F16,
   VKRT_OPS_KERNEL_COUNT
 };
 
@@ -81,6 +98,9 @@ struct vkrt_ops_state {
   uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
   uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count;
   bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
+  /* quantized weights (quant.c): 0 = choose, 1 + i = variant i of vkrt_quant_variant_names */
+  int quant_variant;
+  uint64_t quant_matvec_count, quant_vec16_count, dequant_count;
 };
 
 /* One storage-buffer binding. */
@@ -226,5 +246,32 @@ static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandB
   (void)cmd, (void)views;
   return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
                     "matmul kernel not in this build (CONFIG_VKRT_KERNEL_MATMUL=n)");
+}
+#endif
+
+/* Quantized weights (quant.c): matmul with Q8_0/Q4_K w, and the dequantizing copy. */
+#define VKRT_QUANT_VARIANTS 4
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT)
+extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
+vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                     const struct vkrt_ops_view views[3]);
+vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                   const struct vkrt_ops_view *dst,
+                                   const struct vkrt_ops_view *src);
+#else
+static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                                   const struct vkrt_ops_view views[3]) {
+  (void)cmd;
+  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_matmul: %s kernels not in this build (CONFIG_VKRT_KERNEL_Q8_0=n, "
+                    "CONFIG_VKRT_KERNEL_Q4_K=n)", vkrt_type_str(views[1].type));
+}
+static inline vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                                 const struct vkrt_ops_view *dst,
+                                                 const struct vkrt_ops_view *src) {
+  (void)cmd, (void)dst;
+  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_copy: %s kernels not in this build (CONFIG_VKRT_KERNEL_Q8_0=n, "
+                    "CONFIG_VKRT_KERNEL_Q4_K=n)", vkrt_type_str(src->type));
 }
 #endif
