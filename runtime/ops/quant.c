@@ -37,8 +37,9 @@ VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
 #endif
 
 /* The matrix-vector variants: the default pair (word reads / 16-byte reads, ROWS rows per
- * workgroup) and the rows-per-workgroup alternatives vkrt-bench compares. ROWS must match
- * the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
+ * workgroup) and the rows-per-workgroup alternatives vkrt-bench compares (names in
+ * vkrt_quant_variant_names: "rows-a" = 4 rows (Q8_0) / 8 (Q4_K), "rows-b" = 8 (Q8_0) / 2 (Q4_K)).
+ * ROWS must match the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
 struct qmv_variant {
   enum vkrt_ops_kernel m1, m8; /* M == 1, M > 1 (8 columns per workgroup) */
   uint32_t rows;
@@ -49,7 +50,7 @@ static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q8_0, VKRT_OPS_MATVEC_Q8_0_M8, 2, false},
   {VKRT_OPS_MATVEC_Q8_0_VEC16, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 2, true},
   {VKRT_OPS_MATVEC_Q8_0_VEC16_R4, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 4, true},
-  {VKRT_OPS_MATVEC_Q8_0_VEC16_R1, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 1, true},
+  {VKRT_OPS_MATVEC_Q8_0_VEC16_R8, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 8, true},
 };
 static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q4_K, VKRT_OPS_MATVEC_Q4_K_M8, 4, false},
@@ -59,7 +60,7 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
 };
 
 const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
-  "words", "vec16", "vec16-rows-hi", "vec16-rows-lo"};
+  "words", "vec16", "vec16-rows-a", "vec16-rows-b"};
 
 static bool type_enabled(vkrt_type t) {
   return t == VKRT_TYPE_Q8_0 ? IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
