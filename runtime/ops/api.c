@@ -107,6 +107,23 @@ vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, 
   return s != VKRT_OK ? s : vkrt_add_record(dev, cmd, v, count);
 }
 
+vkrt_status vkrt_op_swiglu(const vkrt_tensor *dst, const vkrt_tensor *gate, const vkrt_tensor *up) {
+  const vkrt_tensor *all[] = {dst, gate, up};
+  struct vkrt_device *dev = device_of(all, 3);
+  if (!dev)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
+  struct vkrt_ops_view v[3];
+  char why[VKRT_ERROR_MESSAGE_SIZE];
+  if (!vkrt_ops_check_swiglu(&lim, dst, gate, up, v, why, sizeof(why)))
+    return invalid(dev, why);
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU))
+    return vkrt_swiglu_record(dev, VK_NULL_HANDLE, v);
+  VkCommandBuffer cmd;
+  vkrt_status s = begin(dev, &cmd);
+  return s != VKRT_OK ? s : vkrt_swiglu_record(dev, cmd, v);
+}
+
 vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
   const vkrt_tensor *all[] = {dst, w, x};
   struct vkrt_device *dev = device_of(all, 3);

@@ -39,6 +39,7 @@ static const struct {
   [VKRT_OPS_MATVEC_F16] = {"matvec_f16", "CONFIG_VKRT_KERNEL_MATMUL_F16", false, true},
   [VKRT_OPS_MATMUL_F32] = {"matmul_f32", "CONFIG_VKRT_KERNEL_MATMUL", false, false},
   [VKRT_OPS_MATMUL_F16] = {"matmul_f16", "CONFIG_VKRT_KERNEL_MATMUL_F16", false, false},
+  [VKRT_OPS_SWIGLU_F32] = {"swiglu_f32", "CONFIG_VKRT_KERNEL_SWIGLU", false, false},
   [VKRT_OPS_MATVEC_Q8_0] = {"matvec_q8_0", "CONFIG_VKRT_KERNEL_Q8_0", false, true},
   [VKRT_OPS_MATVEC_Q8_0_M8] = {"matvec_q8_0_m8", "CONFIG_VKRT_KERNEL_Q8_0", false, true},
   [VKRT_OPS_MATVEC_Q8_0_VEC16] = {"matvec_q8_0_vec16", "CONFIG_VKRT_KERNEL_Q8_0", false, true},

@@ -35,6 +35,7 @@ enum vkrt_ops_kernel {
   VKRT_OPS_MATVEC_F16,
   VKRT_OPS_MATMUL_F32,
   VKRT_OPS_MATMUL_F16,
+  VKRT_OPS_SWIGLU_F32,
   /* quantized weights (quant.c) */
   VKRT_OPS_MATVEC_Q8_0,
   VKRT_OPS_MATVEC_Q8_0_M8,
@@ -246,6 +247,18 @@ static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandB
   (void)cmd, (void)views;
   return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
                     "matmul kernel not in this build (CONFIG_VKRT_KERNEL_MATMUL=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU)
+vkrt_status vkrt_swiglu_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                               const struct vkrt_ops_view views[3]);
+#else
+static inline vkrt_status vkrt_swiglu_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                             const struct vkrt_ops_view views[3]) {
+  (void)cmd, (void)views;
+  return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+                    "swiglu kernel not in this build (CONFIG_VKRT_KERNEL_SWIGLU=n)");
 }
 #endif
 

@@ -341,6 +341,38 @@ bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor 
          disjoint(op, &views[0], &views[2], "x", why, why_size);
 }
 
+bool vkrt_ops_check_swiglu(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                           const vkrt_tensor *gate, const vkrt_tensor *up,
+                           struct vkrt_ops_view views[3], char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_swiglu";
+  static const char *const names[] = {"dst", "gate", "up"};
+  const vkrt_tensor *ts[3] = {dst, gate, up};
+  for (int i = 0; i < 3; i++) {
+    if (!vkrt_ops_view_init(&views[i], lim, op, names[i], ts[i], i == 0, why, why_size))
+      return false;
+    if (ts[i]->type != VKRT_TYPE_F32)
+      FAIL("%s: %s is %s; the op takes f32", op, names[i], type_name(ts[i]->type));
+    if (!views[i].contiguous)
+      FAIL("%s: %s is not contiguous", op, names[i]);
+    if (!one_binding(op, names[i], &views[i], lim, why, why_size))
+      return false;
+    if (i && memcmp(ts[i]->ne, dst->ne, sizeof(dst->ne))) {
+      char a[96], b[96];
+      format_ne(a, sizeof(a), dst->ne);
+      format_ne(b, sizeof(b), ts[i]->ne);
+      FAIL("%s: %s ne %s differs from dst ne %s", op, names[i], b, a);
+    }
+  }
+  if (!same_device(op, views, names, 3, why, why_size))
+    return false;
+  for (int i = 1; i < 3; i++) { /* in place on exactly one source is fine */
+    bool same = views[i].buffer == views[0].buffer && views[i].lo == views[0].lo;
+    if (!same && !disjoint(op, &views[0], &views[i], names[i], why, why_size))
+      return false;
+  }
+  return true;
+}
+
 int vkrt_ops_concat_fast_path_source(const struct vkrt_ops_view views[3], int dim,
                                      const char **why_not) {
   const char *dummy;

@@ -73,6 +73,11 @@ bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor 
                            const vkrt_tensor *w, const vkrt_tensor *x,
                            struct vkrt_ops_view views[3], char *why, size_t why_size);
 
+/* dst = silu(gate) * up: f32, dense, one shape; dst disjoint from each source or exactly it. */
+bool vkrt_ops_check_swiglu(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                           const vkrt_tensor *gate, const vkrt_tensor *up,
+                           struct vkrt_ops_view views[3], char *why, size_t why_size);
+
 /* Concat fast path eligibility (dim 0, one source stored transposed, the other source and
  * dst contiguous, same type). Returns 0 when not eligible, 1 when a is the transposed
  * source, 2 when b is; *why_not says which condition failed (for the bench and logs). */

@@ -1,9 +1,9 @@
-/* Quantized weights (Q8_0, Q4_K) on lavapipe with validation: the CPU reference against
+/* Quantized weights (Q8_0, Q4_K) and the SwiGLU gate on lavapipe with validation: the CPU reference against
  * hand-built blocks (the ggml definition, every scale/min packing case), then vkrt_op_matmul
  * (M 1..8 in one pass and beyond, every kernel variant, views with offsets and padded rows,
  * batches with a broadcast w) and vkrt_op_copy dequantizing into f32/f16 on fresh random
  * blocks with extreme scales, outputs poisoned, against float64 sums of the reference
- * dequantization; and the descriptor rules of block types. */
+ * dequantization; the descriptor rules of block types; vkrt_op_swiglu (in place too). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -448,6 +448,74 @@ static void test_block_descriptors(void **state) {
   vkt_close(app);
 }
 
+/* ---- vkrt_op_swiglu ------------------------------------------------------------------ */
+
+static void test_swiglu(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU)) {
+    vkrt_buffer *b;
+    vkt_check(app, vkrt_buffer_create(app, 0, 4096, 0, &b));
+    vkrt_tensor t = vkrt_tensor_contiguous(b, 0, VKRT_TYPE_F32, 16, 1, 1, 1);
+    assert_int_equal(vkrt_op_swiglu(&t, &t, &t), VKRT_ERROR_UNSUPPORTED);
+    vkrt_buffer_destroy(b);
+    vkt_close(app);
+    return;
+  }
+  static const int64_t sizes[] = {1, 255, 256, 1000, 70001};
+  for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+    for (int inplace = 0; inplace < 3; inplace++) { /* 0: separate dst, 1: dst = gate, 2: = up */
+      int64_t n = sizes[s];
+      hbuf b = hb_new(app, (uint64_t)n * 12 + 64);
+      float *g = (float *)(b.map + 16), *u = g + n, *d = u + n;
+      vkt_fill_random_f32(g, (size_t)n, -12.0f, 12.0f, &rng);
+      vkt_fill_random_f32(u, (size_t)n, -2.0f, 2.0f, &rng);
+      g[0] = -100.0f; /* e^100 overflows to inf: silu -> -0 */
+      if (n > 1)
+        g[1] = 90.0f;
+      float *gc = malloc(sizeof(float) * (size_t)n), *uc = malloc(sizeof(float) * (size_t)n);
+      memcpy(gc, g, sizeof(float) * (size_t)n);
+      memcpy(uc, u, sizeof(float) * (size_t)n);
+      vkt_poison(d, sizeof(float) * (size_t)n + 16);
+      vkrt_tensor tg = vkrt_tensor_contiguous(b.buf, 16, VKRT_TYPE_F32, n, 1, 1, 1);
+      vkrt_tensor tu = vkrt_tensor_contiguous(b.buf, 16 + 4 * (uint64_t)n, VKRT_TYPE_F32, n, 1, 1, 1);
+      vkrt_tensor td = vkrt_tensor_contiguous(b.buf, 16 + 8 * (uint64_t)n, VKRT_TYPE_F32, n, 1, 1, 1);
+      const vkrt_tensor *dst = inplace == 1 ? &tg : inplace == 2 ? &tu : &td;
+      vkt_check(app, vkrt_op_swiglu(dst, &tg, &tu));
+      vkt_check(app, vkrt_finish(app, 0));
+      float *out = inplace == 1 ? g : inplace == 2 ? u : d;
+      for (int64_t i = 0; i < n; i++) {
+        double e = (double)gc[i] / (1.0 + exp(-(double)gc[i])) * uc[i];
+        if (!(fabs(out[i] - e) <= 1e-5 * fabs(e) + 1e-30))
+          fail_msg("swiglu n %lld inplace %d [%lld]: g %g u %g -> %.9g, expected %.9g",
+                   (long long)n, inplace, (long long)i, gc[i], uc[i], out[i], e);
+      }
+      if (inplace == 0)
+        for (int i = 0; i < 4; i++) { /* past the end of dst stays poisoned */
+          uint32_t w;
+          memcpy(&w, d + n + i, 4);
+          assert_int_equal(w, 0xDEADBEEFu);
+        }
+      free(gc);
+      free(uc);
+      vkrt_buffer_destroy(b.buf);
+    }
+  /* bad descriptors */
+  vkrt_buffer *b;
+  vkt_check(app, vkrt_buffer_create(app, 0, 4096, 0, &b));
+  vkrt_tensor t0 = vkrt_tensor_contiguous(b, 0, VKRT_TYPE_F32, 64, 1, 1, 1);
+  vkrt_tensor t1 = vkrt_tensor_contiguous(b, 256, VKRT_TYPE_F32, 64, 1, 1, 1);
+  vkrt_tensor t2 = vkrt_tensor_contiguous(b, 512, VKRT_TYPE_F32, 32, 1, 1, 1);
+  vkrt_tensor h = vkrt_tensor_contiguous(b, 1024, VKRT_TYPE_F16, 64, 1, 1, 1);
+  vkrt_tensor ov = vkrt_tensor_contiguous(b, 128, VKRT_TYPE_F32, 64, 1, 1, 1);
+  expect_invalid(app, vkrt_op_swiglu(&t0, &t1, &t2), "differs from dst");
+  expect_invalid(app, vkrt_op_swiglu(&t0, &t1, &h), "takes f32");
+  expect_invalid(app, vkrt_op_swiglu(&ov, &t0, &t1), "overlap");
+  vkt_check(app, vkrt_finish(app, 0));
+  vkrt_buffer_destroy(b);
+  vkt_close(app);
+}
+
 int main(void) {
   rng = vkt_seed(0);
   const struct CMUnitTest tests[] = {
@@ -455,6 +523,7 @@ int main(void) {
       cmocka_unit_test(test_quant_matmul),
       cmocka_unit_test(test_dequant_copy),
       cmocka_unit_test(test_block_descriptors),
+      cmocka_unit_test(test_swiglu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -279,6 +279,10 @@ vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, 
  * over groups of 8 columns of x beyond. */
 vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
 
+/* dst = silu(gate) * up element-wise, silu(g) = g / (1 + e^-g) (the SwiGLU gate of a llama-style
+ * MLP); f32, dense tensors of one shape; dst may be gate or up exactly (in place). */
+vkrt_status vkrt_op_swiglu(const vkrt_tensor *dst, const vkrt_tensor *gate, const vkrt_tensor *up);
+
 /* ---- collectives ---------------------------------------------------------------------- */
 
 typedef enum vkrt_transport_kind {
