@@ -1,9 +1,22 @@
 # libvkrt front end (Linux/Buildroot habits). The real build is Ninja in $(O).
+# `make O=dir ...` keeps that folder's own configuration in dir/.config (savedefconfig writes
+# dir/defconfig), so several configured builds live side by side; without O= the
+# configuration is ./.config and the build folder build/, as always.
+ifeq ($(origin O),command line)
+O_GIVEN := 1
+endif
 O ?= build
 BOARD ?= sim-lavapipe-x2
+ifdef O_GIVEN
+CONFIG_FILE ?= $(abspath $(O))/.config
+DEFCONFIG_FILE ?= $(abspath $(O))/defconfig
+else
+CONFIG_FILE ?= $(CURDIR)/.config
+DEFCONFIG_FILE ?= $(CURDIR)/defconfig
+endif
 KCONFIG_PY := /usr/bin/python3
-KCONFIG_ENV := PYTHONPATH=/usr/lib/python3/dist-packages KCONFIG_CONFIG=$(CURDIR)/.config srctree=$(CURDIR)
-KTOOL := $(KCONFIG_PY) tools/kconfig.py --srcdir $(CURDIR) --config $(CURDIR)/.config
+KCONFIG_ENV := PYTHONPATH=/usr/lib/python3/dist-packages KCONFIG_CONFIG=$(CONFIG_FILE) srctree=$(CURDIR)
+KTOOL := $(KCONFIG_PY) tools/kconfig.py --srcdir $(CURDIR) --config $(CONFIG_FILE)
 BOARDS := $(notdir $(wildcard boards/*))
 NINJA := ninja -C $(O)
 
@@ -11,16 +24,17 @@ NINJA := ninja -C $(O)
         distclean run image deps bench test-asan test-tsan fuzz soak $(BOARDS:%=%_defconfig)
 
 all: $(O)/build.ninja
+	@grep -qxF 'config = $(CONFIG_FILE)' $(O)/build.ninja || ./configure --builddir $(O) --config $(CONFIG_FILE)
 	@$(NINJA)
 
 help:
 	@echo 'libvkrt targets:'
-	@echo '  <board>_defconfig - write .config from boards/<board>/defconfig; boards:'
+	@echo '  <board>_defconfig - write the configuration from boards/<board>/defconfig; boards:'
 	@for b in $(BOARDS); do echo "                      $$b"; done
-	@echo '  menuconfig        - curses menu (starts from $(BOARD) when there is no .config)'
+	@echo '  menuconfig        - curses menu (starts from $(BOARD) when there is no configuration)'
 	@echo '  guiconfig         - Tk menu'
-	@echo '  olddefconfig      - update .config to the current Kconfig with defaults'
-	@echo '  savedefconfig     - write the minimal config to ./defconfig'
+	@echo '  olddefconfig      - update the configuration to the current Kconfig with defaults'
+	@echo '  savedefconfig     - write the minimal configuration (defconfig beside it)'
 	@echo '  all (default)     - configure if needed, then build libvkrt.a, tools, tests in $(O)/'
 	@echo '  run               - the main job: vkrt-service on the board for a few seconds'
 	@echo '  test              - the whole test suite (prints "N passed, N failed")'
@@ -28,8 +42,10 @@ help:
 	@echo '  image             - $(O)/image/ and the reproducible tarball'
 	@echo '  test-asan, test-tsan, fuzz, soak - hardening targets'
 	@echo '  deps              - install the Debian packages the build needs'
-	@echo '  clean, distclean  - remove $(O)/ (and .config)'
-	@echo 'Variables: O=<builddir> (default build), BOARD=<board> (default sim-lavapipe-x2)'
+	@echo '  clean, distclean  - remove the build outputs (distclean: the configuration too)'
+	@echo 'Variables: O=<builddir>: build there, with its own configuration <builddir>/.config'
+	@echo '             (without O=: ./.config and build/); BOARD=<board> (default sim-lavapipe-x2)'
+	@echo 'Configuration now: $(CONFIG_FILE); build folder: $(O)/'
 
 deps:
 	./configure --install-deps --deps-only
@@ -42,29 +58,49 @@ $(O)/.deps-ok:
 $(BOARDS:%=%_defconfig): %_defconfig: $(O)/.deps-ok
 	@$(KTOOL) defconfig boards/$*/defconfig
 
-.config: | $(O)/.deps-ok
-	@echo "no .config: using board $(BOARD)"
+# Without O= a missing ./.config comes from $(BOARD), as it always did. A folder named with O=
+# is configured on purpose: say how, unless BOARD= was given too.
+$(CONFIG_FILE): | $(O)/.deps-ok
+ifeq ($(O_GIVEN)$(origin BOARD),1file)
+	@echo "$(O)/.config does not exist: configure this build folder first, e.g." >&2
+	@echo "  make O=$(O) <board>_defconfig   (boards: $(BOARDS))" >&2
+	@echo "  make O=$(O) menuconfig          (starts from $(BOARD))" >&2
+	@exit 1
+else
+	@echo "no $(CONFIG_FILE): using board $(BOARD)"
 	@$(KTOOL) defconfig boards/$(BOARD)/defconfig
+endif
 
-menuconfig: | .config
+# The menus start from $(BOARD) when the folder has no configuration yet.
+.PHONY: config-or-board
+config-or-board: | $(O)/.deps-ok
+	@[ -f $(CONFIG_FILE) ] || { echo "no $(CONFIG_FILE): starting from board $(BOARD)"; \
+	  $(KTOOL) defconfig boards/$(BOARD)/defconfig; }
+
+menuconfig: config-or-board
 	$(KCONFIG_ENV) $(KCONFIG_PY) -m menuconfig Kconfig
 
-guiconfig: | .config
+guiconfig: config-or-board
 	@$(KCONFIG_PY) -c 'import tkinter' 2>/dev/null || \
 	  { echo "guiconfig needs Tk for /usr/bin/python3: apt-get install python3-tk"; exit 1; }
 	$(KCONFIG_ENV) $(KCONFIG_PY) -m guiconfig Kconfig
 
-olddefconfig: | .config
+olddefconfig: | $(CONFIG_FILE)
 	@$(KTOOL) olddefconfig
 
-savedefconfig: | .config
-	@$(KTOOL) savedefconfig defconfig
+savedefconfig: | $(CONFIG_FILE)
+	@$(KTOOL) savedefconfig $(DEFCONFIG_FILE)
 
-$(O)/build.ninja: | .config $(O)/.deps-ok
-	./configure --builddir $(O)
+# configure records --builddir and --config, so ninja's regenerate rule re-reads this
+# folder's configuration when it changes.
+$(O)/build.ninja: | $(CONFIG_FILE) $(O)/.deps-ok
+	./configure --builddir $(O) --config $(CONFIG_FILE)
 
+# Every board survives olddefconfig + savedefconfig unchanged, and the configuration in use
+# (when there is one) loads without warnings or values that did not stick.
 check-config: $(O)/.deps-ok
 	@tests/config/check-config.sh
+	@if [ -f $(CONFIG_FILE) ]; then $(KTOOL) check && echo "$(CONFIG_FILE): valid"; fi
 
 test: all
 	@tests/run --builddir $(O)
@@ -78,25 +114,36 @@ image: all
 bench: all
 	$(O)/bin/vkrt-bench all
 
-test-asan:
-	$(MAKE) O=build-asan SANITIZE=asan sanitized-test
-test-tsan:
-	$(MAKE) O=build-tsan SANITIZE=tsan sanitized-test
+# Sanitized builds sit beside $(O) (build-asan, build-tsan) with $(O)'s configuration.
+test-asan: | $(CONFIG_FILE)
+	$(MAKE) O=$(O)-asan CONFIG_FILE=$(CONFIG_FILE) SANITIZE=asan sanitized-test
+test-tsan: | $(CONFIG_FILE)
+	$(MAKE) O=$(O)-tsan CONFIG_FILE=$(CONFIG_FILE) SANITIZE=tsan sanitized-test
 
 .PHONY: sanitized-test
-sanitized-test: | .config
-	./configure --cc gcc --builddir $(O) --sanitize $(SANITIZE) --opt=-O1
+sanitized-test: | $(CONFIG_FILE)
+	./configure --cc gcc --builddir $(O) --config $(CONFIG_FILE) --sanitize $(SANITIZE) --opt=-O1
 	$(NINJA)
 	tests/run --builddir $(O) --sanitizer $(SANITIZE)
 
-fuzz: | .config
-	tests/fuzz/run.sh
+fuzz: | $(CONFIG_FILE)
+	FUZZ_CONFIG=$(CONFIG_FILE) tests/fuzz/run.sh
 
 soak: all
 	tests/soak/run.sh $(O)
 
+# clean keeps a folder's own configuration (dir/.config, dir/defconfig); distclean removes it.
 clean:
+ifdef O_GIVEN
+	@[ ! -d $(O) ] || find $(O) -mindepth 1 -maxdepth 1 ! -name .config ! -name .config.old \
+	  ! -name defconfig -exec rm -rf {} +
+else
 	rm -rf $(O)
+endif
 
-distclean: clean
-	rm -rf build-* .config .config.old defconfig
+distclean:
+ifdef O_GIVEN
+	rm -rf $(O)
+else
+	rm -rf build build-* .config .config.old defconfig
+endif

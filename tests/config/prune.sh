@@ -1,25 +1,43 @@
 #!/usr/bin/env bash
-# Pruning is real: a transport or kernel that is n leaves no object and no symbol in libvkrt.a.
+# Pruning is real, and `make O=dir` keeps dir's own configuration: `make O=dir
+# nvidia-h200-x1_defconfig && make O=dir` builds native_fd and transpose in; turning them off in
+# dir/.config, then `make O=dir olddefconfig && make O=dir`, leaves no object and no symbol of
+# either in dir/libvkrt.a. A second folder keeps its own board, the source tree's .config is
+# never touched, and a folder without .config says what to run.
 . "$(dirname "$0")/lib.sh"
-frag="$SCRATCH/prune.frag"
-grep -v "VKRT_TRANSPORT_NATIVE_FD\|VKRT_KERNEL_TRANSPOSE" "$ROOT/boards/sim-lavapipe-x2/defconfig" > "$frag"
-cat >> "$frag" <<'EOC'
-# CONFIG_VKRT_TRANSPORT_NATIVE_FD is not set
-# CONFIG_VKRT_KERNEL_TRANSPOSE is not set
-EOC
-config_from prune "$frag"
-build_config prune build-prune-lib 2>/dev/null || build_config prune || { tail -30 "$SCRATCH/prune.log"; fail "pruned config does not build"; }
-lib="$SCRATCH/build-prune/libvkrt.a"
-objs=$(ar t "$lib")
-syms=$(nm -A "$lib" 2>/dev/null)
+unset MAKEFLAGS MFLAGS MAKELEVEL  # an outer `make O=... test` must not leak its variables
+mk() { make --no-print-directory -C "$ROOT" "$@"; }
+tree_config() { [ -f "$ROOT/.config" ] && sha256sum < "$ROOT/.config" || echo none; }
+before=$(tree_config)
+a="$SCRATCH/a" b="$SCRATCH/b"
+
+out=$(mk O="$SCRATCH/none" 2>&1) && fail "make O=<folder without .config> succeeded: $out"
+grep -q "make O=$SCRATCH/none <board>_defconfig" <<< "$out" || fail "no hint what to run: $out"
+
+mk O="$a" nvidia-h200-x1_defconfig > "$SCRATCH/a.log" 2>&1 || { cat "$SCRATCH/a.log"; fail "make O=a nvidia-h200-x1_defconfig"; }
+mk O="$b" sim-lavapipe-x4_defconfig > "$SCRATCH/b.log" 2>&1 || { cat "$SCRATCH/b.log"; fail "make O=b sim-lavapipe-x4_defconfig"; }
+mk O="$a" >> "$SCRATCH/a.log" 2>&1 || { tail -30 "$SCRATCH/a.log"; fail "make O=a does not build"; }
+grep -qxF "config = $a/.config" "$a/build.ninja" || fail "$a/build.ninja is not configured from $a/.config"
+grep -q '^CONFIG_VKRT_BOARD="nvidia-h200-x1"' "$a/.config" || fail "$a/.config is not nvidia-h200-x1"
+grep -q '^CONFIG_VKRT_BOARD="sim-lavapipe-x4"' "$b/.config" || fail "$b/.config is not sim-lavapipe-x4"
+mk O="$b" savedefconfig > /dev/null && diff -u "$ROOT/boards/sim-lavapipe-x4/defconfig" "$b/defconfig" \
+  || fail "make O=b savedefconfig does not reproduce the board defconfig in $b/defconfig"
+# Control: the enabled ones are there (so the test can fail the other way too).
+full=$(nm -A "$a/libvkrt.a" 2>/dev/null)
+grep -qi "native_fd" <<< "$(ar t "$a/libvkrt.a")" || fail "native_fd object missing from the full build (test is blind)"
+grep -qi "native_fd" <<< "$full" || fail "native_fd missing from the full build (test is blind)"
+grep -q "vkrt_kernel_transpose" <<< "$full" || fail "transpose missing from the full build (test is blind)"
+
+sed -i 's/^CONFIG_VKRT_TRANSPORT_NATIVE_FD=y/# CONFIG_VKRT_TRANSPORT_NATIVE_FD is not set/;
+        s/^CONFIG_VKRT_KERNEL_TRANSPOSE=y/# CONFIG_VKRT_KERNEL_TRANSPOSE is not set/' "$a/.config"
+mk O="$a" olddefconfig >> "$SCRATCH/a.log" 2>&1 || fail "make O=a olddefconfig"
+mk O="$a" >> "$SCRATCH/a.log" 2>&1 || { tail -30 "$SCRATCH/a.log"; fail "pruned config does not build"; }
+grep -q "^CONFIG_VKRT_TRANSPORT_NATIVE_FD=y" "$a/.config" && fail "native_fd came back in $a/.config"
+objs=$(ar t "$a/libvkrt.a")
+syms=$(nm -A "$a/libvkrt.a" 2>/dev/null)
 grep -qi "native_fd" <<< "$objs" && fail "native_fd object still in libvkrt.a"
 grep -qi "native_fd" <<< "$syms" && fail "native_fd symbol still in libvkrt.a"
 grep -qi "transpose" <<< "$objs" && fail "transpose object still in libvkrt.a"
 grep -q "vkrt_kernel_transpose" <<< "$syms" && fail "transpose kernel still embedded"
-# ... while the enabled ones are there (so the test can fail the other way too).
-config_from full "$ROOT/boards/sim-lavapipe-x2/defconfig"
-build_config full || fail "default board does not build"
-full=$(nm -A "$SCRATCH/build-full/libvkrt.a" 2>/dev/null)
-grep -qi "native_fd" <<< "$full" || fail "native_fd missing from the full build (test is blind)"
-grep -q "vkrt_kernel_transpose" <<< "$full" || fail "transpose missing from the full build (test is blind)"
-echo "pruning: native_fd and transpose absent when n, present when y"
+[ "$(tree_config)" = "$before" ] || fail "the source tree's .config changed"
+echo "pruning: native_fd and transpose absent when n, present when y (make O=dir, own .config per folder)"

@@ -12,12 +12,13 @@ seconds=${FUZZ_SECONDS:-60}
 runs=${FUZZ_RUNS:--1}
 unit_timeout=${FUZZ_UNIT_TIMEOUT:-5}
 cd "$root"
-[ -f .config ] || /usr/bin/python3 tools/kconfig.py defconfig boards/sim-lavapipe-x2/defconfig >/dev/null
+config=${FUZZ_CONFIG:-$root/.config}
+[ -f "$config" ] || /usr/bin/python3 tools/kconfig.py --config "$config" defconfig boards/sim-lavapipe-x2/defconfig >/dev/null
 # clang 14 is enough: the harnesses need only libvkrt.a and their own file (`ninja fuzz-<name>`
 # builds nothing else; the unit tests' _Float16, which clang 14 lacks on x86, is not compiled).
 # --cc, not CC=: ninja re-runs configure with the recorded arguments when .config or a
 # Sources list changes, and an environment CC would be lost (the harnesses need clang).
-if ! out=$(./configure --cc "${FUZZ_CC:-clang}" --builddir "$builddir" --sanitize fuzz --opt=-O1 2>&1); then
+if ! out=$(./configure --cc "${FUZZ_CC:-clang}" --builddir "$builddir" --config "$config" --sanitize fuzz --opt=-O1 2>&1); then
   printf '%s\n' "$out"; echo "fuzz: configure failed"; exit 1
 fi
 rc=0
