@@ -10,7 +10,8 @@
 // rows at once so each x load serves ROWS rows:
 //   sum_t (d sc q_t - dmin m) x_t = d sc sum_t q_t x_t - dmin m sum_t x_t.
 // Rows start 4-byte aligned (VEC16: rows 16-byte aligned, quant units read as uvec4, and
-// x 16-byte aligned, read as vec4).
+// x 16-byte aligned, read as vec4). LANEW (with VEC16's bindings): each invocation takes one
+// quant word of every row instead, so a subgroup's x loads are contiguous too.
 // Offsets and strides of w are bytes; those of x and dst elements.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -75,6 +76,39 @@ void main() {
   for (uint i = 0u; i < ROWS * MT; i++)
     acc[i] = 0.0;
 
+#ifdef LANEW
+  // one quant word per invocation: 32 consecutive invocations cover the 128 quant bytes of a
+  // super-block, word j = bytes 4j .. 4j + 3 of group j / 8: weights 64 (j / 8) + 4 (j % 8) + t
+  // (low nibbles, sub-block 2 (j / 8)) and + 32 (high nibbles): x loads coalesce too
+  for (uint unit = tid; unit < pc.blocks * 32u; unit += THREADS) {
+    uint sb = unit >> 5, j = unit & 31u;
+    uint sub = 2u * (j >> 3);
+    uint k = sb * 256u + 64u * (j >> 3) + 4u * (j & 7u);
+    uint q[ROWS];
+    vec4 dm[ROWS];
+    for (uint r = 0u; r < ROWS; r++) {
+      uint base = (wb + (min(r, rows - 1u) + row0) * pc.w_row) / 4u + sb * 36u; // words
+      uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
+      q[r] = w[base + 4u + j];
+      vec2 dd = unpackHalf2x16(h.x);
+      vec2 lo = scale_min(h.yzw, sub), hi = scale_min(h.yzw, sub + 1u);
+      dm[r] = r < rows ? vec4(dd.x * lo.x, dd.y * lo.y, dd.x * hi.x, dd.y * hi.y) : vec4(0.0);
+    }
+    for (uint c = 0u; c < MT; c++) {
+      if (c >= cols)
+        break;
+      uint xi = xb + (col0 + c) * pc.x_col + k; // x 16-byte aligned
+      vec4 xl = x4[xi / 4u], xh = x4[xi / 4u + 8u];
+      float sl = dot(xl, vec4(1.0)), sh = dot(xh, vec4(1.0));
+      for (uint r = 0u; r < ROWS; r++) {
+        uint v = q[r];
+        float ql = dot(vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 15u), xl);
+        float qh = dot(vec4(uvec4(v >> 4, v >> 12, v >> 20, v >> 28) & 15u), xh);
+        acc[r * MT + c] += dm[r].x * ql - dm[r].y * sl + dm[r].z * qh - dm[r].w * sh;
+      }
+    }
+  }
+#else
   for (uint unit = tid; unit < pc.blocks * 8u; unit += THREADS) {
     uint sb = unit >> 3, p = unit & 7u;
     uint sub = 2u * (p >> 1);
@@ -131,6 +165,7 @@ void main() {
       }
     }
   }
+#endif
 
   for (uint i = 0u; i < ROWS * MT; i++) {
     float s = subgroupAdd(acc[i]);

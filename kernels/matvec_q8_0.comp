@@ -9,6 +9,8 @@
 // a second (cached) load of the block's first granule.
 // VEC16 (all rows 16-byte aligned): each invocation takes 16 bytes = 8 granules of every one
 // of ROWS rows at the same position, so one x load serves ROWS rows (x 16-byte aligned).
+// LANEW (with VEC16's bindings; rows 4-byte aligned, even block count): each invocation
+// takes one word = 2 granules of every row, so x loads coalesce across the subgroup too.
 // Offsets and strides of w are bytes; those of x and dst elements.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -75,7 +77,33 @@ void main() {
   for (uint i = 0u; i < ROWS * MT; i++)
     acc[i] = 0.0;
 
-#ifdef VEC16
+#if defined(LANEW)
+  // every row starts 4-byte aligned with an even block count (all rows in phase): local
+  // word w holds granules 2w, 2w + 1, so a subgroup reads 128 contiguous bytes of each row
+  // and 64 contiguous floats of x (coalesced), one x load serving ROWS rows
+  for (uint wi = tid; wi * 2u < ng; wi += THREADS) {
+    uint g = wi * 2u;
+    uint b = g / 17u;
+    uint p = g - b * 17u;           // granule position of the low half (0..16)
+    bool lo = p != 0u, hi = p != 16u; // the low half is d at p == 0; the high half is the next d at 16
+    uint klo = b * 32u + 2u * p - 2u, khi = b * 32u + 2u * p;
+    uint q[ROWS];
+    float dq[ROWS];
+    for (uint r = 0u; r < ROWS; r++) {
+      uint rs = wb + (min(r, rows - 1u) + row0) * pc.w_row; // bytes, 4-aligned
+      q[r] = w[rs / 4u + wi];
+      dq[r] = r < rows ? granule_half(rs / 2u + b * 17u) : 0.0;
+    }
+    for (uint c = 0u; c < MT; c++) {
+      if (c < cols) {
+        uint xc = (xb + (col0 + c) * pc.x_col) / 2u; // x 8-byte aligned
+        vec2 xl = lo ? x2[xc + klo / 2u] : vec2(0.0), xh = hi ? x2[xc + khi / 2u] : vec2(0.0);
+        for (uint r = 0u; r < ROWS; r++)
+          acc[r * MT + c] += dq[r] * (dot(quant_pair(q[r], 0u), xl) + dot(quant_pair(q[r], 1u), xh));
+      }
+    }
+  }
+#elif defined(VEC16)
   // every row starts 16-byte aligned: local 16-byte unit u holds granules 8u .. 8u + 7
   for (uint u = tid; u * 8u < ng; u += THREADS) {
     uint g = u * 8u;

@@ -46,6 +46,8 @@ static const struct {
   [VKRT_OPS_MATVEC_Q8_0_VEC16_M8] = {"matvec_q8_0_vec16_m8", "CONFIG_VKRT_KERNEL_Q8_0", false, true},
   [VKRT_OPS_MATVEC_Q8_0_VEC16_R4] = {"matvec_q8_0_vec16_r4", "CONFIG_VKRT_KERNEL_Q8_0", false, true},
   [VKRT_OPS_MATVEC_Q8_0_VEC16_R8] = {"matvec_q8_0_vec16_r8", "CONFIG_VKRT_KERNEL_Q8_0", false, true},
+  [VKRT_OPS_MATVEC_Q8_0_LANEW] = {"matvec_q8_0_lanew", "CONFIG_VKRT_KERNEL_Q8_0", false, true},
+  [VKRT_OPS_MATVEC_Q8_0_LANEW_M8] = {"matvec_q8_0_lanew_m8", "CONFIG_VKRT_KERNEL_Q8_0", false, true},
   [VKRT_OPS_DEQUANT_Q8_0_F32] = {"dequant_q8_0_f32", "CONFIG_VKRT_KERNEL_Q8_0", false, false},
   [VKRT_OPS_DEQUANT_Q8_0_F16] = {"dequant_q8_0_f16", "CONFIG_VKRT_KERNEL_Q8_0_F16", true, false},
   [VKRT_OPS_MATVEC_Q4_K] = {"matvec_q4_k", "CONFIG_VKRT_KERNEL_Q4_K", false, true},
@@ -54,6 +56,8 @@ static const struct {
   [VKRT_OPS_MATVEC_Q4_K_VEC16_M8] = {"matvec_q4_k_vec16_m8", "CONFIG_VKRT_KERNEL_Q4_K", false, true},
   [VKRT_OPS_MATVEC_Q4_K_VEC16_R8] = {"matvec_q4_k_vec16_r8", "CONFIG_VKRT_KERNEL_Q4_K", false, true},
   [VKRT_OPS_MATVEC_Q4_K_VEC16_R2] = {"matvec_q4_k_vec16_r2", "CONFIG_VKRT_KERNEL_Q4_K", false, true},
+  [VKRT_OPS_MATVEC_Q4_K_LANEW] = {"matvec_q4_k_lanew", "CONFIG_VKRT_KERNEL_Q4_K", false, true},
+  [VKRT_OPS_MATVEC_Q4_K_LANEW_M8] = {"matvec_q4_k_lanew_m8", "CONFIG_VKRT_KERNEL_Q4_K", false, true},
   [VKRT_OPS_DEQUANT_Q4_K_F32] = {"dequant_q4_k_f32", "CONFIG_VKRT_KERNEL_Q4_K", false, false},
   [VKRT_OPS_DEQUANT_Q4_K_F16] = {"dequant_q4_k_f16", "CONFIG_VKRT_KERNEL_Q4_K_F16", true, false},
 };

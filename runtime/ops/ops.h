@@ -43,6 +43,8 @@ enum vkrt_ops_kernel {
   VKRT_OPS_MATVEC_Q8_0_VEC16_M8,
   VKRT_OPS_MATVEC_Q8_0_VEC16_R4,
   VKRT_OPS_MATVEC_Q8_0_VEC16_R8,
+  VKRT_OPS_MATVEC_Q8_0_LANEW,
+  VKRT_OPS_MATVEC_Q8_0_LANEW_M8,
   VKRT_OPS_DEQUANT_Q8_0_F32,
   VKRT_OPS_DEQUANT_Q8_0_F16,
   VKRT_OPS_MATVEC_Q4_K,
@@ -51,6 +53,8 @@ enum vkrt_ops_kernel {
   VKRT_OPS_MATVEC_Q4_K_VEC16_M8,
   VKRT_OPS_MATVEC_Q4_K_VEC16_R8,
   VKRT_OPS_MATVEC_Q4_K_VEC16_R2,
+  VKRT_OPS_MATVEC_Q4_K_LANEW,
+  VKRT_OPS_MATVEC_Q4_K_LANEW_M8,
   VKRT_OPS_DEQUANT_Q4_K_F32,
   VKRT_OPS_DEQUANT_Q4_K_F16,
   VKRT_OPS_KERNEL_COUNT
@@ -101,7 +105,8 @@ struct vkrt_ops_state {
   bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
   /* quantized weights (quant.c): 0 = choose, 1 + i = variant i of vkrt_quant_variant_names */
   int quant_variant;
-  uint64_t quant_matvec_count, quant_vec16_count, dequant_count;
+  uint64_t quant_matvec_count, dequant_count;
+  uint64_t quant_kind_count[3]; /* matrix-vector calls per read pattern: words, vec16, lanew */
 };
 
 /* One storage-buffer binding. */
@@ -263,9 +268,13 @@ static inline vkrt_status vkrt_swiglu_record(struct vkrt_device *dev, VkCommandB
 #endif
 
 /* Quantized weights (quant.c): matmul with Q8_0/Q4_K w, and the dequantizing copy. */
-#define VKRT_QUANT_VARIANTS 4
+#define VKRT_QUANT_VARIANTS 5
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT)
 extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
+/* Default variant order per type (Q8_0, Q4_K): 1-based variant numbers, the first that fits. */
+extern const int vkrt_quant_preference[2][3];
+/* The read pattern (0 words, 1 vec16, 2 lanew) of 1-based variant v. */
+#define VKRT_QUANT_VARIANT_KIND(v) ((v) == 1 ? 0 : (v) == 5 ? 2 : 1)
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                      const struct vkrt_ops_view views[3]);
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,

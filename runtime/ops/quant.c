@@ -36,31 +36,40 @@ VKRT_KERNEL_MATVEC_Q4_K_VEC16_M8_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
 #endif
 
-/* The matrix-vector variants: the default pair (word reads / 16-byte reads, ROWS rows per
- * workgroup) and the rows-per-workgroup alternatives vkrt-bench compares (names in
- * vkrt_quant_variant_names: "rows-a" = 4 rows (Q8_0) / 8 (Q4_K), "rows-b" = 8 (Q8_0) / 2 (Q4_K)).
+/* The matrix-vector variants vkrt-bench compares (names in vkrt_quant_variant_names). Each
+ * reads the rows differently:
+ *   words  : any row alignment (2-byte Q8_0 granules / 4-byte Q4_K words), ROWS rows looped
+ *   vec16  : 16 bytes of every one of ROWS rows per invocation (rows and x 16-byte aligned)
+ *   lanew  : one word of every one of ROWS rows per invocation, so x loads coalesce too
+ *            (rows 4-byte aligned, Q8_0 rows of an even block count; x 16-byte aligned)
  * ROWS must match the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
+enum qmv_kind { QMV_WORDS, QMV_VEC16, QMV_LANEW };
 struct qmv_variant {
   enum vkrt_ops_kernel m1, m8; /* M == 1, M > 1 (8 columns per workgroup) */
-  uint32_t rows;
-  bool vec16;
+  uint32_t rows_m1, rows_m8;
+  enum qmv_kind kind;
 };
 
 static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
-  {VKRT_OPS_MATVEC_Q8_0, VKRT_OPS_MATVEC_Q8_0_M8, 2, false},
-  {VKRT_OPS_MATVEC_Q8_0_VEC16, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 2, true},
-  {VKRT_OPS_MATVEC_Q8_0_VEC16_R4, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 4, true},
-  {VKRT_OPS_MATVEC_Q8_0_VEC16_R8, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 8, true},
+  {VKRT_OPS_MATVEC_Q8_0, VKRT_OPS_MATVEC_Q8_0_M8, 2, 2, QMV_WORDS},
+  {VKRT_OPS_MATVEC_Q8_0_VEC16, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 2, 2, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q8_0_VEC16_R4, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 4, 2, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q8_0_VEC16_R8, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 8, 2, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q8_0_LANEW, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 4, 2, QMV_LANEW},
 };
 static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
-  {VKRT_OPS_MATVEC_Q4_K, VKRT_OPS_MATVEC_Q4_K_M8, 4, false},
-  {VKRT_OPS_MATVEC_Q4_K_VEC16, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 4, true},
-  {VKRT_OPS_MATVEC_Q4_K_VEC16_R8, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, true},
-  {VKRT_OPS_MATVEC_Q4_K_VEC16_R2, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 2, true},
+  {VKRT_OPS_MATVEC_Q4_K, VKRT_OPS_MATVEC_Q4_K_M8, 4, 4, QMV_WORDS},
+  {VKRT_OPS_MATVEC_Q4_K_VEC16, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 4, 4, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q4_K_VEC16_R8, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q4_K_VEC16_R2, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 2, 4, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q4_K_LANEW, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 4, 4, QMV_LANEW},
 };
+/* The choice when not forced: the first eligible of these (1-based variant numbers), per
+ * type (Q8_0, Q4_K); the last is always the words kernel, which takes any layout. */
+const int vkrt_quant_preference[2][3] = {{5, 2, 1}, {5, 2, 1}};
 
 const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
-  "words", "vec16", "vec16-rows-a", "vec16-rows-b"};
+  "words", "vec16", "vec16-rows-a", "vec16-rows-b", "lanew"};
 
 static bool type_enabled(vkrt_type t) {
   return t == VKRT_TYPE_Q8_0 ? IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
@@ -89,13 +98,29 @@ static bool widen_words(struct vkrt_device *dev, struct vkrt_ops_view *v) {
   return true;
 }
 
-static bool vec16_fits(const struct vkrt_ops_view *w, const struct vkrt_ops_view *x) {
-  if (w->type == VKRT_TYPE_Q8_0 && (w->ne[0] / 32) % 8)
-    return false; /* rows of whole 16-byte units */
-  if (w->offset % 16 || w->stride[1] % 16 || w->stride[2] % 16 || w->stride[3] % 16)
-    return false;
+static bool x_aligned16(const struct vkrt_ops_view *x) {
   return x->bind_offset % 16 == 0 && x->offset % 4 == 0 && x->stride[1] % 4 == 0 &&
          x->stride[2] % 4 == 0 && x->stride[3] % 4 == 0 && x->stride[0] == 1;
+}
+
+static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
+                         const struct vkrt_ops_view *x) {
+  uint32_t blocks = w->ne[0] / w->block;
+  switch (kind) {
+  case QMV_WORDS:
+    return true;
+  case QMV_VEC16: /* rows of whole 16-byte units starting 16-byte aligned */
+    if (w->type == VKRT_TYPE_Q8_0 && blocks % 8)
+      return false;
+    return w->offset % 16 == 0 && w->stride[1] % 16 == 0 && w->stride[2] % 16 == 0 &&
+           w->stride[3] % 16 == 0 && x_aligned16(x);
+  case QMV_LANEW: /* rows of whole words starting 4-byte aligned, all in phase */
+    if (w->type == VKRT_TYPE_Q8_0 && blocks % 2)
+      return false;
+    return w->offset % 4 == 0 && w->stride[1] % 4 == 0 && w->stride[2] % 4 == 0 &&
+           w->stride[3] % 4 == 0 && x_aligned16(x);
+  }
+  return false;
 }
 
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -112,25 +137,32 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   if (x->stride[0] != 1 && x->ne[0] > 1)
     return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "%s: x must be dense along K for %s weights", op, vkrt_type_str(w.type));
-  const struct qmv_variant *table = w.type == VKRT_TYPE_Q8_0 ? q8_0_variants : q4_k_variants;
-  int forced = dev->ops->quant_variant;
-  bool vec16 = vec16_fits(&w, x);
-  const struct qmv_variant *v = &table[vec16 ? 1 : 0];
+  bool q8 = w.type == VKRT_TYPE_Q8_0;
+  const struct qmv_variant *table = q8 ? q8_0_variants : q4_k_variants;
+  const int *pref = vkrt_quant_preference[q8 ? 0 : 1];
+  int forced = dev->ops->quant_variant, chosen = 1;
   if (forced > 0) {
-    v = &table[(forced - 1) % VKRT_QUANT_VARIANTS];
-    if (v->vec16 && !vec16)
+    chosen = (forced - 1) % VKRT_QUANT_VARIANTS + 1;
+    if (!variant_fits(table[chosen - 1].kind, &w, x))
       return vkrt_error(&dev->app->base, VKRT_ERROR_UNAVAILABLE,
-                        "%s: variant %s forced but w rows or x are not 16-byte aligned", op,
-                        vkrt_quant_variant_names[(forced - 1) % VKRT_QUANT_VARIANTS]);
+                        "%s: variant %s forced but w rows or x are not aligned for it", op,
+                        vkrt_quant_variant_names[chosen - 1]);
+  } else {
+    for (int i = 0; i < 3; i++)
+      if (variant_fits(table[pref[i] - 1].kind, &w, x)) {
+        chosen = pref[i];
+        break;
+      }
   }
+  const struct qmv_variant *v = &table[chosen - 1];
   uint32_t M = x->ne[1];
   enum vkrt_ops_kernel k = M == 1 ? v->m1 : v->m8;
-  uint32_t rows = M == 1 ? v->rows : table[v->vec16 ? 1 : 0].rows;
+  uint32_t rows = M == 1 ? v->rows_m1 : v->rows_m8;
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
   if (s != VKRT_OK)
     return s;
-  /* VEC16 kernels also read w as uvec4 (binding 3) and x as vec2/vec4 (binding 1) */
+  /* VEC16 kernels also read w as uvec4 (binding 3); VEC16 and LANEW read x as vec2/vec4 */
   struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(&w), vkrt_ops_view_binding(x),
                                   vkrt_ops_view_binding(d), vkrt_ops_view_binding(&w)};
   s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
@@ -158,8 +190,7 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
       .r3 = x->ne[3] / w.ne[3],
   };
   uint32_t mt = M == 1 ? 1 : 8;
-  if (v->vec16)
-    dev->ops->quant_vec16_count++;
+  dev->ops->quant_kind_count[v->kind]++;
   dev->ops->quant_matvec_count++;
   vkrt_ops_dispatch_3d(dev, cmd, p, &push, (w.ne[1] + rows - 1) / rows, (M + mt - 1) / mt,
                        (uint64_t)d->ne[2] * d->ne[3]);

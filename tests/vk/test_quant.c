@@ -191,19 +191,34 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
   const float *xf = (const float *)(xb.map + c->x_off);
 
   struct vkrt_ops_state *ops = app->devices[0].ops;
-  uint64_t calls = ops->quant_matvec_count, vec16 = ops->quant_vec16_count;
+  uint64_t calls = ops->quant_matvec_count, kinds[3];
+  memcpy(kinds, ops->quant_kind_count, sizeof(kinds));
   ops->quant_variant = c->variant;
   vkrt_status s = vkrt_op_matmul(&d, &w, &x);
   ops->quant_variant = 0;
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
   assert_int_equal(ops->quant_matvec_count - calls, 1);
-  /* the 16-byte kernels whenever rows and x allow them (Q8_0: rows of 8k blocks) */
-  bool aligned = c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0 && c->x_off % 16 == 0 &&
-                 (c->K * 4) % 16 == 0 &&
-                 (wt != VKRT_TYPE_Q8_0 || (c->K / 32) % 8 == 0);
-  if (c->variant == 0)
-    assert_int_equal(ops->quant_vec16_count - vec16, aligned ? 1 : 0);
+  /* the read pattern: the forced one, else the most preferred one the layout allows (words:
+   * any; vec16: rows and x 16-byte aligned, Q8_0 rows of 8k blocks; lanew: rows 4-byte
+   * aligned, Q8_0 rows of an even block count, x 16-byte aligned) */
+  int64_t blocks = c->K / vkrt_type_block(wt);
+  bool x16 = c->x_off % 16 == 0 && (c->K * 4) % 16 == 0;
+  bool fits[3] = {true,
+                  c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0 && x16 &&
+                      (wt != VKRT_TYPE_Q8_0 || blocks % 8 == 0),
+                  c->w_off % 4 == 0 && (uint64_t)w.nb[1] % 4 == 0 && x16 &&
+                      (wt != VKRT_TYPE_Q8_0 || blocks % 2 == 0)};
+  int want = c->variant ? VKRT_QUANT_VARIANT_KIND(c->variant) : -1;
+  for (int i = 0; want < 0 && i < 3; i++) {
+    int kind = VKRT_QUANT_VARIANT_KIND(vkrt_quant_preference[wt == VKRT_TYPE_Q8_0 ? 0 : 1][i]);
+    if (fits[kind])
+      want = kind;
+  }
+  for (int i = 0; i < 3; i++)
+    if (ops->quant_kind_count[i] - kinds[i] != (i == want ? 1u : 0u))
+      fail_msg("%s K %lld w_off %llu x_off %llu: read pattern %d not taken", vkrt_type_str(wt),
+               (long long)c->K, (unsigned long long)c->w_off, (unsigned long long)c->x_off, want);
 
   for (int64_t i2 = 0; i2 < c->b2; i2++)
     for (int64_t m = 0; m < c->M; m++)
@@ -290,7 +305,7 @@ static void test_quant_matmul(void **state) {
       app->devices[0].ops->quant_variant = 2;
       assert_int_equal(vkrt_op_matmul(&d, &w, &x), VKRT_ERROR_UNAVAILABLE);
       app->devices[0].ops->quant_variant = 0;
-      assert_non_null(strstr(vkrt_last_error(app), "16-byte"));
+      assert_non_null(strstr(vkrt_last_error(app), "not aligned for it"));
       vkt_check(app, vkrt_finish(app, 0));
       vkrt_buffer_destroy(wb);
       vkrt_buffer_destroy(xb);
