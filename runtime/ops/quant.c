@@ -65,8 +65,10 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q4_K_LANEW, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 4, 4, QMV_LANEW},
 };
 /* The choice when not forced: the first eligible of these (1-based variant numbers), per
- * type (Q8_0, Q4_K); the last is always the words kernel, which takes any layout. */
-const int vkrt_quant_preference[2][3] = {{5, 2, 1}, {5, 2, 1}};
+ * type (Q8_0, Q4_K); the last is always the words kernel, which takes any layout. Measured
+ * on the H200 at K 14336 x N 4096, M = 1 (docs/perf.md, 2026-12-02): Q8_0 lanew 40.7 us,
+ * vec16 51.6, words 79.4; Q4_K vec16 with 2 rows 39.6 us, vec16 (4 rows) 46.2, lanew 78.7. */
+const int vkrt_quant_preference[2][3] = {{5, 2, 1}, {4, 2, 1}};
 
 const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
   "words", "vec16", "vec16-rows-a", "vec16-rows-b", "lanew"};
