@@ -22,6 +22,17 @@ cp "$config" "$img/share/vkrt/config"
 y() { grep -q "^CONFIG_$1=y" "$config"; }
 libs_private="-ldl -lpthread -lm"
 y VKRT_LOADER_DLOPEN || libs_private="$(pkg-config --libs vulkan) $libs_private"
+# A multi-host build links Open MPI; vkrt/vkrt_mpi.h includes mpi.h, so Cflags carry its path.
+cflags='-I${includedir}'
+if y VKRT_TRANSPORT_MPI; then
+  if pkg-config --exists ompi-c; then
+    cflags="$cflags $(pkg-config --cflags ompi-c)"
+    libs_private="$(pkg-config --libs ompi-c) $libs_private"
+  else
+    cflags="$cflags $(mpicc --showme:compile)"
+    libs_private="$(mpicc --showme:link) $libs_private"
+  fi
+fi
 cat > "$img/lib/pkgconfig/vkrt.pc" <<EOPC
 prefix=\${pcfiledir}/../..
 libdir=\${prefix}/lib
@@ -30,7 +41,7 @@ includedir=\${prefix}/include
 Name: vkrt
 Description: libvkrt static Vulkan runtime for the $board appliance
 Version: $version
-Cflags: -I\${includedir}
+Cflags: $cflags
 Libs: -L\${libdir} -lvkrt
 Libs.private: $libs_private
 EOPC
@@ -39,7 +50,7 @@ policy=$(grep -o '^CONFIG_VKRT_IMPORT_POLICY_[A-Z_]*=y' "$config" | sed 's/CONFI
 {
   echo "board: $board"
   echo "version: $version"
-  echo "transports: $(list VKRT_TRANSPORT_NATIVE_FD VKRT_TRANSPORT_CPU_PROXY VKRT_TRANSPORT_HOST_STAGED | tr 'A-Z_' 'a-z_' | sed 's/transport_//g')"
+  echo "transports: $(list VKRT_TRANSPORT_NATIVE_FD VKRT_TRANSPORT_CPU_PROXY VKRT_TRANSPORT_HOST_STAGED VKRT_TRANSPORT_MPI | tr 'A-Z_' 'a-z_' | sed 's/transport_//g')"
   echo "import-policy: $policy"
   echo "kernels: $(list VKRT_KERNEL_COPY VKRT_KERNEL_TRANSPOSE VKRT_KERNEL_CONCAT VKRT_CONCAT_TRANSPOSED_FAST_PATH VKRT_KERNEL_REDUCE VKRT_KERNEL_MATMUL VKRT_TYPE_F16 | tr 'A-Z_' 'a-z_' | sed 's/kernel_//g')"
   echo "files:"

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hosts.h" /* under mpirun, the appliance spans the ranks */
 #include "vkrt/vkrt.h"
 
 static void usage(FILE *f) {
@@ -141,12 +142,15 @@ int main(int argc, char **argv) {
     }
   }
 
+  tool_hosts_init(); /* several MPI ranks: one host each; host0 prints the hierarchy */
+  tool_hosts_attach(&options);
   vkrt_appliance *app = NULL;
   char why[1024];
   vkrt_status s = vkrt_open(&options, &app, why, sizeof(why));
   if (s != VKRT_OK) {
     fprintf(stderr, "vkrt-probe: cannot open board '%s': %s: %s\n", CONFIG_VKRT_BOARD,
             vkrt_status_str(s), why);
+    tool_hosts_finish(1);
     return 1;
   }
   size_t need = vkrt_describe(app, json, NULL, 0);
@@ -161,6 +165,7 @@ int main(int argc, char **argv) {
   free(text);
   uint32_t messages = vkrt_validation_message_count(app);
   vkrt_close(app);
+  tool_hosts_finish(messages ? 1 : 0);
   if (messages) {
     fprintf(stderr, "vkrt-probe: %u validation message(s)\n", messages);
     return 1;

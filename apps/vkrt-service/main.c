@@ -9,7 +9,12 @@
  *   g_d = W_gate,d x ; u_d = W_up,d x ; h_d = silu(g_d) * u_d ; y_d = W_down,d h_d ;
  *   y = allreduce(y_d) ; x = x + y
  * and checks the final activations against a float64 CPU reference (weights dequantized by
- * the reference of the format's definition). Weights: f32, f16, q8_0 or q4_K per tensor. */
+ * the reference of the format's definition). Weights: f32, f16, q8_0 or q4_K per tensor.
+ *
+ * Under mpirun (CONFIG_VKRT_TRANSPORT_MPI) every rank is a host: the appliance spans them,
+ * device d of host h holds shard h x devices + d, the allreduce sums over every device of
+ * every host, each host verifies its devices against the float64 reference and the hosts
+ * compare their results bit for bit; host0 prints. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -19,6 +24,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "../../tools/hosts.h"
 #include "gguf.h"
 #include "vkrt/vkrt.h"
 
@@ -259,8 +265,10 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
+  tool_hosts_init();
   vkrt_options options;
   vkrt_options_initialize(&options);
+  tool_hosts_attach(&options);
   options.log = log_stderr;
   options.log_level = verbose ? VKRT_LOG_INFO : VKRT_LOG_WARN;
   options.device_count = (uint32_t)devices;
@@ -288,16 +296,19 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vkrt-service: cannot open the appliance: %s: %s\n", vkrt_status_str(st), why);
     gguf_close(&wf);
     free(mlp);
+    tool_hosts_finish(EXIT_RUNTIME);
     return EXIT_RUNTIME;
   }
   uint32_t n = vkrt_device_count(app);
+  /* Tensor-parallel ranks: every device of every host (one host without MPI). */
+  uint32_t ranks = n * vkrt_host_count(app), first_rank = n * vkrt_host_rank(app);
   /* ffn is cut along whole blocks of every layer's ffn_down (its K) */
   uint32_t block = 1;
   for (uint32_t l = 0; l < m->layers; l++)
     block = vkrt_type_block(m->down[l]->type) > block ? vkrt_type_block(m->down[l]->type) : block;
-  if (m->ffn % block || m->ffn / block < n) {
-    fprintf(stderr, "vkrt-service: ffn %u holds %u blocks of %u, fewer than the %u devices\n",
-            m->ffn, m->ffn / block, block, n);
+  if (m->ffn % block || m->ffn / block < ranks) {
+    fprintf(stderr, "vkrt-service: ffn %u holds %u blocks of %u, fewer than the %u ranks\n",
+            m->ffn, m->ffn / block, block, ranks);
     rc = EXIT_WEIGHTS;
     goto out;
   }
@@ -333,8 +344,8 @@ int main(int argc, char **argv) {
   double t_up = now_s();
   for (uint32_t d = 0; d < n; d++) {
     struct device_state *ds = &dev[d];
-    ds->f0 = (uint32_t)((uint64_t)(m->ffn / block) * d / n * block);
-    ds->f1 = (uint32_t)((uint64_t)(m->ffn / block) * (d + 1) / n * block);
+    ds->f0 = (uint32_t)((uint64_t)(m->ffn / block) * (first_rank + d) / ranks * block);
+    ds->f1 = (uint32_t)((uint64_t)(m->ffn / block) * (first_rank + d + 1) / ranks * block);
     uint64_t shard = ds->f1 - ds->f0;
     for (uint32_t l = 0; l < m->layers; l++) {
       /* gate/up: rows f0..f1 are contiguous; down: the same columns of every row, a 2-D
@@ -372,8 +383,10 @@ int main(int argc, char **argv) {
   }
   uint64_t done = 0, verified = 0;
   double t_run = now_s(), worst_err = 0, t_verify = 0;
-  for (uint64_t t = 0; t < tokens && !stop_requested; t++) {
-    if (seconds > 0 && now_s() - t_run - t_verify > seconds && t >= 2)
+  for (uint64_t t = 0; t < tokens; t++) {
+    /* Every host stops at the same token (the allreduce is collective over the hosts). */
+    bool stop = stop_requested || (seconds > 0 && now_s() - t_run - t_verify > seconds && t >= 2);
+    if (tool_hosts_max(stop ? 1.0 : 0.0) > 0)
       break;
     double t0 = now_s();
     token_input(seed, t, xin, m->hidden);
@@ -397,7 +410,7 @@ int main(int argc, char **argv) {
         CHECK(vkrt_op_matmul(&y, &dw, &g));
         ar.send[d] = ar.recv[d] = ds->y;
       }
-      if (n > 1)
+      if (ranks > 1)
         CHECK(vkrt_allreduce(app, &ar));
       for (uint32_t d = 0; d < n; d++) {
         vkrt_tensor x = vkrt_tensor_contiguous(dev[d].x, 0, VKRT_TYPE_F32, m->hidden, 1, 1, 1);
@@ -430,12 +443,21 @@ int main(int argc, char **argv) {
           rc = EXIT_VERIFY;
         }
       }
+      uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a of this host's result */
+      for (size_t i = 0; i < m->hidden * sizeof(float); i++)
+        hash = (hash ^ ((const uint8_t *)rank0)[i]) * 0x100000001b3ull;
+      if (!tool_hosts_same(hash)) {
+        fprintf(stderr, "vkrt-service: token %llu: host%u's result differs from another host's\n",
+                (unsigned long long)t, vkrt_host_rank(app));
+        rc = EXIT_VERIFY;
+      }
       double scale = 1, rel_err = 0;
       for (uint32_t i = 0; i < m->hidden; i++)
         scale = fmax(scale, fabs((double)xref[i]));
       for (uint32_t i = 0; i < m->hidden; i++)
         rel_err = fmax(rel_err, fabs((double)rank0[i] - (double)xref[i]) / scale);
       free(rank0);
+      rel_err = tool_hosts_max(rel_err);
       worst_err = fmax(worst_err, rel_err);
       if (!(rel_err <= 2e-3)) {
         fprintf(stderr, "vkrt-service: token %llu: max relative error %.3g vs float64 reference\n",
@@ -444,6 +466,7 @@ int main(int argc, char **argv) {
       }
       verified++;
       t_verify += now_s() - t_v;
+      rc = (int)tool_hosts_max(rc); /* a failure anywhere stops every host */
       if (rc)
         goto out;
     }
@@ -463,8 +486,11 @@ int main(int argc, char **argv) {
            "p99 %.3f ms\n", (unsigned long long)done, total, (double)done / total, p50 * 1e3, p99 * 1e3);
     (void)total_lat;
   }
+  if (vkrt_host_count(app) > 1)
+    printf("vkrt-service: tensor-parallel over %u hosts x %u devices (MPI)\n",
+           vkrt_host_count(app), n);
   printf("vkrt-service: verified %llu tokens on %u ranks against float64: max relative error "
-         "%.2e, ranks bit-identical: %s\n", (unsigned long long)verified, n, worst_err,
+         "%.2e, ranks bit-identical: %s\n", (unsigned long long)verified, ranks, worst_err,
          rc == 0 ? "yes" : "NO");
   printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s\n",
          vkrt_transport_str(vkrt_transport(app)), vkrt_import_path_str(info.path[0]),
@@ -493,5 +519,6 @@ out:
   free(xout);
   gguf_close(&wf);
   free(mlp);
+  tool_hosts_finish(rc);
   return rc;
 }

@@ -447,6 +447,7 @@ vkrt_status vkrt_collective_open(struct vkrt_appliance *app) {
                         ? VKRT_TRANSPORT_PREFERENCE_CPU_PROXY
                         : VKRT_TRANSPORT_PREFERENCE_AUTO,
       .force = (vkrt_transport_kind)app->options.collective_transport,
+      .host_sum = app->options.mpi,
   };
   vkrt_transport_plan(&in, &coll->plan);
   vkrt_free(base, caps);
@@ -497,6 +498,16 @@ vkrt_status vkrt_collective_open(struct vkrt_appliance *app) {
       return s;
     }
   }
+  if (app->options.mpi) { /* the hosts' step, over the host transport's pieces */
+    vkrt_status s = vkrt_interhost_create(app, coll->transport->piece_bytes, coll->timeout_ns,
+                                          &coll->interhost);
+    if (s != VKRT_OK) {
+      coll->type->destroy(coll->transport);
+      pthread_mutex_destroy(&coll->lock);
+      vkrt_free(base, coll);
+      return s;
+    }
+  }
   app->collective = coll;
   return VKRT_OK;
 }
@@ -505,8 +516,9 @@ void vkrt_collective_close(struct vkrt_appliance *app) {
   struct vkrt_collective *coll = app->collective;
   if (!coll)
     return;
-  if (coll->transport)
+  if (coll->transport) /* joins the proxy thread, the interhost step's other caller */
     coll->type->destroy(coll->transport);
+  vkrt_interhost_destroy(coll->interhost);
   pthread_mutex_destroy(&coll->lock);
   vkrt_free(&app->base, coll);
   app->collective = NULL;
@@ -532,7 +544,16 @@ size_t vkrt_collective_describe(const struct vkrt_appliance *app, bool json, cha
     size_t left = n < size ? size - n : 0;
     n += coll->type->describe(coll->transport, json, left ? buf + n : NULL, left);
   }
+  if (coll->interhost) {
+    size_t left = n < size ? size - n : 0;
+    n += vkrt_interhost_describe(coll->interhost, vkrt_transport_str(coll->plan.kind), json,
+                                 left ? buf + n : NULL, left);
+  }
   return n;
+}
+
+void vkrt_collective_hosts(const struct vkrt_appliance *app, uint32_t *rank, uint32_t *count) {
+  vkrt_interhost_hosts(app->collective ? app->collective->interhost : NULL, rank, count);
 }
 
 vkrt_status vkrt_collective_status(struct vkrt_appliance *app) {

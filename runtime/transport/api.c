@@ -26,3 +26,17 @@ vkrt_status vkrt_allreduce(vkrt_appliance *appliance, const vkrt_allreduce_args 
                       "(CONFIG_VKRT_COLLECTIVES=n)");
   return vkrt_collective_allreduce(appliance, args);
 }
+
+uint32_t vkrt_host_rank(const vkrt_appliance *appliance) {
+  uint32_t rank = 0, count = 1;
+  if (appliance)
+    vkrt_collective_hosts(appliance, &rank, &count);
+  return rank;
+}
+
+uint32_t vkrt_host_count(const vkrt_appliance *appliance) {
+  uint32_t rank = 0, count = 1;
+  if (appliance)
+    vkrt_collective_hosts(appliance, &rank, &count);
+  return count;
+}

@@ -24,9 +24,14 @@ vkrt_status vkrt_collective_allreduce(struct vkrt_appliance *app, const vkrt_all
  * vkrt_allreduce had returned): OK when none. Sets the appliance's last error when not OK.
  * vkrt_wait / vkrt_finish should return it so every rank sees the failure. */
 vkrt_status vkrt_collective_status(struct vkrt_appliance *app);
+/* Multi-host appliances: this host's rank and the host count (0 and 1 on one host). */
+void vkrt_collective_hosts(const struct vkrt_appliance *app, uint32_t *rank, uint32_t *count);
 #else
 static inline vkrt_status vkrt_collective_open(struct vkrt_appliance *app) {
-  (void)app;
+  if (app->options.mpi)
+    return vkrt_error(&app->base, VKRT_ERROR_UNSUPPORTED,
+                      "options name an MPI communicator but this build has no collectives "
+                      "(CONFIG_VKRT_COLLECTIVES=n)");
   return VKRT_OK;
 }
 static inline void vkrt_collective_close(struct vkrt_appliance *app) { (void)app; }
@@ -49,5 +54,11 @@ static inline vkrt_status vkrt_collective_allreduce(struct vkrt_appliance *app,
 static inline vkrt_status vkrt_collective_status(struct vkrt_appliance *app) {
   (void)app;
   return VKRT_OK;
+}
+static inline void vkrt_collective_hosts(const struct vkrt_appliance *app, uint32_t *rank,
+                                         uint32_t *count) {
+  (void)app;
+  *rank = 0;
+  *count = 1;
 }
 #endif

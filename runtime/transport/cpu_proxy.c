@@ -123,8 +123,18 @@ static void process(struct cpu_proxy *p, const struct proxy_job *job) {
     for (uint32_t d = 0; d < p->n; d++)
       src[d] = slot_host(p, job->seq, d);
     uint64_t t0 = vkrt_now_ns();
-    vkrt_reduce_pool_run(p->pool, job->type, slot_host(p, job->seq, p->n), src, p->n,
-                         job->count);
+    struct vkrt_interhost *hosts = p->base.coll->interhost;
+    if (hosts) { /* several hosts: this host's sum is exchanged, then the hosts' sum lands */
+      char message[VKRT_ERROR_MESSAGE_SIZE];
+      vkrt_status s = vkrt_interhost_allreduce(hosts, job->type, slot_host(p, job->seq, p->n),
+                                               src, p->n, job->count, message, sizeof(message));
+      if (s != VKRT_OK)
+        set_error(p, s, "cpu_proxy: allreduce piece %llu: %s", (unsigned long long)job->seq,
+                  message);
+    } else {
+      vkrt_reduce_pool_run(p->pool, job->type, slot_host(p, job->seq, p->n), src, p->n,
+                           job->count);
+    }
     p->cpu_reduce_ns += vkrt_now_ns() - t0;
     p->pieces++;
   }
@@ -264,6 +274,7 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
   }
   p->set_bytes = p->slot_bytes * (p->n + 1);
   p->host_size = p->set_bytes * 2;
+  p->base.piece_bytes = p->slot_bytes;
   vkrt_status s = VKRT_OK;
   if (p->slot_bytes == 0)
     s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE,

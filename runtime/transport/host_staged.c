@@ -55,6 +55,7 @@ static vkrt_status staged_create(struct vkrt_collective *coll, struct vkrt_trans
     if (c->max_buffer_size)
       h->slot_bytes = VKRT_MIN(h->slot_bytes, vkrt_align_down(c->max_buffer_size, 4096));
   }
+  h->base.piece_bytes = h->slot_bytes;
   vkrt_status s = VKRT_OK;
   for (uint32_t d = 0; d < h->n && s == VKRT_OK; d++) {
     s = vkrt_buffer_create_internal(&app->devices[d], h->slot_bytes, VKRT_BUFFER_HOST_VISIBLE, 0,
@@ -110,7 +111,16 @@ static vkrt_status staged_allreduce(struct vkrt_transport *t, const struct vkrt_
     const void *src[VKRT_MAX_DEVICES];
     for (uint32_t d = 0; d < h->n; d++)
       src[d] = h->staging[d]->mapped;
-    vkrt_reduce_pool_run(h->pool, a->type, h->staging[0]->mapped, src, h->n, count);
+    struct vkrt_interhost *hosts = h->base.coll->interhost;
+    if (hosts) { /* several hosts: this host's sum is exchanged, then the hosts' sum lands */
+      char message[VKRT_ERROR_MESSAGE_SIZE];
+      vkrt_status s = vkrt_interhost_allreduce(hosts, a->type, h->staging[0]->mapped, src, h->n,
+                                               count, message, sizeof(message));
+      if (s != VKRT_OK)
+        return vkrt_error(&app->base, s, "host_staged: %s", message);
+    } else {
+      vkrt_reduce_pool_run(h->pool, a->type, h->staging[0]->mapped, src, h->n, count);
+    }
     for (uint32_t d = 1; d < h->n; d++)
       memcpy(h->staging[d]->mapped, h->staging[0]->mapped, bytes);
     /* Copy-out goes with the next submit (the next piece's, or the caller's). */

@@ -123,6 +123,11 @@ static void plan_candidate(const struct vkrt_transport_plan_input *in,
     vkrt_format(why, size, "not compiled in (%s=n)", kind_config[c->kind]);
     return;
   }
+  if (c->kind == VKRT_TRANSPORT_NATIVE_FD && in->host_sum) {
+    vkrt_format(why, size, "several hosts: the inter-host step needs the host's sum in host "
+                "memory, and native_fd sums on the GPU");
+    return;
+  }
   if (c->kind == VKRT_TRANSPORT_NATIVE_FD && in->force != VKRT_TRANSPORT_NATIVE_FD &&
       in->preference == VKRT_TRANSPORT_PREFERENCE_CPU_PROXY) {
     vkrt_format(why, size, "preference is forced CPU proxy (CONFIG_VKRT_TRANSPORT_PREFER_CPU_PROXY)");
@@ -185,7 +190,7 @@ void vkrt_transport_plan(const struct vkrt_transport_plan_input *in,
                 in->device_count, VKRT_MAX_DEVICES);
     return;
   }
-  if (in->device_count == 1) {
+  if (in->device_count == 1 && !in->host_sum) {
     out->ok = true;
     vkrt_format(out->reason, sizeof(out->reason),
                 "one device: allreduce is a local copy, no transport needed");

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "device/device.h"
 #include "vkrt/vkrt.h"
@@ -39,6 +40,8 @@ struct vkrt_transport_plan_input {
   uint32_t compiled;                   /* VKRT_TRANSPORT_BIT(kind) of each compiled transport */
   enum vkrt_transport_preference preference;
   vkrt_transport_kind force;           /* NONE: planner's choice; else only this one */
+  bool host_sum;                       /* multi-host: the host's sum must land in host memory
+                                        * (a transport even for one device; no native_fd) */
 };
 
 struct vkrt_transport_candidate {
@@ -124,13 +127,69 @@ extern const struct vkrt_transport_type vkrt_transport_host_staged;
 struct vkrt_transport {
   const struct vkrt_transport_type *type;
   struct vkrt_collective *coll;
+  uint64_t piece_bytes; /* host transports: an allreduce is cut into pieces of this size */
 };
+
+/* ---- the inter-host step (transport/mpi.c, CONFIG_VKRT_TRANSPORT_MPI) ---------------------
+ * The host transports (cpu_proxy, host_staged) end each piece with the host's contributions
+ * in host memory; with several hosts they call vkrt_interhost_allreduce instead of their CPU
+ * reduce, which sums the host's devices, exchanges the host sums and writes the global sum
+ * into their result buffer. */
+struct vkrt_interhost;
+#if IS_ENABLED(CONFIG_VKRT_TRANSPORT_MPI)
+/* Joins the hosts of app->options.mpi_comm (collective over it, bounded by timeout_ns) and
+ * checks that every host has the same device count and piece size. */
+vkrt_status vkrt_interhost_create(struct vkrt_appliance *app, uint64_t piece_bytes,
+                                  uint64_t timeout_ns, struct vkrt_interhost **out);
+void vkrt_interhost_destroy(struct vkrt_interhost *ih);
+/* dst (type) = the sum over every host, in host order, of each host's sum of its n device
+ * contributions src[0..n) (device order), accumulated in f32. dst may alias any src. Blocks
+ * until every host delivered, bounded by the timeout (restarted by progress). On failure the
+ * status is sticky, message names the host, and the caller must signal what waits on it. */
+vkrt_status vkrt_interhost_allreduce(struct vkrt_interhost *ih, vkrt_type type, void *dst,
+                                     const void *const *src, uint32_t n, uint64_t count,
+                                     char *message, size_t size);
+void vkrt_interhost_hosts(const struct vkrt_interhost *ih, uint32_t *rank, uint32_t *count);
+size_t vkrt_interhost_describe(const struct vkrt_interhost *ih, const char *intra, bool json,
+                               char *buf, size_t size);
+#else
+static inline vkrt_status vkrt_interhost_create(struct vkrt_appliance *app, uint64_t piece_bytes,
+                                                uint64_t timeout_ns, struct vkrt_interhost **out) {
+  (void)piece_bytes;
+  (void)timeout_ns;
+  *out = NULL;
+  return vkrt_error(&app->base, VKRT_ERROR_UNSUPPORTED,
+                    "options name an MPI communicator but this build has no multi-host "
+                    "transport (CONFIG_VKRT_TRANSPORT_MPI=n)");
+}
+static inline void vkrt_interhost_destroy(struct vkrt_interhost *ih) { (void)ih; }
+static inline vkrt_status vkrt_interhost_allreduce(struct vkrt_interhost *ih, vkrt_type type,
+                                                   void *dst, const void *const *src,
+                                                   uint32_t n, uint64_t count, char *message,
+                                                   size_t size) {
+  (void)ih, (void)type, (void)dst, (void)src, (void)n, (void)count;
+  snprintf(message, size, "no multi-host transport in this build");
+  return VKRT_ERROR_UNSUPPORTED;
+}
+static inline void vkrt_interhost_hosts(const struct vkrt_interhost *ih, uint32_t *rank,
+                                        uint32_t *count) {
+  (void)ih;
+  *rank = 0;
+  *count = 1;
+}
+static inline size_t vkrt_interhost_describe(const struct vkrt_interhost *ih, const char *intra,
+                                             bool json, char *buf, size_t size) {
+  (void)ih, (void)intra, (void)json, (void)buf, (void)size;
+  return 0;
+}
+#endif
 
 struct vkrt_collective {
   struct vkrt_appliance *app;
   struct vkrt_transport_plan plan;
   const struct vkrt_transport_type *type;
   struct vkrt_transport *transport;
+  struct vkrt_interhost *interhost; /* multi-host appliances only */
   uint64_t slot_bytes;    /* per device slot (CONFIG_VKRT_COLLECTIVE_SLOT_MB) */
   uint64_t timeout_ns;
   char fallback_note[VKRT_PLAN_REASON_SIZE]; /* set when create failed and a later one was used */

@@ -39,5 +39,15 @@ grep -qi "native_fd" <<< "$objs" && fail "native_fd object still in libvkrt.a"
 grep -qi "native_fd" <<< "$syms" && fail "native_fd symbol still in libvkrt.a"
 grep -qi "transpose" <<< "$objs" && fail "transpose object still in libvkrt.a"
 grep -q "vkrt_kernel_transpose" <<< "$syms" && fail "transpose kernel still embedded"
+# The multi-host transport: absent from a board without it, present on the MPI board.
+grep -q "^mpi\.o$" <<< "$objs" && fail "mpi object in libvkrt.a without CONFIG_VKRT_TRANSPORT_MPI"
+grep -q "vkrt_interhost" <<< "$syms$full" && fail "vkrt_interhost symbol without CONFIG_VKRT_TRANSPORT_MPI"
+if pkg-config --exists ompi-c; then
+  config_from mpi "$ROOT/boards/sim-lavapipe-2x2-mpi/defconfig"
+  build_config mpi lib || { tail -30 "$SCRATCH/mpi.log"; fail "MPI board library does not build"; }
+  mpi=$(nm -A "$SCRATCH/build-mpi/libvkrt.a" 2>/dev/null)
+  grep -q "T vkrt_interhost_allreduce" <<< "$mpi" || fail "vkrt_interhost_allreduce missing from the MPI board (test is blind)"
+  echo "pruning: the MPI transport absent when n, present when y"
+fi
 [ "$(tree_config)" = "$before" ] || fail "the source tree's .config changed"
 echo "pruning: native_fd and transpose absent when n, present when y (make O=dir, own .config per folder)"

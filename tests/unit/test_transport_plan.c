@@ -285,6 +285,35 @@ static void test_one_device_and_bad_counts(void **state) {
   assert_false(plan.ok);
 }
 
+/* Several hosts (CONFIG_VKRT_TRANSPORT_MPI): the host's sum must land in host memory, so
+ * native_fd is out even where it works, and one device per host still gets a transport. */
+static void test_host_sum_for_multi_host(void **state) {
+  (void)state;
+  const char *row_name = "multi-host";
+  struct vkrt_caps caps[2];
+  make_caps(&caps[0], 0, true, true, true, true, 0x11);
+  make_caps(&caps[1], 1, true, true, true, true, 0x11);
+  struct vkrt_transport_plan_input in = {.device_count = 2, .caps = caps,
+                                         .compiled = NATIVE | PROXY | STAGED, .host_sum = true};
+  struct vkrt_transport_plan plan;
+  vkrt_transport_plan(&in, &plan);
+  assert_true(plan.ok);
+  assert_int_equal(plan.kind, VKRT_TRANSPORT_CPU_PROXY);
+  assert_contains(plan.reason, "native_fd rejected: several hosts");
+  in.device_count = 1; /* one device per host: a host transport, not "no transport needed" */
+  vkrt_transport_plan(&in, &plan);
+  assert_true(plan.ok);
+  assert_int_equal(plan.kind, VKRT_TRANSPORT_CPU_PROXY);
+  make_caps(&caps[0], 0, false, false, false, false, 0x11); /* no import: host_staged */
+  vkrt_transport_plan(&in, &plan);
+  assert_int_equal(plan.kind, VKRT_TRANSPORT_HOST_STAGED);
+  in.compiled = NATIVE; /* only native_fd compiled: a clear error, not a silent GPU sum */
+  make_caps(&caps[0], 0, true, true, true, true, 0x11);
+  vkrt_transport_plan(&in, &plan);
+  assert_false(plan.ok);
+  assert_contains(plan.reason, "several hosts");
+}
+
 static void test_forced_transport_unusable_fails(void **state) {
   (void)state;
   const char *row_name = "force";
@@ -446,6 +475,7 @@ int main(void) {
       cmocka_unit_test(test_eight_devices_sync_fd),
       cmocka_unit_test(test_one_device_and_bad_counts),
       cmocka_unit_test(test_forced_transport_unusable_fails),
+      cmocka_unit_test(test_host_sum_for_multi_host),
       cmocka_unit_test(test_describe),
       cmocka_unit_test(test_f16_conversions),
       cmocka_unit_test(test_cpu_reduce_and_pool),

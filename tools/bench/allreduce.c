@@ -5,19 +5,28 @@
  * With --sync every iteration is allreduce + finish on every device and time is the median of
  * those (the latency a host that waits for each result sees).
  * busbw = algbw * 2 (n - 1) / n. #wrong counts result elements that differ from the exact
- * sum of integer-valued inputs, on every rank. */
+ * sum of integer-valued inputs, on every rank.
+ *
+ * Across hosts (CONFIG_VKRT_TRANSPORT_MPI, under mpirun -np H): the appliance spans the H
+ * ranks, n is every device of every host (global rank = host x devices + device), time is the
+ * slowest host's, #wrong is summed over the hosts, and each row adds a plain MPI_Allreduce of
+ * host float buffers of the same bytes per rank over the H ranks in the same run (mpi_time,
+ * mpi_busbw with n = H): the limit the inter-host step is held against. Rank 0 prints. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "../hosts.h"
 
 #define STAGING_BYTES (4u << 20)
 
 struct ar_bench {
   vkrt_appliance *app;
-  uint32_t n;
+  uint32_t n;      /* devices of this host */
+  uint32_t first;  /* global rank of this host's device 0 */
+  uint32_t total;  /* devices of every host */
   vkrt_type type;
   size_t esize;
   uint64_t max_bytes;
@@ -54,7 +63,7 @@ static int prepare(struct ar_bench *b, uint64_t count) {
     for (uint64_t first = 0; first < count; first += per) {
       uint64_t c = count - first < per ? count - first : per;
       for (uint64_t i = 0; i < c; i++)
-        store(b->type, b->map[d], i, input_value(d, first + i));
+        store(b->type, b->map[d], i, input_value(b->first + d, first + i));
       if (check(b->app, vkrt_cmd_copy_buffer(b->send[d], first * b->esize, b->staging[d], 0,
                                              c * b->esize), "upload") ||
           check(b->app, vkrt_finish(b->app, d), "upload"))
@@ -77,7 +86,7 @@ static uint64_t count_wrong(struct ar_bench *b, uint64_t count) {
         return count * b->n;
       for (uint64_t i = 0; i < c; i++) {
         float want = 0;
-        for (uint32_t r = 0; r < b->n; r++)
+        for (uint32_t r = 0; r < b->total; r++)
           want += input_value(r, first + i);
         wrong += load(b->type, b->map[d], i) != want;
       }
@@ -89,13 +98,17 @@ static int usage(void) {
   fprintf(stderr,
           "usage: vkrt-bench allreduce [--min SIZE] [--max SIZE] [--iters N] [--type f32|f16]\n"
           "                            [--transport all|auto|native_fd|cpu_proxy|host_staged]\n"
-          "                            [--devices N] [--sync] [--json]\n"
+          "                            [--devices N] [--sync] [--json] [--timeout-ms T]\n"
           "  sizes are bytes per rank (4, 8K, 256M), doubled from --min to --max\n"
           "  (default 4 B .. 256 MiB); --iters (default 20) is scaled down above 1 MiB so\n"
           "  every size moves about as many bytes as 1 MiB x iters (at least 2 iterations).\n"
-          "  --sync: each iteration waits for the result (latency) instead of pipelining.\n");
+          "  --sync: each iteration waits for the result (latency) instead of pipelining.\n"
+          "  --timeout-ms: the collective timeout (default CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS);\n"
+          "  a larger one for lavapipe ranks sharing few cores under mpirun.\n");
   return 2;
 }
+
+static uint64_t timeout_ns; /* --timeout-ms; 0 = the board's */
 
 static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type type,
                          uint64_t min_bytes, uint64_t max_bytes, int iters, bool sync, bool json,
@@ -104,7 +117,9 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   vkrt_options_initialize(&o);
   o.device_count = devices;
   o.collective_transport = kind;
+  o.collective_timeout_ns = timeout_ns;
   o.log_level = VKRT_LOG_WARN;
+  tool_hosts_attach(&o);
   vkrt_appliance *app = NULL;
   char why[2048];
   vkrt_status s = vkrt_open(&o, &app, why, sizeof(why));
@@ -117,6 +132,9 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   }
   struct ar_bench b = {.app = app, .n = vkrt_device_count(app), .type = type,
                        .esize = type == VKRT_TYPE_F16 ? 2 : 4, .max_bytes = max_bytes};
+  uint32_t hosts = vkrt_host_count(app);
+  b.first = vkrt_host_rank(app) * b.n;
+  b.total = hosts * b.n;
   int rc = 0;
   for (uint32_t d = 0; d < b.n && !rc; d++) {
     rc |= check(app, vkrt_buffer_create(app, d, max_bytes + 4, 0, &b.send[d]), "send buffer");
@@ -129,16 +147,23 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   const char *via = vkrt_transport_str(vkrt_transport(app));
   if (!rc) {
     if (json) {
-      printf("%s{\"transport\": \"%s\", \"devices\": %u, \"rows\": [", *first_json ? "" : ", ", via,
-             b.n);
+      printf("%s{\"transport\": \"%s\", \"devices\": %u, \"hosts\": %u, \"devices_per_host\": "
+             "%u, \"rows\": [", *first_json ? "" : ", ", via, b.total, hosts, b.n);
       *first_json = false;
     } else {
-      printf("# allreduce: %u devices, transport %s, out of place, %s\n", b.n, via,
-             sync ? "time = median of allreduce + finish" : "time = mean of back-to-back allreduces");
-      printf("#%11s %12s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop",
-             "time(us)", "algbw", "busbw", "#wrong");
-      printf("#%11s %12s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "(GB/s)",
-             "(GB/s)", "");
+      if (hosts > 1)
+        printf("# allreduce: %u hosts x %u devices (MPI), transport %s within a host, out of "
+               "place, %s; mpi_* = plain MPI_Allreduce of host floats, same bytes per rank, %u "
+               "ranks\n", hosts, b.n, via, sync ? "time = median of allreduce + finish"
+                                                : "time = mean of back-to-back allreduces", hosts);
+      else
+        printf("# allreduce: %u devices, transport %s, out of place, %s\n", b.n, via,
+               sync ? "time = median of allreduce + finish" : "time = mean of back-to-back allreduces");
+      printf("#%11s %12s %6s %6s %10s %8s %8s %7s%s\n", "size", "count", "type", "redop",
+             "time(us)", "algbw", "busbw", "#wrong",
+             hosts > 1 ? "  mpi_time(us) mpi_busbw vkrt/mpi" : "");
+      printf("#%11s %12s %6s %6s %10s %8s %8s %7s%s\n", "(B)", "(elements)", "", "", "", "(GB/s)",
+             "(GB/s)", "", hosts > 1 ? "               (GB/s)   (busbw)" : "");
     }
   }
   double busbw_sum = 0;
@@ -188,21 +213,33 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
     }
     if (rc)
       break;
+    t = tool_hosts_max(t);
     uint64_t bytes = count * b.esize;
     double algbw = (double)bytes / t / 1e9;
-    double busbw = algbw * 2.0 * (b.n - 1) / b.n;
-    uint64_t wrong = count_wrong(&b, count);
+    double busbw = algbw * 2.0 * (b.total - 1) / b.total;
+    uint64_t wrong = tool_hosts_sum(count_wrong(&b, count));
     busbw_sum += busbw;
-    if (json)
+    double mpi_t = tool_hosts_mpi_allreduce_s(bytes, n_iter);
+    double mpi_busbw = mpi_t > 0 ? (double)bytes / mpi_t / 1e9 * 2.0 * (hosts - 1) / hosts : 0;
+    if (json) {
       printf("%s{\"size\": %llu, \"count\": %llu, \"type\": \"%s\", \"redop\": \"sum\", "
              "\"time_us\": %.2f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %llu, "
-             "\"iters\": %d}", rows ? ", " : "", (unsigned long long)bytes,
+             "\"iters\": %d", rows ? ", " : "", (unsigned long long)bytes,
              (unsigned long long)count, tname, t * 1e6, algbw, busbw, (unsigned long long)wrong,
              n_iter);
-    else
-      printf(" %11llu %12llu %6s %6s %10.1f %8.3f %8.3f %7llu\n", (unsigned long long)bytes,
+      if (hosts > 1)
+        printf(", \"mpi_time_us\": %.2f, \"mpi_busbw\": %.4f, \"busbw_vs_mpi\": %.4f",
+               mpi_t * 1e6, mpi_busbw, mpi_busbw > 0 ? busbw / mpi_busbw : 0.0);
+      printf("}");
+    } else {
+      printf(" %11llu %12llu %6s %6s %10.1f %8.3f %8.3f %7llu", (unsigned long long)bytes,
              (unsigned long long)count, tname, "sum", t * 1e6, algbw, busbw,
              (unsigned long long)wrong);
+      if (hosts > 1)
+        printf("  %12.1f %9.3f %8.3f", mpi_t * 1e6, mpi_busbw,
+               mpi_busbw > 0 ? busbw / mpi_busbw : 0.0);
+      printf("\n");
+    }
     fflush(stdout);
     rc |= wrong != 0;
     rows++;
@@ -291,6 +328,9 @@ static int bench_allreduce(int argc, char **argv) {
     } else if (!strcmp(a, "--type") && v && (!strcmp(v, "f32") || !strcmp(v, "f16"))) {
       type = !strcmp(v, "f16") ? VKRT_TYPE_F16 : VKRT_TYPE_F32;
       i++;
+    } else if (!strcmp(a, "--timeout-ms") && v && atoi(v) > 0) {
+      timeout_ns = (uint64_t)atoi(v) * 1000000ull;
+      i++;
     } else if (!strcmp(a, "--transport") && v) {
       transport = v;
       i++;
@@ -300,6 +340,7 @@ static int bench_allreduce(int argc, char **argv) {
   }
   if (min_bytes == 0 || min_bytes > max_bytes)
     return usage();
+  tool_hosts_init();
   vkrt_transport_kind kinds[3];
   int n_kinds = 0;
   if (!strcmp(transport, "all")) {
@@ -335,6 +376,8 @@ static int bench_allreduce(int argc, char **argv) {
                         &first_json);
   if (json)
     printf("]}\n");
+  fflush(stdout);
+  tool_hosts_finish(rc);
   return rc;
 }
 

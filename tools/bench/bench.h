@@ -31,3 +31,4 @@ vkrt_appliance *bench_open(const vkrt_options *options_or_null);
 double bench_median(double *v, int n);
 /* Parses "4K", "256M", "1G" (powers of 1024) into bytes; returns false on junk. */
 bool bench_parse_size(const char *text, uint64_t *out);
+

@@ -54,6 +54,8 @@ enum vkrt_fault_bits {
   VKRT_FAULT_PEER_STALL = 1u << 4,                 /* device never signals its collective contribution */
   VKRT_FAULT_DEVICE_LOST = 1u << 5,                /* device reports VK_ERROR_DEVICE_LOST on submit */
   VKRT_FAULT_HIDE_TRANSFER_QUEUE = 1u << 6,        /* ignore dedicated transfer queues */
+  VKRT_FAULT_HOST_STALL = 1u << 7,                 /* multi-host: this host never sends its
+                                                      inter-host contribution (a stalled host) */
 };
 
 typedef struct vkrt_fault_options {
@@ -101,6 +103,11 @@ typedef struct vkrt_options {
   /* A vkrt_transport_kind: 0 (VKRT_TRANSPORT_NONE) = the planner's choice; otherwise only
    * that transport is considered and open fails when it is not usable (benches, tests). */
   uint32_t collective_transport;
+  /* Multi-host appliance (CONFIG_VKRT_TRANSPORT_MPI): set only by vkrt_mpi_options_set() in
+   * vkrt/vkrt_mpi.h, which stores the application's communicator as its Fortran handle
+   * (MPI_Comm_c2f) so this header needs no mpi.h. false: this host is the whole appliance. */
+  bool mpi;
+  int64_t mpi_comm;
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
   vkrt_fault_options faults;
 #endif
@@ -309,6 +316,13 @@ typedef struct vkrt_allreduce_args {
 } vkrt_allreduce_args;
 
 vkrt_status vkrt_allreduce(vkrt_appliance *appliance, const vkrt_allreduce_args *args);
+
+/* Hosts of a multi-host appliance (vkrt/vkrt_mpi.h): this host's rank and the host count
+ * (0 and 1 for a one-host appliance). Every host has vkrt_device_count() devices and device
+ * d of host h is global rank h * vkrt_device_count() + d; vkrt_allreduce sums over every
+ * device of every host. */
+uint32_t vkrt_host_rank(const vkrt_appliance *appliance);
+uint32_t vkrt_host_count(const vkrt_appliance *appliance);
 
 /* ---- plan and description (vkrt-probe) ------------------------------------------------- */
 
