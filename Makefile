@@ -37,7 +37,7 @@ help:
 	@echo '  savedefconfig     - write the minimal configuration (defconfig beside it)'
 	@echo '  all (default)     - configure if needed, then build libvkrt.a, tools, tests in $(O)/'
 	@echo '  run               - the main job: vkrt-service on the board for a few seconds'
-	@echo '  test              - the whole test suite (prints "N passed, N failed")'
+	@echo '  test              - the whole test suite (prints "N passed, N failed, N skipped")'
 	@echo '  check-config      - every board survives olddefconfig + savedefconfig unchanged'
 	@echo '  image             - $(O)/image/ and the reproducible tarball'
 	@echo '  test-asan, test-tsan, fuzz, soak - hardening targets'

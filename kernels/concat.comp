@@ -4,6 +4,7 @@
 // strided dim 0 (e.g. stored transposed) are read uncoalesced here; the host's fast path
 // avoids that case for dim 0. Strides/offsets in elements; 32-bit indices are guaranteed
 // by the host; base_group carries the split of large grids.
+// TYPE is an integer word (uint, uint16_t): elements move as bit patterns.
 #extension GL_EXT_shader_16bit_storage : require
 
 layout(local_size_x = 256) in;

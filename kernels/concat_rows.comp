@@ -3,6 +3,7 @@
 // workgroup (x, y, z) = (1024-element segment of dst dim 0, i1, i2 + i3 * ne2). For dim >
 // 0 the source is the same for a whole row; for dim 0 it switches once per row. Taken by
 // the host for rows of 128+ elements; concat.comp (linear) for short rows.
+// TYPE is an integer word (uint, uint16_t): elements move as bit patterns.
 #extension GL_EXT_shader_16bit_storage : require
 
 #define PER_INVOCATION 4u

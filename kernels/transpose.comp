@@ -4,6 +4,8 @@
 // write (along dst dim 0 = src dim 1) are coalesced; the +1 column of padding keeps the
 // column-wise shared reads free of bank conflicts. TILE x ROWS invocations (defaults
 // 32 x 8: 4 rows each); the host reads TILE back as the local size x.
+// TYPE is an integer word (uint, uint16_t) and the tile holds uint: elements move as bit
+// patterns (an f16 tile of floats rewrote NaN payloads, 0x7c01 -> 0x7e00).
 // Workgroup (x, y, z) = (tile along src dim 0, tile along src dim 1, i2 + i3*ne2), offset
 // by base_* when the grid is split to stay within maxComputeWorkGroupCount.
 #extension GL_GOOGLE_include_directive : require
@@ -30,7 +32,7 @@ layout(push_constant) uniform Push {
 layout(std430, set = 0, binding = 0) restrict readonly buffer Src { TYPE src[]; };
 layout(std430, set = 0, binding = 1) restrict writeonly buffer Dst { TYPE dst[]; };
 
-shared float tile[TILE][TILE + 1];
+shared uint tile[TILE][TILE + 1];
 
 #include "tile_order.glsl"
 
@@ -49,7 +51,7 @@ void main() {
   for (uint j = 0u; j < uint(TILE); j += uint(ROWS)) {
     uint i1 = ty * uint(TILE) + ly + j;
     if (i0 < pc.ne0 && i1 < pc.ne1)
-      tile[ly + j][lx] = float(src[src_base + i0 * pc.src_stride[0] + i1 * pc.src_stride[1]]);
+      tile[ly + j][lx] = uint(src[src_base + i0 * pc.src_stride[0] + i1 * pc.src_stride[1]]);
   }
   barrier();
 

@@ -14,6 +14,8 @@ rm -rf "$img"
 mkdir -p "$img/lib/pkgconfig" "$img/include/vkrt" "$img/bin" "$img/share/vkrt"
 cp "$builddir/libvkrt.a" "$img/lib/"
 cp "$builddir"/include/vkrt/*.h "$img/include/vkrt/"
+# vkrt_mpi.h (the only header that includes mpi.h) only in images that have the MPI transport
+grep -q "^CONFIG_VKRT_TRANSPORT_MPI=y" "$config" || rm -f "$img/include/vkrt/vkrt_mpi.h"
 for t in vkrt-probe vkrt-bench vkrt-service; do
   [ -x "$builddir/bin/$t" ] && cp "$builddir/bin/$t" "$img/bin/"
 done

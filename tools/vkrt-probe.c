@@ -1,6 +1,7 @@
 /* vkrt-probe: opens the board's appliance and prints the board, each device's
  * capabilities and the plans the runtime made (NCCL-style lines, or one JSON object with
  * --json). Exits non-zero with the reason when no device matches the board. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,14 +13,19 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: vkrt-probe [--json] [--devices N] [--simulated | --physical-only]\n"
           "                  [--physical I[,J...]] [--validation] [--sync-validation]\n"
-          "                  [--verbose] [--fault NAME[:DEV[,DEV...]]]...\n"
+          "                  [--verbose] [--fault NAME[:DEV[,DEV...]]]... [--exercise]\n"
           "Prints the board, each device's capabilities and the transport/import plan.\n"
           "  --devices N        open N devices instead of the board's count\n"
           "  --physical I,J     rank r uses physical device I, J, ... (by enumeration index)\n"
           "  --fault NAME:DEVS  fault injection (CONFIG_VKRT_FAULT_INJECTION=y builds): NAME is\n"
           "                     hide-semfd, hide-memhost, import-fails, prestage-alloc-fails,\n"
-          "                     peer-stall, device-lost, hide-transfer; DEVS the devices it\n"
-          "                     applies to (all when omitted; one device set for all faults)\n");
+          "                     peer-stall, device-lost, hide-transfer, refuse-file-backed; DEVS\n"
+          "                     the devices it applies to (all when omitted; one device set\n"
+          "                     for all faults)\n"
+          "  --exercise         before describing, upload 4 MiB to every device registered\n"
+          "                     (straddling chunks) and unregistered, so the upload counters\n"
+          "                     show each path taken (1 MiB import chunks in fault-injection\n"
+          "                     builds, so uploads straddle them)\n");
 }
 
 static void log_stderr(void *user, vkrt_log_level level, const char *message) {
@@ -50,6 +56,7 @@ static int parse_fault(const char *arg, vkrt_fault_options *faults) {
       {"peer-stall", VKRT_FAULT_PEER_STALL},
       {"device-lost", VKRT_FAULT_DEVICE_LOST},
       {"hide-transfer", VKRT_FAULT_HIDE_TRANSFER_QUEUE},
+      {"refuse-file-backed", VKRT_FAULT_REFUSE_FILE_BACKED},
   };
   char name[64];
   const char *colon = strchr(arg, ':');
@@ -79,17 +86,46 @@ static int parse_fault(const char *arg, vkrt_fault_options *faults) {
 }
 #endif
 
+/* A small run over every upload path: a registered anonymous region (chunk-straddling
+ * uploads included), then the same bytes unregistered (staging ring). */
+static vkrt_status exercise(vkrt_appliance *app) {
+  const size_t size = 4u << 20;
+  uint8_t *mem = aligned_alloc(1u << 16, size);
+  if (!mem)
+    return VKRT_ERROR_OUT_OF_HOST_MEMORY;
+  for (size_t i = 0; i < size; i++)
+    mem[i] = (uint8_t)(i * 131u + 7u);
+  vkrt_status s = vkrt_host_register(app, mem, size, NULL, NULL, NULL);
+  for (uint32_t d = 0; s == VKRT_OK && d < vkrt_device_count(app); d++) {
+    vkrt_buffer *buf = NULL;
+    s = vkrt_buffer_create(app, d, size, VKRT_BUFFER_DEVICE_LOCAL, &buf);
+    for (int registered = 1; s == VKRT_OK && registered >= 0; registered--) {
+      if (!registered && d + 1 == vkrt_device_count(app))
+        s = vkrt_host_unregister(app, mem);
+      if (s == VKRT_OK)
+        s = vkrt_upload(buf, 0, mem, size);
+      if (s == VKRT_OK)
+        s = vkrt_upload(buf, 3, mem + 12345, size - 2 * 12345);
+    }
+    vkrt_buffer_destroy(buf);
+  }
+  free(mem);
+  return s;
+}
+
 int main(int argc, char **argv) {
   vkrt_options options;
   vkrt_options_initialize(&options);
   options.log = log_stderr;
   options.log_level = VKRT_LOG_WARN;
-  bool json = false;
+  bool json = false, run = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--json") == 0) {
       json = true;
+    } else if (strcmp(a, "--exercise") == 0) {
+      run = true;
     } else if (strcmp(a, "--validation") == 0) {
       options.enable_validation = true;
     } else if (strcmp(a, "--sync-validation") == 0) {
@@ -142,6 +178,10 @@ int main(int argc, char **argv) {
     }
   }
 
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+  if (run && !options.faults.import_chunk_cap)
+    options.faults.import_chunk_cap = 1u << 20; /* so --exercise straddles chunks */
+#endif
   tool_hosts_init(); /* several MPI ranks: one host each; host0 prints the hierarchy */
   tool_hosts_attach(&options);
   vkrt_appliance *app = NULL;
@@ -150,6 +190,12 @@ int main(int argc, char **argv) {
   if (s != VKRT_OK) {
     fprintf(stderr, "vkrt-probe: cannot open board '%s': %s: %s\n", CONFIG_VKRT_BOARD,
             vkrt_status_str(s), why);
+    tool_hosts_finish(1);
+    return 1;
+  }
+  if (run && (s = exercise(app)) != VKRT_OK) {
+    fprintf(stderr, "vkrt-probe: --exercise: %s: %s\n", vkrt_status_str(s), vkrt_last_error(app));
+    vkrt_close(app);
     tool_hosts_finish(1);
     return 1;
   }

@@ -27,8 +27,7 @@ struct vkrt_base {
   vkrt_log_fn log;
   void *log_user;
   vkrt_log_level log_level;
-  pthread_mutex_t error_lock;
-  char last_error[VKRT_ERROR_MESSAGE_SIZE];
+  uint64_t error_owner;          /* tags this base's messages in the per-thread buffer */
 };
 
 void vkrt_base_init(struct vkrt_base *base, const vkrt_options *options);
@@ -54,6 +53,10 @@ void vkrt_log_impl(struct vkrt_base *base, vkrt_log_level level, const char *fmt
 vkrt_status vkrt_error(struct vkrt_base *base, vkrt_status status, const char *fmt, ...)
     VKRT_PRINTF(3, 4);
 vkrt_status vkrt_verror(struct vkrt_base *base, vkrt_status status, const char *fmt, va_list ap);
+/* The message of the last error this thread recorded on base ("no error" when none): each
+ * thread has its own, so another thread's failure never overwrites the one a caller reads. */
+const char *vkrt_base_last_error(const struct vkrt_base *base);
+uint64_t vkrt_base_error_owner_next(void);
 
 /* snprintf into a fixed buffer, always NUL-terminated, never failing. */
 void vkrt_format(char *buf, size_t size, const char *fmt, ...) VKRT_PRINTF(3, 4);

@@ -17,11 +17,10 @@ void vkrt_base_init(struct vkrt_base *base, const vkrt_options *options) {
     base->host_alloc_fail_at = options->faults.host_alloc_fail_at;
 #endif
   }
-  pthread_mutex_init(&base->error_lock, NULL);
-  vkrt_format(base->last_error, sizeof(base->last_error), "no error");
+  base->error_owner = vkrt_base_error_owner_next();
 }
 
-void vkrt_base_finish(struct vkrt_base *base) { pthread_mutex_destroy(&base->error_lock); }
+void vkrt_base_finish(struct vkrt_base *base) { (void)base; }
 
 void vkrt_log_impl(struct vkrt_base *base, vkrt_log_level level, const char *fmt, ...) {
   if (!base || !base->log || level > base->log_level)

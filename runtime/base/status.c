@@ -35,6 +35,21 @@ void vkrt_format(char *buf, size_t size, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* One message per thread, tagged with the base that recorded it (a unique number, not the
+ * address: a closed appliance's successor may reuse it). */
+static _Thread_local struct {
+  uint64_t owner;
+  char text[VKRT_ERROR_MESSAGE_SIZE];
+} thread_error;
+
+static atomic_uint_fast64_t next_error_owner = 1;
+
+uint64_t vkrt_base_error_owner_next(void) { return atomic_fetch_add(&next_error_owner, 1); }
+
+const char *vkrt_base_last_error(const struct vkrt_base *base) {
+  return base && thread_error.owner == base->error_owner ? thread_error.text : "no error";
+}
+
 vkrt_status vkrt_verror(struct vkrt_base *base, vkrt_status status, const char *fmt, va_list ap) {
   if (!base)
     return status;
@@ -44,9 +59,8 @@ vkrt_status vkrt_verror(struct vkrt_base *base, vkrt_status status, const char *
   } else {
     vkrt_format(message, sizeof(message), "%s", vkrt_status_str(status));
   }
-  pthread_mutex_lock(&base->error_lock);
-  memcpy(base->last_error, message, sizeof(message));
-  pthread_mutex_unlock(&base->error_lock);
+  memcpy(thread_error.text, message, sizeof(message));
+  thread_error.owner = base->error_owner;
   vkrt_log(base, status == VKRT_ERROR_UNAVAILABLE ? VKRT_LOG_WARN : VKRT_LOG_ERROR, "%s: %s",
            vkrt_status_str(status), message);
   return status;

@@ -1,5 +1,6 @@
 /* Appliance bring-up and tear-down: loader, instance (+ validation), board matching,
  * one VkDevice per rank with its own function table, capability snapshots, module hooks. */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -513,7 +514,8 @@ static vkrt_status device_open(struct vkrt_appliance *app, uint32_t rank,
   dev->memory_type_host_visible = UINT32_MAX;
   uint32_t hidden = dev->fault_mask & (VKRT_FAULT_HIDE_EXTERNAL_SEMAPHORE_FD |
                                        VKRT_FAULT_HIDE_EXTERNAL_MEMORY_HOST |
-                                       VKRT_FAULT_HIDE_TRANSFER_QUEUE);
+                                       VKRT_FAULT_HIDE_TRANSFER_QUEUE |
+                                       VKRT_FAULT_REFUSE_FILE_BACKED);
 
   VkExtensionProperties *ext = NULL;
   uint32_t ext_count = 0;
@@ -796,6 +798,54 @@ out:
   return s;
 }
 
+/* ---- keeping the driver loaded ---------------------------------------------------------
+ * The loader unloads a driver with its last instance and loads it again for the next one.
+ * On the H200 (NVIDIA 580.159) a test process could create no instance at all once about 30
+ * appliances had been opened and closed in it: every vkCreateInstance returned
+ * VK_ERROR_INCOMPATIBLE_DRIVER from then on, whatever was freed. Drivers are rarely reloaded
+ * that often in one process (the CTS keeps an instance for its whole run). So on GPUs one
+ * bare instance per process, made at the first open and destroyed at exit, keeps the driver
+ * loaded between appliances; failing to make it changes nothing else. */
+static struct {
+  pthread_mutex_t lock;
+  bool tried;
+  VkInstance instance;
+  PFN_vkDestroyInstance destroy;
+} keeper = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void keeper_destroy(void) {
+  if (keeper.instance && keeper.destroy)
+    keeper.destroy(keeper.instance, NULL);
+  keeper.instance = VK_NULL_HANDLE;
+}
+
+static void keep_driver_loaded(struct vkrt_appliance *app) {
+  pthread_mutex_lock(&keeper.lock);
+  if (!keeper.tried) {
+    keeper.tried = true;
+    VkApplicationInfo app_info = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                                  .pApplicationName = "libvkrt driver keeper",
+                                  .apiVersion = app->api_version};
+    VkInstanceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                                 .pApplicationInfo = &app_info};
+    VkInstance instance = VK_NULL_HANDLE;
+    VkResult r = vkrt_vk_pin_global() ? app->vkg.vkCreateInstance(&info, NULL, &instance)
+                                      : VK_ERROR_INITIALIZATION_FAILED;
+    PFN_vkDestroyInstance destroy =
+        r == VK_SUCCESS ? (PFN_vkDestroyInstance)(void (*)(void))app->vkg.vkGetInstanceProcAddr(
+                              instance, "vkDestroyInstance")
+                        : NULL;
+    if (r == VK_SUCCESS && destroy) {
+      keeper.instance = instance;
+      keeper.destroy = destroy;
+      atexit(keeper_destroy);
+    }
+    vkrt_log(&app->base, VKRT_LOG_DEBUG, "driver kept loaded between appliances: %s",
+             r == VK_SUCCESS ? "yes" : vkrt_vk_result_str(r));
+  }
+  pthread_mutex_unlock(&keeper.lock);
+}
+
 /* ---- open / close ------------------------------------------------------------------ */
 
 vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *error_message,
@@ -848,6 +898,8 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
     s = create_instance(app);
   if (s == VKRT_OK)
     s = open_devices(app);
+  if (s == VKRT_OK && !app->devices[0].caps.is_cpu)
+    keep_driver_loaded(app);
   if (s == VKRT_OK) {
     s = vkrt_upload_open(app);
     app->upload_opened = s == VKRT_OK;
@@ -857,7 +909,7 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
     app->collective_opened = s == VKRT_OK;
   }
   if (s != VKRT_OK) {
-    vkrt_format(error_message, error_message_size, "%s", app->base.last_error);
+    vkrt_format(error_message, error_message_size, "%s", vkrt_base_last_error(&app->base));
     vkrt_close(app);
     return s;
   }
@@ -900,7 +952,7 @@ void vkrt_close(vkrt_appliance *app) {
 }
 
 const char *vkrt_last_error(const vkrt_appliance *app) {
-  return app ? app->base.last_error : "no appliance";
+  return app ? vkrt_base_last_error(&app->base) : "no appliance";
 }
 
 uint32_t vkrt_validation_message_count(const vkrt_appliance *app) {
@@ -911,11 +963,15 @@ uint32_t vkrt_device_count(const vkrt_appliance *app) { return app ? app->device
 
 vkrt_status vkrt_device_info_get(const vkrt_appliance *app, uint32_t device,
                                  vkrt_device_info *out) {
+  if (!app) {
+    if (out)
+      memset(out, 0, sizeof(*out));
+    return VKRT_ERROR_INVALID_ARGUMENT; /* no appliance to carry the message */
+  }
   if (!out)
-    return VKRT_ERROR_INVALID_ARGUMENT;
+    return vkrt_error((struct vkrt_base *)&app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "device info: out is NULL");
   memset(out, 0, sizeof(*out));
-  if (!app)
-    return VKRT_ERROR_INVALID_ARGUMENT;
   if (device >= app->device_count)
     return vkrt_error((struct vkrt_base *)&app->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "device %u does not exist (the appliance has %u)", device,

@@ -51,6 +51,7 @@ void vkrt_caps_decode(const struct vkrt_caps_input *in, struct vkrt_caps *out) {
 #define HAS(name) vkrt_caps_has_extension(in->extensions, in->extension_count, name)
   bool hide_host = in->hidden & VKRT_FAULT_HIDE_EXTERNAL_MEMORY_HOST;
   bool hide_semfd = in->hidden & VKRT_FAULT_HIDE_EXTERNAL_SEMAPHORE_FD;
+  out->refuses_file_backed_fault = in->hidden & VKRT_FAULT_REFUSE_FILE_BACKED;
   out->external_memory_host = !hide_host && HAS(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME) &&
                               (!fn || fn->vkGetMemoryHostPointerPropertiesEXT);
   out->external_memory_fd = HAS(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME) &&

@@ -24,6 +24,8 @@ struct vkrt_caps {
   uint32_t physical_index;
   uint8_t device_uuid[16], driver_uuid[16];
   bool is_cpu;                     /* VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe) */
+  bool refuses_file_backed_fault;  /* VKRT_FAULT_REFUSE_FILE_BACKED: act as a driver that
+                                      refuses importing file-backed pages */
 
   /* extensions present AND their functions resolved on this device */
   bool external_memory_host;       /* VK_EXT_external_memory_host + vkGetMemoryHostPointerPropertiesEXT */

@@ -266,8 +266,7 @@ vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buf
                       "copy: source is on dev%u, destination on dev%u; copies stay on one device",
                       src->dev->index, dev->index);
   if (size == 0)
-    return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: copy of 0 bytes",
-                      dev->index);
+    return VKRT_OK; /* vkrt.h: size-0 transfers are no-ops */
   vkrt_status s = check_range(dst, dst_offset, size, "copy destination");
   if (s == VKRT_OK)
     s = check_range(src, src_offset, size, "copy source");
@@ -289,9 +288,11 @@ vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint
   if (!dst)
     return VKRT_ERROR_INVALID_ARGUMENT;
   struct vkrt_device *dev = dst->dev;
-  if (size == 0 || offset % 4 || size % 4)
+  if (size == 0)
+    return VKRT_OK; /* vkrt.h: size-0 transfers are no-ops */
+  if (offset % 4 || size % 4)
     return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
-                      "dev%u: fill offset %llu and size %llu must be non-zero multiples of 4",
+                      "dev%u: fill offset %llu and size %llu must be multiples of 4",
                       dev->index, (unsigned long long)offset, (unsigned long long)size);
   vkrt_status s = check_range(dst, offset, size, "fill");
   VkCommandBuffer cmd;

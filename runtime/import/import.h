@@ -41,7 +41,6 @@ struct vkrt_region {
   const uint8_t *ptr;
   uint64_t size;
   atomic_uint users;     /* uploads DMAing from this region right now */
-  atomic_bool removed;   /* unregistered: waiting for users to drain */
   bool published;        /* in the table (counted in regions_by_path) */
   struct vkrt_chunk *chunks;          /* plan over the caller's pages */
   uint32_t chunk_count;
@@ -94,6 +93,9 @@ struct vkrt_import_registry {
   atomic_uint regions_by_path[VKRT_MAX_DEVICES][3]; /* describe: live regions per path */
   struct vkrt_copy_pool copy_pool;  /* staging-slot memcpys (VKRT_PRESTAGE_THREADS - 1 helpers) */
   atomic_long live_chunks;          /* imported VkBuffer + VkDeviceMemory pairs alive */
+  /* vkrt_upload_counters, counted as uploads record their copies */
+  atomic_uint_fast64_t path_bytes[3], path_copies[3]; /* by vkrt_import_path */
+  atomic_uint_fast64_t straddles_split, copies_past_chunk;
 };
 
 /* One upload context: command buffers, a timeline semaphore and a staging ring. A thread

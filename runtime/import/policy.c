@@ -42,7 +42,7 @@ struct vkrt_chunk_limits vkrt_import_limits_common(const struct vkrt_caps *const
 }
 
 bool vkrt_import_file_backed_refused(const struct vkrt_caps *caps) {
-  if (caps->vendor_id == 0x10de)
+  if (caps->vendor_id == 0x10de || caps->refuses_file_backed_fault)
     return true;
   /* RADV reports driverName "radv"; AMD's own drivers are not measured. */
   return caps->vendor_id == 0x1002 && strstr(caps->driver_name, "radv") != NULL;
@@ -72,9 +72,10 @@ vkrt_import_path vkrt_import_expect(const struct vkrt_caps *caps, bool can_impor
       return VKRT_IMPORT_PATH_STAGED;
     }
     if (refused) {
-      snprintf(why, why_size, "policy %s; file-backed import fails on this driver (measured), %s",
-               name, policy == 0 ? "so registering a file mapping fails"
-                                 : "so file mappings are pre-staged, anonymous memory imported");
+      snprintf(why, why_size, "policy %s; file-backed import fails on this driver (%s), %s",
+               name, caps->refuses_file_backed_fault ? "fault injected" : "measured",
+               policy == 0 ? "so registering a file mapping fails (not tried)"
+                           : "so file mappings are pre-staged, anonymous memory imported");
       return policy == 0 ? VKRT_IMPORT_PATH_IMPORTED : VKRT_IMPORT_PATH_PRESTAGED;
     }
     snprintf(why, why_size, "policy %s; %s", name,

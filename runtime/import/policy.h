@@ -23,7 +23,8 @@ struct vkrt_chunk_limits vkrt_import_limits_common(const struct vkrt_caps *const
                                                    uint64_t cap);
 
 /* True when this driver is known to refuse importing file-backed pages (measured: NVIDIA
- * 580.x returns VK_ERROR_OUT_OF_DEVICE_MEMORY; RADV passes AMDGPU_GEM_USERPTR_ANONONLY). */
+ * 580.x returns VK_ERROR_OUT_OF_DEVICE_MEMORY; RADV passes AMDGPU_GEM_USERPTR_ANONONLY), or
+ * the device acts as one (VKRT_FAULT_REFUSE_FILE_BACKED). */
 bool vkrt_import_file_backed_refused(const struct vkrt_caps *caps);
 
 /* The path a device is expected to take for a file-backed region under `policy`, with the

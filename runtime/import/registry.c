@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "import/import.h"
@@ -136,6 +137,12 @@ static void free_device_chunks(struct vkrt_device *dev, struct vkrt_region_devic
   rd->chunk_count = 0;
 }
 
+/* Who refuses file-backed pages, for messages: the driver, or the fault acting as one. */
+static const char *refuser(const struct vkrt_device *dev) {
+  return dev->caps.refuses_file_backed_fault ? "this device (VKRT_FAULT_REFUSE_FILE_BACKED)"
+                                             : dev->caps.driver_name;
+}
+
 /* Imports one aligned host range as a VkBuffer bound to VkDeviceMemory. */
 static VkResult import_one(struct vkrt_device *dev, uint64_t addr, uint64_t size, bool injectable,
                            VkBuffer *out_buffer, VkDeviceMemory *out_memory) {
@@ -143,6 +150,9 @@ static VkResult import_one(struct vkrt_device *dev, uint64_t addr, uint64_t size
   *out_memory = VK_NULL_HANDLE;
   if (injectable && vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS))
     return VK_ERROR_OUT_OF_DEVICE_MEMORY; /* what NVIDIA returns for file-backed pages */
+  if (vkrt_fault(dev, VKRT_FAULT_REFUSE_FILE_BACKED) &&
+      vkrt_host_range_file_backed(addr, addr + size))
+    return VK_ERROR_OUT_OF_DEVICE_MEMORY; /* the refusing driver, faithfully */
   return vkrt_device_import_host_pointer(dev, (void *)(uintptr_t)addr, size, REG_USAGE, 0,
                                          out_buffer, out_memory);
 }
@@ -510,7 +520,6 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
   r->ptr = ptr;
   r->size = size;
   atomic_init(&r->users, 0);
-  atomic_init(&r->removed, false);
   const uint32_t policy = reg->policy;
   const char *pname = vkrt_import_policy_name(policy);
   vkrt_status s = VKRT_OK;
@@ -552,14 +561,19 @@ vkrt_status vkrt_host_register(vkrt_appliance *app, const void *ptr, uint64_t si
         }
         continue;
       }
-      if (policy == VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE &&
-          vkrt_import_file_backed_refused(&dev->caps) && !vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS)) {
+      if (vkrt_import_file_backed_refused(&dev->caps) && !vkrt_fault(dev, VKRT_FAULT_IMPORT_FAILS)) {
         if (file_backed < 0)
           file_backed = vkrt_host_range_file_backed(addr, addr + size);
+        if (file_backed && policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
+          s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE, "dev%u: host register %p: file-backed pages, "
+                         "which %s refuses to import; policy import-only (not tried: a refusal "
+                         "made later imports fail on NVIDIA 580)", d, ptr, refuser(dev));
+          goto fail;
+        }
         if (file_backed) {
           set_path(r, d, VKRT_IMPORT_PATH_STAGED, "file-backed pages, which %s refuses to import "
                    "(and a refusal made later imports fail on NVIDIA 580), so not tried",
-                   dev->caps.driver_name);
+                   refuser(dev));
           prestage_mask |= 1u << d;
           continue;
         }
@@ -679,7 +693,6 @@ vkrt_status vkrt_host_unregister(vkrt_appliance *app, const void *ptr) {
                       ptr);
   }
   /* Out of the table: no new upload can find it. Wait for the ones DMAing from it. */
-  atomic_store(&r->removed, true);
   pthread_mutex_lock(&reg->drain_lock);
   while (atomic_load(&r->users) != 0)
     pthread_cond_wait(&reg->drain_cond, &reg->drain_lock);
@@ -704,13 +717,23 @@ struct vkrt_region *vkrt_region_acquire(struct vkrt_appliance *app, uint32_t dev
   return r;
 }
 
+/* The last user wakes the drain waiters without touching the region again: once `users`
+ * reaches 0 an unregister may free it at once (reading r->removed after the decrement was a
+ * use-after-free). The broadcast takes drain_lock, which unregister holds between its check of
+ * `users` and its wait, so the wakeup cannot be lost. */
 void vkrt_region_release(struct vkrt_appliance *app, struct vkrt_region *r) {
-  if (atomic_fetch_sub(&r->users, 1) == 1 && atomic_load(&r->removed)) {
-    struct vkrt_import_registry *reg = app->registry;
-    pthread_mutex_lock(&reg->drain_lock);
-    pthread_cond_broadcast(&reg->drain_cond);
-    pthread_mutex_unlock(&reg->drain_lock);
-  }
+  if (atomic_fetch_sub(&r->users, 1) != 1)
+    return;
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+  /* Widens the window a concurrent unregister has to free the region (stress test). */
+  if (app->options.faults.release_delay_us)
+    nanosleep(&(struct timespec){.tv_nsec = (long)app->options.faults.release_delay_us * 1000},
+              NULL);
+#endif
+  struct vkrt_import_registry *reg = app->registry;
+  pthread_mutex_lock(&reg->drain_lock);
+  pthread_cond_broadcast(&reg->drain_cond);
+  pthread_mutex_unlock(&reg->drain_lock);
 }
 
 uint64_t vkrt_import_prestage_bytes(const struct vkrt_appliance *app) {
@@ -721,6 +744,27 @@ uint64_t vkrt_import_prestage_bytes(const struct vkrt_appliance *app) {
   uint64_t v = reg->prestage_used;
   pthread_mutex_unlock(&reg->budget_lock);
   return v;
+}
+
+vkrt_status vkrt_upload_counters_get(const vkrt_appliance *app, vkrt_upload_counters *out) {
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (!out)
+    return vkrt_error((struct vkrt_base *)&app->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "upload counters: out is NULL");
+  memset(out, 0, sizeof(*out));
+  struct vkrt_import_registry *reg = app->registry;
+  if (!reg)
+    return VKRT_OK;
+  out->imported_bytes = atomic_load(&reg->path_bytes[VKRT_IMPORT_PATH_IMPORTED]);
+  out->imported_copies = atomic_load(&reg->path_copies[VKRT_IMPORT_PATH_IMPORTED]);
+  out->prestaged_bytes = atomic_load(&reg->path_bytes[VKRT_IMPORT_PATH_PRESTAGED]);
+  out->prestaged_copies = atomic_load(&reg->path_copies[VKRT_IMPORT_PATH_PRESTAGED]);
+  out->staged_bytes = atomic_load(&reg->path_bytes[VKRT_IMPORT_PATH_STAGED]);
+  out->staged_copies = atomic_load(&reg->path_copies[VKRT_IMPORT_PATH_STAGED]);
+  out->straddles_split = atomic_load(&reg->straddles_split);
+  out->copies_past_chunk = atomic_load(&reg->copies_past_chunk);
+  return VKRT_OK;
 }
 
 long vkrt_import_live_chunks(const struct vkrt_appliance *app) {
@@ -751,19 +795,32 @@ size_t vkrt_import_describe(const struct vkrt_appliance *app, bool json, char *b
   const uint64_t budget = reg ? reg->prestage_budget : VKRT_PRESTAGE_BUDGET_BYTES;
   const uint64_t used = reg ? vkrt_import_prestage_bytes(app) : 0;
   const uint32_t regions = reg ? vkrt_import_region_count(app) : 0;
+  vkrt_upload_counters uc;
+  vkrt_upload_counters_get(app, &uc);
   if (json)
     vkrt_text_put(&o, "\"import\": {\"policy\": \"%s\", \"prestage_budget_bytes\": %" PRIu64
         ", \"prestage_bytes_in_use\": %" PRIu64 ", \"prestage_threads\": %u, \"chunk_cap_bytes\": %"
         PRIu64 ", \"staging_slot_bytes\": %llu, \"staging_slots\": %d, \"upload_contexts\": %d, "
-        "\"regions\": %u, \"devices\": [",
+        "\"regions\": %u, \"upload_counters\": {\"imported_bytes\": %" PRIu64
+        ", \"imported_copies\": %" PRIu64 ", \"prestaged_bytes\": %" PRIu64
+        ", \"prestaged_copies\": %" PRIu64 ", \"staged_bytes\": %" PRIu64
+        ", \"staged_copies\": %" PRIu64 ", \"straddles_split\": %" PRIu64
+        ", \"copies_past_chunk\": %" PRIu64 "}, \"devices\": [",
         vkrt_import_policy_name(policy), budget, used, reg ? reg->prestage_threads : 0, cap,
         (unsigned long long)CONFIG_VKRT_STAGING_SLOT_KB << 10, CONFIG_VKRT_STAGING_SLOTS,
-        CONFIG_VKRT_UPLOAD_CONTEXTS, regions);
+        CONFIG_VKRT_UPLOAD_CONTEXTS, regions, uc.imported_bytes, uc.imported_copies,
+        uc.prestaged_bytes, uc.prestaged_copies, uc.staged_bytes, uc.staged_copies,
+        uc.straddles_split, uc.copies_past_chunk);
   else
     vkrt_text_put(&o, "vkrt: import policy %s, pre-stage budget %" PRIu64 " MiB (%" PRIu64 " MiB in use), "
-        "staging ring %d x %d KiB, %d upload contexts per device, %u region(s) registered\n",
+        "staging ring %d x %d KiB, %d upload contexts per device, %u region(s) registered; "
+        "uploads: %" PRIu64 " B in %" PRIu64 " copies from imported chunks, %" PRIu64 " B in %"
+        PRIu64 " from pre-staged chunks, %" PRIu64 " B in %" PRIu64 " through staging, %" PRIu64
+        " straddles split, %" PRIu64 " copies past a chunk\n",
         vkrt_import_policy_name(policy), budget >> 20, used >> 20, CONFIG_VKRT_STAGING_SLOTS,
-        CONFIG_VKRT_STAGING_SLOT_KB, CONFIG_VKRT_UPLOAD_CONTEXTS, regions);
+        CONFIG_VKRT_STAGING_SLOT_KB, CONFIG_VKRT_UPLOAD_CONTEXTS, regions, uc.imported_bytes,
+        uc.imported_copies, uc.prestaged_bytes, uc.prestaged_copies, uc.staged_bytes,
+        uc.staged_copies, uc.straddles_split, uc.copies_past_chunk);
   for (uint32_t d = 0; d < app->device_count; d++) {
     const struct vkrt_device *dev = &app->devices[d];
     const bool usable = can_import(dev);

@@ -221,6 +221,7 @@ static vkrt_status cmd_begin(struct vkrt_device *dev, VkCommandBuffer cmd) {
 /* Fills slots in turn; a slot is reused only once the copy recorded from it retired, so
  * the memcpy into slot i+1 overlaps the DMA out of slot i. */
 struct stager {
+  struct vkrt_import_registry *reg; /* counters; NULL: not counted (downloads) */
   struct vkrt_upload_state *st;
   struct vkrt_copy_pool *pool;
   struct vkrt_upload_context *ctx;
@@ -274,6 +275,10 @@ static vkrt_status stager_put(struct stager *sg, uint64_t dst_offset, const uint
     uint64_t n = VKRT_MIN(len, st->slot_size - sg->used);
     uint64_t staging_offset = (uint64_t)sg->slot * st->slot_size + sg->used;
     vkrt_copy_pool_memcpy(sg->pool, sg->ctx->staging_map + staging_offset, src, n);
+    if (sg->reg) {
+      atomic_fetch_add(&sg->reg->path_bytes[VKRT_IMPORT_PATH_STAGED], n);
+      atomic_fetch_add(&sg->reg->path_copies[VKRT_IMPORT_PATH_STAGED], 1);
+    }
     VkBufferCopy *last = sg->batch_count ? &sg->batch[sg->batch_count - 1] : NULL;
     if (last && last->srcOffset + last->size == staging_offset &&
         last->dstOffset + last->size == dst_offset) {
@@ -307,6 +312,7 @@ static vkrt_status stager_finish(struct stager *sg, vkrt_status s) {
 /* ---- direct: registered chunk buffers -> buffer ---------------------------------------- */
 
 struct direct {
+  struct vkrt_import_registry *reg;
   struct vkrt_upload_state *st;
   VkCommandBuffer cmd;
   const struct vkrt_region *region;
@@ -330,10 +336,17 @@ static void direct_flush(struct direct *dc) {
 static void direct_put(struct direct *dc, uint64_t offset, uint64_t dst_offset, uint64_t len) {
   const struct vkrt_region_device *rd = dc->rd;
   uint32_t k = vkrt_chunk_find(rd->chunks, rd->chunk_count, offset);
+  const uint32_t first = k;
   while (len) {
     const struct vkrt_chunk *c = &rd->chunks[k];
     uint64_t n = VKRT_MIN(len, c->end - offset);
     uint64_t src_offset = rd->host_base + offset - c->import_addr;
+    /* The copy's source must stay inside the chunk's buffer [0, import_size); counted, so
+     * a test sees a violation where no validation layer runs. */
+    if (rd->host_base + offset < c->import_addr || src_offset + n > c->import_size)
+      atomic_fetch_add(&dc->reg->copies_past_chunk, 1);
+    atomic_fetch_add(&dc->reg->path_bytes[rd->path], n);
+    atomic_fetch_add(&dc->reg->path_copies[rd->path], 1);
     if (dc->batch_count && (dc->batch_chunk != k || dc->batch_count == COPY_BATCH))
       direct_flush(dc);
     dc->batch_chunk = k;
@@ -344,6 +357,8 @@ static void direct_put(struct direct *dc, uint64_t offset, uint64_t dst_offset, 
     len -= n;
     k++;
   }
+  if (k - first > 1)
+    atomic_fetch_add(&dc->reg->straddles_split, 1);
 }
 
 /* ---- public entry points --------------------------------------------------------------- */
@@ -374,7 +389,7 @@ static vkrt_status upload_rows(vkrt_buffer *dst, const struct copy2d *c, const c
   struct vkrt_upload_context *ctx = context_take(st);
   vkrt_status s;
   if (region) {
-    struct direct dc = {.st = st, .cmd = ctx->direct_cmd, .region = region,
+    struct direct dc = {.reg = app->registry, .st = st, .cmd = ctx->direct_cmd, .region = region,
                         .rd = &region->dev[dev->index], .dst = dst->handle};
     /* direct_cmd is free once everything this context submitted retired (it always has,
      * unless an earlier wait timed out). */
@@ -393,8 +408,8 @@ static vkrt_status upload_rows(vkrt_buffer *dst, const struct copy2d *c, const c
         s = ctx_wait(st, ctx, value);
     }
   } else {
-    struct stager sg = {.st = st, .pool = &app->registry->copy_pool, .ctx = ctx,
-                        .dst = dst->handle};
+    struct stager sg = {.reg = app->registry, .st = st, .pool = &app->registry->copy_pool,
+                        .ctx = ctx, .dst = dst->handle};
     s = VKRT_OK;
     for (uint64_t row = 0; row < c->height && s == VKRT_OK; row++)
       s = stager_put(&sg, c->dst_offset + row * c->dst_pitch, c->src + row * c->src_pitch,

@@ -489,7 +489,7 @@ vkrt_status vkrt_collective_open(struct vkrt_appliance *app) {
       if (s != VKRT_ERROR_UNAVAILABLE || in.force != VKRT_TRANSPORT_NONE)
         break;
       vkrt_format(coll->fallback_note, sizeof(coll->fallback_note), "%s creation failed: %s",
-                  vkrt_transport_str(c->kind), base->last_error);
+                  vkrt_transport_str(c->kind), vkrt_base_last_error(base));
       c->usable = false;
     }
     if (s != VKRT_OK) {

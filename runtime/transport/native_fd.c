@@ -235,7 +235,7 @@ static vkrt_status native_create(struct vkrt_collective *coll, struct vkrt_trans
       if (s == VKRT_OK && IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE_F16))
         s = vkrt_reduce_prepare(dev, VKRT_TYPE_F16);
       if (s == VKRT_ERROR_UNSUPPORTED)
-        s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE, "native_fd: %s", base->last_error);
+        s = vkrt_error(base, VKRT_ERROR_UNAVAILABLE, "native_fd: %s", vkrt_base_last_error(base));
     }
   }
   for (uint32_t d = 0; d < f->n && s == VKRT_OK; d++)

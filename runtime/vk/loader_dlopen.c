@@ -30,6 +30,11 @@ vkrt_status vkrt_vk_load_global(struct vkrt_base *base, struct vkrt_global_table
   return VKRT_OK;
 }
 
+bool vkrt_vk_pin_global(void) {
+  return dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) ||
+         dlopen("libvulkan.so", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+}
+
 void vkrt_vk_unload_global(void *loader_handle) {
   if (loader_handle)
     dlclose(loader_handle);

@@ -14,3 +14,5 @@ vkrt_status vkrt_vk_load_global(struct vkrt_base *base, struct vkrt_global_table
 }
 
 void vkrt_vk_unload_global(void *loader_handle) { (void)loader_handle; }
+
+bool vkrt_vk_pin_global(void) { return true; /* linked: never unloaded */ }

@@ -1,5 +1,6 @@
 /* Function tables expanded from vk_functions.h. */
 #pragma once
+#include <stdbool.h>
 #include <vulkan/vulkan.h>
 
 #include "vkrt/status.h"
@@ -31,6 +32,9 @@ struct vkrt_base;
 vkrt_status vkrt_vk_load_global(struct vkrt_base *base, struct vkrt_global_table *out,
                                 void **loader_handle);
 void vkrt_vk_unload_global(void *loader_handle);
+/* Keeps the loader mapped for the rest of the process (for the driver keeper instance);
+ * false when it cannot. */
+bool vkrt_vk_pin_global(void);
 /* Fills the global table from a vkGetInstanceProcAddr (shared by both loaders). */
 vkrt_status vkrt_vk_load_global_from(struct vkrt_base *base, PFN_vkGetInstanceProcAddr gipa,
                                      struct vkrt_global_table *out);

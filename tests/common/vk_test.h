@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
@@ -31,6 +32,20 @@ void vkt_close(vkrt_appliance *app);
     if (vkt_s_ != VKRT_OK)                                                                    \
       fail_msg("%s:%d: %s: %s", __FILE__, __LINE__, vkrt_status_str(vkt_s_),                  \
                vkrt_last_error(app));                                                         \
+  } while (0)
+
+/* Skips the current test saying why: tests/run lists every "vkrt-test: skipped" line and
+ * counts the skipped cases. */
+#define vkt_skip(why)                                                                         \
+  do {                                                                                        \
+    fprintf(stderr, "vkrt-test: skipped %s: %s\n", __func__, (why));                         \
+    skip();                                                                                   \
+  } while (0)
+/* Skips when cond holds; the reason printed is the condition's text. */
+#define vkt_skip_if(cond)                                                                     \
+  do {                                                                                        \
+    if (cond)                                                                                 \
+      vkt_skip(#cond);                                                                        \
   } while (0)
 
 /* Deterministic pseudo-random data (xorshift64*), never all zero. A seed of 0 picks a

@@ -6,7 +6,8 @@
 #   a stalled host (VKRT_FAULT_HOST_STALL) on 3 hosts (cpu_proxy) and 2 hosts (host_staged):
 #   VKRT_ERROR_TIMEOUT naming the host on every rank within the budget, no thread left;
 #   vkrt-service tensor-parallel over 2 hosts (verified against float64, hosts bit-identical)
-#   and a short vkrt-bench allreduce over 2 hosts (#wrong = 0 on every row, exit status).
+#   and a short vkrt-bench allreduce over 2 hosts (#wrong = 0 on every row, exit status);
+#   a program built only from the board's image and `pkg-config --static vkrt` over 2 hosts.
 # Skipped when MPI is not installed (./configure --install-deps installs it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -56,5 +57,13 @@ timeout 300 mpirun "${VKRT_MPIRUN_ARGS[@]}" -np 2 "$abs/bin/vkrt-bench" allreduc
 grep -q "2 hosts x 2 devices" "$dir/bench.log" || { cat "$dir/bench.log"; echo "FAIL: bench did not span the hosts"; exit 1; }
 awk '/^ +[0-9]/ && $8 != 0 { bad = 1 } END { exit bad }' "$dir/bench.log" ||
   { cat "$dir/bench.log"; echo "FAIL: #wrong != 0"; exit 1; }
-echo "   service + bench ($((SECONDS - start)) s)"
+echo "== image: pkg-config --cflags --libs --static vkrt, mpirun -np 2 image_link"
+tools/make-image.sh "$dir" >"$dir/image.log" 2>&1 || { cat "$dir/image.log"; echo "FAIL: make-image"; exit 1; }
+pc=$abs/image/lib/pkgconfig
+cc -std=c11 tests/mpi/image_link.c $(PKG_CONFIG_PATH=$pc pkg-config --cflags --libs --static vkrt) \
+  -o "$dir/image_link" || { echo "FAIL: linking against the image with its vkrt.pc"; exit 1; }
+timeout 120 mpirun "${VKRT_MPIRUN_ARGS[@]}" -np 2 "$dir/image_link" >"$dir/image_link.log" 2>&1 ||
+  { cat "$dir/image_link.log"; echo "FAIL: image_link over 2 hosts"; exit 1; }
+grep "^image_link" "$dir/image_link.log"
+echo "   service + bench + image ($((SECONDS - start)) s)"
 echo "mpi: 2 and 3 hosts bit-identical; stalled host -> VKRT_ERROR_TIMEOUT on every rank"

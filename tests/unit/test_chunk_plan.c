@@ -196,6 +196,14 @@ static void nvidia_limits(void **state) {
   struct vkrt_chunk_limits l = vkrt_import_limits_common(both, 2, 4096, 0);
   assert_int_equal(l.min_import_alignment, 65536);
   assert_int_equal(vkrt_chunk_limit(&l), 1ull << 31);
+  /* maxMemoryAllocationSize binds when it is the smallest limit (the H200's 4 GiB - 2 MiB,
+   * on the second device): the common plan must not make chunks one device cannot allocate. */
+  struct vkrt_caps big = {.min_imported_host_pointer_alignment = 4096,
+                          .max_memory_allocation_size = 1ull << 34, .max_buffer_size = 1ull << 40};
+  const struct vkrt_caps *big_then_h200[] = {&big, &a};
+  l = vkrt_import_limits_common(big_then_h200, 2, 4096, 0);
+  assert_int_equal(l.max_allocation_size, 0xffe00000ull);
+  assert_int_equal(vkrt_chunk_limit(&l), 0xffe00000ull);
 }
 
 static void overflow_near_uint64_max(void **state) {

@@ -272,36 +272,31 @@ static void test_lavapipe_plan(void **state) {
 
 static void test_proxy_x2(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY));
   sizes_on(2, VKRT_TRANSPORT_CPU_PROXY, true);
 }
 
 static void test_proxy_x4(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY));
   sizes_on(4, VKRT_TRANSPORT_CPU_PROXY, true);
 }
 
 static void test_proxy_x8_small(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY));
   sizes_on(8, VKRT_TRANSPORT_CPU_PROXY, false);
 }
 
 static void test_staged_x2(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED));
   sizes_on(2, VKRT_TRANSPORT_HOST_STAGED, true);
 }
 
 static void test_staged_x4(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED));
   sizes_on(4, VKRT_TRANSPORT_HOST_STAGED, false);
 }
 
@@ -318,15 +313,13 @@ static bool native_fd_here(void) {
 
 static void test_native_x2(void **state) {
   (void)state;
-  if (!native_fd_here())
-    skip();
+  vkt_skip_if(!native_fd_here());
   sizes_on(2, VKRT_TRANSPORT_NATIVE_FD, true);
 }
 
 static void test_native_x4(void **state) {
   (void)state;
-  if (!native_fd_here())
-    skip();
+  vkt_skip_if(!native_fd_here());
   sizes_on(4, VKRT_TRANSPORT_NATIVE_FD, false);
 }
 
@@ -459,8 +452,7 @@ static void back_to_back(vkrt_transport_kind transport) {
 
 static void test_back_to_back_proxy(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY));
   back_to_back(VKRT_TRANSPORT_CPU_PROXY);
 }
 
@@ -553,22 +545,19 @@ static void long_work_first(vkrt_transport_kind transport) {
 
 static void test_long_work_first_proxy(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY));
   long_work_first(VKRT_TRANSPORT_CPU_PROXY);
 }
 
 static void test_long_work_first_staged(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED));
   long_work_first(VKRT_TRANSPORT_HOST_STAGED);
 }
 
 static void test_long_work_first_native(void **state) {
   (void)state;
-  if (!native_fd_here())
-    skip();
+  vkt_skip_if(!native_fd_here());
   long_work_first(VKRT_TRANSPORT_NATIVE_FD);
 }
 
@@ -613,8 +602,7 @@ static void test_close_idle_and_after_collective(void **state) {
 /* A device that never signals its contribution: every rank gets VKRT_ERROR_TIMEOUT within
  * the collective timeout and no thread is left behind. */
 static void stalled(vkrt_transport_kind transport) {
-  if (!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION));
   int threads_before = thread_baseline();
   vkrt_options o;
   vkt_options(&o);
@@ -668,29 +656,25 @@ static void stalled(vkrt_transport_kind transport) {
 
 static void test_stalled_peer_proxy(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY));
   stalled(VKRT_TRANSPORT_CPU_PROXY);
 }
 
 static void test_stalled_peer_staged(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED));
   stalled(VKRT_TRANSPORT_HOST_STAGED);
 }
 
 static void test_stalled_peer_native(void **state) {
   (void)state;
-  if (!native_fd_here())
-    skip();
+  vkt_skip_if(!native_fd_here());
   stalled(VKRT_TRANSPORT_NATIVE_FD);
 }
 
 static void test_device_lost(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION) || !IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION) || !IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY));
   int threads_before = thread_baseline();
   vkrt_options o;
   vkt_options(&o);
@@ -781,9 +765,8 @@ static void test_invalid_arguments(void **state) {
  * native_fd on lavapipe fails open with every candidate's reason. */
 static void test_fallbacks(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION) || !IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY) ||
-      !IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION) || !IS_ENABLED(CONFIG_VKRT_TRANSPORT_CPU_PROXY) ||
+      !IS_ENABLED(CONFIG_VKRT_TRANSPORT_HOST_STAGED));
   char text[16384];
   for (int fault = 0; fault < 2; fault++) {
     vkrt_options o;

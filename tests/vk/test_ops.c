@@ -103,13 +103,39 @@ static void put(uint8_t *base, const vkrt_tensor *t, uint64_t a, float v) {
   }
 }
 
-/* Random values in [-2, 2) into every element of t. */
+/* Bit patterns a float path would not move intact: NaN payloads (quiet, signalling,
+ * negative), infinities, signed zeros, denormals (smallest, largest, negative). */
+static const uint16_t special_f16[] = {0x7c01, 0xffff, 0x7dff, 0xfd55, 0x7e00, 0x7c00, 0xfc00,
+                                       0x8000, 0x0000, 0x0001, 0x03ff, 0x83ff, 0x8001};
+static const uint32_t special_f32[] = {0x7f800001u, 0xffffffffu, 0x7fa00000u, 0xff812345u,
+                                       0x7fc00000u, 0x7f800000u, 0xff800000u, 0x80000000u,
+                                       0x00000000u, 0x00000001u, 0x007fffffu, 0x807fffffu,
+                                       0x80000001u};
+/* Set by the pure data-movement runs (same type in and out, compared bit for bit): the
+ * source then holds every special pattern first and one in four elements after. */
+static bool special_values;
+
+static void put_special(uint8_t *base, const vkrt_tensor *t, uint64_t a, uint64_t k) {
+  if (t->type == VKRT_TYPE_F16)
+    memcpy(base + a, &special_f16[k % VKRT_ARRAY_SIZE(special_f16)], 2);
+  else
+    memcpy(base + a, &special_f32[k % VKRT_ARRAY_SIZE(special_f32)], 4);
+}
+
+/* Random values in [-2, 2) into every element of t (and the special patterns when
+ * special_values is set). */
 static void fill_elems(uint8_t *base, const vkrt_tensor *t) {
+  uint64_t k = 0;
   for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
     for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
       for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
-        for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
-          float v = -2.0f + 4.0f * (float)((vkt_next(&rng) >> 40) * (1.0 / 16777216.0));
+        for (int64_t i0 = 0; i0 < t->ne[0]; i0++, k++) {
+          uint64_t r = vkt_next(&rng);
+          if (special_values && (k < VKRT_ARRAY_SIZE(special_f32) || r % 4 == 0)) {
+            put_special(base, t, addr(t, i0, i1, i2, i3), k < 16 ? k : r >> 8);
+            continue;
+          }
+          float v = -2.0f + 4.0f * (float)((r >> 40) * (1.0 / 16777216.0));
           put(base, t, addr(t, i0, i1, i2, i3), v);
         }
 }
@@ -170,7 +196,9 @@ static void run_copy(vkrt_appliance *app, uint32_t d, const int64_t ne[4], vkrt_
   hbuf sb = hb_new(app, d, extent(&s0) + 8), db = hb_new(app, d, extent(&d0) + 8);
   s0.buffer = sb.buf;
   d0.buffer = db.buf;
+  special_values = st == dt;
   fill(sb.map, sb.size, &s0);
+  special_values = false;
   vkt_poison(db.map, db.size);
   uint8_t *expect = malloc(db.size);
   memcpy(expect, db.map, db.size);
@@ -198,8 +226,7 @@ static void run_copy(vkrt_appliance *app, uint32_t d, const int64_t ne[4], vkrt_
 
 static void test_copy(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
   for (unsigned s = 0; s < NSHAPES; s++)
@@ -226,8 +253,7 @@ static void test_copy(void **state) {
 /* Both contiguous-copy paths (compute copy_vec4 and vkCmdCopyBuffer), aligned and not. */
 static void test_copy_paths(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY));
   vkrt_appliance *app = open_app();
   struct vkrt_device *dev = &app->devices[0];
   vkt_check(app, vkrt_ops_open(dev));
@@ -282,7 +308,9 @@ static void run_transpose(vkrt_appliance *app, const int64_t ne[4], vkrt_type st
   hbuf sb = hb_new(app, 0, extent(&s0) + 4), db = hb_new(app, 0, extent(&d0) + 4);
   s0.buffer = sb.buf;
   d0.buffer = db.buf;
+  special_values = st == dt;
   fill(sb.map, sb.size, &s0);
+  special_values = false;
   vkt_poison(db.map, db.size);
   uint8_t *expect = malloc(db.size);
   memcpy(expect, db.map, db.size);
@@ -309,8 +337,7 @@ static void run_transpose(vkrt_appliance *app, const int64_t ne[4], vkrt_type st
 
 static void test_transpose(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
   static const int64_t more[][4] = {{64, 64, 1, 1}, {33, 1000, 1, 1}, {4097, 2, 1, 1}, {40, 70, 3, 2}};
@@ -367,8 +394,10 @@ static void run_concat(vkrt_appliance *app, const int64_t ne[4], int dim, int64_
   b0.buffer = sb.buf;
   d0.buffer = db.buf;
   vkt_fill_random(sb.map, sb.size, &rng);
+  special_values = true;
   fill_elems(sb.map, &a0);
   fill_elems(sb.map, &b0);
+  special_values = false;
   vkt_poison(db.map, db.size);
   uint8_t *expect = malloc(db.size);
   memcpy(expect, db.map, db.size);
@@ -411,8 +440,7 @@ static void run_concat(vkrt_appliance *app, const int64_t ne[4], int dim, int64_
 
 static void test_concat(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
   static const int64_t gen[][4] = {{6, 5, 4, 3}, {33, 31, 2, 2}, {1000, 3, 1, 2}};
@@ -500,8 +528,7 @@ static void run_add(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_t count,
 
 static void test_add(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE));
   vkrt_appliance *app = open_app();
   static const int64_t sizes[] = {1, 31, 1000, 4097};
   for (int t = 0; t < NTYPES; t++)
@@ -518,8 +545,7 @@ static void test_add(void **state) {
  * ranks). */
 static void test_add_paths_agree(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
   for (int t = 0; t < NTYPES; t++) {
@@ -619,8 +645,7 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
 
 static void test_matmul(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL))
-    skip();
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL));
   vkrt_appliance *app = open_app();
   vkt_check(app, vkrt_ops_open(&app->devices[0]));
   for (int t = 0; t < NTYPES; t++) {

@@ -56,6 +56,8 @@ enum vkrt_fault_bits {
   VKRT_FAULT_HIDE_TRANSFER_QUEUE = 1u << 6,        /* ignore dedicated transfer queues */
   VKRT_FAULT_HOST_STALL = 1u << 7,                 /* multi-host: this host never sends its
                                                       inter-host contribution (a stalled host) */
+  VKRT_FAULT_REFUSE_FILE_BACKED = 1u << 8,         /* act as a driver that refuses importing
+                                                      file-backed pages (NVIDIA 580, RADV) */
 };
 
 typedef struct vkrt_fault_options {
@@ -67,6 +69,9 @@ typedef struct vkrt_fault_options {
   /* Tests and benches: run another import policy than the Kconfig choice.
    * 0 = CONFIG_VKRT_IMPORT_POLICY_ID, else 1 + a vkrt_import_policy value. */
   uint32_t import_policy_override;
+  /* Sleep (microseconds, < 10^6) between an upload dropping the last reference to a
+   * registered region and its wakeup of a waiting unregister: widens that race window. */
+  uint32_t release_delay_us;
 } vkrt_fault_options;
 
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
@@ -123,8 +128,13 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out,
 /* Waits for all work, joins every thread, frees everything. NULL is a no-op. */
 void vkrt_close(vkrt_appliance *appliance);
 
-/* The message of the last error status returned on this appliance (thread-local per call
- * site is not promised; read it right after the failing call). Never NULL. */
+/* Errors: every call that gets an appliance (directly or through a buffer or tensor) and
+ * fails records a message saying why; only a call with no appliance to reach (NULL appliance,
+ * NULL buffer) returns its status without one.
+ *
+ * The message of the last error status this thread got from a call on this appliance
+ * ("no error" when none). Each thread has its own: a failure on another thread never
+ * overwrites it. Valid until this thread's next failing call. Never NULL. */
 const char *vkrt_last_error(const vkrt_appliance *appliance);
 /* Number of validation-layer messages reported since open (0 without validation). */
 uint32_t vkrt_validation_message_count(const vkrt_appliance *appliance);
@@ -167,8 +177,10 @@ vkrt_status vkrt_buffer_map(vkrt_buffer *buffer, void **out);
  * Ops and collectives are recorded into the device's stream; vkrt_submit sends what was
  * recorded and returns a ticket; vkrt_wait blocks until the ticket's work is done. */
 
+/* A size of 0 records nothing and returns VKRT_OK (after the NULL and same-device checks). */
 vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
                                  uint64_t src_offset, uint64_t size);
+/* Fills with a 32-bit pattern: offset and size multiples of 4; size 0 is a no-op (VKRT_OK). */
 vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint32_t value);
 vkrt_status vkrt_submit(vkrt_appliance *appliance, uint32_t device, uint64_t *out_ticket);
 vkrt_status vkrt_wait(vkrt_appliance *appliance, uint32_t device, uint64_t ticket,
@@ -216,11 +228,28 @@ vkrt_status vkrt_host_register(vkrt_appliance *appliance, const void *ptr, uint6
 vkrt_status vkrt_host_unregister(vkrt_appliance *appliance, const void *ptr);
 
 /* Synchronous copies between host memory and a buffer; registered sources DMA straight
- * from their chunks, others go through the staging ring. Thread-safe. */
+ * from their chunks, others go through the staging ring. Thread-safe. A size of 0 (upload_2d:
+ * width or height 0) is a no-op returning VKRT_OK, whatever the other arguments (a NULL
+ * buffer still returns VKRT_ERROR_INVALID_ARGUMENT). */
 vkrt_status vkrt_upload(vkrt_buffer *dst, uint64_t dst_offset, const void *src, uint64_t size);
 vkrt_status vkrt_upload_2d(vkrt_buffer *dst, uint64_t dst_offset, uint64_t dst_pitch,
                            const void *src, uint64_t src_pitch, uint64_t width, uint64_t height);
 vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint64_t size);
+
+/* Which path uploads took, counted since open (per appliance, all devices): each VkBufferCopy
+ * region recorded is one copy. Tests assert the path, not only the bytes; vkrt-probe --json
+ * --exercise shows them after a small run. Uploads into host-visible buffers (CPU memcpy) and
+ * downloads are not counted. */
+typedef struct vkrt_upload_counters {
+  uint64_t imported_bytes, imported_copies;   /* from chunks over the caller's pages */
+  uint64_t prestaged_bytes, prestaged_copies; /* from chunks of a pre-staged copy */
+  uint64_t staged_bytes, staged_copies;       /* through the staging ring */
+  uint64_t straddles_split;   /* upload rows crossing chunk boundaries, split per chunk */
+  uint64_t copies_past_chunk; /* chunk copies whose source left their chunk's buffer: a bug
+                                 if ever non-zero (caught here even without validation) */
+} vkrt_upload_counters;
+
+vkrt_status vkrt_upload_counters_get(const vkrt_appliance *appliance, vkrt_upload_counters *out);
 
 /* ---- tensors and ops ------------------------------------------------------------------- */
 
@@ -304,7 +333,8 @@ const char *vkrt_transport_str(vkrt_transport_kind kind);
 vkrt_transport_kind vkrt_transport(const vkrt_appliance *appliance);
 
 /* Sum-allreduce of `count` elements: send[d] on device d, result into recv[d] on every
- * device (recv may equal send: in place). Recorded into every device's stream; work
+ * device (recv may equal send: in place). count 0 is a no-op returning VKRT_OK once the
+ * arguments are valid (buffers, offsets, type). Recorded into every device's stream; work
  * recorded after it waits on the GPU where the transport allows. */
 typedef struct vkrt_allreduce_args {
   vkrt_buffer *send[VKRT_MAX_DEVICES];
