@@ -18,6 +18,7 @@ layout(push_constant) uniform Push {
   uint d_stride[4];
   uint w_offset, x_offset, d_offset;
   uint ne2, r2, r3;
+  uint accumulate;  // 1: dst += result (vkrt_op_matmul_add)
   uint base_x, base_y, base_z;
 } pc;
 
@@ -32,7 +33,7 @@ layout(std430, set = 0, binding = 0) readonly buffer W { float w[]; };
 float load_w(uint e) { return w[e]; }
 #endif
 layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer D { float d[]; };
+layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 
 shared float ws[BK][BN + 1u];
 shared float xs[BK][BM + 1u];
@@ -84,8 +85,9 @@ void main() {
     uint n = n0 + tn + 16u * i;
     for (uint j = 0u; j < 4u; j++) {
       uint m = m0 + tm + 16u * j;
+      uint di = db + n * pc.d_stride[0] + m * pc.d_stride[1];
       if (n < pc.N && m < pc.M)
-        d[db + n * pc.d_stride[0] + m * pc.d_stride[1]] = acc[i][j];
+        d[di] = pc.accumulate != 0u ? d[di] + acc[i][j] : acc[i][j];
     }
   }
 }

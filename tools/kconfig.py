@@ -53,7 +53,11 @@ def _user_values_that_did_not_stick(kconf):
         want = sym.user_value
         if sym.orig_type in (kconfiglib.BOOL, kconfiglib.TRISTATE):
             want = kconfiglib.TRI_TO_STR[want]
-        if sym.str_value != want:
+        if sym.str_value != want and not any(n.prompt for n in sym.nodes):
+            problems.append(f"{kconf.config_prefix}{sym.name} was set to '{want}' but is "
+                            f"'{sym.str_value}': it is a board fact (no prompt), set only by the "
+                            f"board's boards/<name>/Kconfig; pick the board instead")
+        elif sym.str_value != want:
             problems.append(f"{kconf.config_prefix}{sym.name} was set to '{want}' but is "
                             f"'{sym.str_value}' (unmet dependencies: "
                             f"{kconfiglib.expr_str(sym.direct_dep)})")
@@ -77,7 +81,9 @@ def load_config(kconf, path, strict=True):
 
 
 def check_combinations(kconf):
-    """Reject combinations Kconfig cannot express; mirrors config_check.h."""
+    """Guard, mirrors config_check.h: the Kconfig tree (depends on, hidden helpers, choices)
+    lets no menu, randconfig, allyesconfig or allnoconfig reach these; they can only come from
+    a hand-edited config that configure loads or from a board fragment's facts."""
     sym = kconf.syms
     y = lambda name: name in sym and sym[name].str_value == "y"
     errors = []
@@ -86,9 +92,13 @@ def check_combinations(kconf):
         errors.append("CONFIG_VKRT_COLLECTIVES=y needs at least one transport: enable "
                       "CONFIG_VKRT_TRANSPORT_NATIVE_FD, CONFIG_VKRT_TRANSPORT_CPU_PROXY or "
                       "CONFIG_VKRT_TRANSPORT_HOST_STAGED")
+    board = sym["VKRT_BOARD"].str_value if "VKRT_BOARD" in sym else "?"
+    if not board or not sym["VKRT_DEVICE_COUNT"].str_value:
+        errors.append(f"board '{board}': its boards/<name>/Kconfig must set VKRT_BOARD and "
+                      "VKRT_DEVICE_COUNT")
     if y("VKRT_DEVICE_MATCH_UUID"):
         uuids = [u.strip() for u in sym["VKRT_DEVICE_UUIDS"].str_value.split(",") if u.strip()]
-        count = int(sym["VKRT_DEVICE_COUNT"].str_value)
+        count = int(sym["VKRT_DEVICE_COUNT"].str_value or 0)
         if len(uuids) != count:
             errors.append(f"CONFIG_VKRT_DEVICE_UUIDS lists {len(uuids)} UUIDs but "
                           f"CONFIG_VKRT_DEVICE_COUNT is {count}")
@@ -121,8 +131,40 @@ def randomize(kconf, seed):
                     lo, hi = int(lo.str_value), int(hi.str_value)
                     # Keep sizes small so random builds stay cheap to test.
                     item.set_value(str(rng.randint(lo, min(hi, lo + 8))))
-    if kconf.syms.get("VKRT_COLLECTIVES") and kconf.syms["VKRT_COLLECTIVES"].str_value == "y":
-        pass  # a collective without transport is left for check_combinations to refuse
+
+
+BOARD_FACTS = ("VKRT_BOARD", "VKRT_DEVICE_COUNT", "VKRT_SIMULATED", "VKRT_DEVICE_MATCH_ID",
+               "VKRT_DEVICE_MATCH_UUID", "VKRT_DEVICE_MATCH_INDEX", "VKRT_DEVICE_VENDOR_ID",
+               "VKRT_DEVICE_DEVICE_ID", "VKRT_DEVICE_UUIDS")
+
+
+def lint(kconf):
+    """House rules of the Kconfig tree: `select` only hidden helpers (a selected prompt would
+    override what the user answered), and board facts are never prompts."""
+    errors = []
+    for sym in kconf.unique_defined_syms:
+        for target, _cond in sym.selects:
+            if any(n.prompt for n in target.nodes):
+                errors.append(f"{sym.name} selects {target.name}, which has a prompt: select a "
+                              "hidden helper and let the prompted symbol follow it")
+    for name in BOARD_FACTS:
+        if name in kconf.syms and any(n.prompt for n in kconf.syms[name].nodes):
+            errors.append(f"board fact {name} has a prompt: set it in boards/<name>/Kconfig")
+    if errors:
+        raise ConfigError("Kconfig house rules:\n  " + "\n  ".join(errors))
+
+
+def write_min_config(kconf, path):
+    """savedefconfig, always naming the board: the one choice a defconfig must not leave to
+    the choice's default (boards/<name>/defconfig stays self-describing)."""
+    msg = kconf.write_min_config(path)
+    choice = next((c for c in kconf.unique_choices if c.name == "VKRT_BOARD_CHOICE"), None)
+    if choice is not None and choice.selection is not None:
+        line = f"{kconf.config_prefix}{choice.selection.name}=y\n"
+        text = open(path).read()
+        if line not in text.splitlines(keepends=True):
+            open(path, "w").write(line + text)
+    return msg
 
 
 def main(argv):
@@ -137,6 +179,7 @@ def main(argv):
     sub.add_parser("allyesconfig"); sub.add_parser("allnoconfig")
     r = sub.add_parser("randconfig"); r.add_argument("--seed", type=int, required=True)
     sub.add_parser("check")
+    sub.add_parser("lint")
     a = p.parse_args(argv)
     try:
         kconf = load_kconfig(a.srcdir)
@@ -149,7 +192,7 @@ def main(argv):
             print(kconf.write_config(a.config))
         elif a.cmd == "savedefconfig":
             load_config(kconf, a.config, strict=False)
-            print(kconf.write_min_config(a.out))
+            print(write_min_config(kconf, a.out))
         elif a.cmd in ("allyesconfig", "allnoconfig"):
             kconf.unset_values()
             val = 2 if a.cmd == "allyesconfig" else 0
@@ -161,6 +204,9 @@ def main(argv):
         elif a.cmd == "randconfig":
             randomize(kconf, a.seed)
             print(kconf.write_config(a.config))
+        elif a.cmd == "lint":
+            lint(kconf)
+            print("Kconfig: selects only hidden helpers; board facts have no prompt")
         elif a.cmd == "check":
             load_config(kconf, a.config)
             check_combinations(kconf)

@@ -9,6 +9,6 @@ if [ ! -x "$svc" ]; then
   echo "running vkrt-probe instead"
   exec "$builddir/bin/vkrt-probe"
 fi
-weights="$builddir/service-weights-l4-h256.gguf"
+weights="$builddir/service-weights-l4-h256.bin"
 [ -f "$weights" ] || "$svc" --make-weights "$weights" --layers 4 --hidden 256 --ffn 1024 --dtype f16
 exec "$svc" --weights "$weights" --tokens 100000 --seconds "${VKRT_RUN_SECONDS:-3}"

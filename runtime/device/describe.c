@@ -44,9 +44,17 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     for (uint32_t i = 0; i < app->device_count; i++) {
       vkrt_text_put(&o, "%s{", i ? ", " : "");
       add_caps(&o, &app->devices[i].caps, i, true);
-      vkrt_text_put(&o, ", \"fault_mask\": %u, \"copy_path\": \"%s\", \"copy_path_reason\": \"%s\"}",
-          app->devices[i].fault_mask, vkrt_ops_copy_path(&app->devices[i]),
-          vkrt_ops_copy_path_reason(&app->devices[i]));
+      const struct vkrt_device *d = &app->devices[i];
+      struct vkrt_matvec_config m16 = vkrt_ops_matvec_config(d, VKRT_TYPE_F16);
+      struct vkrt_matvec_config m32 = vkrt_ops_matvec_config(d, VKRT_TYPE_F32);
+      vkrt_text_put(&o, ", \"fault_mask\": %u, \"copy_path\": \"%s\", \"copy_path_reason\": \"%s\", "
+          "\"transposed_copy_path\": \"%s\", \"transposed_copy_reason\": \"%s\", "
+          "\"matvec_f16\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
+          "\"matvec_f32\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}}",
+          d->fault_mask, vkrt_ops_copy_path(d), vkrt_ops_copy_path_reason(d),
+          vkrt_ops_transposed_copy_tiled(d) ? "tiled transpose" : "strided copy kernel",
+          vkrt_ops_transposed_copy_reason(d), m16.wg, m16.rows, m16.unroll, m16.blocks, m32.wg,
+          m32.rows, m32.unroll, m32.blocks);
     }
     vkrt_text_put(&o, "], ");
     add_module(&o, vkrt_collective_describe, app, true);
@@ -62,8 +70,18 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     add_caps(&o, &app->devices[i].caps, i, false);
     if (app->devices[i].fault_mask)
       vkrt_text_put(&o, "vkrt: dev%u injected faults 0x%x\n", i, app->devices[i].fault_mask);
-    vkrt_text_put(&o, "vkrt: dev%u contiguous copies via %s: %s\n", i,
-        vkrt_ops_copy_path(&app->devices[i]), vkrt_ops_copy_path_reason(&app->devices[i]));
+    const struct vkrt_device *d = &app->devices[i];
+    vkrt_text_put(&o, "vkrt: dev%u contiguous copies via %s: %s\n", i, vkrt_ops_copy_path(d),
+        vkrt_ops_copy_path_reason(d));
+    vkrt_text_put(&o, "vkrt: dev%u transposed-view copies via %s: %s\n", i,
+        vkrt_ops_transposed_copy_tiled(d) ? "tiled transpose" : "strided copy kernel",
+        vkrt_ops_transposed_copy_reason(d));
+    struct vkrt_matvec_config m16 = vkrt_ops_matvec_config(d, VKRT_TYPE_F16);
+    struct vkrt_matvec_config m32 = vkrt_ops_matvec_config(d, VKRT_TYPE_F32);
+    vkrt_text_put(&o, "vkrt: dev%u matvec f16: workgroup %u, %u rows, %u loads in flight, %u "
+        "blocks per group; f32: workgroup %u, %u rows, %u loads in flight, %u blocks per group\n",
+        i, m16.wg, m16.rows, m16.unroll * m16.rows, m16.blocks, m32.wg, m32.rows,
+        m32.unroll * m32.rows, m32.blocks);
   }
   add_module(&o, vkrt_collective_describe, app, false);
   add_module(&o, vkrt_import_describe, app, false);

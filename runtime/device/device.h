@@ -9,6 +9,7 @@
 
 #define VKRT_STREAM_DEPTH 16      /* command buffers in flight per device stream */
 #define VKRT_STREAM_MAX_SYNC 16   /* extra waits/signals attached to one submit */
+#define VKRT_STREAM_SPIN_NS 2000000ull /* GPUs: spin this long on the timeline before blocking */
 
 /* A device's op stream: a ring of command buffers and one timeline semaphore whose value
  * counts submits. Record from one thread at a time per device. */
@@ -20,6 +21,7 @@ struct vkrt_stream {
   bool recording;
   VkSemaphore timeline;
   uint64_t submitted;                    /* last value submitted */
+  uint64_t spin_ns;                      /* waits spin this long before blocking (0 on CPU devices) */
   /* attached to the next submit (collectives use these) */
   uint32_t wait_count, signal_count;
   VkSemaphore wait_sem[VKRT_STREAM_MAX_SYNC];

@@ -124,7 +124,8 @@ vkrt_status vkrt_op_swiglu(const vkrt_tensor *dst, const vkrt_tensor *gate, cons
   return s != VKRT_OK ? s : vkrt_swiglu_record(dev, cmd, v);
 }
 
-vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
+static vkrt_status matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x,
+                          bool accumulate) {
   const vkrt_tensor *all[] = {dst, w, x};
   struct vkrt_device *dev = device_of(all, 3);
   if (!dev)
@@ -135,8 +136,16 @@ vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const v
   if (!vkrt_ops_check_matmul(&lim, dst, w, x, v, why, sizeof(why)))
     return invalid(dev, why);
   if (!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL))
-    return vkrt_matmul_record(dev, VK_NULL_HANDLE, v);
+    return vkrt_matmul_record(dev, VK_NULL_HANDLE, v, accumulate);
   VkCommandBuffer cmd;
   vkrt_status s = begin(dev, &cmd);
-  return s != VKRT_OK ? s : vkrt_matmul_record(dev, cmd, v);
+  return s != VKRT_OK ? s : vkrt_matmul_record(dev, cmd, v, accumulate);
+}
+
+vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
+  return matmul(dst, w, x, false);
+}
+
+vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
+  return matmul(dst, w, x, true);
 }

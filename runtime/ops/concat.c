@@ -143,12 +143,42 @@ vkrt_status vkrt_concat_record_fast(struct vkrt_device *dev, VkCommandBuffer cmd
   return s;
 }
 
+static bool stored_transposed(const struct vkrt_ops_view *v) {
+  return v->ne[0] > 1 && v->ne[1] > 1 && v->stride[1] == 1 && v->stride[0] != 1;
+}
+
+/* Any other concat with a source stored transposed (both sources, or dims 1..3): one copy
+ * per source into its part of dst, each choosing its kernel from its layout (the tiled
+ * transpose for a transposed source where the device prefers it, 16-byte rows for a
+ * dense one). UNAVAILABLE when not eligible. */
+static vkrt_status record_split(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                const struct vkrt_ops_view views[3], int dim) {
+  const struct vkrt_ops_view *dst = &views[0], *a = &views[1], *b = &views[2];
+  if (!dev->ops->copy_transposed_tiled || (!stored_transposed(a) && !stored_transposed(b)) ||
+      dst->stride[0] != 1)
+    return VKRT_ERROR_UNAVAILABLE;
+  struct vkrt_ops_view da = *dst, db = *dst;
+  da.ne[dim] = a->ne[dim];
+  db.ne[dim] = b->ne[dim];
+  db.offset = dst->offset + a->ne[dim] * dst->stride[dim];
+  da.elements = a->elements;
+  db.elements = b->elements;
+  da.contiguous = db.contiguous = false;
+  vkrt_status s = vkrt_copy_record(dev, cmd, &da, a);
+  return s == VKRT_OK ? vkrt_copy_record(dev, cmd, &db, b) : s;
+}
+
 vkrt_status vkrt_concat_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view views[3], int dim) {
   if (IS_ENABLED(CONFIG_VKRT_CONCAT_TRANSPOSED_FAST_PATH) && !dev->ops->force_concat_generic) {
     vkrt_status s = vkrt_concat_record_fast(dev, cmd, views, dim);
     if (s == VKRT_OK)
       dev->ops->concat_fast_count++;
+    if (s != VKRT_ERROR_UNAVAILABLE)
+      return s;
+    s = record_split(dev, cmd, views, dim);
+    if (s == VKRT_OK)
+      dev->ops->concat_split_count++;
     if (s != VKRT_ERROR_UNAVAILABLE)
       return s;
   }

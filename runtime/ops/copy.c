@@ -82,6 +82,18 @@ static const enum vkrt_ops_kernel copy_kernels[2][2] = {
   [VKRT_TYPE_F16] = {[VKRT_TYPE_F32] = VKRT_OPS_COPY_F16_F32, [VKRT_TYPE_F16] = VKRT_OPS_COPY_F16_F16},
 };
 
+/* A transposed view: the destination's innermost dim is strided in the source while the
+ * source is dense along dim 1. The same copy is a transpose of the source seen with dims
+ * 0 and 1 swapped (dense along its dim 0), which the tiled kernel does coalesced. */
+static bool transposed_view(struct vkrt_device *dev, const struct vkrt_ops_view *dst,
+                            const struct vkrt_ops_view *src) {
+  if (!dev->ops->copy_transposed_tiled || dst->type != src->type || dst->stride[0] != 1 ||
+      src->stride[0] == 1 || src->stride[1] != 1 || dst->ne[0] < 2 || dst->ne[1] < 2)
+    return false;
+  return vkrt_ops_kernel_usable(dev, src->type == VKRT_TYPE_F16 ? VKRT_OPS_TRANSPOSE_F16
+                                                                : VKRT_OPS_TRANSPOSE_F32);
+}
+
 vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                              const struct vkrt_ops_view *dst, const struct vkrt_ops_view *src) {
   bool same_dense = dst->type == src->type && dst->contiguous && src->contiguous;
@@ -90,6 +102,14 @@ vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   if (same_dense)
     return vkrt_ops_copy_bytes(dev, cmd, dst->buffer->handle, dst->lo, src->buffer->handle,
                                src->lo, dst->hi - dst->lo, -1);
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE) && transposed_view(dev, dst, src)) {
+    struct vkrt_ops_view swapped = *src;
+    swapped.ne[0] = src->ne[1], swapped.ne[1] = src->ne[0];
+    swapped.stride[0] = src->stride[1], swapped.stride[1] = src->stride[0];
+    swapped.contiguous = false;
+    dev->ops->copy_tiled_count++;
+    return vkrt_transpose_record(dev, cmd, dst, &swapped);
+  }
   if (dst->ne[0] >= ROWS_MIN_NE0) {
     struct vkrt_ops_view su, du;
     if (dst->type == src->type && as_units16(src, &su) && as_units16(dst, &du) &&

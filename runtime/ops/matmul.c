@@ -1,16 +1,20 @@
-/* vkrt_op_matmul (ggml mul_mat): the matrix-vector kernel for M == 1 (decode), the tiled
- * kernel otherwise or when the matrix-vector kernel cannot take the layout. */
+/* vkrt_op_matmul (ggml mul_mat): the matrix-vector kernel for M <= 8 (decode and small
+ * batches), the tiled kernel otherwise or when the matrix-vector kernel cannot take the
+ * layout. The kernels are chosen by weight type from the tables below: a new weight type
+ * adds a row (its kernel slots and record functions), nothing else. */
 #include "ops/ops.h"
 #include "vkrt_kernels/registry.h"
 
 struct matvec_push {
-  uint32_t K, N;
+  uint32_t K, N, M;
   uint32_t k_vec;
   uint32_t w_row;
   uint32_t w_offset, x_offset, d_offset;
-  uint32_t w_stride2, w_stride3, x_stride2, x_stride3;
-  uint32_t d_stride0, d_stride2, d_stride3;
+  uint32_t w_stride2, w_stride3, x_stride2, x_stride3, x_col;
+  uint32_t d_stride0, d_stride1, d_stride2, d_stride3;
   uint32_t ne2, r2, r3;
+  uint32_t nblocks, grid_x;
+  uint32_t accumulate;
   uint32_t base_x, base_y, base_z;
 };
 VKRT_KERNEL_MATVEC_F32_CHECK_PUSH(struct matvec_push);
@@ -22,11 +26,14 @@ struct matmul_push {
   uint32_t d_stride[4];
   uint32_t w_offset, x_offset, d_offset;
   uint32_t ne2, r2, r3;
+  uint32_t accumulate;
   uint32_t base_x, base_y, base_z;
 };
 VKRT_KERNEL_MATMUL_F32_CHECK_PUSH(struct matmul_push);
 
-#define MATVEC_ROWS 4 /* ROWS in matvec.comp */
+#define MATVEC_MAX_M 8    /* M up to this takes the matrix-vector kernel */
+#define MATVEC_MAX_COLS 4 /* NCOLS of one dispatch (1, 2 or 4); more columns: more dispatches
+                           * (H200: NCOLS 8 spilled, 4x4096x14336 f16 at 0.25 TB/s) */
 #define TILE_N 64     /* BN, BM in matmul.comp */
 #define TILE_M 64
 
@@ -54,19 +61,31 @@ static bool matvec_fits(const struct vkrt_ops_view *w, const struct vkrt_ops_vie
     return false;
   }
   if (((uint64_t)x->stride[2] * 4) % 16 || ((uint64_t)x->stride[3] * 4) % 16 ||
-      ((uint64_t)x->offset * 4) % 16) {
+      ((uint64_t)x->offset * 4) % 16 || (x->ne[1] > 1 && ((uint64_t)x->stride[1] * 4) % 16)) {
     *why = "x not 16-byte aligned";
     return false;
   }
   return true;
 }
 
+static uint32_t pow2_at_least(uint32_t m) {
+  uint32_t c = 1;
+  while (c < m)
+    c *= 2;
+  return c;
+}
+
+/* f16 and f32 weights: kernels/matvec.comp specialized with the device's configuration
+ * (dev->ops->matvec[type]) and NCOLS = M rounded up to a power of two. */
 static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                 const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
-                                 const struct vkrt_ops_view *x) {
-  bool f16 = w->type == VKRT_TYPE_F16;
+                                 enum vkrt_ops_kernel kernel, const struct vkrt_ops_view *d,
+                                 const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
+                                 bool accumulate) {
+  const struct vkrt_matvec_config *cfg = &dev->ops->matvec[w->type];
+  uint32_t cols = VKRT_MIN(pow2_at_least(x->ne[1]), MATVEC_MAX_COLS);
+  uint32_t spec[VKRT_OPS_MAX_SPEC] = {cfg->wg, cfg->rows, cols, cfg->unroll};
   const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(dev, f16 ? VKRT_OPS_MATVEC_F16 : VKRT_OPS_MATVEC_F32, &p);
+  vkrt_status s = vkrt_ops_pipeline_spec(dev, kernel, spec, &p);
   if (s != VKRT_OK)
     return s;
   struct vkrt_ops_binding b[5] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
@@ -75,12 +94,14 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
   s = vkrt_ops_bind(dev, cmd, p, b, 5);
   if (s != VKRT_OK)
     return s;
-  uint32_t vec = f16 ? 8 : 4;           /* elements per 16 bytes */
-  uint32_t per16 = 16 / w->type_size;   /* same, as the stride divisor */
+  uint32_t per16 = 16 / w->type_size; /* elements of w per 16 bytes */
+  uint32_t nblocks = (w->ne[1] + cfg->rows - 1) / cfg->rows;
+  uint32_t grid = (nblocks + cfg->blocks - 1) / cfg->blocks;
   struct matvec_push push = {
       .K = w->ne[0],
       .N = w->ne[1],
-      .k_vec = w->ne[0] / vec,
+      .M = x->ne[1],
+      .k_vec = w->ne[0] / per16,
       .w_row = w->stride[1] / per16,
       .w_offset = w->offset / per16,
       .x_offset = x->offset / 4,
@@ -89,21 +110,32 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
       .w_stride3 = w->stride[3] / per16,
       .x_stride2 = x->stride[2] / 4,
       .x_stride3 = x->stride[3] / 4,
+      .x_col = x->stride[1] / 4,
       .d_stride0 = d->stride[0],
+      .d_stride1 = d->stride[1],
       .d_stride2 = d->stride[2],
       .d_stride3 = d->stride[3],
       .ne2 = d->ne[2],
       .r2 = x->ne[2] / w->ne[2],
       .r3 = x->ne[3] / w->ne[3],
+      .nblocks = nblocks,
+      .grid_x = grid,
+      .accumulate = accumulate,
   };
-  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (w->ne[1] + MATVEC_ROWS - 1) / MATVEC_ROWS, 1,
-                       (uint64_t)d->ne[2] * d->ne[3]);
+  /* columns in groups of `cols`: each dispatch reads w once for its group */
+  uint32_t x_offset = push.x_offset, d_offset = push.d_offset;
+  for (uint32_t c0 = 0; c0 < x->ne[1]; c0 += cols) {
+    push.M = VKRT_MIN(cols, x->ne[1] - c0);
+    push.x_offset = x_offset + c0 * push.x_col;
+    push.d_offset = d_offset + c0 * push.d_stride1;
+    vkrt_ops_dispatch_3d(dev, cmd, p, &push, grid, 1, (uint64_t)d->ne[2] * d->ne[3]);
+  }
   return VKRT_OK;
 }
 
 static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
                                 const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
-                                const struct vkrt_ops_view *x) {
+                                const struct vkrt_ops_view *x, bool accumulate) {
   bool f16 = w->type == VKRT_TYPE_F16;
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline(dev, f16 ? VKRT_OPS_MATMUL_F16 : VKRT_OPS_MATMUL_F32, &p);
@@ -124,6 +156,7 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
       .ne2 = d->ne[2],
       .r2 = x->ne[2] / w->ne[2],
       .r3 = x->ne[3] / w->ne[3],
+      .accumulate = accumulate,
   };
   for (int i = 0; i < 4; i++) {
     push.w_stride[i] = w->stride[i];
@@ -135,21 +168,54 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
   return VKRT_OK;
 }
 
+/* accumulate: dst += w x (vkrt_op_matmul_add); a kernel without it returns UNSUPPORTED. */
+typedef vkrt_status (*matmul_record_fn)(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                        enum vkrt_ops_kernel kernel,
+                                        const struct vkrt_ops_view *d,
+                                        const struct vkrt_ops_view *w,
+                                        const struct vkrt_ops_view *x, bool accumulate);
+
+static vkrt_status record_tiled_kernel(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                       enum vkrt_ops_kernel kernel,
+                                       const struct vkrt_ops_view *d,
+                                       const struct vkrt_ops_view *w,
+                                       const struct vkrt_ops_view *x, bool accumulate) {
+  (void)kernel; /* record_tiled picks f16/f32 itself */
+  return record_tiled(dev, cmd, d, w, x, accumulate);
+}
+
+/* Kernels per weight type. matvec: M <= MATVEC_MAX_M with the layout matvec_fits accepts;
+ * tiled: everything else (NULL: that type has no tiled kernel). */
+static const struct matmul_kind {
+  enum vkrt_ops_kernel matvec_kernel;
+  matmul_record_fn matvec;
+  enum vkrt_ops_kernel tiled_kernel;
+  matmul_record_fn tiled;
+} matmul_kinds[VKRT_TYPE_COUNT] = {
+  [VKRT_TYPE_F32] = {VKRT_OPS_MATVEC_F32, record_matvec, VKRT_OPS_MATMUL_F32, record_tiled_kernel},
+  [VKRT_TYPE_F16] = {VKRT_OPS_MATVEC_F16, record_matvec, VKRT_OPS_MATMUL_F16, record_tiled_kernel},
+};
+
 vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                               const struct vkrt_ops_view views[3]) {
-  if (views[1].block > 1) /* quantized weights: quant.c */
+                               const struct vkrt_ops_view views[3], bool accumulate) {
+  if (views[1].block > 1) { /* quantized weights: quant.c */
+    if (accumulate)
+      return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+                        "vkrt_op_matmul_add: %s weights take vkrt_op_matmul only",
+                        vkrt_type_str(views[1].type));
     return vkrt_quant_matmul_record(dev, cmd, views);
+  }
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
   struct vkrt_ops_view w = views[1];
+  const struct matmul_kind *kind = &matmul_kinds[w.type];
   if (w.type == VKRT_TYPE_F16 && !widen_to_words(&w))
     return vkrt_error(&dev->app->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "vkrt_op_matmul: f16 w ends 2 bytes short of a 4-byte word at the end of "
                       "its buffer; the kernels read halves in pairs (pad the buffer by 2 bytes)");
   int force = dev->ops->force_matmul_kernel;
-  const char *why = "M > 1";
-  bool matvec = x->ne[1] == 1 && matvec_fits(&w, x, &why);
-  enum vkrt_ops_kernel mv = w.type == VKRT_TYPE_F16 ? VKRT_OPS_MATVEC_F16 : VKRT_OPS_MATVEC_F32;
-  if (matvec && !vkrt_ops_kernel_usable(dev, mv)) {
+  const char *why = "M > 8";
+  bool matvec = x->ne[1] <= MATVEC_MAX_M && matvec_fits(&w, x, &why);
+  if (matvec && (!kind->matvec || !vkrt_ops_kernel_usable(dev, kind->matvec_kernel))) {
     matvec = false;
     why = "matrix-vector kernel unusable on this device";
   }
@@ -158,8 +224,12 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                       "vkrt_op_matmul: matrix-vector kernel forced but not possible: %s", why);
   if (matvec && force != 2) {
     dev->ops->matvec_count++;
-    return record_matvec(dev, cmd, d, &w, x);
+    return kind->matvec(dev, cmd, kind->matvec_kernel, d, &w, x, accumulate);
   }
+  if (!kind->tiled)
+    return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
+                      "vkrt_op_matmul: no tiled kernel for this weight type, and the "
+                      "matrix-vector kernel cannot take it: %s", why);
   dev->ops->matmul_tiled_count++;
-  return record_tiled(dev, cmd, d, &w, x);
+  return kind->tiled(dev, cmd, kind->tiled_kernel, d, &w, x, accumulate);
 }

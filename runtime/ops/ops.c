@@ -88,6 +88,7 @@ void vkrt_ops_close(struct vkrt_device *dev) {
   const VkAllocationCallbacks *ac = &dev->app->vk_allocator;
   for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
     destroy_pipeline(dev, &ops->pipe[k]);
+  vkrt_ops_drop_variants(dev);
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++)
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
@@ -140,6 +141,48 @@ static enum vkrt_ops_copy_path choose_copy_path(const struct vkrt_device *dev) {
                                                                   : VKRT_OPS_COPY_PATH_TRANSFER;
 }
 
+/* Matrix-vector shape per device and weight type (kernels/matvec.comp), from the variant
+ * sweep of vkrt-bench cases --variants over tools/bench/cases/decode.txt:
+ * - NVIDIA (H200, 2026-12-02, 27 variants x 33 shapes): f16 128 invocations x 2 rows x 2
+ *   chunks in flight (mean 0.98 of the previous 256/2/2 over the M = 1 shapes, 0.88 for
+ *   M = 2..8; q/o 4096^2 10.4 vs 12.1 us); f32 256 x 1 row x 4 chunks (0.99).
+ * - other GPUs: not measured; the same shape as NVIDIA f16 would be a guess, so the middle
+ *   of the sweep (256 x 2 x 2).
+ * - CPU devices (lavapipe) run a workgroup as one thread's SIMD loop, where narrow
+ *   workgroups with more rows reuse each x chunk best. */
+static struct vkrt_matvec_config choose_matvec(const struct vkrt_device *dev, vkrt_type type) {
+  if (dev->caps.is_cpu)
+    return (struct vkrt_matvec_config){.wg = 64, .rows = 4, .unroll = 1, .blocks = 1};
+  if (dev->caps.vendor_id == 0x10de)
+    return type == VKRT_TYPE_F16
+               ? (struct vkrt_matvec_config){.wg = 128, .rows = 2, .unroll = 2, .blocks = 1}
+               : (struct vkrt_matvec_config){.wg = 256, .rows = 1, .unroll = 4, .blocks = 1};
+  return (struct vkrt_matvec_config){.wg = 256, .rows = 2, .unroll = 2, .blocks = 1};
+}
+
+/* Transposed views: the tiled transpose reads and writes coalesced, which pays on GPUs
+ * (H200, turn 2: per-element copy of a transposed 4096^2 f32 view 130 us, the peer's tiled
+ * path 41.7 us); on CPU devices (lavapipe) the per-element kernel is the faster one. */
+static bool choose_transposed_tiled(const struct vkrt_device *dev) {
+  return !dev->caps.is_cpu && kernel_in_build(VKRT_OPS_TRANSPOSE_F32);
+}
+
+bool vkrt_ops_transposed_copy_tiled(const struct vkrt_device *dev) {
+  return dev->ops ? dev->ops->copy_transposed_tiled : choose_transposed_tiled(dev);
+}
+
+const char *vkrt_ops_transposed_copy_reason(const struct vkrt_device *dev) {
+  if (!kernel_in_build(VKRT_OPS_TRANSPOSE_F32))
+    return "transpose kernel not in this build (CONFIG_VKRT_KERNEL_TRANSPOSE=n)";
+  if (dev->caps.is_cpu)
+    return "CPU device (lavapipe): the per-element copy beats the shared-memory tiles";
+  return "GPU: coalesced reads and writes through shared-memory tiles";
+}
+
+struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t) {
+  return dev->ops ? dev->ops->matvec[t] : choose_matvec(dev, t);
+}
+
 vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   if (dev->ops)
     return VKRT_OK;
@@ -166,6 +209,9 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
       if (!strcmp(vkrt_kernel_registry[i]->name, kernel_info[k].name))
         ops->desc[k] = vkrt_kernel_registry[i];
   ops->copy_path = choose_copy_path(dev);
+  ops->copy_transposed_tiled = choose_transposed_tiled(dev);
+  for (int t = 0; t < VKRT_TYPE_COUNT; t++)
+    ops->matvec[t] = choose_matvec(dev, (vkrt_type)t);
   dev->ops = ops;
   if (!ops->push_descriptor) {
     vkrt_status s = create_pools(dev, ops);
@@ -178,7 +224,8 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
 }
 
 static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
-                                   enum vkrt_ops_kernel k, struct vkrt_ops_pipeline *p) {
+                                   enum vkrt_ops_kernel k, const uint32_t *spec,
+                                   struct vkrt_ops_pipeline *p) {
   const struct vkrt_kernel_desc *d = ops->desc[k];
   const VkAllocationCallbacks *ac = &dev->app->vk_allocator;
   VkDescriptorSetLayoutBinding bindings[VKRT_OPS_MAX_BINDINGS];
@@ -214,12 +261,18 @@ static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_stat
   r = dev->vk.vkCreateShaderModule(dev->handle, &sm, ac, &module);
   if (r != VK_SUCCESS)
     return vkrt_vk_error(dev, r, "vkCreateShaderModule");
+  /* Variants: constant_id i = spec[i] (0 is the workgroup size by convention). */
+  VkSpecializationMapEntry entries[VKRT_OPS_MAX_SPEC];
+  for (uint32_t i = 0; i < VKRT_OPS_MAX_SPEC; i++)
+    entries[i] = (VkSpecializationMapEntry){i, i * (uint32_t)sizeof(uint32_t), sizeof(uint32_t)};
+  VkSpecializationInfo si = {VKRT_OPS_MAX_SPEC, entries, VKRT_OPS_MAX_SPEC * sizeof(uint32_t), spec};
   VkComputePipelineCreateInfo ci = {
       .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                 .module = module,
-                .pName = "main"},
+                .pName = "main",
+                .pSpecializationInfo = spec ? &si : NULL},
       .layout = p->layout};
   r = dev->vk.vkCreateComputePipelines(dev->handle, VK_NULL_HANDLE, 1, &ci, ac, &p->pipeline);
   dev->vk.vkDestroyShaderModule(dev->handle, module, ac);
@@ -229,6 +282,8 @@ static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_stat
   p->push_size = d->push_size;
   for (int i = 0; i < 3; i++)
     p->local_size[i] = d->local_size[i];
+  if (spec)
+    p->local_size[0] = spec[0];
   return VKRT_OK;
 }
 
@@ -261,7 +316,7 @@ vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
   pthread_mutex_lock(&ops->lock);
   vkrt_status s = VKRT_OK;
   if (!atomic_load_explicit(&p->ready, memory_order_relaxed)) {
-    s = create_pipeline(dev, ops, k, p);
+    s = create_pipeline(dev, ops, k, NULL, p);
     if (s == VKRT_OK)
       atomic_store_explicit(&p->ready, true, memory_order_release);
     else
@@ -279,6 +334,60 @@ bool vkrt_ops_kernel_usable(struct vkrt_device *dev, enum vkrt_ops_kernel k) {
     return false;
   return (!kernel_info[k].needs_16bit_storage || ops->storage_16bit) &&
          (!kernel_info[k].needs_subgroup_arithmetic || ops->subgroup_arithmetic);
+}
+
+vkrt_status vkrt_ops_pipeline_spec(struct vkrt_device *dev, enum vkrt_ops_kernel k,
+                                   const uint32_t spec[VKRT_OPS_MAX_SPEC],
+                                   const struct vkrt_ops_pipeline **out) {
+  *out = NULL;
+  const struct vkrt_ops_pipeline *base;
+  vkrt_status s = vkrt_ops_pipeline(dev, k, &base); /* availability checks, the layouts */
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_ops_state *ops = dev->ops;
+  uint32_t n = atomic_load_explicit(&ops->variant_count, memory_order_acquire);
+  for (uint32_t i = 0; i < n; i++)
+    if (ops->variant[i].kernel == k && !memcmp(ops->variant[i].spec, spec, sizeof(ops->variant[i].spec))) {
+      *out = &ops->variant[i].p;
+      return VKRT_OK;
+    }
+  pthread_mutex_lock(&ops->lock);
+  n = atomic_load_explicit(&ops->variant_count, memory_order_relaxed);
+  for (uint32_t i = 0; i < n && !*out; i++)
+    if (ops->variant[i].kernel == k && !memcmp(ops->variant[i].spec, spec, sizeof(ops->variant[i].spec)))
+      *out = &ops->variant[i].p;
+  if (!*out && n == VKRT_OPS_MAX_VARIANTS) {
+    s = vkrt_error(&dev->app->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
+                   "dev%u: more than %d specialized pipelines (kernel %s)", dev->index,
+                   VKRT_OPS_MAX_VARIANTS, kernel_info[k].name);
+  } else if (!*out) {
+    struct vkrt_ops_variant *v = &ops->variant[n];
+    memset(v, 0, sizeof(*v));
+    v->kernel = k;
+    memcpy(v->spec, spec, sizeof(v->spec));
+    s = create_pipeline(dev, ops, k, spec, &v->p);
+    if (s == VKRT_OK) {
+      atomic_store_explicit(&v->p.ready, true, memory_order_relaxed);
+      atomic_store_explicit(&ops->variant_count, n + 1, memory_order_release);
+      *out = &v->p;
+    } else {
+      destroy_pipeline(dev, &v->p);
+    }
+  }
+  pthread_mutex_unlock(&ops->lock);
+  return s;
+}
+
+void vkrt_ops_drop_variants(struct vkrt_device *dev) {
+  struct vkrt_ops_state *ops = dev ? dev->ops : NULL;
+  if (!ops)
+    return;
+  pthread_mutex_lock(&ops->lock);
+  uint32_t n = atomic_load(&ops->variant_count);
+  for (uint32_t i = 0; i < n; i++)
+    destroy_pipeline(dev, &ops->variant[i].p);
+  atomic_store(&ops->variant_count, 0);
+  pthread_mutex_unlock(&ops->lock);
 }
 
 struct vkrt_ops_limits vkrt_ops_device_limits(struct vkrt_device *dev) {
@@ -489,6 +598,9 @@ void vkrt_ops_test_limits(struct vkrt_device *dev, uint32_t max_group_count,
     pthread_mutex_lock(&ops->lock);
     for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
       destroy_pipeline(dev, &ops->pipe[k]);
+    for (uint32_t i = 0; i < ops->variant_count; i++)
+      destroy_pipeline(dev, &ops->variant[i].p);
+    atomic_store(&ops->variant_count, 0);
     ops->push_descriptor = want_push;
     pthread_mutex_unlock(&ops->lock);
     if (!want_push)

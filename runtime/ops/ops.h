@@ -66,6 +66,8 @@ enum vkrt_ops_copy_path {
 };
 
 #define VKRT_OPS_MAX_BINDINGS 9
+#define VKRT_OPS_MAX_SPEC 4      /* specialization constants 0..3 of a pipeline variant */
+#define VKRT_OPS_MAX_VARIANTS 96 /* specialized pipelines per device */
 #define VKRT_OPS_POOL_SETS 256 /* descriptor sets per stream slot without push descriptors */
 
 struct vkrt_ops_pipeline {
@@ -78,6 +80,22 @@ struct vkrt_ops_pipeline {
   uint32_t local_size[3];
 };
 
+/* A pipeline of one kernel specialized with constant_id 0..3 = spec[0..3]. */
+struct vkrt_ops_variant {
+  enum vkrt_ops_kernel kernel;
+  uint32_t spec[VKRT_OPS_MAX_SPEC];
+  struct vkrt_ops_pipeline p;
+};
+
+/* Matrix-vector shape of kernels/matvec.comp (specialization constants), chosen per device
+ * and weight type at open (vkrt-bench cases --variants measures the alternatives). */
+struct vkrt_matvec_config {
+  uint32_t wg;       /* invocations per workgroup (splits K) */
+  uint32_t rows;     /* rows of w per workgroup block */
+  uint32_t unroll;   /* 16-byte chunks per row loaded before use */
+  uint32_t blocks;   /* row blocks per workgroup (grid = blocks of N / this) */
+};
+
 struct vkrt_ops_state {
   struct vkrt_device *dev;
   struct vkrt_ops_limits limits;
@@ -87,6 +105,7 @@ struct vkrt_ops_state {
   bool subgroup_arithmetic;       /* compute-stage subgroupAdd (matvec) */
   bool storage_16bit;             /* storageBuffer16BitAccess (f16 copy/transpose/...) */
   enum vkrt_ops_copy_path copy_path;
+  bool copy_transposed_tiled;     /* transposed-view copies take the tiled transpose */
   pthread_mutex_t lock;           /* lazy pipeline creation */
   const struct vkrt_kernel_desc *desc[VKRT_OPS_KERNEL_COUNT]; /* NULL: compiled out */
   struct vkrt_ops_pipeline pipe[VKRT_OPS_KERNEL_COUNT];
@@ -101,12 +120,16 @@ struct vkrt_ops_state {
   int transpose_variant;          /* f32: 0 = default, 1 = plain tile order, 2 = pairs */
   /* which paths ran (tests assert them, the bench reports them) */
   uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
-  uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count;
+  uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count, copy_tiled_count;
+  uint64_t concat_split_count;     /* concat as one copy per source (transposed sources) */
   bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
   /* quantized weights (quant.c): 0 = choose, 1 + i = variant i of vkrt_quant_variant_names */
   int quant_variant;
   uint64_t quant_matvec_count, dequant_count;
   uint64_t quant_kind_count[3]; /* matrix-vector calls per read pattern: words, vec16, lanew */
+  struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT]; /* per weight type */
+  struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
+  atomic_uint variant_count;
 };
 
 /* One storage-buffer binding. */
@@ -127,6 +150,14 @@ static inline struct vkrt_ops_state *vkrt_ops(struct vkrt_device *dev) { return 
  * when the device lacks a feature the kernel needs (16-bit storage, subgroup arithmetic). */
 vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
                               const struct vkrt_ops_pipeline **out);
+
+/* Pipeline of kernel k specialized with constant_id i = spec[i], created at first use and
+ * kept until close (same availability rules as vkrt_ops_pipeline). */
+vkrt_status vkrt_ops_pipeline_spec(struct vkrt_device *dev, enum vkrt_ops_kernel k,
+                                   const uint32_t spec[VKRT_OPS_MAX_SPEC],
+                                   const struct vkrt_ops_pipeline **out);
+/* Destroys every specialized pipeline (benches sweeping variants; device idle). */
+void vkrt_ops_drop_variants(struct vkrt_device *dev);
 
 /* True when kernel k is in this build and the device has what it needs (no error set):
  * lets optional paths (the concat fast path) fall back quietly. */
@@ -166,6 +197,12 @@ vkrt_status vkrt_ops_begin(struct vkrt_device *dev, VkCommandBuffer *cmd);
  * "vkCmdCopyBuffer", and why; for vkrt-probe and vkrt-bench (valid before the first op). */
 const char *vkrt_ops_copy_path(const struct vkrt_device *dev);
 const char *vkrt_ops_copy_path_reason(const struct vkrt_device *dev);
+/* Copies of a transposed view (vkrt_op_copy whose innermost destination dim is dim 1 of
+ * the source, dense there): "tiled transpose" or "strided copy kernel", and why. */
+bool vkrt_ops_transposed_copy_tiled(const struct vkrt_device *dev);
+const char *vkrt_ops_transposed_copy_reason(const struct vkrt_device *dev);
+/* The matrix-vector configuration of weight type t (valid before the first op). */
+struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t);
 
 /* Push constants of copy_vec4.comp (checked against the shader in copy.c). */
 struct copy_vec4_push {
@@ -245,11 +282,12 @@ static inline vkrt_status vkrt_add_record(struct vkrt_device *dev, VkCommandBuff
 
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)
 vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                               const struct vkrt_ops_view views[3]);
+                               const struct vkrt_ops_view views[3], bool accumulate);
 #else
 static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                             const struct vkrt_ops_view views[3]) {
-  (void)cmd, (void)views;
+                                             const struct vkrt_ops_view views[3],
+                                             bool accumulate) {
+  (void)cmd, (void)views, (void)accumulate;
   return vkrt_error(&dev->app->base, VKRT_ERROR_UNSUPPORTED,
                     "matmul kernel not in this build (CONFIG_VKRT_KERNEL_MATMUL=n)");
 }

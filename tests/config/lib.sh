@@ -10,6 +10,18 @@ else
   trap 'rm -rf "$SCRATCH"' EXIT
 fi
 KTOOL=(/usr/bin/python3 "$ROOT/tools/kconfig.py" --srcdir "$ROOT")
+# The config tests build many configurations of one tree: through ccache (Debian package
+# ccache, in configure's dependency list) a C file whose preprocessed text is the same in two
+# of them is compiled once. Paths are made relative to the build folder and the folder is not
+# hashed, so builds in different scratch folders (and runs, with a kept CCACHE_DIR) share.
+# Only build_config uses it: with CCACHE_BASEDIR the depfiles name headers by relative paths
+# that ninja cannot tie to the generated headers, so an incremental rebuild after a kernel's
+# header changes (push-mismatch.sh) would miss it; build_config's builds are one-shot (or, in
+# the matrix, follow a new config.h that configure writes before ninja starts).
+TEST_CC=${CC:-cc}
+if command -v ccache > /dev/null; then
+  TEST_CC="ccache $TEST_CC"
+fi
 
 # config_from <name> <defconfig-or-fragment-file>: writes $SCRATCH/<name>.config
 config_from() {
@@ -17,11 +29,15 @@ config_from() {
 }
 
 # build_config <name> [ninja targets...]: configure + build $SCRATCH/<name>.config in
-# $SCRATCH/build-<name>; output in $SCRATCH/<name>.log
+# $SCRATCH/build-<name>; output in $SCRATCH/<name>.log. With KERNELS_FROM=<build folder> the
+# SPIR-V kernels come from that folder instead of being compiled again.
 build_config() {
   local name=$1; shift
   local dir="$SCRATCH/build-$name"
-  (cd "$ROOT" && ./configure --config "$SCRATCH/$name.config" --builddir "$dir" && ninja -C "$dir" "$@") \
+  (cd "$ROOT" && export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1 &&
+   ./configure --cc "$TEST_CC" --config "$SCRATCH/$name.config" --builddir "$dir" \
+     ${KERNELS_FROM:+--kernels-from "$KERNELS_FROM"} &&
+   ninja -C "$dir" "$@") \
     > "$SCRATCH/$name.log" 2>&1
 }
 

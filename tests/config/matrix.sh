@@ -1,40 +1,53 @@
 #!/usr/bin/env bash
-# allyesconfig builds; allnoconfig builds or is refused clearly; 20 seeded randconfigs build
-# (or are refused with the "impossible configuration" message); unit tests run for a few.
+# Every configuration Kconfig can produce is buildable: allyesconfig, allnoconfig and 50 seeded
+# randconfigs (VKRT_RANDCONFIG_SEEDS) all configure, build and pass their unit tests; none may
+# be refused (the constraints are depends on / hidden helpers / choices, not configure checks).
+# Kept fast for CI: allyesconfig builds everything, including every kernel, once; each other
+# configuration builds libvkrt.a and the unit tests only, takes its SPIR-V kernels from the
+# allyes folder (configure --kernels-from) and reuses one build folder through ccache, so a
+# C file whose preprocessed text does not depend on the configuration is compiled once; -O1
+# (flow warnings such as maybe-uninitialized stay on) without debug info. The boards build at
+# the shipping -O2 -g in boards.sh.
 . "$(dirname "$0")/lib.sh"
-seeds=${VKRT_RANDCONFIG_SEEDS:-20}
+seeds=${VKRT_RANDCONFIG_SEEDS:-50}
+seed_list=${VKRT_RANDCONFIG_SEED_LIST:-$(seq 1 "$seeds")}  # e.g. '17 23' to re-check two seeds
+seeds=$(wc -w <<< "$seed_list")
+start=$SECONDS
+[ "$TEST_CC" = "${TEST_CC#ccache }" ] || ccache -z > /dev/null
 
 "${KTOOL[@]}" --config "$SCRATCH/allyes.config" allyesconfig >/dev/null
 build_config allyes || { tail -30 "$SCRATCH/allyes.log"; fail "allyesconfig does not build"; }
-echo "allyesconfig: builds"
+echo "allyesconfig: builds (everything, $((SECONDS - start)) s)"
+
+# check_one <name>: configure $SCRATCH/<name>.config into the reused folder, build the library
+# and the unit tests, run them.
+dir="$SCRATCH/build-matrix"
+check_one() {
+  local name=$1 units
+  export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1
+  if ! (cd "$ROOT" && ./configure --config "$SCRATCH/$name.config" --builddir "$dir" --cc "$TEST_CC" \
+          --kernels-from "$SCRATCH/build-allyes" --opt=-O1 --extra-cflags=-g0) > "$SCRATCH/$name.log" 2>&1; then
+    cat "$SCRATCH/$name.log"; fail "$name refused by configure ($SCRATCH/$name.config)"
+  fi
+  units=$(awk -v d="$dir" '$1 == "unit" {print d "/tests/unit/" $2}' "$dir/tests.list")
+  # shellcheck disable=SC2086
+  ninja -C "$dir" lib $units >> "$SCRATCH/$name.log" 2>&1 || {
+    tail -30 "$SCRATCH/$name.log"; fail "$name does not build ($SCRATCH/$name.config)"; }
+  VKRT_TEST_SYNC_PASS=0 VKRT_TEST_SCRIPTS=0 "$ROOT/tests/run" --builddir "$dir" --filter unit/ \
+    > "$SCRATCH/$name.unit.log" 2>&1 || {
+    tail -20 "$SCRATCH/$name.unit.log"; fail "unit tests fail for $name ($SCRATCH/$name.config)"; }
+  grep -q "^0 passed" "$SCRATCH/$name.unit.log" && fail "$name: no unit test ran"
+  return 0
+}
 
 "${KTOOL[@]}" --config "$SCRATCH/allno.config" allnoconfig >/dev/null
-if build_config allno; then
-  echo "allnoconfig: builds"
-else
-  grep -q "impossible configuration\|error:" "$SCRATCH/allno.log" || fail "allnoconfig failed without a clear message"
-  echo "allnoconfig: refused: $(grep -m1 'error' "$SCRATCH/allno.log")"
-fi
+check_one allno
+echo "allnoconfig: builds, $(tail -1 "$SCRATCH/allno.unit.log")"
 
-built=0 refused=0
-for seed in $(seq 1 "$seeds"); do
-  name=rand-$seed
-  "${KTOOL[@]}" --config "$SCRATCH/$name.config" randconfig --seed "$seed" >/dev/null
-  if (cd "$ROOT" && ./configure --config "$SCRATCH/$name.config" --builddir "$SCRATCH/build-$name") \
-       > "$SCRATCH/$name.log" 2>&1; then
-    ninja -C "$SCRATCH/build-$name" >> "$SCRATCH/$name.log" 2>&1 || {
-      tail -30 "$SCRATCH/$name.log"; fail "randconfig seed $seed does not build ($SCRATCH/$name.config)"; }
-    built=$((built + 1))
-    # The unit tests (no GPU) must pass in every configuration that builds.
-    if [ "$seed" -le 3 ]; then
-      "$ROOT/tests/run" --builddir "$SCRATCH/build-$name" --filter unit/ > "$SCRATCH/$name.unit.log" 2>&1 || {
-        tail -20 "$SCRATCH/$name.unit.log"; fail "unit tests fail for randconfig seed $seed"; }
-    fi
-  else
-    grep -q "impossible configuration" "$SCRATCH/$name.log" || {
-      cat "$SCRATCH/$name.log"; fail "randconfig seed $seed refused without a clear message"; }
-    refused=$((refused + 1))
-  fi
+for seed in $seed_list; do
+  "${KTOOL[@]}" --config "$SCRATCH/rand-$seed.config" randconfig --seed "$seed" >/dev/null
+  check_one "rand-$seed"
 done
-echo "randconfig: $built built, $refused refused clearly, of $seeds seeds"
-[ "$built" -ge $((seeds / 2)) ] || fail "too few randconfigs build ($built of $seeds)"
+hits=""
+[ "$TEST_CC" = "${TEST_CC#ccache }" ] || hits=", ccache: $(ccache -s 2>/dev/null | grep -m1 -iE '^ *hits' | tr -s ' ')"
+echo "randconfig: $seeds of $seeds seeds build and pass their unit tests, 0 refused ($((SECONDS - start)) s$hits)"

@@ -17,4 +17,8 @@ grep -q "VKRT_TRANSPORT_CPU_PROXYY" <<< "$out" || fail "configure message does n
 { cat "$ROOT/boards/sim-lavapipe-x2/defconfig"; echo "CONFIG_VKRT_DEVICE_UUIDS=\"00\""; } > "$frag"
 out=$("${KTOOL[@]}" --config "$SCRATCH/typo.config" defconfig "$frag" 2>&1) && fail "value that did not stick was accepted"
 grep -q "VKRT_DEVICE_UUIDS" <<< "$out" || fail "no message naming VKRT_DEVICE_UUIDS: $out"
-echo "typo: unknown symbol and unmet dependency both rejected by name"
+# A board fact is not a user setting: a defconfig that sets one is refused, saying so.
+{ cat "$ROOT/boards/sim-lavapipe-x2/defconfig"; echo "CONFIG_VKRT_DEVICE_COUNT=3"; } > "$frag"
+out=$("${KTOOL[@]}" --config "$SCRATCH/typo.config" defconfig "$frag" 2>&1) && fail "a board fact set in a defconfig was accepted"
+grep -q "VKRT_DEVICE_COUNT.*board fact" <<< "$out" || fail "no message naming the board fact: $out"
+echo "typo: unknown symbol, unmet dependency and a board fact all rejected by name"

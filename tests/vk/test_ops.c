@@ -576,8 +576,8 @@ static void test_add_paths_agree(void **state) {
 
 /* ---- matmul ----------------------------------------------------------------------------- */
 
-static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int64_t w2,
-                       int64_t b2, vkrt_type wt, uint64_t w_off, int force) {
+static void run_matmul_op(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int64_t w2,
+                          int64_t b2, vkrt_type wt, uint64_t w_off, int force, bool acc) {
   int64_t wne[4] = {K, N, w2, 1}, xne[4] = {K, M, b2, 1}, dne[4] = {N, M, b2, 1};
   vkrt_tensor w = mk(NULL, w_off, wt, wne, CONTIG);
   vkrt_tensor x = mk(NULL, 0, VKRT_TYPE_F32, xne, CONTIG);
@@ -588,6 +588,11 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
   fill(wb.map, wb.size, &w);
   fill(xb.map, xb.size, &x);
   vkt_poison(db.map, db.size);
+  /* vkrt_op_matmul_add: dst starts with values the result is added to */
+  for (int64_t i2 = 0; acc && i2 < b2; i2++)
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++)
+        put(db.map, &d, addr(&d, n, m, i2, 0), (float)((n * 7 + m * 3 + i2) % 17 - 8) / 8.0f);
   uint8_t *expect = malloc(db.size);
   memcpy(expect, db.map, db.size);
   double worst = 0;
@@ -601,19 +606,26 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
           sum += p;
           mag += fabs(p);
         }
-        put(expect, &d, addr(&d, n, m, i2, 0), (float)sum);
+        uint64_t da = addr(&d, n, m, i2, 0);
+        if (acc) {
+          sum += (double)get(db.map, &d, da);
+          mag += fabs((double)get(db.map, &d, da));
+        }
+        put(expect, &d, da, (float)sum);
         worst = fmax(worst, mag);
       }
   struct vkrt_ops_state *ops = app->devices[0].ops;
   ops->force_matmul_kernel = force;
   uint64_t matvec_before = ops->matvec_count;
-  vkrt_status s = vkrt_op_matmul(&d, &w, &x);
+  vkrt_status s = acc ? vkrt_op_matmul_add(&d, &w, &x) : vkrt_op_matmul(&d, &w, &x);
   ops->force_matmul_kernel = 0;
   /* the decode case takes the matrix-vector kernel whenever rows and x are 16-byte aligned */
   bool aligned = K > 1 && (w_off % 16) == 0 && ((uint64_t)K * vkrt_type_size(wt)) % 16 == 0;
-  if (force == 1 || (force == 0 && M == 1 && (aligned || N == 1) && K > 1 && w_off % 16 == 0))
+  /* ... and M <= 8 columns of x (each 16-byte aligned) take it too */
+  bool cols = M == 1 || (M <= 8 && aligned && ((uint64_t)K * 4) % 16 == 0);
+  if (force == 1 || (force == 0 && cols && (aligned || N == 1) && K > 1 && w_off % 16 == 0))
     assert_int_equal(ops->matvec_count - matvec_before, 1);
-  else if (force == 2 || M > 1)
+  else if (force == 2 || M > 8)
     assert_int_equal(ops->matvec_count - matvec_before, 0);
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
@@ -625,8 +637,8 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
         uint64_t a = addr(&d, n, m, i2, 0);
         float g = get(got, &d, a), e = get(expect, &d, a);
         if (!(fabs((double)g - (double)e) <= 2e-6 * worst * sqrt((double)K) + 1e-6))
-          fail_msg("matmul K %lld N %lld M %lld w %d force %d: [%lld,%lld,%lld] = %.9g, expected %.9g",
-                   (long long)K, (long long)N, (long long)M, wt, force, (long long)n,
+          fail_msg("matmul%s K %lld N %lld M %lld w %d force %d: [%lld,%lld,%lld] = %.9g, expected %.9g",
+                   acc ? "_add" : "", (long long)K, (long long)N, (long long)M, wt, force, (long long)n,
                    (long long)m, (long long)i2, g, e);
       }
   /* nothing else written */
@@ -641,6 +653,11 @@ static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int
   hb_free(&wb);
   hb_free(&xb);
   hb_free(&db);
+}
+
+static void run_matmul(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int64_t w2,
+                       int64_t b2, vkrt_type wt, uint64_t w_off, int force) {
+  run_matmul_op(app, K, N, M, w2, b2, wt, w_off, force, false);
 }
 
 static void test_matmul(void **state) {
@@ -661,6 +678,11 @@ static void test_matmul(void **state) {
     run_matmul(app, 31, 1, 3, 1, 1, t, 0, 0);
     run_matmul(app, 65, 130, 65, 2, 2, t, 2 * (uint64_t)t, 0);
     run_matmul(app, 256, 40, 1, 1, 1, t, 0, 2); /* M == 1 on the tiled kernel */
+    /* vkrt_op_matmul_add: matrix-vector (M 1 and 3, with a batch) and tiled */
+    run_matmul_op(app, 256, 40, 1, 1, 1, t, 0, 0, true);
+    run_matmul_op(app, 264, 17, 3, 2, 4, t, 0, 0, true);
+    run_matmul_op(app, 100, 70, 33, 1, 1, t, 0, 0, true);
+    run_matmul_op(app, 256, 40, 1, 1, 1, t, 0, 2, true);
   }
   vkt_close(app);
 }

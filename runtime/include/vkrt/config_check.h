@@ -1,5 +1,7 @@
-/* Combinations Kconfig cannot express. configure refuses them first with the same words;
- * this keeps a hand-edited config.h honest. */
+/* Guard that should never fire: Kconfig (depends on, hidden helpers, choices) lets no menu,
+ * randconfig, allyesconfig or allnoconfig reach these combinations, and configure refuses a
+ * hand-edited .config with the same words (tools/kconfig.py check_combinations). This keeps a
+ * hand-edited config.h honest. */
 #pragma once
 #include "vkrt/kconfig.h"
 
@@ -17,4 +19,7 @@
 #endif
 #if CONFIG_VKRT_DEVICE_COUNT < 1 || CONFIG_VKRT_DEVICE_COUNT > 8
 #error "CONFIG_VKRT_DEVICE_COUNT must be 1..8"
+#endif
+#if IS_ENABLED(CONFIG_VKRT_DEVICE_MATCH_ID) && IS_ENABLED(CONFIG_VKRT_DEVICE_MATCH_UUID)
+#error "a board matches its devices by id or by UUID, not both"
 #endif

@@ -314,6 +314,9 @@ vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, 
  * (matrix-vector) case; quantized w takes its matrix-vector kernels for M <= 8 and runs them
  * over groups of 8 columns of x beyond. */
 vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
+/* dst += w x, same shapes and rules as vkrt_op_matmul (dst is read, then written): the
+ * decode residual (x = x + W h) in one dispatch instead of a matmul and an add. */
+vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
 
 /* dst = silu(gate) * up element-wise, silu(g) = g / (1 + e^-g) (the SwiGLU gate of a llama-style
  * MLP); f32, dense tensors of one shape; dst may be gate or up exactly (in place). */

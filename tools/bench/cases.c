@@ -1,0 +1,973 @@
+/* vkrt-bench cases --test-file FILE: ggml `test-backend-ops --test-file` lines run on
+ * libvkrt, each verified against a CPU reference in the same run (#wrong, like
+ * nccl-tests) and timed the way test-backend-ops perf times them: many back-to-back ops
+ * in one submission between two GPU timestamps (wall clock where the device has none).
+ *
+ * Line format (whitespace separated, one case per line; '#' comments and blank lines are
+ * skipped):  op type ne0 ne1 ne2 ne3 nparams params... nsrc [srctype ne0..3 nb0..3]... name
+ * op is the ggml_op number (DUP 1, CONCAT 22, MUL_MAT 29, CPY 34, CONT 35, TRANSPOSE 39) or
+ * its name; types are ggml_type numbers (0 f32, 1 f16) or names; nb 0 0 0 0 = contiguous;
+ * name may be '-' or absent. A bad line (unknown op, unsupported type, truncated, negative
+ * ne, strides past a 2^31-element view, non-numeric field) is reported and skipped. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "device/device.h"
+#include "ops/ops.h"
+
+#define CASE_MAX_SRC 3
+#define CASE_MAX_PARAMS 16
+#define CASE_MAX_TOKENS 64
+#define CASE_MAX_ELEMENTS (1ull << 31)
+
+enum case_op { CASE_DUP, CASE_CONT, CASE_CPY, CASE_TRANSPOSE, CASE_CONCAT, CASE_MUL_MAT, CASE_OP_COUNT };
+
+/* ggml_op numbers of ggml d99724f2 (include/ggml.h enum ggml_op). */
+static const struct {
+  const char *name;
+  int ggml;
+  int nsrc;
+} case_ops[CASE_OP_COUNT] = {
+  [CASE_DUP] = {"DUP", 1, 1},           [CASE_CONT] = {"CONT", 35, 1},
+  [CASE_CPY] = {"CPY", 34, 2},          [CASE_TRANSPOSE] = {"TRANSPOSE", 39, 1},
+  [CASE_CONCAT] = {"CONCAT", 22, 2},    [CASE_MUL_MAT] = {"MUL_MAT", 29, 2},
+};
+
+/* ggml_type numbers this bench maps onto libvkrt types. */
+static const struct {
+  int ggml;
+  const char *name;
+  vkrt_type type;
+} case_types[] = {{0, "f32", VKRT_TYPE_F32}, {1, "f16", VKRT_TYPE_F16}};
+
+struct case_tensor {
+  vkrt_type type;
+  int64_t ne[4];
+  int64_t nb[4];      /* bytes */
+  uint64_t extent;    /* bytes from the first element to past the last one */
+};
+
+struct bench_case {
+  int line;
+  enum case_op op;
+  struct case_tensor dst; /* the result as the line describes it (CPY: src[1]'s view) */
+  int32_t params[CASE_MAX_PARAMS];
+  int nparams;
+  int nsrc;
+  struct case_tensor src[CASE_MAX_SRC];
+  char name[96];
+};
+
+/* ---- parsing (pure) ---------------------------------------------------------------------- */
+
+struct cursor {
+  char **tok;
+  int n, i;
+  char *err;
+  size_t err_size;
+};
+
+static bool next_i64(struct cursor *c, const char *what, int64_t *out) {
+  if (c->i >= c->n) {
+    snprintf(c->err, c->err_size, "truncated: the line ends before %s (field %d)", what, c->i + 1);
+    return false;
+  }
+  const char *t = c->tok[c->i];
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(t, &end, 10);
+  if (end == t || *end || errno) {
+    snprintf(c->err, c->err_size, "field %d (%s): '%.40s' is not a number", c->i + 1, what, t);
+    return false;
+  }
+  c->i++;
+  *out = v;
+  return true;
+}
+
+static bool parse_type(struct cursor *c, const char *what, vkrt_type *out) {
+  if (c->i >= c->n) {
+    snprintf(c->err, c->err_size, "truncated: the line ends before %s (field %d)", what, c->i + 1);
+    return false;
+  }
+  const char *t = c->tok[c->i];
+  for (size_t k = 0; k < sizeof(case_types) / sizeof(case_types[0]); k++)
+    if (!strcasecmp(t, case_types[k].name)) {
+      c->i++;
+      *out = case_types[k].type;
+      return true;
+    }
+  int64_t v;
+  if (!next_i64(c, what, &v))
+    return false;
+  for (size_t k = 0; k < sizeof(case_types) / sizeof(case_types[0]); k++)
+    if (v == case_types[k].ggml) {
+      *out = case_types[k].type;
+      return true;
+    }
+  snprintf(c->err, c->err_size, "%s: ggml type %lld is not supported (f32 = 0, f16 = 1)", what,
+           (long long)v);
+  return false;
+}
+
+/* Checks ne/nb of a tensor and fills the contiguous strides and the extent. */
+static bool check_tensor(struct case_tensor *t, const char *what, char *err, size_t err_size) {
+  uint64_t ts = vkrt_type_size(t->type), elements = 1;
+  bool contiguous = !t->nb[0] && !t->nb[1] && !t->nb[2] && !t->nb[3];
+  for (int i = 0; i < 4; i++) {
+    if (t->ne[i] < 1) {
+      snprintf(err, err_size, "%s: ne%d = %lld; sizes must be >= 1", what, i, (long long)t->ne[i]);
+      return false;
+    }
+    if (__builtin_mul_overflow(elements, (uint64_t)t->ne[i], &elements) || elements > CASE_MAX_ELEMENTS) {
+      snprintf(err, err_size, "%s: more than 2^31 elements", what);
+      return false;
+    }
+    if (!contiguous && (t->nb[i] < 0 || t->nb[i] % (int64_t)ts)) {
+      snprintf(err, err_size, "%s: nb%d = %lld is not a non-negative multiple of the element size %llu",
+               what, i, (long long)t->nb[i], (unsigned long long)ts);
+      return false;
+    }
+  }
+  if (contiguous) {
+    t->nb[0] = (int64_t)ts;
+    for (int i = 1; i < 4; i++)
+      t->nb[i] = t->nb[i - 1] * t->ne[i - 1];
+  }
+  uint64_t last = 0; /* element index of the last element */
+  for (int i = 0; i < 4; i++) {
+    uint64_t step;
+    if (__builtin_mul_overflow((uint64_t)(t->ne[i] - 1), (uint64_t)t->nb[i] / ts, &step) ||
+        __builtin_add_overflow(last, step, &last) || last >= CASE_MAX_ELEMENTS) {
+      snprintf(err, err_size, "%s: strides reach past a 2^31-element view", what);
+      return false;
+    }
+  }
+  t->extent = (last + 1) * ts;
+  return true;
+}
+
+static bool same_ne(const int64_t a[4], const int64_t b[4]) {
+  return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+/* Parses one line into *out; returns 1 on a case, 0 on a blank/comment line, -1 with err. */
+static int case_parse(char *line, int line_no, struct bench_case *out, char *err, size_t err_size) {
+  memset(out, 0, sizeof(*out));
+  out->line = line_no;
+  char *tok[CASE_MAX_TOKENS + 1];
+  int n = 0;
+  for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
+    if (n == 0 && t[0] == '#')
+      return 0;
+    if (n == CASE_MAX_TOKENS) {
+      snprintf(err, err_size, "more than %d fields", CASE_MAX_TOKENS);
+      return -1;
+    }
+    tok[n++] = t;
+  }
+  if (!n)
+    return 0;
+  struct cursor c = {tok, n, 0, err, err_size};
+  int64_t v;
+  /* op: number or name */
+  int op = -1;
+  for (int k = 0; k < CASE_OP_COUNT; k++)
+    if (!strcasecmp(tok[0], case_ops[k].name))
+      op = k;
+  if (op < 0) {
+    if (!next_i64(&c, "op", &v))
+      return -1;
+    for (int k = 0; k < CASE_OP_COUNT; k++)
+      if (v == case_ops[k].ggml)
+        op = k;
+    if (op < 0) {
+      snprintf(err, err_size, "unknown or unsupported op %lld (supported: DUP 1, CONCAT 22, "
+               "MUL_MAT 29, CPY 34, CONT 35, TRANSPOSE 39)", (long long)v);
+      return -1;
+    }
+  } else {
+    c.i++;
+  }
+  out->op = (enum case_op)op;
+  if (!parse_type(&c, "type", &out->dst.type))
+    return -1;
+  static const char *const ne_names[] = {"ne0", "ne1", "ne2", "ne3"};
+  static const char *const nb_names[] = {"nb0", "nb1", "nb2", "nb3"};
+  for (int i = 0; i < 4; i++)
+    if (!next_i64(&c, ne_names[i], &out->dst.ne[i]))
+      return -1;
+  if (!next_i64(&c, "nparams", &v))
+    return -1;
+  if (v < 0 || v > CASE_MAX_PARAMS) {
+    snprintf(err, err_size, "nparams = %lld; 0..%d", (long long)v, CASE_MAX_PARAMS);
+    return -1;
+  }
+  out->nparams = (int)v;
+  for (int i = 0; i < out->nparams; i++) {
+    if (!next_i64(&c, "op param", &v))
+      return -1;
+    if (v < INT32_MIN || v > INT32_MAX) {
+      snprintf(err, err_size, "op param %d = %lld is not a 32-bit integer", i, (long long)v);
+      return -1;
+    }
+    out->params[i] = (int32_t)v;
+  }
+  if (!next_i64(&c, "nsrc", &v))
+    return -1;
+  if (v != case_ops[op].nsrc) {
+    snprintf(err, err_size, "%s takes %d sources, the line has nsrc = %lld", case_ops[op].name,
+             case_ops[op].nsrc, (long long)v);
+    return -1;
+  }
+  out->nsrc = (int)v;
+  for (int s = 0; s < out->nsrc; s++) {
+    struct case_tensor *t = &out->src[s];
+    char what[32];
+    snprintf(what, sizeof(what), "src%d type", s);
+    if (!parse_type(&c, what, &t->type))
+      return -1;
+    for (int i = 0; i < 4; i++)
+      if (!next_i64(&c, ne_names[i], &t->ne[i]))
+        return -1;
+    for (int i = 0; i < 4; i++)
+      if (!next_i64(&c, nb_names[i], &t->nb[i]))
+        return -1;
+  }
+  if (c.i < n) {
+    const char *name = tok[c.i++];
+    snprintf(out->name, sizeof(out->name), "%s", strcmp(name, "-") ? name : "");
+  }
+  if (c.i < n) {
+    snprintf(err, err_size, "%d unexpected fields after the name", n - c.i);
+    return -1;
+  }
+  /* tensors */
+  if (!check_tensor(&out->dst, "result", err, err_size))
+    return -1;
+  for (int s = 0; s < out->nsrc; s++) {
+    char what[16];
+    snprintf(what, sizeof(what), "src%d", s);
+    if (!check_tensor(&out->src[s], what, err, err_size))
+      return -1;
+  }
+  /* per-op agreement */
+  const struct case_tensor *a = &out->src[0], *b = &out->src[1];
+  switch (out->op) {
+  case CASE_DUP:
+  case CASE_CONT:
+    if (!same_ne(a->ne, out->dst.ne)) {
+      snprintf(err, err_size, "%s: result ne differs from src0 ne (reshaping copies are not "
+               "supported)", case_ops[op].name);
+      return -1;
+    }
+    break;
+  case CASE_CPY:
+    if (!same_ne(a->ne, b->ne) || !same_ne(a->ne, out->dst.ne)) {
+      snprintf(err, err_size, "CPY: src0, src1 (the destination view) and the result must "
+               "have one shape");
+      return -1;
+    }
+    out->dst = *b; /* the result is src1's view */
+    break;
+  case CASE_TRANSPOSE: {
+    int64_t want[4] = {a->ne[1], a->ne[0], a->ne[2], a->ne[3]};
+    if (!same_ne(want, out->dst.ne) || a->type != out->dst.type) {
+      snprintf(err, err_size, "TRANSPOSE: the result must be src0 with ne0/ne1 swapped, same type");
+      return -1;
+    }
+    break;
+  }
+  case CASE_CONCAT:
+    if (out->nparams < 1 || out->params[0] < 0 || out->params[0] > 3) {
+      snprintf(err, err_size, "CONCAT: op param 0 (dim) must be 0..3");
+      return -1;
+    }
+    if (a->type != out->dst.type || b->type != out->dst.type) {
+      snprintf(err, err_size, "CONCAT: sources and result must have one type");
+      return -1;
+    }
+    break;
+  case CASE_MUL_MAT: {
+    int64_t want[4] = {a->ne[1], b->ne[1], b->ne[2], b->ne[3]};
+    if (b->type != VKRT_TYPE_F32 || out->dst.type != VKRT_TYPE_F32) {
+      snprintf(err, err_size, "MUL_MAT: src1 (x) and the result must be f32");
+      return -1;
+    }
+    if (a->ne[0] != b->ne[0] || !same_ne(want, out->dst.ne)) {
+      snprintf(err, err_size, "MUL_MAT: shapes disagree: w {%lld, %lld}, x {%lld, %lld}, "
+               "result {%lld, %lld}", (long long)a->ne[0], (long long)a->ne[1],
+               (long long)b->ne[0], (long long)b->ne[1], (long long)out->dst.ne[0],
+               (long long)out->dst.ne[1]);
+      return -1;
+    }
+    break;
+  }
+  default:
+    break;
+  }
+  if (!out->name[0]) {
+    const struct case_tensor *s0 = &out->src[0];
+    if (out->op == CASE_MUL_MAT)
+      snprintf(out->name, sizeof(out->name), "MUL_MAT %s K=%lld N=%lld M=%lld",
+               s0->type == VKRT_TYPE_F16 ? "f16" : "f32", (long long)s0->ne[0],
+               (long long)s0->ne[1], (long long)out->src[1].ne[1]);
+    else
+      snprintf(out->name, sizeof(out->name), "%s %s %lldx%lldx%lldx%lld", case_ops[op].name,
+               s0->type == VKRT_TYPE_F16 ? "f16" : "f32", (long long)s0->ne[0],
+               (long long)s0->ne[1], (long long)s0->ne[2], (long long)s0->ne[3]);
+  }
+  return 1;
+}
+
+/* ---- host data and the CPU reference ------------------------------------------------------ */
+
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
+  if (exp == 0) {
+    if (!man) {
+      bits = sign;
+    } else { /* subnormal */
+      exp = 127 - 15 + 1;
+      while (!(man & 1024)) {
+        man <<= 1;
+        exp--;
+      }
+      bits = sign | (exp << 23) | ((man & 1023) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+/* Exact for the values this bench generates (k / 1024, |k| <= 1024). */
+static uint16_t float_to_half(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  uint16_t sign = (uint16_t)((bits >> 16) & 0x8000);
+  int32_t exp = (int32_t)((bits >> 23) & 255) - 127 + 15;
+  uint32_t man = bits & 0x7fffff;
+  if ((bits & 0x7fffffff) == 0)
+    return sign;
+  if (exp <= 0) /* subnormal half (not generated here): truncate */
+    return (uint16_t)(sign | ((man | 0x800000) >> (14 - exp)));
+  if (exp >= 31)
+    return (uint16_t)(sign | 0x7c00);
+  return (uint16_t)(sign | (exp << 10) | (man >> 13));
+}
+
+static float load(const uint8_t *base, vkrt_type type, uint64_t off) {
+  if (type == VKRT_TYPE_F16) {
+    uint16_t h;
+    memcpy(&h, base + off, 2);
+    return half_to_float(h);
+  }
+  float f;
+  memcpy(&f, base + off, 4);
+  return f;
+}
+
+static uint64_t offset_of(const struct case_tensor *t, const int64_t i[4]) {
+  return (uint64_t)(i[0] * t->nb[0] + i[1] * t->nb[1] + i[2] * t->nb[2] + i[3] * t->nb[3]);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rng(void) { /* xorshift64* */
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return (uint32_t)((rng_state * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+/* Random values k / 1024 with |k| <= 1024 (exact in f16 and f32) in every element slot of
+ * the extent, gaps of strided views included. */
+static void fill_random(uint8_t *p, vkrt_type type, uint64_t bytes) {
+  if (type == VKRT_TYPE_F16) {
+    for (uint64_t i = 0; i + 2 <= bytes; i += 2) {
+      uint16_t h = float_to_half((float)((int)(rng() % 2049) - 1024) / 1024.0f);
+      memcpy(p + i, &h, 2);
+    }
+  } else {
+    for (uint64_t i = 0; i + 4 <= bytes; i += 4) {
+      float f = (float)((int)(rng() % 2049) - 1024) / 1024.0f;
+      memcpy(p + i, &f, 4);
+    }
+  }
+}
+
+/* Reference of the result in row-major order of dst's ne (float); for MUL_MAT also the
+ * per-element error bound. */
+static void reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC], float *ref,
+                      float *tol) {
+  const struct case_tensor *d = &bc->dst, *a = &bc->src[0], *b = &bc->src[1];
+  uint64_t o = 0;
+  int64_t i[4];
+  if (bc->op == CASE_MUL_MAT) {
+    int64_t K = a->ne[0], r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    for (i[3] = 0; i[3] < d->ne[3]; i[3]++)
+      for (i[2] = 0; i[2] < d->ne[2]; i[2]++)
+        for (i[1] = 0; i[1] < d->ne[1]; i[1]++)
+          for (i[0] = 0; i[0] < d->ne[0]; i[0]++, o++) {
+            const uint8_t *wr = host[0] + i[0] * a->nb[1] + (i[2] / r2) * a->nb[2] + (i[3] / r3) * a->nb[3];
+            const uint8_t *xr = host[1] + i[1] * b->nb[1] + i[2] * b->nb[2] + i[3] * b->nb[3];
+            double acc = 0, mag = 0;
+            for (int64_t k = 0; k < K; k++) {
+              double w = load(wr, a->type, (uint64_t)(k * a->nb[0]));
+              double x = load(xr, VKRT_TYPE_F32, (uint64_t)(k * b->nb[0]));
+              acc += w * x;
+              mag += fabs(w * x);
+            }
+            ref[o] = (float)acc;
+            /* f32 accumulation in any order: well inside K * 2^-24 * sum |w x| */
+            tol[o] = (float)(mag * 2e-5 * (1.0 + sqrt((double)K) / 16.0) + 1e-6);
+          }
+    return;
+  }
+  for (i[3] = 0; i[3] < d->ne[3]; i[3]++)
+    for (i[2] = 0; i[2] < d->ne[2]; i[2]++)
+      for (i[1] = 0; i[1] < d->ne[1]; i[1]++)
+        for (i[0] = 0; i[0] < d->ne[0]; i[0]++, o++) {
+          switch (bc->op) {
+          case CASE_TRANSPOSE: {
+            int64_t j[4] = {i[1], i[0], i[2], i[3]};
+            ref[o] = load(host[0], a->type, offset_of(a, j));
+            break;
+          }
+          case CASE_CONCAT: {
+            int dim = bc->params[0];
+            if (i[dim] < a->ne[dim]) {
+              ref[o] = load(host[0], a->type, offset_of(a, i));
+            } else {
+              int64_t j[4] = {i[0], i[1], i[2], i[3]};
+              j[dim] -= a->ne[dim];
+              ref[o] = load(host[1], b->type, offset_of(b, j));
+            }
+            break;
+          }
+          default: /* DUP, CONT, CPY: element i of src0 */
+            ref[o] = load(host[0], a->type, offset_of(a, i));
+            break;
+          }
+          tol[o] = 0; /* copies are exact */
+        }
+}
+
+/* Elements of the result outside the reference's bound (NaN poison counts). */
+static uint64_t count_wrong(const struct case_tensor *d, const uint8_t *got, const float *ref,
+                            const float *tol, double *max_err) {
+  uint64_t wrong = 0, o = 0;
+  int64_t i[4];
+  *max_err = 0;
+  for (i[3] = 0; i[3] < d->ne[3]; i[3]++)
+    for (i[2] = 0; i[2] < d->ne[2]; i[2]++)
+      for (i[1] = 0; i[1] < d->ne[1]; i[1]++)
+        for (i[0] = 0; i[0] < d->ne[0]; i[0]++, o++) {
+          float g = load(got, d->type, offset_of(d, i));
+          double e = fabs((double)g - (double)ref[o]);
+          if (!(e <= tol[o]))
+            wrong++;
+          if (e > *max_err || e != e)
+            *max_err = e;
+        }
+  return wrong;
+}
+
+/* ---- running ---------------------------------------------------------------------------------- */
+
+struct cases_opts {
+  const char *file;
+  bool json, variants;
+  int tiled_copies; /* -1 device choice, 0/1 forced (tests run the GPU paths on lavapipe) */
+  int iters;
+  uint32_t device;
+  double target_ms; /* GPU time per timed batch */
+  double warmup_ms; /* back-to-back work before each case is timed */
+  bool warmup_set;
+};
+
+struct cases_ctx {
+  struct cases_opts o;
+  vkrt_appliance *app;
+  struct vkrt_device *dev;
+  VkQueryPool queries;
+  bool gpu_time;
+  double copy_gbps; /* the plain 16-byte copy of this run: the HBM reference */
+  int results;
+  uint64_t wrong_total;
+  int errors, run;
+};
+
+struct live_case {
+  struct bench_case bc;
+  vkrt_buffer *buf[CASE_MAX_SRC], *dst;
+  vkrt_tensor t[CASE_MAX_SRC], td;
+};
+
+static vkrt_tensor to_tensor(vkrt_buffer *b, const struct case_tensor *t) {
+  vkrt_tensor v = {.buffer = b, .offset = 0, .type = t->type};
+  for (int i = 0; i < 4; i++) {
+    v.ne[i] = t->ne[i];
+    v.nb[i] = t->nb[i];
+  }
+  return v;
+}
+
+static vkrt_status record_case(struct live_case *lc) {
+  switch (lc->bc.op) {
+  case CASE_TRANSPOSE: return vkrt_op_transpose(&lc->td, &lc->t[0]);
+  case CASE_CONCAT: return vkrt_op_concat(&lc->td, &lc->t[0], &lc->t[1], lc->bc.params[0]);
+  case CASE_MUL_MAT: return vkrt_op_matmul(&lc->td, &lc->t[0], &lc->t[1]);
+  default: return vkrt_op_copy(&lc->td, &lc->t[0]);
+  }
+}
+
+/* Seconds per op: `reps` ops back to back in one submission between two timestamps. */
+static double time_batch(struct cases_ctx *c, struct live_case *lc, int reps) {
+  struct vkrt_device *dev = c->dev;
+  VkCommandBuffer cmd;
+  if (vkrt_stream_cmd(dev, &cmd) != VKRT_OK)
+    return -1;
+  if (c->gpu_time) {
+    dev->vk.vkCmdResetQueryPool(cmd, c->queries, 0, 2);
+    dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, c->queries, 0);
+  }
+  double w0 = bench_now_s();
+  for (int r = 0; r < reps; r++)
+    if (record_case(lc) != VKRT_OK) {
+      vkrt_finish(c->app, dev->index);
+      return -1;
+    }
+  if (c->gpu_time) {
+    vkrt_stream_barrier(dev, cmd);
+    dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 1);
+  }
+  if (vkrt_finish(c->app, dev->index) != VKRT_OK)
+    return -1;
+  double t = bench_now_s() - w0;
+  if (c->gpu_time) {
+    uint64_t ts[2];
+    if (dev->vk.vkGetQueryPoolResults(dev->handle, c->queries, 0, 2, sizeof(ts), ts, 8,
+                                      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
+      t = (double)(ts[1] - ts[0]) * dev->caps.timestamp_period_ns * 1e-9;
+  }
+  return t / reps;
+}
+
+/* Median seconds per op over o.iters batches sized to about target_ms each. */
+static double time_case(struct cases_ctx *c, struct live_case *lc, int iters, int *reps_out) {
+  double t1 = time_batch(c, lc, 1); /* warm-up and estimate */
+  if (t1 <= 0)
+    return -1;
+  /* at most 100 ops per submission: the descriptor ring holds 256 sets per submit on
+   * devices without push descriptors, and the concat fast path takes two */
+  int reps = (int)fmin(100.0, fmax(1.0, c->o.target_ms * 1e-3 / t1));
+  /* Back-to-back batches until the GPU has run this op for warmup_ms of wall time: the
+   * H200 came out of the CPU-reference pauses at a third of its speed and took about a
+   * second of work to ramp (run of 2026-12-02, variant sweep). */
+  for (double w0 = bench_now_s(); bench_now_s() - w0 < c->o.warmup_ms * 1e-3;)
+    if (time_batch(c, lc, reps) <= 0)
+      return -1;
+  double t[64];
+  int n = iters > 64 ? 64 : iters;
+  for (int i = 0; i < n; i++)
+    if ((t[i] = time_batch(c, lc, reps)) <= 0)
+      return -1;
+  *reps_out = reps;
+  return bench_median(t, n);
+}
+
+static uint64_t bytes_moved(const struct bench_case *bc) {
+  uint64_t b = 0;
+  for (int s = 0; s < bc->nsrc; s++) {
+    if (bc->op == CASE_CPY && s == 1)
+      continue; /* the destination view */
+    uint64_t e = 1;
+    for (int i = 0; i < 4; i++)
+      e *= (uint64_t)bc->src[s].ne[i];
+    b += e * vkrt_type_size(bc->src[s].type);
+  }
+  uint64_t e = 1;
+  for (int i = 0; i < 4; i++)
+    e *= (uint64_t)bc->dst.ne[i];
+  return b + e * vkrt_type_size(bc->dst.type);
+}
+
+static void path_counters(const struct vkrt_ops_state *ops, uint64_t out[8]) {
+  out[0] = ops->matvec_count, out[1] = ops->matmul_tiled_count, out[2] = ops->concat_fast_count;
+  out[3] = ops->concat_generic_count, out[4] = ops->transpose_x2_count, out[5] = ops->copy_u4_count;
+  out[6] = ops->copy_tiled_count, out[7] = ops->concat_split_count;
+}
+
+static const char *path_name(const struct bench_case *bc, const uint64_t before[8],
+                             const uint64_t after[8]) {
+  if (after[0] > before[0]) return "matvec";
+  if (after[1] > before[1]) return "tiled matmul";
+  if (after[2] > before[2]) return "concat fast path";
+  if (after[7] > before[7]) return "concat per-source copies";
+  if (after[6] > before[6]) return "copy via tiled transpose";
+  if (after[3] > before[3]) return "concat generic";
+  if (after[4] > before[4]) return "tiled transpose (pairs)";
+  if (after[5] > before[5]) return "copy rows (16-byte)";
+  if (bc->op == CASE_TRANSPOSE) return "tiled transpose";
+  return "copy";
+}
+
+static void json_str(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\')
+      printf("\\%c", *s);
+    else if ((unsigned char)*s < 0x20)
+      printf("\\u%04x", *s);
+    else
+      putchar(*s);
+  }
+  putchar('"');
+}
+
+static void report_error(struct cases_ctx *c, int line, const char *name, const char *msg) {
+  c->errors++;
+  if (c->o.json) {
+    printf("%s{\"line\": %d, \"name\": ", c->results++ ? ", " : "", line);
+    json_str(name ? name : "");
+    printf(", \"error\": ");
+    json_str(msg);
+    printf("}");
+  } else {
+    printf("line %d: %s%serror: %s\n", line, name ? name : "", name ? ": " : "", msg);
+  }
+  fflush(stdout);
+}
+
+/* Uploads, verifies and times one parsed case. */
+static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
+  struct live_case lc = {.bc = *bc};
+  uint8_t *host[CASE_MAX_SRC] = {0}, *got = NULL;
+  float *ref = NULL, *tol = NULL;
+  char msg[VKRT_ERROR_MESSAGE_SIZE + 64];
+  uint64_t out_elems = 1;
+  for (int i = 0; i < 4; i++)
+    out_elems *= (uint64_t)bc->dst.ne[i];
+  /* buffers: each view's extent, padded to 16 bytes plus 16 (f16 weights are read in
+   * 4-byte words) */
+  for (int s = 0; s < bc->nsrc; s++) {
+    if (bc->op == CASE_CPY && s == 1)
+      continue;
+    uint64_t size = vkrt_align_up(bc->src[s].extent, 16) + 16;
+    host[s] = malloc(size);
+    if (!host[s] || vkrt_buffer_create(c->app, c->o.device, size, VKRT_BUFFER_DEVICE_LOCAL, &lc.buf[s]) != VKRT_OK) {
+      snprintf(msg, sizeof(msg), "allocating src%d (%llu bytes): %s", s, (unsigned long long)size,
+               host[s] ? vkrt_last_error(c->app) : "out of host memory");
+      goto fail;
+    }
+    memset(host[s] + bc->src[s].extent, 0, size - bc->src[s].extent);
+    fill_random(host[s], bc->src[s].type, bc->src[s].extent);
+    if (vkrt_upload(lc.buf[s], 0, host[s], size) != VKRT_OK) {
+      snprintf(msg, sizeof(msg), "upload: %s", vkrt_last_error(c->app));
+      goto fail;
+    }
+    lc.t[s] = to_tensor(lc.buf[s], &bc->src[s]);
+  }
+  uint64_t dsize = vkrt_align_up(bc->dst.extent, 16) + 16;
+  got = malloc(dsize);
+  ref = malloc(out_elems * sizeof(float));
+  tol = malloc(out_elems * sizeof(float));
+  if (!got || !ref || !tol ||
+      vkrt_buffer_create(c->app, c->o.device, dsize, VKRT_BUFFER_DEVICE_LOCAL, &lc.dst) != VKRT_OK) {
+    snprintf(msg, sizeof(msg), "allocating the result (%llu bytes): %s", (unsigned long long)dsize,
+             got && ref && tol ? vkrt_last_error(c->app) : "out of host memory");
+    goto fail;
+  }
+  lc.td = to_tensor(lc.dst, &bc->dst);
+  reference(bc, host, ref, tol);
+
+  /* verify: poison (NaN in f32 and f16), one op, download, compare */
+  uint64_t before[8], after[8];
+  path_counters(c->dev->ops, before);
+  vkrt_status s = vkrt_cmd_fill(lc.dst, 0, vkrt_align_down(dsize, 4), 0xffffffffu);
+  if (s == VKRT_OK)
+    s = record_case(&lc);
+  if (s == VKRT_OK)
+    s = vkrt_finish(c->app, c->o.device);
+  if (s == VKRT_OK)
+    s = vkrt_download(got, lc.dst, 0, dsize);
+  if (s != VKRT_OK) {
+    snprintf(msg, sizeof(msg), "%s: %s", vkrt_status_str(s), vkrt_last_error(c->app));
+    goto fail;
+  }
+  path_counters(c->dev->ops, after);
+  const char *path = path_name(bc, before, after);
+  double max_err;
+  uint64_t wrong = count_wrong(&bc->dst, got, ref, tol, &max_err);
+  c->wrong_total += wrong;
+  c->run++;
+
+  int reps = 0;
+  double t = time_case(c, &lc, c->o.iters, &reps);
+  uint64_t bytes = bytes_moved(bc);
+  double gbps = t > 0 ? (double)bytes / t * 1e-9 : 0;
+  double ratio = c->copy_gbps > 0 ? gbps / c->copy_gbps : 0;
+  if (c->o.json) {
+    printf("%s{\"line\": %d, \"name\": ", c->results++ ? ", " : "", bc->line);
+    json_str(bc->name);
+    printf(", \"op\": \"%s\", \"path\": \"%s\", \"bytes\": %" PRIu64 ", \"us\": %.3f, "
+           "\"gbps\": %.2f, \"ratio_to_copy\": %.4f, \"reps\": %d, \"checked\": %" PRIu64
+           ", \"wrong\": %" PRIu64 ", \"max_abs_err\": %.3g",
+           case_ops[bc->op].name, path, bytes, t * 1e6, gbps, ratio, reps, out_elems, wrong, max_err);
+  } else {
+    printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f x %9" PRIu64 "\n", bc->name, path,
+           t * 1e6, gbps, ratio, wrong);
+  }
+
+  /* matrix-vector variants: the same case with every configuration, each verified */
+  if (c->o.variants && bc->op == CASE_MUL_MAT && !strcmp(path, "matvec")) {
+    struct vkrt_matvec_config keep = c->dev->ops->matvec[bc->src[0].type];
+    static const uint32_t wgs[] = {64, 128, 256, 512}, rows[] = {1, 2, 4, 8},
+                          unrolls[] = {1, 2, 4}, blocks[] = {1, 4};
+    double keep_warmup = c->o.warmup_ms;
+    c->o.warmup_ms = fmin(keep_warmup, 30); /* the sweep keeps the GPU busy */
+    int nv = 0;
+    if (c->o.json)
+      printf(", \"variants\": [");
+    for (size_t a = 0; a < 4; a++)
+      for (size_t r = 0; r < 4; r++)
+        for (size_t u = 0; u < 3; u++)
+          for (size_t b = 0; b < 2; b++) {
+            struct vkrt_matvec_config cfg = {wgs[a], rows[r], unrolls[u], blocks[b]};
+            if (b && !(cfg.unroll == 2 && cfg.rows == 2)) /* grid size: one shape only */
+              continue;
+            if (cfg.rows * cfg.unroll > 8 || cfg.wg == 64 || cfg.rows == 8) /* registers; slow in run 1 */
+              continue;
+            if (cfg.wg > c->dev->caps.max_compute_work_group_invocations)
+              continue;
+            if (atomic_load(&c->dev->ops->variant_count) + 2 >= VKRT_OPS_MAX_VARIANTS) {
+              vkrt_finish(c->app, c->o.device);
+              vkrt_ops_drop_variants(c->dev);
+            }
+            c->dev->ops->matvec[bc->src[0].type] = cfg;
+            uint64_t vw = UINT64_MAX;
+            double vt = -1, ve = 0;
+            int vreps = 0;
+            if (vkrt_cmd_fill(lc.dst, 0, vkrt_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
+                record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
+                vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
+              vw = count_wrong(&bc->dst, got, ref, tol, &ve);
+              vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps);
+            }
+            c->wrong_total += vw == UINT64_MAX ? 1 : vw;
+            double vg = vt > 0 ? (double)bytes / vt * 1e-9 : 0;
+            if (c->o.json)
+              printf("%s{\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u, \"us\": %.3f, "
+                     "\"gbps\": %.2f, \"wrong\": %" PRId64 "}", nv++ ? ", " : "", cfg.wg, cfg.rows,
+                     cfg.unroll, cfg.blocks, vt * 1e6, vg, vw == UINT64_MAX ? -1 : (int64_t)vw);
+            else
+              printf("    variant wg %3u rows %u unroll %u blocks %u %10.2f us %9.1f GB/s %6.3f x %9" PRId64 "\n",
+                     cfg.wg, cfg.rows, cfg.unroll, cfg.blocks, vt * 1e6, vg,
+                     c->copy_gbps > 0 ? vg / c->copy_gbps : 0, vw == UINT64_MAX ? -1 : (int64_t)vw);
+          }
+    c->dev->ops->matvec[bc->src[0].type] = keep;
+    c->o.warmup_ms = keep_warmup;
+    if (c->o.json)
+      printf("]");
+  }
+  if (c->o.json)
+    printf("}");
+  fflush(stdout);
+  goto done;
+fail:
+  report_error(c, bc->line, bc->name, msg);
+  vkrt_finish(c->app, c->o.device);
+done:
+  for (int i = 0; i < CASE_MAX_SRC; i++) {
+    vkrt_buffer_destroy(lc.buf[i]);
+    free(host[i]);
+  }
+  vkrt_buffer_destroy(lc.dst);
+  free(got);
+  free(ref);
+  free(tol);
+}
+
+/* The HBM reference of this run: the plain 16-byte compute copy (copy_vec4) over a buffer
+ * larger than any cache, read + written bytes. */
+static void measure_copy(struct cases_ctx *c) {
+  uint64_t size = c->dev->caps.is_cpu ? 16ull << 20 : 1ull << 30;
+  vkrt_buffer *a = NULL, *b = NULL;
+  if (vkrt_buffer_create(c->app, c->o.device, size, VKRT_BUFFER_DEVICE_LOCAL, &a) != VKRT_OK ||
+      vkrt_buffer_create(c->app, c->o.device, size, VKRT_BUFFER_DEVICE_LOCAL, &b) != VKRT_OK) {
+    vkrt_buffer_destroy(a);
+    return;
+  }
+  vkrt_cmd_fill(a, 0, size, 0x3c003c00u);
+  vkrt_finish(c->app, c->o.device);
+  double t[16];
+  int n = c->o.iters > 16 ? 16 : c->o.iters;
+  for (int i = -1; i < n; i++) {
+    VkCommandBuffer cmd;
+    if (vkrt_stream_cmd(c->dev, &cmd) != VKRT_OK)
+      break;
+    if (c->gpu_time) {
+      c->dev->vk.vkCmdResetQueryPool(cmd, c->queries, 0, 2);
+      c->dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, c->queries, 0);
+    }
+    double w0 = bench_now_s();
+    vkrt_ops_copy_bytes(c->dev, cmd, b->handle, 0, a->handle, 0, size, VKRT_OPS_COPY_PATH_COMPUTE);
+    if (c->gpu_time)
+      c->dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 1);
+    vkrt_finish(c->app, c->o.device);
+    double s = bench_now_s() - w0;
+    uint64_t ts[2];
+    if (c->gpu_time && c->dev->vk.vkGetQueryPoolResults(c->dev->handle, c->queries, 0, 2, sizeof(ts), ts, 8,
+                                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
+      s = (double)(ts[1] - ts[0]) * c->dev->caps.timestamp_period_ns * 1e-9;
+    if (i >= 0)
+      t[i] = s;
+  }
+  double m = bench_median(t, n);
+  if (m > 0)
+    c->copy_gbps = 2.0 * (double)size / m * 1e-9;
+  vkrt_buffer_destroy(a);
+  vkrt_buffer_destroy(b);
+}
+
+static void usage(void) {
+  printf("usage: vkrt-bench cases --test-file FILE [--json] [--iters N] [--device D] [--variants]\n"
+         "                        [--target-ms MS] [--warmup-ms MS] [--tiled-copies on|off]\n"
+         "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT),\n"
+         "  each verified against a CPU reference (#wrong) and timed as back-to-back ops in one\n"
+         "  submission (GPU timestamps). --variants also runs every matrix-vector configuration\n"
+         "  on the MUL_MAT cases. The ratio column divides by the plain 16-byte copy of this run.\n"
+         "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n");
+}
+
+static int cmd_cases(int argc, char **argv) {
+  static const struct option longs[] = {
+      {"test-file", required_argument, 0, 'f'}, {"json", no_argument, 0, 'j'},
+      {"iters", required_argument, 0, 'i'},     {"device", required_argument, 0, 'd'},
+      {"variants", no_argument, 0, 'v'},        {"target-ms", required_argument, 0, 't'},
+      {"tiled-copies", required_argument, 0, 'c'}, {"warmup-ms", required_argument, 0, 'w'},
+      {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  struct cases_ctx c;
+  memset(&c, 0, sizeof(c));
+  c.o.tiled_copies = -1;
+  optind = 1;
+  int ch;
+  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+    switch (ch) {
+    case 'f': c.o.file = optarg; break;
+    case 'j': c.o.json = true; break;
+    case 'i': c.o.iters = atoi(optarg); break;
+    case 'd': c.o.device = (uint32_t)atoi(optarg); break;
+    case 'v': c.o.variants = true; break;
+    case 't': c.o.target_ms = atof(optarg); break;
+    case 'w': c.o.warmup_ms = atof(optarg); c.o.warmup_set = true; break;
+    case 'c': c.o.tiled_copies = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : -1; break;
+    case 'h': usage(); return 0;
+    default: usage(); return 2;
+    }
+  }
+  if (!c.o.file) {
+    usage();
+    return 2;
+  }
+  FILE *f = fopen(c.o.file, "r");
+  if (!f) {
+    fprintf(stderr, "vkrt-bench cases: cannot open %s: %s\n", c.o.file, strerror(errno));
+    return 2;
+  }
+  c.app = bench_open(NULL);
+  if (c.o.device >= vkrt_device_count(c.app) ||
+      vkrt_ops_open(&c.app->devices[c.o.device]) != VKRT_OK) {
+    fprintf(stderr, "vkrt-bench cases: no usable device %u\n", c.o.device);
+    vkrt_close(c.app);
+    fclose(f);
+    return 2;
+  }
+  c.dev = &c.app->devices[c.o.device];
+  if (c.o.tiled_copies >= 0)
+    c.dev->ops->copy_transposed_tiled = c.o.tiled_copies;
+  bool cpu = c.dev->caps.is_cpu;
+  if (c.o.iters <= 0)
+    c.o.iters = cpu ? 2 : 7;
+  if (c.o.target_ms <= 0)
+    c.o.target_ms = cpu ? 1 : 3;
+  if (!c.o.warmup_set)
+    c.o.warmup_ms = cpu ? 0 : 400;
+  c.gpu_time = c.dev->caps.timestamp_period_ns > 0;
+  if (c.gpu_time) {
+    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                .queryCount = 2};
+    if (c.dev->vk.vkCreateQueryPool(c.dev->handle, &qi, NULL, &c.queries) != VK_SUCCESS)
+      c.gpu_time = false;
+  }
+  measure_copy(&c);
+  const struct vkrt_matvec_config *m16 = &c.dev->ops->matvec[VKRT_TYPE_F16];
+  const struct vkrt_matvec_config *m32 = &c.dev->ops->matvec[VKRT_TYPE_F32];
+  if (c.o.json) {
+    printf("{\"bench\": \"cases\", \"file\": ");
+    json_str(c.o.file);
+    printf(", \"device\": ");
+    json_str(c.dev->caps.device_name);
+    printf(", \"driver\": ");
+    json_str(c.dev->caps.driver_name);
+    printf(", \"timer\": \"%s\", \"iters\": %d, \"warmup_ms\": %.0f, \"copy_gbps\": %.2f, "
+           "\"matvec_f16\": \"wg %u rows %u unroll %u blocks %u\", "
+           "\"matvec_f32\": \"wg %u rows %u unroll %u blocks %u\", \"results\": [",
+           c.gpu_time ? "gpu-timestamps" : "wall", c.o.iters, c.o.warmup_ms, c.copy_gbps, m16->wg, m16->rows,
+           m16->unroll, m16->blocks, m32->wg, m32->rows, m32->unroll, m32->blocks);
+  } else {
+    printf("vkrt-bench cases %s: dev%u %s (%s), %s, median of %d batches\n", c.o.file,
+           c.dev->index, c.dev->caps.device_name, c.dev->caps.driver_name,
+           c.gpu_time ? "GPU timestamps" : "wall clock", c.o.iters);
+    printf("plain 16-byte copy (HBM reference, read + written): %.1f GB/s; matvec f16: wg %u rows %u "
+           "unroll %u blocks %u, f32: wg %u rows %u unroll %u blocks %u\n",
+           c.copy_gbps, m16->wg, m16->rows, m16->unroll, m16->blocks, m32->wg, m32->rows,
+           m32->unroll, m32->blocks);
+    printf("%-40s %-24s %13s %14s %8s %9s\n", "case", "path", "time", "bandwidth", "x copy", "#wrong");
+  }
+  char line[4096], err[256];
+  int line_no = 0;
+  while (fgets(line, sizeof(line), f)) {
+    line_no++;
+    bool whole = strchr(line, '\n') || feof(f);
+    if (!whole) { /* overlong: skip the rest */
+      int x;
+      while ((x = fgetc(f)) != EOF && x != '\n')
+        ;
+      report_error(&c, line_no, NULL, "line longer than 4095 characters");
+      continue;
+    }
+    struct bench_case bc;
+    int r = case_parse(line, line_no, &bc, err, sizeof(err));
+    if (r < 0)
+      report_error(&c, line_no, NULL, err);
+    else if (r > 0)
+      run_case(&c, &bc);
+  }
+  fclose(f);
+  if (c.o.json)
+    printf("], \"cases_run\": %d, \"line_errors\": %d, \"wrong_total\": %" PRIu64 "}\n", c.run,
+           c.errors, c.wrong_total);
+  else
+    printf("%d cases run, %d lines with errors, #wrong total %" PRIu64 "\n", c.run, c.errors,
+           c.wrong_total);
+  if (c.queries)
+    c.dev->vk.vkDestroyQueryPool(c.dev->handle, c.queries, NULL);
+  vkrt_close(c.app);
+  return c.wrong_total ? 1 : 0;
+}
+
+BENCH_COMMAND(cases, "cases", "ggml test-backend-ops case file: verified (#wrong) and timed",
+              cmd_cases)
