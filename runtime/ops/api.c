@@ -5,20 +5,13 @@
 
 #include "ops/ops.h"
 
-size_t vkrt_type_size(vkrt_type type) {
-  switch (type) {
-  case VKRT_TYPE_F32: return 4;
-  case VKRT_TYPE_F16: return 2;
-  default: return 0;
-  }
-}
-
 vkrt_tensor vkrt_tensor_contiguous(vkrt_buffer *buffer, uint64_t offset, vkrt_type type,
                                    int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
   vkrt_tensor t = {.buffer = buffer, .offset = offset, .type = type, .ne = {ne0, ne1, ne2, ne3}};
-  int64_t ts = (int64_t)vkrt_type_size(type);
+  int64_t ts = (int64_t)vkrt_type_size(type), block = vkrt_type_block(type);
   t.nb[0] = ts;
-  for (int i = 1; i < 4; i++)
+  t.nb[1] = block ? ts * (ne0 / block) : 0; /* block types: whole blocks per row */
+  for (int i = 2; i < 4; i++)
     t.nb[i] = t.nb[i - 1] * t.ne[i - 1];
   return t;
 }
@@ -112,6 +105,23 @@ vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, 
   VkCommandBuffer cmd;
   vkrt_status s = begin(dev, &cmd);
   return s != VKRT_OK ? s : vkrt_add_record(dev, cmd, v, count);
+}
+
+vkrt_status vkrt_op_swiglu(const vkrt_tensor *dst, const vkrt_tensor *gate, const vkrt_tensor *up) {
+  const vkrt_tensor *all[] = {dst, gate, up};
+  struct vkrt_device *dev = device_of(all, 3);
+  if (!dev)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
+  struct vkrt_ops_view v[3];
+  char why[VKRT_ERROR_MESSAGE_SIZE];
+  if (!vkrt_ops_check_swiglu(&lim, dst, gate, up, v, why, sizeof(why)))
+    return invalid(dev, why);
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU))
+    return vkrt_swiglu_record(dev, VK_NULL_HANDLE, v);
+  VkCommandBuffer cmd;
+  vkrt_status s = begin(dev, &cmd);
+  return s != VKRT_OK ? s : vkrt_swiglu_record(dev, cmd, v);
 }
 
 static vkrt_status matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x,

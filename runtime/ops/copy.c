@@ -96,9 +96,12 @@ static bool transposed_view(struct vkrt_device *dev, const struct vkrt_ops_view 
 
 vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                              const struct vkrt_ops_view *dst, const struct vkrt_ops_view *src) {
-  if (dst->type == src->type && dst->contiguous && src->contiguous)
+  bool same_dense = dst->type == src->type && dst->contiguous && src->contiguous;
+  if (src->block > 1 && !same_dense) /* dequantizing copy: quant.c */
+    return vkrt_quant_copy_record(dev, cmd, dst, src);
+  if (same_dense)
     return vkrt_ops_copy_bytes(dev, cmd, dst->buffer->handle, dst->lo, src->buffer->handle,
-                               src->lo, dst->elements * dst->type_size, -1);
+                               src->lo, dst->hi - dst->lo, -1);
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE) && transposed_view(dev, dst, src)) {
     struct vkrt_ops_view swapped = *src;
     swapped.ne[0] = src->ne[1], swapped.ne[1] = src->ne[0];

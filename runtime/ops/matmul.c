@@ -198,6 +198,13 @@ static const struct matmul_kind {
 
 vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view views[3], bool accumulate) {
+  if (views[1].block > 1) { /* quantized weights: quant.c */
+    if (accumulate)
+      return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                        "vkrt_op_matmul_add: %s weights take vkrt_op_matmul only",
+                        vkrt_type_str(views[1].type));
+    return vkrt_quant_matmul_record(dev, cmd, views);
+  }
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
   struct vkrt_ops_view w = views[1];
   const struct matmul_kind *kind = &matmul_kinds[w.type];

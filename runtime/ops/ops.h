@@ -79,6 +79,10 @@ struct vkrt_ops_state {
   uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count, copy_tiled_count;
   uint64_t concat_split_count;     /* concat as one copy per source (transposed sources) */
   bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
+  /* quantized weights (quant.c): 0 = choose, 1 + i = variant i of vkrt_quant_variant_names */
+  int quant_variant;
+  uint64_t quant_matvec_count, dequant_count;
+  uint64_t quant_kind_count[3]; /* matrix-vector calls per read pattern: words, vec16, lanew */
   struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT]; /* per weight type */
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
@@ -247,5 +251,48 @@ static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandB
   (void)cmd, (void)views, (void)accumulate;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "matmul kernel not in this build (CONFIG_VKRT_KERNEL_MATMUL=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU)
+vkrt_status vkrt_swiglu_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                               const struct vkrt_ops_view views[3]);
+#else
+static inline vkrt_status vkrt_swiglu_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                             const struct vkrt_ops_view views[3]) {
+  (void)cmd, (void)views;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "swiglu kernel not in this build (CONFIG_VKRT_KERNEL_SWIGLU=n)");
+}
+#endif
+
+/* Quantized weights (quant.c): matmul with Q8_0/Q4_K w, and the dequantizing copy. */
+#define VKRT_QUANT_VARIANTS 5
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT)
+extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
+/* Default variant order per type (Q8_0, Q4_K): 1-based variant numbers, the first that fits. */
+extern const int vkrt_quant_preference[2][3];
+/* The read pattern (0 words, 1 vec16, 2 lanew) of 1-based variant v. */
+#define VKRT_QUANT_VARIANT_KIND(v) ((v) == 1 ? 0 : (v) == 5 ? 2 : 1)
+vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                     const struct vkrt_ops_view views[3]);
+vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                   const struct vkrt_ops_view *dst,
+                                   const struct vkrt_ops_view *src);
+#else
+static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                                   const struct vkrt_ops_view views[3]) {
+  (void)cmd;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_matmul: %s kernels not in this build (CONFIG_VKRT_KERNEL_Q8_0=n, "
+                    "CONFIG_VKRT_KERNEL_Q4_K=n)", vkrt_type_str(views[1].type));
+}
+static inline vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                                 const struct vkrt_ops_view *dst,
+                                                 const struct vkrt_ops_view *src) {
+  (void)cmd, (void)dst;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_copy: %s kernels not in this build (CONFIG_VKRT_KERNEL_Q8_0=n, "
+                    "CONFIG_VKRT_KERNEL_Q4_K=n)", vkrt_type_str(src->type));
 }
 #endif

@@ -15,7 +15,7 @@ VKRT_KERNEL_REDUCE_F32_CHECK_PUSH(struct reduce_push);
 VKRT_KERNEL_REDUCE_VEC4_F32_CHECK_PUSH(struct reduce_push);
 
 vkrt_status vkrt_reduce_prepare(struct vkrt_device *dev, vkrt_type type) {
-  if ((unsigned)type >= VKRT_TYPE_COUNT)
+  if (type != VKRT_TYPE_F32 && type != VKRT_TYPE_F16)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "dev%u: reduce: invalid type %d", dev->index, (int)type);
   const struct vkrt_ops_pipeline *p;
@@ -69,7 +69,7 @@ vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkr
                                const VkBuffer *srcs, const uint64_t *src_offsets,
                                uint32_t src_count) {
   struct vkrt_base *base = &dev->sys->base;
-  if ((unsigned)type >= VKRT_TYPE_COUNT)
+  if (type != VKRT_TYPE_F32 && type != VKRT_TYPE_F16)
     return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: reduce: invalid type %d",
                       dev->index, (int)type);
   if (src_count < 1 || src_count > VKRT_REDUCE_MAX_INPUTS || !srcs || !src_offsets)

@@ -14,13 +14,7 @@
     return false;                                \
   } while (0)
 
-static const char *type_name(vkrt_type type) {
-  switch (type) {
-  case VKRT_TYPE_F32: return "f32";
-  case VKRT_TYPE_F16: return "f16";
-  default: return "?";
-  }
-}
+static const char *type_name(vkrt_type type) { return vkrt_type_str(type); }
 
 static void format_ne(char *buf, size_t size, const int64_t ne[4]) {
   vkrt_format(buf, size, "{%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "}", ne[0], ne[1],
@@ -46,9 +40,29 @@ bool vkrt_ops_view_init(struct vkrt_ops_view *out, const struct vkrt_ops_limits 
   if ((unsigned)t->type >= VKRT_TYPE_COUNT)
     FAIL("%s: %s has invalid type %d", op, name, (int)t->type);
   uint64_t ts = vkrt_type_size(t->type);
+  uint32_t block = vkrt_type_block(t->type);
   out->buffer = t->buffer;
   out->type = t->type;
   out->type_size = (uint32_t)ts;
+  out->block = block;
+  /* Block types: the checks below run on blocks (ne[0] / block of ts bytes each); views
+   * keep offsets and strides in bytes since the offset need not be whole blocks. */
+  int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+  uint64_t unit = ts;
+  if (block > 1) {
+    if (t->ne[0] < 1 || t->ne[0] % block)
+      FAIL("%s: %s: ne[0] = %" PRId64 " is not a multiple of the %s block of %u elements", op,
+           name, t->ne[0], type_name(t->type), block);
+    if (t->nb[0] != (int64_t)ts)
+      FAIL("%s: %s: nb[0] = %" PRId64 " must be the %s block size %" PRIu64
+           " (blocks are dense along dim 0)", op, name, t->nb[0], type_name(t->type), ts);
+    uint64_t align = t->type == VKRT_TYPE_Q4_K ? 4 : 2;
+    if (t->offset % align)
+      FAIL("%s: %s: offset %" PRIu64 " is not a multiple of %" PRIu64 " bytes (%s)", op, name,
+           t->offset, align, type_name(t->type));
+    ne[0] = t->ne[0] / block;
+    unit = 1;
+  }
 
   uint64_t elements = 1, last = 0;
   for (int i = 0; i < 4; i++) {
@@ -59,10 +73,10 @@ bool vkrt_ops_view_init(struct vkrt_ops_view *out, const struct vkrt_ops_limits 
     if (t->nb[i] < 0)
       FAIL("%s: %s: nb[%d] = %" PRId64 " is negative", op, name, i, t->nb[i]);
     if ((uint64_t)t->nb[i] % ts)
-      FAIL("%s: %s: nb[%d] = %" PRId64 " is not a multiple of the %s size %" PRIu64, op, name,
-           i, t->nb[i], type_name(t->type), ts);
+      FAIL("%s: %s: nb[%d] = %" PRId64 " is not a multiple of the %s %ssize %" PRIu64, op,
+           name, i, t->nb[i], type_name(t->type), block > 1 ? "block " : "", ts);
     uint64_t reach;
-    if (!vkrt_mul_u64((uint64_t)(t->ne[i] - 1), (uint64_t)t->nb[i], &reach) ||
+    if (!vkrt_mul_u64((uint64_t)(ne[i] - 1), (uint64_t)t->nb[i], &reach) ||
         !vkrt_add_u64(last, reach, &last))
       FAIL("%s: %s: ne[%d] * nb[%d] overflows", op, name, i, i);
     if (!vkrt_mul_u64(elements, (uint64_t)t->ne[i], &elements))
@@ -73,7 +87,7 @@ bool vkrt_ops_view_init(struct vkrt_ops_view *out, const struct vkrt_ops_limits 
     FAIL("%s: %s has %" PRIu64 " elements, more than the 2^31 one op may touch", op, name,
          elements);
   out->elements = elements;
-  if (t->offset % ts)
+  if (block == 1 && t->offset % ts)
     FAIL("%s: %s: offset %" PRIu64 " is not aligned to the %s size %" PRIu64, op, name,
          t->offset, type_name(t->type), ts);
 
@@ -88,30 +102,30 @@ bool vkrt_ops_view_init(struct vkrt_ops_view *out, const struct vkrt_ops_limits 
   out->hi = hi;
   /* The kernels index in 32-bit elements from the binding start. */
   out->fits_binding = vkrt_ops_bind_range(lim, out->lo, hi, &out->bind_offset, &out->bind_range) &&
-                      out->bind_range / ts <= UINT32_MAX;
-  out->offset = (uint32_t)((t->offset - out->bind_offset) / ts);
+                      out->bind_range / unit <= UINT32_MAX;
+  out->offset = (uint32_t)((t->offset - out->bind_offset) / unit);
   for (int i = 0; i < 4; i++)
-    out->stride[i] = (uint32_t)((uint64_t)t->nb[i] / ts); /* <= bind_range / ts when ne > 1 */
+    out->stride[i] = (uint32_t)((uint64_t)t->nb[i] / unit); /* <= bind_range / unit when ne > 1 */
   for (int i = 0; i < 4; i++)
-    if (t->ne[i] == 1)
+    if (ne[i] == 1)
       out->stride[i] = 0; /* never multiplied by a nonzero index; keeps 32 bits honest */
 
   /* Dense with dim 0 innermost, ignoring dims of size 1. */
   uint64_t expect = ts;
   out->contiguous = true;
   for (int i = 0; i < 4; i++) {
-    if (t->ne[i] == 1)
+    if (ne[i] == 1)
       continue;
     if ((uint64_t)t->nb[i] != expect)
       out->contiguous = false;
-    expect *= (uint64_t)t->ne[i];
+    expect *= (uint64_t)ne[i];
   }
 
   if (writable) {
     /* Order the dims of size > 1 by stride; each must step past everything below it. */
     int order[4], n = 0;
     for (int i = 0; i < 4; i++)
-      if (t->ne[i] > 1)
+      if (ne[i] > 1)
         order[n++] = i;
     for (int i = 1; i < n; i++)
       for (int j = i; j > 0 && t->nb[order[j]] < t->nb[order[j - 1]]; j--) {
@@ -126,7 +140,7 @@ bool vkrt_ops_view_init(struct vkrt_ops_view *out, const struct vkrt_ops_limits 
         FAIL("%s: %s: elements overlap (nb[%d] = %" PRId64 " < %" PRIu64
              " bytes spanned by the inner dims); the writes would race", op, name, d, t->nb[d],
              covered);
-      covered = (uint64_t)t->nb[d] * (uint64_t)t->ne[d];
+      covered = (uint64_t)t->nb[d] * (uint64_t)ne[d];
     }
   }
   return true;
@@ -138,6 +152,15 @@ static bool one_binding(const char *op, const char *name, const struct vkrt_ops_
   if (!v->fits_binding)
     FAIL("%s: %s spans %" PRIu64 " bytes, more than one binding may (maxStorageBufferRange %" PRIu64
          ", 2^32 elements)", op, name, v->bind_range, lim->max_storage_buffer_range);
+  return true;
+}
+
+/* Block-quantized tensors are only matmul's w and copy's src (or a same-type dense copy). */
+static bool plain(const char *op, const char *name, const struct vkrt_ops_view *v, char *why,
+                  size_t why_size) {
+  if (v->block > 1)
+    FAIL("%s: %s is %s: block-quantized tensors are only taken as vkrt_op_matmul's w and "
+         "vkrt_op_copy's src", op, name, type_name(v->type));
   return true;
 }
 
@@ -177,6 +200,8 @@ bool vkrt_ops_check_copy(const struct vkrt_ops_limits *lim, const vkrt_tensor *d
     FAIL("%s: dst ne %s differs from src ne %s", op, a, b);
   }
   bool dense = dst->type == src->type && views[0].contiguous && views[1].contiguous;
+  if (!dense && !plain(op, "dst", &views[0], why, why_size))
+    return false;
   if (!dense && (!one_binding(op, "dst", &views[0], lim, why, why_size) ||
                  !one_binding(op, "src", &views[1], lim, why, why_size)))
     return false;
@@ -190,7 +215,8 @@ bool vkrt_ops_check_transpose(const struct vkrt_ops_limits *lim, const vkrt_tens
   static const char *const names[] = {"dst", "src"};
   if (!vkrt_ops_view_init(&views[0], lim, op, "dst", dst, true, why, why_size) ||
       !vkrt_ops_view_init(&views[1], lim, op, "src", src, false, why, why_size) ||
-      !same_device(op, views, names, 2, why, why_size))
+      !same_device(op, views, names, 2, why, why_size) ||
+      !plain(op, "dst", &views[0], why, why_size) || !plain(op, "src", &views[1], why, why_size))
     return false;
   if (dst->ne[0] != src->ne[1] || dst->ne[1] != src->ne[0] || dst->ne[2] != src->ne[2] ||
       dst->ne[3] != src->ne[3]) {
@@ -215,7 +241,7 @@ bool vkrt_ops_check_concat(const struct vkrt_ops_limits *lim, const vkrt_tensor 
   if (!vkrt_ops_view_init(&views[0], lim, op, "dst", dst, true, why, why_size) ||
       !vkrt_ops_view_init(&views[1], lim, op, "a", a, false, why, why_size) ||
       !vkrt_ops_view_init(&views[2], lim, op, "b", b, false, why, why_size) ||
-      !same_device(op, views, names, 3, why, why_size))
+      !same_device(op, views, names, 3, why, why_size) || !plain(op, "dst", &views[0], why, why_size))
     return false;
   if (a->type != dst->type || b->type != dst->type)
     FAIL("%s: types differ (dst %s, a %s, b %s)", op, type_name(dst->type), type_name(a->type),
@@ -248,6 +274,8 @@ bool vkrt_ops_check_add(const struct vkrt_ops_limits *lim, const vkrt_tensor *ds
   if (!srcs)
     FAIL("%s: srcs is NULL", op);
   if (!vkrt_ops_view_init(&views[0], lim, op, "dst", dst, true, why, why_size))
+    return false;
+  if (!plain(op, "dst", &views[0], why, why_size))
     return false;
   if (!views[0].contiguous)
     FAIL("%s: dst is not contiguous (the reduce kernel reads and writes dense ranges)", op);
@@ -311,6 +339,38 @@ bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor 
       return false;
   return disjoint(op, &views[0], &views[1], "w", why, why_size) &&
          disjoint(op, &views[0], &views[2], "x", why, why_size);
+}
+
+bool vkrt_ops_check_swiglu(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                           const vkrt_tensor *gate, const vkrt_tensor *up,
+                           struct vkrt_ops_view views[3], char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_swiglu";
+  static const char *const names[] = {"dst", "gate", "up"};
+  const vkrt_tensor *ts[3] = {dst, gate, up};
+  for (int i = 0; i < 3; i++) {
+    if (!vkrt_ops_view_init(&views[i], lim, op, names[i], ts[i], i == 0, why, why_size))
+      return false;
+    if (ts[i]->type != VKRT_TYPE_F32)
+      FAIL("%s: %s is %s; the op takes f32", op, names[i], type_name(ts[i]->type));
+    if (!views[i].contiguous)
+      FAIL("%s: %s is not contiguous", op, names[i]);
+    if (!one_binding(op, names[i], &views[i], lim, why, why_size))
+      return false;
+    if (i && memcmp(ts[i]->ne, dst->ne, sizeof(dst->ne))) {
+      char a[96], b[96];
+      format_ne(a, sizeof(a), dst->ne);
+      format_ne(b, sizeof(b), ts[i]->ne);
+      FAIL("%s: %s ne %s differs from dst ne %s", op, names[i], b, a);
+    }
+  }
+  if (!same_device(op, views, names, 3, why, why_size))
+    return false;
+  for (int i = 1; i < 3; i++) { /* in place on exactly one source is fine */
+    bool same = views[i].buffer == views[0].buffer && views[i].lo == views[0].lo;
+    if (!same && !disjoint(op, &views[0], &views[i], names[i], why, why_size))
+      return false;
+  }
+  return true;
 }
 
 int vkrt_ops_concat_fast_path_source(const struct vkrt_ops_view views[3], int dim,

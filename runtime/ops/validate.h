@@ -24,11 +24,12 @@ struct vkrt_ops_view {
   uint64_t bind_offset;
   uint64_t bind_range;
   uint64_t lo, hi;        /* bytes of the buffer the tensor can touch: [lo, hi) */
-  uint32_t offset;        /* elements from bind_offset */
+  uint32_t offset;        /* elements from bind_offset (block types: bytes) */
   uint32_t ne[4];
-  uint32_t stride[4];     /* elements */
+  uint32_t stride[4];     /* elements (block types: bytes) */
+  uint32_t block;         /* elements per block: 1, or 32/256 for Q8_0/Q4_K */
   uint64_t elements;
-  uint32_t type_size;
+  uint32_t type_size;     /* bytes per element (block types: per block) */
   vkrt_type type;
   bool contiguous;        /* dense, dim 0 innermost (dims of size 1 ignored) */
   bool fits_binding;      /* one binding covers it (else only ops that split dense ranges
@@ -70,6 +71,11 @@ bool vkrt_ops_check_add(const struct vkrt_ops_limits *lim, const vkrt_tensor *ds
                         struct vkrt_ops_view views[9], char *why, size_t why_size);
 bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                            const vkrt_tensor *w, const vkrt_tensor *x,
+                           struct vkrt_ops_view views[3], char *why, size_t why_size);
+
+/* dst = silu(gate) * up: f32, dense, one shape; dst disjoint from each source or exactly it. */
+bool vkrt_ops_check_swiglu(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                           const vkrt_tensor *gate, const vkrt_tensor *up,
                            struct vkrt_ops_view views[3], char *why, size_t why_size);
 
 /* Concat fast path eligibility (dim 0, one source stored transposed, the other source and

@@ -74,3 +74,7 @@ typedef struct vkt_log_capture {
   size_t len;
 } vkt_log_capture;
 void vkt_log_capture_fn(void *user, vkrt_log_level level, const char *message);
+
+/* IEEE half on the host: f32 -> f16 rounds to nearest even (overflow to inf, NaN kept). */
+uint16_t vkt_f32_to_f16(float f);
+float vkt_f16_to_f32(uint16_t h);

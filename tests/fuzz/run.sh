@@ -22,7 +22,7 @@ if ! out=$(./configure --cc "${FUZZ_CC:-clang}" --builddir "$builddir" --config 
   printf '%s\n' "$out"; echo "fuzz: configure failed"; exit 1
 fi
 rc=0
-for harness in fuzz_api_validation fuzz_board_config; do
+for harness in fuzz_api_validation fuzz_board_config fuzz_gguf; do
   if ! out=$(ninja -C "$builddir" "fuzz-$harness" 2>&1); then
     printf '%s\n' "$out" | tail -30; echo "$harness: build failed"; exit 1
   fi

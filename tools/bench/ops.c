@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bench.h"
 #include "appliance/appliance.h"
@@ -22,6 +23,8 @@ struct ops_opts {
   vkrt_type type;
   uint32_t groups; /* copy_vec4 workgroups per dispatch (0: the library's choice) */
   int64_t k;       /* matmul K */
+  int64_t n;       /* quant N */
+  int variant;     /* quant: 0 = every kernel variant, else that one (1-based) */
 };
 
 struct bench_ctx {
@@ -40,7 +43,8 @@ static void usage(const char *cmd) {
   printf("usage: vkrt-bench %s [--size BYTES] [--iters N] [--device D] [--type f32|f16] [--json]%s\n"
          "  --size   bytes per source tensor (default 1G; 16M on CPU devices), e.g. 256M\n"
          "  --iters  timed runs, median reported (default 20; 5 on CPU devices)\n",
-         cmd, !strcmp(cmd, "copy") ? " [--groups G]" : !strcmp(cmd, "matmul") ? " [--k K]" : "");
+         cmd, !strcmp(cmd, "copy") ? " [--groups G]" : !strcmp(cmd, "matmul") ? " [--k K]"
+             : !strcmp(cmd, "quant") ? " [--k K] [--n N] [--variant V] (--type q8_0|q4_K)" : "");
 }
 
 static bool parse(int argc, char **argv, struct ops_opts *o) {
@@ -49,6 +53,7 @@ static bool parse(int argc, char **argv, struct ops_opts *o) {
       {"device", required_argument, 0, 'd'}, {"type", required_argument, 0, 't'},
       {"json", no_argument, 0, 'j'},         {"groups", required_argument, 0, 'g'},
       {"k", required_argument, 0, 'k'},      {"help", no_argument, 0, 'h'},
+      {"n", required_argument, 0, 'n'},      {"variant", required_argument, 0, 'v'},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof(*o));
   o->type = VKRT_TYPE_F32;
@@ -70,11 +75,17 @@ static bool parse(int argc, char **argv, struct ops_opts *o) {
     case 't':
       if (!strcmp(optarg, "f16")) {
         o->type = VKRT_TYPE_F16;
+      } else if (!strcmp(optarg, "q8_0")) {
+        o->type = VKRT_TYPE_Q8_0;
+      } else if (!strcasecmp(optarg, "q4_k")) {
+        o->type = VKRT_TYPE_Q4_K;
       } else if (strcmp(optarg, "f32")) {
-        fprintf(stderr, "vkrt-bench: --type is f32 or f16\n");
+        fprintf(stderr, "vkrt-bench: --type is f32, f16, q8_0 or q4_K\n");
         return false;
       }
       break;
+    case 'n': o->n = atoll(optarg); break;
+    case 'v': o->variant = atoi(optarg); break;
     default: usage(argv[0]); return false;
     }
   }
@@ -493,6 +504,102 @@ static int cmd_matmul(int argc, char **argv) {
   return teardown(&c, 0);
 }
 
+/* ---- quantized matrix-vector ----------------------------------------------------------- */
+
+struct quant_args {
+  vkrt_tensor dst, x;
+  vkrt_tensor w[16]; /* copies cycled through so the weights come from HBM, not L2 */
+  int copies, next, variant;
+};
+
+static vkrt_status rec_quant(struct bench_ctx *c, VkCommandBuffer cmd, void *user) {
+  (void)cmd;
+  struct quant_args *a = user;
+  c->dev->ops->quant_variant = a->variant;
+  vkrt_status s = vkrt_op_matmul(&a->dst, &a->w[a->next], &a->x);
+  c->dev->ops->quant_variant = 0;
+  a->next = (a->next + 1) % a->copies;
+  return s;
+}
+
+/* Random quants with small f16 scales (0x2000..0x23ff: ~0.008..0.016) in every block. */
+static void *random_blocks(vkrt_type type, uint64_t blocks) {
+  uint64_t bs = vkrt_type_size(type), state = 0x9e3779b97f4a7c15ull;
+  uint8_t *p = malloc(blocks * bs);
+  if (!p)
+    return NULL;
+  for (uint64_t i = 0; i < blocks * bs; i++) {
+    state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
+    p[i] = (uint8_t)((state * 0x2545f4914f6cdd1dull) >> 56);
+  }
+  for (uint64_t b = 0; b < blocks; b++) /* the high byte of d (and dmin) */
+    for (int h = 0; h < (type == VKRT_TYPE_Q4_K ? 2 : 1); h++)
+      p[b * bs + 2 * h + 1] = (uint8_t)(0x20 | (p[b * bs + 2 * h + 1] & 3));
+  return p;
+}
+
+/* vkrt-bench quant --type q8_0|q4_K: dst[N] = w[K, N] x[K] (M = 1, the decode case) for
+ * every kernel variant, then M = 2, 4, 8 and 32 on the default choice. The weights cycle
+ * through copies totalling > 256 MiB (GPUs) so each run reads them from memory, not the
+ * last-level cache; the bandwidth counts weights + x + dst bytes, and the copy kernel over
+ * 1 GiB in the same run is the memory reference. */
+static int cmd_quant(int argc, char **argv) {
+  struct bench_ctx c;
+  if (!setup(&c, argc, argv))
+    return 2;
+  vkrt_type wt = c.o.type == VKRT_TYPE_Q4_K ? VKRT_TYPE_Q4_K : VKRT_TYPE_Q8_0;
+  bool cpu = c.dev->caps.is_cpu;
+  int64_t K = c.o.k ? c.o.k : (cpu ? 4096 : 14336), N = c.o.n ? c.o.n : (cpu ? 512 : 4096);
+  uint32_t per = vkrt_type_block(wt);
+  if (K % per) {
+    fprintf(stderr, "vkrt-bench: --k %" PRId64 " is not a multiple of the %s block (%u)\n", K,
+            vkrt_type_str(wt), per);
+    return teardown(&c, 2);
+  }
+  uint64_t row = (uint64_t)K / per * vkrt_type_size(wt), wbytes = row * (uint64_t)N;
+  int copies = cpu ? 1 : (int)VKRT_MIN(16, (256ull << 20) / wbytes + 1);
+  vkrt_buffer *cb = buffer(&c, c.o.size), *cb2 = buffer(&c, c.o.size);
+  if (cb && cb2)
+    measure_copy_kernel(&c, cb2, cb, c.o.size);
+  vkrt_buffer_destroy(cb);
+  vkrt_buffer_destroy(cb2);
+  struct quant_args a = {.copies = copies};
+  vkrt_buffer *w = buffer(&c, wbytes * copies), *x = buffer(&c, (uint64_t)K * 4 * 32),
+              *d = buffer(&c, (uint64_t)N * 4 * 32);
+  void *host = random_blocks(wt, wbytes / vkrt_type_size(wt));
+  if (!w || !x || !d || !host)
+    return teardown(&c, 1);
+  for (int i = 0; i < copies; i++) {
+    if (vkrt_upload(w, wbytes * i, host, wbytes) != VKRT_OK) {
+      fprintf(stderr, "vkrt-bench: %s\n", vkrt_last_error(c.app));
+      return teardown(&c, 1);
+    }
+    a.w[i] = vkrt_tensor_contiguous(w, wbytes * i, wt, K, N, 1, 1);
+  }
+  free(host);
+  char name[160], note[96];
+  static const int ms[] = {1, 2, 4, 8, 32};
+  for (unsigned mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++) {
+    int M = ms[mi];
+    a.x = vkrt_tensor_contiguous(x, 0, VKRT_TYPE_F32, K, M, 1, 1);
+    a.dst = vkrt_tensor_contiguous(d, 0, VKRT_TYPE_F32, N, M, 1, 1);
+    for (int v = M == 1 ? 1 : 0; v <= (M == 1 ? VKRT_QUANT_VARIANTS : 0); v++) {
+      if (c.o.variant && M == 1 && v != c.o.variant)
+        continue;
+      a.variant = v;
+      uint64_t moved = wbytes + (uint64_t)K * 4 * M + (uint64_t)N * 4 * M;
+      snprintf(name, sizeof(name), "%s K=%" PRId64 " N=%" PRId64 " M=%d %s", vkrt_type_str(wt), K,
+               N, M, v ? vkrt_quant_variant_names[v - 1] : "default");
+      snprintf(note, sizeof(note), "weights %.1f MB, %d copies cycled", wbytes / 1e6, copies);
+      report(&c, name, time_op(&c, rec_quant, &a), moved, 2.0 * K * N * M, note);
+    }
+  }
+  vkrt_buffer_destroy(w);
+  vkrt_buffer_destroy(x);
+  vkrt_buffer_destroy(d);
+  return teardown(&c, 0);
+}
+
 BENCH_COMMAND(copy, "copy", "device copies: copy kernel vs vkCmdCopyBuffer, strided, f32->f16",
               cmd_copy)
 BENCH_COMMAND(transpose, "transpose", "tiled transpose (2-D and dims 0/1 of 4-D) vs the copy kernel",
@@ -501,3 +608,5 @@ BENCH_COMMAND(concat, "concat", "concat dim 0 with a transposed source: fast pat
               cmd_concat)
 BENCH_COMMAND(matmul, "matmul", "matrix-vector (decode) and tiled matmul: GB/s and GFLOP/s",
               cmd_matmul)
+BENCH_COMMAND(quant, "quant", "Q8_0/Q4_K matrix-vector kernels (--type q8_0|q4_K): every variant, M 1..32",
+              cmd_quant)

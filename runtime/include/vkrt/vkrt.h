@@ -256,12 +256,32 @@ vkrt_status vkrt_upload_counters_get(const vkrt_appliance *appliance, vkrt_uploa
 typedef enum vkrt_type {
   VKRT_TYPE_F32 = 0,
   VKRT_TYPE_F16 = 1,
+  /* Block-quantized weights, bit-compatible with ggml/GGUF (GGML_TYPE_Q8_0, GGML_TYPE_Q4_K):
+   * Q8_0: blocks of 32 weights in 34 bytes: f16 d, int8 q[32]; w = d * q.
+   * Q4_K: super-blocks of 256 weights in 144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit
+   *       scales/mins for 8 sub-blocks of 32, 128 bytes of 4-bit quants;
+   *       w = d * scale[j] * q - dmin * min[j]. */
+  VKRT_TYPE_Q8_0 = 2,
+  VKRT_TYPE_Q4_K = 3,
   VKRT_TYPE_COUNT
 } vkrt_type;
 
+/* Bytes per block (per element for f32/f16), as ggml_type_size; 0 for an invalid type. */
 size_t vkrt_type_size(vkrt_type type);
+/* Elements per block: 1 for f32/f16, 32 for Q8_0, 256 for Q4_K; 0 for an invalid type. */
+uint32_t vkrt_type_block(vkrt_type type);
+/* "f32", "f16", "q8_0", "q4_K" (the ggml names); "?" for an invalid type. */
+const char *vkrt_type_str(vkrt_type type);
+/* CPU dequantization of n elements (a multiple of the block) of a dense row of `type` into
+ * f32, straight from the format's definition: the reference the kernels are tested against
+ * (f32 and f16 rows are converted too). INVALID_ARGUMENT for a bad type or n. */
+vkrt_status vkrt_dequantize_row(vkrt_type type, const void *src, float *dst, int64_t n);
 
 /* ggml convention: ne[] element counts, nb[] byte strides, dim 0 innermost.
+ * Block types (Q8_0, Q4_K) follow ggml too: ne[0] a multiple of the block, nb[0] the block
+ * size in bytes (blocks dense along dim 0), nb[1..3] whole blocks, the offset a multiple of
+ * 2 bytes (Q8_0) or 4 bytes (Q4_K); they are taken by vkrt_op_matmul as w and by
+ * vkrt_op_copy as src (dequantizing into f32/f16, or same-type dense byte copies). 
  * The ops take ne[i] >= 1 (unused dims are 1; empty tensors are rejected), nb[i] >= 0 and
  * a multiple of the element size, an offset aligned to the element size, at most 2^31
  * elements, and every touched byte inside the buffer; a written tensor may not have two
@@ -290,11 +310,17 @@ vkrt_status vkrt_op_concat(const vkrt_tensor *dst, const vkrt_tensor *a, const v
  * tensor dense (contiguous), of dst's shape and type. */
 vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, uint32_t count);
 /* dst[n, m] = sum_k w[k, n] * x[k, m]   (ggml mul_mat: w ne = {K, N}, x ne = {K, M},
- * dst ne = {N, M}); w f16 or f32, x and dst f32. M == 1 is the decode (matrix-vector) case. */
+ * dst ne = {N, M}); w f16, f32, q8_0 or q4_K, x and dst f32. M == 1 is the decode
+ * (matrix-vector) case; quantized w takes its matrix-vector kernels for M <= 8 and runs them
+ * over groups of 8 columns of x beyond. */
 vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
 /* dst += w x, same shapes and rules as vkrt_op_matmul (dst is read, then written): the
  * decode residual (x = x + W h) in one dispatch instead of a matmul and an add. */
 vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
+
+/* dst = silu(gate) * up element-wise, silu(g) = g / (1 + e^-g) (the SwiGLU gate of a llama-style
+ * MLP); f32, dense tensors of one shape; dst may be gate or up exactly (in place). */
+vkrt_status vkrt_op_swiglu(const vkrt_tensor *dst, const vkrt_tensor *gate, const vkrt_tensor *up);
 
 /* ---- collectives ---------------------------------------------------------------------- */
 

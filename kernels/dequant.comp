@@ -1,0 +1,64 @@
+#version 450
+// vkrt_op_copy from a block-quantized tensor (Q8_0 or Q4_K, ggml layouts) into f32 or f16:
+// one invocation per destination element, any destination strides. The source is read in
+// 32-bit words (rows start 2-byte aligned for Q8_0, 4-byte aligned for Q4_K).
+// Source offset and strides are bytes, destination ones elements.
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+
+layout(local_size_x = 256) in;
+
+layout(push_constant) uniform Push {
+  uint ne[4];
+  uint src_stride[4];   // bytes (src_stride[0] unused: blocks are dense along dim 0)
+  uint dst_stride[4];   // elements
+  uint src_offset;      // bytes
+  uint dst_offset;      // elements
+  uint total;
+  uint base_group;
+} pc;
+
+layout(std430, set = 0, binding = 0) readonly buffer S { uint s[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer D { DST_TYPE d[]; };
+
+uint src_byte(uint a) { return (s[a >> 2] >> (8u * (a & 3u))) & 255u; }
+float src_half(uint a) { // a is 2-byte aligned
+  vec2 p = unpackHalf2x16(s[a >> 2]);
+  return (a & 2u) != 0u ? p.y : p.x;
+}
+
+void main() {
+  uint i = (pc.base_group + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * 256u +
+           gl_LocalInvocationID.x;
+  if (i >= pc.total)
+    return;
+  uint i0 = i % pc.ne[0];
+  uint t = i / pc.ne[0];
+  uint i1 = t % pc.ne[1];
+  t /= pc.ne[1];
+  uint i2 = t % pc.ne[2];
+  uint i3 = t / pc.ne[2];
+  uint row = pc.src_offset + i1 * pc.src_stride[1] + i2 * pc.src_stride[2] + i3 * pc.src_stride[3];
+#ifdef Q8_0
+  uint blk = row + (i0 / 32u) * 34u;
+  float v = src_half(blk) * float(int(src_byte(blk + 2u + i0 % 32u) << 24) >> 24);
+#else // Q4_K
+  uint blk = row + (i0 / 256u) * 144u;
+  uint e = i0 % 256u, g = e / 64u, l = e % 32u;
+  uint j = 2u * g + (e % 64u) / 32u; // sub-block
+  uint sc, mn;
+  if (j < 4u) {
+    sc = src_byte(blk + 4u + j) & 63u;
+    mn = src_byte(blk + 8u + j) & 63u;
+  } else {
+    uint hi = src_byte(blk + 8u + j);
+    sc = (hi & 15u) | ((src_byte(blk + j) >> 6) << 4);
+    mn = (hi >> 4) | ((src_byte(blk + 4u + j) >> 6) << 4);
+  }
+  uint qb = src_byte(blk + 16u + 32u * g + l);
+  uint q = (e % 64u) < 32u ? (qb & 15u) : (qb >> 4);
+  float v = src_half(blk) * float(sc) * float(q) - src_half(blk + 2u) * float(mn);
+#endif
+  d[pc.dst_offset + i0 * pc.dst_stride[0] + i1 * pc.dst_stride[1] + i2 * pc.dst_stride[2] +
+    i3 * pc.dst_stride[3]] = DST_TYPE(v);
+}

@@ -1,0 +1,186 @@
+#version 450
+// Q4_K weights x f32 activations -> f32 (ggml mul_mat, w ne = {K, N}, x ne = {K, M}):
+//   dst[n, m] = sum_k w[k, n] * x[k, m]   for M <= MT columns per workgroup row (grid y walks
+// groups of MT columns), every batch (i2, i3) on z, w broadcast over batches.
+// A Q4_K super-block is 144 bytes = 9 units of 16: unit 0 holds f16 d, f16 dmin and the 12
+// bytes of packed 6-bit scales/mins, units 1..8 the 128 bytes of 4-bit quants. Quant unit p
+// (0..7) of a super-block covers weights 64 (p / 2) + 16 (p % 2) + t (low nibble of byte t,
+// sub-block 2 (p / 2)) and the same + 32 (high nibble, sub-block 2 (p / 2) + 1). Invocations
+// walk the quant units of a row in order (coalesced 16-byte reads), every one of the ROWS
+// rows at once so each x load serves ROWS rows:
+//   sum_t (d sc q_t - dmin m) x_t = d sc sum_t q_t x_t - dmin m sum_t x_t.
+// Rows start 4-byte aligned (VEC16: rows 16-byte aligned, quant units read as uvec4, and
+// x 16-byte aligned, read as vec4). LANEW (with VEC16's bindings): each invocation takes one
+// quant word of every row instead, so a subgroup's x loads are contiguous too.
+// Offsets and strides of w are bytes; those of x and dst elements.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+
+#ifndef ROWS
+#define ROWS 4
+#endif
+#ifndef MT
+#define MT 1
+#endif
+#define THREADS 128u
+#define MAX_SUBGROUPS 64u
+
+layout(local_size_x = 128) in;
+
+layout(push_constant) uniform Push {
+  uint N, M, blocks;        // rows, columns of x, super-blocks per row (K / 256)
+  uint w_offset, w_row, w_stride2, w_stride3;                  // bytes
+  uint x_offset, x_col, x_stride2, x_stride3;                  // elements
+  uint d_offset, d_stride0, d_col, d_stride2, d_stride3;       // elements
+  uint ne2, r2, r3;
+  uint base_x, base_y, base_z;
+} pc;
+
+layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
+#ifdef VEC16
+layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
+#else
+layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
+#endif
+layout(std430, set = 0, binding = 2) writeonly buffer D { float d[]; };
+#ifdef VEC16
+layout(std430, set = 0, binding = 3) readonly buffer W4 { uvec4 w4[]; };
+#endif
+
+shared float partial[ROWS * MT][MAX_SUBGROUPS];
+
+uint byte_of(uvec3 s, uint i) { return (s[i >> 2] >> (8u * (i & 3u))) & 255u; }
+
+// scale and min of sub-block j from the 12 packed bytes (ggml get_scale_min_k4)
+vec2 scale_min(uvec3 s, uint j) {
+  if (j < 4u)
+    return vec2(float(byte_of(s, j) & 63u), float(byte_of(s, j + 4u) & 63u));
+  uint hi = byte_of(s, j + 4u);
+  return vec2(float((hi & 15u) | ((byte_of(s, j - 4u) >> 6) << 4)),
+              float((hi >> 4) | ((byte_of(s, j) >> 6) << 4)));
+}
+
+void main() {
+  uint tid = gl_LocalInvocationID.x;
+  uint row0 = (pc.base_x + gl_WorkGroupID.x) * ROWS;
+  uint col0 = (pc.base_y + gl_WorkGroupID.y) * MT;
+  uint z = pc.base_z + gl_WorkGroupID.z;
+  uint i2 = z % pc.ne2;
+  uint i3 = z / pc.ne2;
+  uint wb = pc.w_offset + (i2 / pc.r2) * pc.w_stride2 + (i3 / pc.r3) * pc.w_stride3;
+  uint xb = pc.x_offset + i2 * pc.x_stride2 + i3 * pc.x_stride3;
+  uint rows = min(uint(ROWS), pc.N - row0);
+  uint cols = min(uint(MT), pc.M - col0);
+
+  float acc[ROWS * MT];
+  for (uint i = 0u; i < ROWS * MT; i++)
+    acc[i] = 0.0;
+
+#ifdef LANEW
+  // one quant word per invocation: 32 consecutive invocations cover the 128 quant bytes of a
+  // super-block, word j = bytes 4j .. 4j + 3 of group j / 8: weights 64 (j / 8) + 4 (j % 8) + t
+  // (low nibbles, sub-block 2 (j / 8)) and + 32 (high nibbles): x loads coalesce too
+  for (uint unit = tid; unit < pc.blocks * 32u; unit += THREADS) {
+    uint sb = unit >> 5, j = unit & 31u;
+    uint sub = 2u * (j >> 3);
+    uint k = sb * 256u + 64u * (j >> 3) + 4u * (j & 7u);
+    uint q[ROWS];
+    vec4 dm[ROWS];
+    for (uint r = 0u; r < ROWS; r++) {
+      uint base = (wb + (min(r, rows - 1u) + row0) * pc.w_row) / 4u + sb * 36u; // words
+      uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
+      q[r] = w[base + 4u + j];
+      vec2 dd = unpackHalf2x16(h.x);
+      vec2 lo = scale_min(h.yzw, sub), hi = scale_min(h.yzw, sub + 1u);
+      dm[r] = r < rows ? vec4(dd.x * lo.x, dd.y * lo.y, dd.x * hi.x, dd.y * hi.y) : vec4(0.0);
+    }
+    for (uint c = 0u; c < MT; c++) {
+      if (c >= cols)
+        break;
+      uint xi = xb + (col0 + c) * pc.x_col + k; // x 16-byte aligned
+      vec4 xl = x4[xi / 4u], xh = x4[xi / 4u + 8u];
+      float sl = dot(xl, vec4(1.0)), sh = dot(xh, vec4(1.0));
+      for (uint r = 0u; r < ROWS; r++) {
+        uint v = q[r];
+        float ql = dot(vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 15u), xl);
+        float qh = dot(vec4(uvec4(v >> 4, v >> 12, v >> 20, v >> 28) & 15u), xh);
+        acc[r * MT + c] += dm[r].x * ql - dm[r].y * sl + dm[r].z * qh - dm[r].w * sh;
+      }
+    }
+  }
+#else
+  for (uint unit = tid; unit < pc.blocks * 8u; unit += THREADS) {
+    uint sb = unit >> 3, p = unit & 7u;
+    uint sub = 2u * (p >> 1);
+    uint k = sb * 256u + 64u * (p >> 1) + 16u * (p & 1u);
+    // per row: the 16 quant bytes and (d sc, dmin m) for both sub-blocks
+    uvec4 q[ROWS];
+    vec4 dm[ROWS];
+    for (uint r = 0u; r < ROWS; r++) {
+      if (r < rows) {
+        uint base = (wb + (row0 + r) * pc.w_row) / 4u + sb * 36u; // words
+        uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
+#ifdef VEC16
+        q[r] = w4[base / 4u + 1u + p];
+#else
+        uint qb = base + 4u + 4u * p;
+        q[r] = uvec4(w[qb], w[qb + 1u], w[qb + 2u], w[qb + 3u]);
+#endif
+        vec2 dd = unpackHalf2x16(h.x);
+        vec2 lo = scale_min(h.yzw, sub), hi = scale_min(h.yzw, sub + 1u);
+        dm[r] = vec4(dd.x * lo.x, dd.y * lo.y, dd.x * hi.x, dd.y * hi.y);
+      } else {
+        q[r] = uvec4(0u);
+        dm[r] = vec4(0.0);
+      }
+    }
+    for (uint c = 0u; c < MT; c++) {
+      if (c >= cols)
+        break;
+      uint xi = xb + (col0 + c) * pc.x_col + k;
+      vec4 xl[4], xh[4];
+      for (uint i = 0u; i < 4u; i++) {
+#ifdef VEC16
+        xl[i] = x4[xi / 4u + i];  // x 16-byte aligned
+        xh[i] = x4[xi / 4u + 8u + i];
+#else
+        xl[i] = vec4(x[xi + 4u * i], x[xi + 4u * i + 1u], x[xi + 4u * i + 2u], x[xi + 4u * i + 3u]);
+        xh[i] = vec4(x[xi + 32u + 4u * i], x[xi + 33u + 4u * i], x[xi + 34u + 4u * i],
+                     x[xi + 35u + 4u * i]);
+#endif
+      }
+      float sl = 0.0, sh = 0.0;
+      for (uint i = 0u; i < 4u; i++) {
+        sl += dot(xl[i], vec4(1.0));
+        sh += dot(xh[i], vec4(1.0));
+      }
+      for (uint r = 0u; r < ROWS; r++) {
+        float ql = 0.0, qh = 0.0;
+        for (uint i = 0u; i < 4u; i++) {
+          uint v = q[r][i];
+          ql += dot(vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 15u), xl[i]);
+          qh += dot(vec4(uvec4(v >> 4, v >> 12, v >> 20, v >> 28) & 15u), xh[i]);
+        }
+        acc[r * MT + c] += dm[r].x * ql - dm[r].y * sl + dm[r].z * qh - dm[r].w * sh;
+      }
+    }
+  }
+#endif
+
+  for (uint i = 0u; i < ROWS * MT; i++) {
+    float s = subgroupAdd(acc[i]);
+    if (subgroupElect())
+      partial[i][gl_SubgroupID] = s;
+  }
+  barrier();
+  for (uint i = tid; i < ROWS * MT; i += THREADS) {
+    uint r = i / MT, c = i % MT;
+    if (r < rows && c < cols) {
+      float s = 0.0;
+      for (uint j = 0u; j < gl_NumSubgroups; j++)
+        s += partial[i][j];
+      d[pc.d_offset + (row0 + r) * pc.d_stride0 + (col0 + c) * pc.d_col + i2 * pc.d_stride2 +
+        i3 * pc.d_stride3] = s;
+    }
+  }
+}

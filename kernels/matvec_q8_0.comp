@@ -1,0 +1,190 @@
+#version 450
+// Q8_0 weights x f32 activations -> f32 (ggml mul_mat, w ne = {K, N}, x ne = {K, M}):
+//   dst[n, m] = sum_k w[k, n] * x[k, m]   for M <= MT columns per workgroup row (grid y walks
+// groups of MT columns), every batch (i2, i3) on z, w broadcast over batches.
+// A Q8_0 block is 34 bytes: f16 d, int8 q[32]. A row of K / 32 blocks is read as a stream of
+// 2-byte granules (granule 17 b of a row is block b's d, granules 17 b + 1 .. 17 b + 16 its
+// quants in pairs), so consecutive invocations load consecutive words (coalesced) whatever
+// the row's alignment. Each granule of quants adds d * (q0 x[k] + q1 x[k + 1]); d comes from
+// a second (cached) load of the block's first granule.
+// VEC16 (all rows 16-byte aligned): each invocation takes 16 bytes = 8 granules of every one
+// of ROWS rows at the same position, so one x load serves ROWS rows (x 16-byte aligned).
+// LANEW (with VEC16's bindings; rows 4-byte aligned, even block count): each invocation
+// takes one word = 2 granules of every row, so x loads coalesce across the subgroup too.
+// Offsets and strides of w are bytes; those of x and dst elements.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+
+#ifndef ROWS
+#define ROWS 2
+#endif
+#ifndef MT
+#define MT 1
+#endif
+#define THREADS 128u
+#define MAX_SUBGROUPS 64u
+
+layout(local_size_x = 128) in;
+
+layout(push_constant) uniform Push {
+  uint N, M, blocks;        // rows, columns of x, blocks per row (K / 32)
+  uint w_offset, w_row, w_stride2, w_stride3;                  // bytes
+  uint x_offset, x_col, x_stride2, x_stride3;                  // elements
+  uint d_offset, d_stride0, d_col, d_stride2, d_stride3;       // elements
+  uint ne2, r2, r3;
+  uint base_x, base_y, base_z;
+} pc;
+
+layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
+#ifdef VEC16
+layout(std430, set = 0, binding = 1) readonly buffer X { vec2 x2[]; };
+#else
+layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
+#endif
+layout(std430, set = 0, binding = 2) writeonly buffer D { float d[]; };
+#ifdef VEC16
+layout(std430, set = 0, binding = 3) readonly buffer W4 { uvec4 w4[]; };
+#endif
+
+shared float partial[ROWS * MT][MAX_SUBGROUPS];
+
+// f16 at granule g (2-byte units from the binding start)
+float granule_half(uint g) {
+  vec2 p = unpackHalf2x16(w[g >> 1]);
+  return (g & 1u) != 0u ? p.y : p.x;
+}
+
+// the two int8 quants in half h of word v
+vec2 quant_pair(uint v, uint h) {
+  int s = int(v);
+  return vec2(float(bitfieldExtract(s, int(16u * h), 8)), float(bitfieldExtract(s, int(16u * h + 8u), 8)));
+}
+
+void main() {
+  uint tid = gl_LocalInvocationID.x;
+  uint row0 = (pc.base_x + gl_WorkGroupID.x) * ROWS;
+  uint col0 = (pc.base_y + gl_WorkGroupID.y) * MT;
+  uint z = pc.base_z + gl_WorkGroupID.z;
+  uint i2 = z % pc.ne2;
+  uint i3 = z / pc.ne2;
+  uint wb = pc.w_offset + (i2 / pc.r2) * pc.w_stride2 + (i3 / pc.r3) * pc.w_stride3;
+  uint xb = pc.x_offset + i2 * pc.x_stride2 + i3 * pc.x_stride3;
+  uint rows = min(uint(ROWS), pc.N - row0);
+  uint cols = min(uint(MT), pc.M - col0);
+  uint ng = pc.blocks * 17u; // granules per row
+
+  float acc[ROWS * MT];
+  for (uint i = 0u; i < ROWS * MT; i++)
+    acc[i] = 0.0;
+
+#if defined(LANEW)
+  // every row starts 4-byte aligned with an even block count (all rows in phase): local
+  // word w holds granules 2w, 2w + 1, so a subgroup reads 128 contiguous bytes of each row
+  // and 64 contiguous floats of x (coalesced), one x load serving ROWS rows
+  for (uint wi = tid; wi * 2u < ng; wi += THREADS) {
+    uint g = wi * 2u;
+    uint b = g / 17u;
+    uint p = g - b * 17u;           // granule position of the low half (0..16)
+    bool lo = p != 0u, hi = p != 16u; // the low half is d at p == 0; the high half is the next d at 16
+    uint klo = b * 32u + 2u * p - 2u, khi = b * 32u + 2u * p;
+    uint q[ROWS];
+    float dq[ROWS];
+    for (uint r = 0u; r < ROWS; r++) {
+      uint rs = wb + (min(r, rows - 1u) + row0) * pc.w_row; // bytes, 4-aligned
+      q[r] = w[rs / 4u + wi];
+      dq[r] = r < rows ? granule_half(rs / 2u + b * 17u) : 0.0;
+    }
+    for (uint c = 0u; c < MT; c++) {
+      if (c < cols) {
+        uint xc = (xb + (col0 + c) * pc.x_col) / 2u; // x 8-byte aligned
+        vec2 xl = lo ? x2[xc + klo / 2u] : vec2(0.0), xh = hi ? x2[xc + khi / 2u] : vec2(0.0);
+        for (uint r = 0u; r < ROWS; r++)
+          acc[r * MT + c] += dq[r] * (dot(quant_pair(q[r], 0u), xl) + dot(quant_pair(q[r], 1u), xh));
+      }
+    }
+  }
+#elif defined(VEC16)
+  // every row starts 16-byte aligned: local 16-byte unit u holds granules 8u .. 8u + 7
+  for (uint u = tid; u * 8u < ng; u += THREADS) {
+    uint g = u * 8u;
+    uint b0 = g / 17u;
+    uint pos0 = g - b0 * 17u;
+    uvec4 q[ROWS];
+    float dq[ROWS][2];
+    for (uint r = 0u; r < ROWS; r++) {
+      if (r < rows) {
+        uint rs = wb + (row0 + r) * pc.w_row; // bytes, 16-aligned
+        q[r] = w4[rs / 16u + u];
+        uint g0 = rs / 2u;
+        dq[r][0] = granule_half(g0 + b0 * 17u);
+        dq[r][1] = b0 + 1u < pc.blocks ? granule_half(g0 + b0 * 17u + 17u) : 0.0;
+      } else {
+        q[r] = uvec4(0u);
+        dq[r][0] = 0.0;
+        dq[r][1] = 0.0;
+      }
+    }
+    for (uint j = 0u; j < 8u; j++) {
+      uint pos = pos0 + j;
+      uint nb = pos >= 17u ? 1u : 0u;
+      pos -= nb * 17u;
+      if (pos == 0u || g + j >= ng)
+        continue;
+      uint k = (b0 + nb) * 32u + 2u * (pos - 1u);
+      for (uint c = 0u; c < MT; c++) {
+        if (c < cols) {
+          vec2 xv = x2[(xb + (col0 + c) * pc.x_col + k) / 2u]; // x 8-byte aligned
+          for (uint r = 0u; r < ROWS; r++)
+            acc[r * MT + c] += dq[r][nb] * dot(quant_pair(q[r][j >> 1], j & 1u), xv);
+        }
+      }
+    }
+  }
+#else
+  for (uint r = 0u; r < ROWS; r++) {
+    if (r >= rows)
+      break;
+    uint g0 = (wb + (row0 + r) * pc.w_row) / 2u; // first granule of the row
+    uint wend = (g0 + ng + 1u) / 2u;
+    for (uint wi = g0 / 2u + tid; wi < wend; wi += THREADS) {
+      uint v = w[wi];
+      for (uint h = 0u; h < 2u; h++) {
+        uint g = wi * 2u + h;
+        if (g < g0 || g >= g0 + ng)
+          continue;
+        uint lg = g - g0;
+        uint b = lg / 17u;
+        uint pos = lg - b * 17u;
+        if (pos == 0u)
+          continue;
+        float dd = granule_half(g0 + b * 17u);
+        vec2 qv = quant_pair(v, h);
+        uint k = b * 32u + 2u * (pos - 1u);
+        for (uint c = 0u; c < MT; c++) {
+          if (c < cols) {
+            uint xi = xb + (col0 + c) * pc.x_col + k;
+            acc[r * MT + c] += dd * dot(qv, vec2(x[xi], x[xi + 1u]));
+          }
+        }
+      }
+    }
+  }
+#endif
+
+  for (uint i = 0u; i < ROWS * MT; i++) {
+    float s = subgroupAdd(acc[i]);
+    if (subgroupElect())
+      partial[i][gl_SubgroupID] = s;
+  }
+  barrier();
+  for (uint i = tid; i < ROWS * MT; i += THREADS) {
+    uint r = i / MT, c = i % MT;
+    if (r < rows && c < cols) {
+      float s = 0.0;
+      for (uint j = 0u; j < gl_NumSubgroups; j++)
+        s += partial[i][j];
+      d[pc.d_offset + (row0 + r) * pc.d_stride0 + (col0 + c) * pc.d_col + i2 * pc.d_stride2 +
+        i3 * pc.d_stride3] = s;
+    }
+  }
+}

@@ -1,0 +1,236 @@
+/* Quantized weights (Q8_0, Q4_K; ggml block layouts): vkrt_op_matmul with quantized w on
+ * the matrix-vector kernels (kernels/matvec_q8_0.comp, matvec_q4_k.comp; M <= 8 columns of x
+ * per pass, grid y walks groups of 8 beyond), and vkrt_op_copy dequantizing into f32/f16
+ * (kernels/dequant.comp). Views of block types carry byte offsets and strides (validate.c).
+ * matmul.c and copy.c hand block types here. */
+#include "ops/ops.h"
+#include "vkrt_kernels/registry.h"
+
+struct qmv_push {
+  uint32_t N, M, blocks;
+  uint32_t w_offset, w_row, w_stride2, w_stride3;
+  uint32_t x_offset, x_col, x_stride2, x_stride3;
+  uint32_t d_offset, d_stride0, d_col, d_stride2, d_stride3;
+  uint32_t ne2, r2, r3;
+  uint32_t base_x, base_y, base_z;
+};
+
+struct dequant_push {
+  uint32_t ne[4];
+  uint32_t src_stride[4];
+  uint32_t dst_stride[4];
+  uint32_t src_offset;
+  uint32_t dst_offset;
+  uint32_t total;
+  uint32_t base_group;
+};
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
+VKRT_KERNEL_MATVEC_Q8_0_CHECK_PUSH(struct qmv_push);
+VKRT_KERNEL_MATVEC_Q8_0_VEC16_M8_CHECK_PUSH(struct qmv_push);
+VKRT_KERNEL_DEQUANT_Q8_0_F32_CHECK_PUSH(struct dequant_push);
+#endif
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K)
+VKRT_KERNEL_MATVEC_Q4_K_CHECK_PUSH(struct qmv_push);
+VKRT_KERNEL_MATVEC_Q4_K_VEC16_M8_CHECK_PUSH(struct qmv_push);
+VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
+#endif
+
+/* The matrix-vector variants vkrt-bench compares (names in vkrt_quant_variant_names). Each
+ * reads the rows differently:
+ *   words  : any row alignment (2-byte Q8_0 granules / 4-byte Q4_K words), ROWS rows looped
+ *   vec16  : 16 bytes of every one of ROWS rows per invocation (rows and x 16-byte aligned)
+ *   lanew  : one word of every one of ROWS rows per invocation, so x loads coalesce too
+ *            (rows 4-byte aligned, Q8_0 rows of an even block count; x 16-byte aligned)
+ * ROWS must match the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
+enum qmv_kind { QMV_WORDS, QMV_VEC16, QMV_LANEW };
+struct qmv_variant {
+  enum vkrt_ops_kernel m1, m8; /* M == 1, M > 1 (8 columns per workgroup) */
+  uint32_t rows_m1, rows_m8;
+  enum qmv_kind kind;
+};
+
+static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
+  {VKRT_OPS_MATVEC_Q8_0, VKRT_OPS_MATVEC_Q8_0_M8, 2, 2, QMV_WORDS},
+  {VKRT_OPS_MATVEC_Q8_0_VEC16, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 2, 2, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q8_0_VEC16_R4, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 4, 2, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q8_0_VEC16_R8, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 8, 2, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q8_0_LANEW, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 4, 2, QMV_LANEW},
+};
+static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
+  {VKRT_OPS_MATVEC_Q4_K, VKRT_OPS_MATVEC_Q4_K_M8, 4, 4, QMV_WORDS},
+  {VKRT_OPS_MATVEC_Q4_K_VEC16, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 4, 4, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q4_K_VEC16_R8, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q4_K_VEC16_R2, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 2, 4, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q4_K_LANEW, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 4, 4, QMV_LANEW},
+};
+/* The choice when not forced: the first eligible of these (1-based variant numbers), per
+ * type (Q8_0, Q4_K); the last is always the words kernel, which takes any layout. Measured
+ * on the H200 at K 14336 x N 4096, M = 1 (docs/perf.md, 2026-12-02): Q8_0 lanew 40.7 us,
+ * vec16 51.6, words 79.4; Q4_K vec16 with 2 rows 39.6 us, vec16 (4 rows) 46.2, lanew 78.7. */
+const int vkrt_quant_preference[2][3] = {{5, 2, 1}, {4, 2, 1}};
+
+const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
+  "words", "vec16", "vec16-rows-a", "vec16-rows-b", "lanew"};
+
+static bool type_enabled(vkrt_type t) {
+  return t == VKRT_TYPE_Q8_0 ? IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
+                             : IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
+}
+
+static vkrt_status compiled_out(struct vkrt_device *dev, vkrt_type t, const char *op) {
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "%s: %s kernels not in this build (CONFIG_VKRT_KERNEL_%s=n)", op,
+                    vkrt_type_str(t), t == VKRT_TYPE_Q8_0 ? "Q8_0" : "Q4_K");
+}
+
+/* The kernels read a block tensor in 32-bit words (and 16-byte units): bind from a
+ * 16-byte boundary to the next one past the end (or the end of the buffer, which must then
+ * be a whole word), offsets rebased to bytes from the new binding start. */
+static bool widen_words(struct vkrt_device *dev, struct vkrt_ops_view *v) {
+  uint64_t align = VKRT_MAX(dev->ops->limits.min_storage_buffer_offset_alignment, 16);
+  uint64_t start = vkrt_align_down(v->lo, align);
+  uint64_t end = VKRT_MIN(vkrt_align_up(v->hi, 16), v->buffer->size);
+  if (end < vkrt_align_up(v->hi, 4) || end - start > dev->ops->limits.max_storage_buffer_range ||
+      end - start > UINT32_MAX)
+    return false;
+  v->offset = (uint32_t)(v->lo - start);
+  v->bind_offset = start;
+  v->bind_range = end - start;
+  return true;
+}
+
+static bool x_aligned16(const struct vkrt_ops_view *x) {
+  return x->bind_offset % 16 == 0 && x->offset % 4 == 0 && x->stride[1] % 4 == 0 &&
+         x->stride[2] % 4 == 0 && x->stride[3] % 4 == 0 && x->stride[0] == 1;
+}
+
+static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
+                         const struct vkrt_ops_view *x) {
+  uint32_t blocks = w->ne[0] / w->block;
+  switch (kind) {
+  case QMV_WORDS:
+    return true;
+  case QMV_VEC16: /* rows of whole 16-byte units starting 16-byte aligned */
+    if (w->type == VKRT_TYPE_Q8_0 && blocks % 8)
+      return false;
+    return w->offset % 16 == 0 && w->stride[1] % 16 == 0 && w->stride[2] % 16 == 0 &&
+           w->stride[3] % 16 == 0 && x_aligned16(x);
+  case QMV_LANEW: /* rows of whole words starting 4-byte aligned, all in phase */
+    if (w->type == VKRT_TYPE_Q8_0 && blocks % 2)
+      return false;
+    return w->offset % 4 == 0 && w->stride[1] % 4 == 0 && w->stride[2] % 4 == 0 &&
+           w->stride[3] % 4 == 0 && x_aligned16(x);
+  }
+  return false;
+}
+
+vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                     const struct vkrt_ops_view views[3]) {
+  const struct vkrt_ops_view *d = &views[0], *x = &views[2];
+  struct vkrt_ops_view w = views[1];
+  static const char *const op = "vkrt_op_matmul";
+  if (!type_enabled(w.type))
+    return compiled_out(dev, w.type, op);
+  if (!widen_words(dev, &w))
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "%s: %s w ends 2 bytes short of a 4-byte word at the end of its buffer "
+                      "(the kernels read 32-bit words; pad the buffer)", op, vkrt_type_str(w.type));
+  if (x->stride[0] != 1 && x->ne[0] > 1)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "%s: x must be dense along K for %s weights", op, vkrt_type_str(w.type));
+  bool q8 = w.type == VKRT_TYPE_Q8_0;
+  const struct qmv_variant *table = q8 ? q8_0_variants : q4_k_variants;
+  const int *pref = vkrt_quant_preference[q8 ? 0 : 1];
+  int forced = dev->ops->quant_variant, chosen = 1;
+  if (forced > 0) {
+    chosen = (forced - 1) % VKRT_QUANT_VARIANTS + 1;
+    if (!variant_fits(table[chosen - 1].kind, &w, x))
+      return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
+                        "%s: variant %s forced but w rows or x are not aligned for it", op,
+                        vkrt_quant_variant_names[chosen - 1]);
+  } else {
+    for (int i = 0; i < 3; i++)
+      if (variant_fits(table[pref[i] - 1].kind, &w, x)) {
+        chosen = pref[i];
+        break;
+      }
+  }
+  const struct qmv_variant *v = &table[chosen - 1];
+  uint32_t M = x->ne[1];
+  enum vkrt_ops_kernel k = M == 1 ? v->m1 : v->m8;
+  uint32_t rows = M == 1 ? v->rows_m1 : v->rows_m8;
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
+  if (s != VKRT_OK)
+    return s;
+  /* VEC16 kernels also read w as uvec4 (binding 3); VEC16 and LANEW read x as vec2/vec4 */
+  struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(&w), vkrt_ops_view_binding(x),
+                                  vkrt_ops_view_binding(d), vkrt_ops_view_binding(&w)};
+  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
+  if (s != VKRT_OK)
+    return s;
+  struct qmv_push push = {
+      .N = w.ne[1],
+      .M = M,
+      .blocks = w.ne[0] / w.block,
+      .w_offset = w.offset,
+      .w_row = w.stride[1],
+      .w_stride2 = w.stride[2],
+      .w_stride3 = w.stride[3],
+      .x_offset = x->offset,
+      .x_col = x->stride[1],
+      .x_stride2 = x->stride[2],
+      .x_stride3 = x->stride[3],
+      .d_offset = d->offset,
+      .d_stride0 = d->stride[0],
+      .d_col = d->stride[1],
+      .d_stride2 = d->stride[2],
+      .d_stride3 = d->stride[3],
+      .ne2 = d->ne[2],
+      .r2 = x->ne[2] / w.ne[2],
+      .r3 = x->ne[3] / w.ne[3],
+  };
+  uint32_t mt = M == 1 ? 1 : 8;
+  dev->ops->quant_kind_count[v->kind]++;
+  dev->ops->quant_matvec_count++;
+  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (w.ne[1] + rows - 1) / rows, (M + mt - 1) / mt,
+                       (uint64_t)d->ne[2] * d->ne[3]);
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                   const struct vkrt_ops_view *dst,
+                                   const struct vkrt_ops_view *src_view) {
+  static const char *const op = "vkrt_op_copy";
+  struct vkrt_ops_view src = *src_view;
+  if (!type_enabled(src.type))
+    return compiled_out(dev, src.type, op);
+  if (!widen_words(dev, &src))
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "%s: %s src ends 2 bytes short of a 4-byte word at the end of its buffer "
+                      "(the kernel reads 32-bit words; pad the buffer)", op, vkrt_type_str(src.type));
+  bool f16 = dst->type == VKRT_TYPE_F16;
+  enum vkrt_ops_kernel k = src.type == VKRT_TYPE_Q8_0
+                               ? (f16 ? VKRT_OPS_DEQUANT_Q8_0_F16 : VKRT_OPS_DEQUANT_Q8_0_F32)
+                               : (f16 ? VKRT_OPS_DEQUANT_Q4_K_F16 : VKRT_OPS_DEQUANT_Q4_K_F32);
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_ops_binding b[2] = {vkrt_ops_view_binding(&src), vkrt_ops_view_binding(dst)};
+  s = vkrt_ops_bind(dev, cmd, p, b, 2);
+  if (s != VKRT_OK)
+    return s;
+  struct dequant_push push = {.src_offset = src.offset,
+                              .dst_offset = dst->offset,
+                              .total = (uint32_t)dst->elements};
+  for (int i = 0; i < 4; i++) {
+    push.ne[i] = dst->ne[i];
+    push.src_stride[i] = src.stride[i];
+    push.dst_stride[i] = dst->stride[i];
+  }
+  dev->ops->dequant_count++;
+  vkrt_ops_dispatch_linear(dev, cmd, p, &push, (dst->elements + 255) / 256);
+  return VKRT_OK;
+}

@@ -1,0 +1,115 @@
+/* Element types: sizes, block sizes, names, and the CPU dequantization of the ggml block
+ * formats written from their definition (ggml-common.h block_q8_0 / block_q4_K and
+ * dequantize_row_q8_0 / dequantize_row_q4_K): the reference the kernels are tested
+ * against, and what vkrt-service checks its layers with. Pure C, always built. */
+#include <string.h>
+
+#include "vkrt/vkrt.h"
+
+static const struct {
+  const char *name;
+  uint32_t size;  /* bytes per block */
+  uint32_t block; /* elements per block */
+} type_info[VKRT_TYPE_COUNT] = {
+  [VKRT_TYPE_F32] = {"f32", 4, 1},
+  [VKRT_TYPE_F16] = {"f16", 2, 1},
+  [VKRT_TYPE_Q8_0] = {"q8_0", 34, 32},
+  [VKRT_TYPE_Q4_K] = {"q4_K", 144, 256},
+};
+
+size_t vkrt_type_size(vkrt_type type) {
+  return (unsigned)type < VKRT_TYPE_COUNT ? type_info[type].size : 0;
+}
+
+uint32_t vkrt_type_block(vkrt_type type) {
+  return (unsigned)type < VKRT_TYPE_COUNT ? type_info[type].block : 0;
+}
+
+const char *vkrt_type_str(vkrt_type type) {
+  return (unsigned)type < VKRT_TYPE_COUNT ? type_info[type].name : "?";
+}
+
+/* IEEE half -> float, every case (subnormals, inf, NaN). */
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 31u, man = h & 1023u, bits;
+  if (exp == 31)
+    bits = sign | 0x7f800000u | (man << 13);
+  else if (exp)
+    bits = sign | ((exp + 112u) << 23) | (man << 13);
+  else if (!man)
+    bits = sign;
+  else { /* subnormal: normalize */
+    exp = 113;
+    while (!(man & 1024u)) {
+      man <<= 1;
+      exp--;
+    }
+    bits = sign | (exp << 23) | ((man & 1023u) << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static uint16_t load_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+/* Sub-block j (0..7) of a Q4_K super-block: 6-bit scale and min from the 12 packed bytes
+ * (ggml's get_scale_min_k4): j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 in the
+ * nibbles of byte j + 4 with the top 2 bits of bytes j - 4 (scale) and j (min). */
+static void q4_k_scale_min(int j, const uint8_t *q, uint8_t *scale, uint8_t *min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = (uint8_t)((q[j + 4] & 15) | ((q[j - 4] >> 6) << 4));
+    *min = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+vkrt_status vkrt_dequantize_row(vkrt_type type, const void *src, float *dst, int64_t n) {
+  uint32_t block = vkrt_type_block(type);
+  if (!block || n < 0 || n % block || (n && (!src || !dst)))
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  const uint8_t *p = src;
+  switch (type) {
+  case VKRT_TYPE_F32:
+    memcpy(dst, src, (size_t)n * 4);
+    break;
+  case VKRT_TYPE_F16:
+    for (int64_t i = 0; i < n; i++)
+      dst[i] = half_to_float(load_u16(p + 2 * i));
+    break;
+  case VKRT_TYPE_Q8_0:
+    /* block: f16 d, then int8 q[32]; w[i] = d * q[i] */
+    for (int64_t b = 0; b < n / 32; b++, p += 34) {
+      float d = half_to_float(load_u16(p));
+      for (int i = 0; i < 32; i++)
+        dst[b * 32 + i] = d * (float)(int8_t)p[2 + i];
+    }
+    break;
+  case VKRT_TYPE_Q4_K:
+    /* super-block: f16 d, f16 dmin, scales[12], qs[128]. The 256 weights are 4 groups of 64:
+     * group g takes qs[32g .. 32g + 32), low nibbles are its first 32 weights (sub-block
+     * 2g), high nibbles its next 32 (sub-block 2g + 1); w = d * scale * q - dmin * min. */
+    for (int64_t b = 0; b < n / 256; b++, p += 144) {
+      float d = half_to_float(load_u16(p)), dmin = half_to_float(load_u16(p + 2));
+      const uint8_t *scales = p + 4, *qs = p + 16;
+      float *y = dst + b * 256;
+      for (int g = 0; g < 4; g++) {
+        uint8_t sc, m;
+        q4_k_scale_min(2 * g, scales, &sc, &m);
+        float d1 = d * sc, m1 = dmin * m;
+        q4_k_scale_min(2 * g + 1, scales, &sc, &m);
+        float d2 = d * sc, m2 = dmin * m;
+        for (int l = 0; l < 32; l++) {
+          y[64 * g + l] = d1 * (float)(qs[32 * g + l] & 15) - m1;
+          y[64 * g + 32 + l] = d2 * (float)(qs[32 * g + l] >> 4) - m2;
+        }
+      }
+    }
+    break;
+  default:
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  }
+  return VKRT_OK;
+}

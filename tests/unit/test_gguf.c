@@ -1,0 +1,305 @@
+/* vkrt-service's GGUF parser (apps/vkrt-service/gguf.c) without a device: synthetic files
+ * from the writer parse back with the shapes, offsets and alignment written; every prefix of
+ * a valid file fails cleanly; and each malformed input (wrong magic or version, string and
+ * array lengths past the end, nested arrays, bad alignment, misaligned or out-of-file tensor
+ * data, unknown types, partial blocks, overflowing dims, duplicate and missing tensors) fails
+ * with its own code and a message. VKRT_GGUF_SEED_DIR=dir also writes the inputs there (the
+ * fuzz seed corpus tests/fuzz/corpus/fuzz_gguf was made so). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../apps/vkrt-service/gguf.h"
+
+static int seed_count;
+
+static void save_seed(const uint8_t *p, size_t n) {
+  const char *dir = getenv("VKRT_GGUF_SEED_DIR");
+  if (!dir)
+    return;
+  char path[512];
+  snprintf(path, sizeof(path), "%s/seed-%03d", dir, seed_count++);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(p, 1, n, f), n);
+  fclose(f);
+}
+
+/* ---- an in-memory builder for hand-made files --------------------------------------- */
+
+struct buf {
+  uint8_t data[8192];
+  size_t len;
+};
+static void b_u(struct buf *b, uint64_t v, int n) {
+  for (int i = 0; i < n; i++)
+    b->data[b->len++] = (uint8_t)(v >> (8 * i));
+}
+static void b_str(struct buf *b, const char *s) {
+  b_u(b, strlen(s), 8);
+  memcpy(b->data + b->len, s, strlen(s));
+  b->len += strlen(s);
+}
+static void b_header(struct buf *b, uint64_t tensors, uint64_t kvs) {
+  b->len = 0;
+  b_u(b, GGUF_MAGIC, 4);
+  b_u(b, 3, 4);
+  b_u(b, tensors, 8);
+  b_u(b, kvs, 8);
+}
+static void b_tensor(struct buf *b, const char *name, uint64_t ne0, uint64_t ne1, uint32_t type,
+                     uint64_t offset) {
+  b_str(b, name);
+  b_u(b, 2, 4);
+  b_u(b, ne0, 8);
+  b_u(b, ne1, 8);
+  b_u(b, type, 4);
+  b_u(b, offset, 8);
+}
+static void b_pad_data(struct buf *b, size_t align, size_t data) {
+  while (b->len % align)
+    b->data[b->len++] = 0;
+  memset(b->data + b->len, 0x11, data);
+  b->len += data;
+}
+
+static void expect(const struct buf *b, int code, const char *needle) {
+  struct gguf_file f;
+  char err[512];
+  save_seed(b->data, b->len);
+  int r = gguf_parse(b->data, b->len, &f, err, sizeof(err));
+  if (r != code)
+    fail_msg("expected %s, got %s (%s)", gguf_error_str(code), gguf_error_str(r), err);
+  if (code == GGUF_OK) {
+    gguf_close(&f);
+    return;
+  }
+  if (!strstr(err, needle))
+    fail_msg("message '%s' lacks '%s'", err, needle);
+}
+
+/* A valid file of one 64 x 2 q8_0 tensor and 3 key/values (one an array of strings). */
+static void valid(struct buf *b) {
+  b_header(b, 1, 3);
+  b_str(b, "general.architecture");
+  b_u(b, 8, 4);
+  b_str(b, "llama");
+  b_str(b, "tokenizer.tokens");
+  b_u(b, 9, 4);
+  b_u(b, 8, 4);
+  b_u(b, 2, 8);
+  b_str(b, "a");
+  b_str(b, "bc");
+  b_str(b, "general.alignment");
+  b_u(b, 4, 4);
+  b_u(b, 64, 4);
+  b_tensor(b, "w", 64, 2, GGML_TYPE_Q8_0, 0);
+  b_pad_data(b, 64, 2 * 2 * 34);
+}
+
+static void test_handmade(void **state) {
+  (void)state;
+  struct buf b;
+  valid(&b);
+  expect(&b, GGUF_OK, "");
+  struct gguf_file f;
+  char err[512];
+  assert_int_equal(gguf_parse(b.data, b.len, &f, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(f.alignment, 64);
+  assert_int_equal(f.data_offset % 64, 0);
+  assert_string_equal(f.architecture, "llama");
+  assert_int_equal(f.tensors[0].size, 136);
+  assert_int_equal(f.tensors[0].type, VKRT_TYPE_Q8_0);
+  gguf_close(&f);
+  /* every strict prefix fails (truncated header, kv, infos or data), never reads past it */
+  size_t full = b.len;
+  for (size_t n = 0; n < full; n++) {
+    uint8_t *copy = malloc(n ? n : 1);
+    memcpy(copy, b.data, n);
+    int r = gguf_parse(copy, n, &f, err, sizeof(err));
+    if (r == GGUF_OK)
+      fail_msg("prefix of %zu / %zu bytes parsed", n, full);
+    assert_true(r == GGUF_E_TRUNCATED || r == GGUF_E_OFFSET);
+    free(copy);
+  }
+  valid(&b);
+  b.data[0] = 'X';
+  expect(&b, GGUF_E_MAGIC, "not a GGUF file");
+  valid(&b);
+  b.data[4] = 2;
+  expect(&b, GGUF_E_VERSION, "version 2");
+  /* string length past the end */
+  valid(&b);
+  b.data[24] = 0xff, b.data[25] = 0xff;
+  expect(&b, GGUF_E_TRUNCATED, "length");
+  /* array count past the end */
+  valid(&b);
+  size_t arr = 24 + 8 + 20 + 4 + 8 + 5 + 8 + 16 + 4 + 4; /* the string array's count */
+  b.data[arr + 7] = 0x7f;
+  expect(&b, GGUF_E_TRUNCATED, "array");
+  /* huge kv and tensor counts */
+  b_header(&b, 0, UINT64_MAX);
+  expect(&b, GGUF_E_TRUNCATED, "metadata entries");
+  b_header(&b, UINT64_MAX / 2, 0);
+  expect(&b, GGUF_E_TRUNCATED, "tensor infos");
+  /* unknown value type, nested array */
+  b_header(&b, 0, 1);
+  b_str(&b, "k");
+  b_u(&b, 13, 4);
+  b_u(&b, 0, 8);
+  expect(&b, GGUF_E_BAD_VALUE, "unknown metadata value type");
+  b_header(&b, 0, 1);
+  b_str(&b, "k");
+  b_u(&b, 9, 4);
+  b_u(&b, 9, 4);
+  b_u(&b, 1, 8);
+  expect(&b, GGUF_E_BAD_VALUE, "nested array");
+  /* alignment: not a power of two, wrong type */
+  b_header(&b, 0, 1);
+  b_str(&b, "general.alignment");
+  b_u(&b, 4, 4);
+  b_u(&b, 48, 4);
+  expect(&b, GGUF_E_BAD_VALUE, "power of two");
+  b_header(&b, 0, 1);
+  b_str(&b, "general.alignment");
+  b_u(&b, 10, 4);
+  b_u(&b, 32, 8);
+  expect(&b, GGUF_E_BAD_VALUE, "uint32");
+  /* tensors: misaligned offset, past the end, unknown type, partial block, dims */
+  b_header(&b, 1, 0);
+  b_tensor(&b, "w", 32, 1, GGML_TYPE_F32, 16);
+  b_pad_data(&b, 32, 256);
+  expect(&b, GGUF_E_OFFSET, "not a multiple of the alignment");
+  b_header(&b, 1, 0);
+  b_tensor(&b, "w", 32, 2, GGML_TYPE_F32, 0);
+  b_pad_data(&b, 32, 255);
+  expect(&b, GGUF_E_OFFSET, "truncated data");
+  b_header(&b, 1, 0);
+  b_tensor(&b, "w", 32, 2, GGML_TYPE_F32, UINT64_MAX - 31);
+  b_pad_data(&b, 32, 256);
+  expect(&b, GGUF_E_OFFSET, "offset 18446744073709551584 is past the end");
+  b_header(&b, 1, 0);
+  b_tensor(&b, "w", 32, 1, 99, 0);
+  b_pad_data(&b, 32, 256);
+  expect(&b, GGUF_E_TYPE, "unknown ggml type 99");
+  b_header(&b, 1, 0);
+  b_tensor(&b, "w", 100, 1, GGML_TYPE_Q4_K, 0);
+  b_pad_data(&b, 32, 256);
+  expect(&b, GGUF_E_TYPE, "not a multiple");
+  b_header(&b, 1, 0);
+  b_tensor(&b, "w", 1ull << 40, 1ull << 40, GGML_TYPE_F32, 0);
+  b_pad_data(&b, 32, 256);
+  expect(&b, GGUF_E_OVERFLOW, "overflows");
+  b_header(&b, 1, 0);
+  b_tensor(&b, "w", 0, 1, GGML_TYPE_F32, 0);
+  expect(&b, GGUF_E_BAD_VALUE, "ne[0] = 0");
+  b_header(&b, 1, 0);
+  b_str(&b, "w");
+  b_u(&b, 5, 4);
+  b_pad_data(&b, 1, 64);
+  expect(&b, GGUF_E_BAD_VALUE, "5 dims");
+  /* q8_0 bytes overflow 64 bits without the element count doing so */
+  b_header(&b, 1, 0);
+  b_tensor(&b, "w", 1ull << 32, 1ull << 30, GGML_TYPE_Q8_0, 0);
+  b_pad_data(&b, 32, 64);
+  expect(&b, GGUF_E_OFFSET, "past the end");
+  /* duplicate names */
+  b_header(&b, 2, 0);
+  b_tensor(&b, "w", 32, 1, GGML_TYPE_F32, 0);
+  b_tensor(&b, "w", 32, 1, GGML_TYPE_F32, 128);
+  b_pad_data(&b, 32, 256);
+  expect(&b, GGUF_E_DUPLICATE, "two tensors are named w");
+  /* MLP lookup: missing tensors, wrong shapes, unsupported types */
+  b_header(&b, 2, 0);
+  b_tensor(&b, "blk.0.ffn_gate.weight", 32, 64, GGML_TYPE_F32, 0);
+  b_tensor(&b, "blk.0.ffn_up.weight", 32, 64, GGML_TYPE_F32, 8192);
+  b_pad_data(&b, 32, 32);
+  expect(&b, GGUF_E_OFFSET, "past the end");
+  b_header(&b, 3, 0);
+  b_tensor(&b, "blk.0.ffn_gate.weight", 32, 8, GGML_TYPE_F32, 0);
+  b_tensor(&b, "blk.0.ffn_up.weight", 32, 8, GGML_TYPE_F32, 1024);
+  b_tensor(&b, "blk.0.ffn_down.weight", 32, 8, GGML_TYPE_F32, 2048);
+  b_pad_data(&b, 32, 3072);
+  expect(&b, GGUF_OK, "");
+  assert_int_equal(gguf_parse(b.data, b.len, &f, err, sizeof(err)), GGUF_OK);
+  struct gguf_mlp mlp;
+  assert_int_equal(gguf_mlp(&f, &mlp, err, sizeof(err)), GGUF_E_MISSING);
+  assert_non_null(strstr(err, "blk.0.ffn_down.weight has ne {32, 8"));
+  gguf_close(&f);
+  b_header(&b, 2, 0);
+  b_tensor(&b, "blk.0.ffn_gate.weight", 32, 8, GGML_TYPE_F32, 0);
+  b_tensor(&b, "blk.0.ffn_down.weight", 8, 32, GGML_TYPE_F32, 1024);
+  b_pad_data(&b, 32, 2048);
+  assert_int_equal(gguf_parse(b.data, b.len, &f, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(gguf_mlp(&f, &mlp, err, sizeof(err)), GGUF_E_MISSING);
+  assert_string_equal(err, "missing tensor blk.0.ffn_up.weight");
+  gguf_close(&f);
+  b_header(&b, 1, 0);
+  b_tensor(&b, "blk.0.ffn_gate.weight", 256, 8, 14 /* q6_K */, 0);
+  b_pad_data(&b, 32, 8 * 210);
+  assert_int_equal(gguf_parse(b.data, b.len, &f, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(gguf_mlp(&f, &mlp, err, sizeof(err)), GGUF_E_TYPE);
+  assert_non_null(strstr(err, "ggml type 14"));
+  gguf_close(&f);
+}
+
+/* The writer's files parse back: shapes, types, aligned offsets inside the file. */
+static void test_writer_round_trip(void **state) {
+  (void)state;
+  static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
+  for (unsigned i = 0; i < 4; i++) {
+    char path[] = "/tmp/vkrt-test-gguf-XXXXXX", err[512];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    uint32_t hidden = 512, ffn = 768;
+    assert_int_equal(gguf_write_mlp(path, 3, hidden, ffn, types[i], 7, err, sizeof(err)), GGUF_OK);
+    struct gguf_file f;
+    if (gguf_open(path, &f, err, sizeof(err)))
+      fail_msg("%s", err);
+    struct gguf_mlp mlp;
+    if (gguf_mlp(&f, &mlp, err, sizeof(err)))
+      fail_msg("%s", err);
+    assert_int_equal(mlp.layers, 3);
+    assert_int_equal(mlp.hidden, hidden);
+    assert_int_equal(mlp.ffn, ffn);
+    assert_string_equal(f.architecture, "llama");
+    for (uint32_t l = 0; l < 3; l++) {
+      assert_int_equal(mlp.down[l]->type, types[i]);
+      assert_int_equal(gguf_row_bytes(mlp.gate[l]), hidden / vkrt_type_block(types[i]) * vkrt_type_size(types[i]));
+      assert_int_equal((f.data_offset + mlp.up[l]->offset) % 32, 0);
+    }
+    /* a small one as a fuzz seed */
+    if (getenv("VKRT_GGUF_SEED_DIR") && (types[i] == VKRT_TYPE_F16 || types[i] == VKRT_TYPE_Q8_0)) {
+      uint32_t b = types[i] == VKRT_TYPE_Q8_0 ? 32 : 8;
+      assert_int_equal(gguf_write_mlp(path, 2, b, b, types[i], 1, err, sizeof(err)), GGUF_OK);
+      FILE *in = fopen(path, "rb");
+      static uint8_t data[1 << 20];
+      size_t n = fread(data, 1, sizeof(data), in);
+      fclose(in);
+      save_seed(data, n);
+    }
+    gguf_close(&f);
+    unlink(path);
+  }
+  char err[256];
+  assert_int_equal(gguf_write_mlp("/tmp/x.gguf", 1, 100, 256, VKRT_TYPE_Q4_K, 1, err, sizeof(err)),
+                   GGUF_E_BAD_VALUE);
+  assert_int_equal(gguf_write_mlp("/nonexistent/x.gguf", 1, 256, 256, VKRT_TYPE_Q4_K, 1, err, sizeof(err)),
+                   GGUF_E_IO);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_handmade),
+      cmocka_unit_test(test_writer_round_trip),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

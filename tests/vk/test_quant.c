@@ -1,0 +1,544 @@
+/* Quantized weights (Q8_0, Q4_K) and the SwiGLU gate on lavapipe with validation: the CPU reference against
+ * hand-built blocks (the ggml definition, every scale/min packing case), then vkrt_op_matmul
+ * (M 1..8 in one pass and beyond, every kernel variant, views with offsets and padded rows,
+ * batches with a broadcast w) and vkrt_op_copy dequantizing into f32/f16 on fresh random
+ * blocks with extreme scales, outputs poisoned, against float64 sums of the reference
+ * dequantization; the descriptor rules of block types; vkrt_op_swiglu (in place too). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/vk_test.h"
+#include "appliance/appliance.h"
+#include "ops/ops.h"
+
+static uint64_t rng;
+
+static const vkrt_type qtypes[] = {VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
+static bool qtype_enabled(vkrt_type t) {
+  return t == VKRT_TYPE_Q8_0 ? IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
+                             : IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
+}
+
+static void put_u16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+
+/* ---- the reference against the format's definition ------------------------------------ */
+
+static void test_reference(void **state) {
+  (void)state;
+  /* Q8_0: d = 0.5, q[i] = i - 16 (and -128, 127 at the ends) */
+  uint8_t b8[34];
+  put_u16(b8, 0x3800); /* 0.5 */
+  for (int i = 0; i < 32; i++)
+    b8[2 + i] = (uint8_t)(int8_t)(i - 16);
+  b8[2] = 0x80, b8[33] = 0x7f;
+  float y[256];
+  assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_Q8_0, b8, y, 32), VKRT_OK);
+  assert_true(y[0] == -64.0f && y[31] == 63.5f);
+  for (int i = 1; i < 31; i++)
+    assert_true(y[i] == 0.5f * (float)(i - 16));
+
+  /* Q4_K: d = 2, dmin = 0.25; sub-block j has scale 10 + j... with the 6-bit packing: j < 4
+   * in the low 6 bits of scales[j] (scale) and scales[j + 4] (min); j >= 4 split between the
+   * nibbles of scales[j + 4] and the top 2 bits of scales[j - 4] / scales[j]. */
+  uint8_t b4[144] = {0};
+  put_u16(b4, 0x4000);     /* d = 2 */
+  put_u16(b4 + 2, 0x3400); /* dmin = 0.25 */
+  uint8_t sc[8] = {1, 63, 17, 40, 33, 62, 5, 48}, mn[8] = {0, 2, 63, 9, 50, 1, 31, 60};
+  uint8_t *s = b4 + 4;
+  for (int j = 0; j < 4; j++) {
+    s[j] = (uint8_t)((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    s[j + 4] = (uint8_t)((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+    s[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+  }
+  for (int i = 0; i < 128; i++)
+    b4[16 + i] = (uint8_t)((i * 7 + 3) & 255);
+  assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_Q4_K, b4, y, 256), VKRT_OK);
+  for (int e = 0; e < 256; e++) {
+    int g = e / 64, half = (e % 64) / 32, l = e % 32, j = 2 * g + half;
+    int byte = b4[16 + 32 * g + l], q = half ? byte >> 4 : byte & 15;
+    float want = 2.0f * (float)sc[j] * (float)q - 0.25f * (float)mn[j];
+    if (y[e] != want)
+      fail_msg("q4_K element %d (sub-block %d): %g, expected %g", e, j, y[e], want);
+  }
+  /* bad arguments */
+  assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_Q4_K, b4, y, 100), VKRT_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_COUNT, b4, y, 32), VKRT_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(vkrt_type_block(VKRT_TYPE_Q4_K), 256);
+  assert_int_equal(vkrt_type_size(VKRT_TYPE_Q8_0), 34);
+  assert_string_equal(vkrt_type_str(VKRT_TYPE_Q4_K), "q4_K");
+}
+
+/* ---- random blocks ------------------------------------------------------------------- */
+
+enum scales { SCALE_NORMAL, SCALE_EXTREME };
+
+/* A random f16 scale: normal ones in [-range, range], extreme ones cycle through the f16
+ * maximum, the smallest subnormal, zero, negative zero and tiny normals. */
+static uint16_t random_scale(enum scales mode, float range) {
+  if (mode == SCALE_EXTREME) {
+    static const uint16_t extreme[] = {0x7bff, 0xfbff, 0x0001, 0x8001, 0x0000, 0x8000, 0x0400, 0x03ff};
+    return extreme[vkt_next(&rng) % (sizeof(extreme) / sizeof(extreme[0]))];
+  }
+  float f;
+  vkt_fill_random_f32(&f, 1, -range, range, &rng);
+  return vkt_f32_to_f16(f);
+}
+
+/* Fills the rows of a block tensor (dense blocks along dim 0, rows at nb[1..3]) with random
+ * quants and scales. */
+static void fill_blocks(uint8_t *base, const vkrt_tensor *t, enum scales mode) {
+  uint64_t bs = vkrt_type_size(t->type), blocks = (uint64_t)t->ne[0] / vkrt_type_block(t->type);
+  for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+      for (int64_t i1 = 0; i1 < t->ne[1]; i1++) {
+        uint8_t *row = base + t->offset + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+        vkt_fill_random(row, blocks * bs, &rng);
+        for (uint64_t b = 0; b < blocks; b++) {
+          uint8_t *p = row + b * bs;
+          if (t->type == VKRT_TYPE_Q8_0) {
+            put_u16(p, random_scale(mode, 0.05f));
+          } else {
+            put_u16(p, random_scale(mode, 0.02f));
+            put_u16(p + 2, random_scale(mode, 0.02f));
+          }
+        }
+      }
+}
+
+/* w[k, n] of batch (i2, i3), dequantized by the reference (one row at a time). */
+static float *dequant_rows(const uint8_t *base, const vkrt_tensor *t) {
+  int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+  float *out = malloc(sizeof(float) * (size_t)(rows * t->ne[0]));
+  int64_t r = 0;
+  for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+      for (int64_t i1 = 0; i1 < t->ne[1]; i1++, r++)
+        assert_int_equal(vkrt_dequantize_row(t->type,
+                                             base + t->offset + i1 * t->nb[1] + i2 * t->nb[2] +
+                                                 i3 * t->nb[3],
+                                             out + r * t->ne[0], t->ne[0]),
+                         VKRT_OK);
+  return out;
+}
+
+
+typedef struct {
+  vkrt_buffer *buf;
+  uint8_t *map;
+  uint64_t size;
+} hbuf;
+
+static hbuf hb_new(vkrt_appliance *app, uint64_t size) {
+  hbuf h = {.size = size};
+  vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_HOST_VISIBLE, &h.buf));
+  void *p;
+  vkt_check(app, vkrt_buffer_map(h.buf, &p));
+  h.map = p;
+  return h;
+}
+
+/* A block tensor {K, N, b2, 1}: rows `pad` whole blocks longer than K (0 = dense), at
+ * `offset` bytes. */
+static vkrt_tensor block_tensor(vkrt_buffer *b, uint64_t offset, vkrt_type type, int64_t K,
+                                int64_t N, int64_t b2, int64_t pad) {
+  int64_t bs = (int64_t)vkrt_type_size(type), per = vkrt_type_block(type);
+  vkrt_tensor t = {.buffer = b, .offset = offset, .type = type, .ne = {K, N, b2, 1}};
+  t.nb[0] = bs;
+  t.nb[1] = bs * (K / per + pad);
+  t.nb[2] = t.nb[1] * N;
+  t.nb[3] = t.nb[2] * b2;
+  return t;
+}
+
+static uint64_t block_extent(const vkrt_tensor *t) {
+  uint64_t e = t->offset + (uint64_t)t->ne[0] / vkrt_type_block(t->type) * vkrt_type_size(t->type);
+  for (int i = 1; i < 4; i++)
+    e += (uint64_t)(t->ne[i] - 1) * (uint64_t)t->nb[i];
+  return e;
+}
+
+struct mm_case {
+  int64_t K, N, M, w2, b2, pad;
+  uint64_t w_off, x_off; /* bytes */
+  int variant;           /* 0 = choose, else forced */
+  enum scales scales;
+};
+
+static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_case *c) {
+  vkrt_tensor w = block_tensor(NULL, c->w_off, wt, c->K, c->N, c->w2, c->pad);
+  vkrt_tensor x = vkrt_tensor_contiguous(NULL, c->x_off, VKRT_TYPE_F32, c->K, c->M, c->b2, 1);
+  /* dst rows padded by 3 elements (never written) */
+  vkrt_tensor d = {.offset = 8, .type = VKRT_TYPE_F32, .ne = {c->N, c->M, c->b2, 1}};
+  d.nb[0] = 4;
+  d.nb[1] = 4 * (c->N + 3);
+  d.nb[2] = d.nb[1] * c->M;
+  d.nb[3] = d.nb[2] * c->b2;
+  hbuf wb = hb_new(app, block_extent(&w) + 7), xb = hb_new(app, c->x_off + 4 * c->K * c->M * c->b2),
+       db = hb_new(app, 8 + (uint64_t)d.nb[3] + 4);
+  w.buffer = wb.buf, x.buffer = xb.buf, d.buffer = db.buf;
+  vkt_fill_random(wb.map, wb.size, &rng);
+  fill_blocks(wb.map, &w, c->scales);
+  vkt_fill_random_f32((float *)(xb.map + c->x_off), (size_t)(c->K * c->M * c->b2), -1.0f, 1.0f, &rng);
+  vkt_poison(db.map, db.size);
+  uint8_t *before = malloc(db.size);
+  memcpy(before, db.map, db.size);
+  float *wf = dequant_rows(wb.map, &w);
+  const float *xf = (const float *)(xb.map + c->x_off);
+
+  struct vkrt_ops_state *ops = app->sys.devices[0].ops;
+  uint64_t calls = ops->quant_matvec_count, kinds[3];
+  memcpy(kinds, ops->quant_kind_count, sizeof(kinds));
+  ops->quant_variant = c->variant;
+  vkrt_status s = vkrt_op_matmul(&d, &w, &x);
+  ops->quant_variant = 0;
+  vkt_check(app, s);
+  vkt_check(app, vkrt_finish(app, 0));
+  assert_int_equal(ops->quant_matvec_count - calls, 1);
+  /* the read pattern: the forced one, else the most preferred one the layout allows (words:
+   * any; vec16: rows and x 16-byte aligned, Q8_0 rows of 8k blocks; lanew: rows 4-byte
+   * aligned, Q8_0 rows of an even block count, x 16-byte aligned) */
+  int64_t blocks = c->K / vkrt_type_block(wt);
+  bool x16 = c->x_off % 16 == 0 && (c->K * 4) % 16 == 0;
+  bool fits[3] = {true,
+                  c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0 && x16 &&
+                      (wt != VKRT_TYPE_Q8_0 || blocks % 8 == 0),
+                  c->w_off % 4 == 0 && (uint64_t)w.nb[1] % 4 == 0 && x16 &&
+                      (wt != VKRT_TYPE_Q8_0 || blocks % 2 == 0)};
+  int want = c->variant ? VKRT_QUANT_VARIANT_KIND(c->variant) : -1;
+  for (int i = 0; want < 0 && i < 3; i++) {
+    int kind = VKRT_QUANT_VARIANT_KIND(vkrt_quant_preference[wt == VKRT_TYPE_Q8_0 ? 0 : 1][i]);
+    if (fits[kind])
+      want = kind;
+  }
+  for (int i = 0; i < 3; i++)
+    if (ops->quant_kind_count[i] - kinds[i] != (i == want ? 1u : 0u))
+      fail_msg("%s K %lld w_off %llu x_off %llu: read pattern %d not taken", vkrt_type_str(wt),
+               (long long)c->K, (unsigned long long)c->w_off, (unsigned long long)c->x_off, want);
+
+  for (int64_t i2 = 0; i2 < c->b2; i2++)
+    for (int64_t m = 0; m < c->M; m++)
+      for (int64_t n = 0; n < c->N; n++) {
+        const float *wr = wf + ((i2 / (c->b2 / c->w2)) * c->N + n) * c->K;
+        const float *xr = xf + (i2 * c->M + m) * c->K;
+        double sum = 0, mag = 0;
+        for (int64_t k = 0; k < c->K; k++) {
+          sum += (double)wr[k] * xr[k];
+          mag += fabs((double)wr[k] * xr[k]);
+        }
+        uint64_t a = d.offset + n * 4 + m * d.nb[1] + i2 * d.nb[2];
+        float g;
+        memcpy(&g, db.map + a, 4);
+        if (!(fabs(g - sum) <= 4e-6 * mag * sqrt((double)c->K) + 1e-30))
+          fail_msg("%s matmul K %lld N %lld M %lld b2 %lld w_off %llu variant %d: [%lld,%lld,%lld] = %.9g, "
+                   "expected %.9g", vkrt_type_str(wt), (long long)c->K, (long long)c->N,
+                   (long long)c->M, (long long)c->b2, (unsigned long long)c->w_off, c->variant,
+                   (long long)n, (long long)m, (long long)i2, g, sum);
+        memcpy(db.map + a, before + a, 4);
+      }
+  assert_memory_equal(db.map, before, db.size); /* nothing else written */
+  free(wf);
+  free(before);
+  vkrt_buffer_destroy(wb.buf);
+  vkrt_buffer_destroy(xb.buf);
+  vkrt_buffer_destroy(db.buf);
+}
+
+static vkrt_appliance *open_app(void) {
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
+  return app;
+}
+
+static void test_quant_matmul(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  for (unsigned t = 0; t < 2; t++) {
+    vkrt_type wt = qtypes[t];
+    if (!qtype_enabled(wt))
+      continue;
+    int64_t B = vkrt_type_block(wt);
+    const struct mm_case cases[] = {
+      /* decode: aligned (16-byte kernels), odd N, one row, one block */
+      {8 * B, 33, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL},
+      {B, 1, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL},
+      {3 * B, 7, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL},        /* odd block count: word kernels */
+      {5 * B, 5, 1, 1, 1, 1, 2, 4, 0, SCALE_NORMAL},        /* padded rows, 2-byte offset */
+      {16 * B, 9, 1, 1, 1, 0, 4 + 32 * (t == 0), 0, 0, SCALE_NORMAL}, /* 4-byte offset */
+      {8 * B, 17, 1, 2, 4, 0, 16, 16, 0, SCALE_NORMAL},     /* batches, broadcast w */
+      {8 * B, 19, 1, 1, 1, 0, 0, 0, 0, SCALE_EXTREME},
+      {3 * B, 6, 1, 1, 1, 0, 0, 0, 0, SCALE_EXTREME},
+      /* M 2..8 in one pass, beyond in groups of 8 */
+      {8 * B, 13, 2, 1, 1, 0, 0, 0, 0, SCALE_NORMAL},
+      {2 * B, 11, 8, 1, 1, 1, 2, 8, 0, SCALE_NORMAL},
+      {8 * B, 7, 5, 1, 2, 0, 0, 0, 0, SCALE_EXTREME},
+      {4 * B, 9, 17, 1, 1, 0, 0, 0, 0, SCALE_NORMAL},
+      {8 * B, 21, 33, 1, 1, 0, 0, 0, 0, SCALE_NORMAL},
+    };
+    for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+      struct mm_case c = cases[i];
+      if (wt == VKRT_TYPE_Q4_K && c.w_off % 4)
+        c.w_off += 2; /* Q4_K offsets are whole words */
+      run_quant_matmul(app, wt, &c);
+    }
+    /* every variant on an aligned shape; the 16-byte ones refuse unaligned rows */
+    for (int v = 1; v <= VKRT_QUANT_VARIANTS; v++) {
+      struct mm_case c = {16 * B, 37, 1, 1, 1, 0, 0, 0, v, SCALE_NORMAL};
+      run_quant_matmul(app, wt, &c);
+      c.M = 3;
+      run_quant_matmul(app, wt, &c);
+    }
+    {
+      vkrt_buffer *wb, *xb, *db;
+      vkt_check(app, vkrt_buffer_create(app, 0, 4096 * 4, 0, &wb));
+      vkt_check(app, vkrt_buffer_create(app, 0, 4096 * 4, 0, &xb));
+      vkt_check(app, vkrt_buffer_create(app, 0, 4096, 0, &db));
+      vkrt_tensor w = block_tensor(wb, 4, wt, 2 * B, 3, 1, 0);
+      vkrt_tensor x = vkrt_tensor_contiguous(xb, 0, VKRT_TYPE_F32, 2 * B, 1, 1, 1);
+      vkrt_tensor d = vkrt_tensor_contiguous(db, 0, VKRT_TYPE_F32, 3, 1, 1, 1);
+      app->sys.devices[0].ops->quant_variant = 2;
+      assert_int_equal(vkrt_op_matmul(&d, &w, &x), VKRT_ERROR_UNAVAILABLE);
+      app->sys.devices[0].ops->quant_variant = 0;
+      assert_non_null(strstr(vkrt_last_error(app), "not aligned for it"));
+      vkt_check(app, vkrt_finish(app, 0));
+      vkrt_buffer_destroy(wb);
+      vkrt_buffer_destroy(xb);
+      vkrt_buffer_destroy(db);
+    }
+  }
+  vkt_close(app);
+}
+
+/* ---- dequantizing copy ----------------------------------------------------------------- */
+
+static void run_dequant(vkrt_appliance *app, vkrt_type st, vkrt_type dt, int64_t K, int64_t N,
+                        int64_t b2, int64_t pad, uint64_t s_off, bool transposed,
+                        enum scales mode) {
+  vkrt_tensor s = block_tensor(NULL, s_off, st, K, N, b2, pad);
+  uint64_t ts = vkrt_type_size(dt);
+  vkrt_tensor d = {.offset = 2 * ts, .type = dt, .ne = {K, N, b2, 1}};
+  if (transposed) { /* dst stored with dim 1 innermost */
+    d.nb[1] = (int64_t)ts;
+    d.nb[0] = (int64_t)ts * N;
+  } else {
+    d.nb[0] = (int64_t)ts;
+    d.nb[1] = (int64_t)ts * (K + 1);
+  }
+  d.nb[2] = (int64_t)ts * (K + 1) * N;
+  d.nb[3] = d.nb[2] * b2;
+  hbuf sb = hb_new(app, block_extent(&s) + 3), db = hb_new(app, d.offset + d.nb[3] + 8);
+  s.buffer = sb.buf, d.buffer = db.buf;
+  vkt_fill_random(sb.map, sb.size, &rng);
+  fill_blocks(sb.map, &s, mode);
+  vkt_poison(db.map, db.size);
+  uint8_t *before = malloc(db.size);
+  memcpy(before, db.map, db.size);
+  float *ref = dequant_rows(sb.map, &s);
+  uint64_t count = app->sys.devices[0].ops->dequant_count;
+  vkt_check(app, vkrt_op_copy(&d, &s));
+  vkt_check(app, vkrt_finish(app, 0));
+  assert_int_equal(app->sys.devices[0].ops->dequant_count - count, 1);
+  for (int64_t i2 = 0; i2 < b2; i2++)
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < K; k++) {
+        float e = ref[(i2 * N + n) * K + k], g;
+        uint64_t a = d.offset + k * d.nb[0] + n * d.nb[1] + i2 * d.nb[2];
+        bool ok;
+        if (dt == VKRT_TYPE_F32) {
+          memcpy(&g, db.map + a, 4);
+          ok = fabsf(g - e) <= fabsf(e) * 1e-6f || (isnan(e) && isnan(g)); /* contraction: 1 ulp */
+        } else {
+          uint16_t h;
+          memcpy(&h, db.map + a, 2);
+          g = vkt_f16_to_f32(h);
+          float lo = vkt_f16_to_f32(vkt_f32_to_f16(e)); /* within one f16 ulp of the rounding */
+          ok = fabsf(g - lo) <= fmaxf(fabsf(lo) * 1e-3f, 6e-8f) || (isinf(lo) && g == lo);
+        }
+        if (!ok)
+          fail_msg("%s -> %s K %lld N %lld [%lld,%lld,%lld] = %.9g, expected %.9g",
+                   vkrt_type_str(st), vkrt_type_str(dt), (long long)K, (long long)N,
+                   (long long)k, (long long)n, (long long)i2, g, e);
+        memcpy(db.map + a, before + a, ts);
+      }
+  assert_memory_equal(db.map, before, db.size);
+  free(ref);
+  free(before);
+  vkrt_buffer_destroy(sb.buf);
+  vkrt_buffer_destroy(db.buf);
+}
+
+static void test_dequant_copy(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  int ndst = IS_ENABLED(CONFIG_VKRT_TYPE_F16) ? 2 : 1;
+  for (unsigned t = 0; t < 2; t++) {
+    vkrt_type st = qtypes[t];
+    if (!qtype_enabled(st))
+      continue;
+    int64_t B = vkrt_type_block(st);
+    for (int dt = 0; dt < ndst; dt++) {
+      run_dequant(app, st, dt, B, 1, 1, 0, 0, false, SCALE_NORMAL);
+      run_dequant(app, st, dt, 3 * B, 5, 2, 1, t ? 4 : 2, false, SCALE_NORMAL);
+      run_dequant(app, st, dt, 2 * B, 7, 1, 0, 36, true, SCALE_EXTREME);
+      run_dequant(app, st, dt, 5 * B, 3, 3, 2, 8, false, SCALE_EXTREME);
+    }
+    /* same-type dense copy: the bytes */
+    hbuf a = hb_new(app, 4096), b = hb_new(app, 4096);
+    vkt_fill_random(a.map, a.size, &rng);
+    vkt_poison(b.map, b.size);
+    vkrt_tensor s = vkrt_tensor_contiguous(a.buf, 2 * (t + 1), st, 2 * B, 3, 1, 1);
+    vkrt_tensor d = vkrt_tensor_contiguous(b.buf, 4 * (t + 1), st, 2 * B, 3, 1, 1);
+    vkt_check(app, vkrt_op_copy(&d, &s));
+    vkt_check(app, vkrt_finish(app, 0));
+    assert_memory_equal(b.map + d.offset, a.map + s.offset, (size_t)s.nb[2]);
+    vkrt_buffer_destroy(a.buf);
+    vkrt_buffer_destroy(b.buf);
+  }
+  vkt_close(app);
+}
+
+/* ---- descriptor rules of block types --------------------------------------------------- */
+
+static void expect_invalid(vkrt_appliance *app, vkrt_status s, const char *needle) {
+  assert_int_equal(s, VKRT_ERROR_INVALID_ARGUMENT);
+  if (!strstr(vkrt_last_error(app), needle))
+    fail_msg("message '%s' lacks '%s'", vkrt_last_error(app), needle);
+}
+
+static void test_block_descriptors(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  vkrt_buffer *b, *f;
+  vkt_check(app, vkrt_buffer_create(app, 0, 1 << 16, 0, &b));
+  vkt_check(app, vkrt_buffer_create(app, 0, 1 << 16, 0, &f));
+  for (unsigned t = 0; t < 2; t++) {
+    vkrt_type qt = qtypes[t];
+    int64_t B = vkrt_type_block(qt);
+    vkrt_tensor x = vkrt_tensor_contiguous(f, 0, VKRT_TYPE_F32, 2 * B, 1, 1, 1);
+    vkrt_tensor d = vkrt_tensor_contiguous(f, 8192 * 4, VKRT_TYPE_F32, 4, 1, 1, 1);
+    vkrt_tensor w = vkrt_tensor_contiguous(b, 0, qt, 2 * B, 4, 1, 1);
+    if (!qtype_enabled(qt)) { /* compiled out: the ops say which symbol */
+      assert_int_equal(vkrt_op_matmul(&d, &w, &x), VKRT_ERROR_UNSUPPORTED);
+      assert_non_null(strstr(vkrt_last_error(app), t ? "CONFIG_VKRT_KERNEL_Q4_K" : "CONFIG_VKRT_KERNEL_Q8_0"));
+      vkrt_tensor wd = vkrt_tensor_contiguous(f, 0, VKRT_TYPE_F32, 2 * B, 4, 1, 1);
+      assert_int_equal(vkrt_op_copy(&wd, &w), VKRT_ERROR_UNSUPPORTED);
+    }
+    vkrt_tensor bad = w;
+    bad.ne[0] = B + 8;
+    expect_invalid(app, vkrt_op_matmul(&d, &bad, &x), "not a multiple of the");
+    bad = w;
+    bad.nb[0] = 2;
+    expect_invalid(app, vkrt_op_matmul(&d, &bad, &x), "must be the");
+    bad = w;
+    bad.nb[1] += 2;
+    expect_invalid(app, vkrt_op_matmul(&d, &bad, &x), "block size");
+    bad = w;
+    bad.offset = t ? 2 : 1;
+    expect_invalid(app, vkrt_op_matmul(&d, &bad, &x), "offset");
+    bad = w;
+    bad.ne[1] = 1 << 20;
+    bad.nb[2] = bad.nb[1] * bad.ne[1];
+    expect_invalid(app, vkrt_op_matmul(&d, &bad, &x), "past the end");
+    /* block types only as matmul w and copy src */
+    vkrt_tensor qx = vkrt_tensor_contiguous(b, 0, qt, 2 * B, 1, 1, 1);
+    expect_invalid(app, vkrt_op_matmul(&d, &w, &qx), "must be f32");
+    vkrt_tensor qd = vkrt_tensor_contiguous(b, 0, qt, 2 * B, 1, 1, 1);
+    vkrt_tensor fs = vkrt_tensor_contiguous(f, 0, VKRT_TYPE_F32, 2 * B, 1, 1, 1);
+    expect_invalid(app, vkrt_op_copy(&qd, &fs), "block-quantized");
+    vkrt_tensor tdst = vkrt_tensor_contiguous(f, 0, VKRT_TYPE_F32, 4, 2 * B, 1, 1);
+    expect_invalid(app, vkrt_op_transpose(&tdst, &w), "block-quantized");
+    const vkrt_tensor *srcs[1] = {&w};
+    vkrt_tensor ad = vkrt_tensor_contiguous(b, 1 << 15, qt, 2 * B, 4, 1, 1);
+    expect_invalid(app, vkrt_op_add(&ad, srcs, 1), "block-quantized");
+  }
+  vkt_check(app, vkrt_finish(app, 0));
+  vkrt_buffer_destroy(b);
+  vkrt_buffer_destroy(f);
+  vkt_close(app);
+}
+
+/* ---- vkrt_op_swiglu ------------------------------------------------------------------ */
+
+static void test_swiglu(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU)) {
+    vkrt_buffer *b;
+    vkt_check(app, vkrt_buffer_create(app, 0, 4096, 0, &b));
+    vkrt_tensor t = vkrt_tensor_contiguous(b, 0, VKRT_TYPE_F32, 16, 1, 1, 1);
+    assert_int_equal(vkrt_op_swiglu(&t, &t, &t), VKRT_ERROR_UNSUPPORTED);
+    vkrt_buffer_destroy(b);
+    vkt_close(app);
+    return;
+  }
+  static const int64_t sizes[] = {1, 255, 256, 1000, 70001};
+  for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+    for (int inplace = 0; inplace < 3; inplace++) { /* 0: separate dst, 1: dst = gate, 2: = up */
+      int64_t n = sizes[s];
+      hbuf b = hb_new(app, (uint64_t)n * 12 + 64);
+      float *g = (float *)(b.map + 16), *u = g + n, *d = u + n;
+      vkt_fill_random_f32(g, (size_t)n, -12.0f, 12.0f, &rng);
+      vkt_fill_random_f32(u, (size_t)n, -2.0f, 2.0f, &rng);
+      g[0] = -100.0f; /* e^100 overflows to inf: silu -> -0 */
+      if (n > 1)
+        g[1] = 90.0f;
+      float *gc = malloc(sizeof(float) * (size_t)n), *uc = malloc(sizeof(float) * (size_t)n);
+      memcpy(gc, g, sizeof(float) * (size_t)n);
+      memcpy(uc, u, sizeof(float) * (size_t)n);
+      vkt_poison(d, sizeof(float) * (size_t)n + 16);
+      vkrt_tensor tg = vkrt_tensor_contiguous(b.buf, 16, VKRT_TYPE_F32, n, 1, 1, 1);
+      vkrt_tensor tu = vkrt_tensor_contiguous(b.buf, 16 + 4 * (uint64_t)n, VKRT_TYPE_F32, n, 1, 1, 1);
+      vkrt_tensor td = vkrt_tensor_contiguous(b.buf, 16 + 8 * (uint64_t)n, VKRT_TYPE_F32, n, 1, 1, 1);
+      const vkrt_tensor *dst = inplace == 1 ? &tg : inplace == 2 ? &tu : &td;
+      vkt_check(app, vkrt_op_swiglu(dst, &tg, &tu));
+      vkt_check(app, vkrt_finish(app, 0));
+      float *out = inplace == 1 ? g : inplace == 2 ? u : d;
+      for (int64_t i = 0; i < n; i++) {
+        double e = (double)gc[i] / (1.0 + exp(-(double)gc[i])) * uc[i];
+        if (!(fabs(out[i] - e) <= 1e-5 * fabs(e) + 1e-30))
+          fail_msg("swiglu n %lld inplace %d [%lld]: g %g u %g -> %.9g, expected %.9g",
+                   (long long)n, inplace, (long long)i, gc[i], uc[i], out[i], e);
+      }
+      if (inplace == 0)
+        for (int i = 0; i < 4; i++) { /* past the end of dst stays poisoned */
+          uint32_t w;
+          memcpy(&w, d + n + i, 4);
+          assert_int_equal(w, 0xDEADBEEFu);
+        }
+      free(gc);
+      free(uc);
+      vkrt_buffer_destroy(b.buf);
+    }
+  /* bad descriptors */
+  vkrt_buffer *b;
+  vkt_check(app, vkrt_buffer_create(app, 0, 4096, 0, &b));
+  vkrt_tensor t0 = vkrt_tensor_contiguous(b, 0, VKRT_TYPE_F32, 64, 1, 1, 1);
+  vkrt_tensor t1 = vkrt_tensor_contiguous(b, 256, VKRT_TYPE_F32, 64, 1, 1, 1);
+  vkrt_tensor t2 = vkrt_tensor_contiguous(b, 512, VKRT_TYPE_F32, 32, 1, 1, 1);
+  vkrt_tensor h = vkrt_tensor_contiguous(b, 1024, VKRT_TYPE_F16, 64, 1, 1, 1);
+  vkrt_tensor ov = vkrt_tensor_contiguous(b, 128, VKRT_TYPE_F32, 64, 1, 1, 1);
+  expect_invalid(app, vkrt_op_swiglu(&t0, &t1, &t2), "differs from dst");
+  expect_invalid(app, vkrt_op_swiglu(&t0, &t1, &h), "takes f32");
+  expect_invalid(app, vkrt_op_swiglu(&ov, &t0, &t1), "overlap");
+  vkt_check(app, vkrt_finish(app, 0));
+  vkrt_buffer_destroy(b);
+  vkt_close(app);
+}
+
+int main(void) {
+  rng = vkt_seed(0);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_reference),
+      cmocka_unit_test(test_quant_matmul),
+      cmocka_unit_test(test_dequant_copy),
+      cmocka_unit_test(test_block_descriptors),
+      cmocka_unit_test(test_swiglu),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
