@@ -14,11 +14,15 @@
 /* A device's op stream: a ring of command buffers and one timeline semaphore whose value
  * counts submits. Record from one thread at a time per device. */
 struct vkrt_stream {
-  VkCommandPool pool;
+  /* one pool per command buffer: vkResetCommandPool before reuse is cheaper than the
+   * implicit per-buffer reset of vkBeginCommandBuffer on NVIDIA */
+  VkCommandPool pool[VKRT_STREAM_DEPTH];
   VkCommandBuffer cmd[VKRT_STREAM_DEPTH];
   uint64_t cmd_value[VKRT_STREAM_DEPTH]; /* timeline value that retires cmd[i]; 0 = free */
   uint32_t current;
   bool recording;
+  bool fresh;  /* the recording buffer holds no command yet: the barrier before its first
+                * command is the one every submitted buffer ends with (vkrt_stream_submit) */
   VkSemaphore timeline;
   uint64_t submitted;                    /* last value submitted */
   uint64_t spin_ns;                      /* waits spin this long before blocking (0 on CPU devices) */
@@ -116,8 +120,12 @@ void vkrt_timeline_destroy(struct vkrt_device *dev, VkSemaphore sem);
 vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out);
 /* vkrt_stream_cmd, then the barrier every command of the stream starts with. */
 vkrt_status vkrt_stream_next(struct vkrt_device *dev, VkCommandBuffer *out);
-/* A full memory barrier between commands in the stream (compute + transfer, read + write). */
+/* A full memory barrier between commands in the stream (compute + transfer, read + write);
+ * none before the first command of a buffer (vkrt_stream_close_barrier ordered it). */
 void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd);
+/* The barrier every submitted command buffer ends with (stream and uploads): all writes
+ * before it are visible to the host and to every later command on the queue. */
+void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd);
 /* Attach a wait/signal to the next submit. */
 vkrt_status vkrt_stream_add_wait(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
 vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);

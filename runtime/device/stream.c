@@ -11,24 +11,27 @@ vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
   memset(st, 0, sizeof(*st));
   VkCommandPoolCreateInfo pool_info = {
       .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-      .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+      .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
       .queueFamilyIndex = dev->compute_family,
   };
-  VkResult r = dev->vk.vkCreateCommandPool(dev->handle, &pool_info, &dev->sys->vk_allocator, &st->pool);
-  if (r != VK_SUCCESS) {
-    st->pool = VK_NULL_HANDLE;
-    return vkrt_vk_error(dev, r, "vkCreateCommandPool for the stream");
-  }
-  VkCommandBufferAllocateInfo cmd_info = {
-      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-      .commandPool = st->pool,
-      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-      .commandBufferCount = VKRT_STREAM_DEPTH,
-  };
-  r = dev->vk.vkAllocateCommandBuffers(dev->handle, &cmd_info, st->cmd);
-  if (r != VK_SUCCESS) {
-    memset(st->cmd, 0, sizeof(st->cmd));
-    return vkrt_vk_error(dev, r, "vkAllocateCommandBuffers for the stream");
+  for (uint32_t i = 0; i < VKRT_STREAM_DEPTH; i++) {
+    VkResult r = dev->vk.vkCreateCommandPool(dev->handle, &pool_info, &dev->sys->vk_allocator,
+                                             &st->pool[i]);
+    if (r != VK_SUCCESS) {
+      st->pool[i] = VK_NULL_HANDLE;
+      return vkrt_vk_error(dev, r, "vkCreateCommandPool for the stream");
+    }
+    VkCommandBufferAllocateInfo cmd_info = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .commandPool = st->pool[i],
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = 1,
+    };
+    r = dev->vk.vkAllocateCommandBuffers(dev->handle, &cmd_info, &st->cmd[i]);
+    if (r != VK_SUCCESS) {
+      st->cmd[i] = VK_NULL_HANDLE;
+      return vkrt_vk_error(dev, r, "vkAllocateCommandBuffers for the stream");
+    }
   }
   vkrt_status s = vkrt_timeline_create(dev, NULL, "vkCreateSemaphore for the stream timeline",
                                         &st->timeline);
@@ -43,8 +46,9 @@ void vkrt_stream_finish(struct vkrt_device *dev) {
   struct vkrt_stream *st = &dev->stream;
   if (st->timeline)
     dev->vk.vkDestroySemaphore(dev->handle, st->timeline, &dev->sys->vk_allocator);
-  if (st->pool) /* frees the command buffers too */
-    dev->vk.vkDestroyCommandPool(dev->handle, st->pool, &dev->sys->vk_allocator);
+  for (uint32_t i = 0; i < VKRT_STREAM_DEPTH; i++)
+    if (st->pool[i]) /* frees its command buffer too */
+      dev->vk.vkDestroyCommandPool(dev->handle, st->pool[i], &dev->sys->vk_allocator);
   memset(st, 0, sizeof(*st));
 }
 
@@ -117,9 +121,10 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
       return s;
     st->cmd_value[st->current] = 0;
   }
-  /* vkBeginCommandBuffer resets it implicitly (the pool has RESET_COMMAND_BUFFER_BIT). */
   VkCommandBuffer cmd = st->cmd[st->current];
-  VkResult r;
+  VkResult r = dev->vk.vkResetCommandPool(dev->handle, st->pool[st->current], 0);
+  if (r != VK_SUCCESS)
+    return vkrt_vk_error(dev, r, "vkResetCommandPool");
   VkCommandBufferBeginInfo begin = {
       .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
@@ -128,11 +133,32 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
   if (r != VK_SUCCESS)
     return vkrt_vk_error(dev, r, "vkBeginCommandBuffer");
   st->recording = true;
+  st->fresh = true;
   *out = cmd;
   return VKRT_OK;
 }
 
+/* Every command buffer libvkrt submits ends with this: device writes become visible to the
+ * host once the timeline value is reached, and to every later command on the queue (the
+ * second scope is all later commands in submission order), so the first command of the
+ * next buffer needs no barrier of its own. */
+void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+      .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+      .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT |
+                       VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT,
+  };
+  dev->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                               VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0,
+                               1, &barrier, 0, NULL, 0, NULL);
+}
+
 void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
+  if (dev->stream.fresh) { /* the previous buffer's closing barrier orders this command */
+    dev->stream.fresh = false;
+    return;
+  }
   VkMemoryBarrier barrier = {
       .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
       .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
@@ -173,14 +199,7 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   uint32_t slot = st->current;
   bool has_cmd = st->recording;
   if (has_cmd) {
-    /* Device writes become visible to the host once the timeline value is reached. */
-    VkMemoryBarrier barrier = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT,
-    };
-    dev->vk.vkCmdPipelineBarrier(st->cmd[slot], VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                                 VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, NULL, 0, NULL);
+    vkrt_stream_close_barrier(dev, st->cmd[slot]);
     st->recording = false;
     VkResult r = dev->vk.vkEndCommandBuffer(st->cmd[slot]);
     if (r != VK_SUCCESS) {

@@ -154,6 +154,8 @@ static void context_give(struct vkrt_upload_state *st, struct vkrt_upload_contex
 static vkrt_status ctx_submit(struct vkrt_upload_state *st, struct vkrt_upload_context *ctx,
                               VkCommandBuffer cmd, uint64_t *out_value) {
   struct vkrt_device *dev = st->dev;
+  /* the stream's buffers start without a barrier: this queue may be the stream's */
+  vkrt_stream_close_barrier(dev, cmd);
   VkResult r = dev->vk.vkEndCommandBuffer(cmd);
   if (r != VK_SUCCESS)
     return vkrt_vk_error(dev, r, "upload: vkEndCommandBuffer");
