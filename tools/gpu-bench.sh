@@ -35,8 +35,8 @@ step() { echo "### $*" | tee -a "$log"; }
   timeout 240 "$B/bin/vkrt-bench" allreduce --json --transport all > "$OUT/allreduce.json" 2>>"$log"
   timeout 60 "$B/bin/vkrt-bench" allreduce --transport all --max 64K 2>&1 | tail -40
   step "service"
-  "$B/bin/vkrt-service" --make-weights /tmp/w.bin --layers 8 --hidden 4096 --ffn 16384 --dtype f16
-  timeout 120 "$B/bin/vkrt-service" --weights /tmp/w.bin --tokens 200 --seconds 20 2>&1 | grep -v '^vkrt: dev[0-9] \(uuid\|limits\|heap\|memory\|storage\|timeline\|external\)'
+  "$B/bin/vkrt-service" --make-gguf /tmp/w.gguf --layers 8 --hidden 4096 --ffn 16384 --dtype f16
+  timeout 120 "$B/bin/vkrt-service" --weights /tmp/w.gguf --tokens 200 --seconds 20 2>&1 | grep -v '^vkrt: dev[0-9] \(uuid\|limits\|heap\|memory\|storage\|timeline\|external\)'
   if [ "$QUICK" != 1 ]; then
     step "tests"
     VKRT_TEST_SCRIPTS=0 VKRT_TEST_SYNC_PASS=0 timeout 300 tests/run --builddir "$B" > "$OUT/tests.txt" 2>&1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run`: the main job. Creates a small synthetic weights file under the build folder and
+# `make run`: the main job. Creates a small synthetic GGUF weights file under the build folder and
 # runs vkrt-service on the configured board for a few seconds, then prints its summary.
 set -euo pipefail
 builddir=${1:-build}
@@ -9,6 +9,6 @@ if [ ! -x "$svc" ]; then
   echo "running vkrt-probe instead"
   exec "$builddir/bin/vkrt-probe"
 fi
-weights="$builddir/service-weights-l4-h256.bin"
-[ -f "$weights" ] || "$svc" --make-weights "$weights" --layers 4 --hidden 256 --ffn 1024 --dtype f16
+weights="$builddir/service-weights-l4-h256.gguf"
+[ -f "$weights" ] || "$svc" --make-gguf "$weights" --layers 4 --hidden 256 --ffn 1024 --dtype f16
 exec "$svc" --weights "$weights" --tokens 100000 --seconds "${VKRT_RUN_SECONDS:-3}"

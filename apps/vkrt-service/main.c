@@ -1,11 +1,17 @@
 /* vkrt-service: a firmware-style tensor-parallel decode service on libvkrt.
  *
- * Opens the board's appliance, prints the plan, mmaps a weights file read-only, registers it
- * (the board's import policy), uploads each device's shard (W1 rows: contiguous; W2 columns:
- * a 2-D strided upload), then for each token runs, per layer, the Megatron MLP split:
- *   h_d = W1_d x ; y_d = W2_d h_d ; y = allreduce(y_d) ; x = x + y
- * (one rank in all: h = W1 x ; x += W2 h, vkrt_op_matmul_add)
- * and checks the final activations against a float64 CPU reference.
+ * Opens the board's appliance, prints the plan, maps a GGUF weights file read-only
+ * (gguf.c), registers its tensor data section once (the board's import policy; tensors are
+ * 32-byte aligned inside it, not page aligned), uploads each device's shard of the
+ * llama-style MLP (gate/up rows: contiguous; down columns: a 2-D strided upload, cut along
+ * whole quantization blocks), then for each token runs, per layer, the Megatron split of a
+ * SwiGLU MLP:
+ *   g_d = W_gate,d x ; u_d = W_up,d x ; h_d = silu(g_d) * u_d ; y_d = W_down,d h_d ;
+ *   y = allreduce(y_d) ; x = x + y
+ * (one rank in all: x += W_down h, vkrt_op_matmul_add, when ffn_down is f32/f16; quantized
+ * weights take vkrt_op_matmul only, so then a matmul and an add) and checks the final
+ * activations against a float64 CPU reference (weights dequantized by the reference of the
+ * format's definition, vkrt_dequantize_row). Weights: f32, f16, q8_0 or q4_K per tensor.
  *
  * Under mpirun (CONFIG_VKRT_TRANSPORT_MPI) every rank is a host: the appliance spans them,
  * device d of host h holds shard h x devices + d, the allreduce sums over every device of
@@ -17,11 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "../../tools/hosts.h"
+#include "gguf.h"
 #include "vkrt/vkrt.h"
-#include "weights.h"
 
 enum { EXIT_VERIFY = 1, EXIT_USAGE = 2, EXIT_WEIGHTS = 3, EXIT_RUNTIME = 4 };
 
@@ -42,19 +49,24 @@ static void log_stderr(void *user, vkrt_log_level level, const char *message) {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: vkrt-service --weights FILE [--tokens T] [--seconds S] [--hidden H] [--layers L]\n"
-          "                    [--devices N] [--warmup-ms MS] [--verbose] [--fault import-fails]\n"
-          "       vkrt-service --make-weights FILE --layers L --hidden H [--ffn F] [--dtype f16|f32]\n"
-          "                    [--seed N]\n"
-          "--hidden/--layers with --weights check the file's shapes (a mismatch is an error).\n");
+          "usage: vkrt-service --weights FILE.gguf [--tokens T] [--seconds S] [--hidden H] [--layers L]\n"
+          "                    [--ffn F] [--devices N] [--warmup-ms MS] [--seed N] [--verbose]\n"
+          "                    [--fault import-fails] [--import-chunk-cap BYTES]\n"
+          "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
+          "                    [--dtype f32|f16|q8_0|q4_K] [--seed N]   (--make-weights: the same)\n"
+          "--hidden/--layers/--ffn with --weights check the file's shapes (a mismatch is an error).\n"
+          "The file is GGUF v3 with llama-style blk.N.ffn_gate/ffn_up/ffn_down.weight tensors;\n"
+          "--seed with --weights picks the token inputs.\n");
 }
 
+#define MAX_LAYERS 64 /* this example */
+
 struct device_state {
-  vkrt_buffer *w1[64], *w2[64]; /* per layer; layers <= 64 in this example */
-  vkrt_buffer *x, *h, *y;
+  vkrt_buffer *gate[MAX_LAYERS], *up[MAX_LAYERS], *down[MAX_LAYERS];
+  vkrt_buffer *x, *g, *u, *y;
   vkrt_buffer *x_in;             /* host-visible: the next token's input, copied on the GPU */
   float *x_in_map;
-  uint32_t k0, k1;               /* this device's ffn slice */
+  uint32_t f0, f1;               /* this device's ffn slice (whole blocks of ffn_down) */
 };
 
 static int cmp_double(const void *a, const void *b) {
@@ -72,30 +84,63 @@ static bool parse_u64(const char *s, uint64_t *out) {
   return true;
 }
 
-/* float64 reference of one token through every layer. */
-static void reference(const struct weights_file *w, float *x_inout) {
-  const struct weights_header *h = &w->h;
-  double *x = calloc(h->hidden, sizeof(double)), *hid = calloc(h->ffn, sizeof(double));
-  for (uint32_t i = 0; i < h->hidden; i++)
+static double silu(double v) { return v / (1.0 + exp(-v)); }
+
+/* Row n of tensor t, dequantized by the reference dequantization, dotted with x (k elements). */
+static double row_dot(const struct gguf_file *f, const struct gguf_tensor *t, uint32_t n,
+                      const double *x, uint32_t k, float *row) {
+  vkrt_dequantize_row(t->type, gguf_data(f, t) + n * gguf_row_bytes(t), row, k);
+  double acc = 0;
+  for (uint32_t i = 0; i < k; i++)
+    acc += (double)row[i] * x[i];
+  return acc;
+}
+
+/* float64 reference of one token through every layer: rows dequantized by the reference
+ * dequantization (vkrt_dequantize_row, from the format's definition). */
+static int reference(const struct gguf_file *f, const struct gguf_mlp *m, float *x_inout) {
+  double *x = calloc(m->hidden, sizeof(double)), *h = calloc(m->ffn, sizeof(double));
+  float *row = malloc(sizeof(float) * (m->hidden > m->ffn ? m->hidden : m->ffn));
+  int rc = x && h && row ? 0 : -1;
+  for (uint32_t i = 0; !rc && i < m->hidden; i++)
     x[i] = x_inout[i];
-  for (uint32_t l = 0; l < h->layers; l++) {
-    for (uint32_t n = 0; n < h->ffn; n++) {
-      double acc = 0;
-      for (uint32_t k = 0; k < h->hidden; k++)
-        acc += (double)weights_get(w, l, 0, k, n) * x[k];
-      hid[n] = acc;
-    }
-    for (uint32_t n = 0; n < h->hidden; n++) {
-      double acc = 0;
-      for (uint32_t k = 0; k < h->ffn; k++)
-        acc += (double)weights_get(w, l, 1, k, n) * hid[k];
-      x[n] += acc;
-    }
+  for (uint32_t l = 0; !rc && l < m->layers; l++) {
+    for (uint32_t n = 0; n < m->ffn; n++)
+      h[n] = silu(row_dot(f, m->gate[l], n, x, m->hidden, row)) *
+             row_dot(f, m->up[l], n, x, m->hidden, row);
+    for (uint32_t n = 0; n < m->hidden; n++)
+      x[n] += row_dot(f, m->down[l], n, h, m->ffn, row);
   }
-  for (uint32_t i = 0; i < h->hidden; i++)
+  for (uint32_t i = 0; !rc && i < m->hidden; i++)
     x_inout[i] = (float)x[i];
   free(x);
-  free(hid);
+  free(h);
+  free(row);
+  return rc;
+}
+
+/* Deterministic input activation for token t: values in [-1, 1). */
+static void token_input(uint64_t seed, uint64_t token, float *x, uint32_t hidden) {
+  uint64_t s = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (token + 1) * 0xbf58476d1ce4e5b9ull;
+  for (uint32_t i = 0; i < hidden; i++) {
+    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+    x[i] = (float)((s * 0x2545f4914f6cdd1dull) >> 40) / (float)(1 << 23) - 1.0f;
+  }
+}
+
+/* One rank: x += W_down h in one dispatch (vkrt_op_matmul_add) where ffn_down's type allows
+ * it; quantized weights take vkrt_op_matmul only (then a matmul into y and an add). */
+static bool fused_residual(const struct gguf_mlp *m, uint32_t layer) {
+  return vkrt_type_block(m->down[layer]->type) == 1;
+}
+
+static bool parse_dtype(const char *v, vkrt_type *out) {
+  for (int t = 0; t < VKRT_TYPE_COUNT; t++)
+    if (!strcasecmp(v, vkrt_type_str((vkrt_type)t))) {
+      *out = (vkrt_type)t;
+      return true;
+    }
+  return false;
 }
 
 #define CHECK(call)                                                                       \
@@ -113,8 +158,9 @@ int main(int argc, char **argv) {
   const char *weights_path = NULL, *make_path = NULL;
   uint64_t tokens = 64, layers = 0, hidden = 0, ffn = 0, seed = 1234, devices = 0;
   double seconds = 0, warmup_ms = 500;
+  uint64_t chunk_cap = 0;
   bool verbose = false, fault_import = false;
-  uint32_t dtype = 1;
+  vkrt_type dtype = VKRT_TYPE_F16;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -129,7 +175,7 @@ int main(int argc, char **argv) {
       ok = false;
     } else if (!strcmp(a, "--weights")) {
       weights_path = v;
-    } else if (!strcmp(a, "--make-weights")) {
+    } else if (!strcmp(a, "--make-gguf") || !strcmp(a, "--make-weights")) {
       make_path = v;
     } else if (!strcmp(a, "--tokens")) {
       ok = parse_u64(v, &tokens) && tokens > 0;
@@ -150,8 +196,9 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--devices")) {
       ok = parse_u64(v, &devices) && devices >= 1 && devices <= VKRT_MAX_DEVICES;
     } else if (!strcmp(a, "--dtype")) {
-      ok = !strcmp(v, "f16") || !strcmp(v, "f32");
-      dtype = !strcmp(v, "f16") ? 1 : 0;
+      ok = parse_dtype(v, &dtype);
+    } else if (!strcmp(a, "--import-chunk-cap")) {
+      ok = parse_u64(v, &chunk_cap) && chunk_cap > 0;
     } else if (!strcmp(a, "--fault")) {
       ok = !strcmp(v, "import-fails");
       fault_import = true;
@@ -168,45 +215,62 @@ int main(int argc, char **argv) {
 
   if (make_path) {
     if (!layers || !hidden) {
-      fprintf(stderr, "vkrt-service: --make-weights needs --layers and --hidden\n");
+      fprintf(stderr, "vkrt-service: --make-gguf needs --layers and --hidden\n");
       return EXIT_USAGE;
     }
-    if (layers > 64) {
-      fprintf(stderr, "vkrt-service: at most 64 layers in this example\n");
+    if (layers > MAX_LAYERS || hidden > (1u << 20) || ffn > (1u << 22) || hidden * 4 > (1u << 22)) {
+      fprintf(stderr, "vkrt-service: at most %d layers, hidden 2^20, ffn 2^22 in this example\n",
+              MAX_LAYERS);
       return EXIT_USAGE;
     }
-    int r = weights_make(make_path, (uint32_t)layers, (uint32_t)hidden,
-                         (uint32_t)(ffn ? ffn : hidden * 4), dtype, seed);
-    if (r == 0)
-      printf("vkrt-service: wrote %s (layers %llu, hidden %llu, ffn %llu, %s)\n", make_path,
-             (unsigned long long)layers, (unsigned long long)hidden,
-             (unsigned long long)(ffn ? ffn : hidden * 4), dtype ? "f16" : "f32");
-    return r;
+    char err[512];
+    uint32_t f = (uint32_t)(ffn ? ffn : hidden * 4);
+    int r = gguf_write_mlp(make_path, (uint32_t)layers, (uint32_t)hidden, f, dtype, seed, err,
+                           sizeof(err));
+    if (r) {
+      fprintf(stderr, "vkrt-service: %s\n", err);
+      return r == GGUF_E_BAD_VALUE ? EXIT_USAGE : EXIT_WEIGHTS;
+    }
+    printf("vkrt-service: wrote %s (GGUF v3, layers %llu, hidden %llu, ffn %u, %s)\n", make_path,
+           (unsigned long long)layers, (unsigned long long)hidden, f, vkrt_type_str(dtype));
+    return 0;
   }
   if (!weights_path) {
     usage(stderr);
     return EXIT_USAGE;
   }
 
-  struct weights_file wf;
-  int rc = weights_open(weights_path, &wf);
-  if (rc)
-    return rc;
-  const struct weights_header *wh = &wf.h;
-  if ((hidden && hidden != wh->hidden) || (layers && layers != wh->layers) ||
-      (ffn && ffn != wh->ffn)) {
-    fprintf(stderr, "vkrt-service: shape mismatch: %s has layers %u hidden %u ffn %u, but "
-                    "--layers %llu --hidden %llu --ffn %llu were given\n",
-            weights_path, wh->layers, wh->hidden, wh->ffn, (unsigned long long)layers,
-            (unsigned long long)hidden, (unsigned long long)ffn);
-    weights_close(&wf);
+  struct gguf_file wf;
+  struct gguf_mlp *mlp = calloc(1, sizeof(*mlp));
+  char err[512];
+  int rc = mlp ? gguf_open(weights_path, &wf, err, sizeof(err)) : GGUF_E_NO_MEMORY;
+  if (!rc && (rc = gguf_mlp(&wf, mlp, err, sizeof(err))))
+    gguf_close(&wf);
+  if (rc) {
+    fprintf(stderr, "vkrt-service: %s: %s\n",
+            rc == GGUF_E_IO || rc == GGUF_E_NO_MEMORY ? "cannot read" : "bad weights",
+            mlp ? err : "out of memory");
+    free(mlp);
     return EXIT_WEIGHTS;
   }
-  if (wh->layers > 64) {
-    fprintf(stderr, "vkrt-service: %s has %u layers; this example handles at most 64\n",
-            weights_path, wh->layers);
-    weights_close(&wf);
-    return EXIT_WEIGHTS;
+  const struct gguf_mlp *m = mlp;
+  const uint8_t *data = wf.buf + wf.data_offset; /* the tensor data section */
+  uint64_t data_size = wf.size - wf.data_offset;
+  if ((hidden && hidden != m->hidden) || (layers && layers != m->layers) || (ffn && ffn != m->ffn)) {
+    fprintf(stderr, "vkrt-service: shape mismatch: %s has layers %u hidden %u ffn %u, but "
+                    "--layers %llu --hidden %llu --ffn %llu were given\n",
+            weights_path, m->layers, m->hidden, m->ffn, (unsigned long long)layers,
+            (unsigned long long)hidden, (unsigned long long)ffn);
+    rc = EXIT_WEIGHTS;
+  } else if (m->layers > MAX_LAYERS) {
+    fprintf(stderr, "vkrt-service: %s has %u layers; this example handles at most %d\n",
+            weights_path, m->layers, MAX_LAYERS);
+    rc = EXIT_WEIGHTS;
+  }
+  if (rc) {
+    gguf_close(&wf);
+    free(mlp);
+    return rc;
   }
 
   struct sigaction sa = {.sa_handler = on_signal};
@@ -223,10 +287,13 @@ int main(int argc, char **argv) {
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
   if (fault_import)
     options.faults.mask |= VKRT_FAULT_IMPORT_FAILS;
+  options.faults.import_chunk_cap = chunk_cap;
 #else
-  if (fault_import) {
-    fprintf(stderr, "vkrt-service: --fault needs CONFIG_VKRT_FAULT_INJECTION=y\n");
-    weights_close(&wf);
+  if (fault_import || chunk_cap) {
+    fprintf(stderr, "vkrt-service: --fault and --import-chunk-cap need CONFIG_VKRT_FAULT_INJECTION=y\n");
+    gguf_close(&wf);
+    free(mlp);
+    tool_hosts_finish(EXIT_USAGE);
     return EXIT_USAGE;
   }
 #endif
@@ -241,15 +308,21 @@ int main(int argc, char **argv) {
   vkrt_status st = vkrt_open(&options, &app, why, sizeof(why));
   if (st != VKRT_OK) {
     fprintf(stderr, "vkrt-service: cannot open the appliance: %s: %s\n", vkrt_status_str(st), why);
-    weights_close(&wf);
+    gguf_close(&wf);
+    free(mlp);
     tool_hosts_finish(EXIT_RUNTIME);
     return EXIT_RUNTIME;
   }
   uint32_t n = vkrt_device_count(app);
   /* Tensor-parallel ranks: every device of every host (one host without MPI). */
   uint32_t ranks = n * vkrt_host_count(app), first_rank = n * vkrt_host_rank(app);
-  if (wh->ffn < ranks) {
-    fprintf(stderr, "vkrt-service: ffn %u is smaller than the %u ranks\n", wh->ffn, ranks);
+  /* ffn is cut along whole blocks of every layer's ffn_down (its K) */
+  uint32_t block = 1;
+  for (uint32_t l = 0; l < m->layers; l++)
+    block = vkrt_type_block(m->down[l]->type) > block ? vkrt_type_block(m->down[l]->type) : block;
+  if (m->ffn % block || m->ffn / block < ranks) {
+    fprintf(stderr, "vkrt-service: ffn %u holds %u blocks of %u, fewer than the %u ranks\n",
+            m->ffn, m->ffn / block, block, ranks);
     rc = EXIT_WEIGHTS;
     goto out;
   }
@@ -260,45 +333,56 @@ int main(int argc, char **argv) {
     fputs(plan, stdout);
     free(plan);
   }
-  printf("vkrt-service: %s: layers %u hidden %u ffn %u %s, %u devices, transport %s\n",
-         weights_path, wh->layers, wh->hidden, wh->ffn, wh->dtype ? "f16" : "f32", n,
+  printf("vkrt-service: %s: GGUF v%u%s%s, %u tensors, layers %u hidden %u ffn %u, "
+         "gate/up/down %s/%s/%s, %u devices, transport %s\n",
+         weights_path, wf.version, wf.architecture[0] ? ", " : "", wf.architecture, wf.tensor_count,
+         m->layers, m->hidden, m->ffn, vkrt_type_str(m->gate[0]->type),
+         vkrt_type_str(m->up[0]->type), vkrt_type_str(m->down[0]->type), n,
          vkrt_transport_str(vkrt_transport(app)));
 
-  /* Register the whole mapping (header included: page-aligned start). */
+  /* Register the tensor data section once: it starts at general.alignment (32 bytes), not
+   * at a page; the import widens chunks to pages and uploads straddle chunk edges. */
   vkrt_register_info info;
   double t_reg = now_s();
-  CHECK(vkrt_host_register(app, wf.map, wf.map_size, NULL, NULL, &info));
+  CHECK(vkrt_host_register(app, data, data_size, NULL, NULL, &info));
   t_reg = now_s() - t_reg;
   registered = true;
   for (uint32_t d = 0; d < n; d++)
     printf("vkrt: dev%u weights via %s: %s\n", d, vkrt_import_path_str(info.path[d]), info.reason[d]);
   printf("vkrt-service: registered %.1f MiB in %u chunks in %.3f s\n",
-         (double)wf.map_size / (1 << 20), info.chunk_count, t_reg);
+         (double)data_size / (1 << 20), info.chunk_count, t_reg);
 
-  size_t es = weights_type_size(wh->dtype);
-  vkrt_type wtype = wh->dtype ? VKRT_TYPE_F16 : VKRT_TYPE_F32;
-  uint64_t matrix = weights_matrix_bytes(wh), uploaded = 0;
+  /* Each device's shard: ffn rows f0..f1 of gate/up, the same columns of down. */
+  uint64_t uploaded = 0, shard_bytes = 0; /* shard_bytes: the largest device's, per token */
   double t_up = now_s();
   for (uint32_t d = 0; d < n; d++) {
     struct device_state *ds = &dev[d];
-    ds->k0 = (uint32_t)((uint64_t)wh->ffn * (first_rank + d) / ranks);
-    ds->k1 = (uint32_t)((uint64_t)wh->ffn * (first_rank + d + 1) / ranks);
-    uint64_t shard = ds->k1 - ds->k0;
-    for (uint32_t l = 0; l < wh->layers; l++) {
-      const uint8_t *w1 = wf.data + matrix * 2 * l, *w2 = w1 + matrix;
-      CHECK(vkrt_buffer_create(app, d, shard * wh->hidden * es, VKRT_BUFFER_DEVICE_LOCAL, &ds->w1[l]));
-      CHECK(vkrt_buffer_create(app, d, shard * wh->hidden * es, VKRT_BUFFER_DEVICE_LOCAL, &ds->w2[l]));
-      /* W1 rows k0..k1 (ne1 = ffn) are contiguous; W2 columns k0..k1 of each of the hidden
-       * rows are a strided 2-D region. */
-      CHECK(vkrt_upload(ds->w1[l], 0, w1 + (uint64_t)ds->k0 * wh->hidden * es, shard * wh->hidden * es));
-      CHECK(vkrt_upload_2d(ds->w2[l], 0, shard * es, w2 + (uint64_t)ds->k0 * es,
-                           (uint64_t)wh->ffn * es, shard * es, wh->hidden));
-      uploaded += 2 * shard * wh->hidden * es;
+    ds->f0 = (uint32_t)((uint64_t)(m->ffn / block) * (first_rank + d) / ranks * block);
+    ds->f1 = (uint32_t)((uint64_t)(m->ffn / block) * (first_rank + d + 1) / ranks * block);
+    uint64_t shard = ds->f1 - ds->f0, dev_bytes = 0;
+    for (uint32_t l = 0; l < m->layers; l++) {
+      /* gate/up: rows f0..f1 are contiguous; down: the same columns of every row, a 2-D
+       * region of whole blocks. +16 bytes: the kernels read whole words. */
+      const struct gguf_tensor *gt = m->gate[l], *ut = m->up[l], *dt = m->down[l];
+      uint64_t grow = gguf_row_bytes(gt), urow = gguf_row_bytes(ut), drow = gguf_row_bytes(dt);
+      uint64_t dbs = vkrt_type_size(dt->type), dbl = vkrt_type_block(dt->type);
+      uint64_t dshard = shard / dbl * dbs;
+      CHECK(vkrt_buffer_create(app, d, shard * grow + 16, VKRT_BUFFER_DEVICE_LOCAL, &ds->gate[l]));
+      CHECK(vkrt_buffer_create(app, d, shard * urow + 16, VKRT_BUFFER_DEVICE_LOCAL, &ds->up[l]));
+      CHECK(vkrt_buffer_create(app, d, dshard * m->hidden + 16, VKRT_BUFFER_DEVICE_LOCAL, &ds->down[l]));
+      CHECK(vkrt_upload(ds->gate[l], 0, gguf_data(&wf, gt) + ds->f0 * grow, shard * grow));
+      CHECK(vkrt_upload(ds->up[l], 0, gguf_data(&wf, ut) + ds->f0 * urow, shard * urow));
+      CHECK(vkrt_upload_2d(ds->down[l], 0, dshard, gguf_data(&wf, dt) + ds->f0 / dbl * dbs, drow,
+                           dshard, m->hidden));
+      dev_bytes += shard * (grow + urow) + dshard * m->hidden;
     }
-    CHECK(vkrt_buffer_create(app, d, (uint64_t)wh->hidden * 4, VKRT_BUFFER_DEVICE_LOCAL, &ds->x));
-    CHECK(vkrt_buffer_create(app, d, (uint64_t)wh->hidden * 4, VKRT_BUFFER_DEVICE_LOCAL, &ds->y));
-    CHECK(vkrt_buffer_create(app, d, shard * 4, VKRT_BUFFER_DEVICE_LOCAL, &ds->h));
-    CHECK(vkrt_buffer_create(app, d, (uint64_t)wh->hidden * 4, VKRT_BUFFER_HOST_VISIBLE, &ds->x_in));
+    uploaded += dev_bytes;
+    shard_bytes = dev_bytes > shard_bytes ? dev_bytes : shard_bytes;
+    CHECK(vkrt_buffer_create(app, d, (uint64_t)m->hidden * 4, VKRT_BUFFER_DEVICE_LOCAL, &ds->x));
+    CHECK(vkrt_buffer_create(app, d, (uint64_t)m->hidden * 4, VKRT_BUFFER_DEVICE_LOCAL, &ds->y));
+    CHECK(vkrt_buffer_create(app, d, shard * 4, VKRT_BUFFER_DEVICE_LOCAL, &ds->g));
+    CHECK(vkrt_buffer_create(app, d, shard * 4, VKRT_BUFFER_DEVICE_LOCAL, &ds->u));
+    CHECK(vkrt_buffer_create(app, d, (uint64_t)m->hidden * 4, VKRT_BUFFER_HOST_VISIBLE, &ds->x_in));
     void *map = NULL;
     CHECK(vkrt_buffer_map(ds->x_in, &map));
     ds->x_in_map = map;
@@ -309,9 +393,6 @@ int main(int argc, char **argv) {
 
   /* The roofline: every device reads its shard of the weights once per token, at the
    * bandwidth of a plain device copy measured here (read + written bytes per second). */
-  uint64_t shard_bytes = 0;
-  for (uint32_t d = 0; d < n; d++)
-    shard_bytes = (uint64_t)fmax((double)shard_bytes, 2.0 * (dev[d].k1 - dev[d].k0) * wh->hidden * es * wh->layers);
   double copy_bw = 0;
   {
     uint64_t csize = shard_bytes / 4;
@@ -339,9 +420,9 @@ int main(int argc, char **argv) {
   double roofline = copy_bw > 0 ? (double)shard_bytes / copy_bw : 0;
 
   lat = calloc(tokens, sizeof(double));
-  xin = malloc(wh->hidden * sizeof(float));
-  xref = malloc(wh->hidden * sizeof(float));
-  xout = malloc(wh->hidden * sizeof(float));
+  xin = malloc(m->hidden * sizeof(float));
+  xref = malloc(m->hidden * sizeof(float));
+  xout = malloc(m->hidden * sizeof(float));
   if (!lat || !xin || !xref || !xout) {
     fprintf(stderr, "vkrt-service: out of host memory\n");
     rc = EXIT_RUNTIME;
@@ -357,8 +438,8 @@ int main(int argc, char **argv) {
    * reference after the timed loop, so the reference's CPU time never idles the GPU. */
   double warm_end = now_s() + warmup_ms * 1e-3;
   uint64_t warm_tokens = 0, next = 0;
-  saved_in = malloc((tokens / 16 + 2) * wh->hidden * sizeof(float));
-  saved_out = malloc((tokens / 16 + 2) * wh->hidden * sizeof(float));
+  saved_in = malloc((tokens / 16 + 2) * m->hidden * sizeof(float));
+  saved_out = malloc((tokens / 16 + 2) * m->hidden * sizeof(float));
   saved_tok = malloc((tokens / 16 + 2) * sizeof(uint64_t));
   if (!saved_in || !saved_out || !saved_tok) {
     fprintf(stderr, "vkrt-service: out of host memory\n");
@@ -374,39 +455,44 @@ int main(int argc, char **argv) {
                 (!warming && seconds > 0 && now_s() - t_run - t_verify > seconds && t >= 2);
     if (tool_hosts_max(stop ? 1.0 : 0.0) > 0)
       break;
-    weights_input(wh->seed, t, xin, wh->hidden);
+    token_input(seed, t, xin, m->hidden);
     double t0 = now_s();
     /* The input goes through each device's host-visible buffer and a recorded copy: no
      * round trip before the token's work is submitted. */
     for (uint32_t d = 0; d < n; d++) {
-      memcpy(dev[d].x_in_map, xin, (size_t)wh->hidden * 4);
-      CHECK(vkrt_cmd_copy_buffer(dev[d].x, 0, dev[d].x_in, 0, (uint64_t)wh->hidden * 4));
+      memcpy(dev[d].x_in_map, xin, (size_t)m->hidden * 4);
+      CHECK(vkrt_cmd_copy_buffer(dev[d].x, 0, dev[d].x_in, 0, (uint64_t)m->hidden * 4));
     }
     double t1 = now_s();
-    for (uint32_t l = 0; l < wh->layers; l++) {
-      vkrt_allreduce_args ar = {.count = wh->hidden, .type = VKRT_TYPE_F32};
+    for (uint32_t l = 0; l < m->layers; l++) {
+      vkrt_allreduce_args ar = {.count = m->hidden, .type = VKRT_TYPE_F32};
       for (uint32_t d = 0; d < n; d++) {
         struct device_state *ds = &dev[d];
-        uint32_t shard = ds->k1 - ds->k0;
-        vkrt_tensor w1 = vkrt_tensor_contiguous(ds->w1[l], 0, wtype, wh->hidden, shard, 1, 1);
-        vkrt_tensor w2 = vkrt_tensor_contiguous(ds->w2[l], 0, wtype, shard, wh->hidden, 1, 1);
-        vkrt_tensor x = vkrt_tensor_contiguous(ds->x, 0, VKRT_TYPE_F32, wh->hidden, 1, 1, 1);
-        vkrt_tensor h = vkrt_tensor_contiguous(ds->h, 0, VKRT_TYPE_F32, shard, 1, 1, 1);
-        vkrt_tensor y = vkrt_tensor_contiguous(ds->y, 0, VKRT_TYPE_F32, wh->hidden, 1, 1, 1);
-        CHECK(vkrt_op_matmul(&h, &w1, &x));
-        if (ranks == 1) { /* one rank: the residual add rides on the second matmul */
-          CHECK(vkrt_op_matmul_add(&x, &w2, &h));
+        uint32_t shard = ds->f1 - ds->f0;
+        vkrt_tensor gw = vkrt_tensor_contiguous(ds->gate[l], 0, m->gate[l]->type, m->hidden, shard, 1, 1);
+        vkrt_tensor uw = vkrt_tensor_contiguous(ds->up[l], 0, m->up[l]->type, m->hidden, shard, 1, 1);
+        vkrt_tensor dw = vkrt_tensor_contiguous(ds->down[l], 0, m->down[l]->type, shard, m->hidden, 1, 1);
+        vkrt_tensor x = vkrt_tensor_contiguous(ds->x, 0, VKRT_TYPE_F32, m->hidden, 1, 1, 1);
+        vkrt_tensor g = vkrt_tensor_contiguous(ds->g, 0, VKRT_TYPE_F32, shard, 1, 1, 1);
+        vkrt_tensor u = vkrt_tensor_contiguous(ds->u, 0, VKRT_TYPE_F32, shard, 1, 1, 1);
+        vkrt_tensor y = vkrt_tensor_contiguous(ds->y, 0, VKRT_TYPE_F32, m->hidden, 1, 1, 1);
+        CHECK(vkrt_op_matmul(&g, &gw, &x));
+        CHECK(vkrt_op_matmul(&u, &uw, &x));
+        CHECK(vkrt_op_swiglu(&g, &g, &u));
+        if (ranks == 1 && fused_residual(m, l)) { /* the residual add rides on the down matmul */
+          CHECK(vkrt_op_matmul_add(&x, &dw, &g));
           continue;
         }
-        CHECK(vkrt_op_matmul(&y, &w2, &h));
+        CHECK(vkrt_op_matmul(&y, &dw, &g));
         ar.send[d] = ar.recv[d] = ds->y;
       }
-      if (ranks == 1)
+      if (ranks == 1 && fused_residual(m, l))
         continue;
-      CHECK(vkrt_allreduce(app, &ar));
+      if (ranks > 1)
+        CHECK(vkrt_allreduce(app, &ar));
       for (uint32_t d = 0; d < n; d++) {
-        vkrt_tensor x = vkrt_tensor_contiguous(dev[d].x, 0, VKRT_TYPE_F32, wh->hidden, 1, 1, 1);
-        vkrt_tensor y = vkrt_tensor_contiguous(dev[d].y, 0, VKRT_TYPE_F32, wh->hidden, 1, 1, 1);
+        vkrt_tensor x = vkrt_tensor_contiguous(dev[d].x, 0, VKRT_TYPE_F32, m->hidden, 1, 1, 1);
+        vkrt_tensor y = vkrt_tensor_contiguous(dev[d].y, 0, VKRT_TYPE_F32, m->hidden, 1, 1, 1);
         const vkrt_tensor *srcs[2] = {&x, &y};
         CHECK(vkrt_op_add(&x, srcs, 2));
       }
@@ -431,24 +517,24 @@ int main(int argc, char **argv) {
     /* Keep the first and every 16th token of every rank for the check after the loop. */
     if (t == 0 || t % 16 == 15 || t + 1 == tokens) {
       double t_v = now_s();
-      float *rank0 = saved_out + verified * wh->hidden;
+      float *rank0 = saved_out + verified * m->hidden;
       for (uint32_t d = 0; d < n; d++) {
-        CHECK(vkrt_download(d == 0 ? rank0 : xout, dev[d].x, 0, (uint64_t)wh->hidden * 4));
-        if (d > 0 && memcmp(rank0, xout, wh->hidden * sizeof(float)) != 0) {
+        CHECK(vkrt_download(d == 0 ? rank0 : xout, dev[d].x, 0, (uint64_t)m->hidden * 4));
+        if (d > 0 && memcmp(rank0, xout, m->hidden * sizeof(float)) != 0) {
           fprintf(stderr, "vkrt-service: token %llu: rank %u differs from rank 0\n",
                   (unsigned long long)t, d);
           rc = EXIT_VERIFY;
         }
       }
       uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a of this host's result */
-      for (size_t i = 0; i < wh->hidden * sizeof(float); i++)
+      for (size_t i = 0; i < m->hidden * sizeof(float); i++)
         hash = (hash ^ ((const uint8_t *)rank0)[i]) * 0x100000001b3ull;
       if (!tool_hosts_same(hash)) {
         fprintf(stderr, "vkrt-service: token %llu: host%u's result differs from another host's\n",
                 (unsigned long long)t, vkrt_host_rank(app));
         rc = EXIT_VERIFY;
       }
-      memcpy(saved_in + verified * wh->hidden, xin, wh->hidden * sizeof(float));
+      memcpy(saved_in + verified * m->hidden, xin, m->hidden * sizeof(float));
       saved_tok[verified++] = t;
       t_verify += now_s() - t_v;
       rc = (int)tool_hosts_max(rc); /* a failure anywhere stops every host */
@@ -458,19 +544,23 @@ int main(int argc, char **argv) {
   }
   double t_end = now_s();
   for (uint64_t v = 0; v < verified; v++) {
-    memcpy(xref, saved_in + v * wh->hidden, wh->hidden * sizeof(float));
-    reference(&wf, xref);
-    const float *rank0 = saved_out + v * wh->hidden;
-    double scale = 1, err = 0;
-    for (uint32_t i = 0; i < wh->hidden; i++)
+    memcpy(xref, saved_in + v * m->hidden, m->hidden * sizeof(float));
+    if (reference(&wf, m, xref)) {
+      fprintf(stderr, "vkrt-service: out of host memory\n");
+      rc = EXIT_RUNTIME;
+      goto out;
+    }
+    const float *rank0 = saved_out + v * m->hidden;
+    double scale = 1, rel_err = 0;
+    for (uint32_t i = 0; i < m->hidden; i++)
       scale = fmax(scale, fabs((double)xref[i]));
-    for (uint32_t i = 0; i < wh->hidden; i++)
-      err = fmax(err, fabs((double)rank0[i] - (double)xref[i]) / scale);
-    err = tool_hosts_max(err);
-    worst_err = fmax(worst_err, err);
-    if (!(err <= 2e-3)) {
+    for (uint32_t i = 0; i < m->hidden; i++)
+      rel_err = fmax(rel_err, fabs((double)rank0[i] - (double)xref[i]) / scale);
+    rel_err = tool_hosts_max(rel_err);
+    worst_err = fmax(worst_err, rel_err);
+    if (!(rel_err <= 2e-3)) {
       fprintf(stderr, "vkrt-service: token %llu: max relative error %.3g vs float64 reference\n",
-              (unsigned long long)saved_tok[v], err);
+              (unsigned long long)saved_tok[v], rel_err);
       rc = EXIT_VERIFY;
     }
   }
@@ -493,9 +583,12 @@ int main(int argc, char **argv) {
            "device copy measured at start, read + written)\n", (double)shard_bytes / (1 << 20),
            copy_bw * 1e-9);
     double np = profiled ? (double)profiled : 1;
+    uint32_t ops_per_token = 1; /* the input copy; per layer gate, up, swiglu, down (+ add) */
+    for (uint32_t l = 0; l < m->layers; l++)
+      ops_per_token += ranks == 1 && fused_residual(m, l) ? 4 : 5;
     printf("vkrt-service: per token (mean of tokens 2..): input %.1f us, record %.1f us (%u ops "
            "per device), submit %.1f us, wait %.1f us\n", prof[0] / np * 1e6, prof[1] / np * 1e6,
-           1 + wh->layers * (ranks == 1 ? 2 : 3), prof[2] / np * 1e6, prof[3] / np * 1e6);
+           ops_per_token, prof[2] / np * 1e6, prof[3] / np * 1e6);
     (void)total_lat;
   }
   if (vkrt_host_count(app) > 1)
@@ -511,17 +604,19 @@ int main(int argc, char **argv) {
 out:
   if (app) {
     for (uint32_t d = 0; d < VKRT_MAX_DEVICES; d++) {
-      for (uint32_t l = 0; l < 64; l++) {
-        vkrt_buffer_destroy(dev[d].w1[l]);
-        vkrt_buffer_destroy(dev[d].w2[l]);
+      for (uint32_t l = 0; l < MAX_LAYERS; l++) {
+        vkrt_buffer_destroy(dev[d].gate[l]);
+        vkrt_buffer_destroy(dev[d].up[l]);
+        vkrt_buffer_destroy(dev[d].down[l]);
       }
       vkrt_buffer_destroy(dev[d].x);
       vkrt_buffer_destroy(dev[d].y);
-      vkrt_buffer_destroy(dev[d].h);
+      vkrt_buffer_destroy(dev[d].g);
+      vkrt_buffer_destroy(dev[d].u);
       vkrt_buffer_destroy(dev[d].x_in);
     }
     if (registered)
-      vkrt_host_unregister(app, wf.map);
+      vkrt_host_unregister(app, data);
     vkrt_close(app);
   }
   free(lat);
@@ -531,7 +626,8 @@ out:
   free(saved_in);
   free(saved_out);
   free(saved_tok);
-  weights_close(&wf);
+  gguf_close(&wf);
+  free(mlp);
   tool_hosts_finish(rc);
   return rc;
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # vkrt-service: verified decode on 2 and 4 simulated devices, with the import-fails fault off
-# and on (the plan then shows pre-stage); bad weights files and shape mismatches fail clearly.
+# and on (the plan then shows pre-stage); GGUF weights of every type (f32, f16, q8_0, q4_K),
+# also cut into many small import chunks so tensors straddle chunk edges; bad weights files
+# (truncated, not GGUF, missing tensors) and shape mismatches fail clearly.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 builddir=${VKRT_BUILDDIR:-build}
@@ -9,8 +11,8 @@ svc="$builddir/bin/vkrt-service"
 [ -x "$svc" ] || { echo "vkrt-service not in this configuration"; exit 0; }
 work=$(mktemp -d /tmp/vkrt-svc.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-w="$work/w.bin"
-"$svc" --make-weights "$w" --layers 3 --hidden 128 --ffn 512 --dtype f16 >/dev/null
+w="$work/w.gguf"
+"$svc" --make-weights "$w" --layers 3 --hidden 128 --ffn 512 --dtype f16 >/dev/null # --make-gguf's alias
 for devices in 2 4; do
   for fault in off on; do
     args=(--weights "$w" --tokens 20 --devices "$devices")
@@ -25,6 +27,43 @@ for devices in 2 4; do
     echo "$devices devices, import fault $fault: $(echo "$out" | grep -m1 'tokens/s')"
   done
 done
+# Every weight type on 2 devices (ffn cut along whole blocks) and on 1 (f32/f16 ffn_down:
+# the residual rides on vkrt_op_matmul_add; q8_0/q4_K: a matmul and an add); f16 and q4_K
+# also with 64 KiB import chunks: the 32-byte aligned tensors straddle chunk edges.
+for dtype in f32 f16 q8_0 q4_K; do
+  "$svc" --make-gguf "$work/$dtype.gguf" --layers 2 --hidden 512 --ffn 1536 --dtype $dtype >/dev/null
+  for devices in 2 1; do
+    out=$("$svc" --weights "$work/$dtype.gguf" --tokens 17 --devices $devices 2>&1) \
+      || { echo "$out"; echo "$dtype on $devices devices failed"; exit 1; }
+    grep -q "gate/up/down $dtype/$dtype/$dtype" <<< "$out" && grep -q "ranks bit-identical: yes" <<< "$out" \
+      || { echo "$out"; echo "$dtype on $devices devices: not verified"; exit 1; }
+    echo "gguf $dtype, $devices devices: $(grep -m1 'tokens/s' <<< "$out")"
+  done
+done
+if grep -q "^CONFIG_VKRT_FAULT_INJECTION=y" "$builddir/.config" 2>/dev/null || "$svc" --help | grep -q chunk-cap; then
+  for dtype in f16 q4_K; do
+    set +e
+    out=$("$svc" --weights "$work/$dtype.gguf" --tokens 17 --import-chunk-cap 65536 2>&1); rc=$?
+    set -e
+    if [ $rc -eq 2 ] && grep -q "need CONFIG_VKRT_FAULT_INJECTION" <<< "$out"; then break; fi
+    chunks=$(sed -n 's/.*registered .* in \([0-9]*\) chunks.*/\1/p' <<< "$out")
+    [ $rc -eq 0 ] && [ "${chunks:-0}" -gt 8 ] && grep -q "ranks bit-identical: yes" <<< "$out" \
+      || { echo "$out"; echo "$dtype with 64 KiB import chunks: not verified (rc $rc, $chunks chunks)"; exit 1; }
+    echo "gguf $dtype in $chunks import chunks of 64 KiB: verified"
+  done
+fi
+# A GGUF without ffn_up (the writer's file with the tensor renamed): missing tensor, exit 3.
+sed 's/blk\.1\.ffn_up\.weight/blk.1.ffn_UP.weight/' "$work/q8_0.gguf" > "$work/noup.gguf"
+set +e
+out=$("$svc" --weights "$work/noup.gguf" --tokens 2 2>&1); rc=$?
+set -e
+[ $rc -eq 3 ] && grep -q "missing tensor blk.1.ffn_up.weight" <<< "$out" || { echo "$out (rc $rc)"; echo "missing tensor not reported"; exit 1; }
+# Not a GGUF file.
+head -c 4096 /dev/zero > "$work/zero.bin"
+set +e
+out=$("$svc" --weights "$work/zero.bin" --tokens 2 2>&1); rc=$?
+set -e
+[ $rc -eq 3 ] && grep -q "not a GGUF file" <<< "$out" || { echo "$out (rc $rc)"; echo "non-GGUF file not reported"; exit 1; }
 # Truncated file: clear message, exit 3, no crash.
 head -c 20000 "$w" > "$work/trunc.bin"
 set +e
@@ -39,4 +78,4 @@ set +e
 out=$("$svc" --weights /nonexistent 2>&1); rc=$?
 set -e
 [ $rc -eq 3 ] || { echo "$out"; exit 1; }
-echo "bad inputs: truncated file, wrong --hidden, missing file -> exit 3 with a message"
+echo "bad inputs: truncated file, not GGUF, missing tensor, wrong --hidden, missing file -> exit 3 with a message"

@@ -43,8 +43,8 @@ run 3 --transport host_staged
 run 3 --stall 1 --timeout-ms 1000 --transport cpu_proxy
 run 2 --stall 0 --timeout-ms 1000 --transport host_staged
 start=$SECONDS
-weights=$dir/service-weights-l2-h128.bin
-[ -f "$weights" ] || "$abs/bin/vkrt-service" --make-weights "$weights" --layers 2 --hidden 128 \
+weights=$dir/service-weights-l2-h128.gguf
+[ -f "$weights" ] || "$abs/bin/vkrt-service" --make-gguf "$weights" --layers 2 --hidden 128 \
   --ffn 512 --dtype f16 >/dev/null
 echo "== mpirun -np 2 vkrt-service --tokens 20"
 timeout 300 mpirun "${VKRT_MPIRUN_ARGS[@]}" -np 2 "$abs/bin/vkrt-service" --weights "$weights" \
