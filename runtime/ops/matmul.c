@@ -31,7 +31,6 @@ struct matmul_push {
 };
 VKRT_KERNEL_MATMUL_F32_CHECK_PUSH(struct matmul_push);
 
-#define MATVEC_MAX_M 8    /* M up to this takes the matrix-vector kernel */
 #define MATVEC_MAX_COLS 4 /* NCOLS of one dispatch (1, 2 or 4); more columns: more dispatches
                            * (H200: NCOLS 8 spilled, 4x4096x14336 f16 at 0.25 TB/s) */
 #define TILE_N 64     /* BN, BM in matmul.comp */
@@ -133,6 +132,43 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
   return VKRT_OK;
 }
 
+/* w past one binding (validate.c let it through for this path): bind it in slices of whole
+ * rows, each as large as a binding may be, one matrix-vector pass per slice. */
+static vkrt_status record_matvec_rows(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                      enum vkrt_ops_kernel kernel, const struct vkrt_ops_view *d,
+                                      const struct vkrt_ops_view *w,
+                                      const struct vkrt_ops_view *x, bool accumulate) {
+  const struct vkrt_ops_limits *lim = &dev->ops->limits;
+  uint64_t ts = w->type_size, row = (uint64_t)w->stride[1] * ts, k_bytes = (uint64_t)w->ne[0] * ts;
+  uint64_t slack = VKRT_MAX(lim->min_storage_buffer_offset_alignment, 16) + 4; /* align + word */
+  uint64_t fit = lim->max_storage_buffer_range - slack - k_bytes;
+  uint64_t rows_per = VKRT_MIN(fit / row + 1, (uint64_t)UINT32_MAX / 16);
+  dev->ops->matvec_split_count++;
+  for (uint64_t n0 = 0; n0 < w->ne[1]; n0 += rows_per) {
+    struct vkrt_ops_view ws = *w, ds = *d;
+    ws.ne[1] = (uint32_t)VKRT_MIN(rows_per, w->ne[1] - n0);
+    uint64_t lo = w->lo + n0 * row, hi = lo + (ws.ne[1] - 1) * row + k_bytes;
+    if (!vkrt_ops_bind_range(lim, lo, hi, &ws.bind_offset, &ws.bind_range))
+      return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL,
+                        "vkrt_op_matmul: w row slice [%llu, %llu) does not fit a binding",
+                        (unsigned long long)lo, (unsigned long long)hi);
+    ws.lo = lo;
+    ws.hi = hi;
+    ws.offset = (uint32_t)((lo - ws.bind_offset) / ts);
+    ws.fits_binding = true;
+    if (w->type == VKRT_TYPE_F16 && !widen_to_words(&ws))
+      return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                        "vkrt_op_matmul: f16 w ends 2 bytes short of a 4-byte word at the end "
+                        "of its buffer; the kernels read halves in pairs (pad the buffer by 2 bytes)");
+    ds.offset = d->offset + (uint32_t)n0 * d->stride[0];
+    ds.ne[0] = ws.ne[1];
+    vkrt_status s = record_matvec(dev, cmd, kernel, &ds, &ws, x, accumulate);
+    if (s != VKRT_OK)
+      return s;
+  }
+  return VKRT_OK;
+}
+
 static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
                                 const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
                                 const struct vkrt_ops_view *x, bool accumulate) {
@@ -184,7 +220,7 @@ static vkrt_status record_tiled_kernel(struct vkrt_device *dev, VkCommandBuffer 
   return record_tiled(dev, cmd, d, w, x, accumulate);
 }
 
-/* Kernels per weight type. matvec: M <= MATVEC_MAX_M with the layout matvec_fits accepts;
+/* Kernels per weight type. matvec: M <= VKRT_OPS_MATVEC_MAX_M with the layout matvec_fits accepts;
  * tiled: everything else (NULL: that type has no tiled kernel). */
 static const struct matmul_kind {
   enum vkrt_ops_kernel matvec_kernel;
@@ -208,13 +244,13 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
   struct vkrt_ops_view w = views[1];
   const struct matmul_kind *kind = &matmul_kinds[w.type];
-  if (w.type == VKRT_TYPE_F16 && !widen_to_words(&w))
+  if (w.type == VKRT_TYPE_F16 && w.fits_binding && !widen_to_words(&w))
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "vkrt_op_matmul: f16 w ends 2 bytes short of a 4-byte word at the end of "
                       "its buffer; the kernels read halves in pairs (pad the buffer by 2 bytes)");
   int force = dev->ops->force_matmul_kernel;
   const char *why = "M > 8";
-  bool matvec = x->ne[1] <= MATVEC_MAX_M && matvec_fits(&w, x, &why);
+  bool matvec = x->ne[1] <= VKRT_OPS_MATVEC_MAX_M && matvec_fits(&w, x, &why);
   if (matvec && (!kind->matvec || !vkrt_ops_kernel_usable(dev, kind->matvec_kernel))) {
     matvec = false;
     why = "matrix-vector kernel unusable on this device";
@@ -222,6 +258,18 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   if (force == 1 && !matvec)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "vkrt_op_matmul: matrix-vector kernel forced but not possible: %s", why);
+  if (!w.fits_binding) { /* only the matrix-vector path splits w (validate.c) */
+    if (!matvec || force == 2)
+      return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                        "vkrt_op_matmul: w spans %llu bytes, more than one binding may "
+                        "(maxStorageBufferRange %llu), and only the matrix-vector kernel binds "
+                        "it in row slices, which cannot take it here: %s",
+                        (unsigned long long)(w.hi - w.lo),
+                        (unsigned long long)dev->ops->limits.max_storage_buffer_range,
+                        force == 2 ? "tiled kernel forced" : why);
+    dev->ops->matvec_count++;
+    return record_matvec_rows(dev, cmd, kind->matvec_kernel, d, &w, x, accumulate);
+  }
   if (matvec && force != 2) {
     dev->ops->matvec_count++;
     return kind->matvec(dev, cmd, kind->matvec_kernel, d, &w, x, accumulate);

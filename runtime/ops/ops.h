@@ -78,6 +78,7 @@ struct vkrt_ops_state {
   uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
   uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count, copy_tiled_count;
   uint64_t concat_split_count;     /* concat as one copy per source (transposed sources) */
+  uint64_t matvec_split_count;     /* matrix-vector with w bound in row slices (w > one binding) */
   bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
   /* quantized weights (quant.c): 0 = choose, 1 + i = variant i of vkrt_quant_variant_names */
   int quant_variant;

@@ -11,6 +11,9 @@
 
 #include "vkrt/vkrt.h"
 
+/* M up to this takes the matrix-vector kernel (which also binds a large w in row slices) */
+#define VKRT_OPS_MATVEC_MAX_M 8
+
 /* Device limits the views must respect (from the capability snapshot). */
 struct vkrt_ops_limits {
   uint64_t max_storage_buffer_range;           /* bytes one binding may span */

@@ -731,6 +731,28 @@ static void test_split_dispatch_and_pool(void **state) {
   vkrt_ops_test_limits(dev, 0, false, 1024);
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
     run_add(app, 4097, last, 3, -1);
+  /* matrix-vector with w past one binding (the decode case-file's f32 layers and output heads
+   * on lavapipe's 128 MiB): w bound in slices of whole rows; the tiled path refuses it */
+  vkrt_ops_test_limits(dev, 0, false, 16384);
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)) {
+    uint64_t split = dev->ops->matvec_split_count;
+    for (int t = 0; t < NTYPES; t++) {
+      run_matmul(app, 256, 100, 1, 1, 1, t, 0, 0);
+      run_matmul_op(app, 1000, 61, 3, 1, 1, t, 0, 0, true);
+    }
+    assert_int_equal(dev->ops->matvec_split_count - split, 2 * NTYPES);
+    int64_t wne[4] = {256, 100, 1, 1}, xne[4] = {256, 9, 1, 1}, dne[4] = {100, 9, 1, 1};
+    vkrt_tensor w = mk(NULL, 0, VKRT_TYPE_F32, wne, CONTIG), x = mk(NULL, 0, VKRT_TYPE_F32, xne, CONTIG),
+                d = mk(NULL, 0, VKRT_TYPE_F32, dne, CONTIG);
+    hbuf wb = hb_new(app, 0, extent(&w)), xb = hb_new(app, 0, extent(&x)), db = hb_new(app, 0, extent(&d));
+    w.buffer = wb.buf, x.buffer = xb.buf, d.buffer = db.buf;
+    assert_int_equal(vkrt_op_matmul(&d, &w, &x), VKRT_ERROR_INVALID_ARGUMENT); /* M 9: tiled */
+    if (!strstr(vkrt_last_error(app), "more than one binding"))
+      fail_msg("message: %s", vkrt_last_error(app));
+    hb_free(&wb);
+    hb_free(&xb);
+    hb_free(&db);
+  }
   vkrt_ops_test_limits(dev, 0, false, 0);
   vkt_close(app);
 }
