@@ -133,10 +133,11 @@ void main() {
     for (uint r = 0u; r < ROWS; r++) {
       if (r < rows) {
         uint base = (wb + (row0 + r) * pc.w_row) / 4u + sb * 36u; // words
-        uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
 #ifdef VEC16
+        uvec4 h = w4[base / 4u];
         q[r] = w4[base / 4u + 1u + p];
 #else
+        uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
         uint qb = base + 4u + 4u * p;
         q[r] = uvec4(w[qb], w[qb + 1u], w[qb + 2u], w[qb + 3u]);
 #endif
