@@ -12,8 +12,6 @@
 // Rows start 4-byte aligned (VEC16: rows 16-byte aligned, quant units read as uvec4, and
 // x 16-byte aligned, read as vec4). LANEW (with VEC16's bindings): each invocation takes one
 // quant word of every row instead, so a subgroup's x loads are contiguous too.
-// MAGIC: the quants and scales become floats by bit operations instead of int-to-float
-// conversions (u2f).
 // Offsets and strides of w are bytes; those of x and dst elements.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -53,25 +51,13 @@ shared float partial[ROWS * MT][MAX_SUBGROUPS];
 
 uint byte_of(uvec3 s, uint i) { return (s[i >> 2] >> (8u * (i & 3u))) & 255u; }
 
-#ifdef MAGIC
-// small unsigned integers (< 2^23) as floats without an int-to-float conversion, which runs
-// at an eighth of the FMA rate on NVIDIA: 2^23 + u has u in its mantissa (exact)
-float u2f(uint u) { return uintBitsToFloat(u | 0x4B000000u) - 8388608.0; }
-vec4 u2f(uvec4 u) { return uintBitsToFloat(u | 0x4B000000u) - 8388608.0; }
-#else
-float u2f(uint u) { return float(u); }
-vec4 u2f(uvec4 u) { return vec4(u); }
-#endif
-// the four bytes of v, low byte first
-vec4 bytes4(uint v) { return u2f(uvec4(v & 255u, (v >> 8) & 255u, (v >> 16) & 255u, v >> 24)); }
-
 // scale and min of sub-block j from the 12 packed bytes (ggml get_scale_min_k4)
 vec2 scale_min(uvec3 s, uint j) {
   if (j < 4u)
-    return vec2(u2f(byte_of(s, j) & 63u), u2f(byte_of(s, j + 4u) & 63u));
+    return vec2(float(byte_of(s, j) & 63u), float(byte_of(s, j + 4u) & 63u));
   uint hi = byte_of(s, j + 4u);
-  return vec2(u2f((hi & 15u) | ((byte_of(s, j - 4u) >> 6) << 4)),
-              u2f((hi >> 4) | ((byte_of(s, j) >> 6) << 4)));
+  return vec2(float((hi & 15u) | ((byte_of(s, j - 4u) >> 6) << 4)),
+              float((hi >> 4) | ((byte_of(s, j) >> 6) << 4)));
 }
 
 void main() {
@@ -116,8 +102,8 @@ void main() {
       float sl = dot(xl, vec4(1.0)), sh = dot(xh, vec4(1.0));
       for (uint r = 0u; r < ROWS; r++) {
         uint v = q[r];
-        float ql = dot(bytes4(v & 0x0F0F0F0Fu), xl);
-        float qh = dot(bytes4((v >> 4) & 0x0F0F0F0Fu), xh);
+        float ql = dot(vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 15u), xl);
+        float qh = dot(vec4(uvec4(v >> 4, v >> 12, v >> 20, v >> 28) & 15u), xh);
         acc[r * MT + c] += dm[r].x * ql - dm[r].y * sl + dm[r].z * qh - dm[r].w * sh;
       }
     }
@@ -133,11 +119,10 @@ void main() {
     for (uint r = 0u; r < ROWS; r++) {
       if (r < rows) {
         uint base = (wb + (row0 + r) * pc.w_row) / 4u + sb * 36u; // words
+        uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
 #ifdef VEC16
-        uvec4 h = w4[base / 4u];
         q[r] = w4[base / 4u + 1u + p];
 #else
-        uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
         uint qb = base + 4u + 4u * p;
         q[r] = uvec4(w[qb], w[qb + 1u], w[qb + 2u], w[qb + 3u]);
 #endif
@@ -173,8 +158,8 @@ void main() {
         float ql = 0.0, qh = 0.0;
         for (uint i = 0u; i < 4u; i++) {
           uint v = q[r][i];
-          ql += dot(bytes4(v & 0x0F0F0F0Fu), xl[i]);
-          qh += dot(bytes4((v >> 4) & 0x0F0F0F0Fu), xh[i]);
+          ql += dot(vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 15u), xl[i]);
+          qh += dot(vec4(uvec4(v >> 4, v >> 12, v >> 20, v >> 28) & 15u), xh[i]);
         }
         acc[r * MT + c] += dm[r].x * ql - dm[r].y * sl + dm[r].z * qh - dm[r].w * sh;
       }

@@ -56,15 +56,8 @@ float granule_half(uint g) {
 
 // the two int8 quants in half h of word v
 vec2 quant_pair(uint v, uint h) {
-#ifdef MAGIC
-  // without an int-to-float conversion (an eighth of the FMA rate on NVIDIA): the byte
-  // biased by 128 in the mantissa of 2^23, minus 2^23 + 128 (exact)
-  uint u = ((v ^ 0x80808080u) >> (16u * h)) & 0x00FF00FFu;
-  return uintBitsToFloat(uvec2(u & 255u, u >> 16) | 0x4B000000u) - 8388736.0;
-#else
   int s = int(v);
   return vec2(float(bitfieldExtract(s, int(16u * h), 8)), float(bitfieldExtract(s, int(16u * h + 8u), 8)));
-#endif
 }
 
 void main() {

@@ -42,9 +42,6 @@ VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
  *   vec16  : 16 bytes of every one of ROWS rows per invocation (rows and x 16-byte aligned)
  *   lanew  : one word of every one of ROWS rows per invocation, so x loads coalesce too
  *            (rows 4-byte aligned, Q8_0 rows of an even block count; x 16-byte aligned)
- *   magic  : Q8_0 lanew / Q4_K vec16 turning quants into floats by bit operations (MAGIC)
- *            instead of int-to-float conversions, 1/8 of the FMA rate on NVIDIA (a: Q8_0 4
- *            rows, Q4_K 2 rows per workgroup; b: Q8_0 2, Q4_K 4)
  * ROWS must match the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
 enum qmv_kind { QMV_WORDS, QMV_VEC16, QMV_LANEW };
 struct qmv_variant {
@@ -59,8 +56,6 @@ static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q8_0_VEC16_R4, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 4, 2, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q8_0_VEC16_R8, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 8, 2, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q8_0_LANEW, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 4, 2, QMV_LANEW},
-  {VKRT_OPS_MATVEC_Q8_0_LANEW_MG, VKRT_OPS_MATVEC_Q8_0_LANEW_MG_M8, 4, 2, QMV_LANEW},
-  {VKRT_OPS_MATVEC_Q8_0_LANEW_MG_R2, VKRT_OPS_MATVEC_Q8_0_LANEW_MG_M8, 2, 2, QMV_LANEW},
 };
 static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q4_K, VKRT_OPS_MATVEC_Q4_K_M8, 4, 4, QMV_WORDS},
@@ -68,8 +63,6 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q4_K_VEC16_R8, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q4_K_VEC16_R2, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 2, 4, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q4_K_LANEW, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 4, 4, QMV_LANEW},
-  {VKRT_OPS_MATVEC_Q4_K_VEC16_MG_R2, VKRT_OPS_MATVEC_Q4_K_VEC16_MG_M8, 2, 4, QMV_VEC16},
-  {VKRT_OPS_MATVEC_Q4_K_VEC16_MG_R4, VKRT_OPS_MATVEC_Q4_K_VEC16_MG_M8, 4, 4, QMV_VEC16},
 };
 /* The choice when not forced: the first eligible of these (1-based variant numbers), per
  * type (Q8_0, Q4_K); the last is always the words kernel, which takes any layout. Measured
@@ -78,11 +71,7 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
 const int vkrt_quant_preference[2][3] = {{5, 2, 1}, {4, 2, 1}};
 
 const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
-  "words", "vec16", "vec16-rows-a", "vec16-rows-b", "lanew", "magic-a", "magic-b"};
-
-int vkrt_quant_variant_kind(vkrt_type w, int v) {
-  return (int)(w == VKRT_TYPE_Q8_0 ? q8_0_variants : q4_k_variants)[v - 1].kind;
-}
+  "words", "vec16", "vec16-rows-a", "vec16-rows-b", "lanew"};
 
 static bool type_enabled(vkrt_type t) {
   return t == VKRT_TYPE_Q8_0 ? IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)

@@ -209,9 +209,9 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
                       (wt != VKRT_TYPE_Q8_0 || blocks % 8 == 0),
                   c->w_off % 4 == 0 && (uint64_t)w.nb[1] % 4 == 0 && x16 &&
                       (wt != VKRT_TYPE_Q8_0 || blocks % 2 == 0)};
-  int want = c->variant ? vkrt_quant_variant_kind(wt, c->variant) : -1;
+  int want = c->variant ? VKRT_QUANT_VARIANT_KIND(c->variant) : -1;
   for (int i = 0; want < 0 && i < 3; i++) {
-    int kind = vkrt_quant_variant_kind(wt, vkrt_quant_preference[wt == VKRT_TYPE_Q8_0 ? 0 : 1][i]);
+    int kind = VKRT_QUANT_VARIANT_KIND(vkrt_quant_preference[wt == VKRT_TYPE_Q8_0 ? 0 : 1][i]);
     if (fits[kind])
       want = kind;
   }
