@@ -47,47 +47,33 @@ static void tables_check(uint32_t k, VkDevice device, const char *name) {
   }
 }
 
-/* One trampoline per slot and function; real[k] is what the driver returned for slot k. */
-#define TRAMPOLINES(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-
-static PFN_vkCreateBuffer real_create_buffer[SLOTS];
-#define CREATE_BUFFER(k)                                                                      \
-  static VKAPI_ATTR VkResult VKAPI_CALL create_buffer_##k(                                    \
-      VkDevice device, const VkBufferCreateInfo *info, const VkAllocationCallbacks *alloc,    \
-      VkBuffer *out) {                                                                        \
-    tables_check(k, device, "vkCreateBuffer");                                                \
-    return real_create_buffer[k](device, info, alloc, out);                                   \
+/* One trampoline per slot and function: fn_k checks it is called with slot k's device and
+ * forwards to real_fn[k], what the driver returned for slot k. */
+#define TRAMPOLINE(k, fn, params, args)                                                       \
+  static VKAPI_ATTR VkResult VKAPI_CALL fn##_##k params {                                     \
+    tables_check(k, device, #fn);                                                             \
+    return real_##fn[k] args;                                                                 \
   }
-TRAMPOLINES(CREATE_BUFFER)
+#define TRAMPOLINES(fn, params, args)                                                         \
+  static PFN_##fn real_##fn[SLOTS];                                                           \
+  TRAMPOLINE(0, fn, params, args) TRAMPOLINE(1, fn, params, args)                             \
+  TRAMPOLINE(2, fn, params, args) TRAMPOLINE(3, fn, params, args)                             \
+  TRAMPOLINE(4, fn, params, args) TRAMPOLINE(5, fn, params, args)                             \
+  TRAMPOLINE(6, fn, params, args) TRAMPOLINE(7, fn, params, args)                             \
+  static const PFN_##fn fn##_for[SLOTS] = {fn##_0, fn##_1, fn##_2, fn##_3,                    \
+                                           fn##_4, fn##_5, fn##_6, fn##_7};
+_Static_assert(SLOTS == 8, "TRAMPOLINES makes 8 per function");
 
-static PFN_vkGetMemoryHostPointerPropertiesEXT real_host_props[SLOTS];
-#define HOST_PROPS(k)                                                                         \
-  static VKAPI_ATTR VkResult VKAPI_CALL host_props_##k(                                       \
-      VkDevice device, VkExternalMemoryHandleTypeFlagBits type, const void *ptr,              \
-      VkMemoryHostPointerPropertiesEXT *props) {                                              \
-    tables_check(k, device, "vkGetMemoryHostPointerPropertiesEXT");                           \
-    return real_host_props[k](device, type, ptr, props);                                      \
-  }
-TRAMPOLINES(HOST_PROPS)
-
-static PFN_vkImportSemaphoreFdKHR real_import_fd[SLOTS];
-#define IMPORT_FD(k)                                                                          \
-  static VKAPI_ATTR VkResult VKAPI_CALL import_fd_##k(VkDevice device,                        \
-                                                      const VkImportSemaphoreFdInfoKHR *info) { \
-    tables_check(k, device, "vkImportSemaphoreFdKHR");                                        \
-    return real_import_fd[k](device, info);                                                   \
-  }
-TRAMPOLINES(IMPORT_FD)
-
-#define NAME(k) create_buffer_##k,
-static const PFN_vkCreateBuffer create_buffer_for[SLOTS] = {TRAMPOLINES(NAME)};
-#undef NAME
-#define NAME(k) host_props_##k,
-static const PFN_vkGetMemoryHostPointerPropertiesEXT host_props_for[SLOTS] = {TRAMPOLINES(NAME)};
-#undef NAME
-#define NAME(k) import_fd_##k,
-static const PFN_vkImportSemaphoreFdKHR import_fd_for[SLOTS] = {TRAMPOLINES(NAME)};
-#undef NAME
+TRAMPOLINES(vkCreateBuffer,
+            (VkDevice device, const VkBufferCreateInfo *info, const VkAllocationCallbacks *alloc,
+             VkBuffer *out),
+            (device, info, alloc, out))
+TRAMPOLINES(vkGetMemoryHostPointerPropertiesEXT,
+            (VkDevice device, VkExternalMemoryHandleTypeFlagBits type, const void *ptr,
+             VkMemoryHostPointerPropertiesEXT *props),
+            (device, type, ptr, props))
+TRAMPOLINES(vkImportSemaphoreFdKHR, (VkDevice device, const VkImportSemaphoreFdInfoKHR *info),
+            (device, info))
 
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL wrapped_gdpa(VkDevice device, const char *name) {
   PFN_vkVoidFunction real = real_gdpa(device, name);
@@ -100,18 +86,15 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL wrapped_gdpa(VkDevice device, co
     return real; /* more devices than slots: not checked */
   if (k == slot_count)
     slot_device[slot_count++] = device;
-  if (strcmp(name, "vkCreateBuffer") == 0) {
-    real_create_buffer[k] = (PFN_vkCreateBuffer)real;
-    return (PFN_vkVoidFunction)create_buffer_for[k];
+#define INTERPOSE(fn)                                                                         \
+  if (strcmp(name, #fn) == 0) {                                                               \
+    real_##fn[k] = (PFN_##fn)real;                                                            \
+    return (PFN_vkVoidFunction)fn##_for[k];                                                   \
   }
-  if (strcmp(name, "vkGetMemoryHostPointerPropertiesEXT") == 0) {
-    real_host_props[k] = (PFN_vkGetMemoryHostPointerPropertiesEXT)real;
-    return (PFN_vkVoidFunction)host_props_for[k];
-  }
-  if (strcmp(name, "vkImportSemaphoreFdKHR") == 0) {
-    real_import_fd[k] = (PFN_vkImportSemaphoreFdKHR)real;
-    return (PFN_vkVoidFunction)import_fd_for[k];
-  }
+  INTERPOSE(vkCreateBuffer)
+  INTERPOSE(vkGetMemoryHostPointerPropertiesEXT)
+  INTERPOSE(vkImportSemaphoreFdKHR)
+#undef INTERPOSE
   return real;
 }
 
@@ -141,8 +124,7 @@ static void expect_own_tables(uint32_t devices) {
   assert_int_equal(slot_count, devices);
   for (uint32_t k = 0; k < devices; k++)
     if (!atomic_load(&calls[k]))
-      fail_msg("VkDevice #%u's vkCreateBuffer trampoline was never called (interposition "
-               "inactive?)", k);
+      fail_msg("no trampoline of VkDevice #%u was called (interposition inactive?)", k);
 }
 
 static vkrt_appliance *open_tables(vkrt_transport_kind transport) {
