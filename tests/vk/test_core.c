@@ -697,7 +697,9 @@ static void test_size_zero_is_noop(void **state) {
   vkt_close(app);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) /* one case by name or pattern (tools/mutation-check.sh) */
+    cmocka_set_test_filter(argv[1]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_open_close_stable),
       cmocka_unit_test(test_open_board),

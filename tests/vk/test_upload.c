@@ -1022,7 +1022,9 @@ static void test_describe(void **state) {
   vkt_close(app);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) /* one case by name or pattern (tools/mutation-check.sh) */
+    cmocka_set_test_filter(argv[1]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_policy_file_backed),
       cmocka_unit_test(test_staging_ring),
