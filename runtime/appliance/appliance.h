@@ -12,5 +12,6 @@ struct vkrt_appliance {
   struct vkrt_import_registry *registry;  /* host regions (NULL until opened) */
   struct vkrt_collective *collective;     /* transport (NULL: one device or not opened) */
   uint64_t collective_timeout_ns;
+  uint32_t pipelines; /* vkrt_pipelines: when the ops' pipelines are built */
   bool upload_opened, collective_opened;  /* wings to close */
 };

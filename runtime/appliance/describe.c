@@ -55,11 +55,12 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
       vkrt_text_put(&o, ", \"fault_mask\": %u, \"copy_path\": \"%s\", \"copy_path_reason\": \"%s\", "
           "\"transposed_copy_path\": \"%s\", \"transposed_copy_reason\": \"%s\", "
           "\"matvec_f16\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
-          "\"matvec_f32\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}}",
+          "\"matvec_f32\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
+          "\"pipelines\": \"%s\", \"pipelines_ready\": %u}",
           d->fault_mask, vkrt_ops_copy_path(d), vkrt_ops_copy_path_reason(d),
           vkrt_ops_transposed_copy_tiled(d) ? "tiled transpose" : "strided copy kernel",
           vkrt_ops_transposed_copy_reason(d), m16.wg, m16.rows, m16.unroll, m16.blocks, m32.wg,
-          m32.rows, m32.unroll, m32.blocks);
+          m32.rows, m32.unroll, m32.blocks, vkrt_ops_pipelines_when(d), vkrt_ops_pipelines_ready(d));
     }
     vkrt_text_put(&o, "], ");
     add_collective(&o, app, true);
@@ -87,6 +88,8 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
         "blocks per group; f32: workgroup %u, %u rows, %u loads in flight, %u blocks per group\n",
         i, m16.wg, m16.rows, m16.unroll * m16.rows, m16.blocks, m32.wg, m32.rows,
         m32.unroll * m32.rows, m32.blocks);
+    vkrt_text_put(&o, "vkrt: dev%u pipelines %s (%u ready)\n", i, vkrt_ops_pipelines_when(d),
+        vkrt_ops_pipelines_ready(d));
   }
   add_collective(&o, app, false);
   add_import(&o, app, false);

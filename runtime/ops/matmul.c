@@ -2,6 +2,8 @@
  * batches), the tiled kernel otherwise or when the matrix-vector kernel cannot take the
  * layout. The kernels are chosen by weight type from the tables below: a new weight type
  * adds a row (its kernel slots and record functions), nothing else. */
+#include <string.h>
+
 #include "ops/ops.h"
 #include "vkrt_kernels/registry.h"
 
@@ -74,6 +76,15 @@ static uint32_t pow2_at_least(uint32_t m) {
   return c;
 }
 
+static void matvec_spec(const struct vkrt_matvec_config *cfg, uint32_t cols,
+                        uint32_t spec[VKRT_OPS_MAX_SPEC]) {
+  memset(spec, 0, VKRT_OPS_MAX_SPEC * sizeof(uint32_t));
+  spec[0] = cfg->wg;
+  spec[1] = cfg->rows;
+  spec[2] = cols;
+  spec[3] = cfg->unroll;
+}
+
 /* f16 and f32 weights: kernels/matvec.comp specialized with the device's configuration
  * (dev->ops->matvec[type]) and NCOLS = M rounded up to a power of two. */
 static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -82,7 +93,8 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
                                  bool accumulate) {
   const struct vkrt_matvec_config *cfg = &dev->ops->matvec[w->type];
   uint32_t cols = VKRT_MIN(pow2_at_least(x->ne[1]), MATVEC_MAX_COLS);
-  uint32_t spec[VKRT_OPS_MAX_SPEC] = {cfg->wg, cfg->rows, cols, cfg->unroll};
+  uint32_t spec[VKRT_OPS_MAX_SPEC];
+  matvec_spec(cfg, cols, spec);
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline_spec(dev, kernel, spec, &p);
   if (s != VKRT_OK)
@@ -231,6 +243,24 @@ static const struct matmul_kind {
   [VKRT_TYPE_F32] = {VKRT_OPS_MATVEC_F32, record_matvec, VKRT_OPS_MATMUL_F32, record_tiled_kernel},
   [VKRT_TYPE_F16] = {VKRT_OPS_MATVEC_F16, record_matvec, VKRT_OPS_MATMUL_F16, record_tiled_kernel},
 };
+
+/* Every matrix-vector pipeline the devices' configurations use (vkrt_ops_build_pipelines). */
+vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
+  for (int t = 0; t < VKRT_TYPE_COUNT; t++) {
+    enum vkrt_ops_kernel k = matmul_kinds[t].matvec_kernel;
+    if (!matmul_kinds[t].matvec || !vkrt_ops_kernel_usable(dev, k))
+      continue;
+    for (uint32_t cols = 1; cols <= MATVEC_MAX_COLS; cols *= 2) {
+      uint32_t spec[VKRT_OPS_MAX_SPEC];
+      const struct vkrt_ops_pipeline *p;
+      matvec_spec(&dev->ops->matvec[t], cols, spec);
+      vkrt_status s = vkrt_ops_pipeline_spec(dev, k, spec, &p);
+      if (s != VKRT_OK)
+        return s;
+    }
+  }
+  return VKRT_OK;
+}
 
 vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view views[3], bool accumulate) {

@@ -181,6 +181,43 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
 
 static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
                                    enum vkrt_ops_kernel k, const uint32_t *spec,
+                                   struct vkrt_ops_pipeline *p);
+
+const char *vkrt_ops_pipelines_when(const struct vkrt_device *dev) {
+  if (dev->ops && dev->ops->pipelines_at_open)
+    return "built at open";
+  return dev->caps.is_cpu ? "built on first use (CPU device: compiling every kernel at each open "
+                            "costs seconds)"
+                          : "built on first use (options.pipelines)";
+}
+
+uint32_t vkrt_ops_pipelines_ready(const struct vkrt_device *dev) {
+  const struct vkrt_ops_state *ops = dev->ops;
+  if (!ops)
+    return 0;
+  uint32_t n = atomic_load(&ops->variant_count);
+  for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
+    n += atomic_load(&ops->pipe[k].ready) ? 1u : 0u;
+  return n;
+}
+
+vkrt_status vkrt_ops_build_pipelines(struct vkrt_device *dev) {
+  struct vkrt_ops_state *ops = dev->ops;
+  for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++) {
+    const struct vkrt_ops_pipeline *p;
+    if (!vkrt_ops_kernel_usable(dev, (enum vkrt_ops_kernel)k))
+      continue;
+    vkrt_status s = vkrt_ops_pipeline(dev, (enum vkrt_ops_kernel)k, &p);
+    if (s != VKRT_OK)
+      return s;
+  }
+  vkrt_status s = vkrt_matmul_build_pipelines(dev);
+  ops->pipelines_at_open = true;
+  return s;
+}
+
+static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
+                                   enum vkrt_ops_kernel k, const uint32_t *spec,
                                    struct vkrt_ops_pipeline *p) {
   const struct vkrt_kernel_desc *d = ops->desc[k];
   const VkAllocationCallbacks *ac = &dev->sys->vk_allocator;

@@ -78,6 +78,7 @@ struct vkrt_ops_state {
   uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
   uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count, copy_tiled_count;
   uint64_t concat_split_count;     /* concat as one copy per source (transposed sources) */
+  bool pipelines_at_open;          /* vkrt_ops_build_pipelines ran (vkrt_options.pipelines) */
   uint64_t matvec_split_count;     /* matrix-vector with w bound in row slices (w > one binding) */
   bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
   /* quantized weights (quant.c): 0 = choose, 1 + i = variant i of vkrt_quant_variant_names */
@@ -101,9 +102,16 @@ const char *vkrt_ops_kernel_name(enum vkrt_ops_kernel k);
 const char *vkrt_ops_kernel_symbol(enum vkrt_ops_kernel k);
 
 /* Creates / destroys dev's ops state (kernel table, descriptor pools; pipelines are made on
- * first use); vkrt_open opens it for every device, vkrt_close closes it before the devices. */
+ * first use unless vkrt_ops_build_pipelines made them); vkrt_open opens it for every device,
+ * vkrt_close closes it before the devices. */
 vkrt_status vkrt_ops_open(struct vkrt_device *dev);
 void vkrt_ops_close(struct vkrt_device *dev);
+/* Builds every usable kernel's pipeline and the matrix-vector variants the device's
+ * configuration uses, so no later dispatch creates one (vkrt_options.pipelines). */
+vkrt_status vkrt_ops_build_pipelines(struct vkrt_device *dev);
+/* For vkrt-probe: when dev's pipelines were built, and how many are ready now. */
+const char *vkrt_ops_pipelines_when(const struct vkrt_device *dev);
+uint32_t vkrt_ops_pipelines_ready(const struct vkrt_device *dev);
 
 /* The ops state of dev (created by vkrt_ops_open). */
 static inline struct vkrt_ops_state *vkrt_ops(struct vkrt_device *dev) { return dev->ops; }
@@ -245,7 +253,12 @@ static inline vkrt_status vkrt_add_record(struct vkrt_device *dev, VkCommandBuff
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)
 vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view views[3], bool accumulate);
+vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev);
 #else
+static inline vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
+  (void)dev;
+  return VKRT_OK;
+}
 static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                              const struct vkrt_ops_view views[3],
                                              bool accumulate) {

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "../common/vk_test.h"
+#include "appliance/appliance.h"
+#include "ops/ops.h"
 
 #define NDEV 2
 #define CYCLES 1000
@@ -198,9 +200,85 @@ static void test_steady_state_allocates_nothing(void **state) {
   assert_int_equal(atomic_load(&counting.live), 0);
 }
 
+/* One appliance's first cycle: libvkrt's allocations during it and the pipelines it built. */
+static void first_cycle(uint32_t pipelines, unsigned *own_host, unsigned *own_vulkan,
+                        uint32_t *built_at_open, uint32_t *built_by_cycle) {
+  vkrt_options o;
+  vkt_options(&o);
+  o.device_count = NDEV;
+  o.pipelines = pipelines;
+  vkrt_appliance *app = vkt_open(&o);
+  struct dev_bufs db[NDEV];
+  uint64_t seed = vkt_seed(0);
+  static float v[K * N];
+  vkt_fill_random_f32(v, K * N, -1, 1, &seed);
+  for (uint32_t d = 0; d < NDEV; d++) {
+    db[d] = (struct dev_bufs){make(app, d, R * C), make(app, d, R * C), make(app, d, RB * C),
+                              make(app, d, R * C), make(app, d, R * C),
+                              make(app, d, (R + RB) * C), make(app, d, R * C),
+                              make(app, d, K * N), make(app, d, K), make(app, d, N),
+                              make(app, d, AR), make(app, d, AR)};
+    vkrt_buffer **bufs = (vkrt_buffer **)&db[d];
+    for (size_t i = 0; i < sizeof(db[d]) / sizeof(vkrt_buffer *); i++)
+      put(app, bufs[i], v, vkrt_buffer_size(bufs[i]) / 4);
+  }
+  *built_at_open = 0;
+  for (uint32_t d = 0; d < NDEV; d++)
+    *built_at_open += vkrt_ops_pipelines_ready(&app->sys.devices[d]);
+  vkt_check(app, vkrt_fault_arm_allocations(app, 0, 0)); /* libvkrt's counters restart */
+  cycle(app, db);
+  vkt_check(app, vkrt_fault_allocation_counts(app, own_host, own_vulkan));
+  *built_by_cycle = 0;
+  for (uint32_t d = 0; d < NDEV; d++)
+    *built_by_cycle += vkrt_ops_pipelines_ready(&app->sys.devices[d]);
+  *built_by_cycle -= *built_at_open;
+  for (uint32_t d = 0; d < NDEV; d++) {
+    vkrt_buffer **bufs = (vkrt_buffer **)&db[d];
+    for (size_t i = 0; i < sizeof(db[d]) / sizeof(vkrt_buffer *); i++)
+      vkrt_buffer_destroy(bufs[i]);
+  }
+  vkt_close(app);
+}
+
+/* With the pipelines built at open (the default on GPUs), the very first dispatch of every op
+ * creates no pipeline and libvkrt allocates nothing; built on first use (the default on CPU
+ * devices), the same cycle builds them. */
+static void test_first_dispatch_builds_nothing(void **state) {
+  (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY) || !IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE) ||
+      !IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT) || !IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL) ||
+      !IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE) || !IS_ENABLED(CONFIG_VKRT_COLLECTIVES))
+    skip();
+  unsigned host = 0, vulkan = 0;
+  uint32_t at_open = 0, by_cycle = 0;
+  first_cycle(VKRT_PIPELINES_AT_OPEN, &host, &vulkan, &at_open, &by_cycle);
+  print_message("vkrt-test: pipelines at open: %u built by vkrt_open, %u by the first cycle; "
+                "libvkrt allocations in it: host %u, vkAllocateMemory %u\n", at_open, by_cycle,
+                host, vulkan);
+  assert_true(at_open > 0);
+  assert_int_equal(by_cycle, 0);
+  assert_int_equal(host, 0);
+  assert_int_equal(vulkan, 0);
+  first_cycle(VKRT_PIPELINES_ON_FIRST_USE, &host, &vulkan, &at_open, &by_cycle);
+  print_message("vkrt-test: pipelines on first use: %u built by vkrt_open, %u by the first "
+                "cycle\n", at_open, by_cycle);
+  assert_int_equal(at_open, 0);
+  assert_true(by_cycle > 0);
+  /* a value outside vkrt_pipelines is refused with a message */
+  vkrt_options o;
+  vkt_options(&o);
+  o.pipelines = 3;
+  vkrt_appliance *app = (vkrt_appliance *)1;
+  char why[256];
+  assert_int_equal(vkrt_open(&o, &app, why, sizeof(why)), VKRT_ERROR_INVALID_ARGUMENT);
+  assert_null(app);
+  assert_non_null(strstr(why, "options.pipelines"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_steady_state_allocates_nothing),
+      cmocka_unit_test(test_first_dispatch_builds_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

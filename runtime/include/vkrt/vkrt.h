@@ -91,6 +91,12 @@ vkrt_status vkrt_fault_allocation_counts(const struct vkrt_appliance *appliance,
 
 /* ---- open / close -------------------------------------------------------------------- */
 
+typedef enum vkrt_pipelines {
+  VKRT_PIPELINES_AUTO = 0,     /* at open on GPUs, on first use on CPU devices */
+  VKRT_PIPELINES_AT_OPEN = 1,  /* every usable kernel's pipelines built by vkrt_open */
+  VKRT_PIPELINES_ON_FIRST_USE = 2,
+} vkrt_pipelines;
+
 typedef struct vkrt_options {
   vkrt_allocator allocator;
   vkrt_log_fn log;          /* NULL: messages are dropped */
@@ -113,6 +119,11 @@ typedef struct vkrt_options {
    * (MPI_Comm_c2f) so this header needs no mpi.h. false: this host is the whole appliance. */
   bool mpi;
   int64_t mpi_comm;
+  /* When the compute pipelines of the compiled kernels are built (a vkrt_pipelines value):
+   * VKRT_PIPELINES_AUTO (0) at open on GPUs, so the first dispatch allocates and compiles
+   * nothing, and on first use on CPU devices (lavapipe), where compiling all of them costs
+   * seconds per open; vkrt-probe and the log say which. */
+  uint32_t pipelines;
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
   vkrt_fault_options faults;
 #endif
