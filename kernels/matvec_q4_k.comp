@@ -10,8 +10,9 @@
 // rows at once so each x load serves ROWS rows:
 //   sum_t (d sc q_t - dmin m) x_t = d sc sum_t q_t x_t - dmin m sum_t x_t.
 // Rows start 4-byte aligned (VEC16: rows 16-byte aligned, quant units read as uvec4, and
-// x 16-byte aligned, read as vec4). LANEW (with VEC16's bindings): each invocation takes one
-// quant word of every row instead, so a subgroup's x loads are contiguous too.
+// x 16-byte aligned, read as vec4). LANEW (with VEC16's bindings, rows 4-byte aligned): each
+// invocation takes one quant word of every row instead, so the x loads of 32 invocations are
+// contiguous too; the header is decoded once per row and super-block (see below).
 // Offsets and strides of w are bytes; those of x and dst elements.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -48,6 +49,11 @@ layout(std430, set = 0, binding = 3) readonly buffer W4 { uvec4 w4[]; };
 #endif
 
 shared float partial[ROWS * MT][MAX_SUBGROUPS];
+#ifdef LANEW
+// per group of 32 invocations, row and group of 64 weights: d sc, dmin m of its low
+// sub-block, d sc, dmin m of its high one
+shared vec4 header[THREADS / 32u][ROWS][4];
+#endif
 
 uint byte_of(uvec3 s, uint i) { return (s[i >> 2] >> (8u * (i & 3u))) & 255u; }
 
@@ -77,36 +83,46 @@ void main() {
     acc[i] = 0.0;
 
 #ifdef LANEW
-  // one quant word per invocation: 32 consecutive invocations cover the 128 quant bytes of a
-  // super-block, word j = bytes 4j .. 4j + 3 of group j / 8: weights 64 (j / 8) + 4 (j % 8) + t
-  // (low nibbles, sub-block 2 (j / 8)) and + 32 (high nibbles): x loads coalesce too
-  for (uint unit = tid; unit < pc.blocks * 32u; unit += THREADS) {
-    uint sb = unit >> 5, j = unit & 31u;
-    uint sub = 2u * (j >> 3);
-    uint k = sb * 256u + 64u * (j >> 3) + 4u * (j & 7u);
-    uint q[ROWS];
-    vec4 dm[ROWS];
-    for (uint r = 0u; r < ROWS; r++) {
-      uint base = (wb + (min(r, rows - 1u) + row0) * pc.w_row) / 4u + sb * 36u; // words
+  // Groups of 32 invocations (not subgroups: lavapipe's are narrower) take one super-block of
+  // every one of ROWS rows per step, one quant word per invocation: word j = bytes 4j .. 4j + 3
+  // of group j / 8, weights 64 (j / 8) + 4 (j % 8) + t (low nibbles, sub-block 2 (j / 8)) and
+  // + 32 (high nibbles), so the weight loads and the x loads of a group are contiguous. The
+  // header (d, dmin, 6-bit scales and mins) is decoded once per super-block and row: each
+  // invocation one of its 16 products (d sc or dmin m of one sub-block) into shared memory.
+  uint g = tid >> 5, j = tid & 31u, c8 = j >> 3;
+  for (uint s0 = 0u; s0 < pc.blocks; s0 += THREADS / 32u) {
+    uint sb = s0 + g;
+    bool valid = sb < pc.blocks;
+    for (uint e = j; e < ROWS * 16u; e += 32u) {
+      uint r = e >> 4, k = e & 15u, sub = k & 7u;
+      uint base = (wb + (min(r, rows - 1u) + row0) * pc.w_row) / 4u + min(sb, pc.blocks - 1u) * 36u;
       uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
-      q[r] = w[base + 4u + j];
       vec2 dd = unpackHalf2x16(h.x);
-      vec2 lo = scale_min(h.yzw, sub), hi = scale_min(h.yzw, sub + 1u);
-      dm[r] = r < rows ? vec4(dd.x * lo.x, dd.y * lo.y, dd.x * hi.x, dd.y * hi.y) : vec4(0.0);
+      vec2 sm = scale_min(h.yzw, sub);
+      header[g][r][sub >> 1][(sub & 1u) * 2u + (k >> 3)] = k < 8u ? dd.x * sm.x : dd.y * sm.y;
     }
-    for (uint c = 0u; c < MT; c++) {
-      if (c >= cols)
-        break;
-      uint xi = xb + (col0 + c) * pc.x_col + k; // x 16-byte aligned
-      vec4 xl = x4[xi / 4u], xh = x4[xi / 4u + 8u];
-      float sl = dot(xl, vec4(1.0)), sh = dot(xh, vec4(1.0));
-      for (uint r = 0u; r < ROWS; r++) {
-        uint v = q[r];
-        float ql = dot(vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 15u), xl);
-        float qh = dot(vec4(uvec4(v >> 4, v >> 12, v >> 20, v >> 28) & 15u), xh);
-        acc[r * MT + c] += dm[r].x * ql - dm[r].y * sl + dm[r].z * qh - dm[r].w * sh;
+    barrier();
+    if (valid) {
+      uint k = sb * 256u + 64u * c8 + 4u * (j & 7u);
+      uint q[ROWS];
+      for (uint r = 0u; r < ROWS; r++)
+        q[r] = w[(wb + (min(r, rows - 1u) + row0) * pc.w_row) / 4u + sb * 36u + 4u + j];
+      for (uint c = 0u; c < MT; c++) {
+        if (c >= cols)
+          break;
+        uint xi = (xb + (col0 + c) * pc.x_col + k) / 4u; // x 16-byte aligned
+        vec4 xl = x4[xi], xh = x4[xi + 8u];
+        float sl = dot(xl, vec4(1.0)), sh = dot(xh, vec4(1.0));
+        for (uint r = 0u; r < ROWS; r++) {
+          vec4 dm = header[g][r][c8];
+          uint v = q[r];
+          float ql = dot(vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 15u), xl);
+          float qh = dot(vec4(uvec4(v >> 4, v >> 12, v >> 20, v >> 28) & 15u), xh);
+          acc[r * MT + c] += dm.x * ql - dm.y * sl + dm.z * qh - dm.w * sh;
+        }
       }
     }
+    barrier();
   }
 #else
   for (uint unit = tid; unit < pc.blocks * 8u; unit += THREADS) {
