@@ -36,118 +36,105 @@ static vkrt_status begin(struct vkrt_device *dev, VkCommandBuffer *cmd) {
   return vkrt_ops_begin(dev, cmd);
 }
 
-vkrt_status vkrt_op_copy(const vkrt_tensor *dst, const vkrt_tensor *src) {
-  const vkrt_tensor *all[] = {dst, src};
-  struct vkrt_device *dev = device_of(all, 2);
-  if (!dev)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
-  struct vkrt_ops_view v[2];
-  char why[VKRT_ERROR_MESSAGE_SIZE];
-  if (!vkrt_ops_check_copy(&lim, dst, src, v, why, sizeof(why)))
-    return invalid(dev, why);
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY))
-    return vkrt_copy_record(dev, VK_NULL_HANDLE, &v[0], &v[1]); /* the stub's message */
-  VkCommandBuffer cmd;
-  vkrt_status s = begin(dev, &cmd);
-  return s != VKRT_OK ? s : vkrt_copy_record(dev, cmd, &v[0], &v[1]);
+/* One op call. Every op runs the same way (run_op): the device of its operands, the
+ * descriptor check into views, then, when its kernel is in the build, the stream's command
+ * buffer and the record function (compiled out: the stub answers UNSUPPORTED). */
+enum op_kind { OP_COPY, OP_TRANSPOSE, OP_CONCAT, OP_ADD, OP_SWIGLU, OP_MATMUL };
+struct op_call {
+  enum op_kind kind;
+  const vkrt_tensor *dst, *a, *b;    /* a: src, gate or w; b: concat's b, up or x */
+  const vkrt_tensor *const *srcs;    /* add */
+  uint32_t count;                    /* add */
+  int dim;                           /* concat */
+  bool accumulate;                   /* matmul_add */
+};
+
+static bool check_op(const struct op_call *c, const struct vkrt_ops_limits *lim,
+                     struct vkrt_ops_view v[9], char *why, size_t size) {
+  switch (c->kind) {
+  case OP_COPY: return vkrt_ops_check_copy(lim, c->dst, c->a, v, why, size);
+  case OP_TRANSPOSE: return vkrt_ops_check_transpose(lim, c->dst, c->a, v, why, size);
+  case OP_CONCAT: return vkrt_ops_check_concat(lim, c->dst, c->a, c->b, c->dim, v, why, size);
+  case OP_ADD: return vkrt_ops_check_add(lim, c->dst, c->srcs, c->count, v, why, size);
+  case OP_SWIGLU: return vkrt_ops_check_swiglu(lim, c->dst, c->a, c->b, v, why, size);
+  case OP_MATMUL: return vkrt_ops_check_matmul(lim, c->dst, c->a, c->b, v, why, size);
+  }
+  return false;
 }
 
-vkrt_status vkrt_op_transpose(const vkrt_tensor *dst, const vkrt_tensor *src) {
-  const vkrt_tensor *all[] = {dst, src};
-  struct vkrt_device *dev = device_of(all, 2);
-  if (!dev)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
-  struct vkrt_ops_view v[2];
-  char why[VKRT_ERROR_MESSAGE_SIZE];
-  if (!vkrt_ops_check_transpose(&lim, dst, src, v, why, sizeof(why)))
-    return invalid(dev, why);
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE))
-    return vkrt_transpose_record(dev, VK_NULL_HANDLE, &v[0], &v[1]);
-  VkCommandBuffer cmd;
-  vkrt_status s = begin(dev, &cmd);
-  return s != VKRT_OK ? s : vkrt_transpose_record(dev, cmd, &v[0], &v[1]);
+static bool kernel_in_build(enum op_kind kind) {
+  switch (kind) {
+  case OP_COPY: return IS_ENABLED(CONFIG_VKRT_KERNEL_COPY);
+  case OP_TRANSPOSE: return IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE);
+  case OP_CONCAT: return IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT);
+  case OP_ADD: return IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE);
+  case OP_SWIGLU: return IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU);
+  case OP_MATMUL: return IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL);
+  }
+  return false;
 }
 
-vkrt_status vkrt_op_concat(const vkrt_tensor *dst, const vkrt_tensor *a, const vkrt_tensor *b,
-                           int dim) {
-  const vkrt_tensor *all[] = {dst, a, b};
-  struct vkrt_device *dev = device_of(all, 3);
-  if (!dev)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
-  struct vkrt_ops_view v[3];
-  char why[VKRT_ERROR_MESSAGE_SIZE];
-  if (!vkrt_ops_check_concat(&lim, dst, a, b, dim, v, why, sizeof(why)))
-    return invalid(dev, why);
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT))
-    return vkrt_concat_record(dev, VK_NULL_HANDLE, v, dim);
-  VkCommandBuffer cmd;
-  vkrt_status s = begin(dev, &cmd);
-  return s != VKRT_OK ? s : vkrt_concat_record(dev, cmd, v, dim);
+static vkrt_status record_op(struct vkrt_device *dev, VkCommandBuffer cmd,
+                             const struct op_call *c, const struct vkrt_ops_view v[9]) {
+  switch (c->kind) {
+  case OP_COPY: return vkrt_copy_record(dev, cmd, &v[0], &v[1]);
+  case OP_TRANSPOSE: return vkrt_transpose_record(dev, cmd, &v[0], &v[1]);
+  case OP_CONCAT: return vkrt_concat_record(dev, cmd, v, c->dim);
+  case OP_ADD: return vkrt_add_record(dev, cmd, v, c->count);
+  case OP_SWIGLU: return vkrt_swiglu_record(dev, cmd, v);
+  case OP_MATMUL: return vkrt_matmul_record(dev, cmd, v, c->accumulate);
+  }
+  return VKRT_ERROR_INTERNAL;
 }
 
-vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, uint32_t count) {
-  const vkrt_tensor *all[9] = {dst};
-  for (uint32_t i = 0; srcs && i < count && i < 8; i++)
-    all[1 + i] = srcs[i];
+static vkrt_status run_op(const struct op_call *c) {
+  const vkrt_tensor *all[9] = {c->dst, c->a, c->b};
+  for (uint32_t i = 0; c->srcs && i < c->count && i < 8; i++)
+    all[1 + i] = c->srcs[i];
   struct vkrt_device *dev = device_of(all, 9);
   if (!dev)
     return VKRT_ERROR_INVALID_ARGUMENT;
   struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
   struct vkrt_ops_view v[9];
   char why[VKRT_ERROR_MESSAGE_SIZE];
-  if (!vkrt_ops_check_add(&lim, dst, srcs, count, v, why, sizeof(why)))
+  if (!check_op(c, &lim, v, why, sizeof(why)))
     return invalid(dev, why);
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
-    return vkrt_add_record(dev, VK_NULL_HANDLE, v, count);
-  VkCommandBuffer cmd;
-  vkrt_status s = begin(dev, &cmd);
-  return s != VKRT_OK ? s : vkrt_add_record(dev, cmd, v, count);
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  if (kernel_in_build(c->kind)) {
+    vkrt_status s = begin(dev, &cmd);
+    if (s != VKRT_OK)
+      return s;
+  }
+  return record_op(dev, cmd, c, v);
+}
+
+vkrt_status vkrt_op_copy(const vkrt_tensor *dst, const vkrt_tensor *src) {
+  return run_op(&(struct op_call){.kind = OP_COPY, .dst = dst, .a = src});
+}
+
+vkrt_status vkrt_op_transpose(const vkrt_tensor *dst, const vkrt_tensor *src) {
+  return run_op(&(struct op_call){.kind = OP_TRANSPOSE, .dst = dst, .a = src});
+}
+
+vkrt_status vkrt_op_concat(const vkrt_tensor *dst, const vkrt_tensor *a, const vkrt_tensor *b,
+                           int dim) {
+  return run_op(&(struct op_call){.kind = OP_CONCAT, .dst = dst, .a = a, .b = b, .dim = dim});
+}
+
+vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, uint32_t count) {
+  return run_op(&(struct op_call){.kind = OP_ADD, .dst = dst, .srcs = srcs, .count = count});
 }
 
 vkrt_status vkrt_op_swiglu(const vkrt_tensor *dst, const vkrt_tensor *gate, const vkrt_tensor *up) {
-  const vkrt_tensor *all[] = {dst, gate, up};
-  struct vkrt_device *dev = device_of(all, 3);
-  if (!dev)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
-  struct vkrt_ops_view v[3];
-  char why[VKRT_ERROR_MESSAGE_SIZE];
-  if (!vkrt_ops_check_swiglu(&lim, dst, gate, up, v, why, sizeof(why)))
-    return invalid(dev, why);
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU))
-    return vkrt_swiglu_record(dev, VK_NULL_HANDLE, v);
-  VkCommandBuffer cmd;
-  vkrt_status s = begin(dev, &cmd);
-  return s != VKRT_OK ? s : vkrt_swiglu_record(dev, cmd, v);
-}
-
-static vkrt_status matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x,
-                          bool accumulate) {
-  const vkrt_tensor *all[] = {dst, w, x};
-  struct vkrt_device *dev = device_of(all, 3);
-  if (!dev)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_ops_limits lim = vkrt_ops_device_limits(dev);
-  struct vkrt_ops_view v[3];
-  char why[VKRT_ERROR_MESSAGE_SIZE];
-  if (!vkrt_ops_check_matmul(&lim, dst, w, x, v, why, sizeof(why)))
-    return invalid(dev, why);
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL))
-    return vkrt_matmul_record(dev, VK_NULL_HANDLE, v, accumulate);
-  VkCommandBuffer cmd;
-  vkrt_status s = begin(dev, &cmd);
-  return s != VKRT_OK ? s : vkrt_matmul_record(dev, cmd, v, accumulate);
+  return run_op(&(struct op_call){.kind = OP_SWIGLU, .dst = dst, .a = gate, .b = up});
 }
 
 vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
-  return matmul(dst, w, x, false);
+  return run_op(&(struct op_call){.kind = OP_MATMUL, .dst = dst, .a = w, .b = x});
 }
 
 vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
-  return matmul(dst, w, x, true);
+  return run_op(&(struct op_call){.kind = OP_MATMUL, .dst = dst, .a = w, .b = x, .accumulate = true});
 }
 
 /* vkrt_cmd_copy_buffer: the device's faster contiguous copy (kernel or vkCmdCopyBuffer). */
