@@ -41,14 +41,12 @@ VKRT_KERNEL_CONCAT_ROWS_F32_CHECK_PUSH(struct concat_rows_push);
 static vkrt_status record_rows(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view views[3], int dim) {
   const struct vkrt_ops_view *dst = &views[0], *a = &views[1], *b = &views[2];
-  const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(
-      dev, dst->type == VKRT_TYPE_F16 ? VKRT_OPS_CONCAT_ROWS_F16 : VKRT_OPS_CONCAT_ROWS_F32, &p);
-  if (s != VKRT_OK)
-    return s;
   struct vkrt_ops_binding bind[3] = {vkrt_ops_view_binding(a), vkrt_ops_view_binding(b),
                                      vkrt_ops_view_binding(dst)};
-  s = vkrt_ops_bind(dev, cmd, p, bind, 3);
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_use(
+      dev, cmd, dst->type == VKRT_TYPE_F16 ? VKRT_OPS_CONCAT_ROWS_F16 : VKRT_OPS_CONCAT_ROWS_F32,
+      bind, 3, &p);
   if (s != VKRT_OK)
     return s;
   struct concat_rows_push push = {.ne0 = dst->ne[0],
@@ -74,14 +72,11 @@ vkrt_status vkrt_concat_record_generic(struct vkrt_device *dev, VkCommandBuffer 
   const struct vkrt_ops_view *dst = &views[0], *a = &views[1], *b = &views[2];
   if (dst->ne[0] >= ROWS_MIN_NE0)
     return record_rows(dev, cmd, views, dim);
-  const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(
-      dev, dst->type == VKRT_TYPE_F16 ? VKRT_OPS_CONCAT_F16 : VKRT_OPS_CONCAT_F32, &p);
-  if (s != VKRT_OK)
-    return s;
   struct vkrt_ops_binding bind[3] = {vkrt_ops_view_binding(a), vkrt_ops_view_binding(b),
                                      vkrt_ops_view_binding(dst)};
-  s = vkrt_ops_bind(dev, cmd, p, bind, 3);
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_use(
+      dev, cmd, dst->type == VKRT_TYPE_F16 ? VKRT_OPS_CONCAT_F16 : VKRT_OPS_CONCAT_F32, bind, 3, &p);
   if (s != VKRT_OK)
     return s;
   struct concat_push push = {.a_offset = a->offset,

@@ -37,12 +37,9 @@ static const enum vkrt_ops_kernel copy_rows_kernels[2][2] = {
 static vkrt_status record_rows(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view *dst, const struct vkrt_ops_view *src,
                                enum vkrt_ops_kernel kernel) {
-  const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(dev, kernel, &p);
-  if (s != VKRT_OK)
-    return s;
   struct vkrt_ops_binding b[2] = {vkrt_ops_view_binding(src), vkrt_ops_view_binding(dst)};
-  s = vkrt_ops_bind(dev, cmd, p, b, 2);
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_use(dev, cmd, kernel, b, 2, &p);
   if (s != VKRT_OK)
     return s;
   struct copy_rows_push push = {.ne0 = dst->ne[0],
@@ -119,12 +116,9 @@ vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
     }
     return record_rows(dev, cmd, dst, src, copy_rows_kernels[src->type][dst->type]);
   }
-  const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(dev, copy_kernels[src->type][dst->type], &p);
-  if (s != VKRT_OK)
-    return s;
   struct vkrt_ops_binding b[2] = {vkrt_ops_view_binding(src), vkrt_ops_view_binding(dst)};
-  s = vkrt_ops_bind(dev, cmd, p, b, 2);
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_use(dev, cmd, copy_kernels[src->type][dst->type], b, 2, &p);
   if (s != VKRT_OK)
     return s;
   struct copy_push push = {.src_offset = src->offset,

@@ -185,13 +185,11 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
                                 const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
                                 const struct vkrt_ops_view *x, bool accumulate) {
   bool f16 = w->type == VKRT_TYPE_F16;
-  const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(dev, f16 ? VKRT_OPS_MATMUL_F16 : VKRT_OPS_MATMUL_F32, &p);
-  if (s != VKRT_OK)
-    return s;
   struct vkrt_ops_binding b[3] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
                                   vkrt_ops_view_binding(d)};
-  s = vkrt_ops_bind(dev, cmd, p, b, 3);
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_use(dev, cmd, f16 ? VKRT_OPS_MATMUL_F16 : VKRT_OPS_MATMUL_F32, b, 3,
+                                &p);
   if (s != VKRT_OK)
     return s;
   struct matmul_push push = {

@@ -392,6 +392,13 @@ struct vkrt_ops_limits vkrt_ops_device_limits(struct vkrt_device *dev) {
   return lim;
 }
 
+vkrt_status vkrt_ops_use(struct vkrt_device *dev, VkCommandBuffer cmd, enum vkrt_ops_kernel k,
+                         const struct vkrt_ops_binding *b, uint32_t count,
+                         const struct vkrt_ops_pipeline **out) {
+  vkrt_status s = vkrt_ops_pipeline(dev, k, out);
+  return s != VKRT_OK ? s : vkrt_ops_bind(dev, cmd, *out, b, count);
+}
+
 vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
                           const struct vkrt_ops_pipeline *p, const struct vkrt_ops_binding *b,
                           uint32_t count) {

@@ -139,6 +139,10 @@ struct vkrt_ops_limits vkrt_ops_device_limits(struct vkrt_device *dev);
 /* Binds the pipeline and its storage buffers into cmd: push descriptors when the device
  * has them, else a set from the pool of the stream slot being recorded (cmd must then be
  * the stream's command buffer). */
+/* vkrt_ops_pipeline of kernel k, then vkrt_ops_bind of b[0..count) to it. */
+vkrt_status vkrt_ops_use(struct vkrt_device *dev, VkCommandBuffer cmd, enum vkrt_ops_kernel k,
+                         const struct vkrt_ops_binding *b, uint32_t count,
+                         const struct vkrt_ops_pipeline **out);
 vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
                           const struct vkrt_ops_pipeline *p, const struct vkrt_ops_binding *b,
                           uint32_t count);

@@ -214,12 +214,9 @@ vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   enum vkrt_ops_kernel k = src.type == VKRT_TYPE_Q8_0
                                ? (f16 ? VKRT_OPS_DEQUANT_Q8_0_F16 : VKRT_OPS_DEQUANT_Q8_0_F32)
                                : (f16 ? VKRT_OPS_DEQUANT_Q4_K_F16 : VKRT_OPS_DEQUANT_Q4_K_F32);
-  const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
-  if (s != VKRT_OK)
-    return s;
   struct vkrt_ops_binding b[2] = {vkrt_ops_view_binding(&src), vkrt_ops_view_binding(dst)};
-  s = vkrt_ops_bind(dev, cmd, p, b, 2);
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_use(dev, cmd, k, b, 2, &p);
   if (s != VKRT_OK)
     return s;
   struct dequant_push push = {.src_offset = src.offset,
