@@ -138,6 +138,13 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
   return VKRT_OK;
 }
 
+/* Only compute dispatches and transfers are recorded into the command buffers libvkrt
+ * submits, so its barriers name those two stages, not ALL_COMMANDS: on the H200 an
+ * ALL_COMMANDS barrier cost every op ~2.45 us more (docs/perf.md, 2026-12-03 run C). */
+#define VKRT_STREAM_STAGES (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT)
+#define VKRT_STREAM_WRITES (VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
+#define VKRT_STREAM_READS (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT)
+
 /* Every command buffer libvkrt submits ends with this: device writes become visible to the
  * host once the timeline value is reached, and to every later command on the queue (the
  * second scope is all later commands in submission order), so the first command of the
@@ -145,13 +152,12 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
 void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
   VkMemoryBarrier barrier = {
       .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-      .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
-      .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT |
-                       VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT,
+      .srcAccessMask = VKRT_STREAM_WRITES,
+      .dstAccessMask = VKRT_STREAM_READS | VKRT_STREAM_WRITES | VK_ACCESS_HOST_READ_BIT |
+                       VK_ACCESS_HOST_WRITE_BIT,
   };
-  dev->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                               VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0,
-                               1, &barrier, 0, NULL, 0, NULL);
+  dev->vk.vkCmdPipelineBarrier(cmd, VKRT_STREAM_STAGES, VKRT_STREAM_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
+                               0, 1, &barrier, 0, NULL, 0, NULL);
 }
 
 void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
@@ -159,17 +165,13 @@ void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
     dev->stream.fresh = false;
     return;
   }
-  /* Only compute dispatches and transfers are recorded between submits: a barrier between
-   * those two stages, not ALL_COMMANDS (which a driver may treat as a full pipeline drain). */
-  const VkPipelineStageFlags stages =
-      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   VkMemoryBarrier barrier = {
       .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-      .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-      .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                       VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+      .srcAccessMask = VKRT_STREAM_WRITES,
+      .dstAccessMask = VKRT_STREAM_READS | VKRT_STREAM_WRITES,
   };
-  dev->vk.vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &barrier, 0, NULL, 0, NULL);
+  dev->vk.vkCmdPipelineBarrier(cmd, VKRT_STREAM_STAGES, VKRT_STREAM_STAGES, 0, 1, &barrier, 0,
+                               NULL, 0, NULL);
 }
 
 /* Appends (sem, value) to one of the stream's attachment lists. */
