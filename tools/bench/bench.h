@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "vkrt/vkrt.h"
+#include "vkrt/vkrt_tuning.h" /* benches use vkrt.h, vkrt_mpi.h and this only */
 
 struct bench_command {
   const char *name;
@@ -31,4 +32,16 @@ vkrt_appliance *bench_open(const vkrt_options *options_or_null);
 double bench_median(double *v, int n);
 /* Parses "4K", "256M", "1G" (powers of 1024) into bytes; returns false on junk. */
 bool bench_parse_size(const char *text, uint64_t *out);
+#define BENCH_MIN(a, b) ((a) < (b) ? (a) : (b))
+static inline uint64_t bench_align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+static inline uint64_t bench_align_down(uint64_t v, uint64_t a) { return v / a * a; }
+
+/* Runs record(user), which records into device's stream, then vkrt_finish; *seconds is the
+ * time between GPU timestamps around the recorded work when timer is non-NULL (the second
+ * one after a full stream barrier when `barrier`), else (or when the timestamps cannot be
+ * read) the wall clock of record + submit + wait. Returns record's status (the device
+ * finished after a failure too), else vkrt_finish's. */
+vkrt_status bench_time_recorded(vkrt_appliance *app, uint32_t device, vkrt_tuning_timer *timer,
+                                bool barrier, vkrt_status (*record)(void *user), void *user,
+                                double *seconds);
 

@@ -15,10 +15,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bench.h"
-#include "appliance/appliance.h"
-#include "ops/ops.h"
 
 #define CASE_MAX_SRC 3
 #define CASE_MAX_PARAMS 16
@@ -498,9 +497,8 @@ struct cases_opts {
 struct cases_ctx {
   struct cases_opts o;
   vkrt_appliance *app;
-  struct vkrt_device *dev;
-  VkQueryPool queries;
-  bool gpu_time;
+  vkrt_tuning_device td;
+  vkrt_tuning_timer *timer; /* NULL: wall clock */
   double copy_gbps; /* the plain 16-byte copy of this run: the HBM reference */
   int results;
   uint64_t wrong_total;
@@ -531,35 +529,27 @@ static vkrt_status record_case(struct live_case *lc) {
   }
 }
 
+struct batch {
+  struct live_case *lc;
+  int reps;
+};
+
+static vkrt_status record_batch(void *user) {
+  struct batch *b = user;
+  for (int r = 0; r < b->reps; r++) {
+    vkrt_status s = record_case(b->lc);
+    if (s != VKRT_OK)
+      return s;
+  }
+  return VKRT_OK;
+}
+
 /* Seconds per op: `reps` ops back to back in one submission between two timestamps. */
 static double time_batch(struct cases_ctx *c, struct live_case *lc, int reps) {
-  struct vkrt_device *dev = c->dev;
-  VkCommandBuffer cmd;
-  if (vkrt_stream_cmd(dev, &cmd) != VKRT_OK)
+  struct batch b = {lc, reps};
+  double t;
+  if (bench_time_recorded(c->app, c->o.device, c->timer, true, record_batch, &b, &t) != VKRT_OK)
     return -1;
-  if (c->gpu_time) {
-    dev->vk.vkCmdResetQueryPool(cmd, c->queries, 0, 2);
-    dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, c->queries, 0);
-  }
-  double w0 = bench_now_s();
-  for (int r = 0; r < reps; r++)
-    if (record_case(lc) != VKRT_OK) {
-      vkrt_finish(c->app, dev->index);
-      return -1;
-    }
-  if (c->gpu_time) {
-    vkrt_stream_barrier(dev, cmd);
-    dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 1);
-  }
-  if (vkrt_finish(c->app, dev->index) != VKRT_OK)
-    return -1;
-  double t = bench_now_s() - w0;
-  if (c->gpu_time) {
-    uint64_t ts[2];
-    if (dev->vk.vkGetQueryPoolResults(dev->handle, c->queries, 0, 2, sizeof(ts), ts, 8,
-                                      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
-      t = (double)(ts[1] - ts[0]) * dev->caps.timestamp_period_ns * 1e-9;
-  }
   return t / reps;
 }
 
@@ -602,22 +592,16 @@ static uint64_t bytes_moved(const struct bench_case *bc) {
   return b + e * vkrt_type_size(bc->dst.type);
 }
 
-static void path_counters(const struct vkrt_ops_state *ops, uint64_t out[8]) {
-  out[0] = ops->matvec_count, out[1] = ops->matmul_tiled_count, out[2] = ops->concat_fast_count;
-  out[3] = ops->concat_generic_count, out[4] = ops->transpose_x2_count, out[5] = ops->copy_u4_count;
-  out[6] = ops->copy_tiled_count, out[7] = ops->concat_split_count;
-}
-
-static const char *path_name(const struct bench_case *bc, const uint64_t before[8],
-                             const uint64_t after[8]) {
-  if (after[0] > before[0]) return "matvec";
-  if (after[1] > before[1]) return "tiled matmul";
-  if (after[2] > before[2]) return "concat fast path";
-  if (after[7] > before[7]) return "concat per-source copies";
-  if (after[6] > before[6]) return "copy via tiled transpose";
-  if (after[3] > before[3]) return "concat generic";
-  if (after[4] > before[4]) return "tiled transpose (pairs)";
-  if (after[5] > before[5]) return "copy rows (16-byte)";
+static const char *path_name(const struct bench_case *bc, const vkrt_tuning_counters *before,
+                             const vkrt_tuning_counters *after) {
+  if (after->matvec > before->matvec) return "matvec";
+  if (after->matmul_tiled > before->matmul_tiled) return "tiled matmul";
+  if (after->concat_fast > before->concat_fast) return "concat fast path";
+  if (after->concat_split > before->concat_split) return "concat per-source copies";
+  if (after->copy_tiled > before->copy_tiled) return "copy via tiled transpose";
+  if (after->concat_generic > before->concat_generic) return "concat generic";
+  if (after->transpose_x2 > before->transpose_x2) return "tiled transpose (pairs)";
+  if (after->copy_u4 > before->copy_u4) return "copy rows (16-byte)";
   if (bc->op == CASE_TRANSPOSE) return "tiled transpose";
   return "copy";
 }
@@ -654,7 +638,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   struct live_case lc = {.bc = *bc};
   uint8_t *host[CASE_MAX_SRC] = {0}, *got = NULL;
   float *ref = NULL, *tol = NULL;
-  char msg[VKRT_ERROR_MESSAGE_SIZE + 64];
+  char msg[1024 + 64]; /* a vkrt_last_error message (at most 1024 bytes) and context */
   uint64_t out_elems = 1;
   for (int i = 0; i < 4; i++)
     out_elems *= (uint64_t)bc->dst.ne[i];
@@ -663,7 +647,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   for (int s = 0; s < bc->nsrc; s++) {
     if (bc->op == CASE_CPY && s == 1)
       continue;
-    uint64_t size = vkrt_align_up(bc->src[s].extent, 16) + 16;
+    uint64_t size = bench_align_up(bc->src[s].extent, 16) + 16;
     host[s] = malloc(size);
     if (!host[s] || vkrt_buffer_create(c->app, c->o.device, size, VKRT_BUFFER_DEVICE_LOCAL, &lc.buf[s]) != VKRT_OK) {
       snprintf(msg, sizeof(msg), "allocating src%d (%llu bytes): %s", s, (unsigned long long)size,
@@ -678,7 +662,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     }
     lc.t[s] = to_tensor(lc.buf[s], &bc->src[s]);
   }
-  uint64_t dsize = vkrt_align_up(bc->dst.extent, 16) + 16;
+  uint64_t dsize = bench_align_up(bc->dst.extent, 16) + 16;
   got = malloc(dsize);
   ref = malloc(out_elems * sizeof(float));
   tol = malloc(out_elems * sizeof(float));
@@ -692,9 +676,9 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   reference(bc, host, ref, tol);
 
   /* verify: poison (NaN in f32 and f16), one op, download, compare */
-  uint64_t before[8], after[8];
-  path_counters(c->dev->ops, before);
-  vkrt_status s = vkrt_cmd_fill(lc.dst, 0, vkrt_align_down(dsize, 4), 0xffffffffu);
+  vkrt_tuning_counters before, after;
+  vkrt_tuning_counters_get(c->app, c->o.device, &before);
+  vkrt_status s = vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu);
   if (s == VKRT_OK)
     s = record_case(&lc);
   if (s == VKRT_OK)
@@ -705,8 +689,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     snprintf(msg, sizeof(msg), "%s: %s", vkrt_status_str(s), vkrt_last_error(c->app));
     goto fail;
   }
-  path_counters(c->dev->ops, after);
-  const char *path = path_name(bc, before, after);
+  vkrt_tuning_counters_get(c->app, c->o.device, &after);
+  const char *path = path_name(bc, &before, &after);
   double max_err;
   uint64_t wrong = count_wrong(&bc->dst, got, ref, tol, &max_err);
   c->wrong_total += wrong;
@@ -731,7 +715,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
 
   /* matrix-vector variants: the same case with every configuration, each verified */
   if (c->o.variants && bc->op == CASE_MUL_MAT && !strcmp(path, "matvec")) {
-    struct vkrt_matvec_config keep = c->dev->ops->matvec[bc->src[0].type];
+    vkrt_tuning_matvec keep;
+    vkrt_tuning_matvec_get(c->app, c->o.device, bc->src[0].type, &keep);
     static const uint32_t wgs[] = {64, 128, 256, 512}, rows[] = {1, 2, 4, 8},
                           unrolls[] = {1, 2, 4}, blocks[] = {1, 4};
     double keep_warmup = c->o.warmup_ms;
@@ -743,22 +728,18 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
       for (size_t r = 0; r < 4; r++)
         for (size_t u = 0; u < 3; u++)
           for (size_t b = 0; b < 2; b++) {
-            struct vkrt_matvec_config cfg = {wgs[a], rows[r], unrolls[u], blocks[b]};
+            vkrt_tuning_matvec cfg = {wgs[a], rows[r], unrolls[u], blocks[b]};
             if (b && !(cfg.unroll == 2 && cfg.rows == 2)) /* grid size: one shape only */
               continue;
             if (cfg.rows * cfg.unroll > 8 || cfg.rows == 8) /* registers (wg 64 is back: run 1 timed it at idle clocks) */
               continue;
-            if (cfg.wg > c->dev->caps.max_compute_work_group_invocations)
+            if (cfg.wg > c->td.max_compute_work_group_invocations)
               continue;
-            if (atomic_load(&c->dev->ops->variant_count) + 2 >= VKRT_OPS_MAX_VARIANTS) {
-              vkrt_finish(c->app, c->o.device);
-              vkrt_ops_drop_variants(c->dev);
-            }
-            c->dev->ops->matvec[bc->src[0].type] = cfg;
             uint64_t vw = UINT64_MAX;
             double vt = -1, ve = 0;
             int vreps = 0;
-            if (vkrt_cmd_fill(lc.dst, 0, vkrt_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
+            if (vkrt_tuning_matvec_set(c->app, c->o.device, bc->src[0].type, &cfg) == VKRT_OK &&
+                vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
                 record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
                 vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
               vw = count_wrong(&bc->dst, got, ref, tol, &ve);
@@ -775,7 +756,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
                      cfg.wg, cfg.rows, cfg.unroll, cfg.blocks, vt * 1e6, vg,
                      c->copy_gbps > 0 ? vg / c->copy_gbps : 0, vw == UINT64_MAX ? -1 : (int64_t)vw);
           }
-    c->dev->ops->matvec[bc->src[0].type] = keep;
+    vkrt_tuning_matvec_set(c->app, c->o.device, bc->src[0].type, &keep);
     c->o.warmup_ms = keep_warmup;
     if (c->o.json)
       printf("]");
@@ -800,8 +781,18 @@ done:
 
 /* The HBM reference of this run: the plain 16-byte compute copy (copy_vec4) over a buffer
  * larger than any cache, read + written bytes. */
+struct plain_copy {
+  vkrt_buffer *dst, *src;
+  uint64_t size;
+};
+
+static vkrt_status record_plain_copy(void *user) {
+  struct plain_copy *p = user;
+  return vkrt_tuning_cmd_copy_bytes(p->dst, 0, p->src, 0, p->size, VKRT_TUNING_COPY_COMPUTE);
+}
+
 static void measure_copy(struct cases_ctx *c) {
-  uint64_t size = c->dev->caps.is_cpu ? 16ull << 20 : 1ull << 30;
+  uint64_t size = c->td.is_cpu ? 16ull << 20 : 1ull << 30;
   vkrt_buffer *a = NULL, *b = NULL;
   if (vkrt_buffer_create(c->app, c->o.device, size, VKRT_BUFFER_DEVICE_LOCAL, &a) != VKRT_OK ||
       vkrt_buffer_create(c->app, c->o.device, size, VKRT_BUFFER_DEVICE_LOCAL, &b) != VKRT_OK) {
@@ -812,24 +803,11 @@ static void measure_copy(struct cases_ctx *c) {
   vkrt_finish(c->app, c->o.device);
   double t[16];
   int n = c->o.iters > 16 ? 16 : c->o.iters;
+  struct plain_copy pc = {b, a, size};
   for (int i = -1; i < n; i++) {
-    VkCommandBuffer cmd;
-    if (vkrt_stream_cmd(c->dev, &cmd) != VKRT_OK)
+    double s;
+    if (bench_time_recorded(c->app, c->o.device, c->timer, false, record_plain_copy, &pc, &s) != VKRT_OK)
       break;
-    if (c->gpu_time) {
-      c->dev->vk.vkCmdResetQueryPool(cmd, c->queries, 0, 2);
-      c->dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, c->queries, 0);
-    }
-    double w0 = bench_now_s();
-    vkrt_ops_copy_bytes(c->dev, cmd, b->handle, 0, a->handle, 0, size, VKRT_OPS_COPY_PATH_COMPUTE);
-    if (c->gpu_time)
-      c->dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 1);
-    vkrt_finish(c->app, c->o.device);
-    double s = bench_now_s() - w0;
-    uint64_t ts[2];
-    if (c->gpu_time && c->dev->vk.vkGetQueryPoolResults(c->dev->handle, c->queries, 0, 2, sizeof(ts), ts, 8,
-                                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
-      s = (double)(ts[1] - ts[0]) * c->dev->caps.timestamp_period_ns * 1e-9;
     if (i >= 0)
       t[i] = s;
   }
@@ -887,50 +865,45 @@ static int cmd_cases(int argc, char **argv) {
     return 2;
   }
   c.app = bench_open(NULL);
-  if (c.o.device >= vkrt_device_count(c.app) ||
-      vkrt_ops_open(&c.app->sys.devices[c.o.device]) != VKRT_OK) {
+  vkrt_device_info info;
+  if (vkrt_device_info_get(c.app, c.o.device, &info) != VKRT_OK ||
+      vkrt_tuning_device_get(c.app, c.o.device, &c.td) != VKRT_OK) {
     fprintf(stderr, "vkrt-bench cases: no usable device %u\n", c.o.device);
     vkrt_close(c.app);
     fclose(f);
     return 2;
   }
-  c.dev = &c.app->sys.devices[c.o.device];
   if (c.o.tiled_copies >= 0)
-    c.dev->ops->copy_transposed_tiled = c.o.tiled_copies;
-  bool cpu = c.dev->caps.is_cpu;
+    vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_COPY_TRANSPOSED_TILED, c.o.tiled_copies);
+  bool cpu = c.td.is_cpu;
   if (c.o.iters <= 0)
     c.o.iters = cpu ? 2 : 7;
   if (c.o.target_ms <= 0)
     c.o.target_ms = cpu ? 1 : 3;
   if (!c.o.warmup_set)
     c.o.warmup_ms = cpu ? 0 : 400;
-  c.gpu_time = c.dev->caps.timestamp_period_ns > 0;
-  if (c.gpu_time) {
-    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                .queryType = VK_QUERY_TYPE_TIMESTAMP,
-                                .queryCount = 2};
-    if (c.dev->vk.vkCreateQueryPool(c.dev->handle, &qi, NULL, &c.queries) != VK_SUCCESS)
-      c.gpu_time = false;
-  }
+  vkrt_tuning_timer_create(c.app, c.o.device, &c.timer); /* NULL: no timestamps */
   measure_copy(&c);
-  const struct vkrt_matvec_config *m16 = &c.dev->ops->matvec[VKRT_TYPE_F16];
-  const struct vkrt_matvec_config *m32 = &c.dev->ops->matvec[VKRT_TYPE_F32];
+  vkrt_tuning_matvec mv16, mv32;
+  vkrt_tuning_matvec_get(c.app, c.o.device, VKRT_TYPE_F16, &mv16);
+  vkrt_tuning_matvec_get(c.app, c.o.device, VKRT_TYPE_F32, &mv32);
+  const vkrt_tuning_matvec *m16 = &mv16, *m32 = &mv32;
   if (c.o.json) {
     printf("{\"bench\": \"cases\", \"file\": ");
     json_str(c.o.file);
     printf(", \"device\": ");
-    json_str(c.dev->caps.device_name);
+    json_str(info.name);
     printf(", \"driver\": ");
-    json_str(c.dev->caps.driver_name);
+    json_str(info.driver_name);
     printf(", \"timer\": \"%s\", \"iters\": %d, \"warmup_ms\": %.0f, \"copy_gbps\": %.2f, "
            "\"matvec_f16\": \"wg %u rows %u unroll %u blocks %u\", "
            "\"matvec_f32\": \"wg %u rows %u unroll %u blocks %u\", \"results\": [",
-           c.gpu_time ? "gpu-timestamps" : "wall", c.o.iters, c.o.warmup_ms, c.copy_gbps, m16->wg, m16->rows,
+           c.timer ? "gpu-timestamps" : "wall", c.o.iters, c.o.warmup_ms, c.copy_gbps, m16->wg, m16->rows,
            m16->unroll, m16->blocks, m32->wg, m32->rows, m32->unroll, m32->blocks);
   } else {
     printf("vkrt-bench cases %s: dev%u %s (%s), %s, median of %d batches\n", c.o.file,
-           c.dev->index, c.dev->caps.device_name, c.dev->caps.driver_name,
-           c.gpu_time ? "GPU timestamps" : "wall clock", c.o.iters);
+           c.o.device, info.name, info.driver_name, c.timer ? "GPU timestamps" : "wall clock",
+           c.o.iters);
     printf("plain 16-byte copy (HBM reference, read + written): %.1f GB/s; matvec f16: wg %u rows %u "
            "unroll %u blocks %u, f32: wg %u rows %u unroll %u blocks %u\n",
            c.copy_gbps, m16->wg, m16->rows, m16->unroll, m16->blocks, m32->wg, m32->rows,
@@ -963,8 +936,7 @@ static int cmd_cases(int argc, char **argv) {
   else
     printf("%d cases run, %d lines with errors, #wrong total %" PRIu64 "\n", c.run, c.errors,
            c.wrong_total);
-  if (c.queries)
-    c.dev->vk.vkDestroyQueryPool(c.dev->handle, c.queries, NULL);
+  vkrt_tuning_timer_destroy(c.timer);
   vkrt_close(c.app);
   return c.wrong_total ? 1 : 0;
 }

@@ -79,6 +79,30 @@ bool bench_parse_size(const char *text, uint64_t *out) {
   return true;
 }
 
+vkrt_status bench_time_recorded(vkrt_appliance *app, uint32_t device, vkrt_tuning_timer *timer,
+                                bool barrier, vkrt_status (*record)(void *user), void *user,
+                                double *seconds) {
+  *seconds = -1;
+  vkrt_status s = timer ? vkrt_tuning_timer_begin(timer) : VKRT_OK;
+  if (s != VKRT_OK)
+    return s;
+  double w0 = bench_now_s();
+  s = record(user);
+  if (s != VKRT_OK) {
+    vkrt_finish(app, device);
+    return s;
+  }
+  if (timer && (s = vkrt_tuning_timer_end(timer, barrier)) != VKRT_OK)
+    return s;
+  if ((s = vkrt_finish(app, device)) != VKRT_OK)
+    return s;
+  *seconds = bench_now_s() - w0;
+  double gpu;
+  if (timer && vkrt_tuning_timer_seconds(timer, &gpu) == VKRT_OK)
+    *seconds = gpu;
+  return VKRT_OK;
+}
+
 static int usage(FILE *f) {
   fprintf(f, "usage: vkrt-bench <command> [options]   (vkrt-bench <command> --help)\ncommands:\n");
   for (struct bench_command *c = commands; c; c = c->next)

@@ -12,8 +12,6 @@
 #include <strings.h>
 
 #include "bench.h"
-#include "appliance/appliance.h"
-#include "ops/ops.h"
 
 struct ops_opts {
   uint64_t size; /* 0: per device default */
@@ -30,14 +28,13 @@ struct ops_opts {
 struct bench_ctx {
   struct ops_opts o;
   vkrt_appliance *app;
-  struct vkrt_device *dev;
-  VkQueryPool queries;
-  bool gpu_time;
+  vkrt_tuning_device td;
+  vkrt_tuning_timer *timer; /* NULL: wall clock */
   int results;
   double copy_gbps; /* the copy_vec4 reference of this run */
 };
 
-typedef vkrt_status (*record_fn)(struct bench_ctx *c, VkCommandBuffer cmd, void *user);
+typedef vkrt_status (*record_fn)(struct bench_ctx *c, void *user);
 
 static void usage(const char *cmd) {
   printf("usage: vkrt-bench %s [--size BYTES] [--iters N] [--device D] [--type f32|f16] [--json]%s\n"
@@ -102,19 +99,20 @@ static bool setup(struct bench_ctx *c, int argc, char **argv) {
     vkrt_close(c->app);
     return false;
   }
-  c->dev = &c->app->sys.devices[c->o.device];
-  if (vkrt_ops_open(c->dev) != VKRT_OK) {
+  vkrt_device_info info;
+  if (vkrt_device_info_get(c->app, c->o.device, &info) != VKRT_OK ||
+      vkrt_tuning_device_get(c->app, c->o.device, &c->td) != VKRT_OK ||
+      (c->o.groups &&
+       vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_COPY_VEC4_MAX_GROUPS, c->o.groups) != VKRT_OK)) {
     fprintf(stderr, "vkrt-bench: %s\n", vkrt_last_error(c->app));
     vkrt_close(c->app);
     return false;
   }
-  if (c->o.groups)
-    c->dev->ops->copy_vec4_max_groups = c->o.groups;
-  bool cpu = c->dev->caps.is_cpu;
+  bool cpu = c->td.is_cpu;
   if (!c->o.size)
     c->o.size = cpu ? 16ull << 20 : 1ull << 30;
   /* transpose and the generic kernels bind a tensor whole */
-  uint64_t cap = vkrt_align_down(c->dev->caps.max_storage_buffer_range - 256, 4096);
+  uint64_t cap = bench_align_down(c->td.max_storage_buffer_range - 256, 4096);
   if (c->o.size > cap) {
     fprintf(stderr, "vkrt-bench: --size %" PRIu64 " lowered to maxStorageBufferRange (%" PRIu64 ")\n",
             c->o.size, cap);
@@ -122,81 +120,60 @@ static bool setup(struct bench_ctx *c, int argc, char **argv) {
   }
   if (!c->o.iters)
     c->o.iters = cpu ? 5 : 20;
-  c->gpu_time = c->dev->caps.timestamp_period_ns > 0;
-  if (c->gpu_time) {
-    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                .queryType = VK_QUERY_TYPE_TIMESTAMP,
-                                .queryCount = 2};
-    if (c->dev->vk.vkCreateQueryPool(c->dev->handle, &qi, NULL, &c->queries) != VK_SUCCESS)
-      c->gpu_time = false;
-  }
+  vkrt_tuning_timer_create(c->app, c->o.device, &c->timer); /* NULL: no timestamps */
+  const char *copy_path = vkrt_tuning_copy_path(c->app, c->o.device);
   if (c->o.json)
     printf("{\"bench\": \"%s\", \"device\": \"%s\", \"driver\": \"%s\", \"timer\": \"%s\", "
            "\"iters\": %d, \"size\": %" PRIu64 ", \"copy_path\": \"%s\", \"results\": [",
-           argv[0], c->dev->caps.device_name, c->dev->caps.driver_name,
-           c->gpu_time ? "gpu-timestamps" : "wall", c->o.iters, c->o.size,
-           vkrt_ops_copy_path(c->dev));
+           argv[0], info.name, info.driver_name, c->timer ? "gpu-timestamps" : "wall", c->o.iters,
+           c->o.size, copy_path);
   else
     printf("vkrt-bench %s: dev%u %s (%s), %s, median of %d, copy path: %s\n", argv[0],
-           c->dev->index, c->dev->caps.device_name, c->dev->caps.driver_name,
-           c->gpu_time ? "GPU timestamps" : "wall clock (no timestamps)", c->o.iters,
-           vkrt_ops_copy_path(c->dev));
+           c->o.device, info.name, info.driver_name,
+           c->timer ? "GPU timestamps" : "wall clock (no timestamps)", c->o.iters, copy_path);
   return true;
 }
 
 static int teardown(struct bench_ctx *c, int rc) {
   if (c->o.json)
     printf("]}\n");
-  if (c->queries)
-    c->dev->vk.vkDestroyQueryPool(c->dev->handle, c->queries, NULL);
+  vkrt_tuning_timer_destroy(c->timer);
   vkrt_close(c->app);
   return rc;
 }
 
+struct timed_record {
+  struct bench_ctx *c;
+  record_fn fn;
+  void *user;
+};
+
+static vkrt_status run_record(void *user) {
+  struct timed_record *r = user;
+  return r->fn(r->c, r->user);
+}
+
 /* Median seconds of one recorded op (its own submit each run). < 0 on failure. */
 static double time_op(struct bench_ctx *c, record_fn fn, void *user) {
-  struct vkrt_device *dev = c->dev;
   int n = c->o.iters;
   double *t = calloc((size_t)n, sizeof(double));
   if (!t)
     return -1;
+  struct timed_record r = {c, fn, user};
   for (int i = -2; i < n; i++) { /* two warm-up runs */
-    VkCommandBuffer cmd;
-    if (vkrt_stream_cmd(dev, &cmd) != VKRT_OK)
-      goto fail;
-    if (c->gpu_time) {
-      dev->vk.vkCmdResetQueryPool(cmd, c->queries, 0, 2);
-      dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, c->queries, 0);
+    double s;
+    vkrt_status st = bench_time_recorded(c->app, c->o.device, c->timer, false, run_record, &r, &s);
+    if (st != VKRT_OK) {
+      fprintf(stderr, "vkrt-bench: %s: %s\n", vkrt_status_str(st), vkrt_last_error(c->app));
+      free(t);
+      return -1;
     }
-    double w0 = bench_now_s();
-    vkrt_status s = fn(c, cmd, user);
-    if (s != VKRT_OK) {
-      fprintf(stderr, "vkrt-bench: %s: %s\n", vkrt_status_str(s), vkrt_last_error(c->app));
-      vkrt_finish(c->app, dev->index);
-      goto fail;
-    }
-    if (c->gpu_time)
-      dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, 1);
-    if (vkrt_finish(c->app, dev->index) != VKRT_OK)
-      goto fail;
-    double w1 = bench_now_s();
-    if (i < 0)
-      continue;
-    t[i] = w1 - w0;
-    if (c->gpu_time) {
-      uint64_t ts[2];
-      if (dev->vk.vkGetQueryPoolResults(dev->handle, c->queries, 0, 2, sizeof(ts), ts, 8,
-                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) ==
-          VK_SUCCESS)
-        t[i] = (double)(ts[1] - ts[0]) * dev->caps.timestamp_period_ns * 1e-9;
-    }
+    if (i >= 0)
+      t[i] = s;
   }
   double m = bench_median(t, n);
   free(t);
   return m;
-fail:
-  free(t);
-  return -1;
 }
 
 /* One result line: bytes moved (read + written), optional flops. */
@@ -249,12 +226,13 @@ static vkrt_buffer *buffer(struct bench_ctx *c, uint64_t size) {
 struct bytes_args {
   vkrt_buffer *dst, *src;
   uint64_t size;
-  int path;
+  vkrt_tuning_copy path;
 };
 
-static vkrt_status rec_copy_bytes(struct bench_ctx *c, VkCommandBuffer cmd, void *user) {
+static vkrt_status rec_copy_bytes(struct bench_ctx *c, void *user) {
+  (void)c;
   struct bytes_args *a = user;
-  return vkrt_ops_copy_bytes(c->dev, cmd, a->dst->handle, 0, a->src->handle, 0, a->size, a->path);
+  return vkrt_tuning_cmd_copy_bytes(a->dst, 0, a->src, 0, a->size, a->path);
 }
 
 struct op2_args {
@@ -263,11 +241,11 @@ struct op2_args {
   bool generic;
 };
 
-static vkrt_status rec_op(struct bench_ctx *c, VkCommandBuffer cmd, void *user) {
-  (void)cmd; /* the ops record into the same stream command buffer */
+static vkrt_status rec_op(struct bench_ctx *c, void *user) {
   struct op2_args *a = user;
-  c->dev->ops->force_concat_generic = a->generic;
-  vkrt_status s;
+  vkrt_status s = vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_FORCE_CONCAT_GENERIC, a->generic);
+  if (s != VKRT_OK)
+    return s;
   switch (a->kind) {
   case 0: s = vkrt_op_copy(&a->dst, &a->src); break;
   case 1: s = vkrt_op_transpose(&a->dst, &a->src); break;
@@ -279,14 +257,14 @@ static vkrt_status rec_op(struct bench_ctx *c, VkCommandBuffer cmd, void *user) 
     break;
   }
   }
-  c->dev->ops->force_concat_generic = false;
+  vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_FORCE_CONCAT_GENERIC, 0);
   return s;
 }
 
 /* The reference every table divides by: copy_vec4 over `size` bytes (read + written). */
 static bool measure_copy_kernel(struct bench_ctx *c, vkrt_buffer *dst, vkrt_buffer *src,
                                 uint64_t size) {
-  struct bytes_args a = {dst, src, size, VKRT_OPS_COPY_PATH_COMPUTE};
+  struct bytes_args a = {dst, src, size, VKRT_TUNING_COPY_COMPUTE};
   double t = time_op(c, rec_copy_bytes, &a);
   if (t <= 0)
     return false;
@@ -313,18 +291,18 @@ static int cmd_copy(int argc, char **argv) {
   struct bench_ctx c;
   if (!setup(&c, argc, argv))
     return 2;
-  uint64_t size = vkrt_align_down(c.o.size, 4096);
+  uint64_t size = bench_align_down(c.o.size, 4096);
   vkrt_buffer *src = buffer(&c, size), *dst = buffer(&c, size + size / 512 + 65536);
   if (!src || !dst)
     return teardown(&c, 1);
   measure_copy_kernel(&c, dst, src, size);
-  struct bytes_args tr = {dst, src, size, VKRT_OPS_COPY_PATH_TRANSFER};
+  struct bytes_args tr = {dst, src, size, VKRT_TUNING_COPY_TRANSFER};
   report(&c, "vkCmdCopyBuffer", time_op(&c, rec_copy_bytes, &tr), 2 * size, 0, NULL);
   /* the library's own dense copy: whichever path this device prefers */
   struct op2_args dense = {.dst = tensor2(dst, VKRT_TYPE_F32, 4096, (int64_t)(size / 16384)),
                            .src = tensor2(src, VKRT_TYPE_F32, 4096, (int64_t)(size / 16384))};
   report(&c, "vkrt_op_copy dense f32", time_op(&c, rec_op, &dense), 2 * size, 0,
-         vkrt_ops_copy_path(c.dev));
+         vkrt_tuning_copy_path(c.app, c.o.device));
   /* strided: dst rows padded, so the per-element kernel runs */
   int64_t rows = (int64_t)(size / 16384);
   struct op2_args strided = dense;
@@ -365,23 +343,27 @@ static int cmd_transpose(int argc, char **argv) {
   char name[96];
   struct op2_args t = {.kind = 1, .dst = tensor2(dst, c.o.type, n, n), .src = tensor2(src, c.o.type, n, n)};
   snprintf(name, sizeof(name), "transpose %s %" PRId64 "x%" PRId64, c.o.type ? "f16" : "f32", n, n);
-  uint64_t pairs_before = c.dev->ops->transpose_x2_count;
-  report(&c, name, time_op(&c, rec_op, &t), 2 * bytes, 0,
-         c.dev->ops->transpose_x2_count > pairs_before ? "tiled, element pairs" : "tiled");
-  c.dev->ops->force_transpose_scalar = true;
+  vkrt_tuning_counters before, after;
+  vkrt_tuning_counters_get(c.app, c.o.device, &before);
+  double tt = time_op(&c, rec_op, &t);
+  vkrt_tuning_counters_get(c.app, c.o.device, &after);
+  report(&c, name, tt, 2 * bytes, 0,
+         after.transpose_x2 > before.transpose_x2 ? "tiled, element pairs" : "tiled");
+  vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_FORCE_TRANSPOSE_SCALAR, 1);
   snprintf(name, sizeof(name), "transpose %s %" PRId64 "x%" PRId64 " scalar", c.o.type ? "f16" : "f32", n, n);
   report(&c, name, time_op(&c, rec_op, &t), 2 * bytes, 0, "tiled, one element per access");
-  c.dev->ops->force_transpose_scalar = false;
+  vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_FORCE_TRANSPOSE_SCALAR, 0);
   /* the f32 alternatives the default was chosen over (H200: plain tile order 0.81, element
    * pairs 0.45 of the copy kernel, against 0.84) */
-  for (int v = 1; c.o.type == VKRT_TYPE_F32 && v <= 2; v++) {
-    enum vkrt_ops_kernel k = v == 2 ? VKRT_OPS_TRANSPOSE_X2_F32 : VKRT_OPS_TRANSPOSE_F32_PLAIN;
-    if (!vkrt_ops_kernel_usable(c.dev, k))
+  const vkrt_tuning_knob tv = VKRT_TUNING_TRANSPOSE_VARIANT;
+  for (int v = 1; c.o.type == VKRT_TYPE_F32 && v <= vkrt_tuning_variant_count(tv); v++) {
+    if (!vkrt_tuning_variant_usable(c.app, c.o.device, tv, v))
       continue;
-    c.dev->ops->transpose_variant = v;
-    snprintf(name, sizeof(name), "transpose f32 %" PRId64 "x%" PRId64 " %s", n, n, vkrt_ops_kernel_name(k));
+    vkrt_tuning_set(c.app, c.o.device, tv, v);
+    snprintf(name, sizeof(name), "transpose f32 %" PRId64 "x%" PRId64 " %s", n, n,
+             vkrt_tuning_variant_name(tv, v));
     report(&c, name, time_op(&c, rec_op, &t), 2 * bytes, 0, NULL);
-    c.dev->ops->transpose_variant = 0;
+    vkrt_tuning_set(c.app, c.o.device, tv, 0);
   }
   /* dims 0 and 1 of a 4-D tensor: 4 slabs */
   int64_t q = n / 2;
@@ -418,9 +400,11 @@ static int cmd_concat(int argc, char **argv) {
   generic.generic = true;
   char name[128];
   const char *tn = c.o.type ? "f16" : "f32";
-  uint64_t fast_before = c.dev->ops->concat_fast_count;
+  vkrt_tuning_counters before, after;
+  vkrt_tuning_counters_get(c.app, c.o.device, &before);
   double tf = time_op(&c, rec_op, &fast);
-  bool took_fast = c.dev->ops->concat_fast_count > fast_before;
+  vkrt_tuning_counters_get(c.app, c.o.device, &after);
+  bool took_fast = after.concat_fast > before.concat_fast;
   snprintf(name, sizeof(name), "concat dim0 %s b transposed: fast path", tn);
   report(&c, name, tf, 2 * bytes, 0, took_fast ? "copy + tiled transpose" : "FAST PATH NOT TAKEN");
   double tg = time_op(&c, rec_op, &generic);
@@ -512,12 +496,12 @@ struct quant_args {
   int copies, next, variant;
 };
 
-static vkrt_status rec_quant(struct bench_ctx *c, VkCommandBuffer cmd, void *user) {
-  (void)cmd;
+static vkrt_status rec_quant(struct bench_ctx *c, void *user) {
   struct quant_args *a = user;
-  c->dev->ops->quant_variant = a->variant;
-  vkrt_status s = vkrt_op_matmul(&a->dst, &a->w[a->next], &a->x);
-  c->dev->ops->quant_variant = 0;
+  vkrt_status s = vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_QUANT_VARIANT, a->variant);
+  if (s == VKRT_OK)
+    s = vkrt_op_matmul(&a->dst, &a->w[a->next], &a->x);
+  vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_QUANT_VARIANT, 0);
   a->next = (a->next + 1) % a->copies;
   return s;
 }
@@ -548,7 +532,7 @@ static int cmd_quant(int argc, char **argv) {
   if (!setup(&c, argc, argv))
     return 2;
   vkrt_type wt = c.o.type == VKRT_TYPE_Q4_K ? VKRT_TYPE_Q4_K : VKRT_TYPE_Q8_0;
-  bool cpu = c.dev->caps.is_cpu;
+  bool cpu = c.td.is_cpu;
   int64_t K = c.o.k ? c.o.k : (cpu ? 4096 : 14336), N = c.o.n ? c.o.n : (cpu ? 512 : 4096);
   uint32_t per = vkrt_type_block(wt);
   if (K % per) {
@@ -557,7 +541,8 @@ static int cmd_quant(int argc, char **argv) {
     return teardown(&c, 2);
   }
   uint64_t row = (uint64_t)K / per * vkrt_type_size(wt), wbytes = row * (uint64_t)N;
-  int copies = cpu ? 1 : (int)VKRT_MIN(16, (256ull << 20) / wbytes + 1);
+  uint64_t fit = (256ull << 20) / wbytes + 1;
+  int copies = cpu ? 1 : fit < 16 ? (int)fit : 16;
   vkrt_buffer *cb = buffer(&c, c.o.size), *cb2 = buffer(&c, c.o.size);
   if (cb && cb2)
     measure_copy_kernel(&c, cb2, cb, c.o.size);
@@ -583,13 +568,14 @@ static int cmd_quant(int argc, char **argv) {
     int M = ms[mi];
     a.x = vkrt_tensor_contiguous(x, 0, VKRT_TYPE_F32, K, M, 1, 1);
     a.dst = vkrt_tensor_contiguous(d, 0, VKRT_TYPE_F32, N, M, 1, 1);
-    for (int v = M == 1 ? 1 : 0; v <= (M == 1 ? VKRT_QUANT_VARIANTS : 0); v++) {
+    int variants = M == 1 ? vkrt_tuning_variant_count(VKRT_TUNING_QUANT_VARIANT) : 0;
+    for (int v = M == 1 ? 1 : 0; v <= variants; v++) {
       if (c.o.variant && M == 1 && v != c.o.variant)
         continue;
       a.variant = v;
       uint64_t moved = wbytes + (uint64_t)K * 4 * M + (uint64_t)N * 4 * M;
       snprintf(name, sizeof(name), "%s K=%" PRId64 " N=%" PRId64 " M=%d %s", vkrt_type_str(wt), K,
-               N, M, v ? vkrt_quant_variant_names[v - 1] : "default");
+               N, M, v ? vkrt_tuning_variant_name(VKRT_TUNING_QUANT_VARIANT, v) : "default");
       snprintf(note, sizeof(note), "weights %.1f MB, %d copies cycled", wbytes / 1e6, copies);
       report(&c, name, time_op(&c, rec_quant, &a), moved, 2.0 * K * N * M, note);
     }

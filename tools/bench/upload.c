@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "import/import.h"
 
 struct upload_opts {
   uint64_t size;
@@ -89,7 +88,7 @@ static int file_make(const struct upload_opts *o, char *path, size_t path_size) 
   uint8_t *buf = malloc(block);
   struct bar bar = bar_new(o, "writing weights file");
   for (uint64_t off = 0; buf && off < o->size; off += block) {
-    uint64_t n = VKRT_MIN(block, o->size - off);
+    uint64_t n = BENCH_MIN(block, o->size - off);
     fill_pattern(buf, n, off + 0x9e3779b97f4a7c15ull);
     if (pwrite(fd, buf, n, (off_t)off) != (ssize_t)n) {
       fprintf(stderr, "vkrt-bench upload: writing %s: %s\n", path, strerror(errno));
@@ -151,7 +150,7 @@ static double measure_serialized(vkrt_appliance *app, uint32_t device, vkrt_buff
   for (int i = 0; i <= n; i++) { /* i == 0: warm-up */
     double t0 = bench_now_s();
     for (uint64_t off = 0; off < size; off += slot) {
-      uint64_t len = VKRT_MIN(slot, size - off);
+      uint64_t len = BENCH_MIN(slot, size - off);
       memcpy(map, src + off, len);
       if (vkrt_cmd_copy_buffer(dst, off, staging, 0, len) != VKRT_OK ||
           vkrt_finish(app, device) != VKRT_OK) {
@@ -178,7 +177,7 @@ static double measure_prestage_copy(int fd, uint64_t size, uint32_t threads, int
     if (!src || dst == MAP_FAILED)
       return 0;
     double t0 = bench_now_s();
-    vkrt_import_parallel_copy(dst, src, size, threads, NULL, NULL);
+    vkrt_tuning_parallel_copy(dst, src, size, threads);
     t[i] = bench_now_s() - t0;
     munmap(src, size);
     munmap(dst, size);
@@ -235,13 +234,13 @@ static int usage(FILE *f) {
           "  --dir       where the weights file is created (default /tmp); removed at the end\n"
           "  --threads   pre-stage copy threads to compare with 1 (default %d)\n"
           "  --json      one JSON object on stdout\n",
-          VKRT_PRESTAGE_THREADS);
+          vkrt_tuning_prestage_threads());
   return f == stderr ? 2 : 0;
 }
 
 static int run_upload(int argc, char **argv) {
   struct upload_opts o = {.size = 256ull << 20, .iters = 5, .dir = "/tmp", .progress = true,
-                          .threads = VKRT_PRESTAGE_THREADS};
+                          .threads = vkrt_tuning_prestage_threads()};
   static const struct option longopts[] = {
       {"size", required_argument, NULL, 's'},  {"iters", required_argument, NULL, 'i'},
       {"device", required_argument, NULL, 'd'}, {"dir", required_argument, NULL, 'D'},
@@ -387,8 +386,8 @@ static int run_upload(int argc, char **argv) {
     vkrt_close(app);
   }
 
-  double copy_1t = measure_prestage_copy(fd, o.size, 1, VKRT_MIN(o.iters, 3));
-  double copy_nt = measure_prestage_copy(fd, o.size, o.threads, VKRT_MIN(o.iters, 3));
+  double copy_1t = measure_prestage_copy(fd, o.size, 1, BENCH_MIN(o.iters, 3));
+  double copy_nt = measure_prestage_copy(fd, o.size, o.threads, BENCH_MIN(o.iters, 3));
   if (o.json) {
     printf("\n  ],\n  \"staging_ring_gbps\": %.3f, \"serialized_memcpy_copy_gbps\": %.3f, "
            "\"ring_speedup\": %.3f,\n  \"prestage_copy_1_thread_gbps\": %.3f, "

@@ -1,0 +1,441 @@
+/* vkrt/vkrt_tuning.h: the knobs, counters, timestamps and raw submit floors vkrt-bench and
+ * tests reach through the appliance handle, forwarded to the ops state and the device. */
+#include <string.h>
+
+#include "appliance/appliance.h"
+#include "base/base.h"
+#include "import/import.h"
+#include "ops/ops.h"
+#include "vkrt/vkrt_tuning.h"
+
+/* The device and its ops state (vkrt_open opened it; this is a no-op then); `arg` is the
+ * pointer argument the call needs (its out or config): NULL is refused. */
+static vkrt_status tuning_device(const vkrt_appliance *app, uint32_t device, const void *arg,
+                                 struct vkrt_device **out) {
+  *out = NULL;
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_device *dev;
+  vkrt_status s = vkrt_system_device((struct vkrt_system *)&app->sys, device, &dev);
+  if (s == VKRT_OK && !arg)
+    s = vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, "tuning: a pointer argument is NULL");
+  if (s == VKRT_OK)
+    s = vkrt_ops_open(dev);
+  if (s == VKRT_OK)
+    *out = dev;
+  return s;
+}
+
+static vkrt_status bad(struct vkrt_device *dev, const char *fmt, long long value) {
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, fmt, value);
+}
+
+vkrt_status vkrt_tuning_device_get(const vkrt_appliance *app, uint32_t device,
+                                   vkrt_tuning_device *out) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, out, &dev);
+  if (s != VKRT_OK)
+    return s;
+  const struct vkrt_caps *c = &dev->caps;
+  *out = (vkrt_tuning_device){.is_cpu = c->is_cpu,
+                              .timestamp_period_ns = c->timestamp_period_ns,
+                              .max_storage_buffer_range = c->max_storage_buffer_range,
+                              .max_compute_work_group_invocations = c->max_compute_work_group_invocations};
+  return VKRT_OK;
+}
+
+/* ---- knobs --------------------------------------------------------------------------- */
+
+static const struct {
+  const char *name;
+  int64_t min, max;
+} knobs[VKRT_TUNING_KNOB_COUNT] = {
+  [VKRT_TUNING_COPY_VEC4_MAX_GROUPS] = {"COPY_VEC4_MAX_GROUPS", 1, UINT32_MAX},
+  [VKRT_TUNING_COPY_TRANSPOSED_TILED] = {"COPY_TRANSPOSED_TILED", 0, 1},
+  [VKRT_TUNING_FORCE_CONCAT_GENERIC] = {"FORCE_CONCAT_GENERIC", 0, 1},
+  [VKRT_TUNING_FORCE_TRANSPOSE_SCALAR] = {"FORCE_TRANSPOSE_SCALAR", 0, 1},
+  [VKRT_TUNING_TRANSPOSE_VARIANT] = {"TRANSPOSE_VARIANT", 0, 2},
+  [VKRT_TUNING_QUANT_VARIANT] = {"QUANT_VARIANT", 0, VKRT_QUANT_VARIANTS},
+  [VKRT_TUNING_FORCE_MATMUL_KERNEL] = {"FORCE_MATMUL_KERNEL", 0, 2},
+};
+
+vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_knob knob,
+                            int64_t value) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, &value, &dev);
+  if (s != VKRT_OK)
+    return s;
+  if ((unsigned)knob >= VKRT_TUNING_KNOB_COUNT)
+    return bad(dev, "tuning: no knob %lld", (long long)knob);
+  if (value < knobs[knob].min || value > knobs[knob].max)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "tuning: %s takes %lld..%lld, not %lld", knobs[knob].name,
+                      (long long)knobs[knob].min, (long long)knobs[knob].max, (long long)value);
+  struct vkrt_ops_state *ops = dev->ops;
+  switch (knob) {
+  case VKRT_TUNING_COPY_VEC4_MAX_GROUPS: ops->copy_vec4_max_groups = (uint32_t)value; break;
+  case VKRT_TUNING_COPY_TRANSPOSED_TILED: ops->copy_transposed_tiled = value; break;
+  case VKRT_TUNING_FORCE_CONCAT_GENERIC: ops->force_concat_generic = value; break;
+  case VKRT_TUNING_FORCE_TRANSPOSE_SCALAR: ops->force_transpose_scalar = value; break;
+  case VKRT_TUNING_TRANSPOSE_VARIANT: ops->transpose_variant = (int)value; break;
+  case VKRT_TUNING_QUANT_VARIANT: ops->quant_variant = (int)value; break;
+  default: ops->force_matmul_kernel = (int)value; break;
+  }
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_tuning_get(const vkrt_appliance *app, uint32_t device, vkrt_tuning_knob knob,
+                            int64_t *out) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, out, &dev);
+  if (s != VKRT_OK)
+    return s;
+  if ((unsigned)knob >= VKRT_TUNING_KNOB_COUNT)
+    return bad(dev, "tuning: no knob %lld", (long long)knob);
+  const struct vkrt_ops_state *ops = dev->ops;
+  switch (knob) {
+  case VKRT_TUNING_COPY_VEC4_MAX_GROUPS: *out = ops->copy_vec4_max_groups; break;
+  case VKRT_TUNING_COPY_TRANSPOSED_TILED: *out = ops->copy_transposed_tiled; break;
+  case VKRT_TUNING_FORCE_CONCAT_GENERIC: *out = ops->force_concat_generic; break;
+  case VKRT_TUNING_FORCE_TRANSPOSE_SCALAR: *out = ops->force_transpose_scalar; break;
+  case VKRT_TUNING_TRANSPOSE_VARIANT: *out = ops->transpose_variant; break;
+  case VKRT_TUNING_QUANT_VARIANT: *out = ops->quant_variant; break;
+  default: *out = ops->force_matmul_kernel; break;
+  }
+  return VKRT_OK;
+}
+
+/* transpose_variant v (1 plain tile order, 2 element pairs) runs this f32 kernel. */
+static const enum vkrt_ops_kernel transpose_variants[2] = {VKRT_OPS_TRANSPOSE_F32_PLAIN,
+                                                           VKRT_OPS_TRANSPOSE_X2_F32};
+
+int vkrt_tuning_variant_count(vkrt_tuning_knob knob) {
+  return knob == VKRT_TUNING_TRANSPOSE_VARIANT || knob == VKRT_TUNING_QUANT_VARIANT
+             ? (int)knobs[knob].max : 0;
+}
+
+const char *vkrt_tuning_variant_name(vkrt_tuning_knob knob, int64_t value) {
+  if (value < 1 || value > vkrt_tuning_variant_count(knob))
+    return NULL;
+  return knob == VKRT_TUNING_QUANT_VARIANT ? vkrt_quant_variant_names[value - 1]
+                                           : vkrt_ops_kernel_name(transpose_variants[value - 1]);
+}
+
+bool vkrt_tuning_variant_usable(vkrt_appliance *app, uint32_t device, vkrt_tuning_knob knob,
+                                int64_t value) {
+  struct vkrt_device *dev;
+  if (!vkrt_tuning_variant_name(knob, value) || tuning_device(app, device, app, &dev) != VKRT_OK)
+    return false;
+  if (knob == VKRT_TUNING_QUANT_VARIANT) /* the op says when w or x do not fit the variant */
+    return IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT);
+  return vkrt_ops_kernel_usable(dev, transpose_variants[value - 1]);
+}
+
+static vkrt_status matvec_type(struct vkrt_device *dev, vkrt_type type) {
+  return type == VKRT_TYPE_F32 || type == VKRT_TYPE_F16
+             ? VKRT_OK : bad(dev, "tuning: matrix-vector shapes are for f32 and f16 weights, "
+                             "not type %lld", (long long)type);
+}
+
+vkrt_status vkrt_tuning_matvec_get(const vkrt_appliance *app, uint32_t device, vkrt_type type,
+                                   vkrt_tuning_matvec *out) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, out, &dev);
+  if (s == VKRT_OK)
+    s = matvec_type(dev, type);
+  if (s != VKRT_OK)
+    return s;
+  const struct vkrt_matvec_config *m = &dev->ops->matvec[type];
+  *out = (vkrt_tuning_matvec){m->wg, m->rows, m->unroll, m->blocks};
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_tuning_matvec_set(vkrt_appliance *app, uint32_t device, vkrt_type type,
+                                   const vkrt_tuning_matvec *cfg) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, cfg, &dev);
+  if (s == VKRT_OK)
+    s = matvec_type(dev, type);
+  if (s != VKRT_OK)
+    return s;
+  if (!cfg->wg || !cfg->rows || !cfg->unroll || !cfg->blocks ||
+      cfg->wg > dev->caps.max_compute_work_group_invocations)
+    return bad(dev, "tuning: a matrix-vector shape needs every field >= 1 and wg <= %lld",
+               (long long)dev->caps.max_compute_work_group_invocations);
+  /* Room for the shape's pipelines (M = 1 and the accumulate form): else drop them all. */
+  if (atomic_load(&dev->ops->variant_count) + 2 >= VKRT_OPS_MAX_VARIANTS) {
+    s = vkrt_finish(app, device);
+    if (s != VKRT_OK)
+      return s;
+    vkrt_ops_drop_variants(dev);
+  }
+  dev->ops->matvec[type] = (struct vkrt_matvec_config){cfg->wg, cfg->rows, cfg->unroll, cfg->blocks};
+  return VKRT_OK;
+}
+
+/* ---- what ran ------------------------------------------------------------------------- */
+
+vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
+                                     vkrt_tuning_counters *out) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, out, &dev);
+  if (s != VKRT_OK)
+    return s;
+  const struct vkrt_ops_state *o = dev->ops;
+  *out = (vkrt_tuning_counters){
+      .matvec = o->matvec_count,           .matmul_tiled = o->matmul_tiled_count,
+      .matvec_split = o->matvec_split_count, .concat_fast = o->concat_fast_count,
+      .concat_generic = o->concat_generic_count, .concat_split = o->concat_split_count,
+      .transpose_x2 = o->transpose_x2_count, .copy_u4 = o->copy_u4_count,
+      .copy_tiled = o->copy_tiled_count,   .reduce_vec4 = o->reduce_vec4_count,
+      .quant_matvec = o->quant_matvec_count, .dequant = o->dequant_count};
+  return VKRT_OK;
+}
+
+const char *vkrt_tuning_copy_path(const vkrt_appliance *app, uint32_t device) {
+  struct vkrt_device *dev;
+  return tuning_device(app, device, app, &dev) == VKRT_OK ? vkrt_ops_copy_path(dev) : "?";
+}
+
+vkrt_status vkrt_tuning_cmd_copy_bytes(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
+                                       uint64_t src_offset, uint64_t size, vkrt_tuning_copy path) {
+  if (!dst || !src)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_device *dev = dst->dev;
+  if (src->dev != dev)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, "tuning: copy between devices");
+  if (path < VKRT_TUNING_COPY_PREFERRED || path > VKRT_TUNING_COPY_TRANSFER)
+    return bad(dev, "tuning: no copy path %lld", (long long)path);
+  if (dst_offset > dst->size || size > dst->size - dst_offset || src_offset > src->size ||
+      size > src->size - src_offset)
+    return bad(dev, "tuning: copy of %lld bytes past a buffer's end", (long long)size);
+  vkrt_status s = vkrt_ops_open(dev);
+  VkCommandBuffer cmd;
+  if (s == VKRT_OK)
+    s = vkrt_stream_cmd(dev, &cmd);
+  return s != VKRT_OK ? s : vkrt_ops_copy_bytes(dev, cmd, dst->handle, dst_offset, src->handle,
+                                                src_offset, size, path);
+}
+
+/* ---- timestamps ----------------------------------------------------------------------- */
+
+struct vkrt_tuning_timer {
+  struct vkrt_device *dev;
+  VkQueryPool queries;
+};
+
+vkrt_status vkrt_tuning_timer_create(vkrt_appliance *app, uint32_t device,
+                                     vkrt_tuning_timer **out) {
+  if (!out)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  *out = NULL;
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, out, &dev);
+  if (s != VKRT_OK)
+    return s;
+  if (!(dev->caps.timestamp_period_ns > 0))
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "dev%u: no timestamps on the compute queue", dev->index);
+  struct vkrt_tuning_timer *t = vkrt_calloc(&dev->sys->base, 1, sizeof(*t));
+  if (!t)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "dev%u: timer", dev->index);
+  t->dev = dev;
+  VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                              .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                              .queryCount = 2};
+  VkResult r = dev->vk.vkCreateQueryPool(dev->handle, &qi, &dev->sys->vk_allocator, &t->queries);
+  if (r != VK_SUCCESS) {
+    vkrt_free(&dev->sys->base, t);
+    return vkrt_vk_error(dev, r, "vkCreateQueryPool");
+  }
+  *out = t;
+  return VKRT_OK;
+}
+
+void vkrt_tuning_timer_destroy(vkrt_tuning_timer *t) {
+  if (!t)
+    return;
+  t->dev->vk.vkDestroyQueryPool(t->dev->handle, t->queries, &t->dev->sys->vk_allocator);
+  vkrt_free(&t->dev->sys->base, t);
+}
+
+vkrt_status vkrt_tuning_timer_begin(vkrt_tuning_timer *t) {
+  if (!t)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  VkCommandBuffer cmd;
+  vkrt_status s = vkrt_stream_cmd(t->dev, &cmd);
+  if (s != VKRT_OK)
+    return s;
+  t->dev->vk.vkCmdResetQueryPool(cmd, t->queries, 0, 2);
+  t->dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, t->queries, 0);
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_tuning_timer_end(vkrt_tuning_timer *t, bool barrier) {
+  if (!t)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  VkCommandBuffer cmd;
+  vkrt_status s = vkrt_stream_cmd(t->dev, &cmd);
+  if (s != VKRT_OK)
+    return s;
+  if (barrier)
+    vkrt_stream_barrier(t->dev, cmd);
+  t->dev->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->queries, 1);
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_tuning_timer_seconds(vkrt_tuning_timer *t, double *out) {
+  if (!t || !out)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  uint64_t ts[2];
+  VkResult r = t->dev->vk.vkGetQueryPoolResults(t->dev->handle, t->queries, 0, 2, sizeof(ts), ts,
+                                                8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+  if (r != VK_SUCCESS)
+    return vkrt_vk_error(t->dev, r, "vkGetQueryPoolResults");
+  *out = (double)(ts[1] - ts[0]) * t->dev->caps.timestamp_period_ns * 1e-9;
+  return VKRT_OK;
+}
+
+/* ---- raw submit floors ---------------------------------------------------------------- */
+
+struct vkrt_tuning_raw {
+  struct vkrt_device *dev;
+  VkSemaphore timeline;
+  uint64_t value;
+  VkFence fence;
+  VkCommandPool pool;
+  VkCommandBuffer fill; /* recorded once: fill 4 bytes, barrier to the host */
+};
+
+void vkrt_tuning_raw_destroy(vkrt_tuning_raw *raw) {
+  if (!raw)
+    return;
+  struct vkrt_device *dev = raw->dev;
+  const VkAllocationCallbacks *a = &dev->sys->vk_allocator;
+  if (raw->pool) /* frees the command buffer */
+    dev->vk.vkDestroyCommandPool(dev->handle, raw->pool, a);
+  if (raw->fence)
+    dev->vk.vkDestroyFence(dev->handle, raw->fence, a);
+  vkrt_timeline_destroy(dev, raw->timeline);
+  vkrt_free(&dev->sys->base, raw);
+}
+
+static vkrt_status raw_setup(struct vkrt_tuning_raw *raw, VkBuffer target) {
+  struct vkrt_device *dev = raw->dev;
+  const VkAllocationCallbacks *a = &dev->sys->vk_allocator;
+  vkrt_status s = vkrt_timeline_create(dev, NULL, "raw floor timeline", &raw->timeline);
+  if (s != VKRT_OK)
+    return s;
+  VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VkResult r = dev->vk.vkCreateFence(dev->handle, &fci, a, &raw->fence);
+  if (r != VK_SUCCESS)
+    return vkrt_vk_error(dev, r, "vkCreateFence");
+  VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                 .queueFamilyIndex = dev->compute_family};
+  r = dev->vk.vkCreateCommandPool(dev->handle, &pci, a, &raw->pool);
+  if (r != VK_SUCCESS)
+    return vkrt_vk_error(dev, r, "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                     .commandPool = raw->pool,
+                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                     .commandBufferCount = 1};
+  VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  r = dev->vk.vkAllocateCommandBuffers(dev->handle, &cai, &raw->fill);
+  if (r == VK_SUCCESS)
+    r = dev->vk.vkBeginCommandBuffer(raw->fill, &cbi);
+  if (r != VK_SUCCESS)
+    return vkrt_vk_error(dev, r, "raw floor command buffer");
+  VkMemoryBarrier host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+  dev->vk.vkCmdFillBuffer(raw->fill, target, 0, 4, 0x3f800000u);
+  dev->vk.vkCmdPipelineBarrier(raw->fill, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                               VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, NULL, 0, NULL);
+  r = dev->vk.vkEndCommandBuffer(raw->fill);
+  return r == VK_SUCCESS ? VKRT_OK : vkrt_vk_error(dev, r, "vkEndCommandBuffer");
+}
+
+vkrt_status vkrt_tuning_raw_create(vkrt_buffer *fill_target, vkrt_tuning_raw **out) {
+  if (!out)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (!fill_target)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_device *dev = fill_target->dev;
+  if (fill_target->size < 4)
+    return bad(dev, "tuning: the fill target has %lld bytes, under 4", (long long)fill_target->size);
+  struct vkrt_tuning_raw *raw = vkrt_calloc(&dev->sys->base, 1, sizeof(*raw));
+  if (!raw)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "dev%u: raw floor", dev->index);
+  raw->dev = dev;
+  vkrt_status s = raw_setup(raw, fill_target->handle);
+  if (s != VKRT_OK) {
+    vkrt_tuning_raw_destroy(raw);
+    return s;
+  }
+  *out = raw;
+  return VKRT_OK;
+}
+
+static vkrt_status raw_submit(struct vkrt_tuning_raw *raw, bool fence, VkCommandBuffer cmd) {
+  struct vkrt_device *dev = raw->dev;
+  uint64_t v = ++raw->value;
+  VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                      .signalSemaphoreValueCount = 1,
+                                      .pSignalSemaphoreValues = &v};
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                     .pNext = &ts,
+                     .commandBufferCount = cmd ? 1 : 0,
+                     .pCommandBuffers = &cmd,
+                     .signalSemaphoreCount = 1,
+                     .pSignalSemaphores = &raw->timeline};
+  pthread_mutex_lock(&dev->compute_queue_lock);
+  VkResult r = dev->vk.vkQueueSubmit(dev->compute_queue, 1, &si, fence ? raw->fence : VK_NULL_HANDLE);
+  pthread_mutex_unlock(&dev->compute_queue_lock);
+  return r == VK_SUCCESS ? VKRT_OK : vkrt_vk_error(dev, r, "vkQueueSubmit");
+}
+
+vkrt_status vkrt_tuning_raw_round_trip(vkrt_tuning_raw *raw, vkrt_tuning_raw_kind kind) {
+  if (!raw)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_device *dev = raw->dev;
+  VkResult r = VK_SUCCESS;
+  vkrt_status s;
+  switch (kind) {
+  case VKRT_TUNING_RAW_SPIN:
+  case VKRT_TUNING_RAW_FILL_SPIN: {
+    s = raw_submit(raw, false, kind == VKRT_TUNING_RAW_FILL_SPIN ? raw->fill : VK_NULL_HANDLE);
+    for (uint64_t cur = 0; s == VKRT_OK && r == VK_SUCCESS && cur < raw->value;)
+      r = dev->vk.vkGetSemaphoreCounterValue(dev->handle, raw->timeline, &cur);
+    break;
+  }
+  case VKRT_TUNING_RAW_WAIT_SEMAPHORES: {
+    s = raw_submit(raw, false, VK_NULL_HANDLE);
+    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                              .semaphoreCount = 1,
+                              .pSemaphores = &raw->timeline,
+                              .pValues = &raw->value};
+    if (s == VKRT_OK)
+      r = dev->vk.vkWaitSemaphores(dev->handle, &wi, UINT64_MAX);
+    break;
+  }
+  case VKRT_TUNING_RAW_FENCE:
+    s = raw_submit(raw, true, VK_NULL_HANDLE);
+    if (s == VKRT_OK)
+      r = dev->vk.vkWaitForFences(dev->handle, 1, &raw->fence, VK_TRUE, UINT64_MAX);
+    if (s == VKRT_OK && r == VK_SUCCESS)
+      r = dev->vk.vkResetFences(dev->handle, 1, &raw->fence);
+    break;
+  default:
+    return bad(dev, "tuning: no raw floor kind %lld", (long long)kind);
+  }
+  return s != VKRT_OK ? s : r == VK_SUCCESS ? VKRT_OK : vkrt_vk_error(dev, r, "raw floor wait");
+}
+
+/* ---- host copies ---------------------------------------------------------------------- */
+
+uint32_t vkrt_tuning_parallel_copy(void *dst, const void *src, uint64_t size, uint32_t threads) {
+  return vkrt_import_parallel_copy(dst, src, size, threads, NULL, NULL);
+}
+
+uint32_t vkrt_tuning_prestage_threads(void) { return VKRT_PRESTAGE_THREADS; }

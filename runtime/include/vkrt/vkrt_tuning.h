@@ -1,0 +1,161 @@
+/* libvkrt tuning and inspection: for benchmarks and tests; not a stable API.
+ *
+ * Applications use vkrt.h only. This header lets vkrt-bench (and tests) force the kernel
+ * variants the library would otherwise choose, read which paths ran, time work recorded
+ * into a device's stream with GPU timestamps, and measure the raw Vulkan submit floors next
+ * to the library's, without including the runtime's internal headers or vulkan.h. It is
+ * copied into the image with vkrt.h, but its functions, knobs and counters change whenever
+ * the kernels do.
+ *
+ * Every function taking an appliance and a device index returns
+ * VKRT_ERROR_INVALID_ARGUMENT (with the reason in vkrt_last_error) for a NULL appliance, a
+ * device that does not exist or a bad argument. Forcing knobs apply to ops recorded after
+ * the call; like recording, they are not thread-safe: set them from the thread recording
+ * that device. */
+#pragma once
+#include "vkrt/vkrt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- device facts ---------------------------------------------------------------------- */
+
+typedef struct vkrt_tuning_device {
+  bool is_cpu;                        /* a CPU device (lavapipe) */
+  double timestamp_period_ns;         /* 0: the compute queue has no timestamps */
+  uint64_t max_storage_buffer_range;  /* bytes one binding may cover */
+  uint32_t max_compute_work_group_invocations;
+} vkrt_tuning_device;
+
+vkrt_status vkrt_tuning_device_get(const vkrt_appliance *appliance, uint32_t device,
+                                   vkrt_tuning_device *out);
+
+/* ---- forcing knobs ------------------------------------------------------------------------ */
+
+typedef enum vkrt_tuning_knob {
+  VKRT_TUNING_COPY_VEC4_MAX_GROUPS = 0, /* workgroups per copy_vec4 dispatch (>= 1) */
+  VKRT_TUNING_COPY_TRANSPOSED_TILED,    /* 0/1: copies of a transposed view take the tiled
+                                           transpose (1) or the strided copy kernel (0) */
+  VKRT_TUNING_FORCE_CONCAT_GENERIC,     /* 0/1: never the concat fast path */
+  VKRT_TUNING_FORCE_TRANSPOSE_SCALAR,   /* 0/1: never the element-pair transpose kernels */
+  VKRT_TUNING_TRANSPOSE_VARIANT,        /* f32 transpose: 0 = default, else a variant */
+  VKRT_TUNING_QUANT_VARIANT,            /* Q8_0/Q4_K matrix-vector: 0 = choose, else a variant */
+  VKRT_TUNING_FORCE_MATMUL_KERNEL,      /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
+  VKRT_TUNING_KNOB_COUNT
+} vkrt_tuning_knob;
+
+vkrt_status vkrt_tuning_set(vkrt_appliance *appliance, uint32_t device, vkrt_tuning_knob knob,
+                            int64_t value);
+vkrt_status vkrt_tuning_get(const vkrt_appliance *appliance, uint32_t device,
+                            vkrt_tuning_knob knob, int64_t *out);
+
+/* The variants of a variant knob (TRANSPOSE_VARIANT, QUANT_VARIANT), numbered 1..count (0
+ * for the other knobs); the name of variant `value` (NULL outside 1..count: the transpose
+ * kernel's name, or the quant read pattern, "-" when the quant kernels are compiled out);
+ * whether this device can run it (transpose: its kernel is in the build and the device has
+ * the features it needs; quant: the kernels are in the build, and the op itself refuses a
+ * forced variant that w or x are not aligned for). */
+int vkrt_tuning_variant_count(vkrt_tuning_knob knob);
+const char *vkrt_tuning_variant_name(vkrt_tuning_knob knob, int64_t value);
+bool vkrt_tuning_variant_usable(vkrt_appliance *appliance, uint32_t device,
+                                vkrt_tuning_knob knob, int64_t value);
+
+/* The matrix-vector shape (specialization constants of kernels/matvec.comp) used for f32
+ * and f16 weights, chosen per device at open. set: every field >= 1 and wg at most
+ * max_compute_work_group_invocations; when the table of specialized pipelines is nearly
+ * full it finishes the device (vkrt_finish) and drops them, so a sweep may set any number
+ * of shapes. */
+typedef struct vkrt_tuning_matvec {
+  uint32_t wg;     /* invocations per workgroup (splits K) */
+  uint32_t rows;   /* rows of w per workgroup block */
+  uint32_t unroll; /* 16-byte chunks per row loaded before use */
+  uint32_t blocks; /* row blocks per workgroup */
+} vkrt_tuning_matvec;
+
+vkrt_status vkrt_tuning_matvec_get(const vkrt_appliance *appliance, uint32_t device,
+                                   vkrt_type type, vkrt_tuning_matvec *out);
+vkrt_status vkrt_tuning_matvec_set(vkrt_appliance *appliance, uint32_t device, vkrt_type type,
+                                   const vkrt_tuning_matvec *config);
+
+/* ---- what ran ----------------------------------------------------------------------------- */
+
+/* Kernel paths taken since open, per device (compare before and after an op). */
+typedef struct vkrt_tuning_counters {
+  uint64_t matvec, matmul_tiled, matvec_split;
+  uint64_t concat_fast, concat_generic, concat_split;
+  uint64_t transpose_x2, copy_u4, copy_tiled, reduce_vec4;
+  uint64_t quant_matvec, dequant;
+} vkrt_tuning_counters;
+
+vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *appliance, uint32_t device,
+                                     vkrt_tuning_counters *out);
+
+/* The contiguous device copy this device prefers: "compute (copy_vec4, 16-byte loads)" or
+ * "vkCmdCopyBuffer" (never NULL; "?" for a bad device). */
+const char *vkrt_tuning_copy_path(const vkrt_appliance *appliance, uint32_t device);
+
+typedef enum vkrt_tuning_copy {
+  VKRT_TUNING_COPY_PREFERRED = -1, /* the device's choice */
+  VKRT_TUNING_COPY_COMPUTE = 0,    /* copy_vec4: 16-byte loads, grid-stride */
+  VKRT_TUNING_COPY_TRANSFER = 1,   /* vkCmdCopyBuffer */
+} vkrt_tuning_copy;
+
+/* A contiguous byte copy recorded into the stream of the buffers' device on the given path,
+ * with no barrier before it (the bench's copy reference; on the compute path an unaligned
+ * head and tail go through vkCmdCopyBuffer). */
+vkrt_status vkrt_tuning_cmd_copy_bytes(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
+                                       uint64_t src_offset, uint64_t size, vkrt_tuning_copy path);
+
+/* ---- GPU timestamps around recorded work ------------------------------------------------- */
+
+typedef struct vkrt_tuning_timer vkrt_tuning_timer;
+
+/* Two timestamp queries on one device; VKRT_ERROR_UNSUPPORTED when the device has no
+ * timestamps (callers time with the wall clock instead). */
+vkrt_status vkrt_tuning_timer_create(vkrt_appliance *appliance, uint32_t device,
+                                     vkrt_tuning_timer **out);
+void vkrt_tuning_timer_destroy(vkrt_tuning_timer *timer);
+/* Records the reset of the queries and the first timestamp (top of pipe) into the device's
+ * stream. */
+vkrt_status vkrt_tuning_timer_begin(vkrt_tuning_timer *timer);
+/* Records the second timestamp (bottom of pipe), after a full stream barrier when `barrier`
+ * (so back-to-back ops are all complete before it). */
+vkrt_status vkrt_tuning_timer_end(vkrt_tuning_timer *timer, bool barrier);
+/* Seconds between the two, once the stream was submitted and waited (vkrt_finish). */
+vkrt_status vkrt_tuning_timer_seconds(vkrt_tuning_timer *timer, double *out);
+
+/* ---- raw Vulkan submit floors (vkrt-bench sync) ------------------------------------------ */
+
+typedef enum vkrt_tuning_raw_kind {
+  VKRT_TUNING_RAW_SPIN = 0,        /* empty submit signalling a private timeline semaphore,
+                                      waited by spinning on vkGetSemaphoreCounterValue */
+  VKRT_TUNING_RAW_WAIT_SEMAPHORES, /* the same, waited by vkWaitSemaphores */
+  VKRT_TUNING_RAW_FENCE,           /* empty submit with a fence: vkWaitForFences + reset */
+  VKRT_TUNING_RAW_FILL_SPIN,       /* a pre-recorded 4-byte vkCmdFillBuffer + host barrier,
+                                      timeline spin */
+  VKRT_TUNING_RAW_KIND_COUNT
+} vkrt_tuning_raw_kind;
+
+typedef struct vkrt_tuning_raw vkrt_tuning_raw;
+
+/* A private timeline semaphore, fence and command pool on the device of `fill_target`,
+ * whose first 4 bytes the FILL_SPIN command buffer fills; submits go to the device's own
+ * compute queue (under its lock), bypassing the stream. */
+vkrt_status vkrt_tuning_raw_create(vkrt_buffer *fill_target, vkrt_tuning_raw **out);
+void vkrt_tuning_raw_destroy(vkrt_tuning_raw *raw);
+/* One submit + wait round trip of the given kind. */
+vkrt_status vkrt_tuning_raw_round_trip(vkrt_tuning_raw *raw, vkrt_tuning_raw_kind kind);
+
+/* ---- host copies -------------------------------------------------------------------------- */
+
+/* The pre-stage copy registration uses: size bytes from src to dst with up to `threads`
+ * threads (page faults on both sides included); returns the threads used. */
+uint32_t vkrt_tuning_parallel_copy(void *dst, const void *src, uint64_t size, uint32_t threads);
+/* The threads registration's pre-stage copy uses (CONFIG_VKRT_PRESTAGE_THREADS, or its
+ * default where pre-staging is compiled out and the test override picks it anyway). */
+uint32_t vkrt_tuning_prestage_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
