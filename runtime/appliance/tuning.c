@@ -188,7 +188,8 @@ vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
       .concat_generic = o->concat_generic_count, .concat_split = o->concat_split_count,
       .transpose_x2 = o->transpose_x2_count, .copy_u4 = o->copy_u4_count,
       .copy_tiled = o->copy_tiled_count,   .reduce_vec4 = o->reduce_vec4_count,
-      .quant_matvec = o->quant_matvec_count, .dequant = o->dequant_count};
+      .quant_matvec = o->quant_matvec_count, .dequant = o->dequant_count,
+      .pipelines_ready = vkrt_ops_pipelines_ready(dev)};
   return VKRT_OK;
 }
 

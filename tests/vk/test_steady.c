@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "../common/vk_test.h"
-#include "appliance/appliance.h"
-#include "ops/ops.h"
+#include "vkrt/vkrt_tuning.h"
 
 #define NDEV 2
 #define CYCLES 1000
@@ -200,6 +199,16 @@ static void test_steady_state_allocates_nothing(void **state) {
   assert_int_equal(atomic_load(&counting.live), 0);
 }
 
+static uint32_t pipelines_ready(vkrt_appliance *app) {
+  uint32_t n = 0;
+  for (uint32_t d = 0; d < NDEV; d++) {
+    vkrt_tuning_counters c;
+    vkt_check(app, vkrt_tuning_counters_get(app, d, &c));
+    n += (uint32_t)c.pipelines_ready;
+  }
+  return n;
+}
+
 /* One appliance's first cycle: libvkrt's allocations during it and the pipelines it built. */
 static void first_cycle(uint32_t pipelines, unsigned *own_host, unsigned *own_vulkan,
                         uint32_t *built_at_open, uint32_t *built_by_cycle) {
@@ -222,16 +231,11 @@ static void first_cycle(uint32_t pipelines, unsigned *own_host, unsigned *own_vu
     for (size_t i = 0; i < sizeof(db[d]) / sizeof(vkrt_buffer *); i++)
       put(app, bufs[i], v, vkrt_buffer_size(bufs[i]) / 4);
   }
-  *built_at_open = 0;
-  for (uint32_t d = 0; d < NDEV; d++)
-    *built_at_open += vkrt_ops_pipelines_ready(&app->sys.devices[d]);
+  *built_at_open = pipelines_ready(app);
   vkt_check(app, vkrt_fault_arm_allocations(app, 0, 0)); /* libvkrt's counters restart */
   cycle(app, db);
   vkt_check(app, vkrt_fault_allocation_counts(app, own_host, own_vulkan));
-  *built_by_cycle = 0;
-  for (uint32_t d = 0; d < NDEV; d++)
-    *built_by_cycle += vkrt_ops_pipelines_ready(&app->sys.devices[d]);
-  *built_by_cycle -= *built_at_open;
+  *built_by_cycle = pipelines_ready(app) - *built_at_open;
   for (uint32_t d = 0; d < NDEV; d++) {
     vkrt_buffer **bufs = (vkrt_buffer **)&db[d];
     for (size_t i = 0; i < sizeof(db[d]) / sizeof(vkrt_buffer *); i++)

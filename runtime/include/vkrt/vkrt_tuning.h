@@ -86,6 +86,8 @@ typedef struct vkrt_tuning_counters {
   uint64_t concat_fast, concat_generic, concat_split;
   uint64_t transpose_x2, copy_u4, copy_tiled, reduce_vec4;
   uint64_t quant_matvec, dequant;
+  uint64_t pipelines_ready; /* compute pipelines built so far, specialized ones included (at
+                               vkrt_open on GPUs, on first use on CPU devices) */
 } vkrt_tuning_counters;
 
 vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *appliance, uint32_t device,

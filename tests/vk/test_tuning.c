@@ -1,0 +1,128 @@
+/* vkrt/vkrt_tuning.h, the benches' and tests' documented window into the runtime: knobs
+ * round-trip and steer the op that follows (the counters say which path ran), bad devices,
+ * knobs and values are refused with a message, the matrix-vector shape round-trips and a
+ * matmul under a new one is still right, GPU timers and the raw submit floors work. */
+#include <math.h>
+#include <string.h>
+
+#include "../common/vk_test.h"
+#include "vkrt/vkrt_tuning.h"
+
+static void expect_refused(vkrt_appliance *app, vkrt_status s, const char *what) {
+  assert_int_equal(s, VKRT_ERROR_INVALID_ARGUMENT);
+  if (!vkrt_last_error(app)[0])
+    fail_msg("%s refused without a message", what);
+}
+
+static void test_knobs_and_refusals(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  int64_t v = -1;
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, 2));
+  vkt_check(app, vkrt_tuning_get(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, &v));
+  assert_int_equal(v, 2);
+  expect_refused(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, 3), "value 3");
+  expect_refused(app, vkrt_tuning_set(app, 0, VKRT_TUNING_KNOB_COUNT, 0), "knob");
+  expect_refused(app, vkrt_tuning_set(app, 99, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0), "device 99");
+  vkrt_tuning_counters c;
+  expect_refused(app, vkrt_tuning_counters_get(app, 99, &c), "counters of device 99");
+  assert_int_equal(vkrt_tuning_counters_get(NULL, 0, &c), VKRT_ERROR_INVALID_ARGUMENT);
+  vkrt_tuning_matvec m = {0};
+  expect_refused(app, vkrt_tuning_matvec_set(app, 0, VKRT_TYPE_F32, &m), "matvec shape of zeros");
+
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)) {
+    /* forced tiled, then forced matrix-vector with a new shape: the counters follow, and the
+     * results match a CPU reference */
+    enum { K = 96, N = 40 };
+    static float w[K * N], x[K], y[N];
+    uint64_t seed = vkt_seed(0);
+    vkt_fill_random_f32(w, K * N, -1, 1, &seed);
+    vkt_fill_random_f32(x, K, -1, 1, &seed);
+    vkrt_buffer *wb, *xb, *yb;
+    vkt_check(app, vkrt_buffer_create(app, 0, sizeof(w), VKRT_BUFFER_DEVICE_LOCAL, &wb));
+    vkt_check(app, vkrt_buffer_create(app, 0, sizeof(x), VKRT_BUFFER_DEVICE_LOCAL, &xb));
+    vkt_check(app, vkrt_buffer_create(app, 0, sizeof(y), VKRT_BUFFER_DEVICE_LOCAL, &yb));
+    vkt_check(app, vkrt_upload(wb, 0, w, sizeof(w)));
+    vkt_check(app, vkrt_upload(xb, 0, x, sizeof(x)));
+    vkrt_tensor wt = vkrt_tensor_contiguous(wb, 0, VKRT_TYPE_F32, K, N, 1, 1);
+    vkrt_tensor xt = vkrt_tensor_contiguous(xb, 0, VKRT_TYPE_F32, K, 1, 1, 1);
+    vkrt_tensor yt = vkrt_tensor_contiguous(yb, 0, VKRT_TYPE_F32, N, 1, 1, 1);
+    vkrt_tuning_matvec keep, shape = {.wg = 64, .rows = 1, .unroll = 1, .blocks = 1};
+    vkt_check(app, vkrt_tuning_matvec_get(app, 0, VKRT_TYPE_F32, &keep));
+    for (int force = 2; force >= 1; force--) {
+      vkrt_tuning_counters before, after;
+      vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, force));
+      if (force == 1)
+        vkt_check(app, vkrt_tuning_matvec_set(app, 0, VKRT_TYPE_F32, &shape));
+      vkt_check(app, vkrt_tuning_counters_get(app, 0, &before));
+      float poison[N];
+      vkt_poison(poison, sizeof(poison));
+      vkt_check(app, vkrt_upload(yb, 0, poison, sizeof(poison)));
+      vkt_check(app, vkrt_op_matmul(&yt, &wt, &xt));
+      vkt_check(app, vkrt_finish(app, 0));
+      vkt_check(app, vkrt_tuning_counters_get(app, 0, &after));
+      assert_int_equal(after.matmul_tiled - before.matmul_tiled, force == 2 ? 1 : 0);
+      assert_int_equal(after.matvec - before.matvec, force == 1 ? 1 : 0);
+      vkt_check(app, vkrt_download(y, yb, 0, sizeof(y)));
+      for (int n = 0; n < N; n++) {
+        double want = 0;
+        for (int k = 0; k < K; k++)
+          want += (double)w[k + K * n] * x[k];
+        if (!(fabs(y[n] - want) <= 1e-4 * (1 + fabs(want))))
+          fail_msg("force %d: y[%d] = %g, expected %g", force, n, (double)y[n], want);
+      }
+    }
+    vkrt_tuning_matvec got;
+    vkt_check(app, vkrt_tuning_matvec_get(app, 0, VKRT_TYPE_F32, &got));
+    assert_memory_equal(&got, &shape, sizeof(got));
+    vkt_check(app, vkrt_tuning_matvec_set(app, 0, VKRT_TYPE_F32, &keep));
+    vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0));
+    vkrt_buffer_destroy(wb);
+    vkrt_buffer_destroy(xb);
+    vkrt_buffer_destroy(yb);
+  }
+  vkt_close(app);
+}
+
+static void test_timer_and_raw_floors(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  vkrt_buffer *b;
+  vkt_check(app, vkrt_buffer_create(app, 0, 4096, VKRT_BUFFER_DEVICE_LOCAL, &b));
+  vkrt_tuning_timer *t = NULL;
+  vkrt_status s = vkrt_tuning_timer_create(app, 0, &t);
+  if (s == VKRT_OK) {
+    double sec = -1;
+    vkt_check(app, vkrt_tuning_timer_begin(t));
+    vkt_check(app, vkrt_cmd_fill(b, 0, 4096, 0x12345678u));
+    vkt_check(app, vkrt_tuning_timer_end(t, true));
+    vkt_check(app, vkrt_finish(app, 0));
+    vkt_check(app, vkrt_tuning_timer_seconds(t, &sec));
+    assert_true(sec >= 0 && sec < 10);
+    vkrt_tuning_timer_destroy(t);
+  } else {
+    assert_int_equal(s, VKRT_ERROR_UNSUPPORTED);
+  }
+  vkrt_tuning_raw *raw = NULL;
+  vkt_check(app, vkrt_tuning_raw_create(b, &raw));
+  for (int k = 0; k < VKRT_TUNING_RAW_KIND_COUNT; k++)
+    vkt_check(app, vkrt_tuning_raw_round_trip(raw, (vkrt_tuning_raw_kind)k));
+  vkrt_tuning_raw_destroy(raw);
+  uint32_t word = 0;
+  vkt_check(app, vkrt_download(&word, b, 0, 4)); /* FILL_SPIN filled the first word */
+  print_message("vkrt-test: raw fill target word 0x%08x\n", word);
+  vkrt_buffer_destroy(b);
+  vkt_close(app);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_knobs_and_refusals),
+      cmocka_unit_test(test_timer_and_raw_floors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
