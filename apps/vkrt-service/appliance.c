@@ -1,0 +1,86 @@
+/* vkrt-service's appliance: opened with the arguments' options (devices, log level, the
+ * fault-injection options, the hosts under MPI), its plan described, and closed with every
+ * buffer and registration the service made on it. */
+#include <stdlib.h>
+
+#include "../../tools/hosts.h"
+#include "service.h"
+
+static void log_stderr(void *user, vkrt_log_level level, const char *message) {
+  (void)user;
+  static const char *const names[] = {"error", "warn", "info", "debug"};
+  fprintf(stderr, "vkrt[%s]: %s\n", names[level], message);
+}
+
+int appliance_open(struct service *s) {
+  const struct service_args *a = s->args;
+  vkrt_options options;
+  vkrt_options_initialize(&options);
+  tool_hosts_attach(&options);
+  options.log = log_stderr;
+  options.log_level = a->verbose ? VKRT_LOG_INFO : VKRT_LOG_WARN;
+  options.device_count = (uint32_t)a->devices;
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+  if (a->fault_import)
+    options.faults.mask |= VKRT_FAULT_IMPORT_FAILS;
+  options.faults.import_chunk_cap = a->chunk_cap;
+#else
+  if (a->fault_import || a->chunk_cap) {
+    fprintf(stderr, "vkrt-service: --fault and --import-chunk-cap need CONFIG_VKRT_FAULT_INJECTION=y\n");
+    return EXIT_USAGE;
+  }
+#endif
+  vkrt_appliance *app = NULL;
+  char why[1024];
+  vkrt_status st = vkrt_open(&options, &app, why, sizeof(why));
+  if (st != VKRT_OK) {
+    fprintf(stderr, "vkrt-service: cannot open the appliance: %s: %s\n", vkrt_status_str(st), why);
+    return EXIT_RUNTIME;
+  }
+  s->app = app;
+  s->n = vkrt_device_count(app);
+  s->ranks = s->n * vkrt_host_count(app);
+  s->first_rank = s->n * vkrt_host_rank(app);
+  return 0;
+}
+
+/* The appliance's plan and a line on the weights. */
+void appliance_describe(const struct service *s) {
+  const struct gguf_file *wf = &s->wf;
+  const struct gguf_mlp *m = s->mlp;
+  size_t plan_len = vkrt_describe(s->app, false, NULL, 0);
+  char *plan = malloc(plan_len + 1);
+  if (plan) {
+    vkrt_describe(s->app, false, plan, plan_len + 1);
+    fputs(plan, stdout);
+    free(plan);
+  }
+  printf("vkrt-service: %s: GGUF v%u%s%s, %u tensors, layers %u hidden %u ffn %u, "
+         "gate/up/down %s/%s/%s, %u devices, transport %s\n",
+         s->args->weights_path, wf->version, wf->architecture[0] ? ", " : "", wf->architecture,
+         wf->tensor_count, m->layers, m->hidden, m->ffn, vkrt_type_str(m->gate[0]->type),
+         vkrt_type_str(m->up[0]->type), vkrt_type_str(m->down[0]->type), s->n,
+         vkrt_transport_str(vkrt_transport(s->app)));
+}
+
+void appliance_close(struct service *s) {
+  if (!s->app)
+    return;
+  for (uint32_t d = 0; d < VKRT_MAX_DEVICES; d++) {
+    struct device_state *ds = &s->dev[d];
+    for (uint32_t l = 0; l < MAX_LAYERS; l++) {
+      vkrt_buffer_destroy(ds->gate[l]);
+      vkrt_buffer_destroy(ds->up[l]);
+      vkrt_buffer_destroy(ds->down[l]);
+    }
+    vkrt_buffer_destroy(ds->x);
+    vkrt_buffer_destroy(ds->y);
+    vkrt_buffer_destroy(ds->g);
+    vkrt_buffer_destroy(ds->u);
+    vkrt_buffer_destroy(ds->x_in);
+  }
+  if (s->registered)
+    vkrt_host_unregister(s->app, s->wf.buf + s->wf.data_offset);
+  vkrt_close(s->app);
+  s->app = NULL;
+}

@@ -1,0 +1,109 @@
+/* vkrt-service's command line: the usage text and the parse into struct service_args. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "service.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: vkrt-service --weights FILE.gguf [--tokens T] [--seconds S] [--hidden H] [--layers L]\n"
+          "                    [--ffn F] [--devices N] [--warmup-ms MS] [--seed N] [--verbose]\n"
+          "                    [--fault import-fails] [--import-chunk-cap BYTES]\n"
+          "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
+          "                    [--dtype f32|f16|q8_0|q4_K] [--seed N]   (--make-weights: the same)\n"
+          "--hidden/--layers/--ffn with --weights check the file's shapes (a mismatch is an error).\n"
+          "The file is GGUF v3 with llama-style blk.N.ffn_gate/ffn_up/ffn_down.weight tensors;\n"
+          "--seed with --weights picks the token inputs.\n");
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || *end || s[0] == '-')
+    return false;
+  *out = v;
+  return true;
+}
+
+static bool parse_dtype(const char *v, vkrt_type *out) {
+  for (int t = 0; t < VKRT_TYPE_COUNT; t++)
+    if (!strcasecmp(v, vkrt_type_str((vkrt_type)t))) {
+      *out = (vkrt_type)t;
+      return true;
+    }
+  return false;
+}
+
+/* One option with its value v: false when v is not a valid value of a, or a is unknown. */
+static bool parse_option(struct service_args *o, const char *a, const char *v) {
+  if (!strcmp(a, "--weights")) {
+    o->weights_path = v;
+    return true;
+  }
+  if (!strcmp(a, "--make-gguf") || !strcmp(a, "--make-weights")) {
+    o->make_path = v;
+    return true;
+  }
+  if (!strcmp(a, "--warmup-ms")) {
+    o->warmup_ms = atof(v);
+    return o->warmup_ms >= 0;
+  }
+  if (!strcmp(a, "--seconds")) {
+    o->seconds = atof(v);
+    return o->seconds > 0;
+  }
+  if (!strcmp(a, "--fault")) {
+    o->fault_import = true;
+    return !strcmp(v, "import-fails");
+  }
+  if (!strcmp(a, "--tokens"))
+    return parse_u64(v, &o->tokens) && o->tokens > 0;
+  if (!strcmp(a, "--layers"))
+    return parse_u64(v, &o->layers) && o->layers > 0;
+  if (!strcmp(a, "--hidden"))
+    return parse_u64(v, &o->hidden) && o->hidden > 0;
+  if (!strcmp(a, "--ffn"))
+    return parse_u64(v, &o->ffn) && o->ffn > 0;
+  if (!strcmp(a, "--seed"))
+    return parse_u64(v, &o->seed);
+  if (!strcmp(a, "--devices"))
+    return parse_u64(v, &o->devices) && o->devices >= 1 && o->devices <= VKRT_MAX_DEVICES;
+  if (!strcmp(a, "--dtype"))
+    return parse_dtype(v, &o->dtype);
+  if (!strcmp(a, "--import-chunk-cap"))
+    return parse_u64(v, &o->chunk_cap) && o->chunk_cap > 0;
+  return false;
+}
+
+bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status) {
+  *o = (struct service_args){.tokens = 64, .seed = 1234, .warmup_ms = 500, .dtype = VKRT_TYPE_F16};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      *exit_status = 0;
+      return false;
+    }
+    if (!strcmp(a, "--verbose")) {
+      o->verbose = true;
+      continue;
+    }
+    if (!v || !parse_option(o, a, v)) {
+      fprintf(stderr, "vkrt-service: bad or incomplete argument '%s%s%s'\n", a, v ? " " : "", v ? v : "");
+      usage(stderr);
+      *exit_status = EXIT_USAGE;
+      return false;
+    }
+    i++;
+  }
+  if (!o->make_path && !o->weights_path) {
+    usage(stderr);
+    *exit_status = EXIT_USAGE;
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,116 @@
+/* vkrt-service's state and steps; main.c runs them in order: the arguments (args.c), the
+ * weights file (weights.c), the appliance (appliance.c), each device's shard and the roofline
+ * (shards.c), the decode loop (decode.c), the float64 check (reference.c) and the closing
+ * lines (summary.c). Each step returns 0 or the exit status that ends the service; what it
+ * created stays in struct service and is released in one place (appliance_close,
+ * decode_free, weights_close). */
+#pragma once
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "gguf.h"
+#include "vkrt/vkrt.h"
+
+enum { EXIT_VERIFY = 1, EXIT_USAGE = 2, EXIT_WEIGHTS = 3, EXIT_RUNTIME = 4 };
+
+#define MAX_LAYERS 64 /* this example */
+
+/* A libvkrt call that must succeed (with `app` in scope): otherwise its failure is printed
+ * and the calling step returns EXIT_RUNTIME. */
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    vkrt_status s_ = (call);                                                              \
+    if (s_ != VKRT_OK) {                                                                  \
+      fprintf(stderr, "vkrt-service: %s failed: %s: %s\n", #call, vkrt_status_str(s_),    \
+              vkrt_last_error(app));                                                      \
+      return EXIT_RUNTIME;                                                                \
+    }                                                                                     \
+  } while (0)
+
+static inline double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct service_args {
+  const char *weights_path, *make_path;
+  uint64_t tokens, layers, hidden, ffn, seed, devices;
+  double seconds, warmup_ms;
+  uint64_t chunk_cap;
+  bool verbose, fault_import;
+  vkrt_type dtype;
+};
+
+struct device_state {
+  vkrt_buffer *gate[MAX_LAYERS], *up[MAX_LAYERS], *down[MAX_LAYERS];
+  vkrt_buffer *x, *g, *u, *y;
+  vkrt_buffer *x_in;             /* host-visible: the next token's input, copied on the GPU */
+  float *x_in_map;
+  uint32_t f0, f1;               /* this device's ffn slice (whole blocks of ffn_down) */
+};
+
+struct service {
+  const struct service_args *args;
+  const volatile sig_atomic_t *stop; /* the signal that asked the service to stop, or 0 */
+  struct gguf_file wf;
+  struct gguf_mlp *mlp;
+  vkrt_appliance *app;
+  /* n devices here; tensor-parallel ranks: every device of every host (one host without
+   * MPI); this host's devices are ranks first_rank.. */
+  uint32_t n, ranks, first_rank;
+  struct device_state dev[VKRT_MAX_DEVICES];
+  bool registered;               /* the tensor data section (wf.buf + wf.data_offset) */
+  vkrt_register_info info;
+  uint64_t uploaded, shard_bytes; /* shard_bytes: the largest device's, per token */
+  double t_up;                   /* seconds of the shards' upload */
+  double copy_bw;                /* bytes per second of a plain device copy (read + written) */
+};
+
+/* The decode loop's timings and the checked tokens (the first, every 16th, the last). */
+struct decode {
+  double *lat;                   /* latency of each timed token */
+  uint64_t done, warm_tokens, profiled;
+  double prof[4];                /* input, record, submit, wait: seconds summed over tokens 1.. */
+  double t_run, t_end, t_verify; /* t_verify: the checked tokens' downloads, not timed */
+  float *xin, *xout;
+  float *saved_in, *saved_out;   /* per checked token: its input and rank 0's output */
+  uint64_t *saved_tok, verified;
+  double worst_err;              /* against the float64 reference */
+};
+
+/* args.c: false when main returns *exit_status (--help, a bad argument, neither --weights
+ * nor --make-gguf). */
+bool args_parse(int argc, char **argv, struct service_args *a, int *exit_status);
+
+/* weights.c: --make-gguf; the weights file opened into s->wf and s->mlp and checked against
+ * the arguments' shapes (EXIT_WEIGHTS with nothing left open). */
+int weights_make(const struct service_args *a);
+int weights_load(struct service *s);
+void weights_close(struct service *s);
+
+/* appliance.c */
+int appliance_open(struct service *s);
+void appliance_describe(const struct service *s);
+void appliance_close(struct service *s);
+
+/* shards.c */
+int shards_cut(struct service *s);
+int shards_register(struct service *s);
+int shards_upload(struct service *s);
+int shards_measure_copy(struct service *s);
+
+/* decode.c */
+bool fused_residual(const struct gguf_mlp *m, uint32_t layer);
+int decode_run(struct service *s, struct decode *dc);
+void decode_free(struct decode *dc);
+
+/* reference.c */
+void token_input(uint64_t seed, uint64_t token, float *x, uint32_t hidden);
+int reference_verify(const struct service *s, struct decode *dc);
+
+/* summary.c */
+void summary_print(const struct service *s, struct decode *dc, bool verified);

@@ -1,0 +1,72 @@
+/* vkrt-service's weights file: --make-gguf writes a synthetic one; --weights opens one (gguf.c)
+ * and checks its MLP against the shapes given and this example's limits. */
+#include <stdlib.h>
+
+#include "service.h"
+
+int weights_make(const struct service_args *a) {
+  if (!a->layers || !a->hidden) {
+    fprintf(stderr, "vkrt-service: --make-gguf needs --layers and --hidden\n");
+    return EXIT_USAGE;
+  }
+  if (a->layers > MAX_LAYERS || a->hidden > (1u << 20) || a->ffn > (1u << 22) ||
+      a->hidden * 4 > (1u << 22)) {
+    fprintf(stderr, "vkrt-service: at most %d layers, hidden 2^20, ffn 2^22 in this example\n",
+            MAX_LAYERS);
+    return EXIT_USAGE;
+  }
+  char err[512];
+  uint32_t f = (uint32_t)(a->ffn ? a->ffn : a->hidden * 4);
+  int r = gguf_write_mlp(a->make_path, (uint32_t)a->layers, (uint32_t)a->hidden, f, a->dtype,
+                         a->seed, err, sizeof(err));
+  if (r) {
+    fprintf(stderr, "vkrt-service: %s\n", err);
+    return r == GGUF_E_BAD_VALUE ? EXIT_USAGE : EXIT_WEIGHTS;
+  }
+  printf("vkrt-service: wrote %s (GGUF v3, layers %llu, hidden %llu, ffn %u, %s)\n", a->make_path,
+         (unsigned long long)a->layers, (unsigned long long)a->hidden, f, vkrt_type_str(a->dtype));
+  return 0;
+}
+
+/* The file's shapes against --layers/--hidden/--ffn (0: not given) and MAX_LAYERS. */
+static int weights_check(const struct service_args *a, const struct gguf_mlp *m) {
+  if ((a->hidden && a->hidden != m->hidden) || (a->layers && a->layers != m->layers) ||
+      (a->ffn && a->ffn != m->ffn)) {
+    fprintf(stderr, "vkrt-service: shape mismatch: %s has layers %u hidden %u ffn %u, but "
+                    "--layers %llu --hidden %llu --ffn %llu were given\n",
+            a->weights_path, m->layers, m->hidden, m->ffn, (unsigned long long)a->layers,
+            (unsigned long long)a->hidden, (unsigned long long)a->ffn);
+    return EXIT_WEIGHTS;
+  }
+  if (m->layers > MAX_LAYERS) {
+    fprintf(stderr, "vkrt-service: %s has %u layers; this example handles at most %d\n",
+            a->weights_path, m->layers, MAX_LAYERS);
+    return EXIT_WEIGHTS;
+  }
+  return 0;
+}
+
+int weights_load(struct service *s) {
+  char err[512];
+  s->mlp = calloc(1, sizeof(*s->mlp));
+  int rc = s->mlp ? gguf_open(s->args->weights_path, &s->wf, err, sizeof(err)) : GGUF_E_NO_MEMORY;
+  if (!rc && (rc = gguf_mlp(&s->wf, s->mlp, err, sizeof(err))))
+    gguf_close(&s->wf);
+  if (rc) {
+    fprintf(stderr, "vkrt-service: %s: %s\n",
+            rc == GGUF_E_IO || rc == GGUF_E_NO_MEMORY ? "cannot read" : "bad weights",
+            s->mlp ? err : "out of memory");
+    free(s->mlp);
+    s->mlp = NULL;
+    return EXIT_WEIGHTS;
+  }
+  if ((rc = weights_check(s->args, s->mlp)))
+    weights_close(s);
+  return rc;
+}
+
+void weights_close(struct service *s) {
+  gguf_close(&s->wf);
+  free(s->mlp);
+  s->mlp = NULL;
+}
