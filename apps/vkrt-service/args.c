@@ -15,7 +15,8 @@ static void usage(FILE *f) {
           "                    [--dtype f32|f16|q8_0|q4_K] [--seed N]   (--make-weights: the same)\n"
           "--hidden/--layers/--ffn with --weights check the file's shapes (a mismatch is an error).\n"
           "The file is GGUF v3 with llama-style blk.N.ffn_gate/ffn_up/ffn_down.weight tensors;\n"
-          "--seed with --weights picks the token inputs.\n");
+          "--seed with --weights picks the token inputs. --tokens defaults to 64, or with --seconds\n"
+          "to as many as run in S seconds (up to 10^6).\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -59,8 +60,10 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     o->fault_import = true;
     return !strcmp(v, "import-fails");
   }
-  if (!strcmp(a, "--tokens"))
+  if (!strcmp(a, "--tokens")) {
+    o->tokens_given = true;
     return parse_u64(v, &o->tokens) && o->tokens > 0;
+  }
   if (!strcmp(a, "--layers"))
     return parse_u64(v, &o->layers) && o->layers > 0;
   if (!strcmp(a, "--hidden"))
@@ -100,6 +103,8 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
     }
     i++;
   }
+  if (o->seconds > 0 && !o->tokens_given)
+    o->tokens = SECONDS_MAX_TOKENS; /* --seconds alone: the time ends the run */
   if (!o->make_path && !o->weights_path) {
     usage(stderr);
     *exit_status = EXIT_USAGE;

@@ -41,9 +41,11 @@ struct service_args {
   uint64_t tokens, layers, hidden, ffn, seed, devices;
   double seconds, warmup_ms;
   uint64_t chunk_cap;
-  bool verbose, fault_import;
+  bool verbose, fault_import, tokens_given;
   vkrt_type dtype;
 };
+#define SECONDS_MAX_TOKENS 1000000u
+#define KEEP_MAX 16 /* checked tokens at most: each costs a float64 pass over the weights */
 
 struct device_state {
   vkrt_buffer *gate[MAX_LAYERS], *up[MAX_LAYERS], *down[MAX_LAYERS];
