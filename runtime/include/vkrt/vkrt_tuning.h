@@ -26,6 +26,10 @@ typedef struct vkrt_tuning_device {
   double timestamp_period_ns;         /* 0: the compute queue has no timestamps */
   uint64_t max_storage_buffer_range;  /* bytes one binding may cover */
   uint32_t max_compute_work_group_invocations;
+  bool refuses_file_backed;           /* host import is there but the driver refuses
+                                         file-backed pages (NVIDIA, RADV, or the fault acting
+                                         as one): import-then-prestage pre-stages those */
+  uint64_t min_imported_host_pointer_alignment; /* bytes (0: no host import) */
 } vkrt_tuning_device;
 
 vkrt_status vkrt_tuning_device_get(const vkrt_appliance *appliance, uint32_t device,
@@ -148,6 +152,34 @@ vkrt_status vkrt_tuning_raw_create(vkrt_buffer *fill_target, vkrt_tuning_raw **o
 void vkrt_tuning_raw_destroy(vkrt_tuning_raw *raw);
 /* One submit + wait round trip of the given kind. */
 vkrt_status vkrt_tuning_raw_round_trip(vkrt_tuning_raw *raw, vkrt_tuning_raw_kind kind);
+
+/* ---- host regions (registration) --------------------------------------------------------- */
+
+typedef struct vkrt_tuning_import {
+  uint32_t regions;        /* registered host regions */
+  uint64_t live_chunks;    /* imported chunks not yet released (all devices; a chunk is
+                              released after the last upload using it, so 0 some time after
+                              the last unregister) */
+  uint64_t prestage_bytes; /* bytes of pre-staged copies held */
+  uint64_t prestage_budget; /* bytes pre-staged copies may hold (Kconfig, capped by the
+                               devices' memory budget, or vkrt_tuning_prestage_budget_set) */
+} vkrt_tuning_import;
+
+vkrt_status vkrt_tuning_import_get(const vkrt_appliance *appliance, vkrt_tuning_import *out);
+/* Replaces the pre-stage budget (any number of bytes; 0 pre-stages nothing): registrations
+ * after the call that would exceed it take the staging ring. */
+vkrt_status vkrt_tuning_prestage_budget_set(vkrt_appliance *appliance, uint64_t bytes);
+/* Acts as if the device required host imports aligned to `bytes` (a power of two, at least
+ * the alignment it reports; the device needs host import): registrations after the call plan
+ * their chunks with it, pre-staging or refusing what would import bytes outside the
+ * caller's pages. */
+vkrt_status vkrt_tuning_import_alignment_set(vkrt_appliance *appliance, uint32_t device,
+                                             uint64_t bytes);
+/* The import module's part of vkrt_describe alone (policy, per-device import facts, the
+ * registered regions), as text lines or a JSON member ("\"import\": {...}"); returns the
+ * length needed (excluding NUL) like snprintf. */
+size_t vkrt_tuning_import_describe(const vkrt_appliance *appliance, bool json, char *buf,
+                                   size_t buf_size);
 
 /* ---- host copies -------------------------------------------------------------------------- */
 
