@@ -136,6 +136,19 @@ bool vkrt_tuning_variant_usable(vkrt_appliance *app, uint32_t device, vkrt_tunin
   return vkrt_ops_kernel_usable(dev, transpose_variants[value - 1]);
 }
 
+_Static_assert(VKRT_TUNING_QUANT_READ_COUNT == 3, "the ops count three read patterns");
+
+int vkrt_tuning_quant_read_of(int64_t variant) {
+  return variant < 1 || variant > VKRT_QUANT_VARIANTS ? -1 : VKRT_QUANT_VARIANT_KIND(variant);
+}
+
+int vkrt_tuning_quant_preference(vkrt_type type, int rank) {
+  if ((type != VKRT_TYPE_Q8_0 && type != VKRT_TYPE_Q4_K) || rank < 0 ||
+      rank >= VKRT_TUNING_QUANT_READ_COUNT)
+    return 0;
+  return vkrt_quant_preference[type == VKRT_TYPE_Q8_0 ? 0 : 1][rank];
+}
+
 static vkrt_status matvec_type(struct vkrt_device *dev, vkrt_type type) {
   return type == VKRT_TYPE_F32 || type == VKRT_TYPE_F16
              ? VKRT_OK : bad(dev, "tuning: matrix-vector shapes are for f32 and f16 weights, "
@@ -194,6 +207,7 @@ vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
       .transpose_x2 = o->transpose_x2_count, .copy_u4 = o->copy_u4_count,
       .copy_tiled = o->copy_tiled_count,   .reduce_vec4 = o->reduce_vec4_count,
       .quant_matvec = o->quant_matvec_count, .dequant = o->dequant_count,
+      .quant_read = {o->quant_kind_count[0], o->quant_kind_count[1], o->quant_kind_count[2]},
       .pipelines_ready = vkrt_ops_pipelines_ready(dev)};
   return VKRT_OK;
 }

@@ -30,6 +30,20 @@ static void test_knobs_and_refusals(void **state) {
   vkrt_tuning_counters c;
   expect_refused(app, vkrt_tuning_counters_get(app, 99, &c), "counters of device 99");
   assert_int_equal(vkrt_tuning_counters_get(NULL, 0, &c), VKRT_ERROR_INVALID_ARGUMENT);
+  /* quant read patterns and preferences: every variant has one, out of range gives -1/0 */
+  const int variants = vkrt_tuning_variant_count(VKRT_TUNING_QUANT_VARIANT);
+  assert_true(variants >= VKRT_TUNING_QUANT_READ_COUNT);
+  for (int64_t q = 1; q <= variants; q++)
+    assert_in_range(vkrt_tuning_quant_read_of(q), 0, VKRT_TUNING_QUANT_READ_COUNT - 1);
+  assert_int_equal(vkrt_tuning_quant_read_of(0), -1);
+  assert_int_equal(vkrt_tuning_quant_read_of(variants + 1), -1);
+  assert_int_equal(vkrt_tuning_quant_read_of(1), VKRT_TUNING_QUANT_READ_WORDS);
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT))
+    for (int r = 0; r < VKRT_TUNING_QUANT_READ_COUNT; r++)
+      assert_in_range(vkrt_tuning_quant_preference(VKRT_TYPE_Q4_K, r), 1, variants);
+  assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_F32, 0), 0);
+  assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_Q8_0, VKRT_TUNING_QUANT_READ_COUNT), 0);
+  assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_Q8_0, -1), 0);
   vkrt_tuning_matvec m = {0};
   expect_refused(app, vkrt_tuning_matvec_set(app, 0, VKRT_TYPE_F32, &m), "matvec shape of zeros");
 

@@ -65,6 +65,24 @@ const char *vkrt_tuning_variant_name(vkrt_tuning_knob knob, int64_t value);
 bool vkrt_tuning_variant_usable(vkrt_appliance *appliance, uint32_t device,
                                 vkrt_tuning_knob knob, int64_t value);
 
+/* How a quant matrix-vector variant reads the rows of w (the counters' quant_read index). */
+typedef enum vkrt_tuning_quant_read {
+  VKRT_TUNING_QUANT_READ_WORDS = 0, /* any row alignment, rows looped */
+  VKRT_TUNING_QUANT_READ_VEC16,     /* 16 bytes of each row per invocation: rows and x 16-byte
+                                       aligned, Q8_0 rows of a multiple of 8 blocks */
+  VKRT_TUNING_QUANT_READ_LANEW,     /* one word of each row per invocation: rows 4-byte
+                                       aligned, Q8_0 rows of an even block count, x 16-byte
+                                       aligned */
+  VKRT_TUNING_QUANT_READ_COUNT
+} vkrt_tuning_quant_read;
+
+/* The read pattern of QUANT_VARIANT `variant` (1..count); -1 outside. */
+int vkrt_tuning_quant_read_of(int64_t variant);
+/* The variant an unforced Q8_0 or Q4_K matrix-vector tries at `rank` (0 first; the op takes
+ * the first whose read pattern w and x fit, the last being the words kernel); 0 for another
+ * type, a rank outside 0..VKRT_TUNING_QUANT_READ_COUNT-1, or the quant kernels compiled out. */
+int vkrt_tuning_quant_preference(vkrt_type type, int rank);
+
 /* The matrix-vector shape (specialization constants of kernels/matvec.comp) used for f32
  * and f16 weights, chosen per device at open. set: every field >= 1 and wg at most
  * max_compute_work_group_invocations; when the table of specialized pipelines is nearly
@@ -90,6 +108,7 @@ typedef struct vkrt_tuning_counters {
   uint64_t concat_fast, concat_generic, concat_split;
   uint64_t transpose_x2, copy_u4, copy_tiled, reduce_vec4;
   uint64_t quant_matvec, dequant;
+  uint64_t quant_read[VKRT_TUNING_QUANT_READ_COUNT]; /* quant_matvec by read pattern */
   uint64_t pipelines_ready; /* compute pipelines built so far, specialized ones included (at
                                vkrt_open on GPUs, on first use on CPU devices) */
 } vkrt_tuning_counters;
