@@ -110,6 +110,19 @@ vkrt_status vkrt_tuning_get(const vkrt_appliance *app, uint32_t device, vkrt_tun
   return VKRT_OK;
 }
 
+vkrt_status vkrt_tuning_limits_set(vkrt_appliance *app, uint32_t device, uint32_t max_group_count,
+                                   bool disable_push_descriptor, uint64_t max_storage_buffer_range) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, app, &dev);
+  if (s != VKRT_OK)
+    return s;
+  if (max_storage_buffer_range && (max_storage_buffer_range < 1024 || max_storage_buffer_range % 16))
+    return bad(dev, "tuning: max_storage_buffer_range is 0 or a multiple of 16 >= 1024, not %lld",
+               (long long)max_storage_buffer_range);
+  vkrt_ops_test_limits(dev, max_group_count, disable_push_descriptor, max_storage_buffer_range);
+  return VKRT_OK;
+}
+
 /* transpose_variant v (1 plain tile order, 2 element pairs) runs this f32 kernel. */
 static const enum vkrt_ops_kernel transpose_variants[2] = {VKRT_OPS_TRANSPOSE_F32_PLAIN,
                                                            VKRT_OPS_TRANSPOSE_X2_F32};

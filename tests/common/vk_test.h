@@ -20,6 +20,7 @@
 
 #define VKT_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define VKT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define VKT_ALIGN_UP(v, a) (((v) + (a) - 1) / (a) * (a))
 
 /* vkrt_options_initialize + validation on (CONFIG_VKRT_VALIDATION_IN_TESTS) + a log to
  * stderr of warnings and errors (prefixed "vkrt-test: "). */

@@ -44,6 +44,11 @@ static void test_knobs_and_refusals(void **state) {
   assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_F32, 0), 0);
   assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_Q8_0, VKRT_TUNING_QUANT_READ_COUNT), 0);
   assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_Q8_0, -1), 0);
+  expect_refused(app, vkrt_tuning_limits_set(app, 0, 0, false, 1000), "binding range 1000");
+  expect_refused(app, vkrt_tuning_limits_set(app, 0, 0, false, 4104), "binding range 4104");
+  expect_refused(app, vkrt_tuning_limits_set(app, 99, 0, false, 0), "limits of device 99");
+  vkt_check(app, vkrt_tuning_limits_set(app, 0, 2, false, 4096));
+  vkt_check(app, vkrt_tuning_limits_set(app, 0, 0, false, 0));
   vkrt_tuning_matvec m = {0};
   expect_refused(app, vkrt_tuning_matvec_set(app, 0, VKRT_TYPE_F32, &m), "matvec shape of zeros");
 

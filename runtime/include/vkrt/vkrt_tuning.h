@@ -54,6 +54,17 @@ vkrt_status vkrt_tuning_set(vkrt_appliance *appliance, uint32_t device, vkrt_tun
 vkrt_status vkrt_tuning_get(const vkrt_appliance *appliance, uint32_t device,
                             vkrt_tuning_knob knob, int64_t *out);
 
+/* Test limits, below the device's: workgroups per dimension of one dispatch
+ * (max_group_count, to split grids over several dispatches on small tensors; 0 = the
+ * device's), push descriptors off (the descriptor-pool ring instead), and the bytes one
+ * binding may cover (max_storage_buffer_range, to chunk copies over several bindings; 0 =
+ * the device's, else a multiple of 16 of at least 1024). Values above the device's are
+ * capped to it; all 0 / false restores the device's. Call with the device idle (after
+ * vkrt_finish): switching the descriptor mode recreates the pipelines. */
+vkrt_status vkrt_tuning_limits_set(vkrt_appliance *appliance, uint32_t device,
+                                   uint32_t max_group_count, bool disable_push_descriptor,
+                                   uint64_t max_storage_buffer_range);
+
 /* The variants of a variant knob (TRANSPOSE_VARIANT, QUANT_VARIANT), numbered 1..count (0
  * for the other knobs); the name of variant `value` (NULL outside 1..count: the transpose
  * kernel's name, or the quant read pattern, "-" when the quant kernels are compiled out);
