@@ -5,6 +5,7 @@
 #include "appliance/appliance.h"
 #include "base/base.h"
 #include "import/import.h"
+#include "import/policy.h"
 #include "ops/ops.h"
 #include "vkrt/vkrt_tuning.h"
 
@@ -40,7 +41,11 @@ vkrt_status vkrt_tuning_device_get(const vkrt_appliance *app, uint32_t device,
   *out = (vkrt_tuning_device){.is_cpu = c->is_cpu,
                               .timestamp_period_ns = c->timestamp_period_ns,
                               .max_storage_buffer_range = c->max_storage_buffer_range,
-                              .max_compute_work_group_invocations = c->max_compute_work_group_invocations};
+                              .max_compute_work_group_invocations = c->max_compute_work_group_invocations,
+                              .refuses_file_backed = c->external_memory_host &&
+                                                     vkrt_import_file_backed_refused(c),
+                              .min_imported_host_pointer_alignment =
+                                  c->min_imported_host_pointer_alignment};
   return VKRT_OK;
 }
 
@@ -105,6 +110,19 @@ vkrt_status vkrt_tuning_get(const vkrt_appliance *app, uint32_t device, vkrt_tun
   return VKRT_OK;
 }
 
+vkrt_status vkrt_tuning_limits_set(vkrt_appliance *app, uint32_t device, uint32_t max_group_count,
+                                   bool disable_push_descriptor, uint64_t max_storage_buffer_range) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, app, &dev);
+  if (s != VKRT_OK)
+    return s;
+  if (max_storage_buffer_range && (max_storage_buffer_range < 1024 || max_storage_buffer_range % 16))
+    return bad(dev, "tuning: max_storage_buffer_range is 0 or a multiple of 16 >= 1024, not %lld",
+               (long long)max_storage_buffer_range);
+  vkrt_ops_test_limits(dev, max_group_count, disable_push_descriptor, max_storage_buffer_range);
+  return VKRT_OK;
+}
+
 /* transpose_variant v (1 plain tile order, 2 element pairs) runs this f32 kernel. */
 static const enum vkrt_ops_kernel transpose_variants[2] = {VKRT_OPS_TRANSPOSE_F32_PLAIN,
                                                            VKRT_OPS_TRANSPOSE_X2_F32};
@@ -129,6 +147,19 @@ bool vkrt_tuning_variant_usable(vkrt_appliance *app, uint32_t device, vkrt_tunin
   if (knob == VKRT_TUNING_QUANT_VARIANT) /* the op says when w or x do not fit the variant */
     return IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT);
   return vkrt_ops_kernel_usable(dev, transpose_variants[value - 1]);
+}
+
+_Static_assert(VKRT_TUNING_QUANT_READ_COUNT == 3, "the ops count three read patterns");
+
+int vkrt_tuning_quant_read_of(int64_t variant) {
+  return variant < 1 || variant > VKRT_QUANT_VARIANTS ? -1 : VKRT_QUANT_VARIANT_KIND(variant);
+}
+
+int vkrt_tuning_quant_preference(vkrt_type type, int rank) {
+  if ((type != VKRT_TYPE_Q8_0 && type != VKRT_TYPE_Q4_K) || rank < 0 ||
+      rank >= VKRT_TUNING_QUANT_READ_COUNT)
+    return 0;
+  return vkrt_quant_preference[type == VKRT_TYPE_Q8_0 ? 0 : 1][rank];
 }
 
 static vkrt_status matvec_type(struct vkrt_device *dev, vkrt_type type) {
@@ -189,6 +220,7 @@ vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
       .transpose_x2 = o->transpose_x2_count, .copy_u4 = o->copy_u4_count,
       .copy_tiled = o->copy_tiled_count,   .reduce_vec4 = o->reduce_vec4_count,
       .quant_matvec = o->quant_matvec_count, .dequant = o->dequant_count,
+      .quant_read = {o->quant_kind_count[0], o->quant_kind_count[1], o->quant_kind_count[2]},
       .pipelines_ready = vkrt_ops_pipelines_ready(dev)};
   return VKRT_OK;
 }
@@ -431,6 +463,74 @@ vkrt_status vkrt_tuning_raw_round_trip(vkrt_tuning_raw *raw, vkrt_tuning_raw_kin
     return bad(dev, "tuning: no raw floor kind %lld", (long long)kind);
   }
   return s != VKRT_OK ? s : r == VK_SUCCESS ? VKRT_OK : vkrt_vk_error(dev, r, "raw floor wait");
+}
+
+/* ---- host regions --------------------------------------------------------------------- */
+
+/* The appliance's registry (opened by vkrt_open); `arg` as in tuning_device. */
+static vkrt_status tuning_registry(const vkrt_appliance *app, const void *arg,
+                                   struct vkrt_import_registry **out) {
+  *out = NULL;
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_base *base = (struct vkrt_base *)&app->sys.base;
+  if (!arg)
+    return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "tuning: a pointer argument is NULL");
+  if (!app->registry)
+    return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "tuning: no host registry is open");
+  *out = app->registry;
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_tuning_import_get(const vkrt_appliance *app, vkrt_tuning_import *out) {
+  struct vkrt_import_registry *reg;
+  vkrt_status s = tuning_registry(app, out, &reg);
+  if (s != VKRT_OK)
+    return s;
+  pthread_mutex_lock(&reg->budget_lock);
+  const uint64_t budget = reg->prestage_budget;
+  pthread_mutex_unlock(&reg->budget_lock);
+  *out = (vkrt_tuning_import){.regions = vkrt_import_region_count(reg),
+                              .live_chunks = (uint64_t)vkrt_import_live_chunks(reg),
+                              .prestage_bytes = vkrt_import_prestage_bytes(reg),
+                              .prestage_budget = budget};
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_tuning_prestage_budget_set(vkrt_appliance *app, uint64_t bytes) {
+  struct vkrt_import_registry *reg;
+  vkrt_status s = tuning_registry(app, app, &reg);
+  if (s != VKRT_OK)
+    return s;
+  pthread_mutex_lock(&reg->budget_lock);
+  reg->prestage_budget = bytes;
+  pthread_mutex_unlock(&reg->budget_lock);
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_tuning_import_alignment_set(vkrt_appliance *app, uint32_t device, uint64_t bytes) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, app, &dev);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_caps *c = &dev->caps;
+  if (!c->external_memory_host)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "tuning: dev%u has no host import to align", dev->index);
+  if (!bytes || (bytes & (bytes - 1)) || bytes < c->min_imported_host_pointer_alignment)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "tuning: an import alignment is a power of two >= %llu bytes, not %llu",
+                      (unsigned long long)c->min_imported_host_pointer_alignment,
+                      (unsigned long long)bytes);
+  c->min_imported_host_pointer_alignment = bytes;
+  return VKRT_OK;
+}
+
+size_t vkrt_tuning_import_describe(const vkrt_appliance *app, bool json, char *buf,
+                                   size_t buf_size) {
+  if (buf && buf_size)
+    buf[0] = '\0';
+  return app ? vkrt_import_describe(&app->sys, app->registry, json, buf, buf ? buf_size : 0) : 0;
 }
 
 /* ---- host copies ---------------------------------------------------------------------- */

@@ -18,6 +18,10 @@
 
 #include "vkrt/vkrt.h"
 
+#define VKT_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define VKT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define VKT_ALIGN_UP(v, a) (((v) + (a) - 1) / (a) * (a))
+
 /* vkrt_options_initialize + validation on (CONFIG_VKRT_VALIDATION_IN_TESTS) + a log to
  * stderr of warnings and errors (prefixed "vkrt-test: "). */
 void vkt_options(vkrt_options *options);

@@ -8,8 +8,7 @@
 #include <string.h>
 
 #include "../common/vk_test.h"
-#include "appliance/appliance.h"
-#include "ops/ops.h"
+#include "vkrt/vkrt_tuning.h"
 
 static uint64_t rng;
 
@@ -117,9 +116,9 @@ static bool special_values;
 
 static void put_special(uint8_t *base, const vkrt_tensor *t, uint64_t a, uint64_t k) {
   if (t->type == VKRT_TYPE_F16)
-    memcpy(base + a, &special_f16[k % VKRT_ARRAY_SIZE(special_f16)], 2);
+    memcpy(base + a, &special_f16[k % VKT_ARRAY_SIZE(special_f16)], 2);
   else
-    memcpy(base + a, &special_f32[k % VKRT_ARRAY_SIZE(special_f32)], 4);
+    memcpy(base + a, &special_f32[k % VKT_ARRAY_SIZE(special_f32)], 4);
 }
 
 /* Random values in [-2, 2) into every element of t (and the special patterns when
@@ -131,7 +130,7 @@ static void fill_elems(uint8_t *base, const vkrt_tensor *t) {
       for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
         for (int64_t i0 = 0; i0 < t->ne[0]; i0++, k++) {
           uint64_t r = vkt_next(&rng);
-          if (special_values && (k < VKRT_ARRAY_SIZE(special_f32) || r % 4 == 0)) {
+          if (special_values && (k < VKT_ARRAY_SIZE(special_f32) || r % 4 == 0)) {
             put_special(base, t, addr(t, i0, i1, i2, i3), k < 16 ? k : r >> 8);
             continue;
           }
@@ -182,6 +181,21 @@ static vkrt_appliance *open_app(void) {
   return vkt_open(&o);
 }
 
+/* Device 0's kernel-path counters and knobs (vkrt/vkrt_tuning.h). */
+static vkrt_tuning_counters ran(vkrt_appliance *app) {
+  vkrt_tuning_counters c;
+  vkt_check(app, vkrt_tuning_counters_get(app, 0, &c));
+  return c;
+}
+
+static void knob(vkrt_appliance *app, vkrt_tuning_knob k, int64_t value) {
+  vkt_check(app, vkrt_tuning_set(app, 0, k, value));
+}
+
+static void limits(vkrt_appliance *app, uint32_t max_group_count, bool no_push, uint64_t range) {
+  vkt_check(app, vkrt_tuning_limits_set(app, 0, max_group_count, no_push, range));
+}
+
 static const int64_t shapes[][4] = {
     {1, 1, 1, 1}, {31, 1, 1, 1}, {33, 31, 1, 1}, {1000, 3, 1, 1}, {4097, 1, 1, 1},
     {5, 7, 3, 2}, {1, 33, 1, 2},
@@ -228,7 +242,6 @@ static void test_copy(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY));
   vkrt_appliance *app = open_app();
-  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   for (unsigned s = 0; s < NSHAPES; s++)
     for (int st = 0; st < NTYPES; st++)
       for (int dt = 0; dt < NTYPES; dt++) {
@@ -239,11 +252,11 @@ static void test_copy(void **state) {
   /* dense rows 16-byte aligned: moved in 16-byte units */
   {
     static const int64_t rows16[][4] = {{1024, 5, 2, 1}, {256, 3, 1, 1}, {4096, 2, 1, 3}};
-    uint64_t before = app->sys.devices[0].ops ? app->sys.devices[0].ops->copy_u4_count : 0;
+    uint64_t before = ran(app).copy_u4;
     for (int t = 0; t < NTYPES; t++)
       for (unsigned s = 0; s < 3; s++)
         run_copy(app, 0, rows16[s], t, t, s & 1 ? CONTIG : ROW16, ROW16, 16 * s, 32);
-    assert_int_equal(app->sys.devices[0].ops->copy_u4_count - before, NTYPES * 3);
+    assert_int_equal(ran(app).copy_u4 - before, NTYPES * 3);
   }
   /* the other device has its own pipelines */
   run_copy(app, vkrt_device_count(app) - 1, shapes[3], VKRT_TYPE_F32, NTYPES - 1, PADDED, CONTIG, 0, 0);
@@ -255,12 +268,11 @@ static void test_copy_paths(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY));
   vkrt_appliance *app = open_app();
-  struct vkrt_device *dev = &app->sys.devices[0];
-  vkt_check(app, vkrt_ops_open(dev));
-  printf("vkrt-test: dev0 contiguous copy path: %s (%s)\n", vkrt_ops_copy_path(dev),
-         vkrt_ops_copy_path_reason(dev));
-  assert_string_equal(vkrt_ops_copy_path(dev), dev->caps.is_cpu ? "vkCmdCopyBuffer"
-                                                                : "compute (copy_vec4, 16-byte loads)");
+  vkrt_tuning_device facts;
+  vkt_check(app, vkrt_tuning_device_get(app, 0, &facts));
+  printf("vkrt-test: dev0 contiguous copy path: %s\n", vkrt_tuning_copy_path(app, 0));
+  assert_string_equal(vkrt_tuning_copy_path(app, 0), facts.is_cpu ? "vkCmdCopyBuffer"
+                                                                   : "compute (copy_vec4, 16-byte loads)");
   const uint64_t size = 300000;
   hbuf sb = hb_new(app, 0, size), db = hb_new(app, 0, size);
   const uint64_t cases[][3] = {{0, 0, 262144}, {16, 32, 100000}, {4, 20, 99999}, {3, 7, 12345},
@@ -273,9 +285,7 @@ static void test_copy_paths(void **state) {
       uint8_t *expect = malloc(size);
       memcpy(expect, db.map, size);
       memcpy(expect + dso, sb.map + so, n);
-      VkCommandBuffer cmd;
-      vkt_check(app, vkrt_ops_begin(dev, &cmd));
-      vkt_check(app, vkrt_ops_copy_bytes(dev, cmd, db.buf->handle, dso, sb.buf->handle, so, n, path));
+      vkt_check(app, vkrt_tuning_cmd_copy_bytes(db.buf, dso, sb.buf, so, n, (vkrt_tuning_copy)path));
       vkt_check(app, vkrt_finish(app, 0));
       char what[96];
       snprintf(what, sizeof(what), "copy_bytes path %d src+%llu dst+%llu %llu bytes", path,
@@ -284,16 +294,13 @@ static void test_copy_paths(void **state) {
       free(expect);
     }
   /* chunked over several bindings when one would exceed maxStorageBufferRange */
-  vkrt_ops_test_limits(dev, 0, false, 4096 + 64);
+  limits(app, 0, false, 4096 + 64);
   vkt_fill_random(sb.map, size, &rng);
   vkt_poison(db.map, size);
-  VkCommandBuffer cmd;
-  vkt_check(app, vkrt_ops_begin(dev, &cmd));
-  vkt_check(app, vkrt_ops_copy_bytes(dev, cmd, db.buf->handle, 16, sb.buf->handle, 32, 50000,
-                                     VKRT_OPS_COPY_PATH_COMPUTE));
+  vkt_check(app, vkrt_tuning_cmd_copy_bytes(db.buf, 16, sb.buf, 32, 50000, VKRT_TUNING_COPY_COMPUTE));
   vkt_check(app, vkrt_finish(app, 0));
   assert_memory_equal(db.map + 16, sb.map + 32, 50000);
-  vkrt_ops_test_limits(dev, 0, false, 0);
+  limits(app, 0, false, 0);
   hb_free(&sb);
   hb_free(&db);
   vkt_close(app);
@@ -339,7 +346,6 @@ static void test_transpose(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE));
   vkrt_appliance *app = open_app();
-  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   static const int64_t more[][4] = {{64, 64, 1, 1}, {33, 1000, 1, 1}, {4097, 2, 1, 1}, {40, 70, 3, 2}};
   for (int t = 0; t < NTYPES; t++) {
     for (unsigned s = 0; s < NSHAPES; s++) {
@@ -354,22 +360,22 @@ static void test_transpose(void **state) {
     static const int64_t pairs[][4] = {{31, 33, 1, 1}, {33, 31, 2, 3}, {64, 64, 1, 1},
                                        {2, 2, 1, 1}, {3, 5, 1, 1}, {1000, 3, 1, 1}, {130, 67, 1, 2}};
     const unsigned n = sizeof(pairs) / sizeof(pairs[0]);
-    uint64_t before = app->sys.devices[0].ops->transpose_x2_count;
+    uint64_t before = ran(app).transpose_x2;
     for (int t = 0; t < NTYPES; t++) {
-      app->sys.devices[0].ops->transpose_variant = t == VKRT_TYPE_F32 ? 2 : 0; /* f32: on request */
+      knob(app, VKRT_TUNING_TRANSPOSE_VARIANT, t == VKRT_TYPE_F32 ? 2 : 0); /* f32: on request */
       for (unsigned s = 0; s < n; s++)
         run_transpose(app, pairs[s], t, t, EVEN, EVEN, 8 * s, 8);
     }
-    app->sys.devices[0].ops->transpose_variant = 0;
-    assert_int_equal(app->sys.devices[0].ops->transpose_x2_count - before, NTYPES * n);
+    knob(app, VKRT_TUNING_TRANSPOSE_VARIANT, 0);
+    assert_int_equal(ran(app).transpose_x2 - before, NTYPES * n);
   }
   /* the plain tile order (vkrt-bench compares it with the default) */
   {
     static const int64_t odd[4] = {33, 1000, 1, 1}, batch[4] = {100, 70, 3, 2};
-    app->sys.devices[0].ops->transpose_variant = 1;
+    knob(app, VKRT_TUNING_TRANSPOSE_VARIANT, 1);
     run_transpose(app, odd, VKRT_TYPE_F32, VKRT_TYPE_F32, CONTIG, PADDED, 0, 4);
     run_transpose(app, batch, VKRT_TYPE_F32, VKRT_TYPE_F32, PADDED, CONTIG, 4, 0);
-    app->sys.devices[0].ops->transpose_variant = 0;
+    knob(app, VKRT_TUNING_TRANSPOSE_VARIANT, 0);
   }
   /* converting transposes go through the copy kernel */
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_COPY_F16)) {
@@ -387,7 +393,7 @@ static void run_concat(vkrt_appliance *app, const int64_t ne[4], int dim, int64_
   na[dim] = a_dim;
   nb_[dim] = ne[dim] - a_dim;
   vkrt_tensor a0 = mk(NULL, 4, t, na, al);
-  vkrt_tensor b0 = mk(NULL, vkrt_align_up(extent(&a0), 16) + 8, t, nb_, bl);
+  vkrt_tensor b0 = mk(NULL, VKT_ALIGN_UP(extent(&a0), 16) + 8, t, nb_, bl);
   vkrt_tensor d0 = mk(NULL, 8, t, ne, dl);
   hbuf sb = hb_new(app, 0, extent(&b0) + 4), db = hb_new(app, 0, extent(&d0) + 4);
   a0.buffer = sb.buf;
@@ -416,18 +422,17 @@ static void run_concat(vkrt_appliance *app, const int64_t ne[4], int dim, int64_
           }
           memcpy(expect + addr(&d0, i0, i1, i2, i3), sb.map + sa, ts);
         }
-  struct vkrt_ops_state *ops = app->sys.devices[0].ops;
-  ops->force_concat_generic = generic;
-  uint64_t fast_before = ops->concat_fast_count;
+  knob(app, VKRT_TUNING_FORCE_CONCAT_GENERIC, generic);
+  uint64_t fast_before = ran(app).concat_fast;
   vkt_check(app, vkrt_op_concat(&d0, &a0, &b0, dim));
   vkt_check(app, vkrt_finish(app, 0));
-  ops->force_concat_generic = false;
+  knob(app, VKRT_TUNING_FORCE_CONCAT_GENERIC, 0);
   /* the fast path must run exactly when dim 0 has one source stored transposed (both of
    * its first dims > 1) and the other source and dst dense */
   bool a_tr = al == TRANSPOSED && na[0] > 1 && na[1] > 1, b_tr = bl == TRANSPOSED && nb_[0] > 1 && nb_[1] > 1;
   bool expect_fast = IS_ENABLED(CONFIG_VKRT_CONCAT_TRANSPOSED_FAST_PATH) && !generic && dim == 0 &&
                      dl == CONTIG && ((a_tr && bl == CONTIG) || (b_tr && al == CONTIG));
-  assert_int_equal(ops->concat_fast_count - fast_before, expect_fast);
+  assert_int_equal(ran(app).concat_fast - fast_before, expect_fast);
   char what[160];
   snprintf(what, sizeof(what), "concat dim %d %lldx%lldx%lldx%lld a %lld type %d layouts %d,%d->%d%s",
            dim, (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3],
@@ -442,7 +447,6 @@ static void test_concat(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT));
   vkrt_appliance *app = open_app();
-  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   static const int64_t gen[][4] = {{6, 5, 4, 3}, {33, 31, 2, 2}, {1000, 3, 1, 2}};
   for (int t = 0; t < NTYPES; t++)
     for (int dim = 0; dim < 4; dim++)
@@ -479,7 +483,7 @@ static void run_add_aligned(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_
   uint64_t off = aligned ? 0 : ts;
   for (uint32_t i = 0; i < count; i++) {
     s[i] = mk(NULL, off, t, ne, CONTIG);
-    off = vkrt_align_up(extent(&s[i]), 64) + (aligned ? 0 : ts * i);
+    off = VKT_ALIGN_UP(extent(&s[i]), 64) + (aligned ? 0 : ts * i);
     ps[i] = &s[i];
   }
   hbuf sb = hb_new(app, 0, off + 16);
@@ -505,13 +509,13 @@ static void run_add_aligned(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_
       sum += get(sb.map, &s[i], addr(&s[i], k, 0, 0, 0));
     put(expect, &d0, addr(&d0, k, 0, 0, 0), sum);
   }
-  uint64_t vec_before = app->sys.devices[0].ops ? app->sys.devices[0].ops->reduce_vec4_count : 0;
+  uint64_t vec_before = ran(app).reduce_vec4;
   vkt_check(app, vkrt_op_add(&d0, ps, count));
   vkt_check(app, vkrt_finish(app, 0));
   if (!aligned || n < 4)
-    assert_int_equal(app->sys.devices[0].ops->reduce_vec4_count, vec_before);
+    assert_int_equal(ran(app).reduce_vec4, vec_before);
   else
-    assert_int_equal(app->sys.devices[0].ops->reduce_vec4_count, vec_before + 1);
+    assert_int_equal(ran(app).reduce_vec4, vec_before + 1);
   char what[96];
   snprintf(what, sizeof(what), "add n %lld type %d count %u inplace %d aligned %d", (long long)n, t,
            count, inplace, aligned);
@@ -547,11 +551,10 @@ static void test_add_paths_agree(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE));
   vkrt_appliance *app = open_app();
-  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   for (int t = 0; t < NTYPES; t++) {
     const int64_t n = 4097;
     int64_t ne[4] = {n, 1, 1, 1};
-    uint64_t ts = vkrt_type_size(t), stride = vkrt_align_up(n * ts, 64);
+    uint64_t ts = vkrt_type_size(t), stride = VKT_ALIGN_UP(n * ts, 64);
     hbuf sb = hb_new(app, 0, 3 * stride), db = hb_new(app, 0, 2 * stride + 64);
     vkrt_tensor s[3];
     const vkrt_tensor *ps[3];
@@ -562,11 +565,11 @@ static void test_add_paths_agree(void **state) {
     }
     vkrt_tensor aligned = mk(db.buf, 0, t, ne, CONTIG);
     vkrt_tensor shifted = mk(db.buf, stride + ts, t, ne, CONTIG);
-    uint64_t vec_before = app->sys.devices[0].ops->reduce_vec4_count;
+    uint64_t vec_before = ran(app).reduce_vec4;
     vkt_check(app, vkrt_op_add(&aligned, ps, 3));
     vkt_check(app, vkrt_op_add(&shifted, ps, 3));
     vkt_check(app, vkrt_finish(app, 0));
-    assert_int_equal(app->sys.devices[0].ops->reduce_vec4_count - vec_before, 1); /* one each */
+    assert_int_equal(ran(app).reduce_vec4 - vec_before, 1); /* one each */
     assert_memory_equal(db.map, db.map + stride + ts, (size_t)(n * ts));
     hb_free(&sb);
     hb_free(&db);
@@ -614,19 +617,18 @@ static void run_matmul_op(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, 
         put(expect, &d, da, (float)sum);
         worst = fmax(worst, mag);
       }
-  struct vkrt_ops_state *ops = app->sys.devices[0].ops;
-  ops->force_matmul_kernel = force;
-  uint64_t matvec_before = ops->matvec_count;
+  knob(app, VKRT_TUNING_FORCE_MATMUL_KERNEL, force);
+  uint64_t matvec_before = ran(app).matvec;
   vkrt_status s = acc ? vkrt_op_matmul_add(&d, &w, &x) : vkrt_op_matmul(&d, &w, &x);
-  ops->force_matmul_kernel = 0;
+  knob(app, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0);
   /* the decode case takes the matrix-vector kernel whenever rows and x are 16-byte aligned */
   bool aligned = K > 1 && (w_off % 16) == 0 && ((uint64_t)K * vkrt_type_size(wt)) % 16 == 0;
   /* ... and M <= 8 columns of x (each 16-byte aligned) take it too */
   bool cols = M == 1 || (M <= 8 && aligned && ((uint64_t)K * 4) % 16 == 0);
   if (force == 1 || (force == 0 && cols && (aligned || N == 1) && K > 1 && w_off % 16 == 0))
-    assert_int_equal(ops->matvec_count - matvec_before, 1);
+    assert_int_equal(ran(app).matvec - matvec_before, 1);
   else if (force == 2 || M > 8)
-    assert_int_equal(ops->matvec_count - matvec_before, 0);
+    assert_int_equal(ran(app).matvec - matvec_before, 0);
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
   /* f32 accumulation error grows with K and the magnitude of the terms */
@@ -664,7 +666,6 @@ static void test_matmul(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL));
   vkrt_appliance *app = open_app();
-  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
   for (int t = 0; t < NTYPES; t++) {
     /* matrix-vector (decode): K tails, odd N, batches with a broadcast w */
     static const int64_t mv[][2] = {{4096, 33}, {1000, 31}, {33, 1}, {31, 70}, {1, 5}, {4104, 9}};
@@ -692,11 +693,10 @@ static void test_matmul(void **state) {
 static void test_split_dispatch_and_pool(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
-  struct vkrt_device *dev = &app->sys.devices[0];
   vkrt_type last = NTYPES - 1; /* f16 when the build has it */
   for (int pool = 0; pool < 2; pool++) {
     /* 2 workgroups per axis at most: every op needs several dispatches per dimension */
-    vkrt_ops_test_limits(dev, 2, pool, 0);
+    limits(app, 2, pool, 0);
     if (IS_ENABLED(CONFIG_VKRT_KERNEL_COPY)) {
       run_copy(app, 0, shapes[3], VKRT_TYPE_F32, last, PADDED, CONTIG, 0, 0);
       run_copy(app, 0, shapes[5], last, last, TRANSPOSED, CONTIG, 0, 0);
@@ -707,9 +707,9 @@ static void test_split_dispatch_and_pool(void **state) {
       static const int64_t tr2[4] = {150, 131, 3, 1};
       run_transpose(app, tr2, last, last, EVEN, EVEN, 0, 0);
       run_transpose(app, tr2, VKRT_TYPE_F32, VKRT_TYPE_F32, EVEN, EVEN, 8, 0);
-      dev->ops->transpose_variant = 1; /* the plain order under split dispatches too */
+      knob(app, VKRT_TUNING_TRANSPOSE_VARIANT, 1); /* the plain order under split dispatches too */
       run_transpose(app, tr2, VKRT_TYPE_F32, VKRT_TYPE_F32, CONTIG, CONTIG, 0, 0);
-      dev->ops->transpose_variant = 0;
+      knob(app, VKRT_TUNING_TRANSPOSE_VARIANT, 0);
     }
     if (IS_ENABLED(CONFIG_VKRT_KERNEL_CONCAT)) {
       static const int64_t cc[5] = {150, 40, 1, 3, 100};
@@ -728,19 +728,19 @@ static void test_split_dispatch_and_pool(void **state) {
     }
   }
   /* reduce over several bindings when one would exceed maxStorageBufferRange */
-  vkrt_ops_test_limits(dev, 0, false, 1024);
+  limits(app, 0, false, 1024);
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE))
     run_add(app, 4097, last, 3, -1);
   /* matrix-vector with w past one binding (the decode case-file's f32 layers and output heads
    * on lavapipe's 128 MiB): w bound in slices of whole rows; the tiled path refuses it */
-  vkrt_ops_test_limits(dev, 0, false, 16384);
+  limits(app, 0, false, 16384);
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)) {
-    uint64_t split = dev->ops->matvec_split_count;
+    uint64_t split = ran(app).matvec_split;
     for (int t = 0; t < NTYPES; t++) {
       run_matmul(app, 256, 100, 1, 1, 1, t, 0, 0);
       run_matmul_op(app, 1000, 61, 3, 1, 1, t, 0, 0, true);
     }
-    assert_int_equal(dev->ops->matvec_split_count - split, 2 * NTYPES);
+    assert_int_equal(ran(app).matvec_split - split, 2 * NTYPES);
     int64_t wne[4] = {256, 100, 1, 1}, xne[4] = {256, 9, 1, 1}, dne[4] = {100, 9, 1, 1};
     vkrt_tensor w = mk(NULL, 0, VKRT_TYPE_F32, wne, CONTIG), x = mk(NULL, 0, VKRT_TYPE_F32, xne, CONTIG),
                 d = mk(NULL, 0, VKRT_TYPE_F32, dne, CONTIG);
@@ -753,7 +753,7 @@ static void test_split_dispatch_and_pool(void **state) {
     hb_free(&xb);
     hb_free(&db);
   }
-  vkrt_ops_test_limits(dev, 0, false, 0);
+  limits(app, 0, false, 0);
   vkt_close(app);
 }
 

@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "../common/vk_test.h"
-#include "appliance/appliance.h"
-#include "ops/ops.h"
+#include "vkrt/vkrt_tuning.h"
 
 static uint64_t rng;
 
@@ -190,15 +189,15 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
   float *wf = dequant_rows(wb.map, &w);
   const float *xf = (const float *)(xb.map + c->x_off);
 
-  struct vkrt_ops_state *ops = app->sys.devices[0].ops;
-  uint64_t calls = ops->quant_matvec_count, kinds[3];
-  memcpy(kinds, ops->quant_kind_count, sizeof(kinds));
-  ops->quant_variant = c->variant;
+  vkrt_tuning_counters ran0, ran1;
+  vkt_check(app, vkrt_tuning_counters_get(app, 0, &ran0));
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_QUANT_VARIANT, c->variant));
   vkrt_status s = vkrt_op_matmul(&d, &w, &x);
-  ops->quant_variant = 0;
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_QUANT_VARIANT, 0));
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
-  assert_int_equal(ops->quant_matvec_count - calls, 1);
+  vkt_check(app, vkrt_tuning_counters_get(app, 0, &ran1));
+  assert_int_equal(ran1.quant_matvec - ran0.quant_matvec, 1);
   /* the read pattern: the forced one, else the most preferred one the layout allows (words:
    * any; vec16: rows and x 16-byte aligned, Q8_0 rows of 8k blocks; lanew: rows 4-byte
    * aligned, Q8_0 rows of an even block count, x 16-byte aligned) */
@@ -209,14 +208,15 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
                       (wt != VKRT_TYPE_Q8_0 || blocks % 8 == 0),
                   c->w_off % 4 == 0 && (uint64_t)w.nb[1] % 4 == 0 && x16 &&
                       (wt != VKRT_TYPE_Q8_0 || blocks % 2 == 0)};
-  int want = c->variant ? VKRT_QUANT_VARIANT_KIND(c->variant) : -1;
+  int want = c->variant ? vkrt_tuning_quant_read_of(c->variant) : -1;
   for (int i = 0; want < 0 && i < 3; i++) {
-    int kind = VKRT_QUANT_VARIANT_KIND(vkrt_quant_preference[wt == VKRT_TYPE_Q8_0 ? 0 : 1][i]);
+    int kind = vkrt_tuning_quant_read_of(vkrt_tuning_quant_preference(wt, i));
+    assert_in_range(kind, 0, 2);
     if (fits[kind])
       want = kind;
   }
   for (int i = 0; i < 3; i++)
-    if (ops->quant_kind_count[i] - kinds[i] != (i == want ? 1u : 0u))
+    if (ran1.quant_read[i] - ran0.quant_read[i] != (i == want ? 1u : 0u))
       fail_msg("%s K %lld w_off %llu x_off %llu: read pattern %d not taken", vkrt_type_str(wt),
                (long long)c->K, (unsigned long long)c->w_off, (unsigned long long)c->x_off, want);
 
@@ -251,9 +251,7 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
 static vkrt_appliance *open_app(void) {
   vkrt_options o;
   vkt_options(&o);
-  vkrt_appliance *app = vkt_open(&o);
-  vkt_check(app, vkrt_ops_open(&app->sys.devices[0]));
-  return app;
+  return vkt_open(&o);
 }
 
 static void test_quant_matmul(void **state) {
@@ -288,7 +286,7 @@ static void test_quant_matmul(void **state) {
       run_quant_matmul(app, wt, &c);
     }
     /* every variant on an aligned shape; the 16-byte ones refuse unaligned rows */
-    for (int v = 1; v <= VKRT_QUANT_VARIANTS; v++) {
+    for (int v = 1; v <= vkrt_tuning_variant_count(VKRT_TUNING_QUANT_VARIANT); v++) {
       struct mm_case c = {16 * B, 37, 1, 1, 1, 0, 0, 0, v, SCALE_NORMAL};
       run_quant_matmul(app, wt, &c);
       c.M = 3;
@@ -302,9 +300,9 @@ static void test_quant_matmul(void **state) {
       vkrt_tensor w = block_tensor(wb, 4, wt, 2 * B, 3, 1, 0);
       vkrt_tensor x = vkrt_tensor_contiguous(xb, 0, VKRT_TYPE_F32, 2 * B, 1, 1, 1);
       vkrt_tensor d = vkrt_tensor_contiguous(db, 0, VKRT_TYPE_F32, 3, 1, 1, 1);
-      app->sys.devices[0].ops->quant_variant = 2;
+      vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_QUANT_VARIANT, 2));
       assert_int_equal(vkrt_op_matmul(&d, &w, &x), VKRT_ERROR_UNAVAILABLE);
-      app->sys.devices[0].ops->quant_variant = 0;
+      vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_QUANT_VARIANT, 0));
       assert_non_null(strstr(vkrt_last_error(app), "not aligned for it"));
       vkt_check(app, vkrt_finish(app, 0));
       vkrt_buffer_destroy(wb);
@@ -340,10 +338,12 @@ static void run_dequant(vkrt_appliance *app, vkrt_type st, vkrt_type dt, int64_t
   uint8_t *before = malloc(db.size);
   memcpy(before, db.map, db.size);
   float *ref = dequant_rows(sb.map, &s);
-  uint64_t count = app->sys.devices[0].ops->dequant_count;
+  vkrt_tuning_counters ran0, ran1;
+  vkt_check(app, vkrt_tuning_counters_get(app, 0, &ran0));
   vkt_check(app, vkrt_op_copy(&d, &s));
   vkt_check(app, vkrt_finish(app, 0));
-  assert_int_equal(app->sys.devices[0].ops->dequant_count - count, 1);
+  vkt_check(app, vkrt_tuning_counters_get(app, 0, &ran1));
+  assert_int_equal(ran1.dequant - ran0.dequant, 1);
   for (int64_t i2 = 0; i2 < b2; i2++)
     for (int64_t n = 0; n < N; n++)
       for (int64_t k = 0; k < K; k++) {

@@ -1,7 +1,8 @@
 /* vkrt/vkrt_tuning.h, the benches' and tests' documented window into the runtime: knobs
  * round-trip and steer the op that follows (the counters say which path ran), bad devices,
  * knobs and values are refused with a message, the matrix-vector shape round-trips and a
- * matmul under a new one is still right, GPU timers and the raw submit floors work. */
+ * matmul under a new one is still right, GPU timers and the raw submit floors work, the
+ * host-region state and knobs round-trip and refuse bad values. */
 #include <math.h>
 #include <string.h>
 
@@ -29,6 +30,25 @@ static void test_knobs_and_refusals(void **state) {
   vkrt_tuning_counters c;
   expect_refused(app, vkrt_tuning_counters_get(app, 99, &c), "counters of device 99");
   assert_int_equal(vkrt_tuning_counters_get(NULL, 0, &c), VKRT_ERROR_INVALID_ARGUMENT);
+  /* quant read patterns and preferences: every variant has one, out of range gives -1/0 */
+  const int variants = vkrt_tuning_variant_count(VKRT_TUNING_QUANT_VARIANT);
+  assert_true(variants >= VKRT_TUNING_QUANT_READ_COUNT);
+  for (int64_t q = 1; q <= variants; q++)
+    assert_in_range(vkrt_tuning_quant_read_of(q), 0, VKRT_TUNING_QUANT_READ_COUNT - 1);
+  assert_int_equal(vkrt_tuning_quant_read_of(0), -1);
+  assert_int_equal(vkrt_tuning_quant_read_of(variants + 1), -1);
+  assert_int_equal(vkrt_tuning_quant_read_of(1), VKRT_TUNING_QUANT_READ_WORDS);
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT))
+    for (int r = 0; r < VKRT_TUNING_QUANT_READ_COUNT; r++)
+      assert_in_range(vkrt_tuning_quant_preference(VKRT_TYPE_Q4_K, r), 1, variants);
+  assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_F32, 0), 0);
+  assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_Q8_0, VKRT_TUNING_QUANT_READ_COUNT), 0);
+  assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_Q8_0, -1), 0);
+  expect_refused(app, vkrt_tuning_limits_set(app, 0, 0, false, 1000), "binding range 1000");
+  expect_refused(app, vkrt_tuning_limits_set(app, 0, 0, false, 4104), "binding range 4104");
+  expect_refused(app, vkrt_tuning_limits_set(app, 99, 0, false, 0), "limits of device 99");
+  vkt_check(app, vkrt_tuning_limits_set(app, 0, 2, false, 4096));
+  vkt_check(app, vkrt_tuning_limits_set(app, 0, 0, false, 0));
   vkrt_tuning_matvec m = {0};
   expect_refused(app, vkrt_tuning_matvec_set(app, 0, VKRT_TYPE_F32, &m), "matvec shape of zeros");
 
@@ -119,10 +139,59 @@ static void test_timer_and_raw_floors(void **state) {
   vkt_close(app);
 }
 
+/* Host-region state and knobs: the budget round-trips, a registration shows in the counts,
+ * the import alignment is refused unless a power of two at least the device's, the import
+ * part of the description stands alone. */
+static void test_import(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  vkrt_tuning_import t;
+  vkt_check(app, vkrt_tuning_import_get(app, &t));
+  assert_int_equal(t.regions, 0);
+  assert_int_equal(t.live_chunks, 0);
+  vkt_check(app, vkrt_tuning_prestage_budget_set(app, 12345));
+  vkt_check(app, vkrt_tuning_import_get(app, &t));
+  assert_int_equal(t.prestage_budget, 12345);
+  expect_refused(app, vkrt_tuning_import_get(app, NULL), "NULL import state");
+  assert_int_equal(vkrt_tuning_prestage_budget_set(NULL, 1), VKRT_ERROR_INVALID_ARGUMENT);
+
+  static _Alignas(4096) unsigned char mem[16384];
+  vkt_check(app, vkrt_host_register(app, mem, sizeof(mem), NULL, NULL, NULL));
+  vkt_check(app, vkrt_tuning_import_get(app, &t));
+  assert_int_equal(t.regions, 1);
+  char text[8192];
+  size_t n = vkrt_tuning_import_describe(app, false, text, sizeof(text));
+  assert_true(n > 0 && n < sizeof(text));
+  assert_non_null(strstr(text, "vkrt: dev0 import: "));
+  assert_non_null(strstr(text, "vkrt: region ["));
+  assert_int_equal(vkrt_tuning_import_describe(app, false, NULL, 0), n);
+  vkt_check(app, vkrt_host_unregister(app, mem));
+  vkt_check(app, vkrt_tuning_import_get(app, &t));
+  assert_int_equal(t.regions, 0);
+
+  vkrt_tuning_device d;
+  vkt_check(app, vkrt_tuning_device_get(app, 0, &d));
+  if (d.min_imported_host_pointer_alignment) {
+    const uint64_t a = d.min_imported_host_pointer_alignment;
+    expect_refused(app, vkrt_tuning_import_alignment_set(app, 0, 3 * a), "alignment 3a");
+    if (a > 1)
+      expect_refused(app, vkrt_tuning_import_alignment_set(app, 0, a / 2), "alignment a/2");
+    expect_refused(app, vkrt_tuning_import_alignment_set(app, 0, 0), "alignment 0");
+    vkt_check(app, vkrt_tuning_import_alignment_set(app, 0, 4 * a));
+    vkt_check(app, vkrt_tuning_device_get(app, 0, &d));
+    assert_int_equal(d.min_imported_host_pointer_alignment, 4 * a);
+  }
+  expect_refused(app, vkrt_tuning_import_alignment_set(app, 99, 65536), "alignment device 99");
+  vkt_close(app);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_knobs_and_refusals),
       cmocka_unit_test(test_timer_and_raw_floors),
+      cmocka_unit_test(test_import),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,9 +14,7 @@
 #include <unistd.h>
 
 #include "../common/vk_test.h"
-#include "appliance/appliance.h"
-#include "import/import.h"
-#include "import/policy.h"
+#include "vkrt/vkrt_tuning.h"
 
 #define KIB (1u << 10)
 #define MIB (1u << 20)
@@ -68,8 +66,16 @@ static void options_for(vkrt_options *o, uint32_t policy_plus_one, uint32_t faul
 /* Expectations come from the capability snapshot, never a driver name: whether device d's
  * driver refuses to import file-backed pages (NVIDIA 580, RADV, or the fault acting as one). */
 static bool refuses_file_backed(vkrt_appliance *app, uint32_t d) {
-  return app->sys.devices[d].caps.external_memory_host &&
-         vkrt_import_file_backed_refused(&app->sys.devices[d].caps);
+  vkrt_tuning_device t;
+  vkt_check(app, vkrt_tuning_device_get(app, d, &t));
+  return t.refuses_file_backed;
+}
+
+/* The registry's regions, live chunks and pre-staged bytes (vkrt_tuning_import). */
+static vkrt_tuning_import import_state(vkrt_appliance *app) {
+  vkrt_tuning_import t;
+  vkt_check(app, vkrt_tuning_import_get(app, &t));
+  return t;
 }
 
 static bool any_refuses_file_backed(vkrt_appliance *app) {
@@ -118,7 +124,7 @@ static void check_uploads(vkrt_appliance *app, const struct weights_file *f, uin
         {CHUNK_CAP - 100, 300},        {3, 3 * CHUNK_CAP + 17}, {CHUNK_CAP - 1, 2},
         {2 * CHUNK_CAP, CHUNK_CAP},    {f->size - 5000, 5000},  {f->size - 1, 1},
         {12345, f->size - 12345 - 777}};
-    for (size_t i = 0; i < VKRT_ARRAY_SIZE(cuts); i++) {
+    for (size_t i = 0; i < VKT_ARRAY_SIZE(cuts); i++) {
       uint64_t dst = 4096 + 3 * i;
       vkt_check(app, vkrt_upload(buf, dst, f->map + cuts[i].off, cuts[i].size));
       expect_device_bytes(app, buf, dst, f->bytes + cuts[i].off, cuts[i].size);
@@ -126,7 +132,7 @@ static void check_uploads(vkrt_appliance *app, const struct weights_file *f, uin
     /* Random tensors. */
     for (int i = 0; i < 20; i++) {
       uint64_t off = vkt_next(seed) % f->size;
-      uint64_t size = 1 + vkt_next(seed) % VKRT_MIN(f->size - off, 5 * CHUNK_CAP);
+      uint64_t size = 1 + vkt_next(seed) % VKT_MIN(f->size - off, 5 * CHUNK_CAP);
       uint64_t dst = vkt_next(seed) % (f->size + 8192 - size + 1);
       vkt_check(app, vkrt_upload(buf, dst, f->map + off, size));
       expect_device_bytes(app, buf, dst, f->bytes + off, size);
@@ -135,7 +141,7 @@ static void check_uploads(vkrt_appliance *app, const struct weights_file *f, uin
      * into a destination pitch of 3001. */
     const uint64_t width = 3000, height = 37, dst_pitch = 3001, src_off = 777;
     _Static_assert((37 - 1) * 3001 + 3000 == FILL_2D_BYTES, "check_uploads' staged fill");
-    const uint64_t src_pitch = VKRT_MIN(40000, (f->size - src_off - width) / (height - 1));
+    const uint64_t src_pitch = VKT_MIN(40000, (f->size - src_off - width) / (height - 1));
     assert_true(src_pitch >= width);
     assert_true(src_off + (height - 1) * src_pitch + width <= f->size);
     const uint64_t dst_size = (height - 1) * dst_pitch + width;
@@ -191,8 +197,8 @@ static void test_every_policy_file_backed(void **state) {
         assert_non_null(strstr(vkrt_last_error(app), want));
         assert_non_null(strstr(vkrt_last_error(app), "file-backed"));
         assert_non_null(strstr(vkrt_last_error(app), "import-only"));
-        assert_int_equal(vkrt_import_region_count(app->registry), 0);
-        assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
+        assert_int_equal(import_state(app).regions, 0);
+        assert_int_equal(import_state(app).live_chunks, 0);
         /* Not tried, so the driver is not left refusing: anonymous memory still imports and
          * buffers still allocate. */
         uint8_t *anon = aligned_alloc(4096, 256 * KIB);
@@ -236,11 +242,11 @@ static void test_every_policy_file_backed(void **state) {
         long want = 0;
         for (uint32_t d = 0; d < n; d++)
           want += expect[d] != VKRT_IMPORT_PATH_STAGED ? (long)info.chunk_count : 0;
-        assert_int_equal(vkrt_import_live_chunks(app->registry), want);
+        assert_int_equal(import_state(app).live_chunks, want);
       } else {
-        assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
+        assert_int_equal(import_state(app).live_chunks, 0);
       }
-      assert_int_equal(vkrt_import_prestage_bytes(app->registry) != 0, any_prestaged);
+      assert_int_equal(import_state(app).prestage_bytes != 0, any_prestaged);
       /* The path, not only the bytes: registered uploads come from chunks on devices that
        * use them (never the staging ring there), straddles are split, no copy leaves its
        * chunk. Unregistered, nothing comes from chunks. */
@@ -264,9 +270,9 @@ static void test_every_policy_file_backed(void **state) {
       else
         assert_int_equal(after.straddles_split, before.straddles_split);
       vkt_check(app, vkrt_host_unregister(app, f.map));
-      assert_int_equal(vkrt_import_region_count(app->registry), 0);
-      assert_int_equal(vkrt_import_prestage_bytes(app->registry), 0);
-      assert_int_equal(vkrt_import_live_chunks(app->registry), 0); /* every chunk, not just the first */
+      assert_int_equal(import_state(app).regions, 0);
+      assert_int_equal(import_state(app).prestage_bytes, 0);
+      assert_int_equal(import_state(app).live_chunks, 0); /* every chunk, not just the first */
       /* Unregistered, the same uploads go through the staging ring. */
       vkt_check(app, vkrt_upload_counters_get(app, &before));
       check_uploads(app, &f, &seed);
@@ -296,7 +302,7 @@ static void test_upload_paths_counted(void **state) {
   const struct { uint64_t off, size, chunks; } cuts[] = {
       {100, 1000, 1}, {CHUNK_CAP - 10, 20, 2}, {3, 3 * CHUNK_CAP, 4}, {2 * CHUNK_CAP, CHUNK_CAP, 1},
       {CHUNK_CAP - 1, 2 * CHUNK_CAP + 2, 4}, {size - 7, 7, 1}};
-  for (size_t p = 0; p < VKRT_ARRAY_SIZE(policies); p++) {
+  for (size_t p = 0; p < VKT_ARRAY_SIZE(policies); p++) {
     vkrt_options o;
     options_for(&o, 1 + policies[p], 0, 0);
     vkrt_appliance *app = vkt_open(&o);
@@ -311,7 +317,7 @@ static void test_upload_paths_counted(void **state) {
     for (int registered = 1; registered >= 0; registered--) {
       if (!registered)
         vkt_check(app, vkrt_host_unregister(app, mem));
-      for (size_t i = 0; i < VKRT_ARRAY_SIZE(cuts); i++) {
+      for (size_t i = 0; i < VKT_ARRAY_SIZE(cuts); i++) {
         vkrt_upload_counters a, b;
         vkt_check(app, vkrt_upload_counters_get(app, &a));
         vkt_check(app, vkrt_upload(buf, 5, mem + cuts[i].off, cuts[i].size));
@@ -416,10 +422,10 @@ static void test_fault_import_fails_prestage(void **state) {
   assert_non_null(strstr(info.reason[1], "VK_ERROR_OUT_OF_DEVICE_MEMORY"));
   assert_non_null(strstr(cap.text, "dev1: host pointer import"));
   assert_non_null(strstr(cap.text, "falling back to prestage"));
-  assert_true(vkrt_import_prestage_bytes(app->registry) >= f.size);
+  assert_true(import_state(app).prestage_bytes >= f.size);
   check_uploads(app, &f, &seed);
   vkt_check(app, vkrt_host_unregister(app, f.map));
-  assert_int_equal(vkrt_import_prestage_bytes(app->registry), 0);
+  assert_int_equal(import_state(app).prestage_bytes, 0);
   vkt_close(app);
   file_destroy(&f);
 }
@@ -445,7 +451,7 @@ static void test_fault_prestage_alloc_fails(void **state) {
   }
   assert_non_null(strstr(cap.text, "pre-stage allocation of"));
   assert_non_null(strstr(cap.text, "staging ring"));
-  assert_int_equal(vkrt_import_prestage_bytes(app->registry), 0);
+  assert_int_equal(import_state(app).prestage_bytes, 0);
   check_uploads(app, &f, &seed);
   vkt_check(app, vkrt_host_unregister(app, f.map));
   vkt_close(app);
@@ -472,7 +478,7 @@ static void test_import_only_error(void **state) {
   assert_non_null(strstr(msg, "dev1"));
   assert_non_null(strstr(msg, "VK_ERROR_OUT_OF_DEVICE_MEMORY"));
   assert_non_null(strstr(msg, "import-only"));
-  assert_int_equal(vkrt_import_region_count(app->registry), 0);
+  assert_int_equal(import_state(app).regions, 0);
   assert_int_equal(vkrt_host_unregister(app, f.map), VKRT_ERROR_NOT_FOUND);
   vkt_close(app);
 
@@ -506,13 +512,13 @@ static void test_fault_no_host_import(void **state) {
                                        : file_path_import_then_prestage(app, 1));
     check_uploads(app, &f, &seed);
     vkt_check(app, vkrt_host_unregister(app, f.map));
-    assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
+    assert_int_equal(import_state(app).live_chunks, 0);
     vkt_close(app);
   }
   file_destroy(&f);
 }
 
-/* An import alignment larger than the page (64 KiB, set in the capability snapshot as a
+/* An import alignment larger than the page (64 KiB, vkrt_tuning_import_alignment_set, as a
  * device could report it): a region not on a 64 KiB boundary would import bytes outside
  * the caller's pages, so import-then-prestage pre-stages and import-only refuses. */
 static void test_alignment_above_page(void **state) {
@@ -529,13 +535,13 @@ static void test_alignment_above_page(void **state) {
     options_for(&o, 1 + policy, 0, 0);
     vkrt_appliance *app = vkt_open(&o);
     for (uint32_t d = 0; d < vkrt_device_count(app); d++)
-      app->sys.devices[d].caps.min_imported_host_pointer_alignment = 64 * KIB;
+      vkt_check(app, vkrt_tuning_import_alignment_set(app, d, 64 * KIB));
     vkrt_register_info info;
     vkrt_status s = vkrt_host_register(app, region, size, NULL, NULL, &info);
     if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
       assert_int_equal(s, VKRT_ERROR_UNAVAILABLE);
       assert_non_null(strstr(vkrt_last_error(app), "outside the caller's pages"));
-      assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
+      assert_int_equal(import_state(app).live_chunks, 0);
     } else {
       vkt_check(app, s);
       for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
@@ -569,8 +575,8 @@ static void test_prestage_budget(void **state) {
   o.log = vkt_log_capture_fn;
   o.log_user = &cap;
   vkrt_appliance *app = vkt_open(&o);
-  /* Internal knob: a 3 MiB budget instead of the Kconfig value. */
-  app->registry->prestage_budget = 3 * MIB;
+  /* A 3 MiB budget instead of the Kconfig value. */
+  vkt_check(app, vkrt_tuning_prestage_budget_set(app, 3 * MIB));
   uint8_t *anon = malloc(2 * MIB);
   assert_non_null(anon);
   vkt_fill_random(anon, 2 * MIB, &seed);
@@ -652,7 +658,7 @@ static void test_errors(void **state) {
   /* Touching neighbours are fine. */
   vkt_check(app, vkrt_host_register(app, mem, 4096, NULL, NULL, NULL));
   vkt_check(app, vkrt_host_register(app, mem + 12 * KIB, 4096, NULL, NULL, NULL));
-  assert_int_equal(vkrt_import_region_count(app->registry), 3);
+  assert_int_equal(import_state(app).regions, 3);
   /* Unknown pointers. */
   assert_int_equal(vkrt_host_unregister(app, mem + 5000), VKRT_ERROR_NOT_FOUND);
   assert_non_null(strstr(vkrt_last_error(app), "inside the region"));
@@ -810,9 +816,9 @@ static void run_storm(uint32_t policy_plus_one) {
   assert_int_equal(atomic_load(&s.failures), 0);
   assert_true(atomic_load(&s.registrations) > 0);
   vkt_check(app, vkrt_host_unregister(app, f.map));
-  assert_int_equal(vkrt_import_region_count(app->registry), 0);
-  assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
-  assert_int_equal(vkrt_import_prestage_bytes(app->registry), 0);
+  assert_int_equal(import_state(app).regions, 0);
+  assert_int_equal(import_state(app).live_chunks, 0);
+  assert_int_equal(import_state(app).prestage_bytes, 0);
   free(s.anon);
   vkt_close(app);
   file_destroy(&f);
@@ -919,8 +925,8 @@ static void test_unregister_races_release(void **state) {
   pthread_barrier_destroy(&r.start);
   pthread_barrier_destroy(&r.done);
   assert_int_equal(atomic_load(&r.failures), 0);
-  assert_int_equal(vkrt_import_region_count(app->registry), 0);
-  assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
+  assert_int_equal(import_state(app).regions, 0);
+  assert_int_equal(import_state(app).live_chunks, 0);
   free(mem);
   vkt_close(app);
 }
@@ -943,7 +949,7 @@ static void test_no_leaks(void **state) {
       {1 + VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE, 0, false},
       {1 + VKRT_IMPORT_POLICY_STAGING_ONLY, 0, false},
   };
-  for (size_t c = 0; c < VKRT_ARRAY_SIZE(cases); c++) {
+  for (size_t c = 0; c < VKT_ARRAY_SIZE(cases); c++) {
     for (int leave_registered = 0; leave_registered < 2; leave_registered++) {
       vkt_counting counting;
       vkrt_options o;
@@ -969,7 +975,7 @@ static void test_no_leaks(void **state) {
       vkrt_buffer_destroy(buf);
       if (!leave_registered && s == VKRT_OK) {
         vkt_check(app, vkrt_host_unregister(app, f.map));
-        assert_int_equal(vkrt_import_live_chunks(app->registry), 0);
+        assert_int_equal(import_state(app).live_chunks, 0);
       }
       vkt_close(app);
       if (strstr(cap.text, "has not been destroyed") || strstr(cap.text, "still alive"))
@@ -988,14 +994,14 @@ static void test_describe(void **state) {
   options_for(&o, 0, 0, 0);
   vkrt_appliance *app = vkt_open(&o);
   char text[4096], json[4096];
-  size_t n = vkrt_import_describe(&app->sys, app->registry, false, text, sizeof(text));
+  size_t n = vkrt_tuning_import_describe(app, false, text, sizeof(text));
   assert_true(n > 0 && n < sizeof(text));
   fprintf(stderr, "%s", text);
   assert_non_null(strstr(text, "vkrt: dev0 import: "));
   assert_non_null(strstr(text, "policy "));
   assert_non_null(strstr(text, "external_memory_host yes"));
   assert_non_null(strstr(text, "chunk limit 65536"));
-  n = vkrt_import_describe(&app->sys, app->registry, true, json, sizeof(json));
+  n = vkrt_tuning_import_describe(app, true, json, sizeof(json));
   assert_true(n > 0 && n < sizeof(json));
   fprintf(stderr, "{%s}\n", json);
   assert_non_null(strstr(json, "\"import\": {\"policy\": \""));
@@ -1005,19 +1011,19 @@ static void test_describe(void **state) {
   assert_non_null(mem);
   memset(mem, 1, 16 * KIB);
   vkt_check(app, vkrt_host_register(app, mem, 16 * KIB, NULL, NULL, NULL));
-  n = vkrt_import_describe(&app->sys, app->registry, false, text, sizeof(text));
+  n = vkrt_tuning_import_describe(app, false, text, sizeof(text));
   assert_true(n < sizeof(text));
   assert_non_null(strstr(text, "vkrt: region ["));
   assert_non_null(strstr(text, "dev1 imported (1 chunks"));
-  n = vkrt_import_describe(&app->sys, app->registry, true, json, sizeof(json));
+  n = vkrt_tuning_import_describe(app, true, json, sizeof(json));
   assert_true(n < sizeof(json));
   assert_non_null(strstr(json, "\"registered\": [{\"ptr\""));
   vkt_check(app, vkrt_host_unregister(app, mem));
   free(mem);
-  n = vkrt_import_describe(&app->sys, app->registry, true, json, sizeof(json));
+  n = vkrt_tuning_import_describe(app, true, json, sizeof(json));
   /* Too small a buffer: the needed length, NUL-terminated. */
   char tiny[8];
-  assert_int_equal(vkrt_import_describe(&app->sys, app->registry, true, tiny, sizeof(tiny)), n);
+  assert_int_equal(vkrt_tuning_import_describe(app, true, tiny, sizeof(tiny)), n);
   assert_int_equal(strlen(tiny), sizeof(tiny) - 1);
   vkt_close(app);
 }

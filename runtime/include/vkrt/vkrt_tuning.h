@@ -26,6 +26,10 @@ typedef struct vkrt_tuning_device {
   double timestamp_period_ns;         /* 0: the compute queue has no timestamps */
   uint64_t max_storage_buffer_range;  /* bytes one binding may cover */
   uint32_t max_compute_work_group_invocations;
+  bool refuses_file_backed;           /* host import is there but the driver refuses
+                                         file-backed pages (NVIDIA, RADV, or the fault acting
+                                         as one): import-then-prestage pre-stages those */
+  uint64_t min_imported_host_pointer_alignment; /* bytes (0: no host import) */
 } vkrt_tuning_device;
 
 vkrt_status vkrt_tuning_device_get(const vkrt_appliance *appliance, uint32_t device,
@@ -50,6 +54,17 @@ vkrt_status vkrt_tuning_set(vkrt_appliance *appliance, uint32_t device, vkrt_tun
 vkrt_status vkrt_tuning_get(const vkrt_appliance *appliance, uint32_t device,
                             vkrt_tuning_knob knob, int64_t *out);
 
+/* Test limits, below the device's: workgroups per dimension of one dispatch
+ * (max_group_count, to split grids over several dispatches on small tensors; 0 = the
+ * device's), push descriptors off (the descriptor-pool ring instead), and the bytes one
+ * binding may cover (max_storage_buffer_range, to chunk copies over several bindings; 0 =
+ * the device's, else a multiple of 16 of at least 1024). Values above the device's are
+ * capped to it; all 0 / false restores the device's. Call with the device idle (after
+ * vkrt_finish): switching the descriptor mode recreates the pipelines. */
+vkrt_status vkrt_tuning_limits_set(vkrt_appliance *appliance, uint32_t device,
+                                   uint32_t max_group_count, bool disable_push_descriptor,
+                                   uint64_t max_storage_buffer_range);
+
 /* The variants of a variant knob (TRANSPOSE_VARIANT, QUANT_VARIANT), numbered 1..count (0
  * for the other knobs); the name of variant `value` (NULL outside 1..count: the transpose
  * kernel's name, or the quant read pattern, "-" when the quant kernels are compiled out);
@@ -60,6 +75,24 @@ int vkrt_tuning_variant_count(vkrt_tuning_knob knob);
 const char *vkrt_tuning_variant_name(vkrt_tuning_knob knob, int64_t value);
 bool vkrt_tuning_variant_usable(vkrt_appliance *appliance, uint32_t device,
                                 vkrt_tuning_knob knob, int64_t value);
+
+/* How a quant matrix-vector variant reads the rows of w (the counters' quant_read index). */
+typedef enum vkrt_tuning_quant_read {
+  VKRT_TUNING_QUANT_READ_WORDS = 0, /* any row alignment, rows looped */
+  VKRT_TUNING_QUANT_READ_VEC16,     /* 16 bytes of each row per invocation: rows and x 16-byte
+                                       aligned, Q8_0 rows of a multiple of 8 blocks */
+  VKRT_TUNING_QUANT_READ_LANEW,     /* one word of each row per invocation: rows 4-byte
+                                       aligned, Q8_0 rows of an even block count, x 16-byte
+                                       aligned */
+  VKRT_TUNING_QUANT_READ_COUNT
+} vkrt_tuning_quant_read;
+
+/* The read pattern of QUANT_VARIANT `variant` (1..count); -1 outside. */
+int vkrt_tuning_quant_read_of(int64_t variant);
+/* The variant an unforced Q8_0 or Q4_K matrix-vector tries at `rank` (0 first; the op takes
+ * the first whose read pattern w and x fit, the last being the words kernel); 0 for another
+ * type, a rank outside 0..VKRT_TUNING_QUANT_READ_COUNT-1, or the quant kernels compiled out. */
+int vkrt_tuning_quant_preference(vkrt_type type, int rank);
 
 /* The matrix-vector shape (specialization constants of kernels/matvec.comp) used for f32
  * and f16 weights, chosen per device at open. set: every field >= 1 and wg at most
@@ -86,6 +119,7 @@ typedef struct vkrt_tuning_counters {
   uint64_t concat_fast, concat_generic, concat_split;
   uint64_t transpose_x2, copy_u4, copy_tiled, reduce_vec4;
   uint64_t quant_matvec, dequant;
+  uint64_t quant_read[VKRT_TUNING_QUANT_READ_COUNT]; /* quant_matvec by read pattern */
   uint64_t pipelines_ready; /* compute pipelines built so far, specialized ones included (at
                                vkrt_open on GPUs, on first use on CPU devices) */
 } vkrt_tuning_counters;
@@ -148,6 +182,34 @@ vkrt_status vkrt_tuning_raw_create(vkrt_buffer *fill_target, vkrt_tuning_raw **o
 void vkrt_tuning_raw_destroy(vkrt_tuning_raw *raw);
 /* One submit + wait round trip of the given kind. */
 vkrt_status vkrt_tuning_raw_round_trip(vkrt_tuning_raw *raw, vkrt_tuning_raw_kind kind);
+
+/* ---- host regions (registration) --------------------------------------------------------- */
+
+typedef struct vkrt_tuning_import {
+  uint32_t regions;        /* registered host regions */
+  uint64_t live_chunks;    /* imported chunks not yet released (all devices; a chunk is
+                              released after the last upload using it, so 0 some time after
+                              the last unregister) */
+  uint64_t prestage_bytes; /* bytes of pre-staged copies held */
+  uint64_t prestage_budget; /* bytes pre-staged copies may hold (Kconfig, capped by the
+                               devices' memory budget, or vkrt_tuning_prestage_budget_set) */
+} vkrt_tuning_import;
+
+vkrt_status vkrt_tuning_import_get(const vkrt_appliance *appliance, vkrt_tuning_import *out);
+/* Replaces the pre-stage budget (any number of bytes; 0 pre-stages nothing): registrations
+ * after the call that would exceed it take the staging ring. */
+vkrt_status vkrt_tuning_prestage_budget_set(vkrt_appliance *appliance, uint64_t bytes);
+/* Acts as if the device required host imports aligned to `bytes` (a power of two, at least
+ * the alignment it reports; the device needs host import): registrations after the call plan
+ * their chunks with it, pre-staging or refusing what would import bytes outside the
+ * caller's pages. */
+vkrt_status vkrt_tuning_import_alignment_set(vkrt_appliance *appliance, uint32_t device,
+                                             uint64_t bytes);
+/* The import module's part of vkrt_describe alone (policy, per-device import facts, the
+ * registered regions), as text lines or a JSON member ("\"import\": {...}"); returns the
+ * length needed (excluding NUL) like snprintf. */
+size_t vkrt_tuning_import_describe(const vkrt_appliance *appliance, bool json, char *buf,
+                                   size_t buf_size);
 
 /* ---- host copies -------------------------------------------------------------------------- */
 
