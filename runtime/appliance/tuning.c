@@ -345,6 +345,11 @@ void vkrt_tuning_raw_destroy(vkrt_tuning_raw *raw) {
     return;
   struct vkrt_device *dev = raw->dev;
   const VkAllocationCallbacks *a = &dev->sys->vk_allocator;
+  /* the timeline was seen signaled by a spin; the queue (and the validation layer's thread
+   * retiring its submissions) may still hold the objects a moment longer */
+  pthread_mutex_lock(&dev->compute_queue_lock);
+  dev->vk.vkQueueWaitIdle(dev->compute_queue);
+  pthread_mutex_unlock(&dev->compute_queue_lock);
   if (raw->pool) /* frees the command buffer */
     dev->vk.vkDestroyCommandPool(dev->handle, raw->pool, a);
   if (raw->fence)

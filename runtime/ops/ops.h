@@ -285,9 +285,9 @@ static inline vkrt_status vkrt_swiglu_record(struct vkrt_device *dev, VkCommandB
 #endif
 
 /* Quantized weights (quant.c): matmul with Q8_0/Q4_K w, and the dequantizing copy. */
-#define VKRT_QUANT_VARIANTS 5
+#define VKRT_QUANT_VARIANTS 7
 /* The read pattern (0 words, 1 vec16, 2 lanew) of 1-based variant v. */
-#define VKRT_QUANT_VARIANT_KIND(v) ((v) == 1 ? 0 : (v) == 5 ? 2 : 1)
+#define VKRT_QUANT_VARIANT_KIND(v) ((v) == 1 ? 0 : (v) >= 5 ? 2 : 1)
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT)
 extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
 /* Default variant order per type (Q8_0, Q4_K): 1-based variant numbers, the first that fits. */
@@ -300,7 +300,7 @@ vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
 #else
 /* No variants without the kernels; test_quant and vkrt-bench quant still compile and report
  * the ops' VKRT_ERROR_UNSUPPORTED. */
-static const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {"-", "-", "-", "-", "-"};
+static const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {"-", "-", "-", "-", "-", "-", "-"};
 static const int vkrt_quant_preference[2][3];
 static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                                    const struct vkrt_ops_view views[3]) {

@@ -41,7 +41,8 @@ VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
  *   words  : any row alignment (2-byte Q8_0 granules / 4-byte Q4_K words), ROWS rows looped
  *   vec16  : 16 bytes of every one of ROWS rows per invocation (rows and x 16-byte aligned)
  *   lanew  : one word of every one of ROWS rows per invocation, so x loads coalesce too
- *            (rows 4-byte aligned, Q8_0 rows of an even block count; x 16-byte aligned)
+ *            (rows 4-byte aligned, Q8_0 rows of an even block count; x 16-byte aligned);
+ *            lanew-rows-a/-b: the same with 2 / 8 rows per workgroup
  * ROWS must match the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
 enum qmv_kind { QMV_WORDS, QMV_VEC16, QMV_LANEW };
 struct qmv_variant {
@@ -56,6 +57,8 @@ static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q8_0_VEC16_R4, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 4, 2, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q8_0_VEC16_R8, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 8, 2, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q8_0_LANEW, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 4, 2, QMV_LANEW},
+  {VKRT_OPS_MATVEC_Q8_0_LANEW_R2, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 2, 2, QMV_LANEW},
+  {VKRT_OPS_MATVEC_Q8_0_LANEW_R8, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 8, 2, QMV_LANEW},
 };
 static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q4_K, VKRT_OPS_MATVEC_Q4_K_M8, 4, 4, QMV_WORDS},
@@ -63,15 +66,18 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q4_K_VEC16_R8, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q4_K_VEC16_R2, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 2, 4, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q4_K_LANEW, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 4, 4, QMV_LANEW},
+  {VKRT_OPS_MATVEC_Q4_K_LANEW_R2, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 2, 4, QMV_LANEW},
+  {VKRT_OPS_MATVEC_Q4_K_LANEW_R8, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 8, 4, QMV_LANEW},
 };
 /* The choice when not forced: the first eligible of these (1-based variant numbers), per
  * type (Q8_0, Q4_K); the last is always the words kernel, which takes any layout. Measured
- * on the H200 at K 14336 x N 4096, M = 1 (docs/perf.md, 2026-12-02): Q8_0 lanew 40.7 us,
- * vec16 51.6, words 79.4; Q4_K vec16 with 2 rows 39.6 us, vec16 (4 rows) 46.2, lanew 78.7. */
+ * on the H200 at K 14336 x N 4096, M = 1 (docs/perf.md, 2026-12-03): Q8_0 lanew 33.3 us
+ * (2 rows 37.6, 8 rows 76.9), vec16 47.9, words 75.7; Q4_K vec16 with 2 rows 36.1 us,
+ * vec16 (4 rows) 42.3, lanew 50.7 (2 rows 46.4), words 62.8. */
 const int vkrt_quant_preference[2][3] = {{5, 2, 1}, {4, 2, 1}};
 
 const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
-  "words", "vec16", "vec16-rows-a", "vec16-rows-b", "lanew"};
+  "words", "vec16", "vec16-rows-a", "vec16-rows-b", "lanew", "lanew-rows-a", "lanew-rows-b"};
 
 static bool type_enabled(vkrt_type t) {
   return t == VKRT_TYPE_Q8_0 ? IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)

@@ -731,7 +731,9 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
             vkrt_tuning_matvec cfg = {wgs[a], rows[r], unrolls[u], blocks[b]};
             if (b && !(cfg.unroll == 2 && cfg.rows == 2)) /* grid size: one shape only */
               continue;
-            if (cfg.rows * cfg.unroll > 8 || cfg.rows == 8) /* registers (wg 64 is back: run 1 timed it at idle clocks) */
+            /* registers (wg 64 is back: run 1 timed it at idle clocks); 8 rows only with
+             * several columns, where each x load then serves more rows */
+            if (cfg.rows * cfg.unroll > 8 || (cfg.rows == 8 && bc->src[1].ne[1] == 1))
               continue;
             if (cfg.wg > c->td.max_compute_work_group_invocations)
               continue;
