@@ -66,6 +66,20 @@ vec2 scale_min(uvec3 s, uint j) {
               float((hi >> 4) | ((byte_of(s, j) >> 6) << 4)));
 }
 
+// (d sc, dmin m) of sub-blocks sub and sub + 1 (sub even) from the header words h = (d and
+// dmin, scale bytes 0..3, 4..7, 8..11): the 6-bit values of four sub-blocks at once, packed
+// per byte (ggml get_scale_min_k4 on a word: sub-blocks 0..3 are the low 6 bits of bytes 0..3
+// (scales) and 4..7 (mins); 4..7 take bytes 8..11's nibbles and the top two bits of 0..7)
+vec4 pair_scales(uvec4 h, uint sub) {
+  bool high = sub >= 4u;
+  uint sc = high ? (h.w & 0x0f0f0f0fu) | ((h.y >> 2u) & 0x30303030u) : h.y & 0x3f3f3f3fu;
+  uint mn = high ? ((h.w >> 4u) & 0x0f0f0f0fu) | ((h.z >> 2u) & 0x30303030u) : h.z & 0x3f3f3f3fu;
+  uint sh = 8u * (sub & 3u);
+  vec2 dd = unpackHalf2x16(h.x);
+  return vec4(dd.x * float((sc >> sh) & 255u), dd.y * float((mn >> sh) & 255u),
+              dd.x * float((sc >> (sh + 8u)) & 255u), dd.y * float((mn >> (sh + 8u)) & 255u));
+}
+
 void main() {
   uint tid = gl_LocalInvocationID.x;
   uint row0 = (pc.base_x + gl_WorkGroupID.x) * ROWS;
@@ -125,6 +139,10 @@ void main() {
     barrier();
   }
 #else
+  // rows past N clamped to the last one (valid memory, results not stored): loads never branch
+  uint row_word[ROWS];
+  for (uint r = 0u; r < ROWS; r++)
+    row_word[r] = (wb + (min(r, rows - 1u) + row0) * pc.w_row) / 4u;
   for (uint unit = tid; unit < pc.blocks * 8u; unit += THREADS) {
     uint sb = unit >> 3, p = unit & 7u;
     uint sub = 2u * (p >> 1);
@@ -133,22 +151,15 @@ void main() {
     uvec4 q[ROWS];
     vec4 dm[ROWS];
     for (uint r = 0u; r < ROWS; r++) {
-      if (r < rows) {
-        uint base = (wb + (row0 + r) * pc.w_row) / 4u + sb * 36u; // words
-        uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
+      uint base = row_word[r] + sb * 36u; // words
+      uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
 #ifdef VEC16
-        q[r] = w4[base / 4u + 1u + p];
+      q[r] = w4[base / 4u + 1u + p];
 #else
-        uint qb = base + 4u + 4u * p;
-        q[r] = uvec4(w[qb], w[qb + 1u], w[qb + 2u], w[qb + 3u]);
+      uint qb = base + 4u + 4u * p;
+      q[r] = uvec4(w[qb], w[qb + 1u], w[qb + 2u], w[qb + 3u]);
 #endif
-        vec2 dd = unpackHalf2x16(h.x);
-        vec2 lo = scale_min(h.yzw, sub), hi = scale_min(h.yzw, sub + 1u);
-        dm[r] = vec4(dd.x * lo.x, dd.y * lo.y, dd.x * hi.x, dd.y * hi.y);
-      } else {
-        q[r] = uvec4(0u);
-        dm[r] = vec4(0.0);
-      }
+      dm[r] = pair_scales(h, sub);
     }
     for (uint c = 0u; c < MT; c++) {
       if (c >= cols)
@@ -173,9 +184,10 @@ void main() {
       for (uint r = 0u; r < ROWS; r++) {
         float ql = 0.0, qh = 0.0;
         for (uint i = 0u; i < 4u; i++) {
-          uint v = q[r][i];
-          ql += dot(vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 15u), xl[i]);
-          qh += dot(vec4(uvec4(v >> 4, v >> 12, v >> 20, v >> 28) & 15u), xh[i]);
+          // nibbles masked four at a time, then one byte per weight into its float
+          uint lo4 = q[r][i] & 0x0f0f0f0fu, hi4 = (q[r][i] >> 4u) & 0x0f0f0f0fu;
+          ql += dot(vec4(lo4 & 255u, (lo4 >> 8u) & 255u, (lo4 >> 16u) & 255u, lo4 >> 24u), xl[i]);
+          qh += dot(vec4(hi4 & 255u, (hi4 >> 8u) & 255u, (hi4 >> 16u) & 255u, hi4 >> 24u), xh[i]);
         }
         acc[r * MT + c] += dm[r].x * ql - dm[r].y * sl + dm[r].z * qh - dm[r].w * sh;
       }
