@@ -11,8 +11,8 @@
 //   sum_t (d sc q_t - dmin m) x_t = d sc sum_t q_t x_t - dmin m sum_t x_t.
 // Rows start 4-byte aligned (VEC16: rows 16-byte aligned, quant units read as uvec4, and
 // x 16-byte aligned, read as vec4). LANEW (with VEC16's bindings, rows 4-byte aligned): each
-// invocation takes one quant word of every row instead, so the x loads of 32 invocations are
-// contiguous too; the header is decoded once per row and super-block (see below).
+// invocation takes four quant words of every row spread over the super-block instead, so the
+// x loads of eight invocations are contiguous too (see below).
 // Offsets and strides of w are bytes; those of x and dst elements.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -23,10 +23,13 @@
 #ifndef MT
 #define MT 1
 #endif
-#define THREADS 128u
+#ifndef WG
+#define WG 128 // invocations per workgroup
+#endif
+#define THREADS uint(WG)
 #define MAX_SUBGROUPS 64u
 
-layout(local_size_x = 128) in;
+layout(local_size_x = WG) in;
 
 layout(push_constant) uniform Push {
   uint N, M, blocks;        // rows, columns of x, super-blocks per row (K / 256)
@@ -49,22 +52,6 @@ layout(std430, set = 0, binding = 3) readonly buffer W4 { uvec4 w4[]; };
 #endif
 
 shared float partial[ROWS * MT][MAX_SUBGROUPS];
-#ifdef LANEW
-// per group of 32 invocations, row and group of 64 weights: d sc, dmin m of its low
-// sub-block, d sc, dmin m of its high one
-shared vec4 header[THREADS / 32u][ROWS][4];
-#endif
-
-uint byte_of(uvec3 s, uint i) { return (s[i >> 2] >> (8u * (i & 3u))) & 255u; }
-
-// scale and min of sub-block j from the 12 packed bytes (ggml get_scale_min_k4)
-vec2 scale_min(uvec3 s, uint j) {
-  if (j < 4u)
-    return vec2(float(byte_of(s, j) & 63u), float(byte_of(s, j + 4u) & 63u));
-  uint hi = byte_of(s, j + 4u);
-  return vec2(float((hi & 15u) | ((byte_of(s, j - 4u) >> 6) << 4)),
-              float((hi >> 4) | ((byte_of(s, j) >> 6) << 4)));
-}
 
 // (d sc, dmin m) of sub-blocks sub and sub + 1 (sub even) from the header words h = (d and
 // dmin, scale bytes 0..3, 4..7, 8..11): the 6-bit values of four sub-blocks at once, packed
@@ -97,46 +84,57 @@ void main() {
     acc[i] = 0.0;
 
 #ifdef LANEW
-  // Groups of 32 invocations (not subgroups: lavapipe's are narrower) take one super-block of
-  // every one of ROWS rows per step, one quant word per invocation: word j = bytes 4j .. 4j + 3
-  // of group j / 8, weights 64 (j / 8) + 4 (j % 8) + t (low nibbles, sub-block 2 (j / 8)) and
-  // + 32 (high nibbles), so the weight loads and the x loads of a group are contiguous. The
-  // header (d, dmin, 6-bit scales and mins) is decoded once per super-block and row: each
-  // invocation one of its 16 products (d sc or dmin m of one sub-block) into shared memory.
-  uint g = tid >> 5, j = tid & 31u, c8 = j >> 3;
-  for (uint s0 = 0u; s0 < pc.blocks; s0 += THREADS / 32u) {
-    uint sb = s0 + g;
-    bool valid = sb < pc.blocks;
-    for (uint e = j; e < ROWS * 16u; e += 32u) {
-      uint r = e >> 4, k = e & 15u, sub = k & 7u;
-      uint base = (wb + (min(r, rows - 1u) + row0) * pc.w_row) / 4u + min(sb, pc.blocks - 1u) * 36u;
+  // Eight invocations per super-block and row, each taking quant words p, 8 + p, 16 + p and
+  // 24 + p (bytes 32 j + 4 p of sub-block pair j = 0..3) of its super-block: the low nibbles
+  // of word j are weights 64 j + 4 p + (0..3), the high nibbles the same + 32. So the x loads
+  // of the eight (one vec4 each per step) cover 128 contiguous bytes, and their weight loads
+  // 32 contiguous bytes. Each invocation decodes all eight scales and mins from the header
+  // (packed, four per word op); ROWS rows share each x load.
+  uint row_word[ROWS];
+  for (uint r = 0u; r < ROWS; r++)
+    row_word[r] = (wb + (min(r, rows - 1u) + row0) * pc.w_row) / 4u;
+  for (uint task = tid; task < pc.blocks * 8u; task += THREADS) {
+    uint sb = task >> 3, p = task & 7u;
+    uvec4 q[ROWS];
+    vec4 dsc[ROWS * 2u], dmn[ROWS * 2u]; // d sc, dmin m of sub-blocks 0..3 and 4..7
+    for (uint r = 0u; r < ROWS; r++) {
+      uint base = row_word[r] + sb * 36u;
       uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
+      q[r] = uvec4(w[base + 4u + p], w[base + 12u + p], w[base + 20u + p], w[base + 28u + p]);
       vec2 dd = unpackHalf2x16(h.x);
-      vec2 sm = scale_min(h.yzw, sub);
-      header[g][r][sub >> 1][(sub & 1u) * 2u + (k >> 3)] = k < 8u ? dd.x * sm.x : dd.y * sm.y;
+      uint sc0 = h.y & 0x3f3f3f3fu, mn0 = h.z & 0x3f3f3f3fu;
+      uint sc1 = (h.w & 0x0f0f0f0fu) | ((h.y >> 2u) & 0x30303030u);
+      uint mn1 = ((h.w >> 4u) & 0x0f0f0f0fu) | ((h.z >> 2u) & 0x30303030u);
+      dsc[2u * r] = dd.x * vec4(sc0 & 255u, (sc0 >> 8u) & 255u, (sc0 >> 16u) & 255u, sc0 >> 24u);
+      dsc[2u * r + 1u] = dd.x * vec4(sc1 & 255u, (sc1 >> 8u) & 255u, (sc1 >> 16u) & 255u, sc1 >> 24u);
+      dmn[2u * r] = dd.y * vec4(mn0 & 255u, (mn0 >> 8u) & 255u, (mn0 >> 16u) & 255u, mn0 >> 24u);
+      dmn[2u * r + 1u] = dd.y * vec4(mn1 & 255u, (mn1 >> 8u) & 255u, (mn1 >> 16u) & 255u, mn1 >> 24u);
     }
-    barrier();
-    if (valid) {
-      uint k = sb * 256u + 64u * c8 + 4u * (j & 7u);
-      uint q[ROWS];
-      for (uint r = 0u; r < ROWS; r++)
-        q[r] = w[(wb + (min(r, rows - 1u) + row0) * pc.w_row) / 4u + sb * 36u + 4u + j];
-      for (uint c = 0u; c < MT; c++) {
-        if (c >= cols)
-          break;
-        uint xi = (xb + (col0 + c) * pc.x_col + k) / 4u; // x 16-byte aligned
-        vec4 xl = x4[xi], xh = x4[xi + 8u];
-        float sl = dot(xl, vec4(1.0)), sh = dot(xh, vec4(1.0));
-        for (uint r = 0u; r < ROWS; r++) {
-          vec4 dm = header[g][r][c8];
-          uint v = q[r];
-          float ql = dot(vec4(uvec4(v, v >> 8, v >> 16, v >> 24) & 15u), xl);
-          float qh = dot(vec4(uvec4(v >> 4, v >> 12, v >> 20, v >> 28) & 15u), xh);
-          acc[r * MT + c] += dm.x * ql - dm.y * sl + dm.z * qh - dm.w * sh;
+    for (uint c = 0u; c < MT; c++) {
+      if (MT > 1u && c >= cols)
+        break;
+      uint xi = (xb + (col0 + c) * pc.x_col + sb * 256u + 4u * p) / 4u; // x 16-byte aligned
+      vec4 xl[4], xh[4];
+      vec4 sl, sh; // sums of x per sub-block: low (2 j) and high (2 j + 1) of pair j
+      for (uint j = 0u; j < 4u; j++) {
+        xl[j] = x4[xi + 16u * j];
+        xh[j] = x4[xi + 16u * j + 8u];
+        sl[j] = dot(xl[j], vec4(1.0));
+        sh[j] = dot(xh[j], vec4(1.0));
+      }
+      for (uint r = 0u; r < ROWS; r++) {
+        vec4 ql, qh;
+        for (uint j = 0u; j < 4u; j++) {
+          uint lo4 = q[r][j] & 0x0f0f0f0fu, hi4 = (q[r][j] >> 4u) & 0x0f0f0f0fu;
+          ql[j] = dot(vec4(lo4 & 255u, (lo4 >> 8u) & 255u, (lo4 >> 16u) & 255u, lo4 >> 24u), xl[j]);
+          qh[j] = dot(vec4(hi4 & 255u, (hi4 >> 8u) & 255u, (hi4 >> 16u) & 255u, hi4 >> 24u), xh[j]);
         }
+        // pair j: sub-blocks 2 j (low nibbles) and 2 j + 1 (high)
+        vec4 a = dsc[2u * r], b = dsc[2u * r + 1u], m0 = dmn[2u * r], m1 = dmn[2u * r + 1u];
+        acc[r * MT + c] += dot(vec4(a.x, a.z, b.x, b.z), ql) + dot(vec4(a.y, a.w, b.y, b.w), qh) -
+                           dot(vec4(m0.x, m0.z, m1.x, m1.z), sl) - dot(vec4(m0.y, m0.w, m1.y, m1.w), sh);
       }
     }
-    barrier();
   }
 #else
   // rows past N clamped to the last one (valid memory, results not stored): loads never branch
@@ -162,7 +160,7 @@ void main() {
       dm[r] = pair_scales(h, sub);
     }
     for (uint c = 0u; c < MT; c++) {
-      if (c >= cols)
+      if (MT > 1u && c >= cols)
         break;
       uint xi = xb + (col0 + c) * pc.x_col + k;
       vec4 xl[4], xh[4];

@@ -24,10 +24,13 @@
 #ifndef UNROLL
 #define UNROLL 1
 #endif
-#define THREADS 128u
+#ifndef WG
+#define WG 128 // invocations per workgroup
+#endif
+#define THREADS uint(WG)
 #define MAX_SUBGROUPS 64u
 
-layout(local_size_x = 128) in;
+layout(local_size_x = WG) in;
 
 layout(push_constant) uniform Push {
   uint N, M, blocks;        // rows, columns of x, blocks per row (K / 32)
@@ -113,7 +116,7 @@ void main() {
         dq[u * ROWS + r] = granule_half(row_word[r] * 2u + b * 17u);
       }
       for (uint c = 0u; c < MT; c++) {
-        if (c >= cols)
+        if (MT > 1u && c >= cols)
           break;
         xl[u * MT + c] = x2[xcol[c] + klo / 2u];
         xh[u * MT + c] = x2[xcol[c] + khi / 2u];
@@ -121,7 +124,7 @@ void main() {
     }
     for (uint u = 0u; u < UNROLL; u++)
       for (uint c = 0u; c < MT; c++) {
-        if (c >= cols) // MT = 8 serves M 2..8: only the columns there are
+        if (MT > 1u && c >= cols) // MT = 8 serves M 2..8: only the columns there are
           break;
         for (uint r = 0u; r < ROWS; r++) {
           uint v = q[u * ROWS + r];

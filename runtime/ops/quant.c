@@ -40,8 +40,10 @@ VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
  * reads the rows differently:
  *   words  : any row alignment (2-byte Q8_0 granules / 4-byte Q4_K words), ROWS rows looped
  *   vec16  : 16 bytes of every one of ROWS rows per invocation (rows and x 16-byte aligned)
- *   lanew  : one word of every one of ROWS rows per invocation, so x loads coalesce too
- *            (rows 4-byte aligned, Q8_0 rows of an even block count; x 16-byte aligned);
+ *   lanew  : words of every one of ROWS rows per invocation laid out so that x loads
+ *            coalesce too (Q8_0: one word each; Q4_K: four, eight invocations per
+ *            super-block) (rows 4-byte aligned, Q8_0 rows of an even block count; x 16-byte
+ *            aligned);
  *            lanew-rows-a/-b: the same with 2 / 8 rows per workgroup
  * ROWS must match the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
 enum qmv_kind { QMV_WORDS, QMV_VEC16, QMV_LANEW };
@@ -71,9 +73,9 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
 };
 /* The choice when not forced: the first eligible of these (1-based variant numbers), per
  * type (Q8_0, Q4_K); the last is always the words kernel, which takes any layout. Measured
- * on the H200 at K 14336 x N 4096, M = 1 (docs/perf.md, 2026-12-03): Q8_0 lanew 33.3 us
- * (2 rows 37.6, 8 rows 76.9), vec16 47.9, words 75.7; Q4_K vec16 with 2 rows 36.1 us,
- * vec16 (4 rows) 42.3, lanew 50.7 (2 rows 46.4), words 62.8. */
+ * on the H200 at K 14336 x N 4096, M = 1 (docs/perf.md, 2026-12-03): Q8_0 lanew 33.2 us
+ * (2 rows 37.3, 8 rows 76.7), vec16 47.9, words 75.3; Q4_K vec16 with 2 rows 26.1 us,
+ * vec16 (4 rows) 26.7, lanew 31.6 (2 rows 29.8), words 58.6. */
 const int vkrt_quant_preference[2][3] = {{5, 2, 1}, {4, 2, 1}};
 
 const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
