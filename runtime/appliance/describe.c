@@ -50,17 +50,22 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
       vkrt_text_put(&o, "%s{", i ? ", " : "");
       add_caps(&o, &sys->devices[i].caps, i, true);
       const struct vkrt_device *d = &sys->devices[i];
-      struct vkrt_matvec_config m16 = vkrt_ops_matvec_config(d, VKRT_TYPE_F16);
-      struct vkrt_matvec_config m32 = vkrt_ops_matvec_config(d, VKRT_TYPE_F32);
+      struct vkrt_matvec_config m16 = vkrt_ops_matvec_config(d, VKRT_TYPE_F16, 1);
+      struct vkrt_matvec_config m32 = vkrt_ops_matvec_config(d, VKRT_TYPE_F32, 1);
+      struct vkrt_matvec_config c16 = vkrt_ops_matvec_config(d, VKRT_TYPE_F16, 2);
+      struct vkrt_matvec_config c32 = vkrt_ops_matvec_config(d, VKRT_TYPE_F32, 2);
       vkrt_text_put(&o, ", \"fault_mask\": %u, \"copy_path\": \"%s\", \"copy_path_reason\": \"%s\", "
           "\"transposed_copy_path\": \"%s\", \"transposed_copy_reason\": \"%s\", "
           "\"matvec_f16\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
           "\"matvec_f32\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
+          "\"matvec_f16_cols\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
+          "\"matvec_f32_cols\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
           "\"pipelines\": \"%s\", \"pipelines_ready\": %u}",
           d->fault_mask, vkrt_ops_copy_path(d), vkrt_ops_copy_path_reason(d),
           vkrt_ops_transposed_copy_tiled(d) ? "tiled transpose" : "strided copy kernel",
           vkrt_ops_transposed_copy_reason(d), m16.wg, m16.rows, m16.unroll, m16.blocks, m32.wg,
-          m32.rows, m32.unroll, m32.blocks, vkrt_ops_pipelines_when(d), vkrt_ops_pipelines_ready(d));
+          m32.rows, m32.unroll, m32.blocks, c16.wg, c16.rows, c16.unroll, c16.blocks, c32.wg,
+          c32.rows, c32.unroll, c32.blocks, vkrt_ops_pipelines_when(d), vkrt_ops_pipelines_ready(d));
     }
     vkrt_text_put(&o, "], ");
     add_collective(&o, app, true);
@@ -82,12 +87,14 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     vkrt_text_put(&o, "vkrt: dev%u transposed-view copies via %s: %s\n", i,
         vkrt_ops_transposed_copy_tiled(d) ? "tiled transpose" : "strided copy kernel",
         vkrt_ops_transposed_copy_reason(d));
-    struct vkrt_matvec_config m16 = vkrt_ops_matvec_config(d, VKRT_TYPE_F16);
-    struct vkrt_matvec_config m32 = vkrt_ops_matvec_config(d, VKRT_TYPE_F32);
-    vkrt_text_put(&o, "vkrt: dev%u matvec f16: workgroup %u, %u rows, %u loads in flight, %u "
-        "blocks per group; f32: workgroup %u, %u rows, %u loads in flight, %u blocks per group\n",
-        i, m16.wg, m16.rows, m16.unroll * m16.rows, m16.blocks, m32.wg, m32.rows,
-        m32.unroll * m32.rows, m32.blocks);
+    for (uint32_t cols = 1; cols <= 2; cols++) {
+      struct vkrt_matvec_config m16 = vkrt_ops_matvec_config(d, VKRT_TYPE_F16, cols);
+      struct vkrt_matvec_config m32 = vkrt_ops_matvec_config(d, VKRT_TYPE_F32, cols);
+      vkrt_text_put(&o, "vkrt: dev%u matvec %s f16: workgroup %u, %u rows, %u loads in flight, %u "
+          "blocks per group; f32: workgroup %u, %u rows, %u loads in flight, %u blocks per group\n",
+          i, cols == 1 ? "M = 1" : "M > 1", m16.wg, m16.rows, m16.unroll * m16.rows, m16.blocks,
+          m32.wg, m32.rows, m32.unroll * m32.rows, m32.blocks);
+    }
     vkrt_text_put(&o, "vkrt: dev%u pipelines %s (%u ready)\n", i, vkrt_ops_pipelines_when(d),
         vkrt_ops_pipelines_ready(d));
   }

@@ -200,7 +200,9 @@ vkrt_status vkrt_tuning_matvec_set(vkrt_appliance *app, uint32_t device, vkrt_ty
       return s;
     vkrt_ops_drop_variants(dev);
   }
+  /* one shape for every M, so a sweep times what it set */
   dev->ops->matvec[type] = (struct vkrt_matvec_config){cfg->wg, cfg->rows, cfg->unroll, cfg->blocks};
+  dev->ops->matvec_cols[type] = dev->ops->matvec[type];
   return VKRT_OK;
 }
 

@@ -86,13 +86,15 @@ static void matvec_spec(const struct vkrt_matvec_config *cfg, uint32_t cols,
 }
 
 /* f16 and f32 weights: kernels/matvec.comp specialized with the device's configuration
- * (dev->ops->matvec[type]) and NCOLS = M rounded up to a power of two. */
+ * for the type and column count (vkrt_ops_matvec_config) and NCOLS = M rounded up to a power
+ * of two. */
 static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
                                  enum vkrt_ops_kernel kernel, const struct vkrt_ops_view *d,
                                  const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
                                  bool accumulate) {
-  const struct vkrt_matvec_config *cfg = &dev->ops->matvec[w->type];
   uint32_t cols = VKRT_MIN(pow2_at_least(x->ne[1]), MATVEC_MAX_COLS);
+  struct vkrt_matvec_config config = vkrt_ops_matvec_config(dev, w->type, cols);
+  const struct vkrt_matvec_config *cfg = &config;
   uint32_t spec[VKRT_OPS_MAX_SPEC];
   matvec_spec(cfg, cols, spec);
   const struct vkrt_ops_pipeline *p;
@@ -251,7 +253,8 @@ vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
     for (uint32_t cols = 1; cols <= MATVEC_MAX_COLS; cols *= 2) {
       uint32_t spec[VKRT_OPS_MAX_SPEC];
       const struct vkrt_ops_pipeline *p;
-      matvec_spec(&dev->ops->matvec[t], cols, spec);
+      struct vkrt_matvec_config cfg = vkrt_ops_matvec_config(dev, (vkrt_type)t, cols);
+      matvec_spec(&cfg, cols, spec);
       vkrt_status s = vkrt_ops_pipeline_spec(dev, k, spec, &p);
       if (s != VKRT_OK)
         return s;

@@ -106,9 +106,16 @@ static enum vkrt_ops_copy_path choose_copy_path(const struct vkrt_device *dev) {
  *   of the sweep (256 x 2 x 2).
  * - CPU devices (lavapipe) run a workgroup as one thread's SIMD loop, where narrow
  *   workgroups with more rows reuse each x chunk best. */
-static struct vkrt_matvec_config choose_matvec(const struct vkrt_device *dev, vkrt_type type) {
+static struct vkrt_matvec_config choose_matvec(const struct vkrt_device *dev, vkrt_type type,
+                                               uint32_t cols) {
   if (dev->caps.is_cpu)
     return (struct vkrt_matvec_config){.wg = 64, .rows = 4, .unroll = 1, .blocks = 1};
+  /* NVIDIA, M 2..8 (docs/perf.md 2026-12-03, the M > 1 sweep): with several columns each
+   * weight chunk costs 2 M x loads and 8 M FMAs, and 64-invocation workgroups of 2 rows win
+   * (H200 f16 gate/up M 4: 47.0 us vs 51.5 with the M = 1 shape; f32 q/o M 4: 21.2 vs 26.6). */
+  if (dev->caps.vendor_id == 0x10de && cols > 1)
+    return (struct vkrt_matvec_config){.wg = 64, .rows = 2, .unroll = type == VKRT_TYPE_F16 ? 2 : 4,
+                                       .blocks = 1};
   if (dev->caps.vendor_id == 0x10de)
     return type == VKRT_TYPE_F16
                ? (struct vkrt_matvec_config){.wg = 128, .rows = 2, .unroll = 2, .blocks = 1}
@@ -135,8 +142,11 @@ const char *vkrt_ops_transposed_copy_reason(const struct vkrt_device *dev) {
   return "GPU: coalesced reads and writes through shared-memory tiles";
 }
 
-struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t) {
-  return dev->ops ? dev->ops->matvec[t] : choose_matvec(dev, t);
+struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,
+                                                 uint32_t cols) {
+  if (!dev->ops)
+    return choose_matvec(dev, t, cols);
+  return cols > 1 ? dev->ops->matvec_cols[t] : dev->ops->matvec[t];
 }
 
 vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
@@ -166,8 +176,10 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
         ops->desc[k] = vkrt_kernel_registry[i];
   ops->copy_path = choose_copy_path(dev);
   ops->copy_transposed_tiled = choose_transposed_tiled(dev);
-  for (int t = 0; t < VKRT_TYPE_COUNT; t++)
-    ops->matvec[t] = choose_matvec(dev, (vkrt_type)t);
+  for (int t = 0; t < VKRT_TYPE_COUNT; t++) {
+    ops->matvec[t] = choose_matvec(dev, (vkrt_type)t, 1);
+    ops->matvec_cols[t] = choose_matvec(dev, (vkrt_type)t, 2);
+  }
   dev->ops = ops;
   if (!ops->push_descriptor) {
     vkrt_status s = create_pools(dev, ops);

@@ -85,7 +85,8 @@ struct vkrt_ops_state {
   int quant_variant;
   uint64_t quant_matvec_count, dequant_count;
   uint64_t quant_kind_count[3]; /* matrix-vector calls per read pattern: words, vec16, lanew */
-  struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT]; /* per weight type */
+  struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT];      /* per weight type, M = 1 */
+  struct vkrt_matvec_config matvec_cols[VKRT_TYPE_COUNT]; /* M > 1 (several x columns) */
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
 };
@@ -176,7 +177,9 @@ const char *vkrt_ops_copy_path_reason(const struct vkrt_device *dev);
 bool vkrt_ops_transposed_copy_tiled(const struct vkrt_device *dev);
 const char *vkrt_ops_transposed_copy_reason(const struct vkrt_device *dev);
 /* The matrix-vector configuration of weight type t (valid before the first op). */
-struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t);
+/* The matrix-vector configuration for weight type t and `cols` x columns per dispatch. */
+struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,
+                                                 uint32_t cols);
 
 /* Push constants of copy_vec4.comp (checked against the shader in copy.c). */
 struct copy_vec4_push {

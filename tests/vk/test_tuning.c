@@ -97,6 +97,12 @@ static void test_knobs_and_refusals(void **state) {
     vkrt_tuning_matvec got;
     vkt_check(app, vkrt_tuning_matvec_get(app, 0, VKRT_TYPE_F32, &got));
     assert_memory_equal(&got, &shape, sizeof(got));
+    /* a set shape serves every M (the M > 1 table too), as vkrt-probe --json shows */
+    static char text[1 << 16];
+    vkrt_describe(app, true, text, sizeof(text));
+    assert_non_null(strstr(text, "\"matvec_f32\": {\"wg\": 64, \"rows\": 1, \"unroll\": 1, \"blocks\": 1}, "
+                                 "\"matvec_f16_cols\""));
+    assert_non_null(strstr(text, "\"matvec_f32_cols\": {\"wg\": 64, \"rows\": 1, \"unroll\": 1, \"blocks\": 1}"));
     vkt_check(app, vkrt_tuning_matvec_set(app, 0, VKRT_TYPE_F32, &keep));
     vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0));
     vkrt_buffer_destroy(wb);
