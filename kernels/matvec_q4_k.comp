@@ -23,13 +23,10 @@
 #ifndef MT
 #define MT 1
 #endif
-#ifndef WG
-#define WG 128 // invocations per workgroup
-#endif
-#define THREADS uint(WG)
+#define THREADS 128u
 #define MAX_SUBGROUPS 64u
 
-layout(local_size_x = WG) in;
+layout(local_size_x = 128) in;
 
 layout(push_constant) uniform Push {
   uint N, M, blocks;        // rows, columns of x, super-blocks per row (K / 256)
@@ -53,14 +50,23 @@ layout(std430, set = 0, binding = 3) readonly buffer W4 { uvec4 w4[]; };
 
 shared float partial[ROWS * MT][MAX_SUBGROUPS];
 
-// (d sc, dmin m) of sub-blocks sub and sub + 1 (sub even) from the header words h = (d and
-// dmin, scale bytes 0..3, 4..7, 8..11): the 6-bit values of four sub-blocks at once, packed
-// per byte (ggml get_scale_min_k4 on a word: sub-blocks 0..3 are the low 6 bits of bytes 0..3
-// (scales) and 4..7 (mins); 4..7 take bytes 8..11's nibbles and the top two bits of 0..7)
+// The 6-bit scales and mins of the eight sub-blocks from the header words h = (d and dmin,
+// scale bytes 0..3, 4..7, 8..11), packed one per byte (ggml get_scale_min_k4 on words):
+// (scales 0..3, scales 4..7, mins 0..3, mins 4..7). Sub-blocks 0..3 are the low 6 bits of
+// bytes 0..3 (scales) and 4..7 (mins); 4..7 take bytes 8..11's nibbles and the top two bits
+// of bytes 0..7.
+uvec4 scales_mins(uvec4 h) {
+  return uvec4(h.y & 0x3f3f3f3fu, (h.w & 0x0f0f0f0fu) | ((h.y >> 2u) & 0x30303030u),
+               h.z & 0x3f3f3f3fu, ((h.w >> 4u) & 0x0f0f0f0fu) | ((h.z >> 2u) & 0x30303030u));
+}
+
+vec4 bytes_of(uint v) { return vec4(v & 255u, (v >> 8u) & 255u, (v >> 16u) & 255u, v >> 24u); }
+
+// (d sc, dmin m) of sub-blocks sub and sub + 1 (sub even)
 vec4 pair_scales(uvec4 h, uint sub) {
+  uvec4 sm = scales_mins(h);
   bool high = sub >= 4u;
-  uint sc = high ? (h.w & 0x0f0f0f0fu) | ((h.y >> 2u) & 0x30303030u) : h.y & 0x3f3f3f3fu;
-  uint mn = high ? ((h.w >> 4u) & 0x0f0f0f0fu) | ((h.z >> 2u) & 0x30303030u) : h.z & 0x3f3f3f3fu;
+  uint sc = high ? sm.y : sm.x, mn = high ? sm.w : sm.z;
   uint sh = 8u * (sub & 3u);
   vec2 dd = unpackHalf2x16(h.x);
   return vec4(dd.x * float((sc >> sh) & 255u), dd.y * float((mn >> sh) & 255u),
@@ -102,13 +108,11 @@ void main() {
       uvec4 h = uvec4(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
       q[r] = uvec4(w[base + 4u + p], w[base + 12u + p], w[base + 20u + p], w[base + 28u + p]);
       vec2 dd = unpackHalf2x16(h.x);
-      uint sc0 = h.y & 0x3f3f3f3fu, mn0 = h.z & 0x3f3f3f3fu;
-      uint sc1 = (h.w & 0x0f0f0f0fu) | ((h.y >> 2u) & 0x30303030u);
-      uint mn1 = ((h.w >> 4u) & 0x0f0f0f0fu) | ((h.z >> 2u) & 0x30303030u);
-      dsc[2u * r] = dd.x * vec4(sc0 & 255u, (sc0 >> 8u) & 255u, (sc0 >> 16u) & 255u, sc0 >> 24u);
-      dsc[2u * r + 1u] = dd.x * vec4(sc1 & 255u, (sc1 >> 8u) & 255u, (sc1 >> 16u) & 255u, sc1 >> 24u);
-      dmn[2u * r] = dd.y * vec4(mn0 & 255u, (mn0 >> 8u) & 255u, (mn0 >> 16u) & 255u, mn0 >> 24u);
-      dmn[2u * r + 1u] = dd.y * vec4(mn1 & 255u, (mn1 >> 8u) & 255u, (mn1 >> 16u) & 255u, mn1 >> 24u);
+      uvec4 sm = scales_mins(h);
+      dsc[2u * r] = dd.x * bytes_of(sm.x);
+      dsc[2u * r + 1u] = dd.x * bytes_of(sm.y);
+      dmn[2u * r] = dd.y * bytes_of(sm.z);
+      dmn[2u * r + 1u] = dd.y * bytes_of(sm.w);
     }
     for (uint c = 0u; c < MT; c++) {
       if (MT > 1u && c >= cols)
@@ -126,8 +130,8 @@ void main() {
         vec4 ql, qh;
         for (uint j = 0u; j < 4u; j++) {
           uint lo4 = q[r][j] & 0x0f0f0f0fu, hi4 = (q[r][j] >> 4u) & 0x0f0f0f0fu;
-          ql[j] = dot(vec4(lo4 & 255u, (lo4 >> 8u) & 255u, (lo4 >> 16u) & 255u, lo4 >> 24u), xl[j]);
-          qh[j] = dot(vec4(hi4 & 255u, (hi4 >> 8u) & 255u, (hi4 >> 16u) & 255u, hi4 >> 24u), xh[j]);
+          ql[j] = dot(bytes_of(lo4), xl[j]);
+          qh[j] = dot(bytes_of(hi4), xh[j]);
         }
         // pair j: sub-blocks 2 j (low nibbles) and 2 j + 1 (high)
         vec4 a = dsc[2u * r], b = dsc[2u * r + 1u], m0 = dmn[2u * r], m1 = dmn[2u * r + 1u];
@@ -184,8 +188,8 @@ void main() {
         for (uint i = 0u; i < 4u; i++) {
           // nibbles masked four at a time, then one byte per weight into its float
           uint lo4 = q[r][i] & 0x0f0f0f0fu, hi4 = (q[r][i] >> 4u) & 0x0f0f0f0fu;
-          ql += dot(vec4(lo4 & 255u, (lo4 >> 8u) & 255u, (lo4 >> 16u) & 255u, lo4 >> 24u), xl[i]);
-          qh += dot(vec4(hi4 & 255u, (hi4 >> 8u) & 255u, (hi4 >> 16u) & 255u, hi4 >> 24u), xh[i]);
+          ql += dot(bytes_of(lo4), xl[i]);
+          qh += dot(bytes_of(hi4), xh[i]);
         }
         acc[r * MT + c] += dm[r].x * ql - dm[r].y * sl + dm[r].z * qh - dm[r].w * sh;
       }

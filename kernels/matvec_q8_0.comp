@@ -21,16 +21,10 @@
 #ifndef MT
 #define MT 1
 #endif
-#ifndef UNROLL
-#define UNROLL 1
-#endif
-#ifndef WG
-#define WG 128 // invocations per workgroup
-#endif
-#define THREADS uint(WG)
+#define THREADS 128u
 #define MAX_SUBGROUPS 64u
 
-layout(local_size_x = WG) in;
+layout(local_size_x = 128) in;
 
 layout(push_constant) uniform Push {
   uint N, M, blocks;        // rows, columns of x, blocks per row (K / 32)
@@ -86,53 +80,38 @@ void main() {
 #if defined(LANEW)
   // every row starts 4-byte aligned with an even block count (all rows in phase): local
   // word wi holds granules 2 wi, 2 wi + 1, so a subgroup reads 128 contiguous bytes of each
-  // row and 64 contiguous floats of x (coalesced), one x load serving ROWS rows. UNROLL words
-  // (THREADS apart) of every row are loaded before any is used (the H200 ran 2, 4 and 8
-  // slower than 1: docs/perf.md 2026-12-03, so no kernel sets it). Past the row's end the index is clamped (valid memory) and the
-  // contribution dropped by a select, never a multiply (x may hold infinities).
+  // row and 64 contiguous floats of x (coalesced), one x load serving ROWS rows. Every load is
+  // unconditional (a d granule's x index is clamped to a valid one) and its contribution
+  // dropped by a select, never a multiply (x may hold infinities); the H200 ran this 37.1 ->
+  // 33.2 us against the branching form, and slower with 2, 4 or 8 words in flight per row.
   uint nw = ng / 2u; // words per row
   uint row_word[ROWS];
   for (uint r = 0u; r < ROWS; r++)
     row_word[r] = (wb + (min(r, rows - 1u) + row0) * pc.w_row) / 4u;
-  uint xcol[MT];
-  for (uint c = 0u; c < MT; c++)
-    xcol[c] = (xb + (col0 + min(c, cols - 1u)) * pc.x_col) / 2u; // x 8-byte aligned
-  for (uint w0 = tid; w0 < nw; w0 += THREADS * UNROLL) {
-    uint q[UNROLL * ROWS];
-    float dq[UNROLL * ROWS];
-    vec2 xl[UNROLL * MT], xh[UNROLL * MT];
-    bool lo[UNROLL], hi[UNROLL];
-    for (uint u = 0u; u < UNROLL; u++) {
-      bool valid = w0 + u * THREADS < nw;
-      uint wi = min(w0 + u * THREADS, nw - 1u);
-      uint b = (wi * 2u) / 17u;
-      uint p = wi * 2u - b * 17u;    // granule position of the low half (0..16)
-      lo[u] = valid && p != 0u;      // the low half is block b's d at p == 0
-      hi[u] = valid && p != 16u;     // the high half is the next block's d at p == 16
-      uint khi = min(b * 32u + 2u * p, pc.blocks * 32u - 2u);
-      uint klo = p != 0u ? b * 32u + 2u * p - 2u : khi;
+  for (uint wi = tid; wi < nw; wi += THREADS) {
+    uint b = (wi * 2u) / 17u;
+    uint p = wi * 2u - b * 17u;    // granule position of the low half (0..16)
+    bool lo = p != 0u;             // the low half is block b's d at p == 0
+    bool hi = p != 16u;            // the high half is the next block's d at p == 16
+    uint khi = min(b * 32u + 2u * p, pc.blocks * 32u - 2u);
+    uint klo = lo ? b * 32u + 2u * p - 2u : khi;
+    uint q[ROWS];
+    float dq[ROWS];
+    for (uint r = 0u; r < ROWS; r++) {
+      q[r] = w[row_word[r] + wi];
+      dq[r] = granule_half(row_word[r] * 2u + b * 17u);
+    }
+    for (uint c = 0u; c < MT; c++) {
+      if (MT > 1u && c >= cols) // MT = 8 serves M 2..8: only the columns there are
+        break;
+      uint xc = (xb + (col0 + c) * pc.x_col) / 2u; // x 8-byte aligned
+      vec2 xl = x2[xc + klo / 2u], xh = x2[xc + khi / 2u];
       for (uint r = 0u; r < ROWS; r++) {
-        q[u * ROWS + r] = w[row_word[r] + wi];
-        dq[u * ROWS + r] = granule_half(row_word[r] * 2u + b * 17u);
-      }
-      for (uint c = 0u; c < MT; c++) {
-        if (MT > 1u && c >= cols)
-          break;
-        xl[u * MT + c] = x2[xcol[c] + klo / 2u];
-        xh[u * MT + c] = x2[xcol[c] + khi / 2u];
+        float sl = lo ? dot(quant_pair(q[r], 0u), xl) : 0.0;
+        float sh = hi ? dot(quant_pair(q[r], 1u), xh) : 0.0;
+        acc[r * MT + c] += dq[r] * (sl + sh);
       }
     }
-    for (uint u = 0u; u < UNROLL; u++)
-      for (uint c = 0u; c < MT; c++) {
-        if (MT > 1u && c >= cols) // MT = 8 serves M 2..8: only the columns there are
-          break;
-        for (uint r = 0u; r < ROWS; r++) {
-          uint v = q[u * ROWS + r];
-          float sl = lo[u] ? dot(quant_pair(v, 0u), xl[u * MT + c]) : 0.0;
-          float sh = hi[u] ? dot(quant_pair(v, 1u), xh[u * MT + c]) : 0.0;
-          acc[r * MT + c] += dq[u * ROWS + r] * (sl + sh);
-        }
-      }
   }
 #elif defined(VEC16)
   // every row starts 16-byte aligned: local 16-byte unit u holds granules 8u .. 8u + 7

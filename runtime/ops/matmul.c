@@ -76,13 +76,17 @@ static uint32_t pow2_at_least(uint32_t m) {
   return c;
 }
 
-static void matvec_spec(const struct vkrt_matvec_config *cfg, uint32_t cols,
-                        uint32_t spec[VKRT_OPS_MAX_SPEC]) {
+/* The device's configuration for weight type t and `cols` x columns, and the kernel's
+ * specialization constants for it. */
+static struct vkrt_matvec_config matvec_spec(const struct vkrt_device *dev, vkrt_type t,
+                                             uint32_t cols, uint32_t spec[VKRT_OPS_MAX_SPEC]) {
+  struct vkrt_matvec_config cfg = vkrt_ops_matvec_config(dev, t, cols);
   memset(spec, 0, VKRT_OPS_MAX_SPEC * sizeof(uint32_t));
-  spec[0] = cfg->wg;
-  spec[1] = cfg->rows;
+  spec[0] = cfg.wg;
+  spec[1] = cfg.rows;
   spec[2] = cols;
-  spec[3] = cfg->unroll;
+  spec[3] = cfg.unroll;
+  return cfg;
 }
 
 /* f16 and f32 weights: kernels/matvec.comp specialized with the device's configuration
@@ -93,10 +97,9 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
                                  const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
                                  bool accumulate) {
   uint32_t cols = VKRT_MIN(pow2_at_least(x->ne[1]), MATVEC_MAX_COLS);
-  struct vkrt_matvec_config config = vkrt_ops_matvec_config(dev, w->type, cols);
-  const struct vkrt_matvec_config *cfg = &config;
   uint32_t spec[VKRT_OPS_MAX_SPEC];
-  matvec_spec(cfg, cols, spec);
+  struct vkrt_matvec_config config = matvec_spec(dev, w->type, cols, spec);
+  const struct vkrt_matvec_config *cfg = &config;
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline_spec(dev, kernel, spec, &p);
   if (s != VKRT_OK)
@@ -253,8 +256,7 @@ vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
     for (uint32_t cols = 1; cols <= MATVEC_MAX_COLS; cols *= 2) {
       uint32_t spec[VKRT_OPS_MAX_SPEC];
       const struct vkrt_ops_pipeline *p;
-      struct vkrt_matvec_config cfg = vkrt_ops_matvec_config(dev, (vkrt_type)t, cols);
-      matvec_spec(&cfg, cols, spec);
+      matvec_spec(dev, (vkrt_type)t, cols, spec);
       vkrt_status s = vkrt_ops_pipeline_spec(dev, k, spec, &p);
       if (s != VKRT_OK)
         return s;

@@ -176,8 +176,8 @@ const char *vkrt_ops_copy_path_reason(const struct vkrt_device *dev);
  * the source, dense there): "tiled transpose" or "strided copy kernel", and why. */
 bool vkrt_ops_transposed_copy_tiled(const struct vkrt_device *dev);
 const char *vkrt_ops_transposed_copy_reason(const struct vkrt_device *dev);
-/* The matrix-vector configuration of weight type t (valid before the first op). */
-/* The matrix-vector configuration for weight type t and `cols` x columns per dispatch. */
+/* The matrix-vector configuration for weight type t and `cols` x columns per dispatch
+ * (valid before the first op). */
 struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,
                                                  uint32_t cols);
 

@@ -291,7 +291,7 @@ static void test_quant_matmul(void **state) {
       run_quant_matmul(app, wt, &c);
       c.M = 3;
       run_quant_matmul(app, wt, &c);
-      /* a row shorter than one unrolled step (the clamped, dropped words and super-blocks) */
+      /* a row shorter than one workgroup stride: idle invocations, the last block's clamped x */
       struct mm_case tail = {(wt == VKRT_TYPE_Q8_0 ? 8 : 6) * B, 5, 1, 1, 1, 0, 0, 0, v, SCALE_EXTREME};
       run_quant_matmul(app, wt, &tail);
     }
