@@ -22,7 +22,11 @@ want=$(grep -cv '^\s*\(#\|$\)' "$quick")
 for path in "matvec" "tiled matmul" "concat" "copy"; do
   json "[r['path'] for r in d['results']]" <<< "$out" | grep -q "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
 done
-echo "quick subset: $want cases, #wrong 0"
+# the quantized weights take their own matrix-vector kernels
+for path in "matvec q8_0" "matvec q4_K"; do
+  json "[r['path'] for r in d['results']]" <<< "$out" | grep -q "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
+done
+echo "quick subset: $want cases, #wrong 0 (q8_0 and q4_K through the quantized matrix-vector kernels)"
 # the GPU paths (transposed-view copies through the tiled transpose, concat as per-source
 # copies) verified here too: lavapipe itself prefers the per-element kernels
 out=$("$bench" cases --test-file "$quick" --json --tiled-copies on) || { echo "$out"; echo "tiled-copies run failed"; exit 1; }
@@ -36,8 +40,11 @@ bad="$root/tests/bench/bad-lines.txt"
 out=$("$bench" cases --test-file "$bad") || { echo "$out"; echo "bad-lines run failed"; exit 1; }
 for pattern in "line 4: error: unknown or unsupported op 7" "line 5: error: truncated" \
                "line 6: error: result: ne0 = -4" "line 7: error: src0: strides reach past a 2^31-element view" \
-               "line 8: error: field 4 (ne1): 'x' is not a number" "line 9: error: type: ggml type 9 is not supported"; do
+               "line 8: error: field 4 (ne1): 'x' is not a number" "line 9: error: type: ggml type 9 is not supported" \
+               "line 11: error: src0: ne0 = 300 is not a multiple of the q4_K block (256 elements)" \
+               "line 12: error: type: q8_0 is supported only as MUL_MAT's src0 (the weights)"; do
   grep -qF "$pattern" <<< "$out" || { echo "$out"; echo "missing: $pattern"; exit 1; }
 done
-grep -q "^2 cases run, 6 lines with errors, #wrong total 0$" <<< "$out" || { echo "$out"; echo "good lines did not all run"; exit 1; }
-echo "bad lines: 6 per-line errors, the 2 good lines ran with #wrong 0"
+grep -q "^3 cases run, 8 lines with errors, #wrong total 0$" <<< "$out" || { echo "$out"; echo "good lines did not all run"; exit 1; }
+grep -q "^good.matvec.q4_K  *matvec q4_K " <<< "$out" || { echo "$out"; echo "the good q4_K line did not take the quantized path"; exit 1; }
+echo "bad lines: 8 per-line errors, the 3 good lines ran with #wrong 0"

@@ -6,9 +6,12 @@
  * Line format (whitespace separated, one case per line; '#' comments and blank lines are
  * skipped):  op type ne0 ne1 ne2 ne3 nparams params... nsrc [srctype ne0..3 nb0..3]... name
  * op is the ggml_op number (DUP 1, CONCAT 22, MUL_MAT 29, CPY 34, CONT 35, TRANSPOSE 39) or
- * its name; types are ggml_type numbers (0 f32, 1 f16) or names; nb 0 0 0 0 = contiguous;
- * name may be '-' or absent. A bad line (unknown op, unsupported type, truncated, negative
- * ne, strides past a 2^31-element view, non-numeric field) is reported and skipped. */
+ * its name; types are ggml_type numbers (0 f32, 1 f16, 8 q8_0, 12 q4_K) or names; the block
+ * types q8_0 and q4_K only as MUL_MAT's src0 (the weights), with ne0 a multiple of the block
+ * (32, 256) and, as in ggml, byte strides: nb0 the block size (34, 144), nb1.. whole blocks;
+ * nb 0 0 0 0 = contiguous; name may be '-' or absent. A bad line (unknown op, unsupported
+ * type, truncated, negative ne, ne0 not whole blocks, strides past a 2^31-element view,
+ * non-numeric field) is reported and skipped. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -42,13 +45,16 @@ static const struct {
   int ggml;
   const char *name;
   vkrt_type type;
-} case_types[] = {{0, "f32", VKRT_TYPE_F32}, {1, "f16", VKRT_TYPE_F16}};
+} case_types[] = {{0, "f32", VKRT_TYPE_F32},
+                  {1, "f16", VKRT_TYPE_F16},
+                  {8, "q8_0", VKRT_TYPE_Q8_0},
+                  {12, "q4_K", VKRT_TYPE_Q4_K}};
 
 struct case_tensor {
   vkrt_type type;
   int64_t ne[4];
   int64_t nb[4];      /* bytes */
-  uint64_t extent;    /* bytes from the first element to past the last one */
+  uint64_t extent;    /* bytes from the first element (block) to past the last one */
 };
 
 struct bench_case {
@@ -109,14 +115,17 @@ static bool parse_type(struct cursor *c, const char *what, vkrt_type *out) {
       *out = case_types[k].type;
       return true;
     }
-  snprintf(c->err, c->err_size, "%s: ggml type %lld is not supported (f32 = 0, f16 = 1)", what,
-           (long long)v);
+  snprintf(c->err, c->err_size, "%s: ggml type %lld is not supported (f32 = 0, f16 = 1, "
+           "q8_0 = 8, q4_K = 12)", what, (long long)v);
   return false;
 }
 
-/* Checks ne/nb of a tensor and fills the contiguous strides and the extent. */
+/* Checks ne/nb of a tensor and fills the contiguous strides and the extent. Block types
+ * (q8_0, q4_K): ne0 whole blocks, blocks dense along dim 0 (nb0 = the block size), the view
+ * counted in blocks. */
 static bool check_tensor(struct case_tensor *t, const char *what, char *err, size_t err_size) {
-  uint64_t ts = vkrt_type_size(t->type), elements = 1;
+  uint64_t ts = vkrt_type_size(t->type), per = vkrt_type_block(t->type), elements = 1;
+  const char *unit = per > 1 ? "block" : "element";
   bool contiguous = !t->nb[0] && !t->nb[1] && !t->nb[2] && !t->nb[3];
   for (int i = 0; i < 4; i++) {
     if (t->ne[i] < 1) {
@@ -128,27 +137,48 @@ static bool check_tensor(struct case_tensor *t, const char *what, char *err, siz
       return false;
     }
     if (!contiguous && (t->nb[i] < 0 || t->nb[i] % (int64_t)ts)) {
-      snprintf(err, err_size, "%s: nb%d = %lld is not a non-negative multiple of the element size %llu",
-               what, i, (long long)t->nb[i], (unsigned long long)ts);
+      snprintf(err, err_size, "%s: nb%d = %lld is not a non-negative multiple of the %s size %llu",
+               what, i, (long long)t->nb[i], unit, (unsigned long long)ts);
       return false;
     }
   }
+  if (per > 1 && (uint64_t)t->ne[0] % per) {
+    snprintf(err, err_size, "%s: ne0 = %lld is not a multiple of the %s block (%llu elements)", what,
+             (long long)t->ne[0], vkrt_type_str(t->type), (unsigned long long)per);
+    return false;
+  }
+  if (per > 1 && !contiguous && (uint64_t)t->nb[0] != ts) {
+    snprintf(err, err_size, "%s: nb0 = %lld; %s blocks are dense along dim 0 (nb0 = %llu bytes)",
+             what, (long long)t->nb[0], vkrt_type_str(t->type), (unsigned long long)ts);
+    return false;
+  }
+  int64_t units[4] = {t->ne[0] / (int64_t)per, t->ne[1], t->ne[2], t->ne[3]};
   if (contiguous) {
     t->nb[0] = (int64_t)ts;
     for (int i = 1; i < 4; i++)
-      t->nb[i] = t->nb[i - 1] * t->ne[i - 1];
+      t->nb[i] = t->nb[i - 1] * units[i - 1];
   }
-  uint64_t last = 0; /* element index of the last element */
+  uint64_t last = 0; /* element (block) index of the last element (block) */
   for (int i = 0; i < 4; i++) {
     uint64_t step;
-    if (__builtin_mul_overflow((uint64_t)(t->ne[i] - 1), (uint64_t)t->nb[i] / ts, &step) ||
+    if (__builtin_mul_overflow((uint64_t)(units[i] - 1), (uint64_t)t->nb[i] / ts, &step) ||
         __builtin_add_overflow(last, step, &last) || last >= CASE_MAX_ELEMENTS) {
-      snprintf(err, err_size, "%s: strides reach past a 2^31-element view", what);
+      snprintf(err, err_size, "%s: strides reach past a 2^31-%s view", what, unit);
       return false;
     }
   }
   t->extent = (last + 1) * ts;
   return true;
+}
+
+/* Block types (q8_0, q4_K) are taken only as MUL_MAT's weights. */
+static bool block_type_allowed(vkrt_type type, bool weights, const char *what, char *err,
+                               size_t err_size) {
+  if (vkrt_type_block(type) == 1 || weights)
+    return true;
+  snprintf(err, err_size, "%s: %s is supported only as MUL_MAT's src0 (the weights)", what,
+           vkrt_type_str(type));
+  return false;
 }
 
 static bool same_ne(const int64_t a[4], const int64_t b[4]) {
@@ -194,7 +224,8 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
     c.i++;
   }
   out->op = (enum case_op)op;
-  if (!parse_type(&c, "type", &out->dst.type))
+  if (!parse_type(&c, "type", &out->dst.type) ||
+      !block_type_allowed(out->dst.type, false, "type", err, err_size))
     return -1;
   static const char *const ne_names[] = {"ne0", "ne1", "ne2", "ne3"};
   static const char *const nb_names[] = {"nb0", "nb1", "nb2", "nb3"};
@@ -229,7 +260,8 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
     struct case_tensor *t = &out->src[s];
     char what[32];
     snprintf(what, sizeof(what), "src%d type", s);
-    if (!parse_type(&c, what, &t->type))
+    if (!parse_type(&c, what, &t->type) ||
+        !block_type_allowed(t->type, op == CASE_MUL_MAT && s == 0, what, err, err_size))
       return -1;
     for (int i = 0; i < 4; i++)
       if (!next_i64(&c, ne_names[i], &t->ne[i]))
@@ -314,11 +346,11 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
     const struct case_tensor *s0 = &out->src[0];
     if (out->op == CASE_MUL_MAT)
       snprintf(out->name, sizeof(out->name), "MUL_MAT %s K=%lld N=%lld M=%lld",
-               s0->type == VKRT_TYPE_F16 ? "f16" : "f32", (long long)s0->ne[0],
+               vkrt_type_str(s0->type), (long long)s0->ne[0],
                (long long)s0->ne[1], (long long)out->src[1].ne[1]);
     else
       snprintf(out->name, sizeof(out->name), "%s %s %lldx%lldx%lldx%lld", case_ops[op].name,
-               s0->type == VKRT_TYPE_F16 ? "f16" : "f32", (long long)s0->ne[0],
+               vkrt_type_str(s0->type), (long long)s0->ne[0],
                (long long)s0->ne[1], (long long)s0->ne[2], (long long)s0->ne[3]);
   }
   return 1;
@@ -389,9 +421,12 @@ static uint32_t rng(void) { /* xorshift64* */
 }
 
 /* Random values k / 1024 with |k| <= 1024 (exact in f16 and f32) in every element slot of
- * the extent, gaps of strided views included. */
+ * the extent, gaps of strided views included; block types: random blocks with small finite
+ * f16 scales (bench_random_blocks) in every block slot. */
 static void fill_random(uint8_t *p, vkrt_type type, uint64_t bytes) {
-  if (type == VKRT_TYPE_F16) {
+  if (vkrt_type_block(type) > 1) {
+    bench_random_blocks(type, p, bytes / vkrt_type_size(type), &rng_state);
+  } else if (type == VKRT_TYPE_F16) {
     for (uint64_t i = 0; i + 2 <= bytes; i += 2) {
       uint16_t h = float_to_half((float)((int)(rng() % 2049) - 1024) / 1024.0f);
       memcpy(p + i, &h, 2);
@@ -404,33 +439,75 @@ static void fill_random(uint8_t *p, vkrt_type type, uint64_t bytes) {
   }
 }
 
+/* Row `wr` of block-type weights (K elements) in f32 from the format's definition
+ * (vkrt_dequantize_row) into wf, and into wmag the magnitude of what the kernels multiply
+ * by x per element: |w| for q8_0 (d q); for q4_K, whose kernels take
+ * d sc sum q x - dmin m sum x, |d sc q| + |dmin m|, so that the bound covers the cancelling
+ * parts. The dmin m part comes from the same dequantizer with every d zeroed (w = -dmin m). */
+static void dequantize_weights(vkrt_type type, const uint8_t *wr, int64_t K, uint8_t *scratch,
+                               float *wf, float *wmag) {
+  vkrt_dequantize_row(type, wr, wf, K);
+  if (type != VKRT_TYPE_Q4_K) {
+    for (int64_t k = 0; k < K; k++)
+      wmag[k] = fabsf(wf[k]);
+    return;
+  }
+  uint64_t bs = vkrt_type_size(type), blocks = (uint64_t)K / vkrt_type_block(type);
+  memcpy(scratch, wr, blocks * bs);
+  for (uint64_t b = 0; b < blocks; b++)
+    scratch[b * bs] = scratch[b * bs + 1] = 0; /* d = +0 */
+  vkrt_dequantize_row(type, scratch, wmag, K); /* -dmin m */
+  for (int64_t k = 0; k < K; k++)
+    wmag[k] = fabsf(wf[k] - wmag[k]) + fabsf(wmag[k]);
+}
+
 /* Reference of the result in row-major order of dst's ne (float); for MUL_MAT also the
- * per-element error bound. */
-static void reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC], float *ref,
+ * per-element error bound. False when out of host memory. */
+static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC], float *ref,
                       float *tol) {
   const struct case_tensor *d = &bc->dst, *a = &bc->src[0], *b = &bc->src[1];
   uint64_t o = 0;
   int64_t i[4];
   if (bc->op == CASE_MUL_MAT) {
     int64_t K = a->ne[0], r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    bool blocks = vkrt_type_block(a->type) > 1;
+    float *wf = NULL, *wmag = NULL;
+    uint8_t *scratch = NULL;
+    if (blocks) {
+      wf = malloc((size_t)K * sizeof(float));
+      wmag = malloc((size_t)K * sizeof(float));
+      scratch = malloc((size_t)K / vkrt_type_block(a->type) * vkrt_type_size(a->type));
+      if (!wf || !wmag || !scratch) {
+        free(wf);
+        free(wmag);
+        free(scratch);
+        return false;
+      }
+    }
     for (i[3] = 0; i[3] < d->ne[3]; i[3]++)
       for (i[2] = 0; i[2] < d->ne[2]; i[2]++)
         for (i[1] = 0; i[1] < d->ne[1]; i[1]++)
           for (i[0] = 0; i[0] < d->ne[0]; i[0]++, o++) {
             const uint8_t *wr = host[0] + i[0] * a->nb[1] + (i[2] / r2) * a->nb[2] + (i[3] / r3) * a->nb[3];
             const uint8_t *xr = host[1] + i[1] * b->nb[1] + i[2] * b->nb[2] + i[3] * b->nb[3];
+            if (blocks)
+              dequantize_weights(a->type, wr, K, scratch, wf, wmag);
             double acc = 0, mag = 0;
             for (int64_t k = 0; k < K; k++) {
-              double w = load(wr, a->type, (uint64_t)(k * a->nb[0]));
+              double w = blocks ? wf[k] : load(wr, a->type, (uint64_t)(k * a->nb[0]));
               double x = load(xr, VKRT_TYPE_F32, (uint64_t)(k * b->nb[0]));
               acc += w * x;
-              mag += fabs(w * x);
+              mag += (blocks ? wmag[k] : fabs(w)) * fabs(x);
             }
             ref[o] = (float)acc;
-            /* f32 accumulation in any order: well inside K * 2^-24 * sum |w x| */
+            /* f32 accumulation in any order: well inside K * 2^-24 * sum |w x| (block types:
+             * the sum of the magnitudes of the products the kernels form) */
             tol[o] = (float)(mag * 2e-5 * (1.0 + sqrt((double)K) / 16.0) + 1e-6);
           }
-    return;
+    free(wf);
+    free(wmag);
+    free(scratch);
+    return true;
   }
   for (i[3] = 0; i[3] < d->ne[3]; i[3]++)
     for (i[2] = 0; i[2] < d->ne[2]; i[2]++)
@@ -459,6 +536,7 @@ static void reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_
           }
           tol[o] = 0; /* copies are exact */
         }
+  return true;
 }
 
 /* Elements of the result outside the reference's bound (NaN poison counts). */
@@ -584,7 +662,7 @@ static uint64_t bytes_moved(const struct bench_case *bc) {
     uint64_t e = 1;
     for (int i = 0; i < 4; i++)
       e *= (uint64_t)bc->src[s].ne[i];
-    b += e * vkrt_type_size(bc->src[s].type);
+    b += e / vkrt_type_block(bc->src[s].type) * vkrt_type_size(bc->src[s].type);
   }
   uint64_t e = 1;
   for (int i = 0; i < 4; i++)
@@ -594,6 +672,8 @@ static uint64_t bytes_moved(const struct bench_case *bc) {
 
 static const char *path_name(const struct bench_case *bc, const vkrt_tuning_counters *before,
                              const vkrt_tuning_counters *after) {
+  if (after->quant_matvec > before->quant_matvec)
+    return bc->src[0].type == VKRT_TYPE_Q4_K ? "matvec q4_K" : "matvec q8_0";
   if (after->matvec > before->matvec) return "matvec";
   if (after->matmul_tiled > before->matmul_tiled) return "tiled matmul";
   if (after->concat_fast > before->concat_fast) return "concat fast path";
@@ -642,8 +722,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   uint64_t out_elems = 1;
   for (int i = 0; i < 4; i++)
     out_elems *= (uint64_t)bc->dst.ne[i];
-  /* buffers: each view's extent, padded to 16 bytes plus 16 (f16 weights are read in
-   * 4-byte words) */
+  /* buffers: each view's extent, padded to 16 bytes plus 16 (f16 and block weights are
+   * read in 4-byte words) */
   for (int s = 0; s < bc->nsrc; s++) {
     if (bc->op == CASE_CPY && s == 1)
       continue;
@@ -673,7 +753,10 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     goto fail;
   }
   lc.td = to_tensor(lc.dst, &bc->dst);
-  reference(bc, host, ref, tol);
+  if (!reference(bc, host, ref, tol)) {
+    snprintf(msg, sizeof(msg), "the CPU reference: out of host memory");
+    goto fail;
+  }
 
   /* verify: poison (NaN in f32 and f16), one op, download, compare */
   vkrt_tuning_counters before, after;
@@ -823,10 +906,11 @@ static void measure_copy(struct cases_ctx *c) {
 static void usage(void) {
   printf("usage: vkrt-bench cases --test-file FILE [--json] [--iters N] [--device D] [--variants]\n"
          "                        [--target-ms MS] [--warmup-ms MS] [--tiled-copies on|off]\n"
-         "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT),\n"
-         "  each verified against a CPU reference (#wrong) and timed as back-to-back ops in one\n"
-         "  submission (GPU timestamps). --variants also runs every matrix-vector configuration\n"
-         "  on the MUL_MAT cases. The ratio column divides by the plain 16-byte copy of this run.\n"
+         "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT;\n"
+         "  f32, f16, and q8_0/q4_K as MUL_MAT weights), each verified against a CPU reference\n"
+         "  (#wrong) and timed as back-to-back ops in one submission (GPU timestamps). --variants\n"
+         "  also runs every matrix-vector configuration on the f32/f16 MUL_MAT cases. The ratio\n"
+         "  column divides by the plain 16-byte copy of this run.\n"
          "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n");
 }
 

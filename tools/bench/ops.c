@@ -506,19 +506,12 @@ static vkrt_status rec_quant(struct bench_ctx *c, void *user) {
   return s;
 }
 
-/* Random quants with small f16 scales (0x2000..0x23ff: ~0.008..0.016) in every block. */
+/* Random quants with small f16 scales (bench_random_blocks) in every block. */
 static void *random_blocks(vkrt_type type, uint64_t blocks) {
-  uint64_t bs = vkrt_type_size(type), state = 0x9e3779b97f4a7c15ull;
-  uint8_t *p = malloc(blocks * bs);
-  if (!p)
-    return NULL;
-  for (uint64_t i = 0; i < blocks * bs; i++) {
-    state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
-    p[i] = (uint8_t)((state * 0x2545f4914f6cdd1dull) >> 56);
-  }
-  for (uint64_t b = 0; b < blocks; b++) /* the high byte of d (and dmin) */
-    for (int h = 0; h < (type == VKRT_TYPE_Q4_K ? 2 : 1); h++)
-      p[b * bs + 2 * h + 1] = (uint8_t)(0x20 | (p[b * bs + 2 * h + 1] & 3));
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  uint8_t *p = malloc(blocks * vkrt_type_size(type));
+  if (p)
+    bench_random_blocks(type, p, blocks, &state);
   return p;
 }
 
