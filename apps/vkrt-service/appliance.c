@@ -20,6 +20,7 @@ int appliance_open(struct service *s) {
   options.log = log_stderr;
   options.log_level = a->verbose ? VKRT_LOG_INFO : VKRT_LOG_WARN;
   options.device_count = (uint32_t)a->devices;
+  options.quant_activations = a->q8_activations ? VKRT_ACTIVATIONS_Q8 : VKRT_ACTIVATIONS_F32;
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
   if (a->fault_import)
     options.faults.mask |= VKRT_FAULT_IMPORT_FAILS;

@@ -10,13 +10,15 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: vkrt-service --weights FILE.gguf [--tokens T] [--seconds S] [--hidden H] [--layers L]\n"
           "                    [--ffn F] [--devices N] [--warmup-ms MS] [--seed N] [--verbose]\n"
-          "                    [--fault import-fails] [--import-chunk-cap BYTES]\n"
+          "                    [--fault import-fails] [--import-chunk-cap BYTES] [--activations f32|q8]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K] [--seed N]   (--make-weights: the same)\n"
           "--hidden/--layers/--ffn with --weights check the file's shapes (a mismatch is an error).\n"
           "The file is GGUF v3 with llama-style blk.N.ffn_gate/ffn_up/ffn_down.weight tensors;\n"
           "--seed with --weights picks the token inputs. --tokens defaults to 64, or with --seconds\n"
-          "to as many as run in S seconds (up to 10^6).\n");
+          "to as many as run in S seconds (up to 10^6). --activations q8: quantized weights take x\n"
+          "rounded to 8 bits per 32 values where the device can (vkrt_options.quant_activations);\n"
+          "the float64 reference rounds x the same way.\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -76,6 +78,10 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     return parse_u64(v, &o->devices) && o->devices >= 1 && o->devices <= VKRT_MAX_DEVICES;
   if (!strcmp(a, "--dtype"))
     return parse_dtype(v, &o->dtype);
+  if (!strcmp(a, "--activations")) {
+    o->q8_activations = !strcmp(v, "q8");
+    return o->q8_activations || !strcmp(v, "f32");
+  }
   if (!strcmp(a, "--import-chunk-cap"))
     return parse_u64(v, &o->chunk_cap) && o->chunk_cap > 0;
   return false;

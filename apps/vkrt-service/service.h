@@ -41,7 +41,7 @@ struct service_args {
   uint64_t tokens, layers, hidden, ffn, seed, devices;
   double seconds, warmup_ms;
   uint64_t chunk_cap;
-  bool verbose, fault_import, tokens_given;
+  bool verbose, fault_import, tokens_given, q8_activations;
   vkrt_type dtype;
 };
 #define SECONDS_MAX_TOKENS 1000000u

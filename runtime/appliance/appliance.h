@@ -14,5 +14,6 @@ struct vkrt_appliance {
   struct vkrt_collective *collective;     /* transport (NULL: one device or not opened) */
   uint64_t collective_timeout_ns;
   uint32_t pipelines; /* vkrt_pipelines: when the ops' pipelines are built */
+  bool quant_activations_q8; /* options.quant_activations == VKRT_ACTIVATIONS_Q8 */
   bool upload_opened, collective_opened;  /* wings to close */
 };

@@ -60,12 +60,13 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
           "\"matvec_f32\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
           "\"matvec_f16_cols\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
           "\"matvec_f32_cols\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
-          "\"pipelines\": \"%s\", \"pipelines_ready\": %u}",
+          "\"quant_activations\": \"%s\", \"pipelines\": \"%s\", \"pipelines_ready\": %u}",
           d->fault_mask, vkrt_ops_copy_path(d), vkrt_ops_copy_path_reason(d),
           vkrt_ops_transposed_copy_tiled(d) ? "tiled transpose" : "strided copy kernel",
           vkrt_ops_transposed_copy_reason(d), m16.wg, m16.rows, m16.unroll, m16.blocks, m32.wg,
           m32.rows, m32.unroll, m32.blocks, c16.wg, c16.rows, c16.unroll, c16.blocks, c32.wg,
-          c32.rows, c32.unroll, c32.blocks, vkrt_ops_pipelines_when(d), vkrt_ops_pipelines_ready(d));
+          c32.rows, c32.unroll, c32.blocks, vkrt_quant_activations_path(d),
+          vkrt_ops_pipelines_when(d), vkrt_ops_pipelines_ready(d));
     }
     vkrt_text_put(&o, "], ");
     add_collective(&o, app, true);
@@ -95,6 +96,8 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
           i, cols == 1 ? "M = 1" : "M > 1", m16.wg, m16.rows, m16.unroll * m16.rows, m16.blocks,
           m32.wg, m32.rows, m32.unroll * m32.rows, m32.blocks);
     }
+    vkrt_text_put(&o, "vkrt: dev%u quantized matvec activations: %s\n", i,
+        vkrt_quant_activations_path(d));
     vkrt_text_put(&o, "vkrt: dev%u pipelines %s (%u ready)\n", i, vkrt_ops_pipelines_when(d),
         vkrt_ops_pipelines_ready(d));
   }

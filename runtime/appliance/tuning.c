@@ -145,11 +145,13 @@ bool vkrt_tuning_variant_usable(vkrt_appliance *app, uint32_t device, vkrt_tunin
   if (!vkrt_tuning_variant_name(knob, value) || tuning_device(app, device, app, &dev) != VKRT_OK)
     return false;
   if (knob == VKRT_TUNING_QUANT_VARIANT) /* the op says when w or x do not fit the variant */
-    return IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT);
+    return IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT) &&
+           (VKRT_QUANT_VARIANT_KIND(value) != VKRT_TUNING_QUANT_READ_Q8X || dev->ops->integer_dot);
   return vkrt_ops_kernel_usable(dev, transpose_variants[value - 1]);
 }
 
-_Static_assert(VKRT_TUNING_QUANT_READ_COUNT == 3, "the ops count three read patterns");
+_Static_assert(VKRT_TUNING_QUANT_READ_COUNT == VKRT_QUANT_READ_PATTERNS,
+               "the ops count every read pattern");
 
 int vkrt_tuning_quant_read_of(int64_t variant) {
   return variant < 1 || variant > VKRT_QUANT_VARIANTS ? -1 : VKRT_QUANT_VARIANT_KIND(variant);
@@ -157,7 +159,7 @@ int vkrt_tuning_quant_read_of(int64_t variant) {
 
 int vkrt_tuning_quant_preference(vkrt_type type, int rank) {
   if ((type != VKRT_TYPE_Q8_0 && type != VKRT_TYPE_Q4_K) || rank < 0 ||
-      rank >= VKRT_TUNING_QUANT_READ_COUNT)
+      rank >= VKRT_TUNING_QUANT_READ_COUNT - 1)
     return 0;
   return vkrt_quant_preference[type == VKRT_TYPE_Q8_0 ? 0 : 1][rank];
 }
@@ -222,7 +224,8 @@ vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
       .transpose_x2 = o->transpose_x2_count, .copy_u4 = o->copy_u4_count,
       .copy_tiled = o->copy_tiled_count,   .reduce_vec4 = o->reduce_vec4_count,
       .quant_matvec = o->quant_matvec_count, .dequant = o->dequant_count,
-      .quant_read = {o->quant_kind_count[0], o->quant_kind_count[1], o->quant_kind_count[2]},
+      .quant_read = {o->quant_kind_count[0], o->quant_kind_count[1], o->quant_kind_count[2],
+                     o->quant_kind_count[3], o->quant_kind_count[4]},
       .pipelines_ready = vkrt_ops_pipelines_ready(dev)};
   return VKRT_OK;
 }
@@ -339,7 +342,8 @@ struct vkrt_tuning_raw {
   uint64_t value;
   VkFence fence;
   VkCommandPool pool;
-  VkCommandBuffer fill; /* recorded once: fill 4 bytes, barrier to the host */
+  /* recorded once: fill 4 bytes, barrier to the host; update 4 bytes, barrier; fill alone */
+  VkCommandBuffer fill, update, bare;
 };
 
 void vkrt_tuning_raw_destroy(vkrt_tuning_raw *raw) {
@@ -378,21 +382,31 @@ static vkrt_status raw_setup(struct vkrt_tuning_raw *raw, VkBuffer target) {
   VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                      .commandPool = raw->pool,
                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                     .commandBufferCount = 1};
-  VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  r = dev->vk.vkAllocateCommandBuffers(dev->handle, &cai, &raw->fill);
-  if (r == VK_SUCCESS)
-    r = dev->vk.vkBeginCommandBuffer(raw->fill, &cbi);
+                                     .commandBufferCount = 3};
+  VkCommandBuffer cmd[3];
+  r = dev->vk.vkAllocateCommandBuffers(dev->handle, &cai, cmd);
   if (r != VK_SUCCESS)
-    return vkrt_vk_error(dev, r, "raw floor command buffer");
+    return vkrt_vk_error(dev, r, "raw floor command buffers");
+  raw->fill = cmd[0], raw->update = cmd[1], raw->bare = cmd[2];
+  VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   VkMemoryBarrier host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-  dev->vk.vkCmdFillBuffer(raw->fill, target, 0, 4, 0x3f800000u);
-  dev->vk.vkCmdPipelineBarrier(raw->fill, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                               VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, NULL, 0, NULL);
-  r = dev->vk.vkEndCommandBuffer(raw->fill);
-  return r == VK_SUCCESS ? VKRT_OK : vkrt_vk_error(dev, r, "vkEndCommandBuffer");
+  static const uint32_t one = 0x3f800000u;
+  for (int i = 0; i < 3 && r == VK_SUCCESS; i++) {
+    r = dev->vk.vkBeginCommandBuffer(cmd[i], &cbi);
+    if (r != VK_SUCCESS)
+      break;
+    if (i == 1)
+      dev->vk.vkCmdUpdateBuffer(cmd[i], target, 0, 4, &one);
+    else
+      dev->vk.vkCmdFillBuffer(cmd[i], target, 0, 4, one);
+    if (i < 2)
+      dev->vk.vkCmdPipelineBarrier(cmd[i], VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                   VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, NULL, 0, NULL);
+    r = dev->vk.vkEndCommandBuffer(cmd[i]);
+  }
+  return r == VK_SUCCESS ? VKRT_OK : vkrt_vk_error(dev, r, "raw floor command buffer");
 }
 
 vkrt_status vkrt_tuning_raw_create(vkrt_buffer *fill_target, vkrt_tuning_raw **out) {
@@ -443,8 +457,14 @@ vkrt_status vkrt_tuning_raw_round_trip(vkrt_tuning_raw *raw, vkrt_tuning_raw_kin
   vkrt_status s;
   switch (kind) {
   case VKRT_TUNING_RAW_SPIN:
-  case VKRT_TUNING_RAW_FILL_SPIN: {
-    s = raw_submit(raw, false, kind == VKRT_TUNING_RAW_FILL_SPIN ? raw->fill : VK_NULL_HANDLE);
+  case VKRT_TUNING_RAW_FILL_SPIN:
+  case VKRT_TUNING_RAW_UPDATE_SPIN:
+  case VKRT_TUNING_RAW_FILL_BARE_SPIN: {
+    VkCommandBuffer cmd = kind == VKRT_TUNING_RAW_FILL_SPIN     ? raw->fill
+                          : kind == VKRT_TUNING_RAW_UPDATE_SPIN ? raw->update
+                          : kind == VKRT_TUNING_RAW_SPIN        ? VK_NULL_HANDLE
+                                                                : raw->bare;
+    s = raw_submit(raw, false, cmd);
     for (uint64_t cur = 0; s == VKRT_OK && r == VK_SUCCESS && cur < raw->value;)
       r = dev->vk.vkGetSemaphoreCounterValue(dev->handle, raw->timeline, &cur);
     break;

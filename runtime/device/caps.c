@@ -64,6 +64,7 @@ void vkrt_caps_decode(const struct vkrt_caps_input *in, struct vkrt_caps *out) {
 #undef HAS
   out->timeline_semaphore = in->timeline && in->timeline->timelineSemaphore;
   out->storage_buffer_16bit = in->storage16 && in->storage16->storageBuffer16BitAccess;
+  out->integer_dot_product = in->integer_dot && in->integer_dot->shaderIntegerDotProduct;
   out->shader_float16 = in->float16 && in->float16->shaderFloat16;
   out->subgroup_size_control = in->subgroup_size_features &&
                                in->subgroup_size_features->subgroupSizeControl &&
@@ -185,11 +186,11 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
         ", \"external_memory_host\": %s, \"external_memory_fd\": %s, "
         "\"external_semaphore_fd\": %s, \"timeline_semaphore\": %s, \"memory_budget\": %s, "
         "\"storage_buffer_16bit\": %s, \"shader_float16\": %s, \"subgroup_size_control\": %s, "
-        "\"push_descriptor\": %s, \"has_transfer_queue\": %s",
+        "\"push_descriptor\": %s, \"has_transfer_queue\": %s, \"integer_dot_product\": %s",
         yes[c->external_memory_host], yes[c->external_memory_fd], yes[c->external_semaphore_fd],
         yes[c->timeline_semaphore], yes[c->memory_budget], yes[c->storage_buffer_16bit],
         yes[c->shader_float16], yes[c->subgroup_size_control], yes[c->push_descriptor],
-        yes[c->has_transfer_queue]);
+        yes[c->has_transfer_queue], yes[c->integer_dot_product]);
     vkrt_text_put(&o,
         ", \"semaphore_export_handles\": %u, \"semaphore_import_handles\": %u, "
         "\"host_buffer_import_handles\": %u, \"host_import_memory_type_bits\": %u",
@@ -244,9 +245,9 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
       yn[c->external_semaphore_fd], yn[c->timeline_semaphore], yn[c->memory_budget]);
   vkrt_text_put(&o,
       "vkrt: dev%u storage_buffer_16bit %s shader_float16 %s subgroup_size_control %s "
-      "push_descriptor %s transfer_queue %s\n",
+      "push_descriptor %s transfer_queue %s integer_dot_product %s\n",
       index, yn[c->storage_buffer_16bit], yn[c->shader_float16], yn[c->subgroup_size_control],
-      yn[c->push_descriptor], yn[c->has_transfer_queue]);
+      yn[c->push_descriptor], yn[c->has_transfer_queue], yn[c->integer_dot_product]);
   vkrt_text_put(&o,
       "vkrt: dev%u timeline semaphore export %s import %s; buffer import %s; host import "
       "memory types 0x%x\n",

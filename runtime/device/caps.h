@@ -36,6 +36,8 @@ struct vkrt_caps {
   bool storage_buffer_16bit;       /* storageBuffer16BitAccess */
   bool shader_float16;             /* shaderFloat16 */
   bool subgroup_size_control;      /* VK_EXT_subgroup_size_control or 1.3 */
+  bool integer_dot_product;        /* shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product
+                                      or 1.3): the 8-bit-activation quant kernels */
   bool push_descriptor;            /* VK_KHR_push_descriptor */
 
   /* external handle types really supported (from vkGetPhysicalDeviceExternal*Properties) */

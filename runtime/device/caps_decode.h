@@ -22,6 +22,7 @@ struct vkrt_caps_input {
   const VkPhysicalDevice16BitStorageFeatures *storage16;             /* may be NULL */
   const VkPhysicalDeviceShaderFloat16Int8Features *float16;          /* may be NULL */
   const VkPhysicalDeviceSubgroupSizeControlFeatures *subgroup_size_features; /* may be NULL */
+  const VkPhysicalDeviceShaderIntegerDotProductFeatures *integer_dot; /* NULL: unsupported */
   const VkExtensionProperties *extensions;
   uint32_t extension_count;
   const VkPhysicalDeviceMemoryProperties *memory;                    /* required */

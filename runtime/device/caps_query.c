@@ -52,6 +52,8 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
       vkrt_caps_has_extension(ext, ext_count, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   q->has_maintenance4 = api >= VK_API_VERSION_1_3 ||
       vkrt_caps_has_extension(ext, ext_count, VK_KHR_MAINTENANCE_4_EXTENSION_NAME);
+  q->has_integer_dot = api >= VK_API_VERSION_1_3 ||
+      vkrt_caps_has_extension(ext, ext_count, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   q->has_budget = vkrt_caps_has_extension(ext, ext_count, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   bool has_driver = api >= VK_API_VERSION_1_2;
 
@@ -87,6 +89,9 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
   CHAIN(q->features, q->float16);
   if (q->has_subgroup_size)
     CHAIN(q->features, q->subgroup_size_features);
+  q->integer_dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+  if (q->has_integer_dot)
+    CHAIN(q->features, q->integer_dot);
   vki->vkGetPhysicalDeviceFeatures2(physical, &q->features);
 
   q->memory.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
@@ -151,6 +156,7 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
   in->storage16 = &q->storage16;
   in->float16 = &q->float16;
   in->subgroup_size_features = q->has_subgroup_size ? &q->subgroup_size_features : NULL;
+  in->integer_dot = q->has_integer_dot ? &q->integer_dot : NULL;
   in->extensions = ext;
   in->extension_count = ext_count;
   in->memory = &q->memory.memoryProperties;

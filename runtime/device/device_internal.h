@@ -29,11 +29,12 @@ struct vkrt_caps_query {
   VkPhysicalDevice16BitStorageFeatures storage16;
   VkPhysicalDeviceShaderFloat16Int8Features float16;
   VkPhysicalDeviceSubgroupSizeControlFeatures subgroup_size_features;
+  VkPhysicalDeviceShaderIntegerDotProductFeatures integer_dot;
   VkPhysicalDeviceMemoryProperties2 memory;
   VkPhysicalDeviceMemoryBudgetPropertiesEXT budget;
   VkQueueFamilyProperties families[16];
   uint32_t family_count;
-  bool has_host, has_subgroup_size, has_maintenance4, has_budget;
+  bool has_host, has_subgroup_size, has_maintenance4, has_budget, has_integer_dot;
   struct vkrt_caps_input in;
 };
 

@@ -95,7 +95,7 @@ static vkrt_status device_open(struct vkrt_system *sys, uint32_t rank,
       VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME,
       VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME,      VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME,
       VK_KHR_16BIT_STORAGE_EXTENSION_NAME,        VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME,
-      VK_KHR_STORAGE_BUFFER_STORAGE_CLASS_EXTENSION_NAME,
+      VK_KHR_STORAGE_BUFFER_STORAGE_CLASS_EXTENSION_NAME, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME,
   };
   const char *enabled[VKRT_ARRAY_SIZE(wanted)];
   uint32_t enabled_count = 0;
@@ -140,6 +140,12 @@ static vkrt_status device_open(struct vkrt_system *sys, uint32_t rank,
   CHAIN(features, float16);
   if (q->has_subgroup_size)
     CHAIN(features, subgroup_size);
+  VkPhysicalDeviceShaderIntegerDotProductFeatures integer_dot = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+      .shaderIntegerDotProduct = q->integer_dot.shaderIntegerDotProduct,
+  };
+  if (q->has_integer_dot)
+    CHAIN(features, integer_dot);
 
   float priority = 1.0f;
   VkDeviceQueueCreateInfo queues[2] = {

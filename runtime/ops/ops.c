@@ -11,9 +11,10 @@ static const struct {
   const char *symbol; /* Kconfig symbol that embeds it */
   bool needs_16bit_storage;
   bool needs_subgroup_arithmetic;
+  bool needs_integer_dot;
 } kernel_info[VKRT_OPS_KERNEL_COUNT] = {
-#define KERNEL_INFO(id, name, symbol, needs_16bit, needs_subgroup) \
-  [VKRT_OPS_##id] = {name, symbol, needs_16bit, needs_subgroup},
+#define KERNEL_INFO(id, name, symbol, needs_16bit, needs_subgroup, needs_idot) \
+  [VKRT_OPS_##id] = {name, symbol, needs_16bit, needs_subgroup, needs_idot},
   VKRT_KERNEL_LIST(KERNEL_INFO)
 #undef KERNEL_INFO
 };
@@ -170,6 +171,7 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   ops->push_descriptor = caps->push_descriptor && dev->vk.vkCmdPushDescriptorSetKHR;
   ops->subgroup_arithmetic = query_subgroup_arithmetic(dev);
   ops->storage_16bit = caps->storage_buffer_16bit;
+  ops->integer_dot = caps->integer_dot_product;
   for (unsigned i = 0; i < vkrt_kernel_registry_count; i++)
     for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
       if (!strcmp(vkrt_kernel_registry[i]->name, kernel_info[k].name))
@@ -318,6 +320,10 @@ vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "dev%u: kernel %s needs compute subgroup arithmetic, which the device lacks",
                       dev->index, kernel_info[k].name);
+  if (kernel_info[k].needs_integer_dot && !ops->integer_dot)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
+                      "dev%u: kernel %s needs shaderIntegerDotProduct, which the device lacks",
+                      dev->index, kernel_info[k].name);
   pthread_mutex_lock(&ops->lock);
   vkrt_status s = VKRT_OK;
   if (!atomic_load_explicit(&p->ready, memory_order_relaxed)) {
@@ -338,7 +344,8 @@ bool vkrt_ops_kernel_usable(struct vkrt_device *dev, enum vkrt_ops_kernel k) {
   if (!ops || !ops->desc[k])
     return false;
   return (!kernel_info[k].needs_16bit_storage || ops->storage_16bit) &&
-         (!kernel_info[k].needs_subgroup_arithmetic || ops->subgroup_arithmetic);
+         (!kernel_info[k].needs_subgroup_arithmetic || ops->subgroup_arithmetic) &&
+         (!kernel_info[k].needs_integer_dot || ops->integer_dot);
 }
 
 vkrt_status vkrt_ops_pipeline_spec(struct vkrt_device *dev, enum vkrt_ops_kernel k,

@@ -10,7 +10,8 @@
  * kernels/Sources (generated list). A slot whose kernel is compiled out resolves to no
  * pipeline ("not in this build"). */
 enum vkrt_ops_kernel {
-#define VKRT_OPS_KERNEL_SLOT(id, name, symbol, needs_16bit, needs_subgroup) VKRT_OPS_##id,
+#define VKRT_OPS_KERNEL_SLOT(id, name, symbol, needs_16bit, needs_subgroup, needs_idot) \
+  VKRT_OPS_##id,
   VKRT_KERNEL_LIST(VKRT_OPS_KERNEL_SLOT)
 #undef VKRT_OPS_KERNEL_SLOT
   VKRT_OPS_KERNEL_COUNT
@@ -52,6 +53,9 @@ struct vkrt_matvec_config {
   uint32_t blocks;   /* row blocks per workgroup (grid = blocks of N / this) */
 };
 
+/* Read patterns of the quantized matrix-vector kernels (quant.c). */
+#define VKRT_QUANT_READ_PATTERNS 5
+
 struct vkrt_ops_state {
   struct vkrt_device *dev;
   struct vkrt_ops_limits limits;
@@ -60,6 +64,7 @@ struct vkrt_ops_state {
   bool push_descriptor;           /* VK_KHR_push_descriptor usable */
   bool subgroup_arithmetic;       /* compute-stage subgroupAdd (matvec) */
   bool storage_16bit;             /* storageBuffer16BitAccess (f16 copy/transpose/...) */
+  bool integer_dot;               /* shaderIntegerDotProduct (8-bit-activation quant kernels) */
   enum vkrt_ops_copy_path copy_path;
   bool copy_transposed_tiled;     /* transposed-view copies take the tiled transpose */
   pthread_mutex_t lock;           /* lazy pipeline creation */
@@ -83,8 +88,12 @@ struct vkrt_ops_state {
   bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
   /* quantized weights (quant.c): 0 = choose, 1 + i = variant i of vkrt_quant_variant_names */
   int quant_variant;
+  /* vkrt_options.quant_activations == VKRT_ACTIVATIONS_Q8: M = 1 quant matvec rounds x to
+   * 8 bits (the q8x kernels) where it can */
+  bool quant_activations_q8;
   uint64_t quant_matvec_count, dequant_count;
-  uint64_t quant_kind_count[3]; /* matrix-vector calls per read pattern: words, vec16, lanew */
+  /* matrix-vector calls per read pattern: words, vec16, lanew, kspace, q8x */
+  uint64_t quant_kind_count[VKRT_QUANT_READ_PATTERNS];
   struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT];      /* per weight type, M = 1 */
   struct vkrt_matvec_config matvec_cols[VKRT_TYPE_COUNT]; /* M > 1 (several x columns) */
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
@@ -288,23 +297,29 @@ static inline vkrt_status vkrt_swiglu_record(struct vkrt_device *dev, VkCommandB
 #endif
 
 /* Quantized weights (quant.c): matmul with Q8_0/Q4_K w, and the dequantizing copy. */
-#define VKRT_QUANT_VARIANTS 7
-/* The read pattern (0 words, 1 vec16, 2 lanew) of 1-based variant v. */
-#define VKRT_QUANT_VARIANT_KIND(v) ((v) == 1 ? 0 : (v) >= 5 ? 2 : 1)
+#define VKRT_QUANT_VARIANTS 10
+/* The read pattern (0 words, 1 vec16, 2 lanew, 3 kspace, 4 q8x) of 1-based variant v. */
+#define VKRT_QUANT_VARIANT_KIND(v) ((v) == 1 ? 0 : (v) == 10 ? 4 : (v) >= 8 ? 3 : (v) >= 5 ? 2 : 1)
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT)
 extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
 /* Default variant order per type (Q8_0, Q4_K): 1-based variant numbers, the first that fits. */
-extern const int vkrt_quant_preference[2][3];
+extern const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                      const struct vkrt_ops_view views[3]);
+/* How quantized matvec takes x on this device, and why (vkrt-probe, describe). */
+const char *vkrt_quant_activations_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                    const struct vkrt_ops_view *dst,
                                    const struct vkrt_ops_view *src);
 #else
 /* No variants without the kernels; test_quant and vkrt-bench quant still compile and report
  * the ops' VKRT_ERROR_UNSUPPORTED. */
-static const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {"-", "-", "-", "-", "-", "-", "-"};
-static const int vkrt_quant_preference[2][3];
+static const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {"-", "-", "-", "-", "-", "-", "-", "-", "-", "-"};
+static const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
+static inline const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
+  (void)dev;
+  return "none: no quantized kernels in this build";
+}
 static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                                    const struct vkrt_ops_view views[3]) {
   (void)cmd;

@@ -45,8 +45,19 @@ VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
  *            super-block) (rows 4-byte aligned, Q8_0 rows of an even block count; x 16-byte
  *            aligned);
  *            lanew-rows-a/-b: the same with 2 / 8 rows per workgroup
+ *   kspace : 16 consecutive weights of every one of ROWS rows per invocation, x as four
+ *            aligned vec4 (x 16-byte aligned; Q8_0 rows at any alignment, Q4_K rows 8-byte
+ *            aligned); kspace-rows-a: 4 rows per workgroup
+ *   q8x    : x rounded to 8 bits per 32 values in shared memory, integer dot products
+ *            (kernels/matvec_q8x.comp): M = 1, K <= Q8X_MAX_K, x 16-byte aligned, Q4_K rows
+ *            16-byte aligned, the device's shaderIntegerDotProduct. Changes the result by
+ *            the rounding of x: taken unforced only with VKRT_ACTIVATIONS_Q8; with M > 1 a
+ *            forced q8x runs kspace's M > 1 kernel.
  * ROWS must match the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
-enum qmv_kind { QMV_WORDS, QMV_VEC16, QMV_LANEW };
+enum qmv_kind { QMV_WORDS, QMV_VEC16, QMV_LANEW, QMV_KSPACE, QMV_Q8X };
+#define Q8X_MAX_K 16384u /* KMAX of matvec_q8x.comp */
+#define Q8X_ROWS 8u      /* RG of matvec_q8x.comp: rows per group */
+#define Q8X_WORKGROUPS 256u
 struct qmv_variant {
   enum vkrt_ops_kernel m1, m8; /* M == 1, M > 1 (8 columns per workgroup) */
   uint32_t rows_m1, rows_m8;
@@ -61,6 +72,9 @@ static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q8_0_LANEW, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 4, 2, QMV_LANEW},
   {VKRT_OPS_MATVEC_Q8_0_LANEW_R2, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 2, 2, QMV_LANEW},
   {VKRT_OPS_MATVEC_Q8_0_LANEW_R8, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 8, 2, QMV_LANEW},
+  {VKRT_OPS_MATVEC_Q8_0_KS, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_KSPACE},
+  {VKRT_OPS_MATVEC_Q8_0_KS_R4, VKRT_OPS_MATVEC_Q8_0_KS_M8, 4, 2, QMV_KSPACE},
+  {VKRT_OPS_MATVEC_Q8_0_Q8X, VKRT_OPS_MATVEC_Q8_0_KS_M8, Q8X_ROWS, 2, QMV_Q8X},
 };
 static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q4_K, VKRT_OPS_MATVEC_Q4_K_M8, 4, 4, QMV_WORDS},
@@ -70,16 +84,30 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q4_K_LANEW, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 4, 4, QMV_LANEW},
   {VKRT_OPS_MATVEC_Q4_K_LANEW_R2, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 2, 4, QMV_LANEW},
   {VKRT_OPS_MATVEC_Q4_K_LANEW_R8, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 8, 4, QMV_LANEW},
+  {VKRT_OPS_MATVEC_Q4_K_KS, VKRT_OPS_MATVEC_Q4_K_KS_M8, 2, 2, QMV_KSPACE},
+  {VKRT_OPS_MATVEC_Q4_K_KS_R4, VKRT_OPS_MATVEC_Q4_K_KS_M8, 4, 2, QMV_KSPACE},
+  {VKRT_OPS_MATVEC_Q4_K_Q8X, VKRT_OPS_MATVEC_Q4_K_KS_M8, Q8X_ROWS, 2, QMV_Q8X},
 };
 /* The choice when not forced: the first eligible of these (1-based variant numbers), per
  * type (Q8_0, Q4_K); the last is always the words kernel, which takes any layout. Measured
- * on the H200 at K 14336 x N 4096, M = 1 (docs/perf.md, 2026-12-03): Q8_0 lanew 33.2 us
- * (2 rows 37.3, 8 rows 76.7), vec16 47.9, words 75.3; Q4_K vec16 with 2 rows 26.1 us,
- * vec16 (4 rows) 26.7, lanew 31.6 (2 rows 29.8), words 58.6. */
-const int vkrt_quant_preference[2][3] = {{5, 2, 1}, {4, 2, 1}};
+ * on the H200 at K 14336 x N 4096, M = 1 (docs/perf.md, 2026-12-03 and -04): Q8_0 kspace
+ * 30.9 us (4 rows 33.3), lanew 33.3 (2 rows 38.2, 8 rows 46.2), vec16 48.0, words 75.5;
+ * Q4_K vec16 with 2 rows 26.7 us, kspace 29.4, lanew 31.6 (2 rows 30.0), vec16 (4 rows)
+ * 33.4, words 60.0. (Q8_0 kspace fits every layout lanew and vec16 fit.) */
+const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1] = {{8, 5, 2, 1}, {4, 8, 6, 1}};
 
 const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
-  "words", "vec16", "vec16-rows-a", "vec16-rows-b", "lanew", "lanew-rows-a", "lanew-rows-b"};
+  "words", "vec16", "vec16-rows-a", "vec16-rows-b", "lanew", "lanew-rows-a", "lanew-rows-b",
+  "kspace", "kspace-rows-a", "q8x"};
+
+const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
+  if (!dev->ops || !dev->ops->quant_activations_q8)
+    return "f32 (vkrt_options.quant_activations = VKRT_ACTIVATIONS_F32)";
+  return dev->ops->integer_dot
+             ? "8-bit for one column, K <= 16384, x 16-byte aligned (q8x kernels: integer dot "
+               "products); f32 otherwise"
+             : "f32: 8-bit activations were asked for, but the device lacks shaderIntegerDotProduct";
+}
 
 static bool type_enabled(vkrt_type t) {
   return t == VKRT_TYPE_Q8_0 ? IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
@@ -117,6 +145,13 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
                          const struct vkrt_ops_view *x) {
   uint32_t blocks = w->ne[0] / w->block;
   switch (kind) {
+  case QMV_Q8X: /* M = 1 only (M > 1 takes kspace's kernel), x in shared memory */
+    if (x->ne[1] > 1)
+      return variant_fits(QMV_KSPACE, w, x);
+    if (w->ne[0] > Q8X_MAX_K || (w->type == VKRT_TYPE_Q4_K && (w->offset % 16 || w->stride[1] % 16 ||
+                                                             w->stride[2] % 16 || w->stride[3] % 16)))
+      return false;
+    return x_aligned16(x);
   case QMV_WORDS:
     return true;
   case QMV_VEC16: /* rows of whole 16-byte units starting 16-byte aligned */
@@ -124,6 +159,11 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
       return false;
     return w->offset % 16 == 0 && w->stride[1] % 16 == 0 && w->stride[2] % 16 == 0 &&
            w->stride[3] % 16 == 0 && x_aligned16(x);
+  case QMV_KSPACE: /* x 16-byte aligned; Q4_K rows 8-byte aligned (Q8_0 rows: any) */
+    if (w->type == VKRT_TYPE_Q4_K && (w->offset % 8 || w->stride[1] % 8 || w->stride[2] % 8 ||
+                                      w->stride[3] % 8))
+      return false;
+    return x_aligned16(x);
   case QMV_LANEW: /* rows of whole words starting 4-byte aligned, all in phase */
     if (w->type == VKRT_TYPE_Q8_0 && blocks % 2)
       return false;
@@ -150,15 +190,21 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   bool q8 = w.type == VKRT_TYPE_Q8_0;
   const struct qmv_variant *table = q8 ? q8_0_variants : q4_k_variants;
   const int *pref = vkrt_quant_preference[q8 ? 0 : 1];
+  _Static_assert(QMV_Q8X + 1 == VKRT_QUANT_READ_PATTERNS, "q8x last, the others one preference each");
   int forced = dev->ops->quant_variant, chosen = 1;
+  const int q8x = VKRT_QUANT_VARIANTS; /* the last variant */
   if (forced > 0) {
     chosen = (forced - 1) % VKRT_QUANT_VARIANTS + 1;
     if (!variant_fits(table[chosen - 1].kind, &w, x))
       return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
-                        "%s: variant %s forced but w rows or x are not aligned for it", op,
-                        vkrt_quant_variant_names[chosen - 1]);
+                        "%s: variant %s forced but w rows or x are not aligned for it%s", op,
+                        vkrt_quant_variant_names[chosen - 1],
+                        chosen == q8x ? " (or K is over 16384)" : "");
+  } else if (dev->ops->quant_activations_q8 && x->ne[1] == 1 &&
+             variant_fits(QMV_Q8X, &w, x) && vkrt_ops_kernel_usable(dev, table[q8x - 1].m1)) {
+    chosen = q8x;
   } else {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < VKRT_QUANT_READ_PATTERNS - 1; i++)
       if (variant_fits(table[pref[i] - 1].kind, &w, x)) {
         chosen = pref[i];
         break;
@@ -172,7 +218,8 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
   if (s != VKRT_OK)
     return s;
-  /* VEC16 kernels also read w as uvec4 (binding 3); VEC16 and LANEW read x as vec2/vec4 */
+  /* VEC16 kernels also read w as uvec4 (binding 3); VEC16, LANEW and KSPACE read x as
+   * vec2/vec4 */
   struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(&w), vkrt_ops_view_binding(x),
                                   vkrt_ops_view_binding(d), vkrt_ops_view_binding(&w)};
   s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
@@ -200,9 +247,15 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
       .r3 = x->ne[3] / w.ne[3],
   };
   uint32_t mt = M == 1 ? 1 : 8;
-  dev->ops->quant_kind_count[v->kind]++;
+  uint64_t groups = (w.ne[1] + rows - 1) / rows;
+  enum qmv_kind kind = v->kind == QMV_Q8X && M > 1 ? QMV_KSPACE : v->kind;
+  /* q8x: every workgroup quantizes all of x, then walks row groups: about Q8X_WORKGROUPS
+   * of them, not one per group */
+  if (kind == QMV_Q8X)
+    groups = VKRT_MIN(groups, Q8X_WORKGROUPS);
+  dev->ops->quant_kind_count[kind]++;
   dev->ops->quant_matvec_count++;
-  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (w.ne[1] + rows - 1) / rows, (M + mt - 1) / mt,
+  vkrt_ops_dispatch_3d(dev, cmd, p, &push, groups, (M + mt - 1) / mt,
                        (uint64_t)d->ne[2] * d->ne[3]);
   return VKRT_OK;
 }

@@ -35,6 +35,14 @@ for path in "copy via tiled transpose" "concat per-source copies"; do
   json "[r['path'] for r in d['results']]" <<< "$out" | grep -q "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
 done
 echo "quick subset with --tiled-copies on: #wrong 0 (copy via tiled transpose, concat per-source copies)"
+# VKRT_ACTIVATIONS_Q8: the one-column quantized cases take the 8-bit-x kernels (within the
+# rounding bound), the others the f32 ones
+out=$("$bench" cases --test-file "$quick" --json --activations q8) || { echo "$out"; echo "q8 activations run failed"; exit 1; }
+[ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "#wrong > 0 with 8-bit activations"; exit 1; }
+for path in "matvec q8_0, 8-bit x" "matvec q4_K, 8-bit x"; do
+  json "[r['path'] for r in d['results']]" <<< "$out" | grep -qF "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
+done
+echo "quick subset with --activations q8: #wrong 0 (one-column q8_0/q4_K through the 8-bit-x kernels)"
 
 bad="$root/tests/bench/bad-lines.txt"
 out=$("$bench" cases --test-file "$bad") || { echo "$out"; echo "bad-lines run failed"; exit 1; }

@@ -41,6 +41,17 @@ for dtype in f32 f16 q8_0 q4_K; do
     echo "gguf $dtype, $devices devices: $(grep -m1 'tokens/s' <<< "$out")"
   done
 done
+# 8-bit activations (VKRT_ACTIVATIONS_Q8): the reference rounds x as the device does, within
+# the f32 bound; a device that kept x in f32 would be ~1e-2 off and fail it
+for dtype in q8_0 q4_K; do
+  for devices in 2 1; do
+    out=$("$svc" --weights "$work/$dtype.gguf" --tokens 17 --devices $devices --activations q8 2>&1) \
+      || { echo "$out"; echo "$dtype with 8-bit activations on $devices devices failed"; exit 1; }
+    grep -q "(8-bit activations), ranks bit-identical: yes" <<< "$out" \
+      || { echo "$out"; echo "$dtype with 8-bit activations on $devices devices: not verified"; exit 1; }
+    echo "gguf $dtype, 8-bit activations, $devices devices: $(grep -m1 'verified' <<< "$out")"
+  done
+done
 if grep -q "^CONFIG_VKRT_FAULT_INJECTION=y" "$builddir/.config" 2>/dev/null || "$svc" --help | grep -q chunk-cap; then
   for dtype in f16 q4_K; do
     set +e

@@ -166,7 +166,40 @@ struct mm_case {
   uint64_t w_off, x_off; /* bytes */
   int variant;           /* 0 = choose, else forced */
   enum scales scales;
+  bool q8;               /* the appliance was opened with VKRT_ACTIVATIONS_Q8 */
 };
+
+/* The q8x variant (x rounded to 8 bits, integer dot products): the last one. */
+static int q8x_variant(void) {
+  return vkrt_tuning_variant_count(VKRT_TUNING_QUANT_VARIANT);
+}
+
+/* What the q8x kernels compute for one row, in double from their definition: x rounded to
+ * 8 bits per 32 values (dx = max|x| / 127, q = round(x 127 / max|x|)) times the scaled
+ * quants a_k, minus the Q4_K mins b_k times the exact x (w_k = a_k - b_k; Q8_0: b = 0).
+ * *tol gets the worst-case f32 error (integer dot products are exact: at most K / 8 + 16
+ * rounded float operations per result, 2^-24 each) plus |a_k| dx for every x that lies
+ * within 1e-3 of a rounding tie (the device's 127 / max|x| may round the other way there). */
+static double q8x_reference(const float *a, const float *b, const float *x, int64_t K,
+                            double *tol) {
+  double sum = 0, mag = 0, ties = 0;
+  for (int64_t k0 = 0; k0 < K; k0 += 32) {
+    float amax = 0;
+    for (int64_t k = k0; k < k0 + 32; k++)
+      amax = fmaxf(amax, fabsf(x[k]));
+    float inv = amax > 0 ? 127.0f / amax : 0, dx = amax / 127.0f;
+    for (int64_t k = k0; k < k0 + 32; k++) {
+      float v = x[k] * inv, q = fminf(fmaxf(roundf(v), -127), 127);
+      double p = (double)a[k] * dx * q, m = b ? (double)b[k] * x[k] : 0;
+      sum += p - m;
+      mag += fabs(p) + fabs(m);
+      if (fabsf(fabsf(v - truncf(v)) - 0.5f) < 1e-3f)
+        ties += fabs((double)a[k]) * dx;
+    }
+  }
+  *tol = ((double)K / 8 + 16) * 0x1p-24 * mag + ties + 1e-30;
+  return sum;
+}
 
 static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_case *c) {
   vkrt_tensor w = block_tensor(NULL, c->w_off, wt, c->K, c->N, c->w2, c->pad);
@@ -188,6 +221,18 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
   memcpy(before, db.map, db.size);
   float *wf = dequant_rows(wb.map, &w);
   const float *xf = (const float *)(xb.map + c->x_off);
+  /* Q4_K's mins alone (-b): the blocks with every quant 0 */
+  float *mins = NULL;
+  if (wt == VKRT_TYPE_Q4_K) {
+    uint8_t *z = malloc(wb.size);
+    memcpy(z, wb.map, wb.size);
+    for (int64_t i = 0; i < w.ne[1] * w.ne[2]; i++)
+      for (int64_t blk = 0; blk < c->K / 256; blk++)
+        memset(z + w.offset + (i % w.ne[1]) * w.nb[1] + (i / w.ne[1]) * w.nb[2] + blk * 144 + 16, 0,
+               128);
+    mins = dequant_rows(z, &w);
+    free(z);
+  }
 
   vkrt_tuning_counters ran0, ran1;
   vkt_check(app, vkrt_tuning_counters_get(app, 0, &ran0));
@@ -200,22 +245,33 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
   assert_int_equal(ran1.quant_matvec - ran0.quant_matvec, 1);
   /* the read pattern: the forced one, else the most preferred one the layout allows (words:
    * any; vec16: rows and x 16-byte aligned, Q8_0 rows of 8k blocks; lanew: rows 4-byte
-   * aligned, Q8_0 rows of an even block count, x 16-byte aligned) */
+   * aligned, Q8_0 rows of an even block count, x 16-byte aligned; kspace: x 16-byte aligned,
+   * Q4_K rows 8-byte aligned) */
   int64_t blocks = c->K / vkrt_type_block(wt);
   bool x16 = c->x_off % 16 == 0 && (c->K * 4) % 16 == 0;
-  bool fits[3] = {true,
-                  c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0 && x16 &&
-                      (wt != VKRT_TYPE_Q8_0 || blocks % 8 == 0),
-                  c->w_off % 4 == 0 && (uint64_t)w.nb[1] % 4 == 0 && x16 &&
-                      (wt != VKRT_TYPE_Q8_0 || blocks % 2 == 0)};
+  bool fits[VKRT_TUNING_QUANT_READ_COUNT] = {
+      true,
+      c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0 && x16 &&
+          (wt != VKRT_TYPE_Q8_0 || blocks % 8 == 0),
+      c->w_off % 4 == 0 && (uint64_t)w.nb[1] % 4 == 0 && x16 &&
+          (wt != VKRT_TYPE_Q8_0 || blocks % 2 == 0),
+      x16 && (wt == VKRT_TYPE_Q8_0 || (c->w_off % 8 == 0 && (uint64_t)w.nb[1] % 8 == 0)),
+      /* q8x: one column, K <= 16384, Q4_K rows 16-byte aligned, integer dot products */
+      c->M == 1 && c->K <= 16384 && x16 &&
+          (wt == VKRT_TYPE_Q8_0 || (c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0)) &&
+          vkrt_tuning_variant_usable(app, 0, VKRT_TUNING_QUANT_VARIANT, q8x_variant())};
   int want = c->variant ? vkrt_tuning_quant_read_of(c->variant) : -1;
-  for (int i = 0; want < 0 && i < 3; i++) {
+  if (want == VKRT_TUNING_QUANT_READ_Q8X && c->M > 1) /* M > 1: kspace's kernel */
+    want = VKRT_TUNING_QUANT_READ_KSPACE;
+  if (want < 0 && c->q8 && fits[VKRT_TUNING_QUANT_READ_Q8X])
+    want = VKRT_TUNING_QUANT_READ_Q8X;
+  for (int i = 0; want < 0 && i < VKRT_TUNING_QUANT_READ_COUNT - 1; i++) {
     int kind = vkrt_tuning_quant_read_of(vkrt_tuning_quant_preference(wt, i));
-    assert_in_range(kind, 0, 2);
+    assert_in_range(kind, 0, VKRT_TUNING_QUANT_READ_COUNT - 1);
     if (fits[kind])
       want = kind;
   }
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < VKRT_TUNING_QUANT_READ_COUNT; i++)
     if (ran1.quant_read[i] - ran0.quant_read[i] != (i == want ? 1u : 0u))
       fail_msg("%s K %lld w_off %llu x_off %llu: read pattern %d not taken", vkrt_type_str(wt),
                (long long)c->K, (unsigned long long)c->w_off, (unsigned long long)c->x_off, want);
@@ -230,10 +286,25 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
           sum += (double)wr[k] * xr[k];
           mag += fabs((double)wr[k] * xr[k]);
         }
+        double tol = 4e-6 * mag * sqrt((double)c->K) + 1e-30;
+        if (want == VKRT_TUNING_QUANT_READ_Q8X) { /* x rounded to 8 bits: that exactly */
+          const float *mr = mins ? mins + (wr - wf) : NULL; /* -b */
+          float *ar = malloc(sizeof(float) * (size_t)c->K), *br = NULL;
+          for (int64_t k = 0; k < c->K; k++)
+            ar[k] = wr[k] - (mr ? mr[k] : 0);
+          if (mr) {
+            br = malloc(sizeof(float) * (size_t)c->K);
+            for (int64_t k = 0; k < c->K; k++)
+              br[k] = -mr[k];
+          }
+          sum = q8x_reference(ar, br, xr, c->K, &tol);
+          free(ar);
+          free(br);
+        }
         uint64_t a = d.offset + n * 4 + m * d.nb[1] + i2 * d.nb[2];
         float g;
         memcpy(&g, db.map + a, 4);
-        if (!(fabs(g - sum) <= 4e-6 * mag * sqrt((double)c->K) + 1e-30))
+        if (!(fabs(g - sum) <= tol))
           fail_msg("%s matmul K %lld N %lld M %lld b2 %lld w_off %llu variant %d: [%lld,%lld,%lld] = %.9g, "
                    "expected %.9g", vkrt_type_str(wt), (long long)c->K, (long long)c->N,
                    (long long)c->M, (long long)c->b2, (unsigned long long)c->w_off, c->variant,
@@ -242,6 +313,7 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
       }
   assert_memory_equal(db.map, before, db.size); /* nothing else written */
   free(wf);
+  free(mins);
   free(before);
   vkrt_buffer_destroy(wb.buf);
   vkrt_buffer_destroy(xb.buf);
@@ -312,6 +384,45 @@ static void test_quant_matmul(void **state) {
       vkrt_buffer_destroy(xb);
       vkrt_buffer_destroy(db);
     }
+  }
+  vkt_close(app);
+}
+
+/* VKRT_ACTIVATIONS_Q8: one column of x takes the q8x kernel where it fits (the counters say
+ * so), within the bound of rounding x; M > 1, K > 16384, x or Q4_K rows off 16 bytes take
+ * the f32 kernels. A value outside the enum is refused by vkrt_open. */
+static void test_quant_q8_activations(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  o.quant_activations = 2;
+  vkrt_appliance *bad = NULL;
+  char msg[256];
+  assert_int_equal(vkrt_open(&o, &bad, msg, sizeof(msg)), VKRT_ERROR_INVALID_ARGUMENT);
+  assert_null(bad);
+  assert_non_null(strstr(msg, "quant_activations"));
+  o.quant_activations = VKRT_ACTIVATIONS_Q8;
+  vkrt_appliance *app = vkt_open(&o);
+  if (!vkrt_tuning_variant_usable(app, 0, VKRT_TUNING_QUANT_VARIANT, q8x_variant()))
+    print_message("dev0 has no integer dot products: every case below takes the f32 kernels\n");
+  for (unsigned t = 0; t < 2; t++) {
+    vkrt_type wt = qtypes[t];
+    if (!qtype_enabled(wt))
+      continue;
+    int64_t B = vkrt_type_block(wt);
+    int64_t over = (16384 / B + 1) * B; /* the first K past the shared-memory x */
+    const struct mm_case cases[] = {
+      {16 * B, 37, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},
+      {(wt == VKRT_TYPE_Q8_0 ? 512 : 64) * B, 45, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},
+      {8 * B, 17, 1, 2, 4, 0, 16, 16, 0, SCALE_NORMAL, true},      /* batches, broadcast w */
+      {8 * B, 19, 1, 1, 1, 0, 0, 0, 0, SCALE_EXTREME, true},
+      {3 * B, 7, 1, 1, 1, 1, 2 + 2 * (t == 1), 0, 0, SCALE_NORMAL, true}, /* rows off 16 */
+      {8 * B, 13, 1, 1, 1, 0, 0, 4, 0, SCALE_NORMAL, true},        /* x off 16 */
+      {8 * B, 13, 2, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},        /* M = 2 */
+      {over, 3, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},          /* K > 16384 */
+    };
+    for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+      run_quant_matmul(app, wt, &cases[i]);
   }
   vkt_close(app);
 }
@@ -539,6 +650,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reference),
       cmocka_unit_test(test_quant_matmul),
+      cmocka_unit_test(test_quant_q8_activations),
       cmocka_unit_test(test_dequant_copy),
       cmocka_unit_test(test_block_descriptors),
       cmocka_unit_test(test_swiglu),

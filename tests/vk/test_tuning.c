@@ -39,10 +39,10 @@ static void test_knobs_and_refusals(void **state) {
   assert_int_equal(vkrt_tuning_quant_read_of(variants + 1), -1);
   assert_int_equal(vkrt_tuning_quant_read_of(1), VKRT_TUNING_QUANT_READ_WORDS);
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT))
-    for (int r = 0; r < VKRT_TUNING_QUANT_READ_COUNT; r++)
+    for (int r = 0; r < VKRT_TUNING_QUANT_READ_COUNT - 1; r++) /* q8x is not in the order */
       assert_in_range(vkrt_tuning_quant_preference(VKRT_TYPE_Q4_K, r), 1, variants);
   assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_F32, 0), 0);
-  assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_Q8_0, VKRT_TUNING_QUANT_READ_COUNT), 0);
+  assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_Q8_0, VKRT_TUNING_QUANT_READ_COUNT - 1), 0);
   assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_Q8_0, -1), 0);
   expect_refused(app, vkrt_tuning_limits_set(app, 0, 0, false, 1000), "binding range 1000");
   expect_refused(app, vkrt_tuning_limits_set(app, 0, 0, false, 4104), "binding range 4104");

@@ -464,7 +464,7 @@ static void dequantize_weights(vkrt_type type, const uint8_t *wr, int64_t K, uin
 /* Reference of the result in row-major order of dst's ne (float); for MUL_MAT also the
  * per-element error bound. False when out of host memory. */
 static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC], float *ref,
-                      float *tol) {
+                      float *tol, bool q8) {
   const struct case_tensor *d = &bc->dst, *a = &bc->src[0], *b = &bc->src[1];
   uint64_t o = 0;
   int64_t i[4];
@@ -492,17 +492,24 @@ static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_
             const uint8_t *xr = host[1] + i[1] * b->nb[1] + i[2] * b->nb[2] + i[3] * b->nb[3];
             if (blocks)
               dequantize_weights(a->type, wr, K, scratch, wf, wmag);
-            double acc = 0, mag = 0;
+            double acc = 0, mag = 0, rounding = 0, amax = 0;
             for (int64_t k = 0; k < K; k++) {
               double w = blocks ? wf[k] : load(wr, a->type, (uint64_t)(k * a->nb[0]));
               double x = load(xr, VKRT_TYPE_F32, (uint64_t)(k * b->nb[0]));
               acc += w * x;
               mag += (blocks ? wmag[k] : fabs(w)) * fabs(x);
+              if (q8 && blocks) { /* 8-bit x: |w_k| max|x|_32 / 254 at most per product */
+                if (k % 32 == 0)
+                  for (int64_t j = amax = 0; j < 32 && k + j < K; j++)
+                    amax = fmax(amax, fabs(load(xr, VKRT_TYPE_F32, (uint64_t)((k + j) * b->nb[0]))));
+                rounding += (blocks ? wmag[k] : fabs(w)) * amax / 254 * 1.001;
+              }
             }
             ref[o] = (float)acc;
             /* f32 accumulation in any order: well inside K * 2^-24 * sum |w x| (block types:
-             * the sum of the magnitudes of the products the kernels form) */
-            tol[o] = (float)(mag * 2e-5 * (1.0 + sqrt((double)K) / 16.0) + 1e-6);
+             * the sum of the magnitudes of the products the kernels form); --activations q8
+             * adds the rounding of x */
+            tol[o] = (float)(mag * 2e-5 * (1.0 + sqrt((double)K) / 16.0) + rounding + 1e-6);
           }
     free(wf);
     free(wmag);
@@ -564,6 +571,7 @@ static uint64_t count_wrong(const struct case_tensor *d, const uint8_t *got, con
 struct cases_opts {
   const char *file;
   bool json, variants;
+  bool q8; /* --activations q8: vkrt_options.quant_activations = VKRT_ACTIVATIONS_Q8 */
   int tiled_copies; /* -1 device choice, 0/1 forced (tests run the GPU paths on lavapipe) */
   int iters;
   uint32_t device;
@@ -672,8 +680,12 @@ static uint64_t bytes_moved(const struct bench_case *bc) {
 
 static const char *path_name(const struct bench_case *bc, const vkrt_tuning_counters *before,
                              const vkrt_tuning_counters *after) {
-  if (after->quant_matvec > before->quant_matvec)
-    return bc->src[0].type == VKRT_TYPE_Q4_K ? "matvec q4_K" : "matvec q8_0";
+  if (after->quant_matvec > before->quant_matvec) {
+    bool q8x = after->quant_read[VKRT_TUNING_QUANT_READ_Q8X] > before->quant_read[VKRT_TUNING_QUANT_READ_Q8X];
+    if (bc->src[0].type == VKRT_TYPE_Q4_K)
+      return q8x ? "matvec q4_K, 8-bit x" : "matvec q4_K";
+    return q8x ? "matvec q8_0, 8-bit x" : "matvec q8_0";
+  }
   if (after->matvec > before->matvec) return "matvec";
   if (after->matmul_tiled > before->matmul_tiled) return "tiled matmul";
   if (after->concat_fast > before->concat_fast) return "concat fast path";
@@ -753,7 +765,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     goto fail;
   }
   lc.td = to_tensor(lc.dst, &bc->dst);
-  if (!reference(bc, host, ref, tol)) {
+  if (!reference(bc, host, ref, tol, c->o.q8)) {
     snprintf(msg, sizeof(msg), "the CPU reference: out of host memory");
     goto fail;
   }
@@ -906,12 +918,15 @@ static void measure_copy(struct cases_ctx *c) {
 static void usage(void) {
   printf("usage: vkrt-bench cases --test-file FILE [--json] [--iters N] [--device D] [--variants]\n"
          "                        [--target-ms MS] [--warmup-ms MS] [--tiled-copies on|off]\n"
+         "                        [--activations f32|q8]\n"
          "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT;\n"
          "  f32, f16, and q8_0/q4_K as MUL_MAT weights), each verified against a CPU reference\n"
          "  (#wrong) and timed as back-to-back ops in one submission (GPU timestamps). --variants\n"
          "  also runs every matrix-vector configuration on the f32/f16 MUL_MAT cases. The ratio\n"
          "  column divides by the plain 16-byte copy of this run.\n"
-         "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n");
+         "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n"
+         "  --activations q8 opens with VKRT_ACTIVATIONS_Q8 (quantized weights, one column: x\n"
+         "  rounded to 8 bits; the check allows that rounding).\n");
 }
 
 static int cmd_cases(int argc, char **argv) {
@@ -920,7 +935,7 @@ static int cmd_cases(int argc, char **argv) {
       {"iters", required_argument, 0, 'i'},     {"device", required_argument, 0, 'd'},
       {"variants", no_argument, 0, 'v'},        {"target-ms", required_argument, 0, 't'},
       {"tiled-copies", required_argument, 0, 'c'}, {"warmup-ms", required_argument, 0, 'w'},
-      {"help", no_argument, 0, 'h'},
+      {"activations", required_argument, 0, 'a'}, {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   struct cases_ctx c;
   memset(&c, 0, sizeof(c));
@@ -937,6 +952,13 @@ static int cmd_cases(int argc, char **argv) {
     case 't': c.o.target_ms = atof(optarg); break;
     case 'w': c.o.warmup_ms = atof(optarg); c.o.warmup_set = true; break;
     case 'c': c.o.tiled_copies = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : -1; break;
+    case 'a':
+      c.o.q8 = !strcmp(optarg, "q8");
+      if (!c.o.q8 && strcmp(optarg, "f32")) {
+        usage();
+        return 2;
+      }
+      break;
     case 'h': usage(); return 0;
     default: usage(); return 2;
     }
@@ -950,7 +972,10 @@ static int cmd_cases(int argc, char **argv) {
     fprintf(stderr, "vkrt-bench cases: cannot open %s: %s\n", c.o.file, strerror(errno));
     return 2;
   }
-  c.app = bench_open(NULL);
+  vkrt_options options;
+  vkrt_options_initialize(&options);
+  options.quant_activations = c.o.q8 ? VKRT_ACTIVATIONS_Q8 : VKRT_ACTIVATIONS_F32;
+  c.app = bench_open(&options);
   vkrt_device_info info;
   if (vkrt_device_info_get(c.app, c.o.device, &info) != VKRT_OK ||
       vkrt_tuning_device_get(c.app, c.o.device, &c.td) != VKRT_OK) {

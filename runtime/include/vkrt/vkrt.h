@@ -97,6 +97,19 @@ typedef enum vkrt_pipelines {
   VKRT_PIPELINES_ON_FIRST_USE = 2,
 } vkrt_pipelines;
 
+/* How quantized-weight matmul (Q8_0, Q4_K w) takes its f32 activations x
+ * (vkrt_options.quant_activations). */
+typedef enum vkrt_quant_activations {
+  VKRT_ACTIVATIONS_F32 = 0, /* x as given: the result is the exact product up to f32 rounding
+                               of the accumulation */
+  VKRT_ACTIVATIONS_Q8 = 1,  /* for one column of x (M = 1, the decode case), K <= 16384, x
+                               16-byte aligned (Q4_K rows too) on devices with integer dot
+                               products: x rounded to 8 bits per 32 values (scale max|x| / 127,
+                               as ggml's q8_1 path does) and multiplied by integer dot
+                               products, faster; adds an error of at most
+                               sum_k |w_k| max|x|_32(k) / 254. Other cases as F32. */
+} vkrt_quant_activations;
+
 typedef struct vkrt_options {
   vkrt_allocator allocator;
   vkrt_log_fn log;          /* NULL: messages are dropped */
@@ -124,6 +137,7 @@ typedef struct vkrt_options {
    * nothing, and on first use on CPU devices (lavapipe), where compiling all of them costs
    * seconds per open; vkrt-probe and the log say which. */
   uint32_t pipelines;
+  uint32_t quant_activations; /* a vkrt_quant_activations value; vkrt-probe says which path */
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
   vkrt_fault_options faults;
 #endif

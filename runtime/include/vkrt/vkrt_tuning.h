@@ -84,14 +84,20 @@ typedef enum vkrt_tuning_quant_read {
   VKRT_TUNING_QUANT_READ_LANEW,     /* one word of each row per invocation: rows 4-byte
                                        aligned, Q8_0 rows of an even block count, x 16-byte
                                        aligned */
+  VKRT_TUNING_QUANT_READ_KSPACE,    /* 16 consecutive weights of each row per invocation: x
+                                       16-byte aligned, Q4_K rows 8-byte aligned */
+  VKRT_TUNING_QUANT_READ_Q8X,       /* x rounded to 8 bits in shared memory, integer dot
+                                       products (VKRT_ACTIVATIONS_Q8; M = 1, K <= 16384, x
+                                       and Q4_K rows 16-byte aligned) */
   VKRT_TUNING_QUANT_READ_COUNT
 } vkrt_tuning_quant_read;
 
 /* The read pattern of QUANT_VARIANT `variant` (1..count); -1 outside. */
 int vkrt_tuning_quant_read_of(int64_t variant);
 /* The variant an unforced Q8_0 or Q4_K matrix-vector tries at `rank` (0 first; the op takes
- * the first whose read pattern w and x fit, the last being the words kernel); 0 for another
- * type, a rank outside 0..VKRT_TUNING_QUANT_READ_COUNT-1, or the quant kernels compiled out. */
+ * the first whose read pattern w and x fit, the last being the words kernel; with
+ * VKRT_ACTIVATIONS_Q8 the q8x variant is tried before them); 0 for another type, a rank
+ * outside 0..VKRT_TUNING_QUANT_READ_COUNT-2, or the quant kernels compiled out. */
 int vkrt_tuning_quant_preference(vkrt_type type, int rank);
 
 /* The matrix-vector shape (specialization constants of kernels/matvec.comp) used for f32
@@ -170,6 +176,8 @@ typedef enum vkrt_tuning_raw_kind {
   VKRT_TUNING_RAW_FENCE,           /* empty submit with a fence: vkWaitForFences + reset */
   VKRT_TUNING_RAW_FILL_SPIN,       /* a pre-recorded 4-byte vkCmdFillBuffer + host barrier,
                                       timeline spin */
+  VKRT_TUNING_RAW_UPDATE_SPIN,     /* the same with vkCmdUpdateBuffer of 4 bytes */
+  VKRT_TUNING_RAW_FILL_BARE_SPIN,  /* the fill without the host barrier */
   VKRT_TUNING_RAW_KIND_COUNT
 } vkrt_tuning_raw_kind;
 

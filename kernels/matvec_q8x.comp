@@ -1,0 +1,168 @@
+#version 450
+// Quantized weights (Q4_K, or Q8_0 with -DQ8_0) x f32 activations -> f32 for one column of
+// x (M = 1, the decode case) with x rounded to 8 bits per 32 values, the way ggml's q8_1
+// path does it (vkrt_options.quant_activations = VKRT_ACTIVATIONS_Q8): each workgroup first
+// quantizes the whole x into shared memory (scale dx = max|x| / 127 per 32 values, round to
+// nearest; for Q4_K also the exact sum of x over each 32 values, for the mins), then takes
+// row groups gl_WorkGroupID.x, + gl_NumWorkGroups.x, ... with integer dot products of 4 int8
+// pairs (OpSDot, VK_KHR_shader_integer_dot_product):
+//   Q8_0: sum_t d q_t x_t ~ d dx sum_t q_t qx_t
+//   Q4_K: sum_t (d sc q_t - dmin m) x_t ~ d sc dx sum_t q_t qx_t - dmin m sum_t x_t
+// RG rows per group, THREADS / RG invocations per row, each walking that row's units in
+// order (coalesced 16-byte quant reads), UNROLL units' loads issued before their arithmetic
+// (the H200, K 14336 x N 4096: 26.1 us with 1, 21.2 with 2, 21.0 with 4; K 4096 x N 14336:
+// 24.9, 20.0, 18.8). Shared memory stays small (~21 KiB) so that the L1
+// cache beside it keeps the quant words the invocations share (KMAX 20480, 28 KiB: 40.8 us).
+// K <= KMAX, x 16-byte aligned;
+// Q4_K rows 16-byte aligned (Q8_0 rows: any). Offsets and strides of w are bytes; those of
+// x and dst elements.
+#extension GL_EXT_spirv_intrinsics : require
+#extension GL_GOOGLE_include_directive : require
+
+#define RG 8u
+#define THREADS 256u
+#define TPR (THREADS / RG)
+#define KMAX 16384u
+#ifndef UNROLL
+#define UNROLL 4u
+#endif
+
+layout(local_size_x = 256) in;
+
+// OpSDot (4450) on two words of 4 packed int8 (PackedVectorFormat4x8Bit = 0)
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int dot4(uint a, uint b, spirv_literal int packed_4x8);
+
+layout(push_constant) uniform Push {
+  uint N, M, blocks;        // rows, columns of x (1), blocks per row (K / 32 or K / 256)
+  uint w_offset, w_row, w_stride2, w_stride3;                  // bytes
+  uint x_offset, x_col, x_stride2, x_stride3;                  // elements
+  uint d_offset, d_stride0, d_col, d_stride2, d_stride3;       // elements
+  uint ne2, r2, r3;
+  uint base_x, base_y, base_z;
+} pc;
+
+#ifdef Q8_0
+layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
+#define KPB 32u // weights per block
+#else
+layout(std430, set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
+#define KPB 256u
+#endif
+layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer D { float d[]; };
+
+shared uvec4 qx[KMAX / 16u]; // x as int8, 16 per entry
+shared float dx[KMAX / 32u]; // the scale of each 32
+#ifndef Q8_0
+shared float sx[KMAX / 32u]; // the exact sum of each 32
+#endif
+shared float red[THREADS];
+
+uint pack4(vec4 v, float inv) {
+  ivec4 q = clamp(ivec4(round(v * inv)), ivec4(-127), ivec4(127));
+  return (uint(q.x) & 255u) | ((uint(q.y) & 255u) << 8u) | ((uint(q.z) & 255u) << 16u) |
+         (uint(q.w) << 24u);
+}
+
+#ifdef Q8_0
+#define Q8_0_HALF_BLOCK
+#else
+#define Q4_K_SCALES
+#endif
+#include "quant_blocks.glsl"
+
+void main() {
+  uint tid = gl_LocalInvocationID.x;
+  uint z = pc.base_z + gl_WorkGroupID.z;
+  uint i2 = z % pc.ne2;
+  uint i3 = z / pc.ne2;
+  uint wb = pc.w_offset + (i2 / pc.r2) * pc.w_stride2 + (i3 / pc.r3) * pc.w_stride3;
+  uint xb = (pc.x_offset + i2 * pc.x_stride2 + i3 * pc.x_stride3) / 4u; // vec4, 16-byte aligned
+  uint K = pc.blocks * KPB;
+
+  // x -> shared: one 32-value block per invocation step
+  for (uint b = tid; b < K / 32u; b += THREADS) {
+    vec4 v[8];
+    float amax = 0.0;
+    for (uint i = 0u; i < 8u; i++) {
+      v[i] = x4[xb + 8u * b + i];
+      vec4 a = abs(v[i]);
+      amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+    }
+    float inv = amax > 0.0 ? 127.0 / amax : 0.0;
+    dx[b] = amax / 127.0;
+    for (uint h = 0u; h < 2u; h++)
+      qx[2u * b + h] = uvec4(pack4(v[4u * h], inv), pack4(v[4u * h + 1u], inv),
+                             pack4(v[4u * h + 2u], inv), pack4(v[4u * h + 3u], inv));
+#ifndef Q8_0
+    sx[b] = dot(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])), vec4(1.0));
+#endif
+  }
+  barrier();
+
+  uint groups = (pc.N + RG - 1u) / RG;
+  uint rr = tid / TPR, lane = tid % TPR;
+#ifdef Q8_0
+  uint units = pc.blocks * 2u; // half-blocks: 16 weights each
+#else
+  uint units = pc.blocks * 8u; // 16 quant bytes: 32 weights each
+#endif
+  for (uint g = pc.base_x + gl_WorkGroupID.x; g < groups; g += gl_NumWorkGroups.x) {
+    uint row = min(g * RG + rr, pc.N - 1u); // rows past N: valid reads, never stored
+    float acc = 0.0;
+#ifdef Q8_0
+    uint rb = wb + row * pc.w_row;
+    for (uint u0 = lane; u0 < units; u0 += TPR * UNROLL) {
+      uvec4 q[UNROLL];
+      float dq[UNROLL];
+      uint us[UNROLL];
+      for (uint j = 0u; j < UNROLL; j++) {
+        us[j] = min(u0 + j * TPR, units - 1u);
+        q[j] = q8_0_half_block(rb, us[j], dq[j]);
+      }
+      for (uint j = 0u; j < UNROLL; j++) {
+        uvec4 xq = qx[us[j]];
+        int s = dot4(q[j].x, xq.x, 0) + dot4(q[j].y, xq.y, 0) + dot4(q[j].z, xq.z, 0) +
+                dot4(q[j].w, xq.w, 0);
+        acc += u0 + j * TPR < units ? dq[j] * dx[us[j] >> 1] * float(s) : 0.0; // a select
+      }
+    }
+#else
+    uint rb = (wb + row * pc.w_row) / 16u; // uvec4 index, rows 16-byte aligned
+    for (uint u0 = lane; u0 < units; u0 += TPR * UNROLL) {
+      uvec4 h[UNROLL], q[UNROLL];
+      uint us[UNROLL];
+      for (uint j = 0u; j < UNROLL; j++) {
+        uint u = us[j] = min(u0 + j * TPR, units - 1u);
+        h[j] = w4[rb + (u >> 3) * 9u];
+        q[j] = w4[rb + (u >> 3) * 9u + 1u + (u & 7u)];
+      }
+      for (uint j = 0u; j < UNROLL; j++) {
+        uint sb = us[j] >> 3, p = us[j] & 7u;
+        // low nibbles: weights 64 (p / 2) + 16 (p % 2) + 0..15 = x entry k16 of sub-block
+        // k32 = k16 / 2; high nibbles: k16 + 2 of sub-block k32 + 1
+        uint k16 = sb * 16u + 4u * (p >> 1) + (p & 1u), k32 = k16 >> 1;
+        uvec4 xl = qx[k16], xh = qx[k16 + 2u];
+        uvec4 lo = q[j] & 0x0f0f0f0fu, hi = (q[j] >> 4u) & 0x0f0f0f0fu;
+        int il = dot4(lo.x, xl.x, 0) + dot4(lo.y, xl.y, 0) + dot4(lo.z, xl.z, 0) + dot4(lo.w, xl.w, 0);
+        int ih = dot4(hi.x, xh.x, 0) + dot4(hi.y, xh.y, 0) + dot4(hi.z, xh.z, 0) + dot4(hi.w, xh.w, 0);
+        vec4 dm = pair_scales(h[j], 2u * (p >> 1));
+        // the mins of both sub-blocks once, by the invocation of the low 16 (p even)
+        float mins = (p & 1u) == 0u ? dm.y * sx[k32] + dm.w * sx[k32 + 1u] : 0.0;
+        float s = dm.x * dx[k32] * float(il) + dm.z * dx[k32 + 1u] * float(ih) - mins;
+        acc += u0 + j * TPR < units ? s : 0.0; // a select: clamped units repeat the last
+      }
+    }
+#endif
+    red[tid] = acc;
+    barrier();
+    if (tid < RG && g * RG + tid < pc.N) {
+      float s = 0.0;
+      for (uint i = 0u; i < TPR; i++)
+        s += red[tid * TPR + i];
+      d[pc.d_offset + (g * RG + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3] = s;
+    }
+    barrier();
+  }
+}
