@@ -1,5 +1,5 @@
-// Block decoding shared by the quantized matrix-vector kernels (matvec_q8_0.comp,
-// matvec_q4_k.comp, matvec_q8x.comp). Included after the kernel's bindings; Q8_0_HALF_BLOCK
+// Block decoding shared by the quantized matrix-vector kernels (matvec_q4_k.comp and
+// matvec_q8x.comp; matvec_q8_0.comp writes the Q8_0 decode out, see there). Included after the kernel's bindings; Q8_0_HALF_BLOCK
 // needs `uint w[]`.
 
 #ifdef Q8_0_HALF_BLOCK
