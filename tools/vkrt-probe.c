@@ -14,6 +14,7 @@ static void usage(FILE *f) {
           "usage: vkrt-probe [--json] [--devices N] [--simulated | --physical-only]\n"
           "                  [--physical I[,J...]] [--validation] [--sync-validation]\n"
           "                  [--verbose] [--fault NAME[:DEV[,DEV...]]]... [--exercise]\n"
+          "                  [--activations f32|q8]\n"
           "Prints the board, each device's capabilities and the transport/import plan.\n"
           "  --devices N        open N devices instead of the board's count\n"
           "  --physical I,J     rank r uses physical device I, J, ... (by enumeration index)\n"
@@ -25,7 +26,9 @@ static void usage(FILE *f) {
           "  --exercise         before describing, upload 4 MiB to every device registered\n"
           "                     (straddling chunks) and unregistered, so the upload counters\n"
           "                     show each path taken (1 MiB import chunks in fault-injection\n"
-          "                     builds, so uploads straddle them)\n");
+          "                     builds, so uploads straddle them)\n"
+          "  --activations q8   open with VKRT_ACTIVATIONS_Q8: each device's line says whether\n"
+          "                     its quantized matvec rounds x to 8 bits, and why not\n");
 }
 
 static void log_stderr(void *user, vkrt_log_level level, const char *message) {
@@ -167,6 +170,14 @@ int main(int argc, char **argv) {
       fprintf(stderr, "vkrt-probe: --fault needs a CONFIG_VKRT_FAULT_INJECTION=y build\n");
       return 2;
 #endif
+      i++;
+    } else if (strcmp(a, "--activations") == 0 && next) {
+      if (strcmp(next, "q8") && strcmp(next, "f32")) {
+        fprintf(stderr, "vkrt-probe: bad --activations '%s' (f32 or q8)\n", next);
+        usage(stderr);
+        return 2;
+      }
+      options.quant_activations = strcmp(next, "q8") ? VKRT_ACTIVATIONS_F32 : VKRT_ACTIVATIONS_Q8;
       i++;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);

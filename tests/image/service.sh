@@ -41,6 +41,20 @@ for dtype in f32 f16 q8_0 q4_K; do
     echo "gguf $dtype, $devices devices: $(grep -m1 'tokens/s' <<< "$out")"
   done
 done
+# vkrt-probe says which activation path the quantized matvec takes, with and without the option
+probe="$builddir/bin/vkrt-probe"
+if [ -x "$probe" ]; then
+  out=$("$probe")
+  grep -q "quantized matvec activations: f32 (vkrt_options.quant_activations = VKRT_ACTIVATIONS_F32)" <<< "$out" \
+    || grep -q "activations: none: no quantized kernels" <<< "$out" \
+    || { echo "$out"; echo "vkrt-probe: no f32 activation path line"; exit 1; }
+  out=$("$probe" --activations q8)
+  grep -q "quantized matvec activations: 8-bit for one column" <<< "$out" \
+    || grep -q "quantized matvec activations: f32: 8-bit activations were asked for, but the device lacks" <<< "$out" \
+    || grep -q "activations: none: no quantized kernels" <<< "$out" \
+    || { echo "$out"; echo "vkrt-probe --activations q8: no activation path line"; exit 1; }
+  echo "vkrt-probe --activations q8: $(grep -m1 'quantized matvec activations' <<< "$out")"
+fi
 # 8-bit activations (VKRT_ACTIVATIONS_Q8): the reference rounds x as the device does, within
 # the f32 bound; a device that kept x in f32 would be ~1e-2 off and fail it
 for dtype in q8_0 q4_K; do
