@@ -64,7 +64,7 @@ static void q8_round(const double *x, double *xq, uint32_t k) {
 /* Whether the device rounds x to 8 bits for this weight: --activations q8, a quantized type,
  * K within the q8x kernels' shared memory (vkrt.h's VKRT_ACTIVATIONS_Q8). */
 static bool rounds_x(const struct service *s, const struct gguf_tensor *t, uint32_t k) {
-  return s->args->q8_activations && vkrt_type_block(t->type) > 1 && k <= 16384;
+  return s->args->q8_activations && vkrt_type_block(t->type) > 1 && k <= VKRT_ACTIVATIONS_Q8_MAX_K;
 }
 
 /* float64 reference of one token through every layer: rows dequantized by the reference
@@ -79,6 +79,9 @@ static int reference(const struct service *s, float *x_inout) {
   int rc = x && h && xq && row ? 0 : -1;
   for (uint32_t i = 0; !rc && i < m->hidden; i++)
     x[i] = x_inout[i];
+  uint32_t shard = 0; /* ffn_down is split along K: each device's K is its ffn slice */
+  for (uint32_t d = 0; d < s->n; d++)
+    shard = s->dev[d].f1 - s->dev[d].f0 > shard ? s->dev[d].f1 - s->dev[d].f0 : shard;
   for (uint32_t l = 0; !rc && l < m->layers; l++) {
     /* the gate and up weights share one type and shape */
     const double *gx = rounds_x(s, m->gate[l], m->hidden) ? xq : NULL;
@@ -87,9 +90,6 @@ static int reference(const struct service *s, float *x_inout) {
     for (uint32_t n = 0; n < m->ffn; n++)
       h[n] = silu(row_dot(f, m->gate[l], n, x, gx, m->hidden, row)) *
              row_dot(f, m->up[l], n, x, gx, m->hidden, row);
-    uint32_t shard = 0; /* ffn_down is split along K: each device's K is its ffn slice */
-    for (uint32_t d = 0; d < s->n; d++)
-      shard = s->dev[d].f1 - s->dev[d].f0 > shard ? s->dev[d].f1 - s->dev[d].f0 : shard;
     const double *hx = rounds_x(s, m->down[l], shard) ? xq : NULL;
     if (hx)
       q8_round(h, xq, m->ffn);

@@ -55,7 +55,7 @@ VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
  *            forced q8x runs kspace's M > 1 kernel.
  * ROWS must match the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
 enum qmv_kind { QMV_WORDS, QMV_VEC16, QMV_LANEW, QMV_KSPACE, QMV_Q8X };
-#define Q8X_MAX_K 16384u /* KMAX of matvec_q8x.comp */
+#define Q8X_MAX_K VKRT_ACTIVATIONS_Q8_MAX_K /* = KMAX of matvec_q8x.comp */
 #define Q8X_ROWS 8u      /* RG of matvec_q8x.comp: rows per group */
 #define Q8X_WORKGROUPS 256u
 struct qmv_variant {
@@ -141,6 +141,12 @@ static bool x_aligned16(const struct vkrt_ops_view *x) {
          x->stride[2] % 4 == 0 && x->stride[3] % 4 == 0 && x->stride[0] == 1;
 }
 
+/* Every row of w (and every batch) starts a-byte aligned. */
+static bool rows_aligned(const struct vkrt_ops_view *w, uint32_t a) {
+  return w->offset % a == 0 && w->stride[1] % a == 0 && w->stride[2] % a == 0 &&
+         w->stride[3] % a == 0;
+}
+
 static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
                          const struct vkrt_ops_view *x) {
   uint32_t blocks = w->ne[0] / w->block;
@@ -148,8 +154,7 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
   case QMV_Q8X: /* M = 1 only (M > 1 takes kspace's kernel), x in shared memory */
     if (x->ne[1] > 1)
       return variant_fits(QMV_KSPACE, w, x);
-    if (w->ne[0] > Q8X_MAX_K || (w->type == VKRT_TYPE_Q4_K && (w->offset % 16 || w->stride[1] % 16 ||
-                                                             w->stride[2] % 16 || w->stride[3] % 16)))
+    if (w->ne[0] > Q8X_MAX_K || (w->type == VKRT_TYPE_Q4_K && !rows_aligned(w, 16)))
       return false;
     return x_aligned16(x);
   case QMV_WORDS:
@@ -157,18 +162,15 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
   case QMV_VEC16: /* rows of whole 16-byte units starting 16-byte aligned */
     if (w->type == VKRT_TYPE_Q8_0 && blocks % 8)
       return false;
-    return w->offset % 16 == 0 && w->stride[1] % 16 == 0 && w->stride[2] % 16 == 0 &&
-           w->stride[3] % 16 == 0 && x_aligned16(x);
+    return rows_aligned(w, 16) && x_aligned16(x);
   case QMV_KSPACE: /* x 16-byte aligned; Q4_K rows 8-byte aligned (Q8_0 rows: any) */
-    if (w->type == VKRT_TYPE_Q4_K && (w->offset % 8 || w->stride[1] % 8 || w->stride[2] % 8 ||
-                                      w->stride[3] % 8))
+    if (w->type == VKRT_TYPE_Q4_K && !rows_aligned(w, 8))
       return false;
     return x_aligned16(x);
   case QMV_LANEW: /* rows of whole words starting 4-byte aligned, all in phase */
     if (w->type == VKRT_TYPE_Q8_0 && blocks % 2)
       return false;
-    return w->offset % 4 == 0 && w->stride[1] % 4 == 0 && w->stride[2] % 4 == 0 &&
-           w->stride[3] % 4 == 0 && x_aligned16(x);
+    return rows_aligned(w, 4) && x_aligned16(x);
   }
   return false;
 }

@@ -176,11 +176,12 @@ static int q8x_variant(void) {
 
 /* What the q8x kernels compute for one row, in double from their definition: x rounded to
  * 8 bits per 32 values (dx = max|x| / 127, q = round(x 127 / max|x|)) times the scaled
- * quants a_k, minus the Q4_K mins b_k times the exact x (w_k = a_k - b_k; Q8_0: b = 0).
+ * quants a_k, minus the Q4_K mins b_k times the exact x (w_k = a_k - b_k; `mins` holds -b,
+ * NULL for Q8_0: b = 0).
  * *tol gets the worst-case f32 error (integer dot products are exact: at most K / 8 + 16
  * rounded float operations per result, 2^-24 each) plus |a_k| dx for every x that lies
  * within 1e-3 of a rounding tie (the device's 127 / max|x| may round the other way there). */
-static double q8x_reference(const float *a, const float *b, const float *x, int64_t K,
+static double q8x_reference(const float *w, const float *mins, const float *x, int64_t K,
                             double *tol) {
   double sum = 0, mag = 0, ties = 0;
   for (int64_t k0 = 0; k0 < K; k0 += 32) {
@@ -190,11 +191,12 @@ static double q8x_reference(const float *a, const float *b, const float *x, int6
     float inv = amax > 0 ? 127.0f / amax : 0, dx = amax / 127.0f;
     for (int64_t k = k0; k < k0 + 32; k++) {
       float v = x[k] * inv, q = fminf(fmaxf(roundf(v), -127), 127);
-      double p = (double)a[k] * dx * q, m = b ? (double)b[k] * x[k] : 0;
+      double a = (double)w[k] - (mins ? mins[k] : 0); /* w + b */
+      double p = a * dx * q, m = mins ? -(double)mins[k] * x[k] : 0;
       sum += p - m;
       mag += fabs(p) + fabs(m);
       if (fabsf(fabsf(v - truncf(v)) - 0.5f) < 1e-3f)
-        ties += fabs((double)a[k]) * dx;
+        ties += fabs(a) * dx;
     }
   }
   *tol = ((double)K / 8 + 16) * 0x1p-24 * mag + ties + 1e-30;
@@ -257,7 +259,7 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
           (wt != VKRT_TYPE_Q8_0 || blocks % 2 == 0),
       x16 && (wt == VKRT_TYPE_Q8_0 || (c->w_off % 8 == 0 && (uint64_t)w.nb[1] % 8 == 0)),
       /* q8x: one column, K <= 16384, Q4_K rows 16-byte aligned, integer dot products */
-      c->M == 1 && c->K <= 16384 && x16 &&
+      c->M == 1 && c->K <= VKRT_ACTIVATIONS_Q8_MAX_K && x16 &&
           (wt == VKRT_TYPE_Q8_0 || (c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0)) &&
           vkrt_tuning_variant_usable(app, 0, VKRT_TUNING_QUANT_VARIANT, q8x_variant())};
   int want = c->variant ? vkrt_tuning_quant_read_of(c->variant) : -1;
@@ -287,20 +289,8 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
           mag += fabs((double)wr[k] * xr[k]);
         }
         double tol = 4e-6 * mag * sqrt((double)c->K) + 1e-30;
-        if (want == VKRT_TUNING_QUANT_READ_Q8X) { /* x rounded to 8 bits: that exactly */
-          const float *mr = mins ? mins + (wr - wf) : NULL; /* -b */
-          float *ar = malloc(sizeof(float) * (size_t)c->K), *br = NULL;
-          for (int64_t k = 0; k < c->K; k++)
-            ar[k] = wr[k] - (mr ? mr[k] : 0);
-          if (mr) {
-            br = malloc(sizeof(float) * (size_t)c->K);
-            for (int64_t k = 0; k < c->K; k++)
-              br[k] = -mr[k];
-          }
-          sum = q8x_reference(ar, br, xr, c->K, &tol);
-          free(ar);
-          free(br);
-        }
+        if (want == VKRT_TUNING_QUANT_READ_Q8X) /* x rounded to 8 bits: that exactly */
+          sum = q8x_reference(wr, mins ? mins + (wr - wf) : NULL, xr, c->K, &tol);
         uint64_t a = d.offset + n * 4 + m * d.nb[1] + i2 * d.nb[2];
         float g;
         memcpy(&g, db.map + a, 4);
@@ -410,7 +400,7 @@ static void test_quant_q8_activations(void **state) {
     if (!qtype_enabled(wt))
       continue;
     int64_t B = vkrt_type_block(wt);
-    int64_t over = (16384 / B + 1) * B; /* the first K past the shared-memory x */
+    int64_t over = (VKRT_ACTIVATIONS_Q8_MAX_K / B + 1) * B; /* the first K past it */
     const struct mm_case cases[] = {
       {16 * B, 37, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},
       {(wt == VKRT_TYPE_Q8_0 ? 512 : 64) * B, 45, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},

@@ -502,7 +502,7 @@ static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_
                 if (k % 32 == 0)
                   for (int64_t j = amax = 0; j < 32 && k + j < K; j++)
                     amax = fmax(amax, fabs(load(xr, VKRT_TYPE_F32, (uint64_t)((k + j) * b->nb[0]))));
-                rounding += (blocks ? wmag[k] : fabs(w)) * amax / 254 * 1.001;
+                rounding += wmag[k] * amax / 254 * 1.001;
               }
             }
             ref[o] = (float)acc;
