@@ -49,6 +49,18 @@ vkrt_status vkrt_tuning_device_get(const vkrt_appliance *app, uint32_t device,
   return VKRT_OK;
 }
 
+vkrt_status vkrt_tuning_stream_get(const vkrt_appliance *app, uint32_t device,
+                                   vkrt_tuning_stream *out) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, out, &dev);
+  if (s != VKRT_OK)
+    return s;
+  *out = (vkrt_tuning_stream){.submitted = dev->stream.submitted,
+                              .host_closes = dev->stream.host_closes,
+                              .begun_ahead = dev->stream.begun_ahead};
+  return VKRT_OK;
+}
+
 /* ---- knobs --------------------------------------------------------------------------- */
 
 static const struct {
@@ -342,8 +354,22 @@ struct vkrt_tuning_raw {
   uint64_t value;
   VkFence fence;
   VkCommandPool pool;
-  /* recorded once: fill 4 bytes, barrier to the host; update 4 bytes, barrier; fill alone */
-  VkCommandBuffer fill, update, bare;
+  VkCommandBuffer cmd[VKRT_TUNING_RAW_KIND_COUNT]; /* recorded once; NULL: an empty submit */
+};
+
+/* What each kind's command buffer holds: a 4-byte fill or update of the target, and which
+ * barriers around it. */
+enum raw_barrier { RAW_NONE, RAW_HOST, RAW_DEVICE };
+static const struct raw_recipe {
+  bool recorded, update;
+  enum raw_barrier lead, close;
+} raw_recipes[VKRT_TUNING_RAW_KIND_COUNT] = {
+  [VKRT_TUNING_RAW_FILL_SPIN] = {true, false, RAW_NONE, RAW_HOST},
+  [VKRT_TUNING_RAW_UPDATE_SPIN] = {true, true, RAW_NONE, RAW_HOST},
+  [VKRT_TUNING_RAW_FILL_BARE_SPIN] = {true, false, RAW_NONE, RAW_NONE},
+  [VKRT_TUNING_RAW_FILL_DEVICE_SPIN] = {true, false, RAW_NONE, RAW_DEVICE},
+  [VKRT_TUNING_RAW_UPDATE_DEVICE_SPIN] = {true, true, RAW_NONE, RAW_DEVICE},
+  [VKRT_TUNING_RAW_LEAD_FILL_SPIN] = {true, false, RAW_DEVICE, RAW_NONE},
 };
 
 void vkrt_tuning_raw_destroy(vkrt_tuning_raw *raw) {
@@ -356,12 +382,30 @@ void vkrt_tuning_raw_destroy(vkrt_tuning_raw *raw) {
   pthread_mutex_lock(&dev->compute_queue_lock);
   dev->vk.vkQueueWaitIdle(dev->compute_queue);
   pthread_mutex_unlock(&dev->compute_queue_lock);
-  if (raw->pool) /* frees the command buffer */
+  if (raw->pool) /* frees the command buffers */
     dev->vk.vkDestroyCommandPool(dev->handle, raw->pool, a);
   if (raw->fence)
     dev->vk.vkDestroyFence(dev->handle, raw->fence, a);
   vkrt_timeline_destroy(dev, raw->timeline);
   vkrt_free(&dev->sys->base, raw);
+}
+
+static void raw_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, enum raw_barrier kind) {
+  if (kind == RAW_HOST) {
+    VkMemoryBarrier host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                            .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    dev->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                                 VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, NULL, 0, NULL);
+  } else if (kind == RAW_DEVICE) {
+    VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    VkMemoryBarrier device = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    dev->vk.vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &device, 0, NULL, 0, NULL);
+  }
 }
 
 static vkrt_status raw_setup(struct vkrt_tuning_raw *raw, VkBuffer target) {
@@ -379,32 +423,30 @@ static vkrt_status raw_setup(struct vkrt_tuning_raw *raw, VkBuffer target) {
   r = dev->vk.vkCreateCommandPool(dev->handle, &pci, a, &raw->pool);
   if (r != VK_SUCCESS)
     return vkrt_vk_error(dev, r, "vkCreateCommandPool");
-  VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                     .commandPool = raw->pool,
-                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                     .commandBufferCount = 3};
-  VkCommandBuffer cmd[3];
-  r = dev->vk.vkAllocateCommandBuffers(dev->handle, &cai, cmd);
-  if (r != VK_SUCCESS)
-    return vkrt_vk_error(dev, r, "raw floor command buffers");
-  raw->fill = cmd[0], raw->update = cmd[1], raw->bare = cmd[2];
   VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  VkMemoryBarrier host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
   static const uint32_t one = 0x3f800000u;
-  for (int i = 0; i < 3 && r == VK_SUCCESS; i++) {
-    r = dev->vk.vkBeginCommandBuffer(cmd[i], &cbi);
+  for (int k = 0; k < VKRT_TUNING_RAW_KIND_COUNT && r == VK_SUCCESS; k++) {
+    const struct raw_recipe *recipe = &raw_recipes[k];
+    if (!recipe->recorded)
+      continue;
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = raw->pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1};
+    r = dev->vk.vkAllocateCommandBuffers(dev->handle, &cai, &raw->cmd[k]);
+    if (r != VK_SUCCESS)
+      return vkrt_vk_error(dev, r, "raw floor command buffers");
+    VkCommandBuffer cmd = raw->cmd[k];
+    r = dev->vk.vkBeginCommandBuffer(cmd, &cbi);
     if (r != VK_SUCCESS)
       break;
-    if (i == 1)
-      dev->vk.vkCmdUpdateBuffer(cmd[i], target, 0, 4, &one);
+    raw_barrier(dev, cmd, recipe->lead);
+    if (recipe->update)
+      dev->vk.vkCmdUpdateBuffer(cmd, target, 0, 4, &one);
     else
-      dev->vk.vkCmdFillBuffer(cmd[i], target, 0, 4, one);
-    if (i < 2)
-      dev->vk.vkCmdPipelineBarrier(cmd[i], VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                                   VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, NULL, 0, NULL);
-    r = dev->vk.vkEndCommandBuffer(cmd[i]);
+      dev->vk.vkCmdFillBuffer(cmd, target, 0, 4, one);
+    raw_barrier(dev, cmd, recipe->close);
+    r = dev->vk.vkEndCommandBuffer(cmd);
   }
   return r == VK_SUCCESS ? VKRT_OK : vkrt_vk_error(dev, r, "raw floor command buffer");
 }
@@ -459,16 +501,14 @@ vkrt_status vkrt_tuning_raw_round_trip(vkrt_tuning_raw *raw, vkrt_tuning_raw_kin
   case VKRT_TUNING_RAW_SPIN:
   case VKRT_TUNING_RAW_FILL_SPIN:
   case VKRT_TUNING_RAW_UPDATE_SPIN:
-  case VKRT_TUNING_RAW_FILL_BARE_SPIN: {
-    VkCommandBuffer cmd = kind == VKRT_TUNING_RAW_FILL_SPIN     ? raw->fill
-                          : kind == VKRT_TUNING_RAW_UPDATE_SPIN ? raw->update
-                          : kind == VKRT_TUNING_RAW_SPIN        ? VK_NULL_HANDLE
-                                                                : raw->bare;
-    s = raw_submit(raw, false, cmd);
+  case VKRT_TUNING_RAW_FILL_BARE_SPIN:
+  case VKRT_TUNING_RAW_FILL_DEVICE_SPIN:
+  case VKRT_TUNING_RAW_UPDATE_DEVICE_SPIN:
+  case VKRT_TUNING_RAW_LEAD_FILL_SPIN:
+    s = raw_submit(raw, false, raw->cmd[kind]);
     for (uint64_t cur = 0; s == VKRT_OK && r == VK_SUCCESS && cur < raw->value;)
       r = dev->vk.vkGetSemaphoreCounterValue(dev->handle, raw->timeline, &cur);
     break;
-  }
   case VKRT_TUNING_RAW_WAIT_SEMAPHORES: {
     s = raw_submit(raw, false, VK_NULL_HANDLE);
     VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,

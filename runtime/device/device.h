@@ -21,8 +21,15 @@ struct vkrt_stream {
   uint64_t cmd_value[VKRT_STREAM_DEPTH]; /* timeline value that retires cmd[i]; 0 = free */
   uint32_t current;
   bool recording;
+  bool used;   /* the recording buffer was handed out (a buffer begun ahead by the last submit
+                * and not yet used is not submitted) */
   bool fresh;  /* the recording buffer holds no command yet: the barrier before its first
                 * command is the one every submitted buffer ends with (vkrt_stream_submit) */
+  bool host_reads; /* a command of the recording buffer may write memory the host reads
+                    * (a mapped buffer, an imported host slot, or a raw caller): its closing
+                    * barrier reaches the host stage */
+  uint64_t host_closes; /* submitted buffers closed with the host barrier (vkrt_tuning) */
+  uint64_t begun_ahead; /* buffers a submit began for the next op (vkrt_tuning) */
   VkSemaphore timeline;
   uint64_t submitted;                    /* last value submitted */
   uint64_t spin_ns;                      /* waits spin this long before blocking (0 on CPU devices) */
@@ -116,16 +123,20 @@ vkrt_status vkrt_timeline_create(struct vkrt_device *dev, const void *pnext, con
 void vkrt_timeline_destroy(struct vkrt_device *dev, VkSemaphore sem);
 
 /* Stream: returns the command buffer being recorded, beginning a fresh one when needed
- * (waiting for the oldest to retire if all are in flight). */
+ * (waiting for the oldest to retire if all are in flight). The caller may record anything,
+ * so the buffer will close with the host barrier. */
 vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out);
-/* vkrt_stream_cmd, then the barrier every command of the stream starts with. */
-vkrt_status vkrt_stream_next(struct vkrt_device *dev, VkCommandBuffer *out);
+/* The buffer being recorded, then the barrier every command of the stream starts with, for
+ * a command that writes only `dst` (NULL: unknown memory, which the host may read): the
+ * buffer closes with the host barrier only if some command wrote a mapped buffer. */
+vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_buffer *dst,
+                             VkCommandBuffer *out);
 /* A full memory barrier between commands in the stream (compute + transfer, read + write);
  * none before the first command of a buffer (vkrt_stream_close_barrier ordered it). */
 void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd);
 /* The barrier every submitted command buffer ends with (stream and uploads): all writes
- * before it are visible to the host and to every later command on the queue. */
-void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd);
+ * before it are visible to every later command on the queue and, with `host`, to the host. */
+void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, bool host);
 /* Attach a wait/signal to the next submit. */
 vkrt_status vkrt_stream_add_wait(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
 vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);

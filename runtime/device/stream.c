@@ -106,36 +106,77 @@ static vkrt_status wait_value(struct vkrt_device *dev, uint64_t value, uint64_t 
   return VKRT_OK;
 }
 
-vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
-  *out = VK_NULL_HANDLE;
+/* Resets the current slot's pool and begins its command buffer (the slot is free); on
+ * failure *what names the call. */
+static VkResult begin_slot(struct vkrt_device *dev, const char **what) {
   struct vkrt_stream *st = &dev->stream;
-  if (dev->lost)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
-  if (st->recording) {
-    *out = st->cmd[st->current];
-    return VKRT_OK;
-  }
-  if (st->cmd_value[st->current]) { /* the ring is full: wait for the oldest to retire */
-    vkrt_status s = wait_value(dev, st->cmd_value[st->current], UINT64_MAX);
-    if (s != VKRT_OK)
-      return s;
-    st->cmd_value[st->current] = 0;
-  }
-  VkCommandBuffer cmd = st->cmd[st->current];
+  *what = "vkResetCommandPool";
   VkResult r = dev->vk.vkResetCommandPool(dev->handle, st->pool[st->current], 0);
   if (r != VK_SUCCESS)
-    return vkrt_vk_error(dev, r, "vkResetCommandPool");
+    return r;
   VkCommandBufferBeginInfo begin = {
       .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
   };
-  r = dev->vk.vkBeginCommandBuffer(cmd, &begin);
+  *what = "vkBeginCommandBuffer";
+  r = dev->vk.vkBeginCommandBuffer(st->cmd[st->current], &begin);
   if (r != VK_SUCCESS)
-    return vkrt_vk_error(dev, r, "vkBeginCommandBuffer");
+    return r;
   st->recording = true;
+  st->used = false;
   st->fresh = true;
-  *out = cmd;
+  st->host_reads = false;
+  return VK_SUCCESS;
+}
+
+/* The buffer being recorded, or a fresh one (waiting for the oldest to retire when the ring
+ * is full). */
+static vkrt_status recording(struct vkrt_device *dev, VkCommandBuffer *out) {
+  *out = VK_NULL_HANDLE;
+  struct vkrt_stream *st = &dev->stream;
+  if (dev->lost)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
+  if (!st->recording) {
+    if (st->cmd_value[st->current]) { /* the ring is full: wait for the oldest to retire */
+      vkrt_status s = wait_value(dev, st->cmd_value[st->current], UINT64_MAX);
+      if (s != VKRT_OK)
+        return s;
+      st->cmd_value[st->current] = 0;
+    }
+    const char *what;
+    VkResult r = begin_slot(dev, &what);
+    if (r != VK_SUCCESS)
+      return vkrt_vk_error(dev, r, what);
+  }
+  st->used = true;
+  *out = st->cmd[st->current];
   return VKRT_OK;
+}
+
+/* After a submit, while the GPU runs it: begin the next buffer if its slot has retired, so
+ * the next op records without the pool reset and begin on its round trip (on the H200 a
+ * re-recorded 4-byte fill + finish took ~2 us more than a pre-recorded one). Never blocks;
+ * a failure here leaves the slot for recording() to begin, and report. */
+static void begin_next(struct vkrt_device *dev) {
+  struct vkrt_stream *st = &dev->stream;
+  uint64_t retire = st->cmd_value[st->current];
+  if (retire) {
+    uint64_t reached = 0;
+    if (dev->vk.vkGetSemaphoreCounterValue(dev->handle, st->timeline, &reached) != VK_SUCCESS ||
+        reached < retire)
+      return;
+    st->cmd_value[st->current] = 0;
+  }
+  const char *what;
+  if (begin_slot(dev, &what) == VK_SUCCESS)
+    st->begun_ahead++;
+}
+
+vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
+  vkrt_status s = recording(dev, out);
+  if (s == VKRT_OK)
+    dev->stream.host_reads = true;
+  return s;
 }
 
 /* Only compute dispatches and transfers are recorded into the command buffers libvkrt
@@ -145,19 +186,22 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
 #define VKRT_STREAM_WRITES (VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
 #define VKRT_STREAM_READS (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT)
 
-/* Every command buffer libvkrt submits ends with this: device writes become visible to the
- * host once the timeline value is reached, and to every later command on the queue (the
- * second scope is all later commands in submission order), so the first command of the
- * next buffer needs no barrier of its own. */
-void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
+/* Every command buffer libvkrt submits ends with this: device writes become visible to
+ * every later command on the queue (the second scope is all later commands in submission
+ * order), so the first command of the next buffer needs no barrier of its own; and, when a
+ * command may have written memory the host reads, to the host once the timeline value is
+ * reached. The host stage only when needed: on the H200 a 4-byte fill + finish closed by
+ * the host barrier took ~3 us more than without it (docs/perf.md, 2026-12-03). */
+void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, bool host) {
   VkMemoryBarrier barrier = {
       .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
       .srcAccessMask = VKRT_STREAM_WRITES,
-      .dstAccessMask = VKRT_STREAM_READS | VKRT_STREAM_WRITES | VK_ACCESS_HOST_READ_BIT |
-                       VK_ACCESS_HOST_WRITE_BIT,
+      .dstAccessMask = VKRT_STREAM_READS | VKRT_STREAM_WRITES |
+                       (host ? VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT : 0),
   };
-  dev->vk.vkCmdPipelineBarrier(cmd, VKRT_STREAM_STAGES, VKRT_STREAM_STAGES | VK_PIPELINE_STAGE_HOST_BIT,
-                               0, 1, &barrier, 0, NULL, 0, NULL);
+  dev->vk.vkCmdPipelineBarrier(cmd, VKRT_STREAM_STAGES,
+                               VKRT_STREAM_STAGES | (host ? VK_PIPELINE_STAGE_HOST_BIT : 0), 0, 1,
+                               &barrier, 0, NULL, 0, NULL);
 }
 
 void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
@@ -202,9 +246,10 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
     *out_value = 0;
   vkrt_status s = VKRT_OK;
   uint32_t slot = st->current;
-  bool has_cmd = st->recording;
+  bool has_cmd = st->recording && st->used; /* a buffer begun ahead and unused stays begun */
   if (has_cmd) {
-    vkrt_stream_close_barrier(dev, st->cmd[slot]);
+    vkrt_stream_close_barrier(dev, st->cmd[slot], st->host_reads);
+    st->host_closes += st->host_reads;
     st->recording = false;
     VkResult r = dev->vk.vkEndCommandBuffer(st->cmd[slot]);
     if (r != VK_SUCCESS) {
@@ -266,6 +311,7 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   if (has_cmd) {
     st->cmd_value[slot] = value;
     st->current = (slot + 1) % VKRT_STREAM_DEPTH;
+    begin_next(dev);
   }
   if (out_value)
     *out_value = value;
@@ -300,11 +346,15 @@ vkrt_status vkrt_buffer_check_range(const vkrt_buffer *b, uint64_t offset, uint6
   return VKRT_OK;
 }
 
-vkrt_status vkrt_stream_next(struct vkrt_device *dev, VkCommandBuffer *out) {
-  vkrt_status s = vkrt_stream_cmd(dev, out);
-  if (s == VKRT_OK)
-    vkrt_stream_barrier(dev, *out);
-  return s;
+vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_buffer *dst,
+                             VkCommandBuffer *out) {
+  vkrt_status s = recording(dev, out);
+  if (s != VKRT_OK)
+    return s;
+  if (!dst || dst->mapped)
+    dev->stream.host_reads = true;
+  vkrt_stream_barrier(dev, *out);
+  return VKRT_OK;
 }
 
 vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint32_t value) {
@@ -320,9 +370,11 @@ vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint
   VkCommandBuffer cmd;
   vkrt_status s = vkrt_buffer_check_range(dst, offset, size, "fill");
   if (s == VKRT_OK)
-    s = vkrt_stream_next(dev, &cmd);
+    s = vkrt_stream_next(dev, dst, &cmd);
   if (s != VKRT_OK)
     return s;
+  /* vkCmdFillBuffer even for a few bytes: on the H200 a recorded 4-byte vkCmdUpdateBuffer
+   * closed by the device-only barrier took 0.9 us longer (docs/perf.md, 2026-12-03) */
   dev->vk.vkCmdFillBuffer(cmd, dst->handle, offset, size, value);
   return VKRT_OK;
 }

@@ -155,7 +155,7 @@ static vkrt_status ctx_submit(struct vkrt_upload_state *st, struct vkrt_upload_c
                               VkCommandBuffer cmd, uint64_t *out_value) {
   struct vkrt_device *dev = st->dev;
   /* the stream's buffers start without a barrier: this queue may be the stream's */
-  vkrt_stream_close_barrier(dev, cmd);
+  vkrt_stream_close_barrier(dev, cmd, true); /* downloads: the host reads the slot */
   VkResult r = dev->vk.vkEndCommandBuffer(cmd);
   if (r != VK_SUCCESS)
     return vkrt_vk_error(dev, r, "upload: vkEndCommandBuffer");

@@ -30,10 +30,12 @@ static vkrt_status invalid(struct vkrt_device *dev, const char *why) {
   return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, "%s", why);
 }
 
-static vkrt_status begin(struct vkrt_device *dev, VkCommandBuffer *cmd) {
+/* `dst`: the one buffer the op writes (vkrt_stream_next: the host barrier only for mapped
+ * buffers). */
+static vkrt_status begin(struct vkrt_device *dev, const vkrt_buffer *dst, VkCommandBuffer *cmd) {
   if (dev->lost)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
-  return vkrt_ops_begin(dev, cmd);
+  return vkrt_ops_begin(dev, dst, cmd);
 }
 
 /* One op call. Every op runs the same way (run_op): the device of its operands, the
@@ -101,7 +103,7 @@ static vkrt_status run_op(const struct op_call *c) {
     return invalid(dev, why);
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   if (kernel_in_build(c->kind)) {
-    vkrt_status s = begin(dev, &cmd);
+    vkrt_status s = begin(dev, c->dst->buffer, &cmd);
     if (s != VKRT_OK)
       return s;
   }
@@ -161,7 +163,7 @@ vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buf
                    "dev%u: copy source and destination overlap", dev->index);
   VkCommandBuffer cmd;
   if (s == VKRT_OK)
-    s = vkrt_stream_next(dev, &cmd);
+    s = vkrt_stream_next(dev, dst, &cmd);
   if (s != VKRT_OK)
     return s;
   /* The device's faster contiguous copy: the 16-byte compute copy on GPUs (H200: 4.2 vs

@@ -145,6 +145,98 @@ static void test_timer_and_raw_floors(void **state) {
   vkt_close(app);
 }
 
+/* A submitted command buffer closes with the barrier to the host only when a command in it
+ * wrote a mapped buffer (vkrt_stream_next); fills, copies and ops write exactly their range,
+ * whichever barrier closed them. */
+static void test_host_barrier_only_for_mapped_writes(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  enum { SIZE = 4096 };
+  static uint8_t expect[SIZE], got[SIZE];
+  uint64_t seed = vkt_seed(0);
+  vkrt_buffer *dev_buf, *dev_buf2, *host_buf;
+  vkt_check(app, vkrt_buffer_create(app, 0, SIZE, VKRT_BUFFER_DEVICE_LOCAL, &dev_buf));
+  vkt_check(app, vkrt_buffer_create(app, 0, SIZE, VKRT_BUFFER_DEVICE_LOCAL, &dev_buf2));
+  vkt_check(app, vkrt_buffer_create(app, 0, SIZE, VKRT_BUFFER_HOST_VISIBLE, &host_buf));
+  void *mapped;
+  vkt_check(app, vkrt_buffer_map(host_buf, &mapped));
+  vkrt_tuning_stream before, after;
+  /* (what is recorded, writes a mapped buffer) */
+  for (int step = 0; step < 6; step++) {
+    vkt_fill_random(expect, SIZE, &seed);
+    vkt_check(app, vkrt_upload(dev_buf, 0, expect, SIZE));
+    vkt_poison(mapped, SIZE);
+    memcpy(got, mapped, SIZE); /* the poison, for the steps that must not touch it */
+    uint32_t value = (uint32_t)vkt_next(&seed) | 1u;
+    /* a fill at an offset: 260 bytes (no whole number of 16-byte words) on step 0, 256 on 1 */
+    const uint64_t fill_offset = 4u * (uint64_t)(vkt_next(&seed) % 64), fill_size = step % 2 ? 256 : 260;
+    vkt_check(app, vkrt_tuning_stream_get(app, 0, &before));
+    bool host = false;
+    switch (step) {
+    case 0: vkt_check(app, vkrt_cmd_fill(dev_buf, fill_offset, fill_size, value)); break;
+    case 1: vkt_check(app, vkrt_cmd_fill(host_buf, fill_offset, fill_size, value)); host = true; break;
+    case 2: vkt_check(app, vkrt_cmd_copy_buffer(dev_buf2, 0, dev_buf, 0, SIZE)); break;
+    case 3: vkt_check(app, vkrt_cmd_copy_buffer(host_buf, 0, dev_buf, 0, SIZE)); host = true; break;
+    case 4: {
+      vkrt_tensor d = vkrt_tensor_contiguous(dev_buf2, 0, VKRT_TYPE_F32, SIZE / 4, 1, 1, 1);
+      vkrt_tensor s = vkrt_tensor_contiguous(dev_buf, 0, VKRT_TYPE_F32, SIZE / 4, 1, 1, 1);
+      vkt_check(app, vkrt_op_copy(&d, &s));
+      break;
+    }
+    case 5: { /* an op to the mapped buffer after a device-only command: one host close */
+      vkrt_tensor d = vkrt_tensor_contiguous(host_buf, 0, VKRT_TYPE_F32, SIZE / 4, 1, 1, 1);
+      vkrt_tensor s = vkrt_tensor_contiguous(dev_buf, 0, VKRT_TYPE_F32, SIZE / 4, 1, 1, 1);
+      vkt_check(app, vkrt_cmd_fill(dev_buf2, 0, SIZE, value));
+      vkt_check(app, vkrt_op_copy(&d, &s));
+      host = true;
+      break;
+    }
+    }
+    vkt_check(app, vkrt_finish(app, 0));
+    vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+    assert_int_equal(after.submitted, before.submitted + 1);
+    /* the submit began the next buffer (its slot had retired: every step waits) */
+    assert_int_equal(after.begun_ahead, before.begun_ahead + 1);
+    if (after.host_closes != before.host_closes + (host ? 1 : 0))
+      fail_msg("step %d: %llu host-closing barriers, want %d", step,
+               (unsigned long long)(after.host_closes - before.host_closes), host ? 1 : 0);
+    /* the bytes: what the device buffer or the mapped one must hold now */
+    uint8_t *want = step == 1 ? got : expect;
+    if (step <= 1)
+      for (uint64_t i = fill_offset; i < fill_offset + fill_size; i++)
+        want[i] = (uint8_t)(value >> (8 * (i % 4)));
+    uint8_t out[SIZE];
+    if (step == 0)
+      vkt_check(app, vkrt_download(out, dev_buf, 0, SIZE));
+    else if (step == 2 || step == 4)
+      vkt_check(app, vkrt_download(out, dev_buf2, 0, SIZE));
+    else
+      memcpy(out, mapped, SIZE);
+    assert_memory_equal(out, want, SIZE);
+  }
+  vkrt_tuning_stream_get(app, 0, &before);
+  uint64_t ticket;
+  vkt_check(app, vkrt_submit(app, 0, &ticket)); /* empty: the buffer begun ahead stays */
+  vkt_check(app, vkrt_wait(app, 0, ticket, UINT64_MAX));
+  vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+  assert_int_equal(after.host_closes, before.host_closes);
+  assert_int_equal(after.begun_ahead, before.begun_ahead);
+  /* ... and takes the next op, which still runs after the empty submit's */
+  vkt_fill_random(expect, SIZE, &seed);
+  vkt_check(app, vkrt_upload(dev_buf, 0, expect, SIZE));
+  vkt_check(app, vkrt_cmd_copy_buffer(host_buf, 0, dev_buf, 0, SIZE));
+  vkt_check(app, vkrt_finish(app, 0));
+  assert_memory_equal(mapped, expect, SIZE);
+  expect_refused(app, vkrt_tuning_stream_get(app, 0, NULL), "NULL stream counters");
+  expect_refused(app, vkrt_tuning_stream_get(app, 99, &after), "stream of device 99");
+  vkrt_buffer_destroy(dev_buf);
+  vkrt_buffer_destroy(dev_buf2);
+  vkrt_buffer_destroy(host_buf);
+  vkt_close(app);
+}
+
 /* Host-region state and knobs: the budget round-trips, a registration shows in the counts,
  * the import alignment is refused unless a power of two at least the device's, the import
  * part of the description stands alone. */
@@ -197,6 +289,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_knobs_and_refusals),
       cmocka_unit_test(test_timer_and_raw_floors),
+      cmocka_unit_test(test_host_barrier_only_for_mapped_writes),
       cmocka_unit_test(test_import),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,15 +20,18 @@ struct sync_ctx {
   vkrt_buffer *a, *b;
 };
 
-/* The first six kinds are vkrt_tuning_raw_kind values in order. */
+/* The first kinds are vkrt_tuning_raw_kind values in order. */
 enum sync_kind { RAW_SPIN, RAW_WAIT_SEMAPHORES, RAW_FENCE, RAW_FILL_SPIN, RAW_UPDATE_SPIN,
-                 RAW_FILL_BARE_SPIN, LIB_SUBMIT_WAIT, LIB_FILL_FINISH, LIB_OP_FINISH, SYNC_KINDS };
+                 RAW_FILL_BARE_SPIN, RAW_FILL_DEVICE_SPIN, RAW_UPDATE_DEVICE_SPIN,
+                 RAW_LEAD_FILL_SPIN, LIB_SUBMIT_WAIT, LIB_FILL_FINISH, LIB_OP_FINISH, SYNC_KINDS };
 _Static_assert(RAW_SPIN == (int)VKRT_TUNING_RAW_SPIN && RAW_FILL_SPIN == (int)VKRT_TUNING_RAW_FILL_SPIN &&
                LIB_SUBMIT_WAIT == (int)VKRT_TUNING_RAW_KIND_COUNT, "sync kinds follow the raw kinds");
 static const char *const sync_names[SYNC_KINDS] = {
   "raw: empty submit + timeline spin", "raw: empty submit + vkWaitSemaphores",
   "raw: empty submit + fence wait",    "raw: recorded 4 B fill + timeline spin",
   "raw: recorded 4 B update + timeline spin", "raw: recorded 4 B fill, no barrier, spin",
+  "raw: 4 B fill + device barrier, spin", "raw: 4 B update + device barrier, spin",
+  "raw: device barrier + 4 B fill, spin",
   "vkrt_submit (empty) + vkrt_wait",   "vkrt_cmd_fill 4 B + vkrt_finish",
   "vkrt_op_copy 4 KiB + vkrt_finish",
 };

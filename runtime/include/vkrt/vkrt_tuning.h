@@ -35,6 +35,18 @@ typedef struct vkrt_tuning_device {
 vkrt_status vkrt_tuning_device_get(const vkrt_appliance *appliance, uint32_t device,
                                    vkrt_tuning_device *out);
 
+/* A device stream's counters: which closing barrier its submitted command buffers took, and
+ * how many a submit began ahead for the next op (while the GPU runs the one submitted). */
+typedef struct vkrt_tuning_stream {
+  uint64_t submitted;   /* timeline values submitted (command buffers and empty submits) */
+  uint64_t host_closes; /* command buffers closed with the barrier to the host: those in which
+                           a command wrote a mapped buffer or memory libvkrt cannot name */
+  uint64_t begun_ahead; /* command buffers begun by the submit before their first command */
+} vkrt_tuning_stream;
+
+vkrt_status vkrt_tuning_stream_get(const vkrt_appliance *appliance, uint32_t device,
+                                   vkrt_tuning_stream *out);
+
 /* ---- forcing knobs ------------------------------------------------------------------------ */
 
 typedef enum vkrt_tuning_knob {
@@ -178,6 +190,10 @@ typedef enum vkrt_tuning_raw_kind {
                                       timeline spin */
   VKRT_TUNING_RAW_UPDATE_SPIN,     /* the same with vkCmdUpdateBuffer of 4 bytes */
   VKRT_TUNING_RAW_FILL_BARE_SPIN,  /* the fill without the host barrier */
+  VKRT_TUNING_RAW_FILL_DEVICE_SPIN,   /* the fill + a compute/transfer-only barrier (what
+                                         libvkrt closes with when the host reads nothing) */
+  VKRT_TUNING_RAW_UPDATE_DEVICE_SPIN, /* the update + that barrier */
+  VKRT_TUNING_RAW_LEAD_FILL_SPIN,     /* that barrier first, then the fill, nothing after */
   VKRT_TUNING_RAW_KIND_COUNT
 } vkrt_tuning_raw_kind;
 
