@@ -155,8 +155,9 @@ static vkrt_status recording(struct vkrt_device *dev, VkCommandBuffer *out) {
 
 /* After a submit, while the GPU runs it: begin the next buffer if its slot has retired, so
  * the next op records without the pool reset and begin on its round trip (on the H200 a
- * re-recorded 4-byte fill + finish took ~2 us more than a pre-recorded one). Never blocks;
- * a failure here leaves the slot for recording() to begin, and report. */
+ * 4-byte vkrt_cmd_fill + vkrt_finish went from ~1.6 to 1.41-1.48 x the raw submit + spin
+ * floor; docs/perf.md, 2026-12-03, fourth session). Never blocks; a failure here leaves the
+ * slot for recording() to begin, and report. */
 static void begin_next(struct vkrt_device *dev) {
   struct vkrt_stream *st = &dev->stream;
   uint64_t retire = st->cmd_value[st->current];
@@ -190,8 +191,9 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
  * every later command on the queue (the second scope is all later commands in submission
  * order), so the first command of the next buffer needs no barrier of its own; and, when a
  * command may have written memory the host reads, to the host once the timeline value is
- * reached. The host stage only when needed: on the H200 a 4-byte fill + finish closed by
- * the host barrier took ~3 us more than without it (docs/perf.md, 2026-12-03). */
+ * reached. The host stage only when needed: on the H200 a pre-recorded 4-byte fill closed
+ * by a host barrier took ~1.9 us longer than closed by the compute/transfer one
+ * (docs/perf.md, 2026-12-03, fourth session). */
 void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, bool host) {
   VkMemoryBarrier barrier = {
       .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
