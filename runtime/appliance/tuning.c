@@ -397,14 +397,8 @@ static void raw_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, enum raw_b
                             .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
     dev->vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
                                  VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, NULL, 0, NULL);
-  } else if (kind == RAW_DEVICE) {
-    VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    VkMemoryBarrier device = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
-    dev->vk.vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &device, 0, NULL, 0, NULL);
+  } else if (kind == RAW_DEVICE) { /* the stream's closing barrier when the host reads nothing */
+    vkrt_stream_close_barrier(dev, cmd, false);
   }
 }
 

@@ -294,6 +294,17 @@ static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_stat
   return VKRT_OK;
 }
 
+/* The device feature kernel k needs and this device lacks (NULL: none). */
+static const char *missing_feature(const struct vkrt_ops_state *ops, enum vkrt_ops_kernel k) {
+  if (kernel_info[k].needs_16bit_storage && !ops->storage_16bit)
+    return "storageBuffer16BitAccess";
+  if (kernel_info[k].needs_subgroup_arithmetic && !ops->subgroup_arithmetic)
+    return "compute subgroup arithmetic";
+  if (kernel_info[k].needs_integer_dot && !ops->integer_dot)
+    return "shaderIntegerDotProduct";
+  return NULL;
+}
+
 vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
                               const struct vkrt_ops_pipeline **out) {
   *out = NULL;
@@ -312,18 +323,11 @@ vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "dev%u: kernel %s not in this build (%s=n)", dev->index,
                       kernel_info[k].name, kernel_info[k].symbol);
-  if (kernel_info[k].needs_16bit_storage && !ops->storage_16bit)
+  const char *missing = missing_feature(ops, k);
+  if (missing)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
-                      "dev%u: kernel %s needs storageBuffer16BitAccess, which the device lacks",
-                      dev->index, kernel_info[k].name);
-  if (kernel_info[k].needs_subgroup_arithmetic && !ops->subgroup_arithmetic)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
-                      "dev%u: kernel %s needs compute subgroup arithmetic, which the device lacks",
-                      dev->index, kernel_info[k].name);
-  if (kernel_info[k].needs_integer_dot && !ops->integer_dot)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
-                      "dev%u: kernel %s needs shaderIntegerDotProduct, which the device lacks",
-                      dev->index, kernel_info[k].name);
+                      "dev%u: kernel %s needs %s, which the device lacks", dev->index,
+                      kernel_info[k].name, missing);
   pthread_mutex_lock(&ops->lock);
   vkrt_status s = VKRT_OK;
   if (!atomic_load_explicit(&p->ready, memory_order_relaxed)) {
@@ -341,11 +345,7 @@ vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
 
 bool vkrt_ops_kernel_usable(struct vkrt_device *dev, enum vkrt_ops_kernel k) {
   struct vkrt_ops_state *ops = dev->ops;
-  if (!ops || !ops->desc[k])
-    return false;
-  return (!kernel_info[k].needs_16bit_storage || ops->storage_16bit) &&
-         (!kernel_info[k].needs_subgroup_arithmetic || ops->subgroup_arithmetic) &&
-         (!kernel_info[k].needs_integer_dot || ops->integer_dot);
+  return ops && ops->desc[k] && !missing_feature(ops, k);
 }
 
 vkrt_status vkrt_ops_pipeline_spec(struct vkrt_device *dev, enum vkrt_ops_kernel k,
