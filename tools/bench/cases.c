@@ -413,12 +413,7 @@ static uint64_t offset_of(const struct case_tensor *t, const int64_t i[4]) {
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rng(void) { /* xorshift64* */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (uint32_t)((rng_state * 0x2545f4914f6cdd1dull) >> 32);
-}
+static uint32_t rng(void) { return (uint32_t)(bench_xorshift(&rng_state) >> 32); }
 
 /* Random values k / 1024 with |k| <= 1024 (exact in f16 and f32) in every element slot of
  * the extent, gaps of strided views included; block types: random blocks with small finite
