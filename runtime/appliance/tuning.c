@@ -57,7 +57,9 @@ vkrt_status vkrt_tuning_stream_get(const vkrt_appliance *app, uint32_t device,
     return s;
   *out = (vkrt_tuning_stream){.submitted = dev->stream.submitted,
                               .host_closes = dev->stream.host_closes,
-                              .begun_ahead = dev->stream.begun_ahead};
+                              .begun_ahead = dev->stream.begun_ahead,
+                              .barriers = dev->stream.barriers,
+                              .barriers_elided = dev->stream.barriers_elided};
   return VKRT_OK;
 }
 
@@ -261,8 +263,10 @@ vkrt_status vkrt_tuning_cmd_copy_bytes(vkrt_buffer *dst, uint64_t dst_offset, vk
     return bad(dev, "tuning: copy of %lld bytes past a buffer's end", (long long)size);
   vkrt_status s = vkrt_ops_open(dev);
   VkCommandBuffer cmd;
+  struct vkrt_stream_access access[2] = {{src, src_offset, src_offset + size, false},
+                                         {dst, dst_offset, dst_offset + size, true}};
   if (s == VKRT_OK)
-    s = vkrt_stream_cmd(dev, &cmd);
+    s = vkrt_stream_next(dev, access, 2, &cmd);
   return s != VKRT_OK ? s : vkrt_ops_copy_bytes(dev, cmd, dst->handle, dst_offset, src->handle,
                                                 src_offset, size, path);
 }

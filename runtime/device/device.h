@@ -9,6 +9,16 @@
 
 #define VKRT_STREAM_DEPTH 16      /* command buffers in flight per device stream */
 #define VKRT_STREAM_MAX_SYNC 16   /* extra waits/signals attached to one submit */
+#define VKRT_STREAM_MAX_ACCESS 32 /* buffer ranges tracked between two barriers */
+
+struct vkrt_buffer;
+
+/* A byte range [lo, hi) of a buffer that a recorded command reads or writes. */
+struct vkrt_stream_access {
+  const struct vkrt_buffer *buffer;
+  uint64_t lo, hi;
+  bool write;
+};
 #define VKRT_STREAM_SPIN_NS 2000000ull /* GPUs: spin this long on the timeline before blocking */
 
 /* A device's op stream: a ring of command buffers and one timeline semaphore whose value
@@ -30,6 +40,12 @@ struct vkrt_stream {
                     * barrier reaches the host stage */
   uint64_t host_closes; /* submitted buffers closed with the host barrier (vkrt_tuning) */
   uint64_t begun_ahead; /* buffers a submit began for the next op (vkrt_tuning) */
+  /* What the commands recorded since the last barrier touch (vkrt_stream_next): a command
+   * that touches none of it the way a hazard needs runs without a barrier before it. */
+  uint32_t unsynced;
+  bool unsynced_unknown; /* a raw caller recorded since the last barrier */
+  struct vkrt_stream_access unsynced_access[VKRT_STREAM_MAX_ACCESS];
+  uint64_t barriers, barriers_elided; /* tracked commands with and without one (vkrt_tuning) */
   VkSemaphore timeline;
   uint64_t submitted;                    /* last value submitted */
   uint64_t spin_ns;                      /* waits spin this long before blocking (0 on CPU devices) */
@@ -126,11 +142,14 @@ void vkrt_timeline_destroy(struct vkrt_device *dev, VkSemaphore sem);
  * (waiting for the oldest to retire if all are in flight). The caller may record anything,
  * so the buffer will close with the host barrier. */
 vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out);
-/* The buffer being recorded, then the barrier every command of the stream starts with, for
- * a command that writes only `dst` (NULL: unknown memory, which the host may read): the
- * buffer closes with the host barrier only if some command wrote a mapped buffer. */
-vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_buffer *dst,
-                             VkCommandBuffer *out);
+/* The buffer being recorded for a command that touches exactly the `count` ranges of
+ * `access`, with a barrier before it only when it reads what a command since the last
+ * barrier wrote, or writes what one read or wrote (read after read needs none). NULL or
+ * count 0: raw Vulkan on memory libvkrt cannot name (maybe host slots): a barrier before
+ * it, one before the next command, and the host barrier when the buffer closes, which
+ * otherwise comes only if some command wrote a mapped buffer. */
+vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_access *access,
+                             uint32_t count, VkCommandBuffer *out);
 /* A full memory barrier between commands in the stream (compute + transfer, read + write);
  * none before the first command of a buffer (vkrt_stream_close_barrier ordered it). */
 void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd);

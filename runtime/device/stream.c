@@ -126,6 +126,8 @@ static VkResult begin_slot(struct vkrt_device *dev, const char **what) {
   st->used = false;
   st->fresh = true;
   st->host_reads = false;
+  st->unsynced = 0;
+  st->unsynced_unknown = false;
   return VK_SUCCESS;
 }
 
@@ -175,8 +177,10 @@ static void begin_next(struct vkrt_device *dev) {
 
 vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
   vkrt_status s = recording(dev, out);
-  if (s == VKRT_OK)
+  if (s == VKRT_OK) {
     dev->stream.host_reads = true;
+    dev->stream.unsynced_unknown = true;
+  }
   return s;
 }
 
@@ -207,6 +211,7 @@ void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, boo
 }
 
 void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
+  dev->stream.unsynced = 0; /* raw callers' own commands after it keep unsynced_unknown */
   if (dev->stream.fresh) { /* the previous buffer's closing barrier orders this command */
     dev->stream.fresh = false;
     return;
@@ -348,14 +353,48 @@ vkrt_status vkrt_buffer_check_range(const vkrt_buffer *b, uint64_t offset, uint6
   return VKRT_OK;
 }
 
-vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_buffer *dst,
-                             VkCommandBuffer *out) {
+/* Whether a command touching `access` must wait for the commands since the last barrier:
+ * a read of a range one of them wrote, or a write of a range one of them read or wrote. */
+static bool hazard(const struct vkrt_stream *st, const struct vkrt_stream_access *access,
+                   uint32_t count) {
+  if (st->unsynced_unknown || st->unsynced + count > VKRT_STREAM_MAX_ACCESS)
+    return true;
+  for (uint32_t i = 0; i < count; i++)
+    for (uint32_t j = 0; j < st->unsynced; j++) {
+      const struct vkrt_stream_access *a = &access[i], *b = &st->unsynced_access[j];
+      if (a->buffer == b->buffer && (a->write || b->write) && a->lo < b->hi && b->lo < a->hi)
+        return true;
+    }
+  return false;
+}
+
+/* Independent commands run without a barrier between them, so the GPU overlaps one's
+ * drain with the next one's start (the way ggml-vulkan orders a graph): gate and up of a
+ * SwiGLU layer, q/k/v projections, the pieces of a collective. */
+vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_access *access,
+                             uint32_t count, VkCommandBuffer *out) {
   vkrt_status s = recording(dev, out);
   if (s != VKRT_OK)
     return s;
-  if (!dst || dst->mapped)
-    dev->stream.host_reads = true;
-  vkrt_stream_barrier(dev, *out);
+  struct vkrt_stream *st = &dev->stream;
+  if (!access || !count || count > VKRT_STREAM_MAX_ACCESS) {
+    st->host_reads = true;
+    vkrt_stream_barrier(dev, *out);
+    st->unsynced_unknown = true;
+    return VKRT_OK;
+  }
+  for (uint32_t i = 0; i < count; i++)
+    if (access[i].write && access[i].buffer->mapped)
+      st->host_reads = true;
+  if (st->fresh || hazard(st, access, count)) {
+    st->barriers += !st->fresh;
+    vkrt_stream_barrier(dev, *out);
+    st->unsynced_unknown = false;
+  } else {
+    st->barriers_elided++;
+  }
+  for (uint32_t i = 0; i < count; i++)
+    st->unsynced_access[st->unsynced++] = access[i];
   return VKRT_OK;
 }
 
@@ -371,8 +410,9 @@ vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint
                       dev->index, (unsigned long long)offset, (unsigned long long)size);
   VkCommandBuffer cmd;
   vkrt_status s = vkrt_buffer_check_range(dst, offset, size, "fill");
+  struct vkrt_stream_access access = {dst, offset, offset + size, true};
   if (s == VKRT_OK)
-    s = vkrt_stream_next(dev, dst, &cmd);
+    s = vkrt_stream_next(dev, &access, 1, &cmd);
   if (s != VKRT_OK)
     return s;
   /* vkCmdFillBuffer even for a few bytes: on the H200 a recorded 4-byte vkCmdUpdateBuffer

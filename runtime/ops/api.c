@@ -30,12 +30,17 @@ static vkrt_status invalid(struct vkrt_device *dev, const char *why) {
   return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, "%s", why);
 }
 
-/* `dst`: the one buffer the op writes (vkrt_stream_next: the host barrier only for mapped
- * buffers). */
-static vkrt_status begin(struct vkrt_device *dev, const vkrt_buffer *dst, VkCommandBuffer *cmd) {
+/* `views`: the op's checked operands, dst first (the one it writes), then what it reads;
+ * vkrt_stream_next puts a barrier before the op only when one of them overlaps earlier
+ * unsynchronized work the way a hazard needs. */
+static vkrt_status begin(struct vkrt_device *dev, const struct vkrt_ops_view *views,
+                         uint32_t count, VkCommandBuffer *cmd) {
   if (dev->lost)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
-  return vkrt_ops_begin(dev, dst, cmd);
+  struct vkrt_stream_access access[9];
+  for (uint32_t i = 0; i < count; i++)
+    access[i] = (struct vkrt_stream_access){views[i].buffer, views[i].lo, views[i].hi, i == 0};
+  return vkrt_ops_begin(dev, access, count, cmd);
 }
 
 /* One op call. Every op runs the same way (run_op): the device of its operands, the
@@ -62,6 +67,19 @@ static bool check_op(const struct op_call *c, const struct vkrt_ops_limits *lim,
   case OP_MATMUL: return vkrt_ops_check_matmul(lim, c->dst, c->a, c->b, v, why, size);
   }
   return false;
+}
+
+/* Operands of the op: dst and its sources (the views check_op filled). */
+static uint32_t view_count(const struct op_call *c) {
+  switch (c->kind) {
+  case OP_COPY:
+  case OP_TRANSPOSE: return 2;
+  case OP_ADD: return 1 + c->count;
+  case OP_CONCAT:
+  case OP_SWIGLU:
+  case OP_MATMUL: return 3;
+  }
+  return 0;
 }
 
 static bool kernel_in_build(enum op_kind kind) {
@@ -103,7 +121,7 @@ static vkrt_status run_op(const struct op_call *c) {
     return invalid(dev, why);
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   if (kernel_in_build(c->kind)) {
-    vkrt_status s = begin(dev, c->dst->buffer, &cmd);
+    vkrt_status s = begin(dev, v, view_count(c), &cmd);
     if (s != VKRT_OK)
       return s;
   }
@@ -162,8 +180,10 @@ vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buf
     s = vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                    "dev%u: copy source and destination overlap", dev->index);
   VkCommandBuffer cmd;
+  struct vkrt_stream_access access[2] = {{src, src_offset, src_offset + size, false},
+                                         {dst, dst_offset, dst_offset + size, true}};
   if (s == VKRT_OK)
-    s = vkrt_stream_next(dev, dst, &cmd);
+    s = vkrt_stream_next(dev, access, 2, &cmd);
   if (s != VKRT_OK)
     return s;
   /* The device's faster contiguous copy: the 16-byte compute copy on GPUs (H200: 4.2 vs

@@ -508,15 +508,15 @@ void vkrt_ops_dispatch_3d(struct vkrt_device *dev, VkCommandBuffer cmd,
       }
 }
 
-vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_buffer *dst,
-                           VkCommandBuffer *cmd) {
+vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_stream_access *access,
+                           uint32_t count, VkCommandBuffer *cmd) {
   *cmd = VK_NULL_HANDLE;
   if (!dev->ops) {
     vkrt_status s = vkrt_ops_open(dev);
     if (s != VKRT_OK)
       return s;
   }
-  return vkrt_stream_next(dev, dst, cmd);
+  return vkrt_stream_next(dev, access, count, cmd);
 }
 
 const char *vkrt_ops_copy_path(const struct vkrt_device *dev) {

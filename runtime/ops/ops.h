@@ -174,10 +174,10 @@ void vkrt_ops_dispatch_3d(struct vkrt_device *dev, VkCommandBuffer cmd,
                           const struct vkrt_ops_pipeline *p, void *push, uint64_t gx,
                           uint64_t gy, uint64_t gz);
 
-/* The stream command buffer with a barrier recorded after earlier work, for an op that
- * writes `dst` (vkrt_stream_next). */
-vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_buffer *dst,
-                           VkCommandBuffer *cmd);
+/* The stream command buffer for an op touching `access` (its dst first), with a barrier
+ * before it when earlier work since the last one is a hazard to it (vkrt_stream_next). */
+vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_stream_access *access,
+                           uint32_t count, VkCommandBuffer *cmd);
 
 /* Which contiguous device copy this device uses: "compute (copy_vec4, 16-byte loads)" or
  * "vkCmdCopyBuffer", and why; for vkrt-probe and vkrt-bench (valid before the first op). */

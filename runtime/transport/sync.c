@@ -111,7 +111,7 @@ bool vkrt_collective_stalled(const struct vkrt_device *dev) {
 vkrt_status vkrt_collective_record_copy(struct vkrt_device *dev, VkBuffer dst, uint64_t dst_offset,
                                         VkBuffer src, uint64_t src_offset, uint64_t size) {
   VkCommandBuffer cmd;
-  vkrt_status s = vkrt_stream_next(dev, NULL, &cmd); /* raw buffers: maybe host slots */
+  vkrt_status s = vkrt_stream_next(dev, NULL, 0, &cmd); /* raw buffers: maybe host slots */
   if (s != VKRT_OK)
     return s;
   VkBufferCopy region = {.srcOffset = src_offset, .dstOffset = dst_offset, .size = size};

@@ -237,6 +237,65 @@ static void test_host_barrier_only_for_mapped_writes(void **state) {
   vkt_close(app);
 }
 
+/* A command gets a barrier before it only for a hazard against the work recorded since the
+ * last barrier (vkrt_stream_next): a read of what it wrote, a write of what it read or
+ * wrote. Independent ops, copies and fills run without one, and every result is still the
+ * one program order gives. */
+static void test_barrier_only_for_hazards(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  enum { N = 1024, HALF = N * 4, SIZE = 2 * HALF };
+  static uint8_t a_host[SIZE], b_want[SIZE], c_want[SIZE], got[SIZE];
+  uint64_t seed = vkt_seed(0);
+  vkrt_buffer *a, *b, *c;
+  vkt_check(app, vkrt_buffer_create(app, 0, SIZE, VKRT_BUFFER_DEVICE_LOCAL, &a));
+  vkt_check(app, vkrt_buffer_create(app, 0, SIZE, VKRT_BUFFER_DEVICE_LOCAL, &b));
+  vkt_check(app, vkrt_buffer_create(app, 0, SIZE, VKRT_BUFFER_DEVICE_LOCAL, &c));
+  vkt_fill_random(a_host, SIZE, &seed);
+  vkt_check(app, vkrt_upload(a, 0, a_host, SIZE));
+  vkt_poison(got, SIZE);
+  vkt_check(app, vkrt_upload(b, 0, got, SIZE));
+  vkt_check(app, vkrt_upload(c, 0, got, SIZE));
+  uint32_t v1 = (uint32_t)vkt_next(&seed) | 1u, v2 = (uint32_t)vkt_next(&seed) | 2u;
+  vkt_check(app, vkrt_finish(app, 0)); /* the next command starts a buffer */
+  vkrt_tuning_stream before, after;
+  vkt_check(app, vkrt_tuning_stream_get(app, 0, &before));
+  vkrt_tensor a_lo = vkrt_tensor_contiguous(a, 0, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkrt_tensor a_hi = vkrt_tensor_contiguous(a, HALF, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkrt_tensor b_lo = vkrt_tensor_contiguous(b, 0, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkrt_tensor b_hi = vkrt_tensor_contiguous(b, HALF, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkrt_tensor c_lo = vkrt_tensor_contiguous(c, 0, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkt_check(app, vkrt_op_copy(&b_lo, &a_lo));                /* first of its buffer */
+  vkt_check(app, vkrt_op_copy(&b_hi, &a_hi));                /* other half of b: none */
+  vkt_check(app, vkrt_op_copy(&c_lo, &b_lo));                /* reads what 1 wrote: barrier */
+  vkt_check(app, vkrt_cmd_copy_buffer(c, HALF, a, 0, HALF)); /* other half of c: none */
+  vkt_check(app, vkrt_cmd_copy_buffer(b, 0, a, HALF, HALF)); /* writes what 3 read: barrier */
+  vkt_check(app, vkrt_cmd_fill(c, 0, 64, v1));               /* c synced by that one: none */
+  vkt_check(app, vkrt_cmd_fill(c, 32, 64, v2));              /* overlaps the fill: barrier */
+  vkt_check(app, vkrt_finish(app, 0));
+  vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+  if (after.barriers - before.barriers != 3 || after.barriers_elided - before.barriers_elided != 3)
+    fail_msg("%llu barriers and %llu elided, want 3 and 3",
+             (unsigned long long)(after.barriers - before.barriers),
+             (unsigned long long)(after.barriers_elided - before.barriers_elided));
+  memcpy(b_want, a_host + HALF, HALF); /* step 5 over step 1 */
+  memcpy(b_want + HALF, a_host + HALF, HALF);
+  memcpy(c_want, a_host, HALF); /* step 3 read step 1's b */
+  memcpy(c_want + HALF, a_host, HALF);
+  for (int i = 0; i < 96; i++)
+    c_want[i] = (uint8_t)((i < 32 ? v1 : v2) >> (8 * (i % 4)));
+  vkt_check(app, vkrt_download(got, b, 0, SIZE));
+  assert_memory_equal(got, b_want, SIZE);
+  vkt_check(app, vkrt_download(got, c, 0, SIZE));
+  assert_memory_equal(got, c_want, SIZE);
+  vkrt_buffer_destroy(a);
+  vkrt_buffer_destroy(b);
+  vkrt_buffer_destroy(c);
+  vkt_close(app);
+}
+
 /* Host-region state and knobs: the budget round-trips, a registration shows in the counts,
  * the import alignment is refused unless a power of two at least the device's, the import
  * part of the description stands alone. */
@@ -290,6 +349,7 @@ int main(void) {
       cmocka_unit_test(test_knobs_and_refusals),
       cmocka_unit_test(test_timer_and_raw_floors),
       cmocka_unit_test(test_host_barrier_only_for_mapped_writes),
+      cmocka_unit_test(test_barrier_only_for_hazards),
       cmocka_unit_test(test_import),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -581,6 +581,7 @@ struct cases_ctx {
   vkrt_tuning_device td;
   vkrt_tuning_timer *timer; /* NULL: wall clock */
   double copy_gbps; /* the plain 16-byte copy of this run: the HBM reference */
+  double chain_us, independent_us; /* one small op behind a barrier, and without (measure_ops) */
   int results;
   uint64_t wrong_total;
   int errors, run;
@@ -883,6 +884,49 @@ static vkrt_status record_plain_copy(void *user) {
   return vkrt_tuning_cmd_copy_bytes(p->dst, 0, p->src, 0, p->size, VKRT_TUNING_COPY_COMPUTE);
 }
 
+/* The cost of one op apart from what it moves: FLOOR_OPS 16-byte copies in one submission,
+ * each writing the bytes the one before wrote (so each waits behind a barrier, as a chain of
+ * dependent ops does), and the same into separate slots (independent: no barrier between
+ * them). */
+enum { FLOOR_OPS = 100 };
+struct op_floor {
+  vkrt_buffer *dst, *src;
+  bool independent;
+};
+
+static vkrt_status record_floor(void *user) {
+  struct op_floor *f = user;
+  for (uint64_t i = 0; i < FLOOR_OPS; i++) {
+    vkrt_status s = vkrt_cmd_copy_buffer(f->dst, f->independent ? 16 * i : 0, f->src, 0, 16);
+    if (s != VKRT_OK)
+      return s;
+  }
+  return VKRT_OK;
+}
+
+static void measure_ops(struct cases_ctx *c) {
+  vkrt_buffer *a = NULL, *b = NULL;
+  if (vkrt_buffer_create(c->app, c->o.device, 16, VKRT_BUFFER_DEVICE_LOCAL, &a) == VKRT_OK &&
+      vkrt_buffer_create(c->app, c->o.device, 16 * FLOOR_OPS, VKRT_BUFFER_DEVICE_LOCAL, &b) == VKRT_OK &&
+      vkrt_cmd_fill(a, 0, 16, 0x3c003c00u) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK)
+    for (int independent = 0; independent < 2; independent++) {
+      struct op_floor f = {b, a, independent};
+      double t[16];
+      int n = c->o.iters > 16 ? 16 : c->o.iters;
+      for (int i = -1; i < n; i++) {
+        double s;
+        if (bench_time_recorded(c->app, c->o.device, c->timer, false, record_floor, &f, &s) != VKRT_OK)
+          break;
+        if (i >= 0)
+          t[i] = s;
+      }
+      double m = bench_median(t, n) * 1e6 / FLOOR_OPS;
+      *(independent ? &c->independent_us : &c->chain_us) = m > 0 ? m : 0;
+    }
+  vkrt_buffer_destroy(a);
+  vkrt_buffer_destroy(b);
+}
+
 static void measure_copy(struct cases_ctx *c) {
   uint64_t size = c->td.is_cpu ? 16ull << 20 : 1ull << 30;
   vkrt_buffer *a = NULL, *b = NULL;
@@ -990,6 +1034,7 @@ static int cmd_cases(int argc, char **argv) {
     c.o.warmup_ms = cpu ? 0 : 400;
   vkrt_tuning_timer_create(c.app, c.o.device, &c.timer); /* NULL: no timestamps */
   measure_copy(&c);
+  measure_ops(&c);
   vkrt_tuning_matvec mv16, mv32;
   vkrt_tuning_matvec_get(c.app, c.o.device, VKRT_TYPE_F16, &mv16);
   vkrt_tuning_matvec_get(c.app, c.o.device, VKRT_TYPE_F32, &mv32);
@@ -1002,9 +1047,11 @@ static int cmd_cases(int argc, char **argv) {
     printf(", \"driver\": ");
     json_str(info.driver_name);
     printf(", \"timer\": \"%s\", \"iters\": %d, \"warmup_ms\": %.0f, \"copy_gbps\": %.2f, "
+           "\"op_chain_us\": %.3f, \"op_independent_us\": %.3f, "
            "\"matvec_f16\": \"wg %u rows %u unroll %u blocks %u\", "
            "\"matvec_f32\": \"wg %u rows %u unroll %u blocks %u\", \"results\": [",
-           c.timer ? "gpu-timestamps" : "wall", c.o.iters, c.o.warmup_ms, c.copy_gbps, m16->wg, m16->rows,
+           c.timer ? "gpu-timestamps" : "wall", c.o.iters, c.o.warmup_ms, c.copy_gbps, c.chain_us,
+           c.independent_us, m16->wg, m16->rows,
            m16->unroll, m16->blocks, m32->wg, m32->rows, m32->unroll, m32->blocks);
   } else {
     printf("vkrt-bench cases %s: dev%u %s (%s), %s, median of %d batches\n", c.o.file,
@@ -1014,6 +1061,8 @@ static int cmd_cases(int argc, char **argv) {
            "unroll %u blocks %u, f32: wg %u rows %u unroll %u blocks %u\n",
            c.copy_gbps, m16->wg, m16->rows, m16->unroll, m16->blocks, m32->wg, m32->rows,
            m32->unroll, m32->blocks);
+    printf("16-byte copy, %d per submission: %.2f us each behind a barrier (dependent), %.2f us "
+           "independent\n", FLOOR_OPS, c.chain_us, c.independent_us);
     printf("%-40s %-24s %13s %14s %8s %9s\n", "case", "path", "time", "bandwidth", "x copy", "#wrong");
   }
   char line[4096], err[256];
