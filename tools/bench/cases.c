@@ -894,6 +894,20 @@ struct op_floor {
   bool independent;
 };
 
+/* Median seconds of up to 16 timed runs of `record` after one untimed; -1 if one failed. */
+static double median_recorded(struct cases_ctx *c, vkrt_status (*record)(void *user), void *user) {
+  double t[16];
+  int n = c->o.iters > 16 ? 16 : c->o.iters;
+  for (int i = -1; i < n; i++) {
+    double s;
+    if (bench_time_recorded(c->app, c->o.device, c->timer, false, record, user, &s) != VKRT_OK)
+      return -1;
+    if (i >= 0)
+      t[i] = s;
+  }
+  return bench_median(t, n);
+}
+
 static vkrt_status record_floor(void *user) {
   struct op_floor *f = user;
   for (uint64_t i = 0; i < FLOOR_OPS; i++) {
@@ -911,17 +925,8 @@ static void measure_ops(struct cases_ctx *c) {
       vkrt_cmd_fill(a, 0, 16, 0x3c003c00u) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK)
     for (int independent = 0; independent < 2; independent++) {
       struct op_floor f = {b, a, independent};
-      double t[16];
-      int n = c->o.iters > 16 ? 16 : c->o.iters;
-      for (int i = -1; i < n; i++) {
-        double s;
-        if (bench_time_recorded(c->app, c->o.device, c->timer, false, record_floor, &f, &s) != VKRT_OK)
-          break;
-        if (i >= 0)
-          t[i] = s;
-      }
-      double m = bench_median(t, n) * 1e6 / FLOOR_OPS;
-      *(independent ? &c->independent_us : &c->chain_us) = m > 0 ? m : 0;
+      double m = median_recorded(c, record_floor, &f);
+      *(independent ? &c->independent_us : &c->chain_us) = m > 0 ? m * 1e6 / FLOOR_OPS : 0;
     }
   vkrt_buffer_destroy(a);
   vkrt_buffer_destroy(b);
@@ -937,17 +942,8 @@ static void measure_copy(struct cases_ctx *c) {
   }
   vkrt_cmd_fill(a, 0, size, 0x3c003c00u);
   vkrt_finish(c->app, c->o.device);
-  double t[16];
-  int n = c->o.iters > 16 ? 16 : c->o.iters;
   struct plain_copy pc = {b, a, size};
-  for (int i = -1; i < n; i++) {
-    double s;
-    if (bench_time_recorded(c->app, c->o.device, c->timer, false, record_plain_copy, &pc, &s) != VKRT_OK)
-      break;
-    if (i >= 0)
-      t[i] = s;
-  }
-  double m = bench_median(t, n);
+  double m = median_recorded(c, record_plain_copy, &pc);
   if (m > 0)
     c->copy_gbps = 2.0 * (double)size / m * 1e-9;
   vkrt_buffer_destroy(a);
