@@ -10,6 +10,7 @@
 #define VKRT_STREAM_DEPTH 16      /* command buffers in flight per device stream */
 #define VKRT_STREAM_MAX_SYNC 16   /* extra waits/signals attached to one submit */
 #define VKRT_STREAM_MAX_ACCESS 32 /* buffer ranges tracked between two barriers */
+#define VKRT_STREAM_SPIN_NS 2000000ull /* GPUs: spin this long on the timeline before blocking */
 
 struct vkrt_buffer;
 
@@ -19,7 +20,6 @@ struct vkrt_stream_access {
   uint64_t lo, hi;
   bool write;
 };
-#define VKRT_STREAM_SPIN_NS 2000000ull /* GPUs: spin this long on the timeline before blocking */
 
 /* A device's op stream: a ring of command buffers and one timeline semaphore whose value
  * counts submits. Record from one thread at a time per device. */
@@ -140,7 +140,9 @@ void vkrt_timeline_destroy(struct vkrt_device *dev, VkSemaphore sem);
 
 /* Stream: returns the command buffer being recorded, beginning a fresh one when needed
  * (waiting for the oldest to retire if all are in flight). The caller may record anything,
- * so the buffer will close with the host barrier. */
+ * so the buffer will close with the host barrier and the next command of vkrt_stream_next
+ * gets a barrier; the caller orders its own commands after earlier ones
+ * (vkrt_stream_barrier). */
 vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out);
 /* The buffer being recorded for a command that touches exactly the `count` ranges of
  * `access`, with a barrier before it only when it reads what a command since the last
