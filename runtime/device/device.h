@@ -140,9 +140,9 @@ void vkrt_timeline_destroy(struct vkrt_device *dev, VkSemaphore sem);
 
 /* Stream: returns the command buffer being recorded, beginning a fresh one when needed
  * (waiting for the oldest to retire if all are in flight). The caller may record anything,
- * so the buffer will close with the host barrier and the next command of vkrt_stream_next
- * gets a barrier; the caller orders its own commands after earlier ones
- * (vkrt_stream_barrier). */
+ * so the buffer will close with the host barrier; a caller whose commands touch memory
+ * orders them after earlier ones with vkrt_stream_barrier, and the next command of
+ * vkrt_stream_next then gets a barrier too. (The timer records timestamps only, without.) */
 vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out);
 /* The buffer being recorded for a command that touches exactly the `count` ranges of
  * `access`, with a barrier before it only when it reads what a command since the last

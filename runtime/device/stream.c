@@ -178,10 +178,9 @@ static void begin_next(struct vkrt_device *dev) {
 vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
   vkrt_status s = recording(dev, out);
   if (s == VKRT_OK) { /* the caller's commands are unknown to the hazard lists: the next
-                       * tracked command waits for them, also in a buffer they began */
+                       * tracked command after a vkrt_stream_barrier waits for them */
     dev->stream.host_reads = true;
     dev->stream.unsynced_unknown = true;
-    dev->stream.fresh = false;
   }
   return s;
 }
