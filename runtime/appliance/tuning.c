@@ -263,10 +263,8 @@ vkrt_status vkrt_tuning_cmd_copy_bytes(vkrt_buffer *dst, uint64_t dst_offset, vk
     return bad(dev, "tuning: copy of %lld bytes past a buffer's end", (long long)size);
   vkrt_status s = vkrt_ops_open(dev);
   VkCommandBuffer cmd;
-  struct vkrt_stream_access access[2] = {{src, src_offset, src_offset + size, false},
-                                         {dst, dst_offset, dst_offset + size, true}};
   if (s == VKRT_OK)
-    s = vkrt_stream_next(dev, access, 2, &cmd);
+    s = vkrt_stream_next_copy(dev, dst, dst_offset, src, src_offset, size, &cmd);
   return s != VKRT_OK ? s : vkrt_ops_copy_bytes(dev, cmd, dst->handle, dst_offset, src->handle,
                                                 src_offset, size, path);
 }

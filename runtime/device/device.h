@@ -152,6 +152,10 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out);
  * otherwise comes only if some command wrote a mapped buffer. */
 vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_access *access,
                              uint32_t count, VkCommandBuffer *out);
+/* vkrt_stream_next for a copy of `size` bytes: src's range read, dst's written. */
+vkrt_status vkrt_stream_next_copy(struct vkrt_device *dev, const struct vkrt_buffer *dst,
+                                  uint64_t dst_offset, const struct vkrt_buffer *src,
+                                  uint64_t src_offset, uint64_t size, VkCommandBuffer *out);
 /* A full memory barrier between commands in the stream (compute + transfer, read + write);
  * none before the first command of a buffer (vkrt_stream_close_barrier ordered it). */
 void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd);

@@ -217,13 +217,7 @@ void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
     dev->stream.fresh = false;
     return;
   }
-  VkMemoryBarrier barrier = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-      .srcAccessMask = VKRT_STREAM_WRITES,
-      .dstAccessMask = VKRT_STREAM_READS | VKRT_STREAM_WRITES,
-  };
-  dev->vk.vkCmdPipelineBarrier(cmd, VKRT_STREAM_STAGES, VKRT_STREAM_STAGES, 0, 1, &barrier, 0,
-                               NULL, 0, NULL);
+  vkrt_stream_close_barrier(dev, cmd, false); /* the same barrier, inside the buffer */
 }
 
 /* Appends (sem, value) to one of the stream's attachment lists. */
@@ -397,6 +391,14 @@ vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_a
   for (uint32_t i = 0; i < count; i++)
     st->unsynced_access[st->unsynced++] = access[i];
   return VKRT_OK;
+}
+
+vkrt_status vkrt_stream_next_copy(struct vkrt_device *dev, const struct vkrt_buffer *dst,
+                                  uint64_t dst_offset, const struct vkrt_buffer *src,
+                                  uint64_t src_offset, uint64_t size, VkCommandBuffer *out) {
+  struct vkrt_stream_access access[2] = {{src, src_offset, src_offset + size, false},
+                                         {dst, dst_offset, dst_offset + size, true}};
+  return vkrt_stream_next(dev, access, 2, out);
 }
 
 vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint32_t value) {

@@ -180,10 +180,8 @@ vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buf
     s = vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                    "dev%u: copy source and destination overlap", dev->index);
   VkCommandBuffer cmd;
-  struct vkrt_stream_access access[2] = {{src, src_offset, src_offset + size, false},
-                                         {dst, dst_offset, dst_offset + size, true}};
   if (s == VKRT_OK)
-    s = vkrt_stream_next(dev, access, 2, &cmd);
+    s = vkrt_stream_next_copy(dev, dst, dst_offset, src, src_offset, size, &cmd);
   if (s != VKRT_OK)
     return s;
   /* The device's faster contiguous copy: the 16-byte compute copy on GPUs (H200: 4.2 vs
