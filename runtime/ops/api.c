@@ -188,3 +188,47 @@ vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buf
    * 0.85 TB/s for vkCmdCopyBuffer), vkCmdCopyBuffer on CPU devices; vkrt-probe says which. */
   return vkrt_ops_copy_bytes(dev, cmd, dst->handle, dst_offset, src->handle, src_offset, size, -1);
 }
+
+/* The transformer decode ops before their kernels exist: every one answers UNSUPPORTED
+ * with the reason, so callers written against vkrt.h link and fail cleanly. */
+static vkrt_status decode_op_missing(const vkrt_tensor *t, const char *op) {
+  struct vkrt_device *dev = device_of(&t, 1);
+  if (!dev)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED, "%s: kernel not in this build", op);
+}
+
+vkrt_status vkrt_op_rms_norm(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *w,
+                             float eps) {
+  (void)x, (void)w, (void)eps;
+  return decode_op_missing(dst, "vkrt_op_rms_norm");
+}
+
+vkrt_status vkrt_op_rope(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *pos,
+                         const vkrt_rope_params *params) {
+  (void)x, (void)pos, (void)params;
+  return decode_op_missing(dst, "vkrt_op_rope");
+}
+
+vkrt_status vkrt_op_get_rows(const vkrt_tensor *dst, const vkrt_tensor *table,
+                             const vkrt_tensor *ids) {
+  (void)table, (void)ids;
+  return decode_op_missing(dst, "vkrt_op_get_rows");
+}
+
+vkrt_status vkrt_op_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src,
+                             const vkrt_tensor *rows) {
+  (void)src, (void)rows;
+  return decode_op_missing(dst, "vkrt_op_set_rows");
+}
+
+vkrt_status vkrt_op_attention(const vkrt_tensor *dst, const vkrt_tensor *q, const vkrt_tensor *k,
+                              const vkrt_tensor *v, const vkrt_tensor *kv_len, float scale) {
+  (void)q, (void)k, (void)v, (void)kv_len, (void)scale;
+  return decode_op_missing(dst, "vkrt_op_attention");
+}
+
+vkrt_status vkrt_op_argmax(const vkrt_tensor *dst, const vkrt_tensor *x) {
+  (void)x;
+  return decode_op_missing(dst, "vkrt_op_argmax");
+}

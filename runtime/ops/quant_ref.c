@@ -15,6 +15,7 @@ static const struct {
   [VKRT_TYPE_F16] = {"f16", 2, 1},
   [VKRT_TYPE_Q8_0] = {"q8_0", 34, 32},
   [VKRT_TYPE_Q4_K] = {"q4_K", 144, 256},
+  [VKRT_TYPE_I32] = {"i32", 4, 1},
 };
 
 size_t vkrt_type_size(vkrt_type type) {

@@ -293,6 +293,8 @@ typedef enum vkrt_type {
    *       w = d * scale[j] * q - dmin * min[j]. */
   VKRT_TYPE_Q8_0 = 2,
   VKRT_TYPE_Q4_K = 3,
+  /* 32-bit signed integers: token ids, row indices and positions (GGML_TYPE_I32). */
+  VKRT_TYPE_I32 = 4,
   VKRT_TYPE_COUNT
 } vkrt_type;
 
@@ -351,6 +353,64 @@ vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, con
 /* dst = silu(gate) * up element-wise, silu(g) = g / (1 + e^-g) (the SwiGLU gate of a llama-style
  * MLP); f32, dense tensors of one shape; dst may be gate or up exactly (in place). */
 vkrt_status vkrt_op_swiglu(const vkrt_tensor *dst, const vkrt_tensor *gate, const vkrt_tensor *up);
+
+/* ---- transformer decode ops -------------------------------------------------------------
+ * The ops a llama-architecture forward pass needs besides matmul, swiglu and add. Every
+ * value that changes per token (positions, token ids, cache rows, the attended length) is
+ * read from a device tensor of type VKRT_TYPE_I32, never from an argument, so recorded work
+ * can be replayed for the next token after the caller updates those tensors. Each op's
+ * kernel is a CONFIG_VKRT_KERNEL_* symbol; compiled out, the op answers UNSUPPORTED. */
+
+/* dst = x / sqrt(mean(x_row^2) + eps) * w per row (ggml RMS_NORM followed by MUL): rows are
+ * dim 0 of x (ne {n, rows, ...}); w f32 {n} (NULL: no multiply); x, dst f32 of one shape;
+ * dst may be x exactly. */
+vkrt_status vkrt_op_rms_norm(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *w,
+                             float eps);
+
+typedef enum vkrt_rope_mode {
+  VKRT_ROPE_NORMAL = 0, /* rotates adjacent pairs (x[2i], x[2i+1]): ggml mode 0, llama */
+  VKRT_ROPE_NEOX = 2,   /* rotates (x[i], x[i + n_dims/2]): ggml GGML_ROPE_TYPE_NEOX */
+} vkrt_rope_mode;
+
+typedef struct vkrt_rope_params {
+  uint32_t mode;     /* a vkrt_rope_mode */
+  uint32_t n_dims;   /* rotated dims per head (even, <= head size); the rest is copied */
+  float freq_base;   /* theta_i = pos * freq_scale * freq_base^(-2i / n_dims) */
+  float freq_scale;  /* 1.0 without context scaling */
+} vkrt_rope_params;
+
+/* Rotary position embedding: x, dst f32 {head_dim, n_head, n_tokens}; pos I32 {n_tokens}
+ * (token t at position pos[t], read on the device); dst may be x exactly. */
+vkrt_status vkrt_op_rope(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *pos,
+                         const vkrt_rope_params *params);
+
+/* Embedding lookup (ggml GET_ROWS): dst[:, i] = table[:, ids[i]] converted to f32;
+ * table {n_embd, n_rows} f32, f16, q8_0 or q4_K; ids I32 {n}; dst f32 {n_embd, n}. An id
+ * outside [0, n_rows) writes zeros to its row (the device cannot report an error). */
+vkrt_status vkrt_op_get_rows(const vkrt_tensor *dst, const vkrt_tensor *table,
+                             const vkrt_tensor *ids);
+
+/* KV-cache append (ggml SET_ROWS): dst[:, rows[i]] = src[:, i] converted to dst's type;
+ * src f32 {n, count}; rows I32 {count}; dst f32, f16 or q8_0 {n, n_rows} (q8_0 rows are
+ * quantized as ggml's quantize_row_q8_0: d = max|x| / 127, q = round(x / d)). A row index
+ * outside [0, n_rows) is skipped. */
+vkrt_status vkrt_op_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src,
+                             const vkrt_tensor *rows);
+
+/* Decode attention over a KV cache (ggml FLASH_ATTN_EXT without mask beyond causality):
+ * q f32 {head_dim, n_head, n_q}; k, v f16 or q8_0 {head_dim, n_head_kv, n_ctx} (row t of the
+ * cache: token t, all KV heads; q8_0 needs head_dim a multiple of 32); kv_len I32 {n_q}:
+ * query j attends to cache tokens [0, kv_len[j]) (causal decode: position + 1), read on the
+ * device, 1 <= kv_len[j] <= n_ctx. n_head a multiple of n_head_kv (grouped-query heads:
+ * query head h uses KV head h / (n_head / n_head_kv)). dst f32 {head_dim, n_head, n_q} =
+ * softmax(scale * q k^T) v per head; scale is usually 1 / sqrt(head_dim). Long contexts are
+ * split across workgroups (partial max and sum per split, then a combine). */
+vkrt_status vkrt_op_attention(const vkrt_tensor *dst, const vkrt_tensor *q, const vkrt_tensor *k,
+                              const vkrt_tensor *v, const vkrt_tensor *kv_len, float scale);
+
+/* dst I32 {rows}: for each row of x f32 {n, rows}, the index of its largest element (the
+ * lowest index among equal ones; NaN never wins). */
+vkrt_status vkrt_op_argmax(const vkrt_tensor *dst, const vkrt_tensor *x);
 
 /* ---- collectives ---------------------------------------------------------------------- */
 
