@@ -1,0 +1,117 @@
+/* A llama-architecture model for vkrt-service: hyper-parameters and tensors from a GGUF file
+ * (llama_model.c), the SentencePiece tokenizer of tokenizer.ggml.model = llama (tokenizer.c),
+ * the sampler (sampler.c), the float64 CPU reference of the forward pass (llama_ref.c) and the
+ * tensor-parallel forward pass on the appliance's devices (llama_gpu.c).
+ *
+ * The model is a consumer of the public API: it lives with the service, not in libvkrt. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+#include "vkrt/vkrt.h"
+
+#define LLAMA_MAX_LAYERS 256u
+
+struct llama_hparams {
+  uint32_t n_layer;       /* llama.block_count */
+  uint32_t n_embd;        /* llama.embedding_length */
+  uint32_t n_ff;          /* llama.feed_forward_length */
+  uint32_t n_head;        /* llama.attention.head_count */
+  uint32_t n_head_kv;     /* llama.attention.head_count_kv (n_head when absent) */
+  uint32_t head_dim;      /* n_embd / n_head */
+  uint32_t n_rot;         /* llama.rope.dimension_count (head_dim when absent) */
+  uint32_t n_ctx_train;   /* llama.context_length */
+  uint32_t n_vocab;       /* rows of token_embd */
+  float eps;              /* llama.attention.layer_norm_rms_epsilon */
+  float rope_freq_base;   /* llama.rope.freq_base (10000 when absent) */
+};
+
+struct llama_layer {
+  const struct gguf_tensor *attn_norm;             /* f32 {n_embd} */
+  const struct gguf_tensor *wq, *wk, *wv, *wo;     /* {n_embd, n_head*hd}, {n_embd, n_head_kv*hd} x2, {n_head*hd, n_embd} */
+  const struct gguf_tensor *ffn_norm;              /* f32 {n_embd} */
+  const struct gguf_tensor *ffn_gate, *ffn_up;     /* {n_embd, n_ff} */
+  const struct gguf_tensor *ffn_down;              /* {n_ff, n_embd} */
+};
+
+struct llama_model {
+  const struct gguf_file *file;
+  struct llama_hparams hp;
+  const struct gguf_tensor *tok_embd;              /* {n_embd, n_vocab} */
+  const struct gguf_tensor *output_norm;           /* f32 {n_embd} */
+  const struct gguf_tensor *output;                /* {n_embd, n_vocab}; tok_embd when tied */
+  bool output_tied;
+  struct llama_layer layer[LLAMA_MAX_LAYERS];
+};
+
+/* Reads the hyper-parameters and finds every tensor, checking architecture ("llama"), the
+ * presence, type (f32, f16, q8_0, q4_K; norms f32) and shape of each against the metadata,
+ * and that n_head is a multiple of n_head_kv. Returns 0 or GGUF_E_* with a message naming the
+ * key or tensor in err. */
+int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *err,
+                     size_t err_size);
+/* Bytes of weights read per token (every tensor once; the output head once). */
+uint64_t llama_weight_bytes(const struct llama_model *m);
+
+/* ---- tokenizer (SentencePiece, score-ordered merges, <0xNN> byte fallback) ---------------- */
+struct llama_vocab;
+int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *err,
+                     size_t err_size);
+void llama_vocab_free(struct llama_vocab *v);
+uint32_t llama_vocab_size(const struct llama_vocab *v);
+int32_t llama_vocab_bos(const struct llama_vocab *v);
+int32_t llama_vocab_eos(const struct llama_vocab *v);
+/* Text to ids as llama.cpp's llm_tokenizer_spm does (a space prepended, spaces as U+2581),
+ * with BOS first when add_bos. Returns the count, or -1 when out_cap is too small. */
+int32_t llama_tokenize(const struct llama_vocab *v, const char *text, bool add_bos, int32_t *out,
+                       int32_t out_cap);
+/* The text piece of one id (byte tokens as their byte, U+2581 as a space); "" for control
+ * tokens. Returns the length written (NUL-terminated, truncated to cap - 1). */
+size_t llama_token_piece(const struct llama_vocab *v, int32_t id, char *buf, size_t cap);
+
+/* ---- sampling ------------------------------------------------------------------------------ */
+struct llama_sampler_params {
+  float temperature;  /* 0: greedy (argmax, lowest id on ties) */
+  uint32_t top_k;     /* 0: off */
+  float top_p;        /* 1: off */
+  uint64_t seed;
+};
+struct llama_sampler {
+  struct llama_sampler_params p;
+  uint64_t state;     /* xorshift64* */
+};
+void llama_sampler_init(struct llama_sampler *s, const struct llama_sampler_params *p);
+/* One id from logits[n_vocab] (scratch: n_vocab floats + n_vocab ints the sampler may use). */
+int32_t llama_sample(struct llama_sampler *s, const float *logits, uint32_t n_vocab,
+                     void *scratch);
+/* Top-1 minus top-2 logit. */
+float llama_top2_margin(const float *logits, uint32_t n_vocab);
+
+/* ---- float64 reference ----------------------------------------------------------------------
+ * The whole forward pass in double from the file's weights (dequantized by
+ * vkrt_dequantize_row), RoPE in ggml's normal mode, grouped-query attention, a KV cache of
+ * n_ctx tokens in double; kv_type VKRT_TYPE_Q8_0 rounds cached K and V through q8_0 the way
+ * the device does, VKRT_TYPE_F16 through f16, so the reference sees what the device caches. */
+struct llama_ref;
+int llama_ref_create(const struct llama_model *m, uint32_t n_ctx, vkrt_type kv_type,
+                     struct llama_ref **out, char *err, size_t err_size);
+void llama_ref_free(struct llama_ref *r);
+/* Runs token at position pos (0-based, < n_ctx) and writes n_vocab logits. */
+int llama_ref_forward(struct llama_ref *r, int32_t token, uint32_t pos, double *logits);
+
+/* ---- --make-gguf ------------------------------------------------------------------------ */
+struct llama_make_params {
+  uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+  float rope_freq_base, eps;
+  vkrt_type type;     /* matrices; norms stay f32 */
+  uint64_t seed;
+};
+/* "llama3-8b", "llama3.2-1b", "qwen2.5-7b": real hyper-parameters (n_vocab as given by the
+ * caller may shrink the vocabulary). false for an unknown name. */
+bool llama_preset(const char *name, struct llama_make_params *out);
+/* Writes a llama-architecture GGUF with random weights, a valid small SentencePiece
+ * vocabulary (tokenizer.ggml.tokens/scores/token_type, bos/eos ids) of n_vocab tokens. */
+int llama_write_gguf(const char *path, const struct llama_make_params *p, char *err,
+                     size_t err_size);
