@@ -25,8 +25,13 @@
 /* vkrt_options_initialize + validation on (CONFIG_VKRT_VALIDATION_IN_TESTS) + a log to
  * stderr of warnings and errors (prefixed "vkrt-test: "). */
 void vkt_options(vkrt_options *options);
-/* vkrt_open that fails the test (printing the status and message) when it fails. */
+/* vkrt_open that fails the test (printing the status and message) when it fails. With any
+ * fault injected (options->faults) the appliance's log lines read "vkrt-test: expected
+ * (injected fault): error: ...": the errors are what the test provokes. */
 vkrt_appliance *vkt_open(const vkrt_options *options);
+/* Marks the log lines of an appliance opened with these options as expected (for a test
+ * that calls vkrt_open itself with faults injected). Only the harness's own log is marked. */
+void vkt_expect_errors(vkrt_options *options);
 /* Asserts vkrt_validation_message_count(app) == 0, then closes. */
 void vkt_close(vkrt_appliance *app);
 /* Fails the test with the last error when s != VKRT_OK. */
