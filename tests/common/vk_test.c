@@ -16,14 +16,9 @@ static void log_stderr(void *user, vkrt_log_level level, const char *message) {
 }
 
 static bool faults_injected(const vkrt_options *o) {
-#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
   const vkrt_fault_options *f = &o->faults;
   return f->mask || f->host_alloc_fail_at || f->vulkan_alloc_fail_at || f->import_chunk_cap ||
          f->import_policy_override || f->release_delay_us;
-#else
-  (void)o;
-  return false;
-#endif
 }
 
 void vkt_expect_errors(vkrt_options *o) {

@@ -24,6 +24,15 @@ for f in lib/libvkrt.a lib/pkgconfig/vkrt.pc include/vkrt/vkrt.h include/vkrt/st
 done
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 echo "pkg-config --static --libs vkrt: $(pkg-config --static --libs vkrt)"
+# The public header stands alone: every macro it brings into a user's file is VKRT_-prefixed
+# (no IS_ENABLED, no CONFIG_ symbols of the build's config.h).
+echo '#include <vkrt/vkrt.h>' > "$stage/h.c"
+: > "$stage/empty.c"
+macros() { cc -std=c11 -dM -E "$1" $(pkg-config --cflags vkrt) | awk '{print $2}' | sed 's/(.*//' | sort -u; }
+leaked=$(comm -13 <(macros "$stage/empty.c") <(macros "$stage/h.c") | grep -v '^VKRT_' |
+         grep -vE '^(_|__)|^(bool|true|false|NULL|offsetof|INT|UINT|SIZE_|PTRDIFF_|SIG_ATOMIC_|WCHAR_|WINT_)' || true)
+[ -z "$leaked" ] || { echo "vkrt/vkrt.h defines macros without the VKRT_ prefix: $leaked"; exit 1; }
+echo "vkrt/vkrt.h: every macro it defines is VKRT_-prefixed (no IS_ENABLED, no CONFIG_*)"
 work=$stage/examples
 cp -r "$prefix/share/vkrt/examples" "$work"
 make --no-print-directory -C "$work" CFLAGS="-O1 -Wall -Wextra -Werror" > "$stage/make.log" 2>&1 ||
