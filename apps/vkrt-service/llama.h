@@ -64,7 +64,9 @@ uint32_t llama_vocab_size(const struct llama_vocab *v);
 int32_t llama_vocab_bos(const struct llama_vocab *v);
 int32_t llama_vocab_eos(const struct llama_vocab *v);
 /* Text to ids as llama.cpp's llm_tokenizer_spm does (a space prepended, spaces as U+2581),
- * with BOS first when add_bos. Returns the count, or -1 when out_cap is too small. */
+ * with BOS first when add_bos. Returns the count, or -1 when out_cap is too small (or out of
+ * memory). A character without a piece becomes its UTF-8 bytes' <0xNN> tokens (<unk> where
+ * the vocabulary lacks one). */
 int32_t llama_tokenize(const struct llama_vocab *v, const char *text, bool add_bos, int32_t *out,
                        int32_t out_cap);
 /* The text piece of one id (byte tokens as their byte, U+2581 as a space); "" for control

@@ -67,7 +67,8 @@ static vkrt_status lost(struct vkrt_device *dev, VkResult r, const char *what) {
 }
 
 /* Spin on the timeline counter for up to the device's spin budget (a blocking wait costs
- * a wake-up: H200 submit + spin 12 us, + vkWaitSemaphores/fence 31-36 us), then block. */
+ * a wake-up: H200 submit + spin 12 us, + vkWaitSemaphores/fence 31-36 us), then block for
+ * what is left of the timeout (nothing when the spin used it up: it overshoots by a poll). */
 static vkrt_status wait_value(struct vkrt_device *dev, uint64_t value, uint64_t timeout_ns) {
   struct vkrt_stream *st = &dev->stream;
   uint64_t cur = 0;
@@ -76,7 +77,7 @@ static vkrt_status wait_value(struct vkrt_device *dev, uint64_t value, uint64_t 
     return lost(dev, r, "vkGetSemaphoreCounterValue on the stream timeline");
   if (cur >= value)
     return VKRT_OK;
-  uint64_t spin = VKRT_MIN(st->spin_ns, timeout_ns);
+  uint64_t spin = VKRT_MIN(st->spin_ns, timeout_ns), block_ns = timeout_ns;
   if (spin) {
     uint64_t t0 = now_ns(), t = t0;
     while (t - t0 < spin) {
@@ -87,7 +88,8 @@ static vkrt_status wait_value(struct vkrt_device *dev, uint64_t value, uint64_t 
         return VKRT_OK;
       t = now_ns();
     }
-    timeout_ns = timeout_ns == UINT64_MAX ? timeout_ns : timeout_ns - (t - t0);
+    if (timeout_ns != UINT64_MAX)
+      block_ns = t - t0 >= timeout_ns ? 0 : timeout_ns - (t - t0);
   }
   VkSemaphoreWaitInfo info = {
       .sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
@@ -95,7 +97,7 @@ static vkrt_status wait_value(struct vkrt_device *dev, uint64_t value, uint64_t 
       .pSemaphores = &dev->stream.timeline,
       .pValues = &value,
   };
-  r = dev->vk.vkWaitSemaphores(dev->handle, &info, timeout_ns);
+  r = dev->vk.vkWaitSemaphores(dev->handle, &info, block_ns);
   if (r == VK_TIMEOUT)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_TIMEOUT,
                       "dev%u: stream value %llu not reached within %llu ns", dev->index,
