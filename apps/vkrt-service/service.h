@@ -84,6 +84,7 @@ struct decode {
   float *saved_in, *saved_out;   /* per checked token: its input and rank 0's output */
   uint64_t *saved_tok, verified;
   double worst_err;              /* against the float64 reference */
+  bool ranks_differ;             /* a checked token's result differed between ranks or hosts */
 };
 
 /* args.c: false when main returns *exit_status (--help, a bad argument, neither --weights

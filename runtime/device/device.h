@@ -11,6 +11,13 @@
 #define VKRT_STREAM_MAX_SYNC 16   /* extra waits/signals attached to one submit */
 #define VKRT_STREAM_MAX_ACCESS 32 /* buffer ranges tracked between two barriers */
 #define VKRT_STREAM_SPIN_NS 2000000ull /* GPUs: spin this long on the timeline before blocking */
+/* Overlap: the stream submits what it recorded while the host keeps recording (as
+ * ggml-vulkan does within a graph): the first piece after an explicit submit after this many
+ * commands, each later piece twice as many up to flush_ops, and any piece once its commands
+ * touched this many bytes (~16 us of H200 bandwidth). */
+#define VKRT_STREAM_FLUSH_FIRST 4
+#define VKRT_STREAM_FLUSH_OPS 64
+#define VKRT_STREAM_FLUSH_BYTES (64ull << 20)
 
 struct vkrt_buffer;
 
@@ -46,6 +53,12 @@ struct vkrt_stream {
   bool unsynced_unknown; /* a raw caller recorded since the last barrier */
   struct vkrt_stream_access unsynced_access[VKRT_STREAM_MAX_ACCESS];
   uint64_t barriers, barriers_elided; /* tracked commands with and without one (vkrt_tuning) */
+  /* Overlap (vkrt_stream_next): commands and bytes recorded since the last submit, the
+   * command count that flushes the next piece, and its cap (0: never flush). */
+  uint32_t pending_ops, flush_at, flush_ops;
+  uint32_t wait_ops; /* pending_ops when the first attached wait was added */
+  uint64_t pending_bytes;
+  uint64_t flushes; /* pieces submitted by the stream itself (vkrt_tuning) */
   VkSemaphore timeline;
   uint64_t submitted;                    /* last value submitted */
   uint64_t spin_ns;                      /* waits spin this long before blocking (0 on CPU devices) */
@@ -162,6 +175,9 @@ void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd);
 /* The barrier every submitted command buffer ends with (stream and uploads): all writes
  * before it are visible to every later command on the queue and, with `host`, to the host. */
 void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, bool host);
+/* The overlap's cap: a piece is submitted after at most `ops` commands (0: only vkrt_submit
+ * and the collectives submit). */
+void vkrt_stream_set_flush_ops(struct vkrt_device *dev, uint32_t ops);
 /* Attach a wait/signal to the next submit. */
 vkrt_status vkrt_stream_add_wait(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
 vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
