@@ -109,12 +109,17 @@ struct llama_make_params {
   float rope_freq_base, eps;
   vkrt_type type;     /* matrices; norms stay f32 */
   uint64_t seed;
+  bool tie_output;    /* no output.weight: the head is token_embd */
 };
 /* "llama3-8b", "llama3.2-1b", "qwen2.5-7b": real hyper-parameters (n_vocab as given by the
- * caller may shrink the vocabulary). false for an unknown name. */
+ * caller may shrink the vocabulary). false for an unknown name. Sets every field but type
+ * and seed. */
 bool llama_preset(const char *name, struct llama_make_params *out);
 /* Writes a llama-architecture GGUF with random weights, a valid small SentencePiece
- * vocabulary (tokenizer.ggml.tokens/scores/token_type, bos/eos ids) of n_vocab tokens. */
+ * vocabulary (tokenizer.ggml.tokens/scores/token_type, bos/eos ids) of n_vocab tokens.
+ * Streams the file: memory use is one row. Weights keep unit activations (matrices of
+ * standard deviation 1/sqrt(K), the embedding's too, norm weights near 1). Bad
+ * parameters: GGUF_E_BAD_VALUE with the reason. */
 int llama_write_gguf(const char *path, const struct llama_make_params *p, char *err,
                      size_t err_size);
 

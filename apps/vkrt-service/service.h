@@ -45,6 +45,8 @@ struct service_args {
   uint64_t tokens, layers, hidden, ffn, seed, devices;
   double seconds, warmup_ms;
   uint64_t chunk_cap;
+  const char *preset;             /* --make-gguf of a whole llama model: --preset or --heads */
+  uint64_t heads, kv_heads, vocab;
   bool verbose, fault_import, tokens_given, q8_activations;
   vkrt_type dtype;
   /* llama mode */
