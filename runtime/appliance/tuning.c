@@ -60,7 +60,8 @@ vkrt_status vkrt_tuning_stream_get(const vkrt_appliance *app, uint32_t device,
                               .begun_ahead = dev->stream.begun_ahead,
                               .barriers = dev->stream.barriers,
                               .barriers_elided = dev->stream.barriers_elided,
-                              .flushes = dev->stream.flushes};
+                              .flushes = dev->stream.flushes,
+                              .deferred = dev->stream.deferred};
   return VKRT_OK;
 }
 

@@ -28,6 +28,17 @@ struct vkrt_stream_access {
   bool write;
 };
 
+/* One vkQueueSubmit batch of the stream: its command buffer (NULL: an empty submit) and what
+ * it waits for and signals (the stream timeline first). */
+struct vkrt_stream_batch {
+  VkCommandBuffer cmd;
+  uint32_t wait_count, signal_count;
+  VkSemaphore wait_sem[VKRT_STREAM_MAX_SYNC];
+  uint64_t wait_value[VKRT_STREAM_MAX_SYNC];
+  VkSemaphore signal_sem[VKRT_STREAM_MAX_SYNC + 1];
+  uint64_t signal_value[VKRT_STREAM_MAX_SYNC + 1];
+};
+
 /* A device's op stream: a ring of command buffers and one timeline semaphore whose value
  * counts submits. Record from one thread at a time per device. */
 struct vkrt_stream {
@@ -68,6 +79,20 @@ struct vkrt_stream {
   uint64_t wait_value[VKRT_STREAM_MAX_SYNC];
   VkSemaphore signal_sem[VKRT_STREAM_MAX_SYNC];
   uint64_t signal_value[VKRT_STREAM_MAX_SYNC];
+  /* Deferred submission (vkrt_stream_defer_waits): a submit that waits on a semaphore (a
+   * peer's collective signal) goes to the device's submitter thread, and so does every
+   * later one while any is queued, so vkQueueSubmit's own wait for the semaphore never
+   * runs on the caller's thread. The ring holds batches [defer_head, defer_tail). */
+  bool defer_waits, submitter_started, submitter_stop;
+  pthread_t submitter;
+  pthread_mutex_t defer_lock;
+  pthread_cond_t defer_wake, defer_space;
+  uint64_t defer_tail;            /* caller: batches queued */
+  atomic_uint_fast64_t defer_head; /* submitter: batches submitted (or failed) */
+  uint64_t deferred;              /* batches that went through the submitter (vkrt_tuning) */
+  atomic_int deferred_error;      /* first failed deferred submit (vkrt_status), sticky */
+  char deferred_message[160];
+  struct vkrt_stream_batch defer_ring[VKRT_STREAM_DEPTH];
 };
 
 struct vkrt_system;
@@ -184,6 +209,15 @@ vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uin
 /* Ends and submits what was recorded (an empty submit when nothing was, so attached
  * waits/signals still happen); *out_value (may be NULL) is the timeline value. */
 vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value);
+/* From now on the submits of dev that wait on a semaphore, and those after them while any
+ * is queued, are made by the device's submitter thread (started here; joined by the
+ * stream's finish). For transports whose waits can block vkQueueSubmit until the peer's
+ * signal (NVIDIA blocks there for a semaphore of another VkDevice: one queue hand-over,
+ * ~357 us, inside vkrt_allreduce). */
+vkrt_status vkrt_stream_defer_waits(struct vkrt_device *dev);
+/* Returns once every deferred submit of dev was made (before waiting for the queue to go
+ * idle or destroying semaphores a queued batch names). */
+void vkrt_stream_drain(struct vkrt_device *dev);
 /* Waits until the stream timeline reaches value. */
 vkrt_status vkrt_stream_wait(struct vkrt_device *dev, uint64_t value, uint64_t timeout_ns);
 

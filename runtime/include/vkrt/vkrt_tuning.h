@@ -47,6 +47,8 @@ typedef struct vkrt_tuning_stream {
   uint64_t barriers_elided; /* ... and without one: independent of the work since the last */
   uint64_t flushes;     /* pieces the stream submitted by itself while recording went on (the
                            overlap; VKRT_TUNING_STREAM_FLUSH_OPS), counted in `submitted` too */
+  uint64_t deferred;    /* submits made by the device's submitter thread, not the caller's:
+                           those waiting on a collective's semaphore and those after them */
 } vkrt_tuning_stream;
 
 vkrt_status vkrt_tuning_stream_get(const vkrt_appliance *appliance, uint32_t device,
