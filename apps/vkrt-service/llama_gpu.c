@@ -181,7 +181,8 @@ static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
         (s = upload_rows(g, d, L->ffn_up, sp->ff0, sp->n_ff, &gl->up)) ||
         (s = upload_cols(g, d, L->ffn_down, sp->ff0, sp->n_ff, &gl->down)))
       return s;
-    uint64_t cache = kv_row_bytes(g, sp->n_head_kv) * g->p.n_ctx;
+    /* whole words: vkrt_cmd_fill clears it below (q8_0 rows are 34-byte blocks) */
+    uint64_t cache = (kv_row_bytes(g, sp->n_head_kv) * g->p.n_ctx + 3) & ~(uint64_t)3;
     TRY(vkrt_buffer_create(g->app, d, cache, VKRT_BUFFER_DEVICE_LOCAL, &gl->k_cache));
     TRY(vkrt_buffer_create(g->app, d, cache, VKRT_BUFFER_DEVICE_LOCAL, &gl->v_cache));
   }
