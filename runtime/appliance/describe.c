@@ -63,13 +63,16 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
           "\"matvec_f16_cols\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
           "\"matvec_f32_cols\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
           "\"quant_activations\": \"%s\", \"pipelines\": \"%s\", \"pipelines_ready\": %u, "
-          "\"matmul\": \"%s\"}",
+          "\"queues\": {\"stream\": \"compute\", \"collectives\": \"compute\", "
+          "\"collective_submits\": \"%s\", \"upload_download\": \"%s\"}, \"matmul\": \"%s\"}",
           d->fault_mask, vkrt_ops_copy_path(d), vkrt_ops_copy_path_reason(d),
           vkrt_ops_transposed_copy_tiled(d) ? "tiled transpose" : "strided copy kernel",
           vkrt_ops_transposed_copy_reason(d), m16.wg, m16.rows, m16.unroll, m16.blocks, m32.wg,
           m32.rows, m32.unroll, m32.blocks, c16.wg, c16.rows, c16.unroll, c16.blocks, c32.wg,
           c32.rows, c32.unroll, c32.blocks, vkrt_quant_activations_path(d),
-          vkrt_ops_pipelines_when(d), vkrt_ops_pipelines_ready(d), plan);
+          vkrt_ops_pipelines_when(d), vkrt_ops_pipelines_ready(d),
+          d->stream.defer_waits ? "submitter thread" : "caller",
+          d->transfer_queue != d->compute_queue ? "transfer" : "compute", plan);
     }
     vkrt_text_put(&o, "], ");
     add_collective(&o, app, true);
@@ -106,6 +109,13 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     vkrt_text_put(&o, "vkrt: dev%u matmul: %s\n", i, plan);
     vkrt_text_put(&o, "vkrt: dev%u pipelines %s (%u ready)\n", i, vkrt_ops_pipelines_when(d),
         vkrt_ops_pipelines_ready(d));
+    vkrt_text_put(&o, "vkrt: dev%u queues: ops, fills, stream copies, collectives and graph "
+        "launches on the compute queue (family %u)%s; vkrt_upload/vkrt_download on %s\n", i,
+        d->compute_family, d->stream.defer_waits ? ", collective submits made by the device's "
+        "submitter thread" : "", d->transfer_queue != d->compute_queue
+            ? "the transfer queue (a hand-over to another queue: per-token inputs and outputs "
+              "belong in HOST_VISIBLE buffers, mapped, or stream copies)"
+            : "the same compute queue");
   }
   add_collective(&o, app, false);
   add_import(&o, app, false);

@@ -251,6 +251,20 @@ void vkrt_tuning_raw_destroy(vkrt_tuning_raw *raw);
 /* One submit + wait round trip of the given kind. */
 vkrt_status vkrt_tuning_raw_round_trip(vkrt_tuning_raw *raw, vkrt_tuning_raw_kind kind);
 
+/* Hand-over floors (vkrt-bench allreduce --latency): empty work on device `from`'s compute
+ * queue, then empty work on a second queue after it, the host spinning until the second is
+ * done. The second queue is device `to`'s compute queue, or, when from == to, the device's
+ * transfer queue (VKRT_ERROR_UNAVAILABLE when it has none of its own). gpu_wait: the second
+ * submit waits on the first's timeline semaphore on the GPU (between devices a timeline
+ * shared as an opaque FD: UNAVAILABLE without the semaphore FD functions); otherwise the
+ * host spins on the first, then submits the second (a host relay). from == to with a plain
+ * spin is the one-queue floor of vkrt_tuning_raw (VKRT_TUNING_RAW_SPIN). */
+typedef struct vkrt_tuning_handover vkrt_tuning_handover;
+vkrt_status vkrt_tuning_handover_create(vkrt_appliance *appliance, uint32_t from, uint32_t to,
+                                        bool gpu_wait, vkrt_tuning_handover **out);
+void vkrt_tuning_handover_destroy(vkrt_tuning_handover *handover);
+vkrt_status vkrt_tuning_handover_round_trip(vkrt_tuning_handover *handover);
+
 /* ---- host regions (registration) --------------------------------------------------------- */
 
 typedef struct vkrt_tuning_import {
