@@ -184,6 +184,8 @@ typedef struct vkrt_tuning_counters {
                                tiled one could not take w (logged once per device) */
   uint64_t pipelines_ready; /* compute pipelines built so far, specialized ones included (at
                                vkrt_open on GPUs, on first use on CPU devices) */
+  uint64_t argmax_split; /* argmax calls whose rows ran on several workgroups each, then a
+                            combine pass */
 } vkrt_tuning_counters;
 
 vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *appliance, uint32_t device,
