@@ -57,6 +57,9 @@ uint64_t llama_weight_bytes(const struct llama_model *m);
 
 /* ---- tokenizer (SentencePiece, score-ordered merges, <0xNN> byte fallback) ---------------- */
 struct llama_vocab;
+/* tokenizer.ggml.model must be "llama"; tokens required, scores and token types optional;
+ * tokenizer.ggml.bos_token_id required (a vocabulary without BOS is refused), eos and unknown
+ * optional. The pieces point into f, which must outlive the vocabulary. */
 int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *err,
                      size_t err_size);
 void llama_vocab_free(struct llama_vocab *v);

@@ -80,6 +80,8 @@ static const struct {
   [VKRT_TUNING_QUANT_VARIANT] = {"QUANT_VARIANT", 0, VKRT_QUANT_VARIANTS},
   [VKRT_TUNING_FORCE_MATMUL_KERNEL] = {"FORCE_MATMUL_KERNEL", 0, 2},
   [VKRT_TUNING_STREAM_FLUSH_OPS] = {"STREAM_FLUSH_OPS", 0, UINT32_MAX},
+  [VKRT_TUNING_MATMUL_TILED_MIN_M] = {"MATMUL_TILED_MIN_M", 1, 65536},
+  [VKRT_TUNING_MATMUL_COOPMAT] = {"MATMUL_COOPMAT", 0, 1},
 };
 
 vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_knob knob,
@@ -103,6 +105,11 @@ vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_kn
   case VKRT_TUNING_TRANSPOSE_VARIANT: ops->transpose_variant = (int)value; break;
   case VKRT_TUNING_QUANT_VARIANT: ops->quant_variant = (int)value; break;
   case VKRT_TUNING_STREAM_FLUSH_OPS: vkrt_stream_set_flush_ops(dev, (uint32_t)value); break;
+  case VKRT_TUNING_MATMUL_TILED_MIN_M:
+    for (int t = 0; t < VKRT_TYPE_COUNT; t++)
+      ops->matmul_min_m[t] = (uint32_t)value;
+    break;
+  case VKRT_TUNING_MATMUL_COOPMAT: ops->use_coopmat = value; break;
   default: ops->force_matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
@@ -125,6 +132,8 @@ vkrt_status vkrt_tuning_get(const vkrt_appliance *app, uint32_t device, vkrt_tun
   case VKRT_TUNING_TRANSPOSE_VARIANT: *out = ops->transpose_variant; break;
   case VKRT_TUNING_QUANT_VARIANT: *out = ops->quant_variant; break;
   case VKRT_TUNING_STREAM_FLUSH_OPS: *out = dev->stream.flush_ops; break;
+  case VKRT_TUNING_MATMUL_TILED_MIN_M: *out = ops->matmul_min_m[VKRT_TYPE_F16]; break;
+  case VKRT_TUNING_MATMUL_COOPMAT: *out = ops->use_coopmat; break;
   default: *out = ops->force_matmul_kernel; break;
   }
   return VKRT_OK;
@@ -228,6 +237,53 @@ vkrt_status vkrt_tuning_matvec_set(vkrt_appliance *app, uint32_t device, vkrt_ty
   return VKRT_OK;
 }
 
+static vkrt_status tile_slot(struct vkrt_device *dev, vkrt_tuning_tile_slot slot) {
+  return (unsigned)slot < VKRT_TUNING_TILE_SLOT_COUNT
+             ? VKRT_OK : bad(dev, "tuning: no matmul tile slot %lld", (long long)slot);
+}
+
+vkrt_status vkrt_tuning_matmul_tile_get(const vkrt_appliance *app, uint32_t device,
+                                        vkrt_tuning_tile_slot slot, vkrt_tuning_matmul_tile *out) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, out, &dev);
+  if (s == VKRT_OK)
+    s = tile_slot(dev, slot);
+  if (s != VKRT_OK)
+    return s;
+  const struct vkrt_matmul_tile *t = &dev->ops->matmul_tile[slot / 2][slot % 2];
+  *out = (vkrt_tuning_matmul_tile){t->wg, t->bm, t->bn, t->rm};
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_tuning_matmul_tile_set(vkrt_appliance *app, uint32_t device,
+                                        vkrt_tuning_tile_slot slot,
+                                        const vkrt_tuning_matmul_tile *tile) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, tile, &dev);
+  if (s == VKRT_OK)
+    s = tile_slot(dev, slot);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_matmul_tile t = {tile->wg, tile->bm, tile->bn, tile->rm};
+  const char *why = vkrt_ops_matmul_tile_check(dev, slot >= VKRT_TUNING_TILE_COOPMAT_SMALL, &t);
+  if (why)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "tuning: matmul tile %ux%u, wg %u, rm %u: %s", t.bm, t.bn, t.wg, t.rm, why);
+  if (atomic_load(&dev->ops->variant_count) + 8 >= VKRT_OPS_MAX_VARIANTS) {
+    s = vkrt_finish(app, device);
+    if (s != VKRT_OK)
+      return s;
+    vkrt_ops_drop_variants(dev);
+  }
+  dev->ops->matmul_tile[slot / 2][slot % 2] = t;
+  return VKRT_OK;
+}
+
+bool vkrt_tuning_matmul_coopmat_usable(const vkrt_appliance *app, uint32_t device) {
+  struct vkrt_device *dev;
+  return tuning_device(app, device, app, &dev) == VKRT_OK && dev->ops->coopmat;
+}
+
 /* ---- what ran ------------------------------------------------------------------------- */
 
 vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
@@ -246,7 +302,8 @@ vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
       .quant_matvec = o->quant_matvec_count, .dequant = o->dequant_count,
       .quant_read = {o->quant_kind_count[0], o->quant_kind_count[1], o->quant_kind_count[2],
                      o->quant_kind_count[3], o->quant_kind_count[4]},
-      .pipelines_ready = vkrt_ops_pipelines_ready(dev)};
+      .matmul_coopmat = o->matmul_coopmat_count, .matmul_fallback = o->matmul_fallback_count,
+      .pipelines_ready = vkrt_ops_pipelines_ready(dev), .argmax_split = o->argmax_split_count};
   return VKRT_OK;
 }
 
