@@ -33,10 +33,17 @@ static vkrt_status invalid(struct vkrt_device *dev, const char *why) {
 /* `views`: the op's checked operands, dst first (the one it writes), then what it reads;
  * vkrt_stream_next puts a barrier before the op only when one of them overlaps earlier
  * unsynchronized work the way a hazard needs. */
+static vkrt_status check_lost(struct vkrt_device *dev) {
+  return dev->lost ? vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost",
+                                dev->index)
+                   : VKRT_OK;
+}
+
 static vkrt_status begin(struct vkrt_device *dev, const struct vkrt_ops_view *views,
                          uint32_t count, VkCommandBuffer *cmd) {
-  if (dev->lost)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
+  vkrt_status s = check_lost(dev);
+  if (s != VKRT_OK)
+    return s;
   struct vkrt_stream_access access[9];
   for (uint32_t i = 0; i < count; i++)
     access[i] = (struct vkrt_stream_access){views[i].buffer, views[i].lo, views[i].hi, i == 0};
@@ -46,10 +53,12 @@ static vkrt_status begin(struct vkrt_device *dev, const struct vkrt_ops_view *vi
 /* One op call. Every op runs the same way (run_op): the device of its operands, the
  * descriptor check into views, then, when its kernel is in the build, the stream's command
  * buffer and the record function (compiled out: the stub answers UNSUPPORTED). */
-enum op_kind { OP_COPY, OP_TRANSPOSE, OP_CONCAT, OP_ADD, OP_SWIGLU, OP_MATMUL };
+enum op_kind { OP_COPY, OP_TRANSPOSE, OP_CONCAT, OP_ADD, OP_SWIGLU, OP_MATMUL, OP_ATTENTION };
 struct op_call {
   enum op_kind kind;
-  const vkrt_tensor *dst, *a, *b;    /* a: src, gate or w; b: concat's b, up or x */
+  const vkrt_tensor *dst, *a, *b;    /* a: src, gate, w or q; b: concat's b, up, x or k */
+  const vkrt_tensor *c, *d;          /* attention: v, kv_len */
+  float scale;                       /* attention */
   const vkrt_tensor *const *srcs;    /* add */
   uint32_t count;                    /* add */
   int dim;                           /* concat */
@@ -65,6 +74,8 @@ static bool check_op(const struct op_call *c, const struct vkrt_ops_limits *lim,
   case OP_ADD: return vkrt_ops_check_add(lim, c->dst, c->srcs, c->count, v, why, size);
   case OP_SWIGLU: return vkrt_ops_check_swiglu(lim, c->dst, c->a, c->b, v, why, size);
   case OP_MATMUL: return vkrt_ops_check_matmul(lim, c->dst, c->a, c->b, v, why, size);
+  case OP_ATTENTION:
+    return vkrt_ops_check_attention(lim, c->dst, c->a, c->b, c->c, c->d, v, why, size);
   }
   return false;
 }
@@ -78,6 +89,7 @@ static uint32_t view_count(const struct op_call *c) {
   case OP_CONCAT:
   case OP_SWIGLU:
   case OP_MATMUL: return 3;
+  case OP_ATTENTION: return 5;
   }
   return 0;
 }
@@ -90,6 +102,7 @@ static bool kernel_in_build(enum op_kind kind) {
   case OP_ADD: return IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE);
   case OP_SWIGLU: return IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU);
   case OP_MATMUL: return IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL);
+  case OP_ATTENTION: return IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION);
   }
   return false;
 }
@@ -103,12 +116,13 @@ static vkrt_status record_op(struct vkrt_device *dev, VkCommandBuffer cmd,
   case OP_ADD: return vkrt_add_record(dev, cmd, v, c->count);
   case OP_SWIGLU: return vkrt_swiglu_record(dev, cmd, v);
   case OP_MATMUL: return vkrt_matmul_record(dev, cmd, v, c->accumulate);
+  case OP_ATTENTION: return vkrt_attention_record(dev, v, c->scale);
   }
   return VKRT_ERROR_INTERNAL;
 }
 
 static vkrt_status run_op(const struct op_call *c) {
-  const vkrt_tensor *all[9] = {c->dst, c->a, c->b};
+  const vkrt_tensor *all[9] = {c->dst, c->a, c->b, c->c, c->d};
   for (uint32_t i = 0; c->srcs && i < c->count && i < 8; i++)
     all[1 + i] = c->srcs[i];
   struct vkrt_device *dev = device_of(all, 9);
@@ -121,7 +135,8 @@ static vkrt_status run_op(const struct op_call *c) {
     return invalid(dev, why);
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   if (kernel_in_build(c->kind)) {
-    vkrt_status s = begin(dev, v, view_count(c), &cmd);
+    /* attention asks the stream for each of its passes (attention.c) */
+    vkrt_status s = c->kind == OP_ATTENTION ? check_lost(dev) : begin(dev, v, view_count(c), &cmd);
     if (s != VKRT_OK)
       return s;
   }
@@ -155,6 +170,12 @@ vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const v
 
 vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
   return run_op(&(struct op_call){.kind = OP_MATMUL, .dst = dst, .a = w, .b = x, .accumulate = true});
+}
+
+vkrt_status vkrt_op_attention(const vkrt_tensor *dst, const vkrt_tensor *q, const vkrt_tensor *k,
+                              const vkrt_tensor *v, const vkrt_tensor *kv_len, float scale) {
+  return run_op(&(struct op_call){
+      .kind = OP_ATTENTION, .dst = dst, .a = q, .b = k, .c = v, .d = kv_len, .scale = scale});
 }
 
 /* vkrt_cmd_copy_buffer: the device's faster contiguous copy (kernel or vkCmdCopyBuffer). */
@@ -220,12 +241,6 @@ vkrt_status vkrt_op_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src,
                              const vkrt_tensor *rows) {
   (void)src, (void)rows;
   return decode_op_missing(dst, "vkrt_op_set_rows");
-}
-
-vkrt_status vkrt_op_attention(const vkrt_tensor *dst, const vkrt_tensor *q, const vkrt_tensor *k,
-                              const vkrt_tensor *v, const vkrt_tensor *kv_len, float scale) {
-  (void)q, (void)k, (void)v, (void)kv_len, (void)scale;
-  return decode_op_missing(dst, "vkrt_op_attention");
 }
 
 vkrt_status vkrt_op_argmax(const vkrt_tensor *dst, const vkrt_tensor *x) {

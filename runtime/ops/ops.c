@@ -46,6 +46,7 @@ void vkrt_ops_close(struct vkrt_device *dev) {
   for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
     destroy_pipeline(dev, &ops->pipe[k]);
   vkrt_ops_drop_variants(dev);
+  vkrt_attention_close(dev);
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++)
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
@@ -183,14 +184,12 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
     ops->matvec_cols[t] = choose_matvec(dev, (vkrt_type)t, 2);
   }
   dev->ops = ops;
-  if (!ops->push_descriptor) {
-    vkrt_status s = create_pools(dev, ops);
-    if (s != VKRT_OK) {
-      vkrt_ops_close(dev);
-      return s;
-    }
-  }
-  return VKRT_OK;
+  vkrt_status s = ops->push_descriptor ? VKRT_OK : create_pools(dev, ops);
+  if (s == VKRT_OK)
+    s = vkrt_attention_open(dev);
+  if (s != VKRT_OK)
+    vkrt_ops_close(dev);
+  return s;
 }
 
 static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
