@@ -16,12 +16,7 @@
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* gguf value types */
-enum {
-  KV_U8, KV_I8, KV_U16, KV_I16, KV_U32, KV_I32, KV_F32, KV_BOOL, KV_STRING, KV_ARRAY,
-  KV_U64, KV_I64, KV_F64, KV_COUNT
-};
-static const uint8_t kv_scalar_size[KV_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+static const uint8_t kv_scalar_size[GGUF_KV_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
 /* Block size (elements) and bytes per block of the ggml types whose layout is known here;
  * {0, 0} for ids inside the ggml range we cannot size (their tensors are skipped unless
@@ -119,11 +114,11 @@ static bool key_is(const uint8_t *k, uint64_t len, const char *name) {
 /* Skips (or reads) one value of type t; arrays of arrays are refused. */
 static int read_value(struct cursor *c, uint32_t t, bool in_array, uint64_t *scalar,
                       const uint8_t **str, uint64_t *str_len) {
-  if (t >= KV_COUNT)
+  if (t >= GGUF_KV_COUNT)
     return fail(c, GGUF_E_BAD_VALUE, "unknown metadata value type %u at byte %zu", t, c->pos);
-  if (t == KV_STRING)
+  if (t == GGUF_KV_STRING)
     return read_string(c, str, str_len, "string value");
-  if (t == KV_ARRAY) {
+  if (t == GGUF_KV_ARRAY) {
     if (in_array)
       return fail(c, GGUF_E_BAD_VALUE, "nested array at byte %zu (not supported)", c->pos);
     uint64_t et = 0, count = 0;
@@ -132,10 +127,10 @@ static int read_value(struct cursor *c, uint32_t t, bool in_array, uint64_t *sca
       r = read_uint(c, 8, &count, "array length");
     if (r)
       return r;
-    if (et >= KV_COUNT || et == KV_ARRAY)
+    if (et >= GGUF_KV_COUNT || et == GGUF_KV_ARRAY)
       return fail(c, GGUF_E_BAD_VALUE, "array of %s type %" PRIu64 " at byte %zu",
-                  et == KV_ARRAY ? "nested array" : "unknown", et, c->pos);
-    if (et != KV_STRING) {
+                  et == GGUF_KV_ARRAY ? "nested array" : "unknown", et, c->pos);
+    if (et != GGUF_KV_STRING) {
       uint64_t bytes = count * kv_scalar_size[et];
       if (count > (c->size - c->pos) / kv_scalar_size[et])
         return fail(c, GGUF_E_TRUNCATED,
@@ -198,32 +193,51 @@ int gguf_parse(const uint8_t *buf, size_t size, struct gguf_file *out, char *err
   if (n_kv > (size - c.pos) / 12)
     return fail(&c, GGUF_E_TRUNCATED, "truncated: %" PRIu64 " metadata entries cannot fit in %zu bytes",
                 n_kv, size - c.pos);
+  out->kvs = calloc(n_kv ? n_kv : 1, sizeof(*out->kvs));
+  if (!out->kvs)
+    return fail(&c, GGUF_E_NO_MEMORY, "out of memory for %" PRIu64 " metadata entries", n_kv);
   for (uint64_t i = 0; i < n_kv; i++) {
     const uint8_t *key, *str = NULL;
     uint64_t key_len, type, scalar = 0, str_len = 0;
     if ((r = read_string(&c, &key, &key_len, "metadata key")) ||
         (r = read_uint(&c, 4, &type, "metadata value type")))
-      return r;
+      goto bad;
     size_t at = c.pos;
     if ((r = read_value(&c, (uint32_t)MIN(type, UINT32_MAX), false, &scalar, &str, &str_len)))
-      return r;
+      goto bad;
+    struct gguf_kv *kv = &out->kvs[i];
+    kv->key = (const char *)key;
+    kv->key_len = key_len;
+    kv->type = (uint32_t)type;
+    kv->value = at;
+    if (type == GGUF_KV_ARRAY) { /* read_value checked the element type and count */
+      kv->elem_type = (uint32_t)le(buf + at, 4);
+      kv->count = le(buf + at + 4, 8);
+      kv->value = at + 12;
+    }
     if (key_is(key, key_len, "general.alignment")) {
-      if (type != KV_U32)
-        return fail(&c, GGUF_E_BAD_VALUE, "general.alignment at byte %zu is not a uint32 (type %" PRIu64 ")",
-                    at, type);
-      if (!scalar || (scalar & (scalar - 1)) || scalar > (1u << 20))
-        return fail(&c, GGUF_E_BAD_VALUE, "general.alignment %" PRIu64 " is not a power of two <= 1 MiB",
-                    scalar);
+      if (type != GGUF_KV_U32) {
+        r = fail(&c, GGUF_E_BAD_VALUE, "general.alignment at byte %zu is not a uint32 (type %" PRIu64 ")",
+                 at, type);
+        goto bad;
+      }
+      if (!scalar || (scalar & (scalar - 1)) || scalar > (1u << 20)) {
+        r = fail(&c, GGUF_E_BAD_VALUE, "general.alignment %" PRIu64 " is not a power of two <= 1 MiB",
+                 scalar);
+        goto bad;
+      }
       out->alignment = scalar;
-    } else if (key_is(key, key_len, "general.architecture") && type == KV_STRING) {
+    } else if (key_is(key, key_len, "general.architecture") && type == GGUF_KV_STRING) {
       size_t n = (size_t)MIN(str_len, sizeof(out->architecture) - 1);
       memcpy(out->architecture, str, n);
       out->architecture[n] = '\0';
     }
   }
-  if (n_tensors > (size - c.pos) / 24)
-    return fail(&c, GGUF_E_TRUNCATED, "truncated: %" PRIu64 " tensor infos cannot fit in %zu bytes",
-                n_tensors, size - c.pos);
+  if (n_tensors > (size - c.pos) / 24) {
+    r = fail(&c, GGUF_E_TRUNCATED, "truncated: %" PRIu64 " tensor infos cannot fit in %zu bytes",
+             n_tensors, size - c.pos);
+    goto bad;
+  }
   out->tensor_count = (uint32_t)n_tensors;
   out->tensors = calloc(n_tensors ? n_tensors : 1, sizeof(*out->tensors));
   /* names: at most the bytes left plus a NUL each */
@@ -359,6 +373,7 @@ void gguf_close(struct gguf_file *f) {
     return;
   free(f->tensors);
   free(f->names);
+  free(f->kvs);
   if (f->mapped && f->buf)
     munmap((void *)f->buf, f->size);
   memset(f, 0, sizeof(*f));
@@ -410,6 +425,207 @@ const uint8_t *gguf_data(const struct gguf_file *f, const struct gguf_tensor *t)
 
 uint64_t gguf_row_bytes(const struct gguf_tensor *t) {
   return t->ne[0] / ggml_types[t->ggml_type].block * ggml_types[t->ggml_type].bytes;
+}
+
+/* ---- metadata getters ----------------------------------------------------------------- */
+
+const struct gguf_kv *gguf_kv_find(const struct gguf_file *f, const char *key) {
+  size_t n = strlen(key);
+  for (uint64_t i = 0; f->kvs && i < f->kv_count; i++)
+    if (f->kvs[i].key_len == n && !memcmp(f->kvs[i].key, key, n))
+      return &f->kvs[i];
+  return NULL;
+}
+
+int gguf_fail(char *err, size_t err_size, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && err_size)
+    vsnprintf(err, err_size, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+static const char *const kv_type_names[GGUF_KV_COUNT] = {
+  "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+
+/* The entry of key, of type `type` (arrays: of element type elem, or any when elem is
+ * GGUF_KV_COUNT). */
+static int meta_find(const struct gguf_file *f, const char *key, uint32_t type, uint32_t elem,
+                     const struct gguf_kv **out, char *err, size_t err_size) {
+  const struct gguf_kv *kv = gguf_kv_find(f, key);
+  *out = kv;
+  if (!kv)
+    return gguf_fail(err, err_size, GGUF_E_MISSING, "missing metadata key %s", key);
+  if (kv->type != type)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "metadata key %s is a %s, expected a %s",
+                     key, kv_type_names[kv->type], kv_type_names[type]);
+  if (type == GGUF_KV_ARRAY && elem != GGUF_KV_COUNT && kv->elem_type != elem)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE,
+                     "metadata key %s is an array of %s, expected an array of %s", key,
+                     kv_type_names[kv->elem_type], kv_type_names[elem]);
+  return GGUF_OK;
+}
+
+static bool is_int_type(uint32_t t) {
+  return t <= GGUF_KV_I32 || t == GGUF_KV_U64 || t == GGUF_KV_I64;
+}
+
+/* An integer value of type t at p, as a signed 128-bit-safe pair (value fits in int64 unless
+ * it is a u64 past INT64_MAX: *big). */
+static int64_t int_at(const uint8_t *p, uint32_t t, bool *big) {
+  uint64_t v = le(p, kv_scalar_size[t]);
+  int bits = 8 * kv_scalar_size[t];
+  *big = t == GGUF_KV_U64 && v > (uint64_t)INT64_MAX;
+  bool is_signed = t == GGUF_KV_I8 || t == GGUF_KV_I16 || t == GGUF_KV_I32 || t == GGUF_KV_I64;
+  if (is_signed && bits < 64 && (v >> (bits - 1)) & 1)
+    v |= ~0ull << bits; /* sign-extend */
+  return (int64_t)v;
+}
+
+static int meta_int(const struct gguf_file *f, const char *key, int64_t lo, int64_t hi,
+                    int64_t *out, char *err, size_t err_size) {
+  const struct gguf_kv *kv = gguf_kv_find(f, key);
+  if (!kv)
+    return gguf_fail(err, err_size, GGUF_E_MISSING, "missing metadata key %s", key);
+  if (!is_int_type(kv->type))
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "metadata key %s is a %s, expected an integer",
+                     key, kv_type_names[kv->type]);
+  bool big;
+  int64_t v = int_at(f->buf + kv->value, kv->type, &big);
+  if (big || v < lo || v > hi)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "metadata key %s = %s%" PRId64
+                     " is out of range [%" PRId64 ", %" PRId64 "]", key, big ? "(u64) " : "", v, lo, hi);
+  *out = v;
+  return GGUF_OK;
+}
+
+int gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out, char *err,
+                 size_t err_size) {
+  int64_t v = 0;
+  int r = meta_int(f, key, 0, UINT32_MAX, &v, err, err_size);
+  *out = r ? 0 : (uint32_t)v;
+  return r;
+}
+
+int gguf_get_i32(const struct gguf_file *f, const char *key, int32_t *out, char *err,
+                 size_t err_size) {
+  int64_t v = 0;
+  int r = meta_int(f, key, INT32_MIN, INT32_MAX, &v, err, err_size);
+  *out = r ? 0 : (int32_t)v;
+  return r;
+}
+
+static double float_at(const uint8_t *p, uint32_t t) {
+  if (t == GGUF_KV_F32) {
+    uint32_t b = (uint32_t)le(p, 4);
+    float v;
+    memcpy(&v, &b, 4);
+    return v;
+  }
+  uint64_t b = le(p, 8);
+  double v;
+  memcpy(&v, &b, 8);
+  return v;
+}
+
+int gguf_get_f32(const struct gguf_file *f, const char *key, float *out, char *err,
+                 size_t err_size) {
+  *out = 0;
+  const struct gguf_kv *kv = gguf_kv_find(f, key);
+  if (!kv)
+    return gguf_fail(err, err_size, GGUF_E_MISSING, "missing metadata key %s", key);
+  if (kv->type != GGUF_KV_F32 && kv->type != GGUF_KV_F64)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "metadata key %s is a %s, expected a float",
+                     key, kv_type_names[kv->type]);
+  *out = (float)float_at(f->buf + kv->value, kv->type);
+  return GGUF_OK;
+}
+
+int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out, char *err,
+                  size_t err_size) {
+  const struct gguf_kv *kv;
+  *out = false;
+  int r = meta_find(f, key, GGUF_KV_BOOL, 0, &kv, err, err_size);
+  if (!r)
+    *out = f->buf[kv->value] != 0;
+  return r;
+}
+
+int gguf_get_string(const struct gguf_file *f, const char *key, const char **s, uint64_t *len,
+                    char *err, size_t err_size) {
+  const struct gguf_kv *kv;
+  *s = NULL, *len = 0;
+  int r = meta_find(f, key, GGUF_KV_STRING, 0, &kv, err, err_size);
+  if (!r) {
+    *len = le(f->buf + kv->value, 8);
+    *s = (const char *)f->buf + kv->value + 8;
+  }
+  return r;
+}
+
+int gguf_get_array_len(const struct gguf_file *f, const char *key, uint32_t elem,
+                       uint64_t *count, char *err, size_t err_size) {
+  const struct gguf_kv *kv;
+  *count = 0;
+  int r = meta_find(f, key, GGUF_KV_ARRAY, elem, &kv, err, err_size);
+  if (!r)
+    *count = kv->count;
+  return r;
+}
+
+/* The array of key with exactly n elements. */
+static int meta_array(const struct gguf_file *f, const char *key, uint32_t elem, uint64_t n,
+                      const struct gguf_kv **kv, char *err, size_t err_size) {
+  int r = meta_find(f, key, GGUF_KV_ARRAY, elem, kv, err, err_size);
+  if (!r && (*kv)->count != n)
+    r = gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "metadata key %s has %" PRIu64
+                  " elements, expected %" PRIu64, key, (*kv)->count, n);
+  return r;
+}
+
+int gguf_get_array_str(const struct gguf_file *f, const char *key, struct gguf_str *out,
+                       uint64_t n, char *err, size_t err_size) {
+  const struct gguf_kv *kv;
+  int r = meta_array(f, key, GGUF_KV_STRING, n, &kv, err, err_size);
+  /* the parse checked every length against the file */
+  for (uint64_t i = 0, at = r ? 0 : kv->value; !r && i < n; i++) {
+    out[i].len = le(f->buf + at, 8);
+    out[i].s = (const char *)f->buf + at + 8;
+    at += 8 + out[i].len;
+  }
+  return r;
+}
+
+int gguf_get_array_f32(const struct gguf_file *f, const char *key, float *out, uint64_t n,
+                       char *err, size_t err_size) {
+  const struct gguf_kv *kv;
+  int r = meta_array(f, key, GGUF_KV_COUNT, n, &kv, err, err_size);
+  if (!r && kv->elem_type != GGUF_KV_F32 && kv->elem_type != GGUF_KV_F64)
+    r = gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "metadata key %s is an array of %s, expected "
+                  "floats", key, kv_type_names[kv->elem_type]);
+  for (uint64_t i = 0; !r && i < n; i++)
+    out[i] = (float)float_at(f->buf + kv->value + i * kv_scalar_size[kv->elem_type], kv->elem_type);
+  return r;
+}
+
+int gguf_get_array_i32(const struct gguf_file *f, const char *key, int32_t *out, uint64_t n,
+                       char *err, size_t err_size) {
+  const struct gguf_kv *kv;
+  int r = meta_array(f, key, GGUF_KV_COUNT, n, &kv, err, err_size);
+  if (!r && !is_int_type(kv->elem_type))
+    r = gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "metadata key %s is an array of %s, expected "
+                  "integers", key, kv_type_names[kv->elem_type]);
+  for (uint64_t i = 0; !r && i < n; i++) {
+    bool big;
+    int64_t v = int_at(f->buf + kv->value + i * kv_scalar_size[kv->elem_type], kv->elem_type, &big);
+    if (big || v < INT32_MIN || v > INT32_MAX)
+      r = gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "metadata key %s: element %" PRIu64
+                    " = %" PRId64 " does not fit an int32", key, i, v);
+    else
+      out[i] = (int32_t)v;
+  }
+  return r;
 }
 
 /* One MLP tensor of layer l: present, supported, 2-D {ne0, ne1}. */
@@ -471,70 +687,135 @@ int gguf_mlp(const struct gguf_file *f, struct gguf_mlp *out, char *err, size_t 
 
 /* ---- writer ------------------------------------------------------------------------- */
 
-struct writer {
-  FILE *f;
-  uint64_t pos;
-  bool ok;
-};
-
-static void put(struct writer *w, const void *p, size_t n) {
+static void put(struct gguf_writer *w, const void *p, size_t n) {
   if (w->ok && fwrite(p, 1, n, w->f) != n)
-    w->ok = false;
+    w->ok = false, w->error = errno;
   w->pos += n;
 }
-static void put_u(struct writer *w, uint64_t v, int n) {
+static void put_u(struct gguf_writer *w, uint64_t v, int n) {
   uint8_t b[8];
   for (int i = 0; i < n; i++)
     b[i] = (uint8_t)(v >> (8 * i));
   put(w, b, (size_t)n);
 }
-static void put_str(struct writer *w, const char *s) {
-  put_u(w, strlen(s), 8);
-  put(w, s, strlen(s));
-}
-static void put_kv_u32(struct writer *w, const char *key, uint32_t v) {
-  put_str(w, key);
-  put_u(w, KV_U32, 4);
-  put_u(w, v, 4);
-}
-static void pad_to(struct writer *w, uint64_t align) {
-  static const uint8_t zeros[64];
-  while (w->pos % align)
-    put(w, zeros, (size_t)MIN(align - w->pos % align, sizeof(zeros)));
+
+int gguf_writer_open(struct gguf_writer *w, const char *path, uint64_t n_tensors, uint64_t n_kv,
+                     char *err, size_t err_size) {
+  *w = (struct gguf_writer){.f = fopen(path, "wb"), .ok = true};
+  if (!w->f)
+    return gguf_fail(err, err_size, GGUF_E_IO, "%s: %s", path, strerror(errno));
+  put_u(w, GGUF_MAGIC, 4);
+  put_u(w, GGUF_VERSION, 4);
+  put_u(w, n_tensors, 8);
+  put_u(w, n_kv, 8);
+  gguf_writer_kv_u32(w, "general.alignment", GGUF_DEFAULT_ALIGNMENT); /* the first of n_kv */
+  return GGUF_OK;
 }
 
-static uint64_t next_random(uint64_t *s) { /* xorshift64* */
+void gguf_writer_str(struct gguf_writer *w, const char *s, size_t len) {
+  put_u(w, len, 8);
+  put(w, s, len);
+}
+void gguf_writer_u32(struct gguf_writer *w, uint32_t v) { put_u(w, v, 4); }
+void gguf_writer_f32(struct gguf_writer *w, float v) {
+  uint32_t b;
+  memcpy(&b, &v, 4);
+  put_u(w, b, 4);
+}
+static void put_key(struct gguf_writer *w, const char *key, uint32_t type) {
+  gguf_writer_str(w, key, strlen(key));
+  put_u(w, type, 4);
+}
+void gguf_writer_kv_u32(struct gguf_writer *w, const char *key, uint32_t v) {
+  put_key(w, key, GGUF_KV_U32);
+  put_u(w, v, 4);
+}
+void gguf_writer_kv_f32(struct gguf_writer *w, const char *key, float v) {
+  put_key(w, key, GGUF_KV_F32);
+  gguf_writer_f32(w, v);
+}
+void gguf_writer_kv_str(struct gguf_writer *w, const char *key, const char *v) {
+  put_key(w, key, GGUF_KV_STRING);
+  gguf_writer_str(w, v, strlen(v));
+}
+void gguf_writer_kv_array(struct gguf_writer *w, const char *key, uint32_t elem_type,
+                          uint64_t count) {
+  put_key(w, key, GGUF_KV_ARRAY);
+  put_u(w, elem_type, 4);
+  put_u(w, count, 8);
+}
+
+static const uint32_t ggml_id[VKRT_TYPE_COUNT] = {
+  [VKRT_TYPE_F32] = GGML_TYPE_F32, [VKRT_TYPE_F16] = GGML_TYPE_F16,
+  [VKRT_TYPE_Q8_0] = GGML_TYPE_Q8_0, [VKRT_TYPE_Q4_K] = GGML_TYPE_Q4_K};
+
+uint64_t gguf_writer_tensor_info(struct gguf_writer *w, const char *name, uint64_t ne0,
+                                 uint64_t ne1, vkrt_type type) {
+  gguf_writer_str(w, name, strlen(name));
+  put_u(w, ne1 ? 2 : 1, 4);
+  put_u(w, ne0, 8);
+  if (ne1)
+    put_u(w, ne1, 8);
+  put_u(w, ggml_id[type], 4);
+  put_u(w, w->data_offset, 8);
+  uint64_t row = ne0 / vkrt_type_block(type) * vkrt_type_size(type), bytes = row * (ne1 ? ne1 : 1);
+  w->data_offset += (bytes + GGUF_DEFAULT_ALIGNMENT - 1) / GGUF_DEFAULT_ALIGNMENT * GGUF_DEFAULT_ALIGNMENT;
+  return row;
+}
+
+void gguf_writer_data(struct gguf_writer *w, const void *p, size_t n) { put(w, p, n); }
+
+void gguf_writer_align(struct gguf_writer *w) {
+  static const uint8_t zeros[64];
+  while (w->pos % GGUF_DEFAULT_ALIGNMENT)
+    put(w, zeros, (size_t)MIN(GGUF_DEFAULT_ALIGNMENT - w->pos % GGUF_DEFAULT_ALIGNMENT, sizeof(zeros)));
+}
+
+int gguf_writer_close(struct gguf_writer *w, const char *path, char *err, size_t err_size) {
+  if (w->f && fclose(w->f) != 0 && w->ok)
+    w->ok = false, w->error = errno;
+  w->f = NULL;
+  if (!w->ok)
+    return gguf_fail(err, err_size, GGUF_E_IO, "%s: write failed: %s", path, strerror(w->error));
+  return GGUF_OK;
+}
+
+uint64_t gguf_random(uint64_t *s) { /* xorshift64* */
   *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
   return *s * 0x2545f4914f6cdd1dull;
 }
 
-static uint16_t to_half(float f) { /* round to nearest; the values written are normal */
+uint16_t gguf_f32_to_f16(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t exp = (int32_t)((x >> 23) & 0xff) - 112;
-  if (exp <= 0)
-    return (uint16_t)sign;
-  if (exp >= 31)
-    return (uint16_t)(sign | 0x7bff);
-  uint32_t h = ((uint32_t)exp << 10) | ((x & 0x7fffffu) >> 13);
-  if ((x & 0x1fffu) >= 0x1000u)
-    h++;
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) /* inf, NaN (quiet) */
+    return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
+  if (ax >= 0x477ff000u) /* 65520 and above round to inf */
+    return (uint16_t)(sign | 0x7c00u);
+  if (ax < 0x38800000u) { /* below 2^-14: a subnormal half, in units of 2^-24 (exact scaling) */
+    float a;
+    memcpy(&a, &ax, 4);
+    return (uint16_t)(sign | (uint16_t)rintf(a * 16777216.0f));
+  }
+  uint32_t h = (ax >> 13) - (112u << 10), rest = ax & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1)))
+    h++; /* to nearest, ties to even; a carry moves into the exponent correctly */
   return (uint16_t)(sign | h);
 }
 
-/* One row of K weights of `type`, values of standard deviation ~1/sqrt(K). */
-static void synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
+void gguf_synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
   float amp = 1.0f / sqrtf((float)K);
   switch (type) {
   case VKRT_TYPE_F32:
   case VKRT_TYPE_F16:
     for (uint64_t k = 0; k < K; k++) {
-      float v = ((float)(next_random(s) >> 40) / (float)(1 << 24) * 2.0f - 1.0f) * 1.7f * amp;
+      float v = ((float)(gguf_random(s) >> 40) / (float)(1 << 24) * 2.0f - 1.0f) * 1.7f * amp;
       if (type == VKRT_TYPE_F32)
         memcpy(out + 4 * k, &v, 4);
       else {
-        uint16_t h = to_half(v);
+        uint16_t h = gguf_f32_to_f16(v);
         memcpy(out + 2 * k, &h, 2);
       }
     }
@@ -542,21 +823,21 @@ static void synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
   case VKRT_TYPE_Q8_0: /* q uniform in [-127, 127] (sd ~73), d ~ amp / 73 */
     for (uint64_t b = 0; b < K / 32; b++) {
       uint8_t *p = out + 34 * b;
-      uint16_t d = to_half(amp / 73.0f * (0.75f + (float)(next_random(s) >> 62) * 0.25f));
+      uint16_t d = gguf_f32_to_f16(amp / 73.0f * (0.75f + (float)(gguf_random(s) >> 62) * 0.25f));
       p[0] = (uint8_t)d, p[1] = (uint8_t)(d >> 8);
       for (int i = 0; i < 32; i++)
-        p[2 + i] = (uint8_t)(int8_t)((int)(next_random(s) % 255) - 127);
+        p[2 + i] = (uint8_t)(int8_t)((int)(gguf_random(s) % 255) - 127);
     }
     break;
   case VKRT_TYPE_Q4_K: /* w = d sc (q - 7.5) with dmin = 7.5 d and min = scale: centred */
     for (uint64_t b = 0; b < K / 256; b++) {
       uint8_t *p = out + 144 * b;
       float d = amp / (48.0f * 4.6f);
-      uint16_t hd = to_half(d), hm = to_half(7.5f * d);
+      uint16_t hd = gguf_f32_to_f16(d), hm = gguf_f32_to_f16(7.5f * d);
       p[0] = (uint8_t)hd, p[1] = (uint8_t)(hd >> 8), p[2] = (uint8_t)hm, p[3] = (uint8_t)(hm >> 8);
       uint8_t sc[8];
       for (int j = 0; j < 8; j++)
-        sc[j] = (uint8_t)(32 + next_random(s) % 32);
+        sc[j] = (uint8_t)(32 + gguf_random(s) % 32);
       uint8_t *q = p + 4; /* the 6-bit packing of ggml's get_scale_min_k4, min = scale */
       for (int j = 0; j < 4; j++) {
         q[j] = (uint8_t)((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
@@ -564,7 +845,7 @@ static void synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
         q[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((sc[j + 4] & 15) << 4));
       }
       for (int i = 0; i < 128; i++)
-        p[16 + i] = (uint8_t)next_random(s);
+        p[16 + i] = (uint8_t)gguf_random(s);
     }
     break;
   default:
@@ -575,75 +856,43 @@ static void synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
 int gguf_write_mlp(const char *path, uint32_t layers, uint32_t hidden, uint32_t ffn,
                    vkrt_type type, uint64_t seed, char *err, size_t err_size) {
   uint32_t block = vkrt_type_block(type);
-  static const uint32_t ggml_id[VKRT_TYPE_COUNT] = {
-    [VKRT_TYPE_F32] = GGML_TYPE_F32, [VKRT_TYPE_F16] = GGML_TYPE_F16,
-    [VKRT_TYPE_Q8_0] = GGML_TYPE_Q8_0, [VKRT_TYPE_Q4_K] = GGML_TYPE_Q4_K};
-  if (!block || !layers || layers > GGUF_MAX_LAYERS || !hidden || !ffn || hidden % block ||
-      ffn % block) {
-    snprintf(err, err_size, "bad shape for %s: layers %u (1..%u), hidden %u and ffn %u must be "
-             "multiples of the %u-element block", vkrt_type_str(type), layers, GGUF_MAX_LAYERS,
-             hidden, ffn, block);
-    return GGUF_E_BAD_VALUE;
+  if (!block || type == VKRT_TYPE_I32 || !layers || layers > GGUF_MAX_LAYERS || !hidden || !ffn ||
+      hidden % block || ffn % block)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "bad shape for %s: layers %u (1..%u), hidden "
+                     "%u and ffn %u must be multiples of the %u-element block", vkrt_type_str(type),
+                     layers, GGUF_MAX_LAYERS, hidden, ffn, block);
+  uint8_t *row = malloc((uint64_t)MAX(hidden, ffn) / block * vkrt_type_size(type));
+  if (!row)
+    return gguf_fail(err, err_size, GGUF_E_NO_MEMORY, "out of memory");
+  struct gguf_writer w;
+  int r = gguf_writer_open(&w, path, 3ull * layers, 6, err, err_size);
+  if (r) {
+    free(row);
+    return r;
   }
-  struct writer w = {.f = fopen(path, "wb"), .ok = true};
-  if (!w.f) {
-    snprintf(err, err_size, "%s: %s", path, strerror(errno));
-    return GGUF_E_IO;
-  }
-  uint64_t bs = vkrt_type_size(type);
-  uint64_t gate_bytes = (uint64_t)hidden / block * bs * ffn, down_bytes = (uint64_t)ffn / block * bs * hidden;
-  put_u(&w, GGUF_MAGIC, 4);
-  put_u(&w, GGUF_VERSION, 4);
-  put_u(&w, 3ull * layers, 8);
-  put_u(&w, 6, 8);
-  put_str(&w, "general.architecture");
-  put_u(&w, KV_STRING, 4);
-  put_str(&w, "llama");
-  put_str(&w, "general.name");
-  put_u(&w, KV_STRING, 4);
-  put_str(&w, "vkrt-service synthetic MLP");
-  put_kv_u32(&w, "general.alignment", GGUF_DEFAULT_ALIGNMENT);
-  put_kv_u32(&w, "llama.block_count", layers);
-  put_kv_u32(&w, "llama.embedding_length", hidden);
-  put_kv_u32(&w, "llama.feed_forward_length", ffn);
-  uint64_t offset = 0;
+  gguf_writer_kv_str(&w, "general.architecture", "llama");
+  gguf_writer_kv_str(&w, "general.name", "vkrt-service synthetic MLP");
+  gguf_writer_kv_u32(&w, "llama.block_count", layers);
+  gguf_writer_kv_u32(&w, "llama.embedding_length", hidden);
+  gguf_writer_kv_u32(&w, "llama.feed_forward_length", ffn);
+  static const char *const which[] = {"ffn_gate", "ffn_up", "ffn_down"};
   for (uint32_t l = 0; l < layers; l++)
     for (int m = 0; m < 3; m++) {
       char name[64];
-      static const char *const which[] = {"ffn_gate", "ffn_up", "ffn_down"};
       snprintf(name, sizeof(name), "blk.%u.%s.weight", l, which[m]);
-      put_str(&w, name);
-      put_u(&w, 2, 4);
-      put_u(&w, m < 2 ? hidden : ffn, 8);
-      put_u(&w, m < 2 ? ffn : hidden, 8);
-      put_u(&w, ggml_id[type], 4);
-      put_u(&w, offset, 8);
-      offset += (m < 2 ? gate_bytes : down_bytes);
-      offset = (offset + GGUF_DEFAULT_ALIGNMENT - 1) / GGUF_DEFAULT_ALIGNMENT * GGUF_DEFAULT_ALIGNMENT;
+      gguf_writer_tensor_info(&w, name, m < 2 ? hidden : ffn, m < 2 ? ffn : hidden, type);
     }
-  pad_to(&w, GGUF_DEFAULT_ALIGNMENT);
-  uint64_t rng = seed * 0x9e3779b97f4a7c15ull + 1, max_row = (uint64_t)MAX(hidden, ffn) / block * bs;
-  uint8_t *row = malloc(max_row);
-  if (!row) {
-    fclose(w.f);
-    snprintf(err, err_size, "out of memory");
-    return GGUF_E_NO_MEMORY;
-  }
+  gguf_writer_align(&w);
+  uint64_t rng = seed * 0x9e3779b97f4a7c15ull + 1;
   for (uint32_t l = 0; l < layers; l++)
     for (int m = 0; m < 3; m++) {
       uint64_t K = m < 2 ? hidden : ffn, N = m < 2 ? ffn : hidden;
       for (uint64_t n = 0; n < N; n++) {
-        synth_row(row, type, K, &rng);
-        put(&w, row, (size_t)(K / block * bs));
+        gguf_synth_row(row, type, K, &rng);
+        gguf_writer_data(&w, row, (size_t)(K / block * vkrt_type_size(type)));
       }
-      pad_to(&w, GGUF_DEFAULT_ALIGNMENT);
+      gguf_writer_align(&w);
     }
   free(row);
-  if (fclose(w.f) != 0)
-    w.ok = false;
-  if (!w.ok) {
-    snprintf(err, err_size, "%s: write failed: %s", path, strerror(errno));
-    return GGUF_E_IO;
-  }
-  return GGUF_OK;
+  return gguf_writer_close(&w, path, err, err_size);
 }

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "vkrt/vkrt.h"
 
@@ -23,6 +24,13 @@
 #define GGUF_DEFAULT_ALIGNMENT 32u
 #define GGUF_MAX_DIMS 4u
 #define GGUF_MAX_NAME 256u /* bytes of a tensor name (ggml's limit is 64) */
+
+/* GGUF metadata value types. */
+enum {
+  GGUF_KV_U8, GGUF_KV_I8, GGUF_KV_U16, GGUF_KV_I16, GGUF_KV_U32, GGUF_KV_I32, GGUF_KV_F32,
+  GGUF_KV_BOOL, GGUF_KV_STRING, GGUF_KV_ARRAY, GGUF_KV_U64, GGUF_KV_I64, GGUF_KV_F64,
+  GGUF_KV_COUNT
+};
 
 /* ggml type ids (ggml.h enum ggml_type) this service loads. */
 enum {
@@ -59,6 +67,16 @@ struct gguf_tensor {
   vkrt_type type;
 };
 
+/* One metadata entry: the key and where its value lies in the file (checked by the parse). */
+struct gguf_kv {
+  const char *key;      /* not NUL-terminated: key_len bytes */
+  uint64_t key_len;
+  uint32_t type;        /* GGUF_KV_* */
+  uint32_t elem_type;   /* arrays: the element type */
+  uint64_t count;       /* arrays: the element count */
+  uint64_t value;       /* byte offset in buf of the value (arrays: of the first element) */
+};
+
 struct gguf_file {
   const uint8_t *buf;   /* the whole file (mapped read-only by gguf_open) */
   size_t size;
@@ -71,6 +89,7 @@ struct gguf_file {
   struct gguf_tensor *tensors;
   char *names;          /* storage of the tensor names */
   char architecture[64]; /* general.architecture ("" when absent) */
+  struct gguf_kv *kvs;  /* kv_count entries, in file order */
 };
 
 /* Parses buf (which must outlive out). 0 or a GGUF_E_* code with the reason in err. */
@@ -80,6 +99,41 @@ int gguf_open(const char *path, struct gguf_file *out, char *err, size_t err_siz
 void gguf_close(struct gguf_file *f);
 const struct gguf_tensor *gguf_find(const struct gguf_file *f, const char *name);
 const char *gguf_error_str(int code);
+
+/* Formats the message into err (when err_size) and returns code. */
+int gguf_fail(char *err, size_t err_size, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Metadata by key. Each returns 0, GGUF_E_MISSING when the key is absent or GGUF_E_BAD_VALUE
+ * when its value has another type or does not fit, with a message naming the key in err.
+ * Integers of any width are taken when the value fits; floats from f32 or f64. */
+const struct gguf_kv *gguf_kv_find(const struct gguf_file *f, const char *key);
+int gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out, char *err,
+                 size_t err_size);
+int gguf_get_i32(const struct gguf_file *f, const char *key, int32_t *out, char *err,
+                 size_t err_size);
+int gguf_get_f32(const struct gguf_file *f, const char *key, float *out, char *err,
+                 size_t err_size);
+int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out, char *err,
+                  size_t err_size);
+/* A string value: *s points into the file (not NUL-terminated), *len bytes. */
+int gguf_get_string(const struct gguf_file *f, const char *key, const char **s, uint64_t *len,
+                    char *err, size_t err_size);
+/* The element count of an array whose elements are of type elem (GGUF_KV_*). */
+int gguf_get_array_len(const struct gguf_file *f, const char *key, uint32_t elem,
+                       uint64_t *count, char *err, size_t err_size);
+/* The elements of an array of strings / f32 / i32 (any integer type that fits), exactly n of
+ * them (the array's length must be n). */
+struct gguf_str {
+  const char *s;
+  uint64_t len;
+};
+int gguf_get_array_str(const struct gguf_file *f, const char *key, struct gguf_str *out,
+                       uint64_t n, char *err, size_t err_size);
+int gguf_get_array_f32(const struct gguf_file *f, const char *key, float *out, uint64_t n,
+                       char *err, size_t err_size);
+int gguf_get_array_i32(const struct gguf_file *f, const char *key, int32_t *out, uint64_t n,
+                       char *err, size_t err_size);
 
 /* The MLP of a llama-style model: blk.N.ffn_gate.weight and ffn_up.weight (ne = {hidden,
  * ffn}), ffn_down.weight (ne = {ffn, hidden}) for N = 0..layers-1, each f32, f16, q8_0 or
@@ -94,6 +148,47 @@ int gguf_mlp(const struct gguf_file *f, struct gguf_mlp *out, char *err, size_t 
 /* Pointer to a tensor's data and its row stride in bytes (ne[0] elements). */
 const uint8_t *gguf_data(const struct gguf_file *f, const struct gguf_tensor *t);
 uint64_t gguf_row_bytes(const struct gguf_tensor *t);
+
+/* The service's one pseudo-random generator (xorshift64*; *state must not be 0) and its one
+ * float -> IEEE half conversion (round to nearest even, subnormals, inf and NaN; the other way
+ * is vkrt_dequantize_row(VKRT_TYPE_F16, ...)). */
+uint64_t gguf_random(uint64_t *state);
+uint16_t gguf_f32_to_f16(float f);
+
+/* A streaming GGUF v3 writer (the file is never held in memory): gguf_writer_open writes the
+ * header and general.alignment (the first of n_kv key/values); then the other key/values;
+ * then the tensor infos (offsets assigned in order, each tensor aligned); gguf_writer_align;
+ * then each tensor's bytes in the same order, gguf_writer_align after each. A write error is
+ * kept and reported by gguf_writer_close, which closes the file. */
+struct gguf_writer {
+  FILE *f;
+  uint64_t pos, data_offset;
+  bool ok;
+  int error;              /* errno of the first failure */
+};
+int gguf_writer_open(struct gguf_writer *w, const char *path, uint64_t n_tensors, uint64_t n_kv,
+                     char *err, size_t err_size);
+void gguf_writer_kv_u32(struct gguf_writer *w, const char *key, uint32_t v);
+void gguf_writer_kv_f32(struct gguf_writer *w, const char *key, float v);
+void gguf_writer_kv_str(struct gguf_writer *w, const char *key, const char *v);
+/* An array's header; its count elements follow (gguf_writer_str/u32/f32). */
+void gguf_writer_kv_array(struct gguf_writer *w, const char *key, uint32_t elem_type,
+                          uint64_t count);
+void gguf_writer_str(struct gguf_writer *w, const char *s, size_t len);
+void gguf_writer_u32(struct gguf_writer *w, uint32_t v);
+void gguf_writer_f32(struct gguf_writer *w, float v);
+/* One tensor info, {ne0} (ne1 0) or {ne0, ne1}, of an f32/f16/q8_0/q4_K type (ne0 whole
+ * blocks); returns the bytes of one row. */
+uint64_t gguf_writer_tensor_info(struct gguf_writer *w, const char *name, uint64_t ne0,
+                                 uint64_t ne1, vkrt_type type);
+void gguf_writer_data(struct gguf_writer *w, const void *p, size_t n);
+void gguf_writer_align(struct gguf_writer *w);
+int gguf_writer_close(struct gguf_writer *w, const char *path, char *err, size_t err_size);
+
+/* One row of K pseudo-random weights of `type` with standard deviation ~1/sqrt(K), so a
+ * matrix of them keeps unit activations (quantized types: random quants and scales, q4_K
+ * centred by its mins). */
+void gguf_synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *rng);
 
 /* Writes a synthetic llama-style GGUF: general.architecture "llama", general.alignment 32,
  * llama.block_count/embedding_length/feed_forward_length, and per layer the three MLP

@@ -11,6 +11,11 @@ static void log_stderr(void *user, vkrt_log_level level, const char *message) {
   fprintf(stderr, "vkrt-test: %s: %s\n", names[level & 3], message);
 }
 
+bool vkt_sync_validation_pass(void) {
+  const char *sync = getenv("VKRT_TEST_SYNC_VALIDATION");
+  return sync && sync[0] == '1';
+}
+
 void vkt_options(vkrt_options *o) {
   vkrt_options_initialize(o);
   /* VKRT_TEST_VALIDATION=0 turns the layer off for one run (tools/mutation-check.sh: a
@@ -20,8 +25,7 @@ void vkt_options(vkrt_options *o) {
                          !(validation && validation[0] == '0');
   /* tests/run sets this for its second pass: synchronization validation on (hazards are
    * validation messages, so vkt_close fails the test on any). */
-  const char *sync = getenv("VKRT_TEST_SYNC_VALIDATION");
-  o->enable_sync_validation = o->enable_validation && sync && sync[0] == '1';
+  o->enable_sync_validation = o->enable_validation && vkt_sync_validation_pass();
   o->log = log_stderr;
   o->log_level = VKRT_LOG_WARN;
 }

@@ -10,6 +10,7 @@
 #pragma once
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,9 @@
 /* vkrt_options_initialize + validation on (CONFIG_VKRT_VALIDATION_IN_TESTS) + a log to
  * stderr of warnings and errors (prefixed "vkrt-test: "). */
 void vkt_options(vkrt_options *options);
+/* Whether this run is tests/run's synchronization-validation pass (VKRT_TEST_SYNC_VALIDATION
+ * is "1"; other values, "0" included, mean the plain pass). */
+bool vkt_sync_validation_pass(void);
 /* vkrt_open that fails the test (printing the status and message) when it fails. */
 vkrt_appliance *vkt_open(const vkrt_options *options);
 /* Asserts vkrt_validation_message_count(app) == 0, then closes. */

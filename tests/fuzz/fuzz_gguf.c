@@ -1,12 +1,73 @@
 /* libFuzzer harness over vkrt-service's GGUF parser (apps/vkrt-service/gguf.c): any bytes are
  * parsed as a whole file; on success every tensor lies inside the buffer at an aligned
- * offset, names are unique and NUL-terminated, and the MLP lookup either fails with a message
- * or returns tensors of consistent shapes whose data is inside the buffer (read to the last
- * byte, so ASan sees any overrun). */
+ * offset, names are unique and NUL-terminated, every metadata getter stays inside the buffer,
+ * the llama model and vocabulary load or fail with a message (a loaded vocabulary tokenizes
+ * into its own ids), and the MLP lookup either fails with a message or returns tensors of
+ * consistent shapes whose data is inside the buffer (read to the last byte, so ASan sees any
+ * overrun). */
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "../../apps/vkrt-service/gguf.h"
+#include "../../apps/vkrt-service/llama.h"
+
+/* Every metadata entry through its getter (arrays read to the last element), then the llama
+ * model and vocabulary (a short text tokenized and decoded when they load). */
+static unsigned metadata(const struct gguf_file *f) {
+  unsigned sum = 0;
+  char err[512], key[256];
+  for (uint64_t i = 0; i < f->kv_count; i++) {
+    const struct gguf_kv *kv = &f->kvs[i];
+    if (kv->key_len >= sizeof(key) || memchr(kv->key, 0, kv->key_len))
+      continue;
+    memcpy(key, kv->key, kv->key_len);
+    key[kv->key_len] = '\0';
+    uint32_t u;
+    int32_t v;
+    float x;
+    bool b;
+    const char *s;
+    uint64_t len, n;
+    int r = gguf_get_u32(f, key, &u, err, sizeof(err)) | gguf_get_i32(f, key, &v, err, sizeof(err)) |
+            gguf_get_f32(f, key, &x, err, sizeof(err)) | gguf_get_bool(f, key, &b, err, sizeof(err));
+    (void)r;
+    if (!gguf_get_string(f, key, &s, &len, err, sizeof(err)) && len)
+      sum += (uint8_t)s[len - 1];
+    if (gguf_get_array_len(f, key, kv->elem_type, &n, err, sizeof(err)) || !n || n > 4096)
+      continue;
+    void *out = malloc(n * (sizeof(struct gguf_str)));
+    assert(out);
+    if (!gguf_get_array_str(f, key, out, n, err, sizeof(err))) {
+      const struct gguf_str *strs = out;
+      for (uint64_t j = 0; j < n; j++)
+        sum += strs[j].len ? (uint8_t)strs[j].s[strs[j].len - 1] : 0;
+    }
+    if (!gguf_get_array_f32(f, key, out, n, err, sizeof(err)))
+      sum += ((const float *)out)[n - 1] > 0;
+    if (!gguf_get_array_i32(f, key, out, n, err, sizeof(err)))
+      sum += (unsigned)((const int32_t *)out)[n - 1];
+    free(out);
+  }
+  static struct llama_model m;
+  if (!llama_model_load(f, &m, err, sizeof(err)))
+    sum += (unsigned)llama_weight_bytes(&m);
+  else
+    assert(err[0] != '\0');
+  struct llama_vocab *voc;
+  if (!llama_vocab_load(f, &voc, err, sizeof(err))) {
+    int32_t ids[64];
+    int32_t k = llama_tokenize(voc, "Once upon a time, \xc3\xbc!", true, ids, 64);
+    char piece[32];
+    for (int32_t j = 0; j < k; j++) {
+      assert(ids[j] >= 0 && ids[j] < (int32_t)llama_vocab_size(voc));
+      sum += (unsigned)llama_token_piece(voc, ids[j], piece, sizeof(piece));
+    }
+    llama_vocab_free(voc);
+  } else {
+    assert(err[0] != '\0');
+  }
+  return sum;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -34,6 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (t->size)
       sum += gguf_data(&f, t)[t->size - 1];
   }
+  sum += metadata(&f);
   struct gguf_mlp mlp;
   r = gguf_mlp(&f, &mlp, err, sizeof(err));
   if (r == GGUF_OK) {

@@ -296,10 +296,115 @@ static void test_writer_round_trip(void **state) {
                    GGUF_E_IO);
 }
 
+/* The metadata getters on a file of every value type: integers of every width (sign-extended,
+ * range-checked into u32/i32), floats from f32 and f64, bool, strings, arrays of strings, f32
+ * and integers; a missing key, a key of another type and a value that does not fit each fail
+ * with a message naming the key. */
+static void test_metadata(void **state) {
+  (void)state;
+  struct buf b;
+  b_header(&b, 0, 15);
+  b_str(&b, "u8"), b_u(&b, GGUF_KV_U8, 4), b_u(&b, 200, 1);
+  b_str(&b, "i8"), b_u(&b, GGUF_KV_I8, 4), b_u(&b, (uint8_t)-5, 1);
+  b_str(&b, "i16"), b_u(&b, GGUF_KV_I16, 4), b_u(&b, (uint16_t)-300, 2);
+  b_str(&b, "u32"), b_u(&b, GGUF_KV_U32, 4), b_u(&b, 4000000000u, 4);
+  b_str(&b, "i32"), b_u(&b, GGUF_KV_I32, 4), b_u(&b, (uint32_t)-7, 4);
+  b_str(&b, "u64"), b_u(&b, GGUF_KV_U64, 4), b_u(&b, 1ull << 63, 8);
+  b_str(&b, "i64"), b_u(&b, GGUF_KV_I64, 4), b_u(&b, 123456, 8);
+  float half = 0.5f;
+  uint32_t bits;
+  memcpy(&bits, &half, 4);
+  b_str(&b, "f32"), b_u(&b, GGUF_KV_F32, 4), b_u(&b, bits, 4);
+  double third = 1.0 / 3;
+  uint64_t bits64;
+  memcpy(&bits64, &third, 8);
+  b_str(&b, "f64"), b_u(&b, GGUF_KV_F64, 4), b_u(&b, bits64, 8);
+  b_str(&b, "flag"), b_u(&b, GGUF_KV_BOOL, 4), b_u(&b, 1, 1);
+  b_str(&b, "name"), b_u(&b, GGUF_KV_STRING, 4), b_str(&b, "llama");
+  b_str(&b, "strs"), b_u(&b, GGUF_KV_ARRAY, 4), b_u(&b, GGUF_KV_STRING, 4), b_u(&b, 3, 8);
+  b_str(&b, "a"), b_str(&b, ""), b_str(&b, "xyz");
+  b_str(&b, "floats"), b_u(&b, GGUF_KV_ARRAY, 4), b_u(&b, GGUF_KV_F32, 4), b_u(&b, 2, 8);
+  b_u(&b, bits, 4), b_u(&b, bits ^ 0x80000000u, 4);
+  b_str(&b, "ints"), b_u(&b, GGUF_KV_ARRAY, 4), b_u(&b, GGUF_KV_I16, 4), b_u(&b, 2, 8);
+  b_u(&b, (uint16_t)-2, 2), b_u(&b, 9, 2);
+  b_str(&b, "bigs"), b_u(&b, GGUF_KV_ARRAY, 4), b_u(&b, GGUF_KV_U32, 4), b_u(&b, 2, 8);
+  b_u(&b, 1, 4), b_u(&b, 3000000000u, 4);
+  expect(&b, GGUF_OK, "");
+  struct gguf_file f;
+  char err[256];
+  assert_int_equal(gguf_parse(b.data, b.len, &f, err, sizeof(err)), GGUF_OK);
+  uint32_t u;
+  int32_t i;
+  float x;
+  bool flag;
+  assert_int_equal(gguf_get_u32(&f, "u8", &u, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(u, 200);
+  assert_int_equal(gguf_get_i32(&f, "i8", &i, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(i, -5);
+  assert_int_equal(gguf_get_i32(&f, "i16", &i, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(i, -300);
+  assert_int_equal(gguf_get_u32(&f, "i16", &u, err, sizeof(err)), GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "i16 = -300 is out of range"));
+  assert_int_equal(gguf_get_u32(&f, "u32", &u, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(u, 4000000000u);
+  assert_int_equal(gguf_get_i32(&f, "u32", &i, err, sizeof(err)), GGUF_E_BAD_VALUE);
+  assert_int_equal(gguf_get_i32(&f, "i32", &i, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(i, -7);
+  assert_int_equal(gguf_get_u32(&f, "u64", &u, err, sizeof(err)), GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "u64"));
+  assert_int_equal(gguf_get_u32(&f, "i64", &u, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(u, 123456);
+  assert_int_equal(gguf_get_f32(&f, "f32", &x, err, sizeof(err)), GGUF_OK);
+  assert_true(x == 0.5f);
+  assert_int_equal(gguf_get_f32(&f, "f64", &x, err, sizeof(err)), GGUF_OK);
+  assert_true(x == (float)(1.0 / 3));
+  assert_int_equal(gguf_get_f32(&f, "u32", &x, err, sizeof(err)), GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "metadata key u32 is a u32, expected a float"));
+  assert_int_equal(gguf_get_bool(&f, "flag", &flag, err, sizeof(err)), GGUF_OK);
+  assert_true(flag);
+  assert_int_equal(gguf_get_u32(&f, "flag", &u, err, sizeof(err)), GGUF_E_BAD_VALUE);
+  const char *str;
+  uint64_t len, n;
+  assert_int_equal(gguf_get_string(&f, "name", &str, &len, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(len, 5);
+  assert_memory_equal(str, "llama", 5);
+  assert_int_equal(gguf_get_string(&f, "nope", &str, &len, err, sizeof(err)), GGUF_E_MISSING);
+  assert_string_equal(err, "missing metadata key nope");
+  assert_int_equal(gguf_get_string(&f, "strs", &str, &len, err, sizeof(err)), GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "strs is a array, expected a string"));
+  assert_int_equal(gguf_get_array_len(&f, "strs", GGUF_KV_STRING, &n, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(n, 3);
+  assert_int_equal(gguf_get_array_len(&f, "strs", GGUF_KV_F32, &n, err, sizeof(err)),
+                   GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "array of string, expected an array of f32"));
+  struct gguf_str strs[3];
+  assert_int_equal(gguf_get_array_str(&f, "strs", strs, 3, err, sizeof(err)), GGUF_OK);
+  assert_int_equal(strs[0].len, 1);
+  assert_int_equal(strs[1].len, 0);
+  assert_int_equal(strs[2].len, 3);
+  assert_memory_equal(strs[2].s, "xyz", 3);
+  assert_int_equal(gguf_get_array_str(&f, "strs", strs, 2, err, sizeof(err)), GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "strs has 3 elements, expected 2"));
+  float fl[2];
+  assert_int_equal(gguf_get_array_f32(&f, "floats", fl, 2, err, sizeof(err)), GGUF_OK);
+  assert_true(fl[0] == 0.5f && fl[1] == -0.5f);
+  assert_int_equal(gguf_get_array_f32(&f, "ints", fl, 2, err, sizeof(err)), GGUF_E_BAD_VALUE);
+  int32_t in[2];
+  assert_int_equal(gguf_get_array_i32(&f, "ints", in, 2, err, sizeof(err)), GGUF_OK);
+  assert_true(in[0] == -2 && in[1] == 9);
+  assert_int_equal(gguf_get_array_i32(&f, "bigs", in, 2, err, sizeof(err)), GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "bigs: element 1 = 3000000000 does not fit an int32"));
+  assert_int_equal(gguf_get_array_i32(&f, "floats", in, 2, err, sizeof(err)), GGUF_E_BAD_VALUE);
+  assert_null(gguf_kv_find(&f, "u"));       /* a prefix of a key is not the key */
+  assert_non_null(gguf_kv_find(&f, "u8"));
+  gguf_close(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_handmade),
       cmocka_unit_test(test_writer_round_trip),
+      cmocka_unit_test(test_metadata),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/vk_test.h"
@@ -76,7 +77,7 @@ static void print_fds(int from) {
 static void test_open_close_stable(void **state) {
   (void)state;
   /* Nothing here records GPU work: the sync-validation pass would only add minutes. */
-  vkt_skip_if(getenv("VKRT_TEST_SYNC_VALIDATION") != NULL);
+  vkt_skip_if(vkt_sync_validation_pass());
   static const uint32_t transports[] = {VKRT_TRANSPORT_NONE, VKRT_TRANSPORT_NATIVE_FD,
                                         VKRT_TRANSPORT_CPU_PROXY, VKRT_TRANSPORT_HOST_STAGED};
   for (size_t t = 0; t < VKRT_ARRAY_SIZE(transports); t++) {
@@ -287,6 +288,128 @@ static void test_stream_ring(void **state) {
   dev->vk.vkDestroySemaphore(dev->handle, extra, NULL);
 
   assert_int_equal(vkrt_wait(app, 0, 1000000, 1000), VKRT_ERROR_INVALID_ARGUMENT);
+  vkrt_buffer_destroy(buf);
+  vkt_close(app);
+}
+
+/* ---- vkrt_wait with short timeouts --------------------------------------------------- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A timeline semaphore the host signals: a submit waiting for it stays unfinished until the
+ * test opens the gate, or a watchdog does after `watchdog_s` (a wait that ignores its timeout
+ * then returns late instead of hanging the test). */
+struct gate {
+  struct vkrt_device *dev;
+  VkSemaphore sem;
+  double watchdog_s;
+  bool opened;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+};
+
+static void gate_open(struct gate *g) {
+  pthread_mutex_lock(&g->lock);
+  if (!g->opened) {
+    VkSemaphoreSignalInfo signal = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
+                                    .semaphore = g->sem, .value = 1};
+    assert_int_equal(g->dev->vk.vkSignalSemaphore(g->dev->handle, &signal), VK_SUCCESS);
+    g->opened = true;
+    pthread_cond_broadcast(&g->cond);
+  }
+  pthread_mutex_unlock(&g->lock);
+}
+
+static void *gate_watchdog(void *arg) {
+  struct gate *g = arg;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += (time_t)g->watchdog_s;
+  pthread_mutex_lock(&g->lock);
+  while (!g->opened && pthread_cond_timedwait(&g->cond, &g->lock, &until) == 0)
+    ;
+  pthread_mutex_unlock(&g->lock);
+  gate_open(g);
+  return NULL;
+}
+
+/* A ticket whose work waits for the host: vkrt_wait with a timeout of 0, 1 us, 1 ms and
+ * 5 ms returns VKRT_ERROR_TIMEOUT within about the timeout, on the blocking path (spin 0,
+ * the CPU devices' setting) and on the spin path (the GPUs' 2 ms spin, forced here): a
+ * timeout shorter than the spin must not turn into an endless wait. Then the work runs and
+ * its bytes are there. */
+static void test_wait_short_timeouts(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  uint32_t d = vkrt_device_count(app) - 1;
+  struct vkrt_device *dev = &app->sys.devices[d];
+  uint64_t seed = vkt_seed(0);
+  vkrt_buffer *buf;
+  vkt_check(app, vkrt_buffer_create(app, d, 4096, VKRT_BUFFER_HOST_VISIBLE, &buf));
+  uint32_t *p;
+  vkt_check(app, vkrt_buffer_map(buf, (void **)&p));
+  static const uint64_t spins[] = {0, VKRT_STREAM_SPIN_NS};
+  static const uint64_t timeouts[] = {0, 1000, 1000000, 5000000};
+  const uint64_t spin_before = dev->stream.spin_ns;
+  for (size_t si = 0; si < VKT_ARRAY_SIZE(spins); si++) {
+    dev->stream.spin_ns = spins[si];
+    static struct gate gates[VKT_ARRAY_SIZE(spins)]; /* outlive a failed case's watchdog */
+    struct gate *g = &gates[si];
+    *g = (struct gate){.dev = dev, .watchdog_s = 3};
+    pthread_mutex_init(&g->lock, NULL);
+    pthread_cond_init(&g->cond, NULL);
+    vkt_check(app, vkrt_timeline_create(dev, NULL, "test gate", &g->sem));
+    uint32_t value = (uint32_t)vkt_next(&seed) | 1u;
+    vkt_poison(p, 4096);
+    vkt_check(app, vkrt_stream_add_wait(dev, g->sem, 1));
+    vkt_check(app, vkrt_cmd_fill(buf, 0, 4096, value));
+    uint64_t ticket;
+    vkt_check(app, vkrt_submit(app, d, &ticket));
+    pthread_t watchdog;
+    assert_int_equal(pthread_create(&watchdog, NULL, gate_watchdog, g), 0);
+    for (size_t ti = 0; ti < VKT_ARRAY_SIZE(timeouts); ti++) {
+      double t0 = now_s();
+      vkrt_status s = vkrt_wait(app, d, ticket, timeouts[ti]);
+      double ms = (now_s() - t0) * 1e3;
+      print_message("vkrt-test: spin %llu ns, timeout %llu ns: %s after %.3f ms\n",
+                    (unsigned long long)spins[si], (unsigned long long)timeouts[ti],
+                    vkrt_status_str(s), ms);
+      if (s != VKRT_ERROR_TIMEOUT)
+        fail_msg("spin %llu ns: a wait of %llu ns for unfinished work returned %s after "
+                 "%.3f ms, want VKRT_ERROR_TIMEOUT",
+                 (unsigned long long)spins[si], (unsigned long long)timeouts[ti],
+                 vkrt_status_str(s), ms);
+      char within[64]; /* the caller's timeout, not what was left after the spin */
+      snprintf(within, sizeof(within), "not reached within %llu ns",
+               (unsigned long long)timeouts[ti]);
+      if (!strstr(vkrt_last_error(app), within))
+        fail_msg("message '%s' lacks '%s'", vkrt_last_error(app), within);
+      /* promptly: the timeout plus scheduling noise on a loaded machine, far below the
+       * watchdog's seconds */
+      if (ms > timeouts[ti] * 1e-6 + 250)
+        fail_msg("spin %llu ns: a wait of %llu ns took %.3f ms", (unsigned long long)spins[si],
+                 (unsigned long long)timeouts[ti], ms);
+      /* the spin part runs on the host clock: it used at least the spin the timeout allows */
+      assert_true(ms * 1e6 >= (double)VKT_MIN(spins[si], timeouts[ti]));
+    }
+    assert_int_equal(p[0], 0xDEADBEEFu); /* nothing ran while the gate was closed */
+    gate_open(g);
+    vkt_check(app, vkrt_wait(app, d, ticket, UINT64_MAX));
+    for (int i = 0; i < 1024; i++)
+      if (p[i] != value)
+        fail_msg("word %d: 0x%08x, want 0x%08x", i, p[i], value);
+    assert_int_equal(pthread_join(watchdog, NULL), 0);
+    vkrt_timeline_destroy(dev, g->sem);
+    pthread_cond_destroy(&g->cond);
+    pthread_mutex_destroy(&g->lock);
+  }
+  dev->stream.spin_ns = spin_before;
   vkrt_buffer_destroy(buf);
   vkt_close(app);
 }
@@ -709,6 +832,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_open_four),
       cmocka_unit_test(test_buffer_round_trip),
       cmocka_unit_test(test_stream_ring),
+      cmocka_unit_test(test_wait_short_timeouts),
       cmocka_unit_test(test_sync_validation),
       cmocka_unit_test(test_board_mismatch),
       cmocka_unit_test(test_validation_counts),

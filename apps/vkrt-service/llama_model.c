@@ -1,0 +1,154 @@
+/* The llama model of a GGUF file: hyper-parameters from the metadata, every tensor found and
+ * its type and shape checked against them (see llama.h). Names and keys as llama.cpp's
+ * LLM_ARCH_LLAMA. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "llama.h"
+
+/* Tensor `name`: present, of an allowed type (norms f32 only), shape {ne0, ne1} (ne1 0: a
+ * vector {ne0}). */
+static int find_tensor(const struct gguf_file *f, const char *name, bool norm, uint64_t ne0,
+                       uint64_t ne1, const struct gguf_tensor **out, char *err, size_t err_size) {
+  const struct gguf_tensor *t = gguf_find(f, name);
+  *out = NULL;
+  if (!t)
+    return gguf_fail(err, err_size, GGUF_E_MISSING, "missing tensor %s", name);
+  if (norm ? t->ggml_type != GGML_TYPE_F32 : !t->supported)
+    return gguf_fail(err, err_size, GGUF_E_TYPE, "tensor %s has ggml type %u; %s", name, t->ggml_type,
+                norm ? "norm weights are f32" : "matrices are f32, f16, q8_0 or q4_K");
+  uint64_t want1 = ne1 ? ne1 : 1;
+  if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1) {
+    if (ne1)
+      return gguf_fail(err, err_size, GGUF_E_MISSING, "tensor %s has shape {%" PRIu64 ", %" PRIu64
+                  ", %" PRIu64 ", %" PRIu64 "}, the metadata says {%" PRIu64 ", %" PRIu64 "}",
+                  name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], ne0, ne1);
+    return gguf_fail(err, err_size, GGUF_E_MISSING, "tensor %s has shape {%" PRIu64 ", %" PRIu64
+                ", %" PRIu64 ", %" PRIu64 "}, the metadata says {%" PRIu64 "}", name, t->ne[0],
+                t->ne[1], t->ne[2], t->ne[3], ne0);
+  }
+  *out = t;
+  return GGUF_OK;
+}
+
+static int layer_tensor(const struct gguf_file *f, uint32_t l, const char *which, bool norm,
+                        uint64_t ne0, uint64_t ne1, const struct gguf_tensor **out, char *err,
+                        size_t err_size) {
+  char name[64];
+  snprintf(name, sizeof(name), "blk.%u.%s.weight", l, which);
+  return find_tensor(f, name, norm, ne0, ne1, out, err, err_size);
+}
+
+/* A required (or, with def given, optional) u32 key that must be at least 1. */
+static int key_u32(const struct gguf_file *f, const char *key, const uint32_t *def,
+                   uint32_t *out, char *err, size_t err_size) {
+  int r = gguf_get_u32(f, key, out, err, err_size);
+  if (r == GGUF_E_MISSING && def) {
+    *out = *def;
+    return GGUF_OK;
+  }
+  if (!r && *out == 0)
+    r = gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "metadata key %s is 0", key);
+  return r;
+}
+
+static int load_hparams(const struct gguf_file *f, struct llama_hparams *hp, char *err,
+                        size_t err_size) {
+  int r;
+  if ((r = key_u32(f, "llama.block_count", NULL, &hp->n_layer, err, err_size)) ||
+      (r = key_u32(f, "llama.embedding_length", NULL, &hp->n_embd, err, err_size)) ||
+      (r = key_u32(f, "llama.feed_forward_length", NULL, &hp->n_ff, err, err_size)) ||
+      (r = key_u32(f, "llama.attention.head_count", NULL, &hp->n_head, err, err_size)) ||
+      (r = key_u32(f, "llama.attention.head_count_kv", &hp->n_head, &hp->n_head_kv, err,
+                   err_size)) ||
+      (r = key_u32(f, "llama.context_length", NULL, &hp->n_ctx_train, err, err_size)) ||
+      (r = gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &hp->eps, err, err_size)))
+    return r;
+  if (hp->n_layer > LLAMA_MAX_LAYERS)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.block_count = %u; at most %u layers",
+                hp->n_layer, LLAMA_MAX_LAYERS);
+  if (hp->n_embd % hp->n_head)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.embedding_length = %u is not a multiple "
+                "of llama.attention.head_count = %u", hp->n_embd, hp->n_head);
+  if (hp->n_head % hp->n_head_kv)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.attention.head_count = %u is not a "
+                "multiple of llama.attention.head_count_kv = %u", hp->n_head, hp->n_head_kv);
+  hp->head_dim = hp->n_embd / hp->n_head;
+  if ((r = key_u32(f, "llama.rope.dimension_count", &hp->head_dim, &hp->n_rot, err, err_size)))
+    return r;
+  if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.rope.dimension_count = %u: RoPE turns "
+                "an even number of dimensions up to the head size %u", hp->n_rot, hp->head_dim);
+  if (!(hp->eps > 0 && hp->eps < 1))
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE,
+                "llama.attention.layer_norm_rms_epsilon = %g is not in (0, 1)", (double)hp->eps);
+  hp->rope_freq_base = 10000.0f;
+  r = gguf_get_f32(f, "llama.rope.freq_base", &hp->rope_freq_base, err, err_size);
+  if (r == GGUF_E_MISSING)
+    hp->rope_freq_base = 10000.0f, r = GGUF_OK;
+  if (!r && !(hp->rope_freq_base > 1))
+    r = gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.rope.freq_base = %g is not above 1",
+             (double)hp->rope_freq_base);
+  return r;
+}
+
+int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *err,
+                     size_t err_size) {
+  memset(out, 0, sizeof(*out));
+  if (strcmp(f->architecture, "llama"))
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "general.architecture is \"%s\"; vkrt-service "
+                "runs \"llama\" models", f->architecture);
+  struct llama_hparams *hp = &out->hp;
+  int r = load_hparams(f, hp, err, err_size);
+  if (r)
+    return r;
+  const struct gguf_tensor *te = gguf_find(f, "token_embd.weight");
+  if (!te)
+    return gguf_fail(err, err_size, GGUF_E_MISSING, "missing tensor token_embd.weight");
+  if (te->ne[1] < 1 || te->ne[1] > INT32_MAX)
+    return gguf_fail(err, err_size, GGUF_E_MISSING, "tensor token_embd.weight has %" PRIu64
+                " rows (the vocabulary)", te->ne[1]);
+  hp->n_vocab = (uint32_t)te->ne[1];
+  uint64_t tokens;
+  if (!gguf_get_array_len(f, "tokenizer.ggml.tokens", GGUF_KV_STRING, &tokens, NULL, 0) &&
+      tokens != hp->n_vocab)
+    return gguf_fail(err, err_size, GGUF_E_MISSING, "tensor token_embd.weight has %u rows but "
+                "tokenizer.ggml.tokens has %" PRIu64 " tokens", hp->n_vocab, tokens);
+  uint64_t E = hp->n_embd, Q = (uint64_t)hp->n_head * hp->head_dim,
+           KV = (uint64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
+  if ((r = find_tensor(f, "token_embd.weight", false, E, V, &out->tok_embd, err, err_size)) ||
+      (r = find_tensor(f, "output_norm.weight", true, E, 0, &out->output_norm, err, err_size)))
+    return r;
+  out->output_tied = !gguf_find(f, "output.weight");
+  if (out->output_tied)
+    out->output = out->tok_embd;
+  else if ((r = find_tensor(f, "output.weight", false, E, V, &out->output, err, err_size)))
+    return r;
+  for (uint32_t l = 0; l < hp->n_layer; l++) {
+    struct llama_layer *L = &out->layer[l];
+    if ((r = layer_tensor(f, l, "attn_norm", true, E, 0, &L->attn_norm, err, err_size)) ||
+        (r = layer_tensor(f, l, "attn_q", false, E, Q, &L->wq, err, err_size)) ||
+        (r = layer_tensor(f, l, "attn_k", false, E, KV, &L->wk, err, err_size)) ||
+        (r = layer_tensor(f, l, "attn_v", false, E, KV, &L->wv, err, err_size)) ||
+        (r = layer_tensor(f, l, "attn_output", false, Q, E, &L->wo, err, err_size)) ||
+        (r = layer_tensor(f, l, "ffn_norm", true, E, 0, &L->ffn_norm, err, err_size)) ||
+        (r = layer_tensor(f, l, "ffn_gate", false, E, F, &L->ffn_gate, err, err_size)) ||
+        (r = layer_tensor(f, l, "ffn_up", false, E, F, &L->ffn_up, err, err_size)) ||
+        (r = layer_tensor(f, l, "ffn_down", false, F, E, &L->ffn_down, err, err_size)))
+      return r;
+  }
+  out->file = f;
+  return GGUF_OK;
+}
+
+uint64_t llama_weight_bytes(const struct llama_model *m) {
+  /* per token: one row of the embedding, every layer's tensors, the output norm and head */
+  uint64_t bytes = gguf_row_bytes(m->tok_embd) + m->output_norm->size + m->output->size;
+  for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+    const struct llama_layer *L = &m->layer[l];
+    bytes += L->attn_norm->size + L->wq->size + L->wk->size + L->wv->size + L->wo->size +
+             L->ffn_norm->size + L->ffn_gate->size + L->ffn_up->size + L->ffn_down->size;
+  }
+  return bytes;
+}

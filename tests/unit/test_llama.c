@@ -1,0 +1,472 @@
+/* vkrt-service's llama model on the CPU, no device: tests/data/stories260K.gguf (a real
+ * llama2.c model converted by llama.cpp) loads with its hyper-parameters; the SentencePiece
+ * tokenizer gives the ids derived by hand from the vocabulary and round-trips; the float64
+ * reference generates, greedily from BOS, the text an independent float64 reference measured;
+ * the cache rounding (f16, q8_0) is taken and moves the logits by a rounding's worth; each
+ * kind of bad file (another architecture, a missing or mis-shaped tensor, head counts that do
+ * not divide, a vocabulary without BOS) is refused with a message naming it; the sampler's
+ * greedy, top-k, top-p and temperature draws behave as specified. The files are run from the
+ * source root (tests/run does). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../apps/vkrt-service/llama.h"
+
+#define STORIES "tests/data/stories260K.gguf"
+
+/* The whole file in memory, for patched copies. */
+static uint8_t *read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    fail_msg("cannot open %s (run from the source root)", path);
+  fseek(f, 0, SEEK_END);
+  *size = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *b = malloc(*size);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, *size, f), *size);
+  fclose(f);
+  return b;
+}
+
+struct loaded {
+  uint8_t *buf;
+  size_t size;
+  struct gguf_file f;
+  struct llama_model m;
+  struct llama_vocab *v;
+};
+
+static struct loaded *load_stories(void) {
+  struct loaded *l = calloc(1, sizeof(*l));
+  char err[512];
+  assert_non_null(l);
+  l->buf = read_file(STORIES, &l->size);
+  if (gguf_parse(l->buf, l->size, &l->f, err, sizeof(err)))
+    fail_msg("parse: %s", err);
+  if (llama_model_load(&l->f, &l->m, err, sizeof(err)))
+    fail_msg("model: %s", err);
+  if (llama_vocab_load(&l->f, &l->v, err, sizeof(err)))
+    fail_msg("vocab: %s", err);
+  return l;
+}
+
+static void unload(struct loaded *l) {
+  llama_vocab_free(l->v);
+  gguf_close(&l->f);
+  free(l->buf);
+  free(l);
+}
+
+static void test_load_stories(void **state) {
+  (void)state;
+  struct loaded *l = load_stories();
+  const struct llama_hparams *hp = &l->m.hp;
+  assert_int_equal(hp->n_layer, 5);
+  assert_int_equal(hp->n_embd, 64);
+  assert_int_equal(hp->n_ff, 172);
+  assert_int_equal(hp->n_head, 8);
+  assert_int_equal(hp->n_head_kv, 4); /* grouped-query: two query heads per KV head */
+  assert_int_equal(hp->head_dim, 8);
+  assert_int_equal(hp->n_rot, 8);
+  assert_int_equal(hp->n_ctx_train, 2048);
+  assert_int_equal(hp->n_vocab, 512);
+  assert_true(fabsf(hp->eps - 1e-5f) < 1e-9f);
+  assert_true(hp->rope_freq_base == 10000.0f); /* absent from the file: llama's default */
+  assert_false(l->m.output_tied);
+  assert_ptr_equal(l->m.output, gguf_find(&l->f, "output.weight"));
+  assert_ptr_equal(l->m.layer[4].ffn_down, gguf_find(&l->f, "blk.4.ffn_down.weight"));
+  assert_int_equal(l->m.layer[2].wk->ne[1], 32);
+  /* f32 throughout: one embedding row + every other tensor's bytes */
+  uint64_t want = 64 * 4 + 64 * 4 + 512 * 64 * 4 +
+                  5 * 4 * (64 + 64 * 64 + 64 * 32 * 2 + 64 * 64 + 64 + 3 * 64 * 172);
+  assert_int_equal(llama_weight_bytes(&l->m), want);
+  assert_int_equal(llama_vocab_size(l->v), 512);
+  assert_int_equal(llama_vocab_bos(l->v), 1);
+  assert_int_equal(llama_vocab_eos(l->v), 2);
+  unload(l);
+}
+
+/* The expected ids, by hand from the vocabulary (tokenizer.ggml.tokens/scores: piece i >= 259
+ * has score 259 - i, so the pair that merges first is the one whose concatenation has the
+ * lowest id; ties go to the leftmost pair). The text, escaped: "▁Lily▁and▁Tim▁saw▁the▁big▁ü!".
+ *   ▁Lily: pairs ▁L 307, il 290 (Li, ly absent): il first -> ▁ L il y; then ▁L 307 before
+ *          ily 310 -> ▁L il y -> ▁L ily -> ▁Lily 317.
+ *   ▁and:  ▁a 261 first (before nd 264, an 303); ▁an is absent; nd -> ▁a nd -> ▁and 269.
+ *   ▁Tim:  ▁T 274, then im 288 -> ▁T im -> ▁Tim 326.
+ *   ▁saw:  ▁s 262 -> ▁sa 296 -> ▁saw 394.
+ *   ▁the:  ▁t 259 (before he 260); ▁th 308 is queued but he 260 merges first -> ▁t he ->
+ *          ▁the 265.
+ *   ▁big:  ▁b 268 (▁bi absent), ig 333 -> ▁b ig -> ▁big 370.
+ *   ▁ü!:   no piece ▁ü, ü (U+00FC) is not a piece either: ▁ 410, then its UTF-8 bytes as
+ *          byte tokens <0xC3> 3 + 0xC3 = 198 and <0xBC> 3 + 0xBC = 191, then ! 443. */
+static void test_tokenizer(void **state) {
+  (void)state;
+  struct loaded *l = load_stories();
+  static const int32_t want[] = {1, 317, 269, 326, 394, 265, 370, 410, 198, 191, 443};
+  const char *text = "Lily and Tim saw the big \xc3\xbc!";
+  int32_t ids[64];
+  int32_t n = llama_tokenize(l->v, text, true, ids, 64);
+  assert_int_equal(n, sizeof(want) / sizeof(want[0]));
+  for (int32_t i = 0; i < n; i++)
+    if (ids[i] != want[i])
+      fail_msg("id %d: got %d, want %d", i, ids[i], want[i]);
+  assert_int_equal(llama_tokenize(l->v, text, true, ids, 5), -1); /* too small: refused */
+  assert_int_equal(llama_tokenize(l->v, text, false, ids, 64), n - 1);
+  assert_int_equal(llama_tokenize(l->v, "", true, ids, 64), 1);
+  assert_int_equal(llama_tokenize(l->v, text, true, ids, 64), n);
+  /* decode: BOS prints nothing, ▁ is a space, byte tokens are their bytes */
+  char out[256] = "", piece[64];
+  for (int32_t i = 0; i < n; i++) {
+    llama_token_piece(l->v, ids[i], piece, sizeof(piece));
+    strcat(out, piece);
+  }
+  assert_string_equal(out, " Lily and Tim saw the big \xc3\xbc!");
+  /* round trips through merges, multi-byte pieces and byte tokens: the text, space-prefixed */
+  const char *texts[] = {"Once upon a time, there was a little girl named Lily.",
+                         "\"Hello!\" said Timmy \xe2\x80\x94 to the \xe6\x97\xa5 dog\n\tok",
+                         "  two  spaces ", "\x01\x7f bytes"};
+  for (size_t t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
+    int32_t k = llama_tokenize(l->v, texts[t], false, ids, 64);
+    assert_true(k > 0);
+    char *p = out;
+    for (int32_t i = 0; i < k; i++)
+      p += llama_token_piece(l->v, ids[i], p, sizeof(out) - (size_t)(p - out));
+    char want_text[256];
+    snprintf(want_text, sizeof(want_text), " %s", texts[t]);
+    assert_string_equal(out, want_text);
+  }
+  assert_int_equal(llama_token_piece(l->v, 2, piece, sizeof(piece)), 0); /* </s>: control */
+  assert_int_equal(llama_token_piece(l->v, 3 + 'A', piece, sizeof(piece)), 1);
+  assert_string_equal(piece, "A");
+  assert_int_equal(llama_token_piece(l->v, 9999, piece, sizeof(piece)), 0);
+  unload(l);
+}
+
+/* Greedy generation from BOS with the float64 reference. */
+static int generate(struct loaded *l, vkrt_type kv, int n, int32_t *ids, double *first_logits) {
+  struct llama_ref *r;
+  char err[256];
+  if (llama_ref_create(&l->m, 256, kv, &r, err, sizeof(err)))
+    fail_msg("ref: %s", err);
+  uint32_t nv = l->m.hp.n_vocab;
+  double *lg = malloc(nv * sizeof(double));
+  float *lf = malloc(nv * sizeof(float));
+  struct llama_sampler s;
+  llama_sampler_init(&s, &(struct llama_sampler_params){.temperature = 0, .top_p = 1});
+  int32_t tok = llama_vocab_bos(l->v);
+  for (int p = 0; p < n; p++) {
+    assert_int_equal(llama_ref_forward(r, tok, (uint32_t)p, lg), 0);
+    if (p == 8 && first_logits)
+      memcpy(first_logits, lg, nv * sizeof(double));
+    for (uint32_t i = 0; i < nv; i++)
+      lf[i] = (float)lg[i];
+    ids[p] = tok = llama_sample(&s, lf, nv, NULL);
+  }
+  assert_int_not_equal(llama_ref_forward(r, 0, 256, lg), 0); /* past the context: refused */
+  assert_int_not_equal(llama_ref_forward(r, 512, 0, lg), 0); /* not a token */
+  free(lg);
+  free(lf);
+  llama_ref_free(r);
+  return n;
+}
+
+static void test_reference_story(void **state) {
+  (void)state;
+  struct loaded *l = load_stories();
+  enum { N = 40 };
+  int32_t ids[N];
+  double *lg32 = malloc(512 * sizeof(double)), *lg = malloc(512 * sizeof(double));
+  generate(l, VKRT_TYPE_F32, N, ids, lg32);
+  char text[1024] = "", piece[64];
+  for (int i = 0; i < N; i++) {
+    llama_token_piece(l->v, ids[i], piece, sizeof(piece));
+    strcat(text, piece);
+  }
+  print_message("ids:");
+  for (int i = 0; i < N; i++)
+    print_message("%s%d", i ? "," : " ", ids[i]);
+  print_message("\ntext: %s\n", text);
+  /* measured by an independent float64 reference (docs/design.md, "Facts") */
+  const char *want = " Once upon a time, there was a little girl named Lily. She loved to play "
+                     "outside in the park.";
+  if (strncmp(text, want, strlen(want)))
+    fail_msg("generated \"%s\", want it to begin \"%s\"", text, want);
+  /* the cache's rounding is applied: f16 and q8_0 move the logits, by a rounding's worth */
+  const vkrt_type kv[] = {VKRT_TYPE_F16, VKRT_TYPE_Q8_0};
+  /* q8_0 keeps amax/254 per 32 values (four of this model's 8-wide heads share a scale) */
+  const double bound[] = {2e-2, 1.0};
+  double prev = 0;
+  for (int k = 0; k < 2; k++) {
+    int32_t ids_kv[N];
+    generate(l, kv[k], 9, ids_kv, lg);
+    double diff = 0;
+    for (int i = 0; i < 512; i++)
+      diff = fmax(diff, fabs(lg[i] - lg32[i]));
+    print_message("kv %s: max |logit - f32 cache's| at token 8: %.3g\n", vkrt_type_str(kv[k]), diff);
+    assert_true(diff > prev); /* q8_0 rounds coarser than f16, which rounds at all */
+    assert_true(diff < bound[k]);
+    prev = diff;
+  }
+  free(lg32);
+  free(lg);
+  unload(l);
+}
+
+/* ---- bad files: stories260K patched in memory ---------------------------------------- */
+
+static uint8_t *find_bytes(uint8_t *buf, size_t size, const char *s) {
+  size_t n = strlen(s);
+  for (size_t i = 0; i + n <= size; i++)
+    if (!memcmp(buf + i, s, n))
+      return buf + i;
+  fail_msg("\"%s\" not in the file", s);
+  return NULL;
+}
+
+/* Parses the patched buffer; model and vocabulary must refuse it with code and a message
+ * containing needle. */
+static void expect_refused(uint8_t *buf, size_t size, int code, const char *needle) {
+  struct gguf_file f;
+  struct llama_model *m = malloc(sizeof(*m));
+  struct llama_vocab *v = NULL;
+  char err[512] = "";
+  if (gguf_parse(buf, size, &f, err, sizeof(err)))
+    fail_msg("parse: %s", err);
+  int r = llama_model_load(&f, m, err, sizeof(err));
+  if (!r)
+    r = llama_vocab_load(&f, &v, err, sizeof(err));
+  llama_vocab_free(v);
+  if (r != code || !strstr(err, needle))
+    fail_msg("want %s \"...%s...\", got %s \"%s\"", gguf_error_str(code), needle,
+             gguf_error_str(r), err);
+  print_message("refused: %s\n", err);
+  gguf_close(&f);
+  free(m);
+}
+
+static void test_bad_files(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *orig = read_file(STORIES, &size), *b = malloc(size);
+  /* another architecture: general.architecture "llama" -> "gpt2x" (same length) */
+  memcpy(b, orig, size);
+  memcpy(find_bytes(b, size, "general.architecture") + 20 + 4 + 8, "gpt2x", 5);
+  expect_refused(b, size, GGUF_E_BAD_VALUE, "general.architecture is \"gpt2x\"");
+  /* a missing tensor: blk.3.attn_k.weight renamed */
+  memcpy(b, orig, size);
+  memcpy(find_bytes(b, size, "blk.3.attn_k.weight"), "blk.3.attn_x", 12);
+  expect_refused(b, size, GGUF_E_MISSING, "missing tensor blk.3.attn_k.weight");
+  /* a mis-shaped tensor: blk.1.ffn_down {172, 64} -> {86, 128}, the same bytes */
+  memcpy(b, orig, size);
+  uint8_t *t = find_bytes(b, size, "blk.1.ffn_down.weight") + 21;
+  assert_int_equal(t[0] | t[1] << 8, 2); /* n_dims */
+  assert_int_equal(t[4], 172);
+  t[4] = 86, t[12] = 128;
+  expect_refused(b, size, GGUF_E_MISSING, "tensor blk.1.ffn_down.weight has shape {86, 128");
+  /* head counts that do not divide: head_count_kv 4 -> 3 */
+  memcpy(b, orig, size);
+  t = find_bytes(b, size, "llama.attention.head_count_kv") + 29;
+  assert_int_equal(t[0], 4); /* u32 type */
+  assert_int_equal(t[4], 4);
+  t[4] = 3;
+  expect_refused(b, size, GGUF_E_BAD_VALUE,
+                 "llama.attention.head_count = 8 is not a multiple of llama.attention.head_count_kv = 3");
+  /* a vocabulary without BOS: the key renamed */
+  memcpy(b, orig, size);
+  find_bytes(b, size, "tokenizer.ggml.bos_token_id")[26] = 'x';
+  expect_refused(b, size, GGUF_E_MISSING, "missing metadata key tokenizer.ggml.bos_token_id");
+  /* a BOS that is not a token */
+  memcpy(b, orig, size);
+  t = find_bytes(b, size, "tokenizer.ggml.bos_token_id") + 27;
+  t[5] = 2; /* 1 + 512 */
+  expect_refused(b, size, GGUF_E_BAD_VALUE, "tokenizer.ggml.bos_token_id = 513");
+  /* a norm that is not f32 */
+  memcpy(b, orig, size);
+  t = find_bytes(b, size, "output_norm.weight") + 18;
+  t[4 + 8] = 1; /* ggml type f16: half the bytes, still inside the file */
+  expect_refused(b, size, GGUF_E_TYPE, "tensor output_norm.weight has ggml type 1");
+  free(b);
+  free(orig);
+}
+
+/* ---- sampler -------------------------------------------------------------------------- */
+
+static void test_sampler(void **state) {
+  (void)state;
+  float logits[6] = {0.5f, 2.0f, -1.0f, 2.0f, NAN, 1.5f};
+  struct { float logit; int32_t id; } scratch[6];
+  struct llama_sampler s;
+  llama_sampler_init(&s, &(struct llama_sampler_params){.temperature = 0, .top_p = 1});
+  assert_int_equal(llama_sample(&s, logits, 6, scratch), 1); /* tie 1 and 3: the lower id */
+  assert_true(fabsf(llama_top2_margin(logits, 6)) == 0);
+  logits[3] = 1.0f;
+  assert_true(fabsf(llama_top2_margin(logits, 6) - 0.5f) < 1e-6f);
+  /* top-k 1 at any temperature is greedy */
+  llama_sampler_init(&s, &(struct llama_sampler_params){.temperature = 5, .top_k = 1, .top_p = 1,
+                                                         .seed = 7});
+  for (int i = 0; i < 100; i++)
+    assert_int_equal(llama_sample(&s, logits, 6, scratch), 1);
+  /* top-k 2 draws only the two best (1, 5); the frequencies follow softmax / T */
+  int hits[6] = {0};
+  llama_sampler_init(&s, &(struct llama_sampler_params){.temperature = 0.5f, .top_k = 2,
+                                                         .top_p = 1, .seed = 42});
+  for (int i = 0; i < 4000; i++)
+    hits[llama_sample(&s, logits, 6, scratch)]++;
+  assert_int_equal(hits[1] + hits[5], 4000);
+  double p1 = 1 / (1 + exp(-0.5 / 0.5)); /* 0.731 */
+  assert_true(fabs(hits[1] / 4000.0 - p1) < 0.03);
+  /* top-p 0.5: p(1) = e^2 / (e^2 + e^1.5 + e^1 + e^0.5 + e^-1) = 0.445, with 5 0.715: those two
+   * are kept, then drawn 0.62 : 0.38 */
+  memset(hits, 0, sizeof(hits));
+  llama_sampler_init(&s, &(struct llama_sampler_params){.temperature = 1, .top_p = 0.5f,
+                                                         .seed = 3});
+  for (int i = 0; i < 2000; i++)
+    hits[llama_sample(&s, logits, 6, scratch)]++;
+  assert_int_equal(hits[1] + hits[5], 2000);
+  assert_true(hits[1] > 1000 && hits[5] > 500);
+  /* the same seed, the same draws; another seed, others */
+  struct llama_sampler a, b, c;
+  struct llama_sampler_params p = {.temperature = 2, .top_p = 1, .seed = 99};
+  llama_sampler_init(&a, &p);
+  llama_sampler_init(&b, &p);
+  p.seed = 100;
+  llama_sampler_init(&c, &p);
+  int same = 0, differ = 0;
+  for (int i = 0; i < 200; i++) {
+    int32_t x = llama_sample(&a, logits, 6, scratch);
+    same += x == llama_sample(&b, logits, 6, scratch);
+    differ += x != llama_sample(&c, logits, 6, scratch);
+  }
+  assert_int_equal(same, 200);
+  assert_true(differ > 20);
+}
+
+/* ---- --make-gguf ------------------------------------------------------------------------ */
+
+static void test_presets(void **state) {
+  (void)state;
+  struct llama_make_params p = {.type = VKRT_TYPE_Q4_K, .seed = 9};
+  assert_true(llama_preset("llama3-8b", &p));
+  assert_true(p.n_layer == 32 && p.n_embd == 4096 && p.n_ff == 14336 && p.n_head == 32 &&
+              p.n_head_kv == 8 && p.n_vocab == 128256 && p.rope_freq_base == 500000.0f &&
+              p.eps == 1e-5f && !p.tie_output);
+  assert_true(p.type == VKRT_TYPE_Q4_K && p.seed == 9); /* left as given */
+  assert_true(llama_preset("llama3.2-1b", &p));
+  assert_true(p.n_layer == 16 && p.n_embd == 2048 && p.n_ff == 8192 && p.n_head == 32 &&
+              p.n_head_kv == 8 && p.n_embd / p.n_head == 64 && p.n_vocab == 128256 &&
+              p.rope_freq_base == 500000.0f && p.tie_output);
+  assert_true(llama_preset("qwen2.5-7b", &p));
+  assert_true(p.n_layer == 28 && p.n_embd == 3584 && p.n_ff == 18944 && p.n_head == 28 &&
+              p.n_head_kv == 4 && p.n_embd / p.n_head == 128 && p.n_vocab == 152064 &&
+              p.rope_freq_base == 1e6f && p.eps == 1e-6f);
+  assert_false(llama_preset("llama3-70b", &p));
+}
+
+/* A small file of each matrix type written, then loaded back: hyper-parameters, types, the
+ * tie, a vocabulary that tokenizes ASCII through merges and round-trips, and a reference pass
+ * whose logits are finite and of unit order (the weights' scaling keeps activations sane). */
+static void test_written_model(void **state) {
+  (void)state;
+  const vkrt_type types[] = {VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
+  for (int k = 0; k < 3; k++) {
+    struct llama_make_params p = {.n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4,
+                                  .n_head_kv = 2, .n_vocab = 1000, .n_ctx = 64,
+                                  .rope_freq_base = 500000.0f, .eps = 1e-5f, .type = types[k],
+                                  .seed = 5 + (uint64_t)k, .tie_output = k == 1};
+    char path[] = "/tmp/vkrt-test-llama-XXXXXX", err[512];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    if (llama_write_gguf(path, &p, err, sizeof(err)))
+      fail_msg("write: %s", err);
+    struct gguf_file f;
+    struct llama_model *m = malloc(sizeof(*m));
+    struct llama_vocab *v;
+    if (gguf_open(path, &f, err, sizeof(err)) || llama_model_load(&f, m, err, sizeof(err)) ||
+        llama_vocab_load(&f, &v, err, sizeof(err)))
+      fail_msg("%s: %s", vkrt_type_str(types[k]), err);
+    const struct llama_hparams *hp = &m->hp;
+    assert_true(hp->n_layer == 2 && hp->n_embd == 256 && hp->n_ff == 512 && hp->n_head == 4 &&
+                hp->n_head_kv == 2 && hp->head_dim == 64 && hp->n_rot == 64 &&
+                hp->n_vocab == 1000 && hp->n_ctx_train == 64 &&
+                hp->rope_freq_base == 500000.0f && hp->eps == 1e-5f);
+    assert_int_equal(m->output_tied, k == 1);
+    assert_int_equal(m->layer[1].ffn_down->type, types[k]);
+    assert_int_equal(m->tok_embd->type, types[k]);
+    assert_int_equal(m->layer[1].ffn_norm->type, VKRT_TYPE_F32);
+    assert_int_equal(llama_vocab_size(v), 1000);
+    assert_int_equal(llama_vocab_bos(v), 1);
+    assert_int_equal(llama_vocab_eos(v), 2);
+    int32_t ids[64];
+    char out[128] = "";
+    int32_t n = llama_tokenize(v, "hello, world \xc3\xbc", false, ids, 64);
+    assert_true(n > 0 && n < 14); /* 15 characters: merged */
+    for (int32_t i = 0; i < n; i++) {
+      assert_true(ids[i] >= 3 && ids[i] < 1000);
+      char piece[32];
+      llama_token_piece(v, ids[i], piece, sizeof(piece));
+      strcat(out, piece);
+    }
+    assert_string_equal(out, " hello, world \xc3\xbc");
+    struct llama_ref *r;
+    assert_int_equal(llama_ref_create(m, 4, VKRT_TYPE_F16, &r, err, sizeof(err)), 0);
+    double lg[1000], rms = 0;
+    for (uint32_t pos = 0; pos < 4; pos++)
+      assert_int_equal(llama_ref_forward(r, ids[pos % n], pos, lg), 0);
+    for (int i = 0; i < 1000; i++) {
+      assert_true(isfinite(lg[i]));
+      rms += lg[i] * lg[i] / 1000;
+    }
+    rms = sqrt(rms);
+    print_message("%s: %d tokens for 15 characters, logits rms %.3f\n", vkrt_type_str(types[k]),
+                  n, rms);
+    assert_true(rms > 0.2 && rms < 5);
+    llama_ref_free(r);
+    llama_vocab_free(v);
+    free(m);
+    gguf_close(&f);
+    unlink(path);
+  }
+  struct llama_make_params bad;
+  char err[256];
+  assert_true(llama_preset("llama3.2-1b", &bad));
+  bad.type = VKRT_TYPE_F16;
+  bad.n_head_kv = 5;
+  assert_int_equal(llama_write_gguf("/tmp/vkrt-test-never.gguf", &bad, err, sizeof(err)),
+                   GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "5 KV heads"));
+  bad.n_head_kv = 8, bad.n_vocab = 300;
+  assert_int_equal(llama_write_gguf("/tmp/vkrt-test-never.gguf", &bad, err, sizeof(err)),
+                   GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "vocabulary of 300 tokens"));
+  bad.n_vocab = 1000, bad.type = VKRT_TYPE_Q4_K, bad.n_ff = 8000;
+  assert_int_equal(llama_write_gguf("/tmp/vkrt-test-never.gguf", &bad, err, sizeof(err)),
+                   GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "256-element q4_K block"));
+  bad.n_ff = 8192;
+  assert_int_equal(llama_write_gguf("/nonexistent/x.gguf", &bad, err, sizeof(err)), GGUF_E_IO);
+  assert_int_equal(access("/tmp/vkrt-test-never.gguf", F_OK), -1); /* refused before opening */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_load_stories),
+      cmocka_unit_test(test_tokenizer),
+      cmocka_unit_test(test_reference_story),
+      cmocka_unit_test(test_bad_files),
+      cmocka_unit_test(test_sampler),
+      cmocka_unit_test(test_presets),
+      cmocka_unit_test(test_written_model),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
