@@ -98,6 +98,17 @@ int model_setup(struct service *s, struct generation *gen) {
            sp->kv_head0 + sp->n_head_kv - 1, sp->ff0, sp->ff0 + sp->n_ff - 1, sp->vocab0,
            sp->vocab0 + sp->n_vocab - 1);
   }
+  vkrt_status st = llama_gpu_capture(s->gpu, gen->graph_why, sizeof(gen->graph_why));
+  if (st != VKRT_OK && st != VKRT_ERROR_UNSUPPORTED && st != VKRT_ERROR_UNAVAILABLE) {
+    fprintf(stderr, "vkrt-service: capturing a token: %s failed: %s: %s\n",
+            llama_gpu_failed(s->gpu), vkrt_status_str(st), gen->graph_why);
+    return EXIT_RUNTIME;
+  }
+  printf("vkrt-service: a token's work: %s\n", st == VKRT_OK
+         ? "captured once as a graph, launched per token"
+         : "recorded per token (graph capture unavailable)");
+  if (st != VKRT_OK && a->verbose)
+    printf("vkrt-service:   %s\n", gen->graph_why);
   uint64_t npos = gen->n_prompt + a->tokens;
   uint64_t checked = a->verify < npos ? a->verify : npos;
   gen->lat = calloc(npos, sizeof(double));
@@ -112,23 +123,32 @@ int model_setup(struct service *s, struct generation *gen) {
 }
 
 /* One position on every device, waited for: stamps at the start, after the step was set,
- * after recording, after submitting, after the wait. */
+ * after recording (no recording for a captured graph), after submitting (or the launch), after
+ * the wait. */
 static int run_position(struct service *s, int32_t token, uint32_t pos, bool logits,
                         double stamp[5]) {
   vkrt_appliance *app = s->app;
+  struct llama_gpu *g = s->gpu;
+  uint64_t ticket[VKRT_MAX_DEVICES];
   stamp[0] = now_s();
-  llama_gpu_set_step(s->gpu, token, pos);
+  llama_gpu_set_step(g, token, pos);
   stamp[1] = now_s();
-  vkrt_status st = llama_gpu_record(s->gpu, logits);
+  vkrt_status st = VKRT_OK;
+  if (!llama_gpu_captured(g)) {
+    st = llama_gpu_record(g, logits);
+    stamp[2] = now_s();
+    for (uint32_t d = 0; st == VKRT_OK && d < s->n; d++)
+      st = vkrt_submit(app, d, &ticket[d]);
+  } else {
+    stamp[2] = stamp[1];
+    st = llama_gpu_launch(g, logits, ticket);
+  }
   if (st != VKRT_OK) {
-    fprintf(stderr, "vkrt-service: %s failed: %s: %s\n", llama_gpu_failed(s->gpu),
-            vkrt_status_str(st), vkrt_last_error(app));
+    fprintf(stderr, "vkrt-service: %s failed: %s: %s\n",
+            llama_gpu_failed(g)[0] ? llama_gpu_failed(g) : "vkrt_submit", vkrt_status_str(st),
+            vkrt_last_error(app));
     return EXIT_RUNTIME;
   }
-  stamp[2] = now_s();
-  uint64_t ticket[VKRT_MAX_DEVICES];
-  for (uint32_t d = 0; d < s->n; d++)
-    CHECK(vkrt_submit(app, d, &ticket[d]));
   stamp[3] = now_s();
   for (uint32_t d = 0; d < s->n; d++)
     CHECK(vkrt_wait(app, d, ticket[d], UINT64_MAX));
@@ -337,9 +357,10 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
   else
     printf("vkrt-service: not verified against float64 (--verify 0); ranks bit-identical: %s "
            "(%u ranks)\n", gen->ranks_differ ? "NO" : "yes", s->ranks);
-  printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s\n",
+  printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s; a token's work %s\n",
          vkrt_transport_str(vkrt_transport(app)), vkrt_import_path_str(s->info.path[0]),
-         (double)s->uploaded / s->t_up * 1e-9);
+         (double)s->uploaded / s->t_up * 1e-9,
+         llama_gpu_captured(s->gpu) ? "a captured graph" : "recorded per token");
 }
 
 void generation_free(struct generation *gen) {

@@ -115,6 +115,7 @@ struct generation {
   uint32_t checked, min_margin_pos;
   double min_margin, max_logit_err;
   bool ranks_differ;
+  char graph_why[512];           /* why the token's work is not a captured graph */
 };
 
 /* args.c: false when main returns *exit_status (--help, a bad argument, neither --weights

@@ -53,6 +53,15 @@ struct vkrt_matvec_config {
   uint32_t blocks;   /* row blocks per workgroup (grid = blocks of N / this) */
 };
 
+/* Workgroup tile of the tiled matmul (kernels/matmul.comp specialization constants), chosen
+ * per device at open; vkrt_ops_matmul_tile_check says which are valid. */
+struct vkrt_matmul_tile {
+  uint32_t wg; /* invocations per workgroup */
+  uint32_t bm; /* rows of w (n) per tile */
+  uint32_t bn; /* columns of x (m) per tile */
+  uint32_t rm; /* portable: rows per invocation; cooperative matrix: subgroups along m */
+};
+
 /* Read patterns of the quantized matrix-vector kernels (quant.c). */
 #define VKRT_QUANT_READ_PATTERNS 5
 
@@ -96,6 +105,17 @@ struct vkrt_ops_state {
   uint64_t quant_kind_count[VKRT_QUANT_READ_PATTERNS];
   struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT];      /* per weight type, M = 1 */
   struct vkrt_matvec_config matvec_cols[VKRT_TYPE_COUNT]; /* M > 1 (several x columns) */
+  /* tiled matmul (matmul.c): the crossover per weight type (M from which the tiled kernel
+   * runs; below it the matrix-vector kernels) and the tiles [portable, cooperative
+   * matrix][M up to the first tile's bn, larger M] */
+  uint32_t matmul_min_m[VKRT_TYPE_COUNT];
+  struct vkrt_matmul_tile matmul_tile[2][2];
+  bool coopmat;     /* the cooperative-matrix kernels can run here (caps.cooperative_matrix) */
+  bool use_coopmat; /* ... and are taken (vkrt-bench compares both) */
+  uint64_t matmul_coopmat_count;  /* tiled calls on the cooperative-matrix kernels */
+  uint64_t matmul_fallback_count; /* M past the crossover on the matrix-vector kernels because
+                                     the tiled one could not take w */
+  bool matmul_fallback_logged;
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
   /* decode attention (attention.c) */
@@ -196,6 +216,13 @@ const char *vkrt_ops_transposed_copy_reason(const struct vkrt_device *dev);
  * (valid before the first op). */
 struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,
                                                  uint32_t cols);
+
+/* NULL when `tile` is valid for this device's tiled matmul (cooperative-matrix kernels when
+ * `coopmat`), else why not. */
+const char *vkrt_ops_matmul_tile_check(const struct vkrt_device *dev, bool coopmat,
+                                       const struct vkrt_matmul_tile *tile);
+/* The tiled matmul's plan for vkrt-probe: crossovers, tiles, cooperative matrices and why. */
+void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size);
 
 /* Push constants of copy_vec4.comp (checked against the shader in copy.c). */
 struct copy_vec4_push {
@@ -349,6 +376,10 @@ extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
 extern const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                      const struct vkrt_ops_view views[3]);
+/* Rebinds a block tensor for kernels reading 32-bit words: from a 16-byte boundary to the
+ * next one past its end (or the buffer's end, then a whole word), offsets in bytes from the
+ * new start; false when that is not possible. */
+bool vkrt_quant_bind_words(struct vkrt_device *dev, struct vkrt_ops_view *v);
 /* How quantized matvec takes x on this device, and why (vkrt-probe, describe). */
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -362,6 +393,10 @@ static const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 static inline const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   (void)dev;
   return "none: no quantized kernels in this build";
+}
+static inline bool vkrt_quant_bind_words(struct vkrt_device *dev, struct vkrt_ops_view *v) {
+  (void)dev, (void)v;
+  return false;
 }
 static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                                    const struct vkrt_ops_view views[3]) {

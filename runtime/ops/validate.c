@@ -334,9 +334,10 @@ bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor 
   if (x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3])
     FAIL("%s: w batch dims %s do not divide x batch dims %s (broadcast needs a multiple)", op,
          a, b);
-  /* w past one binding: the matrix-vector path binds it in slices of whole rows (matmul.c),
-   * when it is a plain 2-D matrix taken by that path and one row fits a binding. */
-  bool w_rows = !views[1].fits_binding && views[1].block == 1 && x->ne[1] <= VKRT_OPS_MATVEC_MAX_M &&
+  /* w past one binding: the matrix-vector path binds it in slices of whole rows (matmul.c;
+   * at any M: past the tiled crossover too, as a logged fallback), when it is a plain 2-D
+   * matrix and one row fits a binding. */
+  bool w_rows = !views[1].fits_binding && views[1].block == 1 &&
                 w->ne[2] == 1 && w->ne[3] == 1 &&
                 (uint64_t)w->ne[0] * views[1].type_size + 2 * VKRT_MAX(lim->min_storage_buffer_offset_alignment, 16) <=
                     lim->max_storage_buffer_range;

@@ -837,6 +837,8 @@ static const char *path_name(const struct bench_case *bc, const vkrt_tuning_coun
              after->attention_splits - before->attention_splits);
     return text;
   }
+  if (after->matmul_fallback > before->matmul_fallback) return "matvec (tiled not possible)";
+  if (after->matmul_coopmat > before->matmul_coopmat) return "tiled matmul, coopmat";
   if (after->quant_matvec > before->quant_matvec) {
     bool q8x = after->quant_read[VKRT_TUNING_QUANT_READ_Q8X] > before->quant_read[VKRT_TUNING_QUANT_READ_Q8X];
     if (bc->src[0].type == VKRT_TYPE_Q4_K)
