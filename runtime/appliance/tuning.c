@@ -306,7 +306,7 @@ vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
       .quant_read = {o->quant_kind_count[0], o->quant_kind_count[1], o->quant_kind_count[2],
                      o->quant_kind_count[3], o->quant_kind_count[4]},
       .matmul_coopmat = o->matmul_coopmat_count, .matmul_fallback = o->matmul_fallback_count,
-      .pipelines_ready = vkrt_ops_pipelines_ready(dev),
+      .pipelines_ready = vkrt_ops_pipelines_ready(dev), .argmax_split = o->argmax_split_count,
       .attention = o->attention_count, .attention_splits = o->attention_split_count,
       .attention_rounds = o->attention_round_count};
   return VKRT_OK;

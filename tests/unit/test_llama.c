@@ -351,6 +351,68 @@ static void test_sampler(void **state) {
   assert_true(differ > 20);
 }
 
+struct ranked {
+  float logit;
+  int32_t id;
+};
+static int by_rank(const void *a, const void *b) {
+  const struct ranked *x = a, *y = b;
+  if (x->logit != y->logit)
+    return x->logit > y->logit ? -1 : 1;
+  return x->id < y->id ? -1 : 1;
+}
+
+/* top-p over a large vocabulary against a brute-force nucleus (the whole vocabulary sorted by
+ * logit, then id; the shortest prefix whose softmax mass reaches p): a tie straddling the
+ * boundary keeps the lower ids, and a flat distribution's large nucleus is exact too. */
+static void test_top_p_nucleus(void **state) {
+  (void)state;
+  enum { N = 20000 };
+  float *logits = malloc(N * sizeof(float));
+  struct ranked *sorted = malloc(N * sizeof(*sorted));
+  void *scratch = malloc(N * 8);
+  bool *in = malloc(N);
+  int *seen = calloc(N, sizeof(int));
+  uint64_t rng = 77;
+  for (int round = 0; round < 2; round++) {
+    float p = round ? 0.9f : 0.5f;
+    for (int i = 0; i < N; i++) /* round 0: 40 tokens at 9 among zeros; 1: uniform in [0, 6) */
+      logits[i] = round ? (float)(gguf_random(&rng) >> 40) / (float)(1 << 24) * 6.0f
+                        : (i % 500 == 7 ? 9.0f : 0.0f);
+    for (int i = 0; i < N; i++)
+      sorted[i] = (struct ranked){logits[i], i};
+    qsort(sorted, N, sizeof(*sorted), by_rank);
+    double total = 0, cum = 0;
+    for (int i = 0; i < N; i++)
+      total += exp((double)sorted[i].logit - sorted[0].logit);
+    int size = 0;
+    memset(in, 0, N);
+    while (cum < p * total) {
+      cum += exp((double)sorted[size].logit - sorted[0].logit);
+      in[sorted[size++].id] = true;
+    }
+    if (!round) /* 40 e^9 + 19960 = 344083; half of it needs 22 of the e^9 tokens (21.2) */
+      assert_int_equal(size, 22);
+    /* at a high temperature every member is drawn about equally often */
+    struct llama_sampler s;
+    llama_sampler_init(&s, &(struct llama_sampler_params){.temperature = 1000, .top_p = p,
+                                                           .seed = 5});
+    memset(seen, 0, N * sizeof(int));
+    int draws = round ? 20000 : 3000, distinct = 0;
+    for (int d = 0; d < draws; d++) {
+      int32_t id = llama_sample(&s, logits, N, scratch);
+      if (!in[id])
+        fail_msg("p %.2f: drew %d (logit %g) outside the %d-token nucleus", (double)p, id,
+                 (double)logits[id], size);
+      distinct += !seen[id]++;
+    }
+    print_message("top-p %.2f: nucleus of %d tokens, %d distinct in %d draws\n", (double)p,
+                  size, distinct, draws);
+    assert_true(round ? distinct > size / 2 : distinct == size);
+  }
+  free(logits), free(sorted), free(scratch), free(in), free(seen);
+}
+
 /* ---- --make-gguf ------------------------------------------------------------------------ */
 
 static void test_presets(void **state) {
@@ -465,6 +527,7 @@ int main(void) {
       cmocka_unit_test(test_reference_story),
       cmocka_unit_test(test_bad_files),
       cmocka_unit_test(test_sampler),
+      cmocka_unit_test(test_top_p_nucleus),
       cmocka_unit_test(test_presets),
       cmocka_unit_test(test_written_model),
   };

@@ -187,6 +187,8 @@ typedef struct vkrt_tuning_counters {
                                tiled one could not take w (logged once per device) */
   uint64_t pipelines_ready; /* compute pipelines built so far, specialized ones included (at
                                vkrt_open on GPUs, on first use on CPU devices) */
+  uint64_t argmax_split; /* argmax calls whose rows ran on several workgroups each, then a
+                            combine pass */
   uint64_t attention;        /* vkrt_op_attention calls recorded */
   uint64_t attention_splits; /* ... the sum of their split counts */
   uint64_t attention_rounds; /* ... the sum of their rounds (split + combine pass pairs) */
