@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "llama.h"
 #include "service.h"
 
 static void usage(FILE *f) {
@@ -13,6 +14,14 @@ static void usage(FILE *f) {
           "                    [--fault import-fails] [--import-chunk-cap BYTES] [--activations f32|q8]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K] [--seed N]   (--make-weights: the same)\n"
+          "       vkrt-service --make-gguf FILE --preset llama3-8b|llama3.2-1b|qwen2.5-7b\n"
+          "                    [--dtype f16|q8_0|q4_K] [--vocab V] [--seed N]\n"
+          "       vkrt-service --make-gguf FILE --layers L --hidden H --ffn F --heads N\n"
+          "                    [--kv-heads N] [--vocab V] [--dtype ...] [--seed N]\n"
+          "--preset or --heads writes a whole llama model (attention, norms, a SentencePiece\n"
+          "vocabulary of V tokens, default the preset's or 32000) with random weights; without\n"
+          "them the file holds the MLP tensors only. --layers/--hidden/--ffn/--heads/--kv-heads\n"
+          "override the preset's.\n"
           "--hidden/--layers/--ffn with --weights check the file's shapes (a mismatch is an error).\n"
           "The file is GGUF v3 with llama-style blk.N.ffn_gate/ffn_up/ffn_down.weight tensors;\n"
           "--seed with --weights picks the token inputs. --tokens defaults to 64, or with --seconds\n"
@@ -82,6 +91,17 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     o->q8_activations = !strcmp(v, "q8");
     return o->q8_activations || !strcmp(v, "f32");
   }
+  if (!strcmp(a, "--preset")) {
+    o->preset = v;
+    struct llama_make_params p;
+    return llama_preset(v, &p);
+  }
+  if (!strcmp(a, "--heads"))
+    return parse_u64(v, &o->heads) && o->heads > 0 && o->heads <= UINT32_MAX;
+  if (!strcmp(a, "--kv-heads"))
+    return parse_u64(v, &o->kv_heads) && o->kv_heads > 0 && o->kv_heads <= UINT32_MAX;
+  if (!strcmp(a, "--vocab"))
+    return parse_u64(v, &o->vocab) && o->vocab > 0 && o->vocab <= UINT32_MAX;
   if (!strcmp(a, "--import-chunk-cap"))
     return parse_u64(v, &o->chunk_cap) && o->chunk_cap > 0;
   return false;

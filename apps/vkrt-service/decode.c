@@ -101,6 +101,7 @@ static int keep_token(struct service *s, struct decode *dc, uint64_t t) {
     if (d > 0 && memcmp(rank0, xout, m->hidden * sizeof(float)) != 0) {
       fprintf(stderr, "vkrt-service: token %llu: rank %u differs from rank 0\n",
               (unsigned long long)t, d);
+      dc->ranks_differ = true;
       rc = EXIT_VERIFY;
     }
   }
@@ -110,6 +111,7 @@ static int keep_token(struct service *s, struct decode *dc, uint64_t t) {
   if (!tool_hosts_same(hash)) {
     fprintf(stderr, "vkrt-service: token %llu: host%u's result differs from another host's\n",
             (unsigned long long)t, vkrt_host_rank(app));
+    dc->ranks_differ = true;
     rc = EXIT_VERIFY;
   }
   memcpy(dc->saved_in + dc->verified * m->hidden, dc->xin, m->hidden * sizeof(float));

@@ -687,36 +687,97 @@ int gguf_mlp(const struct gguf_file *f, struct gguf_mlp *out, char *err, size_t 
 
 /* ---- writer ------------------------------------------------------------------------- */
 
-struct writer {
-  FILE *f;
-  uint64_t pos;
-  bool ok;
-};
-
-static void put(struct writer *w, const void *p, size_t n) {
+static void put(struct gguf_writer *w, const void *p, size_t n) {
   if (w->ok && fwrite(p, 1, n, w->f) != n)
-    w->ok = false;
+    w->ok = false, w->error = errno;
   w->pos += n;
 }
-static void put_u(struct writer *w, uint64_t v, int n) {
+static void put_u(struct gguf_writer *w, uint64_t v, int n) {
   uint8_t b[8];
   for (int i = 0; i < n; i++)
     b[i] = (uint8_t)(v >> (8 * i));
   put(w, b, (size_t)n);
 }
-static void put_str(struct writer *w, const char *s) {
-  put_u(w, strlen(s), 8);
-  put(w, s, strlen(s));
+
+int gguf_writer_open(struct gguf_writer *w, const char *path, uint64_t n_tensors, uint64_t n_kv,
+                     char *err, size_t err_size) {
+  *w = (struct gguf_writer){.f = fopen(path, "wb"), .ok = true};
+  if (!w->f)
+    return gguf_fail(err, err_size, GGUF_E_IO, "%s: %s", path, strerror(errno));
+  put_u(w, GGUF_MAGIC, 4);
+  put_u(w, GGUF_VERSION, 4);
+  put_u(w, n_tensors, 8);
+  put_u(w, n_kv, 8);
+  gguf_writer_kv_u32(w, "general.alignment", GGUF_DEFAULT_ALIGNMENT); /* the first of n_kv */
+  return GGUF_OK;
 }
-static void put_kv_u32(struct writer *w, const char *key, uint32_t v) {
-  put_str(w, key);
-  put_u(w, GGUF_KV_U32, 4);
+
+void gguf_writer_str(struct gguf_writer *w, const char *s, size_t len) {
+  put_u(w, len, 8);
+  put(w, s, len);
+}
+void gguf_writer_u32(struct gguf_writer *w, uint32_t v) { put_u(w, v, 4); }
+void gguf_writer_f32(struct gguf_writer *w, float v) {
+  uint32_t b;
+  memcpy(&b, &v, 4);
+  put_u(w, b, 4);
+}
+static void put_key(struct gguf_writer *w, const char *key, uint32_t type) {
+  gguf_writer_str(w, key, strlen(key));
+  put_u(w, type, 4);
+}
+void gguf_writer_kv_u32(struct gguf_writer *w, const char *key, uint32_t v) {
+  put_key(w, key, GGUF_KV_U32);
   put_u(w, v, 4);
 }
-static void pad_to(struct writer *w, uint64_t align) {
+void gguf_writer_kv_f32(struct gguf_writer *w, const char *key, float v) {
+  put_key(w, key, GGUF_KV_F32);
+  gguf_writer_f32(w, v);
+}
+void gguf_writer_kv_str(struct gguf_writer *w, const char *key, const char *v) {
+  put_key(w, key, GGUF_KV_STRING);
+  gguf_writer_str(w, v, strlen(v));
+}
+void gguf_writer_kv_array(struct gguf_writer *w, const char *key, uint32_t elem_type,
+                          uint64_t count) {
+  put_key(w, key, GGUF_KV_ARRAY);
+  put_u(w, elem_type, 4);
+  put_u(w, count, 8);
+}
+
+static const uint32_t ggml_id[VKRT_TYPE_COUNT] = {
+  [VKRT_TYPE_F32] = GGML_TYPE_F32, [VKRT_TYPE_F16] = GGML_TYPE_F16,
+  [VKRT_TYPE_Q8_0] = GGML_TYPE_Q8_0, [VKRT_TYPE_Q4_K] = GGML_TYPE_Q4_K};
+
+uint64_t gguf_writer_tensor_info(struct gguf_writer *w, const char *name, uint64_t ne0,
+                                 uint64_t ne1, vkrt_type type) {
+  gguf_writer_str(w, name, strlen(name));
+  put_u(w, ne1 ? 2 : 1, 4);
+  put_u(w, ne0, 8);
+  if (ne1)
+    put_u(w, ne1, 8);
+  put_u(w, ggml_id[type], 4);
+  put_u(w, w->data_offset, 8);
+  uint64_t row = ne0 / vkrt_type_block(type) * vkrt_type_size(type), bytes = row * (ne1 ? ne1 : 1);
+  w->data_offset += (bytes + GGUF_DEFAULT_ALIGNMENT - 1) / GGUF_DEFAULT_ALIGNMENT * GGUF_DEFAULT_ALIGNMENT;
+  return row;
+}
+
+void gguf_writer_data(struct gguf_writer *w, const void *p, size_t n) { put(w, p, n); }
+
+void gguf_writer_align(struct gguf_writer *w) {
   static const uint8_t zeros[64];
-  while (w->pos % align)
-    put(w, zeros, (size_t)MIN(align - w->pos % align, sizeof(zeros)));
+  while (w->pos % GGUF_DEFAULT_ALIGNMENT)
+    put(w, zeros, (size_t)MIN(GGUF_DEFAULT_ALIGNMENT - w->pos % GGUF_DEFAULT_ALIGNMENT, sizeof(zeros)));
+}
+
+int gguf_writer_close(struct gguf_writer *w, const char *path, char *err, size_t err_size) {
+  if (w->f && fclose(w->f) != 0 && w->ok)
+    w->ok = false, w->error = errno;
+  w->f = NULL;
+  if (!w->ok)
+    return gguf_fail(err, err_size, GGUF_E_IO, "%s: write failed: %s", path, strerror(w->error));
+  return GGUF_OK;
 }
 
 uint64_t gguf_random(uint64_t *s) { /* xorshift64* */
@@ -744,8 +805,7 @@ uint16_t gguf_f32_to_f16(float f) {
   return (uint16_t)(sign | h);
 }
 
-/* One row of K weights of `type`, values of standard deviation ~1/sqrt(K). */
-static void synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
+void gguf_synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
   float amp = 1.0f / sqrtf((float)K);
   switch (type) {
   case VKRT_TYPE_F32:
@@ -796,75 +856,43 @@ static void synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
 int gguf_write_mlp(const char *path, uint32_t layers, uint32_t hidden, uint32_t ffn,
                    vkrt_type type, uint64_t seed, char *err, size_t err_size) {
   uint32_t block = vkrt_type_block(type);
-  static const uint32_t ggml_id[VKRT_TYPE_COUNT] = {
-    [VKRT_TYPE_F32] = GGML_TYPE_F32, [VKRT_TYPE_F16] = GGML_TYPE_F16,
-    [VKRT_TYPE_Q8_0] = GGML_TYPE_Q8_0, [VKRT_TYPE_Q4_K] = GGML_TYPE_Q4_K};
-  if (!block || !layers || layers > GGUF_MAX_LAYERS || !hidden || !ffn || hidden % block ||
-      ffn % block) {
-    snprintf(err, err_size, "bad shape for %s: layers %u (1..%u), hidden %u and ffn %u must be "
-             "multiples of the %u-element block", vkrt_type_str(type), layers, GGUF_MAX_LAYERS,
-             hidden, ffn, block);
-    return GGUF_E_BAD_VALUE;
+  if (!block || type == VKRT_TYPE_I32 || !layers || layers > GGUF_MAX_LAYERS || !hidden || !ffn ||
+      hidden % block || ffn % block)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "bad shape for %s: layers %u (1..%u), hidden "
+                     "%u and ffn %u must be multiples of the %u-element block", vkrt_type_str(type),
+                     layers, GGUF_MAX_LAYERS, hidden, ffn, block);
+  uint8_t *row = malloc((uint64_t)MAX(hidden, ffn) / block * vkrt_type_size(type));
+  if (!row)
+    return gguf_fail(err, err_size, GGUF_E_NO_MEMORY, "out of memory");
+  struct gguf_writer w;
+  int r = gguf_writer_open(&w, path, 3ull * layers, 6, err, err_size);
+  if (r) {
+    free(row);
+    return r;
   }
-  struct writer w = {.f = fopen(path, "wb"), .ok = true};
-  if (!w.f) {
-    snprintf(err, err_size, "%s: %s", path, strerror(errno));
-    return GGUF_E_IO;
-  }
-  uint64_t bs = vkrt_type_size(type);
-  uint64_t gate_bytes = (uint64_t)hidden / block * bs * ffn, down_bytes = (uint64_t)ffn / block * bs * hidden;
-  put_u(&w, GGUF_MAGIC, 4);
-  put_u(&w, GGUF_VERSION, 4);
-  put_u(&w, 3ull * layers, 8);
-  put_u(&w, 6, 8);
-  put_str(&w, "general.architecture");
-  put_u(&w, GGUF_KV_STRING, 4);
-  put_str(&w, "llama");
-  put_str(&w, "general.name");
-  put_u(&w, GGUF_KV_STRING, 4);
-  put_str(&w, "vkrt-service synthetic MLP");
-  put_kv_u32(&w, "general.alignment", GGUF_DEFAULT_ALIGNMENT);
-  put_kv_u32(&w, "llama.block_count", layers);
-  put_kv_u32(&w, "llama.embedding_length", hidden);
-  put_kv_u32(&w, "llama.feed_forward_length", ffn);
-  uint64_t offset = 0;
+  gguf_writer_kv_str(&w, "general.architecture", "llama");
+  gguf_writer_kv_str(&w, "general.name", "vkrt-service synthetic MLP");
+  gguf_writer_kv_u32(&w, "llama.block_count", layers);
+  gguf_writer_kv_u32(&w, "llama.embedding_length", hidden);
+  gguf_writer_kv_u32(&w, "llama.feed_forward_length", ffn);
+  static const char *const which[] = {"ffn_gate", "ffn_up", "ffn_down"};
   for (uint32_t l = 0; l < layers; l++)
     for (int m = 0; m < 3; m++) {
       char name[64];
-      static const char *const which[] = {"ffn_gate", "ffn_up", "ffn_down"};
       snprintf(name, sizeof(name), "blk.%u.%s.weight", l, which[m]);
-      put_str(&w, name);
-      put_u(&w, 2, 4);
-      put_u(&w, m < 2 ? hidden : ffn, 8);
-      put_u(&w, m < 2 ? ffn : hidden, 8);
-      put_u(&w, ggml_id[type], 4);
-      put_u(&w, offset, 8);
-      offset += (m < 2 ? gate_bytes : down_bytes);
-      offset = (offset + GGUF_DEFAULT_ALIGNMENT - 1) / GGUF_DEFAULT_ALIGNMENT * GGUF_DEFAULT_ALIGNMENT;
+      gguf_writer_tensor_info(&w, name, m < 2 ? hidden : ffn, m < 2 ? ffn : hidden, type);
     }
-  pad_to(&w, GGUF_DEFAULT_ALIGNMENT);
-  uint64_t rng = seed * 0x9e3779b97f4a7c15ull + 1, max_row = (uint64_t)MAX(hidden, ffn) / block * bs;
-  uint8_t *row = malloc(max_row);
-  if (!row) {
-    fclose(w.f);
-    snprintf(err, err_size, "out of memory");
-    return GGUF_E_NO_MEMORY;
-  }
+  gguf_writer_align(&w);
+  uint64_t rng = seed * 0x9e3779b97f4a7c15ull + 1;
   for (uint32_t l = 0; l < layers; l++)
     for (int m = 0; m < 3; m++) {
       uint64_t K = m < 2 ? hidden : ffn, N = m < 2 ? ffn : hidden;
       for (uint64_t n = 0; n < N; n++) {
-        synth_row(row, type, K, &rng);
-        put(&w, row, (size_t)(K / block * bs));
+        gguf_synth_row(row, type, K, &rng);
+        gguf_writer_data(&w, row, (size_t)(K / block * vkrt_type_size(type)));
       }
-      pad_to(&w, GGUF_DEFAULT_ALIGNMENT);
+      gguf_writer_align(&w);
     }
   free(row);
-  if (fclose(w.f) != 0)
-    w.ok = false;
-  if (!w.ok) {
-    snprintf(err, err_size, "%s: write failed: %s", path, strerror(errno));
-    return GGUF_E_IO;
-  }
-  return GGUF_OK;
+  return gguf_writer_close(&w, path, err, err_size);
 }

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "vkrt/vkrt.h"
 
@@ -153,6 +154,41 @@ uint64_t gguf_row_bytes(const struct gguf_tensor *t);
  * is vkrt_dequantize_row(VKRT_TYPE_F16, ...)). */
 uint64_t gguf_random(uint64_t *state);
 uint16_t gguf_f32_to_f16(float f);
+
+/* A streaming GGUF v3 writer (the file is never held in memory): gguf_writer_open writes the
+ * header and general.alignment (the first of n_kv key/values); then the other key/values;
+ * then the tensor infos (offsets assigned in order, each tensor aligned); gguf_writer_align;
+ * then each tensor's bytes in the same order, gguf_writer_align after each. A write error is
+ * kept and reported by gguf_writer_close, which closes the file. */
+struct gguf_writer {
+  FILE *f;
+  uint64_t pos, data_offset;
+  bool ok;
+  int error;              /* errno of the first failure */
+};
+int gguf_writer_open(struct gguf_writer *w, const char *path, uint64_t n_tensors, uint64_t n_kv,
+                     char *err, size_t err_size);
+void gguf_writer_kv_u32(struct gguf_writer *w, const char *key, uint32_t v);
+void gguf_writer_kv_f32(struct gguf_writer *w, const char *key, float v);
+void gguf_writer_kv_str(struct gguf_writer *w, const char *key, const char *v);
+/* An array's header; its count elements follow (gguf_writer_str/u32/f32). */
+void gguf_writer_kv_array(struct gguf_writer *w, const char *key, uint32_t elem_type,
+                          uint64_t count);
+void gguf_writer_str(struct gguf_writer *w, const char *s, size_t len);
+void gguf_writer_u32(struct gguf_writer *w, uint32_t v);
+void gguf_writer_f32(struct gguf_writer *w, float v);
+/* One tensor info, {ne0} (ne1 0) or {ne0, ne1}, of an f32/f16/q8_0/q4_K type (ne0 whole
+ * blocks); returns the bytes of one row. */
+uint64_t gguf_writer_tensor_info(struct gguf_writer *w, const char *name, uint64_t ne0,
+                                 uint64_t ne1, vkrt_type type);
+void gguf_writer_data(struct gguf_writer *w, const void *p, size_t n);
+void gguf_writer_align(struct gguf_writer *w);
+int gguf_writer_close(struct gguf_writer *w, const char *path, char *err, size_t err_size);
+
+/* One row of K pseudo-random weights of `type` with standard deviation ~1/sqrt(K), so a
+ * matrix of them keeps unit activations (quantized types: random quants and scales, q4_K
+ * centred by its mins). */
+void gguf_synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *rng);
 
 /* Writes a synthetic llama-style GGUF: general.architecture "llama", general.alignment 32,
  * llama.block_count/embedding_length/feed_forward_length, and per layer the three MLP

@@ -109,11 +109,79 @@ struct llama_make_params {
   float rope_freq_base, eps;
   vkrt_type type;     /* matrices; norms stay f32 */
   uint64_t seed;
+  bool tie_output;    /* no output.weight: the head is token_embd */
 };
 /* "llama3-8b", "llama3.2-1b", "qwen2.5-7b": real hyper-parameters (n_vocab as given by the
- * caller may shrink the vocabulary). false for an unknown name. */
+ * caller may shrink the vocabulary). false for an unknown name. Sets every field but type
+ * and seed. */
 bool llama_preset(const char *name, struct llama_make_params *out);
 /* Writes a llama-architecture GGUF with random weights, a valid small SentencePiece
- * vocabulary (tokenizer.ggml.tokens/scores/token_type, bos/eos ids) of n_vocab tokens. */
+ * vocabulary (tokenizer.ggml.tokens/scores/token_type, bos/eos ids) of n_vocab tokens.
+ * Streams the file: memory use is one row. Weights keep unit activations (matrices of
+ * standard deviation 1/sqrt(K), the embedding's too, norm weights near 1). Bad
+ * parameters: GGUF_E_BAD_VALUE with the reason. */
 int llama_write_gguf(const char *path, const struct llama_make_params *p, char *err,
                      size_t err_size);
+
+/* ---- the tensor-parallel forward pass on the appliance's devices (llama_gpu.c) ------------
+ * Rank r of R holds: the query heads of KV heads [kv_head0, kv_head0 + n_head_kv) (n_head_kv
+ * of the model divided by R: a rank holds whole KV-head groups, so grouped-query attention
+ * stays on the rank) with their rows of attn_q/k/v, their columns of attn_output and their KV
+ * cache; rows [ff0, ff0 + n_ff) of ffn_gate/up and those columns of ffn_down (whole blocks of
+ * ffn_down's type); rows [vocab0, vocab0 + n_vocab) of the output head. attn_output and
+ * ffn_down give partial sums that an allreduce adds; the output head's slices are gathered by
+ * an allreduce of buffers that are zero outside each rank's rows (a sum with zeros is exact),
+ * so each device reads 1/R of the head per token instead of all of it (on Llama-3-8B shapes the
+ * head is 1 GiB of f16). Norms and the token embedding (one row read per token) are
+ * replicated. */
+struct llama_split {
+  uint32_t head0, n_head;       /* query heads */
+  uint32_t kv_head0, n_head_kv; /* KV heads (and their cache) */
+  uint32_t ff0, n_ff;           /* feed-forward slice */
+  uint32_t vocab0, n_vocab;     /* output-head rows */
+};
+/* Rank `rank` of `ranks`'s share (a pure function of the model's shapes and types). false
+ * with the reason in err when the model cannot be split so: n_head_kv not a multiple of ranks,
+ * a rank's attn_output columns or ffn_down slice not whole blocks of their type, fewer
+ * vocabulary rows than ranks. */
+bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank,
+                      struct llama_split *out, char *err, size_t err_size);
+
+struct llama_gpu_params {
+  uint32_t n_ctx;       /* KV-cache rows (tokens) */
+  vkrt_type kv_type;    /* VKRT_TYPE_F16 or VKRT_TYPE_Q8_0 */
+  uint32_t first_rank;  /* this host's device d is rank first_rank + d */
+  uint32_t ranks;       /* every device of every host */
+};
+struct llama_gpu;
+/* Uploads every local device's shard (from the model file's tensor data, which the caller
+ * has registered with vkrt_host_register) and creates its activations, KV cache and the
+ * per-token step buffers. 0; 1 with the reason in err when the model or the parameters do not
+ * fit (the split, kv_type); 2 when a libvkrt call failed (its message in err). */
+int llama_gpu_create(vkrt_appliance *app, const struct llama_model *m,
+                     const struct llama_gpu_params *p, struct llama_gpu **out, char *err,
+                     size_t err_size);
+void llama_gpu_free(struct llama_gpu *g);
+const struct llama_split *llama_gpu_split(const struct llama_gpu *g, uint32_t device);
+/* The next token's id and position, written to every device's host-visible step buffer: the
+ * work recorded by llama_gpu_record reads them (token, position, position + 1 attended
+ * tokens) on the device, so the same recorded work serves every token. The devices must have
+ * finished the previous token. */
+void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos);
+/* Records one token's forward pass on every local device (not submitted): embedding, every
+ * layer, the output head, the argmax on the device and, with want_logits, a copy of the
+ * logits for the host. VKRT_OK or the failed call's status (llama_gpu_failed names it, the
+ * appliance's vkrt_last_error says why). */
+vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits);
+const char *llama_gpu_failed(const struct llama_gpu *g);
+/* After the recorded work completed: device d's greedy id and (want_logits) its n_vocab
+ * logits. */
+int32_t llama_gpu_argmax(const struct llama_gpu *g, uint32_t device);
+const float *llama_gpu_logits(const struct llama_gpu *g, uint32_t device);
+/* Per token, the most any local device reads: weight bytes, and K/V-cache bytes at kv_len
+ * attended tokens; the ops recorded per device per token. */
+uint64_t llama_gpu_weight_bytes(const struct llama_gpu *g);
+uint64_t llama_gpu_kv_bytes(const struct llama_gpu *g, uint32_t kv_len);
+uint32_t llama_gpu_ops_per_token(const struct llama_gpu *g);
+/* Bytes uploaded to every local device together. */
+uint64_t llama_gpu_uploaded(const struct llama_gpu *g);

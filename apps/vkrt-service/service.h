@@ -41,6 +41,8 @@ struct service_args {
   uint64_t tokens, layers, hidden, ffn, seed, devices;
   double seconds, warmup_ms;
   uint64_t chunk_cap;
+  const char *preset;             /* --make-gguf of a whole llama model: --preset or --heads */
+  uint64_t heads, kv_heads, vocab;
   bool verbose, fault_import, tokens_given, q8_activations;
   vkrt_type dtype;
 };
@@ -82,6 +84,7 @@ struct decode {
   float *saved_in, *saved_out;   /* per checked token: its input and rank 0's output */
   uint64_t *saved_tok, verified;
   double worst_err;              /* against the float64 reference */
+  bool ranks_differ;             /* a checked token's result differed between ranks or hosts */
 };
 
 /* args.c: false when main returns *exit_status (--help, a bad argument, neither --weights

@@ -2,9 +2,42 @@
  * and checks its MLP against the shapes given and this example's limits. */
 #include <stdlib.h>
 
+#include "llama.h"
 #include "service.h"
 
+/* --make-gguf --preset/--heads: a whole llama model (llama_write_gguf). */
+static int make_llama(const struct service_args *a) {
+  struct llama_make_params p = {.n_vocab = 32000, .n_ctx = 4096, .rope_freq_base = 10000.0f,
+                                .eps = 1e-5f};
+  if (a->preset)
+    llama_preset(a->preset, &p);
+  p.type = a->dtype, p.seed = a->seed;
+  p.n_layer = a->layers ? (uint32_t)a->layers : p.n_layer;
+  p.n_embd = a->hidden ? (uint32_t)a->hidden : p.n_embd;
+  p.n_ff = a->ffn ? (uint32_t)a->ffn : p.n_ff;
+  p.n_head = a->heads ? (uint32_t)a->heads : p.n_head;
+  p.n_head_kv = a->kv_heads ? (uint32_t)a->kv_heads : a->heads ? p.n_head : p.n_head_kv;
+  p.n_vocab = a->vocab ? (uint32_t)a->vocab : p.n_vocab;
+  if (a->layers > UINT32_MAX || a->hidden > UINT32_MAX || a->ffn > UINT32_MAX) {
+    fprintf(stderr, "vkrt-service: --layers, --hidden and --ffn are 32-bit\n");
+    return EXIT_USAGE;
+  }
+  char err[512];
+  int r = llama_write_gguf(a->make_path, &p, err, sizeof(err));
+  if (r) {
+    fprintf(stderr, "vkrt-service: --make-gguf: %s\n", err);
+    return r == GGUF_E_BAD_VALUE ? EXIT_USAGE : EXIT_WEIGHTS;
+  }
+  printf("vkrt-service: wrote %s (GGUF v3 llama%s%s: %u layers, hidden %u, ffn %u, %u/%u heads "
+         "of %u, vocabulary %u, %s%s)\n", a->make_path, a->preset ? " " : "",
+         a->preset ? a->preset : "", p.n_layer, p.n_embd, p.n_ff, p.n_head, p.n_head_kv,
+         p.n_embd / p.n_head, p.n_vocab, vkrt_type_str(p.type), p.tie_output ? ", tied head" : "");
+  return 0;
+}
+
 int weights_make(const struct service_args *a) {
+  if (a->preset || a->heads)
+    return make_llama(a);
   if (!a->layers || !a->hidden) {
     fprintf(stderr, "vkrt-service: --make-gguf needs --layers and --hidden\n");
     return EXIT_USAGE;

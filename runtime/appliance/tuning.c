@@ -59,7 +59,9 @@ vkrt_status vkrt_tuning_stream_get(const vkrt_appliance *app, uint32_t device,
                               .host_closes = dev->stream.host_closes,
                               .begun_ahead = dev->stream.begun_ahead,
                               .barriers = dev->stream.barriers,
-                              .barriers_elided = dev->stream.barriers_elided};
+                              .barriers_elided = dev->stream.barriers_elided,
+                              .flushes = dev->stream.flushes,
+                              .deferred = dev->stream.deferred};
   return VKRT_OK;
 }
 
@@ -76,6 +78,7 @@ static const struct {
   [VKRT_TUNING_TRANSPOSE_VARIANT] = {"TRANSPOSE_VARIANT", 0, 2},
   [VKRT_TUNING_QUANT_VARIANT] = {"QUANT_VARIANT", 0, VKRT_QUANT_VARIANTS},
   [VKRT_TUNING_FORCE_MATMUL_KERNEL] = {"FORCE_MATMUL_KERNEL", 0, 2},
+  [VKRT_TUNING_STREAM_FLUSH_OPS] = {"STREAM_FLUSH_OPS", 0, UINT32_MAX},
 };
 
 vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_knob knob,
@@ -98,6 +101,7 @@ vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_kn
   case VKRT_TUNING_FORCE_TRANSPOSE_SCALAR: ops->force_transpose_scalar = value; break;
   case VKRT_TUNING_TRANSPOSE_VARIANT: ops->transpose_variant = (int)value; break;
   case VKRT_TUNING_QUANT_VARIANT: ops->quant_variant = (int)value; break;
+  case VKRT_TUNING_STREAM_FLUSH_OPS: vkrt_stream_set_flush_ops(dev, (uint32_t)value); break;
   default: ops->force_matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
@@ -119,6 +123,7 @@ vkrt_status vkrt_tuning_get(const vkrt_appliance *app, uint32_t device, vkrt_tun
   case VKRT_TUNING_FORCE_TRANSPOSE_SCALAR: *out = ops->force_transpose_scalar; break;
   case VKRT_TUNING_TRANSPOSE_VARIANT: *out = ops->transpose_variant; break;
   case VKRT_TUNING_QUANT_VARIANT: *out = ops->quant_variant; break;
+  case VKRT_TUNING_STREAM_FLUSH_OPS: *out = dev->stream.flush_ops; break;
   default: *out = ops->force_matmul_kernel; break;
   }
   return VKRT_OK;

@@ -11,6 +11,13 @@
 #define VKRT_STREAM_MAX_SYNC 16   /* extra waits/signals attached to one submit */
 #define VKRT_STREAM_MAX_ACCESS 32 /* buffer ranges tracked between two barriers */
 #define VKRT_STREAM_SPIN_NS 2000000ull /* GPUs: spin this long on the timeline before blocking */
+/* Overlap: the stream submits what it recorded while the host keeps recording (as
+ * ggml-vulkan does within a graph): the first piece after an explicit submit after this many
+ * commands, each later piece twice as many up to flush_ops, and any piece once its commands
+ * touched this many bytes (~16 us of H200 bandwidth). */
+#define VKRT_STREAM_FLUSH_FIRST 4
+#define VKRT_STREAM_FLUSH_OPS 64
+#define VKRT_STREAM_FLUSH_BYTES (64ull << 20)
 
 struct vkrt_buffer;
 
@@ -19,6 +26,17 @@ struct vkrt_stream_access {
   const struct vkrt_buffer *buffer;
   uint64_t lo, hi;
   bool write;
+};
+
+/* One vkQueueSubmit batch of the stream: its command buffer (NULL: an empty submit) and what
+ * it waits for and signals (the stream timeline first). */
+struct vkrt_stream_batch {
+  VkCommandBuffer cmd;
+  uint32_t wait_count, signal_count;
+  VkSemaphore wait_sem[VKRT_STREAM_MAX_SYNC];
+  uint64_t wait_value[VKRT_STREAM_MAX_SYNC];
+  VkSemaphore signal_sem[VKRT_STREAM_MAX_SYNC + 1];
+  uint64_t signal_value[VKRT_STREAM_MAX_SYNC + 1];
 };
 
 /* A device's op stream: a ring of command buffers and one timeline semaphore whose value
@@ -46,6 +64,12 @@ struct vkrt_stream {
   bool unsynced_unknown; /* a raw caller recorded since the last barrier */
   struct vkrt_stream_access unsynced_access[VKRT_STREAM_MAX_ACCESS];
   uint64_t barriers, barriers_elided; /* tracked commands with and without one (vkrt_tuning) */
+  /* Overlap (vkrt_stream_next): commands and bytes recorded since the last submit, the
+   * command count that flushes the next piece, and its cap (0: never flush). */
+  uint32_t pending_ops, flush_at, flush_ops;
+  uint32_t wait_ops; /* pending_ops when the first attached wait was added */
+  uint64_t pending_bytes;
+  uint64_t flushes; /* pieces submitted by the stream itself (vkrt_tuning) */
   VkSemaphore timeline;
   uint64_t submitted;                    /* last value submitted */
   uint64_t spin_ns;                      /* waits spin this long before blocking (0 on CPU devices) */
@@ -55,6 +79,20 @@ struct vkrt_stream {
   uint64_t wait_value[VKRT_STREAM_MAX_SYNC];
   VkSemaphore signal_sem[VKRT_STREAM_MAX_SYNC];
   uint64_t signal_value[VKRT_STREAM_MAX_SYNC];
+  /* Deferred submission (vkrt_stream_defer_waits): a submit that waits on a semaphore (a
+   * peer's collective signal) goes to the device's submitter thread, and so does every
+   * later one while any is queued, so vkQueueSubmit's own wait for the semaphore never
+   * runs on the caller's thread. The ring holds batches [defer_head, defer_tail). */
+  bool defer_waits, submitter_started, submitter_stop;
+  pthread_t submitter;
+  pthread_mutex_t defer_lock;
+  pthread_cond_t defer_wake, defer_space;
+  uint64_t defer_tail;            /* caller: batches queued */
+  atomic_uint_fast64_t defer_head; /* submitter: batches submitted (or failed) */
+  uint64_t deferred;              /* batches that went through the submitter (vkrt_tuning) */
+  atomic_int deferred_error;      /* first failed deferred submit (vkrt_status), sticky */
+  char deferred_message[160];
+  struct vkrt_stream_batch defer_ring[VKRT_STREAM_DEPTH];
 };
 
 struct vkrt_system;
@@ -162,12 +200,24 @@ void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd);
 /* The barrier every submitted command buffer ends with (stream and uploads): all writes
  * before it are visible to every later command on the queue and, with `host`, to the host. */
 void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, bool host);
+/* The overlap's cap: a piece is submitted after at most `ops` commands (0: only vkrt_submit
+ * and the collectives submit). */
+void vkrt_stream_set_flush_ops(struct vkrt_device *dev, uint32_t ops);
 /* Attach a wait/signal to the next submit. */
 vkrt_status vkrt_stream_add_wait(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
 vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
 /* Ends and submits what was recorded (an empty submit when nothing was, so attached
  * waits/signals still happen); *out_value (may be NULL) is the timeline value. */
 vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value);
+/* From now on the submits of dev that wait on a semaphore, and those after them while any
+ * is queued, are made by the device's submitter thread (started here; joined by the
+ * stream's finish). For transports whose waits can block vkQueueSubmit until the peer's
+ * signal (NVIDIA blocks there for a semaphore of another VkDevice: one queue hand-over,
+ * ~357 us, inside vkrt_allreduce). */
+vkrt_status vkrt_stream_defer_waits(struct vkrt_device *dev);
+/* Returns once every deferred submit of dev was made (before waiting for the queue to go
+ * idle or destroying semaphores a queued batch names). */
+void vkrt_stream_drain(struct vkrt_device *dev);
 /* Waits until the stream timeline reaches value. */
 vkrt_status vkrt_stream_wait(struct vkrt_device *dev, uint64_t value, uint64_t timeout_ns);
 

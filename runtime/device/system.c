@@ -397,8 +397,10 @@ vkrt_status vkrt_system_open(struct vkrt_system *sys, const vkrt_options *option
 
 void vkrt_system_wait_idle(struct vkrt_system *sys) {
   for (uint32_t i = 0; i < sys->device_count; i++)
-    if (sys->devices[i].handle)
+    if (sys->devices[i].handle) {
+      vkrt_stream_drain(&sys->devices[i]);
       sys->devices[i].vk.vkDeviceWaitIdle(sys->devices[i].handle);
+    }
 }
 
 void vkrt_system_close(struct vkrt_system *sys) {

@@ -195,6 +195,7 @@ static void proxy_destroy(struct vkrt_transport *t) {
         current < p->seq)
       vkrt_collective_host_signal(dev, pd->result, p->seq);
     if (dev->handle) {
+      vkrt_stream_drain(dev);
       pthread_mutex_lock(&dev->compute_queue_lock);
       dev->vk.vkQueueWaitIdle(dev->compute_queue);
       pthread_mutex_unlock(&dev->compute_queue_lock);
@@ -299,6 +300,10 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
       s = vkrt_timeline_create(dev, NULL, COLLECTIVE_TIMELINE, &p->dev[d].contrib);
     if (s == VKRT_OK)
       s = vkrt_timeline_create(dev, NULL, COLLECTIVE_TIMELINE, &p->dev[d].result);
+    /* The submit carrying the wait for the proxy's result is made by the device's submitter
+     * thread, so no caller's vkQueueSubmit waits for the relay. */
+    if (s == VKRT_OK)
+      s = vkrt_stream_defer_waits(dev);
   }
   if (s == VKRT_OK)
     s = vkrt_reduce_pool_create(base, vkrt_reduce_pool_threads(), &p->pool);

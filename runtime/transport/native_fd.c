@@ -6,7 +6,8 @@
  *             copy send -> slot d, signal own = 2 seq - 1;
  *   submit 2: wait peers >= 2 seq - 1 (every slot holds piece seq), reduce slots 0..n-1 in
  *             rank order into recv with the reduce kernel, signal own = 2 seq.
- * No host hop on the normal path. A watchdog thread (off the critical path) watches every
+ * No host hop on the normal path. Submits that wait on peers are made by each device's
+ * stream submitter thread (vkrt_stream_defer_waits), so vkrt_allreduce records and returns. A watchdog thread (off the critical path) watches every
  * device reach 2 seq; when one does not while no device makes progress for the collective
  * timeout (stalled peer, lost device) it records a sticky error and host-signals every
  * semaphore past any value still awaited, so no queue waits forever and vkrt_close returns.
@@ -166,6 +167,7 @@ static void native_destroy(struct vkrt_transport *t) {
   for (uint32_t d = 0; d < f->n; d++) {
     struct vkrt_device *dev = &sys->devices[d];
     if (dev->handle) {
+      vkrt_stream_drain(dev);
       pthread_mutex_lock(&dev->compute_queue_lock);
       dev->vk.vkQueueWaitIdle(dev->compute_queue);
       pthread_mutex_unlock(&dev->compute_queue_lock);
@@ -228,6 +230,10 @@ static vkrt_status native_create(struct vkrt_collective *coll, struct vkrt_trans
     s = vkrt_collective_import_host(dev, f->host, f->host_size, &f->buffer[d], &f->memory[d]);
     if (s == VKRT_OK)
       s = vkrt_timeline_create(dev, &export_info, COLLECTIVE_TIMELINE, &f->own[d]);
+    /* A submit waiting on a peer's semaphore blocks in vkQueueSubmit on NVIDIA until the
+     * peer signals: the device's submitter thread makes those, not vkrt_allreduce's caller. */
+    if (s == VKRT_OK)
+      s = vkrt_stream_defer_waits(dev);
     /* Compile the reduce pipelines now, not inside the first collective; a missing kernel
      * makes this transport unavailable rather than failing every allreduce. */
     if (s == VKRT_OK) {

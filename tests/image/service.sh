@@ -19,7 +19,7 @@ for devices in 2 4; do
     args=(--weights "$w" --tokens 20 --devices "$devices")
     [ $fault = on ] && args+=(--fault import-fails)
     out=$("$svc" "${args[@]}" 2>&1) || { echo "$out"; echo "service failed: $devices devices, fault $fault"; exit 1; }
-    grep -q "ranks bit-identical: yes" <<< "$out" || { echo "$out"; exit 1; }
+    grep -q "float64: max relative error [^:]*: passed; ranks bit-identical: yes" <<< "$out" || { echo "$out"; exit 1; }
     if [ $fault = on ]; then
       grep -q "weights via prestaged" <<< "$out" || { echo "$out"; echo "fault on but no pre-stage in the plan"; exit 1; }
     else
@@ -36,7 +36,7 @@ for dtype in f32 f16 q8_0 q4_K; do
   for devices in 2 1; do
     out=$("$svc" --weights "$work/$dtype.gguf" --tokens 17 --devices $devices 2>&1) \
       || { echo "$out"; echo "$dtype on $devices devices failed"; exit 1; }
-    grep -q "gate/up/down $dtype/$dtype/$dtype" <<< "$out" && grep -q "ranks bit-identical: yes" <<< "$out" \
+    grep -q "gate/up/down $dtype/$dtype/$dtype" <<< "$out" && grep -q "float64: max relative error [^:]*: passed; ranks bit-identical: yes" <<< "$out" \
       || { echo "$out"; echo "$dtype on $devices devices: not verified"; exit 1; }
     echo "gguf $dtype, $devices devices: $(grep -m1 'tokens/s' <<< "$out")"
   done
@@ -61,7 +61,7 @@ for dtype in q8_0 q4_K; do
   for devices in 2 1; do
     out=$("$svc" --weights "$work/$dtype.gguf" --tokens 17 --devices $devices --activations q8 2>&1) \
       || { echo "$out"; echo "$dtype with 8-bit activations on $devices devices failed"; exit 1; }
-    grep -q "(8-bit activations), ranks bit-identical: yes" <<< "$out" \
+    grep -q "(8-bit activations): passed; ranks bit-identical: yes" <<< "$out" \
       || { echo "$out"; echo "$dtype with 8-bit activations on $devices devices: not verified"; exit 1; }
     echo "gguf $dtype, 8-bit activations, $devices devices: $(grep -m1 'verified' <<< "$out")"
   done
@@ -73,7 +73,7 @@ if grep -q "^CONFIG_VKRT_FAULT_INJECTION=y" "$builddir/.config" 2>/dev/null || "
     set -e
     if [ $rc -eq 2 ] && grep -q "need CONFIG_VKRT_FAULT_INJECTION" <<< "$out"; then break; fi
     chunks=$(sed -n 's/.*registered .* in \([0-9]*\) chunks.*/\1/p' <<< "$out")
-    [ $rc -eq 0 ] && [ "${chunks:-0}" -gt 8 ] && grep -q "ranks bit-identical: yes" <<< "$out" \
+    [ $rc -eq 0 ] && [ "${chunks:-0}" -gt 8 ] && grep -q "float64: max relative error [^:]*: passed; ranks bit-identical: yes" <<< "$out" \
       || { echo "$out"; echo "$dtype with 64 KiB import chunks: not verified (rc $rc, $chunks chunks)"; exit 1; }
     echo "gguf $dtype in $chunks import chunks of 64 KiB: verified"
   done
@@ -86,7 +86,7 @@ for devices in 2 1; do
   out=$("$svc" --weights "$real" --tokens 9 --devices $devices 2>&1) \
     || { echo "$out"; echo "stories260K on $devices devices failed"; exit 1; }
   grep -q "GGUF v3, llama, 48 tensors, layers 5 hidden 64 ffn 172, gate/up/down f32/f32/f32" <<< "$out" &&
-    grep -q "ranks bit-identical: yes" <<< "$out" || { echo "$out"; echo "stories260K on $devices devices: not verified"; exit 1; }
+    grep -q "float64: max relative error [^:]*: passed; ranks bit-identical: yes" <<< "$out" || { echo "$out"; echo "stories260K on $devices devices: not verified"; exit 1; }
   echo "real gguf stories260K, $devices devices: $(grep -m1 'verified' <<< "$out")"
 done
 # A GGUF without ffn_up (the writer's file with the tensor renamed): missing tensor, exit 3.

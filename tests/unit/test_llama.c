@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -350,6 +351,113 @@ static void test_sampler(void **state) {
   assert_true(differ > 20);
 }
 
+/* ---- --make-gguf ------------------------------------------------------------------------ */
+
+static void test_presets(void **state) {
+  (void)state;
+  struct llama_make_params p = {.type = VKRT_TYPE_Q4_K, .seed = 9};
+  assert_true(llama_preset("llama3-8b", &p));
+  assert_true(p.n_layer == 32 && p.n_embd == 4096 && p.n_ff == 14336 && p.n_head == 32 &&
+              p.n_head_kv == 8 && p.n_vocab == 128256 && p.rope_freq_base == 500000.0f &&
+              p.eps == 1e-5f && !p.tie_output);
+  assert_true(p.type == VKRT_TYPE_Q4_K && p.seed == 9); /* left as given */
+  assert_true(llama_preset("llama3.2-1b", &p));
+  assert_true(p.n_layer == 16 && p.n_embd == 2048 && p.n_ff == 8192 && p.n_head == 32 &&
+              p.n_head_kv == 8 && p.n_embd / p.n_head == 64 && p.n_vocab == 128256 &&
+              p.rope_freq_base == 500000.0f && p.tie_output);
+  assert_true(llama_preset("qwen2.5-7b", &p));
+  assert_true(p.n_layer == 28 && p.n_embd == 3584 && p.n_ff == 18944 && p.n_head == 28 &&
+              p.n_head_kv == 4 && p.n_embd / p.n_head == 128 && p.n_vocab == 152064 &&
+              p.rope_freq_base == 1e6f && p.eps == 1e-6f);
+  assert_false(llama_preset("llama3-70b", &p));
+}
+
+/* A small file of each matrix type written, then loaded back: hyper-parameters, types, the
+ * tie, a vocabulary that tokenizes ASCII through merges and round-trips, and a reference pass
+ * whose logits are finite and of unit order (the weights' scaling keeps activations sane). */
+static void test_written_model(void **state) {
+  (void)state;
+  const vkrt_type types[] = {VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
+  for (int k = 0; k < 3; k++) {
+    struct llama_make_params p = {.n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4,
+                                  .n_head_kv = 2, .n_vocab = 1000, .n_ctx = 64,
+                                  .rope_freq_base = 500000.0f, .eps = 1e-5f, .type = types[k],
+                                  .seed = 5 + (uint64_t)k, .tie_output = k == 1};
+    char path[] = "/tmp/vkrt-test-llama-XXXXXX", err[512];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    if (llama_write_gguf(path, &p, err, sizeof(err)))
+      fail_msg("write: %s", err);
+    struct gguf_file f;
+    struct llama_model *m = malloc(sizeof(*m));
+    struct llama_vocab *v;
+    if (gguf_open(path, &f, err, sizeof(err)) || llama_model_load(&f, m, err, sizeof(err)) ||
+        llama_vocab_load(&f, &v, err, sizeof(err)))
+      fail_msg("%s: %s", vkrt_type_str(types[k]), err);
+    const struct llama_hparams *hp = &m->hp;
+    assert_true(hp->n_layer == 2 && hp->n_embd == 256 && hp->n_ff == 512 && hp->n_head == 4 &&
+                hp->n_head_kv == 2 && hp->head_dim == 64 && hp->n_rot == 64 &&
+                hp->n_vocab == 1000 && hp->n_ctx_train == 64 &&
+                hp->rope_freq_base == 500000.0f && hp->eps == 1e-5f);
+    assert_int_equal(m->output_tied, k == 1);
+    assert_int_equal(m->layer[1].ffn_down->type, types[k]);
+    assert_int_equal(m->tok_embd->type, types[k]);
+    assert_int_equal(m->layer[1].ffn_norm->type, VKRT_TYPE_F32);
+    assert_int_equal(llama_vocab_size(v), 1000);
+    assert_int_equal(llama_vocab_bos(v), 1);
+    assert_int_equal(llama_vocab_eos(v), 2);
+    int32_t ids[64];
+    char out[128] = "";
+    int32_t n = llama_tokenize(v, "hello, world \xc3\xbc", false, ids, 64);
+    assert_true(n > 0 && n < 14); /* 15 characters: merged */
+    for (int32_t i = 0; i < n; i++) {
+      assert_true(ids[i] >= 3 && ids[i] < 1000);
+      char piece[32];
+      llama_token_piece(v, ids[i], piece, sizeof(piece));
+      strcat(out, piece);
+    }
+    assert_string_equal(out, " hello, world \xc3\xbc");
+    struct llama_ref *r;
+    assert_int_equal(llama_ref_create(m, 4, VKRT_TYPE_F16, &r, err, sizeof(err)), 0);
+    double lg[1000], rms = 0;
+    for (uint32_t pos = 0; pos < 4; pos++)
+      assert_int_equal(llama_ref_forward(r, ids[pos % n], pos, lg), 0);
+    for (int i = 0; i < 1000; i++) {
+      assert_true(isfinite(lg[i]));
+      rms += lg[i] * lg[i] / 1000;
+    }
+    rms = sqrt(rms);
+    print_message("%s: %d tokens for 15 characters, logits rms %.3f\n", vkrt_type_str(types[k]),
+                  n, rms);
+    assert_true(rms > 0.2 && rms < 5);
+    llama_ref_free(r);
+    llama_vocab_free(v);
+    free(m);
+    gguf_close(&f);
+    unlink(path);
+  }
+  struct llama_make_params bad;
+  char err[256];
+  assert_true(llama_preset("llama3.2-1b", &bad));
+  bad.type = VKRT_TYPE_F16;
+  bad.n_head_kv = 5;
+  assert_int_equal(llama_write_gguf("/tmp/vkrt-test-never.gguf", &bad, err, sizeof(err)),
+                   GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "5 KV heads"));
+  bad.n_head_kv = 8, bad.n_vocab = 300;
+  assert_int_equal(llama_write_gguf("/tmp/vkrt-test-never.gguf", &bad, err, sizeof(err)),
+                   GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "vocabulary of 300 tokens"));
+  bad.n_vocab = 1000, bad.type = VKRT_TYPE_Q4_K, bad.n_ff = 8000;
+  assert_int_equal(llama_write_gguf("/tmp/vkrt-test-never.gguf", &bad, err, sizeof(err)),
+                   GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "256-element q4_K block"));
+  bad.n_ff = 8192;
+  assert_int_equal(llama_write_gguf("/nonexistent/x.gguf", &bad, err, sizeof(err)), GGUF_E_IO);
+  assert_int_equal(access("/tmp/vkrt-test-never.gguf", F_OK), -1); /* refused before opening */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_load_stories),
@@ -357,6 +465,8 @@ int main(void) {
       cmocka_unit_test(test_reference_story),
       cmocka_unit_test(test_bad_files),
       cmocka_unit_test(test_sampler),
+      cmocka_unit_test(test_presets),
+      cmocka_unit_test(test_written_model),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -260,6 +260,8 @@ static void test_barrier_only_for_hazards(void **state) {
   vkt_check(app, vkrt_upload(c, 0, got, SIZE));
   uint32_t v1 = (uint32_t)vkt_next(&seed) | 1u, v2 = (uint32_t)vkt_next(&seed) | 2u;
   vkt_check(app, vkrt_finish(app, 0)); /* the next command starts a buffer */
+  /* the counts below are those of one buffer: no piece submitted by the stream between */
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, 0));
   vkrt_tuning_stream before, after;
   vkt_check(app, vkrt_tuning_stream_get(app, 0, &before));
   vkrt_tensor a_lo = vkrt_tensor_contiguous(a, 0, VKRT_TYPE_F32, N, 1, 1, 1);
@@ -315,6 +317,8 @@ static void test_hazard_overlap_both_sides(void **state) {
   vkrt_options o;
   vkt_options(&o);
   vkrt_appliance *app = vkt_open(&o);
+  /* one command buffer: the stream submits no piece by itself in between */
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, 0));
   enum { SIZE = 256 };
   uint64_t seed = vkt_seed(0);
   vkrt_buffer *c;
@@ -365,6 +369,8 @@ static void test_hazard_list_full_forces_barrier(void **state) {
   vkrt_options o;
   vkt_options(&o);
   vkrt_appliance *app = vkt_open(&o);
+  /* one command buffer: the stream submits no piece by itself in between */
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, 0));
   enum { TRACKED = 32, SLOT = 64, SIZE = (TRACKED + 1) * SLOT };
   uint64_t seed = vkt_seed(0);
   vkrt_buffer *a, *b;
@@ -501,6 +507,83 @@ static void test_import(void **state) {
   vkt_close(app);
 }
 
+/* Overlap: the stream submits pieces by itself while recording goes on, and program order
+ * holds across them. A chain of dependent adds (a += b, b += a, with a copy b = a now and
+ * then) gives a result that changes if any two steps ran in another order; it is compared
+ * bit for bit with the same chain on the CPU, with the stream flushing every few commands
+ * and with flushing off (then no piece is submitted by the stream). */
+static void test_overlap_keeps_program_order(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  enum { N = 256, STEPS = 150 };
+  static float a0[N], b0[N], a_want[N], b_want[N], got[N], poison[N];
+  uint64_t seed = vkt_seed(0);
+  vkt_fill_random_f32(a0, N, -1, 1, &seed);
+  vkt_fill_random_f32(b0, N, -1, 1, &seed);
+  memcpy(a_want, a0, sizeof(a0));
+  memcpy(b_want, b0, sizeof(b0));
+  for (int step = 0; step < STEPS; step++)
+    for (int i = 0; i < N; i++) {
+      if (step % 10 == 9)
+        b_want[i] = a_want[i];
+      else if (step % 2)
+        b_want[i] = a_want[i] + b_want[i];
+      else
+        a_want[i] = a_want[i] + b_want[i];
+    }
+  vkrt_buffer *a, *b;
+  vkt_check(app, vkrt_buffer_create(app, 0, sizeof(a0), VKRT_BUFFER_DEVICE_LOCAL, &a));
+  vkt_check(app, vkrt_buffer_create(app, 0, sizeof(b0), VKRT_BUFFER_DEVICE_LOCAL, &b));
+  vkrt_tensor at = vkrt_tensor_contiguous(a, 0, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkrt_tensor bt = vkrt_tensor_contiguous(b, 0, VKRT_TYPE_F32, N, 1, 1, 1);
+  const vkrt_tensor *ab[2] = {&at, &bt};
+  int64_t flush_ops;
+  vkt_check(app, vkrt_tuning_get(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, &flush_ops));
+  assert_true(flush_ops > 0); /* on by default */
+  for (int pass = 0; pass < 2; pass++) {
+    int64_t every = pass == 0 ? 8 : 0;
+    vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, every));
+    vkt_check(app, vkrt_upload(a, 0, a0, sizeof(a0)));
+    vkt_check(app, vkrt_upload(b, 0, b0, sizeof(b0)));
+    vkrt_tuning_stream before, after;
+    vkt_check(app, vkrt_tuning_stream_get(app, 0, &before));
+    for (int step = 0; step < STEPS; step++) {
+      vkrt_status s = step % 10 == 9 ? vkrt_cmd_copy_buffer(b, 0, a, 0, sizeof(a0))
+                      : step % 2     ? vkrt_op_add(&bt, ab, 2)
+                                     : vkrt_op_add(&at, ab, 2);
+      if (s == VKRT_ERROR_UNSUPPORTED) {
+        vkt_close(app);
+        vkt_skip("the add kernel is not in this build");
+      }
+      vkt_check(app, s);
+    }
+    uint64_t ticket;
+    vkt_check(app, vkrt_submit(app, 0, &ticket));
+    vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+    /* the ticket is the last piece: it covers every flushed one */
+    assert_int_equal(ticket, after.submitted);
+    vkt_check(app, vkrt_wait(app, 0, ticket, UINT64_MAX));
+    uint64_t flushes = after.flushes - before.flushes;
+    if (every ? flushes < (uint64_t)(STEPS / every - 2) : flushes != 0)
+      fail_msg("flush every %lld commands: %llu pieces flushed for %d commands", (long long)every,
+               (unsigned long long)flushes, STEPS);
+    assert_int_equal(after.submitted - before.submitted, flushes + 1);
+    vkt_poison(poison, sizeof(poison));
+    memcpy(got, poison, sizeof(got));
+    vkt_check(app, vkrt_download(got, a, 0, sizeof(got)));
+    assert_memory_equal(got, a_want, sizeof(got));
+    memcpy(got, poison, sizeof(got));
+    vkt_check(app, vkrt_download(got, b, 0, sizeof(got)));
+    assert_memory_equal(got, b_want, sizeof(got));
+  }
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, flush_ops));
+  vkrt_buffer_destroy(a);
+  vkrt_buffer_destroy(b);
+  vkt_close(app);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) /* one case by name or pattern (tools/mutation-check.sh) */
     cmocka_set_test_filter(argv[1]);
@@ -513,6 +596,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_hazard_list_full_forces_barrier),
       cmocka_unit_test(test_short_byte_copies),
       cmocka_unit_test(test_import),
+      cmocka_unit_test(test_overlap_keeps_program_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

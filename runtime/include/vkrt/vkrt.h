@@ -447,6 +447,46 @@ vkrt_status vkrt_allreduce(vkrt_appliance *appliance, const vkrt_allreduce_args 
 uint32_t vkrt_host_rank(const vkrt_appliance *appliance);
 uint32_t vkrt_host_count(const vkrt_appliance *appliance);
 
+/* ---- captured graphs ---------------------------------------------------------------------
+ * A fixed model records the same work every token. Capture it once and launch it per token:
+ * a launch costs one vkQueueSubmit per device, with the timeline values it waits for and
+ * signals computed at launch, and reuses the command buffers recorded at capture (no
+ * recording, no validation, no allocation per launch). The values that change per token
+ * (position, token id, cache row, attended length) are read by the ops from device tensors
+ * (the decode ops' I32 operands) that the caller updates between launches (vkrt_upload, or
+ * captured copies and fills); nothing else may change.
+ *
+ * vkrt_graph_begin(app) starts capturing on every device of the appliance: from then until
+ * vkrt_graph_end, the ops, vkrt_cmd_copy_buffer, vkrt_cmd_fill and vkrt_allreduce calls made
+ * on the appliance are validated and recorded into the graph instead of the device streams;
+ * nothing runs. Work recorded on a stream before begin is submitted by begin. While
+ * capturing, vkrt_submit, vkrt_wait and vkrt_finish answer VKRT_ERROR_INVALID_ARGUMENT;
+ * vkrt_upload / vkrt_download are not captured (they run at once, as always). A failing call
+ * during capture returns its error as usual and records nothing; vkrt_graph_end then still
+ * makes a graph of what was captured. One capture at a time per appliance; capture from the
+ * thread that records (recording rules of this header apply).
+ *
+ * vkrt_graph_launch runs the graph after everything recorded or launched before it on each
+ * device (program order per device, the same as the recorded calls would have had), and the
+ * results are bit-identical to recording the same calls directly. tickets (NULL, or an array
+ * of vkrt_device_count() values) receive each device's ticket for vkrt_wait; a later
+ * vkrt_submit's ticket covers the launch too. A launch of a graph whose previous launch is
+ * still running first waits for that one (bounded by the collective timeout:
+ * VKRT_ERROR_TIMEOUT). A launch after a buffer the graph uses was destroyed fails with
+ * VKRT_ERROR_INVALID_ARGUMENT and a message naming it, before anything is submitted.
+ * Collective failures (a stalled peer) surface at vkrt_wait as for direct recording.
+ * Devices without VK_KHR_push_descriptor cannot capture ops (VKRT_ERROR_UNAVAILABLE).
+ *
+ * vkrt_graph_destroy waits for the graph's launches to finish, then frees it (NULL: no-op);
+ * destroy every graph before vkrt_close. */
+typedef struct vkrt_graph vkrt_graph;
+
+vkrt_status vkrt_graph_begin(vkrt_appliance *appliance);
+/* Ends the capture begun on appliance; *out is NULL on failure (the capture ends anyway). */
+vkrt_status vkrt_graph_end(vkrt_appliance *appliance, vkrt_graph **out);
+vkrt_status vkrt_graph_launch(vkrt_graph *graph, uint64_t *tickets);
+void vkrt_graph_destroy(vkrt_graph *graph);
+
 /* ---- plan and description (vkrt-probe) ------------------------------------------------- */
 
 /* Writes the NCCL-style plan lines ("vkrt: dev0 -> dev1 via cpu_proxy: ...") or, with json,

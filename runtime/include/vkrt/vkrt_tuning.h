@@ -45,6 +45,10 @@ typedef struct vkrt_tuning_stream {
   uint64_t barriers;    /* commands after the first of their buffer recorded behind a barrier
                            (they touch what earlier commands wrote, or write what they read) */
   uint64_t barriers_elided; /* ... and without one: independent of the work since the last */
+  uint64_t flushes;     /* pieces the stream submitted by itself while recording went on (the
+                           overlap; VKRT_TUNING_STREAM_FLUSH_OPS), counted in `submitted` too */
+  uint64_t deferred;    /* submits made by the device's submitter thread, not the caller's:
+                           those waiting on a collective's semaphore and those after them */
 } vkrt_tuning_stream;
 
 vkrt_status vkrt_tuning_stream_get(const vkrt_appliance *appliance, uint32_t device,
@@ -61,6 +65,9 @@ typedef enum vkrt_tuning_knob {
   VKRT_TUNING_TRANSPOSE_VARIANT,        /* f32 transpose: 0 = default, else a variant */
   VKRT_TUNING_QUANT_VARIANT,            /* Q8_0/Q4_K matrix-vector: 0 = choose, else a variant */
   VKRT_TUNING_FORCE_MATMUL_KERNEL,      /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
+  VKRT_TUNING_STREAM_FLUSH_OPS,         /* the stream submits a piece after at most this many
+                                           recorded commands (64; the first after an explicit
+                                           submit after 4, doubling); 0 = never by itself */
   VKRT_TUNING_KNOB_COUNT
 } vkrt_tuning_knob;
 

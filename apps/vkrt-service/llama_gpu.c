@@ -1,0 +1,532 @@
+/* The tensor-parallel forward pass of a llama model on the appliance's devices (llama.h says
+ * how the model is split). Per token, on every device:
+ *   x = token_embd[token]                                   (get_rows; token from `step`)
+ *   per layer: h = rms_norm(x) * attn_norm
+ *              q, k, v = Wq h, Wk h, Wv h                   (this rank's heads)
+ *              q, k = rope(q, pos), rope(k, pos)            (pos from `step`)
+ *              K[pos], V[pos] = k, v                        (set_rows into the cache)
+ *              a = attention(q, K, V, kv_len = pos + 1)     (kv_len from `step`)
+ *              x += allreduce(Wo a)                         (Wo: this rank's columns)
+ *              h = rms_norm(x) * ffn_norm
+ *              x += allreduce(Wdown (silu(Wgate h) * Wup h))
+ *   logits = allreduce(Woutput,r rms_norm(x) * output_norm) (each rank's vocabulary rows)
+ *   step[argmax] = argmax(logits)                           (greedy, on the device)
+ * Every per-token value (token, position, attended length) is read on the device from the
+ * I32 `step` buffer, which a recorded copy fills from a host-visible buffer the host writes:
+ * the token's recorded work is the same for every token. The allreduce leaves bit-identical
+ * sums on every rank, so every rank's state and logits are the same bits. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llama.h"
+
+enum { STEP_TOKEN = 0, STEP_POS = 4, STEP_KV_LEN = 8, STEP_ARGMAX = 16, STEP_BYTES = 32 };
+enum { OUT_ARGMAX = 0, OUT_LOGITS = 256 }; /* offsets in the host-visible result buffer */
+
+struct gpu_layer {
+  vkrt_buffer *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *gate, *up, *down;
+  vkrt_buffer *k_cache, *v_cache;
+};
+
+struct gpu_device {
+  struct llama_split sp;
+  struct gpu_layer *layer;
+  vkrt_buffer *tok_embd, *output_norm;
+  vkrt_buffer *output;           /* this rank's output-head rows (tok_embd itself when tied) */
+  uint64_t output_offset;        /* bytes: where they start in `output` */
+  vkrt_buffer *x, *xn, *q, *k, *v, *att, *y, *g, *u;
+  vkrt_buffer *logits_part;      /* ranks > 1: n_vocab, zero outside this rank's rows */
+  vkrt_buffer *logits;
+  vkrt_buffer *step;             /* I32 token, position, kv_len; the argmax */
+  vkrt_buffer *step_host, *out_host; /* host-visible: the next step; argmax and logits */
+  int32_t *step_map;
+  uint8_t *out_map;
+  uint64_t weight_bytes, uploaded;
+};
+
+struct llama_gpu {
+  vkrt_appliance *app;
+  const struct llama_model *m;
+  struct llama_gpu_params p;
+  uint32_t n;
+  struct gpu_device dev[VKRT_MAX_DEVICES];
+  const char *failed;
+};
+
+static bool refuse(char *err, size_t err_size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, err_size, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank,
+                      struct llama_split *out, char *err, size_t err_size) {
+  const struct llama_hparams *hp = &m->hp;
+  memset(out, 0, sizeof(*out));
+  if (ranks == 0 || rank >= ranks)
+    return refuse(err, err_size, "rank %u of %u ranks", rank, ranks);
+  if (hp->n_head_kv % ranks)
+    return refuse(err, err_size, "llama.attention.head_count_kv = %u does not divide among %u "
+                  "devices (each device holds whole KV heads with their query heads)",
+                  hp->n_head_kv, ranks);
+  uint32_t group = hp->n_head / hp->n_head_kv;
+  out->n_head_kv = hp->n_head_kv / ranks;
+  out->kv_head0 = rank * out->n_head_kv;
+  out->n_head = out->n_head_kv * group;
+  out->head0 = out->kv_head0 * group;
+  uint32_t ff_block = 1;
+  for (uint32_t l = 0; l < hp->n_layer; l++) {
+    const struct llama_layer *L = &m->layer[l];
+    uint32_t wo_block = vkrt_type_block(L->wo->type);
+    if (((uint64_t)out->n_head * hp->head_dim) % wo_block)
+      return refuse(err, err_size, "blk.%u.attn_output.weight (%s): a device's %u heads of %u "
+                    "are not whole blocks of %u columns", l, vkrt_type_str(L->wo->type),
+                    out->n_head, hp->head_dim, wo_block);
+    uint32_t b = vkrt_type_block(L->ffn_down->type);
+    ff_block = b > ff_block ? b : ff_block;
+  }
+  if (hp->n_ff % ff_block || hp->n_ff / ff_block < ranks)
+    return refuse(err, err_size, "llama.feed_forward_length = %u holds %u blocks of %u "
+                  "(ffn_down), fewer than the %u devices", hp->n_ff, hp->n_ff / ff_block,
+                  ff_block, ranks);
+  uint64_t blocks = hp->n_ff / ff_block;
+  out->ff0 = (uint32_t)(blocks * rank / ranks * ff_block);
+  out->n_ff = (uint32_t)(blocks * (rank + 1) / ranks * ff_block) - out->ff0;
+  if (hp->n_vocab < ranks)
+    return refuse(err, err_size, "%u vocabulary rows for %u devices", hp->n_vocab, ranks);
+  out->vocab0 = (uint32_t)((uint64_t)hp->n_vocab * rank / ranks);
+  out->n_vocab = (uint32_t)((uint64_t)hp->n_vocab * (rank + 1) / ranks) - out->vocab0;
+  return true;
+}
+
+/* A libvkrt call in llama_gpu's functions: on failure the call's text is kept for
+ * llama_gpu_failed and its status returned. */
+#define TRY(call)                                                                         \
+  do {                                                                                    \
+    vkrt_status s_ = (call);                                                              \
+    if (s_ != VKRT_OK) {                                                                  \
+      g->failed = #call;                                                                  \
+      return s_;                                                                          \
+    }                                                                                     \
+  } while (0)
+
+static const uint8_t *tensor_data(const struct llama_model *m, const struct gguf_tensor *t) {
+  return gguf_data(m->file, t);
+}
+
+/* Rows [row0, row0 + rows) of t, contiguous in the file, into a new buffer (+16 bytes: the
+ * kernels read whole words). */
+static vkrt_status upload_rows(struct llama_gpu *g, uint32_t d, const struct gguf_tensor *t,
+                               uint64_t row0, uint64_t rows, vkrt_buffer **out) {
+  uint64_t rb = gguf_row_bytes(t);
+  TRY(vkrt_buffer_create(g->app, d, rows * rb + 16, VKRT_BUFFER_DEVICE_LOCAL, out));
+  TRY(vkrt_upload(*out, 0, tensor_data(g->m, t) + row0 * rb, rows * rb));
+  g->dev[d].weight_bytes += rows * rb;
+  g->dev[d].uploaded += rows * rb;
+  return VKRT_OK;
+}
+
+/* Columns [col0, col0 + cols) of every row of t (whole blocks): a 2-D region of the file. */
+static vkrt_status upload_cols(struct llama_gpu *g, uint32_t d, const struct gguf_tensor *t,
+                               uint64_t col0, uint64_t cols, vkrt_buffer **out) {
+  uint64_t bs = vkrt_type_size(t->type), bl = vkrt_type_block(t->type);
+  uint64_t width = cols / bl * bs, rows = t->ne[1];
+  TRY(vkrt_buffer_create(g->app, d, width * rows + 16, VKRT_BUFFER_DEVICE_LOCAL, out));
+  TRY(vkrt_upload_2d(*out, 0, width, tensor_data(g->m, t) + col0 / bl * bs, gguf_row_bytes(t),
+                     width, rows));
+  g->dev[d].weight_bytes += width * rows;
+  g->dev[d].uploaded += width * rows;
+  return VKRT_OK;
+}
+
+static vkrt_status activation(struct llama_gpu *g, uint32_t d, uint64_t floats,
+                              vkrt_buffer **out) {
+  TRY(vkrt_buffer_create(g->app, d, floats * 4, VKRT_BUFFER_DEVICE_LOCAL, out));
+  return VKRT_OK;
+}
+
+static uint64_t kv_row_bytes(const struct llama_gpu *g, uint32_t n_head_kv) {
+  uint64_t n = (uint64_t)n_head_kv * g->m->hp.head_dim;
+  return n / vkrt_type_block(g->p.kv_type) * vkrt_type_size(g->p.kv_type);
+}
+
+static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
+  const struct llama_model *m = g->m;
+  const struct llama_hparams *hp = &m->hp;
+  struct gpu_device *dv = &g->dev[d];
+  const struct llama_split *sp = &dv->sp;
+  uint64_t hd = hp->head_dim;
+  dv->layer = calloc(hp->n_layer, sizeof(*dv->layer));
+  if (!dv->layer) {
+    g->failed = "calloc (layers)";
+    return VKRT_ERROR_OUT_OF_HOST_MEMORY;
+  }
+  vkrt_status s;
+  for (uint32_t l = 0; l < hp->n_layer; l++) {
+    const struct llama_layer *L = &m->layer[l];
+    struct gpu_layer *gl = &dv->layer[l];
+    if ((s = upload_rows(g, d, L->attn_norm, 0, 1, &gl->attn_norm)) ||
+        (s = upload_rows(g, d, L->wq, sp->head0 * hd, sp->n_head * hd, &gl->wq)) ||
+        (s = upload_rows(g, d, L->wk, sp->kv_head0 * hd, sp->n_head_kv * hd, &gl->wk)) ||
+        (s = upload_rows(g, d, L->wv, sp->kv_head0 * hd, sp->n_head_kv * hd, &gl->wv)) ||
+        (s = upload_cols(g, d, L->wo, sp->head0 * hd, sp->n_head * hd, &gl->wo)) ||
+        (s = upload_rows(g, d, L->ffn_norm, 0, 1, &gl->ffn_norm)) ||
+        (s = upload_rows(g, d, L->ffn_gate, sp->ff0, sp->n_ff, &gl->gate)) ||
+        (s = upload_rows(g, d, L->ffn_up, sp->ff0, sp->n_ff, &gl->up)) ||
+        (s = upload_cols(g, d, L->ffn_down, sp->ff0, sp->n_ff, &gl->down)))
+      return s;
+    uint64_t cache = kv_row_bytes(g, sp->n_head_kv) * g->p.n_ctx;
+    TRY(vkrt_buffer_create(g->app, d, cache, VKRT_BUFFER_DEVICE_LOCAL, &gl->k_cache));
+    TRY(vkrt_buffer_create(g->app, d, cache, VKRT_BUFFER_DEVICE_LOCAL, &gl->v_cache));
+  }
+  /* The embedding: all of it (any token's row may be asked for), one row read per token. */
+  if ((s = upload_rows(g, d, m->tok_embd, 0, hp->n_vocab, &dv->tok_embd)))
+    return s;
+  dv->weight_bytes -= gguf_row_bytes(m->tok_embd) * (hp->n_vocab - 1);
+  if ((s = upload_rows(g, d, m->output_norm, 0, 1, &dv->output_norm)))
+    return s;
+  if (m->output_tied) { /* this rank's rows of the embedding already there */
+    dv->output = dv->tok_embd;
+    dv->output_offset = sp->vocab0 * gguf_row_bytes(m->output);
+    dv->weight_bytes += sp->n_vocab * gguf_row_bytes(m->output);
+  } else if ((s = upload_rows(g, d, m->output, sp->vocab0, sp->n_vocab, &dv->output))) {
+    return s;
+  }
+  uint64_t E = hp->n_embd;
+  if ((s = activation(g, d, E, &dv->x)) || (s = activation(g, d, E, &dv->xn)) ||
+      (s = activation(g, d, E, &dv->y)) || (s = activation(g, d, sp->n_head * hd, &dv->q)) ||
+      (s = activation(g, d, sp->n_head * hd, &dv->att)) ||
+      (s = activation(g, d, sp->n_head_kv * hd, &dv->k)) ||
+      (s = activation(g, d, sp->n_head_kv * hd, &dv->v)) ||
+      (s = activation(g, d, sp->n_ff, &dv->g)) || (s = activation(g, d, sp->n_ff, &dv->u)) ||
+      (s = activation(g, d, hp->n_vocab, &dv->logits)))
+    return s;
+  if (g->p.ranks > 1) { /* zero once: only this rank's rows are ever written */
+    if ((s = activation(g, d, hp->n_vocab, &dv->logits_part)))
+      return s;
+    TRY(vkrt_cmd_fill(dv->logits_part, 0, (uint64_t)hp->n_vocab * 4, 0));
+  }
+  TRY(vkrt_buffer_create(g->app, d, STEP_BYTES, VKRT_BUFFER_DEVICE_LOCAL, &dv->step));
+  TRY(vkrt_buffer_create(g->app, d, STEP_BYTES, VKRT_BUFFER_HOST_VISIBLE, &dv->step_host));
+  TRY(vkrt_buffer_create(g->app, d, OUT_LOGITS + (uint64_t)hp->n_vocab * 4,
+                         VKRT_BUFFER_HOST_VISIBLE, &dv->out_host));
+  void *map = NULL;
+  TRY(vkrt_buffer_map(dv->step_host, &map));
+  dv->step_map = map;
+  memset(map, 0, STEP_BYTES);
+  TRY(vkrt_buffer_map(dv->out_host, &map));
+  dv->out_map = map;
+  /* The K/V caches start as zeros: rows past kv_len are never read, but a fresh buffer's
+   * bytes are whatever the memory held. */
+  for (uint32_t l = 0; l < hp->n_layer; l++) {
+    uint64_t cache = vkrt_buffer_size(dv->layer[l].k_cache);
+    TRY(vkrt_cmd_fill(dv->layer[l].k_cache, 0, cache, 0));
+    TRY(vkrt_cmd_fill(dv->layer[l].v_cache, 0, cache, 0));
+  }
+  TRY(vkrt_finish(g->app, d));
+  return VKRT_OK;
+}
+
+int llama_gpu_create(vkrt_appliance *app, const struct llama_model *m,
+                     const struct llama_gpu_params *p, struct llama_gpu **out, char *err,
+                     size_t err_size) {
+  *out = NULL;
+  if (p->kv_type != VKRT_TYPE_F16 && p->kv_type != VKRT_TYPE_Q8_0) {
+    snprintf(err, err_size, "K/V cache type %s: f16 or q8_0", vkrt_type_str(p->kv_type));
+    return 1;
+  }
+  if (m->hp.head_dim % vkrt_type_block(p->kv_type)) {
+    snprintf(err, err_size, "a %s K/V cache needs a head size that is a multiple of %u; this "
+             "model's is %u", vkrt_type_str(p->kv_type), vkrt_type_block(p->kv_type),
+             m->hp.head_dim);
+    return 1;
+  }
+  if (p->n_ctx == 0 || p->n_ctx > INT32_MAX) {
+    snprintf(err, err_size, "context of %u tokens", p->n_ctx);
+    return 1;
+  }
+  struct llama_gpu *g = calloc(1, sizeof(*g));
+  if (!g) {
+    snprintf(err, err_size, "out of host memory");
+    return 2;
+  }
+  g->app = app;
+  g->m = m;
+  g->p = *p;
+  g->n = vkrt_device_count(app);
+  for (uint32_t d = 0; d < g->n; d++)
+    if (!llama_split_plan(m, p->ranks, p->first_rank + d, &g->dev[d].sp, err, err_size)) {
+      llama_gpu_free(g);
+      return 1;
+    }
+  for (uint32_t d = 0; d < g->n; d++) {
+    vkrt_status s = device_create(g, d);
+    if (s != VKRT_OK) {
+      snprintf(err, err_size, "device %u: %s failed: %s: %s", d, g->failed,
+               vkrt_status_str(s), vkrt_last_error(app));
+      llama_gpu_free(g);
+      return 2;
+    }
+  }
+  *out = g;
+  return 0;
+}
+
+void llama_gpu_free(struct llama_gpu *g) {
+  if (!g)
+    return;
+  for (uint32_t d = 0; d < g->n; d++) {
+    struct gpu_device *dv = &g->dev[d];
+    for (uint32_t l = 0; dv->layer && l < g->m->hp.n_layer; l++) {
+      struct gpu_layer *gl = &dv->layer[l];
+      vkrt_buffer *bufs[] = {gl->attn_norm, gl->wq, gl->wk, gl->wv, gl->wo, gl->ffn_norm,
+                             gl->gate, gl->up, gl->down, gl->k_cache, gl->v_cache};
+      for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        vkrt_buffer_destroy(bufs[i]);
+    }
+    free(dv->layer);
+    if (dv->output != dv->tok_embd)
+      vkrt_buffer_destroy(dv->output);
+    vkrt_buffer *bufs[] = {dv->tok_embd, dv->output_norm, dv->x, dv->xn, dv->q, dv->k,
+                           dv->v, dv->att, dv->y, dv->g, dv->u, dv->logits_part,
+                           dv->logits, dv->step, dv->step_host, dv->out_host};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+      vkrt_buffer_destroy(bufs[i]);
+  }
+  free(g);
+}
+
+const struct llama_split *llama_gpu_split(const struct llama_gpu *g, uint32_t device) {
+  return &g->dev[device].sp;
+}
+
+void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos) {
+  for (uint32_t d = 0; d < g->n; d++) {
+    int32_t *s = g->dev[d].step_map;
+    s[STEP_TOKEN / 4] = token;
+    s[STEP_POS / 4] = (int32_t)pos;
+    s[STEP_KV_LEN / 4] = (int32_t)pos + 1;
+  }
+}
+
+static vkrt_tensor vec(vkrt_buffer *b, vkrt_type type, int64_t n) {
+  return vkrt_tensor_contiguous(b, 0, type, n, 1, 1, 1);
+}
+static vkrt_tensor step_i32(vkrt_buffer *step, uint64_t offset) {
+  return vkrt_tensor_contiguous(step, offset, VKRT_TYPE_I32, 1, 1, 1, 1);
+}
+
+/* One rank alone adds W h to x in the matmul where the weight type allows it
+ * (vkrt_op_matmul_add takes f32/f16 weights). */
+static bool fuses_residual(const struct llama_gpu *g, vkrt_type w) {
+  return g->p.ranks == 1 && vkrt_type_block(w) == 1;
+}
+
+/* x += W h on every device, W each rank's columns: partial products into y, summed by an
+ * allreduce, added to x (one rank: straight into x where the type allows). */
+static vkrt_status residual(struct llama_gpu *g, uint32_t l, bool ffn) {
+  const struct llama_hparams *hp = &g->m->hp;
+  const struct gguf_tensor *wt = ffn ? g->m->layer[l].ffn_down : g->m->layer[l].wo;
+  vkrt_allreduce_args ar = {.count = hp->n_embd, .type = VKRT_TYPE_F32};
+  for (uint32_t d = 0; d < g->n; d++) {
+    struct gpu_device *dv = &g->dev[d];
+    int64_t k = ffn ? dv->sp.n_ff : (int64_t)dv->sp.n_head * hp->head_dim;
+    vkrt_tensor w = vkrt_tensor_contiguous(ffn ? dv->layer[l].down : dv->layer[l].wo, 0,
+                                           wt->type, k, hp->n_embd, 1, 1);
+    vkrt_tensor h = vec(ffn ? dv->g : dv->att, VKRT_TYPE_F32, k);
+    vkrt_tensor x = vec(dv->x, VKRT_TYPE_F32, hp->n_embd);
+    vkrt_tensor y = vec(dv->y, VKRT_TYPE_F32, hp->n_embd);
+    if (fuses_residual(g, wt->type)) {
+      TRY(vkrt_op_matmul_add(&x, &w, &h));
+      continue;
+    }
+    TRY(vkrt_op_matmul(&y, &w, &h));
+    ar.send[d] = ar.recv[d] = dv->y;
+  }
+  if (fuses_residual(g, wt->type))
+    return VKRT_OK;
+  if (g->p.ranks > 1)
+    TRY(vkrt_allreduce(g->app, &ar));
+  for (uint32_t d = 0; d < g->n; d++) {
+    vkrt_tensor x = vec(g->dev[d].x, VKRT_TYPE_F32, hp->n_embd);
+    vkrt_tensor y = vec(g->dev[d].y, VKRT_TYPE_F32, hp->n_embd);
+    const vkrt_tensor *srcs[2] = {&x, &y};
+    TRY(vkrt_op_add(&x, srcs, 2));
+  }
+  return VKRT_OK;
+}
+
+/* Layer l's attention up to the output projection on device d: a = attention(rope(Wq h),
+ * cache with rope(Wk h), Wv h at pos). */
+static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l) {
+  const struct llama_model *m = g->m;
+  const struct llama_hparams *hp = &m->hp;
+  const struct llama_layer *L = &m->layer[l];
+  struct gpu_device *dv = &g->dev[d];
+  struct gpu_layer *gl = &dv->layer[l];
+  int64_t E = hp->n_embd, hd = hp->head_dim, nh = dv->sp.n_head, nkv = dv->sp.n_head_kv;
+  vkrt_tensor x = vec(dv->x, VKRT_TYPE_F32, E), h = vec(dv->xn, VKRT_TYPE_F32, E);
+  vkrt_tensor norm = vec(gl->attn_norm, VKRT_TYPE_F32, E);
+  TRY(vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
+  vkrt_tensor wq = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, nh * hd, 1, 1);
+  vkrt_tensor wk = vkrt_tensor_contiguous(gl->wk, 0, L->wk->type, E, nkv * hd, 1, 1);
+  vkrt_tensor wv = vkrt_tensor_contiguous(gl->wv, 0, L->wv->type, E, nkv * hd, 1, 1);
+  vkrt_tensor q = vkrt_tensor_contiguous(dv->q, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
+  vkrt_tensor k = vkrt_tensor_contiguous(dv->k, 0, VKRT_TYPE_F32, hd, nkv, 1, 1);
+  vkrt_tensor q_flat = vec(dv->q, VKRT_TYPE_F32, nh * hd);
+  vkrt_tensor k_flat = vec(dv->k, VKRT_TYPE_F32, nkv * hd);
+  vkrt_tensor v_flat = vec(dv->v, VKRT_TYPE_F32, nkv * hd);
+  TRY(vkrt_op_matmul(&q_flat, &wq, &h));
+  TRY(vkrt_op_matmul(&k_flat, &wk, &h));
+  TRY(vkrt_op_matmul(&v_flat, &wv, &h));
+  vkrt_tensor pos = step_i32(dv->step, STEP_POS), kv_len = step_i32(dv->step, STEP_KV_LEN);
+  vkrt_rope_params rope = {.mode = VKRT_ROPE_NORMAL, .n_dims = hp->n_rot,
+                           .freq_base = hp->rope_freq_base, .freq_scale = 1.0f};
+  TRY(vkrt_op_rope(&q, &q, &pos, &rope));
+  TRY(vkrt_op_rope(&k, &k, &pos, &rope));
+  /* cache rows: one token's KV heads each; row pos takes this token's */
+  int64_t ctx = g->p.n_ctx;
+  vkrt_tensor k_rows = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
+  vkrt_tensor v_rows = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
+  TRY(vkrt_op_set_rows(&k_rows, &k_flat, &pos));
+  TRY(vkrt_op_set_rows(&v_rows, &v_flat, &pos));
+  vkrt_tensor kc = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
+  vkrt_tensor vc = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
+  vkrt_tensor a = vkrt_tensor_contiguous(dv->att, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
+  TRY(vkrt_op_attention(&a, &q, &kc, &vc, &kv_len, 1.0f / sqrtf((float)hd)));
+  return VKRT_OK;
+}
+
+/* Layer l's feed-forward up to ffn_down on device d: g = silu(Wgate h) * Wup h. */
+static vkrt_status feed_forward(struct llama_gpu *g, uint32_t d, uint32_t l) {
+  const struct llama_model *m = g->m;
+  const struct llama_layer *L = &m->layer[l];
+  struct gpu_device *dv = &g->dev[d];
+  struct gpu_layer *gl = &dv->layer[l];
+  int64_t E = m->hp.n_embd, F = dv->sp.n_ff;
+  vkrt_tensor x = vec(dv->x, VKRT_TYPE_F32, E), h = vec(dv->xn, VKRT_TYPE_F32, E);
+  vkrt_tensor norm = vec(gl->ffn_norm, VKRT_TYPE_F32, E);
+  TRY(vkrt_op_rms_norm(&h, &x, &norm, m->hp.eps));
+  vkrt_tensor wg = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, F, 1, 1);
+  vkrt_tensor wu = vkrt_tensor_contiguous(gl->up, 0, L->ffn_up->type, E, F, 1, 1);
+  vkrt_tensor gt = vec(dv->g, VKRT_TYPE_F32, F), ut = vec(dv->u, VKRT_TYPE_F32, F);
+  TRY(vkrt_op_matmul(&gt, &wg, &h));
+  TRY(vkrt_op_matmul(&ut, &wu, &h));
+  TRY(vkrt_op_swiglu(&gt, &gt, &ut));
+  return VKRT_OK;
+}
+
+/* The output head: logits of this rank's vocabulary rows, gathered on every rank by an
+ * allreduce; the argmax on the device; the results copied to the host-visible buffer. */
+static vkrt_status output_head(struct llama_gpu *g, bool want_logits) {
+  const struct llama_model *m = g->m;
+  const struct llama_hparams *hp = &m->hp;
+  int64_t E = hp->n_embd, V = hp->n_vocab;
+  vkrt_allreduce_args ar = {.count = (uint64_t)V, .type = VKRT_TYPE_F32};
+  for (uint32_t d = 0; d < g->n; d++) {
+    struct gpu_device *dv = &g->dev[d];
+    vkrt_tensor x = vec(dv->x, VKRT_TYPE_F32, E), h = vec(dv->xn, VKRT_TYPE_F32, E);
+    vkrt_tensor norm = vec(dv->output_norm, VKRT_TYPE_F32, E);
+    TRY(vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
+    vkrt_tensor w = vkrt_tensor_contiguous(dv->output, dv->output_offset, m->output->type, E,
+                                           dv->sp.n_vocab, 1, 1);
+    vkrt_tensor part = vkrt_tensor_contiguous(g->p.ranks > 1 ? dv->logits_part : dv->logits,
+                                              (uint64_t)dv->sp.vocab0 * 4, VKRT_TYPE_F32,
+                                              dv->sp.n_vocab, 1, 1, 1);
+    TRY(vkrt_op_matmul(&part, &w, &h));
+    ar.send[d] = dv->logits_part;
+    ar.recv[d] = dv->logits;
+  }
+  if (g->p.ranks > 1)
+    TRY(vkrt_allreduce(g->app, &ar));
+  for (uint32_t d = 0; d < g->n; d++) {
+    struct gpu_device *dv = &g->dev[d];
+    vkrt_tensor logits = vec(dv->logits, VKRT_TYPE_F32, V);
+    vkrt_tensor best = step_i32(dv->step, STEP_ARGMAX);
+    TRY(vkrt_op_argmax(&best, &logits));
+    TRY(vkrt_cmd_copy_buffer(dv->out_host, OUT_ARGMAX, dv->step, STEP_ARGMAX, 4));
+    if (want_logits)
+      TRY(vkrt_cmd_copy_buffer(dv->out_host, OUT_LOGITS, dv->logits, 0, (uint64_t)V * 4));
+  }
+  return VKRT_OK;
+}
+
+vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits) {
+  const struct llama_model *m = g->m;
+  const struct llama_hparams *hp = &m->hp;
+  vkrt_status s;
+  for (uint32_t d = 0; d < g->n; d++) {
+    struct gpu_device *dv = &g->dev[d];
+    TRY(vkrt_cmd_copy_buffer(dv->step, 0, dv->step_host, 0, STEP_ARGMAX));
+    vkrt_tensor x = vec(dv->x, VKRT_TYPE_F32, hp->n_embd);
+    vkrt_tensor table = vkrt_tensor_contiguous(dv->tok_embd, 0, m->tok_embd->type, hp->n_embd,
+                                               hp->n_vocab, 1, 1);
+    vkrt_tensor token = step_i32(dv->step, STEP_TOKEN);
+    TRY(vkrt_op_get_rows(&x, &table, &token));
+  }
+  for (uint32_t l = 0; l < hp->n_layer; l++) {
+    for (uint32_t d = 0; d < g->n; d++)
+      if ((s = attention(g, d, l)))
+        return s;
+    if ((s = residual(g, l, false)))
+      return s;
+    for (uint32_t d = 0; d < g->n; d++)
+      if ((s = feed_forward(g, d, l)))
+        return s;
+    if ((s = residual(g, l, true)))
+      return s;
+  }
+  return output_head(g, want_logits);
+}
+
+const char *llama_gpu_failed(const struct llama_gpu *g) { return g->failed ? g->failed : ""; }
+
+int32_t llama_gpu_argmax(const struct llama_gpu *g, uint32_t device) {
+  int32_t id;
+  memcpy(&id, g->dev[device].out_map + OUT_ARGMAX, 4);
+  return id;
+}
+
+const float *llama_gpu_logits(const struct llama_gpu *g, uint32_t device) {
+  return (const float *)(g->dev[device].out_map + OUT_LOGITS);
+}
+
+uint64_t llama_gpu_weight_bytes(const struct llama_gpu *g) {
+  uint64_t most = 0;
+  for (uint32_t d = 0; d < g->n; d++)
+    most = g->dev[d].weight_bytes > most ? g->dev[d].weight_bytes : most;
+  return most;
+}
+
+uint64_t llama_gpu_kv_bytes(const struct llama_gpu *g, uint32_t kv_len) {
+  uint64_t most = 0;
+  for (uint32_t d = 0; d < g->n; d++) {
+    uint64_t b = 2ull * g->m->hp.n_layer * kv_row_bytes(g, g->dev[d].sp.n_head_kv) * kv_len;
+    most = b > most ? b : most;
+  }
+  return most;
+}
+
+uint32_t llama_gpu_ops_per_token(const struct llama_gpu *g) {
+  const struct llama_model *m = g->m;
+  /* step copy, get_rows; per layer norm, q/k/v, 2 rope, 2 set_rows, attention, norm,
+   * gate, up, swiglu and each residual (matmul + add, or one fused matmul_add); norm, head,
+   * argmax, the argmax copy (+ the logits copy) */
+  uint32_t ops = 2 + 5;
+  for (uint32_t l = 0; l < m->hp.n_layer; l++)
+    ops += 13 + (fuses_residual(g, m->layer[l].wo->type) ? 1 : 2) +
+           (fuses_residual(g, m->layer[l].ffn_down->type) ? 1 : 2);
+  return ops;
+}
+
+uint64_t llama_gpu_uploaded(const struct llama_gpu *g) {
+  uint64_t sum = 0;
+  for (uint32_t d = 0; d < g->n; d++)
+    sum += g->dev[d].uploaded;
+  return sum;
+}

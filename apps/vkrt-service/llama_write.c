@@ -1,0 +1,218 @@
+/* --make-gguf for llama models: real hyper-parameters (llama_preset) with random weights and a
+ * small valid SentencePiece vocabulary, streamed to the file one row at a time (an 8B f16 file
+ * is 16 GB; only one row is ever held). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llama.h"
+
+bool llama_preset(const char *name, struct llama_make_params *out) {
+  static const struct {
+    const char *name;
+    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+    float rope_freq_base, eps;
+    bool tie_output;
+  } presets[] = {
+    {"llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f, 1e-5f, false},
+    {"llama3.2-1b", 16, 2048, 8192, 32, 8, 128256, 131072, 500000.0f, 1e-5f, true},
+    {"qwen2.5-7b", 28, 3584, 18944, 28, 4, 152064, 32768, 1000000.0f, 1e-6f, false},
+  };
+  for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++)
+    if (!strcmp(name, presets[i].name)) {
+      out->n_layer = presets[i].n_layer, out->n_embd = presets[i].n_embd;
+      out->n_ff = presets[i].n_ff, out->n_head = presets[i].n_head;
+      out->n_head_kv = presets[i].n_head_kv, out->n_vocab = presets[i].n_vocab;
+      out->n_ctx = presets[i].n_ctx, out->rope_freq_base = presets[i].rope_freq_base;
+      out->eps = presets[i].eps, out->tie_output = presets[i].tie_output;
+      return true;
+    }
+  return false;
+}
+
+/* The vocabulary: <unk> <s> </s>, the 256 byte tokens, the printable ASCII characters, "▁",
+ * then every lowercase word by length, "▁word" before "word" — every piece's prefixes come
+ * first, so merges can build each one. Scores fall with the id (earlier pieces merge first). */
+enum { VOCAB_SPECIAL = 3, VOCAB_BYTES = 256, VOCAB_ASCII = 94, VOCAB_MIN = 3 + 256 + 94 + 1,
+       WORD_MAX = 8 };
+
+struct piece_gen {
+  uint32_t id;
+  uint32_t len;            /* of the current word; 0 before the first */
+  uint8_t letter[WORD_MAX];
+  bool marked;             /* the "▁word" of the word was given, "word" is next */
+};
+
+/* The next piece into buf (NUL-terminated); its token type (llama.cpp's llama_token_type). */
+static int32_t next_piece(struct piece_gen *g, char *buf) {
+  uint32_t id = g->id++;
+  if (id < VOCAB_SPECIAL) {
+    static const char *const special[] = {"<unk>", "<s>", "</s>"};
+    strcpy(buf, special[id]);
+    return id ? 3 : 2;
+  }
+  if (id < VOCAB_SPECIAL + VOCAB_BYTES) {
+    snprintf(buf, 8, "<0x%02X>", id - VOCAB_SPECIAL);
+    return 6;
+  }
+  id -= VOCAB_SPECIAL + VOCAB_BYTES;
+  if (id < VOCAB_ASCII) {
+    buf[0] = (char)('!' + id), buf[1] = '\0';
+    return 1;
+  }
+  if (id == VOCAB_ASCII) {
+    strcpy(buf, "\xe2\x96\x81");
+    return 1;
+  }
+  if (g->marked && g->len > 1) { /* the word without its space mark (single letters exist) */
+    g->marked = false;
+  } else { /* the next word (odometer over a..z by length), with its space mark */
+    uint32_t i = 0;
+    while (i < g->len && g->letter[i] == 25)
+      g->letter[i++] = 0;
+    if (i == g->len)
+      g->letter[g->len++] = 0;
+    else
+      g->letter[i]++;
+    g->marked = true;
+  }
+  size_t n = 0;
+  if (g->marked)
+    memcpy(buf, "\xe2\x96\x81", 3), n = 3;
+  for (uint32_t i = 0; i < g->len; i++)
+    buf[n++] = (char)('a' + g->letter[g->len - 1 - i]);
+  buf[n] = '\0';
+  return 1;
+}
+
+static int check_params(const struct llama_make_params *p, char *err, size_t err_size) {
+  uint32_t block = vkrt_type_block(p->type);
+  if (p->type != VKRT_TYPE_F32 && p->type != VKRT_TYPE_F16 && p->type != VKRT_TYPE_Q8_0 &&
+      p->type != VKRT_TYPE_Q4_K)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "matrices are f32, f16, q8_0 or q4_K");
+  if (!p->n_layer || p->n_layer > LLAMA_MAX_LAYERS)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "%u layers (1..%u)", p->n_layer,
+                     LLAMA_MAX_LAYERS);
+  if (!p->n_head || !p->n_head_kv || p->n_embd % p->n_head || p->n_head % p->n_head_kv ||
+      (p->n_embd / p->n_head) % 2)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "hidden %u, %u heads, %u KV heads: the "
+                     "heads must divide the hidden size into an even head size and the KV heads "
+                     "the heads", p->n_embd, p->n_head, p->n_head_kv);
+  if (!p->n_embd || !p->n_ff || p->n_embd % block || p->n_ff % block)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "hidden %u and ffn %u must be multiples "
+                     "of the %u-element %s block", p->n_embd, p->n_ff, block,
+                     vkrt_type_str(p->type));
+  if (p->n_vocab < VOCAB_MIN || p->n_vocab > (1u << 22))
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "a vocabulary of %u tokens (%u..%u: the "
+                     "special, byte and ASCII tokens first)", p->n_vocab, VOCAB_MIN, 1u << 22);
+  if (!p->n_ctx || !(p->rope_freq_base > 1) || !(p->eps > 0 && p->eps < 1))
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "context %u, RoPE base %g, eps %g",
+                     p->n_ctx, (double)p->rope_freq_base, (double)p->eps);
+  return GGUF_OK;
+}
+
+/* The tensors in file order: token_embd, output_norm, output (unless tied), then per layer. */
+struct tensor_plan {
+  char name[48];
+  uint64_t ne0, ne1;   /* ne1 0: a norm (f32 vector) */
+};
+
+static uint32_t plan_tensors(const struct llama_make_params *p, struct tensor_plan *t) {
+  uint32_t n = 0, hd = p->n_embd / p->n_head;
+  uint64_t E = p->n_embd, KV = (uint64_t)p->n_head_kv * hd;
+  /* the embedding's values ~1/sqrt(E) too, as trained models have (~0.02 at 2048): logits of
+   * unit order when the head is tied to it */
+  t[n++] = (struct tensor_plan){"token_embd.weight", E, p->n_vocab};
+  t[n++] = (struct tensor_plan){"output_norm.weight", E, 0};
+  if (!p->tie_output)
+    t[n++] = (struct tensor_plan){"output.weight", E, p->n_vocab};
+  for (uint32_t l = 0; l < p->n_layer; l++) {
+    static const char *const which[] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                        "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+    const uint64_t shape[][2] = {{E, 0}, {E, E}, {E, KV}, {E, KV}, {E, E},
+                                 {E, 0}, {E, p->n_ff}, {E, p->n_ff}, {p->n_ff, E}};
+    for (int i = 0; i < 9; i++) {
+      t[n] = (struct tensor_plan){.ne0 = shape[i][0], .ne1 = shape[i][1]};
+      snprintf(t[n].name, sizeof(t[n].name), "blk.%u.%s.weight", l, which[i]);
+      n++;
+    }
+  }
+  return n;
+}
+
+int llama_write_gguf(const char *path, const struct llama_make_params *p, char *err,
+                     size_t err_size) {
+  int r = check_params(p, err, err_size);
+  if (r)
+    return r;
+  uint32_t hd = p->n_embd / p->n_head;
+  struct tensor_plan *plan = malloc(sizeof(*plan) * (3 + 9 * (size_t)p->n_layer));
+  uint64_t widest = p->n_embd > p->n_ff ? p->n_embd : p->n_ff;
+  uint8_t *row = malloc(widest * sizeof(float));
+  if (!plan || !row) {
+    free(plan), free(row);
+    return gguf_fail(err, err_size, GGUF_E_NO_MEMORY, "out of memory");
+  }
+  uint32_t n_tensors = plan_tensors(p, plan);
+  struct gguf_writer w;
+  if ((r = gguf_writer_open(&w, path, n_tensors, 19, err, err_size))) {
+    free(plan), free(row);
+    return r;
+  }
+  char name[96];
+  snprintf(name, sizeof(name), "vkrt-service synthetic llama (%u layers, hidden %u, %s)",
+           p->n_layer, p->n_embd, vkrt_type_str(p->type));
+  gguf_writer_kv_str(&w, "general.architecture", "llama");
+  gguf_writer_kv_str(&w, "general.name", name);
+  gguf_writer_kv_u32(&w, "llama.block_count", p->n_layer);
+  gguf_writer_kv_u32(&w, "llama.context_length", p->n_ctx);
+  gguf_writer_kv_u32(&w, "llama.embedding_length", p->n_embd);
+  gguf_writer_kv_u32(&w, "llama.feed_forward_length", p->n_ff);
+  gguf_writer_kv_u32(&w, "llama.attention.head_count", p->n_head);
+  gguf_writer_kv_u32(&w, "llama.attention.head_count_kv", p->n_head_kv);
+  gguf_writer_kv_u32(&w, "llama.rope.dimension_count", hd);
+  gguf_writer_kv_f32(&w, "llama.rope.freq_base", p->rope_freq_base);
+  gguf_writer_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", p->eps);
+  gguf_writer_kv_str(&w, "tokenizer.ggml.model", "llama");
+  gguf_writer_kv_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
+  gguf_writer_kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
+  gguf_writer_kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
+  char piece[4 + WORD_MAX];
+  struct piece_gen g = {0};
+  gguf_writer_kv_array(&w, "tokenizer.ggml.tokens", GGUF_KV_STRING, p->n_vocab);
+  for (uint32_t i = 0; i < p->n_vocab; i++) {
+    next_piece(&g, piece);
+    gguf_writer_str(&w, piece, strlen(piece));
+  }
+  gguf_writer_kv_array(&w, "tokenizer.ggml.scores", GGUF_KV_F32, p->n_vocab);
+  for (uint32_t i = 0; i < p->n_vocab; i++)
+    gguf_writer_f32(&w, i < VOCAB_SPECIAL + VOCAB_BYTES ? 0.0f
+                                                        : -(float)(i - VOCAB_SPECIAL - VOCAB_BYTES));
+  gguf_writer_kv_array(&w, "tokenizer.ggml.token_type", GGUF_KV_I32, p->n_vocab);
+  g = (struct piece_gen){0};
+  for (uint32_t i = 0; i < p->n_vocab; i++)
+    gguf_writer_u32(&w, (uint32_t)next_piece(&g, piece));
+  for (uint32_t t = 0; t < n_tensors; t++)
+    gguf_writer_tensor_info(&w, plan[t].name, plan[t].ne0, plan[t].ne1,
+                            plan[t].ne1 ? p->type : VKRT_TYPE_F32);
+  gguf_writer_align(&w);
+  uint64_t rng = p->seed * 0x9e3779b97f4a7c15ull + 1;
+  for (uint32_t t = 0; t < n_tensors && w.ok; t++) {
+    if (!plan[t].ne1) { /* norm weights near 1 */
+      for (uint64_t i = 0; i < plan[t].ne0; i++) {
+        float v = 1.0f + ((float)(gguf_random(&rng) >> 40) / (float)(1 << 24) - 0.5f) * 0.2f;
+        memcpy(row + 4 * i, &v, 4);
+      }
+      gguf_writer_data(&w, row, plan[t].ne0 * 4);
+    } else {
+      size_t bytes = plan[t].ne0 / vkrt_type_block(p->type) * vkrt_type_size(p->type);
+      for (uint64_t n = 0; n < plan[t].ne1 && w.ok; n++) {
+        gguf_synth_row(row, p->type, plan[t].ne0, &rng);
+        gguf_writer_data(&w, row, bytes);
+      }
+    }
+    gguf_writer_align(&w);
+  }
+  free(plan), free(row);
+  return gguf_writer_close(&w, path, err, err_size);
+}
