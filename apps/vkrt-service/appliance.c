@@ -56,6 +56,20 @@ void appliance_describe(const struct service *s) {
     fputs(plan, stdout);
     free(plan);
   }
+  if (s->model) {
+    const struct llama_hparams *hp = &s->model->hp;
+    const struct llama_layer *L = &s->model->layer[0];
+    printf("vkrt-service: %s: GGUF v%u, llama, %u tensors, layers %u, embedding %u, ffn %u, "
+           "heads %u (KV %u) of %u, vocabulary %u, q/k/v/o %s/%s/%s/%s, ffn %s, output %s%s, %u "
+           "devices, transport %s\n", s->args->weights_path, wf->version, wf->tensor_count,
+           hp->n_layer, hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim,
+           hp->n_vocab, vkrt_type_str(L->wq->type), vkrt_type_str(L->wk->type),
+           vkrt_type_str(L->wv->type), vkrt_type_str(L->wo->type),
+           vkrt_type_str(L->ffn_gate->type), vkrt_type_str(s->model->output->type),
+           s->model->output_tied ? " (tied to token_embd)" : "", s->n,
+           vkrt_transport_str(vkrt_transport(s->app)));
+    return;
+  }
   printf("vkrt-service: %s: GGUF v%u%s%s, %u tensors, layers %u hidden %u ffn %u, "
          "gate/up/down %s/%s/%s, %u devices, transport %s\n",
          s->args->weights_path, wf->version, wf->architecture[0] ? ", " : "", wf->architecture,
@@ -67,6 +81,8 @@ void appliance_describe(const struct service *s) {
 void appliance_close(struct service *s) {
   if (!s->app)
     return;
+  llama_gpu_free(s->gpu);
+  s->gpu = NULL;
   for (uint32_t d = 0; d < VKRT_MAX_DEVICES; d++) {
     struct device_state *ds = &s->dev[d];
     for (uint32_t l = 0; l < MAX_LAYERS; l++) {

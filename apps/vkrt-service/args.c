@@ -27,7 +27,15 @@ static void usage(FILE *f) {
           "--seed with --weights picks the token inputs. --tokens defaults to 64, or with --seconds\n"
           "to as many as run in S seconds (up to 10^6). --activations q8: quantized weights take x\n"
           "rounded to 8 bits per 32 values where the device can (vkrt_options.quant_activations);\n"
-          "the float64 reference rounds x the same way.\n");
+          "the float64 reference rounds x the same way.\n"
+          "A llama model (a file with token_embd.weight, general.architecture llama) generates text:\n"
+          "  vkrt-service --weights MODEL.gguf [--prompt TEXT] [--tokens N] [--temperature T]\n"
+          "               [--top-k K] [--top-p P] [--seed N] [--ctx N] [--kv-type f16|q8_0]\n"
+          "               [--print-ids] [--verify all|N] [--devices N]\n"
+          "from BOS without a prompt; --temperature 0 (the default) is greedy, on the device.\n"
+          "--print-ids adds the lines 'prompt ids: ...' and 'ids: ...'. --verify N: the first N\n"
+          "positions are checked against the float64 reference (teacher-forced; default all).\n"
+          "Other files: the synthetic SwiGLU MLP stack (--make-gguf), a matmul/allreduce load.\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -91,6 +99,26 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     o->q8_activations = !strcmp(v, "q8");
     return o->q8_activations || !strcmp(v, "f32");
   }
+  if (!strcmp(a, "--prompt")) {
+    o->prompt = v;
+    return true;
+  }
+  if (!strcmp(a, "--ctx"))
+    return parse_u64(v, &o->ctx) && o->ctx > 0 && o->ctx <= INT32_MAX;
+  if (!strcmp(a, "--kv-type"))
+    return parse_dtype(v, &o->kv_type) && (o->kv_type == VKRT_TYPE_F16 || o->kv_type == VKRT_TYPE_Q8_0);
+  if (!strcmp(a, "--temperature")) {
+    o->temperature = atof(v);
+    return o->temperature >= 0;
+  }
+  if (!strcmp(a, "--top-k"))
+    return parse_u64(v, &o->top_k);
+  if (!strcmp(a, "--top-p")) {
+    o->top_p = atof(v);
+    return o->top_p > 0 && o->top_p <= 1;
+  }
+  if (!strcmp(a, "--verify"))
+    return !strcmp(v, "all") ? (o->verify = UINT64_MAX, true) : parse_u64(v, &o->verify);
   if (!strcmp(a, "--preset")) {
     o->preset = v;
     struct llama_make_params p;
@@ -108,7 +136,8 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
 }
 
 bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status) {
-  *o = (struct service_args){.tokens = 64, .seed = 1234, .warmup_ms = 500, .dtype = VKRT_TYPE_F16};
+  *o = (struct service_args){.tokens = 64, .seed = 1234, .warmup_ms = 500, .dtype = VKRT_TYPE_F16,
+                             .kv_type = VKRT_TYPE_F16, .top_p = 1, .verify = UINT64_MAX};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -119,6 +148,10 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
     }
     if (!strcmp(a, "--verbose")) {
       o->verbose = true;
+      continue;
+    }
+    if (!strcmp(a, "--print-ids")) {
+      o->print_ids = true;
       continue;
     }
     if (!v || !parse_option(o, a, v)) {

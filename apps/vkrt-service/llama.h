@@ -57,6 +57,9 @@ uint64_t llama_weight_bytes(const struct llama_model *m);
 
 /* ---- tokenizer (SentencePiece, score-ordered merges, <0xNN> byte fallback) ---------------- */
 struct llama_vocab;
+/* tokenizer.ggml.model must be "llama"; tokens required, scores and token types optional;
+ * tokenizer.ggml.bos_token_id required (a vocabulary without BOS is refused), eos and unknown
+ * optional. The pieces point into f, which must outlive the vocabulary. */
 int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *err,
                      size_t err_size);
 void llama_vocab_free(struct llama_vocab *v);
@@ -174,6 +177,16 @@ void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos);
  * appliance's vkrt_last_error says why). */
 vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits);
 const char *llama_gpu_failed(const struct llama_gpu *g);
+/* Captures the token's recorded work once (with and without the logits copy) as graphs
+ * (vkrt_graph_*): a token then costs one launch per device instead of recording every op.
+ * VKRT_OK when captured; VKRT_ERROR_UNSUPPORTED or VKRT_ERROR_UNAVAILABLE when the appliance
+ * cannot capture (the reason in why: tokens are then recorded directly); another status when
+ * recording failed (llama_gpu_failed). */
+vkrt_status llama_gpu_capture(struct llama_gpu *g, char *why, size_t why_size);
+bool llama_gpu_captured(const struct llama_gpu *g);
+/* Runs one token on every local device by launching the captured graph (llama_gpu_captured;
+ * otherwise record with llama_gpu_record and vkrt_submit); tickets[d] for vkrt_wait. */
+vkrt_status llama_gpu_launch(struct llama_gpu *g, bool want_logits, uint64_t *tickets);
 /* After the recorded work completed: device d's greedy id and (want_logits) its n_vocab
  * logits. */
 int32_t llama_gpu_argmax(const struct llama_gpu *g, uint32_t device);

@@ -53,6 +53,7 @@ struct llama_gpu {
   struct llama_gpu_params p;
   uint32_t n;
   struct gpu_device dev[VKRT_MAX_DEVICES];
+  vkrt_graph *graph[2];          /* captured token: [want_logits] */
   const char *failed;
 };
 
@@ -180,7 +181,8 @@ static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
         (s = upload_rows(g, d, L->ffn_up, sp->ff0, sp->n_ff, &gl->up)) ||
         (s = upload_cols(g, d, L->ffn_down, sp->ff0, sp->n_ff, &gl->down)))
       return s;
-    uint64_t cache = kv_row_bytes(g, sp->n_head_kv) * g->p.n_ctx;
+    /* whole words: vkrt_cmd_fill clears it below (q8_0 rows are 34-byte blocks) */
+    uint64_t cache = (kv_row_bytes(g, sp->n_head_kv) * g->p.n_ctx + 3) & ~(uint64_t)3;
     TRY(vkrt_buffer_create(g->app, d, cache, VKRT_BUFFER_DEVICE_LOCAL, &gl->k_cache));
     TRY(vkrt_buffer_create(g->app, d, cache, VKRT_BUFFER_DEVICE_LOCAL, &gl->v_cache));
   }
@@ -280,6 +282,8 @@ int llama_gpu_create(vkrt_appliance *app, const struct llama_model *m,
 void llama_gpu_free(struct llama_gpu *g) {
   if (!g)
     return;
+  vkrt_graph_destroy(g->graph[0]);
+  vkrt_graph_destroy(g->graph[1]);
   for (uint32_t d = 0; d < g->n; d++) {
     struct gpu_device *dv = &g->dev[d];
     for (uint32_t l = 0; dv->layer && l < g->m->hp.n_layer; l++) {
@@ -485,6 +489,38 @@ vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits) {
 }
 
 const char *llama_gpu_failed(const struct llama_gpu *g) { return g->failed ? g->failed : ""; }
+
+vkrt_status llama_gpu_capture(struct llama_gpu *g, char *why, size_t why_size) {
+  for (int with_logits = 0; with_logits < 2; with_logits++) {
+    vkrt_status s = vkrt_graph_begin(g->app);
+    if (s != VKRT_OK) {
+      snprintf(why, why_size, "%s", vkrt_last_error(g->app));
+      vkrt_graph_destroy(g->graph[0]);
+      g->graph[0] = NULL;
+      return s;
+    }
+    vkrt_status rec = llama_gpu_record(g, with_logits);
+    const char *failed = g->failed;
+    s = vkrt_graph_end(g->app, &g->graph[with_logits]);
+    if (rec != VKRT_OK || s != VKRT_OK) {
+      g->failed = rec != VKRT_OK ? failed : "vkrt_graph_end";
+      snprintf(why, why_size, "%s", vkrt_last_error(g->app));
+      vkrt_graph_destroy(g->graph[0]);
+      vkrt_graph_destroy(g->graph[1]);
+      g->graph[0] = g->graph[1] = NULL;
+      return rec != VKRT_OK ? rec : s;
+    }
+  }
+  snprintf(why, why_size, "captured");
+  return VKRT_OK;
+}
+
+bool llama_gpu_captured(const struct llama_gpu *g) { return g->graph[0] && g->graph[1]; }
+
+vkrt_status llama_gpu_launch(struct llama_gpu *g, bool want_logits, uint64_t *tickets) {
+  TRY(vkrt_graph_launch(g->graph[want_logits], tickets));
+  return VKRT_OK;
+}
 
 int32_t llama_gpu_argmax(const struct llama_gpu *g, uint32_t device) {
   int32_t id;

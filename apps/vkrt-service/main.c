@@ -1,5 +1,10 @@
 /* vkrt-service: a firmware-style tensor-parallel decode service on libvkrt.
  *
+ * A llama model (a GGUF file with token_embd.weight: general.architecture llama) generates
+ * text: generate.c and llama_gpu.c, llama.h says how the model is split over the devices.
+ * Any other file is the synthetic MLP stack below, a matmul + allreduce load with a float64
+ * check that exercises every weight type and import path.
+ *
  * Opens the board's appliance, prints the plan, maps a GGUF weights file read-only
  * (gguf.c), registers its tensor data section once (the board's import policy; tensors are
  * 32-byte aligned inside it, not page aligned), uploads each device's shard of the
@@ -29,6 +34,22 @@ static void on_signal(int sig) { stop_requested = sig; }
 
 /* From the open appliance to the closing lines; the first failing step's exit status ends
  * it (a failed float64 check still prints them). */
+/* A llama model: its shards, the generation, the text, the float64 check, the closing lines. */
+static int serve_model(struct service *s, struct generation *gen) {
+  int rc;
+  if ((rc = appliance_open(s)))
+    return rc;
+  appliance_describe(s);
+  if ((rc = shards_register(s)) || (rc = model_setup(s, gen)) || (rc = shards_measure_copy(s)) ||
+      (rc = model_run(s, gen)))
+    return rc;
+  model_print(s, gen);
+  rc = model_verify(s, gen);
+  if (rc != EXIT_RUNTIME)
+    model_summary(s, gen, rc == 0);
+  return rc ? rc : gen->ranks_differ ? EXIT_VERIFY : 0;
+}
+
 static int serve(struct service *s, struct decode *dc) {
   int rc;
   if ((rc = appliance_open(s)) || (rc = shards_cut(s)))
@@ -59,10 +80,12 @@ int main(int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
   tool_hosts_init();
   struct decode dc = {0};
-  rc = serve(&s, &dc);
+  struct generation gen = {0};
+  rc = s.model ? serve_model(&s, &gen) : serve(&s, &dc);
 
   appliance_close(&s);
   decode_free(&dc);
+  generation_free(&gen);
   weights_close(&s);
   tool_hosts_finish(rc);
   return rc;

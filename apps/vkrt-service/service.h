@@ -12,9 +12,13 @@
 #include <time.h>
 
 #include "gguf.h"
+#include "llama.h"
 #include "vkrt/vkrt.h"
 
-enum { EXIT_VERIFY = 1, EXIT_USAGE = 2, EXIT_WEIGHTS = 3, EXIT_RUNTIME = 4 };
+/* EXIT_WEIGHTS: the file is not a model this service runs (not GGUF, another architecture, a
+ * missing or mis-shaped tensor, no BOS); EXIT_FIT: a good model that cannot be split over
+ * these devices or with these options (head counts, blocks, K/V type). */
+enum { EXIT_VERIFY = 1, EXIT_USAGE = 2, EXIT_WEIGHTS = 3, EXIT_RUNTIME = 4, EXIT_FIT = 5 };
 
 #define MAX_LAYERS 64 /* this example */
 
@@ -45,6 +49,12 @@ struct service_args {
   uint64_t heads, kv_heads, vocab;
   bool verbose, fault_import, tokens_given, q8_activations;
   vkrt_type dtype;
+  /* llama mode */
+  const char *prompt;
+  uint64_t ctx, top_k, verify;   /* verify: positions checked against float64 (all: default) */
+  double temperature, top_p;
+  vkrt_type kv_type;
+  bool print_ids;
 };
 #define SECONDS_MAX_TOKENS 1000000u
 #define KEEP_MAX 16 /* checked tokens at most: each costs a float64 pass over the weights */
@@ -61,7 +71,10 @@ struct service {
   const struct service_args *args;
   const volatile sig_atomic_t *stop; /* the signal that asked the service to stop, or 0 */
   struct gguf_file wf;
-  struct gguf_mlp *mlp;
+  struct gguf_mlp *mlp;           /* the synthetic MLP stack (a file without token_embd) */
+  struct llama_model *model;      /* or a llama model */
+  struct llama_vocab *vocab;
+  struct llama_gpu *gpu;
   vkrt_appliance *app;
   /* n devices here; tensor-parallel ranks: every device of every host (one host without
    * MPI); this host's devices are ranks first_rank.. */
@@ -85,6 +98,24 @@ struct decode {
   uint64_t *saved_tok, verified;
   double worst_err;              /* against the float64 reference */
   bool ranks_differ;             /* a checked token's result differed between ranks or hosts */
+};
+
+/* A llama model's run: the fed ids (prompt, then generated), timings, the devices' choices
+ * and logits of the checked positions. */
+struct generation {
+  int32_t *ids;
+  uint32_t n_prompt, n_gen, fed, n_ctx;
+  double *lat;                   /* per fed position */
+  uint64_t warm_tokens, profiled;
+  double prof[4];                /* step, record, submit, wait: seconds summed */
+  double t_prompt, t_total;
+  int32_t *gpu_argmax;           /* rank 0's argmax per fed position */
+  float *logits;                 /* rank 0's logits per checked position */
+  void *scratch;                 /* the sampler's */
+  uint32_t checked, min_margin_pos;
+  double min_margin, max_logit_err;
+  bool ranks_differ;
+  char graph_why[512];           /* why the token's work is not a captured graph */
 };
 
 /* args.c: false when main returns *exit_status (--help, a bad argument, neither --weights
@@ -116,6 +147,17 @@ void decode_free(struct decode *dc);
 /* reference.c */
 void token_input(uint64_t seed, uint64_t token, float *x, uint32_t hidden);
 int reference_verify(const struct service *s, struct decode *dc);
+
+/* generate.c: the llama mode */
+bool model_file(const struct gguf_file *f);
+int model_load(struct service *s);
+void model_close(struct service *s);
+int model_setup(struct service *s, struct generation *gen);
+int model_run(struct service *s, struct generation *gen);
+int model_verify(struct service *s, struct generation *gen);
+void model_print(const struct service *s, const struct generation *gen);
+void model_summary(const struct service *s, struct generation *gen, bool verified);
+void generation_free(struct generation *gen);
 
 /* summary.c */
 void summary_print(const struct service *s, struct decode *dc, bool verified);

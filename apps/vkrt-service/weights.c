@@ -83,6 +83,13 @@ int weights_load(struct service *s) {
   char err[512];
   s->mlp = calloc(1, sizeof(*s->mlp));
   int rc = s->mlp ? gguf_open(s->args->weights_path, &s->wf, err, sizeof(err)) : GGUF_E_NO_MEMORY;
+  if (!rc && model_file(&s->wf)) { /* a llama model: generate.c */
+    free(s->mlp);
+    s->mlp = NULL;
+    if ((rc = model_load(s)))
+      weights_close(s);
+    return rc;
+  }
   if (!rc && (rc = gguf_mlp(&s->wf, s->mlp, err, sizeof(err))))
     gguf_close(&s->wf);
   if (rc) {
@@ -99,6 +106,7 @@ int weights_load(struct service *s) {
 }
 
 void weights_close(struct service *s) {
+  model_close(s);
   gguf_close(&s->wf);
   free(s->mlp);
   s->mlp = NULL;

@@ -50,6 +50,8 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
       vkrt_text_put(&o, "%s{", i ? ", " : "");
       add_caps(&o, &sys->devices[i].caps, i, true);
       const struct vkrt_device *d = &sys->devices[i];
+      char plan[512];
+      vkrt_ops_matmul_plan(d, plan, sizeof(plan));
       struct vkrt_matvec_config m16 = vkrt_ops_matvec_config(d, VKRT_TYPE_F16, 1);
       struct vkrt_matvec_config m32 = vkrt_ops_matvec_config(d, VKRT_TYPE_F32, 1);
       struct vkrt_matvec_config c16 = vkrt_ops_matvec_config(d, VKRT_TYPE_F16, 2);
@@ -60,13 +62,17 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
           "\"matvec_f32\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
           "\"matvec_f16_cols\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
           "\"matvec_f32_cols\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
-          "\"quant_activations\": \"%s\", \"pipelines\": \"%s\", \"pipelines_ready\": %u}",
+          "\"quant_activations\": \"%s\", \"pipelines\": \"%s\", \"pipelines_ready\": %u, "
+          "\"queues\": {\"stream\": \"compute\", \"collectives\": \"compute\", "
+          "\"collective_submits\": \"%s\", \"upload_download\": \"%s\"}, \"matmul\": \"%s\"}",
           d->fault_mask, vkrt_ops_copy_path(d), vkrt_ops_copy_path_reason(d),
           vkrt_ops_transposed_copy_tiled(d) ? "tiled transpose" : "strided copy kernel",
           vkrt_ops_transposed_copy_reason(d), m16.wg, m16.rows, m16.unroll, m16.blocks, m32.wg,
           m32.rows, m32.unroll, m32.blocks, c16.wg, c16.rows, c16.unroll, c16.blocks, c32.wg,
           c32.rows, c32.unroll, c32.blocks, vkrt_quant_activations_path(d),
-          vkrt_ops_pipelines_when(d), vkrt_ops_pipelines_ready(d));
+          vkrt_ops_pipelines_when(d), vkrt_ops_pipelines_ready(d),
+          d->stream.defer_waits ? "submitter thread" : "caller",
+          d->transfer_queue != d->compute_queue ? "transfer" : "compute", plan);
     }
     vkrt_text_put(&o, "], ");
     add_collective(&o, app, true);
@@ -98,8 +104,18 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     }
     vkrt_text_put(&o, "vkrt: dev%u quantized matvec activations: %s\n", i,
         vkrt_quant_activations_path(d));
+    char plan[512];
+    vkrt_ops_matmul_plan(d, plan, sizeof(plan));
+    vkrt_text_put(&o, "vkrt: dev%u matmul: %s\n", i, plan);
     vkrt_text_put(&o, "vkrt: dev%u pipelines %s (%u ready)\n", i, vkrt_ops_pipelines_when(d),
         vkrt_ops_pipelines_ready(d));
+    vkrt_text_put(&o, "vkrt: dev%u queues: ops, fills, stream copies, collectives and graph "
+        "launches on the compute queue (family %u)%s; vkrt_upload/vkrt_download on %s\n", i,
+        d->compute_family, d->stream.defer_waits ? ", collective submits made by the device's "
+        "submitter thread" : "", d->transfer_queue != d->compute_queue
+            ? "the transfer queue (a hand-over to another queue: per-token inputs and outputs "
+              "belong in HOST_VISIBLE buffers, mapped, or stream copies)"
+            : "the same compute queue");
   }
   add_collective(&o, app, false);
   add_import(&o, app, false);

@@ -1,6 +1,7 @@
 /* vkrt/vkrt_tuning.h: the knobs, counters, timestamps and raw submit floors vkrt-bench and
  * tests reach through the appliance handle, forwarded to the ops state and the device. */
 #include <string.h>
+#include <unistd.h>
 
 #include "appliance/appliance.h"
 #include "base/base.h"
@@ -79,6 +80,8 @@ static const struct {
   [VKRT_TUNING_QUANT_VARIANT] = {"QUANT_VARIANT", 0, VKRT_QUANT_VARIANTS},
   [VKRT_TUNING_FORCE_MATMUL_KERNEL] = {"FORCE_MATMUL_KERNEL", 0, 2},
   [VKRT_TUNING_STREAM_FLUSH_OPS] = {"STREAM_FLUSH_OPS", 0, UINT32_MAX},
+  [VKRT_TUNING_MATMUL_TILED_MIN_M] = {"MATMUL_TILED_MIN_M", 1, 65536},
+  [VKRT_TUNING_MATMUL_COOPMAT] = {"MATMUL_COOPMAT", 0, 1},
 };
 
 vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_knob knob,
@@ -102,6 +105,11 @@ vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_kn
   case VKRT_TUNING_TRANSPOSE_VARIANT: ops->transpose_variant = (int)value; break;
   case VKRT_TUNING_QUANT_VARIANT: ops->quant_variant = (int)value; break;
   case VKRT_TUNING_STREAM_FLUSH_OPS: vkrt_stream_set_flush_ops(dev, (uint32_t)value); break;
+  case VKRT_TUNING_MATMUL_TILED_MIN_M:
+    for (int t = 0; t < VKRT_TYPE_COUNT; t++)
+      ops->matmul_min_m[t] = (uint32_t)value;
+    break;
+  case VKRT_TUNING_MATMUL_COOPMAT: ops->use_coopmat = value; break;
   default: ops->force_matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
@@ -124,6 +132,8 @@ vkrt_status vkrt_tuning_get(const vkrt_appliance *app, uint32_t device, vkrt_tun
   case VKRT_TUNING_TRANSPOSE_VARIANT: *out = ops->transpose_variant; break;
   case VKRT_TUNING_QUANT_VARIANT: *out = ops->quant_variant; break;
   case VKRT_TUNING_STREAM_FLUSH_OPS: *out = dev->stream.flush_ops; break;
+  case VKRT_TUNING_MATMUL_TILED_MIN_M: *out = ops->matmul_min_m[VKRT_TYPE_F16]; break;
+  case VKRT_TUNING_MATMUL_COOPMAT: *out = ops->use_coopmat; break;
   default: *out = ops->force_matmul_kernel; break;
   }
   return VKRT_OK;
@@ -227,6 +237,53 @@ vkrt_status vkrt_tuning_matvec_set(vkrt_appliance *app, uint32_t device, vkrt_ty
   return VKRT_OK;
 }
 
+static vkrt_status tile_slot(struct vkrt_device *dev, vkrt_tuning_tile_slot slot) {
+  return (unsigned)slot < VKRT_TUNING_TILE_SLOT_COUNT
+             ? VKRT_OK : bad(dev, "tuning: no matmul tile slot %lld", (long long)slot);
+}
+
+vkrt_status vkrt_tuning_matmul_tile_get(const vkrt_appliance *app, uint32_t device,
+                                        vkrt_tuning_tile_slot slot, vkrt_tuning_matmul_tile *out) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, out, &dev);
+  if (s == VKRT_OK)
+    s = tile_slot(dev, slot);
+  if (s != VKRT_OK)
+    return s;
+  const struct vkrt_matmul_tile *t = &dev->ops->matmul_tile[slot / 2][slot % 2];
+  *out = (vkrt_tuning_matmul_tile){t->wg, t->bm, t->bn, t->rm};
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_tuning_matmul_tile_set(vkrt_appliance *app, uint32_t device,
+                                        vkrt_tuning_tile_slot slot,
+                                        const vkrt_tuning_matmul_tile *tile) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, tile, &dev);
+  if (s == VKRT_OK)
+    s = tile_slot(dev, slot);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_matmul_tile t = {tile->wg, tile->bm, tile->bn, tile->rm};
+  const char *why = vkrt_ops_matmul_tile_check(dev, slot >= VKRT_TUNING_TILE_COOPMAT_SMALL, &t);
+  if (why)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "tuning: matmul tile %ux%u, wg %u, rm %u: %s", t.bm, t.bn, t.wg, t.rm, why);
+  if (atomic_load(&dev->ops->variant_count) + 8 >= VKRT_OPS_MAX_VARIANTS) {
+    s = vkrt_finish(app, device);
+    if (s != VKRT_OK)
+      return s;
+    vkrt_ops_drop_variants(dev);
+  }
+  dev->ops->matmul_tile[slot / 2][slot % 2] = t;
+  return VKRT_OK;
+}
+
+bool vkrt_tuning_matmul_coopmat_usable(const vkrt_appliance *app, uint32_t device) {
+  struct vkrt_device *dev;
+  return tuning_device(app, device, app, &dev) == VKRT_OK && dev->ops->coopmat;
+}
+
 /* ---- what ran ------------------------------------------------------------------------- */
 
 vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
@@ -245,7 +302,8 @@ vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
       .quant_matvec = o->quant_matvec_count, .dequant = o->dequant_count,
       .quant_read = {o->quant_kind_count[0], o->quant_kind_count[1], o->quant_kind_count[2],
                      o->quant_kind_count[3], o->quant_kind_count[4]},
-      .pipelines_ready = vkrt_ops_pipelines_ready(dev)};
+      .matmul_coopmat = o->matmul_coopmat_count, .matmul_fallback = o->matmul_fallback_count,
+      .pipelines_ready = vkrt_ops_pipelines_ready(dev), .argmax_split = o->argmax_split_count};
   return VKRT_OK;
 }
 
@@ -608,3 +666,152 @@ uint32_t vkrt_tuning_parallel_copy(void *dst, const void *src, uint64_t size, ui
 }
 
 uint32_t vkrt_tuning_prestage_threads(void) { return VKRT_PRESTAGE_THREADS; }
+
+/* ---- hand-over floors ------------------------------------------------------------------ */
+
+struct vkrt_tuning_handover {
+  struct vkrt_device *from, *to;
+  VkQueue to_queue;
+  pthread_mutex_t *to_lock;
+  bool gpu_wait;
+  VkSemaphore first;       /* on `from` */
+  VkSemaphore first_at_to; /* the same payload on `to` (gpu_wait between devices) */
+  VkSemaphore second;      /* on `to` */
+  uint64_t value;
+};
+
+void vkrt_tuning_handover_destroy(vkrt_tuning_handover *h) {
+  if (!h)
+    return;
+  struct vkrt_device *devs[2] = {h->from, h->to};
+  for (int i = 0; i < 2; i++) {
+    pthread_mutex_lock(&devs[i]->compute_queue_lock);
+    devs[i]->vk.vkQueueWaitIdle(devs[i]->compute_queue);
+    pthread_mutex_unlock(&devs[i]->compute_queue_lock);
+  }
+  if (h->to_lock) {
+    pthread_mutex_lock(h->to_lock);
+    h->to->vk.vkQueueWaitIdle(h->to_queue);
+    pthread_mutex_unlock(h->to_lock);
+  }
+  vkrt_timeline_destroy(h->from, h->first);
+  if (h->first_at_to)
+    vkrt_timeline_destroy(h->to, h->first_at_to);
+  vkrt_timeline_destroy(h->to, h->second);
+  vkrt_free(&h->from->sys->base, h);
+}
+
+/* Shares `first` with `to` as an opaque FD (created exportable by the caller). */
+static vkrt_status handover_share(struct vkrt_tuning_handover *h) {
+  VkSemaphoreGetFdInfoKHR get = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR,
+                                 .semaphore = h->first,
+                                 .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+  int fd = -1;
+  VkResult r = h->from->vk.vkGetSemaphoreFdKHR(h->from->handle, &get, &fd);
+  if (r != VK_SUCCESS)
+    return vkrt_vk_error(h->from, r, "hand-over floor: vkGetSemaphoreFdKHR");
+  vkrt_status s = vkrt_timeline_create(h->to, NULL, "hand-over floor timeline", &h->first_at_to);
+  if (s != VKRT_OK) {
+    close(fd);
+    return s;
+  }
+  VkImportSemaphoreFdInfoKHR import = {.sType = VK_STRUCTURE_TYPE_IMPORT_SEMAPHORE_FD_INFO_KHR,
+                                       .semaphore = h->first_at_to,
+                                       .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT,
+                                       .fd = fd};
+  r = h->to->vk.vkImportSemaphoreFdKHR(h->to->handle, &import);
+  if (r != VK_SUCCESS) {
+    close(fd);
+    return vkrt_vk_error(h->to, r, "hand-over floor: vkImportSemaphoreFdKHR");
+  }
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_tuning_handover_create(vkrt_appliance *app, uint32_t from, uint32_t to,
+                                        bool gpu_wait, vkrt_tuning_handover **out) {
+  if (!out)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  *out = NULL;
+  struct vkrt_device *a, *b;
+  vkrt_status s = tuning_device(app, from, out, &a);
+  if (s == VKRT_OK)
+    s = tuning_device(app, to, out, &b);
+  if (s != VKRT_OK)
+    return s;
+  if (from == to && !a->caps.has_transfer_queue)
+    return vkrt_error(&a->sys->base, VKRT_ERROR_UNAVAILABLE,
+                      "dev%u: no transfer queue apart from the compute queue", from);
+  bool shared = gpu_wait && from != to;
+  if (shared && !(a->caps.external_semaphore_fd && b->caps.external_semaphore_fd))
+    return vkrt_error(&a->sys->base, VKRT_ERROR_UNAVAILABLE,
+                      "dev%u -> dev%u: no semaphore FD functions to wait on the GPU", from, to);
+  struct vkrt_tuning_handover *h = vkrt_calloc(&a->sys->base, 1, sizeof(*h));
+  if (!h)
+    return vkrt_error(&a->sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "hand-over floor");
+  h->from = a;
+  h->to = b;
+  h->gpu_wait = gpu_wait;
+  h->to_queue = from == to ? a->transfer_queue : b->compute_queue;
+  h->to_lock = from == to ? a->transfer_lock : &b->compute_queue_lock;
+  VkExportSemaphoreCreateInfo export_info = {
+      .sType = VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO,
+      .handleTypes = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+  s = vkrt_timeline_create(a, shared ? &export_info : NULL, "hand-over floor timeline", &h->first);
+  if (s == VKRT_OK)
+    s = vkrt_timeline_create(b, NULL, "hand-over floor timeline", &h->second);
+  if (s == VKRT_OK && shared)
+    s = handover_share(h);
+  if (s != VKRT_OK) {
+    vkrt_tuning_handover_destroy(h);
+    return s;
+  }
+  *out = h;
+  return VKRT_OK;
+}
+
+static VkResult handover_submit(struct vkrt_device *dev, VkQueue queue, pthread_mutex_t *lock,
+                                VkSemaphore wait, VkSemaphore signal, uint64_t value) {
+  VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+  VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                      .waitSemaphoreValueCount = wait ? 1 : 0,
+                                      .pWaitSemaphoreValues = &value,
+                                      .signalSemaphoreValueCount = 1,
+                                      .pSignalSemaphoreValues = &value};
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                     .pNext = &ts,
+                     .waitSemaphoreCount = wait ? 1 : 0,
+                     .pWaitSemaphores = &wait,
+                     .pWaitDstStageMask = &stage,
+                     .signalSemaphoreCount = 1,
+                     .pSignalSemaphores = &signal};
+  pthread_mutex_lock(lock);
+  VkResult r = dev->vk.vkQueueSubmit(queue, 1, &si, VK_NULL_HANDLE);
+  pthread_mutex_unlock(lock);
+  return r;
+}
+
+static VkResult handover_spin(struct vkrt_device *dev, VkSemaphore sem, uint64_t value) {
+  uint64_t cur = 0;
+  VkResult r = VK_SUCCESS;
+  while (r == VK_SUCCESS && cur < value)
+    r = dev->vk.vkGetSemaphoreCounterValue(dev->handle, sem, &cur);
+  return r;
+}
+
+vkrt_status vkrt_tuning_handover_round_trip(vkrt_tuning_handover *h) {
+  if (!h)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  uint64_t v = ++h->value;
+  VkResult r = handover_submit(h->from, h->from->compute_queue, &h->from->compute_queue_lock,
+                               VK_NULL_HANDLE, h->first, v);
+  VkSemaphore wait = VK_NULL_HANDLE;
+  if (r == VK_SUCCESS && h->gpu_wait)
+    wait = h->first_at_to ? h->first_at_to : h->first;
+  else if (r == VK_SUCCESS)
+    r = handover_spin(h->from, h->first, v);
+  if (r == VK_SUCCESS)
+    r = handover_submit(h->to, h->to_queue, h->to_lock, wait, h->second, v);
+  if (r == VK_SUCCESS)
+    r = handover_spin(h->to, h->second, v);
+  return r == VK_SUCCESS ? VKRT_OK : vkrt_vk_error(h->to, r, "hand-over floor round trip");
+}

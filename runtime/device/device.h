@@ -79,10 +79,10 @@ struct vkrt_stream {
   uint64_t wait_value[VKRT_STREAM_MAX_SYNC];
   VkSemaphore signal_sem[VKRT_STREAM_MAX_SYNC];
   uint64_t signal_value[VKRT_STREAM_MAX_SYNC];
-  /* Deferred submission (vkrt_stream_defer_waits): a submit that waits on a semaphore (a
-   * peer's collective signal) goes to the device's submitter thread, and so does every
-   * later one while any is queued, so vkQueueSubmit's own wait for the semaphore never
-   * runs on the caller's thread. The ring holds batches [defer_head, defer_tail). */
+  /* Deferred submission (vkrt_stream_defer_waits): a submit with waits or signals attached
+   * (a collective's) goes to the device's submitter thread, and so does every later one
+   * while any is queued, so neither vkQueueSubmit's own wait for a peer's semaphore nor the
+   * submit itself runs on the caller's thread. The ring holds [defer_head, defer_tail). */
   bool defer_waits, submitter_started, submitter_stop;
   pthread_t submitter;
   pthread_mutex_t defer_lock;
@@ -209,8 +209,8 @@ vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uin
 /* Ends and submits what was recorded (an empty submit when nothing was, so attached
  * waits/signals still happen); *out_value (may be NULL) is the timeline value. */
 vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value);
-/* From now on the submits of dev that wait on a semaphore, and those after them while any
- * is queued, are made by the device's submitter thread (started here; joined by the
+/* From now on the submits of dev with waits or signals attached (a collective's), and those
+ * after them while any is queued, are made by the device's submitter thread (started here; joined by the
  * stream's finish). For transports whose waits can block vkQueueSubmit until the peer's
  * signal (NVIDIA blocks there for a semaphore of another VkDevice: one queue hand-over,
  * ~357 us, inside vkrt_allreduce). */

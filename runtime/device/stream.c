@@ -409,7 +409,7 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   b.signal_value[0] = value;
   memcpy(b.signal_sem + 1, st->signal_sem, st->signal_count * sizeof(VkSemaphore));
   memcpy(b.signal_value + 1, st->signal_value, st->signal_count * sizeof(uint64_t));
-  if (st->defer_waits && (st->wait_count || deferred_pending(st))) {
+  if (st->defer_waits && (st->wait_count || st->signal_count || deferred_pending(st))) {
     defer(st, &b);
   } else {
     VkResult r = queue_submit(dev, &b);

@@ -29,14 +29,19 @@ struct matmul_push {
   uint32_t w_offset, x_offset, d_offset;
   uint32_t ne2, r2, r3;
   uint32_t accumulate;
+  uint32_t w_vec, x_vec; /* 16-byte unit loads of w rows / x columns */
   uint32_t base_x, base_y, base_z;
 };
 VKRT_KERNEL_MATMUL_F32_CHECK_PUSH(struct matmul_push);
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
+VKRT_KERNEL_MATMUL_Q8_0_CHECK_PUSH(struct matmul_push);
+#endif
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K)
+VKRT_KERNEL_MATMUL_Q4_K_CHECK_PUSH(struct matmul_push);
+#endif
 
 #define MATVEC_MAX_COLS 4 /* NCOLS of one dispatch (1, 2 or 4); more columns: more dispatches
                            * (H200: NCOLS 8 spilled, 4x4096x14336 f16 at 0.25 TB/s) */
-#define TILE_N 64     /* BN, BM in matmul.comp */
-#define TILE_M 64
 
 /* f16 weights are read as 32-bit words holding two halves: the binding must cover the
  * whole word of the last half. */
@@ -186,15 +191,67 @@ static vkrt_status record_matvec_rows(struct vkrt_device *dev, VkCommandBuffer c
   return VKRT_OK;
 }
 
+/* ---- the tiled kernel (kernels/matmul.comp) ------------------------------------------- */
+
+/* Tiled kernels per weight type: the portable one and the cooperative-matrix one (f16 tiles
+ * in shared memory; none for f32 weights, which would lose their precision). */
+static const struct tiled_kind {
+  bool present;
+  enum vkrt_ops_kernel portable, coopmat;
+} tiled_kinds[VKRT_TYPE_COUNT] = {
+  [VKRT_TYPE_F32] = {true, VKRT_OPS_MATMUL_F32, VKRT_OPS_KERNEL_COUNT},
+  [VKRT_TYPE_F16] = {true, VKRT_OPS_MATMUL_F16, VKRT_OPS_KERNEL_COUNT},
+  [VKRT_TYPE_Q8_0] = {true, VKRT_OPS_MATMUL_Q8_0, VKRT_OPS_KERNEL_COUNT},
+  [VKRT_TYPE_Q4_K] = {true, VKRT_OPS_MATMUL_Q4_K, VKRT_OPS_KERNEL_COUNT},
+};
+
+static bool tiled_coopmat(struct vkrt_device *dev, vkrt_type t) {
+  enum vkrt_ops_kernel k = tiled_kinds[t].coopmat;
+  return dev->ops->coopmat && dev->ops->use_coopmat && k != VKRT_OPS_KERNEL_COUNT &&
+         vkrt_ops_kernel_usable(dev, k);
+}
+
+/* Why the tiled kernel cannot take w (NULL: it can). Quantized w comes bound in words
+ * (vkrt_ops_widen_words), offsets and strides in bytes. */
+static const char *tiled_refusal(struct vkrt_device *dev, const struct vkrt_ops_view *w) {
+  if (w->type >= VKRT_TYPE_COUNT || !tiled_kinds[w->type].present)
+    return "no tiled kernel for this weight type";
+  if (!vkrt_ops_kernel_usable(dev, tiled_kinds[w->type].portable))
+    return "tiled kernel not in this build";
+  if (!w->fits_binding)
+    return "w spans more than one binding (maxStorageBufferRange); only the matrix-vector "
+           "kernel binds it in row slices";
+  uint32_t a = w->type == VKRT_TYPE_Q4_K ? 4 : w->type == VKRT_TYPE_Q8_0 ? 2 : 1;
+  if (w->offset % a || w->stride[1] % a || w->stride[2] % a || w->stride[3] % a)
+    return w->type == VKRT_TYPE_Q4_K ? "q4_K rows not 4-byte aligned" : "q8_0 rows at odd bytes";
+  return NULL;
+}
+
+/* Every row (or column) of v, `per` elements to 16 bytes, starts 16-byte aligned in its
+ * binding and K is a multiple of 8: the kernel's units of 8 are whole 16-byte loads. */
+static bool rows_vec16(const struct vkrt_ops_view *v, uint32_t per) {
+  return v->bind_offset % 16 == 0 && v->ne[0] % 8 == 0 && (v->stride[0] == 1 || v->ne[0] == 1) &&
+         v->offset % per == 0 && (v->stride[1] % per == 0 || v->ne[1] == 1) &&
+         v->stride[2] % per == 0 && v->stride[3] % per == 0;
+}
+
 static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
                                 const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
                                 const struct vkrt_ops_view *x, bool accumulate) {
-  bool f16 = w->type == VKRT_TYPE_F16;
-  struct vkrt_ops_binding b[3] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
-                                  vkrt_ops_view_binding(d)};
+  struct vkrt_ops_state *ops = dev->ops;
+  bool cm = tiled_coopmat(dev, w->type);
+  const struct vkrt_matmul_tile *t = &ops->matmul_tile[cm][x->ne[1] <= ops->matmul_tile[cm][0].bn ? 0 : 1];
+  uint32_t spec[VKRT_OPS_MAX_SPEC] = {t->wg, t->bm, t->bn, t->rm};
   const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_use(dev, cmd, f16 ? VKRT_OPS_MATMUL_F16 : VKRT_OPS_MATMUL_F32, b, 3,
-                                &p);
+  vkrt_status s = vkrt_ops_pipeline_spec(dev, cm ? tiled_kinds[w->type].coopmat
+                                                 : tiled_kinds[w->type].portable, spec, &p);
+  if (s != VKRT_OK)
+    return s;
+  /* bindings 3 and 4: x as vec4, f32/f16 w as 16-byte units */
+  struct vkrt_ops_binding b[5] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
+                                  vkrt_ops_view_binding(d), vkrt_ops_view_binding(x),
+                                  vkrt_ops_view_binding(w)};
+  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
   if (s != VKRT_OK)
     return s;
   struct matmul_push push = {
@@ -208,50 +265,53 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
       .r2 = x->ne[2] / w->ne[2],
       .r3 = x->ne[3] / w->ne[3],
       .accumulate = accumulate,
+      .w_vec = w->block == 1 && rows_vec16(w, 16 / w->type_size),
+      .x_vec = rows_vec16(x, 4),
   };
   for (int i = 0; i < 4; i++) {
     push.w_stride[i] = w->stride[i];
     push.x_stride[i] = x->stride[i];
     push.d_stride[i] = d->stride[i];
   }
-  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (w->ne[1] + TILE_N - 1) / TILE_N,
-                       (x->ne[1] + TILE_M - 1) / TILE_M, (uint64_t)d->ne[2] * d->ne[3]);
+  ops->matmul_tiled_count++;
+  if (cm)
+    ops->matmul_coopmat_count++;
+  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (w->ne[1] + t->bm - 1) / t->bm,
+                       (x->ne[1] + t->bn - 1) / t->bn, (uint64_t)d->ne[2] * d->ne[3]);
   return VKRT_OK;
 }
 
-/* accumulate: dst += w x (vkrt_op_matmul_add); a kernel without it returns UNSUPPORTED. */
-typedef vkrt_status (*matmul_record_fn)(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                        enum vkrt_ops_kernel kernel,
-                                        const struct vkrt_ops_view *d,
-                                        const struct vkrt_ops_view *w,
-                                        const struct vkrt_ops_view *x, bool accumulate);
-
-static vkrt_status record_tiled_kernel(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                       enum vkrt_ops_kernel kernel,
-                                       const struct vkrt_ops_view *d,
-                                       const struct vkrt_ops_view *w,
-                                       const struct vkrt_ops_view *x, bool accumulate) {
-  (void)kernel; /* record_tiled picks f16/f32 itself */
-  return record_tiled(dev, cmd, d, w, x, accumulate);
+/* M at or past the crossover, but the tiled kernel cannot take it: the matrix-vector kernels
+ * run it (reading w once per 8 columns or fewer); counted, and logged once per device. */
+static void tiled_fallback(struct vkrt_device *dev, const struct vkrt_ops_view *w, uint32_t M,
+                           const char *why) {
+  struct vkrt_ops_state *ops = dev->ops;
+  ops->matmul_fallback_count++;
+  if (!ops->matmul_fallback_logged) {
+    ops->matmul_fallback_logged = true;
+    vkrt_log(&dev->sys->base, VKRT_LOG_WARN,
+             "dev%u: vkrt_op_matmul: %s w, M = %u: tiled kernel not possible (%s); running the "
+             "matrix-vector kernels instead (logged once; vkrt_tuning counters: matmul_fallback)",
+             dev->index, vkrt_type_str(w->type), M, why);
+  }
 }
 
-/* Kernels per weight type. matvec: M <= VKRT_OPS_MATVEC_MAX_M with the layout matvec_fits accepts;
- * tiled: everything else (NULL: that type has no tiled kernel). */
+/* Matrix-vector kernels per weight type (f32, f16; quantized ones: quant.c). matvec: the
+ * layouts matvec_fits accepts. */
 static const struct matmul_kind {
   enum vkrt_ops_kernel matvec_kernel;
-  matmul_record_fn matvec;
-  enum vkrt_ops_kernel tiled_kernel;
-  matmul_record_fn tiled;
+  bool present;
 } matmul_kinds[VKRT_TYPE_COUNT] = {
-  [VKRT_TYPE_F32] = {VKRT_OPS_MATVEC_F32, record_matvec, VKRT_OPS_MATMUL_F32, record_tiled_kernel},
-  [VKRT_TYPE_F16] = {VKRT_OPS_MATVEC_F16, record_matvec, VKRT_OPS_MATMUL_F16, record_tiled_kernel},
+  [VKRT_TYPE_F32] = {VKRT_OPS_MATVEC_F32, true},
+  [VKRT_TYPE_F16] = {VKRT_OPS_MATVEC_F16, true},
 };
 
-/* Every matrix-vector pipeline the devices' configurations use (vkrt_ops_build_pipelines). */
+/* Every pipeline the device's configuration uses with specialization constants: the
+ * matrix-vector shapes and the tiled kernels' tiles (vkrt_ops_build_pipelines). */
 vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
   for (int t = 0; t < VKRT_TYPE_COUNT; t++) {
     enum vkrt_ops_kernel k = matmul_kinds[t].matvec_kernel;
-    if (!matmul_kinds[t].matvec || !vkrt_ops_kernel_usable(dev, k))
+    if (!matmul_kinds[t].present || !vkrt_ops_kernel_usable(dev, k))
       continue;
     for (uint32_t cols = 1; cols <= MATVEC_MAX_COLS; cols *= 2) {
       uint32_t spec[VKRT_OPS_MAX_SPEC];
@@ -262,55 +322,86 @@ vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
         return s;
     }
   }
+  for (int t = 0; t < VKRT_TYPE_COUNT; t++) {
+    if (!tiled_kinds[t].present || !vkrt_ops_kernel_usable(dev, tiled_kinds[t].portable))
+      continue;
+    bool cm = tiled_coopmat(dev, (vkrt_type)t);
+    for (int size = 0; size < 2; size++) {
+      const struct vkrt_matmul_tile *tile = &dev->ops->matmul_tile[cm][size];
+      uint32_t spec[VKRT_OPS_MAX_SPEC] = {tile->wg, tile->bm, tile->bn, tile->rm};
+      const struct vkrt_ops_pipeline *p;
+      vkrt_status s = vkrt_ops_pipeline_spec(
+          dev, cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable, spec, &p);
+      if (s != VKRT_OK)
+        return s;
+    }
+  }
   return VKRT_OK;
 }
 
+/* The path per call: M below the device's crossover (vkrt_ops_state.matmul_min_m, per weight
+ * type) takes the matrix-vector kernels where the layout allows, else the tiled kernel; M at
+ * or past it the tiled kernel, falling back (visibly) to the matrix-vector kernels when the
+ * tiled one cannot take w. force_matmul_kernel: 1 matrix-vector only, 2 tiled only. */
 vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view views[3], bool accumulate) {
-  if (views[1].block > 1) { /* quantized weights: quant.c */
+  const struct vkrt_ops_view *d = &views[0], *x = &views[2];
+  struct vkrt_ops_view w = views[1];
+  struct vkrt_ops_state *ops = dev->ops;
+  int force = ops->force_matmul_kernel;
+  uint32_t M = x->ne[1];
+  bool past = M >= ops->matmul_min_m[w.type];
+  if (w.block > 1) { /* quantized weights: matrix-vector kernels in quant.c */
     if (accumulate)
       return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                         "vkrt_op_matmul_add: %s weights take vkrt_op_matmul only",
-                        vkrt_type_str(views[1].type));
+                        vkrt_type_str(w.type));
+    const char *refusal = NULL;
+    if (force != 1 && (force == 2 || past)) {
+      refusal = tiled_refusal(dev, &w);
+      if (!refusal && !vkrt_ops_widen_words(dev, &w))
+        refusal = "w ends short of a 4-byte word at the end of its buffer";
+      if (!refusal && x->stride[0] != 1 && x->ne[0] > 1)
+        refusal = "x not dense along K";
+      if (!refusal)
+        return record_tiled(dev, cmd, d, &w, x, false);
+      if (force == 2)
+        return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
+                          "vkrt_op_matmul: tiled kernel forced but not possible: %s", refusal);
+      tiled_fallback(dev, &w, M, refusal);
+    }
     return vkrt_quant_matmul_record(dev, cmd, views);
   }
-  const struct vkrt_ops_view *d = &views[0], *x = &views[2];
-  struct vkrt_ops_view w = views[1];
   const struct matmul_kind *kind = &matmul_kinds[w.type];
   if (w.type == VKRT_TYPE_F16 && w.fits_binding && !widen_to_words(&w))
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "vkrt_op_matmul: f16 w ends 2 bytes short of a 4-byte word at the end of "
                       "its buffer; the kernels read halves in pairs (pad the buffer by 2 bytes)");
-  int force = dev->ops->force_matmul_kernel;
-  const char *why = "M > 8";
-  bool matvec = x->ne[1] <= VKRT_OPS_MATVEC_MAX_M && matvec_fits(&w, x, &why);
-  if (matvec && (!kind->matvec || !vkrt_ops_kernel_usable(dev, kind->matvec_kernel))) {
+  const char *why = "M past the crossover";
+  bool matvec = (!past || force == 1) && matvec_fits(&w, x, &why);
+  if (matvec && (!kind->present || !vkrt_ops_kernel_usable(dev, kind->matvec_kernel))) {
     matvec = false;
     why = "matrix-vector kernel unusable on this device";
   }
   if (force == 1 && !matvec)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "vkrt_op_matmul: matrix-vector kernel forced but not possible: %s", why);
-  if (!w.fits_binding) { /* only the matrix-vector path splits w (validate.c) */
-    if (!matvec || force == 2)
-      return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
-                        "vkrt_op_matmul: w spans %llu bytes, more than one binding may "
-                        "(maxStorageBufferRange %llu), and only the matrix-vector kernel binds "
-                        "it in row slices, which cannot take it here: %s",
-                        (unsigned long long)(w.hi - w.lo),
-                        (unsigned long long)dev->ops->limits.max_storage_buffer_range,
+  const char *refusal = tiled_refusal(dev, &w);
+  if (!matvec || force == 2) {
+    if (!refusal)
+      return record_tiled(dev, cmd, d, &w, x, accumulate);
+    if (force == 2 || !past || !matvec_fits(&w, x, &why) || !kind->present ||
+        !vkrt_ops_kernel_usable(dev, kind->matvec_kernel))
+      return vkrt_error(&dev->sys->base, w.fits_binding ? VKRT_ERROR_UNAVAILABLE
+                                                        : VKRT_ERROR_INVALID_ARGUMENT,
+                        "vkrt_op_matmul: w spans %llu bytes; the tiled kernel cannot take it (%s) "
+                        "and the matrix-vector kernel cannot either: %s",
+                        (unsigned long long)(w.hi - w.lo), refusal,
                         force == 2 ? "tiled kernel forced" : why);
-    dev->ops->matvec_count++;
+    tiled_fallback(dev, &w, M, refusal);
+  }
+  ops->matvec_count++;
+  if (!w.fits_binding)
     return record_matvec_rows(dev, cmd, kind->matvec_kernel, d, &w, x, accumulate);
-  }
-  if (matvec && force != 2) {
-    dev->ops->matvec_count++;
-    return kind->matvec(dev, cmd, kind->matvec_kernel, d, &w, x, accumulate);
-  }
-  if (!kind->tiled)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "vkrt_op_matmul: no tiled kernel for this weight type, and the "
-                      "matrix-vector kernel cannot take it: %s", why);
-  dev->ops->matmul_tiled_count++;
-  return kind->tiled(dev, cmd, kind->tiled_kernel, d, &w, x, accumulate);
+  return record_matvec(dev, cmd, kind->matvec_kernel, d, &w, x, accumulate);
 }

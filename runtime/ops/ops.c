@@ -2,6 +2,7 @@
  * created pipelines, descriptor binding, grid splitting, and the contiguous copy path. */
 #include "ops/ops.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "vkrt_kernels/registry.h"
@@ -46,6 +47,7 @@ void vkrt_ops_close(struct vkrt_device *dev) {
   for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
     destroy_pipeline(dev, &ops->pipe[k]);
   vkrt_ops_drop_variants(dev);
+  vkrt_argmax_close(dev);
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++)
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
@@ -143,6 +145,77 @@ const char *vkrt_ops_transposed_copy_reason(const struct vkrt_device *dev) {
   return "GPU: coalesced reads and writes through shared-memory tiles";
 }
 
+/* Tiled matmul tiles per device ([portable, cooperative matrix][M up to the first tile's bn,
+ * larger M]) and the crossover from the matrix-vector kernels:
+ * - M < 9 stays on the matrix-vector kernels for every type (H200, issue table: f16 M = 8
+ *   96 us against the peer's 105; the quantized M = 8 kernels read w once for all 8 columns).
+ * - NVIDIA: cooperative-matrix tiles of 128 x 128 (8 subgroups of 2 x 4 16x16 accumulators:
+ *   the peer's large coopmat tile), and 64 x 32 for M <= 32 (N 14336 / 64 = 224 workgroups
+ *   instead of 112); portable tiles of 128 x 64, 8 x 4 outputs per invocation. Not yet
+ *   measured: vkrt-bench cases --tiles sweeps them (docs/perf.md).
+ * - other devices (lavapipe included): 64 x 64 and 64 x 32 portable tiles, 4 x 4 and 4 x 2
+ *   outputs per invocation. */
+static void choose_matmul(const struct vkrt_device *dev, struct vkrt_ops_state *ops) {
+  for (int t = 0; t < VKRT_TYPE_COUNT; t++)
+    ops->matmul_min_m[t] = VKRT_OPS_MATVEC_MAX_M + 1;
+  bool nv = dev->caps.vendor_id == 0x10de && !dev->caps.is_cpu;
+  ops->matmul_tile[0][0] = nv ? (struct vkrt_matmul_tile){256, 128, 32, 8}
+                              : (struct vkrt_matmul_tile){256, 64, 32, 4};
+  ops->matmul_tile[0][1] = nv ? (struct vkrt_matmul_tile){256, 128, 64, 8}
+                              : (struct vkrt_matmul_tile){256, 64, 64, 4};
+  ops->matmul_tile[1][0] = (struct vkrt_matmul_tile){128, 64, 32, 2};
+  ops->matmul_tile[1][1] = (struct vkrt_matmul_tile){256, 128, 128, 2};
+}
+
+const char *vkrt_ops_matmul_tile_check(const struct vkrt_device *dev, bool coopmat,
+                                       const struct vkrt_matmul_tile *t) {
+  if (!t->wg || !t->bm || !t->bn || !t->rm)
+    return "every field must be >= 1";
+  if (t->wg > dev->caps.max_compute_work_group_invocations)
+    return "wg exceeds maxComputeWorkGroupInvocations";
+  uint64_t shared;
+  if (coopmat) { /* kernels/matmul.comp COOPMAT: 32-wide subgroups, 16x16 accumulators */
+    uint32_t sub = t->wg / 32;
+    if (t->wg % 32 || sub % t->rm)
+      return "wg must be 32 x a multiple of rm (subgroups along m)";
+    uint32_t warps_n = sub / t->rm;
+    if (t->bm % (16 * warps_n) || t->bn % (16 * t->rm))
+      return "bm must be a multiple of 16 x (wg / 32 / rm), bn of 16 x rm";
+    shared = (uint64_t)(t->bm + t->bn) * 40 * 2 + (uint64_t)sub * 1024;
+  } else {
+    if (t->bm % t->rm || t->wg % (t->bm / t->rm) || t->bn % (t->wg / (t->bm / t->rm)))
+      return "rm must divide bm, bm / rm divide wg, and wg / (bm / rm) divide bn";
+    shared = (uint64_t)(t->bm + t->bn) * 36 * 4;
+  }
+  if (shared > dev->caps.max_compute_shared_memory_size)
+    return "tiles exceed maxComputeSharedMemorySize";
+  return NULL;
+}
+
+void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size) {
+  const struct vkrt_ops_state *ops = dev->ops;
+  if (!ops) {
+    snprintf(buf, size, "ops not open");
+    return;
+  }
+  const struct vkrt_matmul_tile *p = ops->matmul_tile[0], *c = ops->matmul_tile[1];
+  snprintf(buf, size,
+           "matrix-vector below M = %u (f32) %u (f16) %u (q8_0) %u (q4_K), tiled from there; "
+           "portable tiles %ux%u (M <= %u) and %ux%u, %u invocations; cooperative matrix: %s",
+           ops->matmul_min_m[VKRT_TYPE_F32], ops->matmul_min_m[VKRT_TYPE_F16],
+           ops->matmul_min_m[VKRT_TYPE_Q8_0], ops->matmul_min_m[VKRT_TYPE_Q4_K], p[0].bm, p[0].bn,
+           p[0].bn, p[1].bm, p[1].bn, p[1].wg,
+           !ops->coopmat ? "no (VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32 and "
+                           "32-wide subgroups not on this device)"
+           : !ops->use_coopmat ? "off (vkrt_tuning MATMUL_COOPMAT 0)"
+                               : "f16/q8_0/q4_K weights as f16 tiles");
+  if (ops->coopmat && ops->use_coopmat) {
+    size_t n = strlen(buf);
+    snprintf(buf + n, size - n, ", tiles %ux%u (M <= %u) and %ux%u", c[0].bm, c[0].bn, c[0].bn,
+             c[1].bm, c[1].bn);
+  }
+}
+
 struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,
                                                  uint32_t cols) {
   if (!dev->ops)
@@ -182,15 +255,15 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
     ops->matvec[t] = choose_matvec(dev, (vkrt_type)t, 1);
     ops->matvec_cols[t] = choose_matvec(dev, (vkrt_type)t, 2);
   }
+  choose_matmul(dev, ops);
+  ops->use_coopmat = true;
   dev->ops = ops;
-  if (!ops->push_descriptor) {
-    vkrt_status s = create_pools(dev, ops);
-    if (s != VKRT_OK) {
-      vkrt_ops_close(dev);
-      return s;
-    }
-  }
-  return VKRT_OK;
+  vkrt_status s = ops->push_descriptor ? VKRT_OK : create_pools(dev, ops);
+  if (s == VKRT_OK)
+    s = vkrt_argmax_open(dev);
+  if (s != VKRT_OK)
+    vkrt_ops_close(dev);
+  return s;
 }
 
 static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
@@ -592,6 +665,19 @@ vkrt_status vkrt_ops_copy_bytes(struct vkrt_device *dev, VkCommandBuffer cmd, Vk
     done += n;
   }
   return VKRT_OK;
+}
+
+bool vkrt_ops_widen_words(struct vkrt_device *dev, struct vkrt_ops_view *v) {
+  uint64_t align = VKRT_MAX(dev->ops->limits.min_storage_buffer_offset_alignment, 16);
+  uint64_t start = vkrt_align_down(v->lo, align);
+  uint64_t end = VKRT_MIN(vkrt_align_up(v->hi, 16), v->buffer->size);
+  if (end < vkrt_align_up(v->hi, 4) || end - start > dev->ops->limits.max_storage_buffer_range ||
+      end - start > UINT32_MAX)
+    return false;
+  v->offset = (uint32_t)(v->lo - start);
+  v->bind_offset = start;
+  v->bind_range = end - start;
+  return true;
 }
 
 void vkrt_ops_test_limits(struct vkrt_device *dev, uint32_t max_group_count,

@@ -53,6 +53,15 @@ struct vkrt_matvec_config {
   uint32_t blocks;   /* row blocks per workgroup (grid = blocks of N / this) */
 };
 
+/* Workgroup tile of the tiled matmul (kernels/matmul.comp specialization constants), chosen
+ * per device at open; vkrt_ops_matmul_tile_check says which are valid. */
+struct vkrt_matmul_tile {
+  uint32_t wg; /* invocations per workgroup */
+  uint32_t bm; /* rows of w (n) per tile */
+  uint32_t bn; /* columns of x (m) per tile */
+  uint32_t rm; /* portable: rows per invocation; cooperative matrix: subgroups along m */
+};
+
 /* Read patterns of the quantized matrix-vector kernels (quant.c). */
 #define VKRT_QUANT_READ_PATTERNS 5
 
@@ -96,9 +105,26 @@ struct vkrt_ops_state {
   uint64_t quant_kind_count[VKRT_QUANT_READ_PATTERNS];
   struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT];      /* per weight type, M = 1 */
   struct vkrt_matvec_config matvec_cols[VKRT_TYPE_COUNT]; /* M > 1 (several x columns) */
+  /* tiled matmul (matmul.c): the crossover per weight type (M from which the tiled kernel
+   * runs; below it the matrix-vector kernels) and the tiles [portable, cooperative
+   * matrix][M up to the first tile's bn, larger M] */
+  uint32_t matmul_min_m[VKRT_TYPE_COUNT];
+  struct vkrt_matmul_tile matmul_tile[2][2];
+  bool coopmat;     /* the cooperative-matrix kernels can run here (caps.cooperative_matrix) */
+  bool use_coopmat; /* ... and are taken (vkrt-bench compares both) */
+  uint64_t matmul_coopmat_count;  /* tiled calls on the cooperative-matrix kernels */
+  uint64_t matmul_fallback_count; /* M past the crossover on the matrix-vector kernels because
+                                     the tiled one could not take w */
+  bool matmul_fallback_logged;
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
+  /* Device-local scratch made at open for ops that combine partial results in a second
+   * pass (argmax: VKRT_OPS_SCRATCH_PARTIALS (value, index) pairs); NULL without them. */
+  struct vkrt_buffer *scratch;
+  uint64_t argmax_split_count;     /* argmax rows over several workgroups + a combine pass */
 };
+
+#define VKRT_OPS_SCRATCH_PARTIALS 8192u /* 8-byte partial results in ops->scratch */
 
 /* One storage-buffer binding. */
 struct vkrt_ops_binding {
@@ -192,6 +218,13 @@ const char *vkrt_ops_transposed_copy_reason(const struct vkrt_device *dev);
 struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,
                                                  uint32_t cols);
 
+/* NULL when `tile` is valid for this device's tiled matmul (cooperative-matrix kernels when
+ * `coopmat`), else why not. */
+const char *vkrt_ops_matmul_tile_check(const struct vkrt_device *dev, bool coopmat,
+                                       const struct vkrt_matmul_tile *tile);
+/* The tiled matmul's plan for vkrt-probe: crossovers, tiles, cooperative matrices and why. */
+void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size);
+
 /* Push constants of copy_vec4.comp (checked against the shader in copy.c). */
 struct copy_vec4_push {
   uint32_t src_offset, dst_offset, count, pad; /* 16-byte units */
@@ -202,6 +235,12 @@ struct copy_vec4_push {
 vkrt_status vkrt_ops_copy_bytes(struct vkrt_device *dev, VkCommandBuffer cmd, VkBuffer dst,
                                 uint64_t dst_offset, VkBuffer src, uint64_t src_offset,
                                 uint64_t size, int path);
+
+/* Kernels that read a tensor in 32-bit words (block types, f16 rows of any length) bind it
+ * from a 16-byte boundary to the next one past its end (or the end of the buffer, which must
+ * then be a whole word); v->offset becomes bytes from the new binding start. False when the
+ * buffer ends short of a word or the range is too long for one binding. */
+bool vkrt_ops_widen_words(struct vkrt_device *dev, struct vkrt_ops_view *v);
 
 /* Test hooks: lower the workgroup-count limits (to exercise grid splitting on small
  * tensors), turn push descriptors off (to exercise the pool ring), cap one binding's range
@@ -336,5 +375,77 @@ static inline vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkComm
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "vkrt_op_copy: %s kernels not in this build (CONFIG_VKRT_KERNEL_Q8_0=n, "
                     "CONFIG_VKRT_KERNEL_Q4_K=n)", vkrt_type_str(src->type));
+}
+#endif
+
+/* ---- transformer decode ops (rms_norm.c, rope.c, get_rows.c, set_rows.c, argmax.c) ---- */
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM)
+vkrt_status vkrt_rms_norm_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                 const struct vkrt_ops_view views[3], bool has_w, float eps);
+#else
+static inline vkrt_status vkrt_rms_norm_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                               const struct vkrt_ops_view views[3], bool has_w,
+                                               float eps) {
+  (void)cmd, (void)views, (void)has_w, (void)eps;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_rms_norm: kernel not in this build (CONFIG_VKRT_KERNEL_RMS_NORM=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE)
+vkrt_status vkrt_rope_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                             const struct vkrt_ops_view views[3], const vkrt_rope_params *params);
+#else
+static inline vkrt_status vkrt_rope_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                           const struct vkrt_ops_view views[3],
+                                           const vkrt_rope_params *params) {
+  (void)cmd, (void)views, (void)params;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_rope: kernel not in this build (CONFIG_VKRT_KERNEL_ROPE=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS)
+vkrt_status vkrt_get_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                 const struct vkrt_ops_view views[3]);
+#else
+static inline vkrt_status vkrt_get_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                               const struct vkrt_ops_view views[3]) {
+  (void)cmd, (void)views;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_get_rows: kernel not in this build (CONFIG_VKRT_KERNEL_GET_ROWS=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_SET_ROWS)
+vkrt_status vkrt_set_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                 const struct vkrt_ops_view views[3]);
+#else
+static inline vkrt_status vkrt_set_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                               const struct vkrt_ops_view views[3]) {
+  (void)cmd, (void)views;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_set_rows: kernel not in this build (CONFIG_VKRT_KERNEL_SET_ROWS=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_ARGMAX)
+/* The scratch buffer of the combine pass (at open) and its release (at close). */
+vkrt_status vkrt_argmax_open(struct vkrt_device *dev);
+void vkrt_argmax_close(struct vkrt_device *dev);
+vkrt_status vkrt_argmax_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                               const struct vkrt_ops_view views[2]);
+#else
+static inline vkrt_status vkrt_argmax_open(struct vkrt_device *dev) {
+  (void)dev;
+  return VKRT_OK;
+}
+static inline void vkrt_argmax_close(struct vkrt_device *dev) { (void)dev; }
+static inline vkrt_status vkrt_argmax_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                             const struct vkrt_ops_view views[2]) {
+  (void)cmd, (void)views;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_argmax: kernel not in this build (CONFIG_VKRT_KERNEL_ARGMAX=n)");
 }
 #endif

@@ -92,3 +92,30 @@ int vkrt_ops_concat_fast_path_source(const struct vkrt_ops_view views[3], int di
  * at linear group `first` (pure helper shared by the linear kernels and tested alone). */
 void vkrt_ops_linear_split(uint64_t groups, uint64_t first, uint32_t max_x, uint32_t max_y,
                            uint32_t *x, uint32_t *y);
+
+/* ---- transformer decode ops (views: dst first, then the sources in argument order) ---- */
+
+/* rms_norm: x, dst f32 of one shape (dst disjoint from x or exactly x); w NULL or f32 {n};
+ * eps finite and >= 0. views[2] is zeroed when w is NULL. */
+bool vkrt_ops_check_rms_norm(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                             const vkrt_tensor *x, const vkrt_tensor *w, float eps,
+                             struct vkrt_ops_view views[3], char *why, size_t why_size);
+/* rope: x, dst f32 {head_dim, n_head, n_tokens} (dst disjoint from x or exactly x); pos I32
+ * {n_tokens}; mode normal or neox, n_dims even in [2, head_dim], freq_base > 0 and
+ * freq_scale finite. */
+bool vkrt_ops_check_rope(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                         const vkrt_tensor *x, const vkrt_tensor *pos,
+                         const vkrt_rope_params *params, struct vkrt_ops_view views[3],
+                         char *why, size_t why_size);
+/* get_rows: table f32/f16/q8_0/q4_K {n_embd, n_rows}; ids I32 {n}; dst f32 {n_embd, n}. */
+bool vkrt_ops_check_get_rows(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                             const vkrt_tensor *table, const vkrt_tensor *ids,
+                             struct vkrt_ops_view views[3], char *why, size_t why_size);
+/* set_rows: src f32 {n, count}; rows I32 {count}; dst f32/f16/q8_0 {n, n_rows}. */
+bool vkrt_ops_check_set_rows(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                             const vkrt_tensor *src, const vkrt_tensor *rows,
+                             struct vkrt_ops_view views[3], char *why, size_t why_size);
+/* argmax: x f32 {n, rows}; dst I32 {rows}. */
+bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                           const vkrt_tensor *x, struct vkrt_ops_view views[2], char *why,
+                           size_t why_size);

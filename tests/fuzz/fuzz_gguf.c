@@ -4,7 +4,9 @@
  * the llama model and vocabulary load or fail with a message (a loaded vocabulary tokenizes
  * into its own ids), and the MLP lookup either fails with a message or returns tensors of
  * consistent shapes whose data is inside the buffer (read to the last byte, so ASan sees any
- * overrun). */
+ * overrun). The seed seed-llama-tiny is a whole llama model with a vocabulary, as
+ * `vkrt-service --make-gguf F --heads 2 --kv-heads 1 --layers 1 --hidden 8 --ffn 8 --vocab 360
+ * --dtype f16` writes it. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>

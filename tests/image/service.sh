@@ -2,8 +2,8 @@
 # vkrt-service: verified decode on 2 and 4 simulated devices, with the import-fails fault off
 # and on (the plan then shows pre-stage); GGUF weights of every type (f32, f16, q8_0, q4_K),
 # also cut into many small import chunks so tensors straddle chunk edges; bad weights files
-# (truncated, not GGUF, missing tensors) and shape mismatches fail clearly; a real llama GGUF
-# (tests/data/stories260K.gguf) runs verified.
+# (truncated, not GGUF, missing tensors) and shape mismatches fail clearly. (A real llama model,
+# tests/data/stories260K.gguf, runs in tests/model/stories.sh.)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 builddir=${VKRT_BUILDDIR:-build}
@@ -78,17 +78,6 @@ if grep -q "^CONFIG_VKRT_FAULT_INJECTION=y" "$builddir/.config" 2>/dev/null || "
     echo "gguf $dtype in $chunks import chunks of 64 KiB: verified"
   done
 fi
-# A real llama-architecture GGUF (tests/data/README.md): its f32 MLP tensors on 2 devices
-# (ffn 172 cut into 86 + 86 rows) and on 1, verified against float64.
-real="$root/tests/data/stories260K.gguf"
-echo "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d  $real" | sha256sum -c --quiet
-for devices in 2 1; do
-  out=$("$svc" --weights "$real" --tokens 9 --devices $devices 2>&1) \
-    || { echo "$out"; echo "stories260K on $devices devices failed"; exit 1; }
-  grep -q "GGUF v3, llama, 48 tensors, layers 5 hidden 64 ffn 172, gate/up/down f32/f32/f32" <<< "$out" &&
-    grep -q "float64: max relative error [^:]*: passed; ranks bit-identical: yes" <<< "$out" || { echo "$out"; echo "stories260K on $devices devices: not verified"; exit 1; }
-  echo "real gguf stories260K, $devices devices: $(grep -m1 'verified' <<< "$out")"
-done
 # A GGUF without ffn_up (the writer's file with the tensor renamed): missing tensor, exit 3.
 sed 's/blk\.1\.ffn_up\.weight/blk.1.ffn_UP.weight/' "$work/q8_0.gguf" > "$work/noup.gguf"
 set +e

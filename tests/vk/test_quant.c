@@ -239,7 +239,10 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
   vkrt_tuning_counters ran0, ran1;
   vkt_check(app, vkrt_tuning_counters_get(app, 0, &ran0));
   vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_QUANT_VARIANT, c->variant));
+  /* the matrix-vector kernels at every M (past the crossover: test_matmul_tiled) */
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, 1));
   vkrt_status s = vkrt_op_matmul(&d, &w, &x);
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0));
   vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_QUANT_VARIANT, 0));
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));

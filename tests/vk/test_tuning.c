@@ -142,6 +142,31 @@ static void test_timer_and_raw_floors(void **state) {
   vkt_check(app, vkrt_download(&word, b, 0, 4)); /* FILL_SPIN filled the first word */
   print_message("vkrt-test: raw fill target word 0x%08x\n", word);
   vkrt_buffer_destroy(b);
+  /* hand-over floors: a host relay between two devices always works; the others say why
+   * they cannot run here (no transfer queue of its own, no semaphore FD functions) */
+  if (vkrt_device_count(app) > 1) {
+    vkrt_tuning_handover *h;
+    vkt_check(app, vkrt_tuning_handover_create(app, 0, 1, false, &h));
+    for (int i = 0; i < 3; i++)
+      vkt_check(app, vkrt_tuning_handover_round_trip(h));
+    vkrt_tuning_handover_destroy(h);
+  }
+  vkrt_tuning_device td;
+  vkt_check(app, vkrt_tuning_device_get(app, 0, &td));
+  vkrt_device_info info;
+  vkt_check(app, vkrt_device_info_get(app, 0, &info));
+  for (int gpu = 0; gpu < 2; gpu++) {
+    vkrt_tuning_handover *h = NULL;
+    vkrt_status hs = vkrt_tuning_handover_create(app, 0, 0, gpu, &h);
+    if (info.has_transfer_queue) {
+      vkt_check(app, hs);
+      vkt_check(app, vkrt_tuning_handover_round_trip(h));
+    } else {
+      assert_int_equal(hs, VKRT_ERROR_UNAVAILABLE);
+      assert_non_null(strstr(vkrt_last_error(app), "no transfer queue"));
+    }
+    vkrt_tuning_handover_destroy(h);
+  }
   vkt_close(app);
 }
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "vkrt/vkrt_tuning.h"
 #include "../hosts.h"
 
 #define STAGING_BYTES (4u << 20)
@@ -98,17 +99,35 @@ static int usage(void) {
   fprintf(stderr,
           "usage: vkrt-bench allreduce [--min SIZE] [--max SIZE] [--iters N] [--type f32|f16]\n"
           "                            [--transport all|auto|native_fd|cpu_proxy|host_staged]\n"
-          "                            [--devices N] [--sync] [--json] [--timeout-ms T]\n"
+          "                            [--devices N] [--sync] [--latency] [--json] [--timeout-ms T]\n"
           "  sizes are bytes per rank (4, 8K, 256M), doubled from --min to --max\n"
           "  (default 4 B .. 256 MiB); --iters (default 20) is scaled down above 1 MiB so\n"
           "  every size moves about as many bytes as 1 MiB x iters (at least 2 iterations).\n"
           "  --sync: each iteration waits for the result (latency) instead of pipelining.\n"
+          "  --latency: 8 B .. 1 MiB (unless --min/--max), per size the median time inside\n"
+          "  vkrt_allreduce (caller) and of allreduce + finish on every device (complete),\n"
+          "  beside the raw hand-over floors measured in the same run, and complete / floor.\n"
           "  --timeout-ms: the collective timeout (default CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS);\n"
           "  a larger one for lavapipe ranks sharing few cores under mpirun.\n");
   return 2;
 }
 
 static uint64_t timeout_ns; /* --timeout-ms; 0 = the board's */
+
+/* --latency: the raw floors (us, median; 0 = not measurable here). A collective between two
+ * devices costs at least two hand-overs (to the peer and back). */
+static struct {
+  double one_queue, queues_gpu, queues_relay, devices_gpu, devices_relay;
+} floors;
+static bool latency;
+
+static double floor_for(vkrt_transport_kind kind, uint32_t devices) {
+  if (devices < 2)
+    return floors.one_queue;
+  double hop = kind == VKRT_TRANSPORT_NATIVE_FD && floors.devices_gpu > 0 ? floors.devices_gpu
+                                                                         : floors.devices_relay;
+  return 2 * hop;
+}
 
 static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type type,
                          uint64_t min_bytes, uint64_t max_bytes, int iters, bool sync, bool json,
@@ -151,7 +170,17 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
              "%u, \"rows\": [", *first_json ? "" : ", ", via, b.total, hosts, b.n);
       *first_json = false;
     } else {
-      if (hosts > 1)
+      if (latency) {
+        printf("# allreduce latency: %u devices, transport %s, out of place, median of %d; "
+               "caller = inside vkrt_allreduce, complete = allreduce + finish on every device; "
+               "floor = %s\n", b.n, via, iters,
+               b.n < 2 ? "one-queue submit + spin"
+               : kind == VKRT_TRANSPORT_NATIVE_FD && floors.devices_gpu > 0
+                   ? "2 x the two-device hand-over with a GPU wait"
+                   : "2 x the two-device host-relayed hand-over");
+        printf("#%11s %12s %6s %11s %12s %10s %10s %7s\n", "size", "count", "type", "caller(us)",
+               "complete(us)", "floor(us)", "x floor", "#wrong");
+      } else if (hosts > 1)
         printf("# allreduce: %u hosts x %u devices (MPI), transport %s within a host, out of "
                "place, %s; mpi_* = plain MPI_Allreduce of host floats, same bytes per rank, %u "
                "ranks\n", hosts, b.n, via, sync ? "time = median of allreduce + finish"
@@ -159,9 +188,11 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
       else
         printf("# allreduce: %u devices, transport %s, out of place, %s\n", b.n, via,
                sync ? "time = median of allreduce + finish" : "time = mean of back-to-back allreduces");
+      if (!latency)
       printf("#%11s %12s %6s %6s %10s %8s %8s %7s%s\n", "size", "count", "type", "redop",
              "time(us)", "algbw", "busbw", "#wrong",
              hosts > 1 ? "  mpi_time(us) mpi_busbw vkrt/mpi" : "");
+      if (!latency)
       printf("#%11s %12s %6s %6s %10s %8s %8s %7s%s\n", "(B)", "(elements)", "", "", "", "(GB/s)",
              "(GB/s)", "", hosts > 1 ? "               (GB/s)   (busbw)" : "");
     }
@@ -190,6 +221,45 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
     if (rc)
       break;
     double t;
+    if (latency) {
+      double *caller = malloc(sizeof(double) * (size_t)iters);
+      double *done = malloc(sizeof(double) * (size_t)iters);
+      if (!caller || !done) {
+        free(caller);
+        free(done);
+        return 1;
+      }
+      for (int i = 0; i < iters && !rc; i++) {
+        double t0 = bench_now_s();
+        rc |= check(app, vkrt_allreduce(app, &args), "allreduce");
+        double t1 = bench_now_s();
+        for (uint32_t d = 0; d < b.n && !rc; d++)
+          rc |= check(app, vkrt_finish(app, d), "finish");
+        caller[i] = (t1 - t0) * 1e6;
+        done[i] = (bench_now_s() - t0) * 1e6;
+      }
+      double caller_us = bench_median(caller, iters), done_us = bench_median(done, iters);
+      free(caller);
+      free(done);
+      if (rc)
+        break;
+      uint64_t wrong = tool_hosts_sum(count_wrong(&b, count));
+      double fl = floor_for(kind, b.n);
+      if (json)
+        printf("%s{\"size\": %llu, \"count\": %llu, \"type\": \"%s\", \"caller_us\": %.2f, "
+               "\"complete_us\": %.2f, \"floor_us\": %.2f, \"x_floor\": %.3f, \"wrong\": %llu}",
+               rows ? ", " : "", (unsigned long long)(count * b.esize), (unsigned long long)count,
+               tname, caller_us, done_us, fl, fl > 0 ? done_us / fl : 0.0,
+               (unsigned long long)wrong);
+      else
+        printf(" %11llu %12llu %6s %11.1f %12.1f %10.1f %10.3f %7llu\n",
+               (unsigned long long)(count * b.esize), (unsigned long long)count, tname, caller_us,
+               done_us, fl, fl > 0 ? done_us / fl : 0.0, (unsigned long long)wrong);
+      fflush(stdout);
+      rc |= wrong != 0;
+      rows++;
+      continue;
+    }
     if (sync) {
       double *samples = malloc(sizeof(double) * (size_t)n_iter);
       if (!samples)
@@ -246,7 +316,7 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   }
   if (json)
     printf("], \"avg_busbw\": %.4f}", rows ? busbw_sum / rows : 0.0);
-  else if (rows)
+  else if (rows && !latency)
     printf("# %s: avg bus bandwidth %.3f GB/s over %d sizes\n", via, busbw_sum / rows, rows);
   for (uint32_t d = 0; d < b.n; d++) {
     vkrt_buffer_destroy(b.send[d]);
@@ -302,11 +372,82 @@ static void measure_floors(uint32_t devices, bool json) {
   vkrt_close(app);
 }
 
+/* --latency: median of N round trips of each raw floor, on an appliance of its own. */
+static double handover_us(vkrt_appliance *app, uint32_t from, uint32_t to, bool gpu_wait,
+                          const char *what) {
+  enum { N = 400 };
+  static double t[N];
+  vkrt_tuning_handover *h = NULL;
+  if (vkrt_tuning_handover_create(app, from, to, gpu_wait, &h) != VKRT_OK) {
+    printf("# floor %s: not measurable here: %s\n", what, vkrt_last_error(app));
+    return 0;
+  }
+  for (int i = -N / 10; i < N; i++) {
+    double t0 = bench_now_s();
+    if (vkrt_tuning_handover_round_trip(h) != VKRT_OK) {
+      printf("# floor %s: %s\n", what, vkrt_last_error(app));
+      vkrt_tuning_handover_destroy(h);
+      return 0;
+    }
+    if (i >= 0)
+      t[i] = (bench_now_s() - t0) * 1e6;
+  }
+  vkrt_tuning_handover_destroy(h);
+  return bench_median(t, N);
+}
+
+static void latency_floors(uint32_t devices, bool json) {
+  vkrt_options o;
+  vkrt_options_initialize(&o);
+  o.device_count = devices;
+  o.log_level = VKRT_LOG_WARN;
+  vkrt_appliance *app = NULL;
+  char why[1024];
+  if (vkrt_open(&o, &app, why, sizeof(why)) != VKRT_OK) {
+    fprintf(stderr, "# floors: cannot open: %s\n", why);
+    return;
+  }
+  enum { N = 400 };
+  static double t[N];
+  vkrt_buffer *target = NULL;
+  vkrt_tuning_raw *raw = NULL;
+  if (vkrt_buffer_create(app, 0, 4096, VKRT_BUFFER_DEVICE_LOCAL, &target) == VKRT_OK &&
+      vkrt_tuning_raw_create(target, &raw) == VKRT_OK) {
+    for (int i = -N / 10; i < N; i++) {
+      double t0 = bench_now_s();
+      if (vkrt_tuning_raw_round_trip(raw, VKRT_TUNING_RAW_SPIN) != VKRT_OK)
+        break;
+      if (i >= 0)
+        t[i] = (bench_now_s() - t0) * 1e6;
+    }
+    floors.one_queue = bench_median(t, N);
+  }
+  vkrt_tuning_raw_destroy(raw);
+  vkrt_buffer_destroy(target);
+  floors.queues_gpu = handover_us(app, 0, 0, true, "two queues of one device, GPU wait");
+  floors.queues_relay = handover_us(app, 0, 0, false, "two queues of one device, host relay");
+  if (vkrt_device_count(app) > 1) {
+    floors.devices_gpu = handover_us(app, 0, 1, true, "two devices, GPU wait");
+    floors.devices_relay = handover_us(app, 0, 1, false, "two devices, host relay");
+  }
+  if (json)
+    printf("\"latency_floors_us\": {\"one_queue\": %.2f, \"queues_gpu_wait\": %.2f, "
+           "\"queues_host_relay\": %.2f, \"devices_gpu_wait\": %.2f, "
+           "\"devices_host_relay\": %.2f}, ", floors.one_queue, floors.queues_gpu,
+           floors.queues_relay, floors.devices_gpu, floors.devices_relay);
+  else
+    printf("# raw floors (median of %d, us; 0 = not measurable here): one queue submit + spin "
+           "%.1f; queue -> transfer queue of dev0: GPU wait %.1f, host relay %.1f; dev0 -> dev1: "
+           "GPU wait %.1f, host relay %.1f\n", N, floors.one_queue, floors.queues_gpu,
+           floors.queues_relay, floors.devices_gpu, floors.devices_relay);
+  vkrt_close(app);
+}
+
 static int bench_allreduce(int argc, char **argv) {
   uint64_t min_bytes = 4, max_bytes = 256ull << 20;
   int iters = 20;
   uint32_t devices = 0;
-  bool json = false, sync = false;
+  bool json = false, sync = false, min_set = false, max_set = false;
   vkrt_type type = VKRT_TYPE_F32;
   const char *transport = "all";
   for (int i = 1; i < argc; i++) {
@@ -315,9 +456,13 @@ static int bench_allreduce(int argc, char **argv) {
       json = true;
     } else if (!strcmp(a, "--sync")) {
       sync = true;
+    } else if (!strcmp(a, "--latency")) {
+      latency = true;
     } else if (!strcmp(a, "--min") && v && bench_parse_size(v, &min_bytes)) {
+      min_set = true;
       i++;
     } else if (!strcmp(a, "--max") && v && bench_parse_size(v, &max_bytes)) {
+      max_set = true;
       i++;
     } else if (!strcmp(a, "--iters") && v && atoi(v) > 0) {
       iters = atoi(v);
@@ -338,6 +483,10 @@ static int bench_allreduce(int argc, char **argv) {
       return usage();
     }
   }
+  if (latency && !min_set)
+    min_bytes = 8;
+  if (latency && !max_set)
+    max_bytes = 1u << 20;
   if (min_bytes == 0 || min_bytes > max_bytes)
     return usage();
   tool_hosts_init();
@@ -368,7 +517,10 @@ static int bench_allreduce(int argc, char **argv) {
   bool first_json = true;
   if (json)
     printf("{\"bench\": \"allreduce\", ");
-  measure_floors(devices, json);
+  if (latency)
+    latency_floors(devices, json);
+  else
+    measure_floors(devices, json);
   if (json)
     printf("\"results\": [");
   for (int k = 0; k < n_kinds; k++)

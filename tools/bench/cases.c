@@ -676,6 +676,8 @@ static uint64_t bytes_moved(const struct bench_case *bc) {
 
 static const char *path_name(const struct bench_case *bc, const vkrt_tuning_counters *before,
                              const vkrt_tuning_counters *after) {
+  if (after->matmul_fallback > before->matmul_fallback) return "matvec (tiled not possible)";
+  if (after->matmul_coopmat > before->matmul_coopmat) return "tiled matmul, coopmat";
   if (after->quant_matvec > before->quant_matvec) {
     bool q8x = after->quant_read[VKRT_TUNING_QUANT_READ_Q8X] > before->quant_read[VKRT_TUNING_QUANT_READ_Q8X];
     if (bc->src[0].type == VKRT_TYPE_Q4_K)

@@ -409,7 +409,7 @@ vkrt_status vkrt_op_attention(const vkrt_tensor *dst, const vkrt_tensor *q, cons
                               const vkrt_tensor *v, const vkrt_tensor *kv_len, float scale);
 
 /* dst I32 {rows}: for each row of x f32 {n, rows}, the index of its largest element (the
- * lowest index among equal ones; NaN never wins). */
+ * lowest index among equal ones; NaN never wins; 0 for a row of NaNs). */
 vkrt_status vkrt_op_argmax(const vkrt_tensor *dst, const vkrt_tensor *x);
 
 /* ---- collectives ---------------------------------------------------------------------- */

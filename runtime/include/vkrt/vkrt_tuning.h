@@ -68,6 +68,10 @@ typedef enum vkrt_tuning_knob {
   VKRT_TUNING_STREAM_FLUSH_OPS,         /* the stream submits a piece after at most this many
                                            recorded commands (64; the first after an explicit
                                            submit after 4, doubling); 0 = never by itself */
+  VKRT_TUNING_MATMUL_TILED_MIN_M,       /* the crossover for every weight type: M from which
+                                           vkrt_op_matmul takes the tiled kernel (1..65536) */
+  VKRT_TUNING_MATMUL_COOPMAT,           /* 0/1: the tiled kernel on cooperative matrices where
+                                           the device has them (1, the default) */
   VKRT_TUNING_KNOB_COUNT
 } vkrt_tuning_knob;
 
@@ -139,6 +143,33 @@ vkrt_status vkrt_tuning_matvec_get(const vkrt_appliance *appliance, uint32_t dev
 vkrt_status vkrt_tuning_matvec_set(vkrt_appliance *appliance, uint32_t device, vkrt_type type,
                                    const vkrt_tuning_matvec *config);
 
+/* The tiled matmul's workgroup tiles (specialization constants of kernels/matmul.comp),
+ * chosen per device at open: the portable kernel's and the cooperative-matrix kernel's, each
+ * for M up to the small tile's bn and for larger M. set: a tile the kernel takes (every
+ * field >= 1; portable: rm divides bm, bm / rm divides wg and wg / (bm / rm) divides bn;
+ * cooperative matrix: wg = 32 x a multiple of rm, bm a multiple of 16 x wg / 32 / rm, bn of
+ * 16 x rm; within the device's shared memory); like vkrt_tuning_matvec_set it drops the
+ * specialized pipelines when their table is nearly full. */
+typedef struct vkrt_tuning_matmul_tile {
+  uint32_t wg; /* invocations per workgroup */
+  uint32_t bm; /* rows of w per tile */
+  uint32_t bn; /* columns of x per tile */
+  uint32_t rm; /* portable: rows per invocation; cooperative matrix: subgroups along m */
+} vkrt_tuning_matmul_tile;
+
+typedef enum vkrt_tuning_tile_slot {
+  VKRT_TUNING_TILE_PORTABLE_SMALL = 0, VKRT_TUNING_TILE_PORTABLE_LARGE,
+  VKRT_TUNING_TILE_COOPMAT_SMALL, VKRT_TUNING_TILE_COOPMAT_LARGE, VKRT_TUNING_TILE_SLOT_COUNT
+} vkrt_tuning_tile_slot;
+
+vkrt_status vkrt_tuning_matmul_tile_get(const vkrt_appliance *appliance, uint32_t device,
+                                        vkrt_tuning_tile_slot slot, vkrt_tuning_matmul_tile *out);
+vkrt_status vkrt_tuning_matmul_tile_set(vkrt_appliance *appliance, uint32_t device,
+                                        vkrt_tuning_tile_slot slot,
+                                        const vkrt_tuning_matmul_tile *tile);
+/* Whether the device runs the cooperative-matrix kernels (knob or not). */
+bool vkrt_tuning_matmul_coopmat_usable(const vkrt_appliance *appliance, uint32_t device);
+
 /* ---- what ran ----------------------------------------------------------------------------- */
 
 /* Kernel paths taken since open, per device (compare before and after an op). */
@@ -148,8 +179,13 @@ typedef struct vkrt_tuning_counters {
   uint64_t transpose_x2, copy_u4, copy_tiled, reduce_vec4;
   uint64_t quant_matvec, dequant;
   uint64_t quant_read[VKRT_TUNING_QUANT_READ_COUNT]; /* quant_matvec by read pattern */
+  uint64_t matmul_coopmat;  /* matmul_tiled calls on the cooperative-matrix kernels */
+  uint64_t matmul_fallback; /* M past the crossover on the matrix-vector kernels because the
+                               tiled one could not take w (logged once per device) */
   uint64_t pipelines_ready; /* compute pipelines built so far, specialized ones included (at
                                vkrt_open on GPUs, on first use on CPU devices) */
+  uint64_t argmax_split; /* argmax calls whose rows ran on several workgroups each, then a
+                            combine pass */
 } vkrt_tuning_counters;
 
 vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *appliance, uint32_t device,
@@ -216,6 +252,20 @@ vkrt_status vkrt_tuning_raw_create(vkrt_buffer *fill_target, vkrt_tuning_raw **o
 void vkrt_tuning_raw_destroy(vkrt_tuning_raw *raw);
 /* One submit + wait round trip of the given kind. */
 vkrt_status vkrt_tuning_raw_round_trip(vkrt_tuning_raw *raw, vkrt_tuning_raw_kind kind);
+
+/* Hand-over floors (vkrt-bench allreduce --latency): empty work on device `from`'s compute
+ * queue, then empty work on a second queue after it, the host spinning until the second is
+ * done. The second queue is device `to`'s compute queue, or, when from == to, the device's
+ * transfer queue (VKRT_ERROR_UNAVAILABLE when it has none of its own). gpu_wait: the second
+ * submit waits on the first's timeline semaphore on the GPU (between devices a timeline
+ * shared as an opaque FD: UNAVAILABLE without the semaphore FD functions); otherwise the
+ * host spins on the first, then submits the second (a host relay). from == to with a plain
+ * spin is the one-queue floor of vkrt_tuning_raw (VKRT_TUNING_RAW_SPIN). */
+typedef struct vkrt_tuning_handover vkrt_tuning_handover;
+vkrt_status vkrt_tuning_handover_create(vkrt_appliance *appliance, uint32_t from, uint32_t to,
+                                        bool gpu_wait, vkrt_tuning_handover **out);
+void vkrt_tuning_handover_destroy(vkrt_tuning_handover *handover);
+vkrt_status vkrt_tuning_handover_round_trip(vkrt_tuning_handover *handover);
 
 /* ---- host regions (registration) --------------------------------------------------------- */
 

@@ -1,0 +1,372 @@
+/* vkrt-service's llama mode (--weights of a file with token_embd.weight): the model and its
+ * vocabulary from the file (llama_model.c, tokenizer.c), its shards on the devices
+ * (llama_gpu.c), the prompt fed token by token and the generation, greedy on the device or
+ * sampled from the logits (sampler.c); after the timed loop the float64 reference
+ * (llama_ref.c) is fed the same tokens (teacher-forced: the ids the devices chose) and must
+ * choose the same greedy id at every position; the closing lines give pp and tg tokens/s
+ * against the roofline (weights + K/V-cache bytes read per token over a device copy's
+ * bandwidth). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../tools/hosts.h"
+#include "service.h"
+
+bool model_file(const struct gguf_file *f) { return gguf_find(f, "token_embd.weight") != NULL; }
+
+int model_load(struct service *s) {
+  char err[512];
+  s->model = calloc(1, sizeof(*s->model));
+  if (!s->model) {
+    fprintf(stderr, "vkrt-service: out of host memory\n");
+    return EXIT_RUNTIME;
+  }
+  int rc = llama_model_load(&s->wf, s->model, err, sizeof(err));
+  if (!rc)
+    rc = llama_vocab_load(&s->wf, &s->vocab, err, sizeof(err));
+  if (rc) {
+    fprintf(stderr, "vkrt-service: bad model: %s: %s\n", s->args->weights_path, err);
+    return EXIT_WEIGHTS;
+  }
+  return 0;
+}
+
+void model_close(struct service *s) {
+  llama_vocab_free(s->vocab);
+  s->vocab = NULL;
+  free(s->model);
+  s->model = NULL;
+}
+
+/* The prompt's ids (BOS first; BOS alone without --prompt) and the context they and the
+ * generated tokens need. */
+static int prompt_ids(struct service *s, struct generation *gen) {
+  const struct service_args *a = s->args;
+  size_t cap = (a->prompt ? strlen(a->prompt) * 4 : 0) + 8;
+  gen->ids = malloc((cap + a->tokens + 1) * sizeof(int32_t));
+  if (!gen->ids) {
+    fprintf(stderr, "vkrt-service: out of host memory\n");
+    return EXIT_RUNTIME;
+  }
+  int32_t n = a->prompt ? llama_tokenize(s->vocab, a->prompt, true, gen->ids, (int32_t)cap) : 1;
+  if (!a->prompt)
+    gen->ids[0] = llama_vocab_bos(s->vocab);
+  if (n < 1) {
+    fprintf(stderr, "vkrt-service: the prompt could not be tokenized\n");
+    return EXIT_USAGE;
+  }
+  gen->n_prompt = (uint32_t)n;
+  uint64_t need = gen->n_prompt + a->tokens - 1; /* the last generated token is not fed */
+  gen->n_ctx = a->ctx ? (uint32_t)a->ctx : (uint32_t)need;
+  if (need > gen->n_ctx || gen->n_ctx > s->model->hp.n_ctx_train * 8ull) {
+    fprintf(stderr, "vkrt-service: %u prompt tokens + %llu generated need a context of %llu "
+            "tokens; --ctx %u (the model was trained on %u)\n", gen->n_prompt,
+            (unsigned long long)a->tokens, (unsigned long long)need, gen->n_ctx,
+            s->model->hp.n_ctx_train);
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+
+int model_setup(struct service *s, struct generation *gen) {
+  const struct service_args *a = s->args;
+  const struct llama_hparams *hp = &s->model->hp;
+  int rc = prompt_ids(s, gen);
+  if (rc)
+    return rc;
+  struct llama_gpu_params p = {.n_ctx = gen->n_ctx, .kv_type = a->kv_type,
+                               .first_rank = s->first_rank, .ranks = s->ranks};
+  char err[1024];
+  double t_up = now_s();
+  rc = llama_gpu_create(s->app, s->model, &p, &s->gpu, err, sizeof(err));
+  if (rc) {
+    fprintf(stderr, "vkrt-service: %s: %s\n", rc == 1 ? "the model does not fit" : "device error",
+            err);
+    return rc == 1 ? EXIT_FIT : EXIT_RUNTIME;
+  }
+  s->t_up = now_s() - t_up;
+  s->uploaded = llama_gpu_uploaded(s->gpu);
+  s->shard_bytes = llama_gpu_weight_bytes(s->gpu);
+  printf("vkrt-service: uploaded %.1f MiB of shards in %.3f s (%.2f GB/s); K/V cache %s, %u "
+         "tokens\n", (double)s->uploaded / (1 << 20), s->t_up,
+         (double)s->uploaded / s->t_up * 1e-9, vkrt_type_str(a->kv_type), gen->n_ctx);
+  for (uint32_t d = 0; d < s->n; d++) {
+    const struct llama_split *sp = llama_gpu_split(s->gpu, d);
+    printf("vkrt-service: rank %u: heads %u..%u (KV heads %u..%u), ffn %u..%u, vocabulary "
+           "%u..%u\n", s->first_rank + d, sp->head0, sp->head0 + sp->n_head - 1, sp->kv_head0,
+           sp->kv_head0 + sp->n_head_kv - 1, sp->ff0, sp->ff0 + sp->n_ff - 1, sp->vocab0,
+           sp->vocab0 + sp->n_vocab - 1);
+  }
+  vkrt_status st = llama_gpu_capture(s->gpu, gen->graph_why, sizeof(gen->graph_why));
+  if (st != VKRT_OK && st != VKRT_ERROR_UNSUPPORTED && st != VKRT_ERROR_UNAVAILABLE) {
+    fprintf(stderr, "vkrt-service: capturing a token: %s failed: %s: %s\n",
+            llama_gpu_failed(s->gpu), vkrt_status_str(st), gen->graph_why);
+    return EXIT_RUNTIME;
+  }
+  printf("vkrt-service: a token's work: %s\n", st == VKRT_OK
+         ? "captured once as a graph, launched per token"
+         : "recorded per token (graph capture unavailable)");
+  if (st != VKRT_OK && a->verbose)
+    printf("vkrt-service:   %s\n", gen->graph_why);
+  uint64_t npos = gen->n_prompt + a->tokens;
+  uint64_t checked = a->verify < npos ? a->verify : npos;
+  gen->lat = calloc(npos, sizeof(double));
+  gen->gpu_argmax = calloc(npos, sizeof(int32_t));
+  gen->logits = malloc(checked * hp->n_vocab * sizeof(float) + 1);
+  gen->scratch = malloc((size_t)hp->n_vocab * 8);
+  if (!gen->lat || !gen->gpu_argmax || !gen->logits || !gen->scratch) {
+    fprintf(stderr, "vkrt-service: out of host memory\n");
+    return EXIT_RUNTIME;
+  }
+  return 0;
+}
+
+/* One position on every device, waited for: stamps at the start, after the step was set,
+ * after recording (no recording for a captured graph), after submitting (or the launch), after
+ * the wait. */
+static int run_position(struct service *s, int32_t token, uint32_t pos, bool logits,
+                        double stamp[5]) {
+  vkrt_appliance *app = s->app;
+  struct llama_gpu *g = s->gpu;
+  uint64_t ticket[VKRT_MAX_DEVICES];
+  stamp[0] = now_s();
+  llama_gpu_set_step(g, token, pos);
+  stamp[1] = now_s();
+  vkrt_status st = VKRT_OK;
+  if (!llama_gpu_captured(g)) {
+    st = llama_gpu_record(g, logits);
+    stamp[2] = now_s();
+    for (uint32_t d = 0; st == VKRT_OK && d < s->n; d++)
+      st = vkrt_submit(app, d, &ticket[d]);
+  } else {
+    stamp[2] = stamp[1];
+    st = llama_gpu_launch(g, logits, ticket);
+  }
+  if (st != VKRT_OK) {
+    fprintf(stderr, "vkrt-service: %s failed: %s: %s\n",
+            llama_gpu_failed(g)[0] ? llama_gpu_failed(g) : "vkrt_submit", vkrt_status_str(st),
+            vkrt_last_error(app));
+    return EXIT_RUNTIME;
+  }
+  stamp[3] = now_s();
+  for (uint32_t d = 0; d < s->n; d++)
+    CHECK(vkrt_wait(app, d, ticket[d], UINT64_MAX));
+  stamp[4] = now_s();
+  return 0;
+}
+
+/* Every rank's argmax (and logits, when copied) against rank 0's, and every host's against
+ * the others': the allreduce makes them the same bits. */
+static void compare_ranks(struct service *s, struct generation *gen, uint32_t pos, bool logits) {
+  uint32_t V = s->model->hp.n_vocab;
+  int32_t a0 = llama_gpu_argmax(s->gpu, 0);
+  const float *l0 = llama_gpu_logits(s->gpu, 0);
+  for (uint32_t d = 1; d < s->n; d++)
+    if (llama_gpu_argmax(s->gpu, d) != a0 ||
+        (logits && memcmp(llama_gpu_logits(s->gpu, d), l0, V * sizeof(float)))) {
+      if (!gen->ranks_differ)
+        fprintf(stderr, "vkrt-service: position %u: rank %u differs from rank 0\n", pos,
+                s->first_rank + d);
+      gen->ranks_differ = true;
+    }
+  uint64_t hash = 0xcbf29ce484222325ull ^ (uint32_t)a0; /* FNV-1a */
+  for (uint32_t i = 0; logits && i < V * sizeof(float); i++)
+    hash = (hash ^ ((const uint8_t *)l0)[i]) * 0x100000001b3ull;
+  if (!tool_hosts_same(hash)) {
+    if (!gen->ranks_differ)
+      fprintf(stderr, "vkrt-service: position %u: host%u differs from another host\n", pos,
+              vkrt_host_rank(s->app));
+    gen->ranks_differ = true;
+  }
+}
+
+int model_run(struct service *s, struct generation *gen) {
+  const struct service_args *a = s->args;
+  uint32_t V = s->model->hp.n_vocab;
+  bool sampling = a->temperature > 0;
+  struct llama_sampler sampler;
+  llama_sampler_init(&sampler, &(struct llama_sampler_params){
+      .temperature = (float)a->temperature, .top_k = (uint32_t)a->top_k,
+      .top_p = (float)a->top_p, .seed = a->seed});
+  int32_t eos = llama_vocab_eos(s->vocab);
+  double stamp[5];
+  int rc;
+  /* Warm-up: the first position again and again (it writes cache row 0 with what the run
+   * writes there first), until the GPU has had warmup_ms of work. */
+  double warm_end = now_s() + a->warmup_ms * 1e-3;
+  while (tool_hosts_max(now_s() < warm_end && gen->warm_tokens < 4096 ? 1.0 : 0.0) > 0) {
+    if ((rc = run_position(s, gen->ids[0], 0, false, stamp)))
+      return rc;
+    gen->warm_tokens++;
+  }
+  double t0 = now_s();
+  for (uint32_t pos = 0;; pos++) {
+    if (tool_hosts_max(*s->stop ? 1.0 : 0.0) > 0)
+      break;
+    bool logits = sampling || pos < a->verify;
+    if ((rc = run_position(s, gen->ids[pos], pos, logits, stamp)))
+      return rc;
+    gen->lat[pos] = stamp[4] - stamp[0];
+    if (pos > 0 || gen->warm_tokens) { /* the very first may create pipelines */
+      for (int i = 0; i < 4; i++)
+        gen->prof[i] += stamp[i + 1] - stamp[i];
+      gen->profiled++;
+    }
+    gen->fed = pos + 1;
+    compare_ranks(s, gen, pos, logits);
+    gen->gpu_argmax[pos] = llama_gpu_argmax(s->gpu, 0);
+    if (pos < a->verify)
+      memcpy(gen->logits + (size_t)pos * V, llama_gpu_logits(s->gpu, 0), V * sizeof(float));
+    if (pos + 1 == gen->n_prompt)
+      gen->t_prompt = now_s() - t0;
+    if (pos + 1 < gen->n_prompt)
+      continue;
+    int32_t next = sampling ? llama_sample(&sampler, llama_gpu_logits(s->gpu, 0), V, gen->scratch)
+                            : gen->gpu_argmax[pos];
+    gen->ids[pos + 1] = next;
+    gen->n_gen++;
+    if (gen->n_gen == a->tokens || next == eos)
+      break;
+  }
+  gen->t_total = now_s() - t0;
+  return 0;
+}
+
+/* The float64 reference teacher-forced on the fed ids: its greedy choice at each checked
+ * position must be the device's. The smallest top-1/top-2 margin it met shows how close the
+ * nearest tie came; the largest logit difference, how far the devices' f32 arithmetic is from
+ * float64. */
+int model_verify(struct service *s, struct generation *gen) {
+  const struct service_args *a = s->args;
+  uint32_t V = s->model->hp.n_vocab;
+  uint32_t checked = (uint32_t)(a->verify < gen->fed ? a->verify : gen->fed);
+  if (!checked)
+    return 0;
+  struct llama_ref *ref = NULL;
+  char err[512];
+  double *logits = malloc(V * sizeof(double));
+  int rc = logits ? llama_ref_create(s->model, gen->n_ctx, a->kv_type, &ref, err, sizeof(err)) : -1;
+  if (rc) {
+    fprintf(stderr, "vkrt-service: float64 reference: %s\n", logits ? err : "out of memory");
+    free(logits);
+    return EXIT_RUNTIME;
+  }
+  gen->min_margin = INFINITY;
+  for (uint32_t pos = 0; pos < checked; pos++) {
+    if (llama_ref_forward(ref, gen->ids[pos], pos, logits)) {
+      fprintf(stderr, "vkrt-service: float64 reference: position %u failed\n", pos);
+      rc = EXIT_RUNTIME;
+      break;
+    }
+    uint32_t best = 0;
+    double top = logits[0], second = -INFINITY, scale = 0;
+    for (uint32_t i = 1; i < V; i++) {
+      if (logits[i] > top)
+        second = top, top = logits[i], best = i;
+      else if (logits[i] > second)
+        second = logits[i];
+    }
+    const float *gl = gen->logits + (size_t)pos * V;
+    double diff = 0;
+    for (uint32_t i = 0; i < V; i++) {
+      scale = fmax(scale, fabs(logits[i]));
+      diff = fmax(diff, fabs((double)gl[i] - logits[i]));
+    }
+    gen->max_logit_err = fmax(gen->max_logit_err, diff / fmax(scale, 1e-30));
+    if (top - second < gen->min_margin)
+      gen->min_margin = top - second, gen->min_margin_pos = pos;
+    if ((int32_t)best != gen->gpu_argmax[pos]) {
+      fprintf(stderr, "vkrt-service: position %u: float64 chooses %u (top-1/top-2 margin %.3g), "
+              "the devices %d\n", pos, best, top - second, gen->gpu_argmax[pos]);
+      rc = EXIT_VERIFY;
+    }
+    gen->checked++;
+  }
+  llama_ref_free(ref);
+  free(logits);
+  return (int)tool_hosts_max(rc);
+}
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+void model_print(const struct service *s, const struct generation *gen) {
+  char piece[256];
+  fputs("text: ", stdout);
+  for (uint32_t i = 0; i < gen->n_gen; i++) {
+    size_t n = llama_token_piece(s->vocab, gen->ids[gen->n_prompt + i], piece, sizeof(piece));
+    fwrite(piece, 1, n, stdout);
+  }
+  fputc('\n', stdout);
+  if (s->args->print_ids) {
+    fputs("prompt ids: ", stdout);
+    for (uint32_t i = 0; i < gen->n_prompt; i++)
+      printf("%s%d", i ? "," : "", gen->ids[i]);
+    fputs("\nids: ", stdout);
+    for (uint32_t i = 0; i < gen->n_gen; i++)
+      printf("%s%d", i ? "," : "", gen->ids[gen->n_prompt + i]);
+    fputc('\n', stdout);
+  }
+}
+
+void model_summary(const struct service *s, struct generation *gen, bool verified) {
+  vkrt_appliance *app = s->app;
+  if (*s->stop)
+    printf("vkrt-service: stopping on signal %d after %u positions\n", (int)*s->stop, gen->fed);
+  uint32_t np = gen->n_prompt < gen->fed ? gen->n_prompt : gen->fed;
+  if (np)
+    printf("vkrt-service: pp: %u prompt tokens in %.3f s: %.1f tokens/s (token by token)\n", np,
+           gen->t_prompt, np / gen->t_prompt);
+  uint32_t ntg = gen->fed - np; /* positions fed after the prompt, one generated token each */
+  if (ntg) {
+    double *lat = gen->lat + np, t_tg = 0, kv_len = 0;
+    for (uint32_t i = 0; i < ntg; i++)
+      t_tg += lat[i], kv_len += np + i + 1;
+    kv_len /= ntg;
+    uint64_t kv = llama_gpu_kv_bytes(s->gpu, (uint32_t)(kv_len + 0.5));
+    double roofline = s->copy_bw > 0 ? (double)(s->shard_bytes + kv) / s->copy_bw : 0;
+    qsort(lat, ntg, sizeof(double), cmp_double);
+    double p50 = lat[ntg / 2], p99 = lat[(size_t)((double)(ntg - 1) * 0.99)];
+    printf("vkrt-service: tg: %u tokens in %.3f s: %.1f tokens/s, per-token p50 %.3f ms p99 "
+           "%.3f ms, roofline %.3f ms (p50 = %.2f x roofline; after %llu warm-up tokens)\n",
+           ntg, t_tg, ntg / t_tg, p50 * 1e3, p99 * 1e3, roofline * 1e3,
+           roofline > 0 ? p50 / roofline : 0, (unsigned long long)gen->warm_tokens);
+    printf("vkrt-service: roofline: %.2f MiB of weights + %.2f MiB of K/V cache (mean context "
+           "%.0f) per device per token at %.1f GB/s (a plain device copy measured at start, read "
+           "+ written)\n", (double)s->shard_bytes / (1 << 20), (double)kv / (1 << 20), kv_len,
+           s->copy_bw * 1e-9);
+  }
+  double n = gen->profiled ? (double)gen->profiled : 1;
+  printf("vkrt-service: per token (mean of positions 2..): step %.1f us, record %.1f us (up to "
+         "%u ops per device), submit %.1f us, wait %.1f us\n", gen->prof[0] / n * 1e6,
+         gen->prof[1] / n * 1e6, llama_gpu_ops_per_token(s->gpu), gen->prof[2] / n * 1e6,
+         gen->prof[3] / n * 1e6);
+  if (vkrt_host_count(app) > 1)
+    printf("vkrt-service: tensor-parallel over %u hosts x %u devices (MPI)\n",
+           vkrt_host_count(app), s->n);
+  /* Two facts: the float64 check and the ranks' bits; either may fail alone. */
+  if (gen->checked)
+    printf("vkrt-service: verified %u positions against float64 (teacher-forced): greedy choice "
+           "the same at every position: %s; smallest top-1/top-2 margin %.4f (position %u); max "
+           "logit difference %.2e of the largest; ranks bit-identical: %s (%u ranks)\n",
+           gen->checked, verified ? "passed" : "FAILED", gen->min_margin, gen->min_margin_pos,
+           gen->max_logit_err, gen->ranks_differ ? "NO" : "yes", s->ranks);
+  else
+    printf("vkrt-service: not verified against float64 (--verify 0); ranks bit-identical: %s "
+           "(%u ranks)\n", gen->ranks_differ ? "NO" : "yes", s->ranks);
+  printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s; a token's work %s\n",
+         vkrt_transport_str(vkrt_transport(app)), vkrt_import_path_str(s->info.path[0]),
+         (double)s->uploaded / s->t_up * 1e-9,
+         llama_gpu_captured(s->gpu) ? "a captured graph" : "recorded per token");
+}
+
+void generation_free(struct generation *gen) {
+  free(gen->ids);
+  free(gen->lat);
+  free(gen->gpu_argmax);
+  free(gen->logits);
+  free(gen->scratch);
+}

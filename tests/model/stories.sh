@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# vkrt-service runs a real llama model, tests/data/stories260K.gguf (5 layers, GQA 8/4 heads,
+# 512-token vocabulary): 200 greedy tokens from BOS on 1, 2 and 4 devices (the simulated board
+# opens as many VkDevices as asked) give the same ids, each run checked position by position
+# against the float64 reference (teacher-forced), every rank bit-identical; the text is the
+# story the model was trained on (" Once upon a time", English words). A prompt made of the
+# first generated sentence tokenizes to the ids the model generated for it and continues as
+# the run from BOS did. Bad model files (another architecture, a missing tensor, a shape that
+# disagrees with the metadata, no BOS) exit 3 with a message naming the cause; a model the
+# devices cannot split (4 KV heads on 3 devices) or a q8_0 K/V cache with 8-wide heads exit 5.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+builddir=${VKRT_BUILDDIR:-build}
+case "$builddir" in /*) ;; *) builddir="$root/$builddir" ;; esac
+svc="$builddir/bin/vkrt-service"
+[ -x "$svc" ] || { echo "skipped: vkrt-service is not in this configuration"; exit 77; }
+for k in RMS_NORM ROPE GET_ROWS SET_ROWS ATTENTION ARGMAX; do
+  grep -q "^#define CONFIG_VKRT_KERNEL_$k 1" "$builddir/include/vkrt/config.h" ||
+    { echo "skipped: CONFIG_VKRT_KERNEL_$k is not set: the llama forward pass needs it"; exit 77; }
+done
+model="$root/tests/data/stories260K.gguf"
+echo "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d  $model" | sha256sum -c --quiet
+work=$(mktemp -d /tmp/vkrt-model.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+field() { sed -n "s/^$1: //p" <<< "$2"; }
+ids_ref=""
+for devices in 1 2 4; do
+  out=$("$svc" --weights "$model" --tokens 200 --print-ids --devices $devices --warmup-ms 0 2>&1) ||
+    { echo "$out"; echo "stories260K on $devices devices failed"; exit 1; }
+  grep -q "greedy choice the same at every position: passed; .* ranks bit-identical: yes ($devices ranks)" <<< "$out" ||
+    { echo "$out"; echo "stories260K on $devices devices: not verified"; exit 1; }
+  grep -q "verified 200 positions against float64" <<< "$out" || { echo "$out"; echo "not 200 positions checked"; exit 1; }
+  ids=$(field ids "$out")
+  [ "$(tr ',' '\n' <<< "$ids" | wc -l)" -eq 200 ] || { echo "$out"; echo "not 200 ids"; exit 1; }
+  [ "$(field "prompt ids" "$out")" = 1 ] || { echo "$out"; echo "generation did not start from BOS alone"; exit 1; }
+  if [ -z "$ids_ref" ]; then
+    ids_ref=$ids
+    text=$(sed -n '/^text: /,/^prompt ids: /p' <<< "$out" | sed '$d' | sed '1s/^text: //')
+  elif [ "$ids" != "$ids_ref" ]; then
+    echo "ids on $devices devices: $ids"; echo "ids on 1 device: $ids_ref"; exit 1
+  fi
+  echo "$devices devices: $(grep -m1 '^vkrt-service: tg:' <<< "$out")"
+  echo "$devices devices: $(grep -m1 '^vkrt-service: verified' <<< "$out")"
+done
+# The text: the trained story, in English (most words from a small list of common ones or
+# plain lower-case words, nothing but printable ASCII).
+[[ "$text" == " Once upon a time"* ]] || { echo "text: $text"; echo "does not start ' Once upon a time'"; exit 1; }
+LC_ALL=C grep -q '[^[:print:][:space:]]' <<< "$text" && { echo "text: $text"; echo "non-printable bytes"; exit 1; }
+words=$(tr -s '[:space:][:punct:]' '\n' <<< "$text" | grep -c . || true)
+plain=$(tr -s '[:space:][:punct:]' '\n' <<< "$text" | grep -cE '^[A-Za-z]+$' || true)
+common=$(tr -s '[:space:][:punct:]' '\n' <<< "$text" | grep -ciwE 'the|a|and|to|was|she|he|her|his|it|they|of|in|with|said|day|play|little|big|happy' || true)
+[ "$words" -ge 100 ] && [ $((plain * 100)) -ge $((words * 95)) ] && [ $((common * 100)) -ge $((words * 20)) ] ||
+  { echo "text: $text"; echo "not readable English: $words words, $plain alphabetic, $common common"; exit 1; }
+echo "text (1 device):$(head -c 120 <<< "$text" | tr '\n' ' ')..."
+
+# The tokenizer: the first 12 generated tokens as a prompt tokenize to BOS and those ids, and
+# the continuation is the one the run from BOS generated after them.
+out=$("$svc" --weights "$model" --tokens 12 --print-ids --devices 1 --warmup-ms 0 2>&1) || { echo "$out"; exit 1; }
+first=$(field ids "$out")
+prompt=$(sed -n '/^text: /,/^prompt ids: /p' <<< "$out" | sed '$d' | sed '1s/^text:  //')
+out=$("$svc" --weights "$model" --prompt "$prompt" --tokens 20 --print-ids --devices 2 --warmup-ms 0 2>&1) ||
+  { echo "$out"; echo "prompt run failed"; exit 1; }
+[ "$(field "prompt ids" "$out")" = "1,$first" ] ||
+  { echo "$out"; echo "prompt '$prompt': ids $(field "prompt ids" "$out"), the model generated 1,$first"; exit 1; }
+want=$(tr ',' '\n' <<< "$ids_ref" | sed -n '13,32p' | paste -sd,)
+[ "$(field ids "$out")" = "$want" ] || { echo "$out"; echo "continuation differs from the run from BOS: want $want"; exit 1; }
+grep -q "greedy choice the same at every position: passed" <<< "$out" || { echo "$out"; exit 1; }
+echo "prompt '$prompt': ids 1,$first (as generated); continuation as from BOS; $(grep -m1 '^vkrt-service: pp:' <<< "$out")"
+
+# Bad model files: a byte patch of stories260K each, exit 3 and the cause named.
+patch() { # out key old new: replaces old by new (same length) in the 40 bytes after key
+  /usr/bin/python3 - "$model" "$1" "$2" "$3" "$4" <<'PY'
+import sys
+src, dst, key, old, new = sys.argv[1:]
+d = bytearray(open(src, 'rb').read())
+k = d.index(key.encode()) + len(key)
+i = d.index(bytes.fromhex(old), k, k + 40)
+d[i:i + len(bytes.fromhex(old))] = bytes.fromhex(new)
+open(dst, 'wb').write(d)
+PY
+}
+expect() { # rc message file args...
+  local want=$1 msg=$2 file=$3 rc=0; shift 3
+  out=$("$svc" --weights "$file" --tokens 4 --warmup-ms 0 "$@" 2>&1) || rc=$?
+  [ $rc -eq "$want" ] && grep -qF "$msg" <<< "$out" ||
+    { echo "$out"; echo "$(basename "$file") $*: exit $rc, want $want and '$msg'"; exit 1; }
+  echo "$(basename "$file") $*: exit $rc: $(grep -m1 -F "$msg" <<< "$out")"
+}
+patch "$work/mamba.gguf" general.architecture 6c6c616d61 6d616d6261 # "llama" -> "mamba"
+expect 3 'general.architecture is "mamba"' "$work/mamba.gguf"
+sed 's/blk\.2\.attn_k\.weight/blk.2.attn_K.weight/' "$model" > "$work/no-attn-k.gguf"
+expect 3 "missing tensor blk.2.attn_k.weight" "$work/no-attn-k.gguf"
+patch "$work/ffn176.gguf" llama.feed_forward_length 04000000ac000000 04000000b0000000 # u32 172 -> 176
+expect 3 "tensor blk.0.ffn_gate.weight has shape {64, 172, 1, 1}, the metadata says {64, 176}" "$work/ffn176.gguf"
+sed 's/tokenizer\.ggml\.bos_token_id/tokenizer.ggml.bos_token_XX/' "$model" > "$work/no-bos.gguf"
+expect 3 "tokenizer.ggml.bos_token_id" "$work/no-bos.gguf"
+expect 5 "llama.attention.head_count_kv = 4 does not divide among 3 devices" "$model" --devices 3
+expect 5 "a q8_0 K/V cache needs a head size that is a multiple of 32; this model's is 8" "$model" --kv-type q8_0

@@ -1,0 +1,369 @@
+/* The tiled matmul (kernels/matmul.comp) on lavapipe with validation: f32, f16, Q8_0 and
+ * Q4_K weights against a float64 reference of the weights as vkrt_dequantize_row (or the
+ * f16 conversion) gives them, on fresh random data with the output poisoned: odd M, N and K
+ * (K a multiple of the block for the quantized types), offsets, padded rows, strided x,
+ * batches with a broadcast w, both tiles (M up to the small tile's bn and beyond), the
+ * 16-byte and per-element loads, accumulation; the path each call took is asserted through
+ * the counters (tiled, cooperative matrix where the device has it, matrix-vector below the
+ * crossover, the logged fallback when w is past one binding), and the forced tiled kernel
+ * refuses what it cannot take, saying why. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/vk_test.h"
+#include "vkrt/vkrt_tuning.h"
+
+static uint64_t rng;
+
+enum path { TILED, MATVEC, FALLBACK };
+
+struct mm {
+  vkrt_type wt;
+  int64_t K, N, M, w2, b2;
+  int64_t w_pad;  /* elements (blocks for quantized types) past K in each w row */
+  uint64_t w_off; /* bytes */
+  int64_t x_pad;  /* floats past K in each x column */
+  uint64_t x_off; /* bytes */
+  bool acc;       /* vkrt_op_matmul_add */
+  int force;      /* FORCE_MATMUL_KERNEL */
+  enum path expect;
+};
+
+static bool type_enabled(vkrt_type t) {
+  switch (t) {
+  case VKRT_TYPE_F16: return IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL_F16);
+  case VKRT_TYPE_Q8_0: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0);
+  case VKRT_TYPE_Q4_K: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
+  default: return IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL);
+  }
+}
+
+typedef struct {
+  vkrt_buffer *buf;
+  uint8_t *map;
+  uint64_t size;
+} hbuf;
+
+static hbuf hb_new(vkrt_appliance *app, uint64_t size) {
+  hbuf h = {.size = size};
+  vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_HOST_VISIBLE, &h.buf));
+  void *p;
+  vkt_check(app, vkrt_buffer_map(h.buf, &p));
+  h.map = p;
+  return h;
+}
+
+static void put_u16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+
+/* Row n of batch b of w as floats (the reference's view of the weights). */
+static void w_row(const uint8_t *base, const vkrt_tensor *w, int64_t n, int64_t b, float *out) {
+  const uint8_t *row = base + w->offset + n * w->nb[1] + b * w->nb[2];
+  if (w->type == VKRT_TYPE_F32) {
+    memcpy(out, row, sizeof(float) * (size_t)w->ne[0]);
+  } else if (w->type == VKRT_TYPE_F16) {
+    for (int64_t k = 0; k < w->ne[0]; k++) {
+      uint16_t h;
+      memcpy(&h, row + 2 * k, 2);
+      out[k] = vkt_f16_to_f32(h);
+    }
+  } else {
+    assert_int_equal(vkrt_dequantize_row(w->type, row, out, w->ne[0]), VKRT_OK);
+  }
+}
+
+/* Random weights: floats in [-1, 1) (f16: rounded), quantized blocks of random quants with
+ * scales small enough that every weight is a normal f16 (Q4_K: d and dmin up to 0.02). */
+static void fill_w(uint8_t *base, const vkrt_tensor *w) {
+  uint64_t ts = vkrt_type_size(w->type), per = vkrt_type_block(w->type);
+  for (int64_t b = 0; b < w->ne[2]; b++)
+    for (int64_t n = 0; n < w->ne[1]; n++) {
+      uint8_t *row = base + w->offset + n * w->nb[1] + b * w->nb[2];
+      if (w->type == VKRT_TYPE_F32) {
+        vkt_fill_random_f32((float *)(void *)row, (size_t)w->ne[0], -1.0f, 1.0f, &rng);
+        continue;
+      }
+      if (w->type == VKRT_TYPE_F16) {
+        for (int64_t k = 0; k < w->ne[0]; k++) {
+          float f;
+          vkt_fill_random_f32(&f, 1, -1.0f, 1.0f, &rng);
+          put_u16(row + 2 * k, vkt_f32_to_f16(f));
+        }
+        continue;
+      }
+      uint64_t blocks = (uint64_t)w->ne[0] / per;
+      vkt_fill_random(row, blocks * ts, &rng);
+      for (uint64_t i = 0; i < blocks; i++) {
+        float s[2];
+        vkt_fill_random_f32(s, 2, -0.02f, 0.02f, &rng);
+        put_u16(row + i * ts, vkt_f32_to_f16(w->type == VKRT_TYPE_Q8_0 ? 2.5f * s[0] : s[0]));
+        if (w->type == VKRT_TYPE_Q4_K)
+          put_u16(row + i * ts + 2, vkt_f32_to_f16(s[1]));
+      }
+    }
+}
+
+static vkrt_tuning_counters ran(vkrt_appliance *app) {
+  vkrt_tuning_counters c;
+  vkt_check(app, vkrt_tuning_counters_get(app, 0, &c));
+  return c;
+}
+
+static void knob(vkrt_appliance *app, vkrt_tuning_knob k, int64_t v) {
+  vkt_check(app, vkrt_tuning_set(app, 0, k, v));
+}
+
+static void run(vkrt_appliance *app, const struct mm *c) {
+  int64_t per = vkrt_type_block(c->wt), ts = (int64_t)vkrt_type_size(c->wt);
+  vkrt_tensor w = {.offset = c->w_off, .type = c->wt, .ne = {c->K, c->N, c->w2, 1}};
+  w.nb[0] = ts;
+  w.nb[1] = ts * (c->K / per + c->w_pad);
+  w.nb[2] = w.nb[1] * c->N;
+  w.nb[3] = w.nb[2] * c->w2;
+  vkrt_tensor x = {.offset = c->x_off, .type = VKRT_TYPE_F32, .ne = {c->K, c->M, c->b2, 1}};
+  x.nb[0] = 4;
+  x.nb[1] = 4 * (c->K + c->x_pad);
+  x.nb[2] = x.nb[1] * c->M;
+  x.nb[3] = x.nb[2] * c->b2;
+  /* dst rows padded by 3 elements, which must stay as they were */
+  vkrt_tensor d = {.offset = 8, .type = VKRT_TYPE_F32, .ne = {c->N, c->M, c->b2, 1}};
+  d.nb[0] = 4;
+  d.nb[1] = 4 * (c->N + 3);
+  d.nb[2] = d.nb[1] * c->M;
+  d.nb[3] = d.nb[2] * c->b2;
+  hbuf wb = hb_new(app, c->w_off + (uint64_t)w.nb[3] + 16), xb = hb_new(app, c->x_off + (uint64_t)x.nb[3]),
+       db = hb_new(app, 8 + (uint64_t)d.nb[3] + 4);
+  w.buffer = wb.buf, x.buffer = xb.buf, d.buffer = db.buf;
+  vkt_fill_random(wb.map, wb.size, &rng);
+  fill_w(wb.map, &w);
+  vkt_fill_random(xb.map, xb.size, &rng); /* the padding: garbage the kernel must not read */
+  for (int64_t b = 0; b < c->b2; b++)
+    for (int64_t m = 0; m < c->M; m++)
+      vkt_fill_random_f32((float *)(void *)(xb.map + c->x_off + m * x.nb[1] + b * x.nb[2]),
+                          (size_t)c->K, -1.0f, 1.0f, &rng);
+  vkt_poison(db.map, db.size);
+  for (int64_t b = 0; c->acc && b < c->b2; b++)
+    for (int64_t m = 0; m < c->M; m++)
+      vkt_fill_random_f32((float *)(void *)(db.map + 8 + m * d.nb[1] + b * d.nb[2]), (size_t)c->N,
+                          -4.0f, 4.0f, &rng);
+  uint8_t *before = malloc(db.size);
+  memcpy(before, db.map, db.size);
+
+  vkrt_tuning_counters r0 = ran(app);
+  knob(app, VKRT_TUNING_FORCE_MATMUL_KERNEL, c->force);
+  vkrt_status s = c->acc ? vkrt_op_matmul_add(&d, &w, &x) : vkrt_op_matmul(&d, &w, &x);
+  knob(app, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0);
+  vkt_check(app, s);
+  vkt_check(app, vkrt_finish(app, 0));
+  vkrt_tuning_counters r1 = ran(app);
+  bool quant = per > 1;
+  uint64_t tiled = r1.matmul_tiled - r0.matmul_tiled, cm = r1.matmul_coopmat - r0.matmul_coopmat;
+  uint64_t mv = quant ? r1.quant_matvec - r0.quant_matvec : r1.matvec - r0.matvec;
+  uint64_t fb = r1.matmul_fallback - r0.matmul_fallback;
+  int64_t on;
+  vkt_check(app, vkrt_tuning_get(app, 0, VKRT_TUNING_MATMUL_COOPMAT, &on));
+  bool want_cm = c->expect == TILED && c->wt != VKRT_TYPE_F32 && on &&
+                 vkrt_tuning_matmul_coopmat_usable(app, 0);
+  if (tiled != (c->expect == TILED) || mv != (c->expect != TILED) || fb != (c->expect == FALLBACK) ||
+      cm != want_cm)
+    fail_msg("%s K %lld N %lld M %lld: path %d expected; tiled %llu, coopmat %llu, matvec %llu, "
+             "fallback %llu", vkrt_type_str(c->wt), (long long)c->K, (long long)c->N,
+             (long long)c->M, c->expect, (unsigned long long)tiled, (unsigned long long)cm,
+             (unsigned long long)mv, (unsigned long long)fb);
+
+  float *wr = malloc(sizeof(float) * (size_t)c->K);
+  for (int64_t b = 0; b < c->b2; b++)
+    for (int64_t n = 0; n < c->N; n++) {
+      w_row(wb.map, &w, n, b / (c->b2 / c->w2), wr);
+      for (int64_t m = 0; m < c->M; m++) {
+        const float *xr = (const float *)(const void *)(xb.map + c->x_off + m * x.nb[1] + b * x.nb[2]);
+        uint64_t a = 8 + n * 4 + m * d.nb[1] + b * d.nb[2];
+        double sum = 0, mag = 0;
+        for (int64_t k = 0; k < c->K; k++) {
+          sum += (double)wr[k] * xr[k];
+          mag += fabs((double)wr[k] * xr[k]);
+        }
+        if (c->acc) {
+          float prev;
+          memcpy(&prev, before + a, 4);
+          sum += prev;
+          mag += fabs(prev);
+        }
+        /* f32 accumulation: about sqrt(K) roundings of 2^-24 of the magnitude; cooperative
+         * matrices round x and w to f16 first (2^-11 each) */
+        double tol = 4e-6 * mag * sqrt((double)c->K) + (cm ? 2 * 0x1p-11 * mag : 0) + 1e-30;
+        float g;
+        memcpy(&g, db.map + a, 4);
+        if (!(fabs(g - sum) <= tol))
+          fail_msg("%s K %lld N %lld M %lld b2 %lld w_off %llu x_off %llu: [%lld,%lld,%lld] = "
+                   "%.9g, expected %.9g (tol %.3g)", vkrt_type_str(c->wt), (long long)c->K,
+                   (long long)c->N, (long long)c->M, (long long)c->b2,
+                   (unsigned long long)c->w_off, (unsigned long long)c->x_off, (long long)n,
+                   (long long)m, (long long)b, g, sum, tol);
+        memcpy(db.map + a, before + a, 4);
+      }
+    }
+  assert_memory_equal(db.map, before, db.size); /* nothing else written */
+  free(wr);
+  free(before);
+  vkrt_buffer_destroy(wb.buf);
+  vkrt_buffer_destroy(xb.buf);
+  vkrt_buffer_destroy(db.buf);
+}
+
+static vkrt_appliance *open_app(void) {
+  vkrt_options o;
+  vkt_options(&o);
+  return vkt_open(&o);
+}
+
+static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
+
+/* Every type through both tiles, both load forms, batches, offsets and strided x. */
+static void test_tiled(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  vkrt_tuning_matmul_tile small;
+  vkt_check(app, vkrt_tuning_matmul_tile_get(app, 0, VKRT_TUNING_TILE_PORTABLE_SMALL, &small));
+  int64_t past = (int64_t)small.bn + 5; /* the large tile */
+  for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
+    vkrt_type wt = types[t];
+    if (!type_enabled(wt)) {
+      print_message("%s kernels not in this build\n", vkrt_type_str(wt));
+      continue;
+    }
+    bool q = vkrt_type_block(wt) > 1;
+    int64_t B = vkrt_type_block(wt);
+    int64_t K1 = q ? 3 * B : 301, K2 = q ? 2 * B : 264, K3 = q ? B : 40;
+    uint64_t odd = wt == VKRT_TYPE_Q4_K ? 4 : wt == VKRT_TYPE_Q8_0 ? 2 : (uint64_t)vkrt_type_size(wt);
+    const struct mm cases[] = {
+      /* odd K, N and M past the small tile; x at 4 bytes with padded columns: per-element x */
+      {wt, K1, 67, past, 1, 1, 0, 0, 3, 4, false, 0, TILED},
+      /* all 16-byte aligned, M within the small tile: unit loads of w and x */
+      {wt, K2, 45, 13, 1, 1, 0, 0, 4, 16, false, 0, TILED},
+      /* batches with w broadcast, padded w rows at an offset that is not 16-byte aligned */
+      {wt, K3, 19, 11, 2, 4, 1, odd, 0, 0, false, 0, TILED},
+      /* one column forced onto the tiled kernel; N of one row */
+      {wt, K2, 17, 1, 1, 1, 0, 0, 0, 0, false, 2, TILED},
+      {wt, K3, 1, 9, 1, 1, 0, 16, 0, 0, false, 0, TILED},
+      /* K that ends inside a 32-step (and is a multiple of 8 but not 32) */
+      {wt, q ? 5 * B : 72, 33, 10, 1, 1, 0, 0, 0, 0, false, 0, TILED},
+    };
+    for (unsigned i = 0; i < VKT_ARRAY_SIZE(cases); i++)
+      run(app, &cases[i]);
+    if (!q) { /* vkrt_op_matmul_add on both tiles */
+      struct mm a = {wt, 100, 33, 20, 1, 1, 0, 0, 0, 0, true, 0, TILED};
+      run(app, &a);
+      a.M = past, a.K = 4096, a.N = 64; /* a long K against the tolerance */
+      run(app, &a);
+    }
+  }
+  vkt_close(app);
+}
+
+/* The crossover decides (the tuning knob moves it), and the tiles and the
+ * cooperative-matrix kernels can be swapped for benches. */
+static void test_crossover_and_tiles(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  int64_t min_m;
+  vkt_check(app, vkrt_tuning_get(app, 0, VKRT_TUNING_MATMUL_TILED_MIN_M, &min_m));
+  assert_true(min_m >= 2);
+  for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
+    vkrt_type wt = types[t];
+    if (!type_enabled(wt))
+      continue;
+    int64_t K = vkrt_type_block(wt) > 1 ? 2 * vkrt_type_block(wt) : 128;
+    struct mm c = {wt, K, 37, min_m - 1, 1, 1, 0, 0, 0, 0, false, 0, MATVEC};
+    run(app, &c);
+    c.M = min_m, c.expect = TILED;
+    run(app, &c);
+    knob(app, VKRT_TUNING_MATMUL_TILED_MIN_M, 3);
+    c.M = 2, c.expect = MATVEC;
+    run(app, &c);
+    c.M = 3, c.expect = TILED;
+    run(app, &c);
+    knob(app, VKRT_TUNING_MATMUL_TILED_MIN_M, min_m);
+    /* forced matrix-vector past the crossover */
+    c.M = min_m + 4, c.force = 1, c.expect = MATVEC;
+    run(app, &c);
+  }
+  /* other tiles: 32 x 16 with 2 rows per invocation, 64 invocations */
+  vkrt_tuning_matmul_tile keep, tile = {64, 32, 16, 2};
+  vkt_check(app, vkrt_tuning_matmul_tile_get(app, 0, VKRT_TUNING_TILE_PORTABLE_LARGE, &keep));
+  vkt_check(app, vkrt_tuning_matmul_tile_set(app, 0, VKRT_TUNING_TILE_PORTABLE_LARGE, &tile));
+  knob(app, VKRT_TUNING_MATMUL_COOPMAT, 0);
+  for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++)
+    if (type_enabled(types[t])) {
+      int64_t K = vkrt_type_block(types[t]) > 1 ? 2 * vkrt_type_block(types[t]) : 136;
+      struct mm c = {types[t], K, 50, 70, 1, 1, 0, 0, 0, 0, false, 0, TILED};
+      run(app, &c);
+    }
+  knob(app, VKRT_TUNING_MATMUL_COOPMAT, 1);
+  vkt_check(app, vkrt_tuning_matmul_tile_set(app, 0, VKRT_TUNING_TILE_PORTABLE_LARGE, &keep));
+  /* tiles the kernel cannot take are refused, saying why */
+  vkrt_tuning_matmul_tile bad = {256, 64, 30, 4};
+  assert_int_equal(vkrt_tuning_matmul_tile_set(app, 0, VKRT_TUNING_TILE_PORTABLE_LARGE, &bad),
+                   VKRT_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(vkrt_last_error(app), "divide"));
+  bad = (vkrt_tuning_matmul_tile){256, 128, 128, 3};
+  assert_int_equal(vkrt_tuning_matmul_tile_set(app, 0, VKRT_TUNING_TILE_COOPMAT_LARGE, &bad),
+                   VKRT_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(vkrt_tuning_set(app, 0, VKRT_TUNING_MATMUL_TILED_MIN_M, 0),
+                   VKRT_ERROR_INVALID_ARGUMENT);
+  vkt_close(app);
+}
+
+/* w past one binding (maxStorageBufferRange lowered to 16 KiB): M past the crossover falls
+ * back to the matrix-vector kernels, which bind w in row slices, counted and logged once;
+ * forced onto the tiled kernel it is refused with the reason. */
+static void test_fallback(void **state) {
+  (void)state;
+  vkt_log_capture cap = {0};
+  vkrt_options o;
+  vkt_options(&o);
+  o.log = vkt_log_capture_fn;
+  o.log_user = &cap;
+  vkrt_appliance *app = vkt_open(&o);
+  vkt_check(app, vkrt_tuning_limits_set(app, 0, 0, false, 16384));
+  uint64_t split = ran(app).matvec_split;
+  int n = 0;
+  for (unsigned t = 0; t < 2; t++) {
+    if (!type_enabled(types[t]))
+      continue;
+    struct mm c = {types[t], 256, 100, 12, 1, 1, 0, 0, 0, 0, false, 0, FALLBACK};
+    run(app, &c);
+    n++;
+    hbuf wb = hb_new(app, 256 * 100 * 4), xb = hb_new(app, 256 * 12 * 4), db = hb_new(app, 100 * 12 * 4);
+    vkrt_tensor w = vkrt_tensor_contiguous(wb.buf, 0, types[t], 256, 100, 1, 1);
+    vkrt_tensor x = vkrt_tensor_contiguous(xb.buf, 0, VKRT_TYPE_F32, 256, 12, 1, 1);
+    vkrt_tensor d = vkrt_tensor_contiguous(db.buf, 0, VKRT_TYPE_F32, 100, 12, 1, 1);
+    knob(app, VKRT_TUNING_FORCE_MATMUL_KERNEL, 2);
+    assert_int_equal(vkrt_op_matmul(&d, &w, &x), VKRT_ERROR_INVALID_ARGUMENT);
+    knob(app, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0);
+    if (!strstr(vkrt_last_error(app), "more than one binding"))
+      fail_msg("message: %s", vkrt_last_error(app));
+    vkrt_buffer_destroy(wb.buf);
+    vkrt_buffer_destroy(xb.buf);
+    vkrt_buffer_destroy(db.buf);
+  }
+  assert_int_equal(ran(app).matvec_split - split, n);
+  if (n && !strstr(cap.text, "tiled kernel not possible"))
+    fail_msg("no fallback in the log: %s", cap.text);
+  vkt_check(app, vkrt_tuning_limits_set(app, 0, 0, false, 0));
+  vkt_close(app);
+}
+
+int main(void) {
+  rng = vkt_seed(0);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tiled),
+      cmocka_unit_test(test_crossover_and_tiles),
+      cmocka_unit_test(test_fallback),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
