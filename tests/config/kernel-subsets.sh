@@ -6,7 +6,7 @@
 kernels_from=${VKRT_BUILDDIR:-build}
 case "$kernels_from" in /*) ;; *) kernels_from="$ROOT/$kernels_from" ;; esac
 [ -d "$kernels_from/gen/kernels" ] || kernels_from=""
-for kernel in COPY TRANSPOSE CONCAT MATMUL Q8_0 Q4_K SWIGLU TYPE_F16; do
+for kernel in COPY TRANSPOSE CONCAT MATMUL Q8_0 Q4_K SWIGLU ATTENTION TYPE_F16; do
   sym=VKRT_KERNEL_$kernel
   [ "$kernel" = TYPE_F16 ] && sym=VKRT_TYPE_F16
   name=no-$(echo "$kernel" | tr 'A-Z_' 'a-z-')
@@ -15,7 +15,7 @@ for kernel in COPY TRANSPOSE CONCAT MATMUL Q8_0 Q4_K SWIGLU TYPE_F16; do
   config_from "$name" "$SCRATCH/$name.frag"
   grep -q "^CONFIG_$sym=y" "$SCRATCH/$name.config" && fail "$sym did not turn off"
   filter=test_ops
-  case $kernel in Q8_0|Q4_K|SWIGLU) filter=test_quant ;; esac # the rest still works
+  case $kernel in Q8_0|Q4_K|SWIGLU) filter=test_quant ;; ATTENTION) filter=test_attention ;; esac
   # the library, the tools and the one test program; the SPIR-V from the suite's own build
   # folder when it has every kernel this subset needs
   targets=(lib tools "$SCRATCH/build-$name/tests/vk/$filter")
