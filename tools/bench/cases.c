@@ -1104,7 +1104,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
             vkrt_tuning_counters_get(c->app, c->o.device, &v1);
             splits = (uint32_t)(v1.attention_splits - v0.attention_splits); /* as planned */
             vw = count_wrong(&bc->dst, got, ref, tol, &ve);
-            vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps);
+            vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
           } else {
             vkrt_finish(c->app, c->o.device);
           }
