@@ -26,6 +26,11 @@ done
 for path in "matvec q8_0" "matvec q4_K"; do
   json "[r['path'] for r in d['results']]" <<< "$out" | grep -q "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
 done
+# the decode ops, argmax of a vocabulary over several workgroups
+for path in "rms_norm (mul fused)" "rope normal" "rope neox" "get_rows" "set_rows" \
+            "argmax split + combine" "argmax one pass"; do
+  json "[r['path'] for r in d['results']]" <<< "$out" | grep -qF "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
+done
 echo "quick subset: $want cases, #wrong 0 (q8_0 and q4_K through the quantized matrix-vector kernels)"
 # the GPU paths (transposed-view copies through the tiled transpose, concat as per-source
 # copies) verified here too: lavapipe itself prefers the per-element kernels

@@ -524,6 +524,12 @@ static void run_set_rows(vkrt_appliance *app, vkrt_type dt, int64_t n, int64_t n
       }
     else
       quantize_q8_0_ref(row, out, n);
+    /* the library's CPU reference (vkrt_quantize_row) writes the same bytes */
+    uint8_t lib[34 * 64];
+    assert_true(n * 2 <= (int64_t)sizeof(lib));
+    assert_int_equal(vkrt_quantize_row(dt, row, lib, n), VKRT_OK);
+    if (memcmp(lib, out, (size_t)(n / vkrt_type_block(dt)) * vkrt_type_size(dt)))
+      fail_msg("vkrt_quantize_row(%s) differs from ggml's quantizer", vkrt_type_str(dt));
   }
   vkt_check(app, vkrt_finish(app, 0));
   char what[128];
