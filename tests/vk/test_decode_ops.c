@@ -196,6 +196,7 @@ static void test_rms_norm(void **state) {
   run_rms_norm(app, 4096, 1, 1, true, false, 0, 0);  /* a llama-3-8B hidden row */
   run_rms_norm(app, 4096, 1, 1, true, true, 0, 256); /* in place, as the model calls it */
   run_rms_norm(app, 1, 1, 1, true, false, 0, 4);
+  run_rms_norm(app, 2051, 2, 1, true, false, 4, 8); /* a second step of 1024, partly past n */
   run_rms_norm(app, 7, 3, 1, false, false, 8, 20);
   run_rms_norm(app, 1000, 5, 1, true, false, 12, 36);
   run_rms_norm(app, 257, 3, 2, true, true, 4, 0);
