@@ -170,9 +170,7 @@ static void compare_ranks(struct service *s, struct generation *gen, uint32_t po
                 s->first_rank + d);
       gen->ranks_differ = true;
     }
-  uint64_t hash = 0xcbf29ce484222325ull ^ (uint32_t)a0; /* FNV-1a */
-  for (uint32_t i = 0; logits && i < V * sizeof(float); i++)
-    hash = (hash ^ ((const uint8_t *)l0)[i]) * 0x100000001b3ull;
+  uint64_t hash = fnv1a(fnv1a(FNV1A_INIT, &a0, sizeof(a0)), l0, logits ? V * sizeof(float) : 0);
   if (!tool_hosts_same(hash)) {
     if (!gen->ranks_differ)
       fprintf(stderr, "vkrt-service: position %u: host%u differs from another host\n", pos,
@@ -286,11 +284,6 @@ int model_verify(struct service *s, struct generation *gen) {
   llama_ref_free(ref);
   free(logits);
   return (int)tool_hosts_max(rc);
-}
-
-static int cmp_double(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
 }
 
 void model_print(const struct service *s, const struct generation *gen) {
