@@ -62,7 +62,7 @@ struct service_args {
   uint64_t ctx, top_k, verify;   /* verify: positions checked against float64 (all: default) */
   double temperature, top_p;
   vkrt_type kv_type;
-  bool print_ids;
+  bool print_ids, no_graph;      /* no_graph: record every token's work (--graph off) */
 };
 #define SECONDS_MAX_TOKENS 1000000u
 #define KEEP_MAX 16 /* checked tokens at most: each costs a float64 pass over the weights */
