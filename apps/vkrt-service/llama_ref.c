@@ -47,10 +47,10 @@ int llama_ref_create(const struct llama_model *m, uint32_t n_ctx, vkrt_type kv_t
   uint32_t n_embd_kv = hp->n_head_kv * hp->head_dim;
   if (kv_type != VKRT_TYPE_F32 && kv_type != VKRT_TYPE_F16 && kv_type != VKRT_TYPE_Q8_0)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "KV cache type %s: f32, f16 or q8_0",
-                vkrt_type_str(kv_type));
+                     vkrt_type_str(kv_type));
   if (kv_type == VKRT_TYPE_Q8_0 && n_embd_kv % 32)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "a q8_0 KV cache needs rows of whole 32-value "
-                "blocks; n_head_kv * head_dim = %u", n_embd_kv);
+                     "blocks; n_head_kv * head_dim = %u", n_embd_kv);
   if (!n_ctx)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "a context of 0 tokens");
   struct llama_ref *r = calloc(1, sizeof(*r));
@@ -80,7 +80,7 @@ int llama_ref_create(const struct llama_model *m, uint32_t n_ctx, vkrt_type kv_t
       !r->scores || !r->gate || !r->up || !r->rows) {
     llama_ref_free(r);
     return gguf_fail(err, err_size, GGUF_E_NO_MEMORY, "out of memory for a %u-token float64 KV cache "
-                "(%zu MiB)", n_ctx, cache * 2 * sizeof(double) >> 20);
+                     "(%zu MiB)", n_ctx, cache * 2 * sizeof(double) >> 20);
   }
   *out = r;
   return GGUF_OK;

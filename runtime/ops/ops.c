@@ -48,6 +48,7 @@ void vkrt_ops_close(struct vkrt_device *dev) {
     destroy_pipeline(dev, &ops->pipe[k]);
   vkrt_ops_drop_variants(dev);
   vkrt_argmax_close(dev);
+  vkrt_attention_close(dev);
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++)
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
@@ -261,6 +262,8 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   vkrt_status s = ops->push_descriptor ? VKRT_OK : create_pools(dev, ops);
   if (s == VKRT_OK)
     s = vkrt_argmax_open(dev);
+  if (s == VKRT_OK)
+    s = vkrt_attention_open(dev);
   if (s != VKRT_OK)
     vkrt_ops_close(dev);
   return s;

@@ -122,6 +122,11 @@ struct vkrt_ops_state {
    * pass (argmax: VKRT_OPS_SCRATCH_PARTIALS (value, index) pairs); NULL without them. */
   struct vkrt_buffer *scratch;
   uint64_t argmax_split_count;     /* argmax rows over several workgroups + a combine pass */
+  /* decode attention (attention.c) */
+  struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
+  uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
+  uint32_t force_attention_splits;       /* 0 = plan them */
+  uint64_t attention_count, attention_split_count, attention_round_count;
 };
 
 #define VKRT_OPS_SCRATCH_PARTIALS 8192u /* 8-byte partial results in ops->scratch */
@@ -334,6 +339,42 @@ static inline vkrt_status vkrt_swiglu_record(struct vkrt_device *dev, VkCommandB
   (void)cmd, (void)views;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "swiglu kernel not in this build (CONFIG_VKRT_KERNEL_SWIGLU=n)");
+}
+#endif
+
+/* Decode attention (attention.c): the split scratch made at open and freed at close, and
+ * the op, which asks the stream for its two passes itself (the scratch is one of their
+ * operands, so its reuse by the next attention is ordered like any buffer's). */
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION)
+vkrt_status vkrt_attention_open(struct vkrt_device *dev);
+void vkrt_attention_close(struct vkrt_device *dev);
+vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops_view views[5],
+                                  float scale);
+/* The plan of an attention over these shapes on dev (vkrt_tuning_attention_plan). */
+bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_t n_head,
+                             uint32_t n_head_kv, uint32_t n_q, uint32_t n_ctx,
+                             struct vkrt_attention_plan *out, char *why, size_t why_size);
+#else
+static inline vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
+  (void)dev;
+  return VKRT_OK;
+}
+static inline void vkrt_attention_close(struct vkrt_device *dev) { (void)dev; }
+static inline vkrt_status vkrt_attention_record(struct vkrt_device *dev,
+                                                const struct vkrt_ops_view views[5],
+                                                float scale) {
+  (void)views, (void)scale;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_attention: kernel not in this build (CONFIG_VKRT_KERNEL_ATTENTION=n)");
+}
+static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim,
+                                           uint32_t n_head, uint32_t n_head_kv, uint32_t n_q,
+                                           uint32_t n_ctx, struct vkrt_attention_plan *out,
+                                           char *why, size_t why_size) {
+  (void)dev, (void)head_dim, (void)n_head, (void)n_head_kv, (void)n_q, (void)n_ctx, (void)out;
+  vkrt_format(why, why_size, "vkrt_op_attention: kernel not in this build "
+                             "(CONFIG_VKRT_KERNEL_ATTENTION=n)");
+  return false;
 }
 #endif
 
