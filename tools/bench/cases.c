@@ -772,18 +772,28 @@ static vkrt_status record_batch(void *user) {
   return VKRT_OK;
 }
 
-/* Seconds per op: `reps` ops back to back in one submission between two timestamps. */
-static double time_batch(struct cases_ctx *c, struct live_case *lc, int reps) {
+/* Seconds per op: `reps` ops back to back in one submission between two timestamps; *wall
+ * and *record (may be NULL) get the wall clock per op of the whole call (recording, submit,
+ * wait) and of the recording alone. */
+static double time_batch(struct cases_ctx *c, struct live_case *lc, int reps, double *wall,
+                         double *record) {
   struct batch b = {lc, reps};
   double t;
   if (bench_time_recorded(c->app, c->o.device, c->timer, true, record_batch, &b, &t) != VKRT_OK)
     return -1;
+  if (wall)
+    *wall = bench_last_wall_s / reps;
+  if (record)
+    *record = bench_last_record_s / reps;
   return t / reps;
 }
 
-/* Median seconds per op over o.iters batches sized to about target_ms each. */
-static double time_case(struct cases_ctx *c, struct live_case *lc, int iters, int *reps_out) {
-  double t1 = time_batch(c, lc, 1); /* warm-up and estimate */
+/* Median seconds per op over o.iters batches sized to about target_ms each (GPU time where
+ * the device has timestamps); wall_out / record_out (may be NULL): the medians of the wall
+ * clock per op of the whole call and of the recording alone. */
+static double time_case(struct cases_ctx *c, struct live_case *lc, int iters, int *reps_out,
+                        double *wall_out, double *record_out) {
+  double t1 = time_batch(c, lc, 1, NULL, NULL); /* warm-up and estimate */
   if (t1 <= 0)
     return -1;
   /* at most 100 ops per submission: the descriptor ring holds 256 sets per submit on
@@ -793,14 +803,18 @@ static double time_case(struct cases_ctx *c, struct live_case *lc, int iters, in
    * H200 came out of the CPU-reference pauses at a third of its speed and took about a
    * second of work to ramp (run of 2026-12-02, variant sweep). */
   for (double w0 = bench_now_s(); bench_now_s() - w0 < c->o.warmup_ms * 1e-3;)
-    if (time_batch(c, lc, reps) <= 0)
+    if (time_batch(c, lc, reps, NULL, NULL) <= 0)
       return -1;
-  double t[64];
+  double t[64], wall[64], record[64];
   int n = iters > 64 ? 64 : iters;
   for (int i = 0; i < n; i++)
-    if ((t[i] = time_batch(c, lc, reps)) <= 0)
+    if ((t[i] = time_batch(c, lc, reps, &wall[i], &record[i])) <= 0)
       return -1;
   *reps_out = reps;
+  if (wall_out)
+    *wall_out = bench_median(wall, n);
+  if (record_out)
+    *record_out = bench_median(record, n);
   return bench_median(t, n);
 }
 
@@ -969,7 +983,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   c->run++;
 
   int reps = 0;
-  double t = time_case(c, &lc, c->o.iters, &reps);
+  double wall = 0, rec = 0;
+  double t = time_case(c, &lc, c->o.iters, &reps, &wall, &rec);
   uint64_t bytes = bytes_moved(bc);
   double gbps = t > 0 ? (double)bytes / t * 1e-9 : 0;
   double ratio = c->copy_gbps > 0 ? gbps / c->copy_gbps : 0;
@@ -982,17 +997,21 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     json_str(bc->name);
     printf(", \"op\": \"%s\", \"path\": \"%s\", \"bytes\": %" PRIu64 ", \"us\": %.3f, "
            "\"gbps\": %.2f, \"ratio_to_copy\": %.4f, \"reps\": %d, \"checked\": %" PRIu64
-           ", \"wrong\": %" PRIu64 ", \"max_abs_err\": %.3g",
-           case_ops[bc->op].name, path, bytes, t * 1e6, gbps, ratio, reps, out_elems, wrong, max_err);
+           ", \"wrong\": %" PRIu64 ", \"max_abs_err\": %.3g, \"wall_us\": %.3f, "
+           "\"record_us\": %.3f, \"wall_over_time\": %.4f",
+           case_ops[bc->op].name, path, bytes, t * 1e6, gbps, ratio, reps, out_elems, wrong, max_err,
+           wall * 1e6, rec * 1e6, t > 0 ? wall / t : 0.0);
     if (fa)
       printf(", \"kv_bytes\": %" PRIu64 ", \"kv_roofline_us\": %.3f, \"kv_roofline_ratio\": %.3f",
              kv_bytes(bc), roof_us, roof_ratio);
   } else if (fa) {
-    printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f R %9" PRIu64 "\n", bc->name, path,
-           t * 1e6, gbps, roof_ratio, wrong);
+    printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f R %9" PRIu64
+           "   wall %8.2f us (%5.3f x)  record %6.2f us\n", bc->name, path, t * 1e6, gbps,
+           roof_ratio, wrong, wall * 1e6, t > 0 ? wall / t : 0.0, rec * 1e6);
   } else {
-    printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f x %9" PRIu64 "\n", bc->name, path,
-           t * 1e6, gbps, ratio, wrong);
+    printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f x %9" PRIu64
+           "   wall %8.2f us (%5.3f x)  record %6.2f us\n", bc->name, path, t * 1e6, gbps, ratio,
+           wrong, wall * 1e6, t > 0 ? wall / t : 0.0, rec * 1e6);
   }
 
   /* matrix-vector variants: the same case with every configuration, each verified */
@@ -1027,7 +1046,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
                 record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
                 vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
               vw = count_wrong(&bc->dst, got, ref, tol, &ve);
-              vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps);
+              vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
             }
             c->wrong_total += vw == UINT64_MAX ? 1 : vw;
             double vg = vt > 0 ? (double)bytes / vt * 1e-9 : 0;
@@ -1253,7 +1272,8 @@ static int cmd_cases(int argc, char **argv) {
            m32->unroll, m32->blocks);
     printf("16-byte copy, %d per submission: %.2f us each behind a barrier (dependent), %.2f us "
            "independent\n", FLOOR_OPS, c.chain_us, c.independent_us);
-    printf("%-40s %-24s %13s %14s %8s %9s\n", "case", "path", "time", "bandwidth", "x copy", "#wrong");
+    printf("%-40s %-24s %13s %14s %8s %9s   %s\n", "case", "path", "time", "bandwidth", "x copy",
+           "#wrong", "wall per op (x time; record + submit + wait / reps), recording per op");
   }
   char line[4096], err[256];
   int line_no = 0;
