@@ -1064,6 +1064,68 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     if (c->o.json)
       printf("]");
   }
+  /* attention variants: split counts around the plan's and row passes per tile, each
+   * verified (the planner's inputs for tuning it per device) */
+  if (c->o.variants && fa) {
+    vkrt_tuning_attention plan;
+    const struct case_tensor *q = &bc->src[0], *k = &bc->src[1];
+    int nv = 0;
+    if (c->o.json)
+      printf(", \"variants\": [");
+    if (vkrt_tuning_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0], (uint32_t)q->ne[2],
+                                   (uint32_t)k->ne[2], (uint32_t)q->ne[1], (uint32_t)k->ne[1],
+                                   &plan) == VKRT_OK) {
+      double keep_warmup = c->o.warmup_ms;
+      c->o.warmup_ms = fmin(keep_warmup, 30);
+      static const double factors[] = {0.25, 0.5, 1, 2, 4};
+      static const uint32_t unrolls[] = {2, 4, 8};
+      for (size_t f = 0; f < sizeof(factors) / sizeof(factors[0]); f++)
+        for (size_t u = 0; u < sizeof(unrolls) / sizeof(unrolls[0]); u++) {
+          uint32_t splits = (uint32_t)fmax(1, plan.splits * factors[f]);
+          uint64_t vw = UINT64_MAX;
+          double vt = -1, ve = 0;
+          int vreps = 0;
+          vkrt_tuning_counters v0, v1;
+          vkrt_tuning_counters_get(c->app, c->o.device, &v0);
+          vkrt_tuning_attention vp;
+          vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_SPLITS, splits);
+          vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_UNROLL, unrolls[u]);
+          if (vkrt_tuning_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0],
+                                         (uint32_t)q->ne[2], (uint32_t)k->ne[2],
+                                         (uint32_t)q->ne[1], (uint32_t)k->ne[1], &vp) != VKRT_OK) {
+            if (!c->o.json) /* not a variant this device can run (its shared memory) */
+              printf("    variant splits %5u unroll %u: not on this device: %s\n", splits,
+                     unrolls[u], vkrt_last_error(c->app));
+            continue;
+          }
+          if (vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
+              record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
+              vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
+            vkrt_tuning_counters_get(c->app, c->o.device, &v1);
+            splits = (uint32_t)(v1.attention_splits - v0.attention_splits); /* as planned */
+            vw = count_wrong(&bc->dst, got, ref, tol, &ve);
+            vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
+          } else {
+            vkrt_finish(c->app, c->o.device);
+          }
+          c->wrong_total += vw == UINT64_MAX ? 1 : vw;
+          double vr = roof_us > 0 && vt > 0 ? vt * 1e6 / roof_us : 0;
+          if (c->o.json)
+            printf("%s{\"splits\": %u, \"unroll\": %u, \"us\": %.3f, \"kv_roofline_ratio\": %.3f, "
+                   "\"wrong\": %" PRId64 "}", nv++ ? ", " : "", splits, unrolls[u], vt * 1e6, vr,
+                   vw == UINT64_MAX ? -1 : (int64_t)vw);
+          else
+            printf("    variant splits %5u unroll %u %10.2f us %6.3f R %9" PRId64 "%s\n", splits,
+                   unrolls[u], vt * 1e6, vr, vw == UINT64_MAX ? -1 : (int64_t)vw,
+                   vw == UINT64_MAX ? vkrt_last_error(c->app) : "");
+        }
+      vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_SPLITS, 0);
+      vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_UNROLL, 0);
+      c->o.warmup_ms = keep_warmup;
+    }
+    if (c->o.json)
+      printf("]");
+  }
   if (c->o.json)
     printf("}");
   fflush(stdout);
@@ -1169,7 +1231,9 @@ static void usage(void) {
          "  FLASH_ATTN_EXT; f32, f16, q8_0/q4_K as MUL_MAT weights, q8_0 as FLASH_ATTN_EXT's K and\n"
          "  V), each verified against a CPU reference\n"
          "  (#wrong) and timed as back-to-back ops in one submission (GPU timestamps). --variants\n"
-         "  also runs every matrix-vector configuration on the f32/f16 MUL_MAT cases. The ratio\n"
+         "  also runs every matrix-vector configuration on the f32/f16 MUL_MAT cases, and split\n"
+         "  counts (a quarter to 4 x the plan's) and row passes per tile (2, 4, 8) on the\n"
+         "  FLASH_ATTN_EXT cases. The ratio\n"
          "  column divides by the plain 16-byte copy of this run (x); for FLASH_ATTN_EXT it is\n"
          "  the time over the K/V-read roofline (R: bytes of K and V at the copy rate).\n"
          "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n"
