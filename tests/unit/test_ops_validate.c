@@ -302,6 +302,73 @@ static void test_matmul_shapes(void **state) {
   expect_fail(vkrt_ops_check_matmul(&lim, &d, &w, &x, v, why, sizeof(why)), "must be f32");
 }
 
+/* The decode ops: views filled (element offsets in place), in-place forms, i32 where it
+ * belongs and nowhere else. */
+static void test_decode_ops(void **state) {
+  (void)state;
+  struct vkrt_ops_view v[3];
+  vkrt_tensor x = t4(&buf_a, 256, VKRT_TYPE_F32, 128, 32, 3, 1);
+  vkrt_tensor w = t4(&buf_b, 0, VKRT_TYPE_F32, 128, 1, 1, 1);
+  vkrt_tensor pos = t4(&buf_b, 4096, VKRT_TYPE_I32, 3, 1, 1, 1);
+  /* rms_norm in place, w's view in views[2] */
+  assert_true(vkrt_ops_check_rms_norm(&lim, &x, &x, &w, 1e-5f, v, why, sizeof(why)));
+  assert_int_equal(v[1].offset, 0);
+  assert_int_equal(v[2].ne[0], 128);
+  assert_true(vkrt_ops_check_rms_norm(&lim, &x, &x, NULL, 0.0f, v, why, sizeof(why)));
+  assert_null(v[2].buffer);
+  vkrt_tensor shifted = x;
+  shifted.offset += 4;
+  expect_fail(vkrt_ops_check_rms_norm(&lim, &shifted, &x, NULL, 1e-5f, v, why, sizeof(why)),
+              "without being x exactly");
+  /* rope: positions per token, n_dims even and within the head */
+  vkrt_rope_params rp = {VKRT_ROPE_NEOX, 64, 10000.0f, 1.0f};
+  assert_true(vkrt_ops_check_rope(&lim, &x, &x, &pos, &rp, v, why, sizeof(why)));
+  assert_int_equal(v[2].type, VKRT_TYPE_I32);
+  assert_int_equal(v[2].offset, (4096 - 4096 / 64 * 64) / 4);
+  rp.n_dims = 65;
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &rp, v, why, sizeof(why)), "n_dims = 65");
+  rp.n_dims = 130;
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &rp, v, why, sizeof(why)), "head size 128");
+  rp.n_dims = 64;
+  vkrt_tensor pos_f = pos;
+  pos_f.type = VKRT_TYPE_F32;
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos_f, &rp, v, why, sizeof(why)), "pos is f32; it must be i32");
+  /* get_rows: a q4_K table, i32 ids, f32 rows out */
+  vkrt_tensor table = t4(&buf_a, 0, VKRT_TYPE_Q4_K, 512, 100, 1, 1);
+  vkrt_tensor ids = t4(&buf_b, 8192, VKRT_TYPE_I32, 5, 1, 1, 1);
+  vkrt_tensor rows = t4(&buf_b, 16384, VKRT_TYPE_F32, 512, 5, 1, 1);
+  assert_true(vkrt_ops_check_get_rows(&lim, &rows, &table, &ids, v, why, sizeof(why)));
+  assert_int_equal(v[1].block, 256);
+  assert_int_equal(v[1].stride[1], 2 * 144); /* bytes per row */
+  vkrt_tensor narrow = t4(&buf_a, 0, VKRT_TYPE_F16, 256, 100, 1, 1);
+  expect_fail(vkrt_ops_check_get_rows(&lim, &rows, &narrow, &ids, v, why, sizeof(why)),
+              "must be {table.ne[0], ids.ne[0]}");
+  expect_fail(vkrt_ops_check_get_rows(&lim, &rows, &x, &ids, v, why, sizeof(why)), "the op takes 2 dims");
+  /* set_rows into a q8_0 cache; i32 stays out of the float ops */
+  vkrt_tensor cache = t4(&buf_a, 2, VKRT_TYPE_Q8_0, 512, 40, 1, 1);
+  vkrt_tensor src = t4(&buf_b, 65536, VKRT_TYPE_F32, 512, 5, 1, 1);
+  assert_true(vkrt_ops_check_set_rows(&lim, &cache, &src, &ids, v, why, sizeof(why)));
+  assert_int_equal(v[0].offset % 64, 2);
+  vkrt_tensor q4 = t4(&buf_a, 0, VKRT_TYPE_Q4_K, 512, 40, 1, 1);
+  expect_fail(vkrt_ops_check_set_rows(&lim, &q4, &src, &ids, v, why, sizeof(why)), "f32, f16 or q8_0");
+  /* argmax: i32 out, one per row */
+  vkrt_tensor am = t4(&buf_b, 0, VKRT_TYPE_I32, 32, 1, 1, 1);
+  vkrt_tensor logits = t4(&buf_a, 0, VKRT_TYPE_F32, 1000, 32, 1, 1);
+  assert_true(vkrt_ops_check_argmax(&lim, &am, &logits, v, why, sizeof(why)));
+  expect_fail(vkrt_ops_check_argmax(&lim, &logits, &am, v, why, sizeof(why)), "it must be i32");
+  /* i32 in the other ops: moved to i32 only, never summed or multiplied */
+  vkrt_tensor i = t4(&buf_a, 0, VKRT_TYPE_I32, 16, 16, 1, 1), f = t4(&buf_b, 0, VKRT_TYPE_F32, 16, 16, 1, 1);
+  vkrt_tensor i2 = t4(&buf_b, 0, VKRT_TYPE_I32, 16, 16, 1, 1);
+  assert_true(vkrt_ops_check_copy(&lim, &i2, &i, v, why, sizeof(why)));
+  expect_fail(vkrt_ops_check_copy(&lim, &f, &i, v, why, sizeof(why)), "copied to i32 only");
+  expect_fail(vkrt_ops_check_transpose(&lim, &f, &i, v, why, sizeof(why)), "moved to i32 only");
+  const vkrt_tensor *srcs[1] = {&i};
+  struct vkrt_ops_view va[9];
+  expect_fail(vkrt_ops_check_add(&lim, &i2, srcs, 1, va, why, sizeof(why)), "sums f32 or f16");
+  vkrt_tensor xv = t4(&buf_b, 0, VKRT_TYPE_F32, 16, 1, 1, 1), dv = t4(&buf_b, 4096, VKRT_TYPE_F32, 16, 1, 1, 1);
+  expect_fail(vkrt_ops_check_matmul(&lim, &dv, &i, &xv, v, why, sizeof(why)), "w is i32");
+}
+
 static void test_linear_split(void **state) {
   (void)state;
   /* every group is covered once, no dispatch exceeds the limits, and the overshoot of
@@ -413,6 +480,7 @@ int main(void) {
       cmocka_unit_test(test_concat_fast_path_eligibility),
       cmocka_unit_test(test_add),
       cmocka_unit_test(test_matmul_shapes),
+      cmocka_unit_test(test_decode_ops),
       cmocka_unit_test(test_linear_split),
       cmocka_unit_test(test_attention_check_and_plan),
   };

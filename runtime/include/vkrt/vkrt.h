@@ -308,6 +308,11 @@ const char *vkrt_type_str(vkrt_type type);
  * f32, straight from the format's definition: the reference the kernels are tested against
  * (f32 and f16 rows are converted too). INVALID_ARGUMENT for a bad type or n. */
 vkrt_status vkrt_dequantize_row(vkrt_type type, const void *src, float *dst, int64_t n);
+/* The other way, for the types vkrt_op_set_rows writes: n f32 values (a multiple of the
+ * block) into a dense row of f32 (bits moved), f16 (rounded to nearest even) or q8_0 (ggml's
+ * quantize_row_q8_0: d = max|x| / 127, q = roundf(x / d), d as f16), bit for bit what the
+ * op stores. INVALID_ARGUMENT for another type or a bad n. */
+vkrt_status vkrt_quantize_row(vkrt_type type, const float *src, void *dst, int64_t n);
 
 /* ggml convention: ne[] element counts, nb[] byte strides, dim 0 innermost.
  * Block types (Q8_0, Q4_K) follow ggml too: ne[0] a multiple of the block, nb[0] the block
