@@ -26,7 +26,7 @@ vkrt_status vkrt_device_info_get(const vkrt_appliance *app, uint32_t device,
     return VKRT_ERROR_INVALID_ARGUMENT; /* no appliance to carry the message */
   }
   if (!out)
-    return vkrt_error((struct vkrt_base *)&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
                       "device info: out is NULL");
   memset(out, 0, sizeof(*out));
   struct vkrt_device *dev;
@@ -146,7 +146,7 @@ vkrt_status vkrt_upload_counters_get(const vkrt_appliance *app, vkrt_upload_coun
   if (!app)
     return VKRT_ERROR_INVALID_ARGUMENT;
   if (!out)
-    return vkrt_error((struct vkrt_base *)&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
                       "upload counters: out is NULL");
   vkrt_import_upload_counters(app->registry, out);
   return VKRT_OK;

@@ -1,4 +1,6 @@
-/* libvkrt public API. Opaque handles only: this header never includes vulkan.h.
+/* libvkrt public API. Opaque handles only: this header never includes vulkan.h, nor the
+ * build's generated vkrt/config.h: it is one interface for every configuration, and
+ * vkrt_config_has() says what a build has. Every name it defines starts with vkrt_ or VKRT_.
  *
  * Threading: an appliance may be used from several threads. Uploads/downloads and host
  * registration are thread-safe. Recording ops into one device's stream is not: record a
@@ -8,8 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "vkrt/config.h"
-#include "vkrt/kconfig.h"
 #include "vkrt/status.h"
 
 #ifdef __cplusplus
@@ -44,7 +44,21 @@ typedef enum vkrt_log_level {
 
 typedef void (*vkrt_log_fn)(void *user, vkrt_log_level level, const char *message);
 
-/* ---- fault injection (CONFIG_VKRT_FAULT_INJECTION=y only) ------------------------------- */
+/* ---- build configuration --------------------------------------------------------------- */
+
+/* Whether this build's Kconfig symbol is set to y, e.g.
+ * vkrt_config_has("CONFIG_VKRT_TRANSPORT_MPI") (the CONFIG_ prefix may be left out); false
+ * for a symbol that is n or unknown. For a caller that must know what the linked libvkrt.a
+ * was built with, without compiling against its generated vkrt/config.h. */
+bool vkrt_config_has(const char *symbol);
+/* The symbol's value as .config spells it ("y", "n", "5000", a string without its quotes);
+ * NULL for an unknown symbol. */
+const char *vkrt_config_value(const char *symbol);
+
+/* ---- fault injection (tests and benches) -------------------------------------------------
+ * Compiled in only with CONFIG_VKRT_FAULT_INJECTION=y (vkrt_config_has says): without it
+ * vkrt_open refuses options.faults other than all zero with VKRT_ERROR_UNSUPPORTED, and the
+ * functions below answer VKRT_ERROR_UNSUPPORTED. */
 
 enum vkrt_fault_bits {
   VKRT_FAULT_HIDE_EXTERNAL_SEMAPHORE_FD = 1u << 0, /* device pretends the FD functions are absent */
@@ -74,7 +88,6 @@ typedef struct vkrt_fault_options {
   uint32_t release_delay_us;
 } vkrt_fault_options;
 
-#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
 /* Re-arms the allocation-failure counters of an open appliance: from now on the Nth host
  * allocation libvkrt itself makes (through the injected allocator; the driver's allocations
  * through the same allocator are counted live but never failed) and the Nth vkAllocateMemory
@@ -87,7 +100,6 @@ vkrt_status vkrt_fault_arm_allocations(struct vkrt_appliance *appliance,
 vkrt_status vkrt_fault_allocation_counts(const struct vkrt_appliance *appliance,
                                          uint32_t *host_allocations,
                                          uint32_t *vulkan_allocations);
-#endif
 
 /* ---- open / close -------------------------------------------------------------------- */
 
@@ -140,9 +152,7 @@ typedef struct vkrt_options {
    * seconds per open; vkrt-probe and the log say which. */
   uint32_t pipelines;
   uint32_t quant_activations; /* a vkrt_quant_activations value; vkrt-probe says which path */
-#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
-  vkrt_fault_options faults;
-#endif
+  vkrt_fault_options faults; /* all zero unless testing (see fault injection above) */
 } vkrt_options;
 
 /* Fills defaults: system allocator, no log, board device selection, no validation. */
