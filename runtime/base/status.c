@@ -20,6 +20,7 @@ const char *vkrt_status_str(vkrt_status status) {
       [VKRT_ERROR_ALREADY_EXISTS] = "VKRT_ERROR_ALREADY_EXISTS",
       [VKRT_ERROR_BUDGET] = "VKRT_ERROR_BUDGET",
       [VKRT_ERROR_INTERNAL] = "VKRT_ERROR_INTERNAL",
+      [VKRT_ERROR_IO] = "VKRT_ERROR_IO",
   };
   if ((unsigned)status >= VKRT_STATUS_COUNT || !names[status])
     return "VKRT_ERROR_UNKNOWN";

@@ -276,6 +276,60 @@ vkrt_status vkrt_upload_2d(vkrt_buffer *dst, uint64_t dst_offset, uint64_t dst_p
                            const void *src, uint64_t src_pitch, uint64_t width, uint64_t height);
 vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint64_t size);
 
+/* ---- loading a file: ranges of a file -> buffers on devices ----------------------------- */
+
+/* How a file's bytes reach a device (vkrt_load_file). */
+typedef enum vkrt_load_path {
+  VKRT_LOAD_PATH_AUTO = 0,   /* per device: mapped where the device imports file pages, else
+                                read or direct by how much of the file the page cache holds */
+  VKRT_LOAD_PATH_MAPPED,     /* mmap + vkrt_host_register (imported / pre-staged / staged per
+                                the import policy) + one upload per range */
+  VKRT_LOAD_PATH_READ,       /* pread() straight into the staging ring's pinned slots, slot
+                                i + 1 read (many threads) while slot i is DMA'd */
+  VKRT_LOAD_PATH_DIRECT,     /* the same with O_DIRECT (page cache bypassed: cold files) */
+  VKRT_LOAD_PATH_COUNT
+} vkrt_load_path;
+
+/* "auto", "mapped", "read", "direct". */
+const char *vkrt_load_path_str(vkrt_load_path path);
+
+/* One slice of the file into one buffer: `rows` rows of `size` bytes, row i read from
+ * file_offset + i * file_pitch and written at dst_offset + i * dst_pitch (rows 0 or 1: one
+ * contiguous run, pitches ignored). */
+typedef struct vkrt_load_range {
+  uint64_t file_offset, size;
+  vkrt_buffer *dst;
+  uint64_t dst_offset;
+  uint64_t rows, file_pitch, dst_pitch;
+} vkrt_load_range;
+
+typedef struct vkrt_load_info {
+  vkrt_load_path path[VKRT_MAX_DEVICES];          /* what each device took */
+  vkrt_import_path import_path[VKRT_MAX_DEVICES]; /* for VKRT_LOAD_PATH_MAPPED */
+  char reason[VKRT_MAX_DEVICES][200];             /* why */
+  uint64_t file_size;
+  uint64_t bytes;          /* range bytes written to the devices */
+  uint64_t read_bytes;     /* bytes read from the file by the read/direct paths (with the
+                              O_DIRECT alignment padding) */
+  uint64_t ns;             /* wall time of the load */
+  uint32_t threads;        /* threads reading or copying (the registry's copy pool) */
+  double resident;         /* fraction of the file in the page cache at the start (-1: not
+                              measured) */
+} vkrt_load_info;
+
+/* Loads ranges of the file at `path` (or of `fd` when path is NULL; it is only read with
+ * pread, never closed) into buffers: every device's ranges in flight at once, in file order.
+ * `force` picks one path for every device (VKRT_LOAD_PATH_AUTO: chosen per device, logged
+ * with why). Every range is checked before any byte moves: past the end of the file, outside
+ * its buffer, or overlapping another range's destination fails with a message and nothing
+ * written; a file that shrinks during the load fails too (the buffers then hold a partial
+ * load). progress (may be NULL) is called from the calling thread with bytes done so far,
+ * monotone, the last call with done == total. info may be NULL. Nothing is left allocated
+ * or mapped when the call returns. */
+vkrt_status vkrt_load_file(vkrt_appliance *appliance, const char *path, int fd,
+                           const vkrt_load_range *ranges, uint32_t count, vkrt_load_path force,
+                           vkrt_progress_fn progress, void *progress_user, vkrt_load_info *info);
+
 /* Which path uploads took, counted since open (per appliance, all devices): each VkBufferCopy
  * region recorded is one copy. Tests assert the path, not only the bytes; vkrt-probe --json
  * --exercise shows them after a small run. Uploads into host-visible buffers (CPU memcpy) and
