@@ -8,7 +8,7 @@
  *              a = attention(q, K, V, kv_len = pos + 1)     (kv_len from `step`)
  *              x += allreduce(Wo a)                         (Wo: this rank's columns)
  *              h = rms_norm(x) * ffn_norm
- *              x += allreduce(Wdown (silu(Wgate h) * Wup h))
+ *              x += allreduce(Wdown (silu(Wgate h) * Wup h))  (residual(): how x rides along)
  *   logits = allreduce(Woutput,r rms_norm(x) * output_norm) (each rank's vocabulary rows)
  *   step[argmax] = argmax(logits)                           (greedy, on the device)
  * Every per-token value (token, position, attended length) is read on the device from the
@@ -325,14 +325,13 @@ static vkrt_tensor step_i32(vkrt_buffer *step, uint64_t offset) {
   return vkrt_tensor_contiguous(step, offset, VKRT_TYPE_I32, 1, 1, 1, 1);
 }
 
-/* One rank alone adds W h to x in the matmul where the weight type allows it
- * (vkrt_op_matmul_add takes f32/f16 weights). */
-static bool fuses_residual(const struct llama_gpu *g, vkrt_type w) {
-  return g->p.ranks == 1 && vkrt_type_block(w) == 1;
-}
+/* vkrt_op_matmul_add (x += W h in one dispatch) takes f32/f16 weights. */
+static bool fuses_residual(vkrt_type w) { return vkrt_type_block(w) == 1; }
 
-/* x += W h on every device, W each rank's columns: partial products into y, summed by an
- * allreduce, added to x (one rank: straight into x where the type allows). */
+/* x += W h on every device, W each rank's columns. The allreduce adds the ranks' partial
+ * products in place in x: global rank 0 contributes x + W_0 h (one vkrt_op_matmul_add where
+ * the type allows, else a matmul and an add), every other rank W_r h written over its x (the
+ * same x, so no rank loses anything), and every rank gets the same sum, bit for bit. */
 static vkrt_status residual(struct llama_gpu *g, uint32_t l, bool ffn) {
   const struct llama_hparams *hp = &g->m->hp;
   const struct gguf_tensor *wt = ffn ? g->m->layer[l].ffn_down : g->m->layer[l].wo;
@@ -345,23 +344,19 @@ static vkrt_status residual(struct llama_gpu *g, uint32_t l, bool ffn) {
     vkrt_tensor h = vec(ffn ? dv->g : dv->att, VKRT_TYPE_F32, k);
     vkrt_tensor x = vec(dv->x, VKRT_TYPE_F32, hp->n_embd);
     vkrt_tensor y = vec(dv->y, VKRT_TYPE_F32, hp->n_embd);
-    if (fuses_residual(g, wt->type)) {
+    const vkrt_tensor *srcs[2] = {&x, &y};
+    if (g->p.first_rank + d != 0) {
+      TRY(vkrt_op_matmul(&x, &w, &h));
+    } else if (fuses_residual(wt->type)) {
       TRY(vkrt_op_matmul_add(&x, &w, &h));
-      continue;
+    } else {
+      TRY(vkrt_op_matmul(&y, &w, &h));
+      TRY(vkrt_op_add(&x, srcs, 2));
     }
-    TRY(vkrt_op_matmul(&y, &w, &h));
-    ar.send[d] = ar.recv[d] = dv->y;
+    ar.send[d] = ar.recv[d] = dv->x;
   }
-  if (fuses_residual(g, wt->type))
-    return VKRT_OK;
   if (g->p.ranks > 1)
     TRY(vkrt_allreduce(g->app, &ar));
-  for (uint32_t d = 0; d < g->n; d++) {
-    vkrt_tensor x = vec(g->dev[d].x, VKRT_TYPE_F32, hp->n_embd);
-    vkrt_tensor y = vec(g->dev[d].y, VKRT_TYPE_F32, hp->n_embd);
-    const vkrt_tensor *srcs[2] = {&x, &y};
-    TRY(vkrt_op_add(&x, srcs, 2));
-  }
   return VKRT_OK;
 }
 
@@ -555,8 +550,8 @@ uint32_t llama_gpu_ops_per_token(const struct llama_gpu *g) {
    * argmax, the argmax copy (+ the logits copy) */
   uint32_t ops = 2 + 5;
   for (uint32_t l = 0; l < m->hp.n_layer; l++)
-    ops += 13 + (fuses_residual(g, m->layer[l].wo->type) ? 1 : 2) +
-           (fuses_residual(g, m->layer[l].ffn_down->type) ? 1 : 2);
+    ops += 13 + (fuses_residual(m->layer[l].wo->type) ? 1 : 2) +
+           (fuses_residual(m->layer[l].ffn_down->type) ? 1 : 2);
   return ops;
 }
 

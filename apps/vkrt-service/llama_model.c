@@ -17,16 +17,16 @@ static int find_tensor(const struct gguf_file *f, const char *name, bool norm, u
     return gguf_fail(err, err_size, GGUF_E_MISSING, "missing tensor %s", name);
   if (norm ? t->ggml_type != GGML_TYPE_F32 : !t->supported)
     return gguf_fail(err, err_size, GGUF_E_TYPE, "tensor %s has ggml type %u; %s", name, t->ggml_type,
-                norm ? "norm weights are f32" : "matrices are f32, f16, q8_0 or q4_K");
+                     norm ? "norm weights are f32" : "matrices are f32, f16, q8_0 or q4_K");
   uint64_t want1 = ne1 ? ne1 : 1;
   if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1) {
     if (ne1)
       return gguf_fail(err, err_size, GGUF_E_MISSING, "tensor %s has shape {%" PRIu64 ", %" PRIu64
-                  ", %" PRIu64 ", %" PRIu64 "}, the metadata says {%" PRIu64 ", %" PRIu64 "}",
-                  name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], ne0, ne1);
+                       ", %" PRIu64 ", %" PRIu64 "}, the metadata says {%" PRIu64 ", %" PRIu64 "}",
+                       name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], ne0, ne1);
     return gguf_fail(err, err_size, GGUF_E_MISSING, "tensor %s has shape {%" PRIu64 ", %" PRIu64
-                ", %" PRIu64 ", %" PRIu64 "}, the metadata says {%" PRIu64 "}", name, t->ne[0],
-                t->ne[1], t->ne[2], t->ne[3], ne0);
+                     ", %" PRIu64 ", %" PRIu64 "}, the metadata says {%" PRIu64 "}", name, t->ne[0],
+                     t->ne[1], t->ne[2], t->ne[3], ne0);
   }
   *out = t;
   return GGUF_OK;
@@ -67,29 +67,29 @@ static int load_hparams(const struct gguf_file *f, struct llama_hparams *hp, cha
     return r;
   if (hp->n_layer > LLAMA_MAX_LAYERS)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.block_count = %u; at most %u layers",
-                hp->n_layer, LLAMA_MAX_LAYERS);
+                     hp->n_layer, LLAMA_MAX_LAYERS);
   if (hp->n_embd % hp->n_head)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.embedding_length = %u is not a multiple "
-                "of llama.attention.head_count = %u", hp->n_embd, hp->n_head);
+                     "of llama.attention.head_count = %u", hp->n_embd, hp->n_head);
   if (hp->n_head % hp->n_head_kv)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.attention.head_count = %u is not a "
-                "multiple of llama.attention.head_count_kv = %u", hp->n_head, hp->n_head_kv);
+                     "multiple of llama.attention.head_count_kv = %u", hp->n_head, hp->n_head_kv);
   hp->head_dim = hp->n_embd / hp->n_head;
   if ((r = key_u32(f, "llama.rope.dimension_count", &hp->head_dim, &hp->n_rot, err, err_size)))
     return r;
   if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.rope.dimension_count = %u: RoPE turns "
-                "an even number of dimensions up to the head size %u", hp->n_rot, hp->head_dim);
+                     "an even number of dimensions up to the head size %u", hp->n_rot, hp->head_dim);
   if (!(hp->eps > 0 && hp->eps < 1))
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE,
-                "llama.attention.layer_norm_rms_epsilon = %g is not in (0, 1)", (double)hp->eps);
+                     "llama.attention.layer_norm_rms_epsilon = %g is not in (0, 1)", (double)hp->eps);
   hp->rope_freq_base = 10000.0f;
   r = gguf_get_f32(f, "llama.rope.freq_base", &hp->rope_freq_base, err, err_size);
   if (r == GGUF_E_MISSING)
     hp->rope_freq_base = 10000.0f, r = GGUF_OK;
   if (!r && !(hp->rope_freq_base > 1))
     r = gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.rope.freq_base = %g is not above 1",
-             (double)hp->rope_freq_base);
+                  (double)hp->rope_freq_base);
   return r;
 }
 
@@ -98,7 +98,7 @@ int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *e
   memset(out, 0, sizeof(*out));
   if (strcmp(f->architecture, "llama"))
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "general.architecture is \"%s\"; vkrt-service "
-                "runs \"llama\" models", f->architecture);
+                     "runs \"llama\" models", f->architecture);
   struct llama_hparams *hp = &out->hp;
   int r = load_hparams(f, hp, err, err_size);
   if (r)
@@ -108,13 +108,13 @@ int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *e
     return gguf_fail(err, err_size, GGUF_E_MISSING, "missing tensor token_embd.weight");
   if (te->ne[1] < 1 || te->ne[1] > INT32_MAX)
     return gguf_fail(err, err_size, GGUF_E_MISSING, "tensor token_embd.weight has %" PRIu64
-                " rows (the vocabulary)", te->ne[1]);
+                     " rows (the vocabulary)", te->ne[1]);
   hp->n_vocab = (uint32_t)te->ne[1];
   uint64_t tokens;
   if (!gguf_get_array_len(f, "tokenizer.ggml.tokens", GGUF_KV_STRING, &tokens, NULL, 0) &&
       tokens != hp->n_vocab)
     return gguf_fail(err, err_size, GGUF_E_MISSING, "tensor token_embd.weight has %u rows but "
-                "tokenizer.ggml.tokens has %" PRIu64 " tokens", hp->n_vocab, tokens);
+                     "tokenizer.ggml.tokens has %" PRIu64 " tokens", hp->n_vocab, tokens);
   uint64_t E = hp->n_embd, Q = (uint64_t)hp->n_head * hp->head_dim,
            KV = (uint64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
   if ((r = find_tensor(f, "token_embd.weight", false, E, V, &out->tok_embd, err, err_size)) ||

@@ -6,9 +6,11 @@
  * sum is in double. Cached K and V are rounded through the cache type the way ggml stores
  * them, so the reference attends over the values the device attends over. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "llama.h"
 
@@ -18,15 +20,23 @@ struct llama_ref {
   vkrt_type kv_type;
   double *k_cache, *v_cache;     /* [layer][pos][n_embd_kv] */
   double *x, *xn, *q, *k, *v, *att, *scores, *gate, *up;
-  float *row;                    /* one dequantized weight row */
+  uint32_t n_threads;            /* large matrices' rows are split across this many threads */
+  float *rows;                   /* one dequantized weight row per thread (widest apart) */
+  uint32_t widest;
 };
+
+/* Matrices of at least this many weights are split by rows across threads (each row's dot is
+ * one thread's, in order: the result does not depend on the split); smaller ones would spend
+ * more on starting threads than they save. */
+#define REF_THREADED_WEIGHTS (1u << 21)
+#define REF_MAX_THREADS 32u
 
 void llama_ref_free(struct llama_ref *r) {
   if (!r)
     return;
   free(r->k_cache), free(r->v_cache);
   free(r->x), free(r->xn), free(r->q), free(r->k), free(r->v), free(r->att);
-  free(r->scores), free(r->gate), free(r->up), free(r->row);
+  free(r->scores), free(r->gate), free(r->up), free(r->rows);
   free(r);
 }
 
@@ -37,10 +47,10 @@ int llama_ref_create(const struct llama_model *m, uint32_t n_ctx, vkrt_type kv_t
   uint32_t n_embd_kv = hp->n_head_kv * hp->head_dim;
   if (kv_type != VKRT_TYPE_F32 && kv_type != VKRT_TYPE_F16 && kv_type != VKRT_TYPE_Q8_0)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "KV cache type %s: f32, f16 or q8_0",
-                vkrt_type_str(kv_type));
+                     vkrt_type_str(kv_type));
   if (kv_type == VKRT_TYPE_Q8_0 && n_embd_kv % 32)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "a q8_0 KV cache needs rows of whole 32-value "
-                "blocks; n_head_kv * head_dim = %u", n_embd_kv);
+                     "blocks; n_head_kv * head_dim = %u", n_embd_kv);
   if (!n_ctx)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "a context of 0 tokens");
   struct llama_ref *r = calloc(1, sizeof(*r));
@@ -62,28 +72,64 @@ int llama_ref_create(const struct llama_model *m, uint32_t n_ctx, vkrt_type kv_t
   r->scores = malloc(n_ctx * sizeof(double));
   r->gate = malloc(hp->n_ff * sizeof(double));
   r->up = malloc(hp->n_ff * sizeof(double));
-  r->row = malloc(widest * sizeof(float));
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  r->n_threads = cpus < 1 ? 1 : cpus > (long)REF_MAX_THREADS ? REF_MAX_THREADS : (uint32_t)cpus;
+  r->widest = widest;
+  r->rows = malloc((size_t)r->n_threads * widest * sizeof(float));
   if (!r->k_cache || !r->v_cache || !r->x || !r->xn || !r->q || !r->att || !r->k || !r->v ||
-      !r->scores || !r->gate || !r->up || !r->row) {
+      !r->scores || !r->gate || !r->up || !r->rows) {
     llama_ref_free(r);
     return gguf_fail(err, err_size, GGUF_E_NO_MEMORY, "out of memory for a %u-token float64 KV cache "
-                "(%zu MiB)", n_ctx, cache * 2 * sizeof(double) >> 20);
+                     "(%zu MiB)", n_ctx, cache * 2 * sizeof(double) >> 20);
   }
   *out = r;
   return GGUF_OK;
 }
 
-/* y[N] = W x for W = t {K, N}: row n dequantized and dotted in double. */
-static void matvec(struct llama_ref *r, const struct gguf_tensor *t, const double *x, double *y) {
-  const uint8_t *w = gguf_data(r->m->file, t);
-  uint64_t K = t->ne[0], stride = gguf_row_bytes(t);
-  for (uint64_t n = 0; n < t->ne[1]; n++) {
-    vkrt_dequantize_row(t->type, w + n * stride, r->row, (int64_t)K);
+struct matvec_part {
+  const struct llama_ref *r;
+  const struct gguf_tensor *t;
+  const double *x;
+  double *y;
+  uint64_t n0, n1;
+  float *row;
+};
+
+/* Rows n0..n1 of y = W x: each row dequantized and dotted in double. */
+static void *matvec_rows(void *arg) {
+  const struct matvec_part *p = arg;
+  const uint8_t *w = gguf_data(p->r->m->file, p->t);
+  uint64_t K = p->t->ne[0], stride = gguf_row_bytes(p->t);
+  for (uint64_t n = p->n0; n < p->n1; n++) {
+    vkrt_dequantize_row(p->t->type, w + n * stride, p->row, (int64_t)K);
     double acc = 0;
     for (uint64_t i = 0; i < K; i++)
-      acc += (double)r->row[i] * x[i];
-    y[n] = acc;
+      acc += (double)p->row[i] * p->x[i];
+    p->y[n] = acc;
   }
+  return NULL;
+}
+
+/* y[N] = W x for W = t {K, N}. */
+static void matvec(struct llama_ref *r, const struct gguf_tensor *t, const double *x, double *y) {
+  uint64_t N = t->ne[1];
+  uint32_t parts = t->ne[0] * N >= REF_THREADED_WEIGHTS ? r->n_threads : 1;
+  struct matvec_part part[REF_MAX_THREADS];
+  pthread_t thread[REF_MAX_THREADS];
+  bool started[REF_MAX_THREADS] = {false};
+  for (uint32_t i = 0; i < parts; i++) {
+    part[i] = (struct matvec_part){r, t, x, y, N * i / parts, N * (i + 1) / parts,
+                                   r->rows + (size_t)i * r->widest};
+    /* part 0 runs here; a thread that cannot start runs here too */
+    if (i && pthread_create(&thread[i], NULL, matvec_rows, &part[i]) == 0)
+      started[i] = true;
+  }
+  for (uint32_t i = 0; i < parts; i++)
+    if (!started[i])
+      matvec_rows(&part[i]);
+  for (uint32_t i = 1; i < parts; i++)
+    if (started[i])
+      pthread_join(thread[i], NULL);
 }
 
 /* out = x / sqrt(mean(x^2) + eps) * weight (ggml RMS_NORM then MUL). */
@@ -94,9 +140,9 @@ static void rms_norm(struct llama_ref *r, const struct gguf_tensor *weight, cons
   for (uint32_t i = 0; i < n; i++)
     ss += x[i] * x[i];
   double scale = 1.0 / sqrt(ss / n + (double)r->m->hp.eps);
-  vkrt_dequantize_row(VKRT_TYPE_F32, gguf_data(r->m->file, weight), r->row, n);
+  vkrt_dequantize_row(VKRT_TYPE_F32, gguf_data(r->m->file, weight), r->rows, n);
   for (uint32_t i = 0; i < n; i++)
-    out[i] = x[i] * scale * (double)r->row[i];
+    out[i] = x[i] * scale * (double)r->rows[i];
 }
 
 /* ggml's RoPE, normal mode: pairs (x[2i], x[2i+1]) of each head's first n_rot values turned
@@ -151,9 +197,9 @@ int llama_ref_forward(struct llama_ref *r, int32_t token, uint32_t pos, double *
   uint32_t E = hp->n_embd, hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
   vkrt_dequantize_row(m->tok_embd->type,
                       gguf_data(m->file, m->tok_embd) + (uint64_t)token * gguf_row_bytes(m->tok_embd),
-                      r->row, E);
+                      r->rows, E);
   for (uint32_t i = 0; i < E; i++)
-    r->x[i] = r->row[i];
+    r->x[i] = r->rows[i];
   double scale = 1.0 / sqrt((double)hd);
   for (uint32_t l = 0; l < hp->n_layer; l++) {
     const struct llama_layer *L = &m->layer[l];

@@ -67,6 +67,7 @@ static int serve(struct service *s, struct decode *dc) {
 int main(int argc, char **argv) {
   struct service_args args;
   int rc;
+  setvbuf(stdout, NULL, _IOLBF, 0); /* a log: each line when written, in order with stderr's */
   if (!args_parse(argc, argv, &args, &rc))
     return rc;
   if (args.make_path)

@@ -55,7 +55,7 @@ static int32_t meta_id(const struct gguf_file *f, const char *key, int32_t def, 
     return def;
   if (!q && id >= n)
     q = gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "%s = %u is not a token of the %u-token vocabulary",
-             key, id, n);
+                  key, id, n);
   *r = q;
   return q ? -1 : (int32_t)id;
 }
@@ -69,12 +69,14 @@ int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *
   if (r)
     return r;
   if (model_len != 5 || memcmp(model, "llama", 5))
-    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "tokenizer.ggml.model is \"%.*s\"; vkrt-service "
-                "tokenizes \"llama\" (SentencePiece)", (int)(model_len < 64 ? model_len : 64), model);
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE,
+                     "tokenizer.ggml.model is \"%.*s\"; vkrt-service tokenizes \"llama\" "
+                     "(SentencePiece)", (int)(model_len < 64 ? model_len : 64), model);
   if ((r = gguf_get_array_len(f, "tokenizer.ggml.tokens", GGUF_KV_STRING, &n, err, err_size)))
     return r;
   if (n < 1 || n > INT32_MAX / 4)
-    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "tokenizer.ggml.tokens has %" PRIu64 " tokens", n);
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "tokenizer.ggml.tokens has %" PRIu64
+                     " tokens", n);
   struct llama_vocab *v = calloc(1, sizeof(*v));
   uint32_t cap = 1;
   while (cap < 2 * n)
@@ -89,7 +91,8 @@ int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *
   }
   if (!v || !v->piece || !v->score || !v->type || !v->slot) {
     llama_vocab_free(v);
-    return gguf_fail(err, err_size, GGUF_E_NO_MEMORY, "out of memory for a %" PRIu64 "-token vocabulary", n);
+    return gguf_fail(err, err_size, GGUF_E_NO_MEMORY, "out of memory for a %" PRIu64
+                     "-token vocabulary", n);
   }
   r = gguf_get_array_str(f, "tokenizer.ggml.tokens", v->piece, n, err, err_size);
   /* scores and types are optional (0 and normal), <unk> is 0 unless given, as in llama.cpp */

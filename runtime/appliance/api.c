@@ -72,11 +72,21 @@ static vkrt_status device_of(vkrt_appliance *app, uint32_t device, struct vkrt_d
   return app ? vkrt_system_device(&app->sys, device, out) : VKRT_ERROR_INVALID_ARGUMENT;
 }
 
+/* While a graph captures, submits and waits would run nothing of what was recorded. */
+static vkrt_status not_capturing(vkrt_appliance *app, const char *what) {
+  if (app && app->capturing)
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "%s during a graph capture: vkrt_graph_end first", what);
+  return VKRT_OK;
+}
+
 vkrt_status vkrt_submit(vkrt_appliance *app, uint32_t device, uint64_t *out_ticket) {
   if (out_ticket)
     *out_ticket = 0;
   struct vkrt_device *dev;
   vkrt_status s = device_of(app, device, &dev);
+  if (s == VKRT_OK)
+    s = not_capturing(app, "vkrt_submit");
   return s != VKRT_OK ? s : vkrt_stream_submit(dev, out_ticket);
 }
 
@@ -84,6 +94,8 @@ vkrt_status vkrt_wait(vkrt_appliance *app, uint32_t device, uint64_t ticket,
                       uint64_t timeout_ns) {
   struct vkrt_device *dev;
   vkrt_status s = device_of(app, device, &dev);
+  if (s == VKRT_OK && (s = not_capturing(app, "vkrt_wait")) != VKRT_OK)
+    return s;
   /* Drain first: the transports release every waiting queue on failure, so this returns,
    * and afterwards the caller may free buffers the GPU was using. Then a collective that
    * failed asynchronously (stalled peer, lost device) fails every rank's wait, so no rank

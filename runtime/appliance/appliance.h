@@ -16,4 +16,5 @@ struct vkrt_appliance {
   uint32_t pipelines; /* vkrt_pipelines: when the ops' pipelines are built */
   bool quant_activations_q8; /* options.quant_activations == VKRT_ACTIVATIONS_Q8 */
   bool upload_opened, collective_opened;  /* wings to close */
+  struct vkrt_graph *capturing;           /* the graph vkrt_graph_begin started, until _end */
 };

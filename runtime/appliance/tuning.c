@@ -82,6 +82,7 @@ static const struct {
   [VKRT_TUNING_STREAM_FLUSH_OPS] = {"STREAM_FLUSH_OPS", 0, UINT32_MAX},
   [VKRT_TUNING_MATMUL_TILED_MIN_M] = {"MATMUL_TILED_MIN_M", 1, 65536},
   [VKRT_TUNING_MATMUL_COOPMAT] = {"MATMUL_COOPMAT", 0, 1},
+  [VKRT_TUNING_ATTENTION_SPLITS] = {"ATTENTION_SPLITS", 0, UINT32_MAX},
 };
 
 vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_knob knob,
@@ -110,6 +111,7 @@ vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_kn
       ops->matmul_min_m[t] = (uint32_t)value;
     break;
   case VKRT_TUNING_MATMUL_COOPMAT: ops->use_coopmat = value; break;
+  case VKRT_TUNING_ATTENTION_SPLITS: ops->force_attention_splits = (uint32_t)value; break;
   default: ops->force_matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
@@ -134,6 +136,7 @@ vkrt_status vkrt_tuning_get(const vkrt_appliance *app, uint32_t device, vkrt_tun
   case VKRT_TUNING_STREAM_FLUSH_OPS: *out = dev->stream.flush_ops; break;
   case VKRT_TUNING_MATMUL_TILED_MIN_M: *out = ops->matmul_min_m[VKRT_TYPE_F16]; break;
   case VKRT_TUNING_MATMUL_COOPMAT: *out = ops->use_coopmat; break;
+  case VKRT_TUNING_ATTENTION_SPLITS: *out = ops->force_attention_splits; break;
   default: *out = ops->force_matmul_kernel; break;
   }
   return VKRT_OK;
@@ -303,7 +306,29 @@ vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
       .quant_read = {o->quant_kind_count[0], o->quant_kind_count[1], o->quant_kind_count[2],
                      o->quant_kind_count[3], o->quant_kind_count[4]},
       .matmul_coopmat = o->matmul_coopmat_count, .matmul_fallback = o->matmul_fallback_count,
-      .pipelines_ready = vkrt_ops_pipelines_ready(dev)};
+      .pipelines_ready = vkrt_ops_pipelines_ready(dev), .argmax_split = o->argmax_split_count,
+      .attention = o->attention_count, .attention_splits = o->attention_split_count,
+      .attention_rounds = o->attention_round_count};
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_tuning_attention_plan(const vkrt_appliance *app, uint32_t device,
+                                       uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
+                                       uint32_t n_q, uint32_t n_ctx, vkrt_tuning_attention *out) {
+  struct vkrt_device *dev;
+  vkrt_status s = tuning_device(app, device, out, &dev);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_attention_plan plan;
+  char why[VKRT_ERROR_MESSAGE_SIZE];
+  if (!vkrt_attention_plan_for(dev, head_dim, n_head, n_head_kv, n_q, n_ctx, &plan, why,
+                               sizeof(why)))
+    return vkrt_error(&dev->sys->base, IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION)
+                                           ? VKRT_ERROR_INVALID_ARGUMENT : VKRT_ERROR_UNSUPPORTED,
+                      "dev%u: %s", dev->index, why);
+  *out = (vkrt_tuning_attention){plan.heads_per_group, plan.head_groups, plan.split_len,
+                                 plan.splits, plan.queries_per_round, plan.rounds,
+                                 dev->ops->attention_scratch->size};
   return VKRT_OK;
 }
 

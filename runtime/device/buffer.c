@@ -121,6 +121,14 @@ vkrt_status vkrt_buffer_create_internal(struct vkrt_device *dev, uint64_t size, 
       goto fail;
     }
   }
+  struct vkrt_system *sys = dev->sys;
+  pthread_mutex_lock(&sys->buffers_lock);
+  b->id = ++sys->buffer_ids;
+  b->live_next = sys->live_buffers;
+  if (sys->live_buffers)
+    sys->live_buffers->live_prev = b;
+  sys->live_buffers = b;
+  pthread_mutex_unlock(&sys->buffers_lock);
   *out = b;
   return VKRT_OK;
 fail:
@@ -128,10 +136,52 @@ fail:
   return s;
 }
 
+bool vkrt_system_buffers_alive(struct vkrt_system *sys, const uint64_t *sorted_ids, uint32_t count,
+                               uint32_t *first_dead) {
+  /* count the live ones among the ids; only when some are missing, find the first of them */
+  uint32_t found = 0;
+  pthread_mutex_lock(&sys->buffers_lock);
+  for (const struct vkrt_buffer *b = sys->live_buffers; b; b = b->live_next) {
+    uint32_t lo = 0, hi = count;
+    while (lo < hi) {
+      uint32_t mid = (lo + hi) / 2;
+      if (sorted_ids[mid] < b->id)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    found += lo < count && sorted_ids[lo] == b->id;
+  }
+  bool alive = found == count;
+  for (uint32_t i = 0; !alive && i < count; i++) {
+    bool live = false;
+    for (const struct vkrt_buffer *b = sys->live_buffers; b && !live; b = b->live_next)
+      live = b->id == sorted_ids[i];
+    if (!live) {
+      *first_dead = i;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&sys->buffers_lock);
+  return alive;
+}
+
 void vkrt_buffer_destroy(vkrt_buffer *b) {
   if (!b)
     return;
   struct vkrt_device *dev = b->dev;
+  struct vkrt_system *sys = dev->sys;
+  if (b->id) {
+    pthread_mutex_lock(&sys->buffers_lock);
+    if (b->live_prev)
+      b->live_prev->live_next = b->live_next;
+    else
+      sys->live_buffers = b->live_next;
+    if (b->live_next)
+      b->live_next->live_prev = b->live_prev;
+    pthread_mutex_unlock(&sys->buffers_lock);
+    atomic_fetch_add(&sys->buffers_destroyed, 1);
+  }
   if (b->mapped)
     dev->vk.vkUnmapMemory(dev->handle, b->memory);
   if (b->handle)

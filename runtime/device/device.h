@@ -93,6 +93,23 @@ struct vkrt_stream {
   atomic_int deferred_error;      /* first failed deferred submit (vkrt_status), sticky */
   char deferred_message[160];
   struct vkrt_stream_batch defer_ring[VKRT_STREAM_DEPTH];
+  struct vkrt_stream_capture *capture; /* non-NULL while a graph captures this device */
+};
+
+/* Graph capture on one device (vkrt_stream_capture_begin .. _end): while a stream has one,
+ * what it records goes into reusable command buffers of `pool`, each submit closes a batch
+ * (its command buffer and the waits and signals attached) instead of submitting, and the
+ * buffers the commands touch are listed for the launch's liveness check. The owner sizes
+ * the arrays; running out fails the recording call with a message. */
+struct vkrt_stream_capture {
+  VkCommandPool pool;
+  struct vkrt_stream_batch *batch;
+  uint32_t batch_count, batch_cap;
+  const struct vkrt_buffer **buffers;
+  uint64_t *buffer_ids;
+  uint32_t buffer_count, buffer_cap;
+  bool open;       /* batch[batch_count].cmd is being recorded */
+  bool overflow;   /* a buffer did not fit in the list: the graph must not be launched */
 };
 
 struct vkrt_system;
@@ -123,6 +140,8 @@ struct vkrt_device {
 
 struct vkrt_buffer {
   struct vkrt_device *dev;
+  uint64_t id;                        /* unique in the system, never reused */
+  struct vkrt_buffer *live_prev, *live_next; /* the system's live buffers */
   VkBuffer handle;
   VkDeviceMemory memory;
   uint64_t size;
@@ -150,6 +169,11 @@ struct vkrt_system {
   struct vkrt_device devices[VKRT_MAX_DEVICES];
   atomic_long vk_driver_live;             /* driver allocations via vk_allocator not yet freed */
   uint32_t api_version;                   /* instance apiVersion requested */
+  /* Live buffers, for the liveness check of captured graphs: ids grow, a destroy counts. */
+  pthread_mutex_t buffers_lock;
+  struct vkrt_buffer *live_buffers;
+  uint64_t buffer_ids;                    /* under buffers_lock */
+  atomic_uint_fast64_t buffers_destroyed;
   uint32_t physical_count;                /* physical devices enumerated */
 };
 
@@ -218,6 +242,26 @@ vkrt_status vkrt_stream_defer_waits(struct vkrt_device *dev);
 /* Returns once every deferred submit of dev was made (before waiting for the queue to go
  * idle or destroying semaphores a queued batch names). */
 void vkrt_stream_drain(struct vkrt_device *dev);
+/* Graph capture: begin submits what dev's stream recorded (so the capture starts on an
+ * empty stream), then routes recording into cap until _end, which closes an open batch.
+ * While capturing, the stream never flushes by itself. */
+vkrt_status vkrt_stream_capture_begin(struct vkrt_device *dev, struct vkrt_stream_capture *cap);
+vkrt_status vkrt_stream_capture_end(struct vkrt_device *dev);
+/* Lists b among the buffers the capture uses (no-op when dev is not capturing). */
+void vkrt_stream_capture_use(struct vkrt_device *dev, const struct vkrt_buffer *b);
+/* Submits `count` captured batches in one vkQueueSubmit after what the stream submitted:
+ * batch i signals the stream timeline at submitted + 1 + i (written into b), and every other
+ * wait and signal value is the captured one plus `shift` (written into `values`, laid out
+ * as the batches' waits then signals, each batch after the last). Through the submitter
+ * thread when the stream defers and a batch has waits or signals. *out_value: the last
+ * batch's timeline value. */
+vkrt_status vkrt_stream_submit_captured(struct vkrt_device *dev, struct vkrt_stream_batch *b,
+                                        const struct vkrt_stream_batch *captured, uint32_t count,
+                                        uint64_t shift, uint64_t *out_value);
+/* Live check: true when buffer `id` (created on this system) is not destroyed. Walks the
+ * live list: call only after buffers_destroyed moved. */
+bool vkrt_system_buffers_alive(struct vkrt_system *sys, const uint64_t *sorted_ids, uint32_t count,
+                               uint32_t *first_dead);
 /* Waits until the stream timeline reaches value. */
 vkrt_status vkrt_stream_wait(struct vkrt_device *dev, uint64_t value, uint64_t timeout_ns);
 

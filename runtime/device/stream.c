@@ -125,6 +125,8 @@ static vkrt_status wait_value(struct vkrt_device *dev, uint64_t value, uint64_t 
   return VKRT_OK;
 }
 
+static void reset_recording_state(struct vkrt_stream *st);
+
 /* Resets the current slot's pool and begins its command buffer (the slot is free); on
  * failure *what names the call. */
 static VkResult begin_slot(struct vkrt_device *dev, const char **what) {
@@ -143,11 +145,49 @@ static VkResult begin_slot(struct vkrt_device *dev, const char **what) {
     return r;
   st->recording = true;
   st->used = false;
+  reset_recording_state(st);
+  return VK_SUCCESS;
+}
+
+/* The per-buffer recording state a fresh command buffer starts with. */
+static void reset_recording_state(struct vkrt_stream *st) {
   st->fresh = true;
   st->host_reads = false;
   st->unsynced = 0;
   st->unsynced_unknown = false;
-  return VK_SUCCESS;
+}
+
+/* Capture: the open batch's command buffer, or a new one from the capture's pool, recorded
+ * for reuse (no ONE_TIME_SUBMIT: every launch submits it again). */
+static vkrt_status capture_recording(struct vkrt_device *dev, VkCommandBuffer *out) {
+  struct vkrt_stream_capture *cap = dev->stream.capture;
+  if (!cap->open) {
+    if (cap->batch_count == cap->batch_cap)
+      return vkrt_error(&dev->sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
+                        "dev%u: graph capture: more than %u submits in one graph", dev->index,
+                        cap->batch_cap);
+    struct vkrt_stream_batch *b = &cap->batch[cap->batch_count];
+    memset(b, 0, sizeof(*b));
+    VkCommandBufferAllocateInfo info = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .commandPool = cap->pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = 1,
+    };
+    VkResult r = dev->vk.vkAllocateCommandBuffers(dev->handle, &info, &b->cmd);
+    if (r != VK_SUCCESS) {
+      b->cmd = VK_NULL_HANDLE;
+      return vkrt_vk_error(dev, r, "vkAllocateCommandBuffers (graph capture)");
+    }
+    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    r = dev->vk.vkBeginCommandBuffer(b->cmd, &begin);
+    if (r != VK_SUCCESS)
+      return vkrt_vk_error(dev, r, "vkBeginCommandBuffer (graph capture)");
+    cap->open = true;
+    reset_recording_state(&dev->stream);
+  }
+  *out = cap->batch[cap->batch_count].cmd;
+  return VKRT_OK;
 }
 
 /* The buffer being recorded, or a fresh one (waiting for the oldest to retire when the ring
@@ -157,6 +197,8 @@ static vkrt_status recording(struct vkrt_device *dev, VkCommandBuffer *out) {
   struct vkrt_stream *st = &dev->stream;
   if (dev->lost)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
+  if (st->capture)
+    return capture_recording(dev, out);
   if (!st->recording) {
     if (st->cmd_value[st->current]) { /* the ring is full: wait for the oldest to retire */
       vkrt_status s = wait_value(dev, st->cmd_value[st->current], UINT64_MAX);
@@ -370,10 +412,152 @@ static void defer(struct vkrt_stream *st, const struct vkrt_stream_batch *b) {
   pthread_mutex_unlock(&st->defer_lock);
 }
 
+/* Capture: closes the open batch (or makes an empty one) with the attached waits and
+ * signals; the stream timeline's value is left for the launch (signal 0). */
+static vkrt_status capture_submit(struct vkrt_device *dev) {
+  struct vkrt_stream *st = &dev->stream;
+  struct vkrt_stream_capture *cap = st->capture;
+  vkrt_status s = VKRT_OK;
+  if (!cap->open && cap->batch_count == cap->batch_cap) {
+    s = vkrt_error(&dev->sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
+                   "dev%u: graph capture: more than %u submits in one graph", dev->index,
+                   cap->batch_cap);
+    goto out;
+  }
+  struct vkrt_stream_batch *b = &cap->batch[cap->batch_count];
+  if (cap->open) {
+    vkrt_stream_close_barrier(dev, b->cmd, st->host_reads);
+    cap->open = false;
+    VkResult r = dev->vk.vkEndCommandBuffer(b->cmd);
+    if (r != VK_SUCCESS) {
+      s = vkrt_vk_error(dev, r, "vkEndCommandBuffer (graph capture)");
+      goto out;
+    }
+  } else {
+    memset(b, 0, sizeof(*b));
+  }
+  b->wait_count = st->wait_count;
+  memcpy(b->wait_sem, st->wait_sem, st->wait_count * sizeof(VkSemaphore));
+  memcpy(b->wait_value, st->wait_value, st->wait_count * sizeof(uint64_t));
+  b->signal_count = st->signal_count + 1;
+  b->signal_sem[0] = st->timeline;
+  b->signal_value[0] = 0;
+  memcpy(b->signal_sem + 1, st->signal_sem, st->signal_count * sizeof(VkSemaphore));
+  memcpy(b->signal_value + 1, st->signal_value, st->signal_count * sizeof(uint64_t));
+  cap->batch_count++;
+out:
+  st->wait_count = 0;
+  st->signal_count = 0;
+  return s;
+}
+
+vkrt_status vkrt_stream_capture_begin(struct vkrt_device *dev, struct vkrt_stream_capture *cap) {
+  struct vkrt_stream *st = &dev->stream;
+  if ((st->recording && st->used) || st->wait_count || st->signal_count) {
+    vkrt_status s = vkrt_stream_submit(dev, NULL);
+    if (s != VKRT_OK)
+      return s;
+  }
+  cap->open = false;
+  st->capture = cap;
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_stream_capture_end(struct vkrt_device *dev) {
+  struct vkrt_stream *st = &dev->stream;
+  vkrt_status s = VKRT_OK;
+  if (st->capture && (st->capture->open || st->wait_count || st->signal_count))
+    s = capture_submit(dev);
+  st->capture = NULL;
+  /* the ring's buffer begun ahead holds no command: it starts as fresh as it began */
+  reset_recording_state(st);
+  return s;
+}
+
+void vkrt_stream_capture_use(struct vkrt_device *dev, const struct vkrt_buffer *b) {
+  struct vkrt_stream_capture *cap = dev->stream.capture;
+  if (!cap || !b)
+    return;
+  for (uint32_t i = cap->buffer_count; i-- > 0;)
+    if (cap->buffers[i] == b && cap->buffer_ids[i] == b->id)
+      return;
+  if (cap->buffer_count == cap->buffer_cap) {
+    cap->overflow = true;
+    return;
+  }
+  cap->buffers[cap->buffer_count] = b;
+  cap->buffer_ids[cap->buffer_count++] = b->id;
+}
+
+vkrt_status vkrt_stream_submit_captured(struct vkrt_device *dev, struct vkrt_stream_batch *b,
+                                        const struct vkrt_stream_batch *captured, uint32_t count,
+                                        uint64_t shift, uint64_t *out_value) {
+  struct vkrt_stream *st = &dev->stream;
+  *out_value = 0;
+  if (dev->lost)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
+  bool attached = false;
+  for (uint32_t i = 0; i < count; i++) {
+    const struct vkrt_stream_batch *c = &captured[i];
+    for (uint32_t w = 0; w < c->wait_count; w++)
+      b[i].wait_value[w] = c->wait_value[w] + shift;
+    b[i].signal_value[0] = st->submitted + 1 + i;
+    for (uint32_t g = 1; g < c->signal_count; g++)
+      b[i].signal_value[g] = c->signal_value[g] + shift;
+    attached |= c->wait_count || c->signal_count > 1;
+  }
+  if (st->defer_waits && (attached || deferred_pending(st))) {
+    for (uint32_t i = 0; i < count; i++)
+      defer(st, &b[i]);
+  } else {
+    VkPipelineStageFlags stages[VKRT_STREAM_MAX_SYNC];
+    for (uint32_t i = 0; i < VKRT_STREAM_MAX_SYNC; i++)
+      stages[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    enum { CHUNK = 16 }; /* VkSubmitInfos built on the stack per vkQueueSubmit */
+    for (uint32_t first = 0; first < count; first += CHUNK) {
+      VkTimelineSemaphoreSubmitInfo ts[CHUNK];
+      VkSubmitInfo si[CHUNK];
+      uint32_t n = VKRT_MIN(CHUNK, count - first);
+      for (uint32_t i = 0; i < n; i++) {
+        const struct vkrt_stream_batch *x = &b[first + i];
+        ts[i] = (VkTimelineSemaphoreSubmitInfo){
+            .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+            .waitSemaphoreValueCount = x->wait_count,
+            .pWaitSemaphoreValues = x->wait_value,
+            .signalSemaphoreValueCount = x->signal_count,
+            .pSignalSemaphoreValues = x->signal_value};
+        si[i] = (VkSubmitInfo){.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                               .pNext = &ts[i],
+                               .waitSemaphoreCount = x->wait_count,
+                               .pWaitSemaphores = x->wait_sem,
+                               .pWaitDstStageMask = stages,
+                               .commandBufferCount = x->cmd ? 1 : 0,
+                               .pCommandBuffers = &x->cmd,
+                               .signalSemaphoreCount = x->signal_count,
+                               .pSignalSemaphores = x->signal_sem};
+      }
+      pthread_mutex_lock(&dev->compute_queue_lock);
+      VkResult r = dev->vk.vkQueueSubmit(dev->compute_queue, n, si, VK_NULL_HANDLE);
+      pthread_mutex_unlock(&dev->compute_queue_lock);
+      if (r != VK_SUCCESS) {
+        if (r == VK_ERROR_DEVICE_LOST)
+          dev->lost = true;
+        st->submitted += first; /* the chunks before went through */
+        return vkrt_vk_error(dev, r, "vkQueueSubmit (graph launch)");
+      }
+    }
+  }
+  st->submitted += count;
+  *out_value = st->submitted;
+  return VKRT_OK;
+}
+
 vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   struct vkrt_stream *st = &dev->stream;
   if (out_value)
     *out_value = 0;
+  if (st->capture)
+    return capture_submit(dev);
   vkrt_status s = VKRT_OK;
   uint32_t slot = st->current;
   bool has_cmd = st->recording && st->used; /* a buffer begun ahead and unused stays begun */
@@ -492,7 +676,7 @@ static bool hazard(const struct vkrt_stream *st, const struct vkrt_stream_access
  * attached before commands of this piece go with it, as an explicit submit would send them. */
 static vkrt_status flush_if_due(struct vkrt_device *dev) {
   struct vkrt_stream *st = &dev->stream;
-  if (!st->flush_ops || !st->recording || !st->used || st->signal_count ||
+  if (st->capture || !st->flush_ops || !st->recording || !st->used || st->signal_count ||
       (st->wait_count && st->wait_ops == st->pending_ops) ||
       (st->pending_ops < VKRT_MIN(st->flush_at, st->flush_ops) &&
        st->pending_bytes < VKRT_STREAM_FLUSH_BYTES))
@@ -532,6 +716,8 @@ vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_a
     if (access[i].write && access[i].buffer->mapped)
       st->host_reads = true;
     st->pending_bytes += access[i].hi - access[i].lo;
+    if (st->capture)
+      vkrt_stream_capture_use(dev, access[i].buffer);
   }
   if (st->fresh || hazard(st, access, count)) {
     st->barriers += !st->fresh;

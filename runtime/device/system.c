@@ -396,6 +396,8 @@ static void keep_driver_loaded(struct vkrt_system *sys) {
 /* ---- open / close ------------------------------------------------------------------ */
 
 vkrt_status vkrt_system_open(struct vkrt_system *sys, const vkrt_options *options) {
+  pthread_mutex_init(&sys->buffers_lock, NULL);
+  atomic_init(&sys->buffers_destroyed, 0);
   sys->options = *options;
   sys->options.allocator = sys->base.allocator;
   vkrt_instance_allocator(sys);
@@ -421,6 +423,7 @@ void vkrt_system_close(struct vkrt_system *sys) {
   for (uint32_t i = sys->device_count; i-- > 0;)
     device_close(&sys->devices[i]);
   vkrt_instance_destroy(sys);
+  pthread_mutex_destroy(&sys->buffers_lock);
 }
 
 vkrt_status vkrt_system_device(struct vkrt_system *sys, uint32_t device, struct vkrt_device **out) {

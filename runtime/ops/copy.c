@@ -91,6 +91,10 @@ static bool transposed_view(struct vkrt_device *dev, const struct vkrt_ops_view 
                                                                 : VKRT_OPS_TRANSPOSE_F32);
 }
 
+/* The kernel tables' row for a type: i32 (only ever copied to i32) moves as f32 words,
+ * whose same-type kernels copy bits, never floats. */
+static vkrt_type word_type(vkrt_type t) { return t == VKRT_TYPE_I32 ? VKRT_TYPE_F32 : t; }
+
 vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                              const struct vkrt_ops_view *dst, const struct vkrt_ops_view *src) {
   bool same_dense = dst->type == src->type && dst->contiguous && src->contiguous;
@@ -114,11 +118,12 @@ vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
       dev->ops->copy_u4_count++;
       return record_rows(dev, cmd, &du, &su, VKRT_OPS_COPY_ROWS_U4);
     }
-    return record_rows(dev, cmd, dst, src, copy_rows_kernels[src->type][dst->type]);
+    return record_rows(dev, cmd, dst, src, copy_rows_kernels[word_type(src->type)][word_type(dst->type)]);
   }
   struct vkrt_ops_binding b[2] = {vkrt_ops_view_binding(src), vkrt_ops_view_binding(dst)};
   const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_use(dev, cmd, copy_kernels[src->type][dst->type], b, 2, &p);
+  vkrt_status s = vkrt_ops_use(dev, cmd, copy_kernels[word_type(src->type)][word_type(dst->type)],
+                                b, 2, &p);
   if (s != VKRT_OK)
     return s;
   struct copy_push push = {.src_offset = src->offset,

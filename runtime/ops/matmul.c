@@ -212,7 +212,7 @@ static bool tiled_coopmat(struct vkrt_device *dev, vkrt_type t) {
 }
 
 /* Why the tiled kernel cannot take w (NULL: it can). Quantized w comes bound in words
- * (vkrt_quant_bind_words), offsets and strides in bytes. */
+ * (vkrt_ops_widen_words), offsets and strides in bytes. */
 static const char *tiled_refusal(struct vkrt_device *dev, const struct vkrt_ops_view *w) {
   if (w->type >= VKRT_TYPE_COUNT || !tiled_kinds[w->type].present)
     return "no tiled kernel for this weight type";
@@ -359,7 +359,7 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
     const char *refusal = NULL;
     if (force != 1 && (force == 2 || past)) {
       refusal = tiled_refusal(dev, &w);
-      if (!refusal && !vkrt_quant_bind_words(dev, &w))
+      if (!refusal && !vkrt_ops_widen_words(dev, &w))
         refusal = "w ends short of a 4-byte word at the end of its buffer";
       if (!refusal && x->stride[0] != 1 && x->ne[0] > 1)
         refusal = "x not dense along K";

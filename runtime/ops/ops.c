@@ -48,6 +48,8 @@ void vkrt_ops_close(struct vkrt_device *dev) {
   for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
     destroy_pipeline(dev, &ops->pipe[k]);
   vkrt_ops_drop_variants(dev);
+  vkrt_argmax_close(dev);
+  vkrt_attention_close(dev);
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++)
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
@@ -260,14 +262,14 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   choose_matmul(dev, ops);
   ops->use_coopmat = true;
   dev->ops = ops;
-  if (!ops->push_descriptor) {
-    vkrt_status s = create_pools(dev, ops);
-    if (s != VKRT_OK) {
-      vkrt_ops_close(dev);
-      return s;
-    }
-  }
-  return VKRT_OK;
+  vkrt_status s = ops->push_descriptor ? VKRT_OK : create_pools(dev, ops);
+  if (s == VKRT_OK)
+    s = vkrt_argmax_open(dev);
+  if (s == VKRT_OK)
+    s = vkrt_attention_open(dev);
+  if (s != VKRT_OK)
+    vkrt_ops_close(dev);
+  return s;
 }
 
 static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
@@ -671,6 +673,19 @@ vkrt_status vkrt_ops_copy_bytes(struct vkrt_device *dev, VkCommandBuffer cmd, Vk
     done += n;
   }
   return VKRT_OK;
+}
+
+bool vkrt_ops_widen_words(struct vkrt_device *dev, struct vkrt_ops_view *v) {
+  uint64_t align = VKRT_MAX(dev->ops->limits.min_storage_buffer_offset_alignment, 16);
+  uint64_t start = vkrt_align_down(v->lo, align);
+  uint64_t end = VKRT_MIN(vkrt_align_up(v->hi, 16), v->buffer->size);
+  if (end < vkrt_align_up(v->hi, 4) || end - start > dev->ops->limits.max_storage_buffer_range ||
+      end - start > UINT32_MAX)
+    return false;
+  v->offset = (uint32_t)(v->lo - start);
+  v->bind_offset = start;
+  v->bind_range = end - start;
+  return true;
 }
 
 void vkrt_ops_test_limits(struct vkrt_device *dev, uint32_t max_group_count,

@@ -118,7 +118,18 @@ struct vkrt_ops_state {
   bool matmul_fallback_logged;
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
+  /* Device-local scratch made at open for ops that combine partial results in a second
+   * pass (argmax: VKRT_OPS_SCRATCH_PARTIALS (value, index) pairs); NULL without them. */
+  struct vkrt_buffer *scratch;
+  uint64_t argmax_split_count;     /* argmax rows over several workgroups + a combine pass */
+  /* decode attention (attention.c) */
+  struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
+  uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
+  uint32_t force_attention_splits;       /* 0 = plan them */
+  uint64_t attention_count, attention_split_count, attention_round_count;
 };
+
+#define VKRT_OPS_SCRATCH_PARTIALS 8192u /* 8-byte partial results in ops->scratch */
 
 /* One storage-buffer binding. */
 struct vkrt_ops_binding {
@@ -230,6 +241,12 @@ vkrt_status vkrt_ops_copy_bytes(struct vkrt_device *dev, VkCommandBuffer cmd, Vk
                                 uint64_t dst_offset, VkBuffer src, uint64_t src_offset,
                                 uint64_t size, int path);
 
+/* Kernels that read a tensor in 32-bit words (block types, f16 rows of any length) bind it
+ * from a 16-byte boundary to the next one past its end (or the end of the buffer, which must
+ * then be a whole word); v->offset becomes bytes from the new binding start. False when the
+ * buffer ends short of a word or the range is too long for one binding. */
+bool vkrt_ops_widen_words(struct vkrt_device *dev, struct vkrt_ops_view *v);
+
 /* Test hooks: lower the workgroup-count limits (to exercise grid splitting on small
  * tensors), turn push descriptors off (to exercise the pool ring), cap one binding's range
  * (to exercise range chunking). 0 / false restore. Call with the device idle (after
@@ -325,6 +342,42 @@ static inline vkrt_status vkrt_swiglu_record(struct vkrt_device *dev, VkCommandB
 }
 #endif
 
+/* Decode attention (attention.c): the split scratch made at open and freed at close, and
+ * the op, which asks the stream for its two passes itself (the scratch is one of their
+ * operands, so its reuse by the next attention is ordered like any buffer's). */
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION)
+vkrt_status vkrt_attention_open(struct vkrt_device *dev);
+void vkrt_attention_close(struct vkrt_device *dev);
+vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops_view views[5],
+                                  float scale);
+/* The plan of an attention over these shapes on dev (vkrt_tuning_attention_plan). */
+bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_t n_head,
+                             uint32_t n_head_kv, uint32_t n_q, uint32_t n_ctx,
+                             struct vkrt_attention_plan *out, char *why, size_t why_size);
+#else
+static inline vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
+  (void)dev;
+  return VKRT_OK;
+}
+static inline void vkrt_attention_close(struct vkrt_device *dev) { (void)dev; }
+static inline vkrt_status vkrt_attention_record(struct vkrt_device *dev,
+                                                const struct vkrt_ops_view views[5],
+                                                float scale) {
+  (void)views, (void)scale;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_attention: kernel not in this build (CONFIG_VKRT_KERNEL_ATTENTION=n)");
+}
+static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim,
+                                           uint32_t n_head, uint32_t n_head_kv, uint32_t n_q,
+                                           uint32_t n_ctx, struct vkrt_attention_plan *out,
+                                           char *why, size_t why_size) {
+  (void)dev, (void)head_dim, (void)n_head, (void)n_head_kv, (void)n_q, (void)n_ctx, (void)out;
+  vkrt_format(why, why_size, "vkrt_op_attention: kernel not in this build "
+                             "(CONFIG_VKRT_KERNEL_ATTENTION=n)");
+  return false;
+}
+#endif
+
 /* Quantized weights (quant.c): matmul with Q8_0/Q4_K w, and the dequantizing copy. */
 #define VKRT_QUANT_VARIANTS 10
 /* The read pattern (0 words, 1 vec16, 2 lanew, 3 kspace, 4 q8x) of 1-based variant v. */
@@ -335,10 +388,6 @@ extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
 extern const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                      const struct vkrt_ops_view views[3]);
-/* Rebinds a block tensor for kernels reading 32-bit words: from a 16-byte boundary to the
- * next one past its end (or the buffer's end, then a whole word), offsets in bytes from the
- * new start; false when that is not possible. */
-bool vkrt_quant_bind_words(struct vkrt_device *dev, struct vkrt_ops_view *v);
 /* How quantized matvec takes x on this device, and why (vkrt-probe, describe). */
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -352,10 +401,6 @@ static const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 static inline const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   (void)dev;
   return "none: no quantized kernels in this build";
-}
-static inline bool vkrt_quant_bind_words(struct vkrt_device *dev, struct vkrt_ops_view *v) {
-  (void)dev, (void)v;
-  return false;
 }
 static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                                    const struct vkrt_ops_view views[3]) {
@@ -371,5 +416,77 @@ static inline vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkComm
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "vkrt_op_copy: %s kernels not in this build (CONFIG_VKRT_KERNEL_Q8_0=n, "
                     "CONFIG_VKRT_KERNEL_Q4_K=n)", vkrt_type_str(src->type));
+}
+#endif
+
+/* ---- transformer decode ops (rms_norm.c, rope.c, get_rows.c, set_rows.c, argmax.c) ---- */
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM)
+vkrt_status vkrt_rms_norm_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                 const struct vkrt_ops_view views[3], bool has_w, float eps);
+#else
+static inline vkrt_status vkrt_rms_norm_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                               const struct vkrt_ops_view views[3], bool has_w,
+                                               float eps) {
+  (void)cmd, (void)views, (void)has_w, (void)eps;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_rms_norm: kernel not in this build (CONFIG_VKRT_KERNEL_RMS_NORM=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE)
+vkrt_status vkrt_rope_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                             const struct vkrt_ops_view views[3], const vkrt_rope_params *params);
+#else
+static inline vkrt_status vkrt_rope_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                           const struct vkrt_ops_view views[3],
+                                           const vkrt_rope_params *params) {
+  (void)cmd, (void)views, (void)params;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_rope: kernel not in this build (CONFIG_VKRT_KERNEL_ROPE=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS)
+vkrt_status vkrt_get_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                 const struct vkrt_ops_view views[3]);
+#else
+static inline vkrt_status vkrt_get_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                               const struct vkrt_ops_view views[3]) {
+  (void)cmd, (void)views;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_get_rows: kernel not in this build (CONFIG_VKRT_KERNEL_GET_ROWS=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_SET_ROWS)
+vkrt_status vkrt_set_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                 const struct vkrt_ops_view views[3]);
+#else
+static inline vkrt_status vkrt_set_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                               const struct vkrt_ops_view views[3]) {
+  (void)cmd, (void)views;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_set_rows: kernel not in this build (CONFIG_VKRT_KERNEL_SET_ROWS=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_ARGMAX)
+/* The scratch buffer of the combine pass (at open) and its release (at close). */
+vkrt_status vkrt_argmax_open(struct vkrt_device *dev);
+void vkrt_argmax_close(struct vkrt_device *dev);
+vkrt_status vkrt_argmax_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                               const struct vkrt_ops_view views[2]);
+#else
+static inline vkrt_status vkrt_argmax_open(struct vkrt_device *dev) {
+  (void)dev;
+  return VKRT_OK;
+}
+static inline void vkrt_argmax_close(struct vkrt_device *dev) { (void)dev; }
+static inline vkrt_status vkrt_argmax_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                             const struct vkrt_ops_view views[2]) {
+  (void)cmd, (void)views;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_argmax: kernel not in this build (CONFIG_VKRT_KERNEL_ARGMAX=n)");
 }
 #endif

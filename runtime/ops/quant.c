@@ -120,22 +120,6 @@ static vkrt_status compiled_out(struct vkrt_device *dev, vkrt_type t, const char
                     vkrt_type_str(t), t == VKRT_TYPE_Q8_0 ? "Q8_0" : "Q4_K");
 }
 
-/* The kernels read a block tensor in 32-bit words (and 16-byte units): bind from a
- * 16-byte boundary to the next one past the end (or the end of the buffer, which must then
- * be a whole word), offsets rebased to bytes from the new binding start. */
-bool vkrt_quant_bind_words(struct vkrt_device *dev, struct vkrt_ops_view *v) {
-  uint64_t align = VKRT_MAX(dev->ops->limits.min_storage_buffer_offset_alignment, 16);
-  uint64_t start = vkrt_align_down(v->lo, align);
-  uint64_t end = VKRT_MIN(vkrt_align_up(v->hi, 16), v->buffer->size);
-  if (end < vkrt_align_up(v->hi, 4) || end - start > dev->ops->limits.max_storage_buffer_range ||
-      end - start > UINT32_MAX)
-    return false;
-  v->offset = (uint32_t)(v->lo - start);
-  v->bind_offset = start;
-  v->bind_range = end - start;
-  return true;
-}
-
 static bool x_aligned16(const struct vkrt_ops_view *x) {
   return x->bind_offset % 16 == 0 && x->offset % 4 == 0 && x->stride[1] % 4 == 0 &&
          x->stride[2] % 4 == 0 && x->stride[3] % 4 == 0 && x->stride[0] == 1;
@@ -182,7 +166,7 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   static const char *const op = "vkrt_op_matmul";
   if (!type_enabled(w.type))
     return compiled_out(dev, w.type, op);
-  if (!vkrt_quant_bind_words(dev, &w))
+  if (!vkrt_ops_widen_words(dev, &w))
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "%s: %s w ends 2 bytes short of a 4-byte word at the end of its buffer "
                       "(the kernels read 32-bit words; pad the buffer)", op, vkrt_type_str(w.type));
@@ -269,7 +253,7 @@ vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   struct vkrt_ops_view src = *src_view;
   if (!type_enabled(src.type))
     return compiled_out(dev, src.type, op);
-  if (!vkrt_quant_bind_words(dev, &src))
+  if (!vkrt_ops_widen_words(dev, &src))
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "%s: %s src ends 2 bytes short of a 4-byte word at the end of its buffer "
                       "(the kernel reads 32-bit words; pad the buffer)", op, vkrt_type_str(src.type));

@@ -199,6 +199,10 @@ bool vkrt_ops_check_copy(const struct vkrt_ops_limits *lim, const vkrt_tensor *d
     format_ne(b, sizeof(b), src->ne);
     FAIL("%s: dst ne %s differs from src ne %s", op, a, b);
   }
+  /* i32 (ids, positions) is moved, never converted: copies go i32 to i32, bit for bit */
+  if ((dst->type == VKRT_TYPE_I32) != (src->type == VKRT_TYPE_I32))
+    FAIL("%s: dst is %s but src is %s: i32 tensors are copied to i32 only (no conversion)", op,
+         type_name(dst->type), type_name(src->type));
   bool dense = dst->type == src->type && views[0].contiguous && views[1].contiguous;
   if (!dense && !plain(op, "dst", &views[0], why, why_size))
     return false;
@@ -225,6 +229,9 @@ bool vkrt_ops_check_transpose(const struct vkrt_ops_limits *lim, const vkrt_tens
     format_ne(b, sizeof(b), src->ne);
     FAIL("%s: dst ne %s is not src ne %s with dims 0 and 1 swapped", op, a, b);
   }
+  if ((dst->type == VKRT_TYPE_I32) != (src->type == VKRT_TYPE_I32))
+    FAIL("%s: dst is %s but src is %s: i32 tensors are moved to i32 only (no conversion)", op,
+         type_name(dst->type), type_name(src->type));
   if (!one_binding(op, "dst", &views[0], lim, why, why_size) ||
       !one_binding(op, "src", &views[1], lim, why, why_size))
     return false;
@@ -277,6 +284,8 @@ bool vkrt_ops_check_add(const struct vkrt_ops_limits *lim, const vkrt_tensor *ds
     return false;
   if (!plain(op, "dst", &views[0], why, why_size))
     return false;
+  if (dst->type != VKRT_TYPE_F32 && dst->type != VKRT_TYPE_F16)
+    FAIL("%s: dst is %s; the op sums f32 or f16", op, type_name(dst->type));
   if (!views[0].contiguous)
     FAIL("%s: dst is not contiguous (the reduce kernel reads and writes dense ranges)", op);
   for (uint32_t i = 0; i < count; i++) {
@@ -322,6 +331,8 @@ bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor 
   if (x->type != VKRT_TYPE_F32 || dst->type != VKRT_TYPE_F32)
     FAIL("%s: x and dst must be f32 (x %s, dst %s)", op, type_name(x->type),
          type_name(dst->type));
+  if (w->type == VKRT_TYPE_I32)
+    FAIL("%s: w is i32; weights are f32, f16, q8_0 or q4_K", op);
   char a[96], b[96], c[96];
   format_ne(a, sizeof(a), w->ne);
   format_ne(b, sizeof(b), x->ne);
@@ -380,6 +391,110 @@ bool vkrt_ops_check_swiglu(const struct vkrt_ops_limits *lim, const vkrt_tensor 
   return true;
 }
 
+bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                              const vkrt_tensor *q, const vkrt_tensor *k, const vkrt_tensor *v,
+                              const vkrt_tensor *kv_len, struct vkrt_ops_view views[5],
+                              char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_attention";
+  static const char *const names[] = {"dst", "q", "k", "v", "kv_len"};
+  const vkrt_tensor *ts[5] = {dst, q, k, v, kv_len};
+  for (int i = 0; i < 5; i++)
+    if (!vkrt_ops_view_init(&views[i], lim, op, names[i], ts[i], i == 0, why, why_size))
+      return false;
+  if (!same_device(op, views, names, 5, why, why_size))
+    return false;
+  if (q->type != VKRT_TYPE_F32 || dst->type != VKRT_TYPE_F32)
+    FAIL("%s: q and dst must be f32 (q %s, dst %s)", op, type_name(q->type), type_name(dst->type));
+  if (k->type != v->type || (k->type != VKRT_TYPE_F16 && k->type != VKRT_TYPE_Q8_0))
+    FAIL("%s: k and v must both be f16 or both q8_0 (k %s, v %s)", op, type_name(k->type),
+         type_name(v->type));
+  if (kv_len->type != VKRT_TYPE_I32)
+    FAIL("%s: kv_len must be i32, not %s", op, type_name(kv_len->type));
+  char a[96], b[96], c[96];
+  format_ne(a, sizeof(a), q->ne);
+  format_ne(b, sizeof(b), k->ne);
+  format_ne(c, sizeof(c), v->ne);
+  int64_t D = q->ne[0], H = q->ne[1], NQ = q->ne[2];
+  if (q->ne[3] != 1)
+    FAIL("%s: q ne %s must be {head_dim, n_head, n_q, 1}", op, a);
+  if (memcmp(dst->ne, q->ne, sizeof(q->ne))) {
+    char d[96];
+    format_ne(d, sizeof(d), dst->ne);
+    FAIL("%s: dst ne %s differs from q ne %s", op, d, a);
+  }
+  if (k->ne[0] != D || k->ne[3] != 1)
+    FAIL("%s: k ne %s must be {head_dim, n_head_kv, n_ctx, 1} with q's head_dim %lld", op, b,
+         (long long)D);
+  if (memcmp(v->ne, k->ne, sizeof(k->ne)))
+    FAIL("%s: v ne %s differs from k ne %s", op, c, b);
+  if (H % k->ne[1])
+    FAIL("%s: n_head %lld (q ne[1]) is not a multiple of n_head_kv %lld (k ne[1])", op,
+         (long long)H, (long long)k->ne[1]);
+  if (kv_len->ne[0] != NQ || kv_len->ne[1] != 1 || kv_len->ne[2] != 1 || kv_len->ne[3] != 1)
+    FAIL("%s: kv_len must be {n_q} = {%lld}, one length per query", op, (long long)NQ);
+  if (D % 8 || D > VKRT_ATTENTION_MAX_HEAD_DIM)
+    FAIL("%s: head_dim %lld is not supported (multiples of 8 up to %d, q8_0 of 32)", op,
+         (long long)D, VKRT_ATTENTION_MAX_HEAD_DIM);
+  if (q->nb[0] != 4 || dst->nb[0] != 4)
+    FAIL("%s: q and dst must be dense along head_dim (nb[0] = 4; q %lld, dst %lld)", op,
+         (long long)q->nb[0], (long long)dst->nb[0]);
+  for (int i = 2; i <= 3; i++) {
+    const vkrt_tensor *t = ts[i];
+    if (t->type == VKRT_TYPE_F16 &&
+        (t->nb[0] != 2 || t->offset % 16 || (t->ne[1] > 1 && t->nb[1] % 16) ||
+         (t->ne[2] > 1 && t->nb[2] % 16)))
+      FAIL("%s: %s: f16 rows must be dense and start at 16-byte boundaries (nb[0] 2, offset, "
+           "nb[1] and nb[2] multiples of 16; got %lld, %llu, %lld, %lld)", op, names[i],
+           (long long)t->nb[0], (unsigned long long)t->offset, (long long)t->nb[1],
+           (long long)t->nb[2]);
+  }
+  for (int i = 0; i < 5; i++)
+    if (!one_binding(op, names[i], &views[i], lim, why, why_size))
+      return false;
+  for (int i = 1; i < 5; i++)
+    if (!disjoint(op, &views[0], &views[i], names[i], why, why_size))
+      return false;
+  return true;
+}
+
+static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
+                             uint32_t n_q, uint32_t n_ctx, uint32_t target_groups,
+                             uint32_t forced_splits, uint64_t scratch_bytes,
+                             struct vkrt_attention_plan *out, char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_attention";
+  memset(out, 0, sizeof(*out));
+  if (!head_dim || !n_head || !n_head_kv || n_head % n_head_kv || !n_q || !n_ctx)
+    FAIL("%s: no plan for head_dim %u, %u heads over %u KV heads, %u queries, n_ctx %u", op,
+         head_dim, n_head, n_head_kv, n_q, n_ctx);
+  uint32_t per_kv = n_head / n_head_kv, g = VKRT_ATTENTION_MAX_GROUP;
+  while (per_kv % g)
+    g--;
+  out->heads_per_group = g;
+  out->head_groups = per_kv / g;
+  uint32_t cap = VKRT_ATTENTION_SCORES / g;
+  uint32_t fewest = div_up(n_ctx, cap), most = div_up(n_ctx, VKRT_MIN(n_ctx, VKRT_ATTENTION_MIN_SPLIT));
+  uint64_t per_split = (uint64_t)n_head * (head_dim + 2) * sizeof(float); /* one query */
+  if ((uint64_t)fewest * per_split > scratch_bytes)
+    FAIL("%s: n_ctx %u needs at least %u splits (of at most %u tokens with %u query heads per "
+         "KV head); their partials for one query (%llu bytes) exceed the %llu-byte split "
+         "scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB)", op, n_ctx, fewest, cap, per_kv,
+         (unsigned long long)(fewest * per_split), (unsigned long long)scratch_bytes);
+  uint64_t per_split_groups = (uint64_t)n_head_kv * out->head_groups * n_q;
+  /* forced (tests, the bench): any count down to one token per split */
+  uint32_t want = forced_splits ? VKRT_MIN(forced_splits, n_ctx)
+                                : VKRT_MIN(div_up(VKRT_MAX(target_groups, 1u), per_split_groups), most);
+  want = VKRT_MAX(want, fewest);
+  want = VKRT_MIN(want, (uint32_t)VKRT_MAX(scratch_bytes / per_split, fewest));
+  out->split_len = div_up(n_ctx, want);
+  out->splits = div_up(n_ctx, out->split_len);
+  out->queries_per_round = (uint32_t)VKRT_MIN((uint64_t)n_q, scratch_bytes / (out->splits * per_split));
+  out->rounds = div_up(n_q, out->queries_per_round);
+  out->scratch_used = (uint64_t)out->queries_per_round * out->splits * per_split;
+  return true;
+}
+
 int vkrt_ops_concat_fast_path_source(const struct vkrt_ops_view views[3], int dim,
                                      const char **why_not) {
   const char *dummy;
@@ -414,4 +529,192 @@ void vkrt_ops_linear_split(uint64_t groups, uint64_t first, uint32_t max_x, uint
     gy = max_y;
   *x = (uint32_t)gx;
   *y = (uint32_t)gy;
+}
+
+/* ---- transformer decode ops ------------------------------------------------------------ */
+
+static bool of_type(const char *op, const char *name, const vkrt_tensor *t, vkrt_type type,
+                    char *why, size_t why_size) {
+  if (t->type != type)
+    FAIL("%s: %s is %s; it must be %s", op, name, type_name(t->type), type_name(type));
+  return true;
+}
+
+/* Dims from `dims` on must be 1 (the op's tensors have fewer). */
+static bool at_most_dims(const char *op, const char *name, const vkrt_tensor *t, int dims,
+                         char *why, size_t why_size) {
+  for (int i = dims; i < 4; i++)
+    if (t->ne[i] != 1) {
+      char a[96];
+      format_ne(a, sizeof(a), t->ne);
+      FAIL("%s: %s ne %s: the op takes %d dim%s (ne[%d] must be 1)", op, name, a, dims,
+           dims > 1 ? "s" : "", i);
+    }
+  return true;
+}
+
+/* A written view that may be its source exactly (same bytes, same layout: each element is
+ * read, then written, by one invocation) but must not partly overlap it. */
+static bool in_place_or_disjoint(const char *op, const vkrt_tensor *dst, const vkrt_tensor *src,
+                                 const struct vkrt_ops_view *dv, const struct vkrt_ops_view *sv,
+                                 const char *src_name, char *why, size_t why_size) {
+  if (dst->buffer == src->buffer && dst->offset == src->offset &&
+      !memcmp(dst->nb, src->nb, sizeof(dst->nb)))
+    return true;
+  if (dv->buffer == sv->buffer && dv->lo < sv->hi && sv->lo < dv->hi)
+    FAIL("%s: dst bytes [%" PRIu64 ", %" PRIu64 ") overlap %s bytes [%" PRIu64 ", %" PRIu64
+         ") without being %s exactly (same offset and strides)", op, dv->lo, dv->hi, src_name,
+         sv->lo, sv->hi, src_name);
+  return true;
+}
+
+static bool same_shape(const char *op, const char *a_name, const vkrt_tensor *a,
+                       const char *b_name, const vkrt_tensor *b, char *why, size_t why_size) {
+  if (memcmp(a->ne, b->ne, sizeof(a->ne))) {
+    char x[96], y[96];
+    format_ne(x, sizeof(x), a->ne);
+    format_ne(y, sizeof(y), b->ne);
+    FAIL("%s: %s ne %s differs from %s ne %s", op, a_name, x, b_name, y);
+  }
+  return true;
+}
+
+/* Views of `count` tensors (dst first, written), each in one binding, on one device. */
+static bool decode_views(const struct vkrt_ops_limits *lim, const char *op,
+                         const char *const *names, const vkrt_tensor *const *ts, int count,
+                         struct vkrt_ops_view *views, char *why, size_t why_size) {
+  for (int i = 0; i < count; i++)
+    if (!vkrt_ops_view_init(&views[i], lim, op, names[i], ts[i], i == 0, why, why_size) ||
+        !one_binding(op, names[i], &views[i], lim, why, why_size))
+      return false;
+  return same_device(op, views, names, count, why, why_size);
+}
+
+bool vkrt_ops_check_rms_norm(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                             const vkrt_tensor *x, const vkrt_tensor *w, float eps,
+                             struct vkrt_ops_view views[3], char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_rms_norm";
+  static const char *const names[] = {"dst", "x", "w"};
+  const vkrt_tensor *ts[3] = {dst, x, w};
+  memset(&views[2], 0, sizeof(views[2]));
+  if (!decode_views(lim, op, names, ts, w ? 3 : 2, views, why, why_size) ||
+      !of_type(op, "dst", dst, VKRT_TYPE_F32, why, why_size) ||
+      !of_type(op, "x", x, VKRT_TYPE_F32, why, why_size) ||
+      !same_shape(op, "dst", dst, "x", x, why, why_size))
+    return false;
+  if (w) {
+    if (!of_type(op, "w", w, VKRT_TYPE_F32, why, why_size) ||
+        !at_most_dims(op, "w", w, 1, why, why_size))
+      return false;
+    if (w->ne[0] != x->ne[0])
+      FAIL("%s: w has %" PRId64 " elements, the rows of x %" PRId64, op, w->ne[0], x->ne[0]);
+    if (!disjoint(op, &views[0], &views[2], "w", why, why_size))
+      return false;
+  }
+  if (!(eps >= 0.0f && eps <= 3.4e38f))
+    FAIL("%s: eps = %g must be finite and >= 0", op, (double)eps);
+  return in_place_or_disjoint(op, dst, x, &views[0], &views[1], "x", why, why_size);
+}
+
+bool vkrt_ops_check_rope(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                         const vkrt_tensor *x, const vkrt_tensor *pos,
+                         const vkrt_rope_params *params, struct vkrt_ops_view views[3],
+                         char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_rope";
+  static const char *const names[] = {"dst", "x", "pos"};
+  const vkrt_tensor *ts[3] = {dst, x, pos};
+  if (!params)
+    FAIL("%s: params is NULL", op);
+  if (!decode_views(lim, op, names, ts, 3, views, why, why_size) ||
+      !of_type(op, "dst", dst, VKRT_TYPE_F32, why, why_size) ||
+      !of_type(op, "x", x, VKRT_TYPE_F32, why, why_size) ||
+      !of_type(op, "pos", pos, VKRT_TYPE_I32, why, why_size) ||
+      !same_shape(op, "dst", dst, "x", x, why, why_size) ||
+      !at_most_dims(op, "x", x, 3, why, why_size) || !at_most_dims(op, "pos", pos, 1, why, why_size))
+    return false;
+  if (pos->ne[0] != x->ne[2])
+    FAIL("%s: pos has %" PRId64 " positions for %" PRId64 " tokens (x ne[2])", op, pos->ne[0],
+         x->ne[2]);
+  if (params->mode != VKRT_ROPE_NORMAL && params->mode != VKRT_ROPE_NEOX)
+    FAIL("%s: mode %u is neither VKRT_ROPE_NORMAL (0) nor VKRT_ROPE_NEOX (2)", op, params->mode);
+  if (params->n_dims == 0 || params->n_dims % 2 || params->n_dims > x->ne[0])
+    FAIL("%s: n_dims = %u must be even, >= 2 and <= the head size %" PRId64, op,
+         params->n_dims, x->ne[0]);
+  if (!(params->freq_base > 0.0f && params->freq_base <= 3.4e38f))
+    FAIL("%s: freq_base = %g must be finite and > 0", op, (double)params->freq_base);
+  if (!(params->freq_scale >= -3.4e38f && params->freq_scale <= 3.4e38f))
+    FAIL("%s: freq_scale = %g is not finite", op, (double)params->freq_scale);
+  return disjoint(op, &views[0], &views[2], "pos", why, why_size) &&
+         in_place_or_disjoint(op, dst, x, &views[0], &views[1], "x", why, why_size);
+}
+
+bool vkrt_ops_check_get_rows(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                             const vkrt_tensor *table, const vkrt_tensor *ids,
+                             struct vkrt_ops_view views[3], char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_get_rows";
+  static const char *const names[] = {"dst", "table", "ids"};
+  const vkrt_tensor *ts[3] = {dst, table, ids};
+  if (!decode_views(lim, op, names, ts, 3, views, why, why_size) ||
+      !of_type(op, "dst", dst, VKRT_TYPE_F32, why, why_size) ||
+      !of_type(op, "ids", ids, VKRT_TYPE_I32, why, why_size))
+    return false;
+  if (table->type == VKRT_TYPE_I32)
+    FAIL("%s: table is i32; the op takes f32, f16, q8_0 or q4_K tables", op);
+  if (!at_most_dims(op, "table", table, 2, why, why_size) ||
+      !at_most_dims(op, "ids", ids, 1, why, why_size) ||
+      !at_most_dims(op, "dst", dst, 2, why, why_size))
+    return false;
+  if (dst->ne[0] != table->ne[0] || dst->ne[1] != ids->ne[0]) {
+    char a[96], b[96], c[96];
+    format_ne(a, sizeof(a), dst->ne);
+    format_ne(b, sizeof(b), table->ne);
+    format_ne(c, sizeof(c), ids->ne);
+    FAIL("%s: dst ne %s must be {table.ne[0], ids.ne[0]} (table %s, ids %s)", op, a, b, c);
+  }
+  return disjoint(op, &views[0], &views[1], "table", why, why_size) &&
+         disjoint(op, &views[0], &views[2], "ids", why, why_size);
+}
+
+bool vkrt_ops_check_set_rows(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                             const vkrt_tensor *src, const vkrt_tensor *rows,
+                             struct vkrt_ops_view views[3], char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_set_rows";
+  static const char *const names[] = {"dst", "src", "rows"};
+  const vkrt_tensor *ts[3] = {dst, src, rows};
+  if (!decode_views(lim, op, names, ts, 3, views, why, why_size) ||
+      !of_type(op, "src", src, VKRT_TYPE_F32, why, why_size) ||
+      !of_type(op, "rows", rows, VKRT_TYPE_I32, why, why_size))
+    return false;
+  if (dst->type != VKRT_TYPE_F32 && dst->type != VKRT_TYPE_F16 && dst->type != VKRT_TYPE_Q8_0)
+    FAIL("%s: dst is %s; the op writes f32, f16 or q8_0 rows", op, type_name(dst->type));
+  if (!at_most_dims(op, "dst", dst, 2, why, why_size) ||
+      !at_most_dims(op, "src", src, 2, why, why_size) ||
+      !at_most_dims(op, "rows", rows, 1, why, why_size))
+    return false;
+  if (src->ne[0] != dst->ne[0] || src->ne[1] != rows->ne[0]) {
+    char a[96], b[96], c[96];
+    format_ne(a, sizeof(a), dst->ne);
+    format_ne(b, sizeof(b), src->ne);
+    format_ne(c, sizeof(c), rows->ne);
+    FAIL("%s: src ne %s must be {dst.ne[0], rows.ne[0]} (dst %s, rows %s)", op, b, a, c);
+  }
+  return disjoint(op, &views[0], &views[1], "src", why, why_size) &&
+         disjoint(op, &views[0], &views[2], "rows", why, why_size);
+}
+
+bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                           const vkrt_tensor *x, struct vkrt_ops_view views[2], char *why,
+                           size_t why_size) {
+  static const char *const op = "vkrt_op_argmax";
+  static const char *const names[] = {"dst", "x"};
+  const vkrt_tensor *ts[2] = {dst, x};
+  if (!decode_views(lim, op, names, ts, 2, views, why, why_size) ||
+      !of_type(op, "dst", dst, VKRT_TYPE_I32, why, why_size) ||
+      !of_type(op, "x", x, VKRT_TYPE_F32, why, why_size) ||
+      !at_most_dims(op, "x", x, 2, why, why_size) || !at_most_dims(op, "dst", dst, 1, why, why_size))
+    return false;
+  if (dst->ne[0] != x->ne[1])
+    FAIL("%s: dst has %" PRId64 " elements for %" PRId64 " rows of x (x ne[1])", op, dst->ne[0],
+         x->ne[1]);
+  return disjoint(op, &views[0], &views[1], "x", why, why_size);
 }

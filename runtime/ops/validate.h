@@ -81,6 +81,42 @@ bool vkrt_ops_check_swiglu(const struct vkrt_ops_limits *lim, const vkrt_tensor 
                            const vkrt_tensor *gate, const vkrt_tensor *up,
                            struct vkrt_ops_view views[3], char *why, size_t why_size);
 
+/* Decode attention: dst, q f32 {D, H, n_q} dense along D; k, v one type, f16 (rows 16-byte
+ * aligned) or q8_0, {D, H_kv, n_ctx}; kv_len I32 {n_q}; H a multiple of H_kv; D a
+ * multiple of 8 (q8_0: 32) up to VKRT_ATTENTION_MAX_HEAD_DIM; dst disjoint from the
+ * sources. Views: dst, q, k, v, kv_len. */
+#define VKRT_ATTENTION_MAX_HEAD_DIM 256
+bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                              const vkrt_tensor *q, const vkrt_tensor *k, const vkrt_tensor *v,
+                              const vkrt_tensor *kv_len, struct vkrt_ops_view views[5],
+                              char *why, size_t why_size);
+
+/* How vkrt_op_attention splits its work (kernels/attention_split.comp, pure so it is
+ * unit-tested): a workgroup takes `heads_per_group` query heads of one KV head (the largest
+ * divisor of n_head / n_head_kv up to VKRT_ATTENTION_MAX_GROUP) and `split_len` cache
+ * tokens (at most VKRT_ATTENTION_SCORES / heads_per_group, the scores it keeps in shared
+ * memory, and at least VKRT_ATTENTION_MIN_SPLIT unless the context is shorter); `splits`
+ * cover the capacity n_ctx, chosen so that splits x KV heads x head groups x queries comes
+ * near `target_groups` (or `forced_splits` when nonzero, within those bounds). The split
+ * partials ((head_dim + 2) floats per query head, split and query) must fit
+ * `scratch_bytes`: queries run in rounds of `queries_per_round`. */
+#define VKRT_ATTENTION_MAX_GROUP 8
+#define VKRT_ATTENTION_SCORES 2048
+#define VKRT_ATTENTION_MIN_SPLIT 64
+struct vkrt_attention_plan {
+  uint32_t heads_per_group;
+  uint32_t head_groups;       /* workgroups per KV head */
+  uint32_t split_len;         /* cache tokens per split */
+  uint32_t splits;            /* over the capacity n_ctx */
+  uint32_t queries_per_round;
+  uint32_t rounds;
+  uint64_t scratch_used;      /* bytes of one round's partials */
+};
+bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
+                             uint32_t n_q, uint32_t n_ctx, uint32_t target_groups,
+                             uint32_t forced_splits, uint64_t scratch_bytes,
+                             struct vkrt_attention_plan *out, char *why, size_t why_size);
+
 /* Concat fast path eligibility (dim 0, one source stored transposed, the other source and
  * dst contiguous, same type). Returns 0 when not eligible, 1 when a is the transposed
  * source, 2 when b is; *why_not says which condition failed (for the bench and logs). */
@@ -92,3 +128,30 @@ int vkrt_ops_concat_fast_path_source(const struct vkrt_ops_view views[3], int di
  * at linear group `first` (pure helper shared by the linear kernels and tested alone). */
 void vkrt_ops_linear_split(uint64_t groups, uint64_t first, uint32_t max_x, uint32_t max_y,
                            uint32_t *x, uint32_t *y);
+
+/* ---- transformer decode ops (views: dst first, then the sources in argument order) ---- */
+
+/* rms_norm: x, dst f32 of one shape (dst disjoint from x or exactly x); w NULL or f32 {n};
+ * eps finite and >= 0. views[2] is zeroed when w is NULL. */
+bool vkrt_ops_check_rms_norm(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                             const vkrt_tensor *x, const vkrt_tensor *w, float eps,
+                             struct vkrt_ops_view views[3], char *why, size_t why_size);
+/* rope: x, dst f32 {head_dim, n_head, n_tokens} (dst disjoint from x or exactly x); pos I32
+ * {n_tokens}; mode normal or neox, n_dims even in [2, head_dim], freq_base > 0 and
+ * freq_scale finite. */
+bool vkrt_ops_check_rope(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                         const vkrt_tensor *x, const vkrt_tensor *pos,
+                         const vkrt_rope_params *params, struct vkrt_ops_view views[3],
+                         char *why, size_t why_size);
+/* get_rows: table f32/f16/q8_0/q4_K {n_embd, n_rows}; ids I32 {n}; dst f32 {n_embd, n}. */
+bool vkrt_ops_check_get_rows(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                             const vkrt_tensor *table, const vkrt_tensor *ids,
+                             struct vkrt_ops_view views[3], char *why, size_t why_size);
+/* set_rows: src f32 {n, count}; rows I32 {count}; dst f32/f16/q8_0 {n, n_rows}. */
+bool vkrt_ops_check_set_rows(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                             const vkrt_tensor *src, const vkrt_tensor *rows,
+                             struct vkrt_ops_view views[3], char *why, size_t why_size);
+/* argmax: x f32 {n, rows}; dst I32 {rows}. */
+bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                           const vkrt_tensor *x, struct vkrt_ops_view views[2], char *why,
+                           size_t why_size);

@@ -1,5 +1,7 @@
 /* vkrt_allreduce: validates the arguments, handles the one-device case (a copy), and hands
  * the job to the transport under the collective's lock. */
+#include <string.h>
+
 #include "base/base.h"
 #include "transport/collective.h"
 #include "transport/transport.h"
@@ -57,6 +59,14 @@ vkrt_status vkrt_collective_allreduce(struct vkrt_collective *coll, const vkrt_a
   vkrt_status s = vkrt_collective_status(coll);
   if (s != VKRT_OK || job.bytes == 0)
     return s;
+  if (coll->capture && coll->transport && !coll->type->replay)
+    return vkrt_error(base, VKRT_ERROR_UNSUPPORTED,
+                      "allreduce: the %s transport cannot be captured in a graph (it reduces "
+                      "on the caller's thread); record it directly", coll->type->name);
+  for (uint32_t d = 0; d < sys->device_count; d++) { /* a graph checks they still exist */
+    vkrt_stream_capture_use(&sys->devices[d], args->send[d]);
+    vkrt_stream_capture_use(&sys->devices[d], args->recv[d]);
+  }
   pthread_mutex_lock(&coll->lock);
   if (!coll->transport) { /* one device: the sum of one contribution is a copy */
     if (args->send[0] != args->recv[0] || args->send_offset[0] != args->recv_offset[0])
@@ -66,6 +76,52 @@ vkrt_status vkrt_collective_allreduce(struct vkrt_collective *coll, const vkrt_a
   } else {
     s = coll->type->allreduce(coll->transport, &job);
   }
+  pthread_mutex_unlock(&coll->lock);
+  return s;
+}
+
+/* ---- graph capture ---------------------------------------------------------------------- */
+
+vkrt_status vkrt_collective_capture_begin(struct vkrt_collective *coll,
+                                          struct vkrt_collective_capture *cap) {
+  memset(cap, 0, sizeof(*cap));
+  if (!coll)
+    return VKRT_OK;
+  pthread_mutex_lock(&coll->lock);
+  cap->seq0 = coll->transport && coll->type->sequence ? coll->type->sequence(coll->transport) : 0;
+  coll->capture = cap;
+  pthread_mutex_unlock(&coll->lock);
+  return VKRT_OK;
+}
+
+void vkrt_collective_capture_end(struct vkrt_collective *coll) {
+  if (!coll || !coll->capture)
+    return;
+  pthread_mutex_lock(&coll->lock);
+  if (coll->transport && coll->type->rewind)
+    coll->type->rewind(coll->transport, coll->capture->seq0);
+  coll->capture = NULL;
+  pthread_mutex_unlock(&coll->lock);
+}
+
+bool vkrt_collective_capture_piece(struct vkrt_collective *coll, uint64_t count, vkrt_type type) {
+  struct vkrt_collective_capture *cap = coll->capture;
+  if (cap->pieces == VKRT_GRAPH_MAX_PIECES) {
+    cap->overflow = true;
+    return false;
+  }
+  cap->piece[cap->pieces].count = count;
+  cap->piece[cap->pieces++].type = type;
+  return true;
+}
+
+vkrt_status vkrt_collective_replay(struct vkrt_collective *coll,
+                                   const struct vkrt_collective_capture *cap, uint64_t *shift) {
+  *shift = 0;
+  if (!coll || !coll->transport || !cap->pieces)
+    return VKRT_OK;
+  pthread_mutex_lock(&coll->lock);
+  vkrt_status s = coll->type->replay(coll->transport, cap, shift);
   pthread_mutex_unlock(&coll->lock);
   return s;
 }

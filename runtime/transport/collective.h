@@ -8,7 +8,32 @@
 
 struct vkrt_collective;
 
+/* What a captured graph holds of its collectives: the transport's piece sequence when the
+ * capture began and every piece (vkrt_collective_capture_begin .. _end; replayed at each
+ * launch by vkrt_collective_replay). */
+#define VKRT_GRAPH_MAX_PIECES 64
+struct vkrt_collective_capture {
+  uint64_t seq0;
+  uint32_t pieces;
+  bool overflow;
+  struct {
+    uint64_t count;
+    vkrt_type type;
+  } piece[VKRT_GRAPH_MAX_PIECES];
+};
+
 #if IS_ENABLED(CONFIG_VKRT_COLLECTIVES)
+/* Capture: allreduces record their pieces into the device streams' captures and into cap
+ * instead of issuing them (no watchdog or proxy job). UNSUPPORTED when the transport cannot
+ * be captured (host_staged reduces on the caller's thread). coll may be NULL. */
+vkrt_status vkrt_collective_capture_begin(struct vkrt_collective *coll,
+                                          struct vkrt_collective_capture *cap);
+/* Ends it; nothing captured ran, so the transport's sequence goes back to cap->seq0. */
+void vkrt_collective_capture_end(struct vkrt_collective *coll);
+/* A launch: issues cap's pieces as the transport's next ones (watchdog, proxy jobs) and
+ * returns the shift to add to every captured semaphore value. */
+vkrt_status vkrt_collective_replay(struct vkrt_collective *coll,
+                                   const struct vkrt_collective_capture *cap, uint64_t *shift);
 /* Plans the transport from the capability snapshots of sys's devices and creates it.
  * Call it after the devices and their streams exist. timeout_ns: how long a collective
  * waits for a stalled peer (0: CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS). */
@@ -43,6 +68,21 @@ static inline vkrt_status vkrt_collective_open(struct vkrt_system *sys, uint64_t
   return VKRT_OK;
 }
 static inline void vkrt_collective_close(struct vkrt_collective *coll) { (void)coll; }
+static inline vkrt_status vkrt_collective_capture_begin(struct vkrt_collective *coll,
+                                                        struct vkrt_collective_capture *cap) {
+  (void)coll;
+  (void)cap;
+  return VKRT_OK;
+}
+static inline void vkrt_collective_capture_end(struct vkrt_collective *coll) { (void)coll; }
+static inline vkrt_status vkrt_collective_replay(struct vkrt_collective *coll,
+                                                 const struct vkrt_collective_capture *cap,
+                                                 uint64_t *shift) {
+  (void)coll;
+  (void)cap;
+  *shift = 0;
+  return VKRT_OK;
+}
 static inline size_t vkrt_collective_describe(const struct vkrt_collective *coll, bool json,
                                               char *buf, size_t size) {
   (void)coll;

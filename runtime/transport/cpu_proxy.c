@@ -340,6 +340,65 @@ static vkrt_status record_copy_out(struct cpu_proxy *p, const vkrt_allreduce_arg
   return VKRT_OK;
 }
 
+/* Room in the job ring (only short when the devices are far behind the caller). */
+static vkrt_status ring_room(struct cpu_proxy *p) {
+  if (atomic_load(&p->tail) - atomic_load(&p->head) < PROXY_RING)
+    return VKRT_OK;
+  uint64_t deadline = vkrt_now_ns() + p->base.coll->timeout_ns;
+  uint64_t head = atomic_load(&p->head);
+  pthread_mutex_lock(&p->lock);
+  while (atomic_load(&p->tail) - atomic_load(&p->head) >= PROXY_RING && vkrt_now_ns() < deadline) {
+    if (atomic_load(&p->head) != head) { /* the proxy advances: not stuck */
+      head = atomic_load(&p->head);
+      deadline = vkrt_now_ns() + p->base.coll->timeout_ns;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&p->space, &p->lock, &ts);
+  }
+  bool full = atomic_load(&p->tail) - atomic_load(&p->head) >= PROXY_RING;
+  pthread_mutex_unlock(&p->lock);
+  if (full)
+    return vkrt_error(&p->sys->base, VKRT_ERROR_TIMEOUT,
+                      "cpu_proxy: %d pieces pending and none finished for %llu ms", PROXY_RING,
+                      (unsigned long long)(p->base.coll->timeout_ns / 1000000));
+  return VKRT_OK;
+}
+
+static void enqueue(struct cpu_proxy *p, uint64_t seq, uint64_t count, vkrt_type type) {
+  pthread_mutex_lock(&p->lock);
+  p->ring[atomic_load(&p->tail) % PROXY_RING] =
+      (struct proxy_job){.seq = seq, .count = count, .type = type};
+  atomic_fetch_add(&p->tail, 1);
+  pthread_cond_signal(&p->wake);
+  pthread_mutex_unlock(&p->lock);
+}
+
+/* Device d's contribution to piece seq: [barrier, copy src -> own slot], signal, submit. */
+static vkrt_status contribute(struct cpu_proxy *p, uint32_t d, uint64_t seq, VkBuffer src,
+                              uint64_t src_offset, uint64_t bytes) {
+  struct vkrt_device *dev = &p->sys->devices[d];
+  vkrt_status s = vkrt_collective_record_copy(dev, slot_buffer(p, d, seq), slot_offset(p, d), src,
+                                              src_offset, bytes);
+  if (s == VKRT_OK && !vkrt_collective_stalled(dev))
+    s = vkrt_stream_add_signal(dev, p->dev[d].contrib, seq);
+  if (s == VKRT_OK)
+    s = vkrt_stream_submit(dev, NULL);
+  if (s != VKRT_OK) {
+    /* Devices before d already signalled `seq`; it is skipped, not reused. No queue
+     * waits on its result, so nothing is left hanging. */
+    p->seq = seq;
+    if (s == VKRT_ERROR_DEVICE_LOST)
+      set_error(p, s, "cpu_proxy: dev%u lost during an allreduce", d);
+  }
+  return s;
+}
+
 static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_allreduce_job *job) {
   struct cpu_proxy *p = (struct cpu_proxy *)t;
   struct vkrt_system *sys = p->sys;
@@ -349,61 +408,26 @@ static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_a
     uint64_t count = VKRT_MIN(per_piece, a->count - first);
     uint64_t bytes = count * job->elem_size, at = first * job->elem_size;
     uint64_t seq = p->seq + 1;
-
-    /* Room in the ring (only short when the devices are far behind the caller). */
-    if (atomic_load(&p->tail) - atomic_load(&p->head) >= PROXY_RING) {
-      uint64_t deadline = vkrt_now_ns() + p->base.coll->timeout_ns;
-      uint64_t head = atomic_load(&p->head);
-      pthread_mutex_lock(&p->lock);
-      while (atomic_load(&p->tail) - atomic_load(&p->head) >= PROXY_RING &&
-             vkrt_now_ns() < deadline) {
-        if (atomic_load(&p->head) != head) { /* the proxy advances: not stuck */
-          head = atomic_load(&p->head);
-          deadline = vkrt_now_ns() + p->base.coll->timeout_ns;
-        }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-          ts.tv_sec++;
-          ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&p->space, &p->lock, &ts);
-      }
-      bool full = atomic_load(&p->tail) - atomic_load(&p->head) >= PROXY_RING;
-      pthread_mutex_unlock(&p->lock);
-      if (full)
-        return vkrt_error(&sys->base, VKRT_ERROR_TIMEOUT,
-                          "cpu_proxy: %d pieces pending and none finished for %llu ms", PROXY_RING,
-                          (unsigned long long)(p->base.coll->timeout_ns / 1000000));
-    }
+    struct vkrt_collective *coll = p->base.coll;
+    vkrt_status room = coll->capture ? (vkrt_collective_capture_piece(coll, count, a->type)
+                                            ? VKRT_OK
+                                            : vkrt_error(&sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
+                                                         "cpu_proxy: graph capture: more than "
+                                                         "%d allreduce pieces in one graph",
+                                                         VKRT_GRAPH_MAX_PIECES))
+                                     : ring_room(p);
+    if (room != VKRT_OK)
+      return room;
 
     /* Contribution: [barrier, copy send -> own slot], signal, submit, on every device. */
     for (uint32_t d = 0; d < p->n; d++) {
-      struct vkrt_device *dev = &sys->devices[d];
-      vkrt_status s = vkrt_collective_record_copy(dev, slot_buffer(p, d, seq), slot_offset(p, d),
-                                                  a->send[d]->handle, a->send_offset[d] + at,
-                                                  bytes);
-      if (s == VKRT_OK && !vkrt_collective_stalled(dev))
-        s = vkrt_stream_add_signal(dev, p->dev[d].contrib, seq);
-      if (s == VKRT_OK)
-        s = vkrt_stream_submit(dev, NULL);
-      if (s != VKRT_OK) {
-        /* Devices before d already signalled `seq`; it is skipped, not reused. No queue
-         * waits on its result, so nothing is left hanging. */
-        p->seq = seq;
-        if (s == VKRT_ERROR_DEVICE_LOST)
-          set_error(p, s, "cpu_proxy: dev%u lost during an allreduce", d);
+      vkrt_status s = contribute(p, d, seq, a->send[d]->handle, a->send_offset[d] + at, bytes);
+      if (s != VKRT_OK)
         return s;
-      }
     }
     p->seq = seq;
-    pthread_mutex_lock(&p->lock);
-    p->ring[atomic_load(&p->tail) % PROXY_RING] =
-        (struct proxy_job){.seq = seq, .count = count, .type = a->type};
-    atomic_fetch_add(&p->tail, 1);
-    pthread_cond_signal(&p->wake);
-    pthread_mutex_unlock(&p->lock);
+    if (!coll->capture)
+      enqueue(p, seq, count, a->type);
 
     /* Result of the previous piece: the next submit waits for the proxy, copies it out and
      * copies the next piece in, which so overlaps the proxy summing this piece. */
@@ -418,6 +442,39 @@ static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_a
       if (s != VKRT_OK)
         return s;
     }
+  }
+  return VKRT_OK;
+}
+
+static uint64_t proxy_sequence(struct vkrt_transport *t) { return ((struct cpu_proxy *)t)->seq; }
+
+static void proxy_rewind(struct vkrt_transport *t, uint64_t seq) {
+  ((struct cpu_proxy *)t)->seq = seq;
+}
+
+/* A graph launch: its pieces become the next ones, each a proxy job, and every captured value
+ * moves by the pieces issued since the capture began. The captured copies name a slot set by
+ * the piece's parity, so that count must be even: when it is odd, one piece of 4 bytes that
+ * nothing reads (the result slot into each device's own) goes first. */
+static vkrt_status proxy_replay(struct vkrt_transport *t, const struct vkrt_collective_capture *cap,
+                                uint64_t *shift) {
+  struct cpu_proxy *p = (struct cpu_proxy *)t;
+  if ((p->seq - cap->seq0) & 1) {
+    uint64_t seq = p->seq + 1;
+    vkrt_status s = ring_room(p);
+    for (uint32_t d = 0; d < p->n && s == VKRT_OK; d++)
+      s = contribute(p, d, seq, slot_buffer(p, d, seq), slot_offset(p, p->n), 4);
+    if (s != VKRT_OK)
+      return s;
+    p->seq = seq;
+    enqueue(p, seq, 1, VKRT_TYPE_F32);
+  }
+  *shift = p->seq - cap->seq0;
+  for (uint32_t i = 0; i < cap->pieces; i++) {
+    vkrt_status s = ring_room(p);
+    if (s != VKRT_OK)
+      return s; /* earlier pieces are issued: their waits are released by the timeout */
+    enqueue(p, ++p->seq, cap->piece[i].count, cap->piece[i].type);
   }
   return VKRT_OK;
 }
@@ -452,4 +509,7 @@ const struct vkrt_transport_type vkrt_transport_cpu_proxy = {
     .allreduce = proxy_allreduce,
     .status = proxy_status,
     .describe = proxy_describe,
+    .sequence = proxy_sequence,
+    .rewind = proxy_rewind,
+    .replay = proxy_replay,
 };

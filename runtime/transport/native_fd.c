@@ -264,7 +264,7 @@ static vkrt_status native_create(struct vkrt_collective *coll, struct vkrt_trans
 }
 
 static vkrt_status wait_peers(struct native_fd *f, uint32_t d, uint64_t value) {
-  if (value == 0)
+  if (value == 0 && !f->base.coll->capture) /* a capture keeps it: replayed, it is shifted */
     return VKRT_OK;
   for (uint32_t e = 0; e < f->n; e++) {
     if (e == d)
@@ -274,6 +274,37 @@ static vkrt_status wait_peers(struct native_fd *f, uint32_t d, uint64_t value) {
       return s;
   }
   return VKRT_OK;
+}
+
+/* The watchdog's ring must not lap: waits (bounded) until `pieces` more fit. */
+static vkrt_status watch_room(struct native_fd *f, uint64_t pieces) {
+  pthread_mutex_lock(&f->lock);
+  uint64_t deadline = vkrt_now_ns() + f->base.coll->timeout_ns, watched = f->watched;
+  while (f->issued - f->watched + pieces > WATCH_RING - 1 && vkrt_now_ns() < deadline) {
+    if (f->watched != watched) { /* the watchdog advances: not stuck */
+      watched = f->watched;
+      deadline = vkrt_now_ns() + f->base.coll->timeout_ns;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    pthread_cond_timedwait(&f->wake, &f->lock, &ts);
+  }
+  bool lapped = f->issued - f->watched + pieces > WATCH_RING - 1;
+  pthread_mutex_unlock(&f->lock);
+  if (lapped)
+    return vkrt_error(&f->sys->base, VKRT_ERROR_TIMEOUT,
+                      "native_fd: %d pieces pending and none finished for %llu ms", WATCH_RING,
+                      (unsigned long long)(f->base.coll->timeout_ns / 1000000));
+  return VKRT_OK;
+}
+
+/* Hands the pieces up to `seq` to the watchdog. */
+static void watch(struct native_fd *f, uint64_t seq) {
+  pthread_mutex_lock(&f->lock);
+  f->issued = seq;
+  pthread_cond_broadcast(&f->wake);
+  pthread_mutex_unlock(&f->lock);
 }
 
 static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_allreduce_job *job) {
@@ -291,25 +322,16 @@ static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_
     uint64_t count = VKRT_MIN(per_piece, a->count - first);
     uint64_t bytes = count * job->elem_size, at = first * job->elem_size;
     uint64_t seq = f->seq + 1;
-    /* The watchdog's ring must not lap: wait (bounded) until it caught up enough. */
-    pthread_mutex_lock(&f->lock);
-    uint64_t deadline = vkrt_now_ns() + f->base.coll->timeout_ns, watched = f->watched;
-    while (f->issued - f->watched >= WATCH_RING - 1 && vkrt_now_ns() < deadline) {
-      if (f->watched != watched) { /* the watchdog advances: not stuck */
-        watched = f->watched;
-        deadline = vkrt_now_ns() + f->base.coll->timeout_ns;
-      }
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_sec += 1;
-      pthread_cond_timedwait(&f->wake, &f->lock, &ts);
-    }
-    bool lapped = f->issued - f->watched >= WATCH_RING - 1;
-    pthread_mutex_unlock(&f->lock);
-    if (lapped)
-      return vkrt_error(&sys->base, VKRT_ERROR_TIMEOUT,
-                        "native_fd: %d pieces pending and none finished for %llu ms", WATCH_RING,
-                        (unsigned long long)(f->base.coll->timeout_ns / 1000000));
+    struct vkrt_collective *coll = f->base.coll;
+    vkrt_status room = coll->capture ? (vkrt_collective_capture_piece(coll, count, a->type)
+                                            ? VKRT_OK
+                                            : vkrt_error(&sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
+                                                         "native_fd: graph capture: more than "
+                                                         "%d allreduce pieces in one graph",
+                                                         VKRT_GRAPH_MAX_PIECES))
+                                     : watch_room(f, 1);
+    if (room != VKRT_OK)
+      return room;
     for (int phase = 0; phase < 2; phase++)
       for (uint32_t d = 0; d < f->n; d++) {
         struct vkrt_device *dev = &sys->devices[d];
@@ -345,11 +367,29 @@ static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_
         }
       }
     f->seq = seq;
-    pthread_mutex_lock(&f->lock);
-    f->issued = seq;
-    pthread_cond_broadcast(&f->wake);
-    pthread_mutex_unlock(&f->lock);
+    if (!coll->capture)
+      watch(f, seq);
   }
+  return VKRT_OK;
+}
+
+static uint64_t native_sequence(struct vkrt_transport *t) { return ((struct native_fd *)t)->seq; }
+
+static void native_rewind(struct vkrt_transport *t, uint64_t seq) {
+  ((struct native_fd *)t)->seq = seq;
+}
+
+/* A graph launch: its pieces are the next ones; every captured value (2 per piece) moves by
+ * twice the pieces issued since the capture began. */
+static vkrt_status native_replay(struct vkrt_transport *t, const struct vkrt_collective_capture *cap,
+                                 uint64_t *shift) {
+  struct native_fd *f = (struct native_fd *)t;
+  vkrt_status s = watch_room(f, cap->pieces);
+  if (s != VKRT_OK)
+    return s;
+  *shift = 2 * (f->seq - cap->seq0);
+  f->seq += cap->pieces;
+  watch(f, f->seq);
   return VKRT_OK;
 }
 
@@ -383,4 +423,7 @@ const struct vkrt_transport_type vkrt_transport_native_fd = {
     .allreduce = native_allreduce,
     .status = native_status,
     .describe = native_describe,
+    .sequence = native_sequence,
+    .rewind = native_rewind,
+    .replay = native_replay,
 };

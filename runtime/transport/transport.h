@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "device/device.h"
+#include "transport/collective.h"
 #include "vkrt/vkrt.h"
 
 #define VKRT_TRANSPORT_KIND_COUNT 4 /* NONE, NATIVE_FD, CPU_PROXY, HOST_STAGED */
@@ -110,6 +111,15 @@ struct vkrt_transport_type {
   vkrt_status (*status)(struct vkrt_transport *transport, char *message, size_t size);
   /* Optional: extra description lines. */
   size_t (*describe)(const struct vkrt_transport *transport, bool json, char *buf, size_t size);
+  /* Optional (NULL: allreduce cannot be captured in a graph). While coll->capture is set,
+   * allreduce records into the captures and lists its pieces there (vkrt_collective_
+   * capture_piece) without issuing them. sequence / rewind: the piece counter, set back
+   * after a capture. replay: issue the captured pieces as the next ones and return the
+   * shift of every captured semaphore value. */
+  uint64_t (*sequence)(struct vkrt_transport *transport);
+  void (*rewind)(struct vkrt_transport *transport, uint64_t seq);
+  vkrt_status (*replay)(struct vkrt_transport *transport, const struct vkrt_collective_capture *cap,
+                        uint64_t *shift);
 };
 
 /* Each vtable exists only when its transport is compiled in; the _TYPE macros are NULL
@@ -204,7 +214,11 @@ struct vkrt_collective {
   uint64_t timeout_ns;
   char fallback_note[VKRT_PLAN_REASON_SIZE]; /* set when create failed and a later one was used */
   pthread_mutex_t lock;   /* one allreduce at a time: it records into every device's stream */
+  struct vkrt_collective_capture *capture; /* non-NULL while a graph captures */
 };
+
+/* Capture: lists one piece (false when the graph has no room: the caller fails). */
+bool vkrt_collective_capture_piece(struct vkrt_collective *coll, uint64_t count, vkrt_type type);
 
 /* Sum of n inputs in rank order 0..n-1, accumulated in f32 (f16 inputs converted to f32, the
  * sum converted back with round-to-nearest-even). dst may alias src[0]. The same order on

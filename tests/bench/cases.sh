@@ -26,7 +26,12 @@ done
 for path in "matvec q8_0" "matvec q4_K"; do
   json "[r['path'] for r in d['results']]" <<< "$out" | grep -q "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
 done
-echo "quick subset: $want cases, #wrong 0 (q8_0 and q4_K through the quantized matrix-vector kernels)"
+# decode attention (FLASH_ATTN_EXT lines) runs as vkrt_op_attention, its ratio the K/V roofline
+json "[r['path'] for r in d['results'] if r['op'] == 'FLASH_ATTN_EXT']" <<< "$out" | grep -q "attention, [0-9]* splits" \
+  || { echo "$out"; echo "no FLASH_ATTN_EXT case took the attention path"; exit 1; }
+json "min(r['kv_roofline_ratio'] for r in d['results'] if r['op'] == 'FLASH_ATTN_EXT') > 0" <<< "$out" | grep -q True \
+  || { echo "$out"; echo "no K/V roofline ratio"; exit 1; }
+echo "quick subset: $want cases, #wrong 0 (q8_0 and q4_K through the quantized matrix-vector kernels, FLASH_ATTN_EXT through the attention)"
 # the GPU paths (transposed-view copies through the tiled transpose, concat as per-source
 # copies) verified here too: lavapipe itself prefers the per-element kernels
 out=$("$bench" cases --test-file "$quick" --json --tiled-copies on) || { echo "$out"; echo "tiled-copies run failed"; exit 1; }
@@ -70,9 +75,10 @@ for pattern in "line 4: error: unknown or unsupported op 7" "line 5: error: trun
                "line 6: error: result: ne0 = -4" "line 7: error: src0: strides reach past a 2^31-element view" \
                "line 8: error: field 4 (ne1): 'x' is not a number" "line 9: error: type: ggml type 9 is not supported" \
                "line 11: error: src0: ne0 = 300 is not a multiple of the q4_K block (256 elements)" \
-               "line 12: error: type: q8_0 is supported only as MUL_MAT's src0 (the weights)"; do
+               "line 12: error: type: q8_0 is supported only as MUL_MAT's src0 (the weights)" \
+               "line 14: error: FLASH_ATTN_EXT: max_bias and logit_softcap must be 0"; do
   grep -qF "$pattern" <<< "$out" || { echo "$out"; echo "missing: $pattern"; exit 1; }
 done
-grep -q "^3 cases run, 8 lines with errors, #wrong total 0$" <<< "$out" || { echo "$out"; echo "good lines did not all run"; exit 1; }
+grep -q "^4 cases run, 9 lines with errors, #wrong total 0$" <<< "$out" || { echo "$out"; echo "good lines did not all run"; exit 1; }
 grep -q "^good.matvec.q4_K  *matvec q4_K " <<< "$out" || { echo "$out"; echo "the good q4_K line did not take the quantized path"; exit 1; }
-echo "bad lines: 8 per-line errors, the 3 good lines ran with #wrong 0"
+echo "bad lines: 9 per-line errors, the 4 good lines ran with #wrong 0"

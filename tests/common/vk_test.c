@@ -1,9 +1,12 @@
 #include "vk_test.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 static void log_stderr(void *user, vkrt_log_level level, const char *message) {
   (void)user;
@@ -147,6 +150,71 @@ vkrt_allocator vkt_counting_allocator(vkt_counting *c) {
   atomic_store(&c->bytes_live, 0);
   return (vkrt_allocator){.user = c, .alloc = count_alloc, .realloc = count_realloc,
                           .free = count_free};
+}
+
+/* ---- the guard allocator ---- */
+
+#define GUARD_QUARANTINE 4096 /* freed blocks kept inaccessible */
+
+struct guard_header { /* the page before the block */
+  uint8_t *map;
+  size_t map_size, size;
+};
+
+static struct {
+  pthread_mutex_t lock;
+  struct guard_header freed[GUARD_QUARANTINE];
+  uint32_t next;
+} guard = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static size_t guard_page(void) {
+  long page = sysconf(_SC_PAGESIZE);
+  return page > 0 ? (size_t)page : 4096;
+}
+
+static void *guard_alloc(void *user, size_t size, size_t alignment) {
+  (void)user;
+  const size_t page = guard_page();
+  if (alignment > page)
+    return NULL;
+  size_t body = (size + page - 1) / page * page;
+  size_t map_size = page + (body ? body : page);
+  uint8_t *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED)
+    return NULL;
+  *(struct guard_header *)(void *)map = (struct guard_header){map, map_size, size};
+  return map + page;
+}
+
+static void guard_free(void *user, void *ptr) {
+  (void)user;
+  if (!ptr)
+    return;
+  struct guard_header h = *(struct guard_header *)(void *)((uint8_t *)ptr - guard_page());
+  mprotect(h.map, h.map_size, PROT_NONE); /* any later touch faults */
+  pthread_mutex_lock(&guard.lock);
+  struct guard_header old = guard.freed[guard.next];
+  guard.freed[guard.next] = h;
+  guard.next = (guard.next + 1) % GUARD_QUARANTINE;
+  pthread_mutex_unlock(&guard.lock);
+  if (old.map)
+    munmap(old.map, old.map_size);
+}
+
+static void *guard_realloc(void *user, void *ptr, size_t size, size_t alignment) {
+  if (!ptr)
+    return guard_alloc(user, size, alignment);
+  const struct guard_header *h = (const struct guard_header *)(void *)((uint8_t *)ptr - guard_page());
+  void *p = guard_alloc(user, size, alignment);
+  if (!p)
+    return NULL;
+  memcpy(p, ptr, h->size < size ? h->size : size);
+  guard_free(user, ptr);
+  return p;
+}
+
+vkrt_allocator vkt_guard_allocator(void) {
+  return (vkrt_allocator){.alloc = guard_alloc, .realloc = guard_realloc, .free = guard_free};
 }
 
 void vkt_log_capture_fn(void *user, vkrt_log_level level, const char *message) {

@@ -75,6 +75,11 @@ typedef struct vkt_counting {
 } vkt_counting;
 vkrt_allocator vkt_counting_allocator(vkt_counting *counting);
 
+/* An allocator that maps every block on pages of its own and, when it is freed, leaves the
+ * pages mapped without access (the last 4096 freed blocks): a read or write of freed memory
+ * faults at once, in the plain test pass, where no sanitizer is. Alignments up to a page. */
+vkrt_allocator vkt_guard_allocator(void);
+
 /* Captures log messages into a buffer (for tests that check a message); log_user must be
  * a vkt_log_capture. Also forwards to stderr. */
 typedef struct vkt_log_capture {

@@ -19,3 +19,24 @@ for dir in "$ROOT"/boards/*/; do
   n=$(find "$build/gen/kernels" -name '*.c' 2>/dev/null | wc -l)
   if [ "$n" -gt "$best" ]; then src=$build best=$n; fi
 done
+
+# Boards that pick their devices by vendor id, run here: where no physical device has that
+# vendor (lavapipe for the GPU boards), vkrt-probe must fail with the board mismatch naming
+# the vendor asked for and what was found; where it opens, every device it opened must
+# report that vendor. A board check skipped at open shows either way.
+for dir in "$ROOT"/boards/*/; do
+  board=$(basename "$dir") build="$SCRATCH/build-board-$board"
+  vendor=$(sed -n 's/^CONFIG_VKRT_DEVICE_VENDOR_ID=//p' "$SCRATCH/board-$board.config")
+  [ -n "$vendor" ] || continue
+  vendor=$(printf '0x%x' "$vendor")
+  if out=$("$build/bin/vkrt-probe" 2>&1); then
+    others=$(grep -o '(vendor 0x[0-9a-f]*' <<< "$out" | grep -v "(vendor $vendor\$" || true)
+    [ -z "$others" ] || { echo "$out"; fail "$board asks for vendor $vendor but opened: $others"; }
+    echo "board $board: opens here (vendor $vendor present)"
+  else
+    grep -q "VKRT_ERROR_BOARD_MISMATCH" <<< "$out" && grep -q "with vendor $vendor" <<< "$out" &&
+      grep -q "physical device(s): \[0\]" <<< "$out" ||
+      { echo "$out"; fail "$board: vkrt-probe failed without the board mismatch for vendor $vendor"; }
+    echo "board $board: refused here: $(tail -1 <<< "$out")"
+  fi
+done

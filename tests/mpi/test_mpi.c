@@ -1,23 +1,32 @@
 /* Multi-host allreduce under mpirun (one rank per host, the board's devices per host) on
  * lavapipe with the validation layer. Run by tests/mpi/run.sh:
  *
- *   test_mpi                  counts 1, 7, 4097, 2^20 + 3; f32 and f16; in and out of place.
+ *   test_mpi                  counts 1, 7, 4097, 2^16 + 4097 (one piece: a whole 256 KiB
+ *                             chunk of f32 partials and a partial one), 2^20 + 3; f32 and
+ *                             f16; in and out of place.
  *                             Every device of every host checked bit for bit against the
  *                             documented order (each host's devices in device order, then the
  *                             host sums in host order, in f32), against a float64 reference
  *                             within a tolerance, and across all ranks of all hosts (hashes
  *                             gathered over MPI). Inputs are regenerated from a seed that
  *                             rank 0 broadcasts, so each host computes every host's data.
+ *                             Then inputs whose sum depends on the host order (host partials
+ *                             +B, a small value and -B, rotating): with 3 or more hosts a
+ *                             host that adds its own partial first gets other bits (the test
+ *                             checks that its inputs show that on hosts >= 2).
  *   test_mpi --stall H --timeout-ms T
  *                             host H withholds its contribution (VKRT_FAULT_HOST_STALL):
  *                             every rank's vkrt_finish returns VKRT_ERROR_TIMEOUT naming host H
- *                             within T ms + a margin, and vkrt_close leaves no thread behind.
+ *                             within T ms + a margin, and vkrt_close leaves no thread behind;
+ *                             a run that does not end within T ms + 30 s fails on its own
+ *                             (SIGALRM) instead of waiting for mpirun's timeout.
  *   --transport cpu_proxy|host_staged forces the host transport.
  *
  * Prints "test_mpi: host<r>: ..." lines; rank 0 ends with "test_mpi: N checks, M failed" and
  * the exit status is non-zero on every rank when any rank failed. */
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,12 +101,24 @@ static uint64_t next(uint64_t *s) {
   return *s * 0x2545f4914f6cdd1dull;
 }
 
-static void fill(vkrt_type type, void *out, uint64_t count, uint64_t seed, uint32_t global) {
+/* Random values in [-1, 1). `order_pinned`: device 0 of host h holds, at element i, +B, a
+ * small value or -B by (i + h) % 3 (a small value from the fourth host on), the host's other
+ * devices small values: each host partial is +B, -B (absorbing the small values added to
+ * them) or small, so the host order decides the sum (f32: B = 2^26, values in [-1, 1); f16:
+ * B = 2^15 and multiples of 2^-14 below 2^-10, whose sums f32 and f16 hold exactly). */
+static void fill(vkrt_type type, void *out, uint64_t count, uint64_t seed, uint32_t global,
+                 uint32_t devices, bool order_pinned) {
   uint64_t s = seed ^ (0x9e3779b97f4a7c15ull * (global + 1));
   if (!s)
     s = 1;
+  const uint32_t h = global / devices, d = global % devices;
+  const float big = type == VKRT_TYPE_F16 ? 0x1p15f : 0x1p26f;
   for (uint64_t i = 0; i < count; i++) {
     float v = (float)((double)(next(&s) >> 11) * 0x1p-53 * 2.0 - 1.0);
+    if (order_pinned && type == VKRT_TYPE_F16)
+      v = (float)((int)(next(&s) % 31) - 15) * 0x1p-14f;
+    if (order_pinned && d == 0 && h < 3 && (i + h) % 3 != 1)
+      v = (i + h) % 3 == 0 ? big : -big;
     if (type == VKRT_TYPE_F16)
       ((_Float16 *)out)[i] = (_Float16)v;
     else
@@ -141,14 +162,14 @@ static void copy_via_staging(vkrt_appliance *app, struct bufs *b, uint32_t d, bo
 
 /* One allreduce and all its checks. */
 static void run_case(vkrt_appliance *app, struct bufs *b, vkrt_type type, uint64_t count,
-                     bool in_place, uint64_t seed) {
+                     bool in_place, uint64_t seed, bool order_pinned) {
   uint32_t n = b->n, total = n * (uint32_t)hosts;
   size_t esize = type == VKRT_TYPE_F16 ? 2 : 4;
   uint64_t bytes = count * esize;
   void *in = malloc(bytes * total), *out = malloc(bytes * n);
   vkrt_allreduce_args args = {.count = count, .type = type};
   for (uint32_t g = 0; g < total; g++) /* every host's inputs: the expected sum needs them */
-    fill(type, (uint8_t *)in + g * bytes, count, seed, g);
+    fill(type, (uint8_t *)in + g * bytes, count, seed, g, n, order_pinned);
   for (uint32_t d = 0; d < n; d++) {
     uint8_t *mine = (uint8_t *)in + (rank * n + d) * bytes;
     args.send[d] = b->send[d];
@@ -169,20 +190,28 @@ static void run_case(vkrt_appliance *app, struct bufs *b, vkrt_type type, uint64
     copy_via_staging(app, b, d, false, args.recv[d], args.recv_offset[d],
                      (uint8_t *)out + d * bytes, bytes);
   }
-  uint64_t wrong = 0;
+  uint64_t wrong = 0, own_first_differs = 0;
+  if (hosts > 64) {
+    CHECK(hosts <= 64, "%d hosts: the reference keeps 64 host partials", hosts);
+    return;
+  }
   for (uint64_t i = 0; i < count; i++) {
     double ref = 0, mag = 0;
-    float order = 0;
+    float order = 0, part[64];
     for (int h = 0; h < hosts; h++) { /* documented order: devices, then hosts, in f32 */
-      float part = 0;
+      part[h] = 0;
       for (uint32_t d = 0; d < n; d++) {
         float x = value(type, (uint8_t *)in + (h * n + d) * bytes, i);
-        part = d == 0 ? x : part + x;
+        part[h] = d == 0 ? x : part[h] + x;
         ref += x;
         mag += fabs(x);
       }
-      order = h == 0 ? part : order + part;
+      order = h == 0 ? part[h] : order + part[h];
     }
+    float own_first = part[rank]; /* what this host would get adding its own partial first */
+    for (int h = 0; h < hosts; h++)
+      own_first = h == rank ? own_first : own_first + part[h];
+    own_first_differs += memcmp(&own_first, &order, 4) != 0;
     float got = value(type, out, i);
     bool bad = fabs((double)got - ref) > (type == VKRT_TYPE_F16 ? mag * 0x1p-10 + 1e-4
                                                                 : mag * 0x1p-21 + 1e-7);
@@ -198,9 +227,13 @@ static void run_case(vkrt_appliance *app, struct bufs *b, vkrt_type type, uint64
              (unsigned long long)count, (unsigned long long)i, (double)got, (double)order, ref);
     wrong += bad;
   }
-  CHECK(wrong == 0, "%s count %llu %s: %llu wrong elements", type == VKRT_TYPE_F16 ? "f16" : "f32",
+  CHECK(wrong == 0, "%s count %llu %s%s: %llu wrong elements", type == VKRT_TYPE_F16 ? "f16" : "f32",
         (unsigned long long)count, in_place ? "in place" : "out of place",
-        (unsigned long long)wrong);
+        order_pinned ? ", host order pinned" : "", (unsigned long long)wrong);
+  if (order_pinned && rank >= 2) /* hosts 0 and 1 commute: a difference needs a third */
+    CHECK(own_first_differs > count / 8, "host order pinned: only %llu of %llu sums would "
+          "differ adding this host's partial first", (unsigned long long)own_first_differs,
+          (unsigned long long)count);
   for (uint32_t d = 1; d < n; d++)
     CHECK(memcmp(out, (uint8_t *)out + d * bytes, bytes) == 0, "dev%u differs from dev0", d);
   /* Every rank of every host: the same bits. */
@@ -248,8 +281,8 @@ static int run_correctness(vkrt_transport_kind transport) {
   if (rank == 0)
     printf("test_mpi: seed %llu, %d hosts x %u devices, transport %s\n", (unsigned long long)seed,
            hosts, vkrt_device_count(app), vkrt_transport_str(vkrt_transport(app)));
-  const uint64_t counts[] = {1, 7, 4097, (1u << 20) + 3};
-  uint64_t max_bytes = (counts[3] * 4) + 64;
+  const uint64_t counts[] = {1, 7, 4097, (1u << 16) + 4097, (1u << 20) + 3};
+  uint64_t max_bytes = (counts[4] * 4) + 64;
   struct bufs b = {.n = vkrt_device_count(app)};
   for (uint32_t d = 0; d < b.n; d++) {
     vkrt_status s = vkrt_buffer_create(app, d, max_bytes, VKRT_BUFFER_DEVICE_LOCAL, &b.send[d]);
@@ -268,7 +301,10 @@ static int run_correctness(vkrt_transport_kind transport) {
     for (int t = 0; t < 2; t++)
       for (int place = 0; place < 2; place++, c++)
         run_case(app, &b, t ? VKRT_TYPE_F16 : VKRT_TYPE_F32, counts[k], place == 0,
-                 seed + (uint64_t)c);
+                 seed + (uint64_t)c, false);
+  for (int t = 0; t < 2; t++, c++)
+    run_case(app, &b, t ? VKRT_TYPE_F16 : VKRT_TYPE_F32, (1u << 16) + 4097, false,
+             seed + (uint64_t)c, true);
   for (uint32_t d = 0; d < b.n; d++) {
     vkrt_buffer_destroy(b.send[d]);
     vkrt_buffer_destroy(b.recv[d]);
@@ -280,7 +316,18 @@ static int run_correctness(vkrt_transport_kind transport) {
   return 0;
 }
 
+static void stall_overdue(int sig) {
+  (void)sig;
+  static const char msg[] = "test_mpi: FAIL: the stalled-host run did not end within its "
+                            "timeout + 30 s (a stall nobody reports)\n";
+  if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+    _exit(3);
+  _exit(3);
+}
+
 static void run_stall(vkrt_transport_kind transport, int stalled, uint64_t timeout_ms) {
+  signal(SIGALRM, stall_overdue);
+  alarm((unsigned)(timeout_ms / 1000 + 30));
   /* A first appliance runs one allreduce and closes: the thread baseline includes whatever
    * the driver and MPI start lazily. */
   char why[512] = "";
@@ -340,6 +387,7 @@ static void run_stall(vkrt_transport_kind transport, int stalled, uint64_t timeo
   int after = thread_count();
   CHECK(after <= baseline, "%d threads after vkrt_close, %d before the failed appliance", after,
         baseline);
+  alarm(0);
 }
 
 int main(int argc, char **argv) {

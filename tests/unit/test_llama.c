@@ -351,6 +351,68 @@ static void test_sampler(void **state) {
   assert_true(differ > 20);
 }
 
+struct ranked {
+  float logit;
+  int32_t id;
+};
+static int by_rank(const void *a, const void *b) {
+  const struct ranked *x = a, *y = b;
+  if (x->logit != y->logit)
+    return x->logit > y->logit ? -1 : 1;
+  return x->id < y->id ? -1 : 1;
+}
+
+/* top-p over a large vocabulary against a brute-force nucleus (the whole vocabulary sorted by
+ * logit, then id; the shortest prefix whose softmax mass reaches p): a tie straddling the
+ * boundary keeps the lower ids, and a flat distribution's large nucleus is exact too. */
+static void test_top_p_nucleus(void **state) {
+  (void)state;
+  enum { N = 20000 };
+  float *logits = malloc(N * sizeof(float));
+  struct ranked *sorted = malloc(N * sizeof(*sorted));
+  void *scratch = malloc(N * 8);
+  bool *in = malloc(N);
+  int *seen = calloc(N, sizeof(int));
+  uint64_t rng = 77;
+  for (int round = 0; round < 2; round++) {
+    float p = round ? 0.9f : 0.5f;
+    for (int i = 0; i < N; i++) /* round 0: 40 tokens at 9 among zeros; 1: uniform in [0, 6) */
+      logits[i] = round ? (float)(gguf_random(&rng) >> 40) / (float)(1 << 24) * 6.0f
+                        : (i % 500 == 7 ? 9.0f : 0.0f);
+    for (int i = 0; i < N; i++)
+      sorted[i] = (struct ranked){logits[i], i};
+    qsort(sorted, N, sizeof(*sorted), by_rank);
+    double total = 0, cum = 0;
+    for (int i = 0; i < N; i++)
+      total += exp((double)sorted[i].logit - sorted[0].logit);
+    int size = 0;
+    memset(in, 0, N);
+    while (cum < p * total) {
+      cum += exp((double)sorted[size].logit - sorted[0].logit);
+      in[sorted[size++].id] = true;
+    }
+    if (!round) /* 40 e^9 + 19960 = 344083; half of it needs 22 of the e^9 tokens (21.2) */
+      assert_int_equal(size, 22);
+    /* at a high temperature every member is drawn about equally often */
+    struct llama_sampler s;
+    llama_sampler_init(&s, &(struct llama_sampler_params){.temperature = 1000, .top_p = p,
+                                                           .seed = 5});
+    memset(seen, 0, N * sizeof(int));
+    int draws = round ? 4000 : 3000, distinct = 0;
+    for (int d = 0; d < draws; d++) {
+      int32_t id = llama_sample(&s, logits, N, scratch);
+      if (!in[id])
+        fail_msg("p %.2f: drew %d (logit %g) outside the %d-token nucleus", (double)p, id,
+                 (double)logits[id], size);
+      distinct += !seen[id]++;
+    }
+    print_message("top-p %.2f: nucleus of %d tokens, %d distinct in %d draws\n", (double)p,
+                  size, distinct, draws);
+    assert_true(round ? distinct > size / 4 : distinct == size); /* 4000 of 7597: ~3140 */
+  }
+  free(logits), free(sorted), free(scratch), free(in), free(seen);
+}
+
 /* ---- --make-gguf ------------------------------------------------------------------------ */
 
 static void test_presets(void **state) {
@@ -458,6 +520,46 @@ static void test_written_model(void **state) {
   assert_int_equal(access("/tmp/vkrt-test-never.gguf", F_OK), -1); /* refused before opening */
 }
 
+/* A tied output head of 8192 x 256 = 2^21 weights is split across the reference's threads
+ * (where the machine has more than one CPU): every row is written (the logits are poisoned
+ * with NaN before each pass), and two references agree bit for bit. */
+static void test_reference_threads(void **state) {
+  (void)state;
+  struct llama_make_params p = {.n_layer = 1, .n_embd = 256, .n_ff = 256, .n_head = 4,
+                                .n_head_kv = 2, .n_vocab = 8192, .n_ctx = 16,
+                                .rope_freq_base = 10000.0f, .eps = 1e-5f,
+                                .type = VKRT_TYPE_F16, .seed = 11, .tie_output = true};
+  char path[] = "/tmp/vkrt-test-llama-XXXXXX", err[512];
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  if (llama_write_gguf(path, &p, err, sizeof(err)))
+    fail_msg("write: %s", err);
+  struct gguf_file f;
+  struct llama_model *m = malloc(sizeof(*m));
+  if (gguf_open(path, &f, err, sizeof(err)) || llama_model_load(&f, m, err, sizeof(err)))
+    fail_msg("%s", err);
+  struct llama_ref *a, *b;
+  assert_int_equal(llama_ref_create(m, 16, VKRT_TYPE_F16, &a, err, sizeof(err)), 0);
+  assert_int_equal(llama_ref_create(m, 16, VKRT_TYPE_F16, &b, err, sizeof(err)), 0);
+  double *la = malloc(8192 * sizeof(double)), *lb = malloc(8192 * sizeof(double));
+  for (uint32_t pos = 0; pos < 3; pos++) {
+    for (int i = 0; i < 8192; i++)
+      la[i] = lb[i] = NAN;
+    assert_int_equal(llama_ref_forward(a, (int32_t)(100 + 977 * pos), pos, la), 0);
+    assert_int_equal(llama_ref_forward(b, (int32_t)(100 + 977 * pos), pos, lb), 0);
+    for (int i = 0; i < 8192; i++)
+      if (!isfinite(la[i]) || memcmp(&la[i], &lb[i], sizeof(double)))
+        fail_msg("position %u, logit %d: %g vs %g", pos, i, la[i], lb[i]);
+  }
+  free(la), free(lb);
+  llama_ref_free(a);
+  llama_ref_free(b);
+  free(m);
+  gguf_close(&f);
+  unlink(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_load_stories),
@@ -465,8 +567,10 @@ int main(void) {
       cmocka_unit_test(test_reference_story),
       cmocka_unit_test(test_bad_files),
       cmocka_unit_test(test_sampler),
+      cmocka_unit_test(test_top_p_nucleus),
       cmocka_unit_test(test_presets),
       cmocka_unit_test(test_written_model),
+      cmocka_unit_test(test_reference_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

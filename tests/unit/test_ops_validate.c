@@ -326,6 +326,69 @@ static void test_linear_split(void **state) {
   }
 }
 
+/* Decode attention: the descriptor rules and the split planner (the peers' shapes). */
+static void test_attention_check_and_plan(void **state) {
+  (void)state;
+  struct vkrt_ops_view v[5];
+  vkrt_tensor q = t4(&buf_a, 0, VKRT_TYPE_F32, 128, 32, 1, 1);
+  vkrt_tensor d = t4(&buf_a, 16384, VKRT_TYPE_F32, 128, 32, 1, 1);
+  vkrt_tensor k = t4(&buf_b, 0, VKRT_TYPE_Q8_0, 128, 8, 100, 1);
+  vkrt_tensor val = t4(&buf_b, 131072, VKRT_TYPE_Q8_0, 128, 8, 100, 1);
+  vkrt_tensor len = t4(&buf_a, 32768, VKRT_TYPE_I32, 1, 1, 1, 1);
+  assert_true(vkrt_ops_check_attention(&lim, &d, &q, &k, &val, &len, v, why, sizeof(why)));
+  vkrt_tensor q3 = t4(&buf_a, 0, VKRT_TYPE_F32, 128, 12, 1, 1);
+  vkrt_tensor d3 = t4(&buf_a, 16384, VKRT_TYPE_F32, 128, 12, 1, 1);
+  vkrt_tensor k5 = t4(&buf_b, 0, VKRT_TYPE_Q8_0, 128, 5, 100, 1);
+  vkrt_tensor v5 = t4(&buf_b, 131072, VKRT_TYPE_Q8_0, 128, 5, 100, 1);
+  expect_fail(vkrt_ops_check_attention(&lim, &d3, &q3, &k5, &v5, &len, v, why, sizeof(why)),
+              "n_head 12 (q ne[1]) is not a multiple of n_head_kv 5");
+  vkrt_tensor kother = t4(&buf_other, 0, VKRT_TYPE_Q8_0, 128, 8, 100, 1);
+  expect_fail(vkrt_ops_check_attention(&lim, &d, &q, &kother, &val, &len, v, why, sizeof(why)),
+              "wrong device: k is on dev1");
+
+  struct vkrt_attention_plan p;
+  uint64_t mib16 = 16u << 20;
+  /* head 128, 32 heads over 8, 32768 tokens, 512 workgroups aimed at: 4 heads a group,
+   * 64 splits of 512 (the most a split of 4 heads holds) */
+  assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 32768, 512, 0, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.heads_per_group, 4);
+  assert_int_equal(p.head_groups, 1);
+  assert_int_equal(p.split_len, 512);
+  assert_int_equal(p.splits, 64);
+  assert_int_equal(p.rounds, 1);
+  /* head 64, 8 heads over 1, 7680 tokens: 512 groups would be splits of 15: held at 64 */
+  assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.heads_per_group, 8);
+  assert_int_equal(p.split_len, 64);
+  assert_int_equal(p.splits, 120);
+  /* head 256, 16 heads over 2, 20000 tokens: 256 splits of 79 */
+  assert_true(vkrt_ops_attention_plan(256, 16, 2, 1, 20000, 512, 0, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.split_len, 79);
+  assert_int_equal(p.splits, 254);
+  /* a short context: at least one token per split, a split count under the target */
+  assert_true(vkrt_ops_attention_plan(64, 2, 1, 1, 10, 512, 0, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.splits, 1);
+  /* forced: any count down to one token a split, never fewer than the shared memory needs */
+  assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 32768, 512, 7, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.splits, 64);
+  assert_true(vkrt_ops_attention_plan(64, 2, 1, 1, 100, 512, 1000, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.splits, 100);
+  assert_int_equal(p.split_len, 1);
+  /* 12 heads per KV head: groups of 6 */
+  assert_true(vkrt_ops_attention_plan(64, 24, 2, 1, 1000, 16, 0, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.heads_per_group, 6);
+  assert_int_equal(p.head_groups, 2);
+  /* rounds: 8 queries whose partials take 1.06 MB each in a 3 MiB scratch: 2 per round */
+  assert_true(vkrt_ops_attention_plan(128, 32, 8, 8, 32768, 512, 0, 3u << 20, &p, why, sizeof(why)));
+  assert_int_equal(p.splits, 64);
+  assert_int_equal(p.queries_per_round, 2);
+  assert_int_equal(p.rounds, 4);
+  assert_int_equal(p.scratch_used, 2 * 64 * 32 * 130 * 4);
+  /* refused: one query's smallest split count past the scratch */
+  expect_fail(vkrt_ops_attention_plan(256, 64, 8, 1, 100000, 512, 0, mib16, &p, why, sizeof(why)),
+              "n_ctx 100000 needs at least 391 splits");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_view_contiguous),
@@ -337,6 +400,7 @@ int main(void) {
       cmocka_unit_test(test_add),
       cmocka_unit_test(test_matmul_shapes),
       cmocka_unit_test(test_linear_split),
+      cmocka_unit_test(test_attention_check_and_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

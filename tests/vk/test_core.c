@@ -10,6 +10,7 @@
 
 #include "../common/vk_test.h"
 #include "appliance/appliance.h"
+#include "vkrt/vkrt_tuning.h"
 
 static void test_open_board(void **state) {
   (void)state;
@@ -414,6 +415,148 @@ static void test_wait_short_timeouts(void **state) {
   vkt_close(app);
 }
 
+/* ---- the closing barrier's host stage ------------------------------------------------ */
+
+/* vkCmdPipelineBarrier of the device under test, replaced in its function table by a spy
+ * that keeps the last barrier's masks and forwards the call. */
+static struct {
+  PFN_vkCmdPipelineBarrier real;
+  VkPipelineStageFlags src_stages, dst_stages;
+  VkAccessFlags dst_access;
+  uint32_t calls;
+} barrier_spy;
+
+static VKAPI_ATTR void VKAPI_CALL spy_pipeline_barrier(
+    VkCommandBuffer cmd, VkPipelineStageFlags src, VkPipelineStageFlags dst,
+    VkDependencyFlags flags, uint32_t memory_count, const VkMemoryBarrier *memory,
+    uint32_t buffer_count, const VkBufferMemoryBarrier *buffers, uint32_t image_count,
+    const VkImageMemoryBarrier *images) {
+  barrier_spy.src_stages = src;
+  barrier_spy.dst_stages = dst;
+  barrier_spy.dst_access = 0;
+  for (uint32_t i = 0; i < memory_count; i++)
+    barrier_spy.dst_access |= memory[i].dstAccessMask;
+  barrier_spy.calls++;
+  barrier_spy.real(cmd, src, dst, flags, memory_count, memory, buffer_count, buffers,
+                   image_count, images);
+}
+
+/* A command buffer in which a command wrote a mapped (host-visible) buffer ends with a
+ * barrier whose second scope is the host (HOST stage, HOST_READ access), so the host reads
+ * the bytes once the ticket is reached, also where host-visible memory is not coherent or
+ * the device caches writes (lavapipe is coherent, so only the barrier itself shows it);
+ * one that wrote only device-local memory ends without it. The stream's host_closes
+ * counter counts the same buffers. */
+static void test_closing_barrier_host_stage(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  const uint32_t d = vkrt_device_count(app) - 1;
+  struct vkrt_device *dev = &app->sys.devices[d];
+  for (uint32_t t = 0; t < dev->caps.type_count; t++)
+    if ((dev->caps.type_flags[t] & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
+        !(dev->caps.type_flags[t] & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
+      print_message("vkrt-test: dev%u memory type %u is host-visible and not coherent\n", d, t);
+  enum { SIZE = 4096 };
+  uint64_t seed = vkt_seed(0);
+  vkrt_buffer *host, *local;
+  vkt_check(app, vkrt_buffer_create(app, d, SIZE, VKRT_BUFFER_HOST_VISIBLE, &host));
+  vkt_check(app, vkrt_buffer_create(app, d, SIZE, VKRT_BUFFER_DEVICE_LOCAL, &local));
+  uint32_t *mapped;
+  vkt_check(app, vkrt_buffer_map(host, (void **)&mapped));
+  static uint32_t expect[SIZE / 4];
+  vkt_fill_random(expect, SIZE, &seed);
+  vkt_check(app, vkrt_upload(local, 0, expect, SIZE));
+  vkt_check(app, vkrt_finish(app, d));
+  barrier_spy.real = dev->vk.vkCmdPipelineBarrier;
+  dev->vk.vkCmdPipelineBarrier = spy_pipeline_barrier;
+  for (int step = 0; step < 4; step++) {
+    const bool to_host = step % 2 == 1;
+    uint32_t value = (uint32_t)vkt_next(&seed) | 1u;
+    vkt_poison(mapped, SIZE);
+    vkrt_tuning_stream before, after;
+    vkt_check(app, vkrt_tuning_stream_get(app, d, &before));
+    if (step < 2) {
+      vkt_check(app, vkrt_cmd_fill(to_host ? host : local, 0, SIZE, value));
+    } else { /* a device-local write, then (step 3) a copy to the mapped buffer */
+      vkt_check(app, vkrt_cmd_fill(local, 0, 64, value));
+      if (to_host)
+        vkt_check(app, vkrt_cmd_copy_buffer(host, 0, local, 0, SIZE));
+    }
+    const uint32_t calls = barrier_spy.calls;
+    vkt_check(app, vkrt_finish(app, d));
+    vkt_check(app, vkrt_tuning_stream_get(app, d, &after));
+    assert_true(barrier_spy.calls > calls); /* the submit closed the buffer with a barrier */
+    const bool host_stage = barrier_spy.dst_stages & VK_PIPELINE_STAGE_HOST_BIT,
+               host_read = barrier_spy.dst_access & VK_ACCESS_HOST_READ_BIT;
+    print_message("vkrt-test: step %d (%s): closing barrier src 0x%x dst 0x%x, dst access 0x%x\n",
+                  step, to_host ? "writes the mapped buffer" : "device-local only",
+                  barrier_spy.src_stages, barrier_spy.dst_stages, barrier_spy.dst_access);
+    if (host_stage != to_host || host_read != to_host)
+      fail_msg("step %d: the closing barrier's second scope %s the host (stages 0x%x, access "
+               "0x%x), want %s", step, host_stage ? "includes" : "lacks",
+               barrier_spy.dst_stages, barrier_spy.dst_access, to_host ? "it" : "none");
+    assert_int_equal(after.host_closes - before.host_closes, to_host ? 1 : 0);
+    for (int i = 0; i < (step == 0 ? SIZE / 4 : step >= 2 ? 16 : 0); i++)
+      expect[i] = value; /* what local holds now */
+    if (step == 1)
+      for (int i = 0; i < SIZE / 4; i++)
+        if (mapped[i] != value)
+          fail_msg("word %d: 0x%08x, want the fill 0x%08x", i, mapped[i], value);
+    if (step == 3)
+      assert_memory_equal(mapped, expect, SIZE);
+  }
+  dev->vk.vkCmdPipelineBarrier = barrier_spy.real;
+  vkrt_buffer_destroy(host);
+  vkrt_buffer_destroy(local);
+  vkt_close(app);
+}
+
+/* ---- the Kconfig pre-stage budget at open ---------------------------------------------- */
+
+/* vkrt_open takes CONFIG_VKRT_PRESTAGE_BUDGET_MB, capped by the VK_EXT_memory_budget heap
+ * host imports count against (where a device reports one), and vkrt_describe (what
+ * vkrt-probe prints) shows it; no tuning call in between. */
+static void test_prestage_budget_at_open(void **state) {
+  (void)state;
+#if IS_ENABLED(CONFIG_VKRT_PRESTAGE)
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  uint64_t want = (uint64_t)CONFIG_VKRT_PRESTAGE_BUDGET_MB << 20;
+  for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
+    const struct vkrt_caps *c = &app->sys.devices[d].caps;
+    for (uint32_t t = 0; c->memory_budget && t < c->type_count; t++)
+      if (c->host_import_memory_type_bits & (1u << t)) {
+        uint64_t heap_budget = c->heap_budget[c->type_heap[t]];
+        if (heap_budget && heap_budget < want)
+          want = heap_budget;
+        break;
+      }
+  }
+  vkrt_tuning_import t;
+  vkt_check(app, vkrt_tuning_import_get(app, &t));
+  if (t.prestage_budget != want)
+    fail_msg("pre-stage budget at open: %llu bytes, want %llu (CONFIG_VKRT_PRESTAGE_BUDGET_MB "
+             "%d, capped by the devices' memory budget)", (unsigned long long)t.prestage_budget,
+             (unsigned long long)want, CONFIG_VKRT_PRESTAGE_BUDGET_MB);
+  static char text[1 << 16];
+  char line[96];
+  vkrt_describe(app, false, text, sizeof(text));
+  snprintf(line, sizeof(line), "pre-stage budget %llu MiB", (unsigned long long)(want >> 20));
+  if (!strstr(text, line))
+    fail_msg("vkrt_describe lacks '%s'", line);
+  vkrt_describe(app, true, text, sizeof(text));
+  snprintf(line, sizeof(line), "\"prestage_budget_bytes\": %llu", (unsigned long long)want);
+  if (!strstr(text, line))
+    fail_msg("vkrt_describe (JSON) lacks '%s'", line);
+  vkt_close(app);
+#else
+  vkt_skip("pre-staging is compiled out (no CONFIG_VKRT_PRESTAGE)");
+#endif
+}
+
 /* open/close repeatedly through a counting allocator: nothing stays allocated. */
 static void test_open_close_leaks(void **state) {
   (void)state;
@@ -438,9 +581,10 @@ static void test_open_close_leaks(void **state) {
   vkrt_close(NULL);
 }
 
-/* One VkDevice per physical device for two devices: a mismatch on a machine with one
- * matching GPU (lavapipe, one H200), naming what was found (the device name the capability
- * snapshot reports, not a driver the test assumes). */
+/* Boards asking for what this machine is not: one VkDevice per physical device for one
+ * device more than there are physical devices, and a physical index past the last. Both
+ * must fail at open with VKRT_ERROR_BOARD_MISMATCH, naming what was found (the device name
+ * the capability snapshot reports, not a driver the test assumes), on any machine. */
 static void test_board_mismatch(void **state) {
   (void)state;
   vkrt_options o;
@@ -448,30 +592,41 @@ static void test_board_mismatch(void **state) {
   vkrt_appliance *app = vkt_open(&o);
   vkrt_device_info info;
   vkt_check(app, vkrt_device_info_get(app, 0, &info));
+  const uint32_t physical = app->sys.physical_count;
   vkt_close(app);
+  assert_true(physical >= 1);
+  vkt_skip_if(physical + 1 > VKRT_MAX_DEVICES);
   o.log = NULL;
   o.physical_only = true;
-  o.device_count = 2;
+  o.device_count = physical + 1;
   app = (vkrt_appliance *)1;
-  char why[1024];
+  char why[1024], want[64];
   vkrt_status s = vkrt_open(&o, &app, why, sizeof(why));
   if (s == VKRT_OK) {
     vkrt_close(app);
-    vkt_skip("two matching physical devices here: physical_only opens, no mismatch to check");
+    fail_msg("a board of %u physical devices opened on a machine with %u", physical + 1,
+             physical);
   }
   assert_int_equal(s, VKRT_ERROR_BOARD_MISMATCH);
   assert_null(app);
   fprintf(stderr, "vkrt-test: mismatch message: %s\n", why);
-  assert_non_null(strstr(why, "expects 2 device(s)"));
-  assert_non_null(strstr(why, "found"));
+  snprintf(want, sizeof(want), "expects %u device(s)", physical + 1);
+  if (!strstr(why, want))
+    fail_msg("mismatch message lacks '%s': %s", want, why);
+  snprintf(want, sizeof(want), " %u physical device(s)", physical);
+  if (!strstr(why, want))
+    fail_msg("mismatch message lacks '%s': %s", want, why);
   if (!strstr(why, info.name))
     fail_msg("mismatch message does not name the device found ('%s')", info.name);
 
   vkt_options(&o);
   o.log = NULL;
-  o.physical_device_index[0] = 3;
+  o.physical_device_index[0] = (int32_t)physical;
   assert_int_equal(vkrt_open(&o, &app, why, sizeof(why)), VKRT_ERROR_BOARD_MISMATCH);
-  assert_non_null(strstr(why, "physical index 3"));
+  assert_null(app);
+  snprintf(want, sizeof(want), "physical index %u, found %u", physical, physical);
+  if (!strstr(why, want))
+    fail_msg("mismatch message lacks '%s': %s", want, why);
 }
 
 /* Counting works: a deliberate invalid call is seen. */
@@ -833,6 +988,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_buffer_round_trip),
       cmocka_unit_test(test_stream_ring),
       cmocka_unit_test(test_wait_short_timeouts),
+      cmocka_unit_test(test_closing_barrier_host_stage),
+      cmocka_unit_test(test_prestage_budget_at_open),
       cmocka_unit_test(test_sync_validation),
       cmocka_unit_test(test_board_mismatch),
       cmocka_unit_test(test_validation_counts),

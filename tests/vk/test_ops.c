@@ -577,6 +577,107 @@ static void test_add_paths_agree(void **state) {
   vkt_close(app);
 }
 
+/* vkrt_op_add (the reduce kernels, also the collectives' reduce on GPUs) sums its sources in
+ * order, s0 + s1 + ... + s(n-1), left to right in f32: the order fixes the bits, which
+ * allreduce ranks must agree on. Inputs where the order shows: small values and a +B, -B
+ * pair at a random place, so whatever is summed before the pair is absorbed by B (f32: B =
+ * 2^26 and values in [-1, 1); f16: B = 2^15 and multiples of 2^-14, whose sums f16 holds
+ * exactly, so no rounding mode enters). Bit for bit against the CPU sum in that order, on
+ * the four-element and the scalar kernel, 3..8 sources; most elements would differ summed
+ * in reverse (checked, so the test can fail). */
+static void test_add_order_pinned(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE));
+  vkrt_appliance *app = open_app();
+  const int64_t n = 1027; /* the four-element kernel's body and a tail of 3 */
+  int64_t ne[4] = {n, 1, 1, 1};
+  for (int t = 0; t < NTYPES; t++)
+    for (uint32_t count = 3; count <= 8; count++)
+      for (int aligned = 0; aligned < 2; aligned++) {
+        const uint64_t ts = vkrt_type_size(t), stride = VKT_ALIGN_UP(n * ts, 64) + 64;
+        hbuf sb = hb_new(app, 0, count * stride), db = hb_new(app, 0, stride + 64);
+        vkrt_tensor s[8];
+        const vkrt_tensor *ps[8];
+        const uint64_t shift = aligned ? 0 : ts; /* one element off: the scalar kernel */
+        for (uint32_t i = 0; i < count; i++) {
+          s[i] = mk(sb.buf, i * stride + shift * (i + 1), t, ne, CONTIG);
+          ps[i] = &s[i];
+        }
+        vkrt_tensor d = mk(db.buf, aligned ? 64 : 64 + 3 * ts, t, ne, CONTIG);
+        vkt_poison(db.map, db.size);
+        uint8_t *expect = malloc(db.size);
+        memcpy(expect, db.map, db.size);
+        int64_t order_matters = 0;
+        for (int64_t k = 0; k < n; k++) {
+          float x[8];
+          uint32_t pair = 1 + (uint32_t)(vkt_next(&rng) % (count - 2)); /* +B at pair, -B after */
+          for (uint32_t i = 0; i < count; i++) {
+            uint64_t r = vkt_next(&rng);
+            float small = t == VKRT_TYPE_F16 ? (float)((int)(r % 31) - 15) * 0x1p-14f
+                                             : -1.0f + 2.0f * (float)((r >> 40) * 0x1p-24);
+            float big = t == VKRT_TYPE_F16 ? 0x1p15f : 0x1p26f;
+            x[i] = i == pair ? big : i == pair + 1 ? -big : small;
+            put(sb.map, &s[i], addr(&s[i], k, 0, 0, 0), x[i]);
+          }
+          float sum = x[0], reverse = x[count - 1];
+          for (uint32_t i = 1; i < count; i++) {
+            sum += x[i];
+            reverse += x[count - 1 - i];
+          }
+          order_matters += sum != reverse;
+          put(expect, &d, addr(&d, k, 0, 0, 0), sum);
+        }
+        if (order_matters < n / 2)
+          fail_msg("type %d, %u sources: only %lld of %lld sums depend on the order", t, count,
+                   (long long)order_matters, (long long)n);
+        uint64_t vec_before = ran(app).reduce_vec4;
+        vkt_check(app, vkrt_op_add(&d, ps, count));
+        vkt_check(app, vkrt_finish(app, 0));
+        assert_int_equal(ran(app).reduce_vec4 - vec_before, aligned ? 1 : 0);
+        for (int64_t k = 0; k < n; k++) {
+          uint64_t a = addr(&d, k, 0, 0, 0);
+          if (memcmp(db.map + a, expect + a, ts) != 0)
+            fail_msg("add type %d, %u sources, %s kernel: element %lld = %.9g, the sum in "
+                     "source order is %.9g", t, count, aligned ? "four-element" : "scalar",
+                     (long long)k, get(db.map, &d, a), get(expect, &d, a));
+        }
+        compare(db.map, expect, db.size, NULL, -1, "add: bytes around dst");
+        free(expect);
+        hb_free(&sb);
+        hb_free(&db);
+      }
+  vkt_close(app);
+}
+
+/* Copies of a transposed view (dim 1 innermost) to row-major and padded tensors on both
+ * paths the knob picks: the tiled transpose (the GPUs' default) and the strided copy kernel
+ * (the CPU devices'), bit for bit with the special bit patterns, and the counters say which
+ * ran. */
+static void test_copy_transposed_tiled(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_COPY) || !IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE));
+  vkrt_appliance *app = open_app();
+  int64_t keep;
+  vkt_check(app, vkrt_tuning_get(app, 0, VKRT_TUNING_COPY_TRANSPOSED_TILED, &keep));
+  static const int64_t tshapes[][4] = {{33, 31, 1, 1}, {5, 7, 3, 2}, {37, 53, 2, 1},
+                                       {64, 64, 1, 1}, {2, 300, 1, 1}, {129, 2, 1, 1}};
+  for (int tiled = 0; tiled < 2; tiled++) {
+    knob(app, VKRT_TUNING_COPY_TRANSPOSED_TILED, tiled);
+    for (int t = 0; t < NTYPES; t++)
+      for (unsigned sh = 0; sh < VKT_ARRAY_SIZE(tshapes); sh++) {
+        uint64_t before = ran(app).copy_tiled;
+        run_copy(app, 0, tshapes[sh], t, t, TRANSPOSED, sh % 2 ? PADDED : CONTIG,
+                 8 * sh * vkrt_type_size(t), 16);
+        if (ran(app).copy_tiled - before != (uint64_t)tiled)
+          fail_msg("transposed view %lldx%lld, knob %d: %llu tiled copies, want %d",
+                   (long long)tshapes[sh][0], (long long)tshapes[sh][1], tiled,
+                   (unsigned long long)(ran(app).copy_tiled - before), tiled);
+      }
+  }
+  knob(app, VKRT_TUNING_COPY_TRANSPOSED_TILED, keep);
+  vkt_close(app);
+}
+
 /* ---- matmul ----------------------------------------------------------------------------- */
 
 static void run_matmul_op(vkrt_appliance *app, int64_t K, int64_t N, int64_t M, int64_t w2,
@@ -879,7 +980,9 @@ static void test_bad_descriptors(void **state) {
   vkt_close(app); /* asserts no validation message */
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) /* one case by name or pattern (tools/mutation-check.sh) */
+    cmocka_set_test_filter(argv[1]);
   rng = vkt_seed(0);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_copy),
@@ -888,6 +991,8 @@ int main(void) {
       cmocka_unit_test(test_concat),
       cmocka_unit_test(test_add),
       cmocka_unit_test(test_add_paths_agree),
+      cmocka_unit_test(test_add_order_pinned),
+      cmocka_unit_test(test_copy_transposed_tiled),
       cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_split_dispatch_and_pool),
       cmocka_unit_test(test_bad_descriptors),

@@ -4,9 +4,19 @@
  * appliance's own counter of vkrt_allocator calls, which fault injection resets) and zero
  * vkAllocateMemory. Calls the driver and the validation layer make through the same
  * allocator are counted too and reported; they must stay at a plateau (no growth). The
- * results of the last cycle are checked against CPU references on fresh random inputs. */
+ * results of the last cycle are checked against CPU references on fresh random inputs.
+ *
+ * libc's allocator is interposed too (malloc, calloc, realloc, free, aligned_alloc,
+ * posix_memalign, memalign, defined here, forwarding to glibc's __libc_* functions): over the
+ * same cycles, a call made from this program's own code (libvkrt is linked in statically),
+ * outside the injected allocator, is a libc allocation by libvkrt and must not happen; calls
+ * from the driver, the layer and the loader (their code lies in shared objects) are counted
+ * and reported. Sanitizer builds keep their own allocator (the count is skipped there). */
+#include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/vk_test.h"
@@ -21,6 +31,103 @@
 #define RB 16  /* concat rows of b */
 #define AR 256 /* allreduce elements */
 #define WARMUP 32
+
+/* ---- libc's allocator, interposed ----------------------------------------------------- */
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LIBC_COUNTED 0
+#else
+#define LIBC_COUNTED 1
+void *__libc_malloc(size_t size);
+void *__libc_calloc(size_t count, size_t size);
+void *__libc_realloc(void *ptr, size_t size);
+void __libc_free(void *ptr);
+void *__libc_memalign(size_t alignment, size_t size);
+extern char __executable_start[], etext[]; /* this program's code: the test and libvkrt */
+
+static atomic_bool libc_counting;
+static atomic_long libc_own, libc_other;
+static atomic_uintptr_t libc_own_first; /* the first own caller, as an offset for addr2line */
+static _Thread_local int in_injected;   /* inside the injected allocator (counted apart) */
+
+static void libc_note(void *caller) {
+  if (!atomic_load_explicit(&libc_counting, memory_order_relaxed) || in_injected)
+    return;
+  if ((char *)caller >= __executable_start && (char *)caller < etext) {
+    uintptr_t none = 0;
+    atomic_compare_exchange_strong(&libc_own_first, &none,
+                                   (uintptr_t)((char *)caller - __executable_start));
+    atomic_fetch_add(&libc_own, 1);
+  } else {
+    atomic_fetch_add(&libc_other, 1);
+  }
+}
+
+void *malloc(size_t size) {
+  libc_note(__builtin_return_address(0));
+  return __libc_malloc(size);
+}
+
+void *calloc(size_t count, size_t size) {
+  libc_note(__builtin_return_address(0));
+  return __libc_calloc(count, size);
+}
+
+void *realloc(void *ptr, size_t size) {
+  libc_note(__builtin_return_address(0));
+  return __libc_realloc(ptr, size);
+}
+
+void free(void *ptr) {
+  if (ptr)
+    libc_note(__builtin_return_address(0));
+  __libc_free(ptr);
+}
+
+void *aligned_alloc(size_t alignment, size_t size) {
+  libc_note(__builtin_return_address(0));
+  return __libc_memalign(alignment, size);
+}
+
+void *memalign(size_t alignment, size_t size) {
+  libc_note(__builtin_return_address(0));
+  return __libc_memalign(alignment, size);
+}
+
+int posix_memalign(void **out, size_t alignment, size_t size) {
+  libc_note(__builtin_return_address(0));
+  void *p = __libc_memalign(alignment, size);
+  if (!p)
+    return ENOMEM;
+  *out = p;
+  return 0;
+}
+#endif
+
+/* The counting allocator, marked so that its own libc calls are not counted as libvkrt's:
+ * they are the injected allocator's (libvkrt's through it are counted by the appliance, the
+ * driver's and the layer's reported). */
+static vkrt_allocator counted;
+
+static void *marked_alloc(void *user, size_t size, size_t alignment) {
+  in_injected++;
+  void *p = counted.alloc(user, size, alignment);
+  in_injected--;
+  return p;
+}
+
+static void *marked_realloc(void *user, void *ptr, size_t size, size_t alignment) {
+  in_injected++;
+  void *p = counted.realloc(user, ptr, size, alignment);
+  in_injected--;
+  return p;
+}
+
+static void marked_free(void *user, void *ptr) {
+  in_injected++;
+  counted.free(user, ptr);
+  in_injected--;
+}
 
 struct dev_bufs {
   vkrt_buffer *a, *a2, *b, *copy, *tr, *cat, *sum, *w, *x, *y, *send, *recv;
@@ -89,7 +196,9 @@ static void test_steady_state_allocates_nothing(void **state) {
   vkrt_options o;
   vkt_options(&o);
   o.device_count = NDEV;
-  o.allocator = vkt_counting_allocator(&counting);
+  counted = vkt_counting_allocator(&counting);
+  o.allocator = (vkrt_allocator){.user = counted.user, .alloc = marked_alloc,
+                                 .realloc = marked_realloc, .free = marked_free};
   vkrt_appliance *app = vkt_open(&o);
 
   uint64_t seed = vkt_seed(0);
@@ -125,11 +234,13 @@ static void test_steady_state_allocates_nothing(void **state) {
   vkt_check(app, vkrt_fault_arm_allocations(app, 0, 0)); /* libvkrt's counters restart */
   long total_before = atomic_load(&counting.total), live_before = atomic_load(&counting.live);
   long live_max = live_before;
+  atomic_store(&libc_counting, true);
   for (int i = 0; i < CYCLES; i++) {
     cycle(app, db);
     long live = atomic_load(&counting.live);
     live_max = live > live_max ? live : live_max;
   }
+  atomic_store(&libc_counting, false);
   long others = atomic_load(&counting.total) - total_before;
   long live_after = atomic_load(&counting.live);
   vkt_check(app, vkrt_fault_allocation_counts(app, &own_host, &own_vulkan));
@@ -140,6 +251,18 @@ static void test_steady_state_allocates_nothing(void **state) {
                 live_before, live_after, live_max);
   assert_int_equal(own_host, 0);
   assert_int_equal(own_vulkan, 0);
+  if (LIBC_COUNTED) {
+    print_message("vkrt-test: libc allocator calls over those cycles: %ld from libvkrt, %ld "
+                  "from the driver, the layer and the loader\n", atomic_load(&libc_own),
+                  atomic_load(&libc_other));
+    if (atomic_load(&libc_own))
+      fail_msg("%ld libc allocator calls from libvkrt over %d cycles (the first from "
+               "test_steady+0x%lx: addr2line -f -e tests/vk/test_steady 0x%lx)",
+               atomic_load(&libc_own), CYCLES, (unsigned long)atomic_load(&libc_own_first),
+               (unsigned long)atomic_load(&libc_own_first));
+  } else {
+    print_message("vkrt-test: libc allocator calls not counted (a sanitizer owns malloc)\n");
+  }
   /* The driver and layer may allocate per command and free it again; a leak would grow the
    * live count by thousands over 1000 cycles. */
   assert_true(live_after <= live_before + 64 && live_max <= live_before + 64);

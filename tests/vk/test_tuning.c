@@ -323,6 +323,167 @@ static void test_barrier_only_for_hazards(void **state) {
   vkt_close(app);
 }
 
+/* Barriers and elisions the stream counted while `record` ran (from a fresh buffer). */
+struct barrier_count {
+  uint64_t barriers, elided;
+};
+
+static struct barrier_count barrier_delta(const vkrt_tuning_stream *before,
+                                          const vkrt_tuning_stream *after) {
+  return (struct barrier_count){after->barriers - before->barriers,
+                                after->barriers_elided - before->barriers_elided};
+}
+
+/* A write overlapping an earlier one from either side needs a barrier: one that starts
+ * before it and ends inside, one that starts inside and ends after, one that contains it;
+ * ranges that only touch need none. The bytes are those of program order. */
+static void test_hazard_overlap_both_sides(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  /* one command buffer: the stream submits no piece by itself in between */
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, 0));
+  enum { SIZE = 256 };
+  uint64_t seed = vkt_seed(0);
+  vkrt_buffer *c;
+  vkt_check(app, vkrt_buffer_create(app, 0, SIZE, VKRT_BUFFER_DEVICE_LOCAL, &c));
+  static const struct { uint32_t lo, hi; int barrier; } writes[] = {
+      {32, 96, 0},   /* first of its buffer */
+      {0, 64, 1},    /* starts before [32, 96), ends inside: barrier */
+      {48, 128, 1},  /* starts inside [0, 64), ends after: barrier */
+      {128, 160, 0}, /* touches [48, 128) at 128: none */
+      {160, 192, 0}, /* touches [128, 160): none */
+      {152, 168, 1}, /* ends inside one, starts inside the other: barrier */
+      {200, 204, 0}, /* apart: none */
+      {196, 208, 1}, /* contains [200, 204): barrier */
+  };
+  uint32_t v[VKT_ARRAY_SIZE(writes)];
+  for (size_t i = 0; i < VKT_ARRAY_SIZE(writes); i++)
+    v[i] = (uint32_t)vkt_next(&seed) | 1u;
+  vkt_check(app, vkrt_cmd_fill(c, 0, SIZE, 0));
+  vkt_check(app, vkrt_finish(app, 0));
+  vkrt_tuning_stream before, after;
+  vkt_check(app, vkrt_tuning_stream_get(app, 0, &before));
+  uint8_t want[SIZE] = {0}, got[SIZE];
+  uint64_t want_barriers = 0;
+  for (size_t i = 0; i < VKT_ARRAY_SIZE(writes); i++) {
+    vkt_check(app, vkrt_cmd_fill(c, writes[i].lo, writes[i].hi - writes[i].lo, v[i]));
+    for (uint32_t b = writes[i].lo; b < writes[i].hi; b++)
+      want[b] = (uint8_t)(v[i] >> (8 * (b % 4)));
+    want_barriers += (uint64_t)writes[i].barrier;
+  }
+  vkt_check(app, vkrt_finish(app, 0));
+  vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+  struct barrier_count n = barrier_delta(&before, &after);
+  if (n.barriers != want_barriers || n.elided != VKT_ARRAY_SIZE(writes) - 1 - want_barriers)
+    fail_msg("%llu barriers and %llu elided, want %llu and %llu", (unsigned long long)n.barriers,
+             (unsigned long long)n.elided, (unsigned long long)want_barriers,
+             (unsigned long long)(VKT_ARRAY_SIZE(writes) - 1 - want_barriers));
+  vkt_check(app, vkrt_download(got, c, 0, SIZE));
+  assert_memory_equal(got, want, SIZE);
+  vkrt_buffer_destroy(c);
+  vkt_close(app);
+}
+
+/* The stream tracks 32 ranges between barriers: a 33rd independent command gets a barrier
+ * (the list is full; nothing is dropped), and a read of what that command wrote then gets
+ * its own, because its range is tracked behind the new barrier. */
+static void test_hazard_list_full_forces_barrier(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  /* one command buffer: the stream submits no piece by itself in between */
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, 0));
+  enum { TRACKED = 32, SLOT = 64, SIZE = (TRACKED + 1) * SLOT };
+  uint64_t seed = vkt_seed(0);
+  vkrt_buffer *a, *b;
+  vkt_check(app, vkrt_buffer_create(app, 0, SIZE, VKRT_BUFFER_DEVICE_LOCAL, &a));
+  vkt_check(app, vkrt_buffer_create(app, 0, SLOT, VKRT_BUFFER_DEVICE_LOCAL, &b));
+  static uint32_t want[SIZE / 4];
+  uint32_t got[SIZE / 4];
+  vkt_poison(got, SLOT);
+  vkt_check(app, vkrt_upload(b, 0, got, SLOT));
+  vkt_check(app, vkrt_finish(app, 0));
+  vkrt_tuning_stream before, mid, after;
+  vkt_check(app, vkrt_tuning_stream_get(app, 0, &before));
+  for (uint32_t i = 0; i <= TRACKED; i++) { /* 33 fills of disjoint slots */
+    uint32_t value = (uint32_t)vkt_next(&seed) | 1u;
+    vkt_check(app, vkrt_cmd_fill(a, i * SLOT, SLOT, value));
+    for (uint32_t w = 0; w < SLOT / 4; w++)
+      want[i * SLOT / 4 + w] = value;
+  }
+  vkt_check(app, vkrt_tuning_stream_get(app, 0, &mid));
+  vkt_check(app, vkrt_cmd_copy_buffer(b, 0, a, TRACKED * SLOT, SLOT)); /* reads fill 33 */
+  vkt_check(app, vkrt_finish(app, 0));
+  vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+  struct barrier_count fills = barrier_delta(&before, &mid), copy = barrier_delta(&mid, &after);
+  if (fills.barriers != 1 || fills.elided != TRACKED - 1)
+    fail_msg("33 independent fills: %llu barriers and %llu elided, want 1 (the 33rd: the "
+             "list of %d ranges is full) and %d", (unsigned long long)fills.barriers,
+             (unsigned long long)fills.elided, TRACKED, TRACKED - 1);
+  if (copy.barriers != 1)
+    fail_msg("a copy reading the 33rd fill's range: %llu barriers, want 1",
+             (unsigned long long)copy.barriers);
+  vkt_check(app, vkrt_download(got, a, 0, SIZE));
+  assert_memory_equal(got, want, SIZE);
+  vkt_check(app, vkrt_download(got, b, 0, SLOT));
+  assert_memory_equal(got, want + TRACKED * SLOT / 4, SLOT);
+  vkrt_buffer_destroy(a);
+  vkrt_buffer_destroy(b);
+  vkt_close(app);
+}
+
+/* Byte copies of 1 to 47 bytes at every offset modulo 16, with source and destination
+ * offsets agreeing or not modulo 16, on the compute path (its vkCmdCopyBuffer head and tail
+ * are then 1..15 bytes, down to a single byte) and the transfer path, and through
+ * vkrt_cmd_copy_buffer: every byte lands and nothing next to it changes. */
+static void test_short_byte_copies(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  static const uint32_t lengths[] = {1, 2, 3, 15, 16, 17, 31, 33, 47};
+  enum { SLOT = 128, CASES = 16 * 2 * VKT_ARRAY_SIZE(lengths), SIZE = CASES * SLOT };
+  uint64_t seed = vkt_seed(0);
+  vkrt_buffer *src, *dst;
+  vkt_check(app, vkrt_buffer_create(app, 0, SIZE, VKRT_BUFFER_DEVICE_LOCAL, &src));
+  vkt_check(app, vkrt_buffer_create(app, 0, SIZE, VKRT_BUFFER_DEVICE_LOCAL, &dst));
+  static uint8_t in[SIZE], want[SIZE], got[SIZE];
+  vkt_fill_random(in, SIZE, &seed);
+  vkt_check(app, vkrt_upload(src, 0, in, SIZE));
+  for (int path = 0; path < 3; path++) { /* compute, transfer, vkrt_cmd_copy_buffer */
+    vkt_poison(want, SIZE);
+    vkt_check(app, vkrt_upload(dst, 0, want, SIZE));
+    uint32_t c = 0;
+    for (uint32_t off = 0; off < 16; off++)
+      for (uint32_t skew = 0; skew < 2; skew++)
+        for (size_t l = 0; l < VKT_ARRAY_SIZE(lengths); l++, c++) {
+          /* source slot from the far end, so a copy from the wrong slot shows */
+          uint64_t so = (uint64_t)(CASES - 1 - c) * SLOT + 16 + off,
+                   d_o = (uint64_t)c * SLOT + 16 + (off + skew * 5) % 16;
+          vkrt_status s =
+              path == 2 ? vkrt_cmd_copy_buffer(dst, d_o, src, so, lengths[l])
+                        : vkrt_tuning_cmd_copy_bytes(dst, d_o, src, so, lengths[l],
+                                                     path == 0 ? VKRT_TUNING_COPY_COMPUTE
+                                                               : VKRT_TUNING_COPY_TRANSFER);
+          vkt_check(app, s);
+          memcpy(want + d_o, in + so, lengths[l]);
+        }
+    vkt_check(app, vkrt_finish(app, 0));
+    vkt_check(app, vkrt_download(got, dst, 0, SIZE));
+    for (uint32_t i = 0; i < SIZE; i++)
+      if (got[i] != want[i])
+        fail_msg("%s path: byte %u (slot %u, +%u) is 0x%02x, want 0x%02x",
+                 path == 0 ? "compute" : path == 1 ? "transfer" : "vkrt_cmd_copy_buffer", i,
+                 i / SLOT, i % SLOT, got[i], want[i]);
+  }
+  vkrt_buffer_destroy(src);
+  vkrt_buffer_destroy(dst);
+  vkt_close(app);
+}
+
 /* Host-region state and knobs: the budget round-trips, a registration shows in the counts,
  * the import alignment is refused unless a power of two at least the device's, the import
  * part of the description stands alone. */
@@ -448,12 +609,17 @@ static void test_overlap_keeps_program_order(void **state) {
   vkt_close(app);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) /* one case by name or pattern (tools/mutation-check.sh) */
+    cmocka_set_test_filter(argv[1]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_knobs_and_refusals),
       cmocka_unit_test(test_timer_and_raw_floors),
       cmocka_unit_test(test_host_barrier_only_for_mapped_writes),
       cmocka_unit_test(test_barrier_only_for_hazards),
+      cmocka_unit_test(test_hazard_overlap_both_sides),
+      cmocka_unit_test(test_hazard_list_full_forces_barrier),
+      cmocka_unit_test(test_short_byte_copies),
       cmocka_unit_test(test_import),
       cmocka_unit_test(test_overlap_keeps_program_order),
   };

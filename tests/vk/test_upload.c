@@ -839,8 +839,10 @@ static void test_storm_prestaged(void **state) {
 /* Uploads from a registered region while another thread unregisters it, many times over,
  * with the window between an upload's last reference drop and its wakeup of unregister
  * widened (release_delay_us). Every upload must deliver the bytes (imported chunks while the
- * region is found, the staging ring after), unregister must return, and under ASan/TSan a
- * release that touches the freed region is reported (the seed read r->removed there). */
+ * region is found, the staging ring after), unregister must return, and a release that
+ * touches the freed region faults: the appliance allocates through the guard allocator,
+ * which leaves freed blocks inaccessible (the seed read r->removed there; ASan and TSan
+ * report it too). */
 #define RACE_THREADS 3
 #define RACE_ITERS 60
 
@@ -894,6 +896,7 @@ static void test_unregister_races_release(void **state) {
   vkrt_options o;
   options_for(&o, 1 + VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE, 0, 0);
   o.faults.release_delay_us = 300;
+  o.allocator = vkt_guard_allocator();
   vkrt_appliance *app = vkt_open(&o);
   struct race r = {.app = app, .size = 3 * CHUNK_CAP};
   uint8_t *mem = aligned_alloc(4096, r.size);

@@ -50,6 +50,10 @@ static inline uint64_t bench_align_down(uint64_t v, uint64_t a) { return v / a *
  * one after a full stream barrier when `barrier`), else (or when the timestamps cannot be
  * read) the wall clock of record + submit + wait. Returns record's status (the device
  * finished after a failure too), else vkrt_finish's. */
+/* Wall clock of the last bench_time_recorded: the record callback alone (host time of the
+ * recording calls) and the whole, recording + submit + wait (what test-backend-ops perf
+ * measures: the time the caller waits for the work). */
+extern double bench_last_record_s, bench_last_wall_s;
 vkrt_status bench_time_recorded(vkrt_appliance *app, uint32_t device, vkrt_tuning_timer *timer,
                                 bool barrier, vkrt_status (*record)(void *user), void *user,
                                 double *seconds);

@@ -5,13 +5,23 @@
  *
  * Line format (whitespace separated, one case per line; '#' comments and blank lines are
  * skipped):  op type ne0 ne1 ne2 ne3 nparams params... nsrc [srctype ne0..3 nb0..3]... name
- * op is the ggml_op number (DUP 1, CONCAT 22, MUL_MAT 29, CPY 34, CONT 35, TRANSPOSE 39) or
- * its name; types are ggml_type numbers (0 f32, 1 f16, 8 q8_0, 12 q4_K) or names; the block
- * types q8_0 and q4_K only as MUL_MAT's src0 (the weights), with ne0 a multiple of the block
- * (32, 256) and, as in ggml, byte strides: nb0 the block size (34, 144), nb1.. whole blocks;
- * nb 0 0 0 0 = contiguous; name may be '-' or absent. A bad line (unknown op, unsupported
- * type, truncated, negative ne, ne0 not whole blocks, strides past a 2^31-element view,
- * non-numeric field) is reported and skipped. */
+ * op is the ggml_op number (DUP 1, CONCAT 22, MUL_MAT 29, CPY 34, CONT 35, TRANSPOSE 39,
+ * FLASH_ATTN_EXT 73) or its name; types are ggml_type numbers (0 f32, 1 f16, 8 q8_0, 12 q4_K)
+ * or names; the block types q8_0 and q4_K only as MUL_MAT's src0 (the weights) and q8_0 as
+ * FLASH_ATTN_EXT's K and V, with ne0 a multiple of the block (32, 256) and, as in ggml, byte
+ * strides: nb0 the block size (34, 144), nb1.. whole blocks; nb 0 0 0 0 = contiguous; name
+ * may be '-' or absent. A bad line (unknown op, unsupported type, truncated, negative ne, ne0
+ * not whole blocks, strides past a 2^31-element view, non-numeric field) is reported and
+ * skipped.
+ *
+ * FLASH_ATTN_EXT (ggml_flash_attn_ext, run as vkrt_op_attention): result f32 {hsv, n_head,
+ * n_batch, 1}; params scale, max_bias, logit_softcap (f32 bit patterns, as ggml keeps them
+ * in op_params), prec; sources q f32 {hsk, n_batch, n_head, 1}, k {hsk, n_kv, n_head_kv, 1},
+ * v {hsv, n_kv, n_head_kv, 1} (f16 or q8_0, one type; ggml's dims 1 and 2 are the op's dims
+ * 2 and 1, so any permutation of the cache maps through the strides) and optionally the
+ * mask f16 {n_kv, >= n_batch}, which is uploaded and not read: every query attends all n_kv
+ * rows (kv_len = n_kv). hsk = hsv, max_bias = logit_softcap = 0. Its ratio column is the
+ * KV-read roofline: the time over (bytes of K and V) / (the copy rate). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -24,14 +34,18 @@
 
 #include "bench.h"
 
-#define CASE_MAX_SRC 3
+#define CASE_MAX_SRC 4
 #define CASE_MAX_PARAMS 16
 #define CASE_MAX_TOKENS 64
 #define CASE_MAX_ELEMENTS (1ull << 31)
 
-enum case_op { CASE_DUP, CASE_CONT, CASE_CPY, CASE_TRANSPOSE, CASE_CONCAT, CASE_MUL_MAT, CASE_OP_COUNT };
+enum case_op {
+  CASE_DUP, CASE_CONT, CASE_CPY, CASE_TRANSPOSE, CASE_CONCAT, CASE_MUL_MAT, CASE_FLASH_ATTN_EXT,
+  CASE_OP_COUNT
+};
 
-/* ggml_op numbers of ggml d99724f2 (include/ggml.h enum ggml_op). */
+/* ggml_op numbers of ggml d99724f2 (include/ggml.h enum ggml_op; FLASH_ATTN_EXT: 73 with
+ * CUMSUM, TOP_K, TRI and FILL in the enum). FLASH_ATTN_EXT's mask is optional: 3 or 4. */
 static const struct {
   const char *name;
   int ggml;
@@ -40,6 +54,7 @@ static const struct {
   [CASE_DUP] = {"DUP", 1, 1},           [CASE_CONT] = {"CONT", 35, 1},
   [CASE_CPY] = {"CPY", 34, 2},          [CASE_TRANSPOSE] = {"TRANSPOSE", 39, 1},
   [CASE_CONCAT] = {"CONCAT", 22, 2},    [CASE_MUL_MAT] = {"MUL_MAT", 29, 2},
+  [CASE_FLASH_ATTN_EXT] = {"FLASH_ATTN_EXT", 73, 4},
 };
 
 /* ggml_type numbers this bench maps onto libvkrt types. */
@@ -173,14 +188,22 @@ static bool check_tensor(struct case_tensor *t, const char *what, char *err, siz
   return true;
 }
 
-/* Block types (q8_0, q4_K) are taken only as MUL_MAT's weights. */
-static bool block_type_allowed(vkrt_type type, bool weights, const char *what, char *err,
-                               size_t err_size) {
-  if (vkrt_type_block(type) == 1 || weights)
+/* Block types are taken only as MUL_MAT's weights (q8_0, q4_K) and FLASH_ATTN_EXT's K and V
+ * (q8_0). */
+static bool block_type_allowed(vkrt_type type, bool weights, bool kv, const char *what,
+                               char *err, size_t err_size) {
+  if (vkrt_type_block(type) == 1 || weights || (kv && type == VKRT_TYPE_Q8_0))
     return true;
-  snprintf(err, err_size, "%s: %s is supported only as MUL_MAT's src0 (the weights)", what,
-           vkrt_type_str(type));
+  snprintf(err, err_size, "%s: %s is supported only as MUL_MAT's src0 (the weights) and, q8_0, "
+           "as FLASH_ATTN_EXT's k and v", what, vkrt_type_str(type));
   return false;
+}
+
+static float param_f32(const struct bench_case *bc, int i) {
+  float f = 0;
+  if (i < bc->nparams)
+    memcpy(&f, &bc->params[i], 4);
+  return f;
 }
 
 static bool same_ne(const int64_t a[4], const int64_t b[4]) {
@@ -219,7 +242,7 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
         op = k;
     if (op < 0) {
       snprintf(err, err_size, "unknown or unsupported op %lld (supported: DUP 1, CONCAT 22, "
-               "MUL_MAT 29, CPY 34, CONT 35, TRANSPOSE 39)", (long long)v);
+               "MUL_MAT 29, CPY 34, CONT 35, TRANSPOSE 39, FLASH_ATTN_EXT 73)", (long long)v);
       return -1;
     }
   } else {
@@ -227,7 +250,7 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
   }
   out->op = (enum case_op)op;
   if (!parse_type(&c, "type", &out->dst.type) ||
-      !block_type_allowed(out->dst.type, false, "type", err, err_size))
+      !block_type_allowed(out->dst.type, false, false, "type", err, err_size))
     return -1;
   static const char *const ne_names[] = {"ne0", "ne1", "ne2", "ne3"};
   static const char *const nb_names[] = {"nb0", "nb1", "nb2", "nb3"};
@@ -252,9 +275,10 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
   }
   if (!next_i64(&c, "nsrc", &v))
     return -1;
-  if (v != case_ops[op].nsrc) {
-    snprintf(err, err_size, "%s takes %d sources, the line has nsrc = %lld", case_ops[op].name,
-             case_ops[op].nsrc, (long long)v);
+  bool fa = op == CASE_FLASH_ATTN_EXT;
+  if (v != case_ops[op].nsrc && !(fa && v == 3)) {
+    snprintf(err, err_size, "%s takes %s%d sources, the line has nsrc = %lld", case_ops[op].name,
+             fa ? "3 (no mask) or " : "", case_ops[op].nsrc, (long long)v);
     return -1;
   }
   out->nsrc = (int)v;
@@ -263,7 +287,8 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
     char what[32];
     snprintf(what, sizeof(what), "src%d type", s);
     if (!parse_type(&c, what, &t->type) ||
-        !block_type_allowed(t->type, op == CASE_MUL_MAT && s == 0, what, err, err_size))
+        !block_type_allowed(t->type, op == CASE_MUL_MAT && s == 0, fa && (s == 1 || s == 2), what,
+                            err, err_size))
       return -1;
     for (int i = 0; i < 4; i++)
       if (!next_i64(&c, ne_names[i], &t->ne[i]))
@@ -341,12 +366,52 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
     }
     break;
   }
+  case CASE_FLASH_ATTN_EXT: {
+    const struct case_tensor *q = a, *k = b, *vv = &out->src[2], *d = &out->dst;
+    if (q->type != VKRT_TYPE_F32 || d->type != VKRT_TYPE_F32 || k->type != vv->type ||
+        (k->type != VKRT_TYPE_F16 && k->type != VKRT_TYPE_Q8_0)) {
+      snprintf(err, err_size, "FLASH_ATTN_EXT: q and the result f32, k and v both f16 or both q8_0");
+      return -1;
+    }
+    int64_t want_k[4] = {q->ne[0], k->ne[1], k->ne[2], 1};
+    int64_t want_d[4] = {vv->ne[0], q->ne[2], q->ne[1], 1};
+    if (!same_ne(want_k, k->ne) || !same_ne(k->ne, vv->ne) || !same_ne(want_d, d->ne) ||
+        q->ne[3] != 1 || q->ne[2] % k->ne[2]) {
+      snprintf(err, err_size, "FLASH_ATTN_EXT: shapes disagree: q {%lld, %lld, %lld, %lld}, k "
+               "{%lld, %lld, %lld, %lld}, v ne0 %lld, result {%lld, %lld, %lld, %lld} (hsk = hsv, "
+               "n_head a multiple of n_head_kv, one sequence)", (long long)q->ne[0],
+               (long long)q->ne[1], (long long)q->ne[2], (long long)q->ne[3], (long long)k->ne[0],
+               (long long)k->ne[1], (long long)k->ne[2], (long long)k->ne[3], (long long)vv->ne[0],
+               (long long)d->ne[0], (long long)d->ne[1], (long long)d->ne[2], (long long)d->ne[3]);
+      return -1;
+    }
+    if (out->nsrc == 4 && (out->src[3].ne[0] != k->ne[1] || out->src[3].ne[1] < q->ne[1])) {
+      snprintf(err, err_size, "FLASH_ATTN_EXT: the mask must be {n_kv, >= n_batch}");
+      return -1;
+    }
+    if (param_f32(out, 1) != 0 || param_f32(out, 2) != 0) {
+      snprintf(err, err_size, "FLASH_ATTN_EXT: max_bias and logit_softcap must be 0 (ALiBi and "
+               "soft-capping are not supported)");
+      return -1;
+    }
+    if (!(param_f32(out, 0) > 0) || !isfinite(param_f32(out, 0))) {
+      snprintf(err, err_size, "FLASH_ATTN_EXT: op param 0 (scale, f32 bits) must be a finite "
+               "positive float");
+      return -1;
+    }
+    break;
+  }
   default:
     break;
   }
   if (!out->name[0]) {
     const struct case_tensor *s0 = &out->src[0];
-    if (out->op == CASE_MUL_MAT)
+    if (out->op == CASE_FLASH_ATTN_EXT)
+      snprintf(out->name, sizeof(out->name), "FLASH_ATTN_EXT hs=%lld nh=%lld nr=%lld kv=%lld nb=%lld %s",
+               (long long)s0->ne[0], (long long)out->src[1].ne[2],
+               (long long)(s0->ne[2] / out->src[1].ne[2]), (long long)out->src[1].ne[1],
+               (long long)s0->ne[1], vkrt_type_str(out->src[1].type));
+    else if (out->op == CASE_MUL_MAT)
       snprintf(out->name, sizeof(out->name), "MUL_MAT %s K=%lld N=%lld M=%lld",
                vkrt_type_str(s0->type), (long long)s0->ne[0],
                (long long)s0->ne[1], (long long)out->src[1].ne[1]);
@@ -458,8 +523,6 @@ static void dequantize_weights(vkrt_type type, const uint8_t *wr, int64_t K, uin
     wmag[k] = fabsf(wf[k] - wmag[k]) + fabsf(wmag[k]);
 }
 
-/* Reference of the result in row-major order of dst's ne (float); for MUL_MAT also the
- * per-element error bound. False when out of host memory. */
 /* MUL_MAT's reference, rows of w split over the host's threads (a prompt-sized case is
  * ~10^10 products): each thread dequantizes a row of w once for every column of x. */
 struct mm_ref {
@@ -553,11 +616,80 @@ static bool mul_mat_reference(const struct bench_case *bc, uint8_t *const host[C
   return ok;
 }
 
+/* Rows of a K or V cache {D, n_kv, n_head_kv} in f32, [head][token][D]; NULL when out of
+ * host memory. */
+static float *cache_rows(const struct case_tensor *t, const uint8_t *base) {
+  int64_t D = t->ne[0], n = t->ne[1] * t->ne[2];
+  float *out = malloc((size_t)(n * D) * sizeof(float));
+  for (int64_t h = 0; out && h < t->ne[2]; h++)
+    for (int64_t r = 0; r < t->ne[1]; r++) {
+      const uint8_t *row = base + r * t->nb[1] + h * t->nb[2];
+      float *o = out + (h * t->ne[1] + r) * D;
+      if (t->type == VKRT_TYPE_Q8_0)
+        vkrt_dequantize_row(t->type, row, o, D);
+      else
+        for (int64_t d = 0; d < D; d++)
+          o[d] = load(row, t->type, (uint64_t)(d * t->nb[0]));
+    }
+  return out;
+}
+
+/* FLASH_ATTN_EXT in float64: every query attends all n_kv rows. The bound: each f32 score is
+ * off by up to about D 2^-24 sum |scale q k|, which moves the output by that times the spread
+ * of v; exp and sums in f32. */
+static bool attention_reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC],
+                                float *ref, float *tol) {
+  const struct case_tensor *q = &bc->src[0], *k = &bc->src[1], *v = &bc->src[2];
+  int64_t D = q->ne[0], NB = q->ne[1], H = q->ne[2], NKV = k->ne[1], G = H / k->ne[2];
+  double scale = param_f32(bc, 0);
+  float *kf = cache_rows(k, host[1]), *vf = cache_rows(v, host[2]);
+  double *sc = malloc((size_t)NKV * sizeof(double)), *qd = malloc((size_t)D * sizeof(double));
+  bool ok = kf && vf && sc && qd;
+  for (int64_t j = 0; ok && j < NB; j++)
+    for (int64_t h = 0; h < H; h++) {
+      for (int64_t d = 0; d < D; d++)
+        qd[d] = load(host[0], VKRT_TYPE_F32, (uint64_t)(d * q->nb[0] + j * q->nb[1] + h * q->nb[2]));
+      const float *kh = kf + (h / G) * NKV * D, *vh = vf + (h / G) * NKV * D;
+      double m = -INFINITY, l = 0, sabs = 0;
+      for (int64_t t = 0; t < NKV; t++) {
+        double s = 0, a = 0;
+        for (int64_t d = 0; d < D; d++) {
+          s += qd[d] * kh[t * D + d];
+          a += fabs(qd[d] * kh[t * D + d]);
+        }
+        sc[t] = s * scale;
+        sabs = fmax(sabs, a * scale);
+        m = fmax(m, sc[t]);
+      }
+      for (int64_t t = 0; t < NKV; t++)
+        l += (sc[t] = exp(sc[t] - m));
+      for (int64_t d = 0; d < D; d++) {
+        double o = 0, mag = 0;
+        for (int64_t t = 0; t < NKV; t++) {
+          o += sc[t] / l * vh[t * D + d];
+          mag += sc[t] / l * fabs(vh[t * D + d]);
+        }
+        uint64_t i = (uint64_t)(d + D * (h + H * j));
+        ref[i] = (float)o;
+        tol[i] = (float)((2e-5 + 2.0 * (double)D * 6e-8 * sabs) * (mag + fabs(o)) + 1e-6);
+      }
+    }
+  free(kf);
+  free(vf);
+  free(sc);
+  free(qd);
+  return ok;
+}
+
+/* Reference of the result in row-major order of dst's ne (float); for MUL_MAT and
+ * FLASH_ATTN_EXT also the per-element error bound. False when out of host memory. */
 static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC], float *ref,
                       float *tol, bool q8) {
   const struct case_tensor *d = &bc->dst, *a = &bc->src[0], *b = &bc->src[1];
   uint64_t o = 0;
   int64_t i[4];
+  if (bc->op == CASE_FLASH_ATTN_EXT)
+    return attention_reference(bc, host, ref, tol);
   if (bc->op == CASE_MUL_MAT)
     return mul_mat_reference(bc, host, ref, tol, q8);
   for (i[3] = 0; i[3] < d->ne[3]; i[3]++)
@@ -643,7 +775,19 @@ struct live_case {
   struct bench_case bc;
   vkrt_buffer *buf[CASE_MAX_SRC], *dst;
   vkrt_tensor t[CASE_MAX_SRC], td;
+  /* FLASH_ATTN_EXT: q, k, v with ggml's dims 1 and 2 swapped (vkrt_op_attention's order),
+   * kv_len (every query: n_kv) in its own buffer, and the scale */
+  vkrt_tensor fa[4];
+  vkrt_buffer *len;
+  float scale;
 };
+
+static vkrt_tensor swap12(vkrt_tensor t) {
+  int64_t ne = t.ne[1], nb = t.nb[1];
+  t.ne[1] = t.ne[2], t.nb[1] = t.nb[2];
+  t.ne[2] = ne, t.nb[2] = nb;
+  return t;
+}
 
 static vkrt_tensor to_tensor(vkrt_buffer *b, const struct case_tensor *t) {
   vkrt_tensor v = {.buffer = b, .offset = 0, .type = t->type};
@@ -659,6 +803,8 @@ static vkrt_status record_case(struct live_case *lc) {
   case CASE_TRANSPOSE: return vkrt_op_transpose(&lc->td, &lc->t[0]);
   case CASE_CONCAT: return vkrt_op_concat(&lc->td, &lc->t[0], &lc->t[1], lc->bc.params[0]);
   case CASE_MUL_MAT: return vkrt_op_matmul(&lc->td, &lc->t[0], &lc->t[1]);
+  case CASE_FLASH_ATTN_EXT:
+    return vkrt_op_attention(&lc->td, &lc->fa[0], &lc->fa[1], &lc->fa[2], &lc->fa[3], lc->scale);
   default: return vkrt_op_copy(&lc->td, &lc->t[0]);
   }
 }
@@ -678,18 +824,28 @@ static vkrt_status record_batch(void *user) {
   return VKRT_OK;
 }
 
-/* Seconds per op: `reps` ops back to back in one submission between two timestamps. */
-static double time_batch(struct cases_ctx *c, struct live_case *lc, int reps) {
+/* Seconds per op: `reps` ops back to back in one submission between two timestamps; *wall
+ * and *record (may be NULL) get the wall clock per op of the whole call (recording, submit,
+ * wait) and of the recording alone. */
+static double time_batch(struct cases_ctx *c, struct live_case *lc, int reps, double *wall,
+                         double *record) {
   struct batch b = {lc, reps};
   double t;
   if (bench_time_recorded(c->app, c->o.device, c->timer, true, record_batch, &b, &t) != VKRT_OK)
     return -1;
+  if (wall)
+    *wall = bench_last_wall_s / reps;
+  if (record)
+    *record = bench_last_record_s / reps;
   return t / reps;
 }
 
-/* Median seconds per op over o.iters batches sized to about target_ms each. */
-static double time_case(struct cases_ctx *c, struct live_case *lc, int iters, int *reps_out) {
-  double t1 = time_batch(c, lc, 1); /* warm-up and estimate */
+/* Median seconds per op over o.iters batches sized to about target_ms each (GPU time where
+ * the device has timestamps); wall_out / record_out (may be NULL): the medians of the wall
+ * clock per op of the whole call and of the recording alone. */
+static double time_case(struct cases_ctx *c, struct live_case *lc, int iters, int *reps_out,
+                        double *wall_out, double *record_out) {
+  double t1 = time_batch(c, lc, 1, NULL, NULL); /* warm-up and estimate */
   if (t1 <= 0)
     return -1;
   /* at most 100 ops per submission: the descriptor ring holds 256 sets per submit on
@@ -699,22 +855,26 @@ static double time_case(struct cases_ctx *c, struct live_case *lc, int iters, in
    * H200 came out of the CPU-reference pauses at a third of its speed and took about a
    * second of work to ramp (run of 2026-12-02, variant sweep). */
   for (double w0 = bench_now_s(); bench_now_s() - w0 < c->o.warmup_ms * 1e-3;)
-    if (time_batch(c, lc, reps) <= 0)
+    if (time_batch(c, lc, reps, NULL, NULL) <= 0)
       return -1;
-  double t[64];
+  double t[64], wall[64], record[64];
   int n = iters > 64 ? 64 : iters;
   for (int i = 0; i < n; i++)
-    if ((t[i] = time_batch(c, lc, reps)) <= 0)
+    if ((t[i] = time_batch(c, lc, reps, &wall[i], &record[i])) <= 0)
       return -1;
   *reps_out = reps;
+  if (wall_out)
+    *wall_out = bench_median(wall, n);
+  if (record_out)
+    *record_out = bench_median(record, n);
   return bench_median(t, n);
 }
 
 static uint64_t bytes_moved(const struct bench_case *bc) {
   uint64_t b = 0;
   for (int s = 0; s < bc->nsrc; s++) {
-    if (bc->op == CASE_CPY && s == 1)
-      continue; /* the destination view */
+    if ((bc->op == CASE_CPY && s == 1) || (bc->op == CASE_FLASH_ATTN_EXT && s == 3))
+      continue; /* the destination view; the mask, never read */
     uint64_t e = 1;
     for (int i = 0; i < 4; i++)
       e *= (uint64_t)bc->src[s].ne[i];
@@ -726,8 +886,23 @@ static uint64_t bytes_moved(const struct bench_case *bc) {
   return b + e * vkrt_type_size(bc->dst.type);
 }
 
+/* Bytes of K and V an attention reads: what bounds it. */
+static uint64_t kv_bytes(const struct bench_case *bc) {
+  uint64_t b = 0;
+  for (int s = 1; s <= 2; s++)
+    b += (uint64_t)(bc->src[s].ne[0] / vkrt_type_block(bc->src[s].type)) * bc->src[s].ne[1] *
+         bc->src[s].ne[2] * vkrt_type_size(bc->src[s].type);
+  return b;
+}
+
 static const char *path_name(const struct bench_case *bc, const vkrt_tuning_counters *before,
                              const vkrt_tuning_counters *after) {
+  if (after->attention > before->attention) {
+    static char text[48];
+    snprintf(text, sizeof(text), "attention, %" PRIu64 " splits",
+             after->attention_splits - before->attention_splits);
+    return text;
+  }
   if (after->matmul_fallback > before->matmul_fallback) return "matvec (tiled not possible)";
   if (after->matmul_coopmat > before->matmul_coopmat) return "tiled matmul, coopmat";
   if (after->quant_matvec > before->quant_matvec) {
@@ -809,7 +984,7 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
         record_case(lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
         vkrt_download(got, lc->dst, 0, dsize) == VKRT_OK) {
       vw = count_wrong(&lc->bc.dst, got, ref, tol, &ve);
-      vt = time_case(c, lc, (c->o.iters + 1) / 2, &vreps);
+      vt = time_case(c, lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
     }
     c->wrong_total += vw == UINT64_MAX ? 1 : vw;
     double vg = vt > 0 ? (double)bytes / vt * 1e-9 : 0;
@@ -869,6 +1044,24 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     goto fail;
   }
   lc.td = to_tensor(lc.dst, &bc->dst);
+  if (bc->op == CASE_FLASH_ATTN_EXT) {
+    int64_t nq = bc->src[0].ne[1];
+    int32_t *lens = malloc((size_t)nq * 4);
+    for (int64_t j = 0; lens && j < nq; j++)
+      lens[j] = (int32_t)bc->src[1].ne[1];
+    if (!lens || vkrt_buffer_create(c->app, c->o.device, (uint64_t)nq * 4, VKRT_BUFFER_DEVICE_LOCAL,
+                                    &lc.len) != VKRT_OK ||
+        vkrt_upload(lc.len, 0, lens, (uint64_t)nq * 4) != VKRT_OK) {
+      free(lens);
+      snprintf(msg, sizeof(msg), "kv_len: %s", lens ? vkrt_last_error(c->app) : "out of host memory");
+      goto fail;
+    }
+    free(lens);
+    for (int s = 0; s < 3; s++)
+      lc.fa[s] = swap12(lc.t[s]);
+    lc.fa[3] = vkrt_tensor_contiguous(lc.len, 0, VKRT_TYPE_I32, nq, 1, 1, 1);
+    lc.scale = param_f32(bc, 0);
+  }
   if (!reference(bc, host, ref, tol, c->o.q8)) {
     snprintf(msg, sizeof(msg), "the CPU reference: out of host memory");
     goto fail;
@@ -896,20 +1089,35 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   c->run++;
 
   int reps = 0;
-  double t = time_case(c, &lc, c->o.iters, &reps);
+  double wall = 0, rec = 0;
+  double t = time_case(c, &lc, c->o.iters, &reps, &wall, &rec);
   uint64_t bytes = bytes_moved(bc);
   double gbps = t > 0 ? (double)bytes / t * 1e-9 : 0;
   double ratio = c->copy_gbps > 0 ? gbps / c->copy_gbps : 0;
+  /* attention: the time over the K/V-read roofline (bytes of K and V at the copy rate) */
+  bool fa = bc->op == CASE_FLASH_ATTN_EXT;
+  double roof_us = fa && c->copy_gbps > 0 ? (double)kv_bytes(bc) / (c->copy_gbps * 1e3) : 0;
+  double roof_ratio = roof_us > 0 && t > 0 ? t * 1e6 / roof_us : 0;
   if (c->o.json) {
     printf("%s{\"line\": %d, \"name\": ", c->results++ ? ", " : "", bc->line);
     json_str(bc->name);
     printf(", \"op\": \"%s\", \"path\": \"%s\", \"bytes\": %" PRIu64 ", \"us\": %.3f, "
            "\"gbps\": %.2f, \"ratio_to_copy\": %.4f, \"reps\": %d, \"checked\": %" PRIu64
-           ", \"wrong\": %" PRIu64 ", \"max_abs_err\": %.3g",
-           case_ops[bc->op].name, path, bytes, t * 1e6, gbps, ratio, reps, out_elems, wrong, max_err);
+           ", \"wrong\": %" PRIu64 ", \"max_abs_err\": %.3g, \"wall_us\": %.3f, "
+           "\"record_us\": %.3f, \"wall_over_time\": %.4f",
+           case_ops[bc->op].name, path, bytes, t * 1e6, gbps, ratio, reps, out_elems, wrong, max_err,
+           wall * 1e6, rec * 1e6, t > 0 ? wall / t : 0.0);
+    if (fa)
+      printf(", \"kv_bytes\": %" PRIu64 ", \"kv_roofline_us\": %.3f, \"kv_roofline_ratio\": %.3f",
+             kv_bytes(bc), roof_us, roof_ratio);
+  } else if (fa) {
+    printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f R %9" PRIu64
+           "   wall %8.2f us (%5.3f x)  record %6.2f us\n", bc->name, path, t * 1e6, gbps,
+           roof_ratio, wrong, wall * 1e6, t > 0 ? wall / t : 0.0, rec * 1e6);
   } else {
-    printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f x %9" PRIu64 "\n", bc->name, path,
-           t * 1e6, gbps, ratio, wrong);
+    printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f x %9" PRIu64
+           "   wall %8.2f us (%5.3f x)  record %6.2f us\n", bc->name, path, t * 1e6, gbps, ratio,
+           wrong, wall * 1e6, t > 0 ? wall / t : 0.0, rec * 1e6);
   }
 
   if (c->o.tiles && bc->op == CASE_MUL_MAT && !strncmp(path, "tiled matmul", 12))
@@ -947,7 +1155,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
                 record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
                 vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
               vw = count_wrong(&bc->dst, got, ref, tol, &ve);
-              vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps);
+              vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
             }
             c->wrong_total += vw == UINT64_MAX ? 1 : vw;
             double vg = vt > 0 ? (double)bytes / vt * 1e-9 : 0;
@@ -978,6 +1186,7 @@ done:
     free(host[i]);
   }
   vkrt_buffer_destroy(lc.dst);
+  vkrt_buffer_destroy(lc.len);
   free(got);
   free(ref);
   free(tol);
@@ -1065,11 +1274,13 @@ static void usage(void) {
   printf("usage: vkrt-bench cases --test-file FILE [--json] [--iters N] [--device D] [--variants]\n"
          "                        [--target-ms MS] [--warmup-ms MS] [--tiled-copies on|off]\n"
          "                        [--activations f32|q8] [--tiles] [--min-m M] [--coopmat on|off]\n"
-         "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT;\n"
-         "  f32, f16, and q8_0/q4_K as MUL_MAT weights), each verified against a CPU reference\n"
+         "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT,\n"
+         "  FLASH_ATTN_EXT; f32, f16, q8_0/q4_K as MUL_MAT weights, q8_0 as FLASH_ATTN_EXT's K and\n"
+         "  V), each verified against a CPU reference\n"
          "  (#wrong) and timed as back-to-back ops in one submission (GPU timestamps). --variants\n"
          "  also runs every matrix-vector configuration on the f32/f16 MUL_MAT cases. The ratio\n"
-         "  column divides by the plain 16-byte copy of this run.\n"
+         "  column divides by the plain 16-byte copy of this run (x); for FLASH_ATTN_EXT it is\n"
+         "  the time over the K/V-read roofline (R: bytes of K and V at the copy rate).\n"
          "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n"
          "  --activations q8 opens with VKRT_ACTIVATIONS_Q8 (quantized weights, one column: x\n"
          "  rounded to 8 bits; the check allows that rounding).\n"
@@ -1188,7 +1399,8 @@ static int cmd_cases(int argc, char **argv) {
            m32->unroll, m32->blocks);
     printf("16-byte copy, %d per submission: %.2f us each behind a barrier (dependent), %.2f us "
            "independent\n", FLOOR_OPS, c.chain_us, c.independent_us);
-    printf("%-40s %-24s %13s %14s %8s %9s\n", "case", "path", "time", "bandwidth", "x copy", "#wrong");
+    printf("%-40s %-24s %13s %14s %8s %9s   %s\n", "case", "path", "time", "bandwidth", "x copy",
+           "#wrong", "wall per op (x time; record + submit + wait / reps), recording per op");
   }
   char line[4096], err[256];
   int line_no = 0;

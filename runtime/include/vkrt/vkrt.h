@@ -409,7 +409,7 @@ vkrt_status vkrt_op_attention(const vkrt_tensor *dst, const vkrt_tensor *q, cons
                               const vkrt_tensor *v, const vkrt_tensor *kv_len, float scale);
 
 /* dst I32 {rows}: for each row of x f32 {n, rows}, the index of its largest element (the
- * lowest index among equal ones; NaN never wins). */
+ * lowest index among equal ones; NaN never wins; 0 for a row of NaNs). */
 vkrt_status vkrt_op_argmax(const vkrt_tensor *dst, const vkrt_tensor *x);
 
 /* ---- collectives ---------------------------------------------------------------------- */
@@ -449,9 +449,10 @@ uint32_t vkrt_host_count(const vkrt_appliance *appliance);
 
 /* ---- captured graphs ---------------------------------------------------------------------
  * A fixed model records the same work every token. Capture it once and launch it per token:
- * a launch costs one vkQueueSubmit per device, with the timeline values it waits for and
- * signals computed at launch, and reuses the command buffers recorded at capture (no
- * recording, no validation, no allocation per launch). The values that change per token
+ * a launch costs one vkQueueSubmit per device (graphs with collectives on native_fd or
+ * cpu_proxy: handed to the device's submitter thread, which submits batch by batch), with the
+ * timeline values it waits for and signals computed at launch, and reuses the command
+ * buffers recorded at capture (no recording, no validation, no allocation per launch). The values that change per token
  * (position, token id, cache row, attended length) are read by the ops from device tensors
  * (the decode ops' I32 operands) that the caller updates between launches (vkrt_upload, or
  * captured copies and fills); nothing else may change.
@@ -462,14 +463,20 @@ uint32_t vkrt_host_count(const vkrt_appliance *appliance);
  * nothing runs. Work recorded on a stream before begin is submitted by begin. While
  * capturing, vkrt_submit, vkrt_wait and vkrt_finish answer VKRT_ERROR_INVALID_ARGUMENT;
  * vkrt_upload / vkrt_download are not captured (they run at once, as always). A failing call
- * during capture returns its error as usual and records nothing; vkrt_graph_end then still
- * makes a graph of what was captured. One capture at a time per appliance; capture from the
- * thread that records (recording rules of this header apply).
+ * during capture returns its error as usual; vkrt_graph_end still makes a graph of what was
+ * captured (an allreduce failing part way may have captured some of its pieces: capture
+ * again). One capture at a time per appliance; capture from the
+ * thread that records (recording rules of this header apply). An allreduce is captured on
+ * the native_fd and cpu_proxy transports and on one device; host_staged reduces on the
+ * caller's thread and answers VKRT_ERROR_UNSUPPORTED. A graph holds up to 128 submits and
+ * 1024 buffers per device and 64 allreduce pieces; beyond, the call or vkrt_graph_end fails
+ * with a message.
  *
  * vkrt_graph_launch runs the graph after everything recorded or launched before it on each
  * device (program order per device, the same as the recorded calls would have had), and the
  * results are bit-identical to recording the same calls directly. tickets (NULL, or an array
- * of vkrt_device_count() values) receive each device's ticket for vkrt_wait; a later
+ * of vkrt_device_count() values) receive each device's ticket for vkrt_wait (0 for a device
+ * the graph records nothing on); a later
  * vkrt_submit's ticket covers the launch too. A launch of a graph whose previous launch is
  * still running first waits for that one (bounded by the collective timeout:
  * VKRT_ERROR_TIMEOUT). A launch after a buffer the graph uses was destroyed fails with

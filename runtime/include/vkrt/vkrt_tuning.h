@@ -72,6 +72,9 @@ typedef enum vkrt_tuning_knob {
                                            vkrt_op_matmul takes the tiled kernel (1..65536) */
   VKRT_TUNING_MATMUL_COOPMAT,           /* 0/1: the tiled kernel on cooperative matrices where
                                            the device has them (1, the default) */
+  VKRT_TUNING_ATTENTION_SPLITS,         /* vkrt_op_attention: 0 = plan the split count, else
+                                           this many (kept within 1 token per split and what
+                                           the shared memory and scratch allow) */
   VKRT_TUNING_KNOB_COUNT
 } vkrt_tuning_knob;
 
@@ -184,7 +187,26 @@ typedef struct vkrt_tuning_counters {
                                tiled one could not take w (logged once per device) */
   uint64_t pipelines_ready; /* compute pipelines built so far, specialized ones included (at
                                vkrt_open on GPUs, on first use on CPU devices) */
+  uint64_t argmax_split; /* argmax calls whose rows ran on several workgroups each, then a
+                            combine pass */
+  uint64_t attention;        /* vkrt_op_attention calls recorded */
+  uint64_t attention_splits; /* ... the sum of their split counts */
+  uint64_t attention_rounds; /* ... the sum of their rounds (split + combine pass pairs) */
 } vkrt_tuning_counters;
+
+/* How vkrt_op_attention would split an attention of these shapes on this device (with the
+ * ATTENTION_SPLITS knob as set): query heads per workgroup (sharing one KV head), workgroups
+ * per KV head, cache tokens per split, splits over the capacity n_ctx, queries per round
+ * and rounds (queries whose split partials fit the scratch at once). A context the scratch
+ * cannot hold is refused with the reason. */
+typedef struct vkrt_tuning_attention {
+  uint32_t heads_per_group, head_groups, split_len, splits, queries_per_round, rounds;
+  uint64_t scratch_bytes; /* the device's split scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB) */
+} vkrt_tuning_attention;
+
+vkrt_status vkrt_tuning_attention_plan(const vkrt_appliance *appliance, uint32_t device,
+                                       uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
+                                       uint32_t n_q, uint32_t n_ctx, vkrt_tuning_attention *out);
 
 vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *appliance, uint32_t device,
                                      vkrt_tuning_counters *out);

@@ -1,0 +1,216 @@
+#version 450
+// Decode attention, the split pass of flash-decoding: workgroup (s, y, jj) attends query jj
+// of the round (query q0 + jj) over cache tokens [s * split_len, (s + 1) * split_len) cut
+// at that query's kv_len (read here, so recorded work replays for the next token), for the
+// G query heads of head group y % head_groups of KV head y / head_groups. Each K and V row
+// is loaded once for all G heads. It writes, per head, the split's max score m, the sum
+// l = sum exp(score - m) and o = sum exp(score - m) v (unnormalized) to the scratch;
+// attention_combine.comp merges the splits. A split past kv_len exits at once and the
+// combine never reads it.
+//
+// Rows are read in 8-element chunks (f16: one 16-byte load; q8_0: 8 quants and the block
+// scale): invocation t takes chunk t % NC of tokens t / NC + i TT, so the NC invocations
+// of a token read its row contiguously. Scores: each invocation's G partial dot products
+// go through shared memory (rows padded against bank conflicts) and are summed per token
+// and head; the split's scores stay in shared memory for the softmax (f32, max first).
+// Weighted V: invocation t accumulates chunk t % NC of every TG-th token for all G heads,
+// then the TG token groups are summed through shared memory, GB heads at a time.
+// Specialization constants: 0 workgroup size, 1 G (query heads per workgroup), 2 D (head
+// dim, a multiple of 8; q8_0: of 32), 3 RED (floats of the reduction area, from the host).
+#extension GL_EXT_control_flow_attributes : enable
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint G = 1u;
+layout(constant_id = 2) const uint D = 128u;
+layout(constant_id = 3) const uint RED = 4096u;
+const uint WG = gl_WorkGroupSize.x;
+const uint NC = D / 8u;        // chunks per row
+const uint TT = WG / NC;       // tokens per pass of the workgroup (one chunk per invocation)
+const uint U = 4u;             // passes per tile: U loads in flight per invocation
+const uint TILE = TT * U;      // tokens per tile
+const uint SCORES = 2048u;     // G * split_len at most (attention.c plans within it)
+const uint CAP = SCORES / G;   // split_len at most
+const uint TPH = WG / G < 32u ? WG / G : 32u; // invocations per head in the softmax
+const uint GB = RED / (8u * WG);   // heads per round of the weighted-V reduction
+
+layout(push_constant) uniform Push {
+  uint q_off, q_s1, q_s2;   // f32 elements
+  uint k_off, k_s1, k_s2;   // f16: 16-byte units; q8_0: bytes
+  uint v_off, v_s1, v_s2;
+  uint len_off, len_s0;     // I32 elements
+  uint n_ctx, split_len, n_split;
+  uint q0, n_head, head_groups, g_total;
+  uint ml_base;             // floats: where the (m, l) pairs start in the scratch
+  float scale;
+  uint base_x, base_y, base_z;
+} pc;
+
+layout(std430, set = 0, binding = 0) readonly buffer Q { float q[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Len { int kv_len[]; };
+#ifdef KV_F16
+layout(std430, set = 0, binding = 2) readonly buffer K { uvec4 k[]; };
+layout(std430, set = 0, binding = 3) readonly buffer V { uvec4 v[]; };
+#else
+layout(std430, set = 0, binding = 2) readonly buffer K { uint k[]; };
+layout(std430, set = 0, binding = 3) readonly buffer V { uint v[]; };
+#endif
+layout(std430, set = 0, binding = 4) writeonly buffer P { float part[]; };
+
+shared float red[RED];
+shared float sc[SCORES];
+
+#ifdef KV_F16
+void unpack_f16(uvec4 u, out vec4 lo, out vec4 hi) {
+  lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+  hi = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+}
+void k_chunk(uint row, uint c, out vec4 lo, out vec4 hi) { unpack_f16(k[row + c], lo, hi); }
+void v_chunk(uint row, uint c, out vec4 lo, out vec4 hi) { unpack_f16(v[row + c], lo, hi); }
+#else
+vec4 unpack_i8(uint w) {
+  return vec4(ivec4(int(w << 24u) >> 24, int(w << 16u) >> 24, int(w << 8u) >> 24, int(w) >> 24));
+}
+// Chunk c of a q8_0 row at byte `row` (2-byte aligned): block c / 4, quants 8 (c % 4) on,
+// which start 2 mod 4 bytes in every other block (three words, shifted).
+#define Q8_CHUNK(NAME, BUF)                                                              \
+  void NAME(uint row, uint c, out vec4 lo, out vec4 hi) {                                \
+    uint blk = row + 34u * (c >> 2u);                                                    \
+    uint dw = BUF[blk >> 2u];                                                            \
+    float d = unpackHalf2x16((blk & 2u) != 0u ? dw >> 16u : dw).x;                       \
+    uint qb = blk + 2u + 8u * (c & 3u);                                                  \
+    uint w0 = qb >> 2u;                                                                  \
+    uint a = BUF[w0], b = BUF[w0 + 1u];                                                  \
+    if ((qb & 2u) != 0u) {                                                               \
+      uint e = BUF[w0 + 2u];                                                             \
+      a = (a >> 16u) | (b << 16u);                                                       \
+      b = (b >> 16u) | (e << 16u);                                                       \
+    }                                                                                    \
+    lo = d * unpack_i8(a);                                                               \
+    hi = d * unpack_i8(b);                                                               \
+  }
+Q8_CHUNK(k_chunk, k)
+Q8_CHUNK(v_chunk, v)
+#endif
+
+void main() {
+  uint s = pc.base_x + gl_WorkGroupID.x;
+  uint y = pc.base_y + gl_WorkGroupID.y;
+  uint jj = pc.base_z + gl_WorkGroupID.z;
+  uint hk = y / pc.head_groups;
+  uint h0 = hk * pc.g_total + (y % pc.head_groups) * G;
+  uint j = pc.q0 + jj;
+  uint len = uint(clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx)));
+  uint t0 = s * pc.split_len;
+  if (t0 >= len)
+    return; // past this query's length: the combine ignores the split
+  uint n = min(pc.split_len, len - t0);
+  uint tid = gl_LocalInvocationID.x;
+  uint c = tid % NC, slot = tid / NC;
+  uint k_base = pc.k_off + hk * pc.k_s1, v_base = pc.v_off + hk * pc.v_s1;
+
+  // this invocation's chunk of each head's query, scaled
+  vec4 qa[G], qb[G];
+  [[unroll]] for (uint g = 0u; g < G; g++) {
+    uint qi = pc.q_off + (h0 + g) * pc.q_s1 + j * pc.q_s2 + 8u * c;
+    qa[g] = pc.scale * vec4(q[qi], q[qi + 1u], q[qi + 2u], q[qi + 3u]);
+    qb[g] = pc.scale * vec4(q[qi + 4u], q[qi + 5u], q[qi + 6u], q[qi + 7u]);
+  }
+
+  // scores of the split into sc[g * CAP + token]
+  for (uint tile = 0u; tile < n; tile += TILE) {
+    vec4 lo[U], hi[U];
+    [[unroll]] for (uint u = 0u; u < U; u++) {
+      uint t = min(tile + u * TT + slot, n - 1u); // past n: a valid row, never stored
+      k_chunk(k_base + (t0 + t) * pc.k_s2, c, lo[u], hi[u]);
+    }
+    [[unroll]] for (uint u = 0u; u < U; u++)
+      [[unroll]] for (uint g = 0u; g < G; g++)
+        red[((u * TT + slot) * G + g) * (NC + 1u) + c] = dot(qa[g], lo[u]) + dot(qb[g], hi[u]);
+    barrier();
+    for (uint r = tid; r < TILE * G; r += WG) {
+      float sum = 0.0;
+      for (uint i = 0u; i < NC; i++)
+        sum += red[r * (NC + 1u) + i];
+      uint t = tile + r / G;
+      if (t < n)
+        sc[(r % G) * CAP + t] = sum;
+    }
+    barrier();
+  }
+
+  // softmax over the split per head: max, exp, sum (TPH invocations per head)
+  uint sg = tid / TPH, si = tid % TPH;
+  bool soft = sg < G;
+  float mx = -3.402823466e38;
+  if (soft)
+    for (uint t = si; t < n; t += TPH)
+      mx = max(mx, sc[sg * CAP + t]);
+  red[tid] = mx;
+  barrier();
+  float m = -3.402823466e38;
+  if (soft)
+    for (uint i = 0u; i < TPH; i++)
+      m = max(m, red[sg * TPH + i]);
+  float ls = 0.0;
+  if (soft)
+    for (uint t = si; t < n; t += TPH) {
+      float p = exp(sc[sg * CAP + t] - m);
+      sc[sg * CAP + t] = p;
+      ls += p;
+    }
+  red[WG + tid] = ls;
+  barrier();
+  if (soft && si == 0u) {
+    float l = 0.0;
+    for (uint i = 0u; i < TPH; i++)
+      l += red[WG + sg * TPH + i];
+    uint e = (jj * pc.n_head + h0 + sg) * pc.n_split + s;
+    part[pc.ml_base + 2u * e] = m;
+    part[pc.ml_base + 2u * e + 1u] = l;
+  }
+
+  // weighted V: chunk c of tokens slot, slot + TT, ... for every head
+  vec4 oa[G], ob[G];
+  [[unroll]] for (uint g = 0u; g < G; g++) {
+    oa[g] = vec4(0.0);
+    ob[g] = vec4(0.0);
+  }
+  for (uint tile = 0u; tile < n; tile += TILE) {
+    vec4 lo[U], hi[U];
+    [[unroll]] for (uint u = 0u; u < U; u++) {
+      uint t = min(tile + u * TT + slot, n - 1u);
+      v_chunk(v_base + (t0 + t) * pc.v_s2, c, lo[u], hi[u]);
+    }
+    [[unroll]] for (uint u = 0u; u < U; u++) {
+      uint t = tile + u * TT + slot;
+      if (t < n) {
+        [[unroll]] for (uint g = 0u; g < G; g++) {
+          float p = sc[g * CAP + t];
+          oa[g] += p * lo[u];
+          ob[g] += p * hi[u];
+        }
+      }
+    }
+  }
+  barrier(); // red's (m, l) reads are done
+  for (uint g0 = 0u; g0 < G; g0 += GB) {
+    [[unroll]] for (uint gi = 0u; gi < GB; gi++)
+      if (g0 + gi < G) {
+        uint ri = ((gi * TT + slot) * NC + c) * 8u;
+        vec4 a = oa[g0 + gi], b = ob[g0 + gi];
+        red[ri] = a.x, red[ri + 1u] = a.y, red[ri + 2u] = a.z, red[ri + 3u] = a.w;
+        red[ri + 4u] = b.x, red[ri + 5u] = b.y, red[ri + 6u] = b.z, red[ri + 7u] = b.w;
+      }
+    barrier();
+    for (uint r = tid; r < GB * D; r += WG) {
+      uint gi = r / D, d = r % D;
+      if (g0 + gi < G) {
+        float sum = 0.0;
+        for (uint i = 0u; i < TT; i++)
+          sum += red[(gi * TT + i) * D + d];
+        part[((jj * pc.n_head + h0 + g0 + gi) * pc.n_split + s) * D + d] = sum;
+      }
+    }
+    barrier();
+  }
+}

@@ -1,0 +1,113 @@
+#version 450
+// KV-cache append (ggml SET_ROWS): row i of the f32 source goes to row rows[i] of d, one
+// invocation per element (F32: the bits moved; F16: rounded to nearest even) or per Q8_0
+// block of 32 (ggml quantize_row_q8_0: d = max|x| / 127, id = d ? 1 / d : 0, q = roundf(x id)
+// with halves away from zero, d stored as f16; both divisions correctly rounded as on the
+// CPU). A row index outside [0, n_rows) is skipped. Source offsets and strides are
+// elements; destination ones elements (F32, F16) or bytes (Q8_0, blocks dense along dim 0).
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+
+layout(local_size_x = 256) in;
+
+layout(push_constant) uniform Push {
+  uint n, total;           // n: elements per row; total: invocations (elements or blocks)
+  uint s_offset, s_stride0, s_stride1;
+  uint d_offset, d_stride0, d_stride1;
+  uint r_offset, r_stride, n_rows;
+  uint base_group;
+} pc;
+
+layout(std430, set = 0, binding = 0) readonly buffer S { uint s[]; };
+layout(std430, set = 0, binding = 1) readonly buffer R { int rows[]; };
+#ifdef F32
+layout(std430, set = 0, binding = 2) writeonly buffer D { uint d[]; };
+#else
+layout(std430, set = 0, binding = 2) writeonly buffer D { uint16_t d[]; };
+#endif
+
+// float bits -> IEEE half bits, rounded to nearest even (overflow to inf, NaN kept quiet)
+uint f32_to_f16_bits(uint x) {
+  uint sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+  if (a > 0x7f800000u)
+    return sign | 0x7e00u | ((a >> 13) & 0x3ffu);
+  if (a >= 0x477ff000u) // 65520 and up round to inf
+    return sign | 0x7c00u;
+  uint h, rem, mid;
+  if (a >= 0x38800000u) { // normal half: rebias the exponent by 127 - 15
+    uint r = a - 0x38000000u;
+    h = r >> 13, rem = r & 0x1fffu, mid = 0x1000u;
+  } else { // subnormal half: units of 2^-24
+    if (a < 0x33000000u) // below 2^-25 (exactly 2^-25 ties to even zero too)
+      return sign;
+    uint e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126u - e;
+    h = m >> shift, rem = m & ((1u << shift) - 1u), mid = 1u << (shift - 1u);
+  }
+  if (rem > mid || (rem == mid && (h & 1u) != 0u))
+    h++;
+  return sign | h;
+}
+
+#ifdef Q8_0
+// a / b correctly rounded (a >= 0, b > 0): the quotient's float neighbours are compared by
+// their exact remainders, as division itself may be off by ulps on GPUs.
+float div_rn(float a, float b) {
+  float q = a / b;
+  q = fma(fma(-q, b, a), 1.0 / b, q); // within an ulp of a / b whatever the division's error
+  float best = q, rb = abs(fma(-q, b, a));
+  uint u = floatBitsToUint(q);
+  float lo = uintBitsToFloat(u - 1u), hi = uintBitsToFloat(u + 1u);
+  float r = abs(fma(-lo, b, a));
+  if (u > 0u && r < rb)
+    best = lo, rb = r;
+  r = abs(fma(-hi, b, a));
+  if (r < rb)
+    best = hi;
+  return best;
+}
+
+// C roundf: halves away from zero
+int round_away(float v) {
+  float t = trunc(v);
+  if (abs(v - t) >= 0.5)
+    t += sign(v);
+  return int(t);
+}
+#endif
+
+void main() {
+  uint i = (pc.base_group + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * 256u +
+           gl_LocalInvocationID.x;
+  if (i >= pc.total)
+    return;
+#ifdef Q8_0
+  uint per_row = pc.n / 32u;
+#else
+  uint per_row = pc.n;
+#endif
+  uint i0 = i % per_row, i1 = i / per_row;
+  int row = rows[pc.r_offset + i1 * pc.r_stride];
+  if (row < 0 || uint(row) >= pc.n_rows)
+    return;
+  uint src = pc.s_offset + i1 * pc.s_stride1;
+#if defined(F32)
+  d[pc.d_offset + uint(row) * pc.d_stride1 + i0 * pc.d_stride0] = s[src + i0 * pc.s_stride0];
+#elif defined(F16)
+  d[pc.d_offset + uint(row) * pc.d_stride1 + i0 * pc.d_stride0] =
+      uint16_t(f32_to_f16_bits(s[src + i0 * pc.s_stride0]));
+#else
+  src += 32u * i0 * pc.s_stride0;
+  float amax = 0.0;
+  for (uint j = 0u; j < 32u; j++)
+    amax = max(amax, abs(uintBitsToFloat(s[src + j * pc.s_stride0])));
+  float dq = div_rn(amax, 127.0);
+  float id = dq != 0.0 ? div_rn(1.0, dq) : 0.0;
+  uint h = (pc.d_offset + uint(row) * pc.d_stride1 + 34u * i0) >> 1; // blocks are 2-byte aligned
+  d[h] = uint16_t(f32_to_f16_bits(floatBitsToUint(dq)));
+  for (uint j = 0u; j < 16u; j++) {
+    int q0 = round_away(uintBitsToFloat(s[src + 2u * j * pc.s_stride0]) * id);
+    int q1 = round_away(uintBitsToFloat(s[src + (2u * j + 1u) * pc.s_stride0]) * id);
+    d[h + 1u + j] = uint16_t((uint(q0) & 255u) | ((uint(q1) & 255u) << 8));
+  }
+#endif
+}

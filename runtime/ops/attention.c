@@ -1,0 +1,181 @@
+/* vkrt_op_attention: decode attention over a KV cache as flash-decoding. The split pass
+ * (kernels/attention_split.comp) attends each query over one slice of the cache per
+ * workgroup, for all the query heads of one KV head at once, and leaves per split and head
+ * the max score, the exp sum and the weighted V in a scratch buffer made at open; the
+ * combine pass (kernels/attention_combine.comp) merges the splits of each head. How many
+ * splits: vkrt_ops_attention_plan (validate.c), from the cache capacity n_ctx, since the
+ * attended lengths are only known on the device; splits past a query's length exit at once
+ * and the combine skips them. Queries whose partials do not fit the scratch at once run in
+ * rounds, each pass asking the stream for its operands so the scratch is reused in order. */
+#include "ops/ops.h"
+#include "vkrt_kernels/registry.h"
+
+struct attention_split_push {
+  uint32_t q_off, q_s1, q_s2;
+  uint32_t k_off, k_s1, k_s2;
+  uint32_t v_off, v_s1, v_s2;
+  uint32_t len_off, len_s0;
+  uint32_t n_ctx, split_len, n_split;
+  uint32_t q0, n_head, head_groups, g_total;
+  uint32_t ml_base;
+  float scale;
+  uint32_t base_x, base_y, base_z;
+};
+struct attention_combine_push {
+  uint32_t len_off, len_s0;
+  uint32_t d_off, d_s1, d_s2;
+  uint32_t n_ctx, split_len, n_split;
+  uint32_t q0, n_head;
+  uint32_t ml_base;
+  uint32_t base_x, base_y, base_z;
+};
+VKRT_KERNEL_ATTENTION_COMBINE_CHECK_PUSH(struct attention_combine_push);
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION_F16)
+VKRT_KERNEL_ATTENTION_SPLIT_F16_CHECK_PUSH(struct attention_split_push);
+#endif
+VKRT_KERNEL_ATTENTION_SPLIT_Q8_0_CHECK_PUSH(struct attention_split_push);
+
+#define SPLIT_WG 128   /* attention_split.comp: invocations per workgroup */
+#define SPLIT_U 4      /* ... and its U (tokens per invocation per tile) */
+#define COMBINE_WG 256 /* attention_combine.comp: at most this, a multiple of head_dim */
+
+vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
+  struct vkrt_ops_state *ops = dev->ops;
+  /* Workgroups of the split pass to aim for: a few per compute unit on GPUs (the H200's
+   * 132 SMs hold about 8 of them each, so 512 is one wave), fewer on CPU devices, whose
+   * workgroups run on a handful of threads. */
+  ops->attention_target_groups = dev->caps.is_cpu ? 16 : 512;
+  uint64_t size = (uint64_t)CONFIG_VKRT_ATTENTION_SCRATCH_KB * 1024;
+  size = VKRT_MIN(size, vkrt_align_down(dev->caps.max_storage_buffer_range, 256));
+  if (dev->caps.max_memory_allocation_size)
+    size = VKRT_MIN(size, dev->caps.max_memory_allocation_size);
+  return vkrt_buffer_create_internal(dev, size, 0, 0, &ops->attention_scratch);
+}
+
+void vkrt_attention_close(struct vkrt_device *dev) {
+  if (dev->ops->attention_scratch)
+    vkrt_buffer_destroy(dev->ops->attention_scratch);
+  dev->ops->attention_scratch = NULL;
+}
+
+bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_t n_head,
+                             uint32_t n_head_kv, uint32_t n_q, uint32_t n_ctx,
+                             struct vkrt_attention_plan *out, char *why, size_t why_size) {
+  struct vkrt_ops_state *ops = dev->ops;
+  uint64_t scratch = VKRT_MIN(ops->attention_scratch->size, ops->limits.max_storage_buffer_range);
+  return vkrt_ops_attention_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
+                                 ops->attention_target_groups, ops->force_attention_splits,
+                                 scratch, out, why, why_size);
+}
+
+/* Rebinds a K/V view so its binding starts at a multiple of `unit` bytes (the kernel's
+ * words) and covers whole words. */
+static bool bind_words(const struct vkrt_ops_limits *lim, struct vkrt_ops_view *v, uint64_t unit) {
+  struct vkrt_ops_limits l = *lim;
+  l.min_storage_buffer_offset_alignment = VKRT_MAX(l.min_storage_buffer_offset_alignment, unit);
+  uint64_t hi = vkrt_align_up(v->hi, 4);
+  if (hi > v->buffer->size || !vkrt_ops_bind_range(&l, v->lo, hi, &v->bind_offset, &v->bind_range))
+    return false;
+  v->offset = (uint32_t)(v->lo - v->bind_offset); /* bytes */
+  return true;
+}
+
+vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops_view views[5],
+                                  float scale) {
+  struct vkrt_ops_state *ops = dev->ops;
+  const struct vkrt_ops_view *dst = &views[0], *q = &views[1], *len = &views[4];
+  struct vkrt_ops_view k = views[2], v = views[3];
+  bool f16 = k.type == VKRT_TYPE_F16;
+  uint32_t D = q->ne[0], H = q->ne[1], NQ = q->ne[2], HKV = k.ne[1], n_ctx = k.ne[2];
+  struct vkrt_attention_plan plan;
+  char why[VKRT_ERROR_MESSAGE_SIZE];
+  if (!vkrt_attention_plan_for(dev, D, H, HKV, NQ, n_ctx, &plan, why, sizeof(why)))
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: %s", dev->index, why);
+  /* f16: 16-byte words (validate.c checked the rows' alignment); q8_0: 32-bit words */
+  uint64_t unit = f16 ? 16 : 4;
+  if (!bind_words(&ops->limits, &k, unit) || !bind_words(&ops->limits, &v, unit))
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "dev%u: vkrt_op_attention: the q8_0 cache is read in 32-bit words: the "
+                      "buffers of k and v must extend to the 4-byte boundary after them",
+                      dev->index);
+  uint32_t G = plan.heads_per_group, TT = SPLIT_WG / (D / 8);
+  uint32_t red = VKRT_MAX(SPLIT_U * G * (SPLIT_WG + TT), 8 * SPLIT_WG);
+  uint64_t shared = ((uint64_t)red + VKRT_ATTENTION_SCORES) * sizeof(float);
+  if (shared > dev->caps.max_compute_shared_memory_size)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "dev%u: vkrt_op_attention: %u query heads per workgroup of head_dim %u "
+                      "need %llu bytes of shared memory; the device has %u", dev->index, G, D,
+                      (unsigned long long)shared, dev->caps.max_compute_shared_memory_size);
+  const struct vkrt_ops_pipeline *split, *combine;
+  uint32_t split_spec[VKRT_OPS_MAX_SPEC] = {SPLIT_WG, G, D, red};
+  uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {COMBINE_WG / D * D, D, 0, 0};
+  vkrt_status s = vkrt_ops_pipeline_spec(
+      dev, f16 ? VKRT_OPS_ATTENTION_SPLIT_F16 : VKRT_OPS_ATTENTION_SPLIT_Q8_0, split_spec, &split);
+  if (s == VKRT_OK)
+    s = vkrt_ops_pipeline_spec(dev, VKRT_OPS_ATTENTION_COMBINE, combine_spec, &combine);
+  if (s != VKRT_OK)
+    return s;
+
+  /* the kernel's K/V addresses: f16 in 16-byte words; q8_0 in bytes (it splits them into
+   * words itself). Views: offsets in bytes after bind_words, strides in f16 elements or
+   * q8_0 bytes. */
+  uint32_t kv_unit = f16 ? 16 : 1, kv_div = f16 ? 8 : 1;
+  struct attention_split_push sp = {
+      .q_off = q->offset, .q_s1 = q->stride[1], .q_s2 = q->stride[2],
+      .k_off = k.offset / kv_unit, .k_s1 = k.stride[1] / kv_div, .k_s2 = k.stride[2] / kv_div,
+      .v_off = v.offset / kv_unit, .v_s1 = v.stride[1] / kv_div, .v_s2 = v.stride[2] / kv_div,
+      .len_off = len->offset, .len_s0 = len->stride[0],
+      .n_ctx = n_ctx, .split_len = plan.split_len, .n_split = plan.splits,
+      .n_head = H, .head_groups = plan.head_groups, .g_total = H / HKV,
+      .ml_base = (uint32_t)(plan.scratch_used / sizeof(float) / (D + 2) * D),
+      .scale = scale};
+  struct attention_combine_push cp = {
+      .len_off = len->offset, .len_s0 = len->stride[0],
+      .d_off = dst->offset, .d_s1 = dst->stride[1], .d_s2 = dst->stride[2],
+      .n_ctx = n_ctx, .split_len = plan.split_len, .n_split = plan.splits,
+      .n_head = H, .ml_base = sp.ml_base};
+  struct vkrt_buffer *scratch = ops->attention_scratch;
+  for (uint32_t q0 = 0; q0 < NQ; q0 += plan.queries_per_round) {
+    uint32_t nq = VKRT_MIN(plan.queries_per_round, NQ - q0);
+    /* the round's partials: o [0, ml_base) floats, then (m, l) pairs */
+    uint64_t entries = (uint64_t)nq * plan.splits * H;
+    uint64_t used = (sp.ml_base + 2 * entries) * sizeof(float);
+    /* split pass: reads q, k, v, kv_len, writes the scratch (after the previous round's or
+     * attention's combine read it: the stream puts the barrier there) */
+    struct vkrt_stream_access a1[5] = {{scratch, 0, used, true},
+                                       {q->buffer, q->lo, q->hi, false},
+                                       {k.buffer, k.lo, k.hi, false},
+                                       {v.buffer, v.lo, v.hi, false},
+                                       {len->buffer, len->lo, len->hi, false}};
+    VkCommandBuffer cmd;
+    s = vkrt_ops_begin(dev, a1, 5, &cmd);
+    if (s != VKRT_OK)
+      return s;
+    struct vkrt_ops_binding b1[5] = {vkrt_ops_view_binding(q), vkrt_ops_view_binding(len),
+                                     vkrt_ops_view_binding(&k), vkrt_ops_view_binding(&v),
+                                     {scratch->handle, 0, used}};
+    s = vkrt_ops_bind(dev, cmd, split, b1, 5);
+    if (s != VKRT_OK)
+      return s;
+    sp.q0 = q0;
+    vkrt_ops_dispatch_3d(dev, cmd, split, &sp, plan.splits, (uint64_t)HKV * plan.head_groups, nq);
+    /* combine: reads the scratch and kv_len, writes dst */
+    struct vkrt_stream_access a2[3] = {{dst->buffer, dst->lo, dst->hi, true},
+                                       {scratch, 0, used, false},
+                                       {len->buffer, len->lo, len->hi, false}};
+    s = vkrt_ops_begin(dev, a2, 3, &cmd);
+    if (s != VKRT_OK)
+      return s;
+    struct vkrt_ops_binding b2[3] = {vkrt_ops_view_binding(len), {scratch->handle, 0, used},
+                                     vkrt_ops_view_binding(dst)};
+    s = vkrt_ops_bind(dev, cmd, combine, b2, 3);
+    if (s != VKRT_OK)
+      return s;
+    cp.q0 = q0;
+    vkrt_ops_dispatch_3d(dev, cmd, combine, &cp, H, nq, 1);
+    ops->attention_round_count++;
+  }
+  ops->attention_count++;
+  ops->attention_split_count += plan.splits;
+  return VKRT_OK;
+}

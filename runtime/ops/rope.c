@@ -1,0 +1,44 @@
+/* vkrt_op_rope: rotary position embedding of every head of every token in one dispatch
+ * (kernels/rope.comp), positions read on the device from an i32 tensor. */
+#include <math.h>
+
+#include "ops/ops.h"
+#include "vkrt_kernels/registry.h"
+
+struct rope_push {
+  uint32_t pairs, n_head, total;
+  uint32_t head_dim, n_dims, neox;
+  uint32_t x_offset, x_stride[3];
+  uint32_t d_offset, d_stride[3];
+  uint32_t pos_offset, pos_stride;
+  float theta_scale, freq_scale;
+  uint32_t base_group;
+};
+VKRT_KERNEL_ROPE_F32_CHECK_PUSH(struct rope_push);
+
+vkrt_status vkrt_rope_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                             const struct vkrt_ops_view views[3], const vkrt_rope_params *params) {
+  const struct vkrt_ops_view *d = &views[0], *x = &views[1], *pos = &views[2];
+  struct vkrt_ops_binding b[3] = {vkrt_ops_view_binding(x), vkrt_ops_view_binding(pos),
+                                  vkrt_ops_view_binding(d)};
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_use(dev, cmd, VKRT_OPS_ROPE_F32, b, 3, &p);
+  if (s != VKRT_OK)
+    return s;
+  uint32_t pairs = (x->ne[0] + 1) / 2;
+  uint64_t total = (uint64_t)pairs * x->ne[1] * x->ne[2]; /* <= elements < 2^31 */
+  /* ggml's theta_scale: theta_p = pos * freq_scale * theta_scale^p */
+  struct rope_push push = {.pairs = pairs, .n_head = x->ne[1], .total = (uint32_t)total,
+                           .head_dim = x->ne[0], .n_dims = params->n_dims,
+                           .neox = params->mode == VKRT_ROPE_NEOX,
+                           .x_offset = x->offset, .d_offset = d->offset,
+                           .pos_offset = pos->offset, .pos_stride = pos->stride[0],
+                           .theta_scale = powf(params->freq_base, -2.0f / (float)params->n_dims),
+                           .freq_scale = params->freq_scale};
+  for (int i = 0; i < 3; i++) {
+    push.x_stride[i] = x->stride[i];
+    push.d_stride[i] = d->stride[i];
+  }
+  vkrt_ops_dispatch_linear(dev, cmd, p, &push, (total + 255) / 256);
+  return VKRT_OK;
+}

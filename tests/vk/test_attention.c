@@ -1,0 +1,504 @@
+/* vkrt_op_attention on lavapipe with validation: decode attention over f16 and q8_0 KV caches
+ * (head_dim 64, 128, 256; 1, 2, 4 and 8 query heads per KV head) on fresh random data with
+ * padded, offset views, outputs poisoned, against a float64 reference of softmax(scale q k^T) v
+ * over the first kv_len[j] cache rows of each query. The path is asserted: the counters name
+ * the op and its split count, which comes from the plan (vkrt_tuning_attention_plan) or the
+ * ATTENTION_SPLITS knob. Lengths of 1, odd ones, ones crossing split boundaries, several
+ * queries of different lengths, rounds of queries, lengths changed on the device between two
+ * recorded attentions and on the host between two submits of the same op; bad descriptors and
+ * contexts past the scratch are refused with messages. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/vk_test.h"
+#include "vkrt/vkrt_tuning.h"
+
+static uint64_t rng;
+
+typedef struct {
+  vkrt_buffer *buf;
+  uint8_t *map;
+  uint64_t size;
+} hbuf;
+
+static hbuf hb_new(vkrt_appliance *app, uint64_t size) {
+  hbuf h = {.size = size};
+  vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_HOST_VISIBLE, &h.buf));
+  void *p;
+  vkt_check(app, vkrt_buffer_map(h.buf, &p));
+  h.map = p;
+  return h;
+}
+
+static uint64_t extent(const vkrt_tensor *t) {
+  uint64_t e = t->offset + (uint64_t)t->ne[0] / vkrt_type_block(t->type) * vkrt_type_size(t->type);
+  for (int i = 1; i < 4; i++)
+    e += (uint64_t)(t->ne[i] - 1) * (uint64_t)t->nb[i];
+  return e;
+}
+
+struct att_case {
+  vkrt_type type;
+  int D, H, HKV, NQ, n_ctx;
+  int kv_len[4];
+  float scale;      /* 0: 1 / sqrt(D) */
+  uint32_t splits;  /* 0: planned, else forced through the knob */
+  bool padded;      /* offsets and padded strides on every operand */
+};
+
+/* A {D, n1, n2} tensor, dense or padded (offset and pad in bytes, keeping the alignment the
+ * op needs: f16 K/V rows on 16 bytes, q8_0 by whole blocks at a 2-byte offset). */
+static vkrt_tensor make_tensor(vkrt_type type, int D, int n1, int n2, bool padded) {
+  vkrt_tensor t = vkrt_tensor_contiguous(NULL, 0, type, D, n1, n2, 1);
+  if (!padded)
+    return t;
+  int64_t pad = type == VKRT_TYPE_Q8_0 ? 34 : type == VKRT_TYPE_F16 ? 16 : 12;
+  t.offset = type == VKRT_TYPE_Q8_0 ? 6 : type == VKRT_TYPE_F16 ? 32 : 20;
+  t.nb[1] += pad;
+  t.nb[2] = t.nb[1] * n1 + pad * 3;
+  t.nb[3] = t.nb[2] * n2;
+  return t;
+}
+
+/* Random cache rows; returns them dequantized, [t][h][d]. */
+static float *fill_cache(uint8_t *base, const vkrt_tensor *t) {
+  int D = (int)t->ne[0], n1 = (int)t->ne[1], n2 = (int)t->ne[2];
+  float *out = malloc(sizeof(float) * (size_t)D * n1 * n2);
+  float *row = malloc(sizeof(float) * (size_t)D);
+  for (int i2 = 0; i2 < n2; i2++)
+    for (int i1 = 0; i1 < n1; i1++) {
+      uint8_t *p = base + t->offset + (uint64_t)i1 * t->nb[1] + (uint64_t)i2 * t->nb[2];
+      float *o = out + ((size_t)i2 * n1 + i1) * D;
+      if (t->type == VKRT_TYPE_F16) {
+        vkt_fill_random_f32(row, (size_t)D, -1.0f, 1.0f, &rng);
+        for (int d = 0; d < D; d++) {
+          uint16_t h = vkt_f32_to_f16(row[d]);
+          memcpy(p + 2 * d, &h, 2);
+          o[d] = vkt_f16_to_f32(h);
+        }
+      } else {
+        for (int b = 0; b < D / 32; b++) {
+          uint8_t *blk = p + 34 * b;
+          vkt_fill_random(blk + 2, 32, &rng);
+          float dscale;
+          vkt_fill_random_f32(&dscale, 1, 0.002f, 0.02f, &rng);
+          uint16_t h = vkt_f32_to_f16(vkt_next(&rng) & 1 ? -dscale : dscale);
+          memcpy(blk, &h, 2);
+        }
+        assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_Q8_0, p, o, D), VKRT_OK);
+      }
+    }
+  free(row);
+  return out;
+}
+
+struct att_bufs {
+  hbuf qb, kb, vb, lb, db;
+  vkrt_tensor q, k, v, len, dst;
+  float *kf, *vf;
+};
+
+static void att_setup(vkrt_appliance *app, const struct att_case *c, struct att_bufs *b) {
+  b->q = make_tensor(VKRT_TYPE_F32, c->D, c->H, c->NQ, c->padded);
+  b->dst = make_tensor(VKRT_TYPE_F32, c->D, c->H, c->NQ, c->padded);
+  b->k = make_tensor(c->type, c->D, c->HKV, c->n_ctx, c->padded);
+  b->v = make_tensor(c->type, c->D, c->HKV, c->n_ctx, c->padded);
+  b->len = vkrt_tensor_contiguous(NULL, c->padded ? 8 : 0, VKRT_TYPE_I32, c->NQ, 1, 1, 1);
+  b->qb = hb_new(app, extent(&b->q) + 4);
+  b->kb = hb_new(app, VKT_ALIGN_UP(extent(&b->k), 4));
+  b->vb = hb_new(app, VKT_ALIGN_UP(extent(&b->v), 4));
+  b->lb = hb_new(app, extent(&b->len));
+  b->db = hb_new(app, extent(&b->dst) + 16);
+  b->q.buffer = b->qb.buf, b->k.buffer = b->kb.buf, b->v.buffer = b->vb.buf;
+  b->len.buffer = b->lb.buf, b->dst.buffer = b->db.buf;
+  vkt_fill_random(b->qb.map, b->qb.size, &rng);
+  for (int j = 0; j < c->NQ; j++)
+    for (int h = 0; h < c->H; h++)
+      vkt_fill_random_f32((float *)(b->qb.map + b->q.offset + h * b->q.nb[1] + j * b->q.nb[2]),
+                          (size_t)c->D, -1.0f, 1.0f, &rng);
+  vkt_fill_random(b->kb.map, b->kb.size, &rng);
+  vkt_fill_random(b->vb.map, b->vb.size, &rng);
+  b->kf = fill_cache(b->kb.map, &b->k);
+  b->vf = fill_cache(b->vb.map, &b->v);
+  for (int j = 0; j < c->NQ; j++)
+    memcpy(b->lb.map + b->len.offset + 4 * j, &c->kv_len[j], 4);
+}
+
+static void att_free(struct att_bufs *b) {
+  vkrt_buffer_destroy(b->qb.buf);
+  vkrt_buffer_destroy(b->kb.buf);
+  vkrt_buffer_destroy(b->vb.buf);
+  vkrt_buffer_destroy(b->lb.buf);
+  vkrt_buffer_destroy(b->db.buf);
+  free(b->kf);
+  free(b->vf);
+}
+
+static float scale_of(const struct att_case *c) {
+  return c->scale != 0 ? c->scale : 1.0f / sqrtf((float)c->D);
+}
+
+/* dst against the float64 reference for query j attending `len` rows; every byte of the
+ * buffer outside dst's elements still holds the poison in `before`. */
+static void att_check(const struct att_case *c, const struct att_bufs *b, const uint8_t *before,
+                      const int *lens, const char *what) {
+  int D = c->D, G = c->H / c->HKV;
+  double *sc = malloc(sizeof(double) * (size_t)c->n_ctx);
+  uint8_t *expect_bytes = malloc(b->db.size);
+  memcpy(expect_bytes, before, b->db.size);
+  for (int j = 0; j < c->NQ; j++)
+    for (int h = 0; h < c->H; h++) {
+      const float *q = (const float *)(b->qb.map + b->q.offset + h * b->q.nb[1] + j * b->q.nb[2]);
+      int kh = h / G, len = lens[j];
+      double m = -INFINITY, l = 0, sabs = 0;
+      for (int t = 0; t < len; t++) {
+        const float *kr = b->kf + ((size_t)t * c->HKV + kh) * D;
+        double s = 0, a = 0;
+        for (int d = 0; d < D; d++) {
+          s += (double)q[d] * kr[d];
+          a += fabs((double)q[d] * kr[d]);
+        }
+        sabs = fmax(sabs, a * fabs(scale_of(c)));
+        sc[t] = s * scale_of(c);
+        m = fmax(m, sc[t]);
+      }
+      for (int t = 0; t < len; t++)
+        l += exp(sc[t] - m);
+      uint64_t at = b->dst.offset + h * b->dst.nb[1] + j * b->dst.nb[2];
+      for (int d = 0; d < D; d++) {
+        double o = 0, mag = 0;
+        for (int t = 0; t < len; t++) {
+          double p = exp(sc[t] - m) / l, vv = b->vf[((size_t)t * c->HKV + kh) * D + d];
+          o += p * vv;
+          mag += p * fabs(vv);
+        }
+        float got;
+        memcpy(&got, b->db.map + at + 4 * d, 4);
+        /* f32 scores: each off by up to ~D 2^-24 sum |scale q k| (bounded by sabs), which
+         * moves the output by that times the spread of v; exp and sums in f32 */
+        double tol = (2e-5 + 2 * D * 6e-8 * sabs) * (mag + fabs(o)) + 1e-6;
+        if (!(fabs(got - o) <= tol))
+          fail_msg("%s: %s D %d H %d/%d n_ctx %d: query %d (kv_len %d) head %d [%d] = %.8g, "
+                   "expected %.8g", what, vkrt_type_str(c->type), D, c->H, c->HKV, c->n_ctx, j,
+                   len, h, d, got, o);
+        if (len == 0)
+          fail_msg("%s: query %d: no reference for kv_len 0", what, j);
+      }
+      memcpy(expect_bytes + at, b->db.map + at, 4 * (size_t)D);
+    }
+  if (memcmp(expect_bytes, b->db.map, b->db.size))
+    fail_msg("%s: bytes outside dst's elements were written", what);
+  free(expect_bytes);
+  free(sc);
+}
+
+static bool type_in_build(vkrt_type t) {
+  return IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION) &&
+         (t == VKRT_TYPE_Q8_0 || IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION_F16));
+}
+
+/* Runs one case: the op once with dst poisoned, the counters and the values checked. */
+static void run_case(vkrt_appliance *app, const struct att_case *c) {
+  struct att_bufs b;
+  att_setup(app, c, &b);
+  vkt_poison(b.db.map, b.db.size);
+  uint8_t *before = malloc(b.db.size);
+  memcpy(before, b.db.map, b.db.size);
+
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, c->splits));
+  vkrt_tuning_attention plan;
+  vkt_check(app, vkrt_tuning_attention_plan(app, 0, (uint32_t)c->D, (uint32_t)c->H,
+                                            (uint32_t)c->HKV, (uint32_t)c->NQ,
+                                            (uint32_t)c->n_ctx, &plan));
+  vkrt_tuning_counters c0, c1;
+  vkt_check(app, vkrt_tuning_counters_get(app, 0, &c0));
+  vkrt_status s = vkrt_op_attention(&b.dst, &b.q, &b.k, &b.v, &b.len, scale_of(c));
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, 0));
+  vkt_check(app, s);
+  vkt_check(app, vkrt_finish(app, 0));
+  vkt_check(app, vkrt_tuning_counters_get(app, 0, &c1));
+
+  /* the path: one attention with the planned (or forced) splits, heads grouped by KV head */
+  int G = c->H / c->HKV;
+  assert_int_equal(c1.attention - c0.attention, 1);
+  assert_int_equal(c1.attention_splits - c0.attention_splits, plan.splits);
+  assert_int_equal(c1.attention_rounds - c0.attention_rounds, plan.rounds);
+  int per_group = G <= 8 ? G : 8; /* the largest divisor of G up to 8 */
+  while (G % per_group)
+    per_group--;
+  assert_int_equal(plan.heads_per_group, per_group);
+  assert_int_equal(plan.head_groups, G / per_group);
+  assert_true(plan.split_len * plan.heads_per_group <= 2048);
+  assert_true((uint64_t)plan.splits * plan.split_len >= (uint64_t)c->n_ctx);
+  assert_true((uint64_t)(plan.splits - 1) * plan.split_len < (uint64_t)c->n_ctx);
+  uint64_t per_split = (uint64_t)c->H * (c->D + 2) * 4; /* one query's partials */
+  uint32_t forced = c->splits < (uint32_t)c->n_ctx ? c->splits : (uint32_t)c->n_ctx;
+  if (c->splits && forced * per_split <= plan.scratch_bytes)
+    assert_int_equal(plan.splits, forced);
+  else if (c->splits) /* fewer: as many as one query's partials fit */
+    assert_true(plan.splits < forced && plan.splits * per_split <= plan.scratch_bytes);
+  assert_int_equal(plan.queries_per_round,
+                   VKT_MIN((uint64_t)c->NQ, plan.scratch_bytes / (plan.splits * per_split)));
+
+  char what[128];
+  snprintf(what, sizeof(what), "%d splits of %u", plan.splits, plan.split_len);
+  att_check(c, &b, before, c->kv_len, what);
+  free(before);
+  att_free(&b);
+}
+
+static vkrt_appliance *open_app(void) {
+  vkrt_options o;
+  vkt_options(&o);
+  return vkt_open(&o);
+}
+
+/* Every cache type, head size and grouping, padded views, lengths of 1, odd and full. */
+static void test_attention_shapes(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  static const vkrt_type types[] = {VKRT_TYPE_F16, VKRT_TYPE_Q8_0};
+  static const int dims[] = {64, 128, 256}, ratios[] = {1, 2, 4, 8};
+  int ran = 0;
+  for (unsigned ti = 0; ti < 2; ti++) {
+    if (!type_in_build(types[ti]))
+      continue;
+    for (unsigned di = 0; di < 3; di++)
+      for (unsigned ri = 0; ri < 4; ri++) {
+        int D = dims[di], r = ratios[ri];
+        struct att_case c = {types[ti], D, 2 * r, 2, 2, 97 + 64 * (int)ri, {0}, 0, 0, ri % 2 == 1};
+        c.kv_len[0] = c.n_ctx - (int)di;  /* odd lengths, the full cache */
+        c.kv_len[1] = ri == 0 ? 1 : 1 + (int)(vkt_next(&rng) % (uint64_t)c.n_ctx);
+        run_case(app, &c);
+        ran++;
+      }
+  }
+  if (!ran)
+    vkt_skip("no attention kernels in this build");
+  vkt_close(app);
+}
+
+/* Split boundaries: forced split counts with lengths just below, at and just past them, and
+ * split counts beyond the length (splits that exit at once). */
+static void test_attention_splits(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  int ran = 0;
+  for (unsigned ti = 0; ti < 2; ti++) {
+    vkrt_type t = ti ? VKRT_TYPE_Q8_0 : VKRT_TYPE_F16;
+    if (!type_in_build(t))
+      continue;
+    /* 160 tokens in 5 splits of 32: lengths 31, 32, 33, 64, 65, 160 */
+    struct att_case a = {t, 64, 8, 1, 3, 160, {31, 32, 33}, 0, 5, true};
+    run_case(app, &a);
+    struct att_case b = {t, 128, 4, 2, 3, 160, {64, 65, 160}, 0, 5, false};
+    run_case(app, &b);
+    /* one token per split, and more splits asked than tokens */
+    struct att_case one = {t, 64, 2, 1, 2, 40, {40, 17}, 0, 40, false};
+    run_case(app, &one);
+    struct att_case over = {t, 64, 2, 1, 1, 20, {13}, 0, 1000, true};
+    run_case(app, &over);
+    /* a single split over the whole cache (kv_len not a tile multiple) */
+    struct att_case single = {t, 256, 16, 2, 1, 200, {199}, 0, 1, false};
+    run_case(app, &single);
+    /* peaked scores: the running max matters (scale 1, scores of +-10) */
+    struct att_case peaked = {t, 128, 8, 8, 2, 300, {300, 129}, 1.0f, 0, true};
+    run_case(app, &peaked);
+    /* 12 query heads per KV head: two head groups of 6 per KV head */
+    struct att_case wide = {t, 64, 24, 2, 1, 130, {130}, 0, 0, false};
+    run_case(app, &wide);
+    ran++;
+  }
+  if (!ran)
+    vkt_skip("no attention kernels in this build");
+  vkt_close(app);
+}
+
+/* kv_len is read on the device: changed by a fill recorded between two identical attentions
+ * (one submit), and on the host between two submits of the same op. */
+static void test_attention_device_length(void **state) {
+  (void)state;
+  vkrt_type t = type_in_build(VKRT_TYPE_F16) ? VKRT_TYPE_F16 : VKRT_TYPE_Q8_0;
+  vkt_skip_if(!type_in_build(t));
+  vkrt_appliance *app = open_app();
+  struct att_case c = {t, 128, 8, 2, 1, 1000, {700}, 0, 0, false};
+  struct att_bufs b;
+  att_setup(app, &c, &b);
+  hbuf d2 = hb_new(app, b.db.size);
+  vkrt_tensor dst2 = b.dst;
+  dst2.buffer = d2.buf;
+  vkt_poison(b.db.map, b.db.size);
+  vkt_poison(d2.map, d2.size);
+  uint8_t *before = malloc(b.db.size);
+  memcpy(before, b.db.map, b.db.size);
+  float sc = scale_of(&c);
+  vkt_check(app, vkrt_op_attention(&b.dst, &b.q, &b.k, &b.v, &b.len, sc));
+  vkt_check(app, vkrt_cmd_fill(b.lb.buf, 0, 4, 123));
+  vkt_check(app, vkrt_op_attention(&dst2, &b.q, &b.k, &b.v, &b.len, sc));
+  vkt_check(app, vkrt_finish(app, 0));
+  att_check(&c, &b, before, (int[]){700}, "before the device fill");
+  memcpy(b.db.map, d2.map, b.db.size);
+  att_check(&c, &b, before, (int[]){123}, "after the device fill");
+
+  /* the host changes it between two submits of the same op */
+  for (int round = 0; round < 3; round++) {
+    int len = round == 0 ? 1 : round == 1 ? 1000 : 513;
+    memcpy(b.lb.map, &len, 4);
+    vkt_poison(b.db.map, b.db.size);
+    vkt_check(app, vkrt_op_attention(&b.dst, &b.q, &b.k, &b.v, &b.len, sc));
+    vkt_check(app, vkrt_finish(app, 0));
+    char what[64];
+    snprintf(what, sizeof(what), "host-set kv_len %d", len);
+    att_check(&c, &b, before, &len, what);
+  }
+  free(before);
+  vkrt_buffer_destroy(d2.buf);
+  att_free(&b);
+  vkt_close(app);
+}
+
+/* Many queries of different lengths; with many forced splits the partials of all queries
+ * exceed the scratch and the op runs in rounds of queries. */
+static void test_attention_queries(void **state) {
+  (void)state;
+  vkt_skip_if(!type_in_build(VKRT_TYPE_Q8_0));
+  vkrt_appliance *app = open_app();
+  struct att_case c = {VKRT_TYPE_Q8_0, 64, 4, 1, 4, 250, {1, 250, 77, 128}, 0, 3, true};
+  run_case(app, &c);
+  /* 1 token per split: 4 queries x 2000 splits x 32 heads x 66 floats = 67 MB of partials */
+  struct att_case r = {VKRT_TYPE_Q8_0, 64, 32, 2, 4, 2000, {2000, 1, 999, 1500}, 0, 2000, false};
+  vkrt_tuning_attention plan;
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, r.splits));
+  vkt_check(app, vkrt_tuning_attention_plan(app, 0, 64, 32, 2, 4, 2000, &plan));
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, 0));
+  uint64_t per_query = (uint64_t)plan.splits * 32 * 66 * 4;
+  assert_int_equal(plan.queries_per_round, VKT_MIN(4, plan.scratch_bytes / per_query));
+  assert_true(plan.rounds > 1);
+  if (plan.splits != 2000) /* fewer splits when not even one query of 2000 fits */
+    assert_true(2000 * (uint64_t)32 * 66 * 4 > plan.scratch_bytes);
+  run_case(app, &r);
+  vkt_close(app);
+}
+
+static void expect_refused(vkrt_appliance *app, vkrt_status s, vkrt_status want, const char *needle) {
+  if (s != want)
+    fail_msg("expected %s, got %s (%s)", vkrt_status_str(want), vkrt_status_str(s),
+             vkrt_last_error(app));
+  if (!strstr(vkrt_last_error(app), needle))
+    fail_msg("message \"%s\" does not say \"%s\"", vkrt_last_error(app), needle);
+}
+
+static void test_attention_refusals(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  vkrt_buffer *big, *small;
+  vkt_check(app, vkrt_buffer_create(app, 0, 1 << 20, 0, &big));
+  vkt_check(app, vkrt_buffer_create(app, 0, 4096, 0, &small));
+  const vkrt_status bad = VKRT_ERROR_INVALID_ARGUMENT;
+  vkrt_tensor q = vkrt_tensor_contiguous(big, 0, VKRT_TYPE_F32, 64, 4, 1, 1);
+  vkrt_tensor dst = vkrt_tensor_contiguous(big, 4096, VKRT_TYPE_F32, 64, 4, 1, 1);
+  vkrt_tensor k = vkrt_tensor_contiguous(big, 8192, VKRT_TYPE_F16, 64, 2, 100, 1);
+  vkrt_tensor v = vkrt_tensor_contiguous(big, 65536, VKRT_TYPE_F16, 64, 2, 100, 1);
+  vkrt_tensor len = vkrt_tensor_contiguous(big, 200000, VKRT_TYPE_I32, 1, 1, 1, 1);
+  /* n_head not a multiple of n_head_kv */
+  vkrt_tensor q3 = vkrt_tensor_contiguous(big, 0, VKRT_TYPE_F32, 64, 3, 1, 1);
+  vkrt_tensor d3 = vkrt_tensor_contiguous(big, 4096, VKRT_TYPE_F32, 64, 3, 1, 1);
+  expect_refused(app, vkrt_op_attention(&d3, &q3, &k, &v, &len, 0.125f), bad,
+                 "n_head 3 (q ne[1]) is not a multiple of n_head_kv 2");
+  /* wrong types */
+  vkrt_tensor qh = vkrt_tensor_contiguous(big, 0, VKRT_TYPE_F16, 64, 4, 1, 1);
+  expect_refused(app, vkrt_op_attention(&dst, &qh, &k, &v, &len, 0.125f), bad,
+                 "q and dst must be f32");
+  vkrt_tensor kf = vkrt_tensor_contiguous(big, 8192, VKRT_TYPE_F32, 64, 2, 100, 1);
+  expect_refused(app, vkrt_op_attention(&dst, &q, &kf, &v, &len, 0.125f), bad,
+                 "k and v must both be f16 or both q8_0 (k f32, v f16)");
+  vkrt_tensor v8 = vkrt_tensor_contiguous(big, 65536, VKRT_TYPE_Q8_0, 64, 2, 100, 1);
+  expect_refused(app, vkrt_op_attention(&dst, &q, &k, &v8, &len, 0.125f), bad,
+                 "k and v must both be f16 or both q8_0 (k f16, v q8_0)");
+  vkrt_tensor lenf = len;
+  lenf.type = VKRT_TYPE_F32;
+  expect_refused(app, vkrt_op_attention(&dst, &q, &k, &v, &lenf, 0.125f), bad,
+                 "kv_len must be i32, not f32");
+  vkrt_tensor len2 = vkrt_tensor_contiguous(big, 200000, VKRT_TYPE_I32, 2, 1, 1, 1);
+  expect_refused(app, vkrt_op_attention(&dst, &q, &k, &v, &len2, 0.125f), bad,
+                 "kv_len must be {n_q} = {1}");
+  /* kv buffers too small */
+  vkrt_tensor ks = vkrt_tensor_contiguous(small, 0, VKRT_TYPE_F16, 64, 2, 100, 1);
+  expect_refused(app, vkrt_op_attention(&dst, &q, &ks, &v, &len, 0.125f), bad,
+                 "k: touches bytes [0, 25600) past the end of its 4096-byte buffer");
+  vkrt_tensor vs = vkrt_tensor_contiguous(small, 0, VKRT_TYPE_F16, 64, 2, 100, 1);
+  expect_refused(app, vkrt_op_attention(&dst, &q, &k, &vs, &len, 0.125f), bad,
+                 "v: touches bytes");
+  /* shapes: v differs from k, head_dim differs from q's */
+  vkrt_tensor v99 = vkrt_tensor_contiguous(big, 65536, VKRT_TYPE_F16, 64, 2, 99, 1);
+  expect_refused(app, vkrt_op_attention(&dst, &q, &k, &v99, &len, 0.125f), bad,
+                 "v ne {64, 2, 99, 1} differs from k ne {64, 2, 100, 1}");
+  vkrt_tensor k32 = vkrt_tensor_contiguous(big, 8192, VKRT_TYPE_F16, 32, 2, 100, 1);
+  expect_refused(app, vkrt_op_attention(&dst, &q, &k32, &v, &len, 0.125f), bad,
+                 "with q's head_dim 64");
+  /* unsupported head_dim: past 256, not a multiple of 8, q8_0 not of 32 */
+  vkrt_tensor q512 = vkrt_tensor_contiguous(big, 0, VKRT_TYPE_F32, 512, 1, 1, 1);
+  vkrt_tensor d512 = vkrt_tensor_contiguous(big, 4096, VKRT_TYPE_F32, 512, 1, 1, 1);
+  vkrt_tensor k512 = vkrt_tensor_contiguous(big, 8192, VKRT_TYPE_F16, 512, 1, 20, 1);
+  vkrt_tensor v512 = vkrt_tensor_contiguous(big, 65536, VKRT_TYPE_F16, 512, 1, 20, 1);
+  expect_refused(app, vkrt_op_attention(&d512, &q512, &k512, &v512, &len, 0.125f), bad,
+                 "head_dim 512 is not supported (multiples of 8 up to 256");
+  vkrt_tensor q20 = vkrt_tensor_contiguous(big, 0, VKRT_TYPE_F32, 20, 1, 1, 1);
+  vkrt_tensor d20 = vkrt_tensor_contiguous(big, 4096, VKRT_TYPE_F32, 20, 1, 1, 1);
+  vkrt_tensor k20 = vkrt_tensor_contiguous(big, 8192, VKRT_TYPE_F16, 20, 1, 20, 1);
+  vkrt_tensor v20 = vkrt_tensor_contiguous(big, 65536, VKRT_TYPE_F16, 20, 1, 20, 1);
+  expect_refused(app, vkrt_op_attention(&d20, &q20, &k20, &v20, &len, 0.125f), bad,
+                 "head_dim 20 is not supported");
+  vkrt_tensor q48 = vkrt_tensor_contiguous(big, 0, VKRT_TYPE_F32, 48, 1, 1, 1);
+  vkrt_tensor d48 = vkrt_tensor_contiguous(big, 4096, VKRT_TYPE_F32, 48, 1, 1, 1);
+  vkrt_tensor k48 = {.buffer = big, .offset = 8192, .type = VKRT_TYPE_Q8_0, .ne = {48, 1, 20, 1},
+                     .nb = {34, 68, 68, 1360}};
+  expect_refused(app, vkrt_op_attention(&d48, &q48, &k48, &k48, &len, 0.125f), bad,
+                 "ne[0] = 48 is not a multiple of the q8_0 block of 32 elements");
+  /* f16 rows off 16-byte boundaries */
+  vkrt_tensor kodd = k;
+  kodd.offset += 8;
+  expect_refused(app, vkrt_op_attention(&dst, &q, &kodd, &v, &len, 0.125f), bad,
+                 "k: f16 rows must be dense and start at 16-byte boundaries");
+  /* dst overlapping a source, dst on another buffer's bytes of q */
+  vkrt_tensor dq = q;
+  expect_refused(app, vkrt_op_attention(&dq, &q, &k, &v, &len, 0.125f), bad,
+                 "dst bytes [0, 1024) overlap q bytes");
+  /* a context past the scratch: 64 heads of 256 over 8 KV heads and 100000 tokens (the rows
+   * alias one row: nb[2] = 0 is a valid read-only view) */
+  vkrt_tensor q64 = vkrt_tensor_contiguous(big, 0, VKRT_TYPE_F32, 256, 64, 1, 1);
+  vkrt_tensor d64 = vkrt_tensor_contiguous(big, 65536, VKRT_TYPE_F32, 256, 64, 1, 1);
+  vkrt_tensor kbig = vkrt_tensor_contiguous(big, 131072, VKRT_TYPE_F16, 256, 8, 1, 1);
+  kbig.ne[2] = 100000, kbig.nb[2] = 0;
+  vkrt_tuning_attention plan;
+  if (type_in_build(VKRT_TYPE_F16)) {
+    expect_refused(app, vkrt_op_attention(&d64, &q64, &kbig, &kbig, &len, 0.0625f), bad,
+                   "n_ctx 100000 needs at least 391 splits");
+    expect_refused(app, vkrt_tuning_attention_plan(app, 0, 256, 64, 8, 1, 100000, &plan), bad,
+                   "exceed the");
+    /* within the scratch, the same heads plan fine */
+    vkt_check(app, vkrt_tuning_attention_plan(app, 0, 256, 64, 8, 1, 32768, &plan));
+    assert_true(plan.splits >= 128);
+  } else {
+    expect_refused(app, vkrt_op_attention(&dst, &q, &k, &v, &len, 0.125f),
+                   VKRT_ERROR_UNSUPPORTED, "not in this build");
+  }
+  vkt_check(app, vkrt_finish(app, 0));
+  vkrt_buffer_destroy(big);
+  vkrt_buffer_destroy(small);
+  vkt_close(app);
+}
+
+int main(void) {
+  rng = vkt_seed(0);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_attention_shapes),
+      cmocka_unit_test(test_attention_splits),
+      cmocka_unit_test(test_attention_device_length),
+      cmocka_unit_test(test_attention_queries),
+      cmocka_unit_test(test_attention_refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,906 @@
+/* The transformer decode ops on lavapipe with validation (rms_norm, rope, get_rows,
+ * set_rows, argmax), each against a CPU reference on fresh random inputs: outputs poisoned
+ * first and every byte an op must not write checked to keep its poison; odd shapes, byte
+ * offsets and padded rows; in-place forms; positions, ids and rows read on the device at
+ * execution (changed after recording, the submitted work uses the new values); bit-exact
+ * f32/f16 gathers, f32 scatters and q8_0 quantization against ggml's quantizer; argmax's
+ * split path asserted through the counters; i32 in the other ops; bad descriptors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/vk_test.h"
+#include "vkrt/vkrt_tuning.h"
+
+static uint64_t rng;
+
+typedef struct {
+  vkrt_buffer *buf;
+  uint8_t *map;
+  uint64_t size;
+} hbuf;
+
+static hbuf hb_new(vkrt_appliance *app, uint64_t size) {
+  hbuf h = {.size = size};
+  vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_HOST_VISIBLE, &h.buf));
+  void *p;
+  vkt_check(app, vkrt_buffer_map(h.buf, &p));
+  h.map = p;
+  return h;
+}
+
+static void hb_free(hbuf *h) {
+  vkrt_buffer_destroy(h->buf);
+  h->buf = NULL;
+}
+
+/* A tensor of up to 3 dims at `offset` whose rows are `pad` bytes apart beyond their data
+ * (block types: whole blocks per row). */
+static vkrt_tensor mk(vkrt_buffer *b, uint64_t offset, vkrt_type type, int64_t ne0, int64_t ne1,
+                      int64_t ne2, int64_t pad) {
+  vkrt_tensor t = vkrt_tensor_contiguous(b, offset, type, ne0, ne1, ne2, 1);
+  t.nb[1] += pad;
+  t.nb[2] = t.nb[1] * ne1;
+  t.nb[3] = t.nb[2] * ne2;
+  return t;
+}
+
+static uint64_t extent(const vkrt_tensor *t) {
+  uint64_t e = t->offset + (uint64_t)t->nb[1] * (uint64_t)t->ne[1] * (uint64_t)t->ne[2];
+  return e + 8;
+}
+
+static uint64_t at(const vkrt_tensor *t, int64_t i0, int64_t i1, int64_t i2) {
+  return t->offset + (uint64_t)(i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2]);
+}
+
+static float rd_f32(const uint8_t *base, uint64_t a) {
+  float f;
+  memcpy(&f, base + a, 4);
+  return f;
+}
+
+static void wr_f32(uint8_t *base, uint64_t a, float v) { memcpy(base + a, &v, 4); }
+
+static int32_t rd_i32(const uint8_t *base, uint64_t a) {
+  int32_t v;
+  memcpy(&v, base + a, 4);
+  return v;
+}
+
+static void wr_i32(uint8_t *base, uint64_t a, int32_t v) { memcpy(base + a, &v, 4); }
+
+static float rnd(float lo, float hi) {
+  float v;
+  vkt_fill_random_f32(&v, 1, lo, hi, &rng);
+  return v;
+}
+
+/* A random finite normal half of magnitude in [2^-6, 2^1). */
+static uint16_t rnd_half_scale(void) {
+  return (uint16_t)((vkt_next(&rng) & 0x8000u) | ((9u + vkt_next(&rng) % 7u) << 10) |
+                    (vkt_next(&rng) & 0x3ffu));
+}
+
+/* Fills f32 elements of t (a 2-D or 3-D tensor) with values in [lo, hi). */
+static void fill_f32(uint8_t *base, const vkrt_tensor *t, float lo, float hi) {
+  for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+    for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+      for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
+        wr_f32(base, at(t, i0, i1, i2), rnd(lo, hi));
+}
+
+/* Device bytes == expected bytes everywhere, except f32 elements listed in `loose` (a
+ * tensor of dst whose elements may differ by tol(expected) absolute). */
+static void compare(const uint8_t *got, const uint8_t *expect, uint64_t size,
+                    const vkrt_tensor *loose, const float *tol, const char *what) {
+  uint8_t *g = malloc(size);
+  assert_non_null(g);
+  memcpy(g, got, size);
+  if (loose) {
+    uint64_t k = 0;
+    for (int64_t i2 = 0; i2 < loose->ne[2]; i2++)
+      for (int64_t i1 = 0; i1 < loose->ne[1]; i1++)
+        for (int64_t i0 = 0; i0 < loose->ne[0]; i0++, k++) {
+          uint64_t a = at(loose, i0, i1, i2);
+          float x = rd_f32(g, a), y = rd_f32(expect, a);
+          if (!(fabsf(x - y) <= tol[k]))
+            fail_msg("%s: element [%lld,%lld,%lld] = %.9g, expected %.9g (tolerance %.3g)", what,
+                     (long long)i0, (long long)i1, (long long)i2, x, y, tol[k]);
+          memcpy(g + a, expect + a, 4);
+        }
+  }
+  for (uint64_t i = 0; i < size; i++)
+    if (g[i] != expect[i]) {
+      uint64_t w = i / 4 * 4;
+      uint32_t gw = 0, ew = 0;
+      memcpy(&gw, g + w, VKT_MIN(4, size - w));
+      memcpy(&ew, expect + w, VKT_MIN(4, size - w));
+      fail_msg("%s: byte %llu is 0x%02x, expected 0x%02x (%s; its word 0x%08x, expected 0x%08x)",
+               what, (unsigned long long)i, g[i], expect[i],
+               loose ? "outside the written elements" : "exact compare", gw, ew);
+    }
+  free(g);
+}
+
+static vkrt_appliance *open_app(void) {
+  vkrt_options o;
+  vkt_options(&o);
+  return vkt_open(&o);
+}
+
+static vkrt_tuning_counters ran(vkrt_appliance *app) {
+  vkrt_tuning_counters c;
+  vkt_check(app, vkrt_tuning_counters_get(app, 0, &c));
+  return c;
+}
+
+/* ---- rms_norm ----------------------------------------------------------------------------- */
+
+static void run_rms_norm(vkrt_appliance *app, int64_t n, int64_t rows, int64_t planes, bool with_w,
+                         bool in_place, int64_t pad, uint64_t off) {
+  vkrt_tensor x = mk(NULL, off, VKRT_TYPE_F32, n, rows, planes, pad);
+  vkrt_tensor w = mk(NULL, off + 4, VKRT_TYPE_F32, n, 1, 1, 0);
+  vkrt_tensor d = in_place ? x : mk(NULL, 12, VKRT_TYPE_F32, n, rows, planes, pad + 4);
+  hbuf xb = hb_new(app, extent(&x)), wb = hb_new(app, extent(&w));
+  hbuf db = in_place ? xb : hb_new(app, extent(&d));
+  x.buffer = xb.buf, w.buffer = wb.buf, d.buffer = db.buf;
+  vkt_fill_random(xb.map, xb.size, &rng);
+  vkt_fill_random(wb.map, wb.size, &rng);
+  float scale = rnd(0.01f, 100.0f); /* rows of very different magnitudes */
+  fill_f32(xb.map, &x, -scale, scale);
+  fill_f32(wb.map, &w, -2.0f, 2.0f);
+  if (!in_place)
+    vkt_poison(db.map, db.size);
+  const float eps = 1e-5f;
+  uint8_t *expect = malloc(db.size);
+  float *tol = malloc((size_t)(n * rows * planes) * sizeof(float));
+  memcpy(expect, db.map, db.size);
+  uint64_t k = 0;
+  for (int64_t i2 = 0; i2 < planes; i2++)
+    for (int64_t i1 = 0; i1 < rows; i1++) {
+      double sum = 0;
+      for (int64_t i0 = 0; i0 < n; i0++) {
+        double v = rd_f32(xb.map, at(&x, i0, i1, i2));
+        sum += v * v;
+      }
+      double r = 1.0 / sqrt(sum / (double)n + eps);
+      for (int64_t i0 = 0; i0 < n; i0++, k++) {
+        double v = rd_f32(xb.map, at(&x, i0, i1, i2)) * r;
+        if (with_w)
+          v *= rd_f32(wb.map, at(&w, i0, 0, 0));
+        wr_f32(expect, at(&d, i0, i1, i2), (float)v);
+        tol[k] = (float)(4e-6 * fabs(v) + 1e-6);
+      }
+    }
+  vkt_check(app, vkrt_op_rms_norm(&d, &x, with_w ? &w : NULL, eps));
+  vkt_check(app, vkrt_finish(app, 0));
+  char what[128];
+  snprintf(what, sizeof(what), "rms_norm n %lld rows %lldx%lld%s%s pad %lld", (long long)n,
+           (long long)rows, (long long)planes, with_w ? " w" : "", in_place ? " in place" : "",
+           (long long)pad);
+  compare(db.map, expect, db.size, &d, tol, what);
+  free(expect);
+  free(tol);
+  hb_free(&xb);
+  hb_free(&wb);
+  if (!in_place)
+    hb_free(&db);
+}
+
+static void test_rms_norm(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM));
+  vkrt_appliance *app = open_app();
+  run_rms_norm(app, 4096, 1, 1, true, false, 0, 0);  /* a llama-3-8B hidden row */
+  run_rms_norm(app, 4096, 1, 1, true, true, 0, 256); /* in place, as the model calls it */
+  run_rms_norm(app, 1, 1, 1, true, false, 0, 4);
+  run_rms_norm(app, 7, 3, 1, false, false, 8, 20);
+  run_rms_norm(app, 1000, 5, 1, true, false, 12, 36);
+  run_rms_norm(app, 257, 3, 2, true, true, 4, 0);
+  run_rms_norm(app, 33, 2, 3, false, true, 0, 8);
+  vkt_close(app);
+}
+
+/* ---- rope ----------------------------------------------------------------------------------- */
+
+/* ggml's rope from its definition, in double: theta_p = pos freq_scale base^(-2p / n_dims). */
+static void rope_ref(const uint8_t *xm, const vkrt_tensor *x, uint8_t *em, const vkrt_tensor *d,
+                     const int32_t *pos, const vkrt_rope_params *rp, float *tol) {
+  int64_t hd = x->ne[0], half = rp->n_dims / 2;
+  uint64_t k = 0;
+  for (int64_t t = 0; t < x->ne[2]; t++)
+    for (int64_t h = 0; h < x->ne[1]; h++) {
+      for (int64_t p = 0; p < half; p++) {
+        double theta = (double)pos[t] * rp->freq_scale *
+                       pow(rp->freq_base, -2.0 * (double)p / (double)rp->n_dims);
+        int64_t e0 = rp->mode == VKRT_ROPE_NEOX ? p : 2 * p;
+        int64_t e1 = rp->mode == VKRT_ROPE_NEOX ? p + half : 2 * p + 1;
+        double x0 = rd_f32(xm, at(x, e0, h, t)), x1 = rd_f32(xm, at(x, e1, h, t));
+        wr_f32(em, at(d, e0, h, t), (float)(x0 * cos(theta) - x1 * sin(theta)));
+        wr_f32(em, at(d, e1, h, t), (float)(x0 * sin(theta) + x1 * cos(theta)));
+      }
+      for (int64_t e = rp->n_dims; e < hd; e++)
+        memcpy(em + at(d, e, h, t), xm + at(x, e, h, t), 4);
+      /* theta is a float on the device: its rounding (relative 2^-23, times pos) moves the
+       * angle; elements past n_dims are copied exactly. */
+      for (int64_t e = 0; e < hd; e++, k++) {
+        double mag = fabs(rd_f32(xm, at(x, e, h, t))) + 2.0;
+        tol[k] = e < rp->n_dims ? (float)(mag * (4e-6 + 3e-7 * fabs((double)pos[t]))) : 0.0f;
+      }
+    }
+}
+
+static void run_rope(vkrt_appliance *app, int64_t hd, int64_t heads, int64_t tokens,
+                     uint32_t n_dims, uint32_t mode, bool in_place, int64_t pad, uint64_t off,
+                     int32_t max_pos) {
+  vkrt_rope_params rp = {.mode = mode, .n_dims = n_dims, .freq_base = 10000.0f,
+                         .freq_scale = mode == VKRT_ROPE_NEOX ? 0.5f : 1.0f};
+  vkrt_tensor x = mk(NULL, off, VKRT_TYPE_F32, hd, heads, tokens, pad);
+  vkrt_tensor d = in_place ? x : mk(NULL, 8, VKRT_TYPE_F32, hd, heads, tokens, pad + 8);
+  vkrt_tensor pos = mk(NULL, 12, VKRT_TYPE_I32, tokens, 1, 1, 0);
+  pos.nb[0] = 8; /* every other i32 */
+  hbuf xb = hb_new(app, extent(&x)), pb = hb_new(app, 12 + 8 * (uint64_t)tokens + 8);
+  hbuf db = in_place ? xb : hb_new(app, extent(&d));
+  x.buffer = xb.buf, d.buffer = db.buf, pos.buffer = pb.buf;
+  vkt_fill_random(xb.map, xb.size, &rng);
+  fill_f32(xb.map, &x, -3.0f, 3.0f);
+  if (!in_place)
+    vkt_poison(db.map, db.size);
+  vkt_fill_random(pb.map, pb.size, &rng);
+  int32_t *p_rec = malloc((size_t)tokens * 4), *p_run = malloc((size_t)tokens * 4);
+  for (int64_t t = 0; t < tokens; t++) {
+    p_rec[t] = (int32_t)(vkt_next(&rng) % (uint64_t)(max_pos + 1));
+    p_run[t] = t == 0 ? max_pos : (int32_t)(vkt_next(&rng) % (uint64_t)(max_pos + 1));
+    wr_i32(pb.map, 12 + 8 * (uint64_t)t, p_rec[t]);
+  }
+  uint8_t *expect = malloc(db.size);
+  float *tol = malloc((size_t)(hd * heads * tokens) * sizeof(float));
+  memcpy(expect, db.map, db.size);
+  vkt_check(app, vkrt_op_rope(&d, &x, &pos, &rp));
+  /* The positions change after the op was recorded, before the submit: the work reads them
+   * when it runs (what a replay of recorded work for the next token relies on). */
+  for (int64_t t = 0; t < tokens; t++)
+    wr_i32(pb.map, 12 + 8 * (uint64_t)t, p_run[t]);
+  rope_ref(xb.map, &x, expect, &d, p_run, &rp, tol);
+  vkt_check(app, vkrt_finish(app, 0));
+  char what[160];
+  snprintf(what, sizeof(what), "rope %s hd %lld heads %lld tokens %lld n_dims %u%s",
+           mode == VKRT_ROPE_NEOX ? "neox" : "normal", (long long)hd, (long long)heads,
+           (long long)tokens, n_dims, in_place ? " in place" : "");
+  compare(db.map, expect, db.size, &d, tol, what);
+  free(p_rec);
+  free(p_run);
+  free(expect);
+  free(tol);
+  hb_free(&xb);
+  hb_free(&pb);
+  if (!in_place)
+    hb_free(&db);
+}
+
+static void test_rope(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE));
+  vkrt_appliance *app = open_app();
+  for (uint32_t mode = 0; mode <= VKRT_ROPE_NEOX; mode += VKRT_ROPE_NEOX) {
+    run_rope(app, 128, 32, 1, 128, mode, true, 0, 0, 32767); /* llama-3 q of one token */
+    run_rope(app, 128, 8, 3, 128, mode, false, 16, 64, 4096);
+    run_rope(app, 64, 5, 2, 32, mode, false, 0, 4, 1000);    /* n_dims < head_dim */
+    run_rope(app, 7, 3, 4, 4, mode, true, 4, 8, 50);          /* odd head size */
+    run_rope(app, 2, 1, 1, 2, mode, false, 0, 0, 3);
+  }
+  vkt_close(app);
+}
+
+/* Positions written by earlier device work in the same stream (a copy into pos) are the
+ * ones the rope reads. */
+static void test_rope_positions_from_device(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE));
+  vkrt_appliance *app = open_app();
+  vkrt_rope_params rp = {.mode = VKRT_ROPE_NORMAL, .n_dims = 64, .freq_base = 500000.0f,
+                         .freq_scale = 1.0f};
+  vkrt_tensor x = mk(NULL, 0, VKRT_TYPE_F32, 64, 4, 1, 0), d = mk(NULL, 0, VKRT_TYPE_F32, 64, 4, 1, 0);
+  hbuf xb = hb_new(app, extent(&x)), db = hb_new(app, extent(&d)), pb = hb_new(app, 64);
+  vkrt_buffer *dev_pos;
+  vkt_check(app, vkrt_buffer_create(app, 0, 64, 0, &dev_pos));
+  vkrt_tensor pos = mk(dev_pos, 16, VKRT_TYPE_I32, 1, 1, 1, 0);
+  x.buffer = xb.buf, d.buffer = db.buf;
+  fill_f32(xb.map, &x, -1.0f, 1.0f);
+  float *tol = malloc(64 * 4 * sizeof(float));
+  uint8_t *expect = malloc(db.size);
+  for (int32_t step = 0; step < 3; step++) {
+    int32_t p = 17 + 1000 * step;
+    wr_i32(pb.map, 0, p);
+    vkt_poison(db.map, db.size);
+    memcpy(expect, db.map, db.size);
+    vkt_check(app, vkrt_cmd_copy_buffer(dev_pos, 16, pb.buf, 0, 4));
+    vkt_check(app, vkrt_op_rope(&d, &x, &pos, &rp));
+    vkt_check(app, vkrt_finish(app, 0));
+    rope_ref(xb.map, &x, expect, &d, &p, &rp, tol);
+    compare(db.map, expect, db.size, &d, tol, "rope after a device copy of its position");
+  }
+  free(tol);
+  free(expect);
+  vkrt_buffer_destroy(dev_pos);
+  hb_free(&xb);
+  hb_free(&db);
+  hb_free(&pb);
+  vkt_close(app);
+}
+
+/* ---- get_rows ------------------------------------------------------------------------------ */
+
+static bool type_in_build(vkrt_type t) {
+  return t != VKRT_TYPE_F16 || IS_ENABLED(CONFIG_VKRT_TYPE_F16);
+}
+
+/* A table of n_rows rows of `type` with random contents: any bit pattern for f32 and f16
+ * (NaN payloads, infinities, subnormals: the gather is bit-exact), random quants with finite
+ * normal scales for the block types. */
+static void fill_table(uint8_t *base, const vkrt_tensor *t) {
+  uint64_t row_bytes = (uint64_t)t->ne[0] / vkrt_type_block(t->type) * vkrt_type_size(t->type);
+  for (int64_t r = 0; r < t->ne[1]; r++) {
+    uint8_t *row = base + at(t, 0, r, 0);
+    vkt_fill_random(row, row_bytes, &rng);
+    if (t->type == VKRT_TYPE_Q8_0)
+      for (uint64_t b = 0; b < row_bytes; b += 34) {
+        uint16_t h = rnd_half_scale();
+        memcpy(row + b, &h, 2);
+      }
+    if (t->type == VKRT_TYPE_Q4_K)
+      for (uint64_t b = 0; b < row_bytes; b += 144) {
+        uint16_t h = rnd_half_scale(), m = rnd_half_scale();
+        memcpy(row + b, &h, 2);
+        memcpy(row + b + 2, &m, 2);
+      }
+  }
+}
+
+static void run_get_rows(vkrt_appliance *app, vkrt_type type, int64_t n_embd, int64_t n_rows,
+                         int64_t n, int64_t pad, uint64_t off) {
+  /* offsets at the type's alignment (2 bytes for f16 and q8_0); pads of whole blocks */
+  uint64_t toff = (type == VKRT_TYPE_F16 || type == VKRT_TYPE_Q8_0 ? 2 : 4) * off;
+  vkrt_tensor table = mk(NULL, toff, type, n_embd, n_rows, 1,
+                         pad * (int64_t)vkrt_type_size(type));
+  vkrt_tensor ids = mk(NULL, 4 * off, VKRT_TYPE_I32, n, 1, 1, 0);
+  ids.nb[0] = 12; /* one id every three i32 */
+  vkrt_tensor d = mk(NULL, 8, VKRT_TYPE_F32, n_embd, n, 1, 4 * pad);
+  hbuf tb = hb_new(app, extent(&table)), ib = hb_new(app, 4 * off + 12 * (uint64_t)n + 8),
+       db = hb_new(app, extent(&d));
+  table.buffer = tb.buf, ids.buffer = ib.buf, d.buffer = db.buf;
+  vkt_fill_random(tb.map, tb.size, &rng);
+  fill_table(tb.map, &table);
+  vkt_fill_random(ib.map, ib.size, &rng);
+  vkt_poison(db.map, db.size);
+  uint8_t *expect = malloc(db.size);
+  memcpy(expect, db.map, db.size);
+  float *row = malloc((size_t)n_embd * sizeof(float)), *tol = malloc((size_t)(n_embd * n) * sizeof(float));
+  int32_t *id = malloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = vkt_next(&rng);
+    /* mostly valid ids, some repeated, some out of range on either side */
+    id[i] = r % 8 == 0 ? -1 - (int32_t)(r >> 40) % 3 : r % 8 == 1 ? (int32_t)n_rows + (int32_t)(r >> 40) % 2
+                                                              : (int32_t)((r >> 16) % (uint64_t)n_rows);
+    if (i == 0)
+      id[i] = (int32_t)n_rows - 1;
+    wr_i32(ib.map, at(&ids, i, 0, 0), id[i]);
+  }
+  for (int64_t i = 0; i < n; i++) {
+    bool valid = id[i] >= 0 && id[i] < n_rows;
+    if (valid)
+      assert_int_equal(vkrt_dequantize_row(type, tb.map + at(&table, 0, id[i], 0), row, n_embd), VKRT_OK);
+    float rmax = 0;
+    for (int64_t e = 0; e < n_embd; e++)
+      rmax = valid && fabsf(row[e]) > rmax ? fabsf(row[e]) : rmax;
+    for (int64_t e = 0; e < n_embd; e++) {
+      wr_f32(expect, at(&d, e, i, 0), valid ? row[e] : 0.0f);
+      /* q4_K: d sc q - dmin m may be fused on the device; the rest is one rounding or none */
+      tol[i * n_embd + e] = type == VKRT_TYPE_Q4_K ? rmax * 1e-6f : 0.0f;
+    }
+  }
+  vkt_check(app, vkrt_op_get_rows(&d, &table, &ids));
+  vkt_check(app, vkrt_finish(app, 0));
+  char what[128];
+  snprintf(what, sizeof(what), "get_rows %s %lldx%lld, %lld ids", vkrt_type_str(type),
+           (long long)n_embd, (long long)n_rows, (long long)n);
+  /* f32, f16, q8_0: bit for bit (NaN payloads included) */
+  compare(db.map, expect, db.size, type == VKRT_TYPE_Q4_K ? &d : NULL, tol, what);
+  free(expect);
+  free(row);
+  free(tol);
+  free(id);
+  hb_free(&tb);
+  hb_free(&ib);
+  hb_free(&db);
+}
+
+static void test_get_rows(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS));
+  vkrt_appliance *app = open_app();
+  static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
+  for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
+    if (!type_in_build(types[t]))
+      continue;
+    int64_t e = types[t] == VKRT_TYPE_Q4_K ? 512 : types[t] == VKRT_TYPE_Q8_0 ? 96 : 37;
+    run_get_rows(app, types[t], e, 51, 9, 0, 0);
+    run_get_rows(app, types[t], e, 3, 17, 1, 3);
+    run_get_rows(app, types[t], 4096, 5, 1, 2, 1);
+  }
+  vkt_close(app);
+}
+
+/* ---- set_rows ------------------------------------------------------------------------------ */
+
+/* ggml's quantize_row_q8_0_ref, as written there (float arithmetic, roundf, f16 d). */
+static void quantize_q8_0_ref(const float *x, uint8_t *y, int64_t n) {
+  for (int64_t b = 0; b < n / 32; b++, x += 32, y += 34) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+      amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / ((1 << 7) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    uint16_t h = vkt_f32_to_f16(d);
+    memcpy(y, &h, 2);
+    for (int j = 0; j < 32; j++)
+      y[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+  }
+}
+
+/* Values for the f16 and q8_0 rows: random magnitudes from 2^-30 to 2^17 (f16 subnormals,
+ * overflow to inf), exact .5 quantization ties, a zero block. */
+static void fill_cache_src(uint8_t *base, const vkrt_tensor *s, vkrt_type dt) {
+  for (int64_t r = 0; r < s->ne[1]; r++) {
+    float scale = ldexpf(1.0f, (int)(vkt_next(&rng) % 48) - 30);
+    for (int64_t e = 0; e < s->ne[0]; e++) {
+      float v = rnd(-1.0f, 1.0f) * (dt == VKRT_TYPE_F16 ? ldexpf(1.0f, (int)(vkt_next(&rng) % 48) - 30) : scale);
+      wr_f32(base, at(s, e, r, 0), v);
+    }
+    if (dt == VKRT_TYPE_Q8_0 && r == 0) /* block 0: max 127, ties at k + 0.5 */
+      for (int64_t e = 0; e < 32; e++)
+        wr_f32(base, at(s, e, r, 0), e == 0 ? 127.0f : (float)((int64_t)(e * 7 % 120) - 60) + 0.5f);
+    if (dt == VKRT_TYPE_Q8_0 && r == 1 && s->ne[0] >= 64)
+      for (int64_t e = 32; e < 64; e++)
+        wr_f32(base, at(s, e, r, 0), e % 2 ? 0.0f : -0.0f);
+  }
+}
+
+static void run_set_rows(vkrt_appliance *app, vkrt_type dt, int64_t n, int64_t n_rows,
+                         int64_t count, int64_t pad, uint64_t off) {
+  vkrt_tensor dst = mk(NULL, (dt == VKRT_TYPE_F32 ? 4 : 2) * off, dt, n, n_rows, 1,
+                       pad * (int64_t)vkrt_type_size(dt));
+  vkrt_tensor src = mk(NULL, 4 * off, VKRT_TYPE_F32, n, count, 1, 4 * pad);
+  vkrt_tensor rows = mk(NULL, 8, VKRT_TYPE_I32, count, 1, 1, 0);
+  rows.nb[0] = 8;
+  hbuf db = hb_new(app, extent(&dst) + 64), sb = hb_new(app, extent(&src)),
+       rb = hb_new(app, 8 + 8 * (uint64_t)count + 8);
+  dst.buffer = db.buf, src.buffer = sb.buf, rows.buffer = rb.buf;
+  vkt_fill_random(sb.map, sb.size, &rng);
+  if (dt == VKRT_TYPE_F32) { /* any bit pattern: the f32 rows move bit for bit */
+  } else {
+    fill_cache_src(sb.map, &src, dt);
+  }
+  vkt_fill_random(rb.map, rb.size, &rng);
+  /* the cache: old contents that rows not written keep */
+  vkt_fill_random(db.map, db.size, &rng);
+  uint8_t *expect = malloc(db.size);
+  memcpy(expect, db.map, db.size);
+  /* distinct rows (one writer each), some out of range; recorded with other indices */
+  int32_t *row_rec = malloc((size_t)count * 4), *row_run = malloc((size_t)count * 4);
+  int64_t *perm = malloc((size_t)n_rows * sizeof(int64_t));
+  for (int64_t i = 0; i < n_rows; i++)
+    perm[i] = i;
+  for (int64_t i = n_rows - 1; i > 0; i--) {
+    int64_t j = (int64_t)(vkt_next(&rng) % (uint64_t)(i + 1)), tmp = perm[i];
+    perm[i] = perm[j], perm[j] = tmp;
+  }
+  for (int64_t i = 0; i < count; i++) {
+    row_rec[i] = (int32_t)perm[(i + 1) % n_rows];
+    row_run[i] = i % 5 == 3 ? (i % 2 ? -2 : (int32_t)n_rows) : (int32_t)perm[i];
+    wr_i32(rb.map, at(&rows, i, 0, 0), row_rec[i]);
+  }
+  vkt_check(app, vkrt_op_set_rows(&dst, &src, &rows));
+  for (int64_t i = 0; i < count; i++) /* after recording, before the submit */
+    wr_i32(rb.map, at(&rows, i, 0, 0), row_run[i]);
+  float *row = malloc((size_t)n * sizeof(float));
+  for (int64_t i = 0; i < count; i++) {
+    if (row_run[i] < 0 || row_run[i] >= n_rows)
+      continue;
+    uint8_t *out = expect + at(&dst, 0, row_run[i], 0);
+    if (dt == VKRT_TYPE_F32) {
+      for (int64_t e = 0; e < n; e++)
+        memcpy(out + 4 * e, sb.map + at(&src, e, i, 0), 4);
+      continue;
+    }
+    for (int64_t e = 0; e < n; e++)
+      row[e] = rd_f32(sb.map, at(&src, e, i, 0));
+    if (dt == VKRT_TYPE_F16)
+      for (int64_t e = 0; e < n; e++) {
+        uint16_t h = vkt_f32_to_f16(row[e]);
+        memcpy(out + 2 * e, &h, 2);
+      }
+    else
+      quantize_q8_0_ref(row, out, n);
+  }
+  vkt_check(app, vkrt_finish(app, 0));
+  char what[128];
+  snprintf(what, sizeof(what), "set_rows %s n %lld, %lld of %lld rows", vkrt_type_str(dt),
+           (long long)n, (long long)count, (long long)n_rows);
+  compare(db.map, expect, db.size, NULL, NULL, what); /* bit for bit, the rest untouched */
+  free(expect);
+  free(row_rec);
+  free(row_run);
+  free(perm);
+  free(row);
+  hb_free(&db);
+  hb_free(&sb);
+  hb_free(&rb);
+}
+
+static void test_set_rows(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_SET_ROWS));
+  vkrt_appliance *app = open_app();
+  static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0};
+  for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
+    if (!type_in_build(types[t]))
+      continue;
+    bool q = types[t] == VKRT_TYPE_Q8_0;
+    run_set_rows(app, types[t], 1024, 40, 1, 0, 0);  /* one token, 8 KV heads of 128 */
+    run_set_rows(app, types[t], q ? 96 : 37, 23, 11, 1, 3);
+    run_set_rows(app, types[t], q ? 32 : 1, 7, 7, 0, 1);
+  }
+  vkt_close(app);
+}
+
+/* ---- argmax -------------------------------------------------------------------------------- */
+
+static int32_t argmax_ref(const uint8_t *base, const vkrt_tensor *x, int64_t r) {
+  int32_t best = -1;
+  float bv = 0;
+  for (int64_t i = 0; i < x->ne[0]; i++) {
+    float v = rd_f32(base, at(x, i, r, 0));
+    if (v != v)
+      continue;
+    if (best < 0 || v > bv)
+      best = (int32_t)i, bv = v;
+  }
+  return best < 0 ? 0 : best;
+}
+
+static void run_argmax(vkrt_appliance *app, int64_t n, int64_t rows, int64_t pad, uint64_t off,
+                       bool expect_split) {
+  vkrt_tensor x = mk(NULL, off, VKRT_TYPE_F32, n, rows, 1, pad);
+  vkrt_tensor d = mk(NULL, 4, VKRT_TYPE_I32, rows, 1, 1, 0);
+  d.nb[0] = 8;
+  hbuf xb = hb_new(app, extent(&x)), db = hb_new(app, 4 + 8 * (uint64_t)rows + 8);
+  x.buffer = xb.buf, d.buffer = db.buf;
+  vkt_fill_random(xb.map, xb.size, &rng);
+  for (int64_t r = 0; r < rows; r++) {
+    int kind = (int)(r % 5);
+    for (int64_t i = 0; i < n; i++) {
+      float v = rnd(-30.0f, 30.0f);
+      if (kind == 1 && vkt_next(&rng) % 3 == 0)
+        v = NAN; /* NaNs never win */
+      if (kind == 2)
+        v = (float)(int)(v / 8); /* many ties: the lowest index wins */
+      if (kind == 3)
+        v = -INFINITY;
+      if (kind == 4 && r % 2 == 0)
+        v = NAN; /* a row of NaNs */
+      wr_f32(xb.map, at(&x, i, r, 0), v);
+    }
+    if (kind == 0 && n > 2) { /* the max twice, far apart (different workgroups) */
+      int64_t a = (int64_t)(vkt_next(&rng) % (uint64_t)(n / 2)), b = n - 1 - a / 3;
+      wr_f32(xb.map, at(&x, a, r, 0), 31.0f);
+      wr_f32(xb.map, at(&x, b, r, 0), 31.0f);
+    }
+  }
+  vkt_poison(db.map, db.size);
+  uint8_t *expect = malloc(db.size);
+  memcpy(expect, db.map, db.size);
+  for (int64_t r = 0; r < rows; r++)
+    wr_i32(expect, at(&d, r, 0, 0), argmax_ref(xb.map, &x, r));
+  uint64_t before = ran(app).argmax_split;
+  vkt_check(app, vkrt_op_argmax(&d, &x));
+  vkt_check(app, vkrt_finish(app, 0));
+  char what[96];
+  snprintf(what, sizeof(what), "argmax n %lld rows %lld", (long long)n, (long long)rows);
+  compare(db.map, expect, db.size, NULL, NULL, what);
+  if ((ran(app).argmax_split - before == 1) != expect_split)
+    fail_msg("%s: %s the split path", what, expect_split ? "did not take" : "took");
+  free(expect);
+  hb_free(&xb);
+  hb_free(&db);
+}
+
+static void test_argmax(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_ARGMAX));
+  vkrt_appliance *app = open_app();
+  run_argmax(app, 128256, 1, 0, 0, true); /* a llama-3 vocabulary: many workgroups */
+  run_argmax(app, 128256, 5, 12, 8, true);
+  run_argmax(app, 1, 1, 0, 0, false);
+  run_argmax(app, 7, 10, 4, 4, false);
+  run_argmax(app, 1024, 3, 0, 0, false);
+  run_argmax(app, 1025, 5, 0, 0, true);
+  run_argmax(app, 5000, 100, 8, 12, true);
+  run_argmax(app, 3, 9000, 0, 0, false); /* more rows than partials: one pass */
+  vkt_close(app);
+}
+
+/* Two argmaxes back to back share the scratch: the second waits for the first's combine. */
+static void test_argmax_back_to_back(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_ARGMAX));
+  vkrt_appliance *app = open_app();
+  int64_t n = 20000;
+  vkrt_tensor x[2], d[2];
+  hbuf xb = hb_new(app, 2 * 4 * (uint64_t)n), db = hb_new(app, 8);
+  for (int k = 0; k < 2; k++) {
+    x[k] = mk(xb.buf, 4 * (uint64_t)n * (uint64_t)k, VKRT_TYPE_F32, n, 1, 1, 0);
+    d[k] = mk(db.buf, 4 * (uint64_t)k, VKRT_TYPE_I32, 1, 1, 1, 0);
+  }
+  for (int iter = 0; iter < 4; iter++) {
+    int32_t want[2];
+    for (int k = 0; k < 2; k++) {
+      fill_f32(xb.map, &x[k], -1.0f, 1.0f);
+      want[k] = (int32_t)(vkt_next(&rng) % (uint64_t)n);
+      wr_f32(xb.map, at(&x[k], want[k], 0, 0), 2.0f);
+    }
+    vkt_poison(db.map, db.size);
+    vkt_check(app, vkrt_op_argmax(&d[0], &x[0]));
+    vkt_check(app, vkrt_op_argmax(&d[1], &x[1]));
+    vkt_check(app, vkrt_finish(app, 0));
+    for (int k = 0; k < 2; k++)
+      if (rd_i32(db.map, 4 * (uint64_t)k) != want[k])
+        fail_msg("argmax %d of two back to back: %d, expected %d", k, rd_i32(db.map, 4 * (uint64_t)k),
+                 want[k]);
+  }
+  hb_free(&xb);
+  hb_free(&db);
+  vkt_close(app);
+}
+
+/* ---- i32 in the other ops ------------------------------------------------------------------ */
+
+static void expect_invalid(vkrt_appliance *app, vkrt_status s, const char *needle) {
+  if (s != VKRT_ERROR_INVALID_ARGUMENT)
+    fail_msg("expected VKRT_ERROR_INVALID_ARGUMENT mentioning '%s', got %s (%s)", needle,
+             vkrt_status_str(s), vkrt_last_error(app));
+  if (!strstr(vkrt_last_error(app), needle))
+    fail_msg("message '%s' lacks '%s'", vkrt_last_error(app), needle);
+}
+
+/* i32 moves bit for bit through copy (dense and strided), transpose and concat; every
+ * converting or arithmetic use is refused with a message. */
+static void test_i32_in_other_ops(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  hbuf a = hb_new(app, 8192), b = hb_new(app, 8192);
+  vkrt_tensor s = mk(a.buf, 4, VKRT_TYPE_I32, 13, 9, 1, 8);
+  vkrt_tensor dense = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_I32, 13, 9, 1, 1);
+  vkrt_tensor strided = mk(b.buf, 1024, VKRT_TYPE_I32, 13, 9, 1, 12);
+  vkrt_tensor f = vkrt_tensor_contiguous(b.buf, 4096, VKRT_TYPE_F32, 13, 9, 1, 1);
+  vkrt_tensor h = vkrt_tensor_contiguous(b.buf, 4096, VKRT_TYPE_F16, 13, 9, 1, 1);
+  vkrt_tensor ft = vkrt_tensor_contiguous(b.buf, 4096, VKRT_TYPE_F32, 9, 13, 1, 1);
+  const vkrt_tensor *srcs[1] = {&s};
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_COPY)) {
+    for (int k = 0; k < 2; k++) {
+      const vkrt_tensor *dst = k ? &strided : &dense;
+      vkt_fill_random(a.map, a.size, &rng); /* every bit pattern */
+      vkt_poison(b.map, b.size);
+      uint8_t *expect = malloc(b.size);
+      memcpy(expect, b.map, b.size);
+      for (int64_t i1 = 0; i1 < 9; i1++)
+        for (int64_t i0 = 0; i0 < 13; i0++)
+          memcpy(expect + at(dst, i0, i1, 0), a.map + at(&s, i0, i1, 0), 4);
+      vkt_check(app, vkrt_op_copy(dst, &s));
+      vkt_check(app, vkrt_finish(app, 0));
+      compare(b.map, expect, b.size, NULL, NULL, k ? "i32 strided copy" : "i32 copy");
+      free(expect);
+    }
+  }
+  if (IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE)) {
+    vkrt_tensor t = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_I32, 9, 13, 1, 1);
+    vkt_fill_random(a.map, a.size, &rng);
+    vkt_poison(b.map, b.size);
+    uint8_t *expect = malloc(b.size);
+    memcpy(expect, b.map, b.size);
+    for (int64_t i1 = 0; i1 < 9; i1++)
+      for (int64_t i0 = 0; i0 < 13; i0++)
+        memcpy(expect + at(&t, i1, i0, 0), a.map + at(&s, i0, i1, 0), 4);
+    vkt_check(app, vkrt_op_transpose(&t, &s));
+    vkt_check(app, vkrt_finish(app, 0));
+    compare(b.map, expect, b.size, NULL, NULL, "i32 transpose");
+    free(expect);
+  }
+  expect_invalid(app, vkrt_op_copy(&f, &s), "i32 tensors are copied to i32 only");
+  expect_invalid(app, vkrt_op_copy(&strided, &f), "i32 tensors are copied to i32 only");
+  expect_invalid(app, vkrt_op_copy(&h, &s), "i32 tensors are copied to i32 only");
+  expect_invalid(app, vkrt_op_transpose(&ft, &s), "i32 tensors are moved to i32 only");
+  expect_invalid(app, vkrt_op_add(&dense, srcs, 1), "dst is i32; the op sums f32 or f16");
+  expect_invalid(app, vkrt_op_swiglu(&dense, &s, &s), "dst is i32");
+  vkrt_tensor w = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_I32, 16, 4, 1, 1);
+  vkrt_tensor x = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 16, 1, 1, 1);
+  vkrt_tensor y = vkrt_tensor_contiguous(b.buf, 4096, VKRT_TYPE_F32, 4, 1, 1, 1);
+  expect_invalid(app, vkrt_op_matmul(&y, &w, &x), "w is i32");
+  float out[4];
+  int32_t in[4] = {1, 2, 3, 4};
+  assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_I32, in, out, 4), VKRT_ERROR_INVALID_ARGUMENT);
+  assert_string_equal(vkrt_type_str(VKRT_TYPE_I32), "i32");
+  vkt_check(app, vkrt_finish(app, 0));
+  hb_free(&a);
+  hb_free(&b);
+  vkt_close(app);
+}
+
+/* ---- bad descriptors ------------------------------------------------------------------------ */
+
+static void test_bad_input(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  hbuf a = hb_new(app, 65536), b = hb_new(app, 65536);
+  vkrt_tensor x = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 64, 4, 2, 1);
+  vkrt_tensor d = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 64, 4, 2, 1);
+  vkrt_tensor w = vkrt_tensor_contiguous(a.buf, 8192, VKRT_TYPE_F32, 64, 1, 1, 1);
+  vkrt_tensor pos = vkrt_tensor_contiguous(a.buf, 16384, VKRT_TYPE_I32, 2, 1, 1, 1);
+  vkrt_tensor bad;
+  /* rms_norm */
+  bad = x, bad.type = VKRT_TYPE_I32;
+  expect_invalid(app, vkrt_op_rms_norm(&d, &bad, &w, 1e-5f), "vkrt_op_rms_norm: x is i32; it must be f32");
+  bad = x, bad.type = VKRT_TYPE_F16;
+  expect_invalid(app, vkrt_op_rms_norm(&d, &bad, &w, 1e-5f), "x is f16");
+  bad = w, bad.ne[0] = 63;
+  expect_invalid(app, vkrt_op_rms_norm(&d, &x, &bad, 1e-5f), "w has 63 elements");
+  bad = x, bad.offset = 65536 - 1024;
+  expect_invalid(app, vkrt_op_rms_norm(&d, &bad, &w, 1e-5f), "past the end of its 65536-byte buffer");
+  expect_invalid(app, vkrt_op_rms_norm(&d, &x, &w, -1.0f), "eps = -1 must be finite and >= 0");
+  expect_invalid(app, vkrt_op_rms_norm(&d, &x, &w, NAN), "eps");
+  bad = x, bad.offset = 4; /* overlaps x without being x */
+  bad.buffer = a.buf;
+  expect_invalid(app, vkrt_op_rms_norm(&bad, &x, NULL, 1e-5f), "without being x exactly");
+  bad = d, bad.ne[1] = 3;
+  expect_invalid(app, vkrt_op_rms_norm(&bad, &x, NULL, 1e-5f), "differs from x ne");
+  expect_invalid(app, vkrt_op_rms_norm(&d, NULL, NULL, 1e-5f), "x is NULL");
+  /* rope */
+  vkrt_rope_params rp = {.mode = VKRT_ROPE_NORMAL, .n_dims = 64, .freq_base = 10000.0f, .freq_scale = 1.0f};
+  vkrt_rope_params bp = rp;
+  bp.n_dims = 31;
+  expect_invalid(app, vkrt_op_rope(&d, &x, &pos, &bp), "n_dims = 31 must be even");
+  bp.n_dims = 66;
+  expect_invalid(app, vkrt_op_rope(&d, &x, &pos, &bp), "<= the head size 64");
+  bp = rp, bp.mode = 1;
+  expect_invalid(app, vkrt_op_rope(&d, &x, &pos, &bp), "mode 1 is neither");
+  bp = rp, bp.freq_base = 0.0f;
+  expect_invalid(app, vkrt_op_rope(&d, &x, &pos, &bp), "freq_base");
+  expect_invalid(app, vkrt_op_rope(&d, &x, &pos, NULL), "params is NULL");
+  bad = pos, bad.type = VKRT_TYPE_F32;
+  expect_invalid(app, vkrt_op_rope(&d, &x, &bad, &rp), "pos is f32; it must be i32");
+  bad = x, bad.type = VKRT_TYPE_I32;
+  expect_invalid(app, vkrt_op_rope(&d, &bad, &pos, &rp), "x is i32; it must be f32");
+  bad = pos, bad.ne[0] = 3;
+  expect_invalid(app, vkrt_op_rope(&d, &x, &bad, &rp), "pos has 3 positions for 2 tokens");
+  bad = pos, bad.offset = 65536 - 4;
+  expect_invalid(app, vkrt_op_rope(&d, &x, &bad, &rp), "past the end");
+  /* get_rows */
+  vkrt_tensor table = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F16, 64, 10, 1, 1);
+  vkrt_tensor ids = vkrt_tensor_contiguous(a.buf, 16384, VKRT_TYPE_I32, 4, 1, 1, 1);
+  vkrt_tensor gd = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 64, 4, 1, 1);
+  bad = ids, bad.type = VKRT_TYPE_F32;
+  expect_invalid(app, vkrt_op_get_rows(&gd, &table, &bad), "ids is f32; it must be i32");
+  bad = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_I32, 64, 10, 1, 1);
+  expect_invalid(app, vkrt_op_get_rows(&gd, &bad, &ids), "table is i32");
+  bad = gd, bad.type = VKRT_TYPE_F16;
+  expect_invalid(app, vkrt_op_get_rows(&bad, &table, &ids), "dst is f16; it must be f32");
+  bad = gd, bad.ne[1] = 5;
+  expect_invalid(app, vkrt_op_get_rows(&bad, &table, &ids), "must be {table.ne[0], ids.ne[0]}");
+  bad = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_Q8_0, 48, 10, 1, 1);
+  expect_invalid(app, vkrt_op_get_rows(&gd, &bad, &ids), "not a multiple of the q8_0 block");
+  /* set_rows */
+  vkrt_tensor cache = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_Q8_0, 64, 10, 1, 1);
+  vkrt_tensor src = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 64, 4, 1, 1);
+  vkrt_tensor rows = vkrt_tensor_contiguous(a.buf, 16384, VKRT_TYPE_I32, 4, 1, 1, 1);
+  bad = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_Q4_K, 256, 10, 1, 1);
+  expect_invalid(app, vkrt_op_set_rows(&bad, &src, &rows), "dst is q4_K; the op writes f32, f16 or q8_0");
+  bad = src, bad.type = VKRT_TYPE_F16;
+  expect_invalid(app, vkrt_op_set_rows(&cache, &bad, &rows), "src is f16; it must be f32");
+  bad = rows, bad.type = VKRT_TYPE_F32;
+  expect_invalid(app, vkrt_op_set_rows(&cache, &src, &bad), "rows is f32; it must be i32");
+  bad = rows, bad.ne[0] = 5;
+  expect_invalid(app, vkrt_op_set_rows(&cache, &src, &bad), "must be {dst.ne[0], rows.ne[0]}");
+  bad = cache, bad.offset = 65536 - 100;
+  expect_invalid(app, vkrt_op_set_rows(&bad, &src, &rows), "past the end");
+  bad = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 64, 10, 1, 1); /* overlaps src */
+  expect_invalid(app, vkrt_op_set_rows(&bad, &src, &rows), "overlap src");
+  /* argmax */
+  vkrt_tensor am = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_I32, 4, 1, 1, 1);
+  vkrt_tensor ax = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 100, 4, 1, 1);
+  bad = am, bad.type = VKRT_TYPE_F32;
+  expect_invalid(app, vkrt_op_argmax(&bad, &ax), "dst is f32; it must be i32");
+  bad = ax, bad.type = VKRT_TYPE_I32;
+  expect_invalid(app, vkrt_op_argmax(&am, &bad), "x is i32; it must be f32");
+  bad = am, bad.ne[0] = 3;
+  expect_invalid(app, vkrt_op_argmax(&bad, &ax), "dst has 3 elements for 4 rows");
+  bad = ax, bad.ne[2] = 2;
+  expect_invalid(app, vkrt_op_argmax(&am, &bad), "the op takes 2 dims");
+  /* wrong device */
+  if (vkrt_device_count(app) > 1) {
+    vkrt_buffer *o;
+    vkt_check(app, vkrt_buffer_create(app, 1, 4096, 0, &o));
+    vkrt_tensor other = vkrt_tensor_contiguous(o, 0, VKRT_TYPE_I32, 2, 1, 1, 1);
+    expect_invalid(app, vkrt_op_rope(&d, &x, &other, &rp), "wrong device");
+    vkrt_buffer_destroy(o);
+  }
+  vkt_check(app, vkrt_finish(app, 0));
+  hb_free(&a);
+  hb_free(&b);
+  vkt_close(app);
+}
+
+/* ---- kernels compiled out ------------------------------------------------------------------ */
+
+static void expect_unsupported(vkrt_appliance *app, bool enabled, vkrt_status s, const char *symbol) {
+  if (enabled)
+    return;
+  if (s != VKRT_ERROR_UNSUPPORTED)
+    fail_msg("expected VKRT_ERROR_UNSUPPORTED for %s, got %s", symbol, vkrt_status_str(s));
+  if (!strstr(vkrt_last_error(app), "not in this build") || !strstr(vkrt_last_error(app), symbol))
+    fail_msg("message '%s' does not name %s", vkrt_last_error(app), symbol);
+}
+
+static void test_compiled_out(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  hbuf a = hb_new(app, 16384), b = hb_new(app, 16384);
+  vkrt_tensor x = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 64, 2, 1, 1);
+  vkrt_tensor d = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 64, 2, 1, 1);
+  vkrt_tensor i32 = vkrt_tensor_contiguous(a.buf, 8192, VKRT_TYPE_I32, 2, 1, 1, 1);
+  vkrt_tensor x3 = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 64, 1, 2, 1);
+  vkrt_tensor d3 = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 64, 1, 2, 1);
+  vkrt_tensor am = vkrt_tensor_contiguous(b.buf, 4096, VKRT_TYPE_I32, 2, 1, 1, 1);
+  vkrt_tensor h16 = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F16, 64, 4, 1, 1);
+  vkrt_rope_params rp = {.mode = VKRT_ROPE_NORMAL, .n_dims = 64, .freq_base = 10000.0f, .freq_scale = 1.0f};
+  int32_t two[2] = {0, 1};
+  memcpy(a.map + 8192, two, sizeof(two));
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM), vkrt_op_rms_norm(&d, &x, NULL, 1e-6f),
+                     "CONFIG_VKRT_KERNEL_RMS_NORM=n");
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE), vkrt_op_rope(&d3, &x3, &i32, &rp),
+                     "CONFIG_VKRT_KERNEL_ROPE=n");
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS), vkrt_op_get_rows(&d, &x, &i32),
+                     "CONFIG_VKRT_KERNEL_GET_ROWS=n");
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_SET_ROWS), vkrt_op_set_rows(&d, &x, &i32),
+                     "CONFIG_VKRT_KERNEL_SET_ROWS=n");
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_ARGMAX), vkrt_op_argmax(&am, &x),
+                     "CONFIG_VKRT_KERNEL_ARGMAX=n");
+  /* f16 variants without the f16 element type */
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_SET_ROWS_F16) || !IS_ENABLED(CONFIG_VKRT_KERNEL_SET_ROWS),
+                     vkrt_op_set_rows(&h16, &x, &i32), "CONFIG_VKRT_KERNEL_SET_ROWS_F16=n");
+  vkrt_tensor t16 = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F16, 64, 2, 1, 1);
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS_F16) || !IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS),
+                     vkrt_op_get_rows(&d, &t16, &i32), "CONFIG_VKRT_KERNEL_GET_ROWS_F16=n");
+  vkt_check(app, vkrt_finish(app, 0));
+  hb_free(&a);
+  hb_free(&b);
+  vkt_close(app);
+}
+
+int main(void) {
+  rng = vkt_seed(0);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rms_norm),
+      cmocka_unit_test(test_rope),
+      cmocka_unit_test(test_rope_positions_from_device),
+      cmocka_unit_test(test_get_rows),
+      cmocka_unit_test(test_set_rows),
+      cmocka_unit_test(test_argmax),
+      cmocka_unit_test(test_argmax_back_to_back),
+      cmocka_unit_test(test_i32_in_other_ops),
+      cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_compiled_out),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
