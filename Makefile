@@ -20,7 +20,7 @@ KTOOL := $(KCONFIG_PY) scripts/kconfig.py --srcdir $(CURDIR) --config $(CONFIG_F
 BOARDS := $(notdir $(wildcard boards/*))
 NINJA := ninja -C $(O)
 
-.PHONY: all help menuconfig guiconfig savedefconfig olddefconfig check-config test clean \
+.PHONY: all help menuconfig guiconfig savedefconfig olddefconfig check-config test test-matrix install clean \
         distclean run image deps bench test-asan test-tsan fuzz soak $(BOARDS:%=%_defconfig)
 
 all: $(O)/build.ninja
@@ -37,8 +37,13 @@ help:
 	@echo '  savedefconfig     - write the minimal configuration (defconfig beside it)'
 	@echo '  all (default)     - configure if needed, then build libvkrt.a, tools, tests in $(O)/'
 	@echo '  run               - the main job: vkrt-service on the board for a few seconds'
-	@echo '  test              - the whole test suite (prints "N passed, N failed, N skipped")'
+	@echo '  test              - the test suite (prints "N passed, N failed, N skipped");'
+	@echo '                      T=<substring>: only the programs and scripts named so,'
+	@echo '                      e.g. make test T=test_ops, make test T=tests/config/prune'
+	@echo '  test-matrix       - every configuration: allyes, allno, 50 seeded randconfigs'
 	@echo '  check-config      - every board survives olddefconfig + savedefconfig unchanged'
+	@echo '  install           - the library, headers, vkrt.pc, tools and docs into'
+	@echo '                      $$(DESTDIR)$$(PREFIX) (PREFIX=/usr/local)'
 	@echo '  image             - $(O)/image/ and the reproducible tarball'
 	@echo '  test-asan, test-tsan, fuzz, soak - hardening targets'
 	@echo '  deps              - install the Debian packages the build needs'
@@ -102,14 +107,25 @@ check-config: $(O)/.deps-ok
 	@tests/config/check-config.sh
 	@if [ -f $(CONFIG_FILE) ]; then $(KTOOL) check && echo "$(CONFIG_FILE): valid"; fi
 
+# T=<substring>: only the test programs and scripts whose path contains it (tests/run --filter).
 test: all
-	@tests/run --builddir $(O)
+	@tests/run --builddir $(O) $(if $(T),--filter '$(T)')
+
+# The whole configuration matrix: allyesconfig, allnoconfig and 50 seeded randconfigs
+# (make test runs 3 seeds).
+test-matrix: $(O)/.deps-ok
+	@VKRT_RANDCONFIG_SEEDS=$${VKRT_RANDCONFIG_SEEDS:-50} tests/config/matrix.sh
 
 run: all
 	@tools/run-service.sh $(O)
 
 image: all
 	@tools/make-image.sh $(O)
+
+# $(DESTDIR)$(PREFIX)/{lib,include/vkrt,lib/pkgconfig,bin,share/vkrt}: tools/install.sh.
+PREFIX ?= /usr/local
+install: all
+	@tools/install.sh $(O) "$(DESTDIR)$(PREFIX)"
 
 bench: all
 	$(O)/bin/vkrt-bench all

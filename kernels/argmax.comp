@@ -46,8 +46,20 @@ void main() {
   } else {
     uint begin = split * pc.chunk, end = min(begin + pc.chunk, pc.n);
     uint xr = pc.x_offset + row * pc.x_stride1;
-    for (uint i = begin + t; i < end; i += 256u)
-      take(bv, bi, x[xr + i * pc.x_stride0], i);
+    // four loads in flight per step (a 1024-element chunk is one memory round trip)
+    for (uint i = begin + t; i < end; i += 1024u) {
+      float v0 = x[xr + i * pc.x_stride0];
+      float v1 = i + 256u < end ? x[xr + (i + 256u) * pc.x_stride0] : 0.0;
+      float v2 = i + 512u < end ? x[xr + (i + 512u) * pc.x_stride0] : 0.0;
+      float v3 = i + 768u < end ? x[xr + (i + 768u) * pc.x_stride0] : 0.0;
+      take(bv, bi, v0, i);
+      if (i + 256u < end)
+        take(bv, bi, v1, i + 256u);
+      if (i + 512u < end)
+        take(bv, bi, v2, i + 512u);
+      if (i + 768u < end)
+        take(bv, bi, v3, i + 768u);
+    }
   }
   float m = subgroupMax(bv);
   uint mi = subgroupMin(bv == m ? bi : NONE);

@@ -10,24 +10,31 @@
 //
 // Rows are read in 8-element chunks (f16: one 16-byte load; q8_0: 8 quants and the block
 // scale): invocation t takes chunk t % NC of tokens t / NC + i TT, so the NC invocations
-// of a token read its row contiguously. Scores: each invocation's G partial dot products
-// go through shared memory (rows padded against bank conflicts) and are summed per token
-// and head; the split's scores stay in shared memory for the softmax (f32, max first).
-// Weighted V: invocation t accumulates chunk t % NC of every TG-th token for all G heads,
-// then the TG token groups are summed through shared memory, GB heads at a time.
+// of a token read its row contiguously; a tile is U such passes, and the next tile's loads
+// are issued before this one is used (the V rows of the first tile before the softmax), so
+// about 2 U loads per invocation are in flight across the barriers. Scores: each
+// invocation's G partial dot products go through shared memory (rows padded against bank
+// conflicts) and are summed per token and head; the split's scores stay in shared memory
+// for the softmax (f32, max first). Weighted V: invocation t accumulates chunk t % NC of
+// every TT-th token for all G heads, then the TT token groups are summed through shared
+// memory, GB heads at a time.
 // Specialization constants: 0 workgroup size, 1 G (query heads per workgroup), 2 D (head
-// dim, a multiple of 8; q8_0: of 32), 3 RED (floats of the reduction area, from the host).
+// dim, a multiple of 8; q8_0: of 32), 3 U (passes per tile). attention.c sizes the shared
+// memory the same way (RED + SCORES floats).
 #extension GL_EXT_control_flow_attributes : enable
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint G = 1u;
 layout(constant_id = 2) const uint D = 128u;
-layout(constant_id = 3) const uint RED = 4096u;
+layout(constant_id = 3) const uint U = 4u; // passes per tile
 const uint WG = gl_WorkGroupSize.x;
 const uint NC = D / 8u;        // chunks per row
 const uint TT = WG / NC;       // tokens per pass of the workgroup (one chunk per invocation)
-const uint U = 4u;             // passes per tile: U loads in flight per invocation
 const uint TILE = TT * U;      // tokens per tile
+// the reduction area: the score partials of a tile, the weighted-V sums of at least one
+// head, the softmax's two rows of WG
+const uint RED_QK = U * G * (WG + TT);
+const uint RED = RED_QK > 8u * WG ? RED_QK : 8u * WG;
 const uint SCORES = 2048u;     // G * split_len at most (attention.c plans within it)
 const uint CAP = SCORES / G;   // split_len at most
 const uint TPH = WG / G < 32u ? WG / G : 32u; // invocations per head in the softmax
@@ -59,37 +66,42 @@ layout(std430, set = 0, binding = 4) writeonly buffer P { float part[]; };
 shared float red[RED];
 shared float sc[SCORES];
 
+// A chunk is loaded raw (k_load, v_load: the words as they are in memory) and decoded
+// when used (decode), so loads can be issued a tile ahead.
 #ifdef KV_F16
-void unpack_f16(uvec4 u, out vec4 lo, out vec4 hi) {
+uvec4 k_load(uint row, uint c) { return k[row + c]; }
+uvec4 v_load(uint row, uint c) { return v[row + c]; }
+void decode(uvec4 u, uint row, uint c, out vec4 lo, out vec4 hi) {
   lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
   hi = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
 }
-void k_chunk(uint row, uint c, out vec4 lo, out vec4 hi) { unpack_f16(k[row + c], lo, hi); }
-void v_chunk(uint row, uint c, out vec4 lo, out vec4 hi) { unpack_f16(v[row + c], lo, hi); }
 #else
 vec4 unpack_i8(uint w) {
   return vec4(ivec4(int(w << 24u) >> 24, int(w << 16u) >> 24, int(w << 8u) >> 24, int(w) >> 24));
 }
-// Chunk c of a q8_0 row at byte `row` (2-byte aligned): block c / 4, quants 8 (c % 4) on,
-// which start 2 mod 4 bytes in every other block (three words, shifted).
-#define Q8_CHUNK(NAME, BUF)                                                              \
-  void NAME(uint row, uint c, out vec4 lo, out vec4 hi) {                                \
+// Chunk c of a q8_0 row at byte `row` (2-byte aligned): block c / 4 (its f16 scale at the
+// block's start), quants 8 (c % 4) on, which start 2 mod 4 bytes in every other block: then
+// three words, shifted. Raw: (word 0, word 1, word 2 or 0, the scale's word).
+#define Q8_LOAD(NAME, BUF)                                                               \
+  uvec4 NAME(uint row, uint c) {                                                         \
     uint blk = row + 34u * (c >> 2u);                                                    \
-    uint dw = BUF[blk >> 2u];                                                            \
-    float d = unpackHalf2x16((blk & 2u) != 0u ? dw >> 16u : dw).x;                       \
     uint qb = blk + 2u + 8u * (c & 3u);                                                  \
     uint w0 = qb >> 2u;                                                                  \
-    uint a = BUF[w0], b = BUF[w0 + 1u];                                                  \
-    if ((qb & 2u) != 0u) {                                                               \
-      uint e = BUF[w0 + 2u];                                                             \
-      a = (a >> 16u) | (b << 16u);                                                       \
-      b = (b >> 16u) | (e << 16u);                                                       \
-    }                                                                                    \
-    lo = d * unpack_i8(a);                                                               \
-    hi = d * unpack_i8(b);                                                               \
+    return uvec4(BUF[w0], BUF[w0 + 1u], (qb & 2u) != 0u ? BUF[w0 + 2u] : 0u, BUF[blk >> 2u]); \
   }
-Q8_CHUNK(k_chunk, k)
-Q8_CHUNK(v_chunk, v)
+Q8_LOAD(k_load, k)
+Q8_LOAD(v_load, v)
+void decode(uvec4 raw, uint row, uint c, out vec4 lo, out vec4 hi) {
+  uint blk = row + 34u * (c >> 2u);
+  float d = unpackHalf2x16((blk & 2u) != 0u ? raw.w >> 16u : raw.w).x;
+  uint a = raw.x, b = raw.y;
+  if (((blk + 2u + 8u * (c & 3u)) & 2u) != 0u) {
+    a = (a >> 16u) | (b << 16u);
+    b = (b >> 16u) | (raw.z << 16u);
+  }
+  lo = d * unpack_i8(a);
+  hi = d * unpack_i8(b);
+}
 #endif
 
 void main() {
@@ -116,16 +128,30 @@ void main() {
     qb[g] = pc.scale * vec4(q[qi + 4u], q[qi + 5u], q[qi + 6u], q[qi + 7u]);
   }
 
-  // scores of the split into sc[g * CAP + token]
+  // scores of the split into sc[g * CAP + token]; rows past n are clamped to the last (valid
+  // memory, never stored)
+  uvec4 raw[U];
+  [[unroll]] for (uint u = 0u; u < U; u++)
+    raw[u] = k_load(k_base + (t0 + min(u * TT + slot, n - 1u)) * pc.k_s2, c);
   for (uint tile = 0u; tile < n; tile += TILE) {
-    vec4 lo[U], hi[U];
+    uvec4 cur[U];
+    uint row[U];
     [[unroll]] for (uint u = 0u; u < U; u++) {
-      uint t = min(tile + u * TT + slot, n - 1u); // past n: a valid row, never stored
-      k_chunk(k_base + (t0 + t) * pc.k_s2, c, lo[u], hi[u]);
+      cur[u] = raw[u];
+      row[u] = k_base + (t0 + min(tile + u * TT + slot, n - 1u)) * pc.k_s2;
     }
-    [[unroll]] for (uint u = 0u; u < U; u++)
+    if (tile + TILE < n) // the next tile's loads, in flight while this one is reduced
+      [[unroll]] for (uint u = 0u; u < U; u++)
+        raw[u] = k_load(k_base + (t0 + min(tile + TILE + u * TT + slot, n - 1u)) * pc.k_s2, c);
+    else // the first V tile's, in flight through the softmax
+      [[unroll]] for (uint u = 0u; u < U; u++)
+        raw[u] = v_load(v_base + (t0 + min(u * TT + slot, n - 1u)) * pc.v_s2, c);
+    [[unroll]] for (uint u = 0u; u < U; u++) {
+      vec4 lo, hi;
+      decode(cur[u], row[u], c, lo, hi);
       [[unroll]] for (uint g = 0u; g < G; g++)
-        red[((u * TT + slot) * G + g) * (NC + 1u) + c] = dot(qa[g], lo[u]) + dot(qb[g], hi[u]);
+        red[((u * TT + slot) * G + g) * (NC + 1u) + c] = dot(qa[g], lo) + dot(qb[g], hi);
+    }
     barrier();
     for (uint r = tid; r < TILE * G; r += WG) {
       float sum = 0.0;
@@ -169,25 +195,29 @@ void main() {
     part[pc.ml_base + 2u * e + 1u] = l;
   }
 
-  // weighted V: chunk c of tokens slot, slot + TT, ... for every head
+  // weighted V: chunk c of tokens slot, slot + TT, ... for every head (raw holds the first
+  // tile's rows)
   vec4 oa[G], ob[G];
   [[unroll]] for (uint g = 0u; g < G; g++) {
     oa[g] = vec4(0.0);
     ob[g] = vec4(0.0);
   }
   for (uint tile = 0u; tile < n; tile += TILE) {
-    vec4 lo[U], hi[U];
-    [[unroll]] for (uint u = 0u; u < U; u++) {
-      uint t = min(tile + u * TT + slot, n - 1u);
-      v_chunk(v_base + (t0 + t) * pc.v_s2, c, lo[u], hi[u]);
-    }
+    uvec4 cur[U];
+    [[unroll]] for (uint u = 0u; u < U; u++)
+      cur[u] = raw[u];
+    if (tile + TILE < n)
+      [[unroll]] for (uint u = 0u; u < U; u++)
+        raw[u] = v_load(v_base + (t0 + min(tile + TILE + u * TT + slot, n - 1u)) * pc.v_s2, c);
     [[unroll]] for (uint u = 0u; u < U; u++) {
       uint t = tile + u * TT + slot;
       if (t < n) {
+        vec4 lo, hi;
+        decode(cur[u], v_base + (t0 + t) * pc.v_s2, c, lo, hi);
         [[unroll]] for (uint g = 0u; g < G; g++) {
           float p = sc[g * CAP + t];
-          oa[g] += p * lo[u];
-          ob[g] += p * hi[u];
+          oa[g] += p * lo;
+          ob[g] += p * hi;
         }
       }
     }

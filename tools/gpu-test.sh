@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite on the GPU machine (issue 13), through the device tool.
+# The whole test suite on the GPU machine, through the device tool.
 #
 # Here: build the board and pack what the GPU machine needs into one folder (cmocka is not
 # installed there and Debian ships no libcmocka.a, so libcmocka.so.0 travels along):

@@ -2,6 +2,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "vkrt/kconfig.h" /* IS_ENABLED and this build's CONFIG_ symbols */
 #include "vkrt/vkrt.h"
 
 /* The tools' and examples' side of a multi-host appliance (CONFIG_VKRT_TRANSPORT_MPI,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make image`: build/image/ plus a reproducible build/vkrt-<board>-<version>.tar.gz holding the
-# library, headers (with config.h), pkg-config file, tools, the exact .config, the board README
-# and a manifest with every file's SHA-256.
+# `make image`: build/image/ (the tree tools/install.sh lays out: library, headers with config.h,
+# pkg-config file, tools, LICENSE, docs, boards, examples, the exact .config, the board README)
+# plus a manifest with every file's SHA-256, and a reproducible
+# build/vkrt-<board>-<version>.tar.gz that unpacks into vkrt-<board>-<version>/.
 set -euo pipefail
 builddir=$(cd "${1:-build}" && pwd)
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,42 +12,8 @@ version=${VKRT_VERSION:-$(git -C "$srcdir" describe --always --dirty --tags 2>/d
 epoch=${SOURCE_DATE_EPOCH:-$(git -C "$srcdir" log -1 --format=%ct 2>/dev/null || echo 0)}
 img="$builddir/image"
 rm -rf "$img"
-mkdir -p "$img/lib/pkgconfig" "$img/include/vkrt" "$img/bin" "$img/share/vkrt"
-cp "$builddir/libvkrt.a" "$img/lib/"
-cp "$builddir"/include/vkrt/*.h "$img/include/vkrt/"
-# vkrt_mpi.h (the only header that includes mpi.h) only in images that have the MPI transport
-grep -q "^CONFIG_VKRT_TRANSPORT_MPI=y" "$config" || rm -f "$img/include/vkrt/vkrt_mpi.h"
-for t in vkrt-probe vkrt-bench vkrt-service; do
-  [ -x "$builddir/bin/$t" ] && cp "$builddir/bin/$t" "$img/bin/"
-done
-cp "$config" "$img/share/vkrt/config"
-[ -f "$srcdir/boards/$board/README.md" ] && cp "$srcdir/boards/$board/README.md" "$img/share/vkrt/README.board.md"
+VKRT_VERSION=$version "$srcdir/tools/install.sh" "$builddir" "$img" > /dev/null
 y() { grep -q "^CONFIG_$1=y" "$config"; }
-libs_private="-ldl -lpthread -lm"
-y VKRT_LOADER_DLOPEN || libs_private="$(pkg-config --libs vulkan) $libs_private"
-# A multi-host build links Open MPI; vkrt/vkrt_mpi.h includes mpi.h, so Cflags carry its path.
-cflags='-I${includedir}'
-if y VKRT_TRANSPORT_MPI; then
-  if pkg-config --exists ompi-c; then
-    cflags="$cflags $(pkg-config --cflags ompi-c)"
-    libs_private="$(pkg-config --libs ompi-c) $libs_private"
-  else
-    cflags="$cflags $(mpicc --showme:compile)"
-    libs_private="$(mpicc --showme:link) $libs_private"
-  fi
-fi
-cat > "$img/lib/pkgconfig/vkrt.pc" <<EOPC
-prefix=\${pcfiledir}/../..
-libdir=\${prefix}/lib
-includedir=\${prefix}/include
-
-Name: vkrt
-Description: libvkrt static Vulkan runtime for the $board appliance
-Version: $version
-Cflags: $cflags
-Libs: -L\${libdir} -lvkrt
-Libs.private: $libs_private
-EOPC
 list() { local out=""; for s in "$@"; do y "$s" && out="$out ${s#VKRT_}"; done; echo "${out# }"; }
 policy=$(grep -o '^CONFIG_VKRT_IMPORT_POLICY_[A-Z_]*=y' "$config" | sed 's/CONFIG_VKRT_IMPORT_POLICY_//; s/=y//' | grep -v '^ID' | tr 'A-Z_' 'a-z-')
 {
@@ -61,6 +28,7 @@ policy=$(grep -o '^CONFIG_VKRT_IMPORT_POLICY_[A-Z_]*=y' "$config" | sed 's/CONFI
 tarball="$builddir/vkrt-$board-$version.tar.gz"
 find "$img" -exec touch -h -d "@$epoch" {} +
 tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --format=gnu \
-    --mode='u+rwX,go+rX,go-w' -C "$builddir" -cf - image | gzip -9n > "$tarball"
+    --mode='u+rwX,go+rX,go-w' --transform "s|^image|vkrt-$board-$version|" \
+    -C "$builddir" -cf - image | gzip -9n > "$tarball"
 echo "image: $img"
 echo "tarball: $tarball ($(stat -c %s "$tarball") bytes, sha256 $(sha256sum "$tarball" | cut -c1-16)...)"

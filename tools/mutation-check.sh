@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seeded mutations (issue 13): each tests/mutations/NN-name.patch reverts one behaviour, and
+# Seeded mutations: each tests/mutations/NN-name.patch reverts one behaviour, and
 # its header names the test that must catch it:
 #   # test: <kind>/<program> [<cmocka case or pattern>]   or   # test: script <path>
 #   # board: <board>            (default sim-lavapipe-x2)

@@ -31,10 +31,11 @@ static void usage(FILE *f) {
           "A llama model (a file with token_embd.weight, general.architecture llama) generates text:\n"
           "  vkrt-service --weights MODEL.gguf [--prompt TEXT] [--tokens N] [--temperature T]\n"
           "               [--top-k K] [--top-p P] [--seed N] [--ctx N] [--kv-type f16|q8_0]\n"
-          "               [--print-ids] [--verify all|N] [--devices N]\n"
+          "               [--print-ids] [--verify all|N] [--graph on|off] [--devices N]\n"
           "from BOS without a prompt; --temperature 0 (the default) is greedy, on the device.\n"
           "--print-ids adds the lines 'prompt ids: ...' and 'ids: ...'. --verify N: the first N\n"
           "positions are checked against the float64 reference (teacher-forced; default all).\n"
+          "--graph off records every token's work instead of launching it captured once.\n"
           "Other files: the synthetic SwiGLU MLP stack (--make-gguf), a matmul/allreduce load.\n");
 }
 
@@ -116,6 +117,10 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
   if (!strcmp(a, "--top-p")) {
     o->top_p = atof(v);
     return o->top_p > 0 && o->top_p <= 1;
+  }
+  if (!strcmp(a, "--graph")) {
+    o->no_graph = !strcmp(v, "off");
+    return o->no_graph || !strcmp(v, "on");
   }
   if (!strcmp(a, "--verify"))
     return !strcmp(v, "all") ? (o->verify = UINT64_MAX, true) : parse_u64(v, &o->verify);

@@ -105,9 +105,7 @@ static int keep_token(struct service *s, struct decode *dc, uint64_t t) {
       rc = EXIT_VERIFY;
     }
   }
-  uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a of this host's result */
-  for (size_t i = 0; i < m->hidden * sizeof(float); i++)
-    hash = (hash ^ ((const uint8_t *)rank0)[i]) * 0x100000001b3ull;
+  uint64_t hash = fnv1a(FNV1A_INIT, rank0, m->hidden * sizeof(float)); /* this host's result */
   if (!tool_hosts_same(hash)) {
     fprintf(stderr, "vkrt-service: token %llu: host%u's result differs from another host's\n",
             (unsigned long long)t, vkrt_host_rank(app));

@@ -98,17 +98,19 @@ int model_setup(struct service *s, struct generation *gen) {
            sp->kv_head0 + sp->n_head_kv - 1, sp->ff0, sp->ff0 + sp->n_ff - 1, sp->vocab0,
            sp->vocab0 + sp->n_vocab - 1);
   }
-  vkrt_status st = llama_gpu_capture(s->gpu, gen->graph_why, sizeof(gen->graph_why));
+  vkrt_status st = VKRT_ERROR_UNSUPPORTED;
+  snprintf(gen->graph_why, sizeof(gen->graph_why), "--graph off");
+  if (!a->no_graph)
+    st = llama_gpu_capture(s->gpu, gen->graph_why, sizeof(gen->graph_why));
   if (st != VKRT_OK && st != VKRT_ERROR_UNSUPPORTED && st != VKRT_ERROR_UNAVAILABLE) {
     fprintf(stderr, "vkrt-service: capturing a token: %s failed: %s: %s\n",
             llama_gpu_failed(s->gpu), vkrt_status_str(st), gen->graph_why);
     return EXIT_RUNTIME;
   }
-  printf("vkrt-service: a token's work: %s\n", st == VKRT_OK
-         ? "captured once as a graph, launched per token"
-         : "recorded per token (graph capture unavailable)");
-  if (st != VKRT_OK && a->verbose)
-    printf("vkrt-service:   %s\n", gen->graph_why);
+  if (st == VKRT_OK)
+    printf("vkrt-service: a token's work: captured once as a graph, launched per token\n");
+  else
+    printf("vkrt-service: a token's work: recorded per token (%s)\n", gen->graph_why);
   uint64_t npos = gen->n_prompt + a->tokens;
   uint64_t checked = a->verify < npos ? a->verify : npos;
   gen->lat = calloc(npos, sizeof(double));
@@ -170,9 +172,7 @@ static void compare_ranks(struct service *s, struct generation *gen, uint32_t po
                 s->first_rank + d);
       gen->ranks_differ = true;
     }
-  uint64_t hash = 0xcbf29ce484222325ull ^ (uint32_t)a0; /* FNV-1a */
-  for (uint32_t i = 0; logits && i < V * sizeof(float); i++)
-    hash = (hash ^ ((const uint8_t *)l0)[i]) * 0x100000001b3ull;
+  uint64_t hash = fnv1a(fnv1a(FNV1A_INIT, &a0, sizeof(a0)), l0, logits ? V * sizeof(float) : 0);
   if (!tool_hosts_same(hash)) {
     if (!gen->ranks_differ)
       fprintf(stderr, "vkrt-service: position %u: host%u differs from another host\n", pos,
@@ -286,11 +286,6 @@ int model_verify(struct service *s, struct generation *gen) {
   llama_ref_free(ref);
   free(logits);
   return (int)tool_hosts_max(rc);
-}
-
-static int cmp_double(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
 }
 
 void model_print(const struct service *s, const struct generation *gen) {

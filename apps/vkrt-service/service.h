@@ -40,6 +40,14 @@ static inline double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* FNV-1a of n bytes, continuing from h (start: FNV1A_INIT): what hosts compare bit for bit. */
+#define FNV1A_INIT 0xcbf29ce484222325ull
+static inline uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+  return h;
+}
+
 struct service_args {
   const char *weights_path, *make_path;
   uint64_t tokens, layers, hidden, ffn, seed, devices;
@@ -54,7 +62,7 @@ struct service_args {
   uint64_t ctx, top_k, verify;   /* verify: positions checked against float64 (all: default) */
   double temperature, top_p;
   vkrt_type kv_type;
-  bool print_ids;
+  bool print_ids, no_graph;      /* no_graph: record every token's work (--graph off) */
 };
 #define SECONDS_MAX_TOKENS 1000000u
 #define KEEP_MAX 16 /* checked tokens at most: each costs a float64 pass over the weights */
@@ -159,5 +167,6 @@ void model_print(const struct service *s, const struct generation *gen);
 void model_summary(const struct service *s, struct generation *gen, bool verified);
 void generation_free(struct generation *gen);
 
-/* summary.c */
+/* summary.c (cmp_double: qsort's ascending order of doubles, for the percentiles) */
+int cmp_double(const void *a, const void *b);
 void summary_print(const struct service *s, struct decode *dc, bool verified);

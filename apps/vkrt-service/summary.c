@@ -4,7 +4,7 @@
 
 #include "service.h"
 
-static int cmp_double(const void *a, const void *b) {
+int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }

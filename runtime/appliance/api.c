@@ -6,6 +6,7 @@
 #include "appliance/appliance.h"
 #include "base/base.h"
 #include "import/import.h"
+#include "import/load.h"
 #include "transport/collective.h"
 
 const char *vkrt_last_error(const vkrt_appliance *app) {
@@ -26,7 +27,7 @@ vkrt_status vkrt_device_info_get(const vkrt_appliance *app, uint32_t device,
     return VKRT_ERROR_INVALID_ARGUMENT; /* no appliance to carry the message */
   }
   if (!out)
-    return vkrt_error((struct vkrt_base *)&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
                       "device info: out is NULL");
   memset(out, 0, sizeof(*out));
   struct vkrt_device *dev;
@@ -142,11 +143,28 @@ vkrt_status vkrt_host_unregister(vkrt_appliance *app, const void *ptr) {
   return vkrt_registry_unregister(app->registry, ptr);
 }
 
+vkrt_status vkrt_load_file(vkrt_appliance *app, const char *path, int fd,
+                           const vkrt_load_range *ranges, uint32_t count, vkrt_load_path force,
+                           vkrt_progress_fn progress, void *progress_user, vkrt_load_info *info) {
+  vkrt_load_info scratch;
+  if (!info)
+    info = &scratch;
+  memset(info, 0, sizeof(*info));
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (!app->registry)
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INTERNAL, "load: import module not open");
+  if (!path && fd < 0)
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT, "load: no path and no fd");
+  return vkrt_load_run(app->registry, path, fd, ranges, count, force, progress, progress_user,
+                       info);
+}
+
 vkrt_status vkrt_upload_counters_get(const vkrt_appliance *app, vkrt_upload_counters *out) {
   if (!app)
     return VKRT_ERROR_INVALID_ARGUMENT;
   if (!out)
-    return vkrt_error((struct vkrt_base *)&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
                       "upload counters: out is NULL");
   vkrt_import_upload_counters(app->registry, out);
   return VKRT_OK;

@@ -66,6 +66,13 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
                 options->pipelines);
     return VKRT_ERROR_INVALID_ARGUMENT;
   }
+  if (!IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION) &&
+      memcmp(&options->faults, &(vkrt_fault_options){0}, sizeof(options->faults)) != 0) {
+    vkrt_format(error_message, error_message_size,
+                "vkrt_open: options.faults asks for injected faults, but fault injection is "
+                "compiled out of this build (CONFIG_VKRT_FAULT_INJECTION)");
+    return VKRT_ERROR_UNSUPPORTED;
+  }
   if (options->quant_activations > VKRT_ACTIVATIONS_Q8) {
     vkrt_format(error_message, error_message_size,
                 "vkrt_open: options.quant_activations = %u is not a vkrt_quant_activations value "

@@ -83,6 +83,7 @@ static const struct {
   [VKRT_TUNING_MATMUL_TILED_MIN_M] = {"MATMUL_TILED_MIN_M", 1, 65536},
   [VKRT_TUNING_MATMUL_COOPMAT] = {"MATMUL_COOPMAT", 0, 1},
   [VKRT_TUNING_ATTENTION_SPLITS] = {"ATTENTION_SPLITS", 0, UINT32_MAX},
+  [VKRT_TUNING_ATTENTION_UNROLL] = {"ATTENTION_UNROLL", 0, VKRT_ATTENTION_MAX_UNROLL},
 };
 
 vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_knob knob,
@@ -112,6 +113,7 @@ vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_kn
     break;
   case VKRT_TUNING_MATMUL_COOPMAT: ops->use_coopmat = value; break;
   case VKRT_TUNING_ATTENTION_SPLITS: ops->force_attention_splits = (uint32_t)value; break;
+  case VKRT_TUNING_ATTENTION_UNROLL: ops->force_attention_unroll = (uint32_t)value; break;
   default: ops->force_matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
@@ -137,6 +139,7 @@ vkrt_status vkrt_tuning_get(const vkrt_appliance *app, uint32_t device, vkrt_tun
   case VKRT_TUNING_MATMUL_TILED_MIN_M: *out = ops->matmul_min_m[VKRT_TYPE_F16]; break;
   case VKRT_TUNING_MATMUL_COOPMAT: *out = ops->use_coopmat; break;
   case VKRT_TUNING_ATTENTION_SPLITS: *out = ops->force_attention_splits; break;
+  case VKRT_TUNING_ATTENTION_UNROLL: *out = ops->force_attention_unroll; break;
   default: *out = ops->force_matmul_kernel; break;
   }
   return VKRT_OK;
@@ -327,8 +330,8 @@ vkrt_status vkrt_tuning_attention_plan(const vkrt_appliance *app, uint32_t devic
                                            ? VKRT_ERROR_INVALID_ARGUMENT : VKRT_ERROR_UNSUPPORTED,
                       "dev%u: %s", dev->index, why);
   *out = (vkrt_tuning_attention){plan.heads_per_group, plan.head_groups, plan.split_len,
-                                 plan.splits, plan.queries_per_round, plan.rounds,
-                                 dev->ops->attention_scratch->size};
+                                 plan.splits, plan.queries_per_round, plan.rounds, plan.unroll,
+                                 plan.shared_bytes, dev->ops->attention_scratch->size};
   return VKRT_OK;
 }
 

@@ -40,7 +40,7 @@ void *vkrt_calloc(struct vkrt_base *base, size_t count, size_t size);
 void vkrt_free(struct vkrt_base *base, void *ptr);
 
 /* Log at a level; compiled out above CONFIG_VKRT_LOG_LEVEL. */
-void vkrt_log_impl(struct vkrt_base *base, vkrt_log_level level, const char *fmt, ...)
+void vkrt_log_impl(const struct vkrt_base *base, vkrt_log_level level, const char *fmt, ...)
     VKRT_PRINTF(3, 4);
 #define vkrt_log(base, level, ...)                                 \
   do {                                                             \
@@ -48,11 +48,12 @@ void vkrt_log_impl(struct vkrt_base *base, vkrt_log_level level, const char *fmt
       vkrt_log_impl((base), (level), __VA_ARGS__);                 \
   } while (0)
 
-/* Records `status` with a formatted message as the last error, logs it (ERROR, or WARN for
+/* Records `status` with a formatted message as this thread's last error for base's owner (base
+ * itself is only read, so const getters can fail with a message), logs it (ERROR, or WARN for
  * VKRT_ERROR_UNAVAILABLE) and returns status, so callers write `return vkrt_error(...)`. */
-vkrt_status vkrt_error(struct vkrt_base *base, vkrt_status status, const char *fmt, ...)
+vkrt_status vkrt_error(const struct vkrt_base *base, vkrt_status status, const char *fmt, ...)
     VKRT_PRINTF(3, 4);
-vkrt_status vkrt_verror(struct vkrt_base *base, vkrt_status status, const char *fmt, va_list ap);
+vkrt_status vkrt_verror(const struct vkrt_base *base, vkrt_status status, const char *fmt, va_list ap);
 /* The message of the last error this thread recorded on base ("no error" when none): each
  * thread has its own, so another thread's failure never overwrites the one a caller reads. */
 const char *vkrt_base_last_error(const struct vkrt_base *base);

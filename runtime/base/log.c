@@ -22,7 +22,7 @@ void vkrt_base_init(struct vkrt_base *base, const vkrt_options *options) {
 
 void vkrt_base_finish(struct vkrt_base *base) { (void)base; }
 
-void vkrt_log_impl(struct vkrt_base *base, vkrt_log_level level, const char *fmt, ...) {
+void vkrt_log_impl(const struct vkrt_base *base, vkrt_log_level level, const char *fmt, ...) {
   if (!base || !base->log || level > base->log_level)
     return;
   char message[VKRT_ERROR_MESSAGE_SIZE];

@@ -20,6 +20,7 @@ const char *vkrt_status_str(vkrt_status status) {
       [VKRT_ERROR_ALREADY_EXISTS] = "VKRT_ERROR_ALREADY_EXISTS",
       [VKRT_ERROR_BUDGET] = "VKRT_ERROR_BUDGET",
       [VKRT_ERROR_INTERNAL] = "VKRT_ERROR_INTERNAL",
+      [VKRT_ERROR_IO] = "VKRT_ERROR_IO",
   };
   if ((unsigned)status >= VKRT_STATUS_COUNT || !names[status])
     return "VKRT_ERROR_UNKNOWN";
@@ -50,7 +51,7 @@ const char *vkrt_base_last_error(const struct vkrt_base *base) {
   return base && thread_error.owner == base->error_owner ? thread_error.text : "no error";
 }
 
-vkrt_status vkrt_verror(struct vkrt_base *base, vkrt_status status, const char *fmt, va_list ap) {
+vkrt_status vkrt_verror(const struct vkrt_base *base, vkrt_status status, const char *fmt, va_list ap) {
   if (!base)
     return status;
   char message[VKRT_ERROR_MESSAGE_SIZE];
@@ -66,7 +67,7 @@ vkrt_status vkrt_verror(struct vkrt_base *base, vkrt_status status, const char *
   return status;
 }
 
-vkrt_status vkrt_error(struct vkrt_base *base, vkrt_status status, const char *fmt, ...) {
+vkrt_status vkrt_error(const struct vkrt_base *base, vkrt_status status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vkrt_status s = vkrt_verror(base, status, fmt, ap);

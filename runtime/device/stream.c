@@ -219,7 +219,7 @@ static vkrt_status recording(struct vkrt_device *dev, VkCommandBuffer *out) {
 /* After a submit, while the GPU runs it: begin the next buffer if its slot has retired, so
  * the next op records without the pool reset and begin on its round trip (on the H200 a
  * 4-byte vkrt_cmd_fill + vkrt_finish went from ~1.6 to 1.41-1.48 x the raw submit + spin
- * floor; docs/perf.md, 2026-12-03, fourth session). Never blocks; a failure here leaves the
+ * floor; CHANGELOG.md, performance record of 2026-12-03). Never blocks; a failure here leaves the
  * slot for recording() to begin, and report. */
 static void begin_next(struct vkrt_device *dev) {
   struct vkrt_stream *st = &dev->stream;
@@ -259,7 +259,7 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
  * command may have written memory the host reads, to the host once the timeline value is
  * reached. The host stage only when needed: on the H200 a pre-recorded 4-byte fill closed
  * by a host barrier took ~1.9 us longer than closed by the compute/transfer one
- * (docs/perf.md, 2026-12-03, fourth session). */
+ * (CHANGELOG.md, performance record of 2026-12-03). */
 void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, bool host) {
   VkMemoryBarrier barrier = {
       .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,

@@ -63,6 +63,12 @@ size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_imp
     vkrt_import_path path = vkrt_import_expect(&dev->caps, usable, policy, why, sizeof(why));
     struct vkrt_chunk_limits l = vkrt_import_limits(&dev->caps, page, cap);
     uint64_t limit = vkrt_chunk_limit(&l);
+    char load_why[300];
+    const bool maps = path == VKRT_IMPORT_PATH_IMPORTED && usable &&
+                      !vkrt_import_file_backed_refused(&dev->caps);
+    const vkrt_load_path load = vkrt_load_choose(VKRT_LOAD_PATH_AUTO, maps, -1.0,
+                                                 vkrt_upload_ring_direct_ok(dev, 4096), load_why,
+                                                 sizeof(load_why));
     uint32_t n[3] = {0, 0, 0};
     if (reg)
       for (int p = 0; p < 3; p++)
@@ -72,11 +78,13 @@ size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_imp
           "\"external_memory_host\": %s, \"min_imported_host_pointer_alignment\": %" PRIu64
           ", \"chunk_limit_bytes\": %" PRIu64 ", \"max_memory_allocation_size\": %" PRIu64
           ", \"max_buffer_size\": %" PRIu64 ", \"transfer_queue\": %s, "
-          "\"regions_imported\": %u, \"regions_prestaged\": %u}",
+          "\"regions_imported\": %u, \"regions_prestaged\": %u, \"file_load\": \"%s\", "
+          "\"file_load_why\": \"%s\"}",
           d ? ", " : "", d, vkrt_import_path_str(path), why, usable ? "true" : "false",
           dev->caps.min_imported_host_pointer_alignment, limit, dev->caps.max_memory_allocation_size,
           dev->caps.max_buffer_size, dev->caps.has_transfer_queue ? "true" : "false",
-          n[VKRT_IMPORT_PATH_IMPORTED], n[VKRT_IMPORT_PATH_PRESTAGED]);
+          n[VKRT_IMPORT_PATH_IMPORTED], n[VKRT_IMPORT_PATH_PRESTAGED], vkrt_load_path_str(load),
+          load_why);
     else
       vkrt_text_put(&o, "vkrt: dev%u import: %s (%s); external_memory_host %s, min alignment %" PRIu64
           ", chunk limit %" PRIu64 " = min(maxMemoryAllocationSize %" PRIu64 ", maxBufferSize %"
@@ -86,6 +94,9 @@ size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_imp
           dev->caps.max_memory_allocation_size, dev->caps.max_buffer_size,
           cap ? ", test cap" : "", dev->caps.has_transfer_queue ? "transfer" : "compute",
           n[VKRT_IMPORT_PATH_IMPORTED], n[VKRT_IMPORT_PATH_PRESTAGED]);
+    if (!json)
+      vkrt_text_put(&o, "vkrt: dev%u file loads (vkrt_load_file): %s (%s)\n", d,
+                    vkrt_load_path_str(load), load_why);
   }
   /* The registered regions and what each device took for them (first few). */
   if (json)

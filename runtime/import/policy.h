@@ -36,3 +36,11 @@ vkrt_import_path vkrt_import_expect(const struct vkrt_caps *caps, bool can_impor
  * of the heap host imports land in, on each device that reports one. */
 uint64_t vkrt_prestage_budget(uint64_t config_bytes, const struct vkrt_caps *const *caps,
                               uint32_t count);
+
+/* The path a file load takes on one device. force: the caller's choice (VKRT_LOAD_PATH_AUTO:
+ * decide here); maps_import: the device imports file-backed pages under the policy (mapped
+ * loads DMA straight from the page cache); resident: fraction of the file in the page cache
+ * (< 0: not known yet); direct_ok: O_DIRECT opens on the file and the device's staging slots
+ * take it. Writes why. */
+vkrt_load_path vkrt_load_choose(vkrt_load_path force, bool maps_import, double resident,
+                                bool direct_ok, char *why, size_t why_size);

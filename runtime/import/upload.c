@@ -1,6 +1,7 @@
 /* Uploads and downloads: per-device upload contexts (command buffers, a timeline semaphore,
  * a staging ring), DMA straight from registered chunks (split per chunk), and the staging
  * ring for everything else. Nothing here allocates: contexts are made at open. */
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -248,21 +249,48 @@ static vkrt_status stager_submit(struct stager *sg) {
   return VKRT_OK;
 }
 
+/* Makes the current slot recordable: waits until the copy last recorded from it retired. */
+static vkrt_status stager_open(struct stager *sg) {
+  if (sg->open)
+    return VKRT_OK;
+  vkrt_status s = ctx_wait(sg->st, sg->ctx, sg->ctx->slot_value[sg->slot]);
+  if (s == VKRT_OK)
+    s = cmd_begin(sg->st->dev, sg->ctx->slot_cmd[sg->slot]);
+  if (s != VKRT_OK)
+    return s;
+  sg->open = true;
+  sg->used = 0;
+  return VKRT_OK;
+}
+
+/* Records a copy of n staged bytes (ring offset staging_offset) to dst_offset. */
+static void stager_record(struct stager *sg, uint64_t staging_offset, uint64_t dst_offset,
+                          uint64_t n) {
+  if (sg->reg) {
+    atomic_fetch_add(&sg->reg->path_bytes[VKRT_IMPORT_PATH_STAGED], n);
+    atomic_fetch_add(&sg->reg->path_copies[VKRT_IMPORT_PATH_STAGED], 1);
+  }
+  VkBufferCopy *last = sg->batch_count ? &sg->batch[sg->batch_count - 1] : NULL;
+  if (last && last->srcOffset + last->size == staging_offset &&
+      last->dstOffset + last->size == dst_offset) {
+    last->size += n; /* contiguous in both: one region */
+  } else {
+    if (sg->batch_count == COPY_BATCH)
+      stager_flush_batch(sg);
+    sg->batch[sg->batch_count++] =
+        (VkBufferCopy){.srcOffset = staging_offset, .dstOffset = dst_offset, .size = n};
+  }
+}
+
 static vkrt_status stager_put(struct stager *sg, uint64_t dst_offset, const uint8_t *src,
                               uint64_t len) {
   struct vkrt_upload_state *st = sg->st;
   while (len) {
-    if (!sg->open) {
-      vkrt_status s = ctx_wait(st, sg->ctx, sg->ctx->slot_value[sg->slot]);
-      if (s == VKRT_OK)
-        s = cmd_begin(st->dev, sg->ctx->slot_cmd[sg->slot]);
-      if (s != VKRT_OK)
-        return s;
-      sg->open = true;
-      sg->used = 0;
-    }
+    vkrt_status s = stager_open(sg);
+    if (s != VKRT_OK)
+      return s;
     if (sg->used == st->slot_size) {
-      vkrt_status s = stager_submit(sg);
+      s = stager_submit(sg);
       if (s != VKRT_OK)
         return s;
       continue;
@@ -270,20 +298,7 @@ static vkrt_status stager_put(struct stager *sg, uint64_t dst_offset, const uint
     uint64_t n = VKRT_MIN(len, st->slot_size - sg->used);
     uint64_t staging_offset = (uint64_t)sg->slot * st->slot_size + sg->used;
     vkrt_copy_pool_memcpy(sg->pool, sg->ctx->staging_map + staging_offset, src, n);
-    if (sg->reg) {
-      atomic_fetch_add(&sg->reg->path_bytes[VKRT_IMPORT_PATH_STAGED], n);
-      atomic_fetch_add(&sg->reg->path_copies[VKRT_IMPORT_PATH_STAGED], 1);
-    }
-    VkBufferCopy *last = sg->batch_count ? &sg->batch[sg->batch_count - 1] : NULL;
-    if (last && last->srcOffset + last->size == staging_offset &&
-        last->dstOffset + last->size == dst_offset) {
-      last->size += n; /* contiguous in both: one region */
-    } else {
-      if (sg->batch_count == COPY_BATCH)
-        stager_flush_batch(sg);
-      sg->batch[sg->batch_count++] =
-          (VkBufferCopy){.srcOffset = staging_offset, .dstOffset = dst_offset, .size = n};
-    }
+    stager_record(sg, staging_offset, dst_offset, n);
     sg->used += n;
     src += n;
     dst_offset += n;
@@ -539,5 +554,143 @@ vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint
   if (s != VKRT_OK)
     ctx_wait(st, ctx, ctx->value); /* leave the context idle for the next user */
   context_give(st, ctx);
+  return s;
+}
+
+/* ---- file loads: pread straight into the staging slots --------------------------------- */
+
+struct ring_device {
+  struct stager sg;
+  struct vkrt_ring_load_device *share;
+  uint32_t k;          /* next range in share->order */
+  uint64_t row, col;   /* position inside that range */
+};
+
+bool vkrt_upload_ring_direct_ok(const struct vkrt_device *dev, uint64_t align) {
+  const struct vkrt_upload_state *st = dev->upload;
+  if (!st || !st->contexts[0].staging_map || st->slot_size % align || st->slot_size < 4 * align)
+    return false;
+  for (uint32_t i = 0; i < st->context_count; i++)
+    if ((uintptr_t)st->contexts[i].staging_map % align)
+      return false;
+  return true;
+}
+
+/* Fills one slot of rd with the next pieces of its ranges (each read whole, or cut at the
+ * slot's end), reads them in parallel, records the copies and submits. */
+static vkrt_status ring_fill_slot(struct vkrt_ring_load *job, struct ring_device *rd,
+                                  struct vkrt_copy_pool *pool) {
+  struct stager *sg = &rd->sg;
+  struct vkrt_ring_load_device *share = rd->share;
+  struct vkrt_base *base = &sg->st->dev->sys->base;
+  vkrt_status s = stager_open(sg);
+  if (s != VKRT_OK)
+    return s;
+  const uint64_t align = share->direct ? job->align : 1;
+  const uint64_t slot_size = sg->st->slot_size;
+  const uint64_t slot_base = (uint64_t)sg->slot * slot_size;
+  struct vkrt_file_read reads[COPY_BATCH];
+  uint32_t count = 0;
+  uint64_t bytes = 0;
+  while (rd->k < share->count && count < COPY_BATCH) {
+    const vkrt_load_range *r = &job->ranges[share->order[rd->k]];
+    const uint64_t rows = r->rows > 1 ? r->rows : 1;
+    const uint64_t foff = r->file_offset + (rows > 1 ? rd->row * r->file_pitch : 0) + rd->col;
+    const uint64_t doff = r->dst_offset + (rows > 1 ? rd->row * r->dst_pitch : 0) + rd->col;
+    const uint64_t aligned = vkrt_align_down(foff, align), head = foff - aligned;
+    const uint64_t room = slot_size - sg->used;
+    if (room <= head)
+      break;
+    const uint64_t n = VKRT_MIN(r->size - rd->col, room - head);
+    const uint64_t padded = vkrt_align_up(head + n, align);
+    const uint64_t staging_offset = slot_base + sg->used;
+    uint8_t *dst = sg->ctx->staging_map + staging_offset;
+    struct vkrt_file_read *last = count ? &reads[count - 1] : NULL;
+    if (align == 1 && last && last->file_offset + last->size == foff && last->dst + last->size == dst) {
+      last->size += n; /* consecutive rows of the file: one read */
+      last->need += n;
+    } else {
+      reads[count++] = (struct vkrt_file_read){.file_offset = aligned, .size = padded,
+                                               .need = head + n, .dst = dst};
+    }
+    if (sg->dst != r->dst->handle) {
+      stager_flush_batch(sg);
+      sg->dst = r->dst->handle;
+    }
+    stager_record(sg, staging_offset + head, doff, n);
+    sg->used += padded;
+    share->read_bytes += padded;
+    bytes += n;
+    if ((rd->col += n) == r->size) {
+      rd->col = 0;
+      if (++rd->row == rows) {
+        rd->row = 0;
+        rd->k++;
+      }
+    }
+  }
+  uint64_t short_at;
+  int err = vkrt_copy_pool_pread(pool, share->direct ? job->fd_direct : job->fd, reads, count,
+                                 &short_at);
+  if (err && share->direct && (err == EINVAL || err == EFAULT)) {
+    /* O_DIRECT refused into this memory or on this file system: buffered reads from here
+     * on (the padded layout reads the same bytes). */
+    share->direct = false;
+    share->direct_errno = err;
+    vkrt_log(base, VKRT_LOG_WARN, "dev%u: load %s: O_DIRECT read failed (%s); reading through "
+             "the page cache", sg->st->dev->index, job->name, strerror(err));
+    err = vkrt_copy_pool_pread(pool, job->fd, reads, count, &short_at);
+  }
+  if (err)
+    return vkrt_error(base, VKRT_ERROR_IO, "dev%u: load %s: read at offset %" PRIu64 ": %s",
+                      sg->st->dev->index, job->name, reads[0].file_offset, strerror(err));
+  if (short_at != UINT64_MAX)
+    return vkrt_error(base, VKRT_ERROR_IO, "dev%u: load %s: the file ends at offset %" PRIu64
+                      ", inside a range (truncated while loading)", sg->st->dev->index, job->name,
+                      short_at);
+  s = stager_submit(sg);
+  if (s == VKRT_OK && bytes) {
+    job->done += bytes;
+    if (job->progress)
+      job->progress(job->progress_user, job->done, job->total);
+  }
+  return s;
+}
+
+vkrt_status vkrt_upload_file_ring(struct vkrt_system *sys, struct vkrt_ring_load *job) {
+  struct ring_device rds[VKRT_MAX_DEVICES];
+  memset(rds, 0, sizeof(rds));
+  vkrt_status s = VKRT_OK;
+  for (uint32_t d = 0; d < sys->device_count && s == VKRT_OK; d++) {
+    if (!job->dev[d].count)
+      continue;
+    struct vkrt_upload_state *st = sys->devices[d].upload;
+    if (!st) {
+      s = vkrt_error(&sys->base, VKRT_ERROR_INTERNAL, "dev%u: load: upload module not open", d);
+      break;
+    }
+    rds[d].share = &job->dev[d];
+    rds[d].sg = (struct stager){.reg = st->registry, .st = st, .pool = &st->registry->copy_pool,
+                                .ctx = context_take(st)};
+  }
+  /* One slot per device in turn: device d's reads overlap every device's DMA. */
+  for (bool more = true; more && s == VKRT_OK;) {
+    more = false;
+    for (uint32_t d = 0; d < sys->device_count && s == VKRT_OK; d++) {
+      struct ring_device *rd = &rds[d];
+      if (!rd->share || rd->k >= rd->share->count)
+        continue;
+      s = ring_fill_slot(job, rd, rd->sg.pool);
+      more = true;
+    }
+  }
+  for (uint32_t d = 0; d < sys->device_count; d++) {
+    if (!rds[d].sg.ctx)
+      continue;
+    vkrt_status f = stager_finish(&rds[d].sg, s);
+    if (s == VKRT_OK)
+      s = f;
+    context_give(rds[d].sg.st, rds[d].sg.ctx);
+  }
   return s;
 }

@@ -35,8 +35,6 @@ VKRT_KERNEL_ATTENTION_SPLIT_F16_CHECK_PUSH(struct attention_split_push);
 #endif
 VKRT_KERNEL_ATTENTION_SPLIT_Q8_0_CHECK_PUSH(struct attention_split_push);
 
-#define SPLIT_WG 128   /* attention_split.comp: invocations per workgroup */
-#define SPLIT_U 4      /* ... and its U (tokens per invocation per tile) */
 #define COMBINE_WG 256 /* attention_combine.comp: at most this, a multiple of head_dim */
 
 vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
@@ -65,7 +63,9 @@ bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_
   uint64_t scratch = VKRT_MIN(ops->attention_scratch->size, ops->limits.max_storage_buffer_range);
   return vkrt_ops_attention_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
                                  ops->attention_target_groups, ops->force_attention_splits,
-                                 scratch, out, why, why_size);
+                                 ops->force_attention_unroll,
+                                 dev->caps.max_compute_shared_memory_size, scratch, out, why,
+                                 why_size);
 }
 
 /* Rebinds a K/V view so its binding starts at a multiple of `unit` bytes (the kernel's
@@ -98,16 +98,8 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
                       "dev%u: vkrt_op_attention: the q8_0 cache is read in 32-bit words: the "
                       "buffers of k and v must extend to the 4-byte boundary after them",
                       dev->index);
-  uint32_t G = plan.heads_per_group, TT = SPLIT_WG / (D / 8);
-  uint32_t red = VKRT_MAX(SPLIT_U * G * (SPLIT_WG + TT), 8 * SPLIT_WG);
-  uint64_t shared = ((uint64_t)red + VKRT_ATTENTION_SCORES) * sizeof(float);
-  if (shared > dev->caps.max_compute_shared_memory_size)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "dev%u: vkrt_op_attention: %u query heads per workgroup of head_dim %u "
-                      "need %llu bytes of shared memory; the device has %u", dev->index, G, D,
-                      (unsigned long long)shared, dev->caps.max_compute_shared_memory_size);
   const struct vkrt_ops_pipeline *split, *combine;
-  uint32_t split_spec[VKRT_OPS_MAX_SPEC] = {SPLIT_WG, G, D, red};
+  uint32_t split_spec[VKRT_OPS_MAX_SPEC] = {VKRT_ATTENTION_WG, plan.heads_per_group, D, plan.unroll};
   uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {COMBINE_WG / D * D, D, 0, 0};
   vkrt_status s = vkrt_ops_pipeline_spec(
       dev, f16 ? VKRT_OPS_ATTENTION_SPLIT_F16 : VKRT_OPS_ATTENTION_SPLIT_Q8_0, split_spec, &split);

@@ -115,7 +115,7 @@ static struct vkrt_matvec_config choose_matvec(const struct vkrt_device *dev, vk
                                                uint32_t cols) {
   if (dev->caps.is_cpu)
     return (struct vkrt_matvec_config){.wg = 64, .rows = 4, .unroll = 1, .blocks = 1};
-  /* NVIDIA, M 2..8 (docs/perf.md 2026-12-03, the M > 1 sweep): with several columns each
+  /* NVIDIA, M 2..8 (CHANGELOG.md, 2026-12-03, the M > 1 sweep): with several columns each
    * weight chunk costs 2 M x loads and 8 M FMAs, and 64-invocation workgroups of 2 rows win
    * (H200 f16 gate/up M 4: 47.0 us vs 51.5 with the M = 1 shape; f32 q/o M 4: 21.2 vs 26.6). */
   if (dev->caps.vendor_id == 0x10de && cols > 1)

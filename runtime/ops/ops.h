@@ -126,6 +126,7 @@ struct vkrt_ops_state {
   struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
   uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
   uint32_t force_attention_splits;       /* 0 = plan them */
+  uint32_t force_attention_unroll;       /* row passes per tile: 0 = plan them */
   uint64_t attention_count, attention_split_count, attention_round_count;
 };
 

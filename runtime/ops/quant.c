@@ -90,7 +90,7 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
 };
 /* The choice when not forced: the first eligible of these (1-based variant numbers), per
  * type (Q8_0, Q4_K); the last is always the words kernel, which takes any layout. Measured
- * on the H200 at K 14336 x N 4096, M = 1 (docs/perf.md, 2026-12-03 and -04): Q8_0 kspace
+ * on the H200 at K 14336 x N 4096, M = 1 (CHANGELOG.md, 2026-12-03): Q8_0 kspace
  * 30.9 us (4 rows 33.3), lanew 33.3 (2 rows 38.2, 8 rows 46.2), vec16 48.0, words 75.5;
  * Q4_K vec16 with 2 rows 26.7 us, kspace 29.4, lanew 31.6 (2 rows 30.0), vec16 (4 rows)
  * 33.4, words 60.0. (Q8_0 kspace fits every layout lanew and vec16 fit.) */

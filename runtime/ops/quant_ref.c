@@ -2,6 +2,7 @@
  * formats written from their definition (ggml-common.h block_q8_0 / block_q4_K and
  * dequantize_row_q8_0 / dequantize_row_q4_K): the reference the kernels are tested
  * against, and what vkrt-service checks its layers with. Pure C, always built. */
+#include <math.h>
 #include <string.h>
 
 #include "vkrt/vkrt.h"
@@ -113,4 +114,60 @@ vkrt_status vkrt_dequantize_row(vkrt_type type, const void *src, float *dst, int
     return VKRT_ERROR_INVALID_ARGUMENT;
   }
   return VKRT_OK;
+}
+
+/* IEEE float -> half bits, rounded to nearest even (overflow to inf, NaN kept quiet with the
+ * top of its payload), as F16C's vcvtps2ph and kernels/set_rows.comp round. */
+static uint16_t float_to_half(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu, h, rem, mid;
+  if (a > 0x7f800000u)
+    return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) /* 65520 and up */
+    return (uint16_t)(sign | 0x7c00u);
+  if (a >= 0x38800000u) { /* a normal half: the exponent rebiased by 127 - 15 */
+    uint32_t r = a - 0x38000000u;
+    h = r >> 13, rem = r & 0x1fffu, mid = 0x1000u;
+  } else { /* a subnormal half: units of 2^-24 */
+    if (a < 0x33000000u)
+      return (uint16_t)sign;
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126u - e;
+    h = m >> shift, rem = m & ((1u << shift) - 1u), mid = 1u << (shift - 1u);
+  }
+  if (rem > mid || (rem == mid && (h & 1u)))
+    h++;
+  return (uint16_t)(sign | h);
+}
+
+vkrt_status vkrt_quantize_row(vkrt_type type, const float *src, void *dst, int64_t n) {
+  uint32_t block = vkrt_type_block(type);
+  if (!block || n < 0 || n % block || (n && (!src || !dst)))
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  uint8_t *p = dst;
+  switch (type) {
+  case VKRT_TYPE_F32:
+    memcpy(dst, src, (size_t)n * 4);
+    return VKRT_OK;
+  case VKRT_TYPE_F16:
+    for (int64_t i = 0; i < n; i++) {
+      uint16_t h = float_to_half(src[i]);
+      memcpy(p + 2 * i, &h, 2);
+    }
+    return VKRT_OK;
+  case VKRT_TYPE_Q8_0: /* ggml quantize_row_q8_0_ref, operation for operation */
+    for (int64_t b = 0; b < n / 32; b++, src += 32, p += 34) {
+      float amax = 0.0f;
+      for (int j = 0; j < 32; j++)
+        amax = fmaxf(amax, fabsf(src[j]));
+      const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      uint16_t h = float_to_half(d);
+      memcpy(p, &h, 2);
+      for (int j = 0; j < 32; j++)
+        p[2 + j] = (uint8_t)(int8_t)roundf(src[j] * id);
+    }
+    return VKRT_OK;
+  default:
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  }
 }

@@ -459,9 +459,16 @@ bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tens
 
 static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
 
+uint32_t vkrt_ops_attention_shared(uint32_t head_dim, uint32_t heads_per_group, uint32_t unroll) {
+  uint32_t tt = VKRT_ATTENTION_WG / (head_dim / 8); /* tokens per pass */
+  uint32_t red = VKRT_MAX(unroll * heads_per_group * (VKRT_ATTENTION_WG + tt), 8 * VKRT_ATTENTION_WG);
+  return (red + VKRT_ATTENTION_SCORES) * (uint32_t)sizeof(float);
+}
+
 bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
                              uint32_t n_q, uint32_t n_ctx, uint32_t target_groups,
-                             uint32_t forced_splits, uint64_t scratch_bytes,
+                             uint32_t forced_splits, uint32_t forced_unroll,
+                             uint32_t shared_limit, uint64_t scratch_bytes,
                              struct vkrt_attention_plan *out, char *why, size_t why_size) {
   static const char *const op = "vkrt_op_attention";
   memset(out, 0, sizeof(*out));
@@ -473,6 +480,17 @@ bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head
     g--;
   out->heads_per_group = g;
   out->head_groups = per_kv / g;
+  if (forced_unroll > VKRT_ATTENTION_MAX_UNROLL)
+    FAIL("%s: %u row passes per tile; 1..%d", op, forced_unroll, VKRT_ATTENTION_MAX_UNROLL);
+  out->unroll = forced_unroll ? forced_unroll : VKRT_ATTENTION_UNROLL;
+  while (!forced_unroll && out->unroll > 1 &&
+         vkrt_ops_attention_shared(head_dim, g, out->unroll) > shared_limit)
+    out->unroll /= 2;
+  out->shared_bytes = vkrt_ops_attention_shared(head_dim, g, out->unroll);
+  if (out->shared_bytes > shared_limit)
+    FAIL("%s: %u query heads per workgroup of head_dim %u with %u row passes per tile need %u "
+         "bytes of shared memory; the device has %u", op, g, head_dim, out->unroll,
+         out->shared_bytes, shared_limit);
   uint32_t cap = VKRT_ATTENTION_SCORES / g;
   uint32_t fewest = div_up(n_ctx, cap), most = div_up(n_ctx, VKRT_MIN(n_ctx, VKRT_ATTENTION_MIN_SPLIT));
   uint64_t per_split = (uint64_t)n_head * (head_dim + 2) * sizeof(float); /* one query */

@@ -92,18 +92,26 @@ bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tens
                               char *why, size_t why_size);
 
 /* How vkrt_op_attention splits its work (kernels/attention_split.comp, pure so it is
- * unit-tested): a workgroup takes `heads_per_group` query heads of one KV head (the largest
- * divisor of n_head / n_head_kv up to VKRT_ATTENTION_MAX_GROUP) and `split_len` cache
- * tokens (at most VKRT_ATTENTION_SCORES / heads_per_group, the scores it keeps in shared
- * memory, and at least VKRT_ATTENTION_MIN_SPLIT unless the context is shorter); `splits`
- * cover the capacity n_ctx, chosen so that splits x KV heads x head groups x queries comes
- * near `target_groups` (or `forced_splits` when nonzero, within those bounds). The split
- * partials ((head_dim + 2) floats per query head, split and query) must fit
- * `scratch_bytes`: queries run in rounds of `queries_per_round`. */
+ * unit-tested): a workgroup of VKRT_ATTENTION_WG invocations takes `heads_per_group` query
+ * heads of one KV head (the largest divisor of n_head / n_head_kv up to
+ * VKRT_ATTENTION_MAX_GROUP) and `split_len` cache tokens (at most VKRT_ATTENTION_SCORES /
+ * heads_per_group, the scores it keeps in shared memory, and at least
+ * VKRT_ATTENTION_MIN_SPLIT unless the context is shorter); `splits` cover the capacity
+ * n_ctx, chosen so that splits x KV heads x head groups x queries comes near
+ * `target_groups` (or `forced_splits` when nonzero, within those bounds). `unroll` row
+ * passes per tile (forced_unroll, else VKRT_ATTENTION_UNROLL, halved while the shared
+ * memory, `shared_bytes` of it, exceeds the device's). The split partials ((head_dim + 2)
+ * floats per query head, split and query) must fit `scratch_bytes`: queries run in rounds
+ * of `queries_per_round`. */
+#define VKRT_ATTENTION_WG 128
 #define VKRT_ATTENTION_MAX_GROUP 8
 #define VKRT_ATTENTION_SCORES 2048
 #define VKRT_ATTENTION_MIN_SPLIT 64
+#define VKRT_ATTENTION_UNROLL 4
+#define VKRT_ATTENTION_MAX_UNROLL 8
 struct vkrt_attention_plan {
+  uint32_t unroll;
+  uint32_t shared_bytes;      /* the split pass's shared memory */
   uint32_t heads_per_group;
   uint32_t head_groups;       /* workgroups per KV head */
   uint32_t split_len;         /* cache tokens per split */
@@ -114,8 +122,11 @@ struct vkrt_attention_plan {
 };
 bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
                              uint32_t n_q, uint32_t n_ctx, uint32_t target_groups,
-                             uint32_t forced_splits, uint64_t scratch_bytes,
+                             uint32_t forced_splits, uint32_t forced_unroll,
+                             uint32_t shared_limit, uint64_t scratch_bytes,
                              struct vkrt_attention_plan *out, char *why, size_t why_size);
+/* Bytes of shared memory the split pass takes (as attention_split.comp declares it). */
+uint32_t vkrt_ops_attention_shared(uint32_t head_dim, uint32_t heads_per_group, uint32_t unroll);
 
 /* Concat fast path eligibility (dim 0, one source stored transposed, the other source and
  * dst contiguous, same type). Returns 0 when not eligible, 1 when a is the transposed

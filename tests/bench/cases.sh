@@ -26,6 +26,11 @@ done
 for path in "matvec q8_0" "matvec q4_K"; do
   json "[r['path'] for r in d['results']]" <<< "$out" | grep -q "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
 done
+# the decode ops, argmax of a vocabulary over several workgroups
+for path in "rms_norm (mul fused)" "rope normal" "rope neox" "get_rows" "set_rows" \
+            "argmax split + combine" "argmax one pass"; do
+  json "[r['path'] for r in d['results']]" <<< "$out" | grep -qF "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
+done
 # decode attention (FLASH_ATTN_EXT lines) runs as vkrt_op_attention, its ratio the K/V roofline
 json "[r['path'] for r in d['results'] if r['op'] == 'FLASH_ATTN_EXT']" <<< "$out" | grep -q "attention, [0-9]* splits" \
   || { echo "$out"; echo "no FLASH_ATTN_EXT case took the attention path"; exit 1; }

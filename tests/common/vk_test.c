@@ -8,10 +8,25 @@
 #include <time.h>
 #include <unistd.h>
 
+/* log_user of the harness's log: NULL, or &vkt_expected when the appliance runs with
+ * injected faults, whose errors and warnings are the behaviour under test. */
+static const char vkt_expected[] = "expected (injected fault): ";
+
 static void log_stderr(void *user, vkrt_log_level level, const char *message) {
-  (void)user;
   static const char *const names[] = {"error", "warn", "info", "debug"};
-  fprintf(stderr, "vkrt-test: %s: %s\n", names[level & 3], message);
+  fprintf(stderr, "vkrt-test: %s%s: %s\n", user == vkt_expected ? vkt_expected : "",
+          names[level & 3], message);
+}
+
+static bool faults_injected(const vkrt_options *o) {
+  const vkrt_fault_options *f = &o->faults;
+  return f->mask || f->host_alloc_fail_at || f->vulkan_alloc_fail_at || f->import_chunk_cap ||
+         f->import_policy_override || f->release_delay_us;
+}
+
+void vkt_expect_errors(vkrt_options *o) {
+  if (o->log == log_stderr)
+    o->log_user = (void *)vkt_expected;
 }
 
 bool vkt_sync_validation_pass(void) {
@@ -33,10 +48,13 @@ void vkt_options(vkrt_options *o) {
   o->log_level = VKRT_LOG_WARN;
 }
 
-vkrt_appliance *vkt_open(const vkrt_options *o) {
+vkrt_appliance *vkt_open(const vkrt_options *options) {
+  vkrt_options o = *options;
+  if (faults_injected(&o))
+    vkt_expect_errors(&o);
   vkrt_appliance *app = NULL;
   char why[1024];
-  vkrt_status s = vkrt_open(o, &app, why, sizeof(why));
+  vkrt_status s = vkrt_open(&o, &app, why, sizeof(why));
   if (s != VKRT_OK)
     fail_msg("vkrt_open: %s: %s", vkrt_status_str(s), why);
   assert_non_null(app);

@@ -17,6 +17,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "vkrt/kconfig.h" /* IS_ENABLED and this build's CONFIG_ symbols */
 #include "vkrt/vkrt.h"
 
 #define VKT_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -29,8 +30,13 @@ void vkt_options(vkrt_options *options);
 /* Whether this run is tests/run's synchronization-validation pass (VKRT_TEST_SYNC_VALIDATION
  * is "1"; other values, "0" included, mean the plain pass). */
 bool vkt_sync_validation_pass(void);
-/* vkrt_open that fails the test (printing the status and message) when it fails. */
+/* vkrt_open that fails the test (printing the status and message) when it fails. With any
+ * fault injected (options->faults) the appliance's log lines read "vkrt-test: expected
+ * (injected fault): error: ...": the errors are what the test provokes. */
 vkrt_appliance *vkt_open(const vkrt_options *options);
+/* Marks the log lines of an appliance opened with these options as expected (for a test
+ * that calls vkrt_open itself with faults injected). Only the harness's own log is marked. */
+void vkt_expect_errors(vkrt_options *options);
 /* Asserts vkrt_validation_message_count(app) == 0, then closes. */
 void vkt_close(vkrt_appliance *app);
 /* Fails the test with the last error when s != VKRT_OK. */

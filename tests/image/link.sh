@@ -10,8 +10,13 @@ tarball=$(echo "$out" | sed -n 's/^tarball: \([^ ]*\) .*/\1/p')
 work=$(mktemp -d /tmp/vkrt-link.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 tar -xzf "$tarball" -C "$work"
-(cd "$work/image" && sed -n '/^files:/,$p' MANIFEST | tail -n +2 | sha256sum -c --quiet) || { echo "manifest hashes do not match"; exit 1; }
-grep -q '^board: ' "$work/image/MANIFEST" && grep -q '^kernels: ' "$work/image/MANIFEST"
+# one top folder named like the tarball: vkrt-<board>-<version>/
+top=$(basename "$tarball" .tar.gz)
+[ "$(ls "$work")" = "$top" ] || { echo "the tarball unpacks into '$(ls "$work" | tr '\n' ' ')', not $top/"; exit 1; }
+img=$work/$top
+(cd "$img" && sed -n '/^files:/,$p' MANIFEST | tail -n +2 | sha256sum -c --quiet) || { echo "manifest hashes do not match"; exit 1; }
+grep -q '^board: ' "$img/MANIFEST" && grep -q '^kernels: ' "$img/MANIFEST"
+[ -f "$img/share/vkrt/LICENSE" ] || { echo "no LICENSE in the image"; exit 1; }
 cat > "$work/prog.c" <<'EOC'
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +46,9 @@ int main(void) {
   return ok ? 0 : 1;
 }
 EOC
-export PKG_CONFIG_PATH="$work/image/lib/pkgconfig"
+export PKG_CONFIG_PATH="$img/lib/pkgconfig"
 flags=$(pkg-config --static --cflags --libs vkrt)
 (cd "$work" && cc -std=c11 -Wall -Werror prog.c $flags -o prog)
+echo "unpacked into $top/ (manifest hashes match, LICENSE shipped)"
 "$work/prog"
 echo "link: out-of-tree program built with: pkg-config --static --cflags --libs vkrt -> $flags"

@@ -5,7 +5,8 @@
 # against the float64 reference (teacher-forced), every rank bit-identical; the text is the
 # story the model was trained on (" Once upon a time", English words). A prompt made of the
 # first generated sentence tokenizes to the ids the model generated for it and continues as
-# the run from BOS did. Bad model files (another architecture, a missing tensor, a shape that
+# the run from BOS did. Recording every token's work instead of launching a captured graph
+# gives the same ids. Bad model files (another architecture, a missing tensor, a shape that
 # disagrees with the metadata, no BOS) exit 3 with a message naming the cause; a model the
 # devices cannot split (4 KV heads on 3 devices) or a q8_0 K/V cache with 8-wide heads exit 5.
 set -euo pipefail
@@ -41,8 +42,17 @@ for devices in 1 2 4; do
     echo "ids on $devices devices: $ids"; echo "ids on 1 device: $ids_ref"; exit 1
   fi
   echo "$devices devices: $(grep -m1 '^vkrt-service: tg:' <<< "$out")"
+  echo "$devices devices: $(grep -m1 "^vkrt-service: a token's work" <<< "$out")"
   echo "$devices devices: $(grep -m1 '^vkrt-service: verified' <<< "$out")"
 done
+# A token's work recorded every time instead of launched as a captured graph: the same ids.
+out=$("$svc" --weights "$model" --tokens 200 --print-ids --devices 2 --warmup-ms 0 --graph off 2>&1) ||
+  { echo "$out"; echo "stories260K with --graph off failed"; exit 1; }
+grep -q "^vkrt-service: a token's work: recorded per token (--graph off)" <<< "$out" &&
+  grep -q "greedy choice the same at every position: passed; .* ranks bit-identical: yes (2 ranks)" <<< "$out" &&
+  [ "$(field ids "$out")" = "$ids_ref" ] || { echo "$out"; echo "--graph off: not the same ids"; exit 1; }
+echo "2 devices, --graph off: the same 200 ids"
+
 # The text: the trained story, in English (most words from a small list of common ones or
 # plain lower-case words, nothing but printable ASCII).
 [[ "$text" == " Once upon a time"* ]] || { echo "text: $text"; echo "does not start ' Once upon a time'"; exit 1; }

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vkrt/kconfig.h" /* IS_ENABLED and this build's CONFIG_ symbols */
 #include "vkrt/vkrt_mpi.h"
 
 static int rank, hosts;

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "device/caps.h"
+#include "vkrt/kconfig.h"
 #include "vkrt/vkrt.h"
 
 #define NVIDIA 0x10de
@@ -236,8 +237,47 @@ static void test_from_config(void **state) {
   assert_int_equal(b.simulated, IS_ENABLED(CONFIG_VKRT_SIMULATED));
 }
 
+/* vkrt_config_has / vkrt_config_value answer what config.h says, for a bool that is y, one
+ * that may be n, a string and an integer; unknown names are NULL / false. */
+static void test_config_query(void **state) {
+  (void)state;
+  assert_true(vkrt_config_has("CONFIG_VKRT_DEVICE_MATCH_ID") == IS_ENABLED(CONFIG_VKRT_DEVICE_MATCH_ID));
+  assert_true(vkrt_config_has("VKRT_FAULT_INJECTION") == IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION));
+  assert_true(vkrt_config_has("CONFIG_VKRT_TRANSPORT_MPI") == IS_ENABLED(CONFIG_VKRT_TRANSPORT_MPI));
+  assert_string_equal(vkrt_config_value("CONFIG_VKRT_BOARD"), CONFIG_VKRT_BOARD);
+  char count[16];
+  snprintf(count, sizeof(count), "%d", CONFIG_VKRT_DEVICE_COUNT);
+  assert_string_equal(vkrt_config_value("VKRT_DEVICE_COUNT"), count);
+  assert_string_equal(vkrt_config_value("CONFIG_VKRT_FAULT_INJECTION"),
+                      IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION) ? "y" : "n");
+  assert_null(vkrt_config_value("CONFIG_VKRT_NO_SUCH_SYMBOL"));
+  assert_false(vkrt_config_has("CONFIG_VKRT_NO_SUCH_SYMBOL"));
+  assert_null(vkrt_config_value(NULL));
+  assert_false(vkrt_config_has("CONFIG_VKRT_BOARD")); /* a string is not y */
+}
+
+/* vkrt_options has the fault fields in every configuration; a build without fault injection
+ * refuses them at open, before touching a device, with a message naming the symbol. */
+static void test_faults_refused_without_injection(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkrt_options_initialize(&o);
+  o.faults.mask = VKRT_FAULT_IMPORT_FAILS;
+  if (IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)) {
+    fprintf(stderr, "vkrt-test: skipped %s: %s\n", __func__, "CONFIG_VKRT_FAULT_INJECTION is on");
+    skip();
+  }
+  vkrt_appliance *app = (vkrt_appliance *)1;
+  char why[256] = "";
+  assert_int_equal(vkrt_open(&o, &app, why, sizeof(why)), VKRT_ERROR_UNSUPPORTED);
+  assert_null(app);
+  assert_non_null(strstr(why, "CONFIG_VKRT_FAULT_INJECTION"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_config_query),
+      cmocka_unit_test(test_faults_refused_without_injection),
       cmocka_unit_test(test_index),        cmocka_unit_test(test_index_too_few),
       cmocka_unit_test(test_id),           cmocka_unit_test(test_id_wrong_vendor),
       cmocka_unit_test(test_uuid),         cmocka_unit_test(test_uuid_wrong),

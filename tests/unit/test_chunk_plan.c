@@ -300,6 +300,33 @@ static void policy_decisions(void **state) {
   assert_string_equal(vkrt_import_policy_name(3), "staging-only");
 }
 
+/* File loads: mapped where file pages import, else read while the page cache holds the
+ * file and O_DIRECT once it does not (when O_DIRECT works); forced paths as asked. */
+static void load_decisions(void **state) {
+  (void)state;
+  char why[300];
+  assert_int_equal(vkrt_load_choose(VKRT_LOAD_PATH_AUTO, true, 0.0, true, why, sizeof(why)),
+                   VKRT_LOAD_PATH_MAPPED);
+  assert_int_equal(vkrt_load_choose(VKRT_LOAD_PATH_AUTO, false, 0.9, true, why, sizeof(why)),
+                   VKRT_LOAD_PATH_READ);
+  assert_non_null(strstr(why, "90%"));
+  assert_int_equal(vkrt_load_choose(VKRT_LOAD_PATH_AUTO, false, 0.1, true, why, sizeof(why)),
+                   VKRT_LOAD_PATH_DIRECT);
+  assert_non_null(strstr(why, "O_DIRECT"));
+  assert_int_equal(vkrt_load_choose(VKRT_LOAD_PATH_AUTO, false, 0.1, false, why, sizeof(why)),
+                   VKRT_LOAD_PATH_READ);
+  assert_non_null(strstr(why, "unavailable"));
+  assert_int_equal(vkrt_load_choose(VKRT_LOAD_PATH_AUTO, false, -1.0, true, why, sizeof(why)),
+                   VKRT_LOAD_PATH_READ);
+  assert_int_equal(vkrt_load_choose(VKRT_LOAD_PATH_DIRECT, true, 1.0, false, why, sizeof(why)),
+                   VKRT_LOAD_PATH_READ);
+  assert_non_null(strstr(why, "forced"));
+  assert_int_equal(vkrt_load_choose(VKRT_LOAD_PATH_DIRECT, true, 1.0, true, why, sizeof(why)),
+                   VKRT_LOAD_PATH_DIRECT);
+  assert_int_equal(vkrt_load_choose(VKRT_LOAD_PATH_MAPPED, false, 0.0, true, why, sizeof(why)),
+                   VKRT_LOAD_PATH_MAPPED);
+}
+
 static void prestage_budget(void **state) {
   (void)state;
   struct vkrt_caps a = {.memory_budget = true, .type_count = 2, .heap_count = 2,
@@ -324,6 +351,7 @@ int main(void) {
       cmocka_unit_test(bad_inputs),
       cmocka_unit_test(random_plans),
       cmocka_unit_test(policy_decisions),
+      cmocka_unit_test(load_decisions),
       cmocka_unit_test(prestage_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

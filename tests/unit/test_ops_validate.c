@@ -302,6 +302,73 @@ static void test_matmul_shapes(void **state) {
   expect_fail(vkrt_ops_check_matmul(&lim, &d, &w, &x, v, why, sizeof(why)), "must be f32");
 }
 
+/* The decode ops: views filled (element offsets in place), in-place forms, i32 where it
+ * belongs and nowhere else. */
+static void test_decode_ops(void **state) {
+  (void)state;
+  struct vkrt_ops_view v[3];
+  vkrt_tensor x = t4(&buf_a, 256, VKRT_TYPE_F32, 128, 32, 3, 1);
+  vkrt_tensor w = t4(&buf_b, 0, VKRT_TYPE_F32, 128, 1, 1, 1);
+  vkrt_tensor pos = t4(&buf_b, 4096, VKRT_TYPE_I32, 3, 1, 1, 1);
+  /* rms_norm in place, w's view in views[2] */
+  assert_true(vkrt_ops_check_rms_norm(&lim, &x, &x, &w, 1e-5f, v, why, sizeof(why)));
+  assert_int_equal(v[1].offset, 0);
+  assert_int_equal(v[2].ne[0], 128);
+  assert_true(vkrt_ops_check_rms_norm(&lim, &x, &x, NULL, 0.0f, v, why, sizeof(why)));
+  assert_null(v[2].buffer);
+  vkrt_tensor shifted = x;
+  shifted.offset += 4;
+  expect_fail(vkrt_ops_check_rms_norm(&lim, &shifted, &x, NULL, 1e-5f, v, why, sizeof(why)),
+              "without being x exactly");
+  /* rope: positions per token, n_dims even and within the head */
+  vkrt_rope_params rp = {VKRT_ROPE_NEOX, 64, 10000.0f, 1.0f};
+  assert_true(vkrt_ops_check_rope(&lim, &x, &x, &pos, &rp, v, why, sizeof(why)));
+  assert_int_equal(v[2].type, VKRT_TYPE_I32);
+  assert_int_equal(v[2].offset, (4096 - 4096 / 64 * 64) / 4);
+  rp.n_dims = 65;
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &rp, v, why, sizeof(why)), "n_dims = 65");
+  rp.n_dims = 130;
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &rp, v, why, sizeof(why)), "head size 128");
+  rp.n_dims = 64;
+  vkrt_tensor pos_f = pos;
+  pos_f.type = VKRT_TYPE_F32;
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos_f, &rp, v, why, sizeof(why)), "pos is f32; it must be i32");
+  /* get_rows: a q4_K table, i32 ids, f32 rows out */
+  vkrt_tensor table = t4(&buf_a, 0, VKRT_TYPE_Q4_K, 512, 100, 1, 1);
+  vkrt_tensor ids = t4(&buf_b, 8192, VKRT_TYPE_I32, 5, 1, 1, 1);
+  vkrt_tensor rows = t4(&buf_b, 16384, VKRT_TYPE_F32, 512, 5, 1, 1);
+  assert_true(vkrt_ops_check_get_rows(&lim, &rows, &table, &ids, v, why, sizeof(why)));
+  assert_int_equal(v[1].block, 256);
+  assert_int_equal(v[1].stride[1], 2 * 144); /* bytes per row */
+  vkrt_tensor narrow = t4(&buf_a, 0, VKRT_TYPE_F16, 256, 100, 1, 1);
+  expect_fail(vkrt_ops_check_get_rows(&lim, &rows, &narrow, &ids, v, why, sizeof(why)),
+              "must be {table.ne[0], ids.ne[0]}");
+  expect_fail(vkrt_ops_check_get_rows(&lim, &rows, &x, &ids, v, why, sizeof(why)), "the op takes 2 dims");
+  /* set_rows into a q8_0 cache; i32 stays out of the float ops */
+  vkrt_tensor cache = t4(&buf_a, 2, VKRT_TYPE_Q8_0, 512, 40, 1, 1);
+  vkrt_tensor src = t4(&buf_b, 65536, VKRT_TYPE_F32, 512, 5, 1, 1);
+  assert_true(vkrt_ops_check_set_rows(&lim, &cache, &src, &ids, v, why, sizeof(why)));
+  assert_int_equal(v[0].offset % 64, 2);
+  vkrt_tensor q4 = t4(&buf_a, 0, VKRT_TYPE_Q4_K, 512, 40, 1, 1);
+  expect_fail(vkrt_ops_check_set_rows(&lim, &q4, &src, &ids, v, why, sizeof(why)), "f32, f16 or q8_0");
+  /* argmax: i32 out, one per row */
+  vkrt_tensor am = t4(&buf_b, 0, VKRT_TYPE_I32, 32, 1, 1, 1);
+  vkrt_tensor logits = t4(&buf_a, 0, VKRT_TYPE_F32, 1000, 32, 1, 1);
+  assert_true(vkrt_ops_check_argmax(&lim, &am, &logits, v, why, sizeof(why)));
+  expect_fail(vkrt_ops_check_argmax(&lim, &logits, &am, v, why, sizeof(why)), "it must be i32");
+  /* i32 in the other ops: moved to i32 only, never summed or multiplied */
+  vkrt_tensor i = t4(&buf_a, 0, VKRT_TYPE_I32, 16, 16, 1, 1), f = t4(&buf_b, 0, VKRT_TYPE_F32, 16, 16, 1, 1);
+  vkrt_tensor i2 = t4(&buf_b, 0, VKRT_TYPE_I32, 16, 16, 1, 1);
+  assert_true(vkrt_ops_check_copy(&lim, &i2, &i, v, why, sizeof(why)));
+  expect_fail(vkrt_ops_check_copy(&lim, &f, &i, v, why, sizeof(why)), "copied to i32 only");
+  expect_fail(vkrt_ops_check_transpose(&lim, &f, &i, v, why, sizeof(why)), "moved to i32 only");
+  const vkrt_tensor *srcs[1] = {&i};
+  struct vkrt_ops_view va[9];
+  expect_fail(vkrt_ops_check_add(&lim, &i2, srcs, 1, va, why, sizeof(why)), "sums f32 or f16");
+  vkrt_tensor xv = t4(&buf_b, 0, VKRT_TYPE_F32, 16, 1, 1, 1), dv = t4(&buf_b, 4096, VKRT_TYPE_F32, 16, 1, 1, 1);
+  expect_fail(vkrt_ops_check_matmul(&lim, &dv, &i, &xv, v, why, sizeof(why)), "w is i32");
+}
+
 static void test_linear_split(void **state) {
   (void)state;
   /* every group is covered once, no dispatch exceeds the limits, and the overshoot of
@@ -350,42 +417,56 @@ static void test_attention_check_and_plan(void **state) {
   uint64_t mib16 = 16u << 20;
   /* head 128, 32 heads over 8, 32768 tokens, 512 workgroups aimed at: 4 heads a group,
    * 64 splits of 512 (the most a split of 4 heads holds) */
-  assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 32768, 512, 0, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 32768, 512, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.heads_per_group, 4);
   assert_int_equal(p.head_groups, 1);
   assert_int_equal(p.split_len, 512);
   assert_int_equal(p.splits, 64);
   assert_int_equal(p.rounds, 1);
   /* head 64, 8 heads over 1, 7680 tokens: 512 groups would be splits of 15: held at 64 */
-  assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.heads_per_group, 8);
   assert_int_equal(p.split_len, 64);
   assert_int_equal(p.splits, 120);
   /* head 256, 16 heads over 2, 20000 tokens: 256 splits of 79 */
-  assert_true(vkrt_ops_attention_plan(256, 16, 2, 1, 20000, 512, 0, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_plan(256, 16, 2, 1, 20000, 512, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.split_len, 79);
   assert_int_equal(p.splits, 254);
   /* a short context: at least one token per split, a split count under the target */
-  assert_true(vkrt_ops_attention_plan(64, 2, 1, 1, 10, 512, 0, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_plan(64, 2, 1, 1, 10, 512, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.splits, 1);
   /* forced: any count down to one token a split, never fewer than the shared memory needs */
-  assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 32768, 512, 7, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 32768, 512, 7, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.splits, 64);
-  assert_true(vkrt_ops_attention_plan(64, 2, 1, 1, 100, 512, 1000, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_plan(64, 2, 1, 1, 100, 512, 1000, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.splits, 100);
   assert_int_equal(p.split_len, 1);
   /* 12 heads per KV head: groups of 6 */
-  assert_true(vkrt_ops_attention_plan(64, 24, 2, 1, 1000, 16, 0, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_plan(64, 24, 2, 1, 1000, 16, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.heads_per_group, 6);
   assert_int_equal(p.head_groups, 2);
   /* rounds: 8 queries whose partials take 1.06 MB each in a 3 MiB scratch: 2 per round */
-  assert_true(vkrt_ops_attention_plan(128, 32, 8, 8, 32768, 512, 0, 3u << 20, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_plan(128, 32, 8, 8, 32768, 512, 0, 0, 49152, 3u << 20, &p, why, sizeof(why)));
   assert_int_equal(p.splits, 64);
   assert_int_equal(p.queries_per_round, 2);
   assert_int_equal(p.rounds, 4);
   assert_int_equal(p.scratch_used, 2 * 64 * 32 * 130 * 4);
+  /* row passes per tile: 4, halved while the shared memory does not fit; forced ones kept or
+   * refused */
+  assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 49152, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.unroll, 4);
+  assert_int_equal(p.shared_bytes, (4 * 8 * (128 + 16) + 2048) * 4);
+  assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 16384, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.unroll, 1);
+  assert_true(p.shared_bytes <= 16384);
+  assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 8, 49152, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.unroll, 8);
+  expect_fail(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 8, 32768, mib16, &p, why, sizeof(why)),
+              "with 8 row passes per tile need 45056 bytes of shared memory; the device has 32768");
+  expect_fail(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 9, 49152, mib16, &p, why, sizeof(why)),
+              "9 row passes per tile; 1..8");
   /* refused: one query's smallest split count past the scratch */
-  expect_fail(vkrt_ops_attention_plan(256, 64, 8, 1, 100000, 512, 0, mib16, &p, why, sizeof(why)),
+  expect_fail(vkrt_ops_attention_plan(256, 64, 8, 1, 100000, 512, 0, 0, 49152, mib16, &p, why, sizeof(why)),
               "n_ctx 100000 needs at least 391 splits");
 }
 
@@ -399,6 +480,7 @@ int main(void) {
       cmocka_unit_test(test_concat_fast_path_eligibility),
       cmocka_unit_test(test_add),
       cmocka_unit_test(test_matmul_shapes),
+      cmocka_unit_test(test_decode_ops),
       cmocka_unit_test(test_linear_split),
       cmocka_unit_test(test_attention_check_and_plan),
   };

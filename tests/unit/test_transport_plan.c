@@ -1,5 +1,5 @@
 /* Transport planner: the exhaustive decision table over hand-built capability snapshots (no
- * GPU), plus the named regressions of issue 5. The expected values come from the rules in
+ * GPU), plus named regressions. The expected values come from the rules in
  * the issue, written here independently of plan.c's structure. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -69,7 +69,7 @@ static void test_exhaustive_two_devices(void **state) {
                 static struct vkrt_transport_plan plan;
                 vkrt_transport_plan(&in, &plan);
 
-                /* the rules of issue 5 */
+                /* the planner's rules */
                 bool native_ok = (bits & NATIVE) && !pref && host && fd0 && fd1 && timeline &&
                                  (uuid_eq || sync);
                 bool proxy_ok = (bits & PROXY) && host && timeline;

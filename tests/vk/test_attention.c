@@ -46,6 +46,7 @@ struct att_case {
   float scale;      /* 0: 1 / sqrt(D) */
   uint32_t splits;  /* 0: planned, else forced through the knob */
   bool padded;      /* offsets and padded strides on every operand */
+  uint32_t unroll;  /* 0: planned, else forced row passes per tile */
 };
 
 /* A {D, n1, n2} tensor, dense or padded (offset and pad in bytes, keeping the alignment the
@@ -208,6 +209,7 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   memcpy(before, b.db.map, b.db.size);
 
   vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, c->splits));
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_UNROLL, c->unroll));
   vkrt_tuning_attention plan;
   vkt_check(app, vkrt_tuning_attention_plan(app, 0, (uint32_t)c->D, (uint32_t)c->H,
                                             (uint32_t)c->HKV, (uint32_t)c->NQ,
@@ -216,6 +218,7 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   vkt_check(app, vkrt_tuning_counters_get(app, 0, &c0));
   vkrt_status s = vkrt_op_attention(&b.dst, &b.q, &b.k, &b.v, &b.len, scale_of(c));
   vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, 0));
+  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_UNROLL, 0));
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
   vkt_check(app, vkrt_tuning_counters_get(app, 0, &c1));
@@ -233,6 +236,8 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   assert_true(plan.split_len * plan.heads_per_group <= 2048);
   assert_true((uint64_t)plan.splits * plan.split_len >= (uint64_t)c->n_ctx);
   assert_true((uint64_t)(plan.splits - 1) * plan.split_len < (uint64_t)c->n_ctx);
+  assert_int_equal(plan.unroll, c->unroll ? c->unroll : plan.unroll);
+  assert_true(plan.unroll >= 1 && plan.unroll <= 8);
   uint64_t per_split = (uint64_t)c->H * (c->D + 2) * 4; /* one query's partials */
   uint32_t forced = c->splits < (uint32_t)c->n_ctx ? c->splits : (uint32_t)c->n_ctx;
   if (c->splits && forced * per_split <= plan.scratch_bytes)
@@ -243,7 +248,8 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
                    VKT_MIN((uint64_t)c->NQ, plan.scratch_bytes / (plan.splits * per_split)));
 
   char what[128];
-  snprintf(what, sizeof(what), "%d splits of %u", plan.splits, plan.split_len);
+  snprintf(what, sizeof(what), "%d splits of %u, %u passes a tile", plan.splits, plan.split_len,
+           plan.unroll);
   att_check(c, &b, before, c->kv_len, what);
   free(before);
   att_free(&b);
@@ -309,6 +315,12 @@ static void test_attention_splits(void **state) {
     /* 12 query heads per KV head: two head groups of 6 per KV head */
     struct att_case wide = {t, 64, 24, 2, 1, 130, {130}, 0, 0, false};
     run_case(app, &wide);
+    /* row passes per tile forced: 1 (a tile of one pass), 3 (splits ending mid-tile), 8 (one
+     * head a group: the shared memory holds it on every device) */
+    for (uint32_t u = 1; u <= 8; u += u == 1 ? 2 : 5) {
+      struct att_case forced = {t, 128, 2, 2, 2, 400, {400, 57}, 0, 4, true, u};
+      run_case(app, &forced);
+    }
     ran++;
   }
   if (!ran)

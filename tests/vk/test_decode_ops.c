@@ -196,6 +196,7 @@ static void test_rms_norm(void **state) {
   run_rms_norm(app, 4096, 1, 1, true, false, 0, 0);  /* a llama-3-8B hidden row */
   run_rms_norm(app, 4096, 1, 1, true, true, 0, 256); /* in place, as the model calls it */
   run_rms_norm(app, 1, 1, 1, true, false, 0, 4);
+  run_rms_norm(app, 2051, 2, 1, true, false, 4, 8); /* a second step of 1024, partly past n */
   run_rms_norm(app, 7, 3, 1, false, false, 8, 20);
   run_rms_norm(app, 1000, 5, 1, true, false, 12, 36);
   run_rms_norm(app, 257, 3, 2, true, true, 4, 0);
@@ -524,6 +525,12 @@ static void run_set_rows(vkrt_appliance *app, vkrt_type dt, int64_t n, int64_t n
       }
     else
       quantize_q8_0_ref(row, out, n);
+    /* the library's CPU reference (vkrt_quantize_row) writes the same bytes */
+    uint8_t lib[34 * 64];
+    assert_true(n * 2 <= (int64_t)sizeof(lib));
+    assert_int_equal(vkrt_quantize_row(dt, row, lib, n), VKRT_OK);
+    if (memcmp(lib, out, (size_t)(n / vkrt_type_block(dt)) * vkrt_type_size(dt)))
+      fail_msg("vkrt_quantize_row(%s) differs from ggml's quantizer", vkrt_type_str(dt));
   }
   vkt_check(app, vkrt_finish(app, 0));
   char what[128];

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "vkrt/kconfig.h" /* IS_ENABLED and this build's CONFIG_ symbols */
 #include "vkrt/vkrt.h"
 #include "vkrt/vkrt_tuning.h" /* benches use vkrt.h, vkrt_mpi.h and this only */
 

@@ -21,7 +21,15 @@
  * 2 and 1, so any permutation of the cache maps through the strides) and optionally the
  * mask f16 {n_kv, >= n_batch}, which is uploaded and not read: every query attends all n_kv
  * rows (kv_len = n_kv). hsk = hsv, max_bias = logit_softcap = 0. Its ratio column is the
- * KV-read roofline: the time over (bytes of K and V) / (the copy rate). */
+ * KV-read roofline: the time over (bytes of K and V) / (the copy rate).
+ *
+ * Decode ops: RMS_NORM 25 (op param 0 eps as float bits; nsrc 2 adds src1, an f32 {ne0}
+ * weight: RMS_NORM followed by MUL, fused), ROPE 48 (ggml_rope's 15 op params: n_dims 1,
+ * mode 2, freq_base 5 and freq_scale 6 as float bits, no context extension; src1 the i32
+ * positions), GET_ROWS 40 (src0 a f32/f16/q8_0/q4_K table, src1 i32 ids), SET_ROWS 42 (the
+ * result is the f32/f16/q8_0 destination, src0 the f32 rows, src1 i32 row indices, all
+ * distinct), ARGMAX 18 (i32 result). The i32 sources get valid random positions, ids and
+ * indices (i32 is ggml type 26). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -41,7 +49,7 @@
 
 enum case_op {
   CASE_DUP, CASE_CONT, CASE_CPY, CASE_TRANSPOSE, CASE_CONCAT, CASE_MUL_MAT, CASE_FLASH_ATTN_EXT,
-  CASE_OP_COUNT
+  CASE_RMS_NORM, CASE_ROPE, CASE_GET_ROWS, CASE_SET_ROWS, CASE_ARGMAX, CASE_OP_COUNT
 };
 
 /* ggml_op numbers of ggml d99724f2 (include/ggml.h enum ggml_op; FLASH_ATTN_EXT: 73 with
@@ -50,11 +58,15 @@ static const struct {
   const char *name;
   int ggml;
   int nsrc;
+  int nsrc_max; /* 0: exactly nsrc */
 } case_ops[CASE_OP_COUNT] = {
   [CASE_DUP] = {"DUP", 1, 1},           [CASE_CONT] = {"CONT", 35, 1},
   [CASE_CPY] = {"CPY", 34, 2},          [CASE_TRANSPOSE] = {"TRANSPOSE", 39, 1},
   [CASE_CONCAT] = {"CONCAT", 22, 2},    [CASE_MUL_MAT] = {"MUL_MAT", 29, 2},
   [CASE_FLASH_ATTN_EXT] = {"FLASH_ATTN_EXT", 73, 4},
+  [CASE_RMS_NORM] = {"RMS_NORM", 25, 1, 2}, [CASE_ROPE] = {"ROPE", 48, 2},
+  [CASE_GET_ROWS] = {"GET_ROWS", 40, 2}, [CASE_SET_ROWS] = {"SET_ROWS", 42, 2},
+  [CASE_ARGMAX] = {"ARGMAX", 18, 1},
 };
 
 /* ggml_type numbers this bench maps onto libvkrt types. */
@@ -65,7 +77,8 @@ static const struct {
 } case_types[] = {{0, "f32", VKRT_TYPE_F32},
                   {1, "f16", VKRT_TYPE_F16},
                   {8, "q8_0", VKRT_TYPE_Q8_0},
-                  {12, "q4_K", VKRT_TYPE_Q4_K}};
+                  {12, "q4_K", VKRT_TYPE_Q4_K},
+                  {26, "i32", VKRT_TYPE_I32}};
 
 struct case_tensor {
   vkrt_type type;
@@ -133,7 +146,7 @@ static bool parse_type(struct cursor *c, const char *what, vkrt_type *out) {
       return true;
     }
   snprintf(c->err, c->err_size, "%s: ggml type %lld is not supported (f32 = 0, f16 = 1, "
-           "q8_0 = 8, q4_K = 12)", what, (long long)v);
+           "q8_0 = 8, q4_K = 12, i32 = 26)", what, (long long)v);
   return false;
 }
 
@@ -188,14 +201,15 @@ static bool check_tensor(struct case_tensor *t, const char *what, char *err, siz
   return true;
 }
 
-/* Block types are taken only as MUL_MAT's weights (q8_0, q4_K) and FLASH_ATTN_EXT's K and V
- * (q8_0). */
+/* Block types are taken only as MUL_MAT's weights (q8_0, q4_K), GET_ROWS' table (q8_0,
+ * q4_K), SET_ROWS' result (q8_0) and FLASH_ATTN_EXT's K and V (q8_0). */
 static bool block_type_allowed(vkrt_type type, bool weights, bool kv, const char *what,
                                char *err, size_t err_size) {
   if (vkrt_type_block(type) == 1 || weights || (kv && type == VKRT_TYPE_Q8_0))
     return true;
-  snprintf(err, err_size, "%s: %s is supported only as MUL_MAT's src0 (the weights) and, q8_0, "
-           "as FLASH_ATTN_EXT's k and v", what, vkrt_type_str(type));
+  snprintf(err, err_size, "%s: %s is supported only as MUL_MAT's src0 (the weights), GET_ROWS' "
+           "table, SET_ROWS' result and, q8_0, as FLASH_ATTN_EXT's k and v", what,
+           vkrt_type_str(type));
   return false;
 }
 
@@ -208,6 +222,70 @@ static float param_f32(const struct bench_case *bc, int i) {
 
 static bool same_ne(const int64_t a[4], const int64_t b[4]) {
   return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+static bool is_vector(const struct case_tensor *t, int64_t n) {
+  return t->ne[0] == n && t->ne[1] == 1 && t->ne[2] == 1 && t->ne[3] == 1;
+}
+
+/* Shapes and types of the decode ops (RMS_NORM, ROPE, GET_ROWS, SET_ROWS, ARGMAX). */
+static bool decode_case_check(const struct bench_case *bc, char *err, size_t err_size) {
+  const struct case_tensor *d = &bc->dst, *a = &bc->src[0], *b = &bc->src[1];
+  const char *op = case_ops[bc->op].name;
+  switch (bc->op) {
+  case CASE_RMS_NORM:
+    if (bc->nparams < 1 || !(param_f32(bc, 0) >= 0.0f)) {
+      snprintf(err, err_size, "RMS_NORM: op param 0 (eps, float bits) must be a float >= 0");
+      return false;
+    }
+    if (a->type != VKRT_TYPE_F32 || d->type != VKRT_TYPE_F32 || !same_ne(a->ne, d->ne) ||
+        (bc->nsrc == 2 && (b->type != VKRT_TYPE_F32 || !is_vector(b, a->ne[0])))) {
+      snprintf(err, err_size, "RMS_NORM: src0 and the result f32 of one shape, src1 (the "
+               "fused MUL's weight) f32 {ne0}");
+      return false;
+    }
+    return true;
+  case CASE_ROPE:
+    if (bc->nparams < 7 || (bc->nparams > 8 && (param_f32(bc, 7) != 0.0f || param_f32(bc, 8) != 1.0f))) {
+      snprintf(err, err_size, "ROPE: 7 or more op params (n_dims 1, mode 2, freq_base 5, "
+               "freq_scale 6), ext_factor 0 and attn_factor 1 (no context extension)");
+      return false;
+    }
+    if (a->type != VKRT_TYPE_F32 || d->type != VKRT_TYPE_F32 || !same_ne(a->ne, d->ne) ||
+        b->type != VKRT_TYPE_I32 || !is_vector(b, a->ne[2])) {
+      snprintf(err, err_size, "ROPE: src0 and the result f32 {head_dim, n_head, n_tokens}, "
+               "src1 i32 {n_tokens}");
+      return false;
+    }
+    return true;
+  case CASE_GET_ROWS:
+    if (b->type != VKRT_TYPE_I32 || d->type != VKRT_TYPE_F32 || b->ne[1] != 1 ||
+        d->ne[0] != a->ne[0] || d->ne[1] != b->ne[0] || a->ne[2] != 1 || d->ne[2] != 1) {
+      snprintf(err, err_size, "GET_ROWS: src0 a table {n_embd, n_rows}, src1 i32 {n}, the "
+               "result f32 {n_embd, n}");
+      return false;
+    }
+    return true;
+  case CASE_SET_ROWS:
+    if (a->type != VKRT_TYPE_F32 || b->type != VKRT_TYPE_I32 || !is_vector(b, a->ne[1]) ||
+        a->ne[0] != d->ne[0] || a->ne[2] != 1 || d->ne[2] != 1 || b->ne[0] > d->ne[1] ||
+        (d->type != VKRT_TYPE_F32 && d->type != VKRT_TYPE_F16 && d->type != VKRT_TYPE_Q8_0)) {
+      snprintf(err, err_size, "SET_ROWS: the result f32, f16 or q8_0 {n, n_rows}, src0 f32 "
+               "{n, count}, src1 i32 {count}, count <= n_rows");
+      return false;
+    }
+    return true;
+  case CASE_ARGMAX:
+    if (a->type != VKRT_TYPE_F32 || d->type != VKRT_TYPE_I32 || !is_vector(d, a->ne[1]) ||
+        a->ne[2] != 1) {
+      snprintf(err, err_size, "ARGMAX: src0 f32 {n, rows}, the result i32 {rows}");
+      return false;
+    }
+    return true;
+  default:
+    snprintf(err, err_size, "%s: no shape check", op);
+    return false;
+  }
 }
 
 /* Parses one line into *out; returns 1 on a case, 0 on a blank/comment line, -1 with err. */
@@ -250,7 +328,7 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
   }
   out->op = (enum case_op)op;
   if (!parse_type(&c, "type", &out->dst.type) ||
-      !block_type_allowed(out->dst.type, false, false, "type", err, err_size))
+      !block_type_allowed(out->dst.type, op == CASE_SET_ROWS, false, "type", err, err_size))
     return -1;
   static const char *const ne_names[] = {"ne0", "ne1", "ne2", "ne3"};
   static const char *const nb_names[] = {"nb0", "nb1", "nb2", "nb3"};
@@ -276,7 +354,8 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
   if (!next_i64(&c, "nsrc", &v))
     return -1;
   bool fa = op == CASE_FLASH_ATTN_EXT;
-  if (v != case_ops[op].nsrc && !(fa && v == 3)) {
+  int nsrc_max = case_ops[op].nsrc_max ? case_ops[op].nsrc_max : case_ops[op].nsrc;
+  if ((v < case_ops[op].nsrc || v > nsrc_max) && !(fa && v == 3)) {
     snprintf(err, err_size, "%s takes %s%d sources, the line has nsrc = %lld", case_ops[op].name,
              fa ? "3 (no mask) or " : "", case_ops[op].nsrc, (long long)v);
     return -1;
@@ -287,7 +366,8 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
     char what[32];
     snprintf(what, sizeof(what), "src%d type", s);
     if (!parse_type(&c, what, &t->type) ||
-        !block_type_allowed(t->type, op == CASE_MUL_MAT && s == 0, fa && (s == 1 || s == 2), what,
+        !block_type_allowed(t->type, (op == CASE_MUL_MAT || op == CASE_GET_ROWS) && s == 0,
+                            fa && (s == 1 || s == 2), what,
                             err, err_size))
       return -1;
     for (int i = 0; i < 4; i++)
@@ -402,6 +482,8 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
     break;
   }
   default:
+    if (!decode_case_check(out, err, err_size))
+      return -1;
     break;
   }
   if (!out->name[0]) {
@@ -465,6 +547,11 @@ static uint16_t float_to_half(float f) {
 }
 
 static float load(const uint8_t *base, vkrt_type type, uint64_t off) {
+  if (type == VKRT_TYPE_I32) { /* ids, indices, argmax results: exact below 2^24 */
+    int32_t v;
+    memcpy(&v, base + off, 4);
+    return (float)v;
+  }
   if (type == VKRT_TYPE_F16) {
     uint16_t h;
     memcpy(&h, base + off, 2);
@@ -616,6 +703,127 @@ static bool mul_mat_reference(const struct bench_case *bc, uint8_t *const host[C
   return ok;
 }
 
+/* Valid i32 contents for the decode ops' sources (the rest of the extent keeps its random
+ * data): ROPE positions in [0, 32768), GET_ROWS ids in [0, n_rows), SET_ROWS distinct row
+ * indices in [0, n_rows). */
+static void fill_indices(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC]) {
+  const struct case_tensor *ix = &bc->src[1];
+  if (bc->op != CASE_ROPE && bc->op != CASE_GET_ROWS && bc->op != CASE_SET_ROWS)
+    return;
+  int64_t n = ix->ne[0], range = bc->op == CASE_ROPE ? 32768
+                                 : bc->op == CASE_GET_ROWS ? bc->src[0].ne[1] : bc->dst.ne[1];
+  int64_t start = (int64_t)(rng() % (uint64_t)range); /* SET_ROWS: a run of cache slots */
+  for (int64_t k = 0; k < n; k++) {
+    int32_t v = bc->op == CASE_SET_ROWS ? (int32_t)((start + k) % range) : (int32_t)(rng() % (uint64_t)range);
+    memcpy(host[1] + k * ix->nb[0], &v, 4);
+  }
+}
+
+/* The decode ops' references in row-major order of dst's ne, from ggml's definitions
+ * (double where ggml accumulates in float). SET_ROWS: the rows not written keep the poison
+ * (NaN expected). ARGMAX: the index as a float. */
+static bool decode_reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC],
+                             float *ref, float *tol) {
+  const struct case_tensor *d = &bc->dst, *a = &bc->src[0], *b = &bc->src[1];
+  uint64_t rows = (uint64_t)d->ne[1] * (uint64_t)d->ne[2] * (uint64_t)d->ne[3];
+  int64_t n = d->ne[0];
+  size_t row_max = (size_t)(a->ne[0] > n ? a->ne[0] : n);
+  float *row = malloc(row_max * sizeof(float));
+  uint8_t *enc = malloc(row_max * 4);
+  if (!row || !enc) {
+    free(row);
+    free(enc);
+    return false;
+  }
+  switch (bc->op) {
+  case CASE_RMS_NORM:
+    for (uint64_t r = 0; r < rows; r++) {
+      int64_t i[4] = {0, (int64_t)(r % (uint64_t)d->ne[1]), (int64_t)(r / (uint64_t)d->ne[1] % (uint64_t)d->ne[2]),
+                      (int64_t)(r / (uint64_t)(d->ne[1] * d->ne[2]))};
+      double sum = 0;
+      for (i[0] = 0; i[0] < n; i[0]++) {
+        double v = load(host[0], VKRT_TYPE_F32, offset_of(a, i));
+        sum += v * v;
+      }
+      double scale = 1.0 / sqrt(sum / (double)n + param_f32(bc, 0));
+      for (i[0] = 0; i[0] < n; i[0]++) {
+        double v = load(host[0], VKRT_TYPE_F32, offset_of(a, i)) * scale;
+        if (bc->nsrc == 2)
+          v *= load(host[1], VKRT_TYPE_F32, (uint64_t)(i[0] * b->nb[0]));
+        ref[r * (uint64_t)n + (uint64_t)i[0]] = (float)v;
+        tol[r * (uint64_t)n + (uint64_t)i[0]] = (float)(4e-6 * fabs(v) + 1e-6);
+      }
+    }
+    break;
+  case CASE_ROPE: {
+    int n_dims = bc->params[1], neox = bc->params[2] & 2;
+    double base = param_f32(bc, 5), fscale = param_f32(bc, 6);
+    for (uint64_t r = 0; r < rows; r++) {
+      int64_t i[4] = {0, (int64_t)(r % (uint64_t)d->ne[1]), (int64_t)(r / (uint64_t)d->ne[1]), 0};
+      int32_t pos;
+      memcpy(&pos, host[1] + i[2] * b->nb[0], 4);
+      float *out = ref + r * (uint64_t)n;
+      for (i[0] = 0; i[0] < n; i[0]++)
+        out[i[0]] = load(host[0], VKRT_TYPE_F32, offset_of(a, i));
+      for (int p = 0; p < n_dims / 2; p++) {
+        double theta = pos * fscale * pow(base, -2.0 * p / n_dims);
+        int64_t e0 = neox ? p : 2 * p, e1 = neox ? p + n_dims / 2 : 2 * p + 1;
+        double x0 = out[e0], x1 = out[e1];
+        out[e0] = (float)(x0 * cos(theta) - x1 * sin(theta));
+        out[e1] = (float)(x0 * sin(theta) + x1 * cos(theta));
+      }
+      /* the device's theta is a float: its rounding grows with the position */
+      for (int64_t e = 0; e < n; e++)
+        tol[r * (uint64_t)n + (uint64_t)e] = e < n_dims ? (float)(4e-6 + 6e-7 * pos) : 0.0f;
+    }
+    break;
+  }
+  case CASE_GET_ROWS:
+    for (int64_t k = 0; k < d->ne[1]; k++) {
+      int32_t id;
+      memcpy(&id, host[1] + k * b->nb[0], 4);
+      vkrt_dequantize_row(a->type, host[0] + (uint64_t)id * (uint64_t)a->nb[1], row, n);
+      for (int64_t e = 0; e < n; e++) {
+        ref[(uint64_t)k * (uint64_t)n + (uint64_t)e] = row[e];
+        /* q4_K: d sc q - dmin m may be fused on the device; the rest is exact */
+        tol[(uint64_t)k * (uint64_t)n + (uint64_t)e] = a->type == VKRT_TYPE_Q4_K ? 1e-6f * (1 + fabsf(row[e])) : 0.0f;
+      }
+    }
+    break;
+  case CASE_SET_ROWS:
+    for (uint64_t o = 0; o < rows * (uint64_t)n; o++)
+      ref[o] = NAN, tol[o] = 0;
+    for (int64_t k = 0; k < a->ne[1]; k++) {
+      int32_t r;
+      memcpy(&r, host[1] + k * b->nb[0], 4);
+      for (int64_t e = 0; e < n; e++)
+        row[e] = load(host[0], VKRT_TYPE_F32, (uint64_t)(e * a->nb[0] + k * a->nb[1]));
+      /* what the cache holds: the row rounded as vkrt_quantize_row (= ggml) rounds it */
+      vkrt_quantize_row(d->type, row, enc, n);
+      vkrt_dequantize_row(d->type, enc, ref + (uint64_t)r * (uint64_t)n, n);
+    }
+    break;
+  case CASE_ARGMAX:
+    for (int64_t r = 0; r < a->ne[1]; r++) {
+      int64_t best = 0;
+      float bv = -INFINITY;
+      for (int64_t e = 0; e < a->ne[0]; e++) {
+        float v = load(host[0], VKRT_TYPE_F32, (uint64_t)(e * a->nb[0] + r * a->nb[1]));
+        if (v > bv)
+          bv = v, best = e;
+      }
+      ref[r] = (float)best;
+      tol[r] = 0;
+    }
+    break;
+  default:
+    break;
+  }
+  free(row);
+  free(enc);
+  return true;
+}
+
 /* Rows of a K or V cache {D, n_kv, n_head_kv} in f32, [head][token][D]; NULL when out of
  * host memory. */
 static float *cache_rows(const struct case_tensor *t, const uint8_t *base) {
@@ -692,6 +900,8 @@ static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_
     return attention_reference(bc, host, ref, tol);
   if (bc->op == CASE_MUL_MAT)
     return mul_mat_reference(bc, host, ref, tol, q8);
+  if (bc->op >= CASE_RMS_NORM)
+    return decode_reference(bc, host, ref, tol);
   for (i[3] = 0; i[3] < d->ne[3]; i[3]++)
     for (i[2] = 0; i[2] < d->ne[2]; i[2]++)
       for (i[1] = 0; i[1] < d->ne[1]; i[1]++)
@@ -722,23 +932,39 @@ static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_
   return true;
 }
 
-/* Elements of the result outside the reference's bound (NaN poison counts). */
+/* Elements of the result outside the reference's bound (NaN poison counts, except where the
+ * reference is NaN: an element the op must leave alone). Block-type results (SET_ROWS into
+ * q8_0) are compared dequantized, row by row. */
 static uint64_t count_wrong(const struct case_tensor *d, const uint8_t *got, const float *ref,
                             const float *tol, double *max_err) {
   uint64_t wrong = 0, o = 0;
   int64_t i[4];
+  bool blocks = vkrt_type_block(d->type) > 1;
+  float *row = blocks ? malloc((size_t)d->ne[0] * sizeof(float)) : NULL;
   *max_err = 0;
+  if (blocks && !row)
+    return 1;
   for (i[3] = 0; i[3] < d->ne[3]; i[3]++)
     for (i[2] = 0; i[2] < d->ne[2]; i[2]++)
-      for (i[1] = 0; i[1] < d->ne[1]; i[1]++)
+      for (i[1] = 0; i[1] < d->ne[1]; i[1]++) {
+        if (blocks) {
+          int64_t r0[4] = {0, i[1], i[2], i[3]};
+          vkrt_dequantize_row(d->type, got + offset_of(d, r0), row, d->ne[0]);
+        }
         for (i[0] = 0; i[0] < d->ne[0]; i[0]++, o++) {
-          float g = load(got, d->type, offset_of(d, i));
+          float g = blocks ? row[i[0]] : load(got, d->type, offset_of(d, i));
+          if (ref[o] != ref[o]) { /* must be untouched (still the NaN poison) */
+            wrong += g == g;
+            continue;
+          }
           double e = fabs((double)g - (double)ref[o]);
           if (!(e <= tol[o]))
             wrong++;
           if (e > *max_err || e != e)
             *max_err = e;
         }
+      }
+  free(row);
   return wrong;
 }
 
@@ -799,7 +1025,16 @@ static vkrt_tensor to_tensor(vkrt_buffer *b, const struct case_tensor *t) {
 }
 
 static vkrt_status record_case(struct live_case *lc) {
-  switch (lc->bc.op) {
+  const struct bench_case *bc = &lc->bc;
+  vkrt_rope_params rope = {.mode = (uint32_t)bc->params[2], .n_dims = (uint32_t)bc->params[1],
+                           .freq_base = param_f32(bc, 5), .freq_scale = param_f32(bc, 6)};
+  switch (bc->op) {
+  case CASE_RMS_NORM:
+    return vkrt_op_rms_norm(&lc->td, &lc->t[0], bc->nsrc == 2 ? &lc->t[1] : NULL, param_f32(bc, 0));
+  case CASE_ROPE: return vkrt_op_rope(&lc->td, &lc->t[0], &lc->t[1], &rope);
+  case CASE_GET_ROWS: return vkrt_op_get_rows(&lc->td, &lc->t[0], &lc->t[1]);
+  case CASE_SET_ROWS: return vkrt_op_set_rows(&lc->td, &lc->t[0], &lc->t[1]);
+  case CASE_ARGMAX: return vkrt_op_argmax(&lc->td, &lc->t[0]);
   case CASE_TRANSPOSE: return vkrt_op_transpose(&lc->td, &lc->t[0]);
   case CASE_CONCAT: return vkrt_op_concat(&lc->td, &lc->t[0], &lc->t[1], lc->bc.params[0]);
   case CASE_MUL_MAT: return vkrt_op_matmul(&lc->td, &lc->t[0], &lc->t[1]);
@@ -872,6 +1107,12 @@ static double time_case(struct cases_ctx *c, struct live_case *lc, int iters, in
 
 static uint64_t bytes_moved(const struct bench_case *bc) {
   uint64_t b = 0;
+  if (bc->op == CASE_GET_ROWS || bc->op == CASE_SET_ROWS) { /* only the rows picked move */
+    const struct case_tensor *table = bc->op == CASE_GET_ROWS ? &bc->src[0] : &bc->dst;
+    const struct case_tensor *rows = bc->op == CASE_GET_ROWS ? &bc->dst : &bc->src[0];
+    uint64_t n = (uint64_t)rows->ne[1], per = (uint64_t)rows->ne[0];
+    return n * per * 4 + n * 4 + n * per / vkrt_type_block(table->type) * vkrt_type_size(table->type);
+  }
   for (int s = 0; s < bc->nsrc; s++) {
     if ((bc->op == CASE_CPY && s == 1) || (bc->op == CASE_FLASH_ATTN_EXT && s == 3))
       continue; /* the destination view; the mask, never read */
@@ -903,6 +1144,12 @@ static const char *path_name(const struct bench_case *bc, const vkrt_tuning_coun
              after->attention_splits - before->attention_splits);
     return text;
   }
+  if (bc->op == CASE_ARGMAX)
+    return after->argmax_split > before->argmax_split ? "argmax split + combine" : "argmax one pass";
+  if (bc->op == CASE_RMS_NORM) return bc->nsrc == 2 ? "rms_norm (mul fused)" : "rms_norm";
+  if (bc->op == CASE_ROPE) return bc->params[2] & 2 ? "rope neox" : "rope normal";
+  if (bc->op == CASE_GET_ROWS) return "get_rows";
+  if (bc->op == CASE_SET_ROWS) return "set_rows";
   if (after->matmul_fallback > before->matmul_fallback) return "matvec (tiled not possible)";
   if (after->matmul_coopmat > before->matmul_coopmat) return "tiled matmul, coopmat";
   if (after->quant_matvec > before->quant_matvec) {
@@ -1027,6 +1274,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     }
     memset(host[s] + bc->src[s].extent, 0, size - bc->src[s].extent);
     fill_random(host[s], bc->src[s].type, bc->src[s].extent);
+    if (s == 1)
+      fill_indices(bc, host);
     if (vkrt_upload(lc.buf[s], 0, host[s], size) != VKRT_OK) {
       snprintf(msg, sizeof(msg), "upload: %s", vkrt_last_error(c->app));
       goto fail;
@@ -1173,6 +1422,68 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     if (c->o.json)
       printf("]");
   }
+  /* attention variants: split counts around the plan's and row passes per tile, each
+   * verified (the planner's inputs for tuning it per device) */
+  if (c->o.variants && fa) {
+    vkrt_tuning_attention plan;
+    const struct case_tensor *q = &bc->src[0], *k = &bc->src[1];
+    int nv = 0;
+    if (c->o.json)
+      printf(", \"variants\": [");
+    if (vkrt_tuning_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0], (uint32_t)q->ne[2],
+                                   (uint32_t)k->ne[2], (uint32_t)q->ne[1], (uint32_t)k->ne[1],
+                                   &plan) == VKRT_OK) {
+      double keep_warmup = c->o.warmup_ms;
+      c->o.warmup_ms = fmin(keep_warmup, 30);
+      static const double factors[] = {0.25, 0.5, 1, 2, 4};
+      static const uint32_t unrolls[] = {2, 4, 8};
+      for (size_t f = 0; f < sizeof(factors) / sizeof(factors[0]); f++)
+        for (size_t u = 0; u < sizeof(unrolls) / sizeof(unrolls[0]); u++) {
+          uint32_t splits = (uint32_t)fmax(1, plan.splits * factors[f]);
+          uint64_t vw = UINT64_MAX;
+          double vt = -1, ve = 0;
+          int vreps = 0;
+          vkrt_tuning_counters v0, v1;
+          vkrt_tuning_counters_get(c->app, c->o.device, &v0);
+          vkrt_tuning_attention vp;
+          vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_SPLITS, splits);
+          vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_UNROLL, unrolls[u]);
+          if (vkrt_tuning_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0],
+                                         (uint32_t)q->ne[2], (uint32_t)k->ne[2],
+                                         (uint32_t)q->ne[1], (uint32_t)k->ne[1], &vp) != VKRT_OK) {
+            if (!c->o.json) /* not a variant this device can run (its shared memory) */
+              printf("    variant splits %5u unroll %u: not on this device: %s\n", splits,
+                     unrolls[u], vkrt_last_error(c->app));
+            continue;
+          }
+          if (vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
+              record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
+              vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
+            vkrt_tuning_counters_get(c->app, c->o.device, &v1);
+            splits = (uint32_t)(v1.attention_splits - v0.attention_splits); /* as planned */
+            vw = count_wrong(&bc->dst, got, ref, tol, &ve);
+            vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
+          } else {
+            vkrt_finish(c->app, c->o.device);
+          }
+          c->wrong_total += vw == UINT64_MAX ? 1 : vw;
+          double vr = roof_us > 0 && vt > 0 ? vt * 1e6 / roof_us : 0;
+          if (c->o.json)
+            printf("%s{\"splits\": %u, \"unroll\": %u, \"us\": %.3f, \"kv_roofline_ratio\": %.3f, "
+                   "\"wrong\": %" PRId64 "}", nv++ ? ", " : "", splits, unrolls[u], vt * 1e6, vr,
+                   vw == UINT64_MAX ? -1 : (int64_t)vw);
+          else
+            printf("    variant splits %5u unroll %u %10.2f us %6.3f R %9" PRId64 "%s\n", splits,
+                   unrolls[u], vt * 1e6, vr, vw == UINT64_MAX ? -1 : (int64_t)vw,
+                   vw == UINT64_MAX ? vkrt_last_error(c->app) : "");
+        }
+      vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_SPLITS, 0);
+      vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_UNROLL, 0);
+      c->o.warmup_ms = keep_warmup;
+    }
+    if (c->o.json)
+      printf("]");
+  }
   if (c->o.json)
     printf("}");
   fflush(stdout);
@@ -1276,9 +1587,12 @@ static void usage(void) {
          "                        [--activations f32|q8] [--tiles] [--min-m M] [--coopmat on|off]\n"
          "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT,\n"
          "  FLASH_ATTN_EXT; f32, f16, q8_0/q4_K as MUL_MAT weights, q8_0 as FLASH_ATTN_EXT's K and\n"
-         "  V), each verified against a CPU reference\n"
+         "  V; the decode ops RMS_NORM (+ MUL fused), ROPE, GET_ROWS, SET_ROWS, ARGMAX), each\n"
+         "  verified against a CPU reference\n"
          "  (#wrong) and timed as back-to-back ops in one submission (GPU timestamps). --variants\n"
-         "  also runs every matrix-vector configuration on the f32/f16 MUL_MAT cases. The ratio\n"
+         "  also runs every matrix-vector configuration on the f32/f16 MUL_MAT cases, and split\n"
+         "  counts (a quarter to 4 x the plan's) and row passes per tile (2, 4, 8) on the\n"
+         "  FLASH_ATTN_EXT cases. The ratio\n"
          "  column divides by the plain 16-byte copy of this run (x); for FLASH_ATTN_EXT it is\n"
          "  the time over the K/V-read roofline (R: bytes of K and V at the copy rate).\n"
          "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n"

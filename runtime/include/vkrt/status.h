@@ -17,6 +17,7 @@ typedef enum vkrt_status {
   VKRT_ERROR_ALREADY_EXISTS,     /* e.g. registering an overlapping range */
   VKRT_ERROR_BUDGET,             /* over a configured memory budget */
   VKRT_ERROR_INTERNAL,
+  VKRT_ERROR_IO,                 /* a file could not be opened or read */
   VKRT_STATUS_COUNT
 } vkrt_status;
 

@@ -1,4 +1,6 @@
-/* libvkrt public API. Opaque handles only: this header never includes vulkan.h.
+/* libvkrt public API. Opaque handles only: this header never includes vulkan.h, nor the
+ * build's generated vkrt/config.h: it is one interface for every configuration, and
+ * vkrt_config_has() says what a build has. Every name it defines starts with vkrt_ or VKRT_.
  *
  * Threading: an appliance may be used from several threads. Uploads/downloads and host
  * registration are thread-safe. Recording ops into one device's stream is not: record a
@@ -8,8 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "vkrt/config.h"
-#include "vkrt/kconfig.h"
 #include "vkrt/status.h"
 
 #ifdef __cplusplus
@@ -44,7 +44,21 @@ typedef enum vkrt_log_level {
 
 typedef void (*vkrt_log_fn)(void *user, vkrt_log_level level, const char *message);
 
-/* ---- fault injection (CONFIG_VKRT_FAULT_INJECTION=y only) ------------------------------- */
+/* ---- build configuration --------------------------------------------------------------- */
+
+/* Whether this build's Kconfig symbol is set to y, e.g.
+ * vkrt_config_has("CONFIG_VKRT_TRANSPORT_MPI") (the CONFIG_ prefix may be left out); false
+ * for a symbol that is n or unknown. For a caller that must know what the linked libvkrt.a
+ * was built with, without compiling against its generated vkrt/config.h. */
+bool vkrt_config_has(const char *symbol);
+/* The symbol's value as .config spells it ("y", "n", "5000", a string without its quotes);
+ * NULL for an unknown symbol. */
+const char *vkrt_config_value(const char *symbol);
+
+/* ---- fault injection (tests and benches) -------------------------------------------------
+ * Compiled in only with CONFIG_VKRT_FAULT_INJECTION=y (vkrt_config_has says): without it
+ * vkrt_open refuses options.faults other than all zero with VKRT_ERROR_UNSUPPORTED, and the
+ * functions below answer VKRT_ERROR_UNSUPPORTED. */
 
 enum vkrt_fault_bits {
   VKRT_FAULT_HIDE_EXTERNAL_SEMAPHORE_FD = 1u << 0, /* device pretends the FD functions are absent */
@@ -74,7 +88,6 @@ typedef struct vkrt_fault_options {
   uint32_t release_delay_us;
 } vkrt_fault_options;
 
-#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
 /* Re-arms the allocation-failure counters of an open appliance: from now on the Nth host
  * allocation libvkrt itself makes (through the injected allocator; the driver's allocations
  * through the same allocator are counted live but never failed) and the Nth vkAllocateMemory
@@ -87,7 +100,6 @@ vkrt_status vkrt_fault_arm_allocations(struct vkrt_appliance *appliance,
 vkrt_status vkrt_fault_allocation_counts(const struct vkrt_appliance *appliance,
                                          uint32_t *host_allocations,
                                          uint32_t *vulkan_allocations);
-#endif
 
 /* ---- open / close -------------------------------------------------------------------- */
 
@@ -140,9 +152,7 @@ typedef struct vkrt_options {
    * seconds per open; vkrt-probe and the log say which. */
   uint32_t pipelines;
   uint32_t quant_activations; /* a vkrt_quant_activations value; vkrt-probe says which path */
-#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
-  vkrt_fault_options faults;
-#endif
+  vkrt_fault_options faults; /* all zero unless testing (see fault injection above) */
 } vkrt_options;
 
 /* Fills defaults: system allocator, no log, board device selection, no validation. */
@@ -266,6 +276,60 @@ vkrt_status vkrt_upload_2d(vkrt_buffer *dst, uint64_t dst_offset, uint64_t dst_p
                            const void *src, uint64_t src_pitch, uint64_t width, uint64_t height);
 vkrt_status vkrt_download(void *dst, vkrt_buffer *src, uint64_t src_offset, uint64_t size);
 
+/* ---- loading a file: ranges of a file -> buffers on devices ----------------------------- */
+
+/* How a file's bytes reach a device (vkrt_load_file). */
+typedef enum vkrt_load_path {
+  VKRT_LOAD_PATH_AUTO = 0,   /* per device: mapped where the device imports file pages, else
+                                read or direct by how much of the file the page cache holds */
+  VKRT_LOAD_PATH_MAPPED,     /* mmap + vkrt_host_register (imported / pre-staged / staged per
+                                the import policy) + one upload per range */
+  VKRT_LOAD_PATH_READ,       /* pread() straight into the staging ring's pinned slots, slot
+                                i + 1 read (many threads) while slot i is DMA'd */
+  VKRT_LOAD_PATH_DIRECT,     /* the same with O_DIRECT (page cache bypassed: cold files) */
+  VKRT_LOAD_PATH_COUNT
+} vkrt_load_path;
+
+/* "auto", "mapped", "read", "direct". */
+const char *vkrt_load_path_str(vkrt_load_path path);
+
+/* One slice of the file into one buffer: `rows` rows of `size` bytes, row i read from
+ * file_offset + i * file_pitch and written at dst_offset + i * dst_pitch (rows 0 or 1: one
+ * contiguous run, pitches ignored). */
+typedef struct vkrt_load_range {
+  uint64_t file_offset, size;
+  vkrt_buffer *dst;
+  uint64_t dst_offset;
+  uint64_t rows, file_pitch, dst_pitch;
+} vkrt_load_range;
+
+typedef struct vkrt_load_info {
+  vkrt_load_path path[VKRT_MAX_DEVICES];          /* what each device took */
+  vkrt_import_path import_path[VKRT_MAX_DEVICES]; /* for VKRT_LOAD_PATH_MAPPED */
+  char reason[VKRT_MAX_DEVICES][200];             /* why */
+  uint64_t file_size;
+  uint64_t bytes;          /* range bytes written to the devices */
+  uint64_t read_bytes;     /* bytes read from the file by the read/direct paths (with the
+                              O_DIRECT alignment padding) */
+  uint64_t ns;             /* wall time of the load */
+  uint32_t threads;        /* threads reading or copying (the registry's copy pool) */
+  double resident;         /* fraction of the file in the page cache at the start (-1: not
+                              measured) */
+} vkrt_load_info;
+
+/* Loads ranges of the file at `path` (or of `fd` when path is NULL; it is only read with
+ * pread, never closed) into buffers: every device's ranges in flight at once, in file order.
+ * `force` picks one path for every device (VKRT_LOAD_PATH_AUTO: chosen per device, logged
+ * with why). Every range is checked before any byte moves: past the end of the file, outside
+ * its buffer, or overlapping another range's destination fails with a message and nothing
+ * written; a file that shrinks during the load fails too (the buffers then hold a partial
+ * load). progress (may be NULL) is called from the calling thread with bytes done so far,
+ * monotone, the last call with done == total. info may be NULL. Nothing is left allocated
+ * or mapped when the call returns. */
+vkrt_status vkrt_load_file(vkrt_appliance *appliance, const char *path, int fd,
+                           const vkrt_load_range *ranges, uint32_t count, vkrt_load_path force,
+                           vkrt_progress_fn progress, void *progress_user, vkrt_load_info *info);
+
 /* Which path uploads took, counted since open (per appliance, all devices): each VkBufferCopy
  * region recorded is one copy. Tests assert the path, not only the bytes; vkrt-probe --json
  * --exercise shows them after a small run. Uploads into host-visible buffers (CPU memcpy) and
@@ -308,6 +372,11 @@ const char *vkrt_type_str(vkrt_type type);
  * f32, straight from the format's definition: the reference the kernels are tested against
  * (f32 and f16 rows are converted too). INVALID_ARGUMENT for a bad type or n. */
 vkrt_status vkrt_dequantize_row(vkrt_type type, const void *src, float *dst, int64_t n);
+/* The other way, for the types vkrt_op_set_rows writes: n f32 values (a multiple of the
+ * block) into a dense row of f32 (bits moved), f16 (rounded to nearest even) or q8_0 (ggml's
+ * quantize_row_q8_0: d = max|x| / 127, q = roundf(x / d), d as f16), bit for bit what the
+ * op stores. INVALID_ARGUMENT for another type or a bad n. */
+vkrt_status vkrt_quantize_row(vkrt_type type, const float *src, void *dst, int64_t n);
 
 /* ggml convention: ne[] element counts, nb[] byte strides, dim 0 innermost.
  * Block types (Q8_0, Q4_K) follow ggml too: ne[0] a multiple of the block, nb[0] the block

@@ -75,6 +75,9 @@ typedef enum vkrt_tuning_knob {
   VKRT_TUNING_ATTENTION_SPLITS,         /* vkrt_op_attention: 0 = plan the split count, else
                                            this many (kept within 1 token per split and what
                                            the shared memory and scratch allow) */
+  VKRT_TUNING_ATTENTION_UNROLL,         /* vkrt_op_attention: cache-row passes per tile of the
+                                           split pass (loads in flight), 0 = plan (4, fewer
+                                           where the shared memory is short), else 1..8 */
   VKRT_TUNING_KNOB_COUNT
 } vkrt_tuning_knob;
 
@@ -195,12 +198,15 @@ typedef struct vkrt_tuning_counters {
 } vkrt_tuning_counters;
 
 /* How vkrt_op_attention would split an attention of these shapes on this device (with the
- * ATTENTION_SPLITS knob as set): query heads per workgroup (sharing one KV head), workgroups
- * per KV head, cache tokens per split, splits over the capacity n_ctx, queries per round
- * and rounds (queries whose split partials fit the scratch at once). A context the scratch
- * cannot hold is refused with the reason. */
+ * ATTENTION_SPLITS and ATTENTION_UNROLL knobs as set): query heads per workgroup (sharing one
+ * KV head), workgroups per KV head, cache tokens per split, splits over the capacity n_ctx,
+ * queries per round and rounds (queries whose split partials fit the scratch at once), row
+ * passes per tile. A context the scratch cannot hold, or a forced unroll the shared memory
+ * cannot, is refused with the reason. */
 typedef struct vkrt_tuning_attention {
   uint32_t heads_per_group, head_groups, split_len, splits, queries_per_round, rounds;
+  uint32_t unroll;        /* cache-row passes per tile of the split pass */
+  uint32_t shared_bytes;  /* the split pass's shared memory */
   uint64_t scratch_bytes; /* the device's split scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB) */
 } vkrt_tuning_attention;
 

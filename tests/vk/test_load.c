@@ -1,0 +1,417 @@
+/* vkrt_load_file on lavapipe with validation: every path (mapped under each import policy:
+ * imported, pre-staged, staged; read; direct) puts the file's exact bytes on every device,
+ * for contiguous tensors longer than a staging slot, small ones at odd offsets and a 2-D
+ * column slice; the path each device took is asserted (info and upload counters) as well as
+ * the bytes; bad ranges and a file truncated mid-load fail cleanly with nothing leaked
+ * (counting allocator) and nothing written by a refused call; progress is monotone and
+ * complete. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/vk_test.h"
+#include "vkrt/vkrt_tuning.h"
+
+#define KIB (1u << 10)
+#define MIB (1u << 20)
+#define FILE_SIZE (5 * MIB + 4099) /* several staging slots, not a multiple of a block */
+#define RANGES_PER_DEVICE 6
+
+/* A random file under /var/tmp (a disk file system, unlike a tmpfs /tmp, so O_DIRECT
+ * usually opens) and its bytes. */
+struct test_file {
+  char path[256];
+  uint8_t *bytes;
+  size_t size;
+};
+
+static void file_create(struct test_file *f, size_t size, uint64_t *seed) {
+  memset(f, 0, sizeof(*f));
+  snprintf(f->path, sizeof(f->path), "/var/tmp/vkrt-load-XXXXXX");
+  int fd = mkstemp(f->path);
+  assert_true(fd >= 0);
+  f->bytes = malloc(size);
+  assert_non_null(f->bytes);
+  vkt_fill_random(f->bytes, size, seed);
+  assert_int_equal(write(fd, f->bytes, size), (ssize_t)size);
+  close(fd);
+  f->size = size;
+}
+
+static void file_destroy(struct test_file *f) {
+  unlink(f->path);
+  free(f->bytes);
+}
+
+/* Whether this file system takes O_DIRECT (the direct path's expectation). */
+static bool direct_opens(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECT);
+  if (fd < 0)
+    return false;
+  close(fd);
+  return true;
+}
+
+/* Per device: a contiguous run longer than two staging slots at an odd offset, three small
+ * tensors, a 2-D column slice (rows of 3000 bytes at pitch 7001 from the file, 4096 on the
+ * device) and a tail ending at the last byte of the file. Offsets differ per device. */
+struct plan {
+  vkrt_load_range r[VKRT_MAX_DEVICES * RANGES_PER_DEVICE];
+  uint32_t count;
+  vkrt_buffer *buf[VKRT_MAX_DEVICES];
+  uint64_t buf_size;
+  uint64_t total;
+};
+
+static void plan_make(vkrt_appliance *app, const struct test_file *f, struct plan *p) {
+  memset(p, 0, sizeof(*p));
+  p->buf_size = 4 * MIB;
+  for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
+    vkt_check(app, vkrt_buffer_create(app, d, p->buf_size, VKRT_BUFFER_DEVICE_LOCAL, &p->buf[d]));
+    const uint64_t shift = 131 * d;
+    const vkrt_load_range rs[RANGES_PER_DEVICE] = {
+        {.file_offset = 17 + shift, .size = 2 * MIB + 333, .dst = p->buf[d], .dst_offset = 8},
+        {.file_offset = 3 * MIB + 1 + shift, .size = 5, .dst = p->buf[d], .dst_offset = 3 * MIB},
+        {.file_offset = 4096 + shift, .size = 4096, .dst = p->buf[d], .dst_offset = 3 * MIB + 64},
+        {.file_offset = 2 * MIB + 7, .size = 70001, .dst = p->buf[d],
+         .dst_offset = 3 * MIB + 8192},
+        {.file_offset = 4 * MIB + 5 + shift, .size = 3000, .dst = p->buf[d],
+         .dst_offset = 2 * MIB + 4096, .rows = 100, .file_pitch = 7001, .dst_pitch = 4096},
+        {.file_offset = f->size - 9000, .size = 9000, .dst = p->buf[d],
+         .dst_offset = 4 * MIB - 9000},
+    };
+    for (int i = 0; i < RANGES_PER_DEVICE; i++) {
+      p->r[p->count++] = rs[i];
+      p->total += rs[i].size * (rs[i].rows > 1 ? rs[i].rows : 1);
+    }
+  }
+}
+
+static void plan_free(struct plan *p) {
+  for (uint32_t d = 0; d < VKRT_MAX_DEVICES; d++)
+    vkrt_buffer_destroy(p->buf[d]);
+}
+
+/* What buffer d must hold: poison outside the ranges, the file's bytes inside. */
+static void expected_buffer(const struct test_file *f, const struct plan *p, uint32_t d,
+                            uint8_t *out) {
+  vkt_poison(out, p->buf_size);
+  for (uint32_t i = 0; i < p->count; i++) {
+    const vkrt_load_range *r = &p->r[i];
+    if (r->dst != p->buf[d])
+      continue;
+    const uint64_t rows = r->rows > 1 ? r->rows : 1;
+    for (uint64_t y = 0; y < rows; y++)
+      memcpy(out + r->dst_offset + y * r->dst_pitch, f->bytes + r->file_offset + y * r->file_pitch,
+             r->size);
+  }
+}
+
+static void poison_buffers(vkrt_appliance *app, const struct plan *p) {
+  uint8_t *poison = malloc(p->buf_size);
+  assert_non_null(poison);
+  vkt_poison(poison, p->buf_size);
+  for (uint32_t d = 0; d < vkrt_device_count(app); d++)
+    vkt_check(app, vkrt_upload(p->buf[d], 0, poison, p->buf_size));
+  free(poison);
+}
+
+static void expect_buffers(vkrt_appliance *app, const struct test_file *f, const struct plan *p,
+                           bool loaded) {
+  uint8_t *want = malloc(p->buf_size), *got = malloc(p->buf_size);
+  assert_non_null(want);
+  assert_non_null(got);
+  for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
+    if (loaded)
+      expected_buffer(f, p, d, want);
+    else
+      vkt_poison(want, p->buf_size);
+    memset(got, 0x5a, p->buf_size);
+    vkt_check(app, vkrt_download(got, p->buf[d], 0, p->buf_size));
+    if (memcmp(got, want, p->buf_size) != 0) {
+      uint64_t i = 0;
+      while (got[i] == want[i])
+        i++;
+      fail_msg("dev%u: bytes differ at %llu: got 0x%02x want 0x%02x", d, (unsigned long long)i,
+               got[i], want[i]);
+    }
+  }
+  free(want);
+  free(got);
+}
+
+struct progress_seen {
+  uint64_t last, total, calls;
+};
+
+static void progress_check(void *user, uint64_t done, uint64_t total) {
+  struct progress_seen *p = user;
+  assert_true(done <= total);
+  assert_true(done >= p->last);
+  assert_true(p->total == 0 || p->total == total);
+  p->last = done;
+  p->total = total;
+  p->calls++;
+}
+
+static void open_with(vkrt_options *o, uint32_t policy_plus_one, uint32_t fault_mask) {
+  vkt_options(o);
+  o->faults.import_policy_override = policy_plus_one;
+  o->faults.mask = fault_mask;
+}
+
+/* One forced path under one policy: the bytes, the path each device reports, the copies
+ * the upload counters saw, the progress. */
+static void run_path(const struct test_file *f, uint32_t policy_plus_one, uint32_t fault_mask,
+                     vkrt_load_path force, vkrt_load_path want_path,
+                     vkrt_import_path want_import) {
+  vkrt_options o;
+  open_with(&o, policy_plus_one, fault_mask);
+  vkrt_appliance *app = vkt_open(&o);
+  struct plan p;
+  plan_make(app, f, &p);
+  poison_buffers(app, &p);
+  vkrt_upload_counters before, after;
+  vkt_check(app, vkrt_upload_counters_get(app, &before));
+  struct progress_seen seen = {0};
+  vkrt_load_info info;
+  vkt_check(app, vkrt_load_file(app, f->path, -1, p.r, p.count, force, progress_check, &seen,
+                                &info));
+  vkt_check(app, vkrt_upload_counters_get(app, &after));
+  assert_int_equal(seen.last, p.total);
+  assert_int_equal(seen.total, p.total);
+  assert_true(seen.calls >= 2);
+  assert_int_equal(info.bytes, p.total);
+  assert_int_equal(info.file_size, f->size);
+  for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
+    if (info.path[d] != want_path)
+      fail_msg("dev%u: load path %s, want %s: %s", d, vkrt_load_path_str(info.path[d]),
+               vkrt_load_path_str(want_path), info.reason[d]);
+    if (want_path == VKRT_LOAD_PATH_MAPPED)
+      assert_int_equal(info.import_path[d], want_import);
+  }
+  /* Every byte counted on the path it took. */
+  const uint64_t staged = after.staged_bytes - before.staged_bytes;
+  const uint64_t imported = after.imported_bytes - before.imported_bytes;
+  const uint64_t prestaged = after.prestaged_bytes - before.prestaged_bytes;
+  const bool ring = want_path != VKRT_LOAD_PATH_MAPPED || want_import == VKRT_IMPORT_PATH_STAGED;
+  assert_int_equal(staged, ring ? p.total : 0);
+  assert_int_equal(imported, want_path == VKRT_LOAD_PATH_MAPPED &&
+                                     want_import == VKRT_IMPORT_PATH_IMPORTED ? p.total : 0);
+  assert_int_equal(prestaged, want_path == VKRT_LOAD_PATH_MAPPED &&
+                                      want_import == VKRT_IMPORT_PATH_PRESTAGED ? p.total : 0);
+  assert_int_equal(after.copies_past_chunk, 0);
+  if (want_path == VKRT_LOAD_PATH_DIRECT)
+    assert_true(info.read_bytes >= p.total && info.read_bytes % 4096 == 0);
+  else if (want_path == VKRT_LOAD_PATH_READ)
+    assert_int_equal(info.read_bytes, p.total);
+  expect_buffers(app, f, &p, true);
+  vkrt_tuning_import t;
+  vkt_check(app, vkrt_tuning_import_get(app, &t));
+  assert_int_equal(t.regions, 0); /* the mapping was unregistered */
+  assert_int_equal(t.live_chunks, 0);
+  plan_free(&p);
+  vkt_close(app);
+}
+
+static void test_every_path(void **state) {
+  (void)state;
+  uint64_t seed = vkt_seed(0);
+  struct test_file f;
+  file_create(&f, FILE_SIZE, &seed);
+  run_path(&f, 0, 0, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
+  /* The mapped path under each import policy; the fault makes every device refuse the file's
+   * pages, so import-then-prestage pre-stages. */
+  run_path(&f, 1 + VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE, VKRT_FAULT_REFUSE_FILE_BACKED,
+           VKRT_LOAD_PATH_MAPPED, VKRT_LOAD_PATH_MAPPED, VKRT_IMPORT_PATH_PRESTAGED);
+  run_path(&f, 1 + VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE, 0, VKRT_LOAD_PATH_MAPPED,
+           VKRT_LOAD_PATH_MAPPED, VKRT_IMPORT_PATH_PRESTAGED);
+  run_path(&f, 1 + VKRT_IMPORT_POLICY_STAGING_ONLY, 0, VKRT_LOAD_PATH_MAPPED,
+           VKRT_LOAD_PATH_MAPPED, VKRT_IMPORT_PATH_STAGED);
+  file_destroy(&f);
+}
+
+/* O_DIRECT into the staging slots: aligned reads, the padding never reaches a device. */
+static void test_direct(void **state) {
+  (void)state;
+  uint64_t seed = vkt_seed(0);
+  struct test_file f;
+  file_create(&f, FILE_SIZE, &seed);
+  const bool opens = direct_opens(f.path);
+  if (!opens) { /* the load still completes, through the page cache, saying why */
+    run_path(&f, 0, 0, VKRT_LOAD_PATH_DIRECT, VKRT_LOAD_PATH_READ, 0);
+    file_destroy(&f);
+  }
+  vkt_skip_if(!opens);
+  run_path(&f, 0, 0, VKRT_LOAD_PATH_DIRECT, VKRT_LOAD_PATH_DIRECT, 0);
+  file_destroy(&f);
+}
+
+/* AUTO: a device importing file pages maps; one refusing them reads (the file was just
+ * written, so the page cache holds it). Expectations from the capability snapshot. */
+static void test_auto_choice(void **state) {
+  (void)state;
+  uint64_t seed = vkt_seed(0);
+  struct test_file f;
+  file_create(&f, FILE_SIZE, &seed);
+  vkrt_options o;
+  open_with(&o, 1 + VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE, 0);
+  vkrt_appliance *app = vkt_open(&o);
+  bool refuses = false;
+  for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
+    vkrt_tuning_device t;
+    vkt_check(app, vkrt_tuning_device_get(app, d, &t));
+    refuses |= t.refuses_file_backed;
+  }
+  vkt_close(app);
+  vkt_skip_if(refuses);
+  run_path(&f, 1 + VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE, 0, VKRT_LOAD_PATH_AUTO,
+           VKRT_LOAD_PATH_MAPPED, VKRT_IMPORT_PATH_IMPORTED);
+  run_path(&f, 1 + VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE, VKRT_FAULT_REFUSE_FILE_BACKED,
+           VKRT_LOAD_PATH_AUTO, VKRT_LOAD_PATH_READ, 0);
+  file_destroy(&f);
+}
+
+/* A refused call writes nothing, leaks nothing and says why. */
+static void expect_refused(vkrt_appliance *app, const struct test_file *f, struct plan *p,
+                           const vkrt_load_range *ranges, uint32_t count, vkt_counting *counting,
+                           const char *needle) {
+  (void)counting; /* the driver allocates through it too: checked at close */
+  vkrt_load_info info;
+  vkrt_status s = vkrt_load_file(app, f->path, -1, ranges, count, VKRT_LOAD_PATH_READ, NULL,
+                                 NULL, &info);
+  assert_int_not_equal(s, VKRT_OK);
+  if (!strstr(vkrt_last_error(app), needle))
+    fail_msg("message \"%s\" lacks \"%s\"", vkrt_last_error(app), needle);
+  assert_int_equal(info.bytes, 0);
+  expect_buffers(app, f, p, false);
+}
+
+static void test_bad_ranges(void **state) {
+  (void)state;
+  uint64_t seed = vkt_seed(0);
+  struct test_file f;
+  file_create(&f, FILE_SIZE, &seed);
+  vkt_counting counting;
+  vkrt_options o;
+  open_with(&o, 0, 0);
+  o.allocator = vkt_counting_allocator(&counting);
+  vkrt_appliance *app = vkt_open(&o);
+  struct plan p;
+  plan_make(app, &f, &p);
+  poison_buffers(app, &p);
+  vkrt_load_range bad[VKRT_MAX_DEVICES * RANGES_PER_DEVICE + 1];
+  /* The good ranges plus one bad one last: nothing of the good ones may be written. */
+  memcpy(bad, p.r, p.count * sizeof(bad[0]));
+  const uint32_t n = p.count + 1;
+  bad[n - 1] = (vkrt_load_range){.file_offset = f.size - 10, .size = 11, .dst = p.buf[0],
+                                 .dst_offset = 3 * MIB + 512 * KIB};
+  expect_refused(app, &f, &p, bad, n, &counting, "pass the end");
+  bad[n - 1] = (vkrt_load_range){.file_offset = 0, .size = 100, .dst = p.buf[0],
+                                 .dst_offset = p.buf_size - 99};
+  expect_refused(app, &f, &p, bad, n, &counting, "outside the");
+  bad[n - 1] = (vkrt_load_range){.file_offset = 0, .size = 100, .dst = p.buf[0],
+                                 .dst_offset = 3 * MIB + 2};
+  expect_refused(app, &f, &p, bad, n, &counting, "overlapping");
+  bad[n - 1] = (vkrt_load_range){.file_offset = 0, .size = 100, .dst = p.buf[0],
+                                 .dst_offset = 3 * MIB + 512 * KIB, .rows = 3, .file_pitch = 50,
+                                 .dst_pitch = 100};
+  expect_refused(app, &f, &p, bad, n, &counting, "pitches");
+  bad[n - 1] = (vkrt_load_range){.file_offset = 0, .size = 100, .dst = NULL};
+  expect_refused(app, &f, &p, bad, n, &counting, "NULL buffer");
+  /* libvkrt's own allocations of the call failing in turn (the range tables). */
+  uint32_t host_allocs = 0, vk_allocs = 0;
+  vkt_check(app, vkrt_fault_arm_allocations(app, 0, 0));
+  vkt_check(app, vkrt_load_file(app, f.path, -1, p.r, p.count, VKRT_LOAD_PATH_READ, NULL, NULL,
+                                NULL));
+  vkt_check(app, vkrt_fault_allocation_counts(app, &host_allocs, &vk_allocs));
+  assert_true(host_allocs >= 1);
+  poison_buffers(app, &p);
+  for (uint32_t k = 1; k <= host_allocs; k++) {
+    vkt_check(app, vkrt_fault_arm_allocations(app, k, 0));
+    expect_refused(app, &f, &p, p.r, p.count, &counting, "out of host memory");
+  }
+  vkt_check(app, vkrt_fault_arm_allocations(app, 0, 0));
+  /* A truncated file: the ranges that fitted the whole file now pass its end. */
+  struct test_file cut = f;
+  snprintf(cut.path, sizeof(cut.path), "%.200s.cut", f.path);
+  int fd = open(cut.path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, f.bytes, f.size / 2), (ssize_t)(f.size / 2));
+  close(fd);
+  expect_refused(app, &cut, &p, p.r, p.count, &counting, "(truncated?)");
+  unlink(cut.path);
+  snprintf(cut.path, sizeof(cut.path), "%.200s.missing", f.path);
+  expect_refused(app, &cut, &p, p.r, p.count, &counting, "No such file");
+  plan_free(&p);
+  vkt_close(app);
+  assert_int_equal(atomic_load(&counting.live), 0);
+  file_destroy(&f);
+}
+
+/* The file shrinks while it loads (after the first slot): the call fails with a message,
+ * waits for its copies and leaks nothing. */
+struct truncate_at_first {
+  int fd;
+  uint64_t calls;
+};
+
+static void truncate_progress(void *user, uint64_t done, uint64_t total) {
+  (void)done, (void)total;
+  struct truncate_at_first *t = user;
+  if (t->calls++ == 0)
+    assert_int_equal(ftruncate(t->fd, 2 * MIB), 0);
+}
+
+static void test_truncated_while_loading(void **state) {
+  (void)state;
+  uint64_t seed = vkt_seed(0);
+  for (int direct = 0; direct < 2; direct++) {
+    struct test_file f;
+    file_create(&f, FILE_SIZE, &seed);
+    vkt_counting counting;
+    vkrt_options o;
+    open_with(&o, 0, 0);
+    o.allocator = vkt_counting_allocator(&counting);
+    vkrt_appliance *app = vkt_open(&o);
+    struct plan p;
+    plan_make(app, &f, &p);
+    /* A complete load first: the driver's allocations for recorded command buffers stay
+     * alive until they are reset, and the failing load must leave no more than that. */
+    vkt_check(app, vkrt_load_file(app, f.path, -1, p.r, p.count,
+                                  direct ? VKRT_LOAD_PATH_DIRECT : VKRT_LOAD_PATH_READ, NULL,
+                                  NULL, NULL));
+    int fd = open(f.path, O_RDWR);
+    assert_true(fd >= 0);
+    struct truncate_at_first t = {.fd = fd};
+    vkrt_load_info info;
+    vkrt_status s = vkrt_load_file(app, NULL, fd, p.r, p.count,
+                                   direct ? VKRT_LOAD_PATH_DIRECT : VKRT_LOAD_PATH_READ,
+                                   truncate_progress, &t, &info);
+    assert_int_equal(s, VKRT_ERROR_IO);
+    if (!strstr(vkrt_last_error(app), "truncated while loading"))
+      fail_msg("message: %s", vkrt_last_error(app));
+    assert_true(info.bytes < p.total);
+    close(fd);
+    plan_free(&p);
+    vkt_close(app);
+    assert_int_equal(atomic_load(&counting.live), 0);
+    file_destroy(&f);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1)
+    cmocka_set_test_filter(argv[1]);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_path),
+      cmocka_unit_test(test_direct),
+      cmocka_unit_test(test_auto_choice),
+      cmocka_unit_test(test_bad_ranges),
+      cmocka_unit_test(test_truncated_while_loading),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
