@@ -27,11 +27,15 @@ trap 'rm -rf "$work"' EXIT
 field() { sed -n "s/^$1: //p" <<< "$2"; }
 ids_ref=""
 for devices in 1 2 4; do
-  out=$("$svc" --weights "$model" --tokens 200 --print-ids --devices $devices --warmup-ms 0 2>&1) ||
+  out=$("$svc" --weights "$model" --tokens 200 --print-ids --devices $devices --warmup-ms 0 --json 2>&1) ||
     { echo "$out"; echo "stories260K on $devices devices failed"; exit 1; }
   grep -q "greedy choice the same at every position: passed; .* ranks bit-identical: yes ($devices ranks)" <<< "$out" ||
     { echo "$out"; echo "stories260K on $devices devices: not verified"; exit 1; }
   grep -q "verified 200 positions against float64" <<< "$out" || { echo "$out"; echo "not 200 positions checked"; exit 1; }
+  tail -1 <<< "$out" | /usr/bin/python3 -c "import json, sys; d = json.load(sys.stdin); \
+    sys.exit(not (d['verified'] and d['ranks_bit_identical'] and d['ranks'] == $devices and \
+                  d['generated_tokens'] == 200 and d['checked_positions'] == 200))" ||
+    { echo "$out"; echo "--json: not the summary's facts"; exit 1; }
   ids=$(field ids "$out")
   [ "$(tr ',' '\n' <<< "$ids" | wc -l)" -eq 200 ] || { echo "$out"; echo "not 200 ids"; exit 1; }
   [ "$(field "prompt ids" "$out")" = 1 ] || { echo "$out"; echo "generation did not start from BOS alone"; exit 1; }
