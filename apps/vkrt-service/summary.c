@@ -52,6 +52,6 @@ void summary_print(const struct service *s, struct decode *dc, bool verified) {
          s->args->q8_activations ? " (8-bit activations)" : "", verified ? "passed" : "FAILED",
          dc->ranks_differ ? "NO" : "yes", s->ranks);
   printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s\n",
-         vkrt_transport_str(vkrt_transport(app)), vkrt_import_path_str(s->info.path[0]),
+         vkrt_transport_str(vkrt_transport(app)), vkrt_load_path_str(s->load.path[0]),
          (double)s->uploaded / s->t_up * 1e-9);
 }
