@@ -1,23 +1,23 @@
 # libvkrt front end (Linux/Buildroot habits). The real build is Ninja in $(O).
 # `make O=dir ...` keeps that folder's own configuration in dir/.config (savedefconfig writes
 # dir/defconfig), so several configured builds live side by side; without O= the
-# configuration is ./.config and the build folder build/, as always.
+# configuration is ./.config, the build folder build/ and savedefconfig writes build/defconfig.
 ifeq ($(origin O),command line)
 O_GIVEN := 1
 endif
 O ?= build
 BOARD ?= sim-lavapipe-x2
+# savedefconfig writes into the build folder either way (never an untracked file in the tree).
+DEFCONFIG_FILE ?= $(abspath $(O))/defconfig
 ifdef O_GIVEN
 CONFIG_FILE ?= $(abspath $(O))/.config
-DEFCONFIG_FILE ?= $(abspath $(O))/defconfig
 else
 CONFIG_FILE ?= $(CURDIR)/.config
-DEFCONFIG_FILE ?= $(CURDIR)/defconfig
 endif
 KCONFIG_PY := /usr/bin/python3
 KCONFIG_ENV := PYTHONPATH=/usr/lib/python3/dist-packages KCONFIG_CONFIG=$(CONFIG_FILE) srctree=$(CURDIR)
 KTOOL := $(KCONFIG_PY) scripts/kconfig.py --srcdir $(CURDIR) --config $(CONFIG_FILE)
-BOARDS := $(notdir $(wildcard boards/*))
+BOARDS := $(notdir $(patsubst %/,%,$(wildcard boards/*/)))
 NINJA := ninja -C $(O)
 
 .PHONY: all help menuconfig guiconfig savedefconfig olddefconfig check-config test test-matrix install clean \
@@ -34,7 +34,7 @@ help:
 	@echo '  menuconfig        - curses menu (starts from $(BOARD) when there is no configuration)'
 	@echo '  guiconfig         - Tk menu'
 	@echo '  olddefconfig      - update the configuration to the current Kconfig with defaults'
-	@echo '  savedefconfig     - write the minimal configuration (defconfig beside it)'
+	@echo '  savedefconfig     - write the minimal configuration to $(O)/defconfig'
 	@echo '  all (default)     - configure if needed, then build libvkrt.a, tools, tests in $(O)/'
 	@echo '  run               - the main job: vkrt-service on the board for a few seconds'
 	@echo '  test              - the test suite (prints "N passed, N failed, N skipped");'
@@ -94,7 +94,15 @@ olddefconfig: | $(CONFIG_FILE)
 	@$(KTOOL) olddefconfig
 
 savedefconfig: | $(CONFIG_FILE)
+	@mkdir -p $(dir $(DEFCONFIG_FILE))
 	@$(KTOOL) savedefconfig $(DEFCONFIG_FILE)
+	@echo "wrote $(DEFCONFIG_FILE) (a new board: copy it to boards/<name>/defconfig)"
+
+# A board name that is not a folder under boards/.
+%_defconfig:
+	@echo "no board '$*': boards/$*/defconfig does not exist. Boards:" >&2
+	@for b in $(BOARDS); do echo "  make $${b}_defconfig" >&2; done
+	@exit 1
 
 # configure records --builddir and --config, so ninja's regenerate rule re-reads this
 # folder's configuration when it changes.
@@ -161,5 +169,5 @@ distclean:
 ifdef O_GIVEN
 	rm -rf $(O)
 else
-	rm -rf build build-* .config .config.old defconfig
+	rm -rf build build-* .config .config.old
 endif

@@ -3,9 +3,9 @@
 #
 # Here: build the board and pack what the GPU machine needs into one folder (cmocka is not
 # installed there and Debian ships no libcmocka.a, so libcmocka.so.0 travels along):
-#   tools/gpu-test.sh pack build-h200 /work/main/.gpu-conformance
-# There (the folder carried, e.g. carry [".gl", ".gpu-conformance"]):
-#   . .gl/vk-env.sh; .gpu-conformance/tools/gpu-test.sh run .gpu-conformance/build-h200
+#   tools/gpu-test.sh pack build-h200 conformance
+# There (the folder carried, e.g. carry [".gl", "conformance"]):
+#   . .gl/vk-env.sh; conformance/tools/gpu-test.sh run conformance/build-h200
 # The run prints the machine, the probe, then tests/run (every program; no sync-validation
 # pass and no script tests: there is no validation layer there), then vkrt-probe --json
 # --exercise (the upload counters of each path after a small run); the log and both probe

@@ -14,7 +14,7 @@ static void usage(FILE *f) {
           "usage: vkrt-probe [--json] [--devices N] [--simulated | --physical-only]\n"
           "                  [--physical I[,J...]] [--validation] [--sync-validation]\n"
           "                  [--verbose] [--fault NAME[:DEV[,DEV...]]]... [--exercise]\n"
-          "                  [--activations f32|q8]\n"
+          "                  [--activations f32|q8] [--version]\n"
           "Prints the board, each device's capabilities and the transport/import plan.\n"
           "  --devices N        open N devices instead of the board's count\n"
           "  --physical I,J     rank r uses physical device I, J, ... (by enumeration index)\n"
@@ -31,10 +31,15 @@ static void usage(FILE *f) {
           "                     its quantized matvec rounds x to 8 bits, and why not\n");
 }
 
+/* The last error the log printed, so a failed open does not print its reason twice. */
+static char logged_error[1024];
+
 static void log_stderr(void *user, vkrt_log_level level, const char *message) {
   (void)user;
   static const char *const names[] = {"error", "warn", "info", "debug"};
   fprintf(stderr, "vkrt-probe: %s: %s\n", names[level & 3], message);
+  if (level == VKRT_LOG_ERROR)
+    snprintf(logged_error, sizeof(logged_error), "%s", message);
 }
 
 static int parse_u32(const char *s, uint32_t *out) {
@@ -182,6 +187,9 @@ int main(int argc, char **argv) {
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
+    } else if (strcmp(a, "--version") == 0) {
+      printf("vkrt-probe %s (board %s)\n", vkrt_version(), vkrt_config_value("CONFIG_VKRT_BOARD"));
+      return 0;
     } else {
       fprintf(stderr, "vkrt-probe: unknown argument '%s'\n", a);
       usage(stderr);
@@ -199,8 +207,11 @@ int main(int argc, char **argv) {
   char why[1024];
   vkrt_status s = vkrt_open(&options, &app, why, sizeof(why));
   if (s != VKRT_OK) {
-    fprintf(stderr, "vkrt-probe: cannot open board '%s': %s: %s\n", CONFIG_VKRT_BOARD,
-            vkrt_status_str(s), why);
+    if (why[0] && strstr(logged_error, why))
+      fprintf(stderr, "vkrt-probe: cannot open board '%s' (the error above)\n", CONFIG_VKRT_BOARD);
+    else
+      fprintf(stderr, "vkrt-probe: cannot open board '%s': %s: %s\n", CONFIG_VKRT_BOARD,
+              vkrt_status_str(s), why);
     tool_hosts_finish(1);
     return 1;
   }

@@ -151,6 +151,16 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
       *exit_status = 0;
       return false;
     }
+    if (!strcmp(a, "--version")) {
+      printf("vkrt-service %s (board %s)\n", vkrt_version(),
+             vkrt_config_value("CONFIG_VKRT_BOARD"));
+      *exit_status = 0;
+      return false;
+    }
+    if (!strcmp(a, "--json")) {
+      o->json = true;
+      continue;
+    }
     if (!strcmp(a, "--verbose")) {
       o->verbose = true;
       continue;

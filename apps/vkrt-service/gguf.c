@@ -389,6 +389,12 @@ int gguf_open(const char *path, struct gguf_file *out, char *err, size_t err_siz
       close(fd);
     return GGUF_E_IO;
   }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    snprintf(err, err_size, "%s: %s, not a GGUF weights file", path,
+             S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+    return GGUF_E_IO;
+  }
   if (st.st_size < 24) {
     close(fd);
     snprintf(err, err_size, "%s: truncated: %lld bytes, a GGUF header takes 24", path,

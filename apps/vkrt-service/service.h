@@ -63,6 +63,7 @@ struct service_args {
   double temperature, top_p;
   vkrt_type kv_type;
   bool print_ids, no_graph;      /* no_graph: record every token's work (--graph off) */
+  bool json;                     /* --json: the summary also as one JSON object */
 };
 #define SECONDS_MAX_TOKENS 1000000u
 #define KEEP_MAX 16 /* checked tokens at most: each costs a float64 pass over the weights */

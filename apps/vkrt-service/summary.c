@@ -9,8 +9,12 @@ int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+struct timing {
+  double seconds, p50, p99, roofline;
+};
+
 /* Sorts dc->lat for the percentiles (the last use of the latencies). */
-static void print_timing(const struct service *s, struct decode *dc) {
+static struct timing print_timing(const struct service *s, struct decode *dc) {
   const struct gguf_mlp *m = s->mlp;
   uint64_t done = dc->done;
   /* Throughput of the decode itself: the downloads of the checked tokens are not counted. */
@@ -33,6 +37,7 @@ static void print_timing(const struct service *s, struct decode *dc) {
   printf("vkrt-service: per token (mean of tokens 2..): input %.1f us, record %.1f us (%u ops "
          "per device), submit %.1f us, wait %.1f us\n", prof[0] / np * 1e6, prof[1] / np * 1e6,
          ops_per_token, prof[2] / np * 1e6, prof[3] / np * 1e6);
+  return (struct timing){.seconds = total, .p50 = p50, .p99 = p99, .roofline = roofline};
 }
 
 void summary_print(const struct service *s, struct decode *dc, bool verified) {
@@ -40,8 +45,9 @@ void summary_print(const struct service *s, struct decode *dc, bool verified) {
   if (*s->stop)
     printf("vkrt-service: stopping on signal %d after %llu tokens\n", (int)*s->stop,
            (unsigned long long)dc->done);
+  struct timing t = {0};
   if (dc->done)
-    print_timing(s, dc);
+    t = print_timing(s, dc);
   if (vkrt_host_count(app) > 1)
     printf("vkrt-service: tensor-parallel over %u hosts x %u devices (MPI)\n",
            vkrt_host_count(app), s->n);
@@ -54,4 +60,16 @@ void summary_print(const struct service *s, struct decode *dc, bool verified) {
   printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s\n",
          vkrt_transport_str(vkrt_transport(app)), vkrt_load_path_str(s->load.path[0]),
          (double)s->uploaded / s->t_up * 1e-9);
+  if (s->args->json)
+    printf("{\"tokens\": %llu, \"seconds\": %.6f, \"tokens_per_s\": %.3f, \"p50_ms\": %.4f, "
+           "\"p99_ms\": %.4f, \"roofline_ms\": %.4f, \"verified_tokens\": %llu, "
+           "\"max_rel_error\": %.3e, \"verified\": %s, \"ranks_bit_identical\": %s, "
+           "\"ranks\": %u, \"hosts\": %u, \"transport\": \"%s\", \"weights_path\": \"%s\", "
+           "\"upload_gbps\": %.3f, \"version\": \"%s\"}\n",
+           (unsigned long long)dc->done, t.seconds, t.seconds > 0 ? (double)dc->done / t.seconds : 0,
+           t.p50 * 1e3, t.p99 * 1e3, t.roofline * 1e3, (unsigned long long)dc->verified,
+           dc->worst_err, verified ? "true" : "false", dc->ranks_differ ? "false" : "true",
+           s->ranks, vkrt_host_count(app), vkrt_transport_str(vkrt_transport(app)),
+           vkrt_import_path_str(s->info.path[0]), (double)s->uploaded / s->t_up * 1e-9,
+           vkrt_version());
 }

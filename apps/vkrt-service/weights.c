@@ -65,10 +65,19 @@ int weights_make(const struct service_args *a) {
 static int weights_check(const struct service_args *a, const struct gguf_mlp *m) {
   if ((a->hidden && a->hidden != m->hidden) || (a->layers && a->layers != m->layers) ||
       (a->ffn && a->ffn != m->ffn)) {
-    fprintf(stderr, "vkrt-service: shape mismatch: %s has layers %u hidden %u ffn %u, but "
-                    "--layers %llu --hidden %llu --ffn %llu were given\n",
-            a->weights_path, m->layers, m->hidden, m->ffn, (unsigned long long)a->layers,
-            (unsigned long long)a->hidden, (unsigned long long)a->ffn);
+    /* name only the options given (0: not given) */
+    char given[128] = "";
+    size_t n = 0;
+    if (a->layers)
+      n += (size_t)snprintf(given + n, sizeof(given) - n, " --layers %llu", (unsigned long long)a->layers);
+    if (a->hidden && n < sizeof(given))
+      n += (size_t)snprintf(given + n, sizeof(given) - n, " --hidden %llu", (unsigned long long)a->hidden);
+    if (a->ffn && n < sizeof(given))
+      snprintf(given + n, sizeof(given) - n, " --ffn %llu", (unsigned long long)a->ffn);
+    fprintf(stderr, "vkrt-service: shape mismatch: %s has layers %u hidden %u ffn %u, but%s %s "
+                    "given (leave them out to take the file's shapes)\n",
+            a->weights_path, m->layers, m->hidden, m->ffn, given,
+            (a->layers != 0) + (a->hidden != 0) + (a->ffn != 0) > 1 ? "were" : "was");
     return EXIT_WEIGHTS;
   }
   if (m->layers > MAX_LAYERS) {

@@ -153,13 +153,12 @@ vkrt_status vkrt_graph_end(vkrt_appliance *app, vkrt_graph **out) {
     return vkrt_error(&sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "vkrt_graph_end: no capture under way (vkrt_graph_begin first)");
   app->capturing = NULL;
-  vkrt_status s = VKRT_OK;
+  vkrt_status s = vkrt_collective_capture_end(app->collective); /* may add to the captures */
   for (uint32_t d = 0; d < g->device_count; d++) {
     vkrt_status e = vkrt_stream_capture_end(&sys->devices[d]);
     if (s == VKRT_OK)
       s = e;
   }
-  vkrt_collective_capture_end(app->collective);
   for (uint32_t d = 0; d < g->device_count && s == VKRT_OK; d++)
     if (g->dev[d].cap.overflow)
       s = vkrt_error(&sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,

@@ -1,10 +1,13 @@
-/* vkrt_config_has / vkrt_config_value: the build's Kconfig symbols, from the table configure
+/* vkrt_version, vkrt_config_has, vkrt_config_value: the source version and the Kconfig symbols, from the table configure
  * generates (gen/vkrt_config/symbols.h), so a caller learns what libvkrt.a was built with
  * without compiling against the generated vkrt/config.h. */
 #include <string.h>
 
 #include "vkrt/vkrt.h"
 #include "vkrt_config/symbols.h"
+#include "vkrt_config/version.h"
+
+const char *vkrt_version(void) { return VKRT_BUILD_VERSION; }
 
 static const struct {
   const char *name; /* without CONFIG_ */

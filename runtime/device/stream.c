@@ -305,33 +305,50 @@ vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uin
   return attach(dev, st->signal_sem, st->signal_value, &st->signal_count, sem, value, "signals");
 }
 
-/* vkQueueSubmit of one batch under the queue's lock. */
-static VkResult queue_submit(struct vkrt_device *dev, const struct vkrt_stream_batch *b) {
-  VkPipelineStageFlags wait_stage[VKRT_STREAM_MAX_SYNC];
-  for (uint32_t i = 0; i < b->wait_count; i++)
-    wait_stage[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-  VkTimelineSemaphoreSubmitInfo timeline = {
-      .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-      .waitSemaphoreValueCount = b->wait_count,
-      .pWaitSemaphoreValues = b->wait_value,
-      .signalSemaphoreValueCount = b->signal_count,
-      .pSignalSemaphoreValues = b->signal_value,
-  };
-  VkSubmitInfo submit = {
-      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-      .pNext = &timeline,
-      .waitSemaphoreCount = b->wait_count,
-      .pWaitSemaphores = b->wait_sem,
-      .pWaitDstStageMask = wait_stage,
-      .commandBufferCount = b->cmd ? 1 : 0,
-      .pCommandBuffers = &b->cmd,
-      .signalSemaphoreCount = b->signal_count,
-      .pSignalSemaphores = b->signal_sem,
-  };
+/* One vkQueueSubmit of `n` (at most QUEUE_SUBMIT_MAX) batches under the queue's lock. */
+#define QUEUE_SUBMIT_MAX 16
+static VkResult queue_submit(struct vkrt_device *dev, const struct vkrt_stream_batch *b,
+                             uint32_t n) {
+  static const VkPipelineStageFlags stages[VKRT_STREAM_MAX_SYNC] = {
+      [0 ... VKRT_STREAM_MAX_SYNC - 1] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT};
+  VkTimelineSemaphoreSubmitInfo ts[QUEUE_SUBMIT_MAX];
+  VkSubmitInfo si[QUEUE_SUBMIT_MAX];
+  for (uint32_t i = 0; i < n; i++) {
+    ts[i] = (VkTimelineSemaphoreSubmitInfo){
+        .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+        .waitSemaphoreValueCount = b[i].wait_count,
+        .pWaitSemaphoreValues = b[i].wait_value,
+        .signalSemaphoreValueCount = b[i].signal_count,
+        .pSignalSemaphoreValues = b[i].signal_value};
+    si[i] = (VkSubmitInfo){.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                           .pNext = &ts[i],
+                           .waitSemaphoreCount = b[i].wait_count,
+                           .pWaitSemaphores = b[i].wait_sem,
+                           .pWaitDstStageMask = stages,
+                           .commandBufferCount = b[i].cmd ? 1 : 0,
+                           .pCommandBuffers = &b[i].cmd,
+                           .signalSemaphoreCount = b[i].signal_count,
+                           .pSignalSemaphores = b[i].signal_sem};
+  }
   pthread_mutex_lock(&dev->compute_queue_lock);
-  VkResult r = dev->vk.vkQueueSubmit(dev->compute_queue, 1, &submit, VK_NULL_HANDLE);
+  VkResult r = dev->vk.vkQueueSubmit(dev->compute_queue, n, si, VK_NULL_HANDLE);
   pthread_mutex_unlock(&dev->compute_queue_lock);
   return r;
+}
+
+/* A batch of `cmd` (may be NULL) with the attached waits and signals, signalling the stream
+ * timeline at `value` first. */
+static void fill_batch(const struct vkrt_stream *st, struct vkrt_stream_batch *b,
+                       VkCommandBuffer cmd, uint64_t value) {
+  b->cmd = cmd;
+  b->wait_count = st->wait_count;
+  memcpy(b->wait_sem, st->wait_sem, st->wait_count * sizeof(VkSemaphore));
+  memcpy(b->wait_value, st->wait_value, st->wait_count * sizeof(uint64_t));
+  b->signal_count = st->signal_count + 1;
+  b->signal_sem[0] = st->timeline;
+  b->signal_value[0] = value;
+  memcpy(b->signal_sem + 1, st->signal_sem, st->signal_count * sizeof(VkSemaphore));
+  memcpy(b->signal_value + 1, st->signal_value, st->signal_count * sizeof(uint64_t));
 }
 
 static bool deferred_pending(struct vkrt_stream *st) {
@@ -351,7 +368,7 @@ static void *submitter_main(void *arg) {
       break; /* stopping, and everything queued was submitted */
     struct vkrt_stream_batch *b = &st->defer_ring[head % VKRT_STREAM_DEPTH];
     pthread_mutex_unlock(&st->defer_lock);
-    VkResult r = queue_submit(dev, b);
+    VkResult r = queue_submit(dev, b, 1);
     if (r != VK_SUCCESS) {
       /* Nothing of the batch will signal: signal the stream timeline from the host so no
        * waiter hangs, and make vkrt_wait report why. */
@@ -425,25 +442,18 @@ static vkrt_status capture_submit(struct vkrt_device *dev) {
     goto out;
   }
   struct vkrt_stream_batch *b = &cap->batch[cap->batch_count];
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
   if (cap->open) {
-    vkrt_stream_close_barrier(dev, b->cmd, st->host_reads);
+    cmd = b->cmd;
+    vkrt_stream_close_barrier(dev, cmd, st->host_reads);
     cap->open = false;
-    VkResult r = dev->vk.vkEndCommandBuffer(b->cmd);
+    VkResult r = dev->vk.vkEndCommandBuffer(cmd);
     if (r != VK_SUCCESS) {
       s = vkrt_vk_error(dev, r, "vkEndCommandBuffer (graph capture)");
       goto out;
     }
-  } else {
-    memset(b, 0, sizeof(*b));
   }
-  b->wait_count = st->wait_count;
-  memcpy(b->wait_sem, st->wait_sem, st->wait_count * sizeof(VkSemaphore));
-  memcpy(b->wait_value, st->wait_value, st->wait_count * sizeof(uint64_t));
-  b->signal_count = st->signal_count + 1;
-  b->signal_sem[0] = st->timeline;
-  b->signal_value[0] = 0;
-  memcpy(b->signal_sem + 1, st->signal_sem, st->signal_count * sizeof(VkSemaphore));
-  memcpy(b->signal_value + 1, st->signal_value, st->signal_count * sizeof(uint64_t));
+  fill_batch(st, b, cmd, 0); /* the timeline value is the launch's */
   cap->batch_count++;
 out:
   st->wait_count = 0;
@@ -510,39 +520,12 @@ vkrt_status vkrt_stream_submit_captured(struct vkrt_device *dev, struct vkrt_str
     for (uint32_t i = 0; i < count; i++)
       defer(st, &b[i]);
   } else {
-    VkPipelineStageFlags stages[VKRT_STREAM_MAX_SYNC];
-    for (uint32_t i = 0; i < VKRT_STREAM_MAX_SYNC; i++)
-      stages[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-    enum { CHUNK = 16 }; /* VkSubmitInfos built on the stack per vkQueueSubmit */
-    for (uint32_t first = 0; first < count; first += CHUNK) {
-      VkTimelineSemaphoreSubmitInfo ts[CHUNK];
-      VkSubmitInfo si[CHUNK];
-      uint32_t n = VKRT_MIN(CHUNK, count - first);
-      for (uint32_t i = 0; i < n; i++) {
-        const struct vkrt_stream_batch *x = &b[first + i];
-        ts[i] = (VkTimelineSemaphoreSubmitInfo){
-            .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-            .waitSemaphoreValueCount = x->wait_count,
-            .pWaitSemaphoreValues = x->wait_value,
-            .signalSemaphoreValueCount = x->signal_count,
-            .pSignalSemaphoreValues = x->signal_value};
-        si[i] = (VkSubmitInfo){.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                               .pNext = &ts[i],
-                               .waitSemaphoreCount = x->wait_count,
-                               .pWaitSemaphores = x->wait_sem,
-                               .pWaitDstStageMask = stages,
-                               .commandBufferCount = x->cmd ? 1 : 0,
-                               .pCommandBuffers = &x->cmd,
-                               .signalSemaphoreCount = x->signal_count,
-                               .pSignalSemaphores = x->signal_sem};
-      }
-      pthread_mutex_lock(&dev->compute_queue_lock);
-      VkResult r = dev->vk.vkQueueSubmit(dev->compute_queue, n, si, VK_NULL_HANDLE);
-      pthread_mutex_unlock(&dev->compute_queue_lock);
+    for (uint32_t first = 0; first < count; first += QUEUE_SUBMIT_MAX) {
+      VkResult r = queue_submit(dev, b + first, VKRT_MIN(QUEUE_SUBMIT_MAX, count - first));
       if (r != VK_SUCCESS) {
         if (r == VK_ERROR_DEVICE_LOST)
           dev->lost = true;
-        st->submitted += first; /* the chunks before went through */
+        st->submitted += first; /* the calls before went through */
         return vkrt_vk_error(dev, r, "vkQueueSubmit (graph launch)");
       }
     }
@@ -584,19 +567,11 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
 
   uint64_t value = st->submitted + 1;
   struct vkrt_stream_batch b;
-  b.cmd = has_cmd ? st->cmd[slot] : VK_NULL_HANDLE;
-  b.wait_count = st->wait_count;
-  memcpy(b.wait_sem, st->wait_sem, st->wait_count * sizeof(VkSemaphore));
-  memcpy(b.wait_value, st->wait_value, st->wait_count * sizeof(uint64_t));
-  b.signal_count = st->signal_count + 1;
-  b.signal_sem[0] = st->timeline;
-  b.signal_value[0] = value;
-  memcpy(b.signal_sem + 1, st->signal_sem, st->signal_count * sizeof(VkSemaphore));
-  memcpy(b.signal_value + 1, st->signal_value, st->signal_count * sizeof(uint64_t));
+  fill_batch(st, &b, has_cmd ? st->cmd[slot] : VK_NULL_HANDLE, value);
   if (st->defer_waits && (st->wait_count || st->signal_count || deferred_pending(st))) {
     defer(st, &b);
   } else {
-    VkResult r = queue_submit(dev, &b);
+    VkResult r = queue_submit(dev, &b, 1);
     if (r != VK_SUCCESS) {
       if (r == VK_ERROR_DEVICE_LOST)
         dev->lost = true;

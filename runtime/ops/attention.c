@@ -68,18 +68,6 @@ bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_
                                  why_size);
 }
 
-/* Rebinds a K/V view so its binding starts at a multiple of `unit` bytes (the kernel's
- * words) and covers whole words. */
-static bool bind_words(const struct vkrt_ops_limits *lim, struct vkrt_ops_view *v, uint64_t unit) {
-  struct vkrt_ops_limits l = *lim;
-  l.min_storage_buffer_offset_alignment = VKRT_MAX(l.min_storage_buffer_offset_alignment, unit);
-  uint64_t hi = vkrt_align_up(v->hi, 4);
-  if (hi > v->buffer->size || !vkrt_ops_bind_range(&l, v->lo, hi, &v->bind_offset, &v->bind_range))
-    return false;
-  v->offset = (uint32_t)(v->lo - v->bind_offset); /* bytes */
-  return true;
-}
-
 vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops_view views[5],
                                   float scale) {
   struct vkrt_ops_state *ops = dev->ops;
@@ -91,9 +79,9 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   char why[VKRT_ERROR_MESSAGE_SIZE];
   if (!vkrt_attention_plan_for(dev, D, H, HKV, NQ, n_ctx, &plan, why, sizeof(why)))
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: %s", dev->index, why);
-  /* f16: 16-byte words (validate.c checked the rows' alignment); q8_0: 32-bit words */
-  uint64_t unit = f16 ? 16 : 4;
-  if (!bind_words(&ops->limits, &k, unit) || !bind_words(&ops->limits, &v, unit))
+  /* f16 in 16-byte words (validate.c checked the rows' alignment), q8_0 in 32-bit words:
+   * bound from a 16-byte boundary, offsets in bytes */
+  if (!vkrt_ops_widen_words(dev, &k) || !vkrt_ops_widen_words(dev, &v))
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "dev%u: vkrt_op_attention: the q8_0 cache is read in 32-bit words: the "
                       "buffers of k and v must extend to the 4-byte boundary after them",
@@ -109,8 +97,8 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
     return s;
 
   /* the kernel's K/V addresses: f16 in 16-byte words; q8_0 in bytes (it splits them into
-   * words itself). Views: offsets in bytes after bind_words, strides in f16 elements or
-   * q8_0 bytes. */
+   * words itself). Views: offsets in bytes after widening, strides in f16 elements or q8_0
+   * bytes. */
   uint32_t kv_unit = f16 ? 16 : 1, kv_div = f16 ? 8 : 1;
   struct attention_split_push sp = {
       .q_off = q->offset, .q_s1 = q->stride[1], .q_s2 = q->stride[2],

@@ -391,128 +391,6 @@ bool vkrt_ops_check_swiglu(const struct vkrt_ops_limits *lim, const vkrt_tensor 
   return true;
 }
 
-bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
-                              const vkrt_tensor *q, const vkrt_tensor *k, const vkrt_tensor *v,
-                              const vkrt_tensor *kv_len, struct vkrt_ops_view views[5],
-                              char *why, size_t why_size) {
-  static const char *const op = "vkrt_op_attention";
-  static const char *const names[] = {"dst", "q", "k", "v", "kv_len"};
-  const vkrt_tensor *ts[5] = {dst, q, k, v, kv_len};
-  for (int i = 0; i < 5; i++)
-    if (!vkrt_ops_view_init(&views[i], lim, op, names[i], ts[i], i == 0, why, why_size))
-      return false;
-  if (!same_device(op, views, names, 5, why, why_size))
-    return false;
-  if (q->type != VKRT_TYPE_F32 || dst->type != VKRT_TYPE_F32)
-    FAIL("%s: q and dst must be f32 (q %s, dst %s)", op, type_name(q->type), type_name(dst->type));
-  if (k->type != v->type || (k->type != VKRT_TYPE_F16 && k->type != VKRT_TYPE_Q8_0))
-    FAIL("%s: k and v must both be f16 or both q8_0 (k %s, v %s)", op, type_name(k->type),
-         type_name(v->type));
-  if (kv_len->type != VKRT_TYPE_I32)
-    FAIL("%s: kv_len must be i32, not %s", op, type_name(kv_len->type));
-  char a[96], b[96], c[96];
-  format_ne(a, sizeof(a), q->ne);
-  format_ne(b, sizeof(b), k->ne);
-  format_ne(c, sizeof(c), v->ne);
-  int64_t D = q->ne[0], H = q->ne[1], NQ = q->ne[2];
-  if (q->ne[3] != 1)
-    FAIL("%s: q ne %s must be {head_dim, n_head, n_q, 1}", op, a);
-  if (memcmp(dst->ne, q->ne, sizeof(q->ne))) {
-    char d[96];
-    format_ne(d, sizeof(d), dst->ne);
-    FAIL("%s: dst ne %s differs from q ne %s", op, d, a);
-  }
-  if (k->ne[0] != D || k->ne[3] != 1)
-    FAIL("%s: k ne %s must be {head_dim, n_head_kv, n_ctx, 1} with q's head_dim %lld", op, b,
-         (long long)D);
-  if (memcmp(v->ne, k->ne, sizeof(k->ne)))
-    FAIL("%s: v ne %s differs from k ne %s", op, c, b);
-  if (H % k->ne[1])
-    FAIL("%s: n_head %lld (q ne[1]) is not a multiple of n_head_kv %lld (k ne[1])", op,
-         (long long)H, (long long)k->ne[1]);
-  if (kv_len->ne[0] != NQ || kv_len->ne[1] != 1 || kv_len->ne[2] != 1 || kv_len->ne[3] != 1)
-    FAIL("%s: kv_len must be {n_q} = {%lld}, one length per query", op, (long long)NQ);
-  if (D % 8 || D > VKRT_ATTENTION_MAX_HEAD_DIM)
-    FAIL("%s: head_dim %lld is not supported (multiples of 8 up to %d, q8_0 of 32)", op,
-         (long long)D, VKRT_ATTENTION_MAX_HEAD_DIM);
-  if (q->nb[0] != 4 || dst->nb[0] != 4)
-    FAIL("%s: q and dst must be dense along head_dim (nb[0] = 4; q %lld, dst %lld)", op,
-         (long long)q->nb[0], (long long)dst->nb[0]);
-  for (int i = 2; i <= 3; i++) {
-    const vkrt_tensor *t = ts[i];
-    if (t->type == VKRT_TYPE_F16 &&
-        (t->nb[0] != 2 || t->offset % 16 || (t->ne[1] > 1 && t->nb[1] % 16) ||
-         (t->ne[2] > 1 && t->nb[2] % 16)))
-      FAIL("%s: %s: f16 rows must be dense and start at 16-byte boundaries (nb[0] 2, offset, "
-           "nb[1] and nb[2] multiples of 16; got %lld, %llu, %lld, %lld)", op, names[i],
-           (long long)t->nb[0], (unsigned long long)t->offset, (long long)t->nb[1],
-           (long long)t->nb[2]);
-  }
-  for (int i = 0; i < 5; i++)
-    if (!one_binding(op, names[i], &views[i], lim, why, why_size))
-      return false;
-  for (int i = 1; i < 5; i++)
-    if (!disjoint(op, &views[0], &views[i], names[i], why, why_size))
-      return false;
-  return true;
-}
-
-static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
-
-uint32_t vkrt_ops_attention_shared(uint32_t head_dim, uint32_t heads_per_group, uint32_t unroll) {
-  uint32_t tt = VKRT_ATTENTION_WG / (head_dim / 8); /* tokens per pass */
-  uint32_t red = VKRT_MAX(unroll * heads_per_group * (VKRT_ATTENTION_WG + tt), 8 * VKRT_ATTENTION_WG);
-  return (red + VKRT_ATTENTION_SCORES) * (uint32_t)sizeof(float);
-}
-
-bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
-                             uint32_t n_q, uint32_t n_ctx, uint32_t target_groups,
-                             uint32_t forced_splits, uint32_t forced_unroll,
-                             uint32_t shared_limit, uint64_t scratch_bytes,
-                             struct vkrt_attention_plan *out, char *why, size_t why_size) {
-  static const char *const op = "vkrt_op_attention";
-  memset(out, 0, sizeof(*out));
-  if (!head_dim || !n_head || !n_head_kv || n_head % n_head_kv || !n_q || !n_ctx)
-    FAIL("%s: no plan for head_dim %u, %u heads over %u KV heads, %u queries, n_ctx %u", op,
-         head_dim, n_head, n_head_kv, n_q, n_ctx);
-  uint32_t per_kv = n_head / n_head_kv, g = VKRT_ATTENTION_MAX_GROUP;
-  while (per_kv % g)
-    g--;
-  out->heads_per_group = g;
-  out->head_groups = per_kv / g;
-  if (forced_unroll > VKRT_ATTENTION_MAX_UNROLL)
-    FAIL("%s: %u row passes per tile; 1..%d", op, forced_unroll, VKRT_ATTENTION_MAX_UNROLL);
-  out->unroll = forced_unroll ? forced_unroll : VKRT_ATTENTION_UNROLL;
-  while (!forced_unroll && out->unroll > 1 &&
-         vkrt_ops_attention_shared(head_dim, g, out->unroll) > shared_limit)
-    out->unroll /= 2;
-  out->shared_bytes = vkrt_ops_attention_shared(head_dim, g, out->unroll);
-  if (out->shared_bytes > shared_limit)
-    FAIL("%s: %u query heads per workgroup of head_dim %u with %u row passes per tile need %u "
-         "bytes of shared memory; the device has %u", op, g, head_dim, out->unroll,
-         out->shared_bytes, shared_limit);
-  uint32_t cap = VKRT_ATTENTION_SCORES / g;
-  uint32_t fewest = div_up(n_ctx, cap), most = div_up(n_ctx, VKRT_MIN(n_ctx, VKRT_ATTENTION_MIN_SPLIT));
-  uint64_t per_split = (uint64_t)n_head * (head_dim + 2) * sizeof(float); /* one query */
-  if ((uint64_t)fewest * per_split > scratch_bytes)
-    FAIL("%s: n_ctx %u needs at least %u splits (of at most %u tokens with %u query heads per "
-         "KV head); their partials for one query (%llu bytes) exceed the %llu-byte split "
-         "scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB)", op, n_ctx, fewest, cap, per_kv,
-         (unsigned long long)(fewest * per_split), (unsigned long long)scratch_bytes);
-  uint64_t per_split_groups = (uint64_t)n_head_kv * out->head_groups * n_q;
-  /* forced (tests, the bench): any count down to one token per split */
-  uint32_t want = forced_splits ? VKRT_MIN(forced_splits, n_ctx)
-                                : VKRT_MIN(div_up(VKRT_MAX(target_groups, 1u), per_split_groups), most);
-  want = VKRT_MAX(want, fewest);
-  want = VKRT_MIN(want, (uint32_t)VKRT_MAX(scratch_bytes / per_split, fewest));
-  out->split_len = div_up(n_ctx, want);
-  out->splits = div_up(n_ctx, out->split_len);
-  out->queries_per_round = (uint32_t)VKRT_MIN((uint64_t)n_q, scratch_bytes / (out->splits * per_split));
-  out->rounds = div_up(n_q, out->queries_per_round);
-  out->scratch_used = (uint64_t)out->queries_per_round * out->splits * per_split;
-  return true;
-}
-
 int vkrt_ops_concat_fast_path_source(const struct vkrt_ops_view views[3], int dim,
                                      const char **why_not) {
   const char *dummy;
@@ -735,4 +613,119 @@ bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor 
     FAIL("%s: dst has %" PRId64 " elements for %" PRId64 " rows of x (x ne[1])", op, dst->ne[0],
          x->ne[1]);
   return disjoint(op, &views[0], &views[1], "x", why, why_size);
+}
+
+bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                              const vkrt_tensor *q, const vkrt_tensor *k, const vkrt_tensor *v,
+                              const vkrt_tensor *kv_len, struct vkrt_ops_view views[5],
+                              char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_attention";
+  static const char *const names[] = {"dst", "q", "k", "v", "kv_len"};
+  const vkrt_tensor *ts[5] = {dst, q, k, v, kv_len};
+  if (!decode_views(lim, op, names, ts, 5, views, why, why_size) ||
+      !of_type(op, "dst", dst, VKRT_TYPE_F32, why, why_size) ||
+      !of_type(op, "q", q, VKRT_TYPE_F32, why, why_size) ||
+      !of_type(op, "kv_len", kv_len, VKRT_TYPE_I32, why, why_size))
+    return false;
+  if (k->type != v->type || (k->type != VKRT_TYPE_F16 && k->type != VKRT_TYPE_Q8_0))
+    FAIL("%s: k and v must both be f16 or both q8_0 (k %s, v %s)", op, type_name(k->type),
+         type_name(v->type));
+  char a[96], b[96], c[96];
+  format_ne(a, sizeof(a), q->ne);
+  format_ne(b, sizeof(b), k->ne);
+  format_ne(c, sizeof(c), v->ne);
+  int64_t D = q->ne[0], H = q->ne[1], NQ = q->ne[2];
+  if (q->ne[3] != 1)
+    FAIL("%s: q ne %s must be {head_dim, n_head, n_q, 1}", op, a);
+  if (memcmp(dst->ne, q->ne, sizeof(q->ne))) {
+    char d[96];
+    format_ne(d, sizeof(d), dst->ne);
+    FAIL("%s: dst ne %s differs from q ne %s", op, d, a);
+  }
+  if (k->ne[0] != D || k->ne[3] != 1)
+    FAIL("%s: k ne %s must be {head_dim, n_head_kv, n_ctx, 1} with q's head_dim %lld", op, b,
+         (long long)D);
+  if (memcmp(v->ne, k->ne, sizeof(k->ne)))
+    FAIL("%s: v ne %s differs from k ne %s", op, c, b);
+  if (H % k->ne[1])
+    FAIL("%s: n_head %lld (q ne[1]) is not a multiple of n_head_kv %lld (k ne[1])", op,
+         (long long)H, (long long)k->ne[1]);
+  if (kv_len->ne[0] != NQ || kv_len->ne[1] != 1 || kv_len->ne[2] != 1 || kv_len->ne[3] != 1)
+    FAIL("%s: kv_len must be {n_q} = {%lld}, one length per query", op, (long long)NQ);
+  if (D % 8 || D > VKRT_ATTENTION_MAX_HEAD_DIM)
+    FAIL("%s: head_dim %lld is not supported (multiples of 8 up to %d, q8_0 of 32)", op,
+         (long long)D, VKRT_ATTENTION_MAX_HEAD_DIM);
+  if (q->nb[0] != 4 || dst->nb[0] != 4)
+    FAIL("%s: q and dst must be dense along head_dim (nb[0] = 4; q %lld, dst %lld)", op,
+         (long long)q->nb[0], (long long)dst->nb[0]);
+  for (int i = 2; i <= 3; i++) {
+    const vkrt_tensor *t = ts[i];
+    if (t->type == VKRT_TYPE_F16 &&
+        (t->nb[0] != 2 || t->offset % 16 || (t->ne[1] > 1 && t->nb[1] % 16) ||
+         (t->ne[2] > 1 && t->nb[2] % 16)))
+      FAIL("%s: %s: f16 rows must be dense and start at 16-byte boundaries (nb[0] 2, offset, "
+           "nb[1] and nb[2] multiples of 16; got %lld, %llu, %lld, %lld)", op, names[i],
+           (long long)t->nb[0], (unsigned long long)t->offset, (long long)t->nb[1],
+           (long long)t->nb[2]);
+  }
+  for (int i = 1; i < 5; i++)
+    if (!disjoint(op, &views[0], &views[i], names[i], why, why_size))
+      return false;
+  return true;
+}
+
+static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+uint32_t vkrt_ops_attention_shared(uint32_t head_dim, uint32_t heads_per_group, uint32_t unroll) {
+  uint32_t tt = VKRT_ATTENTION_WG / (head_dim / 8); /* tokens per pass */
+  uint32_t red = VKRT_MAX(unroll * heads_per_group * (VKRT_ATTENTION_WG + tt), 8 * VKRT_ATTENTION_WG);
+  return (red + VKRT_ATTENTION_SCORES) * (uint32_t)sizeof(float);
+}
+
+bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
+                             uint32_t n_q, uint32_t n_ctx, uint32_t target_groups,
+                             uint32_t forced_splits, uint32_t forced_unroll,
+                             uint32_t shared_limit, uint64_t scratch_bytes,
+                             struct vkrt_attention_plan *out, char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_attention";
+  memset(out, 0, sizeof(*out));
+  if (!head_dim || !n_head || !n_head_kv || n_head % n_head_kv || !n_q || !n_ctx)
+    FAIL("%s: no plan for head_dim %u, %u heads over %u KV heads, %u queries, n_ctx %u", op,
+         head_dim, n_head, n_head_kv, n_q, n_ctx);
+  uint32_t per_kv = n_head / n_head_kv, g = VKRT_ATTENTION_MAX_GROUP;
+  while (per_kv % g)
+    g--;
+  out->heads_per_group = g;
+  out->head_groups = per_kv / g;
+  if (forced_unroll > VKRT_ATTENTION_MAX_UNROLL)
+    FAIL("%s: %u row passes per tile; 1..%d", op, forced_unroll, VKRT_ATTENTION_MAX_UNROLL);
+  out->unroll = forced_unroll ? forced_unroll : VKRT_ATTENTION_UNROLL;
+  while (!forced_unroll && out->unroll > 1 &&
+         vkrt_ops_attention_shared(head_dim, g, out->unroll) > shared_limit)
+    out->unroll /= 2;
+  out->shared_bytes = vkrt_ops_attention_shared(head_dim, g, out->unroll);
+  if (out->shared_bytes > shared_limit)
+    FAIL("%s: %u query heads per workgroup of head_dim %u with %u row passes per tile need %u "
+         "bytes of shared memory; the device has %u", op, g, head_dim, out->unroll,
+         out->shared_bytes, shared_limit);
+  uint32_t cap = VKRT_ATTENTION_SCORES / g;
+  uint32_t fewest = div_up(n_ctx, cap), most = div_up(n_ctx, VKRT_MIN(n_ctx, VKRT_ATTENTION_MIN_SPLIT));
+  uint64_t per_split = (uint64_t)n_head * (head_dim + 2) * sizeof(float); /* one query */
+  if ((uint64_t)fewest * per_split > scratch_bytes)
+    FAIL("%s: n_ctx %u needs at least %u splits (of at most %u tokens with %u query heads per "
+         "KV head); their partials for one query (%llu bytes) exceed the %llu-byte split "
+         "scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB)", op, n_ctx, fewest, cap, per_kv,
+         (unsigned long long)(fewest * per_split), (unsigned long long)scratch_bytes);
+  uint64_t per_split_groups = (uint64_t)n_head_kv * out->head_groups * n_q;
+  /* forced (tests, the bench): any count down to one token per split */
+  uint32_t want = forced_splits ? VKRT_MIN(forced_splits, n_ctx)
+                                : VKRT_MIN(div_up(VKRT_MAX(target_groups, 1u), per_split_groups), most);
+  want = VKRT_MAX(want, fewest);
+  want = VKRT_MIN(want, (uint32_t)VKRT_MAX(scratch_bytes / per_split, fewest));
+  out->split_len = div_up(n_ctx, want);
+  out->splits = div_up(n_ctx, out->split_len);
+  out->queries_per_round = (uint32_t)VKRT_MIN((uint64_t)n_q, scratch_bytes / (out->splits * per_split));
+  out->rounds = div_up(n_q, out->queries_per_round);
+  out->scratch_used = (uint64_t)out->queries_per_round * out->splits * per_split;
+  return true;
 }

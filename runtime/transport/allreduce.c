@@ -94,25 +94,30 @@ vkrt_status vkrt_collective_capture_begin(struct vkrt_collective *coll,
   return VKRT_OK;
 }
 
-void vkrt_collective_capture_end(struct vkrt_collective *coll) {
+vkrt_status vkrt_collective_capture_end(struct vkrt_collective *coll) {
   if (!coll || !coll->capture)
-    return;
+    return VKRT_OK;
+  vkrt_status s = VKRT_OK;
   pthread_mutex_lock(&coll->lock);
-  if (coll->transport && coll->type->rewind)
-    coll->type->rewind(coll->transport, coll->capture->seq0);
+  if (coll->transport && coll->type->capture_end)
+    s = coll->type->capture_end(coll->transport, coll->capture);
   coll->capture = NULL;
   pthread_mutex_unlock(&coll->lock);
+  return s;
 }
 
-bool vkrt_collective_capture_piece(struct vkrt_collective *coll, uint64_t count, vkrt_type type) {
+vkrt_status vkrt_collective_capture_piece(struct vkrt_collective *coll, uint64_t count,
+                                          vkrt_type type) {
   struct vkrt_collective_capture *cap = coll->capture;
   if (cap->pieces == VKRT_GRAPH_MAX_PIECES) {
     cap->overflow = true;
-    return false;
+    return vkrt_error(&coll->sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
+                      "%s: graph capture: more than %d allreduce pieces in one graph",
+                      coll->type->name, VKRT_GRAPH_MAX_PIECES);
   }
   cap->piece[cap->pieces].count = count;
   cap->piece[cap->pieces++].type = type;
-  return true;
+  return VKRT_OK;
 }
 
 vkrt_status vkrt_collective_replay(struct vkrt_collective *coll,

@@ -28,8 +28,9 @@ struct vkrt_collective_capture {
  * be captured (host_staged reduces on the caller's thread). coll may be NULL. */
 vkrt_status vkrt_collective_capture_begin(struct vkrt_collective *coll,
                                           struct vkrt_collective_capture *cap);
-/* Ends it; nothing captured ran, so the transport's sequence goes back to cap->seq0. */
-void vkrt_collective_capture_end(struct vkrt_collective *coll);
+/* Ends it, while the device streams still capture (the transport may add to the graph);
+ * nothing captured ran, so the transport's sequence goes back to cap->seq0. */
+vkrt_status vkrt_collective_capture_end(struct vkrt_collective *coll);
 /* A launch: issues cap's pieces as the transport's next ones (watchdog, proxy jobs) and
  * returns the shift to add to every captured semaphore value. */
 vkrt_status vkrt_collective_replay(struct vkrt_collective *coll,
@@ -74,7 +75,10 @@ static inline vkrt_status vkrt_collective_capture_begin(struct vkrt_collective *
   (void)cap;
   return VKRT_OK;
 }
-static inline void vkrt_collective_capture_end(struct vkrt_collective *coll) { (void)coll; }
+static inline vkrt_status vkrt_collective_capture_end(struct vkrt_collective *coll) {
+  (void)coll;
+  return VKRT_OK;
+}
 static inline vkrt_status vkrt_collective_replay(struct vkrt_collective *coll,
                                                  const struct vkrt_collective_capture *cap,
                                                  uint64_t *shift) {

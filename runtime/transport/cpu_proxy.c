@@ -401,7 +401,6 @@ static vkrt_status contribute(struct cpu_proxy *p, uint32_t d, uint64_t seq, VkB
 
 static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_allreduce_job *job) {
   struct cpu_proxy *p = (struct cpu_proxy *)t;
-  struct vkrt_system *sys = p->sys;
   const vkrt_allreduce_args *a = job->args;
   uint64_t per_piece = p->slot_bytes / job->elem_size;
   for (uint64_t first = 0; first < a->count; first += per_piece) {
@@ -409,12 +408,7 @@ static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_a
     uint64_t bytes = count * job->elem_size, at = first * job->elem_size;
     uint64_t seq = p->seq + 1;
     struct vkrt_collective *coll = p->base.coll;
-    vkrt_status room = coll->capture ? (vkrt_collective_capture_piece(coll, count, a->type)
-                                            ? VKRT_OK
-                                            : vkrt_error(&sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
-                                                         "cpu_proxy: graph capture: more than "
-                                                         "%d allreduce pieces in one graph",
-                                                         VKRT_GRAPH_MAX_PIECES))
+    vkrt_status room = coll->capture ? vkrt_collective_capture_piece(coll, count, a->type)
                                      : ring_room(p);
     if (room != VKRT_OK)
       return room;
@@ -448,26 +442,42 @@ static vkrt_status proxy_allreduce(struct vkrt_transport *t, const struct vkrt_a
 
 static uint64_t proxy_sequence(struct vkrt_transport *t) { return ((struct cpu_proxy *)t)->seq; }
 
-static void proxy_rewind(struct vkrt_transport *t, uint64_t seq) {
-  ((struct cpu_proxy *)t)->seq = seq;
+/* A piece of 4 bytes that nothing reads (the result slot into each device's own slot): it
+ * keeps the parity of the piece count where captured copies need it. */
+static vkrt_status parity_piece(struct cpu_proxy *p) {
+  uint64_t seq = p->seq + 1;
+  struct vkrt_collective *coll = p->base.coll;
+  vkrt_status s = coll->capture ? vkrt_collective_capture_piece(coll, 1, VKRT_TYPE_F32)
+                                : ring_room(p);
+  for (uint32_t d = 0; d < p->n && s == VKRT_OK; d++)
+    s = contribute(p, d, seq, slot_buffer(p, d, seq), slot_offset(p, p->n), 4);
+  if (s != VKRT_OK)
+    return s;
+  p->seq = seq;
+  if (!coll->capture)
+    enqueue(p, seq, 1, VKRT_TYPE_F32);
+  return VKRT_OK;
+}
+
+/* The captured copies name a slot set by the piece's parity: a graph holds an even number of
+ * pieces, so each launch keeps the parity the next one finds. */
+static vkrt_status proxy_capture_end(struct vkrt_transport *t, struct vkrt_collective_capture *cap) {
+  struct cpu_proxy *p = (struct cpu_proxy *)t;
+  vkrt_status s = cap->pieces & 1 ? parity_piece(p) : VKRT_OK;
+  p->seq = cap->seq0;
+  return s;
 }
 
 /* A graph launch: its pieces become the next ones, each a proxy job, and every captured value
- * moves by the pieces issued since the capture began. The captured copies name a slot set by
- * the piece's parity, so that count must be even: when it is odd, one piece of 4 bytes that
- * nothing reads (the result slot into each device's own) goes first. */
+ * moves by the pieces issued since the capture began. That count must be even for the slot
+ * sets (see proxy_capture_end): after an odd number of direct pieces, a parity piece first. */
 static vkrt_status proxy_replay(struct vkrt_transport *t, const struct vkrt_collective_capture *cap,
                                 uint64_t *shift) {
   struct cpu_proxy *p = (struct cpu_proxy *)t;
   if ((p->seq - cap->seq0) & 1) {
-    uint64_t seq = p->seq + 1;
-    vkrt_status s = ring_room(p);
-    for (uint32_t d = 0; d < p->n && s == VKRT_OK; d++)
-      s = contribute(p, d, seq, slot_buffer(p, d, seq), slot_offset(p, p->n), 4);
+    vkrt_status s = parity_piece(p);
     if (s != VKRT_OK)
       return s;
-    p->seq = seq;
-    enqueue(p, seq, 1, VKRT_TYPE_F32);
   }
   *shift = p->seq - cap->seq0;
   for (uint32_t i = 0; i < cap->pieces; i++) {
@@ -510,6 +520,6 @@ const struct vkrt_transport_type vkrt_transport_cpu_proxy = {
     .status = proxy_status,
     .describe = proxy_describe,
     .sequence = proxy_sequence,
-    .rewind = proxy_rewind,
+    .capture_end = proxy_capture_end,
     .replay = proxy_replay,
 };

@@ -323,12 +323,7 @@ static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_
     uint64_t bytes = count * job->elem_size, at = first * job->elem_size;
     uint64_t seq = f->seq + 1;
     struct vkrt_collective *coll = f->base.coll;
-    vkrt_status room = coll->capture ? (vkrt_collective_capture_piece(coll, count, a->type)
-                                            ? VKRT_OK
-                                            : vkrt_error(&sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
-                                                         "native_fd: graph capture: more than "
-                                                         "%d allreduce pieces in one graph",
-                                                         VKRT_GRAPH_MAX_PIECES))
+    vkrt_status room = coll->capture ? vkrt_collective_capture_piece(coll, count, a->type)
                                      : watch_room(f, 1);
     if (room != VKRT_OK)
       return room;
@@ -375,8 +370,9 @@ static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_
 
 static uint64_t native_sequence(struct vkrt_transport *t) { return ((struct native_fd *)t)->seq; }
 
-static void native_rewind(struct vkrt_transport *t, uint64_t seq) {
-  ((struct native_fd *)t)->seq = seq;
+static vkrt_status native_capture_end(struct vkrt_transport *t, struct vkrt_collective_capture *cap) {
+  ((struct native_fd *)t)->seq = cap->seq0;
+  return VKRT_OK;
 }
 
 /* A graph launch: its pieces are the next ones; every captured value (2 per piece) moves by
@@ -424,6 +420,6 @@ const struct vkrt_transport_type vkrt_transport_native_fd = {
     .status = native_status,
     .describe = native_describe,
     .sequence = native_sequence,
-    .rewind = native_rewind,
+    .capture_end = native_capture_end,
     .replay = native_replay,
 };

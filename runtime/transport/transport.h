@@ -113,11 +113,12 @@ struct vkrt_transport_type {
   size_t (*describe)(const struct vkrt_transport *transport, bool json, char *buf, size_t size);
   /* Optional (NULL: allreduce cannot be captured in a graph). While coll->capture is set,
    * allreduce records into the captures and lists its pieces there (vkrt_collective_
-   * capture_piece) without issuing them. sequence / rewind: the piece counter, set back
-   * after a capture. replay: issue the captured pieces as the next ones and return the
-   * shift of every captured semaphore value. */
+   * capture_piece) without issuing them. sequence: the piece counter. capture_end (the
+   * streams still capturing): what the transport adds to the graph, then the counter set
+   * back to cap->seq0, since nothing captured ran. replay: issue the captured pieces as the
+   * next ones and return the shift of every captured semaphore value. */
   uint64_t (*sequence)(struct vkrt_transport *transport);
-  void (*rewind)(struct vkrt_transport *transport, uint64_t seq);
+  vkrt_status (*capture_end)(struct vkrt_transport *transport, struct vkrt_collective_capture *cap);
   vkrt_status (*replay)(struct vkrt_transport *transport, const struct vkrt_collective_capture *cap,
                         uint64_t *shift);
 };
@@ -217,8 +218,9 @@ struct vkrt_collective {
   struct vkrt_collective_capture *capture; /* non-NULL while a graph captures */
 };
 
-/* Capture: lists one piece (false when the graph has no room: the caller fails). */
-bool vkrt_collective_capture_piece(struct vkrt_collective *coll, uint64_t count, vkrt_type type);
+/* Capture: lists one piece; an error with a message when the graph has no room. */
+vkrt_status vkrt_collective_capture_piece(struct vkrt_collective *coll, uint64_t count,
+                                          vkrt_type type);
 
 /* Sum of n inputs in rank order 0..n-1, accumulated in f32 (f16 inputs converted to f32, the
  * sum converted back with round-to-nearest-even). dst may alias src[0]. The same order on

@@ -9,6 +9,7 @@ case "$builddir" in /*) ;; *) builddir="$root/$builddir" ;; esac
 bench="$builddir/bin/vkrt-bench"
 [ -x "$bench" ] || { echo "vkrt-bench not in this configuration"; exit 0; }
 "$bench" --help | grep -q '^  cases ' || { echo "vkrt-bench has no cases command"; exit 1; }
+"$bench" --version | grep -q "^vkrt-bench .* (board " || { echo "vkrt-bench --version"; exit 1; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
 
 quick="$root/tools/bench/cases/quick.txt"

@@ -296,3 +296,11 @@ float vkt_f16_to_f32(uint16_t h) {
   return f;
 }
 
+vkt_hbuf vkt_hbuf_new(vkrt_appliance *app, uint64_t size) {
+  vkt_hbuf h = {.size = size};
+  vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_HOST_VISIBLE, &h.buf));
+  void *p;
+  vkt_check(app, vkrt_buffer_map(h.buf, &p));
+  h.map = p;
+  return h;
+}

@@ -72,6 +72,15 @@ void vkt_fill_random_f32(float *out, size_t count, float lo, float hi, uint64_t 
 /* Fills outputs with a recognizable pattern (0xDEADBEEF words) before a kernel writes them. */
 void vkt_poison(void *ptr, size_t bytes);
 
+/* A host-visible buffer of `size` bytes on device 0, mapped (fails the test on error);
+ * vkrt_buffer_destroy(h.buf) frees it. */
+typedef struct vkt_hbuf {
+  vkrt_buffer *buf;
+  uint8_t *map;
+  uint64_t size;
+} vkt_hbuf;
+vkt_hbuf vkt_hbuf_new(vkrt_appliance *app, uint64_t size);
+
 /* A counting allocator (live/total blocks) to detect leaks through vkrt_options.allocator;
  * it counts driver allocations routed through the allocation callbacks too. */
 typedef struct vkt_counting {

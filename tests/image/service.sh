@@ -44,6 +44,7 @@ done
 # vkrt-probe says which activation path the quantized matvec takes, with and without the option
 probe="$builddir/bin/vkrt-probe"
 if [ -x "$probe" ]; then
+  "$probe" --version | grep -q "^vkrt-probe .* (board " || { echo "vkrt-probe --version"; exit 1; }
   out=$("$probe")
   grep -q "quantized matvec activations: f32 (vkrt_options.quant_activations = VKRT_ACTIVATIONS_F32)" <<< "$out" \
     || grep -q "activations: none: no quantized kernels" <<< "$out" \
@@ -104,4 +105,13 @@ set +e
 out=$("$svc" --weights /nonexistent 2>&1); rc=$?
 set -e
 [ $rc -eq 3 ] || { echo "$out"; exit 1; }
-echo "bad inputs: truncated file, not GGUF, missing tensor, wrong --hidden, missing file -> exit 3 with a message"
+set +e
+out=$("$svc" --weights "$work" 2>&1); rc=$?
+set -e
+[ $rc -eq 3 ] && grep -q "a directory, not a GGUF weights file" <<< "$out" || { echo "$out (rc $rc)"; echo "a directory as --weights not reported"; exit 1; }
+# --version and --json (the summary as one JSON object, last line)
+"$svc" --version | grep -q "^vkrt-service .* (board " || { "$svc" --version; echo "no --version"; exit 1; }
+out=$("$svc" --weights "$w" --tokens 4 --json 2>&1) || { echo "$out"; exit 1; }
+tail -1 <<< "$out" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['tokens'] == 4 and d['verified'] and d['ranks_bit_identical'], d" ||
+  { echo "$out"; echo "--json: no valid summary object"; exit 1; }
+echo "bad inputs: truncated file, not GGUF, missing tensor, wrong --hidden, missing file, a directory -> exit 3 with a message; --version, --json"

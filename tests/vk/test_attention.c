@@ -17,21 +17,6 @@
 
 static uint64_t rng;
 
-typedef struct {
-  vkrt_buffer *buf;
-  uint8_t *map;
-  uint64_t size;
-} hbuf;
-
-static hbuf hb_new(vkrt_appliance *app, uint64_t size) {
-  hbuf h = {.size = size};
-  vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_HOST_VISIBLE, &h.buf));
-  void *p;
-  vkt_check(app, vkrt_buffer_map(h.buf, &p));
-  h.map = p;
-  return h;
-}
-
 static uint64_t extent(const vkrt_tensor *t) {
   uint64_t e = t->offset + (uint64_t)t->ne[0] / vkrt_type_block(t->type) * vkrt_type_size(t->type);
   for (int i = 1; i < 4; i++)
@@ -96,7 +81,7 @@ static float *fill_cache(uint8_t *base, const vkrt_tensor *t) {
 }
 
 struct att_bufs {
-  hbuf qb, kb, vb, lb, db;
+  vkt_hbuf qb, kb, vb, lb, db;
   vkrt_tensor q, k, v, len, dst;
   float *kf, *vf;
 };
@@ -107,11 +92,11 @@ static void att_setup(vkrt_appliance *app, const struct att_case *c, struct att_
   b->k = make_tensor(c->type, c->D, c->HKV, c->n_ctx, c->padded);
   b->v = make_tensor(c->type, c->D, c->HKV, c->n_ctx, c->padded);
   b->len = vkrt_tensor_contiguous(NULL, c->padded ? 8 : 0, VKRT_TYPE_I32, c->NQ, 1, 1, 1);
-  b->qb = hb_new(app, extent(&b->q) + 4);
-  b->kb = hb_new(app, VKT_ALIGN_UP(extent(&b->k), 4));
-  b->vb = hb_new(app, VKT_ALIGN_UP(extent(&b->v), 4));
-  b->lb = hb_new(app, extent(&b->len));
-  b->db = hb_new(app, extent(&b->dst) + 16);
+  b->qb = vkt_hbuf_new(app, extent(&b->q) + 4);
+  b->kb = vkt_hbuf_new(app, VKT_ALIGN_UP(extent(&b->k), 4));
+  b->vb = vkt_hbuf_new(app, VKT_ALIGN_UP(extent(&b->v), 4));
+  b->lb = vkt_hbuf_new(app, extent(&b->len));
+  b->db = vkt_hbuf_new(app, extent(&b->dst) + 16);
   b->q.buffer = b->qb.buf, b->k.buffer = b->kb.buf, b->v.buffer = b->vb.buf;
   b->len.buffer = b->lb.buf, b->dst.buffer = b->db.buf;
   vkt_fill_random(b->qb.map, b->qb.size, &rng);
@@ -338,7 +323,7 @@ static void test_attention_device_length(void **state) {
   struct att_case c = {t, 128, 8, 2, 1, 1000, {700}, 0, 0, false};
   struct att_bufs b;
   att_setup(app, &c, &b);
-  hbuf d2 = hb_new(app, b.db.size);
+  vkt_hbuf d2 = vkt_hbuf_new(app, b.db.size);
   vkrt_tensor dst2 = b.dst;
   dst2.buffer = d2.buf;
   vkt_poison(b.db.map, b.db.size);
@@ -422,7 +407,7 @@ static void test_attention_refusals(void **state) {
   /* wrong types */
   vkrt_tensor qh = vkrt_tensor_contiguous(big, 0, VKRT_TYPE_F16, 64, 4, 1, 1);
   expect_refused(app, vkrt_op_attention(&dst, &qh, &k, &v, &len, 0.125f), bad,
-                 "q and dst must be f32");
+                 "q is f16; it must be f32");
   vkrt_tensor kf = vkrt_tensor_contiguous(big, 8192, VKRT_TYPE_F32, 64, 2, 100, 1);
   expect_refused(app, vkrt_op_attention(&dst, &q, &kf, &v, &len, 0.125f), bad,
                  "k and v must both be f16 or both q8_0 (k f32, v f16)");
@@ -432,7 +417,7 @@ static void test_attention_refusals(void **state) {
   vkrt_tensor lenf = len;
   lenf.type = VKRT_TYPE_F32;
   expect_refused(app, vkrt_op_attention(&dst, &q, &k, &v, &lenf, 0.125f), bad,
-                 "kv_len must be i32, not f32");
+                 "kv_len is f32; it must be i32");
   vkrt_tensor len2 = vkrt_tensor_contiguous(big, 200000, VKRT_TYPE_I32, 2, 1, 1, 1);
   expect_refused(app, vkrt_op_attention(&dst, &q, &k, &v, &len2, 0.125f), bad,
                  "kv_len must be {n_q} = {1}");

@@ -164,11 +164,15 @@ static void replay_equals_direct(uint32_t devices) {
       if (memcmp(direct[k][d], replay[k][d], N * 4))
         fail_msg("token %d, dev%u: the launched graph differs from direct recording", k, d);
 
-  /* a direct token after the launches still sums right (the transport's sequence went on) */
-  upload_token(&m, 0);
+  /* a direct token after the launches still sums right (the transport's sequence went on);
+   * one allreduce piece, so the next launch finds the other slot set, and an input unlike
+   * the launches' below, so stale slots could not pass for fresh ones */
+  model_reset(&m, s0);
+  upload_token(&m, 1);
   vkt_check(app, model_record(&m));
   for (uint32_t d = 0; d < m.n; d++)
     vkt_check(app, vkrt_finish(app, d));
+
 
   /* program order: an input recorded on the stream (not submitted) before the launch, and
    * two launches back to back, the second waiting for the first */

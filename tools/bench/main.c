@@ -116,7 +116,8 @@ vkrt_status bench_time_recorded(vkrt_appliance *app, uint32_t device, vkrt_tunin
 }
 
 static int usage(FILE *f) {
-  fprintf(f, "usage: vkrt-bench <command> [options]   (vkrt-bench <command> --help)\ncommands:\n");
+  fprintf(f, "usage: vkrt-bench <command> [options]   (vkrt-bench <command> --help)\n"
+             "       vkrt-bench --version\ncommands:\n");
   for (struct bench_command *c = commands; c; c = c->next)
     fprintf(f, "  %-12s %s\n", c->name, c->help);
   fprintf(f, "  %-12s every command above with its defaults\n", "all");
@@ -128,6 +129,10 @@ int main(int argc, char **argv) {
     return usage(stderr);
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
     return usage(stdout);
+  if (!strcmp(argv[1], "--version")) {
+    printf("vkrt-bench %s (board %s)\n", vkrt_version(), vkrt_config_value("CONFIG_VKRT_BOARD"));
+    return 0;
+  }
   if (!strcmp(argv[1], "all")) {
     int rc = 0;
     for (struct bench_command *c = commands; c; c = c->next) {

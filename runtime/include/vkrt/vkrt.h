@@ -46,6 +46,9 @@ typedef void (*vkrt_log_fn)(void *user, vkrt_log_level level, const char *messag
 
 /* ---- build configuration --------------------------------------------------------------- */
 
+/* The source version libvkrt.a was built from (git describe, e.g. "v1.0-3-g8f49900";
+ * "unknown" outside git). The tools print it with --version. */
+const char *vkrt_version(void);
 /* Whether this build's Kconfig symbol is set to y, e.g.
  * vkrt_config_has("CONFIG_VKRT_TRANSPORT_MPI") (the CONFIG_ prefix may be left out); false
  * for a symbol that is n or unknown. For a caller that must know what the linked libvkrt.a
