@@ -70,6 +70,6 @@ void summary_print(const struct service *s, struct decode *dc, bool verified) {
            t.p50 * 1e3, t.p99 * 1e3, t.roofline * 1e3, (unsigned long long)dc->verified,
            dc->worst_err, verified ? "true" : "false", dc->ranks_differ ? "false" : "true",
            s->ranks, vkrt_host_count(app), vkrt_transport_str(vkrt_transport(app)),
-           vkrt_import_path_str(s->info.path[0]), (double)s->uploaded / s->t_up * 1e-9,
+           vkrt_load_path_str(s->load.path[0]), (double)s->uploaded / s->t_up * 1e-9,
            vkrt_version());
 }
