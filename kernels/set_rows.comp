@@ -3,8 +3,9 @@
 // invocation per element (F32: the bits moved; F16: rounded to nearest even) or per Q8_0
 // block of 32 (ggml quantize_row_q8_0: d = max|x| / 127, id = d ? 1 / d : 0, q = roundf(x id)
 // with halves away from zero, d stored as f16; both divisions correctly rounded as on the
-// CPU). A row index outside [0, n_rows) is skipped. Source offsets and strides are
-// elements; destination ones elements (F32, F16) or bytes (Q8_0, blocks dense along dim 0).
+// CPU, without relying on a fused fma). A row index outside [0, n_rows) is skipped. Source
+// offsets and strides are elements; destination ones elements (F32, F16) or bytes (Q8_0,
+// blocks dense along dim 0).
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 
@@ -49,21 +50,34 @@ uint f32_to_f16_bits(uint x) {
 }
 
 #ifdef Q8_0
-// a / b correctly rounded (a >= 0, b > 0): the quotient's float neighbours are compared by
-// their exact remainders, as division itself may be off by ulps on GPUs.
+// a - q b for q within a few ulps of a / b, from Dekker's exact product (q b = p + e, the
+// halves split at 2^12): a - p is exact (p is within a factor 2 of a), e is exact, and the
+// difference is rounded once, too little to confuse two neighbours' remainders. precise:
+// no fused multiply-add may change the splitting.
+float remainder_of(float a, float b, float q) {
+  precise float p = q * b;
+  precise float cq = 4097.0 * q, qh = cq - (cq - q), ql = q - qh;
+  precise float cb = 4097.0 * b, bh = cb - (cb - b), bl = b - bh;
+  precise float e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;
+  precise float r = (a - p) - e;
+  return r;
+}
+
+// a / b correctly rounded (a >= 0, b > 0) as the CPU divides: a GPU division may be off by
+// ulps, so the quotient steps to a neighbour while that one's remainder is smaller.
 float div_rn(float a, float b) {
   float q = a / b;
-  q = fma(fma(-q, b, a), 1.0 / b, q); // within an ulp of a / b whatever the division's error
-  float best = q, rb = abs(fma(-q, b, a));
-  uint u = floatBitsToUint(q);
-  float lo = uintBitsToFloat(u - 1u), hi = uintBitsToFloat(u + 1u);
-  float r = abs(fma(-lo, b, a));
-  if (u > 0u && r < rb)
-    best = lo, rb = r;
-  r = abs(fma(-hi, b, a));
-  if (r < rb)
-    best = hi;
-  return best;
+  for (int k = 0; k < 4; k++) {
+    float r = remainder_of(a, b, q);
+    uint u = floatBitsToUint(q);
+    if (r == 0.0 || (r < 0.0 && u == 0u))
+      break;
+    float n = uintBitsToFloat(r > 0.0 ? u + 1u : u - 1u);
+    if (!(abs(remainder_of(a, b, n)) < abs(r)))
+      break;
+    q = n;
+  }
+  return q;
 }
 
 // C roundf: halves away from zero

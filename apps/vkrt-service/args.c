@@ -36,6 +36,8 @@ static void usage(FILE *f) {
           "--print-ids adds the lines 'prompt ids: ...' and 'ids: ...'. --verify N: the first N\n"
           "positions are checked against the float64 reference (teacher-forced; default all).\n"
           "--graph off records every token's work instead of launching it captured once.\n"
+          "Exit status: 1 a check failed, 2 usage, 3 a bad weights or model file, 4 a device or\n"
+          "runtime error, 5 a good model that these devices or options cannot run (the split).\n"
           "Other files: the synthetic SwiGLU MLP stack (--make-gguf), a matmul/allreduce load.\n");
 }
 

@@ -326,15 +326,16 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
     printf("vkrt-service: pp: %u prompt tokens in %.3f s: %.1f tokens/s (token by token)\n", np,
            gen->t_prompt, np / gen->t_prompt);
   uint32_t ntg = gen->fed - np; /* positions fed after the prompt, one generated token each */
+  double t_tg = 0, p50 = 0, p99 = 0, roofline = 0;
   if (ntg) {
-    double *lat = gen->lat + np, t_tg = 0, kv_len = 0;
+    double *lat = gen->lat + np, kv_len = 0;
     for (uint32_t i = 0; i < ntg; i++)
       t_tg += lat[i], kv_len += np + i + 1;
     kv_len /= ntg;
     uint64_t kv = llama_gpu_kv_bytes(s->gpu, (uint32_t)(kv_len + 0.5));
-    double roofline = s->copy_bw > 0 ? (double)(s->shard_bytes + kv) / s->copy_bw : 0;
+    roofline = s->copy_bw > 0 ? (double)(s->shard_bytes + kv) / s->copy_bw : 0;
     qsort(lat, ntg, sizeof(double), cmp_double);
-    double p50 = lat[ntg / 2], p99 = lat[(size_t)((double)(ntg - 1) * 0.99)];
+    p50 = lat[ntg / 2], p99 = lat[(size_t)((double)(ntg - 1) * 0.99)];
     printf("vkrt-service: tg: %u tokens in %.3f s: %.1f tokens/s, per-token p50 %.3f ms p99 "
            "%.3f ms, roofline %.3f ms (p50 = %.2f x roofline; after %llu warm-up tokens)\n",
            ntg, t_tg, ntg / t_tg, p50 * 1e3, p99 * 1e3, roofline * 1e3,
@@ -366,6 +367,22 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
          vkrt_transport_str(vkrt_transport(app)), vkrt_load_path_str(s->load.path[0]),
          (double)s->uploaded / s->t_up * 1e-9,
          llama_gpu_captured(s->gpu) ? "a captured graph" : "recorded per token");
+  if (s->args->json)
+    printf("{\"prompt_tokens\": %u, \"pp_tokens_per_s\": %.3f, \"generated_tokens\": %u, "
+           "\"tg_tokens_per_s\": %.3f, \"p50_ms\": %.4f, \"p99_ms\": %.4f, "
+           "\"roofline_ms\": %.4f, \"weight_bytes\": %llu, \"copy_gbps\": %.3f, "
+           "\"checked_positions\": %u, \"verified\": %s, \"min_margin\": %.6g, "
+           "\"max_logit_diff\": %.3e, \"ranks_bit_identical\": %s, \"ranks\": %u, "
+           "\"hosts\": %u, \"kv_type\": \"%s\", \"graph\": %s, \"transport\": \"%s\", "
+           "\"version\": \"%s\"}\n",
+           np, np && gen->t_prompt > 0 ? np / gen->t_prompt : 0, gen->n_gen,
+           t_tg > 0 ? ntg / t_tg : 0, p50 * 1e3, p99 * 1e3, roofline * 1e3,
+           (unsigned long long)s->shard_bytes, s->copy_bw * 1e-9, gen->checked,
+           gen->checked && verified ? "true" : "false",
+           gen->checked ? gen->min_margin : 0.0, gen->max_logit_err,
+           gen->ranks_differ ? "false" : "true", s->ranks, vkrt_host_count(app),
+           vkrt_type_str(s->args->kv_type), llama_gpu_captured(s->gpu) ? "true" : "false",
+           vkrt_transport_str(vkrt_transport(app)), vkrt_version());
 }
 
 void generation_free(struct generation *gen) {

@@ -6,7 +6,7 @@
 # story the model was trained on (" Once upon a time", English words). A prompt made of the
 # first generated sentence tokenizes to the ids the model generated for it and continues as
 # the run from BOS did. Recording every token's work instead of launching a captured graph
-# gives the same ids. Bad model files (another architecture, a missing tensor, a shape that
+# gives the same ids; seeded sampling repeats itself. Bad model files (another architecture, a missing tensor, a shape that
 # disagrees with the metadata, no BOS) exit 3 with a message naming the cause; a model the
 # devices cannot split (4 KV heads on 3 devices) or a q8_0 K/V cache with 8-wide heads exit 5.
 set -euo pipefail
@@ -27,11 +27,15 @@ trap 'rm -rf "$work"' EXIT
 field() { sed -n "s/^$1: //p" <<< "$2"; }
 ids_ref=""
 for devices in 1 2 4; do
-  out=$("$svc" --weights "$model" --tokens 200 --print-ids --devices $devices --warmup-ms 0 2>&1) ||
+  out=$("$svc" --weights "$model" --tokens 200 --print-ids --devices $devices --warmup-ms 0 --json 2>&1) ||
     { echo "$out"; echo "stories260K on $devices devices failed"; exit 1; }
   grep -q "greedy choice the same at every position: passed; .* ranks bit-identical: yes ($devices ranks)" <<< "$out" ||
     { echo "$out"; echo "stories260K on $devices devices: not verified"; exit 1; }
   grep -q "verified 200 positions against float64" <<< "$out" || { echo "$out"; echo "not 200 positions checked"; exit 1; }
+  tail -1 <<< "$out" | /usr/bin/python3 -c "import json, sys; d = json.load(sys.stdin); \
+    sys.exit(not (d['verified'] and d['ranks_bit_identical'] and d['ranks'] == $devices and \
+                  d['generated_tokens'] == 200 and d['checked_positions'] == 200))" ||
+    { echo "$out"; echo "--json: not the summary's facts"; exit 1; }
   ids=$(field ids "$out")
   [ "$(tr ',' '\n' <<< "$ids" | wc -l)" -eq 200 ] || { echo "$out"; echo "not 200 ids"; exit 1; }
   [ "$(field "prompt ids" "$out")" = 1 ] || { echo "$out"; echo "generation did not start from BOS alone"; exit 1; }
@@ -52,6 +56,17 @@ grep -q "^vkrt-service: a token's work: recorded per token (--graph off)" <<< "$
   grep -q "greedy choice the same at every position: passed; .* ranks bit-identical: yes (2 ranks)" <<< "$out" &&
   [ "$(field ids "$out")" = "$ids_ref" ] || { echo "$out"; echo "--graph off: not the same ids"; exit 1; }
 echo "2 devices, --graph off: the same 200 ids"
+
+# Sampling (temperature, top-k, top-p) from the downloaded logits: seeded, so two runs agree;
+# another story than the greedy one; the float64 check still holds the devices' argmax.
+sample=(--weights "$model" --tokens 60 --print-ids --devices 2 --warmup-ms 0 --temperature 0.9 --top-k 40 --top-p 0.95)
+out=$("$svc" "${sample[@]}" --seed 7 2>&1) && again=$("$svc" "${sample[@]}" --seed 7 2>&1) ||
+  { echo "$out"; echo "sampling failed"; exit 1; }
+grep -q "greedy choice the same at every position: passed" <<< "$out" || { echo "$out"; exit 1; }
+greedy60=$(tr ',' '\n' <<< "$ids_ref" | head -60 | paste -sd,)
+[ "$(field ids "$out")" = "$(field ids "$again")" ] && [ "$(field ids "$out")" != "$greedy60" ] ||
+  { echo "$out"; echo "$again"; echo "sampling: seeded runs differ, or the greedy story came out"; exit 1; }
+echo "sampled (seed 7, temperature 0.9, top-k 40, top-p 0.95):$(sed -n 's/^text: //p' <<< "$out" | head -c 100)..."
 
 # The text: the trained story, in English (most words from a small list of common ones or
 # plain lower-case words, nothing but printable ASCII).

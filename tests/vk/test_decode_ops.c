@@ -456,8 +456,11 @@ static void quantize_q8_0_ref(const float *x, uint8_t *y, int64_t n) {
 static void fill_cache_src(uint8_t *base, const vkrt_tensor *s, vkrt_type dt) {
   for (int64_t r = 0; r < s->ne[1]; r++) {
     float scale = ldexpf(1.0f, (int)(vkt_next(&rng) % 48) - 30);
+    bool grid = r % 3 == 2; /* k / 1024: short mantissas, where quotients sit near ties */
     for (int64_t e = 0; e < s->ne[0]; e++) {
       float v = rnd(-1.0f, 1.0f) * (dt == VKRT_TYPE_F16 ? ldexpf(1.0f, (int)(vkt_next(&rng) % 48) - 30) : scale);
+      if (grid)
+        v = (float)((int)(vkt_next(&rng) % 2049) - 1024) / 1024.0f;
       wr_f32(base, at(s, e, r, 0), v);
     }
     if (dt == VKRT_TYPE_Q8_0 && r == 0) /* block 0: max 127, ties at k + 0.5 */
@@ -559,6 +562,8 @@ static void test_set_rows(void **state) {
     run_set_rows(app, types[t], 1024, 40, 1, 0, 0);  /* one token, 8 KV heads of 128 */
     run_set_rows(app, types[t], q ? 96 : 37, 23, 11, 1, 3);
     run_set_rows(app, types[t], q ? 32 : 1, 7, 7, 0, 1);
+    if (q) /* a prompt's worth of blocks: 16384 scales and reciprocals, bit for bit */
+      run_set_rows(app, types[t], 1024, 600, 512, 0, 0);
   }
   vkt_close(app);
 }
