@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Each kernel compiled out leaves the rest working: from the default board, turn one kernel
-# off at a time, build, and run the unit tests and the lavapipe ops tests (which check that
-# the missing op answers VKRT_ERROR_UNSUPPORTED and the others still match the CPU).
+# off at a time, build the library, the tools and the lavapipe ops tests, and run those (they
+# check that the missing op answers VKRT_ERROR_UNSUPPORTED and the others still match the CPU).
 . "$(dirname "$0")/lib.sh"
 kernels_from=${VKRT_BUILDDIR:-build}
 case "$kernels_from" in /*) ;; *) kernels_from="$ROOT/$kernels_from" ;; esac
@@ -27,7 +27,7 @@ for kernel in COPY TRANSPOSE CONCAT MATMUL Q8_0 Q4_K SWIGLU ATTENTION TYPE_F16 R
     { tail -30 "$SCRATCH/$name.log"; fail "$name does not build"; }
   for f in $filter; do
     VKRT_TEST_SYNC_PASS=0 VKRT_TEST_SCRIPTS=0 "$ROOT/tests/run" --builddir "$SCRATCH/build-$name" \
-      --filter $f > "$SCRATCH/$name.test.log" 2>&1 \
+      --filter "vk/$f" > "$SCRATCH/$name.test.log" 2>&1 \
       || { tail -30 "$SCRATCH/$name.test.log"; fail "$name: $f fails"; }
   done
   echo "$name: builds; $(tail -1 "$SCRATCH/$name.test.log")"
