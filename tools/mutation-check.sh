@@ -110,7 +110,7 @@ first_failure() {
   msg=$(printf '%s\n' "$out" | sed -n -E '/^\[  ERROR   \] --- \[   LINE/d; s/^(ERROR: |FAIL: |\[  ERROR   \] --- )//p; s/^test_mpi: (host[0-9]+: FAIL )/\1/p' | head -1)
   at=$(printf '%s\n' "$out" | sed -n -E 's/.*\[   LINE   \] --- ([^ ]*): error: Failure!.*/\1/p' | head -1)
   [ -n "$msg" ] || msg=$(printf '%s\n' "$out" | tail -1)
-  [ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] && msg="killed by signal $((rc - 128)); last line: $msg"
+  [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ] && [ "$rc" -ne 137 ] && msg="killed by signal $((rc - 128)); last line: $msg"
   printf '%s%s' "$msg" "${at:+ ($at)}"
 }
 
