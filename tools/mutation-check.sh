@@ -103,12 +103,14 @@ restore() {
 }
 
 # The first failure message (cmocka's "ERROR: " of fail_msg, an assertion's values, a script's
-# "FAIL: ") and where it was raised.
+# "FAIL: ", test_mpi's "host<r>: FAIL ") and where it was raised; a program killed by a signal
+# says so.
 first_failure() {
   local msg at
-  msg=$(printf '%s\n' "$out" | sed -n -E '/^\[  ERROR   \] --- \[   LINE/d; s/^(ERROR: |FAIL: |\[  ERROR   \] --- )//p' | head -1)
+  msg=$(printf '%s\n' "$out" | sed -n -E '/^\[  ERROR   \] --- \[   LINE/d; s/^(ERROR: |FAIL: |\[  ERROR   \] --- )//p; s/^test_mpi: (host[0-9]+: FAIL )/\1/p' | head -1)
   at=$(printf '%s\n' "$out" | sed -n -E 's/.*\[   LINE   \] --- ([^ ]*): error: Failure!.*/\1/p' | head -1)
   [ -n "$msg" ] || msg=$(printf '%s\n' "$out" | tail -1)
+  [ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] && msg="killed by signal $((rc - 128)); last line: $msg"
   printf '%s%s' "$msg" "${at:+ ($at)}"
 }
 

@@ -96,8 +96,6 @@ void appliance_close(struct service *s) {
     vkrt_buffer_destroy(ds->u);
     vkrt_buffer_destroy(ds->x_in);
   }
-  if (s->registered)
-    vkrt_host_unregister(s->app, s->wf.buf + s->wf.data_offset);
   vkrt_close(s->app);
   s->app = NULL;
 }

@@ -76,9 +76,12 @@ int model_setup(struct service *s, struct generation *gen) {
   if (rc)
     return rc;
   struct llama_gpu_params p = {.n_ctx = gen->n_ctx, .kv_type = a->kv_type,
-                               .first_rank = s->first_rank, .ranks = s->ranks};
+                               .first_rank = s->first_rank, .ranks = s->ranks,
+                               .path = a->weights_path, .progress = shards_load_progress,
+                               .progress_user = s, .load_info = &s->load};
   char err[1024];
   double t_up = now_s();
+  s->load_t0 = t_up;
   rc = llama_gpu_create(s->app, s->model, &p, &s->gpu, err, sizeof(err));
   if (rc) {
     fprintf(stderr, "vkrt-service: %s: %s\n", rc == 1 ? "the model does not fit" : "device error",
@@ -91,6 +94,7 @@ int model_setup(struct service *s, struct generation *gen) {
   printf("vkrt-service: uploaded %.1f MiB of shards in %.3f s (%.2f GB/s); K/V cache %s, %u "
          "tokens\n", (double)s->uploaded / (1 << 20), s->t_up,
          (double)s->uploaded / s->t_up * 1e-9, vkrt_type_str(a->kv_type), gen->n_ctx);
+  shards_load_report(s);
   for (uint32_t d = 0; d < s->n; d++) {
     const struct llama_split *sp = llama_gpu_split(s->gpu, d);
     printf("vkrt-service: rank %u: heads %u..%u (KV heads %u..%u), ffn %u..%u, vocabulary "
@@ -226,10 +230,16 @@ int model_run(struct service *s, struct generation *gen) {
                             : gen->gpu_argmax[pos];
     gen->ids[pos + 1] = next;
     gen->n_gen++;
+    if (gen->n_gen == 1)
+      s->t_first_token = now_s();
     if (gen->n_gen == a->tokens || next == eos)
       break;
   }
   gen->t_total = now_s() - t0;
+  if (s->t_first_token > 0)
+    printf("vkrt-service: time to first token: %.3f s from process start (weights load %.3f s, "
+           "warm-up %llu tokens)\n", s->t_first_token - s->t_start, (double)s->load.ns * 1e-9,
+           (unsigned long long)gen->warm_tokens);
   return 0;
 }
 
@@ -354,7 +364,7 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
     printf("vkrt-service: not verified against float64 (--verify 0); ranks bit-identical: %s "
            "(%u ranks)\n", gen->ranks_differ ? "NO" : "yes", s->ranks);
   printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s; a token's work %s\n",
-         vkrt_transport_str(vkrt_transport(app)), vkrt_import_path_str(s->info.path[0]),
+         vkrt_transport_str(vkrt_transport(app)), vkrt_load_path_str(s->load.path[0]),
          (double)s->uploaded / s->t_up * 1e-9,
          llama_gpu_captured(s->gpu) ? "a captured graph" : "recorded per token");
   if (s->args->json)

@@ -155,10 +155,14 @@ struct llama_gpu_params {
   vkrt_type kv_type;    /* VKRT_TYPE_F16 or VKRT_TYPE_Q8_0 */
   uint32_t first_rank;  /* this host's device d is rank first_rank + d */
   uint32_t ranks;       /* every device of every host */
+  const char *path;     /* the model file the weights are loaded from (vkrt_load_file) */
+  vkrt_progress_fn progress; /* the load's progress (may be NULL) */
+  void *progress_user;
+  vkrt_load_info *load_info; /* how the load went (may be NULL) */
 };
 struct llama_gpu;
-/* Uploads every local device's shard (from the model file's tensor data, which the caller
- * has registered with vkrt_host_register) and creates its activations, KV cache and the
+/* Loads every local device's shard from the model file (one vkrt_load_file: every device in
+ * flight at once) and creates its activations, KV cache and the
  * per-token step buffers. 0; 1 with the reason in err when the model or the parameters do not
  * fit (the split, kv_type); 2 when a libvkrt call failed (its message in err). */
 int llama_gpu_create(vkrt_appliance *app, const struct llama_model *m,

@@ -55,6 +55,8 @@ struct llama_gpu {
   struct gpu_device dev[VKRT_MAX_DEVICES];
   vkrt_graph *graph[2];          /* captured token: [want_logits] */
   const char *failed;
+  vkrt_load_range *loads;        /* every device's weights, loaded at once after creation */
+  uint32_t load_count, load_cap;
 };
 
 static bool refuse(char *err, size_t err_size, const char *fmt, ...) {
@@ -116,8 +118,24 @@ bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank
     }                                                                                     \
   } while (0)
 
-static const uint8_t *tensor_data(const struct llama_model *m, const struct gguf_tensor *t) {
-  return gguf_data(m->file, t);
+static uint64_t tensor_offset(const struct llama_model *m, const struct gguf_tensor *t) {
+  return (uint64_t)(gguf_data(m->file, t) - m->file->buf);
+}
+
+/* Queues a range of the file for the load. */
+static vkrt_status load_add(struct llama_gpu *g, vkrt_load_range r) {
+  if (g->load_count == g->load_cap) {
+    uint32_t cap = g->load_cap ? g->load_cap * 2 : 256;
+    vkrt_load_range *grown = realloc(g->loads, cap * sizeof(*grown));
+    if (!grown) {
+      g->failed = "realloc (load ranges)";
+      return VKRT_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    g->loads = grown;
+    g->load_cap = cap;
+  }
+  g->loads[g->load_count++] = r;
+  return VKRT_OK;
 }
 
 /* Rows [row0, row0 + rows) of t, contiguous in the file, into a new buffer (+16 bytes: the
@@ -126,7 +144,8 @@ static vkrt_status upload_rows(struct llama_gpu *g, uint32_t d, const struct ggu
                                uint64_t row0, uint64_t rows, vkrt_buffer **out) {
   uint64_t rb = gguf_row_bytes(t);
   TRY(vkrt_buffer_create(g->app, d, rows * rb + 16, VKRT_BUFFER_DEVICE_LOCAL, out));
-  TRY(vkrt_upload(*out, 0, tensor_data(g->m, t) + row0 * rb, rows * rb));
+  TRY(load_add(g, (vkrt_load_range){.file_offset = tensor_offset(g->m, t) + row0 * rb,
+                                     .size = rows * rb, .dst = *out}));
   g->dev[d].weight_bytes += rows * rb;
   g->dev[d].uploaded += rows * rb;
   return VKRT_OK;
@@ -138,8 +157,9 @@ static vkrt_status upload_cols(struct llama_gpu *g, uint32_t d, const struct ggu
   uint64_t bs = vkrt_type_size(t->type), bl = vkrt_type_block(t->type);
   uint64_t width = cols / bl * bs, rows = t->ne[1];
   TRY(vkrt_buffer_create(g->app, d, width * rows + 16, VKRT_BUFFER_DEVICE_LOCAL, out));
-  TRY(vkrt_upload_2d(*out, 0, width, tensor_data(g->m, t) + col0 / bl * bs, gguf_row_bytes(t),
-                     width, rows));
+  TRY(load_add(g, (vkrt_load_range){.file_offset = tensor_offset(g->m, t) + col0 / bl * bs,
+                                     .size = width, .dst = *out, .rows = rows,
+                                     .file_pitch = gguf_row_bytes(t), .dst_pitch = width}));
   g->dev[d].weight_bytes += width * rows;
   g->dev[d].uploaded += width * rows;
   return VKRT_OK;
@@ -275,6 +295,16 @@ int llama_gpu_create(vkrt_appliance *app, const struct llama_model *m,
       return 2;
     }
   }
+  vkrt_status s = vkrt_load_file(app, p->path, -1, g->loads, g->load_count, VKRT_LOAD_PATH_AUTO,
+                                 p->progress, p->progress_user, p->load_info);
+  free(g->loads);
+  g->loads = NULL;
+  if (s != VKRT_OK) {
+    snprintf(err, err_size, "loading the weights failed: %s: %s", vkrt_status_str(s),
+             vkrt_last_error(app));
+    llama_gpu_free(g);
+    return 2;
+  }
   *out = g;
   return 0;
 }
@@ -302,6 +332,7 @@ void llama_gpu_free(struct llama_gpu *g) {
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
       vkrt_buffer_destroy(bufs[i]);
   }
+  free(g->loads);
   free(g);
 }
 

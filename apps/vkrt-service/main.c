@@ -40,7 +40,7 @@ static int serve_model(struct service *s, struct generation *gen) {
   if ((rc = appliance_open(s)))
     return rc;
   appliance_describe(s);
-  if ((rc = shards_register(s)) || (rc = model_setup(s, gen)) || (rc = shards_measure_copy(s)) ||
+  if ((rc = shards_measure_h2d(s)) || (rc = model_setup(s, gen)) || (rc = shards_measure_copy(s)) ||
       (rc = model_run(s, gen)))
     return rc;
   model_print(s, gen);
@@ -55,7 +55,7 @@ static int serve(struct service *s, struct decode *dc) {
   if ((rc = appliance_open(s)) || (rc = shards_cut(s)))
     return rc;
   appliance_describe(s);
-  if ((rc = shards_register(s)) || (rc = shards_upload(s)) || (rc = shards_measure_copy(s)) ||
+  if ((rc = shards_measure_h2d(s)) || (rc = shards_upload(s)) || (rc = shards_measure_copy(s)) ||
       (rc = decode_run(s, dc)))
     return rc;
   rc = reference_verify(s, dc);
@@ -67,12 +67,13 @@ static int serve(struct service *s, struct decode *dc) {
 int main(int argc, char **argv) {
   struct service_args args;
   int rc;
+  const double t_start = now_s();
   setvbuf(stdout, NULL, _IOLBF, 0); /* a log: each line when written, in order with stderr's */
   if (!args_parse(argc, argv, &args, &rc))
     return rc;
   if (args.make_path)
     return weights_make(&args);
-  struct service s = {.args = &args, .stop = &stop_requested};
+  struct service s = {.args = &args, .stop = &stop_requested, .t_start = t_start};
   if ((rc = weights_load(&s)))
     return rc;
 

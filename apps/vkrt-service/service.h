@@ -89,10 +89,13 @@ struct service {
    * MPI); this host's devices are ranks first_rank.. */
   uint32_t n, ranks, first_rank;
   struct device_state dev[VKRT_MAX_DEVICES];
-  bool registered;               /* the tensor data section (wf.buf + wf.data_offset) */
-  vkrt_register_info info;
+  vkrt_load_info load;           /* how the shards came from the file (vkrt_load_file) */
   uint64_t uploaded, shard_bytes; /* shard_bytes: the largest device's, per token */
   double t_up;                   /* seconds of the shards' upload */
+  double h2d_bw;                 /* bytes per second of a pinned host-to-device upload, this run */
+  double t_start;                /* now_s() when main began */
+  double t_first_token;          /* now_s() when the first token was generated (0: none) */
+  double load_t0, load_shown;    /* the load's start; the progress line's last update */
   double copy_bw;                /* bytes per second of a plain device copy (read + written) */
 };
 
@@ -144,8 +147,13 @@ void appliance_close(struct service *s);
 
 /* shards.c */
 int shards_cut(struct service *s);
-int shards_register(struct service *s);
 int shards_upload(struct service *s);
+/* The pinned host-to-device rate of this run (h2d_bw), the yardstick of the load rate. */
+int shards_measure_h2d(struct service *s);
+/* vkrt_load_file's progress: a line on a terminal (bytes, GB/s, ETA); user: the service. */
+void shards_load_progress(void *user, uint64_t done, uint64_t total);
+/* The load's rate, its ratio to h2d_bw and each device's path, after a vkrt_load_file. */
+void shards_load_report(const struct service *s);
 int shards_measure_copy(struct service *s);
 
 /* decode.c */

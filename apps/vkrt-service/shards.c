@@ -1,6 +1,10 @@
 /* vkrt-service's weights on the devices: each device's shard of the ffn (cut along whole
- * quantization blocks), the tensor data section registered once, the shards uploaded from it,
- * and the roofline's copy bandwidth. */
+ * quantization blocks), every device's shard loaded from the file at once (vkrt_load_file),
+ * the pinned host-to-device rate it is measured against, and the roofline's copy bandwidth. */
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "service.h"
 
 /* ffn is cut along whole blocks of every layer's ffn_down (its K): rank r holds rows f0..f1
@@ -23,27 +27,10 @@ int shards_cut(struct service *s) {
   return 0;
 }
 
-/* Registers the tensor data section once: it starts at general.alignment (32 bytes), not at a
- * page; the import widens chunks to pages and uploads straddle chunk edges. */
-int shards_register(struct service *s) {
-  vkrt_appliance *app = s->app;
-  const uint8_t *data = s->wf.buf + s->wf.data_offset;
-  uint64_t data_size = s->wf.size - s->wf.data_offset;
-  vkrt_register_info info;
-  double t_reg = now_s();
-  CHECK(vkrt_host_register(app, data, data_size, NULL, NULL, &info));
-  t_reg = now_s() - t_reg;
-  s->registered = true;
-  s->info = info;
-  for (uint32_t d = 0; d < s->n; d++)
-    printf("vkrt: dev%u weights via %s: %s\n", d, vkrt_import_path_str(info.path[d]), info.reason[d]);
-  printf("vkrt-service: registered %.1f MiB in %u chunks in %.3f s\n",
-         (double)data_size / (1 << 20), info.chunk_count, t_reg);
-  return 0;
-}
-
-/* Device d's shard of every layer and its activation buffers; the shard's bytes in *bytes. */
-static int shard_upload(struct service *s, uint32_t d, uint64_t *bytes) {
+/* Device d's shard of every layer (ranges of the file appended at *n) and its activation
+ * buffers; the shard's bytes in *bytes. */
+static int shard_upload(struct service *s, uint32_t d, vkrt_load_range *ranges, uint32_t *n,
+                        uint64_t *bytes) {
   vkrt_appliance *app = s->app;
   const struct gguf_file *wf = &s->wf;
   const struct gguf_mlp *m = s->mlp;
@@ -60,10 +47,14 @@ static int shard_upload(struct service *s, uint32_t d, uint64_t *bytes) {
     CHECK(vkrt_buffer_create(app, d, shard * grow + 16, VKRT_BUFFER_DEVICE_LOCAL, &ds->gate[l]));
     CHECK(vkrt_buffer_create(app, d, shard * urow + 16, VKRT_BUFFER_DEVICE_LOCAL, &ds->up[l]));
     CHECK(vkrt_buffer_create(app, d, dshard * m->hidden + 16, VKRT_BUFFER_DEVICE_LOCAL, &ds->down[l]));
-    CHECK(vkrt_upload(ds->gate[l], 0, gguf_data(wf, gt) + ds->f0 * grow, shard * grow));
-    CHECK(vkrt_upload(ds->up[l], 0, gguf_data(wf, ut) + ds->f0 * urow, shard * urow));
-    CHECK(vkrt_upload_2d(ds->down[l], 0, dshard, gguf_data(wf, dt) + ds->f0 / dbl * dbs, drow,
-                         dshard, m->hidden));
+    const uint64_t at = wf->data_offset;
+    ranges[(*n)++] = (vkrt_load_range){.file_offset = at + gt->offset + ds->f0 * grow,
+                                       .size = shard * grow, .dst = ds->gate[l]};
+    ranges[(*n)++] = (vkrt_load_range){.file_offset = at + ut->offset + ds->f0 * urow,
+                                       .size = shard * urow, .dst = ds->up[l]};
+    ranges[(*n)++] = (vkrt_load_range){.file_offset = at + dt->offset + ds->f0 / dbl * dbs,
+                                       .size = dshard, .dst = ds->down[l], .rows = m->hidden,
+                                       .file_pitch = drow, .dst_pitch = dshard};
     *bytes += shard * (grow + urow) + dshard * m->hidden;
   }
   CHECK(vkrt_buffer_create(app, d, (uint64_t)m->hidden * 4, VKRT_BUFFER_DEVICE_LOCAL, &ds->x));
@@ -77,20 +68,87 @@ static int shard_upload(struct service *s, uint32_t d, uint64_t *bytes) {
   return 0;
 }
 
+/* Every device's shard in one vkrt_load_file: all devices in flight at once. */
 int shards_upload(struct service *s) {
-  double t_up = now_s();
+  static vkrt_load_range ranges[VKRT_MAX_DEVICES * MAX_LAYERS * 3];
+  uint32_t n = 0;
   for (uint32_t d = 0; d < s->n; d++) {
     uint64_t dev_bytes;
-    int rc = shard_upload(s, d, &dev_bytes);
+    int rc = shard_upload(s, d, ranges, &n, &dev_bytes);
     if (rc)
       return rc;
     s->uploaded += dev_bytes;
     s->shard_bytes = dev_bytes > s->shard_bytes ? dev_bytes : s->shard_bytes;
   }
+  vkrt_appliance *app = s->app;
+  double t_up = now_s();
+  s->load_t0 = t_up;
+  CHECK(vkrt_load_file(app, s->args->weights_path, -1, ranges, n, VKRT_LOAD_PATH_AUTO,
+                       shards_load_progress, s, &s->load));
   s->t_up = now_s() - t_up;
-  printf("vkrt-service: uploaded %.1f MiB of shards in %.3f s (%.2f GB/s)\n",
-         (double)s->uploaded / (1 << 20), s->t_up, (double)s->uploaded / s->t_up * 1e-9);
+  shards_load_report(s);
   return 0;
+}
+
+int shards_measure_h2d(struct service *s) {
+  const uint64_t size = 256ull << 20;
+  void *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  vkrt_buffer *dst = NULL;
+  s->h2d_bw = 0;
+  if (host == MAP_FAILED)
+    return 0; /* no yardstick: the ratio is not printed */
+  memset(host, 0x5a, size);
+  if (vkrt_host_register(s->app, host, size, NULL, NULL, NULL) == VKRT_OK) {
+    if (vkrt_buffer_create(s->app, 0, size, VKRT_BUFFER_DEVICE_LOCAL, &dst) == VKRT_OK)
+      for (int i = 0; i < 4; i++) {
+        double t0 = now_s();
+        if (vkrt_upload(dst, 0, host, size) != VKRT_OK)
+          break;
+        double bw = (double)size / (now_s() - t0);
+        if (i > 0 && bw > s->h2d_bw) /* the first warms the path */
+          s->h2d_bw = bw;
+      }
+    vkrt_buffer_destroy(dst);
+    vkrt_host_unregister(s->app, host);
+  }
+  munmap(host, size);
+  if (s->h2d_bw > 0)
+    printf("vkrt-service: pinned host-to-device upload (256 MiB registered, dev0): %.2f GB/s\n",
+           s->h2d_bw * 1e-9);
+  return 0;
+}
+
+void shards_load_progress(void *user, uint64_t done, uint64_t total) {
+  struct service *s = user;
+  if (!isatty(STDERR_FILENO))
+    return;
+  double now = now_s();
+  if (done < total && now - s->load_shown < 0.1)
+    return;
+  s->load_shown = now;
+  double rate = now > s->load_t0 ? (double)done / (now - s->load_t0) : 0;
+  fprintf(stderr, "\rvkrt-service: loading %.2f / %.2f GiB, %.2f GB/s, ETA %.1f s   %s",
+          (double)done / (1 << 30), (double)total / (1 << 30), rate * 1e-9,
+          rate > 0 ? (double)(total - done) / rate : 0.0, done == total ? "\n" : "");
+}
+
+void shards_load_report(const struct service *s) {
+  const double gbs = s->load.ns ? (double)s->load.bytes / (double)s->load.ns : 0;
+  printf("vkrt-service: loaded %.1f MiB of shards from the file in %.3f s: %.2f GB/s",
+         (double)s->load.bytes / (1 << 20), (double)s->load.ns * 1e-9, gbs);
+  if (s->h2d_bw > 0)
+    printf(", %.2f x the pinned host-to-device rate (%.2f GB/s)", gbs / (s->h2d_bw * 1e-9),
+           s->h2d_bw * 1e-9);
+  printf("; %u threads", s->load.threads);
+  if (s->load.resident >= 0)
+    printf(", page cache held %.0f%% of the file", s->load.resident * 100);
+  printf("\n");
+  for (uint32_t d = 0; d < s->n; d++)
+    printf("vkrt: dev%u weights via %s: %s\n", d, vkrt_load_path_str(s->load.path[d]),
+           s->load.reason[d]);
+  if (s->load.chunk_count)
+    printf("vkrt-service: registered the %.1f MiB file in %u chunks\n",
+           (double)s->load.file_size / (1 << 20), s->load.chunk_count);
 }
 
 /* The roofline: every device reads its shard of the weights once per token, at the bandwidth

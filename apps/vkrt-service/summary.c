@@ -58,7 +58,7 @@ void summary_print(const struct service *s, struct decode *dc, bool verified) {
          s->args->q8_activations ? " (8-bit activations)" : "", verified ? "passed" : "FAILED",
          dc->ranks_differ ? "NO" : "yes", s->ranks);
   printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s\n",
-         vkrt_transport_str(vkrt_transport(app)), vkrt_import_path_str(s->info.path[0]),
+         vkrt_transport_str(vkrt_transport(app)), vkrt_load_path_str(s->load.path[0]),
          (double)s->uploaded / s->t_up * 1e-9);
   if (s->args->json)
     printf("{\"tokens\": %llu, \"seconds\": %.6f, \"tokens_per_s\": %.3f, \"p50_ms\": %.4f, "
@@ -70,6 +70,6 @@ void summary_print(const struct service *s, struct decode *dc, bool verified) {
            t.p50 * 1e3, t.p99 * 1e3, t.roofline * 1e3, (unsigned long long)dc->verified,
            dc->worst_err, verified ? "true" : "false", dc->ranks_differ ? "false" : "true",
            s->ranks, vkrt_host_count(app), vkrt_transport_str(vkrt_transport(app)),
-           vkrt_import_path_str(s->info.path[0]), (double)s->uploaded / s->t_up * 1e-9,
+           vkrt_load_path_str(s->load.path[0]), (double)s->uploaded / s->t_up * 1e-9,
            vkrt_version());
 }

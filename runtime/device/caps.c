@@ -66,6 +66,19 @@ void vkrt_caps_decode(const struct vkrt_caps_input *in, struct vkrt_caps *out) {
   out->storage_buffer_16bit = in->storage16 && in->storage16->storageBuffer16BitAccess;
   out->integer_dot_product = in->integer_dot && in->integer_dot->shaderIntegerDotProduct;
   out->shader_float16 = in->float16 && in->float16->shaderFloat16;
+  out->cooperative_matrix_khr =
+      vkrt_caps_has_extension(in->extensions, in->extension_count, "VK_KHR_cooperative_matrix");
+  out->cooperative_matrix = in->coopmat && in->coopmat->cooperativeMatrix && out->shader_float16 &&
+                            in->memory_model && in->memory_model->vulkanMemoryModel;
+  bool shape = false;
+  for (uint32_t i = 0; out->cooperative_matrix && i < in->coopmat_shape_count; i++) {
+    const VkCooperativeMatrixPropertiesNV *m = &in->coopmat_shapes[i];
+    shape |= m->MSize == 16 && m->NSize == 16 && m->KSize == 16 &&
+             m->AType == VK_COMPONENT_TYPE_FLOAT16_NV && m->BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+             m->CType == VK_COMPONENT_TYPE_FLOAT32_NV && m->DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+             m->scope == VK_SCOPE_SUBGROUP_NV;
+  }
+  out->cooperative_matrix = out->cooperative_matrix && shape;
   out->subgroup_size_control = in->subgroup_size_features &&
                                in->subgroup_size_features->subgroupSizeControl &&
                                in->subgroup_size;
@@ -186,11 +199,13 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
         ", \"external_memory_host\": %s, \"external_memory_fd\": %s, "
         "\"external_semaphore_fd\": %s, \"timeline_semaphore\": %s, \"memory_budget\": %s, "
         "\"storage_buffer_16bit\": %s, \"shader_float16\": %s, \"subgroup_size_control\": %s, "
-        "\"push_descriptor\": %s, \"has_transfer_queue\": %s, \"integer_dot_product\": %s",
+        "\"push_descriptor\": %s, \"has_transfer_queue\": %s, \"integer_dot_product\": %s, "
+        "\"cooperative_matrix\": %s, \"cooperative_matrix_khr\": %s",
         yes[c->external_memory_host], yes[c->external_memory_fd], yes[c->external_semaphore_fd],
         yes[c->timeline_semaphore], yes[c->memory_budget], yes[c->storage_buffer_16bit],
         yes[c->shader_float16], yes[c->subgroup_size_control], yes[c->push_descriptor],
-        yes[c->has_transfer_queue], yes[c->integer_dot_product]);
+        yes[c->has_transfer_queue], yes[c->integer_dot_product], yes[c->cooperative_matrix],
+        yes[c->cooperative_matrix_khr]);
     vkrt_text_put(&o,
         ", \"semaphore_export_handles\": %u, \"semaphore_import_handles\": %u, "
         "\"host_buffer_import_handles\": %u, \"host_import_memory_type_bits\": %u",
@@ -248,6 +263,11 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
       "push_descriptor %s transfer_queue %s integer_dot_product %s\n",
       index, yn[c->storage_buffer_16bit], yn[c->shader_float16], yn[c->subgroup_size_control],
       yn[c->push_descriptor], yn[c->has_transfer_queue], yn[c->integer_dot_product]);
+  vkrt_text_put(&o,
+      "vkrt: dev%u cooperative_matrix %s (VK_NV_cooperative_matrix 16x16x16 f16 x f16 -> f32)"
+      "%s\n", index, yn[c->cooperative_matrix],
+      c->cooperative_matrix_khr ? "; VK_KHR_cooperative_matrix advertised, not used (this "
+                                  "build's glslc lacks GL_KHR_cooperative_matrix)" : "");
   vkrt_text_put(&o,
       "vkrt: dev%u timeline semaphore export %s import %s; buffer import %s; host import "
       "memory types 0x%x\n",

@@ -39,6 +39,12 @@ struct vkrt_caps {
   bool integer_dot_product;        /* shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product
                                       or 1.3): the 8-bit-activation quant kernels */
   bool push_descriptor;            /* VK_KHR_push_descriptor */
+  bool cooperative_matrix;         /* VK_NV_cooperative_matrix with a subgroup-scope 16x16x16
+                                      f16 x f16 + f32 -> f32 shape, shaderFloat16 and
+                                      vulkanMemoryModel: the tiled matmul's f16 tiles */
+  bool cooperative_matrix_khr;     /* VK_KHR_cooperative_matrix advertised; unused: its
+                                      kernels need GL_KHR_cooperative_matrix, which this
+                                      build's glslc (shaderc 2023.2) does not have */
 
   /* external handle types really supported (from vkGetPhysicalDeviceExternal*Properties) */
   uint32_t semaphore_export_handles;  /* exportable timeline semaphore handle types */

@@ -23,6 +23,10 @@ struct vkrt_caps_input {
   const VkPhysicalDeviceShaderFloat16Int8Features *float16;          /* may be NULL */
   const VkPhysicalDeviceSubgroupSizeControlFeatures *subgroup_size_features; /* may be NULL */
   const VkPhysicalDeviceShaderIntegerDotProductFeatures *integer_dot; /* NULL: unsupported */
+  const VkPhysicalDeviceCooperativeMatrixFeaturesNV *coopmat;        /* NULL: ext absent */
+  const VkCooperativeMatrixPropertiesNV *coopmat_shapes;             /* the NV shape list */
+  uint32_t coopmat_shape_count;
+  const VkPhysicalDeviceVulkanMemoryModelFeatures *memory_model;     /* may be NULL */
   const VkExtensionProperties *extensions;
   uint32_t extension_count;
   const VkPhysicalDeviceMemoryProperties *memory;                    /* required */

@@ -55,6 +55,8 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
   q->has_integer_dot = api >= VK_API_VERSION_1_3 ||
       vkrt_caps_has_extension(ext, ext_count, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   q->has_budget = vkrt_caps_has_extension(ext, ext_count, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  q->has_coopmat = vkrt_caps_has_extension(ext, ext_count, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
+                   vki->vkGetPhysicalDeviceCooperativeMatrixPropertiesNV && api >= VK_API_VERSION_1_2;
   bool has_driver = api >= VK_API_VERSION_1_2;
 
   q->props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
@@ -92,7 +94,20 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
   q->integer_dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
   if (q->has_integer_dot)
     CHAIN(q->features, q->integer_dot);
+  q->coopmat.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  q->memory_model.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
+  if (q->has_coopmat) {
+    CHAIN(q->features, q->coopmat);
+    CHAIN(q->features, q->memory_model);
+  }
   vki->vkGetPhysicalDeviceFeatures2(physical, &q->features);
+  if (q->has_coopmat) {
+    uint32_t n = VKRT_ARRAY_SIZE(q->coopmat_shapes);
+    for (uint32_t i = 0; i < n; i++)
+      q->coopmat_shapes[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    if (vki->vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(physical, &n, q->coopmat_shapes) >= 0)
+      q->coopmat_shape_count = n;
+  }
 
   q->memory.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
   q->budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
@@ -157,6 +172,10 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
   in->float16 = &q->float16;
   in->subgroup_size_features = q->has_subgroup_size ? &q->subgroup_size_features : NULL;
   in->integer_dot = q->has_integer_dot ? &q->integer_dot : NULL;
+  in->coopmat = q->has_coopmat ? &q->coopmat : NULL;
+  in->coopmat_shapes = q->coopmat_shapes;
+  in->coopmat_shape_count = q->coopmat_shape_count;
+  in->memory_model = q->has_coopmat ? &q->memory_model : NULL;
   in->extensions = ext;
   in->extension_count = ext_count;
   in->memory = &q->memory.memoryProperties;

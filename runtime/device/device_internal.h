@@ -30,11 +30,16 @@ struct vkrt_caps_query {
   VkPhysicalDeviceShaderFloat16Int8Features float16;
   VkPhysicalDeviceSubgroupSizeControlFeatures subgroup_size_features;
   VkPhysicalDeviceShaderIntegerDotProductFeatures integer_dot;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat;
+  VkPhysicalDeviceVulkanMemoryModelFeatures memory_model;
+  VkCooperativeMatrixPropertiesNV coopmat_shapes[64];
+  uint32_t coopmat_shape_count;
   VkPhysicalDeviceMemoryProperties2 memory;
   VkPhysicalDeviceMemoryBudgetPropertiesEXT budget;
   VkQueueFamilyProperties families[16];
   uint32_t family_count;
   bool has_host, has_subgroup_size, has_maintenance4, has_budget, has_integer_dot;
+  bool has_coopmat; /* VK_NV_cooperative_matrix and its shape query */
   struct vkrt_caps_input in;
 };
 

@@ -96,6 +96,7 @@ static vkrt_status device_open(struct vkrt_system *sys, uint32_t rank,
       VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME,      VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME,
       VK_KHR_16BIT_STORAGE_EXTENSION_NAME,        VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME,
       VK_KHR_STORAGE_BUFFER_STORAGE_CLASS_EXTENSION_NAME, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME,
+      VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME,
   };
   const char *enabled[VKRT_ARRAY_SIZE(wanted)];
   uint32_t enabled_count = 0;
@@ -146,6 +147,19 @@ static vkrt_status device_open(struct vkrt_system *sys, uint32_t rank,
   };
   if (q->has_integer_dot)
     CHAIN(features, integer_dot);
+  /* the tiled matmul's cooperative-matrix kernels (their SPIR-V uses the Vulkan memory model) */
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+      .cooperativeMatrix = q->coopmat.cooperativeMatrix,
+  };
+  VkPhysicalDeviceVulkanMemoryModelFeatures memory_model = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES,
+      .vulkanMemoryModel = q->memory_model.vulkanMemoryModel,
+  };
+  if (q->has_coopmat) {
+    CHAIN(features, coopmat);
+    CHAIN(features, memory_model);
+  }
 
   float priority = 1.0f;
   VkDeviceQueueCreateInfo queues[2] = {

@@ -128,6 +128,7 @@ static vkrt_status load_mapped(struct vkrt_import_registry *reg, int fd, uint64_
   vkrt_register_info rinfo;
   memset(&rinfo, 0, sizeof(rinfo));
   vkrt_status s = vkrt_registry_register(reg, map, file_size, NULL, NULL, &rinfo);
+  info->chunk_count = rinfo.chunk_count;
   for (uint32_t d = 0; s == VKRT_OK && d < sys->device_count; d++) {
     if (info->path[d] != VKRT_LOAD_PATH_MAPPED)
       continue;

@@ -200,9 +200,9 @@ static const struct tiled_kind {
   enum vkrt_ops_kernel portable, coopmat;
 } tiled_kinds[VKRT_TYPE_COUNT] = {
   [VKRT_TYPE_F32] = {true, VKRT_OPS_MATMUL_F32, VKRT_OPS_KERNEL_COUNT},
-  [VKRT_TYPE_F16] = {true, VKRT_OPS_MATMUL_F16, VKRT_OPS_KERNEL_COUNT},
-  [VKRT_TYPE_Q8_0] = {true, VKRT_OPS_MATMUL_Q8_0, VKRT_OPS_KERNEL_COUNT},
-  [VKRT_TYPE_Q4_K] = {true, VKRT_OPS_MATMUL_Q4_K, VKRT_OPS_KERNEL_COUNT},
+  [VKRT_TYPE_F16] = {true, VKRT_OPS_MATMUL_F16, VKRT_OPS_MATMUL_F16_CM},
+  [VKRT_TYPE_Q8_0] = {true, VKRT_OPS_MATMUL_Q8_0, VKRT_OPS_MATMUL_Q8_0_CM},
+  [VKRT_TYPE_Q4_K] = {true, VKRT_OPS_MATMUL_Q4_K, VKRT_OPS_MATMUL_Q4_K_CM},
 };
 
 static bool tiled_coopmat(struct vkrt_device *dev, vkrt_type t) {

@@ -13,9 +13,10 @@ static const struct {
   bool needs_16bit_storage;
   bool needs_subgroup_arithmetic;
   bool needs_integer_dot;
+  bool needs_coopmat;
 } kernel_info[VKRT_OPS_KERNEL_COUNT] = {
-#define KERNEL_INFO(id, name, symbol, needs_16bit, needs_subgroup, needs_idot) \
-  [VKRT_OPS_##id] = {name, symbol, needs_16bit, needs_subgroup, needs_idot},
+#define KERNEL_INFO(id, name, symbol, needs_16bit, needs_subgroup, needs_idot, needs_coopmat) \
+  [VKRT_OPS_##id] = {name, symbol, needs_16bit, needs_subgroup, needs_idot, needs_coopmat},
   VKRT_KERNEL_LIST(KERNEL_INFO)
 #undef KERNEL_INFO
 };
@@ -246,6 +247,8 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   ops->subgroup_arithmetic = query_subgroup_arithmetic(dev);
   ops->storage_16bit = caps->storage_buffer_16bit;
   ops->integer_dot = caps->integer_dot_product;
+  /* kernels/matmul.comp COOPMAT maps 32-wide subgroups onto its tile */
+  ops->coopmat = caps->cooperative_matrix && caps->subgroup_size == 32;
   for (unsigned i = 0; i < vkrt_kernel_registry_count; i++)
     for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
       if (!strcmp(vkrt_kernel_registry[i]->name, kernel_info[k].name))
@@ -378,6 +381,8 @@ static const char *missing_feature(const struct vkrt_ops_state *ops, enum vkrt_o
     return "compute subgroup arithmetic";
   if (kernel_info[k].needs_integer_dot && !ops->integer_dot)
     return "shaderIntegerDotProduct";
+  if (kernel_info[k].needs_coopmat && !ops->coopmat)
+    return "cooperative matrices (VK_NV_cooperative_matrix 16x16x16 f16, 32-wide subgroups)";
   return NULL;
 }
 

@@ -10,7 +10,7 @@
  * kernels/Sources (generated list). A slot whose kernel is compiled out resolves to no
  * pipeline ("not in this build"). */
 enum vkrt_ops_kernel {
-#define VKRT_OPS_KERNEL_SLOT(id, name, symbol, needs_16bit, needs_subgroup, needs_idot) \
+#define VKRT_OPS_KERNEL_SLOT(id, name, symbol, needs_16bit, needs_subgroup, needs_idot, needs_coopmat) \
   VKRT_OPS_##id,
   VKRT_KERNEL_LIST(VKRT_OPS_KERNEL_SLOT)
 #undef VKRT_OPS_KERNEL_SLOT

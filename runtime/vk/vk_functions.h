@@ -28,7 +28,8 @@
 /* Instance-level extension functions: NULL when the extension is absent. */
 #define VKRT_VK_INSTANCE_EXTENSION_FUNCTIONS(X) \
   X(vkCreateDebugUtilsMessengerEXT)             \
-  X(vkDestroyDebugUtilsMessengerEXT)
+  X(vkDestroyDebugUtilsMessengerEXT)            \
+  X(vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
 
 #define VKRT_VK_DEVICE_FUNCTIONS(X)   \
   X(vkDestroyDevice)                  \

@@ -55,6 +55,26 @@ for path in "matvec q8_0, 8-bit x" "matvec q4_K, 8-bit x"; do
 done
 echo "quick subset with --activations q8: #wrong 0 (one-column q8_0/q4_K through the 8-bit-x kernels)"
 
+# the prompt and small-batch shapes of prompt.txt, scaled down: M past the crossover through the
+# tiled kernel for every weight type, M 2..8 on the matrix-vector kernels; then with the
+# crossover at 2 (vkrt-bench --min-m) every line through the tiled kernel
+prompt="$root/tools/bench/cases/prompt-quick.txt"
+out=$("$bench" cases --test-file "$prompt" --json) || { echo "$out"; echo "prompt run failed (#wrong > 0?)"; exit 1; }
+want=$(grep -cv '^\s*\(#\|$\)' "$prompt")
+[ "$(json "d['cases_run']" <<< "$out")" = "$want" ] || { echo "$out"; echo "not every prompt case ran"; exit 1; }
+[ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "prompt #wrong > 0"; exit 1; }
+bad_paths=$(json "[r['name'] for r in d['results'] if (int(r['name'].rsplit('.m', 1)[1]) > 8) != r['path'].startswith('tiled matmul')]" <<< "$out")
+[ "$bad_paths" = "[]" ] || { echo "$out"; echo "wrong path (tiled past M 8, matrix-vector up to it): $bad_paths"; exit 1; }
+for t in f32 f16 q8_0 q4_K; do
+  json "[r['path'] for r in d['results'] if r['name'].startswith('pp.$t.')]" <<< "$out" | grep -q "tiled matmul" \
+    || { echo "$out"; echo "no $t case took the tiled kernel"; exit 1; }
+done
+out=$("$bench" cases --test-file "$prompt" --json --min-m 2) || { echo "$out"; echo "prompt run with --min-m 2 failed"; exit 1; }
+[ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "prompt #wrong > 0 with --min-m 2"; exit 1; }
+[ "$(json "all(r['path'].startswith('tiled matmul') for r in d['results'])" <<< "$out")" = True ] \
+  || { echo "$out"; echo "--min-m 2: not every case took the tiled kernel"; exit 1; }
+echo "prompt subset: $want cases, #wrong 0 (tiled past M 8, matrix-vector up to it; all tiled with --min-m 2)"
+
 bad="$root/tests/bench/bad-lines.txt"
 out=$("$bench" cases --test-file "$bad") || { echo "$out"; echo "bad-lines run failed"; exit 1; }
 for pattern in "line 4: error: unknown or unsupported op 7" "line 5: error: truncated" \

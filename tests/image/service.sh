@@ -21,9 +21,9 @@ for devices in 2 4; do
     out=$("$svc" "${args[@]}" 2>&1) || { echo "$out"; echo "service failed: $devices devices, fault $fault"; exit 1; }
     grep -q "float64: max relative error [^:]*: passed; ranks bit-identical: yes" <<< "$out" || { echo "$out"; exit 1; }
     if [ $fault = on ]; then
-      grep -q "weights via prestaged" <<< "$out" || { echo "$out"; echo "fault on but no pre-stage in the plan"; exit 1; }
+      grep -q "weights via mapped: .*; prestaged: " <<< "$out" || { echo "$out"; echo "fault on but no pre-stage in the plan"; exit 1; }
     else
-      grep -q "weights via imported" <<< "$out" || { echo "$out"; echo "fault off but weights not imported"; exit 1; }
+      grep -q "weights via mapped: .*; imported: " <<< "$out" || { echo "$out"; echo "fault off but weights not imported"; exit 1; }
     fi
     echo "$devices devices, import fault $fault: $(echo "$out" | grep -m1 'tokens/s')"
   done
@@ -73,7 +73,7 @@ if grep -q "^CONFIG_VKRT_FAULT_INJECTION=y" "$builddir/.config" 2>/dev/null || "
     out=$("$svc" --weights "$work/$dtype.gguf" --tokens 17 --import-chunk-cap 65536 2>&1); rc=$?
     set -e
     if [ $rc -eq 2 ] && grep -q "need CONFIG_VKRT_FAULT_INJECTION" <<< "$out"; then break; fi
-    chunks=$(sed -n 's/.*registered .* in \([0-9]*\) chunks.*/\1/p' <<< "$out")
+    chunks=$(sed -n 's/.*registered the .* in \([0-9]*\) chunks.*/\1/p' <<< "$out")
     [ $rc -eq 0 ] && [ "${chunks:-0}" -gt 8 ] && grep -q "float64: max relative error [^:]*: passed; ranks bit-identical: yes" <<< "$out" \
       || { echo "$out"; echo "$dtype with 64 KiB import chunks: not verified (rc $rc, $chunks chunks)"; exit 1; }
     echo "gguf $dtype in $chunks import chunks of 64 KiB: verified"

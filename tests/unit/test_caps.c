@@ -197,6 +197,56 @@ static void test_lavapipe(void **state) {
   assert_int_equal(c.max_buffer_size, 2ull << 30);
 }
 
+/* Cooperative matrices: the NV extension with its feature, a subgroup 16x16x16 f16 x f16 +
+ * f32 shape, shaderFloat16 and the Vulkan memory model; each missing piece turns it off. The
+ * KHR extension is recorded as advertised only. */
+static void test_cooperative_matrix(void **state) {
+  (void)state;
+  struct fake f;
+  h200(&f);
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {.cooperativeMatrix = VK_TRUE};
+  VkPhysicalDeviceVulkanMemoryModelFeatures mm = {.vulkanMemoryModel = VK_TRUE};
+  VkCooperativeMatrixPropertiesNV shapes[2] = {
+      {.MSize = 16, .NSize = 8, .KSize = 16, .AType = VK_COMPONENT_TYPE_FLOAT16_NV,
+       .BType = VK_COMPONENT_TYPE_FLOAT16_NV, .CType = VK_COMPONENT_TYPE_FLOAT32_NV,
+       .DType = VK_COMPONENT_TYPE_FLOAT32_NV, .scope = VK_SCOPE_SUBGROUP_NV},
+      {.MSize = 16, .NSize = 16, .KSize = 16, .AType = VK_COMPONENT_TYPE_FLOAT16_NV,
+       .BType = VK_COMPONENT_TYPE_FLOAT16_NV, .CType = VK_COMPONENT_TYPE_FLOAT32_NV,
+       .DType = VK_COMPONENT_TYPE_FLOAT32_NV, .scope = VK_SCOPE_SUBGROUP_NV}};
+  struct vkrt_caps c;
+  vkrt_caps_decode(&f.in, &c); /* extension absent */
+  assert_false(c.cooperative_matrix);
+  assert_false(c.cooperative_matrix_khr);
+  add_ext(&f, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  add_ext(&f, "VK_KHR_cooperative_matrix");
+  f.in.coopmat = &cm;
+  f.in.memory_model = &mm;
+  f.in.coopmat_shapes = shapes;
+  f.in.coopmat_shape_count = 2;
+  vkrt_caps_decode(&f.in, &c);
+  assert_true(c.cooperative_matrix);
+  assert_true(c.cooperative_matrix_khr);
+  f.in.coopmat_shape_count = 1; /* only 16x8x16 */
+  vkrt_caps_decode(&f.in, &c);
+  assert_false(c.cooperative_matrix);
+  f.in.coopmat_shape_count = 2;
+  shapes[1].CType = shapes[1].DType = VK_COMPONENT_TYPE_FLOAT16_NV; /* f16 accumulators */
+  vkrt_caps_decode(&f.in, &c);
+  assert_false(c.cooperative_matrix);
+  shapes[1].CType = shapes[1].DType = VK_COMPONENT_TYPE_FLOAT32_NV;
+  f.f16.shaderFloat16 = VK_FALSE;
+  vkrt_caps_decode(&f.in, &c);
+  assert_false(c.cooperative_matrix);
+  f.f16.shaderFloat16 = VK_TRUE;
+  mm.vulkanMemoryModel = VK_FALSE;
+  vkrt_caps_decode(&f.in, &c);
+  assert_false(c.cooperative_matrix);
+  mm.vulkanMemoryModel = VK_TRUE;
+  cm.cooperativeMatrix = VK_FALSE;
+  vkrt_caps_decode(&f.in, &c);
+  assert_false(c.cooperative_matrix);
+}
+
 /* The extension is listed, but this device's table lacks the function: capability false. */
 static void test_function_missing(void **state) {
   (void)state;
@@ -329,6 +379,7 @@ int main(void) {
       cmocka_unit_test(test_h200),    cmocka_unit_test(test_lavapipe),
       cmocka_unit_test(test_function_missing), cmocka_unit_test(test_hidden),
       cmocka_unit_test(test_minimal), cmocka_unit_test(test_describe),
+      cmocka_unit_test(test_cooperative_matrix),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,9 +34,11 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -608,6 +610,99 @@ static void dequantize_weights(vkrt_type type, const uint8_t *wr, int64_t K, uin
     wmag[k] = fabsf(wf[k] - wmag[k]) + fabsf(wmag[k]);
 }
 
+/* MUL_MAT's reference, rows of w split over the host's threads (a prompt-sized case is
+ * ~10^10 products): each thread dequantizes a row of w once for every column of x. */
+struct mm_ref {
+  const struct bench_case *bc;
+  uint8_t *const *host;
+  float *ref, *tol;
+  bool q8, ok;
+  int64_t n0, n1;
+};
+
+static void *mul_mat_rows(void *arg) {
+  struct mm_ref *j = arg;
+  const struct bench_case *bc = j->bc;
+  const struct case_tensor *d = &bc->dst, *a = &bc->src[0], *b = &bc->src[1];
+  int64_t K = a->ne[0], r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+  bool blocks = vkrt_type_block(a->type) > 1;
+  float *wf = malloc((size_t)K * sizeof(float)), *wmag = malloc((size_t)K * sizeof(float));
+  uint8_t *scratch = blocks ? malloc((size_t)K / vkrt_type_block(a->type) * vkrt_type_size(a->type)) : NULL;
+  if (!wf || !wmag || (blocks && !scratch)) {
+    free(wf);
+    free(wmag);
+    free(scratch);
+    return NULL;
+  }
+  for (int64_t i3 = 0; i3 < d->ne[3]; i3++)
+    for (int64_t i2 = 0; i2 < d->ne[2]; i2++)
+      for (int64_t n = j->n0; n < j->n1; n++) {
+        const uint8_t *wr = j->host[0] + n * a->nb[1] + (i2 / r2) * a->nb[2] + (i3 / r3) * a->nb[3];
+        if (blocks) {
+          dequantize_weights(a->type, wr, K, scratch, wf, wmag);
+        } else {
+          for (int64_t k = 0; k < K; k++) {
+            wf[k] = load(wr, a->type, (uint64_t)(k * a->nb[0]));
+            wmag[k] = fabsf(wf[k]);
+          }
+        }
+        for (int64_t m = 0; m < d->ne[1]; m++) {
+          const uint8_t *xr = j->host[1] + m * b->nb[1] + i2 * b->nb[2] + i3 * b->nb[3];
+          double acc = 0, mag = 0, rounding = 0, amax = 0;
+          for (int64_t k = 0; k < K; k++) {
+            double x = load(xr, VKRT_TYPE_F32, (uint64_t)(k * b->nb[0]));
+            acc += (double)wf[k] * x;
+            mag += wmag[k] * fabs(x);
+            if (j->q8 && blocks) { /* 8-bit x: |w_k| max|x|_32 / 254 at most per product */
+              if (k % 32 == 0)
+                for (int64_t t = amax = 0; t < 32 && k + t < K; t++)
+                  amax = fmax(amax, fabs(load(xr, VKRT_TYPE_F32, (uint64_t)((k + t) * b->nb[0]))));
+              rounding += wmag[k] * amax / 254 * 1.001;
+            }
+          }
+          uint64_t o = (uint64_t)(((i3 * d->ne[2] + i2) * d->ne[1] + m) * d->ne[0] + n);
+          j->ref[o] = (float)acc;
+          /* f32 accumulation in any order: well inside K * 2^-24 * sum |w x| (block types: the
+           * sum of the magnitudes of the products the kernels form); --activations q8 adds
+           * the rounding of x */
+          j->tol[o] = (float)(mag * 2e-5 * (1.0 + sqrt((double)K) / 16.0) + rounding + 1e-6);
+        }
+      }
+  free(wf);
+  free(wmag);
+  free(scratch);
+  j->ok = true;
+  return NULL;
+}
+
+static bool mul_mat_reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC],
+                              float *ref, float *tol, bool q8) {
+  enum { MAX_THREADS = 64 };
+  int64_t N = bc->dst.ne[0];
+  double work = (double)N * (double)bc->dst.ne[1] * (double)bc->src[0].ne[0];
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = work < 1e8 || cpus < 2 ? 1 : (int)(cpus < MAX_THREADS ? cpus : MAX_THREADS);
+  if (threads > N)
+    threads = (int)N;
+  struct mm_ref jobs[MAX_THREADS];
+  pthread_t tid[MAX_THREADS];
+  bool started[MAX_THREADS] = {false};
+  for (int t = 0; t < threads; t++) {
+    jobs[t] = (struct mm_ref){bc, host, ref, tol, q8, false, N * t / threads, N * (t + 1) / threads};
+    started[t] = t > 0 && pthread_create(&tid[t], NULL, mul_mat_rows, &jobs[t]) == 0;
+  }
+  for (int t = 0; t < threads; t++) /* the calling thread takes job 0 and any not started */
+    if (!started[t])
+      mul_mat_rows(&jobs[t]);
+  bool ok = true;
+  for (int t = 0; t < threads; t++) {
+    if (started[t])
+      pthread_join(tid[t], NULL);
+    ok = ok && jobs[t].ok;
+  }
+  return ok;
+}
+
 /* Valid i32 contents for the decode ops' sources (the rest of the extent keeps its random
  * data): ROPE positions in [0, 32768), GET_ROWS ids in [0, n_rows), SET_ROWS distinct row
  * indices in [0, n_rows). */
@@ -803,54 +898,8 @@ static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_
   int64_t i[4];
   if (bc->op == CASE_FLASH_ATTN_EXT)
     return attention_reference(bc, host, ref, tol);
-  if (bc->op == CASE_MUL_MAT) {
-    int64_t K = a->ne[0], r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-    bool blocks = vkrt_type_block(a->type) > 1;
-    float *wf = NULL, *wmag = NULL;
-    uint8_t *scratch = NULL;
-    if (blocks) {
-      wf = malloc((size_t)K * sizeof(float));
-      wmag = malloc((size_t)K * sizeof(float));
-      scratch = malloc((size_t)K / vkrt_type_block(a->type) * vkrt_type_size(a->type));
-      if (!wf || !wmag || !scratch) {
-        free(wf);
-        free(wmag);
-        free(scratch);
-        return false;
-      }
-    }
-    for (i[3] = 0; i[3] < d->ne[3]; i[3]++)
-      for (i[2] = 0; i[2] < d->ne[2]; i[2]++)
-        for (i[1] = 0; i[1] < d->ne[1]; i[1]++)
-          for (i[0] = 0; i[0] < d->ne[0]; i[0]++, o++) {
-            const uint8_t *wr = host[0] + i[0] * a->nb[1] + (i[2] / r2) * a->nb[2] + (i[3] / r3) * a->nb[3];
-            const uint8_t *xr = host[1] + i[1] * b->nb[1] + i[2] * b->nb[2] + i[3] * b->nb[3];
-            if (blocks)
-              dequantize_weights(a->type, wr, K, scratch, wf, wmag);
-            double acc = 0, mag = 0, rounding = 0, amax = 0;
-            for (int64_t k = 0; k < K; k++) {
-              double w = blocks ? wf[k] : load(wr, a->type, (uint64_t)(k * a->nb[0]));
-              double x = load(xr, VKRT_TYPE_F32, (uint64_t)(k * b->nb[0]));
-              acc += w * x;
-              mag += (blocks ? wmag[k] : fabs(w)) * fabs(x);
-              if (q8 && blocks) { /* 8-bit x: |w_k| max|x|_32 / 254 at most per product */
-                if (k % 32 == 0)
-                  for (int64_t j = amax = 0; j < 32 && k + j < K; j++)
-                    amax = fmax(amax, fabs(load(xr, VKRT_TYPE_F32, (uint64_t)((k + j) * b->nb[0]))));
-                rounding += wmag[k] * amax / 254 * 1.001;
-              }
-            }
-            ref[o] = (float)acc;
-            /* f32 accumulation in any order: well inside K * 2^-24 * sum |w x| (block types:
-             * the sum of the magnitudes of the products the kernels form); --activations q8
-             * adds the rounding of x */
-            tol[o] = (float)(mag * 2e-5 * (1.0 + sqrt((double)K) / 16.0) + rounding + 1e-6);
-          }
-    free(wf);
-    free(wmag);
-    free(scratch);
-    return true;
-  }
+  if (bc->op == CASE_MUL_MAT)
+    return mul_mat_reference(bc, host, ref, tol, q8);
   if (bc->op >= CASE_RMS_NORM)
     return decode_reference(bc, host, ref, tol);
   for (i[3] = 0; i[3] < d->ne[3]; i[3]++)
@@ -931,6 +980,9 @@ struct cases_opts {
   double target_ms; /* GPU time per timed batch */
   double warmup_ms; /* back-to-back work before each case is timed */
   bool warmup_set;
+  bool tiles;     /* --tiles: sweep the tiled matmul's tiles on every tiled MUL_MAT case */
+  int min_m;      /* --min-m: the tiled crossover (0: the device's) */
+  int coopmat;    /* --coopmat on|off (-1: the device's choice) */
 };
 
 struct cases_ctx {
@@ -1145,6 +1197,60 @@ static void report_error(struct cases_ctx *c, int line, const char *name, const 
   fflush(stdout);
 }
 
+/* --tiles: the same tiled case with each tile of the kernel it took (portable or cooperative
+ * matrix), set for both M classes so the case's M picks it, each verified and timed. */
+static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint8_t *got,
+                        uint64_t dsize, const float *ref, const float *tol, uint64_t bytes) {
+  static const vkrt_tuning_matmul_tile portable[] = {
+      {256, 64, 64, 4}, {256, 128, 64, 8}, {256, 128, 128, 8}, {256, 64, 32, 4},
+      {256, 128, 32, 8}, {128, 64, 32, 4}, {128, 32, 32, 2}, {256, 64, 16, 4}, {64, 32, 16, 2}};
+  static const vkrt_tuning_matmul_tile coop[] = {
+      {256, 128, 128, 2}, {256, 128, 128, 4}, {256, 256, 64, 2}, {256, 128, 64, 2},
+      {128, 64, 64, 2},   {128, 128, 32, 2},  {128, 64, 32, 2},  {256, 64, 32, 2},
+      {128, 32, 32, 2},   {64, 32, 32, 2}};
+  const vkrt_tuning_matmul_tile *list = cm ? coop : portable;
+  size_t n = cm ? sizeof(coop) / sizeof(coop[0]) : sizeof(portable) / sizeof(portable[0]);
+  vkrt_tuning_tile_slot small = cm ? VKRT_TUNING_TILE_COOPMAT_SMALL : VKRT_TUNING_TILE_PORTABLE_SMALL;
+  vkrt_tuning_matmul_tile keep[2];
+  vkrt_tuning_matmul_tile_get(c->app, c->o.device, small, &keep[0]);
+  vkrt_tuning_matmul_tile_get(c->app, c->o.device, small + 1, &keep[1]);
+  double keep_warmup = c->o.warmup_ms;
+  c->o.warmup_ms = fmin(keep_warmup, 30);
+  if (c->o.json)
+    printf(", \"tiles\": [");
+  int nt = 0;
+  for (size_t i = 0; i < n; i++) {
+    const vkrt_tuning_matmul_tile *t = &list[i];
+    uint64_t vw = UINT64_MAX;
+    double vt = -1, ve = 0;
+    int vreps = 0;
+    if (vkrt_tuning_matmul_tile_set(c->app, c->o.device, small, t) != VKRT_OK ||
+        vkrt_tuning_matmul_tile_set(c->app, c->o.device, small + 1, t) != VKRT_OK)
+      continue; /* not a tile this device takes (shared memory, invocations) */
+    if (vkrt_cmd_fill(lc->dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
+        record_case(lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
+        vkrt_download(got, lc->dst, 0, dsize) == VKRT_OK) {
+      vw = count_wrong(&lc->bc.dst, got, ref, tol, &ve);
+      vt = time_case(c, lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
+    }
+    c->wrong_total += vw == UINT64_MAX ? 1 : vw;
+    double vg = vt > 0 ? (double)bytes / vt * 1e-9 : 0;
+    if (c->o.json)
+      printf("%s{\"wg\": %u, \"bm\": %u, \"bn\": %u, \"rm\": %u, \"us\": %.3f, \"wrong\": %" PRId64
+             "}", nt++ ? ", " : "", t->wg, t->bm, t->bn, t->rm, vt * 1e6,
+             vw == UINT64_MAX ? -1 : (int64_t)vw);
+    else
+      printf("    %s tile %3ux%-3u wg %3u rm %u %10.2f us %9.1f GB/s %6.3f x %9" PRId64 "\n",
+             cm ? "coopmat" : "portable", t->bm, t->bn, t->wg, t->rm, vt * 1e6, vg,
+             c->copy_gbps > 0 ? vg / c->copy_gbps : 0, vw == UINT64_MAX ? -1 : (int64_t)vw);
+  }
+  vkrt_tuning_matmul_tile_set(c->app, c->o.device, small, &keep[0]);
+  vkrt_tuning_matmul_tile_set(c->app, c->o.device, small + 1, &keep[1]);
+  c->o.warmup_ms = keep_warmup;
+  if (c->o.json)
+    printf("]");
+}
+
 /* Uploads, verifies and times one parsed case. */
 static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   struct live_case lc = {.bc = *bc};
@@ -1262,6 +1368,9 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
            "   wall %8.2f us (%5.3f x)  record %6.2f us\n", bc->name, path, t * 1e6, gbps, ratio,
            wrong, wall * 1e6, t > 0 ? wall / t : 0.0, rec * 1e6);
   }
+
+  if (c->o.tiles && bc->op == CASE_MUL_MAT && !strncmp(path, "tiled matmul", 12))
+    sweep_tiles(c, &lc, strstr(path, "coopmat") != NULL, got, dsize, ref, tol, bytes);
 
   /* matrix-vector variants: the same case with every configuration, each verified */
   if (c->o.variants && bc->op == CASE_MUL_MAT && !strcmp(path, "matvec")) {
@@ -1475,7 +1584,7 @@ static void measure_copy(struct cases_ctx *c) {
 static void usage(void) {
   printf("usage: vkrt-bench cases --test-file FILE [--json] [--iters N] [--device D] [--variants]\n"
          "                        [--target-ms MS] [--warmup-ms MS] [--tiled-copies on|off]\n"
-         "                        [--activations f32|q8]\n"
+         "                        [--activations f32|q8] [--tiles] [--min-m M] [--coopmat on|off]\n"
          "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT,\n"
          "  FLASH_ATTN_EXT; f32, f16, q8_0/q4_K as MUL_MAT weights, q8_0 as FLASH_ATTN_EXT's K and\n"
          "  V; the decode ops RMS_NORM (+ MUL fused), ROPE, GET_ROWS, SET_ROWS, ARGMAX), each\n"
@@ -1488,7 +1597,10 @@ static void usage(void) {
          "  the time over the K/V-read roofline (R: bytes of K and V at the copy rate).\n"
          "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n"
          "  --activations q8 opens with VKRT_ACTIVATIONS_Q8 (quantized weights, one column: x\n"
-         "  rounded to 8 bits; the check allows that rounding).\n");
+         "  rounded to 8 bits; the check allows that rounding).\n"
+         "  --tiles sweeps the tiled matmul's tiles on every MUL_MAT case that takes it;\n"
+         "  --min-m sets the crossover (M from which the tiled kernel runs, for every type);\n"
+         "  --coopmat off runs the portable tiles where the device has cooperative matrices.\n");
 }
 
 static int cmd_cases(int argc, char **argv) {
@@ -1498,10 +1610,13 @@ static int cmd_cases(int argc, char **argv) {
       {"variants", no_argument, 0, 'v'},        {"target-ms", required_argument, 0, 't'},
       {"tiled-copies", required_argument, 0, 'c'}, {"warmup-ms", required_argument, 0, 'w'},
       {"activations", required_argument, 0, 'a'}, {"help", no_argument, 0, 'h'},
+      {"tiles", no_argument, 0, 'T'}, {"min-m", required_argument, 0, 'm'},
+      {"coopmat", required_argument, 0, 'C'},
       {0, 0, 0, 0}};
   struct cases_ctx c;
   memset(&c, 0, sizeof(c));
   c.o.tiled_copies = -1;
+  c.o.coopmat = -1;
   optind = 1;
   int ch;
   while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -1521,6 +1636,9 @@ static int cmd_cases(int argc, char **argv) {
         return 2;
       }
       break;
+    case 'T': c.o.tiles = true; break;
+    case 'm': c.o.min_m = atoi(optarg); break;
+    case 'C': c.o.coopmat = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : -1; break;
     case 'h': usage(); return 0;
     default: usage(); return 2;
     }
@@ -1548,6 +1666,15 @@ static int cmd_cases(int argc, char **argv) {
   }
   if (c.o.tiled_copies >= 0)
     vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_COPY_TRANSPOSED_TILED, c.o.tiled_copies);
+  if ((c.o.min_m > 0 &&
+       vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_MATMUL_TILED_MIN_M, c.o.min_m) != VKRT_OK) ||
+      (c.o.coopmat >= 0 &&
+       vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_MATMUL_COOPMAT, c.o.coopmat) != VKRT_OK)) {
+    fprintf(stderr, "vkrt-bench cases: %s\n", vkrt_last_error(c.app));
+    vkrt_close(c.app);
+    fclose(f);
+    return 2;
+  }
   bool cpu = c.td.is_cpu;
   if (c.o.iters <= 0)
     c.o.iters = cpu ? 2 : 7;

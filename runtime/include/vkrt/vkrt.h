@@ -316,6 +316,7 @@ typedef struct vkrt_load_info {
                               O_DIRECT alignment padding) */
   uint64_t ns;             /* wall time of the load */
   uint32_t threads;        /* threads reading or copying (the registry's copy pool) */
+  uint32_t chunk_count;    /* import chunks of the mapped path's registration (0: none) */
   double resident;         /* fraction of the file in the page cache at the start (-1: not
                               measured) */
 } vkrt_load_info;
