@@ -34,6 +34,11 @@
 
 /* ---- libc's allocator, interposed ----------------------------------------------------- */
 
+static atomic_bool libc_counting;
+static atomic_long libc_own, libc_other;
+static atomic_uintptr_t libc_own_first; /* the first own caller, as an offset for addr2line */
+static _Thread_local int in_injected;   /* inside the injected allocator (counted apart) */
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define LIBC_COUNTED 0
 #else
@@ -45,10 +50,6 @@ void __libc_free(void *ptr);
 void *__libc_memalign(size_t alignment, size_t size);
 extern char __executable_start[], etext[]; /* this program's code: the test and libvkrt */
 
-static atomic_bool libc_counting;
-static atomic_long libc_own, libc_other;
-static atomic_uintptr_t libc_own_first; /* the first own caller, as an offset for addr2line */
-static _Thread_local int in_injected;   /* inside the injected allocator (counted apart) */
 
 static void libc_note(void *caller) {
   if (!atomic_load_explicit(&libc_counting, memory_order_relaxed) || in_injected)
