@@ -260,7 +260,10 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
     ops->matvec_cols[t] = choose_matvec(dev, (vkrt_type)t, 2);
   }
   choose_matmul(dev, ops);
-  ops->use_coopmat = true;
+  /* The cooperative-matrix tiles are off unless a bench asks (vkrt_tuning MATMUL_COOPMAT):
+   * on the H200 they ran M = 512, K 4096 x N 14336 f16 in 2631 us (the peer: 276) and they
+   * round x to f16, which breaks vkrt_op_matmul's f32-activation contract. */
+  ops->use_coopmat = false;
   dev->ops = ops;
   vkrt_status s = ops->push_descriptor ? VKRT_OK : create_pools(dev, ops);
   if (s == VKRT_OK)

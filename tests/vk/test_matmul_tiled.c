@@ -296,6 +296,8 @@ static void test_crossover_and_tiles(void **state) {
   vkrt_tuning_matmul_tile keep, tile = {64, 32, 16, 2};
   vkt_check(app, vkrt_tuning_matmul_tile_get(app, 0, VKRT_TUNING_TILE_PORTABLE_LARGE, &keep));
   vkt_check(app, vkrt_tuning_matmul_tile_set(app, 0, VKRT_TUNING_TILE_PORTABLE_LARGE, &tile));
+  int64_t coopmat_was;
+  vkt_check(app, vkrt_tuning_get(app, 0, VKRT_TUNING_MATMUL_COOPMAT, &coopmat_was));
   knob(app, VKRT_TUNING_MATMUL_COOPMAT, 0);
   for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++)
     if (type_enabled(types[t])) {
@@ -303,7 +305,7 @@ static void test_crossover_and_tiles(void **state) {
       struct mm c = {types[t], K, 50, 70, 1, 1, 0, 0, 0, 0, false, 0, TILED};
       run(app, &c);
     }
-  knob(app, VKRT_TUNING_MATMUL_COOPMAT, 1);
+  knob(app, VKRT_TUNING_MATMUL_COOPMAT, coopmat_was);
   vkt_check(app, vkrt_tuning_matmul_tile_set(app, 0, VKRT_TUNING_TILE_PORTABLE_LARGE, &keep));
   /* tiles the kernel cannot take are refused, saying why */
   vkrt_tuning_matmul_tile bad = {256, 64, 30, 4};

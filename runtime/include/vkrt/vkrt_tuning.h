@@ -71,7 +71,7 @@ typedef enum vkrt_tuning_knob {
   VKRT_TUNING_MATMUL_TILED_MIN_M,       /* the crossover for every weight type: M from which
                                            vkrt_op_matmul takes the tiled kernel (1..65536) */
   VKRT_TUNING_MATMUL_COOPMAT,           /* 0/1: the tiled kernel on cooperative matrices where
-                                           the device has them (1, the default) */
+                                           the device has them (0, the default) */
   VKRT_TUNING_ATTENTION_SPLITS,         /* vkrt_op_attention: 0 = plan the split count, else
                                            this many (kept within 1 token per split and what
                                            the shared memory and scratch allow) */
