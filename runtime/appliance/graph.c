@@ -12,7 +12,8 @@
 #include "base/base.h"
 #include "transport/collective.h"
 
-#define GRAPH_MAX_BATCHES 128  /* submits one device's part of a graph may hold */
+#define GRAPH_MAX_BATCHES 1024 /* submits one device's part of a graph may hold (a 32-layer
+                                  * model on two devices makes ~130: two per allreduce) */
 #define GRAPH_MAX_BUFFERS 1024 /* distinct buffers one device's part may touch */
 
 struct graph_device {

@@ -11,7 +11,7 @@ struct vkrt_collective;
 /* What a captured graph holds of its collectives: the transport's piece sequence when the
  * capture began and every piece (vkrt_collective_capture_begin .. _end; replayed at each
  * launch by vkrt_collective_replay). */
-#define VKRT_GRAPH_MAX_PIECES 64
+#define VKRT_GRAPH_MAX_PIECES 512 /* a 32-layer model: 65 allreduces per token */
 struct vkrt_collective_capture {
   uint64_t seq0;
   uint32_t pieces;
