@@ -15,22 +15,8 @@
 
 static uint64_t rng;
 
-typedef struct {
-  vkrt_buffer *buf;
-  uint8_t *map;
-  uint64_t size;
-} hbuf;
 
-static hbuf hb_new(vkrt_appliance *app, uint64_t size) {
-  hbuf h = {.size = size};
-  vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_HOST_VISIBLE, &h.buf));
-  void *p;
-  vkt_check(app, vkrt_buffer_map(h.buf, &p));
-  h.map = p;
-  return h;
-}
-
-static void hb_free(hbuf *h) {
+static void hb_free(vkt_hbuf *h) {
   vkrt_buffer_destroy(h->buf);
   h->buf = NULL;
 }
@@ -143,8 +129,8 @@ static void run_rms_norm(vkrt_appliance *app, int64_t n, int64_t rows, int64_t p
   vkrt_tensor x = mk(NULL, off, VKRT_TYPE_F32, n, rows, planes, pad);
   vkrt_tensor w = mk(NULL, off + 4, VKRT_TYPE_F32, n, 1, 1, 0);
   vkrt_tensor d = in_place ? x : mk(NULL, 12, VKRT_TYPE_F32, n, rows, planes, pad + 4);
-  hbuf xb = hb_new(app, extent(&x)), wb = hb_new(app, extent(&w));
-  hbuf db = in_place ? xb : hb_new(app, extent(&d));
+  vkt_hbuf xb = vkt_hbuf_new(app, extent(&x)), wb = vkt_hbuf_new(app, extent(&w));
+  vkt_hbuf db = in_place ? xb : vkt_hbuf_new(app, extent(&d));
   x.buffer = xb.buf, w.buffer = wb.buf, d.buffer = db.buf;
   vkt_fill_random(xb.map, xb.size, &rng);
   vkt_fill_random(wb.map, wb.size, &rng);
@@ -242,8 +228,8 @@ static void run_rope(vkrt_appliance *app, int64_t hd, int64_t heads, int64_t tok
   vkrt_tensor d = in_place ? x : mk(NULL, 8, VKRT_TYPE_F32, hd, heads, tokens, pad + 8);
   vkrt_tensor pos = mk(NULL, 12, VKRT_TYPE_I32, tokens, 1, 1, 0);
   pos.nb[0] = 8; /* every other i32 */
-  hbuf xb = hb_new(app, extent(&x)), pb = hb_new(app, 12 + 8 * (uint64_t)tokens + 8);
-  hbuf db = in_place ? xb : hb_new(app, extent(&d));
+  vkt_hbuf xb = vkt_hbuf_new(app, extent(&x)), pb = vkt_hbuf_new(app, 12 + 8 * (uint64_t)tokens + 8);
+  vkt_hbuf db = in_place ? xb : vkt_hbuf_new(app, extent(&d));
   x.buffer = xb.buf, d.buffer = db.buf, pos.buffer = pb.buf;
   vkt_fill_random(xb.map, xb.size, &rng);
   fill_f32(xb.map, &x, -3.0f, 3.0f);
@@ -304,7 +290,7 @@ static void test_rope_positions_from_device(void **state) {
   vkrt_rope_params rp = {.mode = VKRT_ROPE_NORMAL, .n_dims = 64, .freq_base = 500000.0f,
                          .freq_scale = 1.0f};
   vkrt_tensor x = mk(NULL, 0, VKRT_TYPE_F32, 64, 4, 1, 0), d = mk(NULL, 0, VKRT_TYPE_F32, 64, 4, 1, 0);
-  hbuf xb = hb_new(app, extent(&x)), db = hb_new(app, extent(&d)), pb = hb_new(app, 64);
+  vkt_hbuf xb = vkt_hbuf_new(app, extent(&x)), db = vkt_hbuf_new(app, extent(&d)), pb = vkt_hbuf_new(app, 64);
   vkrt_buffer *dev_pos;
   vkt_check(app, vkrt_buffer_create(app, 0, 64, 0, &dev_pos));
   vkrt_tensor pos = mk(dev_pos, 16, VKRT_TYPE_I32, 1, 1, 1, 0);
@@ -369,8 +355,8 @@ static void run_get_rows(vkrt_appliance *app, vkrt_type type, int64_t n_embd, in
   vkrt_tensor ids = mk(NULL, 4 * off, VKRT_TYPE_I32, n, 1, 1, 0);
   ids.nb[0] = 12; /* one id every three i32 */
   vkrt_tensor d = mk(NULL, 8, VKRT_TYPE_F32, n_embd, n, 1, 4 * pad);
-  hbuf tb = hb_new(app, extent(&table)), ib = hb_new(app, 4 * off + 12 * (uint64_t)n + 8),
-       db = hb_new(app, extent(&d));
+  vkt_hbuf tb = vkt_hbuf_new(app, extent(&table)), ib = vkt_hbuf_new(app, 4 * off + 12 * (uint64_t)n + 8),
+       db = vkt_hbuf_new(app, extent(&d));
   table.buffer = tb.buf, ids.buffer = ib.buf, d.buffer = db.buf;
   vkt_fill_random(tb.map, tb.size, &rng);
   fill_table(tb.map, &table);
@@ -479,8 +465,8 @@ static void run_set_rows(vkrt_appliance *app, vkrt_type dt, int64_t n, int64_t n
   vkrt_tensor src = mk(NULL, 4 * off, VKRT_TYPE_F32, n, count, 1, 4 * pad);
   vkrt_tensor rows = mk(NULL, 8, VKRT_TYPE_I32, count, 1, 1, 0);
   rows.nb[0] = 8;
-  hbuf db = hb_new(app, extent(&dst) + 64), sb = hb_new(app, extent(&src)),
-       rb = hb_new(app, 8 + 8 * (uint64_t)count + 8);
+  vkt_hbuf db = vkt_hbuf_new(app, extent(&dst) + 64), sb = vkt_hbuf_new(app, extent(&src)),
+       rb = vkt_hbuf_new(app, 8 + 8 * (uint64_t)count + 8);
   dst.buffer = db.buf, src.buffer = sb.buf, rows.buffer = rb.buf;
   vkt_fill_random(sb.map, sb.size, &rng);
   if (dt == VKRT_TYPE_F32) { /* any bit pattern: the f32 rows move bit for bit */
@@ -588,7 +574,7 @@ static void run_argmax(vkrt_appliance *app, int64_t n, int64_t rows, int64_t pad
   vkrt_tensor x = mk(NULL, off, VKRT_TYPE_F32, n, rows, 1, pad);
   vkrt_tensor d = mk(NULL, 4, VKRT_TYPE_I32, rows, 1, 1, 0);
   d.nb[0] = 8;
-  hbuf xb = hb_new(app, extent(&x)), db = hb_new(app, 4 + 8 * (uint64_t)rows + 8);
+  vkt_hbuf xb = vkt_hbuf_new(app, extent(&x)), db = vkt_hbuf_new(app, 4 + 8 * (uint64_t)rows + 8);
   x.buffer = xb.buf, d.buffer = db.buf;
   vkt_fill_random(xb.map, xb.size, &rng);
   for (int64_t r = 0; r < rows; r++) {
@@ -651,7 +637,7 @@ static void test_argmax_back_to_back(void **state) {
   vkrt_appliance *app = open_app();
   int64_t n = 20000;
   vkrt_tensor x[2], d[2];
-  hbuf xb = hb_new(app, 2 * 4 * (uint64_t)n), db = hb_new(app, 8);
+  vkt_hbuf xb = vkt_hbuf_new(app, 2 * 4 * (uint64_t)n), db = vkt_hbuf_new(app, 8);
   for (int k = 0; k < 2; k++) {
     x[k] = mk(xb.buf, 4 * (uint64_t)n * (uint64_t)k, VKRT_TYPE_F32, n, 1, 1, 0);
     d[k] = mk(db.buf, 4 * (uint64_t)k, VKRT_TYPE_I32, 1, 1, 1, 0);
@@ -692,7 +678,7 @@ static void expect_invalid(vkrt_appliance *app, vkrt_status s, const char *needl
 static void test_i32_in_other_ops(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
-  hbuf a = hb_new(app, 8192), b = hb_new(app, 8192);
+  vkt_hbuf a = vkt_hbuf_new(app, 8192), b = vkt_hbuf_new(app, 8192);
   vkrt_tensor s = mk(a.buf, 4, VKRT_TYPE_I32, 13, 9, 1, 8);
   vkrt_tensor dense = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_I32, 13, 9, 1, 1);
   vkrt_tensor strided = mk(b.buf, 1024, VKRT_TYPE_I32, 13, 9, 1, 12);
@@ -755,7 +741,7 @@ static void test_i32_in_other_ops(void **state) {
 static void test_bad_input(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
-  hbuf a = hb_new(app, 65536), b = hb_new(app, 65536);
+  vkt_hbuf a = vkt_hbuf_new(app, 65536), b = vkt_hbuf_new(app, 65536);
   vkrt_tensor x = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 64, 4, 2, 1);
   vkrt_tensor d = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 64, 4, 2, 1);
   vkrt_tensor w = vkrt_tensor_contiguous(a.buf, 8192, VKRT_TYPE_F32, 64, 1, 1, 1);
@@ -867,7 +853,7 @@ static void expect_unsupported(vkrt_appliance *app, bool enabled, vkrt_status s,
 static void test_compiled_out(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
-  hbuf a = hb_new(app, 16384), b = hb_new(app, 16384);
+  vkt_hbuf a = vkt_hbuf_new(app, 16384), b = vkt_hbuf_new(app, 16384);
   vkrt_tensor x = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 64, 2, 1, 1);
   vkrt_tensor d = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 64, 2, 1, 1);
   vkrt_tensor i32 = vkrt_tensor_contiguous(a.buf, 8192, VKRT_TYPE_I32, 2, 1, 1, 1);

@@ -40,20 +40,6 @@ static bool type_enabled(vkrt_type t) {
   }
 }
 
-typedef struct {
-  vkrt_buffer *buf;
-  uint8_t *map;
-  uint64_t size;
-} hbuf;
-
-static hbuf hb_new(vkrt_appliance *app, uint64_t size) {
-  hbuf h = {.size = size};
-  vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_HOST_VISIBLE, &h.buf));
-  void *p;
-  vkt_check(app, vkrt_buffer_map(h.buf, &p));
-  h.map = p;
-  return h;
-}
 
 static void put_u16(uint8_t *p, uint16_t v) {
   p[0] = (uint8_t)v;
@@ -135,8 +121,8 @@ static void run(vkrt_appliance *app, const struct mm *c) {
   d.nb[1] = 4 * (c->N + 3);
   d.nb[2] = d.nb[1] * c->M;
   d.nb[3] = d.nb[2] * c->b2;
-  hbuf wb = hb_new(app, c->w_off + (uint64_t)w.nb[3] + 16), xb = hb_new(app, c->x_off + (uint64_t)x.nb[3]),
-       db = hb_new(app, 8 + (uint64_t)d.nb[3] + 4);
+  vkt_hbuf wb = vkt_hbuf_new(app, c->w_off + (uint64_t)w.nb[3] + 16), xb = vkt_hbuf_new(app, c->x_off + (uint64_t)x.nb[3]),
+       db = vkt_hbuf_new(app, 8 + (uint64_t)d.nb[3] + 4);
   w.buffer = wb.buf, x.buffer = xb.buf, d.buffer = db.buf;
   vkt_fill_random(wb.map, wb.size, &rng);
   fill_w(wb.map, &w);
@@ -340,7 +326,7 @@ static void test_fallback(void **state) {
     struct mm c = {types[t], 256, 100, 12, 1, 1, 0, 0, 0, 0, false, 0, FALLBACK};
     run(app, &c);
     n++;
-    hbuf wb = hb_new(app, 256 * 100 * 4), xb = hb_new(app, 256 * 12 * 4), db = hb_new(app, 100 * 12 * 4);
+    vkt_hbuf wb = vkt_hbuf_new(app, 256 * 100 * 4), xb = vkt_hbuf_new(app, 256 * 12 * 4), db = vkt_hbuf_new(app, 100 * 12 * 4);
     vkrt_tensor w = vkrt_tensor_contiguous(wb.buf, 0, types[t], 256, 100, 1, 1);
     vkrt_tensor x = vkrt_tensor_contiguous(xb.buf, 0, VKRT_TYPE_F32, 256, 12, 1, 1);
     vkrt_tensor d = vkrt_tensor_contiguous(db.buf, 0, VKRT_TYPE_F32, 100, 12, 1, 1);

@@ -126,20 +126,6 @@ static float *dequant_rows(const uint8_t *base, const vkrt_tensor *t) {
 }
 
 
-typedef struct {
-  vkrt_buffer *buf;
-  uint8_t *map;
-  uint64_t size;
-} hbuf;
-
-static hbuf hb_new(vkrt_appliance *app, uint64_t size) {
-  hbuf h = {.size = size};
-  vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_HOST_VISIBLE, &h.buf));
-  void *p;
-  vkt_check(app, vkrt_buffer_map(h.buf, &p));
-  h.map = p;
-  return h;
-}
 
 /* A block tensor {K, N, b2, 1}: rows `pad` whole blocks longer than K (0 = dense), at
  * `offset` bytes. */
@@ -212,8 +198,8 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
   d.nb[1] = 4 * (c->N + 3);
   d.nb[2] = d.nb[1] * c->M;
   d.nb[3] = d.nb[2] * c->b2;
-  hbuf wb = hb_new(app, block_extent(&w) + 7), xb = hb_new(app, c->x_off + 4 * c->K * c->M * c->b2),
-       db = hb_new(app, 8 + (uint64_t)d.nb[3] + 4);
+  vkt_hbuf wb = vkt_hbuf_new(app, block_extent(&w) + 7), xb = vkt_hbuf_new(app, c->x_off + 4 * c->K * c->M * c->b2),
+       db = vkt_hbuf_new(app, 8 + (uint64_t)d.nb[3] + 4);
   w.buffer = wb.buf, x.buffer = xb.buf, d.buffer = db.buf;
   vkt_fill_random(wb.map, wb.size, &rng);
   fill_blocks(wb.map, &w, c->scales);
@@ -437,7 +423,7 @@ static void run_dequant(vkrt_appliance *app, vkrt_type st, vkrt_type dt, int64_t
   }
   d.nb[2] = (int64_t)ts * (K + 1) * N;
   d.nb[3] = d.nb[2] * b2;
-  hbuf sb = hb_new(app, block_extent(&s) + 3), db = hb_new(app, d.offset + d.nb[3] + 8);
+  vkt_hbuf sb = vkt_hbuf_new(app, block_extent(&s) + 3), db = vkt_hbuf_new(app, d.offset + d.nb[3] + 8);
   s.buffer = sb.buf, d.buffer = db.buf;
   vkt_fill_random(sb.map, sb.size, &rng);
   fill_blocks(sb.map, &s, mode);
@@ -496,7 +482,7 @@ static void test_dequant_copy(void **state) {
       run_dequant(app, st, dt, 5 * B, 3, 3, 2, 8, false, SCALE_EXTREME);
     }
     /* same-type dense copy: the bytes */
-    hbuf a = hb_new(app, 4096), b = hb_new(app, 4096);
+    vkt_hbuf a = vkt_hbuf_new(app, 4096), b = vkt_hbuf_new(app, 4096);
     vkt_fill_random(a.map, a.size, &rng);
     vkt_poison(b.map, b.size);
     vkrt_tensor s = vkrt_tensor_contiguous(a.buf, 2 * (t + 1), st, 2 * B, 3, 1, 1);
@@ -588,7 +574,7 @@ static void test_swiglu(void **state) {
   for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
     for (int inplace = 0; inplace < 3; inplace++) { /* 0: separate dst, 1: dst = gate, 2: = up */
       int64_t n = sizes[s];
-      hbuf b = hb_new(app, (uint64_t)n * 12 + 64);
+      vkt_hbuf b = vkt_hbuf_new(app, (uint64_t)n * 12 + 64);
       float *g = (float *)(b.map + 16), *u = g + n, *d = u + n;
       vkt_fill_random_f32(g, (size_t)n, -12.0f, 12.0f, &rng);
       vkt_fill_random_f32(u, (size_t)n, -2.0f, 2.0f, &rng);
