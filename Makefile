@@ -101,7 +101,7 @@ savedefconfig: | $(CONFIG_FILE)
 # A board name that is not a folder under boards/.
 %_defconfig:
 	@echo "no board '$*': boards/$*/defconfig does not exist. Boards:" >&2
-	@for b in $(BOARDS); do echo "  make $${b}_defconfig" >&2; done
+	@for b in $(BOARDS); do echo "  make $(if $(O_GIVEN),O=$(O) )$${b}_defconfig" >&2; done
 	@exit 1
 
 # configure records --builddir and --config, so ninja's regenerate rule re-reads this

@@ -22,7 +22,7 @@ done
 
 # Boards that pick their devices by vendor id, run here: where no physical device has that
 # vendor (lavapipe for the GPU boards), vkrt-probe must fail with the board mismatch naming
-# the vendor asked for and what was found; where it opens, every device it opened must
+# the vendor asked for and what was found, once; where it opens, every device it opened must
 # report that vendor. A board check skipped at open shows either way.
 for dir in "$ROOT"/boards/*/; do
   board=$(basename "$dir") build="$SCRATCH/build-board-$board"
@@ -37,6 +37,8 @@ for dir in "$ROOT"/boards/*/; do
     grep -q "VKRT_ERROR_BOARD_MISMATCH" <<< "$out" && grep -q "with vendor $vendor" <<< "$out" &&
       grep -q "physical device(s): \[0\]" <<< "$out" ||
       { echo "$out"; fail "$board: vkrt-probe failed without the board mismatch for vendor $vendor"; }
+    [ "$(grep -c "expects .* with vendor $vendor" <<< "$out")" = 1 ] ||
+      { echo "$out"; fail "$board: vkrt-probe printed the board mismatch more than once"; }
     echo "board $board: refused here: $(tail -1 <<< "$out")"
   fi
 done
