@@ -6,6 +6,7 @@
 #   <root>/lib/pkgconfig/vkrt.pc    relocatable (prefix from the .pc file's own folder), so the
 #                                   tree works wherever it is unpacked or staged
 #   <root>/include/vkrt/*.h         the public headers; config.h is this build's configuration
+#                                   (vkrt_lab.h only with CONFIG_VKRT_LAB)
 #   <root>/bin/                     vkrt-probe, vkrt-bench, vkrt-service (those configured)
 #   <root>/share/vkrt/              LICENSE, README.md, CHANGELOG.md, docs/, boards/, examples/,
 #                                   config (this build's .config), README.board.md
@@ -23,8 +24,10 @@ y() { grep -q "^CONFIG_$1=y" "$config"; }
 mkdir -p "$root/lib/pkgconfig" "$root/include/vkrt" "$root/bin" "$root/share/vkrt"
 install -m 644 "$builddir/libvkrt.a" "$root/lib/"
 install -m 644 "$builddir"/include/vkrt/*.h "$root/include/vkrt/"
-# vkrt_mpi.h (the only header that includes mpi.h) only with the MPI transport
+# vkrt_mpi.h (the only header that includes mpi.h) only with the MPI transport, vkrt_lab.h
+# only with the lab (an appliance image has neither its header nor its functions)
 y VKRT_TRANSPORT_MPI || rm -f "$root/include/vkrt/vkrt_mpi.h"
+y VKRT_LAB || rm -f "$root/include/vkrt/vkrt_lab.h"
 for t in vkrt-probe vkrt-bench vkrt-service; do
   [ -x "$builddir/bin/$t" ] && install -m 755 "$builddir/bin/$t" "$root/bin/"
 done

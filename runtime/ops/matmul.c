@@ -291,7 +291,7 @@ static void tiled_fallback(struct vkrt_device *dev, const struct vkrt_ops_view *
     ops->matmul_fallback_logged = true;
     vkrt_log(&dev->sys->base, VKRT_LOG_WARN,
              "dev%u: vkrt_op_matmul: %s w, M = %u: tiled kernel not possible (%s); running the "
-             "matrix-vector kernels instead (logged once; vkrt_tuning counters: matmul_fallback)",
+             "matrix-vector kernels instead (logged once; vkrt_lab counters: matmul_fallback)",
              dev->index, vkrt_type_str(w->type), M, why);
   }
 }

@@ -209,7 +209,7 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
            p[0].bn, p[1].bm, p[1].bn, p[1].wg,
            !ops->coopmat ? "no (VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32 and "
                            "32-wide subgroups not on this device)"
-           : !ops->use_coopmat ? "off (vkrt_tuning MATMUL_COOPMAT 0)"
+           : !ops->use_coopmat ? "off (vkrt_lab MATMUL_COOPMAT 0)"
                                : "f16/q8_0/q4_K weights as f16 tiles");
   if (ops->coopmat && ops->use_coopmat) {
     size_t n = strlen(buf);
@@ -260,7 +260,7 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
     ops->matvec_cols[t] = choose_matvec(dev, (vkrt_type)t, 2);
   }
   choose_matmul(dev, ops);
-  /* The cooperative-matrix tiles are off unless a bench asks (vkrt_tuning MATMUL_COOPMAT):
+  /* The cooperative-matrix tiles are off unless a bench asks (vkrt_lab MATMUL_COOPMAT):
    * on the H200 they ran M = 512, K 4096 x N 14336 f16 in 2631 us (the peer: 276) and they
    * round x to f16, which breaks vkrt_op_matmul's f32-activation contract. */
   ops->use_coopmat = false;
@@ -429,7 +429,7 @@ vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
 
 bool vkrt_ops_kernel_usable(struct vkrt_device *dev, enum vkrt_ops_kernel k) {
   struct vkrt_ops_state *ops = dev->ops;
-  return ops && ops->desc[k] && !missing_feature(ops, k);
+  return ops && k < VKRT_OPS_KERNEL_COUNT && ops->desc[k] && !missing_feature(ops, k);
 }
 
 vkrt_status vkrt_ops_pipeline_spec(struct vkrt_device *dev, enum vkrt_ops_kernel k,

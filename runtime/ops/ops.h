@@ -351,7 +351,7 @@ vkrt_status vkrt_attention_open(struct vkrt_device *dev);
 void vkrt_attention_close(struct vkrt_device *dev);
 vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops_view views[5],
                                   float scale);
-/* The plan of an attention over these shapes on dev (vkrt_tuning_attention_plan). */
+/* The plan of an attention over these shapes on dev (vkrt_lab_attention_plan). */
 bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_t n_head,
                              uint32_t n_head_kv, uint32_t n_q, uint32_t n_ctx,
                              struct vkrt_attention_plan *out, char *why, size_t why_size);
@@ -389,6 +389,13 @@ extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
 extern const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                      const struct vkrt_ops_view views[3]);
+/* The kernel variant `variant` (1-based) of type Q8_0 or Q4_K runs for M columns of x
+ * (VKRT_OPS_KERNEL_COUNT outside); the forcing-only ones are compiled with the lab only. */
+enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M);
+/* Whether dev can run variant `variant` for every quantized type in the build (its kernels are
+ * compiled in and the device has what they need); the op still refuses a forced variant that
+ * w or x are not aligned for. */
+bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant);
 /* How quantized matvec takes x on this device, and why (vkrt-probe, describe). */
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -402,6 +409,15 @@ static const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 static inline const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   (void)dev;
   return "none: no quantized kernels in this build";
+}
+static inline enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant,
+                                                             uint32_t M) {
+  (void)type, (void)variant, (void)M;
+  return VKRT_OPS_KERNEL_COUNT;
+}
+static inline bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant) {
+  (void)dev, (void)variant;
+  return false;
 }
 static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                                    const struct vkrt_ops_view views[3]) {

@@ -109,9 +109,27 @@ const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
              : "f32: 8-bit activations were asked for, but the device lacks shaderIntegerDotProduct";
 }
 
+enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M) {
+  if ((type != VKRT_TYPE_Q8_0 && type != VKRT_TYPE_Q4_K) || variant < 1 ||
+      variant > VKRT_QUANT_VARIANTS)
+    return VKRT_OPS_KERNEL_COUNT;
+  const struct qmv_variant *v = &(type == VKRT_TYPE_Q8_0 ? q8_0_variants : q4_k_variants)[variant - 1];
+  return M == 1 ? v->m1 : v->m8;
+}
+
 static bool type_enabled(vkrt_type t) {
   return t == VKRT_TYPE_Q8_0 ? IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
                              : IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
+}
+
+bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant) {
+  bool usable = variant >= 1 && variant <= VKRT_QUANT_VARIANTS;
+  for (int t = 0; usable && t < 2; t++) {
+    vkrt_type type = t ? VKRT_TYPE_Q4_K : VKRT_TYPE_Q8_0;
+    if (type_enabled(type))
+      usable = vkrt_ops_kernel_usable(dev, vkrt_quant_variant_kernel(type, variant, 1));
+  }
+  return usable;
 }
 
 static vkrt_status compiled_out(struct vkrt_device *dev, vkrt_type t, const char *op) {

@@ -11,7 +11,9 @@ struct transpose_push {
   uint32_t base_x, base_y, base_z;
 };
 VKRT_KERNEL_TRANSPOSE_F32_CHECK_PUSH(struct transpose_push);
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE_LAB) /* forcing-only: with the lab */
 VKRT_KERNEL_TRANSPOSE_X2_F32_CHECK_PUSH(struct transpose_push);
+#endif
 
 
 /* The pair kernels move two elements at a time: dims 0 dense, every pair aligned. */
