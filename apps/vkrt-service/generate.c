@@ -43,7 +43,7 @@ void model_close(struct service *s) {
  * generated tokens need. */
 static int prompt_ids(struct service *s, struct generation *gen) {
   const struct service_args *a = s->args;
-  size_t cap = (a->prompt ? strlen(a->prompt) * 4 : 0) + 8;
+  size_t cap = (a->prompt ? strlen(a->prompt) * 4 : 0) + a->prompt_tokens + 8;
   gen->ids = malloc((cap + a->tokens + 1) * sizeof(int32_t));
   if (!gen->ids) {
     fprintf(stderr, "vkrt-service: out of host memory\n");
@@ -52,18 +52,24 @@ static int prompt_ids(struct service *s, struct generation *gen) {
   int32_t n = a->prompt ? llama_tokenize(s->vocab, a->prompt, true, gen->ids, (int32_t)cap) : 1;
   if (!a->prompt)
     gen->ids[0] = llama_vocab_bos(s->vocab);
+  if (a->prompt_tokens) { /* BOS, then seeded ids drawn from the whole vocabulary */
+    uint64_t rng = a->seed * 0x9E3779B97F4A7C15ull + 1;
+    for (n = 1; n < (int32_t)a->prompt_tokens; n++)
+      gen->ids[n] = (int32_t)(gguf_random(&rng) % s->model->hp.n_vocab);
+  }
   if (n < 1) {
     fprintf(stderr, "vkrt-service: the prompt could not be tokenized\n");
     return EXIT_USAGE;
   }
   gen->n_prompt = (uint32_t)n;
-  uint64_t need = gen->n_prompt + a->tokens - 1; /* the last generated token is not fed */
+  /* the last generated token is not fed */
+  uint64_t need = a->depth + gen->n_prompt + a->tokens - 1;
   gen->n_ctx = a->ctx ? (uint32_t)a->ctx : (uint32_t)need;
   if (need > gen->n_ctx || gen->n_ctx > s->model->hp.n_ctx_train * 8ull) {
-    fprintf(stderr, "vkrt-service: %u prompt tokens + %llu generated need a context of %llu "
-            "tokens; --ctx %u (the model was trained on %u)\n", gen->n_prompt,
-            (unsigned long long)a->tokens, (unsigned long long)need, gen->n_ctx,
-            s->model->hp.n_ctx_train);
+    fprintf(stderr, "vkrt-service: depth %llu + %u prompt tokens + %llu generated need a "
+            "context of %llu tokens; --ctx %u (the model was trained on %u)\n",
+            (unsigned long long)a->depth, gen->n_prompt, (unsigned long long)a->tokens,
+            (unsigned long long)need, gen->n_ctx, s->model->hp.n_ctx_train);
     return EXIT_USAGE;
   }
   return 0;
@@ -75,7 +81,8 @@ int model_setup(struct service *s, struct generation *gen) {
   int rc = prompt_ids(s, gen);
   if (rc)
     return rc;
-  struct llama_gpu_params p = {.n_ctx = gen->n_ctx, .kv_type = a->kv_type,
+  struct llama_gpu_params p = {.n_ctx = gen->n_ctx, .depth = (uint32_t)a->depth,
+                               .kv_type = a->kv_type,
                                .first_rank = s->first_rank, .ranks = s->ranks,
                                .path = a->weights_path, .progress = shards_load_progress,
                                .progress_user = s, .load_info = &s->load};
@@ -209,7 +216,7 @@ int model_run(struct service *s, struct generation *gen) {
     if (tool_hosts_max(*s->stop ? 1.0 : 0.0) > 0)
       break;
     bool logits = sampling || pos < a->verify;
-    if ((rc = run_position(s, gen->ids[pos], pos, logits, stamp)))
+    if ((rc = run_position(s, gen->ids[pos], (uint32_t)a->depth + pos, logits, stamp)))
       return rc;
     gen->lat[pos] = stamp[4] - stamp[0];
     if (pos > 0 || gen->warm_tokens) { /* the very first may create pipelines */
@@ -330,7 +337,7 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
   if (ntg) {
     double *lat = gen->lat + np, kv_len = 0;
     for (uint32_t i = 0; i < ntg; i++)
-      t_tg += lat[i], kv_len += np + i + 1;
+      t_tg += lat[i], kv_len += (double)s->args->depth + np + i + 1;
     kv_len /= ntg;
     uint64_t kv = llama_gpu_kv_bytes(s->gpu, (uint32_t)(kv_len + 0.5));
     roofline = s->copy_bw > 0 ? (double)(s->shard_bytes + kv) / s->copy_bw : 0;
@@ -361,8 +368,9 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            gen->checked, verified ? "passed" : "FAILED", gen->min_margin, gen->min_margin_pos,
            gen->max_logit_err, gen->ranks_differ ? "NO" : "yes", s->ranks);
   else
-    printf("vkrt-service: not verified against float64 (--verify 0); ranks bit-identical: %s "
-           "(%u ranks)\n", gen->ranks_differ ? "NO" : "yes", s->ranks);
+    printf("vkrt-service: not verified against float64 (%s); ranks bit-identical: %s "
+           "(%u ranks)\n", s->args->depth ? "--depth: the K/V rows before it are a constant"
+           : "--verify 0", gen->ranks_differ ? "NO" : "yes", s->ranks);
   printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s; a token's work %s\n",
          vkrt_transport_str(vkrt_transport(app)), vkrt_load_path_str(s->load.path[0]),
          (double)s->uploaded / s->t_up * 1e-9,
@@ -373,7 +381,7 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            "\"roofline_ms\": %.4f, \"weight_bytes\": %llu, \"copy_gbps\": %.3f, "
            "\"checked_positions\": %u, \"verified\": %s, \"min_margin\": %.6g, "
            "\"max_logit_diff\": %.3e, \"ranks_bit_identical\": %s, \"ranks\": %u, "
-           "\"hosts\": %u, \"kv_type\": \"%s\", \"graph\": %s, \"transport\": \"%s\", "
+           "\"hosts\": %u, \"depth\": %llu, \"kv_type\": \"%s\", \"graph\": %s, \"transport\": \"%s\", "
            "\"version\": \"%s\"}\n",
            np, np && gen->t_prompt > 0 ? np / gen->t_prompt : 0, gen->n_gen,
            t_tg > 0 ? ntg / t_tg : 0, p50 * 1e3, p99 * 1e3, roofline * 1e3,
@@ -381,7 +389,7 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            gen->checked && verified ? "true" : "false",
            gen->checked ? gen->min_margin : 0.0, gen->max_logit_err,
            gen->ranks_differ ? "false" : "true", s->ranks, vkrt_host_count(app),
-           vkrt_type_str(s->args->kv_type), llama_gpu_captured(s->gpu) ? "true" : "false",
+           (unsigned long long)s->args->depth, vkrt_type_str(s->args->kv_type), llama_gpu_captured(s->gpu) ? "true" : "false",
            vkrt_transport_str(vkrt_transport(app)), vkrt_version());
 }
 

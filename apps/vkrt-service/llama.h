@@ -152,6 +152,7 @@ bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank
 
 struct llama_gpu_params {
   uint32_t n_ctx;       /* KV-cache rows (tokens) */
+  uint32_t depth;       /* rows before the first token: filled with a constant, not zeros */
   vkrt_type kv_type;    /* VKRT_TYPE_F16 or VKRT_TYPE_Q8_0 */
   uint32_t first_rank;  /* this host's device d is rank first_rank + d */
   uint32_t ranks;       /* every device of every host */

@@ -60,6 +60,9 @@ struct service_args {
   /* llama mode */
   const char *prompt;
   uint64_t ctx, top_k, verify;   /* verify: positions checked against float64 (all: default) */
+  uint64_t prompt_tokens;        /* --prompt-tokens: BOS + drawn ids instead of a text */
+  uint64_t depth;                /* --depth: the first token's position (rows before: a constant) */
+  bool verify_given;
   double temperature, top_p;
   vkrt_type kv_type;
   bool print_ids, no_graph;      /* no_graph: record every token's work (--graph off) */

@@ -122,3 +122,19 @@ sed 's/tokenizer\.ggml\.bos_token_id/tokenizer.ggml.bos_token_XX/' "$model" > "$
 expect 3 "tokenizer.ggml.bos_token_id" "$work/no-bos.gguf"
 expect 5 "llama.attention.head_count_kv = 4 does not divide among 3 devices" "$model" --devices 3
 expect 5 "a q8_0 K/V cache needs a head size that is a multiple of 32; this model's is 8" "$model" --kv-type q8_0
+
+# Speed-run inputs: --prompt-tokens (BOS + seeded draws) and --depth (the first token at
+# position D over constant K/V rows): 1 and 2 devices agree at depth, the rows are read (the
+# ids differ from the same prompt at depth 0), nothing claims a float64 check.
+depth=(--weights "$model" --prompt-tokens 16 --seed 5 --tokens 24 --print-ids --warmup-ms 0 --json)
+d1=$("$svc" "${depth[@]}" --depth 300 --devices 1 2>&1) && d2=$("$svc" "${depth[@]}" --depth 300 --devices 2 2>&1) &&
+  d0=$("$svc" "${depth[@]}" --verify 0 --devices 1 2>&1) || { echo "$d1$d2$d0"; echo "--depth run failed"; exit 1; }
+[ "$(field ids "$d1")" = "$(field ids "$d2")" ] && [ "$(field ids "$d1")" != "$(field ids "$d0")" ] &&
+  [ "$(field "prompt ids" "$d1")" = "$(field "prompt ids" "$d0")" ] &&
+  [ "$(tr ',' '\n' <<< "$(field "prompt ids" "$d1")" | wc -l)" -eq 16 ] &&
+  grep -q "not verified against float64 (--depth" <<< "$d2" &&
+  /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); sys.exit(not (d['depth'] == 300 and d['prompt_tokens'] == 16 and d['ranks_bit_identical'] and d['checked_positions'] == 0))" "$(grep '^{' <<< "$d2")" ||
+  { echo "$d1"; echo "$d2"; echo "$d0"; echo "--depth 300: 1 and 2 devices differ, or depth 0 gave the same ids"; exit 1; }
+echo "--depth 300 --prompt-tokens 16: 1 and 2 devices the same ids, not those of depth 0"
+expect 2 "nothing can be checked against float64" "$model" --depth 8 --verify 3
+expect 2 "depth 1000 + 1 prompt tokens + 4 generated need a context of 1004 tokens; --ctx 512" "$model" --depth 1000 --ctx 512
