@@ -83,11 +83,14 @@ int model_setup(struct service *s, struct generation *gen) {
   if (rc)
     return rc;
   /* the prompt pass's buffers: columns for the largest ubatch, rows of logits for every
-   * token of one when prompt positions are checked (else the last token's only) */
+   * checked token of one (run_prompt: a ubatch of checked positions holds no others), else
+   * for its last token only */
   gen->ubatch = a->prompt_by_token ? 0 : (uint32_t)(a->ubatch < gen->n_prompt ? a->ubatch
                                                                              : gen->n_prompt);
+  uint32_t logit_rows = a->verify < gen->ubatch ? (uint32_t)a->verify : gen->ubatch;
   struct llama_gpu_params p = {.n_ctx = gen->n_ctx, .depth = (uint32_t)a->depth,
-                               .ubatch = gen->ubatch, .ubatch_logits = a->verify ? gen->ubatch : 1,
+                               .ubatch = gen->ubatch,
+                               .ubatch_logits = logit_rows ? logit_rows : 1,
                                .kv_type = a->kv_type,
                                .first_rank = s->first_rank, .ranks = s->ranks,
                                .path = a->weights_path, .progress = shards_load_progress,
@@ -258,16 +261,19 @@ static int feed_position(struct service *s, struct generation *gen, uint32_t pos
 }
 
 /* The prompt in ubatches of up to gen->ubatch tokens, each one pass over its tokens: the
- * head for its last token, or for all of them when it holds checked positions. The argmax
+ * head for its last token, or for all of them when it holds checked positions (a ubatch ends
+ * where the checked positions end, so the head never runs for more of them than are
+ * checked: with --verify 1 the first ubatch is the first token alone). The argmax
  * (and checked logits) of the positions computed are kept, -1 for the others; *last: the last
  * prompt token's logits (NULL when not copied). */
 static int run_prompt(struct service *s, struct generation *gen, bool sampling,
                       const float **last) {
   const struct service_args *a = s->args;
   uint32_t V = s->model->hp.n_vocab, U = gen->ubatch;
-  for (uint32_t p0 = 0; p0 < gen->n_prompt; p0 += U) {
-    uint32_t n = gen->n_prompt - p0 < U ? gen->n_prompt - p0 : U;
+  for (uint32_t p0 = 0, n; p0 < gen->n_prompt; p0 += n) {
     bool checked = p0 < a->verify, logits = checked || sampling;
+    uint64_t end = checked && a->verify < gen->n_prompt ? a->verify : gen->n_prompt;
+    n = end - p0 < U ? (uint32_t)(end - p0) : U;
     uint32_t rows = checked ? n : 1;
     double t = now_s();
     int rc = run_ubatch(s, gen->ids + p0, n, (uint32_t)a->depth + p0, rows, logits);

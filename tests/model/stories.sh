@@ -98,20 +98,21 @@ echo "prompt '$prompt': ids 1,$first (as generated); continuation as from BOS; $
 # The prompt pass: a 40-token prompt run in ubatches (one of 40; three of up to 16, the last
 # partial; on 1 and 2 devices) continues with the ids of the prompt fed token by token, and
 # every position, prompt rows included, passes the float64 check with bit-identical ranks.
+# With --verify 5 the checked positions are a ubatch of their own (5, 16, 16, 3 tokens).
 pp=(--weights "$model" --prompt-tokens 40 --seed 11 --tokens 16 --print-ids --warmup-ms 0 --json)
 tok=$("$svc" "${pp[@]}" --prompt-mode token --devices 1 2>&1) || { echo "$tok"; echo "--prompt-mode token failed"; exit 1; }
 grep -q "^vkrt-service: pp: 40 prompt tokens in .* (prompt mode token: one token at a time)" <<< "$tok" ||
   { echo "$tok"; echo "--prompt-mode token: not token by token"; exit 1; }
-for run in "1 512 1 ubatch of up to 40" "2 512 1 ubatch of up to 40" "1 16 3 ubatches of up to 16" "2 16 3 ubatches of up to 16"; do
-  read -r devices ubatch how <<< "$run"
-  out=$("$svc" "${pp[@]}" --devices "$devices" --ubatch "$ubatch" 2>&1) ||
+for run in "1 512 55 1 ubatch of up to 40" "2 512 55 1 ubatch of up to 40" "1 16 5 4 ubatches of up to 16" "2 16 55 3 ubatches of up to 16"; do
+  read -r devices ubatch checked how <<< "$run"
+  out=$("$svc" "${pp[@]}" --devices "$devices" --ubatch "$ubatch" --verify "$checked" 2>&1) ||
     { echo "$out"; echo "the prompt pass on $devices devices (--ubatch $ubatch) failed"; exit 1; }
   grep -q "^vkrt-service: pp: 40 prompt tokens in .* (prompt mode batch: $how tokens)" <<< "$out" &&
-    grep -q "verified 55 positions against float64 (teacher-forced): greedy choice the same at every position: passed; .* ranks bit-identical: yes ($devices ranks)" <<< "$out" &&
+    grep -q "verified $checked positions against float64 (teacher-forced): greedy choice the same at every position: passed; .* ranks bit-identical: yes ($devices ranks)" <<< "$out" &&
     [ "$(field "prompt ids" "$out")" = "$(field "prompt ids" "$tok")" ] && [ "$(field ids "$out")" = "$(field ids "$tok")" ] &&
-    /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); sys.exit(not (d['prompt_mode'] == 'batch' and d['ubatch'] == min($ubatch, 40) and d['prompt_tokens'] == 40 and d['checked_positions'] == 55 and d['verified']))" "$(grep '^{' <<< "$out")" ||
+    /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); sys.exit(not (d['prompt_mode'] == 'batch' and d['ubatch'] == min($ubatch, 40) and d['prompt_tokens'] == 40 and d['checked_positions'] == $checked and d['verified']))" "$(grep '^{' <<< "$out")" ||
     { echo "$out"; echo "token by token: $(field ids "$tok")"; echo "the prompt pass on $devices devices (--ubatch $ubatch): not the ids of token by token, or not verified"; exit 1; }
-  echo "$devices devices, --ubatch $ubatch: $(grep -m1 '^vkrt-service: pp:' <<< "$out"); the ids of token by token; 55 positions verified"
+  echo "$devices devices, --ubatch $ubatch: $(grep -m1 '^vkrt-service: pp:' <<< "$out"); the ids of token by token; $checked positions verified"
 done
 echo "token by token: $(grep -m1 '^vkrt-service: pp:' <<< "$tok")"
 
