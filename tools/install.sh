@@ -19,11 +19,17 @@ srcdir=$(cd "$(dirname "$0")/.." && pwd)
 config=$(sed -n 's/^config = //p' "$builddir/build.ninja" | sed 's/\$ / /g')
 board=$(sed -n 's/^CONFIG_VKRT_BOARD="\(.*\)"/\1/p' "$config")
 version=${VKRT_VERSION:-$(git -C "$srcdir" describe --always --dirty --tags 2>/dev/null || echo unknown)}
-y() { grep -q "^CONFIG_$1=y" "$config"; }
+# what the build was configured with (config.h: a .config written before a symbol existed does
+# not name it, configure gave it its default)
+y() { grep -q "^#define CONFIG_$1 1$" "$builddir/include/vkrt/config.h"; }
 
 mkdir -p "$root/lib/pkgconfig" "$root/include/vkrt" "$root/bin" "$root/share/vkrt"
 install -m 644 "$builddir/libvkrt.a" "$root/lib/"
-install -m 644 "$builddir"/include/vkrt/*.h "$root/include/vkrt/"
+# the build's copies of the source tree's public headers (not whatever else an older build left
+# in the folder) and its config.h
+for h in "$srcdir"/runtime/include/vkrt/*.h config.h; do
+  install -m 644 "$builddir/include/vkrt/$(basename "$h")" "$root/include/vkrt/"
+done
 # vkrt_mpi.h (the only header that includes mpi.h) only with the MPI transport, vkrt_lab.h
 # only with the lab (an appliance image has neither its header nor its functions)
 y VKRT_TRANSPORT_MPI || rm -f "$root/include/vkrt/vkrt_mpi.h"

@@ -54,7 +54,7 @@ grep -q '^  upload ' <<< "$help" || fail "vkrt-bench lost its upload command"
 echo "$board image: no vkrt_lab.h, no lab object, symbol or forcing-only kernel; vkrt-bench says what needs the lab"
 
 # The control: a build with the lab has all of it.
-if grep -q '^CONFIG_VKRT_LAB_KERNEL_VARIANTS=y' "$(sed -n 's/^config = //p' "$builddir/build.ninja" 2>/dev/null | sed 's/\$ / /g')" 2>/dev/null &&
+if grep -q '^#define CONFIG_VKRT_LAB_KERNEL_VARIANTS 1$' "$builddir/include/vkrt/config.h" 2>/dev/null &&
    [ -f "$builddir/libvkrt.a" ] && [ -x "$builddir/bin/vkrt-bench" ]; then
   lab="$SCRATCH/control"
   "$ROOT/tools/install.sh" "$builddir" "$lab" > /dev/null
