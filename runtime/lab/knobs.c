@@ -32,23 +32,25 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "lab: %s takes %lld..%lld, not %lld", knobs[knob].name,
                       (long long)knobs[knob].min, (long long)knobs[knob].max, (long long)value);
+  /* the forces, and the plans chosen at open that a knob overrides */
   struct vkrt_ops_state *ops = dev->ops;
+  struct vkrt_ops_forces *force = &ops->lab->force;
   switch (knob) {
   case VKRT_LAB_COPY_VEC4_MAX_GROUPS: ops->copy_vec4_max_groups = (uint32_t)value; break;
   case VKRT_LAB_COPY_TRANSPOSED_TILED: ops->copy_transposed_tiled = value; break;
-  case VKRT_LAB_FORCE_CONCAT_GENERIC: ops->force_concat_generic = value; break;
-  case VKRT_LAB_FORCE_TRANSPOSE_SCALAR: ops->force_transpose_scalar = value; break;
-  case VKRT_LAB_TRANSPOSE_VARIANT: ops->transpose_variant = (int)value; break;
-  case VKRT_LAB_QUANT_VARIANT: ops->quant_variant = (int)value; break;
+  case VKRT_LAB_FORCE_CONCAT_GENERIC: force->concat_generic = value; break;
+  case VKRT_LAB_FORCE_TRANSPOSE_SCALAR: force->transpose_scalar = value; break;
+  case VKRT_LAB_TRANSPOSE_VARIANT: force->transpose_variant = (int)value; break;
+  case VKRT_LAB_QUANT_VARIANT: force->quant_variant = (int)value; break;
   case VKRT_LAB_STREAM_FLUSH_OPS: vkrt_stream_set_flush_ops(dev, (uint32_t)value); break;
   case VKRT_LAB_MATMUL_TILED_MIN_M:
     for (int t = 0; t < VKRT_TYPE_COUNT; t++)
       ops->matmul_min_m[t] = (uint32_t)value;
     break;
-  case VKRT_LAB_MATMUL_COOPMAT: ops->use_coopmat = value; break;
-  case VKRT_LAB_ATTENTION_SPLITS: ops->force_attention_splits = (uint32_t)value; break;
-  case VKRT_LAB_ATTENTION_UNROLL: ops->force_attention_unroll = (uint32_t)value; break;
-  default: ops->force_matmul_kernel = (int)value; break;
+  case VKRT_LAB_MATMUL_COOPMAT: force->matmul_coopmat = value; break;
+  case VKRT_LAB_ATTENTION_SPLITS: force->attention_splits = (uint32_t)value; break;
+  case VKRT_LAB_ATTENTION_UNROLL: force->attention_unroll = (uint32_t)value; break;
+  default: force->matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
 }
@@ -62,19 +64,20 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   if ((unsigned)knob >= VKRT_LAB_KNOB_COUNT)
     return vkrt_lab_bad(dev, "lab: no knob %lld", (long long)knob);
   const struct vkrt_ops_state *ops = dev->ops;
+  const struct vkrt_ops_forces *force = &ops->lab->force;
   switch (knob) {
   case VKRT_LAB_COPY_VEC4_MAX_GROUPS: *out = ops->copy_vec4_max_groups; break;
   case VKRT_LAB_COPY_TRANSPOSED_TILED: *out = ops->copy_transposed_tiled; break;
-  case VKRT_LAB_FORCE_CONCAT_GENERIC: *out = ops->force_concat_generic; break;
-  case VKRT_LAB_FORCE_TRANSPOSE_SCALAR: *out = ops->force_transpose_scalar; break;
-  case VKRT_LAB_TRANSPOSE_VARIANT: *out = ops->transpose_variant; break;
-  case VKRT_LAB_QUANT_VARIANT: *out = ops->quant_variant; break;
+  case VKRT_LAB_FORCE_CONCAT_GENERIC: *out = force->concat_generic; break;
+  case VKRT_LAB_FORCE_TRANSPOSE_SCALAR: *out = force->transpose_scalar; break;
+  case VKRT_LAB_TRANSPOSE_VARIANT: *out = force->transpose_variant; break;
+  case VKRT_LAB_QUANT_VARIANT: *out = force->quant_variant; break;
   case VKRT_LAB_STREAM_FLUSH_OPS: *out = dev->stream.flush_ops; break;
   case VKRT_LAB_MATMUL_TILED_MIN_M: *out = ops->matmul_min_m[VKRT_TYPE_F16]; break;
-  case VKRT_LAB_MATMUL_COOPMAT: *out = ops->use_coopmat; break;
-  case VKRT_LAB_ATTENTION_SPLITS: *out = ops->force_attention_splits; break;
-  case VKRT_LAB_ATTENTION_UNROLL: *out = ops->force_attention_unroll; break;
-  default: *out = ops->force_matmul_kernel; break;
+  case VKRT_LAB_MATMUL_COOPMAT: *out = force->matmul_coopmat; break;
+  case VKRT_LAB_ATTENTION_SPLITS: *out = force->attention_splits; break;
+  case VKRT_LAB_ATTENTION_UNROLL: *out = force->attention_unroll; break;
+  default: *out = force->matmul_kernel; break;
   }
   return VKRT_OK;
 }
@@ -86,7 +89,8 @@ vkrt_status vkrt_lab_limits_set(vkrt_appliance *app, uint32_t device, uint32_t m
   if (s != VKRT_OK)
     return s;
   if (max_storage_buffer_range && (max_storage_buffer_range < 1024 || max_storage_buffer_range % 16))
-    return vkrt_lab_bad(dev, "lab: max_storage_buffer_range is 0 or a multiple of 16 >= 1024, not %lld",
+    return vkrt_lab_bad(dev, "lab: max_storage_buffer_range is 0 or a multiple of 16 >= 1024, "
+                        "not %lld",
                         (long long)max_storage_buffer_range);
   vkrt_ops_test_limits(dev, max_group_count, disable_push_descriptor, max_storage_buffer_range);
   return VKRT_OK;

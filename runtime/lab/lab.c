@@ -1,6 +1,8 @@
 /* vkrt/vkrt_lab.h: the device lookup every lab call shares, the device facts, and what ran:
  * the stream's submit and barrier counters, the ops' path counters, the attention plan and
  * the preferred copy path. */
+#include <string.h>
+
 #include "import/policy.h"
 #include "lab/lab.h"
 
@@ -65,20 +67,28 @@ vkrt_status vkrt_lab_counters_get(const vkrt_appliance *app, uint32_t device,
   vkrt_status s = vkrt_lab_device_of(app, device, out, &dev);
   if (s != VKRT_OK)
     return s;
-  const struct vkrt_ops_state *o = dev->ops;
-  *out = (vkrt_lab_counters){
-      .matvec = o->matvec_count,           .matmul_tiled = o->matmul_tiled_count,
-      .matvec_split = o->matvec_split_count, .concat_fast = o->concat_fast_count,
-      .concat_generic = o->concat_generic_count, .concat_split = o->concat_split_count,
-      .transpose_x2 = o->transpose_x2_count, .copy_u4 = o->copy_u4_count,
-      .copy_tiled = o->copy_tiled_count,   .reduce_vec4 = o->reduce_vec4_count,
-      .quant_matvec = o->quant_matvec_count, .dequant = o->dequant_count,
-      .quant_read = {o->quant_kind_count[0], o->quant_kind_count[1], o->quant_kind_count[2],
-                     o->quant_kind_count[3], o->quant_kind_count[4]},
-      .matmul_coopmat = o->matmul_coopmat_count, .matmul_fallback = o->matmul_fallback_count,
-      .pipelines_ready = vkrt_ops_pipelines_ready(dev), .argmax_split = o->argmax_split_count,
-      .attention = o->attention_count, .attention_splits = o->attention_split_count,
-      .attention_rounds = o->attention_round_count};
+  const struct vkrt_ops_counters *c = &dev->ops->lab->count;
+  *out = (vkrt_lab_counters){.matvec = c->matvec,
+                             .matmul_tiled = c->matmul_tiled,
+                             .matvec_split = c->matvec_split,
+                             .concat_fast = c->concat_fast,
+                             .concat_generic = c->concat_generic,
+                             .concat_split = c->concat_split,
+                             .transpose_x2 = c->transpose_x2,
+                             .copy_u4 = c->copy_u4,
+                             .copy_tiled = c->copy_tiled,
+                             .reduce_vec4 = c->reduce_vec4,
+                             .quant_matvec = c->quant_matvec,
+                             .dequant = c->dequant,
+                             .matmul_coopmat = c->matmul_coopmat,
+                             .matmul_fallback = c->matmul_fallback,
+                             .pipelines_ready = vkrt_ops_pipelines_ready(dev),
+                             .argmax_split = c->argmax_split,
+                             .attention = c->attention,
+                             .attention_splits = c->attention_splits,
+                             .attention_rounds = c->attention_rounds};
+  _Static_assert(sizeof(out->quant_read) == sizeof(c->quant_read), "one counter per read pattern");
+  memcpy(out->quant_read, c->quant_read, sizeof(out->quant_read));
   return VKRT_OK;
 }
 

@@ -62,8 +62,9 @@ bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_
   struct vkrt_ops_state *ops = dev->ops;
   uint64_t scratch = VKRT_MIN(ops->attention_scratch->size, ops->limits.max_storage_buffer_range);
   return vkrt_ops_attention_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
-                                 ops->attention_target_groups, ops->force_attention_splits,
-                                 ops->force_attention_unroll,
+                                 ops->attention_target_groups,
+                                 vkrt_ops_forces(dev)->attention_splits,
+                                 vkrt_ops_forces(dev)->attention_unroll,
                                  dev->caps.max_compute_shared_memory_size, scratch, out, why,
                                  why_size);
 }
@@ -153,9 +154,9 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
       return s;
     cp.q0 = q0;
     vkrt_ops_dispatch_3d(dev, cmd, combine, &cp, H, nq, 1);
-    ops->attention_round_count++;
+    vkrt_ops_count(dev, attention_rounds, 1);
   }
-  ops->attention_count++;
-  ops->attention_split_count += plan.splits;
+  vkrt_ops_count(dev, attention, 1);
+  vkrt_ops_count(dev, attention_splits, plan.splits);
   return VKRT_OK;
 }
