@@ -20,6 +20,12 @@ double bench_now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double bench_thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void log_to_stderr(void *user, vkrt_log_level level, const char *message) {
   (void)user;
   static const char *const names[] = {"error", "warn", "info", "debug"};
@@ -121,7 +127,7 @@ int main(int argc, char **argv) {
       return c->run(argc - 1, argv + 1);
   /* the commands tools/Sources builds only with the lab */
   static const char *const need_the_lab[] = {"cases", "concat", "copy", "matmul", "quant",
-                                             "sync", "transpose"};
+                                             "record", "sync", "transpose"};
   for (size_t i = 0; !IS_ENABLED(CONFIG_VKRT_LAB) && i < sizeof(need_the_lab) / sizeof(*need_the_lab); i++)
     if (!strcmp(need_the_lab[i], argv[1])) {
       fprintf(stderr, "vkrt-bench: '%s' needs the lab, which this build leaves out "
