@@ -35,7 +35,9 @@ static void usage(FILE *f) {
           "from BOS without a prompt; --temperature 0 (the default) is greedy, on the device.\n"
           "--print-ids adds the lines 'prompt ids: ...' and 'ids: ...'. --verify N: the first N\n"
           "positions are checked against the float64 reference (teacher-forced; default all).\n"
-          "--graph off records every token's work instead of launching it captured once.\n"
+          "--graph off records every token's work instead of launching it captured once; when\n"
+          "capturing fails the service says why and records every token's work too (--fault\n"
+          "capture-fails provokes that: a capture already open refuses the token's).\n"
           "Exit status: 1 a check failed, 2 usage, 3 a bad weights or model file, 4 a device or\n"
           "runtime error, 5 a good model that these devices or options cannot run (the split).\n"
           "Other files: the synthetic SwiGLU MLP stack (--make-gguf), a matmul/allreduce load.\n");
@@ -79,8 +81,9 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     return o->seconds > 0;
   }
   if (!strcmp(a, "--fault")) {
-    o->fault_import = true;
-    return !strcmp(v, "import-fails");
+    o->fault_import |= !strcmp(v, "import-fails");
+    o->fault_capture |= !strcmp(v, "capture-fails");
+    return !strcmp(v, "import-fails") || !strcmp(v, "capture-fails");
   }
   if (!strcmp(a, "--tokens")) {
     o->tokens_given = true;

@@ -490,6 +490,7 @@ vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits) {
   const struct llama_model *m = g->m;
   const struct llama_hparams *hp = &m->hp;
   vkrt_status s;
+  g->failed = NULL; /* a failure named by an earlier recording is not this one's */
   for (uint32_t d = 0; d < g->n; d++) {
     struct gpu_device *dv = &g->dev[d];
     TRY(vkrt_cmd_copy_buffer(dv->step, 0, dv->step_host, 0, STEP_ARGMAX));
