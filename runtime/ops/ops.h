@@ -10,7 +10,8 @@
  * kernels/Sources (generated list). A slot whose kernel is compiled out resolves to no
  * pipeline ("not in this build"). */
 enum vkrt_ops_kernel {
-#define VKRT_OPS_KERNEL_SLOT(id, name, symbol, needs_16bit, needs_subgroup, needs_idot, needs_coopmat) \
+#define VKRT_OPS_KERNEL_SLOT(id, name, symbol, needs_16bit, needs_subgroup, needs_idot, needs_coopmat, \
+                             needs_shuffle)                                                       \
   VKRT_OPS_##id,
   VKRT_KERNEL_LIST(VKRT_OPS_KERNEL_SLOT)
 #undef VKRT_OPS_KERNEL_SLOT
@@ -89,6 +90,8 @@ struct vkrt_ops_counters {
   uint64_t quant_read[VKRT_QUANT_READ_PATTERNS]; /* words, vec16, lanew, kspace, q8x */
   uint64_t argmax_split;    /* argmax rows over several workgroups + a combine pass */
   uint64_t attention, attention_splits, attention_rounds;
+  uint64_t attention_subgroup; /* split passes summing scores by subgroup shuffles */
+  uint64_t attention_direct;   /* one split: no combine pass */
 };
 
 /* The lab's part of a device's ops: made with the ops state only with CONFIG_VKRT_LAB. */
@@ -105,6 +108,7 @@ struct vkrt_ops_state {
   uint32_t copy_vec4_max_groups;  /* grid-stride copy: workgroups per dispatch */
   bool push_descriptor;           /* VK_KHR_push_descriptor usable */
   bool subgroup_arithmetic;       /* compute-stage subgroupAdd (matvec) */
+  bool subgroup_shuffle;          /* compute-stage subgroupShuffleXor (attention) */
   bool storage_16bit;             /* storageBuffer16BitAccess (f16 copy/transpose/...) */
   bool integer_dot;               /* shaderIntegerDotProduct (8-bit-activation quant kernels) */
   enum vkrt_ops_copy_path copy_path;
@@ -138,6 +142,7 @@ struct vkrt_ops_state {
   /* decode attention (attention.c) */
   struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
   uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
+  uint32_t attention_max_splits;         /* and splits at most (0: no cap) */
   struct vkrt_ops_lab *lab;              /* forces and counters (CONFIG_VKRT_LAB), else NULL */
 };
 
