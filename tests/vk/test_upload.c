@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "../common/vk_test.h"
-#include "vkrt/vkrt_tuning.h"
+#include "vkrt/vkrt_lab.h"
 
 #define KIB (1u << 10)
 #define MIB (1u << 20)
@@ -66,15 +66,15 @@ static void options_for(vkrt_options *o, uint32_t policy_plus_one, uint32_t faul
 /* Expectations come from the capability snapshot, never a driver name: whether device d's
  * driver refuses to import file-backed pages (NVIDIA 580, RADV, or the fault acting as one). */
 static bool refuses_file_backed(vkrt_appliance *app, uint32_t d) {
-  vkrt_tuning_device t;
-  vkt_check(app, vkrt_tuning_device_get(app, d, &t));
+  vkrt_lab_device t;
+  vkt_check(app, vkrt_lab_device_get(app, d, &t));
   return t.refuses_file_backed;
 }
 
-/* The registry's regions, live chunks and pre-staged bytes (vkrt_tuning_import). */
-static vkrt_tuning_import import_state(vkrt_appliance *app) {
-  vkrt_tuning_import t;
-  vkt_check(app, vkrt_tuning_import_get(app, &t));
+/* The registry's regions, live chunks and pre-staged bytes (vkrt_lab_import). */
+static vkrt_lab_import import_state(vkrt_appliance *app) {
+  vkrt_lab_import t;
+  vkt_check(app, vkrt_lab_import_get(app, &t));
   return t;
 }
 
@@ -518,7 +518,7 @@ static void test_fault_no_host_import(void **state) {
   file_destroy(&f);
 }
 
-/* An import alignment larger than the page (64 KiB, vkrt_tuning_import_alignment_set, as a
+/* An import alignment larger than the page (64 KiB, vkrt_lab_import_alignment_set, as a
  * device could report it): a region not on a 64 KiB boundary would import bytes outside
  * the caller's pages, so import-then-prestage pre-stages and import-only refuses. */
 static void test_alignment_above_page(void **state) {
@@ -535,7 +535,7 @@ static void test_alignment_above_page(void **state) {
     options_for(&o, 1 + policy, 0, 0);
     vkrt_appliance *app = vkt_open(&o);
     for (uint32_t d = 0; d < vkrt_device_count(app); d++)
-      vkt_check(app, vkrt_tuning_import_alignment_set(app, d, 64 * KIB));
+      vkt_check(app, vkrt_lab_import_alignment_set(app, d, 64 * KIB));
     vkrt_register_info info;
     vkrt_status s = vkrt_host_register(app, region, size, NULL, NULL, &info);
     if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
@@ -576,7 +576,7 @@ static void test_prestage_budget(void **state) {
   o.log_user = &cap;
   vkrt_appliance *app = vkt_open(&o);
   /* A 3 MiB budget instead of the Kconfig value. */
-  vkt_check(app, vkrt_tuning_prestage_budget_set(app, 3 * MIB));
+  vkt_check(app, vkrt_lab_prestage_budget_set(app, 3 * MIB));
   uint8_t *anon = malloc(2 * MIB);
   assert_non_null(anon);
   vkt_fill_random(anon, 2 * MIB, &seed);
@@ -934,6 +934,80 @@ static void test_unregister_races_release(void **state) {
   vkt_close(app);
 }
 
+/* The same interleaving made certain: the fault hook runs between the last release's drop of
+ * its reference and its wakeup of a waiting unregister, and there a second thread unregisters
+ * the region, which frees it at once (no user is left). Through the guard allocator, a release
+ * that then reads the freed region faults (and the handler names the freed block), every run,
+ * without a sanitizer. Under both policies that give a region a device's chunks. */
+struct release_hook {
+  vkrt_appliance *app;
+  const uint8_t *mem;
+  int calls;
+  vkrt_status unregistered;
+};
+
+static void *unregister_thread(void *arg) {
+  struct release_hook *h = arg;
+  h->unregistered = vkrt_host_unregister(h->app, h->mem);
+  return NULL;
+}
+
+static void unregister_in_release(void *user) {
+  struct release_hook *h = user;
+  if (h->calls++ != 0)
+    return;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, unregister_thread, h), 0);
+  /* Unregister finds no user: it must return at once, not wait for this release's wakeup. */
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 30;
+  if (pthread_timedjoin_np(t, NULL, &deadline) != 0)
+    fail_msg("an unregister during the last release did not return within 30 s: it waits for "
+             "a user the release already dropped");
+}
+
+static void test_unregister_inside_last_release(void **state) {
+  (void)state;
+  uint64_t seed = vkt_seed(0);
+  const uint32_t policies[] = {1 + VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE,
+                               1 + VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE};
+  for (size_t p = 0; p < VKT_ARRAY_SIZE(policies); p++) {
+    struct release_hook h = {.unregistered = VKRT_ERROR_INTERNAL};
+    vkrt_options o;
+    options_for(&o, policies[p], 0, 0);
+    o.allocator = vkt_guard_allocator();
+    o.faults.release_hook = unregister_in_release;
+    o.faults.release_hook_user = &h;
+    vkrt_appliance *app = vkt_open(&o);
+    const size_t size = 2 * CHUNK_CAP + 4096 * 3;
+    uint8_t *mem = aligned_alloc(4096, size);
+    assert_non_null(mem);
+    vkt_fill_random(mem, size, &seed);
+    h.app = app;
+    h.mem = mem;
+    vkt_check(app, vkrt_host_register(app, mem, size, NULL, NULL, NULL));
+    vkrt_buffer *buf;
+    vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_DEVICE_LOCAL, &buf));
+    vkt_check(app, vkrt_upload(buf, 0, mem, size));
+    if (h.calls != 1)
+      fail_msg("policy %u: the upload from the registered region made %d last releases, want 1",
+               policies[p] - 1, h.calls);
+    vkt_check(app, h.unregistered);
+    assert_int_equal(import_state(app).regions, 0);
+    assert_int_equal(import_state(app).live_chunks, 0);
+    expect_device_bytes(app, buf, 0, mem, size);
+    /* Unregistered: the next upload takes the staging ring and releases nothing. */
+    vkt_fill_random(mem, size, &seed);
+    vkt_check(app, vkrt_upload(buf, 0, mem, size));
+    assert_int_equal(h.calls, 1);
+    expect_device_bytes(app, buf, 0, mem, size);
+    vkrt_buffer_destroy(buf);
+    vkt_close(app);
+    free(mem);
+  }
+}
+
 /* ---- leaks ---------------------------------------------------------------------------- */
 
 /* Every path (imported, pre-staged, staged, both fault fallbacks, import-only failure,
@@ -997,14 +1071,14 @@ static void test_describe(void **state) {
   options_for(&o, 0, 0, 0);
   vkrt_appliance *app = vkt_open(&o);
   char text[4096], json[4096];
-  size_t n = vkrt_tuning_import_describe(app, false, text, sizeof(text));
+  size_t n = vkrt_lab_import_describe(app, false, text, sizeof(text));
   assert_true(n > 0 && n < sizeof(text));
   fprintf(stderr, "%s", text);
   assert_non_null(strstr(text, "vkrt: dev0 import: "));
   assert_non_null(strstr(text, "policy "));
   assert_non_null(strstr(text, "external_memory_host yes"));
   assert_non_null(strstr(text, "chunk limit 65536"));
-  n = vkrt_tuning_import_describe(app, true, json, sizeof(json));
+  n = vkrt_lab_import_describe(app, true, json, sizeof(json));
   assert_true(n > 0 && n < sizeof(json));
   fprintf(stderr, "{%s}\n", json);
   assert_non_null(strstr(json, "\"import\": {\"policy\": \""));
@@ -1014,19 +1088,19 @@ static void test_describe(void **state) {
   assert_non_null(mem);
   memset(mem, 1, 16 * KIB);
   vkt_check(app, vkrt_host_register(app, mem, 16 * KIB, NULL, NULL, NULL));
-  n = vkrt_tuning_import_describe(app, false, text, sizeof(text));
+  n = vkrt_lab_import_describe(app, false, text, sizeof(text));
   assert_true(n < sizeof(text));
   assert_non_null(strstr(text, "vkrt: region ["));
   assert_non_null(strstr(text, "dev1 imported (1 chunks"));
-  n = vkrt_tuning_import_describe(app, true, json, sizeof(json));
+  n = vkrt_lab_import_describe(app, true, json, sizeof(json));
   assert_true(n < sizeof(json));
   assert_non_null(strstr(json, "\"registered\": [{\"ptr\""));
   vkt_check(app, vkrt_host_unregister(app, mem));
   free(mem);
-  n = vkrt_tuning_import_describe(app, true, json, sizeof(json));
+  n = vkrt_lab_import_describe(app, true, json, sizeof(json));
   /* Too small a buffer: the needed length, NUL-terminated. */
   char tiny[8];
-  assert_int_equal(vkrt_tuning_import_describe(app, true, tiny, sizeof(tiny)), n);
+  assert_int_equal(vkrt_lab_import_describe(app, true, tiny, sizeof(tiny)), n);
   assert_int_equal(strlen(tiny), sizeof(tiny) - 1);
   vkt_close(app);
 }
@@ -1049,6 +1123,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_storm_imported),
       cmocka_unit_test(test_storm_prestaged),
       cmocka_unit_test(test_unregister_races_release),
+      cmocka_unit_test(test_unregister_inside_last_release),
       cmocka_unit_test(test_no_leaks),
       cmocka_unit_test(test_describe),
   };

@@ -89,6 +89,12 @@ typedef struct vkrt_fault_options {
   /* Sleep (microseconds, < 10^6) between an upload dropping the last reference to a
    * registered region and its wakeup of a waiting unregister: widens that race window. */
   uint32_t release_delay_us;
+  /* Called by the upload that drops the last reference to a registered region, after that
+   * drop (and the delay above) and before its wakeup of a waiting unregister, with
+   * release_hook_user. A test unregisters the region from it: the interleaving in which the
+   * region is freed while its last release is still running, every time. */
+  void (*release_hook)(void *user);
+  void *release_hook_user;
 } vkrt_fault_options;
 
 /* Re-arms the allocation-failure counters of an open appliance: from now on the Nth host
@@ -218,7 +224,7 @@ vkrt_status vkrt_buffer_map(vkrt_buffer *buffer, void **out);
  * recorded and returns a ticket; vkrt_wait blocks until the ticket's work is done. Results
  * are those of program order: an op, copy or fill waits for earlier recorded work whose
  * bytes it reads or overwrites (or that read what it writes); ops on disjoint bytes may run
- * concurrently on the GPU (vkrt_tuning_stream_get counts both). */
+ * concurrently on the GPU (vkrt_lab_stream_get counts both). */
 
 /* A size of 0 records nothing and returns VKRT_OK (after the NULL and same-device checks). */
 vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
