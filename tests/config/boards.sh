@@ -4,8 +4,14 @@
 . "$(dirname "$0")/lib.sh"
 # The board the suite's build folder was configured from is built already (make test builds it
 # first, with -Werror): its folder stands in for it.
+# (Its configuration as configure read it: the current Kconfig's defaults for what it lacks.)
 suite_config=""
 [ -n "$SUITE_BUILD" ] && suite_config=$(sed -n 's/^config = //p' "$SUITE_BUILD/build.ninja" 2>/dev/null | sed 's/\$ / /g')
+if [ -f "$suite_config" ]; then
+  cp "$suite_config" "$SCRATCH/suite.config"
+  "${KTOOL[@]}" --config "$SCRATCH/suite.config" olddefconfig > /dev/null
+  suite_config=$SCRATCH/suite.config
+fi
 settings() { grep '^CONFIG_' "$1"; }
 declare -A builds
 for dir in "$ROOT"/boards/*/; do
