@@ -109,7 +109,7 @@ vkrt_status vkrt_tuning_set(vkrt_appliance *app, uint32_t device, vkrt_tuning_kn
   case VKRT_TUNING_STREAM_FLUSH_OPS: vkrt_stream_set_flush_ops(dev, (uint32_t)value); break;
   case VKRT_TUNING_MATMUL_TILED_MIN_M:
     for (int t = 0; t < VKRT_TYPE_COUNT; t++)
-      ops->matmul_min_m[t] = (uint32_t)value;
+      ops->matmul.min_m[0][t] = ops->matmul.min_m[1][t] = (uint32_t)value;
     break;
   case VKRT_TUNING_MATMUL_COOPMAT: ops->use_coopmat = value; break;
   case VKRT_TUNING_ATTENTION_SPLITS: ops->force_attention_splits = (uint32_t)value; break;
@@ -136,7 +136,9 @@ vkrt_status vkrt_tuning_get(const vkrt_appliance *app, uint32_t device, vkrt_tun
   case VKRT_TUNING_TRANSPOSE_VARIANT: *out = ops->transpose_variant; break;
   case VKRT_TUNING_QUANT_VARIANT: *out = ops->quant_variant; break;
   case VKRT_TUNING_STREAM_FLUSH_OPS: *out = dev->stream.flush_ops; break;
-  case VKRT_TUNING_MATMUL_TILED_MIN_M: *out = ops->matmul_min_m[VKRT_TYPE_F16]; break;
+  case VKRT_TUNING_MATMUL_TILED_MIN_M:
+    *out = ops->matmul.min_m[ops->use_coopmat && ops->matmul.coopmat][VKRT_TYPE_F16];
+    break;
   case VKRT_TUNING_MATMUL_COOPMAT: *out = ops->use_coopmat; break;
   case VKRT_TUNING_ATTENTION_SPLITS: *out = ops->force_attention_splits; break;
   case VKRT_TUNING_ATTENTION_UNROLL: *out = ops->force_attention_unroll; break;
@@ -243,6 +245,10 @@ vkrt_status vkrt_tuning_matvec_set(vkrt_appliance *app, uint32_t device, vkrt_ty
   return VKRT_OK;
 }
 
+_Static_assert((int)VKRT_TUNING_TILE_SLOT_COUNT == 2 * (int)VKRT_MATMUL_SIZES &&
+                   (int)VKRT_TUNING_TILE_COOPMAT_SMALL == (int)VKRT_MATMUL_SIZES,
+               "tile slots: portable sizes, then cooperative-matrix sizes");
+
 static vkrt_status tile_slot(struct vkrt_device *dev, vkrt_tuning_tile_slot slot) {
   return (unsigned)slot < VKRT_TUNING_TILE_SLOT_COUNT
              ? VKRT_OK : bad(dev, "tuning: no matmul tile slot %lld", (long long)slot);
@@ -256,8 +262,9 @@ vkrt_status vkrt_tuning_matmul_tile_get(const vkrt_appliance *app, uint32_t devi
     s = tile_slot(dev, slot);
   if (s != VKRT_OK)
     return s;
-  const struct vkrt_matmul_tile *t = &dev->ops->matmul_tile[slot / 2][slot % 2];
-  *out = (vkrt_tuning_matmul_tile){t->wg, t->bm, t->bn, t->rm};
+  const struct vkrt_matmul_tile *t =
+      &dev->ops->matmul.tile[slot / VKRT_MATMUL_SIZES][slot % VKRT_MATMUL_SIZES];
+  *out = (vkrt_tuning_matmul_tile){t->wg, t->bm, t->bn, t->rm, t->bk, t->stages};
   return VKRT_OK;
 }
 
@@ -270,24 +277,26 @@ vkrt_status vkrt_tuning_matmul_tile_set(vkrt_appliance *app, uint32_t device,
     s = tile_slot(dev, slot);
   if (s != VKRT_OK)
     return s;
-  struct vkrt_matmul_tile t = {tile->wg, tile->bm, tile->bn, tile->rm};
-  const char *why = vkrt_ops_matmul_tile_check(dev, slot >= VKRT_TUNING_TILE_COOPMAT_SMALL, &t);
+  struct vkrt_matmul_tile t = {tile->wg, tile->bm, tile->bn, tile->rm, tile->bk ? tile->bk : 32,
+                               tile->stages ? tile->stages : 1};
+  const char *why = vkrt_matmul_tile_check(&dev->caps, slot >= VKRT_TUNING_TILE_COOPMAT_SMALL, &t);
   if (why)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
-                      "tuning: matmul tile %ux%u, wg %u, rm %u: %s", t.bm, t.bn, t.wg, t.rm, why);
+                      "tuning: matmul tile %ux%u, wg %u, rm %u, bk %u, stages %u: %s", t.bm, t.bn,
+                      t.wg, t.rm, t.bk, t.stages, why);
   if (atomic_load(&dev->ops->variant_count) + 8 >= VKRT_OPS_MAX_VARIANTS) {
     s = vkrt_finish(app, device);
     if (s != VKRT_OK)
       return s;
     vkrt_ops_drop_variants(dev);
   }
-  dev->ops->matmul_tile[slot / 2][slot % 2] = t;
+  dev->ops->matmul.tile[slot / VKRT_MATMUL_SIZES][slot % VKRT_MATMUL_SIZES] = t;
   return VKRT_OK;
 }
 
 bool vkrt_tuning_matmul_coopmat_usable(const vkrt_appliance *app, uint32_t device) {
   struct vkrt_device *dev;
-  return tuning_device(app, device, app, &dev) == VKRT_OK && dev->ops->coopmat;
+  return tuning_device(app, device, app, &dev) == VKRT_OK && dev->ops->matmul.coopmat;
 }
 
 /* ---- what ran ------------------------------------------------------------------------- */

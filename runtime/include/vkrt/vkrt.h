@@ -127,6 +127,23 @@ typedef enum vkrt_quant_activations {
                                sum_k |w_k| max|x|_32(k) / 254. Other cases as F32. */
 } vkrt_quant_activations;
 
+/* How vkrt_op_matmul multiplies many columns of x (vkrt_options.matmul_activations): M at or
+ * past the device's crossover, where the tiled kernel runs (vkrt-probe prints the crossovers
+ * and which tiles run). */
+typedef enum vkrt_matmul_activations {
+  VKRT_MATMUL_ACTIVATIONS_F32 = 0, /* x as given, f32 products and sums: the result is the
+                                      exact product up to f32 rounding of the accumulation */
+  VKRT_MATMUL_ACTIVATIONS_F16 = 1, /* on devices with cooperative matrices
+                                      (VK_NV_cooperative_matrix, 32-wide subgroups): f16, Q8_0
+                                      and Q4_K weights and x rounded to f16 (as ggml's
+                                      cooperative-matrix path does), multiplied with f32 sums,
+                                      many times faster; adds an error of at most
+                                      2^-10 sum_k |w_k x_k| (each factor rounded to 11
+                                      significant bits), and |x| past 65504 becomes infinite.
+                                      f32 weights, vkrt_op_matmul_add and other devices as
+                                      F32. */
+} vkrt_matmul_activations;
+
 typedef struct vkrt_options {
   vkrt_allocator allocator;
   vkrt_log_fn log;          /* NULL: messages are dropped */
@@ -155,6 +172,7 @@ typedef struct vkrt_options {
    * seconds per open; vkrt-probe and the log say which. */
   uint32_t pipelines;
   uint32_t quant_activations; /* a vkrt_quant_activations value; vkrt-probe says which path */
+  uint32_t matmul_activations; /* a vkrt_matmul_activations value; vkrt-probe says which */
   vkrt_fault_options faults; /* all zero unless testing (see fault injection above) */
 } vkrt_options;
 

@@ -68,10 +68,12 @@ typedef enum vkrt_tuning_knob {
   VKRT_TUNING_STREAM_FLUSH_OPS,         /* the stream submits a piece after at most this many
                                            recorded commands (64; the first after an explicit
                                            submit after 4, doubling); 0 = never by itself */
-  VKRT_TUNING_MATMUL_TILED_MIN_M,       /* the crossover for every weight type: M from which
-                                           vkrt_op_matmul takes the tiled kernel (1..65536) */
+  VKRT_TUNING_MATMUL_TILED_MIN_M,       /* the crossover for every weight type and both tile
+                                           kinds: M from which vkrt_op_matmul takes the tiled
+                                           kernel (1..65536); get: f16's on the tiles in use */
   VKRT_TUNING_MATMUL_COOPMAT,           /* 0/1: the tiled kernel on cooperative matrices where
-                                           the device has them (0, the default) */
+                                           the device has them (x rounded to f16); the default
+                                           is vkrt_options.matmul_activations' choice */
   VKRT_TUNING_ATTENTION_SPLITS,         /* vkrt_op_attention: 0 = plan the split count, else
                                            this many (kept within 1 token per split and what
                                            the shared memory and scratch allow) */
@@ -151,8 +153,9 @@ vkrt_status vkrt_tuning_matvec_set(vkrt_appliance *appliance, uint32_t device, v
 
 /* The tiled matmul's workgroup tiles (specialization constants of kernels/matmul.comp),
  * chosen per device at open: the portable kernel's and the cooperative-matrix kernel's, each
- * for M up to the small tile's bn and for larger M. set: a tile the kernel takes (every
- * field >= 1; portable: rm divides bm, bm / rm divides wg and wg / (bm / rm) divides bn;
+ * for M up to the small tile's bn, up to the medium tile's bn, and larger M. set: a tile the
+ * kernel takes (every field >= 1, bk 0 meaning 32 and stages 0 meaning 1; bk 32, 64, 96 or
+ * 128; stages 1 or 2; at most 16 units of 8 k of w and x per invocation; portable: rm divides bm, bm / rm divides wg and wg / (bm / rm) divides bn;
  * cooperative matrix: wg = 32 x a multiple of rm, bm a multiple of 16 x wg / 32 / rm, bn of
  * 16 x rm; within the device's shared memory); like vkrt_tuning_matvec_set it drops the
  * specialized pipelines when their table is nearly full. */
@@ -161,11 +164,14 @@ typedef struct vkrt_tuning_matmul_tile {
   uint32_t bm; /* rows of w per tile */
   uint32_t bn; /* columns of x per tile */
   uint32_t rm; /* portable: rows per invocation; cooperative matrix: subgroups along m */
+  uint32_t bk;     /* k per shared-memory step (0: 32) */
+  uint32_t stages; /* shared-memory buffers (0: 1); 2 alternate, one barrier per step */
 } vkrt_tuning_matmul_tile;
 
 typedef enum vkrt_tuning_tile_slot {
-  VKRT_TUNING_TILE_PORTABLE_SMALL = 0, VKRT_TUNING_TILE_PORTABLE_LARGE,
-  VKRT_TUNING_TILE_COOPMAT_SMALL, VKRT_TUNING_TILE_COOPMAT_LARGE, VKRT_TUNING_TILE_SLOT_COUNT
+  VKRT_TUNING_TILE_PORTABLE_SMALL = 0, VKRT_TUNING_TILE_PORTABLE_MEDIUM,
+  VKRT_TUNING_TILE_PORTABLE_LARGE, VKRT_TUNING_TILE_COOPMAT_SMALL,
+  VKRT_TUNING_TILE_COOPMAT_MEDIUM, VKRT_TUNING_TILE_COOPMAT_LARGE, VKRT_TUNING_TILE_SLOT_COUNT
 } vkrt_tuning_tile_slot;
 
 vkrt_status vkrt_tuning_matmul_tile_get(const vkrt_appliance *appliance, uint32_t device,
