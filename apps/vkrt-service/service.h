@@ -68,6 +68,7 @@ struct service_args {
   double temperature, top_p;
   vkrt_type kv_type;
   bool print_ids, no_graph;      /* no_graph: record every token's work (--graph off) */
+  bool fault_capture;            /* --fault capture-fails: the token's capture is refused */
   bool json;                     /* --json: the summary also as one JSON object */
 };
 #define SECONDS_MAX_TOKENS 1000000u

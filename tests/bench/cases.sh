@@ -8,6 +8,12 @@ builddir=${VKRT_BUILDDIR:-build}
 case "$builddir" in /*) ;; *) builddir="$root/$builddir" ;; esac
 bench="$builddir/bin/vkrt-bench"
 [ -x "$bench" ] || { echo "vkrt-bench not in this configuration"; exit 0; }
+# (the build's config.h: a .config from before a symbol existed does not name it)
+if ! grep -q '^#define CONFIG_VKRT_LAB 1$' "$builddir/include/vkrt/config.h"; then
+  out=$("$bench" cases 2>&1) && { echo "vkrt-bench cases ran without the lab"; exit 1; }
+  grep -q "needs the lab" <<< "$out" || { echo "vkrt-bench cases without the lab says: $out"; exit 1; }
+  echo "skipped: vkrt-bench cases needs the lab (CONFIG_VKRT_LAB is not set)"; exit 77
+fi
 "$bench" --help | grep -q '^  cases ' || { echo "vkrt-bench has no cases command"; exit 1; }
 "$bench" --version | grep -q "^vkrt-bench .* (board " || { echo "vkrt-bench --version"; exit 1; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
@@ -19,6 +25,9 @@ want=$(grep -cv '^\s*\(#\|$\)' "$quick")
 [ "$(json "d['line_errors']" <<< "$out")" = 0 ] || { echo "$out"; echo "quick subset has line errors"; exit 1; }
 [ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "#wrong > 0"; exit 1; }
 [ "$(json "sum(r['checked'] for r in d['results'])" <<< "$out")" -gt 0 ] || { echo "nothing checked"; exit 1; }
+# wall clock against GPU time: every case says whether it was compared, the summary counts them
+[ "$(json "d['wall_cases'] == sum(r['wall_checked'] for r in d['results']) >= d['wall_within']" <<< "$out")" = True ] \
+  || { echo "$out"; echo "wall clock summary does not add up"; exit 1; }
 # the layouts take the paths they are there for
 for path in "matvec" "tiled matmul" "concat" "copy"; do
   json "[r['path'] for r in d['results']]" <<< "$out" | grep -q "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }

@@ -2,7 +2,7 @@
  * (head_dim 64, 128, 256; 1, 2, 4 and 8 query heads per KV head) on fresh random data with
  * padded, offset views, outputs poisoned, against a float64 reference of softmax(scale q k^T) v
  * over the first kv_len[j] cache rows of each query. The path is asserted: the counters name
- * the op and its split count, which comes from the plan (vkrt_tuning_attention_plan) or the
+ * the op and its split count, which comes from the plan (vkrt_lab_attention_plan) or the
  * ATTENTION_SPLITS knob. Lengths of 1, odd ones, ones crossing split boundaries, several
  * queries of different lengths, rounds of queries, lengths changed on the device between two
  * recorded attentions and on the host between two submits of the same op; bad descriptors and
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../common/vk_test.h"
-#include "vkrt/vkrt_tuning.h"
+#include "vkrt/vkrt_lab.h"
 
 static uint64_t rng;
 
@@ -137,7 +137,7 @@ static void att_check(const struct att_case *c, const struct att_bufs *b, const 
   for (int j = 0; j < c->NQ; j++)
     for (int h = 0; h < c->H; h++) {
       const float *q = (const float *)(b->qb.map + b->q.offset + h * b->q.nb[1] + j * b->q.nb[2]);
-      int kh = h / G, len = lens[j];
+      int kh = h / G, len = lens[j] > 0 ? lens[j] : 0;
       double m = -INFINITY, l = 0, sabs = 0;
       for (int t = 0; t < len; t++) {
         const float *kr = b->kf + ((size_t)t * c->HKV + kh) * D;
@@ -169,8 +169,9 @@ static void att_check(const struct att_case *c, const struct att_bufs *b, const 
           fail_msg("%s: %s D %d H %d/%d n_ctx %d: query %d (kv_len %d) head %d [%d] = %.8g, "
                    "expected %.8g", what, vkrt_type_str(c->type), D, c->H, c->HKV, c->n_ctx, j,
                    len, h, d, got, o);
-        if (len == 0)
-          fail_msg("%s: query %d: no reference for kv_len 0", what, j);
+        if (len <= 0 && got != 0.0f) /* nothing attended: zeros */
+          fail_msg("%s: query %d (kv_len %d) head %d [%d] = %.8g, expected 0", what, j, len, h,
+                   d, got);
       }
       memcpy(expect_bytes + at, b->db.map + at, 4 * (size_t)D);
     }
@@ -185,6 +186,9 @@ static bool type_in_build(vkrt_type t) {
          (t == VKRT_TYPE_Q8_0 || IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION_F16));
 }
 
+/* How many cases ran on each path: [subgroup scores][one split, no combine] */
+static int paths[2][2];
+
 /* Runs one case: the op once with dst poisoned, the counters and the values checked. */
 static void run_case(vkrt_appliance *app, const struct att_case *c) {
   struct att_bufs b;
@@ -193,26 +197,30 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   uint8_t *before = malloc(b.db.size);
   memcpy(before, b.db.map, b.db.size);
 
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, c->splits));
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_UNROLL, c->unroll));
-  vkrt_tuning_attention plan;
-  vkt_check(app, vkrt_tuning_attention_plan(app, 0, (uint32_t)c->D, (uint32_t)c->H,
-                                            (uint32_t)c->HKV, (uint32_t)c->NQ,
-                                            (uint32_t)c->n_ctx, &plan));
-  vkrt_tuning_counters c0, c1;
-  vkt_check(app, vkrt_tuning_counters_get(app, 0, &c0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, c->splits));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_UNROLL, c->unroll));
+  vkrt_lab_attention plan;
+  vkt_check(app, vkrt_lab_attention_plan(app, 0, (uint32_t)c->D, (uint32_t)c->H,
+                                         (uint32_t)c->HKV, (uint32_t)c->NQ,
+                                         (uint32_t)c->n_ctx, &plan));
+  vkrt_lab_counters c0, c1;
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
   vkrt_status s = vkrt_op_attention(&b.dst, &b.q, &b.k, &b.v, &b.len, scale_of(c));
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, 0));
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_UNROLL, 0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, 0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_UNROLL, 0));
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
-  vkt_check(app, vkrt_tuning_counters_get(app, 0, &c1));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
 
   /* the path: one attention with the planned (or forced) splits, heads grouped by KV head */
   int G = c->H / c->HKV;
   assert_int_equal(c1.attention - c0.attention, 1);
   assert_int_equal(c1.attention_splits - c0.attention_splits, plan.splits);
   assert_int_equal(c1.attention_rounds - c0.attention_rounds, plan.rounds);
+  assert_int_equal(c1.attention_subgroup - c0.attention_subgroup, plan.subgroup);
+  assert_int_equal(c1.attention_direct - c0.attention_direct, plan.direct);
+  assert_int_equal(plan.direct, plan.splits == 1);
+  paths[plan.subgroup][plan.direct]++;
   int per_group = G <= 8 ? G : 8; /* the largest divisor of G up to 8 */
   while (G % per_group)
     per_group--;
@@ -276,7 +284,7 @@ static void test_attention_shapes(void **state) {
 static void test_attention_splits(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
-  int ran = 0;
+  int ran = 0, direct0 = paths[0][1] + paths[1][1], combined0 = paths[0][0] + paths[1][0];
   for (unsigned ti = 0; ti < 2; ti++) {
     vkrt_type t = ti ? VKRT_TYPE_Q8_0 : VKRT_TYPE_F16;
     if (!type_in_build(t))
@@ -294,6 +302,11 @@ static void test_attention_splits(void **state) {
     /* a single split over the whole cache (kv_len not a tile multiple) */
     struct att_case single = {t, 256, 16, 2, 1, 200, {199}, 0, 1, false};
     run_case(app, &single);
+    /* nothing attended (kv_len 0 and negative): zeros, from one split and from the combine */
+    for (uint32_t sp = 1; sp <= 4; sp += 3) {
+      struct att_case empty = {t, 64, 8, 2, 3, 100, {100, 0, -3}, 0, sp, true};
+      run_case(app, &empty);
+    }
     /* peaked scores: the running max matters (scale 1, scores of +-10) */
     struct att_case peaked = {t, 128, 8, 8, 2, 300, {300, 129}, 1.0f, 0, true};
     run_case(app, &peaked);
@@ -310,6 +323,9 @@ static void test_attention_splits(void **state) {
   }
   if (!ran)
     vkt_skip("no attention kernels in this build");
+  /* both ways out: one split written by the split pass alone, several merged by the combine */
+  assert_true(paths[0][1] + paths[1][1] > direct0);
+  assert_true(paths[0][0] + paths[1][0] > combined0);
   vkt_close(app);
 }
 
@@ -366,10 +382,10 @@ static void test_attention_queries(void **state) {
   run_case(app, &c);
   /* 1 token per split: 4 queries x 2000 splits x 32 heads x 66 floats = 67 MB of partials */
   struct att_case r = {VKRT_TYPE_Q8_0, 64, 32, 2, 4, 2000, {2000, 1, 999, 1500}, 0, 2000, false};
-  vkrt_tuning_attention plan;
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, r.splits));
-  vkt_check(app, vkrt_tuning_attention_plan(app, 0, 64, 32, 2, 4, 2000, &plan));
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, 0));
+  vkrt_lab_attention plan;
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, r.splits));
+  vkt_check(app, vkrt_lab_attention_plan(app, 0, 64, 32, 2, 4, 2000, &plan));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, 0));
   uint64_t per_query = (uint64_t)plan.splits * 32 * 66 * 4;
   assert_int_equal(plan.queries_per_round, VKT_MIN(4, plan.scratch_bytes / per_query));
   assert_true(plan.rounds > 1);
@@ -469,14 +485,14 @@ static void test_attention_refusals(void **state) {
   vkrt_tensor d64 = vkrt_tensor_contiguous(big, 65536, VKRT_TYPE_F32, 256, 64, 1, 1);
   vkrt_tensor kbig = vkrt_tensor_contiguous(big, 131072, VKRT_TYPE_F16, 256, 8, 1, 1);
   kbig.ne[2] = 100000, kbig.nb[2] = 0;
-  vkrt_tuning_attention plan;
+  vkrt_lab_attention plan;
   if (type_in_build(VKRT_TYPE_F16)) {
     expect_refused(app, vkrt_op_attention(&d64, &q64, &kbig, &kbig, &len, 0.0625f), bad,
                    "n_ctx 100000 needs at least 391 splits");
-    expect_refused(app, vkrt_tuning_attention_plan(app, 0, 256, 64, 8, 1, 100000, &plan), bad,
+    expect_refused(app, vkrt_lab_attention_plan(app, 0, 256, 64, 8, 1, 100000, &plan), bad,
                    "exceed the");
     /* within the scratch, the same heads plan fine */
-    vkt_check(app, vkrt_tuning_attention_plan(app, 0, 256, 64, 8, 1, 32768, &plan));
+    vkt_check(app, vkrt_lab_attention_plan(app, 0, 256, 64, 8, 1, 32768, &plan));
     assert_true(plan.splits >= 128);
   } else {
     expect_refused(app, vkrt_op_attention(&dst, &q, &k, &v, &len, 0.125f),

@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "bench.h"
-#include "vkrt/vkrt_tuning.h"
 #include "../hosts.h"
 
 #define STAGING_BYTES (4u << 20)
@@ -114,12 +113,67 @@ static int usage(void) {
 
 static uint64_t timeout_ns; /* --timeout-ms; 0 = the board's */
 
-/* --latency: the raw floors (us, median; 0 = not measurable here). A collective between two
- * devices costs at least two hand-overs (to the peer and back). */
-static struct {
-  double one_queue, queues_gpu, queues_relay, devices_gpu, devices_relay;
-} floors;
+/* --latency: the raw floors (0 = not measurable here). A collective between two devices costs
+ * at least two hand-overs (to the peer and back). */
+static struct bench_floors floors;
 static bool latency;
+
+/* One line per transport at the end of the run, whatever happened to it (a tail of the
+ * output shows every transport of the build). */
+static struct transport_summary {
+  const char *name;
+  char what[200];     /* "ran", or why not */
+  int rows;
+  double caller_min, caller_max, cpu_max, submits_max, xfloor_min, xfloor_max;
+} summary[3];
+static int summaries;
+
+static void summary_begin(vkrt_transport_kind kind) {
+  summary[summaries].name = vkrt_transport_str(kind);
+  snprintf(summary[summaries].what, sizeof(summary[summaries].what), "ran");
+  summary[summaries].caller_min = summary[summaries].xfloor_min = 1e300;
+  summaries++;
+}
+
+static void summary_set(const char *fmt, const char *detail) {
+  snprintf(summary[summaries - 1].what, sizeof(summary[summaries - 1].what), fmt, detail);
+}
+
+static void summary_row(double caller, double cpu, double submits, double xfloor) {
+  struct transport_summary *m = &summary[summaries - 1];
+  m->rows++;
+  m->caller_min = caller < m->caller_min ? caller : m->caller_min;
+  m->caller_max = caller > m->caller_max ? caller : m->caller_max;
+  m->cpu_max = cpu > m->cpu_max ? cpu : m->cpu_max;
+  m->submits_max = submits > m->submits_max ? submits : m->submits_max;
+  m->xfloor_min = xfloor < m->xfloor_min ? xfloor : m->xfloor_min;
+  m->xfloor_max = xfloor > m->xfloor_max ? xfloor : m->xfloor_max;
+}
+
+static void summary_print(bool json) {
+  if (json) {
+    printf(", \"summary\": [");
+    for (int k = 0; k < summaries; k++)
+      printf("%s{\"transport\": \"%s\", \"result\": \"%s\", \"rows\": %d}", k ? ", " : "",
+             summary[k].name, summary[k].what, summary[k].rows);
+    printf("]");
+    return;
+  }
+  for (int k = 0; k < summaries; k++) {
+    if (!summary[k].rows) {
+      printf("# summary %-11s %s\n", summary[k].name, summary[k].what);
+    } else if (latency) {
+      printf("# summary %-11s %s, %d sizes: caller %.1f-%.1f us (CPU at most %.1f), at most %.1f "
+             "submits per device inside the call, complete %.2f-%.2f x floor\n", summary[k].name,
+             summary[k].what, summary[k].rows, summary[k].caller_min, summary[k].caller_max,
+             summary[k].cpu_max, summary[k].submits_max, summary[k].xfloor_min,
+             summary[k].xfloor_max);
+    } else {
+      printf("# summary %-11s %s, %d sizes\n", summary[k].name, summary[k].what,
+             summary[k].rows);
+    }
+  }
+}
 
 static double floor_for(vkrt_transport_kind kind, uint32_t devices) {
   if (devices < 2)
@@ -141,12 +195,14 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   tool_hosts_attach(&o);
   vkrt_appliance *app = NULL;
   char why[2048];
+  summary_begin(kind);
   vkrt_status s = vkrt_open(&o, &app, why, sizeof(why));
   if (s != VKRT_OK) {
     if (json)
       fprintf(stderr, "# %s: unavailable: %s\n", vkrt_transport_str(kind), why);
     else
       printf("# %s: unavailable here: %s\n", vkrt_transport_str(kind), why);
+    summary_set("unavailable here: %.170s", why);
     return 0;
   }
   struct ar_bench b = {.app = app, .n = vkrt_device_count(app), .type = type,
@@ -178,8 +234,9 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
                : kind == VKRT_TRANSPORT_NATIVE_FD && floors.devices_gpu > 0
                    ? "2 x the two-device hand-over with a GPU wait"
                    : "2 x the two-device host-relayed hand-over");
-        printf("#%11s %12s %6s %11s %12s %10s %10s %7s\n", "size", "count", "type", "caller(us)",
-               "complete(us)", "floor(us)", "x floor", "#wrong");
+        printf("#%11s %12s %6s %11s %8s %8s %12s %10s %10s %7s\n", "size", "count", "type",
+               "caller(us)", "cpu(us)", "submits", "complete(us)", "floor(us)", "x floor",
+               "#wrong");
       } else if (hosts > 1)
         printf("# allreduce: %u hosts x %u devices (MPI), transport %s within a host, out of "
                "place, %s; mpi_* = plain MPI_Allreduce of host floats, same bytes per rank, %u "
@@ -223,39 +280,64 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
     double t;
     if (latency) {
       double *caller = malloc(sizeof(double) * (size_t)iters);
+      double *cpu = malloc(sizeof(double) * (size_t)iters);
       double *done = malloc(sizeof(double) * (size_t)iters);
-      if (!caller || !done) {
+      if (!caller || !cpu || !done) {
         free(caller);
+        free(cpu);
         free(done);
         return 1;
       }
+      /* submits each device's stream made inside the calls (not those of the finishes; the
+       * lab counts them) */
+      uint64_t inside = 0;
       for (int i = 0; i < iters && !rc; i++) {
-        double t0 = bench_now_s();
+        vkrt_lab_stream before[VKRT_MAX_DEVICES], after;
+        for (uint32_t d = 0; IS_ENABLED(CONFIG_VKRT_LAB) && d < b.n; d++)
+          vkrt_lab_stream_get(app, d, &before[d]);
+        double t0 = bench_now_s(), c0 = bench_thread_cpu_s();
         rc |= check(app, vkrt_allreduce(app, &args), "allreduce");
-        double t1 = bench_now_s();
+        double t1 = bench_now_s(), c1 = bench_thread_cpu_s();
+        for (uint32_t d = 0; IS_ENABLED(CONFIG_VKRT_LAB) && d < b.n; d++) {
+          vkrt_lab_stream_get(app, d, &after);
+          inside += after.submitted - before[d].submitted;
+        }
         for (uint32_t d = 0; d < b.n && !rc; d++)
           rc |= check(app, vkrt_finish(app, d), "finish");
         caller[i] = (t1 - t0) * 1e6;
+        cpu[i] = (c1 - c0) * 1e6;
         done[i] = (bench_now_s() - t0) * 1e6;
       }
       double caller_us = bench_median(caller, iters), done_us = bench_median(done, iters);
+      double cpu_us = bench_median(cpu, iters);
+      double submits = IS_ENABLED(CONFIG_VKRT_LAB) ? (double)inside / ((double)iters * b.n)
+                                                   : -1; /* not counted without the lab */
       free(caller);
+      free(cpu);
       free(done);
-      if (rc)
+      if (rc) {
+        summary_set("failed: %.180s", vkrt_last_error(app));
         break;
+      }
       uint64_t wrong = tool_hosts_sum(count_wrong(&b, count));
       double fl = floor_for(kind, b.n);
       if (json)
         printf("%s{\"size\": %llu, \"count\": %llu, \"type\": \"%s\", \"caller_us\": %.2f, "
-               "\"complete_us\": %.2f, \"floor_us\": %.2f, \"x_floor\": %.3f, \"wrong\": %llu}",
+               "\"caller_cpu_us\": %.2f, \"submits_per_device\": %.2f, \"complete_us\": %.2f, "
+               "\"floor_us\": %.2f, \"x_floor\": %.3f, \"wrong\": %llu}",
                rows ? ", " : "", (unsigned long long)(count * b.esize), (unsigned long long)count,
-               tname, caller_us, done_us, fl, fl > 0 ? done_us / fl : 0.0,
+               tname, caller_us, cpu_us, submits, done_us, fl, fl > 0 ? done_us / fl : 0.0,
                (unsigned long long)wrong);
       else
-        printf(" %11llu %12llu %6s %11.1f %12.1f %10.1f %10.3f %7llu\n",
+        printf(" %11llu %12llu %6s %11.1f %8.1f %8.2f %12.1f %10.1f %10.3f %7llu\n",
                (unsigned long long)(count * b.esize), (unsigned long long)count, tname, caller_us,
-               done_us, fl, fl > 0 ? done_us / fl : 0.0, (unsigned long long)wrong);
+               cpu_us, submits, done_us, fl, fl > 0 ? done_us / fl : 0.0,
+               (unsigned long long)wrong);
       fflush(stdout);
+      if (wrong)
+        summary_set("failed: %s", "wrong results");
+      else
+        summary_row(caller_us, cpu_us, submits, fl > 0 ? done_us / fl : 0.0);
       rc |= wrong != 0;
       rows++;
       continue;
@@ -312,8 +394,14 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
     }
     fflush(stdout);
     rc |= wrong != 0;
+    if (wrong)
+      summary_set("failed: %s", "wrong results");
+    else
+      summary[summaries - 1].rows++;
     rows++;
   }
+  if (rc && !strcmp(summary[summaries - 1].what, "ran"))
+    summary_set("failed: %.180s", vkrt_last_error(app));
   if (json)
     printf("], \"avg_busbw\": %.4f}", rows ? busbw_sum / rows : 0.0);
   else if (rows && !latency)
@@ -369,77 +457,6 @@ static void measure_floors(uint32_t devices, bool json) {
   else
     printf("# floors (median of %d): submit + wait of empty work on one device %.1f us; "
            "host-relayed dev0 -> dev%u round trip %.1f us\n", N, one_us, peer, relay_us);
-  vkrt_close(app);
-}
-
-/* --latency: median of N round trips of each raw floor, on an appliance of its own. */
-static double handover_us(vkrt_appliance *app, uint32_t from, uint32_t to, bool gpu_wait,
-                          const char *what) {
-  enum { N = 400 };
-  static double t[N];
-  vkrt_tuning_handover *h = NULL;
-  if (vkrt_tuning_handover_create(app, from, to, gpu_wait, &h) != VKRT_OK) {
-    printf("# floor %s: not measurable here: %s\n", what, vkrt_last_error(app));
-    return 0;
-  }
-  for (int i = -N / 10; i < N; i++) {
-    double t0 = bench_now_s();
-    if (vkrt_tuning_handover_round_trip(h) != VKRT_OK) {
-      printf("# floor %s: %s\n", what, vkrt_last_error(app));
-      vkrt_tuning_handover_destroy(h);
-      return 0;
-    }
-    if (i >= 0)
-      t[i] = (bench_now_s() - t0) * 1e6;
-  }
-  vkrt_tuning_handover_destroy(h);
-  return bench_median(t, N);
-}
-
-static void latency_floors(uint32_t devices, bool json) {
-  vkrt_options o;
-  vkrt_options_initialize(&o);
-  o.device_count = devices;
-  o.log_level = VKRT_LOG_WARN;
-  vkrt_appliance *app = NULL;
-  char why[1024];
-  if (vkrt_open(&o, &app, why, sizeof(why)) != VKRT_OK) {
-    fprintf(stderr, "# floors: cannot open: %s\n", why);
-    return;
-  }
-  enum { N = 400 };
-  static double t[N];
-  vkrt_buffer *target = NULL;
-  vkrt_tuning_raw *raw = NULL;
-  if (vkrt_buffer_create(app, 0, 4096, VKRT_BUFFER_DEVICE_LOCAL, &target) == VKRT_OK &&
-      vkrt_tuning_raw_create(target, &raw) == VKRT_OK) {
-    for (int i = -N / 10; i < N; i++) {
-      double t0 = bench_now_s();
-      if (vkrt_tuning_raw_round_trip(raw, VKRT_TUNING_RAW_SPIN) != VKRT_OK)
-        break;
-      if (i >= 0)
-        t[i] = (bench_now_s() - t0) * 1e6;
-    }
-    floors.one_queue = bench_median(t, N);
-  }
-  vkrt_tuning_raw_destroy(raw);
-  vkrt_buffer_destroy(target);
-  floors.queues_gpu = handover_us(app, 0, 0, true, "two queues of one device, GPU wait");
-  floors.queues_relay = handover_us(app, 0, 0, false, "two queues of one device, host relay");
-  if (vkrt_device_count(app) > 1) {
-    floors.devices_gpu = handover_us(app, 0, 1, true, "two devices, GPU wait");
-    floors.devices_relay = handover_us(app, 0, 1, false, "two devices, host relay");
-  }
-  if (json)
-    printf("\"latency_floors_us\": {\"one_queue\": %.2f, \"queues_gpu_wait\": %.2f, "
-           "\"queues_host_relay\": %.2f, \"devices_gpu_wait\": %.2f, "
-           "\"devices_host_relay\": %.2f}, ", floors.one_queue, floors.queues_gpu,
-           floors.queues_relay, floors.devices_gpu, floors.devices_relay);
-  else
-    printf("# raw floors (median of %d, us; 0 = not measurable here): one queue submit + spin "
-           "%.1f; queue -> transfer queue of dev0: GPU wait %.1f, host relay %.1f; dev0 -> dev1: "
-           "GPU wait %.1f, host relay %.1f\n", N, floors.one_queue, floors.queues_gpu,
-           floors.queues_relay, floors.devices_gpu, floors.devices_relay);
   vkrt_close(app);
 }
 
@@ -518,7 +535,7 @@ static int bench_allreduce(int argc, char **argv) {
   if (json)
     printf("{\"bench\": \"allreduce\", ");
   if (latency)
-    latency_floors(devices, json);
+    bench_latency_floors(devices, json, &floors);
   else
     measure_floors(devices, json);
   if (json)
@@ -527,7 +544,10 @@ static int bench_allreduce(int argc, char **argv) {
     rc |= run_transport(kinds[k], devices, type, min_bytes, max_bytes, iters, sync, json,
                         &first_json);
   if (json)
-    printf("]}\n");
+    printf("]");
+  summary_print(json);
+  if (json)
+    printf("}\n");
   fflush(stdout);
   tool_hosts_finish(rc);
   return rc;

@@ -996,14 +996,22 @@ struct cases_opts {
 struct cases_ctx {
   struct cases_opts o;
   vkrt_appliance *app;
-  vkrt_tuning_device td;
-  vkrt_tuning_timer *timer; /* NULL: wall clock */
+  vkrt_lab_device td;
+  vkrt_lab_timer *timer; /* NULL: wall clock */
   double copy_gbps; /* the plain 16-byte copy of this run: the HBM reference */
   double chain_us, independent_us; /* one small op behind a barrier, and without (measure_ops) */
   int results;
   uint64_t wrong_total;
   int errors, run;
+  /* wall clock against GPU time for the cases of WALL_MIN_US and more (the public API's
+   * user sees the wall clock): how many, how many within WALL_LIMIT, and the worst */
+  int wall_cases, wall_within;
+  double wall_worst;
+  char wall_worst_name[48];
 };
+
+#define WALL_MIN_US 10.0 /* GPU time per op from which the wall clock must keep up */
+#define WALL_LIMIT 1.05  /* wall clock per op / GPU time per op allowed there */
 
 struct live_case {
   struct bench_case bc;
@@ -1144,8 +1152,8 @@ static uint64_t kv_bytes(const struct bench_case *bc) {
   return b;
 }
 
-static const char *path_name(const struct bench_case *bc, const vkrt_tuning_counters *before,
-                             const vkrt_tuning_counters *after) {
+static const char *path_name(const struct bench_case *bc, const vkrt_lab_counters *before,
+                             const vkrt_lab_counters *after) {
   if (after->attention > before->attention) {
     static char text[48];
     snprintf(text, sizeof(text), "attention, %" PRIu64 " splits",
@@ -1161,7 +1169,7 @@ static const char *path_name(const struct bench_case *bc, const vkrt_tuning_coun
   if (after->matmul_fallback > before->matmul_fallback) return "matvec (tiled not possible)";
   if (after->matmul_coopmat > before->matmul_coopmat) return "tiled matmul, coopmat";
   if (after->quant_matvec > before->quant_matvec) {
-    bool q8x = after->quant_read[VKRT_TUNING_QUANT_READ_Q8X] > before->quant_read[VKRT_TUNING_QUANT_READ_Q8X];
+    bool q8x = after->quant_read[VKRT_LAB_QUANT_READ_Q8X] > before->quant_read[VKRT_LAB_QUANT_READ_Q8X];
     if (bc->src[0].type == VKRT_TYPE_Q4_K)
       return q8x ? "matvec q4_K, 8-bit x" : "matvec q4_K";
     return q8x ? "matvec q8_0, 8-bit x" : "matvec q8_0";
@@ -1211,37 +1219,37 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
                         uint64_t dsize, const float *ref, const float *tol, const float *mag,
                         uint64_t bytes) {
   /* {wg, bm, bn, rm, bk, stages}: the defaults and their neighbours (runtime/ops/matmul_plan.c) */
-  static const vkrt_tuning_matmul_tile portable[] = {
+  static const vkrt_lab_matmul_tile portable[] = {
       {256, 128, 128, 8, 32, 1}, {256, 128, 64, 8, 32, 1}, {256, 64, 64, 4, 32, 2},
       {128, 64, 64, 4, 32, 2},   {64, 32, 16, 2, 32, 1},   {64, 32, 16, 2, 64, 1},
       {64, 32, 16, 2, 128, 1},   {64, 32, 16, 2, 64, 2},   {128, 32, 32, 2, 32, 1},
       {128, 32, 32, 2, 64, 1},   {128, 64, 32, 4, 32, 1},  {128, 64, 32, 4, 64, 1}};
-  static const vkrt_tuning_matmul_tile coop[] = {
+  static const vkrt_lab_matmul_tile coop[] = {
       {128, 128, 128, 2, 32, 1}, {128, 128, 128, 2, 32, 2}, {256, 128, 128, 2, 32, 2},
       {256, 256, 128, 2, 32, 1}, {128, 128, 64, 2, 32, 2},  {128, 64, 128, 2, 32, 2},
       {64, 32, 16, 1, 64, 1},    {64, 32, 16, 1, 128, 1},   {64, 32, 16, 1, 128, 2},
       {32, 16, 16, 1, 128, 1},   {256, 128, 32, 2, 64, 1},  {128, 64, 32, 2, 64, 1},
       {128, 64, 32, 2, 128, 1},  {64, 32, 32, 2, 128, 1}};
-  const vkrt_tuning_matmul_tile *list = cm ? coop : portable;
+  const vkrt_lab_matmul_tile *list = cm ? coop : portable;
   size_t n = cm ? sizeof(coop) / sizeof(coop[0]) : sizeof(portable) / sizeof(portable[0]);
-  vkrt_tuning_tile_slot first = cm ? VKRT_TUNING_TILE_COOPMAT_SMALL : VKRT_TUNING_TILE_PORTABLE_SMALL;
-  enum { SIZES = VKRT_TUNING_TILE_COOPMAT_SMALL };
-  vkrt_tuning_matmul_tile keep[SIZES];
+  vkrt_lab_tile_slot first = cm ? VKRT_LAB_TILE_COOPMAT_SMALL : VKRT_LAB_TILE_PORTABLE_SMALL;
+  enum { SIZES = VKRT_LAB_TILE_COOPMAT_SMALL };
+  vkrt_lab_matmul_tile keep[SIZES];
   for (int i = 0; i < SIZES; i++)
-    vkrt_tuning_matmul_tile_get(c->app, c->o.device, first + i, &keep[i]);
+    vkrt_lab_matmul_tile_get(c->app, c->o.device, first + i, &keep[i]);
   double keep_warmup = c->o.warmup_ms;
   c->o.warmup_ms = fmin(keep_warmup, 30);
   if (c->o.json)
     printf(", \"tiles\": [");
   int nt = 0;
   for (size_t i = 0; i < n; i++) {
-    const vkrt_tuning_matmul_tile *t = &list[i];
+    const vkrt_lab_matmul_tile *t = &list[i];
     uint64_t vw = UINT64_MAX;
     double vt = -1, ve = 0;
     int vreps = 0;
     bool taken = true;
     for (int j = 0; j < SIZES; j++)
-      taken = taken && vkrt_tuning_matmul_tile_set(c->app, c->o.device, first + j, t) == VKRT_OK;
+      taken = taken && vkrt_lab_matmul_tile_set(c->app, c->o.device, first + j, t) == VKRT_OK;
     if (!taken)
       continue; /* not a tile this device takes (shared memory, invocations) */
     if (vkrt_cmd_fill(lc->dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
@@ -1255,8 +1263,7 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
     if (c->o.json)
       printf("%s{\"wg\": %u, \"bm\": %u, \"bn\": %u, \"rm\": %u, \"bk\": %u, \"stages\": %u, "
              "\"us\": %.3f, \"wrong\": %" PRId64 "}", nt++ ? ", " : "", t->wg, t->bm, t->bn, t->rm,
-             t->bk, t->stages, vt * 1e6,
-             vw == UINT64_MAX ? -1 : (int64_t)vw);
+             t->bk, t->stages, vt * 1e6, vw == UINT64_MAX ? -1 : (int64_t)vw);
     else
       printf("    %s tile %3ux%-3u wg %3u rm %u bk %3u st %u %10.2f us %9.1f GB/s %6.3f x %9" PRId64
              "\n", cm ? "coopmat" : "portable", t->bm, t->bn, t->wg, t->rm, t->bk, t->stages,
@@ -1264,7 +1271,7 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
              c->copy_gbps > 0 ? vg / c->copy_gbps : 0, vw == UINT64_MAX ? -1 : (int64_t)vw);
   }
   for (int i = 0; i < SIZES; i++)
-    vkrt_tuning_matmul_tile_set(c->app, c->o.device, first + i, &keep[i]);
+    vkrt_lab_matmul_tile_set(c->app, c->o.device, first + i, &keep[i]);
   c->o.warmup_ms = keep_warmup;
   if (c->o.json)
     printf("]");
@@ -1337,8 +1344,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   }
 
   /* verify: poison (NaN in f32 and f16), one op, download, compare */
-  vkrt_tuning_counters before, after;
-  vkrt_tuning_counters_get(c->app, c->o.device, &before);
+  vkrt_lab_counters before, after;
+  vkrt_lab_counters_get(c->app, c->o.device, &before);
   vkrt_status s = vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu);
   if (s == VKRT_OK)
     s = record_case(&lc);
@@ -1350,7 +1357,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     snprintf(msg, sizeof(msg), "%s: %s", vkrt_status_str(s), vkrt_last_error(c->app));
     goto fail;
   }
-  vkrt_tuning_counters_get(c->app, c->o.device, &after);
+  vkrt_lab_counters_get(c->app, c->o.device, &after);
   const char *path = path_name(bc, &before, &after);
   double max_err;
   bool f16_x = strstr(path, "coopmat") != NULL; /* x and w rounded to f16 */
@@ -1368,26 +1375,38 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   bool fa = bc->op == CASE_FLASH_ATTN_EXT;
   double roof_us = fa && c->copy_gbps > 0 ? (double)kv_bytes(bc) / (c->copy_gbps * 1e3) : 0;
   double roof_ratio = roof_us > 0 && t > 0 ? t * 1e6 / roof_us : 0;
+  double wall_ratio = t > 0 ? wall / t : 0;
+  bool wall_checked = c->timer && t * 1e6 >= WALL_MIN_US; /* GPU time to compare with */
+  if (wall_checked) {
+    c->wall_cases++;
+    c->wall_within += wall_ratio <= WALL_LIMIT;
+    if (wall_ratio > c->wall_worst) {
+      c->wall_worst = wall_ratio;
+      snprintf(c->wall_worst_name, sizeof(c->wall_worst_name), "%.47s", bc->name);
+    }
+  }
+  /* '!': wall clock past WALL_LIMIT x the GPU time on an op of WALL_MIN_US or more */
+  const char *wall_flag = wall_checked && wall_ratio > WALL_LIMIT ? "!" : " ";
   if (c->o.json) {
     printf("%s{\"line\": %d, \"name\": ", c->results++ ? ", " : "", bc->line);
     json_str(bc->name);
     printf(", \"op\": \"%s\", \"path\": \"%s\", \"bytes\": %" PRIu64 ", \"us\": %.3f, "
            "\"gbps\": %.2f, \"ratio_to_copy\": %.4f, \"reps\": %d, \"checked\": %" PRIu64
            ", \"wrong\": %" PRIu64 ", \"max_abs_err\": %.3g, \"wall_us\": %.3f, "
-           "\"record_us\": %.3f, \"wall_over_time\": %.4f",
+           "\"record_us\": %.3f, \"wall_over_time\": %.4f, \"wall_checked\": %s",
            case_ops[bc->op].name, path, bytes, t * 1e6, gbps, ratio, reps, out_elems, wrong, max_err,
-           wall * 1e6, rec * 1e6, t > 0 ? wall / t : 0.0);
+           wall * 1e6, rec * 1e6, wall_ratio, wall_checked ? "true" : "false");
     if (fa)
       printf(", \"kv_bytes\": %" PRIu64 ", \"kv_roofline_us\": %.3f, \"kv_roofline_ratio\": %.3f",
              kv_bytes(bc), roof_us, roof_ratio);
   } else if (fa) {
     printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f R %9" PRIu64
-           "   wall %8.2f us (%5.3f x)  record %6.2f us\n", bc->name, path, t * 1e6, gbps,
-           roof_ratio, wrong, wall * 1e6, t > 0 ? wall / t : 0.0, rec * 1e6);
+           "   wall %8.2f us (%5.3f x)%s record %6.2f us\n", bc->name, path, t * 1e6, gbps,
+           roof_ratio, wrong, wall * 1e6, wall_ratio, wall_flag, rec * 1e6);
   } else {
     printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f x %9" PRIu64
-           "   wall %8.2f us (%5.3f x)  record %6.2f us\n", bc->name, path, t * 1e6, gbps, ratio,
-           wrong, wall * 1e6, t > 0 ? wall / t : 0.0, rec * 1e6);
+           "   wall %8.2f us (%5.3f x)%s record %6.2f us\n", bc->name, path, t * 1e6, gbps, ratio,
+           wrong, wall * 1e6, wall_ratio, wall_flag, rec * 1e6);
   }
 
   if (c->o.tiles && bc->op == CASE_MUL_MAT && !strncmp(path, "tiled matmul", 12))
@@ -1395,8 +1414,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
 
   /* matrix-vector variants: the same case with every configuration, each verified */
   if (c->o.variants && bc->op == CASE_MUL_MAT && !strcmp(path, "matvec")) {
-    vkrt_tuning_matvec keep;
-    vkrt_tuning_matvec_get(c->app, c->o.device, bc->src[0].type, &keep);
+    vkrt_lab_matvec keep;
+    vkrt_lab_matvec_get(c->app, c->o.device, bc->src[0].type, &keep);
     static const uint32_t wgs[] = {64, 128, 256, 512}, rows[] = {1, 2, 4, 8},
                           unrolls[] = {1, 2, 4}, blocks[] = {1, 4};
     double keep_warmup = c->o.warmup_ms;
@@ -1408,7 +1427,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
       for (size_t r = 0; r < 4; r++)
         for (size_t u = 0; u < 3; u++)
           for (size_t b = 0; b < 2; b++) {
-            vkrt_tuning_matvec cfg = {wgs[a], rows[r], unrolls[u], blocks[b]};
+            vkrt_lab_matvec cfg = {wgs[a], rows[r], unrolls[u], blocks[b]};
             if (b && !(cfg.unroll == 2 && cfg.rows == 2)) /* grid size: one shape only */
               continue;
             /* registers (wg 64 is back: run 1 timed it at idle clocks); 8 rows only with
@@ -1420,7 +1439,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
             uint64_t vw = UINT64_MAX;
             double vt = -1, ve = 0;
             int vreps = 0;
-            if (vkrt_tuning_matvec_set(c->app, c->o.device, bc->src[0].type, &cfg) == VKRT_OK &&
+            if (vkrt_lab_matvec_set(c->app, c->o.device, bc->src[0].type, &cfg) == VKRT_OK &&
                 vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
                 record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
                 vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
@@ -1438,7 +1457,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
                      cfg.wg, cfg.rows, cfg.unroll, cfg.blocks, vt * 1e6, vg,
                      c->copy_gbps > 0 ? vg / c->copy_gbps : 0, vw == UINT64_MAX ? -1 : (int64_t)vw);
           }
-    vkrt_tuning_matvec_set(c->app, c->o.device, bc->src[0].type, &keep);
+    vkrt_lab_matvec_set(c->app, c->o.device, bc->src[0].type, &keep);
     c->o.warmup_ms = keep_warmup;
     if (c->o.json)
       printf("]");
@@ -1446,14 +1465,14 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   /* attention variants: split counts around the plan's and row passes per tile, each
    * verified (the planner's inputs for tuning it per device) */
   if (c->o.variants && fa) {
-    vkrt_tuning_attention plan;
+    vkrt_lab_attention plan;
     const struct case_tensor *q = &bc->src[0], *k = &bc->src[1];
     int nv = 0;
     if (c->o.json)
       printf(", \"variants\": [");
-    if (vkrt_tuning_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0], (uint32_t)q->ne[2],
-                                   (uint32_t)k->ne[2], (uint32_t)q->ne[1], (uint32_t)k->ne[1],
-                                   &plan) == VKRT_OK) {
+    if (vkrt_lab_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0], (uint32_t)q->ne[2],
+                                (uint32_t)k->ne[2], (uint32_t)q->ne[1], (uint32_t)k->ne[1],
+                                &plan) == VKRT_OK) {
       double keep_warmup = c->o.warmup_ms;
       c->o.warmup_ms = fmin(keep_warmup, 30);
       static const double factors[] = {0.25, 0.5, 1, 2, 4};
@@ -1464,14 +1483,14 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
           uint64_t vw = UINT64_MAX;
           double vt = -1, ve = 0;
           int vreps = 0;
-          vkrt_tuning_counters v0, v1;
-          vkrt_tuning_counters_get(c->app, c->o.device, &v0);
-          vkrt_tuning_attention vp;
-          vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_SPLITS, splits);
-          vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_UNROLL, unrolls[u]);
-          if (vkrt_tuning_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0],
-                                         (uint32_t)q->ne[2], (uint32_t)k->ne[2],
-                                         (uint32_t)q->ne[1], (uint32_t)k->ne[1], &vp) != VKRT_OK) {
+          vkrt_lab_counters v0, v1;
+          vkrt_lab_counters_get(c->app, c->o.device, &v0);
+          vkrt_lab_attention vp;
+          vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_SPLITS, splits);
+          vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_UNROLL, unrolls[u]);
+          if (vkrt_lab_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0],
+                                      (uint32_t)q->ne[2], (uint32_t)k->ne[2],
+                                      (uint32_t)q->ne[1], (uint32_t)k->ne[1], &vp) != VKRT_OK) {
             if (!c->o.json) /* not a variant this device can run (its shared memory) */
               printf("    variant splits %5u unroll %u: not on this device: %s\n", splits,
                      unrolls[u], vkrt_last_error(c->app));
@@ -1480,7 +1499,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
           if (vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
               record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
               vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
-            vkrt_tuning_counters_get(c->app, c->o.device, &v1);
+            vkrt_lab_counters_get(c->app, c->o.device, &v1);
             splits = (uint32_t)(v1.attention_splits - v0.attention_splits); /* as planned */
             vw = count_wrong(&bc->dst, got, ref, tol, NULL, &ve);
             vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
@@ -1498,8 +1517,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
                    unrolls[u], vt * 1e6, vr, vw == UINT64_MAX ? -1 : (int64_t)vw,
                    vw == UINT64_MAX ? vkrt_last_error(c->app) : "");
         }
-      vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_SPLITS, 0);
-      vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_UNROLL, 0);
+      vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_SPLITS, 0);
+      vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_UNROLL, 0);
       c->o.warmup_ms = keep_warmup;
     }
     if (c->o.json)
@@ -1534,7 +1553,7 @@ struct plain_copy {
 
 static vkrt_status record_plain_copy(void *user) {
   struct plain_copy *p = user;
-  return vkrt_tuning_cmd_copy_bytes(p->dst, 0, p->src, 0, p->size, VKRT_TUNING_COPY_COMPUTE);
+  return vkrt_lab_cmd_copy_bytes(p->dst, 0, p->src, 0, p->size, VKRT_LAB_COPY_COMPUTE);
 }
 
 /* The cost of one op apart from what it moves: FLOOR_OPS 16-byte copies in one submission,
@@ -1618,6 +1637,9 @@ static void usage(void) {
          "  FLASH_ATTN_EXT cases. The ratio\n"
          "  column divides by the plain 16-byte copy of this run (x); for FLASH_ATTN_EXT it is\n"
          "  the time over the K/V-read roofline (R: bytes of K and V at the copy rate).\n"
+         "  wall: the wall clock per op of recording + submit + wait, beside its ratio to the\n"
+         "  GPU time; '!' marks a case of 10 us and more whose wall clock exceeds 1.05 x its GPU\n"
+         "  time, and the last line counts them (the public API's user waits for the wall clock).\n"
          "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n"
          "  --activations q8 opens with VKRT_ACTIVATIONS_Q8 (quantized weights, one column: x\n"
          "  rounded to 8 bits; the check allows that rounding); f16 opens with\n"
@@ -1686,18 +1708,18 @@ static int cmd_cases(int argc, char **argv) {
   c.app = bench_open(&options);
   vkrt_device_info info;
   if (vkrt_device_info_get(c.app, c.o.device, &info) != VKRT_OK ||
-      vkrt_tuning_device_get(c.app, c.o.device, &c.td) != VKRT_OK) {
+      vkrt_lab_device_get(c.app, c.o.device, &c.td) != VKRT_OK) {
     fprintf(stderr, "vkrt-bench cases: no usable device %u\n", c.o.device);
     vkrt_close(c.app);
     fclose(f);
     return 2;
   }
   if (c.o.tiled_copies >= 0)
-    vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_COPY_TRANSPOSED_TILED, c.o.tiled_copies);
+    vkrt_lab_set(c.app, c.o.device, VKRT_LAB_COPY_TRANSPOSED_TILED, c.o.tiled_copies);
   if ((c.o.min_m > 0 &&
-       vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_MATMUL_TILED_MIN_M, c.o.min_m) != VKRT_OK) ||
+       vkrt_lab_set(c.app, c.o.device, VKRT_LAB_MATMUL_TILED_MIN_M, c.o.min_m) != VKRT_OK) ||
       (c.o.coopmat >= 0 &&
-       vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_MATMUL_COOPMAT, c.o.coopmat) != VKRT_OK)) {
+       vkrt_lab_set(c.app, c.o.device, VKRT_LAB_MATMUL_COOPMAT, c.o.coopmat) != VKRT_OK)) {
     fprintf(stderr, "vkrt-bench cases: %s\n", vkrt_last_error(c.app));
     vkrt_close(c.app);
     fclose(f);
@@ -1710,13 +1732,13 @@ static int cmd_cases(int argc, char **argv) {
     c.o.target_ms = cpu ? 1 : 3;
   if (!c.o.warmup_set)
     c.o.warmup_ms = cpu ? 0 : 400;
-  vkrt_tuning_timer_create(c.app, c.o.device, &c.timer); /* NULL: no timestamps */
+  vkrt_lab_timer_create(c.app, c.o.device, &c.timer); /* NULL: no timestamps */
   measure_copy(&c);
   measure_ops(&c);
-  vkrt_tuning_matvec mv16, mv32;
-  vkrt_tuning_matvec_get(c.app, c.o.device, VKRT_TYPE_F16, &mv16);
-  vkrt_tuning_matvec_get(c.app, c.o.device, VKRT_TYPE_F32, &mv32);
-  const vkrt_tuning_matvec *m16 = &mv16, *m32 = &mv32;
+  vkrt_lab_matvec mv16, mv32;
+  vkrt_lab_matvec_get(c.app, c.o.device, VKRT_TYPE_F16, &mv16);
+  vkrt_lab_matvec_get(c.app, c.o.device, VKRT_TYPE_F32, &mv32);
+  const vkrt_lab_matvec *m16 = &mv16, *m32 = &mv32;
   if (c.o.json) {
     printf("{\"bench\": \"cases\", \"file\": ");
     json_str(c.o.file);
@@ -1764,13 +1786,24 @@ static int cmd_cases(int argc, char **argv) {
       run_case(&c, &bc);
   }
   fclose(f);
-  if (c.o.json)
-    printf("], \"cases_run\": %d, \"line_errors\": %d, \"wrong_total\": %" PRIu64 "}\n", c.run,
-           c.errors, c.wrong_total);
-  else
+  if (c.o.json) {
+    printf("], \"cases_run\": %d, \"line_errors\": %d, \"wrong_total\": %" PRIu64
+           ", \"wall_min_us\": %.1f, \"wall_limit\": %.2f, \"wall_cases\": %d, "
+           "\"wall_within\": %d, \"wall_worst\": %.4f, \"wall_worst_case\": ", c.run, c.errors,
+           c.wrong_total, WALL_MIN_US, WALL_LIMIT, c.wall_cases, c.wall_within, c.wall_worst);
+    json_str(c.wall_worst_name);
+    printf("}\n");
+  } else {
     printf("%d cases run, %d lines with errors, #wrong total %" PRIu64 "\n", c.run, c.errors,
            c.wrong_total);
-  vkrt_tuning_timer_destroy(c.timer);
+    if (!c.timer)
+      printf("wall clock vs GPU time: no GPU timestamps on this device, nothing to compare\n");
+    else
+      printf("wall clock vs GPU time, cases of %.0f us and more: %d of %d within %.2f x "
+             "(worst: %s at %.3f x)\n", WALL_MIN_US, c.wall_within, c.wall_cases, WALL_LIMIT,
+             c.wall_cases ? c.wall_worst_name : "-", c.wall_worst);
+  }
+  vkrt_lab_timer_destroy(c.timer);
   vkrt_close(c.app);
   return c.wrong_total ? 1 : 0;
 }
