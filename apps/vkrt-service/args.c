@@ -12,6 +12,7 @@ static void usage(FILE *f) {
           "usage: vkrt-service --weights FILE.gguf [--tokens T] [--seconds S] [--hidden H] [--layers L]\n"
           "                    [--ffn F] [--devices N] [--warmup-ms MS] [--seed N] [--verbose]\n"
           "                    [--fault import-fails] [--import-chunk-cap BYTES] [--activations f32|q8]\n"
+          "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K] [--seed N]   (--make-weights: the same)\n"
           "       vkrt-service --make-gguf FILE --preset llama3-8b|llama3.2-1b|qwen2.5-7b\n"
@@ -36,6 +37,11 @@ static void usage(FILE *f) {
           "--print-ids adds the lines 'prompt ids: ...' and 'ids: ...'. --verify N: the first N\n"
           "positions are checked against the float64 reference (teacher-forced; default all).\n"
           "--graph off records every token's work instead of launching it captured once.\n"
+          "--load-path: how vkrt_load_file brings the weights (default auto: per device, mapped\n"
+          "where file pages import, else pread or O_DIRECT by the page cache's share of the file).\n"
+          "The load's GB/s against a pinned upload measured at start, and the time from process\n"
+          "start to the first generated token (with --warmup-ms 0: no warm-up before it) are\n"
+          "printed, and with --json carried in the closing JSON object.\n"
           "Exit status: 1 a check failed, 2 usage, 3 a bad weights or model file, 4 a device or\n"
           "runtime error, 5 a good model that these devices or options cannot run (the split).\n"
           "Other files: the synthetic SwiGLU MLP stack (--make-gguf), a matmul/allreduce load.\n");
@@ -137,6 +143,12 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     return parse_u64(v, &o->kv_heads) && o->kv_heads > 0 && o->kv_heads <= UINT32_MAX;
   if (!strcmp(a, "--vocab"))
     return parse_u64(v, &o->vocab) && o->vocab > 0 && o->vocab <= UINT32_MAX;
+  if (!strcmp(a, "--load-path")) {
+    for (int p = 0; p < VKRT_LOAD_PATH_COUNT; p++)
+      if (!strcmp(v, vkrt_load_path_str((vkrt_load_path)p)))
+        return o->load_path = (vkrt_load_path)p, true;
+    return !strcmp(v, "import") ? (o->load_path = VKRT_LOAD_PATH_MAPPED, true) : false;
+  }
   if (!strcmp(a, "--import-chunk-cap"))
     return parse_u64(v, &o->chunk_cap) && o->chunk_cap > 0;
   return false;
