@@ -33,6 +33,7 @@ static void usage(FILE *f) {
           "  vkrt-service --weights MODEL.gguf [--prompt TEXT] [--tokens N] [--temperature T]\n"
           "               [--top-k K] [--top-p P] [--seed N] [--ctx N] [--kv-type f16|q8_0]\n"
           "               [--print-ids] [--verify all|N] [--graph on|off] [--devices N]\n"
+          "               [--depth D] [--prompt-tokens N] [--prompt-mode batch|token] [--ubatch N]\n"
           "from BOS without a prompt; --temperature 0 (the default) is greedy, on the device.\n"
           "--print-ids adds the lines 'prompt ids: ...' and 'ids: ...'. --verify N: the first N\n"
           "positions are checked against the float64 reference (teacher-forced; default all).\n"
@@ -42,6 +43,13 @@ static void usage(FILE *f) {
           "The load's GB/s against a pinned upload measured at start, and the time from process\n"
           "start to the first generated token (with --warmup-ms 0: no warm-up before it) are\n"
           "printed, and with --json carried in the closing JSON object.\n"
+          "--depth D: a speed run at context depth D: the first token goes to position D, the K/V\n"
+          "rows before it hold a constant (not computed) and nothing is verified (llama-bench's\n"
+          "'tg @ dD'); the context then needs D + prompt + tokens rows. --prompt-tokens N: the\n"
+          "prompt is BOS and N - 1 ids drawn from the vocabulary with --seed (llama-bench's 'ppN').\n"
+          "--prompt-mode batch (the default) runs the prompt in ubatches of up to --ubatch N\n"
+          "tokens (default 512), each one pass of N columns through the matrix kernels; token\n"
+          "feeds it one token at a time through the generation's work.\n"
           "Exit status: 1 a check failed, 2 usage, 3 a bad weights or model file, 4 a device or\n"
           "runtime error, 5 a good model that these devices or options cannot run (the split).\n"
           "Other files: the synthetic SwiGLU MLP stack (--make-gguf), a matmul/allreduce load.\n");
@@ -109,11 +117,24 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     return o->q8_activations || !strcmp(v, "f32");
   }
   if (!strcmp(a, "--prompt")) {
+    if (o->prompt_tokens)
+      return false; /* one prompt: text or drawn ids */
     o->prompt = v;
     return true;
   }
   if (!strcmp(a, "--ctx"))
     return parse_u64(v, &o->ctx) && o->ctx > 0 && o->ctx <= INT32_MAX;
+  if (!strcmp(a, "--prompt-tokens"))
+    return !o->prompt && parse_u64(v, &o->prompt_tokens) && o->prompt_tokens > 0 &&
+           o->prompt_tokens < INT32_MAX;
+  if (!strcmp(a, "--prompt-mode")) {
+    o->prompt_by_token = !strcmp(v, "token");
+    return o->prompt_by_token || !strcmp(v, "batch");
+  }
+  if (!strcmp(a, "--ubatch"))
+    return parse_u64(v, &o->ubatch) && o->ubatch > 0 && o->ubatch <= 65536;
+  if (!strcmp(a, "--depth"))
+    return parse_u64(v, &o->depth) && o->depth < INT32_MAX;
   if (!strcmp(a, "--kv-type"))
     return parse_dtype(v, &o->kv_type) && (o->kv_type == VKRT_TYPE_F16 || o->kv_type == VKRT_TYPE_Q8_0);
   if (!strcmp(a, "--temperature")) {
@@ -130,8 +151,10 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     o->no_graph = !strcmp(v, "off");
     return o->no_graph || !strcmp(v, "on");
   }
-  if (!strcmp(a, "--verify"))
+  if (!strcmp(a, "--verify")) {
+    o->verify_given = true;
     return !strcmp(v, "all") ? (o->verify = UINT64_MAX, true) : parse_u64(v, &o->verify);
+  }
   if (!strcmp(a, "--preset")) {
     o->preset = v;
     struct llama_make_params p;
@@ -156,7 +179,8 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
 
 bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status) {
   *o = (struct service_args){.tokens = 64, .seed = 1234, .warmup_ms = 500, .dtype = VKRT_TYPE_F16,
-                             .kv_type = VKRT_TYPE_F16, .top_p = 1, .verify = UINT64_MAX};
+                             .kv_type = VKRT_TYPE_F16, .top_p = 1, .verify = UINT64_MAX,
+                             .ubatch = 512};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -193,6 +217,15 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
   }
   if (o->seconds > 0 && !o->tokens_given)
     o->tokens = SECONDS_MAX_TOKENS; /* --seconds alone: the time ends the run */
+  if (o->depth && o->verify_given && o->verify) {
+    fprintf(stderr, "vkrt-service: --depth fills the K/V rows before the first token with a "
+            "constant, so nothing can be checked against float64: drop --verify or give "
+            "--verify 0\n");
+    *exit_status = EXIT_USAGE;
+    return false;
+  }
+  if (o->depth)
+    o->verify = 0;
   if (!o->make_path && !o->weights_path) {
     usage(stderr);
     *exit_status = EXIT_USAGE;

@@ -1,6 +1,7 @@
 /* vkrt-service's llama mode (--weights of a file with token_embd.weight): the model and its
  * vocabulary from the file (llama_model.c, tokenizer.c), its shards on the devices
- * (llama_gpu.c), the prompt fed token by token and the generation, greedy on the device or
+ * (llama_gpu.c), the prompt run in ubatches of many tokens per pass (or fed token by token,
+ * --prompt-mode token) and the generation token by token, greedy on the device or
  * sampled from the logits (sampler.c); after the timed loop the float64 reference
  * (llama_ref.c) is fed the same tokens (teacher-forced: the ids the devices chose) and must
  * choose the same greedy id at every position; the closing lines give pp and tg tokens/s
@@ -43,7 +44,7 @@ void model_close(struct service *s) {
  * generated tokens need. */
 static int prompt_ids(struct service *s, struct generation *gen) {
   const struct service_args *a = s->args;
-  size_t cap = (a->prompt ? strlen(a->prompt) * 4 : 0) + 8;
+  size_t cap = (a->prompt ? strlen(a->prompt) * 4 : 0) + a->prompt_tokens + 8;
   gen->ids = malloc((cap + a->tokens + 1) * sizeof(int32_t));
   if (!gen->ids) {
     fprintf(stderr, "vkrt-service: out of host memory\n");
@@ -52,18 +53,24 @@ static int prompt_ids(struct service *s, struct generation *gen) {
   int32_t n = a->prompt ? llama_tokenize(s->vocab, a->prompt, true, gen->ids, (int32_t)cap) : 1;
   if (!a->prompt)
     gen->ids[0] = llama_vocab_bos(s->vocab);
+  if (a->prompt_tokens) { /* BOS, then seeded ids drawn from the whole vocabulary */
+    uint64_t rng = a->seed * 0x9E3779B97F4A7C15ull + 1;
+    for (n = 1; n < (int32_t)a->prompt_tokens; n++)
+      gen->ids[n] = (int32_t)(gguf_random(&rng) % s->model->hp.n_vocab);
+  }
   if (n < 1) {
     fprintf(stderr, "vkrt-service: the prompt could not be tokenized\n");
     return EXIT_USAGE;
   }
   gen->n_prompt = (uint32_t)n;
-  uint64_t need = gen->n_prompt + a->tokens - 1; /* the last generated token is not fed */
+  /* the last generated token is not fed */
+  uint64_t need = a->depth + gen->n_prompt + a->tokens - 1;
   gen->n_ctx = a->ctx ? (uint32_t)a->ctx : (uint32_t)need;
   if (need > gen->n_ctx || gen->n_ctx > s->model->hp.n_ctx_train * 8ull) {
-    fprintf(stderr, "vkrt-service: %u prompt tokens + %llu generated need a context of %llu "
-            "tokens; --ctx %u (the model was trained on %u)\n", gen->n_prompt,
-            (unsigned long long)a->tokens, (unsigned long long)need, gen->n_ctx,
-            s->model->hp.n_ctx_train);
+    fprintf(stderr, "vkrt-service: depth %llu + %u prompt tokens + %llu generated need a "
+            "context of %llu tokens; --ctx %u (the model was trained on %u)\n",
+            (unsigned long long)a->depth, gen->n_prompt, (unsigned long long)a->tokens,
+            (unsigned long long)need, gen->n_ctx, s->model->hp.n_ctx_train);
     return EXIT_USAGE;
   }
   return 0;
@@ -75,7 +82,16 @@ int model_setup(struct service *s, struct generation *gen) {
   int rc = prompt_ids(s, gen);
   if (rc)
     return rc;
-  struct llama_gpu_params p = {.n_ctx = gen->n_ctx, .kv_type = a->kv_type,
+  /* the prompt pass's buffers: columns for the largest ubatch, rows of logits for every
+   * checked token of one (run_prompt: a ubatch of checked positions holds no others), else
+   * for its last token only */
+  gen->ubatch = a->prompt_by_token ? 0 : (uint32_t)(a->ubatch < gen->n_prompt ? a->ubatch
+                                                                             : gen->n_prompt);
+  uint32_t logit_rows = a->verify < gen->ubatch ? (uint32_t)a->verify : gen->ubatch;
+  struct llama_gpu_params p = {.n_ctx = gen->n_ctx, .depth = (uint32_t)a->depth,
+                               .ubatch = gen->ubatch,
+                               .ubatch_logits = logit_rows ? logit_rows : 1,
+                               .kv_type = a->kv_type,
                                .first_rank = s->first_rank, .ranks = s->ranks,
                                .path = a->weights_path, .progress = shards_load_progress,
                                .progress_user = s, .load_info = &s->load,
@@ -164,15 +180,47 @@ static int run_position(struct service *s, int32_t token, uint32_t pos, bool log
   return 0;
 }
 
+/* A ubatch of the prompt on every device, waited for. */
+static int run_ubatch(struct service *s, const int32_t *ids, uint32_t n, uint32_t pos0,
+                      uint32_t out_rows, bool logits) {
+  vkrt_appliance *app = s->app;
+  struct llama_gpu *g = s->gpu;
+  uint64_t ticket[VKRT_MAX_DEVICES];
+  vkrt_status st = llama_gpu_set_batch(g, ids, n, pos0);
+  if (st == VKRT_OK)
+    st = llama_gpu_record_batch(g, n, out_rows, logits);
+  for (uint32_t d = 0; st == VKRT_OK && d < s->n; d++)
+    st = vkrt_submit(app, d, &ticket[d]);
+  if (st != VKRT_OK) {
+    fprintf(stderr, "vkrt-service: the prompt pass: %s failed: %s: %s\n",
+            llama_gpu_failed(g)[0] ? llama_gpu_failed(g) : "vkrt_submit", vkrt_status_str(st),
+            vkrt_last_error(app));
+    return EXIT_RUNTIME;
+  }
+  for (uint32_t d = 0; d < s->n; d++)
+    CHECK(vkrt_wait(app, d, ticket[d], UINT64_MAX));
+  return 0;
+}
+
+/* Device d's argmax and logits of the last work: a token's (row < 0) or token `row` of the
+ * last ubatch. */
+static int32_t result_argmax(const struct service *s, uint32_t d, int row) {
+  return row < 0 ? llama_gpu_argmax(s->gpu, d) : llama_gpu_batch_argmax(s->gpu, d, (uint32_t)row);
+}
+static const float *result_logits(const struct service *s, uint32_t d, int row) {
+  return row < 0 ? llama_gpu_logits(s->gpu, d) : llama_gpu_batch_logits(s->gpu, d, (uint32_t)row);
+}
+
 /* Every rank's argmax (and logits, when copied) against rank 0's, and every host's against
- * the others': the allreduce makes them the same bits. */
-static void compare_ranks(struct service *s, struct generation *gen, uint32_t pos, bool logits) {
+ * the others': the allreduce makes them the same bits. row: as result_argmax. */
+static void compare_ranks(struct service *s, struct generation *gen, uint32_t pos, bool logits,
+                          int row) {
   uint32_t V = s->model->hp.n_vocab;
-  int32_t a0 = llama_gpu_argmax(s->gpu, 0);
-  const float *l0 = llama_gpu_logits(s->gpu, 0);
+  int32_t a0 = result_argmax(s, 0, row);
+  const float *l0 = result_logits(s, 0, row);
   for (uint32_t d = 1; d < s->n; d++)
-    if (llama_gpu_argmax(s->gpu, d) != a0 ||
-        (logits && memcmp(llama_gpu_logits(s->gpu, d), l0, V * sizeof(float)))) {
+    if (result_argmax(s, d, row) != a0 ||
+        (logits && memcmp(result_logits(s, d, row), l0, V * sizeof(float)))) {
       if (!gen->ranks_differ)
         fprintf(stderr, "vkrt-service: position %u: rank %u differs from rank 0\n", pos,
                 s->first_rank + d);
@@ -185,6 +233,71 @@ static void compare_ranks(struct service *s, struct generation *gen, uint32_t po
               vkrt_host_rank(s->app));
     gen->ranks_differ = true;
   }
+}
+
+/* Position pos fed alone through the token's work; its timings, rank comparison, argmax
+ * and (checked) logits kept. */
+static int feed_position(struct service *s, struct generation *gen, uint32_t pos, bool sampling,
+                         double t0) {
+  const struct service_args *a = s->args;
+  uint32_t V = s->model->hp.n_vocab;
+  double stamp[5];
+  bool logits = sampling || pos < a->verify;
+  int rc = run_position(s, gen->ids[pos], (uint32_t)a->depth + pos, logits, stamp);
+  if (rc)
+    return rc;
+  gen->lat[pos] = stamp[4] - stamp[0];
+  if (pos > 0 || gen->warm_tokens) { /* the very first may create pipelines */
+    for (int i = 0; i < 4; i++)
+      gen->prof[i] += stamp[i + 1] - stamp[i];
+    gen->profiled++;
+  }
+  gen->fed = pos + 1;
+  compare_ranks(s, gen, pos, logits, -1);
+  gen->gpu_argmax[pos] = llama_gpu_argmax(s->gpu, 0);
+  if (pos < a->verify)
+    memcpy(gen->logits + (size_t)pos * V, llama_gpu_logits(s->gpu, 0), V * sizeof(float));
+  if (pos + 1 == gen->n_prompt)
+    gen->t_prompt = now_s() - t0;
+  return 0;
+}
+
+/* The prompt in ubatches of up to gen->ubatch tokens, each one pass over its tokens: the
+ * head for its last token, or for all of them when it holds checked positions (a ubatch ends
+ * where the checked positions end, so the head never runs for more of them than are
+ * checked: with --verify 1 the first ubatch is the first token alone). The argmax
+ * (and checked logits) of the positions computed are kept, -1 for the others; *last: the last
+ * prompt token's logits (NULL when not copied). */
+static int run_prompt(struct service *s, struct generation *gen, bool sampling,
+                      const float **last) {
+  const struct service_args *a = s->args;
+  uint32_t V = s->model->hp.n_vocab, U = gen->ubatch;
+  for (uint32_t p0 = 0, n; p0 < gen->n_prompt; p0 += n) {
+    bool checked = p0 < a->verify, logits = checked || sampling;
+    uint64_t end = checked && a->verify < gen->n_prompt ? a->verify : gen->n_prompt;
+    n = end - p0 < U ? (uint32_t)(end - p0) : U;
+    uint32_t rows = checked ? n : 1;
+    double t = now_s();
+    int rc = run_ubatch(s, gen->ids + p0, n, (uint32_t)a->depth + p0, rows, logits);
+    if (rc)
+      return rc;
+    t = now_s() - t;
+    gen->ubatches++;
+    for (uint32_t j = 0; j < n; j++) {
+      uint32_t pos = p0 + j;
+      gen->lat[pos] = t / n;
+      gen->gpu_argmax[pos] = llama_gpu_batch_argmax(s->gpu, 0, j);
+      if (j < n - rows)
+        continue;
+      compare_ranks(s, gen, pos, logits, (int)j);
+      if (pos < a->verify)
+        memcpy(gen->logits + (size_t)pos * V, llama_gpu_batch_logits(s->gpu, 0, j),
+               V * sizeof(float));
+    }
+    gen->fed = p0 + n;
+    *last = llama_gpu_batch_logits(s->gpu, 0, n - 1);
+  }
+  return 0;
 }
 
 int model_run(struct service *s, struct generation *gen) {
@@ -207,30 +320,33 @@ int model_run(struct service *s, struct generation *gen) {
       return rc;
     gen->warm_tokens++;
   }
+  /* ... and the prompt pass's first ubatch once (the same rows the run writes first): its
+   * kernels' first use is not timed */
+  if (gen->ubatch && a->warmup_ms > 0 &&
+      (rc = run_ubatch(s, gen->ids, gen->ubatch, (uint32_t)a->depth, 1, false)))
+    return rc;
   double t0 = now_s();
   s->t_warm = t0;
-  for (uint32_t pos = 0;; pos++) {
-    if (tool_hosts_max(*s->stop ? 1.0 : 0.0) > 0)
-      break;
-    bool logits = sampling || pos < a->verify;
-    if ((rc = run_position(s, gen->ids[pos], pos, logits, stamp)))
+  const float *last_logits = NULL;
+  bool prompt_done = false; /* the prompt ran in ubatches: its last position's results here */
+  if (gen->ubatch && tool_hosts_max(*s->stop ? 1.0 : 0.0) == 0) {
+    if ((rc = run_prompt(s, gen, sampling, &last_logits)))
       return rc;
-    gen->lat[pos] = stamp[4] - stamp[0];
-    if (pos > 0 || gen->warm_tokens) { /* the very first may create pipelines */
-      for (int i = 0; i < 4; i++)
-        gen->prof[i] += stamp[i + 1] - stamp[i];
-      gen->profiled++;
+    gen->t_prompt = now_s() - t0;
+    prompt_done = true;
+  }
+  /* with the prompt run in ubatches, its last position's results are already there */
+  for (uint32_t pos = prompt_done ? gen->n_prompt - 1 : 0;; pos++, prompt_done = false) {
+    if (!prompt_done) {
+      if (tool_hosts_max(*s->stop ? 1.0 : 0.0) > 0)
+        break;
+      if ((rc = feed_position(s, gen, pos, sampling, t0)))
+        return rc;
+      if (pos + 1 < gen->n_prompt)
+        continue;
+      last_logits = llama_gpu_logits(s->gpu, 0);
     }
-    gen->fed = pos + 1;
-    compare_ranks(s, gen, pos, logits);
-    gen->gpu_argmax[pos] = llama_gpu_argmax(s->gpu, 0);
-    if (pos < a->verify)
-      memcpy(gen->logits + (size_t)pos * V, llama_gpu_logits(s->gpu, 0), V * sizeof(float));
-    if (pos + 1 == gen->n_prompt)
-      gen->t_prompt = now_s() - t0;
-    if (pos + 1 < gen->n_prompt)
-      continue;
-    int32_t next = sampling ? llama_sample(&sampler, llama_gpu_logits(s->gpu, 0), V, gen->scratch)
+    int32_t next = sampling ? llama_sample(&sampler, last_logits, V, gen->scratch)
                             : gen->gpu_argmax[pos];
     gen->ids[pos + 1] = next;
     gen->n_gen++;
@@ -331,15 +447,21 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
   if (*s->stop)
     printf("vkrt-service: stopping on signal %d after %u positions\n", (int)*s->stop, gen->fed);
   uint32_t np = gen->n_prompt < gen->fed ? gen->n_prompt : gen->fed;
+  char mode[96];
+  if (gen->ubatch)
+    snprintf(mode, sizeof(mode), "batch: %u ubatch%s of up to %u tokens", gen->ubatches,
+             gen->ubatches == 1 ? "" : "es", gen->ubatch);
+  else
+    snprintf(mode, sizeof(mode), "token: one token at a time");
   if (np)
-    printf("vkrt-service: pp: %u prompt tokens in %.3f s: %.1f tokens/s (token by token)\n", np,
-           gen->t_prompt, np / gen->t_prompt);
+    printf("vkrt-service: pp: %u prompt tokens in %.3f s: %.1f tokens/s (prompt mode %s)\n",
+           np, gen->t_prompt, np / gen->t_prompt, mode);
   uint32_t ntg = gen->fed - np; /* positions fed after the prompt, one generated token each */
   double t_tg = 0, p50 = 0, p99 = 0, roofline = 0;
   if (ntg) {
     double *lat = gen->lat + np, kv_len = 0;
     for (uint32_t i = 0; i < ntg; i++)
-      t_tg += lat[i], kv_len += np + i + 1;
+      t_tg += lat[i], kv_len += (double)s->args->depth + np + i + 1;
     kv_len /= ntg;
     uint64_t kv = llama_gpu_kv_bytes(s->gpu, (uint32_t)(kv_len + 0.5));
     roofline = s->copy_bw > 0 ? (double)(s->shard_bytes + kv) / s->copy_bw : 0;
@@ -370,27 +492,30 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            gen->checked, verified ? "passed" : "FAILED", gen->min_margin, gen->min_margin_pos,
            gen->max_logit_err, gen->ranks_differ ? "NO" : "yes", s->ranks);
   else
-    printf("vkrt-service: not verified against float64 (--verify 0); ranks bit-identical: %s "
-           "(%u ranks)\n", gen->ranks_differ ? "NO" : "yes", s->ranks);
+    printf("vkrt-service: not verified against float64 (%s); ranks bit-identical: %s "
+           "(%u ranks)\n", s->args->depth ? "--depth: the K/V rows before it are a constant"
+           : "--verify 0", gen->ranks_differ ? "NO" : "yes", s->ranks);
   printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s; a token's work %s\n",
          vkrt_transport_str(vkrt_transport(app)), vkrt_load_path_str(s->load.path[0]),
          (double)s->uploaded / s->t_up * 1e-9,
          llama_gpu_captured(s->gpu) ? "a captured graph" : "recorded per token");
   if (s->args->json)
-    printf("{\"prompt_tokens\": %u, \"pp_tokens_per_s\": %.3f, \"generated_tokens\": %u, "
+    printf("{\"prompt_tokens\": %u, \"prompt_mode\": \"%s\", \"ubatch\": %u, "
+           "\"pp_tokens_per_s\": %.3f, \"generated_tokens\": %u, "
            "\"tg_tokens_per_s\": %.3f, \"p50_ms\": %.4f, \"p99_ms\": %.4f, "
            "\"roofline_ms\": %.4f, \"weight_bytes\": %llu, \"copy_gbps\": %.3f, "
            "\"checked_positions\": %u, \"verified\": %s, \"min_margin\": %.6g, "
            "\"max_logit_diff\": %.3e, \"ranks_bit_identical\": %s, \"ranks\": %u, "
-           "\"hosts\": %u, \"kv_type\": \"%s\", \"graph\": %s, \"transport\": \"%s\", "
+           "\"hosts\": %u, \"depth\": %llu, \"kv_type\": \"%s\", \"graph\": %s, \"transport\": \"%s\", "
            "\"version\": \"%s\"",
-           np, np && gen->t_prompt > 0 ? np / gen->t_prompt : 0, gen->n_gen,
+           np, gen->ubatch ? "batch" : "token", gen->ubatch,
+           np && gen->t_prompt > 0 ? np / gen->t_prompt : 0, gen->n_gen,
            t_tg > 0 ? ntg / t_tg : 0, p50 * 1e3, p99 * 1e3, roofline * 1e3,
            (unsigned long long)s->shard_bytes, s->copy_bw * 1e-9, gen->checked,
            gen->checked && verified ? "true" : "false",
            gen->checked ? gen->min_margin : 0.0, gen->max_logit_err,
            gen->ranks_differ ? "false" : "true", s->ranks, vkrt_host_count(app),
-           vkrt_type_str(s->args->kv_type), llama_gpu_captured(s->gpu) ? "true" : "false",
+           (unsigned long long)s->args->depth, vkrt_type_str(s->args->kv_type), llama_gpu_captured(s->gpu) ? "true" : "false",
            vkrt_transport_str(vkrt_transport(app)), vkrt_version());
   if (s->args->json) {
     shards_load_json(s);

@@ -152,7 +152,10 @@ bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank
 
 struct llama_gpu_params {
   uint32_t n_ctx;       /* KV-cache rows (tokens) */
+  uint32_t depth;       /* rows before the first token: filled with a constant, not zeros */
   vkrt_type kv_type;    /* VKRT_TYPE_F16 or VKRT_TYPE_Q8_0 */
+  uint32_t ubatch;      /* the prompt pass's most tokens at once (0: no prompt pass) */
+  uint32_t ubatch_logits; /* rows of logits a prompt pass may copy out (1..ubatch) */
   uint32_t first_rank;  /* this host's device d is rank first_rank + d */
   uint32_t ranks;       /* every device of every host */
   const char *path;     /* the model file the weights are loaded from (vkrt_load_file) */
@@ -182,6 +185,22 @@ void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos);
  * appliance's vkrt_last_error says why). */
 vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits);
 const char *llama_gpu_failed(const struct llama_gpu *g);
+/* The prompt pass: ids[0..n) at positions pos0.. (n <= ubatch) written to every device's
+ * host-visible ubatch step buffer (the positions, and pos + 1 attended tokens each: causal).
+ * The devices must have finished the previous work. INVALID_ARGUMENT (llama_gpu_failed says
+ * why) without a prompt pass, for n = 0 or past the ubatch or the context. */
+vkrt_status llama_gpu_set_batch(struct llama_gpu *g, const int32_t *ids, uint32_t n,
+                                uint32_t pos0);
+/* Records the forward pass of the n tokens set by llama_gpu_set_batch on every local device
+ * (not submitted): every column's K/V rows written to the cache, and the output head, argmax
+ * on the device and (want_logits) a logits copy for the host of the last out_rows tokens only
+ * (1 <= out_rows <= ubatch_logits). INVALID_ARGUMENT for n or out_rows out of range. */
+vkrt_status llama_gpu_record_batch(struct llama_gpu *g, uint32_t n, uint32_t out_rows,
+                                   bool want_logits);
+/* After the recorded prompt pass completed: device d's greedy id and (want_logits) logits
+ * of token j of the ubatch; -1 and NULL for a token the head did not compute. */
+int32_t llama_gpu_batch_argmax(const struct llama_gpu *g, uint32_t device, uint32_t j);
+const float *llama_gpu_batch_logits(const struct llama_gpu *g, uint32_t device, uint32_t j);
 /* Captures the token's recorded work once (with and without the logits copy) as graphs
  * (vkrt_graph_*): a token then costs one launch per device instead of recording every op.
  * VKRT_OK when captured; VKRT_ERROR_UNSUPPORTED or VKRT_ERROR_UNAVAILABLE when the appliance

@@ -14,7 +14,15 @@
  * Every per-token value (token, position, attended length) is read on the device from the
  * I32 `step` buffer, which a recorded copy fills from a host-visible buffer the host writes:
  * the token's recorded work is the same for every token. The allreduce leaves bit-identical
- * sums on every rank, so every rank's state and logits are the same bits. */
+ * sums on every rank, so every rank's state and logits are the same bits.
+ *
+ * The prompt pass runs the same forward pass over a ubatch of n tokens at once: every
+ * activation has n columns (sized for the largest ubatch at creation), the matmuls take n
+ * columns (the tiled kernel past the crossover reads the weights once per tile, not once per
+ * token), rope and set_rows a position per column, attention a causal length per query, the
+ * allreduces n columns; the output head only for the rows asked for (the last, or every row
+ * when their logits are checked). Its ids, positions and lengths come from a second step
+ * buffer of n entries per field. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,8 +31,26 @@
 
 #include "llama.h"
 
-enum { STEP_TOKEN = 0, STEP_POS = 4, STEP_KV_LEN = 8, STEP_ARGMAX = 16, STEP_BYTES = 32 };
-enum { OUT_ARGMAX = 0, OUT_LOGITS = 256 }; /* offsets in the host-visible result buffer */
+/* A step buffer of c columns (1: a token; the ubatch size: the prompt pass) holds four I32
+ * fields of c entries each, field f at f * c * 4 bytes: the tokens, their positions, their
+ * attended lengths (the host writes these three) and the argmax of each row of the head. */
+enum { STEP_TOKEN = 0, STEP_POS = 1, STEP_KV_LEN = 2, STEP_ARGMAX = 3, STEP_FIELDS = 4 };
+/* The host-visible result buffer: the argmaxes at 0, the logits from out_logits(c). */
+static uint64_t out_logits(uint32_t cols) { return ((uint64_t)cols * 4 + 255) & ~(uint64_t)255; }
+
+/* The step and result buffers of one kind of work: [0] a token, [1] a ubatch of the prompt. */
+struct gpu_steps {
+  vkrt_buffer *step;             /* device-local I32 fields (above) */
+  vkrt_buffer *step_host, *out_host; /* host-visible: the next step; argmaxes and logits */
+  int32_t *step_map;
+  uint8_t *out_map;
+};
+
+/* What one recorded pass covers: n columns (tokens), the output head for columns [r0, n). */
+struct pass {
+  uint32_t n, r0;
+  bool batch, want_logits;
+};
 
 struct gpu_layer {
   vkrt_buffer *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *gate, *up, *down;
@@ -38,12 +64,9 @@ struct gpu_device {
   vkrt_buffer *output;           /* this rank's output-head rows (tok_embd itself when tied) */
   uint64_t output_offset;        /* bytes: where they start in `output` */
   vkrt_buffer *x, *xn, *q, *k, *v, *att, *y, *g, *u;
-  vkrt_buffer *logits_part;      /* ranks > 1: n_vocab, zero outside this rank's rows */
-  vkrt_buffer *logits;
-  vkrt_buffer *step;             /* I32 token, position, kv_len; the argmax */
-  vkrt_buffer *step_host, *out_host; /* host-visible: the next step; argmax and logits */
-  int32_t *step_map;
-  uint8_t *out_map;
+  vkrt_buffer *logits_part;      /* ranks > 1: n_vocab per row, zero outside this rank's rows */
+  vkrt_buffer *logits;           /* n_vocab per row of the head */
+  struct gpu_steps st[2];        /* [0] a token's, [1] the prompt pass's (when ubatch > 0) */
   uint64_t weight_bytes, uploaded;
 };
 
@@ -54,6 +77,9 @@ struct llama_gpu {
   uint32_t n;
   struct gpu_device dev[VKRT_MAX_DEVICES];
   vkrt_graph *graph[2];          /* captured token: [want_logits] */
+  uint32_t cols;                 /* activation columns: the ubatch, at least 1 */
+  uint32_t logit_rows;           /* rows of logits a pass may produce */
+  struct pass last_batch;        /* the prompt pass recorded last */
   const char *failed;
   vkrt_load_range *loads;        /* every device's weights, loaded at once after creation */
   uint32_t load_count, load_cap;
@@ -165,9 +191,27 @@ static vkrt_status upload_cols(struct llama_gpu *g, uint32_t d, const struct ggu
   return VKRT_OK;
 }
 
+/* floats per column, for every column of the largest pass */
 static vkrt_status activation(struct llama_gpu *g, uint32_t d, uint64_t floats,
                               vkrt_buffer **out) {
-  TRY(vkrt_buffer_create(g->app, d, floats * 4, VKRT_BUFFER_DEVICE_LOCAL, out));
+  TRY(vkrt_buffer_create(g->app, d, floats * g->cols * 4, VKRT_BUFFER_DEVICE_LOCAL, out));
+  return VKRT_OK;
+}
+
+/* A kind of work's step and result buffers for `cols` columns and `rows` rows of logits. */
+static vkrt_status steps_create(struct llama_gpu *g, uint32_t d, uint32_t cols, uint32_t rows,
+                                struct gpu_steps *st) {
+  uint64_t bytes = (uint64_t)STEP_FIELDS * cols * 4;
+  TRY(vkrt_buffer_create(g->app, d, bytes, VKRT_BUFFER_DEVICE_LOCAL, &st->step));
+  TRY(vkrt_buffer_create(g->app, d, bytes, VKRT_BUFFER_HOST_VISIBLE, &st->step_host));
+  TRY(vkrt_buffer_create(g->app, d, out_logits(cols) + (uint64_t)rows * g->m->hp.n_vocab * 4,
+                         VKRT_BUFFER_HOST_VISIBLE, &st->out_host));
+  void *map = NULL;
+  TRY(vkrt_buffer_map(st->step_host, &map));
+  st->step_map = map;
+  memset(map, 0, bytes);
+  TRY(vkrt_buffer_map(st->out_host, &map));
+  st->out_map = map;
   return VKRT_OK;
 }
 
@@ -225,30 +269,26 @@ static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
       (s = activation(g, d, sp->n_head * hd, &dv->att)) ||
       (s = activation(g, d, sp->n_head_kv * hd, &dv->k)) ||
       (s = activation(g, d, sp->n_head_kv * hd, &dv->v)) ||
-      (s = activation(g, d, sp->n_ff, &dv->g)) || (s = activation(g, d, sp->n_ff, &dv->u)) ||
-      (s = activation(g, d, hp->n_vocab, &dv->logits)))
+      (s = activation(g, d, sp->n_ff, &dv->g)) || (s = activation(g, d, sp->n_ff, &dv->u)))
     return s;
+  uint64_t logit_bytes = (uint64_t)hp->n_vocab * g->logit_rows * 4;
+  TRY(vkrt_buffer_create(g->app, d, logit_bytes, VKRT_BUFFER_DEVICE_LOCAL, &dv->logits));
   if (g->p.ranks > 1) { /* zero once: only this rank's rows are ever written */
-    if ((s = activation(g, d, hp->n_vocab, &dv->logits_part)))
-      return s;
-    TRY(vkrt_cmd_fill(dv->logits_part, 0, (uint64_t)hp->n_vocab * 4, 0));
+    TRY(vkrt_buffer_create(g->app, d, logit_bytes, VKRT_BUFFER_DEVICE_LOCAL, &dv->logits_part));
+    TRY(vkrt_cmd_fill(dv->logits_part, 0, logit_bytes, 0));
   }
-  TRY(vkrt_buffer_create(g->app, d, STEP_BYTES, VKRT_BUFFER_DEVICE_LOCAL, &dv->step));
-  TRY(vkrt_buffer_create(g->app, d, STEP_BYTES, VKRT_BUFFER_HOST_VISIBLE, &dv->step_host));
-  TRY(vkrt_buffer_create(g->app, d, OUT_LOGITS + (uint64_t)hp->n_vocab * 4,
-                         VKRT_BUFFER_HOST_VISIBLE, &dv->out_host));
-  void *map = NULL;
-  TRY(vkrt_buffer_map(dv->step_host, &map));
-  dv->step_map = map;
-  memset(map, 0, STEP_BYTES);
-  TRY(vkrt_buffer_map(dv->out_host, &map));
-  dv->out_map = map;
+  if ((s = steps_create(g, d, 1, 1, &dv->st[0])))
+    return s;
+  if (g->p.ubatch && (s = steps_create(g, d, g->cols, g->logit_rows, &dv->st[1])))
+    return s;
   /* The K/V caches start as zeros: rows past kv_len are never read, but a fresh buffer's
-   * bytes are whatever the memory held. */
+   * bytes are whatever the memory held. A run at a depth reads rows it never wrote: every
+   * byte 0x2E, finite in either type (f16 0.097; q8_0 scale 0.097, quants 46). */
+  uint32_t fill = g->p.depth ? 0x2E2E2E2Eu : 0;
   for (uint32_t l = 0; l < hp->n_layer; l++) {
     uint64_t cache = vkrt_buffer_size(dv->layer[l].k_cache);
-    TRY(vkrt_cmd_fill(dv->layer[l].k_cache, 0, cache, 0));
-    TRY(vkrt_cmd_fill(dv->layer[l].v_cache, 0, cache, 0));
+    TRY(vkrt_cmd_fill(dv->layer[l].k_cache, 0, cache, fill));
+    TRY(vkrt_cmd_fill(dv->layer[l].v_cache, 0, cache, fill));
   }
   TRY(vkrt_finish(g->app, d));
   return VKRT_OK;
@@ -280,6 +320,9 @@ int llama_gpu_create(vkrt_appliance *app, const struct llama_model *m,
   g->app = app;
   g->m = m;
   g->p = *p;
+  g->cols = p->ubatch ? p->ubatch : 1;
+  g->logit_rows = p->ubatch && p->ubatch_logits ? p->ubatch_logits : 1;
+  g->logit_rows = g->logit_rows < g->cols ? g->logit_rows : g->cols;
   g->n = vkrt_device_count(app);
   for (uint32_t d = 0; d < g->n; d++)
     if (!llama_split_plan(m, p->ranks, p->first_rank + d, &g->dev[d].sp, err, err_size)) {
@@ -328,7 +371,9 @@ void llama_gpu_free(struct llama_gpu *g) {
       vkrt_buffer_destroy(dv->output);
     vkrt_buffer *bufs[] = {dv->tok_embd, dv->output_norm, dv->x, dv->xn, dv->q, dv->k,
                            dv->v, dv->att, dv->y, dv->g, dv->u, dv->logits_part,
-                           dv->logits, dv->step, dv->step_host, dv->out_host};
+                           dv->logits, dv->st[0].step, dv->st[0].step_host,
+                           dv->st[0].out_host, dv->st[1].step, dv->st[1].step_host,
+                           dv->st[1].out_host};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
       vkrt_buffer_destroy(bufs[i]);
   }
@@ -342,39 +387,66 @@ const struct llama_split *llama_gpu_split(const struct llama_gpu *g, uint32_t de
 
 void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos) {
   for (uint32_t d = 0; d < g->n; d++) {
-    int32_t *s = g->dev[d].step_map;
-    s[STEP_TOKEN / 4] = token;
-    s[STEP_POS / 4] = (int32_t)pos;
-    s[STEP_KV_LEN / 4] = (int32_t)pos + 1;
+    int32_t *s = g->dev[d].st[0].step_map;
+    s[STEP_TOKEN] = token;
+    s[STEP_POS] = (int32_t)pos;
+    s[STEP_KV_LEN] = (int32_t)pos + 1;
   }
+}
+
+vkrt_status llama_gpu_set_batch(struct llama_gpu *g, const int32_t *ids, uint32_t n,
+                                uint32_t pos0) {
+  if (!g->p.ubatch || n == 0 || n > g->cols || (uint64_t)pos0 + n > g->p.n_ctx) {
+    g->failed = "llama_gpu_set_batch: no prompt pass, or a ubatch of 0 or more tokens than "
+                "its buffers hold, or past the context";
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  }
+  for (uint32_t d = 0; d < g->n; d++) {
+    int32_t *s = g->dev[d].st[1].step_map;
+    for (uint32_t j = 0; j < n; j++) {
+      s[STEP_TOKEN * g->cols + j] = ids[j];
+      s[STEP_POS * g->cols + j] = (int32_t)(pos0 + j);
+      s[STEP_KV_LEN * g->cols + j] = (int32_t)(pos0 + j) + 1;
+    }
+  }
+  return VKRT_OK;
 }
 
 static vkrt_tensor vec(vkrt_buffer *b, vkrt_type type, int64_t n) {
   return vkrt_tensor_contiguous(b, 0, type, n, 1, 1, 1);
 }
-static vkrt_tensor step_i32(vkrt_buffer *step, uint64_t offset) {
-  return vkrt_tensor_contiguous(step, offset, VKRT_TYPE_I32, 1, 1, 1, 1);
+/* n columns of `rows` floats from column c0 of an activation */
+static vkrt_tensor cols_f32(vkrt_buffer *b, int64_t rows, uint32_t c0, uint32_t n) {
+  return vkrt_tensor_contiguous(b, (uint64_t)c0 * rows * 4, VKRT_TYPE_F32, rows, n, 1, 1);
+}
+/* Field f of the pass's step buffer: its first `count` entries. */
+static vkrt_tensor step_i32(const struct llama_gpu *g, const struct gpu_device *dv,
+                            const struct pass *ps, uint32_t field, uint32_t count) {
+  uint32_t cols = ps->batch ? g->cols : 1;
+  return vkrt_tensor_contiguous(dv->st[ps->batch].step, (uint64_t)field * cols * 4,
+                                VKRT_TYPE_I32, count, 1, 1, 1);
 }
 
 /* vkrt_op_matmul_add (x += W h in one dispatch) takes f32/f16 weights. */
 static bool fuses_residual(vkrt_type w) { return vkrt_type_block(w) == 1; }
 
-/* x += W h on every device, W each rank's columns. The allreduce adds the ranks' partial
- * products in place in x: global rank 0 contributes x + W_0 h (one vkrt_op_matmul_add where
- * the type allows, else a matmul and an add), every other rank W_r h written over its x (the
- * same x, so no rank loses anything), and every rank gets the same sum, bit for bit. */
-static vkrt_status residual(struct llama_gpu *g, uint32_t l, bool ffn) {
+/* x += W h on every device for the pass's columns, W each rank's columns. The allreduce adds
+ * the ranks' partial products in place in x: global rank 0 contributes x + W_0 h (one
+ * vkrt_op_matmul_add where the type allows, else a matmul and an add), every other rank W_r h
+ * written over its x (the same x, so no rank loses anything), and every rank gets the same
+ * sum, bit for bit. */
+static vkrt_status residual(struct llama_gpu *g, uint32_t l, bool ffn, const struct pass *ps) {
   const struct llama_hparams *hp = &g->m->hp;
   const struct gguf_tensor *wt = ffn ? g->m->layer[l].ffn_down : g->m->layer[l].wo;
-  vkrt_allreduce_args ar = {.count = hp->n_embd, .type = VKRT_TYPE_F32};
+  vkrt_allreduce_args ar = {.count = (uint64_t)hp->n_embd * ps->n, .type = VKRT_TYPE_F32};
   for (uint32_t d = 0; d < g->n; d++) {
     struct gpu_device *dv = &g->dev[d];
     int64_t k = ffn ? dv->sp.n_ff : (int64_t)dv->sp.n_head * hp->head_dim;
     vkrt_tensor w = vkrt_tensor_contiguous(ffn ? dv->layer[l].down : dv->layer[l].wo, 0,
                                            wt->type, k, hp->n_embd, 1, 1);
-    vkrt_tensor h = vec(ffn ? dv->g : dv->att, VKRT_TYPE_F32, k);
-    vkrt_tensor x = vec(dv->x, VKRT_TYPE_F32, hp->n_embd);
-    vkrt_tensor y = vec(dv->y, VKRT_TYPE_F32, hp->n_embd);
+    vkrt_tensor h = cols_f32(ffn ? dv->g : dv->att, k, 0, ps->n);
+    vkrt_tensor x = cols_f32(dv->x, hp->n_embd, 0, ps->n);
+    vkrt_tensor y = cols_f32(dv->y, hp->n_embd, 0, ps->n);
     const vkrt_tensor *srcs[2] = {&x, &y};
     if (g->p.first_rank + d != 0) {
       TRY(vkrt_op_matmul(&x, &w, &h));
@@ -392,34 +464,36 @@ static vkrt_status residual(struct llama_gpu *g, uint32_t l, bool ffn) {
 }
 
 /* Layer l's attention up to the output projection on device d: a = attention(rope(Wq h),
- * cache with rope(Wk h), Wv h at pos). */
-static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l) {
+ * cache with rope(Wk h), Wv h at each column's position). */
+static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const struct pass *ps) {
   const struct llama_model *m = g->m;
   const struct llama_hparams *hp = &m->hp;
   const struct llama_layer *L = &m->layer[l];
   struct gpu_device *dv = &g->dev[d];
   struct gpu_layer *gl = &dv->layer[l];
   int64_t E = hp->n_embd, hd = hp->head_dim, nh = dv->sp.n_head, nkv = dv->sp.n_head_kv;
-  vkrt_tensor x = vec(dv->x, VKRT_TYPE_F32, E), h = vec(dv->xn, VKRT_TYPE_F32, E);
+  int64_t n = ps->n;
+  vkrt_tensor x = cols_f32(dv->x, E, 0, ps->n), h = cols_f32(dv->xn, E, 0, ps->n);
   vkrt_tensor norm = vec(gl->attn_norm, VKRT_TYPE_F32, E);
   TRY(vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
   vkrt_tensor wq = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, nh * hd, 1, 1);
   vkrt_tensor wk = vkrt_tensor_contiguous(gl->wk, 0, L->wk->type, E, nkv * hd, 1, 1);
   vkrt_tensor wv = vkrt_tensor_contiguous(gl->wv, 0, L->wv->type, E, nkv * hd, 1, 1);
-  vkrt_tensor q = vkrt_tensor_contiguous(dv->q, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
-  vkrt_tensor k = vkrt_tensor_contiguous(dv->k, 0, VKRT_TYPE_F32, hd, nkv, 1, 1);
-  vkrt_tensor q_flat = vec(dv->q, VKRT_TYPE_F32, nh * hd);
-  vkrt_tensor k_flat = vec(dv->k, VKRT_TYPE_F32, nkv * hd);
-  vkrt_tensor v_flat = vec(dv->v, VKRT_TYPE_F32, nkv * hd);
+  vkrt_tensor q = vkrt_tensor_contiguous(dv->q, 0, VKRT_TYPE_F32, hd, nh, n, 1);
+  vkrt_tensor k = vkrt_tensor_contiguous(dv->k, 0, VKRT_TYPE_F32, hd, nkv, n, 1);
+  vkrt_tensor q_flat = cols_f32(dv->q, nh * hd, 0, ps->n);
+  vkrt_tensor k_flat = cols_f32(dv->k, nkv * hd, 0, ps->n);
+  vkrt_tensor v_flat = cols_f32(dv->v, nkv * hd, 0, ps->n);
   TRY(vkrt_op_matmul(&q_flat, &wq, &h));
   TRY(vkrt_op_matmul(&k_flat, &wk, &h));
   TRY(vkrt_op_matmul(&v_flat, &wv, &h));
-  vkrt_tensor pos = step_i32(dv->step, STEP_POS), kv_len = step_i32(dv->step, STEP_KV_LEN);
+  vkrt_tensor pos = step_i32(g, dv, ps, STEP_POS, ps->n);
+  vkrt_tensor kv_len = step_i32(g, dv, ps, STEP_KV_LEN, ps->n);
   vkrt_rope_params rope = {.mode = VKRT_ROPE_NORMAL, .n_dims = hp->n_rot,
                            .freq_base = hp->rope_freq_base, .freq_scale = 1.0f};
   TRY(vkrt_op_rope(&q, &q, &pos, &rope));
   TRY(vkrt_op_rope(&k, &k, &pos, &rope));
-  /* cache rows: one token's KV heads each; row pos takes this token's */
+  /* cache rows: one token's KV heads each; row pos[j] takes column j's */
   int64_t ctx = g->p.n_ctx;
   vkrt_tensor k_rows = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
   vkrt_tensor v_rows = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
@@ -427,47 +501,53 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l) {
   TRY(vkrt_op_set_rows(&v_rows, &v_flat, &pos));
   vkrt_tensor kc = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
   vkrt_tensor vc = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
-  vkrt_tensor a = vkrt_tensor_contiguous(dv->att, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
+  vkrt_tensor a = vkrt_tensor_contiguous(dv->att, 0, VKRT_TYPE_F32, hd, nh, n, 1);
   TRY(vkrt_op_attention(&a, &q, &kc, &vc, &kv_len, 1.0f / sqrtf((float)hd)));
   return VKRT_OK;
 }
 
 /* Layer l's feed-forward up to ffn_down on device d: g = silu(Wgate h) * Wup h. */
-static vkrt_status feed_forward(struct llama_gpu *g, uint32_t d, uint32_t l) {
+static vkrt_status feed_forward(struct llama_gpu *g, uint32_t d, uint32_t l,
+                                const struct pass *ps) {
   const struct llama_model *m = g->m;
   const struct llama_layer *L = &m->layer[l];
   struct gpu_device *dv = &g->dev[d];
   struct gpu_layer *gl = &dv->layer[l];
   int64_t E = m->hp.n_embd, F = dv->sp.n_ff;
-  vkrt_tensor x = vec(dv->x, VKRT_TYPE_F32, E), h = vec(dv->xn, VKRT_TYPE_F32, E);
+  vkrt_tensor x = cols_f32(dv->x, E, 0, ps->n), h = cols_f32(dv->xn, E, 0, ps->n);
   vkrt_tensor norm = vec(gl->ffn_norm, VKRT_TYPE_F32, E);
   TRY(vkrt_op_rms_norm(&h, &x, &norm, m->hp.eps));
   vkrt_tensor wg = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, F, 1, 1);
   vkrt_tensor wu = vkrt_tensor_contiguous(gl->up, 0, L->ffn_up->type, E, F, 1, 1);
-  vkrt_tensor gt = vec(dv->g, VKRT_TYPE_F32, F), ut = vec(dv->u, VKRT_TYPE_F32, F);
+  vkrt_tensor gt = cols_f32(dv->g, F, 0, ps->n), ut = cols_f32(dv->u, F, 0, ps->n);
   TRY(vkrt_op_matmul(&gt, &wg, &h));
   TRY(vkrt_op_matmul(&ut, &wu, &h));
   TRY(vkrt_op_swiglu(&gt, &gt, &ut));
   return VKRT_OK;
 }
 
-/* The output head: logits of this rank's vocabulary rows, gathered on every rank by an
- * allreduce; the argmax on the device; the results copied to the host-visible buffer. */
-static vkrt_status output_head(struct llama_gpu *g, bool want_logits) {
+/* The output head for columns [r0, n): logits of this rank's vocabulary rows (row i of the
+ * head in logits[i]), gathered on every rank by an allreduce; the argmax per row on the
+ * device; the results copied to the host-visible buffer. */
+static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
   const struct llama_model *m = g->m;
   const struct llama_hparams *hp = &m->hp;
   int64_t E = hp->n_embd, V = hp->n_vocab;
-  vkrt_allreduce_args ar = {.count = (uint64_t)V, .type = VKRT_TYPE_F32};
+  uint32_t rows = ps->n - ps->r0;
+  vkrt_allreduce_args ar = {.count = (uint64_t)V * rows, .type = VKRT_TYPE_F32};
   for (uint32_t d = 0; d < g->n; d++) {
     struct gpu_device *dv = &g->dev[d];
-    vkrt_tensor x = vec(dv->x, VKRT_TYPE_F32, E), h = vec(dv->xn, VKRT_TYPE_F32, E);
+    vkrt_tensor x = cols_f32(dv->x, E, ps->r0, rows), h = cols_f32(dv->xn, E, 0, rows);
     vkrt_tensor norm = vec(dv->output_norm, VKRT_TYPE_F32, E);
     TRY(vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
     vkrt_tensor w = vkrt_tensor_contiguous(dv->output, dv->output_offset, m->output->type, E,
                                            dv->sp.n_vocab, 1, 1);
+    /* this rank's rows of each row of logits: n_vocab apart */
     vkrt_tensor part = vkrt_tensor_contiguous(g->p.ranks > 1 ? dv->logits_part : dv->logits,
                                               (uint64_t)dv->sp.vocab0 * 4, VKRT_TYPE_F32,
-                                              dv->sp.n_vocab, 1, 1, 1);
+                                              dv->sp.n_vocab, rows, 1, 1);
+    part.nb[1] = V * 4;
+    part.nb[2] = part.nb[3] = V * 4 * rows;
     TRY(vkrt_op_matmul(&part, &w, &h));
     ar.send[d] = dv->logits_part;
     ar.recv[d] = dv->logits;
@@ -476,42 +556,68 @@ static vkrt_status output_head(struct llama_gpu *g, bool want_logits) {
     TRY(vkrt_allreduce(g->app, &ar));
   for (uint32_t d = 0; d < g->n; d++) {
     struct gpu_device *dv = &g->dev[d];
-    vkrt_tensor logits = vec(dv->logits, VKRT_TYPE_F32, V);
-    vkrt_tensor best = step_i32(dv->step, STEP_ARGMAX);
+    struct gpu_steps *st = &dv->st[ps->batch];
+    uint32_t cols = ps->batch ? g->cols : 1;
+    vkrt_tensor logits = vkrt_tensor_contiguous(dv->logits, 0, VKRT_TYPE_F32, V, rows, 1, 1);
+    vkrt_tensor best = step_i32(g, dv, ps, STEP_ARGMAX, rows);
     TRY(vkrt_op_argmax(&best, &logits));
-    TRY(vkrt_cmd_copy_buffer(dv->out_host, OUT_ARGMAX, dv->step, STEP_ARGMAX, 4));
-    if (want_logits)
-      TRY(vkrt_cmd_copy_buffer(dv->out_host, OUT_LOGITS, dv->logits, 0, (uint64_t)V * 4));
+    TRY(vkrt_cmd_copy_buffer(st->out_host, 0, st->step, (uint64_t)STEP_ARGMAX * cols * 4,
+                             (uint64_t)rows * 4));
+    if (ps->want_logits)
+      TRY(vkrt_cmd_copy_buffer(st->out_host, out_logits(cols), dv->logits, 0,
+                               (uint64_t)V * rows * 4));
   }
   return VKRT_OK;
 }
 
-vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits) {
+/* Records a pass on every local device: the step copy, the embedding of its columns, every
+ * layer, the output head. */
+static vkrt_status record_pass(struct llama_gpu *g, const struct pass *ps) {
   const struct llama_model *m = g->m;
   const struct llama_hparams *hp = &m->hp;
   vkrt_status s;
+  uint32_t cols = ps->batch ? g->cols : 1;
   for (uint32_t d = 0; d < g->n; d++) {
     struct gpu_device *dv = &g->dev[d];
-    TRY(vkrt_cmd_copy_buffer(dv->step, 0, dv->step_host, 0, STEP_ARGMAX));
-    vkrt_tensor x = vec(dv->x, VKRT_TYPE_F32, hp->n_embd);
+    struct gpu_steps *st = &dv->st[ps->batch];
+    TRY(vkrt_cmd_copy_buffer(st->step, 0, st->step_host, 0, (uint64_t)STEP_ARGMAX * cols * 4));
+    vkrt_tensor x = cols_f32(dv->x, hp->n_embd, 0, ps->n);
     vkrt_tensor table = vkrt_tensor_contiguous(dv->tok_embd, 0, m->tok_embd->type, hp->n_embd,
                                                hp->n_vocab, 1, 1);
-    vkrt_tensor token = step_i32(dv->step, STEP_TOKEN);
+    vkrt_tensor token = step_i32(g, dv, ps, STEP_TOKEN, ps->n);
     TRY(vkrt_op_get_rows(&x, &table, &token));
   }
   for (uint32_t l = 0; l < hp->n_layer; l++) {
     for (uint32_t d = 0; d < g->n; d++)
-      if ((s = attention(g, d, l)))
+      if ((s = attention(g, d, l, ps)))
         return s;
-    if ((s = residual(g, l, false)))
+    if ((s = residual(g, l, false, ps)))
       return s;
     for (uint32_t d = 0; d < g->n; d++)
-      if ((s = feed_forward(g, d, l)))
+      if ((s = feed_forward(g, d, l, ps)))
         return s;
-    if ((s = residual(g, l, true)))
+    if ((s = residual(g, l, true, ps)))
       return s;
   }
-  return output_head(g, want_logits);
+  return output_head(g, ps);
+}
+
+vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits) {
+  struct pass ps = {.n = 1, .r0 = 0, .batch = false, .want_logits = want_logits};
+  return record_pass(g, &ps);
+}
+
+vkrt_status llama_gpu_record_batch(struct llama_gpu *g, uint32_t n, uint32_t out_rows,
+                                   bool want_logits) {
+  if (!g->p.ubatch || n == 0 || n > g->cols || out_rows == 0 || out_rows > n ||
+      out_rows > g->logit_rows) {
+    g->failed = "llama_gpu_record_batch: no prompt pass, or a ubatch of 0 or more tokens than "
+                "its buffers hold, or more rows of logits than they hold";
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  }
+  struct pass ps = {.n = n, .r0 = n - out_rows, .batch = true, .want_logits = want_logits};
+  g->last_batch = ps;
+  return record_pass(g, &ps);
 }
 
 const char *llama_gpu_failed(const struct llama_gpu *g) { return g->failed ? g->failed : ""; }
@@ -550,12 +656,29 @@ vkrt_status llama_gpu_launch(struct llama_gpu *g, bool want_logits, uint64_t *ti
 
 int32_t llama_gpu_argmax(const struct llama_gpu *g, uint32_t device) {
   int32_t id;
-  memcpy(&id, g->dev[device].out_map + OUT_ARGMAX, 4);
+  memcpy(&id, g->dev[device].st[0].out_map, 4);
   return id;
 }
 
 const float *llama_gpu_logits(const struct llama_gpu *g, uint32_t device) {
-  return (const float *)(g->dev[device].out_map + OUT_LOGITS);
+  return (const float *)(g->dev[device].st[0].out_map + out_logits(1));
+}
+
+int32_t llama_gpu_batch_argmax(const struct llama_gpu *g, uint32_t device, uint32_t j) {
+  const struct pass *ps = &g->last_batch;
+  if (j < ps->r0 || j >= ps->n)
+    return -1;
+  int32_t id;
+  memcpy(&id, g->dev[device].st[1].out_map + (uint64_t)(j - ps->r0) * 4, 4);
+  return id;
+}
+
+const float *llama_gpu_batch_logits(const struct llama_gpu *g, uint32_t device, uint32_t j) {
+  const struct pass *ps = &g->last_batch;
+  if (j < ps->r0 || j >= ps->n || !ps->want_logits)
+    return NULL;
+  return (const float *)(g->dev[device].st[1].out_map + out_logits(g->cols) +
+                         (uint64_t)(j - ps->r0) * g->m->hp.n_vocab * 4);
 }
 
 uint64_t llama_gpu_weight_bytes(const struct llama_gpu *g) {

@@ -60,6 +60,11 @@ struct service_args {
   /* llama mode */
   const char *prompt;
   uint64_t ctx, top_k, verify;   /* verify: positions checked against float64 (all: default) */
+  uint64_t prompt_tokens;        /* --prompt-tokens: BOS + drawn ids instead of a text */
+  uint64_t depth;                /* --depth: the first token's position (rows before: a constant) */
+  uint64_t ubatch;               /* --ubatch: the prompt pass's tokens per ubatch */
+  bool prompt_by_token;          /* --prompt-mode token: the prompt through the token's work */
+  bool verify_given;
   double temperature, top_p;
   vkrt_type kv_type;
   bool print_ids, no_graph;      /* no_graph: record every token's work (--graph off) */
@@ -131,6 +136,8 @@ struct generation {
   double min_margin, max_logit_err;
   bool ranks_differ;
   char graph_why[512];           /* why the token's work is not a captured graph */
+  uint32_t ubatch;               /* the prompt pass's tokens per ubatch (0: token by token) */
+  uint32_t ubatches;             /* prompt passes run */
 };
 
 /* args.c: false when main returns *exit_status (--help, a bad argument, neither --weights

@@ -88,3 +88,12 @@ static inline uint64_t vkrt_align_down(uint64_t v, uint64_t a) { return v / a * 
 
 /* Monotonic clock in nanoseconds. */
 uint64_t vkrt_now_ns(void);
+
+/* One step of a bounded spin: tells the core a spin-wait loop is running. */
+static inline void vkrt_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}

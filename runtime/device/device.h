@@ -34,6 +34,7 @@ struct vkrt_stream_access {
  * it waits for and signals (the stream timeline first). */
 struct vkrt_stream_batch {
   VkCommandBuffer cmd;
+  bool end; /* cmd is still open: the submitter thread ends it (a deferred stream submit) */
   uint32_t wait_count, signal_count;
   VkSemaphore wait_sem[VKRT_STREAM_MAX_SYNC];
   uint64_t wait_value[VKRT_STREAM_MAX_SYNC];
@@ -84,12 +85,16 @@ struct vkrt_stream {
   /* Deferred submission (vkrt_stream_defer_waits): a submit with waits or signals attached
    * (a collective's) goes to the device's submitter thread, and so does every later one
    * while any is queued, so neither vkQueueSubmit's own wait for a peer's semaphore nor the
-   * submit itself runs on the caller's thread. The ring holds [defer_head, defer_tail). */
-  bool defer_waits, submitter_started, submitter_stop;
+   * submit itself runs on the caller's thread. The ring holds [defer_head, defer_tail): the
+   * caller publishes a batch with one store and takes defer_lock only to wake a submitter
+   * that sleeps (after spinning spin_ns for more work) or to wait for room. */
+  bool defer_waits, submitter_started;
+  atomic_bool submitter_stop;
+  atomic_bool submitter_sleeping; /* in pthread_cond_wait on defer_wake (or about to be) */
   pthread_t submitter;
   pthread_mutex_t defer_lock;
   pthread_cond_t defer_wake, defer_space;
-  uint64_t defer_tail;            /* caller: batches queued */
+  atomic_uint_fast64_t defer_tail; /* caller: batches queued */
   atomic_uint_fast64_t defer_head; /* submitter: batches submitted (or failed) */
   uint64_t deferred;              /* batches that went through the submitter (vkrt_tuning) */
   atomic_int deferred_error;      /* first failed deferred submit (vkrt_status), sticky */
@@ -232,6 +237,8 @@ void vkrt_stream_set_flush_ops(struct vkrt_device *dev, uint32_t ops);
 /* Attach a wait/signal to the next submit. */
 vkrt_status vkrt_stream_add_wait(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
 vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
+/* Drops the waits on `sem` attached to the next submit (a transport about to destroy it). */
+void vkrt_stream_detach_waits(struct vkrt_device *dev, VkSemaphore sem);
 /* Ends and submits what was recorded (an empty submit when nothing was, so attached
  * waits/signals still happen); *out_value (may be NULL) is the timeline value. */
 vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value);

@@ -13,6 +13,9 @@ vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
   pthread_cond_init(&st->defer_wake, NULL);
   pthread_cond_init(&st->defer_space, NULL);
   atomic_init(&st->defer_head, 0);
+  atomic_init(&st->defer_tail, 0);
+  atomic_init(&st->submitter_stop, false);
+  atomic_init(&st->submitter_sleeping, false);
   atomic_init(&st->deferred_error, VKRT_OK);
   VkCommandPoolCreateInfo pool_info = {
       .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -53,7 +56,7 @@ void vkrt_stream_finish(struct vkrt_device *dev) {
   struct vkrt_stream *st = &dev->stream;
   if (st->submitter_started) { /* submits what is queued, then exits */
     pthread_mutex_lock(&st->defer_lock);
-    st->submitter_stop = true;
+    atomic_store(&st->submitter_stop, true);
     pthread_cond_signal(&st->defer_wake);
     pthread_mutex_unlock(&st->defer_lock);
     pthread_join(st->submitter, NULL);
@@ -305,6 +308,17 @@ vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uin
   return attach(dev, st->signal_sem, st->signal_value, &st->signal_count, sem, value, "signals");
 }
 
+void vkrt_stream_detach_waits(struct vkrt_device *dev, VkSemaphore sem) {
+  struct vkrt_stream *st = &dev->stream;
+  for (uint32_t i = 0; i < st->wait_count; i++)
+    if (st->wait_sem[i] == sem) {
+      st->wait_sem[i] = st->wait_sem[st->wait_count - 1];
+      st->wait_value[i] = st->wait_value[st->wait_count - 1];
+      st->wait_count--;
+      i--;
+    }
+}
+
 /* One vkQueueSubmit of `n` (at most QUEUE_SUBMIT_MAX) batches under the queue's lock. */
 #define QUEUE_SUBMIT_MAX 16
 static VkResult queue_submit(struct vkrt_device *dev, const struct vkrt_stream_batch *b,
@@ -341,6 +355,7 @@ static VkResult queue_submit(struct vkrt_device *dev, const struct vkrt_stream_b
 static void fill_batch(const struct vkrt_stream *st, struct vkrt_stream_batch *b,
                        VkCommandBuffer cmd, uint64_t value) {
   b->cmd = cmd;
+  b->end = false;
   b->wait_count = st->wait_count;
   memcpy(b->wait_sem, st->wait_sem, st->wait_count * sizeof(VkSemaphore));
   memcpy(b->wait_value, st->wait_value, st->wait_count * sizeof(uint64_t));
@@ -352,45 +367,89 @@ static void fill_batch(const struct vkrt_stream *st, struct vkrt_stream_batch *b
 }
 
 static bool deferred_pending(struct vkrt_stream *st) {
-  return st->submitter_started && atomic_load(&st->defer_head) != st->defer_tail;
+  return st->submitter_started &&
+         atomic_load(&st->defer_head) != atomic_load_explicit(&st->defer_tail, memory_order_relaxed);
+}
+
+/* The submitter, out of work: spins up to the stream's spin budget for the next batch
+ * (collectives come every few ops during a token; a futex wake-up of a sleeping submitter
+ * would cost the caller's thread microseconds), then sleeps until a caller wakes it.
+ * Returns false when stopping with nothing queued. */
+static bool await_work(struct vkrt_stream *st, uint64_t head) {
+  uint64_t t0 = st->spin_ns ? now_ns() : 0;
+  for (uint32_t i = 1; st->spin_ns; i++) {
+    if (atomic_load_explicit(&st->defer_tail, memory_order_acquire) != head)
+      return true;
+    if (atomic_load_explicit(&st->submitter_stop, memory_order_relaxed))
+      break;
+    vkrt_cpu_relax();
+    if (i % 64 == 0 && now_ns() - t0 >= st->spin_ns)
+      break;
+  }
+  pthread_mutex_lock(&st->defer_lock);
+  /* Sleeping is announced before the last look at the tail (both sequentially consistent):
+   * a caller that published after that look sees the flag and wakes this thread. */
+  atomic_store(&st->submitter_sleeping, true);
+  while (atomic_load(&st->defer_tail) == head && !atomic_load(&st->submitter_stop))
+    pthread_cond_wait(&st->defer_wake, &st->defer_lock);
+  atomic_store(&st->submitter_sleeping, false);
+  bool work = atomic_load(&st->defer_tail) != head;
+  pthread_mutex_unlock(&st->defer_lock);
+  return work;
 }
 
 static void *submitter_main(void *arg) {
   struct vkrt_device *dev = arg;
   struct vkrt_stream *st = &dev->stream;
   pthread_setname_np(pthread_self(), "vkrt-submit");
-  pthread_mutex_lock(&st->defer_lock);
   for (;;) {
-    while (atomic_load(&st->defer_head) == st->defer_tail && !st->submitter_stop)
-      pthread_cond_wait(&st->defer_wake, &st->defer_lock);
     uint64_t head = atomic_load(&st->defer_head);
-    if (head == st->defer_tail)
-      break; /* stopping, and everything queued was submitted */
-    struct vkrt_stream_batch *b = &st->defer_ring[head % VKRT_STREAM_DEPTH];
-    pthread_mutex_unlock(&st->defer_lock);
-    VkResult r = queue_submit(dev, b, 1);
+    uint64_t tail = atomic_load_explicit(&st->defer_tail, memory_order_acquire);
+    if (head == tail) {
+      if (!await_work(st, head))
+        break; /* stopping, and everything queued was submitted */
+      continue;
+    }
+    /* Everything queued, in one vkQueueSubmit (up to the end of the ring). */
+    uint32_t first = (uint32_t)(head % VKRT_STREAM_DEPTH);
+    uint32_t n = (uint32_t)VKRT_MIN(tail - head, (uint64_t)(VKRT_STREAM_DEPTH - first));
+    n = VKRT_MIN(n, (uint32_t)QUEUE_SUBMIT_MAX);
+    struct vkrt_stream_batch *b = &st->defer_ring[first];
+    VkResult r = VK_SUCCESS;
+    const char *what = "vkQueueSubmit";
+    for (uint32_t i = 0; i < n && r == VK_SUCCESS; i++)
+      if (b[i].end) {
+        r = dev->vk.vkEndCommandBuffer(b[i].cmd);
+        b[i].end = false;
+        what = "vkEndCommandBuffer";
+      }
+    if (r == VK_SUCCESS) {
+      what = "vkQueueSubmit";
+      r = queue_submit(dev, b, n);
+    }
     if (r != VK_SUCCESS) {
-      /* Nothing of the batch will signal: signal the stream timeline from the host so no
+      /* Nothing of the batches will signal: signal the stream timeline from the host so no
        * waiter hangs, and make vkrt_wait report why. */
       if (r == VK_ERROR_DEVICE_LOST)
         dev->lost = true;
       int ok = VKRT_OK;
       vkrt_format(st->deferred_message, sizeof(st->deferred_message),
-                  "dev%u: deferred vkQueueSubmit of stream value %llu: %s", dev->index,
-                  (unsigned long long)b->signal_value[0], vkrt_vk_result_str(r));
+                  "dev%u: deferred %s of stream values %llu..%llu: %s", dev->index, what,
+                  (unsigned long long)b[0].signal_value[0],
+                  (unsigned long long)b[n - 1].signal_value[0], vkrt_vk_result_str(r));
       atomic_compare_exchange_strong(&st->deferred_error, &ok,
                                      r == VK_ERROR_DEVICE_LOST ? VKRT_ERROR_DEVICE_LOST
                                                                : VKRT_ERROR_VULKAN);
       VkSemaphoreSignalInfo signal = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
                                       .semaphore = st->timeline,
-                                      .value = b->signal_value[0]};
+                                      .value = b[n - 1].signal_value[0]};
       dev->vk.vkSignalSemaphore(dev->handle, &signal);
     }
     pthread_mutex_lock(&st->defer_lock);
-    atomic_store(&st->defer_head, head + 1);
+    atomic_store(&st->defer_head, head + n);
     pthread_cond_broadcast(&st->defer_space);
+    pthread_mutex_unlock(&st->defer_lock);
   }
-  pthread_mutex_unlock(&st->defer_lock);
   return NULL;
 }
 
@@ -412,21 +471,32 @@ void vkrt_stream_drain(struct vkrt_device *dev) {
   if (!st->submitter_started)
     return;
   pthread_mutex_lock(&st->defer_lock);
-  while (atomic_load(&st->defer_head) != st->defer_tail)
+  while (atomic_load(&st->defer_head) != atomic_load(&st->defer_tail))
     pthread_cond_wait(&st->defer_space, &st->defer_lock);
   pthread_mutex_unlock(&st->defer_lock);
 }
 
-/* Queues b for the submitter (waiting for room: the ring is as deep as the stream's). */
+/* Queues b for the submitter (waiting for room: the ring is as deep as the stream's). The
+ * caller is the only writer of the tail: no lock unless the ring is full or the submitter
+ * sleeps. */
 static void defer(struct vkrt_stream *st, const struct vkrt_stream_batch *b) {
-  pthread_mutex_lock(&st->defer_lock);
-  while (st->defer_tail - atomic_load(&st->defer_head) >= VKRT_STREAM_DEPTH)
-    pthread_cond_wait(&st->defer_space, &st->defer_lock);
-  st->defer_ring[st->defer_tail % VKRT_STREAM_DEPTH] = *b;
-  st->defer_tail++;
+  uint64_t tail = atomic_load_explicit(&st->defer_tail, memory_order_relaxed);
+  if (tail - atomic_load(&st->defer_head) >= VKRT_STREAM_DEPTH) {
+    pthread_mutex_lock(&st->defer_lock);
+    while (tail - atomic_load(&st->defer_head) >= VKRT_STREAM_DEPTH)
+      pthread_cond_wait(&st->defer_space, &st->defer_lock);
+    pthread_mutex_unlock(&st->defer_lock);
+  }
+  st->defer_ring[tail % VKRT_STREAM_DEPTH] = *b;
+  atomic_store(&st->defer_tail, tail + 1); /* publishes the batch; then the flag is read */
   st->deferred++;
-  pthread_cond_signal(&st->defer_wake);
-  pthread_mutex_unlock(&st->defer_lock);
+  if (atomic_load(&st->submitter_sleeping)) {
+    /* Once the lock was free the submitter is inside pthread_cond_wait: the signal after
+     * the unlock wakes it without making it wait for the lock again. */
+    pthread_mutex_lock(&st->defer_lock);
+    pthread_mutex_unlock(&st->defer_lock);
+    pthread_cond_signal(&st->defer_wake);
+  }
 }
 
 /* Capture: closes the open batch (or makes an empty one) with the attached waits and
@@ -544,11 +614,14 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   vkrt_status s = VKRT_OK;
   uint32_t slot = st->current;
   bool has_cmd = st->recording && st->used; /* a buffer begun ahead and unused stays begun */
+  /* A collective's submit (and those queued behind one) goes to the submitter thread, which
+   * also ends the command buffer: vkEndCommandBuffer is off the caller's thread too. */
+  bool deferred = st->defer_waits && (st->wait_count || st->signal_count || deferred_pending(st));
   if (has_cmd) {
     vkrt_stream_close_barrier(dev, st->cmd[slot], st->host_reads);
     st->host_closes += st->host_reads;
     st->recording = false;
-    VkResult r = dev->vk.vkEndCommandBuffer(st->cmd[slot]);
+    VkResult r = deferred ? VK_SUCCESS : dev->vk.vkEndCommandBuffer(st->cmd[slot]);
     if (r != VK_SUCCESS) {
       s = vkrt_vk_error(dev, r, "vkEndCommandBuffer");
       goto out;
@@ -568,7 +641,8 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   uint64_t value = st->submitted + 1;
   struct vkrt_stream_batch b;
   fill_batch(st, &b, has_cmd ? st->cmd[slot] : VK_NULL_HANDLE, value);
-  if (st->defer_waits && (st->wait_count || st->signal_count || deferred_pending(st))) {
+  if (deferred) {
+    b.end = has_cmd;
     defer(st, &b);
   } else {
     VkResult r = queue_submit(dev, &b, 1);

@@ -432,10 +432,13 @@ void vkrt_region_release(struct vkrt_import_registry *reg, struct vkrt_region *r
   if (atomic_fetch_sub(&r->users, 1) != 1)
     return;
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
-  /* Widens the window a concurrent unregister has to free the region (stress test). */
+  /* The window in which a concurrent unregister may free the region: the delay widens it
+   * (stress test), the hook runs an unregister inside it (the interleaving made certain). */
   if (reg->sys->options.faults.release_delay_us)
     nanosleep(&(struct timespec){.tv_nsec = (long)reg->sys->options.faults.release_delay_us * 1000},
               NULL);
+  if (reg->sys->options.faults.release_hook)
+    reg->sys->options.faults.release_hook(reg->sys->options.faults.release_hook_user);
 #endif
   pthread_mutex_lock(&reg->drain_lock);
   pthread_cond_broadcast(&reg->drain_cond);

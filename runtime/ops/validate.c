@@ -16,15 +16,27 @@
 
 static const char *type_name(vkrt_type type) { return vkrt_type_str(type); }
 
+/* A shape in a message: "... ne " NE_FMT "...", NE(t) */
+#define NE_FMT "{%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "}"
+#define NE(t) (t)->ne[0], (t)->ne[1], (t)->ne[2], (t)->ne[3]
+
 static void format_ne(char *buf, size_t size, const int64_t ne[4]) {
   vkrt_format(buf, size, "{%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "}", ne[0], ne[1],
               ne[2], ne[3]);
 }
 
+/* x / d and x % d (d >= 1): a shift and a mask when d is a power of two (the element sizes
+ * 2 and 4, every offset alignment), a division only for the block sizes 34 and 144 — the
+ * view check runs on every op call. */
+static inline uint64_t div_by(uint64_t x, uint64_t d) {
+  return d & (d - 1) ? x / d : x >> __builtin_ctzll(d);
+}
+static inline uint64_t mod_by(uint64_t x, uint64_t d) { return d & (d - 1) ? x % d : x & (d - 1); }
+
 bool vkrt_ops_bind_range(const struct vkrt_ops_limits *lim, uint64_t lo, uint64_t hi,
                          uint64_t *bind_offset, uint64_t *bind_range) {
   uint64_t align = lim->min_storage_buffer_offset_alignment ? lim->min_storage_buffer_offset_alignment : 1;
-  *bind_offset = vkrt_align_down(lo, align);
+  *bind_offset = lo - mod_by(lo, align);
   *bind_range = hi - *bind_offset;
   return hi > lo && *bind_range <= lim->max_storage_buffer_range;
 }
@@ -72,7 +84,7 @@ bool vkrt_ops_view_init(struct vkrt_ops_view *out, const struct vkrt_ops_limits 
       FAIL("%s: %s: ne[%d] = %" PRId64 " does not fit 32 bits", op, name, i, t->ne[i]);
     if (t->nb[i] < 0)
       FAIL("%s: %s: nb[%d] = %" PRId64 " is negative", op, name, i, t->nb[i]);
-    if ((uint64_t)t->nb[i] % ts)
+    if (mod_by((uint64_t)t->nb[i], ts))
       FAIL("%s: %s: nb[%d] = %" PRId64 " is not a multiple of the %s %ssize %" PRIu64, op,
            name, i, t->nb[i], type_name(t->type), block > 1 ? "block " : "", ts);
     uint64_t reach;
@@ -87,7 +99,7 @@ bool vkrt_ops_view_init(struct vkrt_ops_view *out, const struct vkrt_ops_limits 
     FAIL("%s: %s has %" PRIu64 " elements, more than the 2^31 one op may touch", op, name,
          elements);
   out->elements = elements;
-  if (block == 1 && t->offset % ts)
+  if (block == 1 && mod_by(t->offset, ts))
     FAIL("%s: %s: offset %" PRIu64 " is not aligned to the %s size %" PRIu64, op, name,
          t->offset, type_name(t->type), ts);
 
@@ -102,10 +114,10 @@ bool vkrt_ops_view_init(struct vkrt_ops_view *out, const struct vkrt_ops_limits 
   out->hi = hi;
   /* The kernels index in 32-bit elements from the binding start. */
   out->fits_binding = vkrt_ops_bind_range(lim, out->lo, hi, &out->bind_offset, &out->bind_range) &&
-                      out->bind_range / unit <= UINT32_MAX;
-  out->offset = (uint32_t)((t->offset - out->bind_offset) / unit);
-  for (int i = 0; i < 4; i++)
-    out->stride[i] = (uint32_t)((uint64_t)t->nb[i] / unit); /* <= bind_range / unit when ne > 1 */
+                      div_by(out->bind_range, unit) <= UINT32_MAX;
+  out->offset = (uint32_t)div_by(t->offset - out->bind_offset, unit);
+  for (int i = 0; i < 4; i++) /* <= bind_range / unit when ne > 1 */
+    out->stride[i] = (uint32_t)div_by((uint64_t)t->nb[i], unit);
   for (int i = 0; i < 4; i++)
     if (ne[i] == 1)
       out->stride[i] = 0; /* never multiplied by a nonzero index; keeps 32 bits honest */
@@ -289,8 +301,9 @@ bool vkrt_ops_check_add(const struct vkrt_ops_limits *lim, const vkrt_tensor *ds
   if (!views[0].contiguous)
     FAIL("%s: dst is not contiguous (the reduce kernel reads and writes dense ranges)", op);
   for (uint32_t i = 0; i < count; i++) {
-    char name[16];
-    vkrt_format(name, sizeof(name), "srcs[%u]", i);
+    static const char *const src_names[8] = {"srcs[0]", "srcs[1]", "srcs[2]", "srcs[3]",
+                                             "srcs[4]", "srcs[5]", "srcs[6]", "srcs[7]"};
+    const char *name = src_names[i];
     struct vkrt_ops_view *v = &views[1 + i];
     if (!vkrt_ops_view_init(v, lim, op, name, srcs[i], false, why, why_size))
       return false;
@@ -333,18 +346,17 @@ bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor 
          type_name(dst->type));
   if (w->type == VKRT_TYPE_I32)
     FAIL("%s: w is i32; weights are f32, f16, q8_0 or q4_K", op);
-  char a[96], b[96], c[96];
-  format_ne(a, sizeof(a), w->ne);
-  format_ne(b, sizeof(b), x->ne);
-  format_ne(c, sizeof(c), dst->ne);
+  /* shapes are formatted only into a failure's message: a call that passes prints nothing */
   if (w->ne[0] != x->ne[0])
-    FAIL("%s: inner sizes differ: w ne %s, x ne %s (ne[0] is K)", op, a, b);
+    FAIL("%s: inner sizes differ: w ne " NE_FMT ", x ne " NE_FMT " (ne[0] is K)", op, NE(w),
+         NE(x));
   if (dst->ne[0] != w->ne[1] || dst->ne[1] != x->ne[1] || dst->ne[2] != x->ne[2] ||
       dst->ne[3] != x->ne[3])
-    FAIL("%s: dst ne %s must be {w.ne[1], x.ne[1], x.ne[2], x.ne[3]} (w %s, x %s)", op, c, a, b);
+    FAIL("%s: dst ne " NE_FMT " must be {w.ne[1], x.ne[1], x.ne[2], x.ne[3]} (w " NE_FMT
+         ", x " NE_FMT ")", op, NE(dst), NE(w), NE(x));
   if (x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3])
-    FAIL("%s: w batch dims %s do not divide x batch dims %s (broadcast needs a multiple)", op,
-         a, b);
+    FAIL("%s: w batch dims " NE_FMT " do not divide x batch dims " NE_FMT
+         " (broadcast needs a multiple)", op, NE(w), NE(x));
   /* w past one binding: the matrix-vector path binds it in slices of whole rows (matmul.c;
    * at any M: past the tiled crossover too, as a logged fallback), when it is a plain 2-D
    * matrix and one row fits a binding. */
@@ -630,23 +642,16 @@ bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tens
   if (k->type != v->type || (k->type != VKRT_TYPE_F16 && k->type != VKRT_TYPE_Q8_0))
     FAIL("%s: k and v must both be f16 or both q8_0 (k %s, v %s)", op, type_name(k->type),
          type_name(v->type));
-  char a[96], b[96], c[96];
-  format_ne(a, sizeof(a), q->ne);
-  format_ne(b, sizeof(b), k->ne);
-  format_ne(c, sizeof(c), v->ne);
   int64_t D = q->ne[0], H = q->ne[1], NQ = q->ne[2];
   if (q->ne[3] != 1)
-    FAIL("%s: q ne %s must be {head_dim, n_head, n_q, 1}", op, a);
-  if (memcmp(dst->ne, q->ne, sizeof(q->ne))) {
-    char d[96];
-    format_ne(d, sizeof(d), dst->ne);
-    FAIL("%s: dst ne %s differs from q ne %s", op, d, a);
-  }
+    FAIL("%s: q ne " NE_FMT " must be {head_dim, n_head, n_q, 1}", op, NE(q));
+  if (memcmp(dst->ne, q->ne, sizeof(q->ne)))
+    FAIL("%s: dst ne " NE_FMT " differs from q ne " NE_FMT, op, NE(dst), NE(q));
   if (k->ne[0] != D || k->ne[3] != 1)
-    FAIL("%s: k ne %s must be {head_dim, n_head_kv, n_ctx, 1} with q's head_dim %lld", op, b,
-         (long long)D);
+    FAIL("%s: k ne " NE_FMT " must be {head_dim, n_head_kv, n_ctx, 1} with q's head_dim %lld",
+         op, NE(k), (long long)D);
   if (memcmp(v->ne, k->ne, sizeof(k->ne)))
-    FAIL("%s: v ne %s differs from k ne %s", op, c, b);
+    FAIL("%s: v ne " NE_FMT " differs from k ne " NE_FMT, op, NE(v), NE(k));
   if (H % k->ne[1])
     FAIL("%s: n_head %lld (q ne[1]) is not a multiple of n_head_kv %lld (k ne[1])", op,
          (long long)H, (long long)k->ne[1]);

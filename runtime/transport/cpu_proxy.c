@@ -201,14 +201,8 @@ static void proxy_destroy(struct vkrt_transport *t) {
       pthread_mutex_unlock(&dev->compute_queue_lock);
     }
     /* A wait still attached to the unsubmitted stream must not name a dead semaphore. */
-    struct vkrt_stream *st = &dev->stream;
-    for (uint32_t i = 0; i < st->wait_count; i++)
-      if (st->wait_sem[i] == pd->result || st->wait_sem[i] == pd->contrib) {
-        st->wait_sem[i] = st->wait_sem[st->wait_count - 1];
-        st->wait_value[i] = st->wait_value[st->wait_count - 1];
-        st->wait_count--;
-        i--;
-      }
+    vkrt_stream_detach_waits(dev, pd->result);
+    vkrt_stream_detach_waits(dev, pd->contrib);
     vkrt_timeline_destroy(dev, pd->contrib);
     vkrt_timeline_destroy(dev, pd->result);
     for (int set = 0; set < 2; set++) {
@@ -375,8 +369,9 @@ static void enqueue(struct cpu_proxy *p, uint64_t seq, uint64_t count, vkrt_type
   p->ring[atomic_load(&p->tail) % PROXY_RING] =
       (struct proxy_job){.seq = seq, .count = count, .type = type};
   atomic_fetch_add(&p->tail, 1);
-  pthread_cond_signal(&p->wake);
   pthread_mutex_unlock(&p->lock);
+  /* after the unlock: a woken proxy does not wait for the lock again */
+  pthread_cond_signal(&p->wake);
 }
 
 /* Device d's contribution to piece seq: [barrier, copy src -> own slot], signal, submit. */

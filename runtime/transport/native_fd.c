@@ -1,16 +1,24 @@
 /* native_fd: every device's queue waits on its peers directly. Each device owns one timeline
  * semaphore exported as an opaque FD (vkGetSemaphoreFdKHR) and imported on every peer
  * (vkImportSemaphoreFdKHR, resolved per device); data moves through one host allocation
- * imported into every device (one slot per device). For piece `seq` device d:
- *   submit 1: wait peers >= 2(seq-1) (they finished reading the slots of the last piece),
- *             copy send -> slot d, signal own = 2 seq - 1;
- *   submit 2: wait peers >= 2 seq - 1 (every slot holds piece seq), reduce slots 0..n-1 in
- *             rank order into recv with the reduce kernel, signal own = 2 seq.
- * No host hop on the normal path. Submits that wait on peers are made by each device's
- * stream submitter thread (vkrt_stream_defer_waits), so vkrt_allreduce records and returns. A watchdog thread (off the critical path) watches every
- * device reach 2 seq; when one does not while no device makes progress for the collective
- * timeout (stalled peer, lost device) it records a sticky error and host-signals every
- * semaphore past any value still awaited, so no queue waits forever and vkrt_close returns.
+ * imported into every device: two sets of one slot per device, alternating by piece. For
+ * piece `seq` device d records
+ *   [copy send -> slot d of set seq % 2], signal own = seq, submit;
+ *   then attaches "wait every peer >= seq" to its next submit and records the reduce of the
+ *   set's slots 0..n-1, in rank order, into recv with the reduce kernel.
+ * One submit per device per piece, no host hop: the reduce and what follows it ride in the
+ * next submit (the next collective's, a flush or vkrt_submit). Reuse of a set needs no wait
+ * of its own: piece seq + 2 writes the set of piece seq in a submit that waited for every
+ * peer >= seq + 1, which each peer signalled after its reduce of piece seq (stream order).
+ * So the pieces must alternate sets forever: a graph holds an even number of them (capture
+ * adds a 4-byte parity piece to an odd one) and launches after an odd number issue one first.
+ * Submits that wait on peers are made by each device's stream submitter thread
+ * (vkrt_stream_defer_waits), so vkrt_allreduce records and returns. A watchdog thread (off
+ * the critical path; it polls while pieces come, so callers need not wake it) watches every
+ * device signal the last piece issued; when one does not while no device makes progress for
+ * the collective timeout (stalled peer, lost device) it records a sticky error and
+ * host-signals every semaphore past any value still awaited, so no queue waits forever and
+ * vkrt_close returns.
  *
  * Opaque FDs need equal device and driver UUIDs (two VkDevices on one GPU). Across GPUs the
  * planner picks sync FDs, which only binary semaphores export; that mode is not implemented
@@ -25,29 +33,36 @@
 #include "ops/reduce.h"
 #include "transport/transport.h"
 
-#define WATCH_RING 256
 #define RELEASE_VALUE (UINT64_C(1) << 62) /* past anything a queue could still wait for */
+#define WATCH_POLL_NS 10000000ull  /* an idle watchdog looks for new pieces this often ... */
+#define WATCH_DOZE_NS 1000000000ull /* ... for this long, then sleeps until a caller wakes it */
 
 struct native_fd {
   struct vkrt_transport base;
   struct vkrt_system *sys;
   uint32_t n;
   uint8_t *host;
-  uint64_t host_size, slot_bytes;
+  uint64_t host_size, set_bytes, slot_bytes;
   VkBuffer buffer[VKRT_MAX_DEVICES];
   VkDeviceMemory memory[VKRT_MAX_DEVICES];
   VkSemaphore own[VKRT_MAX_DEVICES];                    /* exported, on device d */
   VkSemaphore peer[VKRT_MAX_DEVICES][VKRT_MAX_DEVICES]; /* peer[d][e]: e's semaphore on d */
-  uint64_t seq;
+  uint64_t seq; /* last piece recorded (the caller's side) */
 
+  atomic_uint_fast64_t issued; /* last piece handed to the queues (caller) */
   pthread_mutex_t lock;
   pthread_cond_t wake;
-  uint64_t issued, watched; /* under lock */
-  bool stop, thread_started;
+  bool stop, thread_started; /* under lock */
+  atomic_bool sleeping;      /* the watchdog waits for a caller's wake-up */
   pthread_t thread;
   atomic_int error;
   char error_message[512];
 };
+
+/* Slot `slot` of the set piece `seq` uses (an offset into every device's buffer). */
+static uint64_t slot_offset(const struct native_fd *f, uint64_t seq, uint32_t slot) {
+  return (seq & 1) * f->set_bytes + slot * f->slot_bytes;
+}
 
 static void set_error(struct native_fd *f, vkrt_status s, const char *fmt, ...) VKRT_PRINTF(3, 4);
 static void set_error(struct native_fd *f, vkrt_status s, const char *fmt, ...) {
@@ -72,49 +87,78 @@ static void release_all(struct native_fd *f) {
   }
 }
 
+/* Waits until every device signalled piece `seq` or a stall: then the sticky error, named
+ * after the devices that are behind the others, and every queue released. */
+static void watch_piece(struct native_fd *f, uint64_t seq) {
+  for (uint32_t d = 0; d < f->n; d++) {
+    vkrt_status s = vkrt_collective_wait_progress(f->sys, &f->sys->devices[d], f->own[d], seq,
+                                                  f->base.coll->timeout_ns);
+    if (s == VKRT_OK)
+      continue;
+    /* The piece that stalled is the one after the lowest value signalled; name the devices
+     * that never contributed it, not the first one found waiting for them. */
+    uint64_t value[VKRT_MAX_DEVICES], low = UINT64_MAX;
+    for (uint32_t e = 0; e < f->n; e++) {
+      struct vkrt_device *de = &f->sys->devices[e];
+      if (de->vk.vkGetSemaphoreCounterValue(de->handle, f->own[e], &value[e]) != VK_SUCCESS)
+        value[e] = 0;
+      low = VKRT_MIN(low, value[e]);
+    }
+    char who[96] = "";
+    for (uint32_t e = 0; e < f->n && low < seq; e++)
+      if (value[e] == low) {
+        size_t len = strlen(who);
+        vkrt_format(who + len, sizeof(who) - len, "%sdev%u", len ? ", " : "", e);
+      }
+    if (!who[0])
+      vkrt_format(who, sizeof(who), "dev%u", d);
+    set_error(f, s, "native_fd: allreduce piece %llu: %s did not signal and no device made "
+              "progress for %llu ms (%s); every rank's result is invalid",
+              (unsigned long long)(low < seq ? low + 1 : seq), who,
+              (unsigned long long)(f->base.coll->timeout_ns / 1000000),
+              s == VKRT_ERROR_TIMEOUT ? "stalled peer" : vkrt_status_str(s));
+    release_all(f);
+    return;
+  }
+}
+
+/* The watchdog follows the last piece issued: a later piece signalled implies every earlier
+ * one. While pieces keep coming it polls (no caller pays a wake-up); after WATCH_DOZE_NS
+ * without one it sleeps until the next caller wakes it. */
 static void *watchdog_main(void *arg) {
   struct native_fd *f = arg;
   pthread_setname_np(pthread_self(), "vkrt-fd-watch");
+  uint64_t watched = 0, idle_since = vkrt_now_ns();
   pthread_mutex_lock(&f->lock);
   for (;;) {
-    while (f->watched == f->issued && !f->stop)
-      pthread_cond_wait(&f->wake, &f->lock);
-    if (f->watched == f->issued)
-      break; /* stop, and everything issued was watched */
-    uint64_t seq = f->watched + 1;
-    pthread_mutex_unlock(&f->lock);
-    if (atomic_load(&f->error) == VKRT_OK) {
-      for (uint32_t d = 0; d < f->n; d++) {
-        vkrt_status s = vkrt_collective_wait_progress(f->sys, &f->sys->devices[d], f->own[d],
-                                                      2 * seq, f->base.coll->timeout_ns);
-        if (s != VKRT_OK) {
-          /* Name the device that never contributed (2 seq - 1), not the first one found
-           * waiting for it. */
-          char who[96] = "";
-          for (uint32_t e = 0; e < f->n; e++) {
-            uint64_t v = 0;
-            struct vkrt_device *de = &f->sys->devices[e];
-            if (de->vk.vkGetSemaphoreCounterValue(de->handle, f->own[e], &v) == VK_SUCCESS &&
-                v < 2 * seq - 1) {
-              size_t len = strlen(who);
-              vkrt_format(who + len, sizeof(who) - len, "%sdev%u", len ? ", " : "", e);
-            }
-          }
-          if (!who[0])
-            vkrt_format(who, sizeof(who), "dev%u", d);
-          set_error(f, s, "native_fd: allreduce piece %llu: %s did not signal and no device "
-                    "made progress for %llu ms (%s); every rank's result is invalid",
-                    (unsigned long long)seq, who,
-                    (unsigned long long)(f->base.coll->timeout_ns / 1000000),
-                    s == VKRT_ERROR_TIMEOUT ? "stalled peer" : vkrt_status_str(s));
-          release_all(f);
-          break;
-        }
-      }
+    uint64_t target = atomic_load(&f->issued);
+    if (target != watched) {
+      pthread_mutex_unlock(&f->lock);
+      if (atomic_load(&f->error) == VKRT_OK)
+        watch_piece(f, target);
+      watched = target;
+      idle_since = vkrt_now_ns();
+      pthread_mutex_lock(&f->lock);
+      continue;
     }
-    pthread_mutex_lock(&f->lock);
-    f->watched = seq;
-    pthread_cond_broadcast(&f->wake);
+    if (f->stop)
+      break; /* everything issued was watched */
+    if (vkrt_now_ns() - idle_since < WATCH_DOZE_NS) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      uint64_t ns = (uint64_t)ts.tv_nsec + WATCH_POLL_NS;
+      ts.tv_sec += (time_t)(ns / 1000000000ull);
+      ts.tv_nsec = (long)(ns % 1000000000ull);
+      pthread_cond_timedwait(&f->wake, &f->lock, &ts);
+      continue;
+    }
+    /* Announced before the last look at `issued` (both sequentially consistent): a caller
+     * that issues after that look sees the flag and wakes this thread (watch()). */
+    atomic_store(&f->sleeping, true);
+    if (atomic_load(&f->issued) == watched && !f->stop)
+      pthread_cond_wait(&f->wake, &f->lock);
+    atomic_store(&f->sleeping, false);
+    idle_since = vkrt_now_ns();
   }
   pthread_mutex_unlock(&f->lock);
   return NULL;
@@ -175,8 +219,11 @@ static void native_destroy(struct vkrt_transport *t) {
   }
   for (uint32_t d = 0; d < f->n; d++) {
     struct vkrt_device *dev = &sys->devices[d];
-    for (uint32_t e = 0; e < f->n; e++)
+    /* The last piece's wait may still be attached to an unsubmitted stream. */
+    for (uint32_t e = 0; e < f->n; e++) {
+      vkrt_stream_detach_waits(dev, f->peer[d][e]);
       vkrt_timeline_destroy(dev, f->peer[d][e]);
+    }
     vkrt_timeline_destroy(dev, f->own[d]);
     if (f->buffer[d])
       dev->vk.vkDestroyBuffer(dev->handle, f->buffer[d], &dev->sys->vk_allocator);
@@ -207,12 +254,17 @@ static vkrt_status native_create(struct vkrt_collective *coll, struct vkrt_trans
   pthread_mutex_init(&f->lock, NULL);
   pthread_cond_init(&f->wake, NULL);
   atomic_init(&f->error, VKRT_OK);
+  atomic_init(&f->issued, 0);
+  atomic_init(&f->sleeping, false);
 
   uint64_t align = (uint64_t)sysconf(_SC_PAGESIZE);
   for (uint32_t d = 0; d < f->n; d++)
     align = VKRT_MAX(align, sys->devices[d].caps.min_imported_host_pointer_alignment);
-  f->slot_bytes = vkrt_align_up(coll->slot_bytes, align);
-  f->host_size = f->slot_bytes * f->n;
+  /* The configured slot per device holds both sets: a piece is half of it. */
+  f->slot_bytes = vkrt_align_up(VKRT_MAX(coll->slot_bytes / 2, 1), align);
+  f->set_bytes = f->slot_bytes * f->n;
+  f->host_size = f->set_bytes * 2;
+  f->base.piece_bytes = f->slot_bytes;
   vkrt_status s = VKRT_OK;
   f->host = vkrt_alloc_aligned(base, f->host_size, align);
   if (!f->host)
@@ -263,127 +315,153 @@ static vkrt_status native_create(struct vkrt_collective *coll, struct vkrt_trans
   return VKRT_OK;
 }
 
-static vkrt_status wait_peers(struct native_fd *f, uint32_t d, uint64_t value) {
-  if (value == 0 && !f->base.coll->capture) /* a capture keeps it: replayed, it is shifted */
-    return VKRT_OK;
-  for (uint32_t e = 0; e < f->n; e++) {
-    if (e == d)
-      continue;
-    vkrt_status s = vkrt_stream_add_wait(&f->sys->devices[d], f->peer[d][e], value);
-    if (s != VKRT_OK)
-      return s;
-  }
-  return VKRT_OK;
-}
-
-/* The watchdog's ring must not lap: waits (bounded) until `pieces` more fit. */
-static vkrt_status watch_room(struct native_fd *f, uint64_t pieces) {
-  pthread_mutex_lock(&f->lock);
-  uint64_t deadline = vkrt_now_ns() + f->base.coll->timeout_ns, watched = f->watched;
-  while (f->issued - f->watched + pieces > WATCH_RING - 1 && vkrt_now_ns() < deadline) {
-    if (f->watched != watched) { /* the watchdog advances: not stuck */
-      watched = f->watched;
-      deadline = vkrt_now_ns() + f->base.coll->timeout_ns;
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1;
-    pthread_cond_timedwait(&f->wake, &f->lock, &ts);
-  }
-  bool lapped = f->issued - f->watched + pieces > WATCH_RING - 1;
-  pthread_mutex_unlock(&f->lock);
-  if (lapped)
-    return vkrt_error(&f->sys->base, VKRT_ERROR_TIMEOUT,
-                      "native_fd: %d pieces pending and none finished for %llu ms", WATCH_RING,
-                      (unsigned long long)(f->base.coll->timeout_ns / 1000000));
-  return VKRT_OK;
-}
-
-/* Hands the pieces up to `seq` to the watchdog. */
+/* Hands the pieces up to `seq` to the watchdog, waking it only when it sleeps. */
 static void watch(struct native_fd *f, uint64_t seq) {
-  pthread_mutex_lock(&f->lock);
-  f->issued = seq;
-  pthread_cond_broadcast(&f->wake);
-  pthread_mutex_unlock(&f->lock);
+  atomic_store(&f->issued, seq);
+  if (atomic_load(&f->sleeping)) { /* as the stream wakes its submitter (stream.c, defer) */
+    pthread_mutex_lock(&f->lock);
+    pthread_mutex_unlock(&f->lock);
+    pthread_cond_signal(&f->wake);
+  }
+}
+
+/* A failure once peers may wait for this device: fail every rank and release them (a
+ * capture issued nothing: its error is the capture's alone). */
+static vkrt_status fail_piece(struct native_fd *f, uint32_t d, uint64_t seq, vkrt_status s) {
+  if (f->base.coll->capture)
+    return s;
+  set_error(f, s, "native_fd: dev%u: allreduce piece %llu could not be recorded or submitted: "
+            "%s", d, (unsigned long long)seq, vkrt_status_str(s));
+  release_all(f);
+  return s;
+}
+
+/* Piece seq on every device: the contribution (copy into the own slot, signal, submit), then
+ * the wait for every peer's contribution attached to the next submit, and the reduce. Without
+ * send and recv (a parity piece) only the signal and the wait: the signal still follows
+ * every earlier command of the queue, the reduce of piece seq - 1 included. */
+static vkrt_status record_piece(struct native_fd *f, uint64_t seq, VkBuffer const *send,
+                                const uint64_t *send_offset, VkBuffer const *recv,
+                                const uint64_t *recv_offset, uint64_t count, vkrt_type type,
+                                uint64_t elem_size) {
+  struct vkrt_system *sys = f->sys;
+  uint64_t bytes = count * elem_size;
+  for (uint32_t d = 0; d < f->n; d++) {
+    struct vkrt_device *dev = &sys->devices[d];
+    vkrt_status s = VKRT_OK;
+    if (send)
+      s = vkrt_collective_record_copy(dev, f->buffer[d], slot_offset(f, seq, d), send[d],
+                                      send_offset[d], bytes);
+    if (s == VKRT_OK && !vkrt_collective_stalled(dev))
+      s = vkrt_stream_add_signal(dev, f->own[d], seq);
+    if (s == VKRT_OK)
+      s = vkrt_stream_submit(dev, NULL);
+    if (s != VKRT_OK)
+      return fail_piece(f, d, seq, s);
+  }
+  for (uint32_t d = 0; d < f->n; d++) {
+    struct vkrt_device *dev = &sys->devices[d];
+    vkrt_status s = VKRT_OK;
+    for (uint32_t e = 0; e < f->n && s == VKRT_OK; e++)
+      if (e != d)
+        s = vkrt_stream_add_wait(dev, f->peer[d][e], seq);
+    if (s == VKRT_OK && recv) {
+      VkCommandBuffer cmd;
+      s = vkrt_stream_cmd(dev, &cmd);
+      if (s == VKRT_OK) {
+        VkBuffer srcs[VKRT_MAX_DEVICES];
+        uint64_t offsets[VKRT_MAX_DEVICES];
+        for (uint32_t e = 0; e < f->n; e++) {
+          srcs[e] = f->buffer[d];
+          offsets[e] = slot_offset(f, seq, e);
+        }
+        vkrt_stream_barrier(dev, cmd);
+        s = vkrt_reduce_record(dev, cmd, type, count, recv[d], recv_offset[d], srcs, offsets,
+                               f->n);
+      }
+    }
+    if (s != VKRT_OK)
+      return fail_piece(f, d, seq, s);
+  }
+  f->seq = seq;
+  return VKRT_OK;
 }
 
 static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_allreduce_job *job) {
   struct native_fd *f = (struct native_fd *)t;
   struct vkrt_system *sys = f->sys;
   const vkrt_allreduce_args *a = job->args;
-  /* Checked before anything is recorded: a failure between the two phases would strand
-   * the peers and make the error sticky. */
+  /* Checked before anything is recorded: a failure half way would strand the peers and
+   * make the error sticky. */
   if (a->type == VKRT_TYPE_F16 && !IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE_F16))
     return vkrt_error(&sys->base, VKRT_ERROR_UNSUPPORTED,
                       "native_fd: an f16 allreduce needs the f16 reduce kernel "
                       "(CONFIG_VKRT_TYPE_F16=n in this build)");
+  struct vkrt_collective *coll = f->base.coll;
+  VkBuffer send[VKRT_MAX_DEVICES], recv[VKRT_MAX_DEVICES];
+  uint64_t so[VKRT_MAX_DEVICES], ro[VKRT_MAX_DEVICES];
   uint64_t per_piece = f->slot_bytes / job->elem_size;
   for (uint64_t first = 0; first < a->count; first += per_piece) {
-    uint64_t count = VKRT_MIN(per_piece, a->count - first);
-    uint64_t bytes = count * job->elem_size, at = first * job->elem_size;
-    uint64_t seq = f->seq + 1;
-    struct vkrt_collective *coll = f->base.coll;
-    vkrt_status room = coll->capture ? vkrt_collective_capture_piece(coll, count, a->type)
-                                     : watch_room(f, 1);
-    if (room != VKRT_OK)
-      return room;
-    for (int phase = 0; phase < 2; phase++)
-      for (uint32_t d = 0; d < f->n; d++) {
-        struct vkrt_device *dev = &sys->devices[d];
-        vkrt_status s = wait_peers(f, d, phase == 0 ? 2 * (seq - 1) : 2 * seq - 1);
-        if (s == VKRT_OK && phase == 0) {
-          s = vkrt_collective_record_copy(dev, f->buffer[d], d * f->slot_bytes, a->send[d]->handle,
-                                          a->send_offset[d] + at, bytes);
-        } else if (s == VKRT_OK) {
-          VkCommandBuffer cmd;
-          s = vkrt_stream_cmd(dev, &cmd);
-          if (s == VKRT_OK) {
-            VkBuffer srcs[VKRT_MAX_DEVICES];
-            uint64_t offsets[VKRT_MAX_DEVICES];
-            for (uint32_t e = 0; e < f->n; e++) {
-              srcs[e] = f->buffer[d];
-              offsets[e] = e * f->slot_bytes;
-            }
-            vkrt_stream_barrier(dev, cmd);
-            s = vkrt_reduce_record(dev, cmd, a->type, count, a->recv[d]->handle,
-                                   a->recv_offset[d] + at, srcs, offsets, f->n);
-          }
-        }
-        if (s == VKRT_OK && !vkrt_collective_stalled(dev))
-          s = vkrt_stream_add_signal(dev, f->own[d], phase == 0 ? 2 * seq - 1 : 2 * seq);
-        if (s == VKRT_OK)
-          s = vkrt_stream_submit(dev, NULL);
-        if (s != VKRT_OK) {
-          /* Peers may already wait for this device: fail every rank and release them. */
-          set_error(f, s, "native_fd: dev%u: allreduce piece %llu could not be submitted: %s", d,
-                    (unsigned long long)seq, vkrt_status_str(s));
-          release_all(f);
-          return s;
-        }
-      }
-    f->seq = seq;
+    uint64_t count = VKRT_MIN(per_piece, a->count - first), at = first * job->elem_size;
+    if (coll->capture) {
+      vkrt_status room = vkrt_collective_capture_piece(coll, count, a->type);
+      if (room != VKRT_OK)
+        return room;
+    }
+    for (uint32_t d = 0; d < f->n; d++) {
+      send[d] = a->send[d]->handle;
+      recv[d] = a->recv[d]->handle;
+      so[d] = a->send_offset[d] + at;
+      ro[d] = a->recv_offset[d] + at;
+    }
+    vkrt_status s = record_piece(f, f->seq + 1, send, so, recv, ro, count, a->type,
+                                 job->elem_size);
+    if (s != VKRT_OK)
+      return s;
     if (!coll->capture)
-      watch(f, seq);
+      watch(f, f->seq);
   }
   return VKRT_OK;
 }
 
-static uint64_t native_sequence(struct vkrt_transport *t) { return ((struct native_fd *)t)->seq; }
-
-static vkrt_status native_capture_end(struct vkrt_transport *t, struct vkrt_collective_capture *cap) {
-  ((struct native_fd *)t)->seq = cap->seq0;
-  return VKRT_OK;
+/* A piece that moves no data, only its signal and wait: it keeps the alternation of the slot
+ * sets where captured pieces need it (see the top of the file). */
+static vkrt_status parity_piece(struct native_fd *f) {
+  struct vkrt_collective *coll = f->base.coll;
+  if (coll->capture) {
+    vkrt_status s = vkrt_collective_capture_piece(coll, 1, VKRT_TYPE_F32);
+    if (s != VKRT_OK)
+      return s;
+  }
+  vkrt_status s = record_piece(f, f->seq + 1, NULL, NULL, NULL, NULL, 0, VKRT_TYPE_F32, 4);
+  if (s == VKRT_OK && !coll->capture)
+    watch(f, f->seq);
+  return s;
 }
 
-/* A graph launch: its pieces are the next ones; every captured value (2 per piece) moves by
- * twice the pieces issued since the capture began. */
+static uint64_t native_sequence(struct vkrt_transport *t) { return ((struct native_fd *)t)->seq; }
+
+/* The captured pieces name a slot set by their parity: a graph holds an even number of
+ * them, so each launch leaves the parity the next piece expects. Nothing captured ran. */
+static vkrt_status native_capture_end(struct vkrt_transport *t, struct vkrt_collective_capture *cap) {
+  struct native_fd *f = (struct native_fd *)t;
+  vkrt_status s = (f->seq - cap->seq0) & 1 ? parity_piece(f) : VKRT_OK;
+  f->seq = cap->seq0;
+  return s;
+}
+
+/* A graph launch: its pieces are the next ones, and every captured value (one per piece)
+ * moves by the pieces issued since the capture began. That count must be even for the slot
+ * sets: after an odd number of direct pieces, a parity piece first. */
 static vkrt_status native_replay(struct vkrt_transport *t, const struct vkrt_collective_capture *cap,
                                  uint64_t *shift) {
   struct native_fd *f = (struct native_fd *)t;
-  vkrt_status s = watch_room(f, cap->pieces);
-  if (s != VKRT_OK)
-    return s;
-  *shift = 2 * (f->seq - cap->seq0);
+  if ((f->seq - cap->seq0) & 1) {
+    vkrt_status s = parity_piece(f);
+    if (s != VKRT_OK)
+      return s;
+  }
+  *shift = f->seq - cap->seq0;
   f->seq += cap->pieces;
   watch(f, f->seq);
   return VKRT_OK;
@@ -405,8 +483,9 @@ static size_t native_describe(const struct vkrt_transport *t, bool json, char *b
   if (json)
     return 0;
   return (size_t)snprintf(buf, size,
-                          "vkrt:   native_fd: %u timeline semaphores shared as opaque FDs; %u host "
-                          "slots of %llu KiB; reduce kernel on every device\n",
+                          "vkrt:   native_fd: %u timeline semaphores shared as opaque FDs; 2 sets of "
+                          "%u host slots of %llu KiB; one submit per device per piece; reduce "
+                          "kernel on every device\n",
                           f->n, f->n, (unsigned long long)(f->slot_bytes >> 10));
 }
 

@@ -8,14 +8,6 @@
 
 #define WAIT_SPIN_NS 20000ull /* bounded spin on the counter before blocking (H200: 12 us) */
 
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ volatile("yield")
-#else
-#define cpu_relax() ((void)0)
-#endif
-
 /* ---- synchronization helpers --------------------------------------------------------- */
 
 static vkrt_status status_of(VkResult r) {
@@ -38,7 +30,7 @@ vkrt_status vkrt_collective_wait_value(struct vkrt_device *dev, VkSemaphore sem,
     now = vkrt_now_ns();
     if (now >= spin_end || now >= deadline_ns)
       break;
-    cpu_relax();
+    vkrt_cpu_relax();
   }
   VkSemaphoreWaitInfo info = {
       .sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,

@@ -19,6 +19,9 @@ want=$(grep -cv '^\s*\(#\|$\)' "$quick")
 [ "$(json "d['line_errors']" <<< "$out")" = 0 ] || { echo "$out"; echo "quick subset has line errors"; exit 1; }
 [ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "#wrong > 0"; exit 1; }
 [ "$(json "sum(r['checked'] for r in d['results'])" <<< "$out")" -gt 0 ] || { echo "nothing checked"; exit 1; }
+# wall clock against GPU time: every case says whether it was compared, the summary counts them
+[ "$(json "d['wall_cases'] == sum(r['wall_checked'] for r in d['results']) >= d['wall_within']" <<< "$out")" = True ] \
+  || { echo "$out"; echo "wall clock summary does not add up"; exit 1; }
 # the layouts take the paths they are there for
 for path in "matvec" "tiled matmul" "concat" "copy"; do
   json "[r['path'] for r in d['results']]" <<< "$out" | grep -q "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }

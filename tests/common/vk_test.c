@@ -1,6 +1,7 @@
 #include "vk_test.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ static void log_stderr(void *user, vkrt_log_level level, const char *message) {
 static bool faults_injected(const vkrt_options *o) {
   const vkrt_fault_options *f = &o->faults;
   return f->mask || f->host_alloc_fail_at || f->vulkan_alloc_fail_at || f->import_chunk_cap ||
-         f->import_policy_override || f->release_delay_us;
+         f->import_policy_override || f->release_delay_us || f->release_hook;
 }
 
 void vkt_expect_errors(vkrt_options *o) {
@@ -231,7 +232,53 @@ static void *guard_realloc(void *user, void *ptr, size_t size, size_t alignment)
   return p;
 }
 
+/* Appends v in base 10 or 16 to *p (async-signal-safe). */
+static void guard_put_u64(char **p, uint64_t v, unsigned base) {
+  char digits[24];
+  int n = 0;
+  do {
+    digits[n++] = "0123456789abcdef"[v % base];
+    v /= base;
+  } while (v);
+  while (n)
+    *(*p)++ = digits[--n];
+}
+
+static void guard_put_str(char **p, const char *s) {
+  while (*s)
+    *(*p)++ = *s++;
+}
+
+/* A fault on a quarantined block names it, then the signal's default action ends the program
+ * (re-raised on return, the handler reset). Other faults are left to that action. The scan
+ * takes no lock: it only reads, and the program is going down. */
+static void guard_segv(int sig, siginfo_t *info, void *context) {
+  (void)context;
+  const uint8_t *addr = info->si_addr;
+  for (uint32_t i = 0; i < GUARD_QUARANTINE; i++) {
+    const struct guard_header h = guard.freed[i];
+    if (!h.map || addr < h.map || addr >= h.map + h.map_size)
+      continue;
+    char line[256], *p = line;
+    const size_t page = guard_page();
+    guard_put_str(&p, "FAIL: an access at 0x");
+    guard_put_u64(&p, (uint64_t)(uintptr_t)addr, 16);
+    guard_put_str(&p, " touched a block after the injected allocator freed it (byte ");
+    guard_put_u64(&p, (uint64_t)(addr - (h.map + page)), 10);
+    guard_put_str(&p, " of a ");
+    guard_put_u64(&p, h.size, 10);
+    guard_put_str(&p, "-byte block)\n");
+    ssize_t w = write(STDERR_FILENO, line, (size_t)(p - line));
+    (void)w;
+    break;
+  }
+  (void)sig;
+}
+
 vkrt_allocator vkt_guard_allocator(void) {
+  struct sigaction sa = {.sa_sigaction = guard_segv, .sa_flags = SA_SIGINFO | SA_RESETHAND};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, NULL);
   return (vkrt_allocator){.alloc = guard_alloc, .realloc = guard_realloc, .free = guard_free};
 }
 

@@ -92,7 +92,9 @@ vkrt_allocator vkt_counting_allocator(vkt_counting *counting);
 
 /* An allocator that maps every block on pages of its own and, when it is freed, leaves the
  * pages mapped without access (the last 4096 freed blocks): a read or write of freed memory
- * faults at once, in the plain test pass, where no sanitizer is. Alignments up to a page. */
+ * faults at once, in the plain test pass, where no sanitizer is. Alignments up to a page.
+ * Also installs a SIGSEGV handler that prints "FAIL: an access at ... touched a block after
+ * the injected allocator freed it" for such a fault before the program dies of it. */
 vkrt_allocator vkt_guard_allocator(void);
 
 /* Captures log messages into a buffer (for tests that check a message); log_user must be

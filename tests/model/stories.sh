@@ -7,7 +7,9 @@
 # first generated sentence tokenizes to the ids the model generated for it and continues as
 # the run from BOS did. Recording every token's work instead of launching a captured graph
 # gives the same ids, and so does every path of the weights' load; seeded sampling repeats
-# itself. Bad model files (another architecture, a missing tensor, a shape that
+# itself. A 40-token prompt run in ubatches (one, or three of up to 16, the last partial) on 1
+# and 2 devices continues with the ids of the prompt fed token by token, verified at every
+# position. Bad model files (another architecture, a missing tensor, a shape that
 # disagrees with the metadata, no BOS) exit 3 with a message naming the cause; a model the
 # devices cannot split (4 KV heads on 3 devices) or a q8_0 K/V cache with 8-wide heads exit 5.
 set -euo pipefail
@@ -116,6 +118,27 @@ want=$(tr ',' '\n' <<< "$ids_ref" | sed -n '13,32p' | paste -sd,)
 grep -q "greedy choice the same at every position: passed" <<< "$out" || { echo "$out"; exit 1; }
 echo "prompt '$prompt': ids 1,$first (as generated); continuation as from BOS; $(grep -m1 '^vkrt-service: pp:' <<< "$out")"
 
+# The prompt pass: a 40-token prompt run in ubatches (one of 40; three of up to 16, the last
+# partial; on 1 and 2 devices) continues with the ids of the prompt fed token by token, and
+# every position, prompt rows included, passes the float64 check with bit-identical ranks.
+# With --verify 5 the checked positions are a ubatch of their own (5, 16, 16, 3 tokens).
+pp=(--weights "$model" --prompt-tokens 40 --seed 11 --tokens 16 --print-ids --warmup-ms 0 --json)
+tok=$("$svc" "${pp[@]}" --prompt-mode token --devices 1 2>&1) || { echo "$tok"; echo "--prompt-mode token failed"; exit 1; }
+grep -q "^vkrt-service: pp: 40 prompt tokens in .* (prompt mode token: one token at a time)" <<< "$tok" ||
+  { echo "$tok"; echo "--prompt-mode token: not token by token"; exit 1; }
+for run in "1 512 55 1 ubatch of up to 40" "2 512 55 1 ubatch of up to 40" "1 16 5 4 ubatches of up to 16" "2 16 55 3 ubatches of up to 16"; do
+  read -r devices ubatch checked how <<< "$run"
+  out=$("$svc" "${pp[@]}" --devices "$devices" --ubatch "$ubatch" --verify "$checked" 2>&1) ||
+    { echo "$out"; echo "the prompt pass on $devices devices (--ubatch $ubatch) failed"; exit 1; }
+  grep -q "^vkrt-service: pp: 40 prompt tokens in .* (prompt mode batch: $how tokens)" <<< "$out" &&
+    grep -q "verified $checked positions against float64 (teacher-forced): greedy choice the same at every position: passed; .* ranks bit-identical: yes ($devices ranks)" <<< "$out" &&
+    [ "$(field "prompt ids" "$out")" = "$(field "prompt ids" "$tok")" ] && [ "$(field ids "$out")" = "$(field ids "$tok")" ] &&
+    /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); sys.exit(not (d['prompt_mode'] == 'batch' and d['ubatch'] == min($ubatch, 40) and d['prompt_tokens'] == 40 and d['checked_positions'] == $checked and d['verified']))" "$(grep '^{' <<< "$out")" ||
+    { echo "$out"; echo "token by token: $(field ids "$tok")"; echo "the prompt pass on $devices devices (--ubatch $ubatch): not the ids of token by token, or not verified"; exit 1; }
+  echo "$devices devices, --ubatch $ubatch: $(grep -m1 '^vkrt-service: pp:' <<< "$out"); the ids of token by token; $checked positions verified"
+done
+echo "token by token: $(grep -m1 '^vkrt-service: pp:' <<< "$tok")"
+
 # Bad model files: a byte patch of stories260K each, exit 3 and the cause named.
 patch() { # out key old new: replaces old by new (same length) in the 40 bytes after key
   /usr/bin/python3 - "$model" "$1" "$2" "$3" "$4" <<'PY'
@@ -145,3 +168,21 @@ sed 's/tokenizer\.ggml\.bos_token_id/tokenizer.ggml.bos_token_XX/' "$model" > "$
 expect 3 "tokenizer.ggml.bos_token_id" "$work/no-bos.gguf"
 expect 5 "llama.attention.head_count_kv = 4 does not divide among 3 devices" "$model" --devices 3
 expect 5 "a q8_0 K/V cache needs a head size that is a multiple of 32; this model's is 8" "$model" --kv-type q8_0
+expect 2 "bad or incomplete argument '--prompt-mode fast'" "$model" --prompt-mode fast
+expect 2 "bad or incomplete argument '--ubatch 0'" "$model" --ubatch 0
+
+# Speed-run inputs: --prompt-tokens (BOS + seeded draws) and --depth (the first token at
+# position D over constant K/V rows): 1 and 2 devices agree at depth, the rows are read (the
+# ids differ from the same prompt at depth 0), nothing claims a float64 check.
+depth=(--weights "$model" --prompt-tokens 16 --seed 5 --tokens 24 --print-ids --warmup-ms 0 --json)
+d1=$("$svc" "${depth[@]}" --depth 300 --devices 1 2>&1) && d2=$("$svc" "${depth[@]}" --depth 300 --devices 2 2>&1) &&
+  d0=$("$svc" "${depth[@]}" --verify 0 --devices 1 2>&1) || { echo "$d1$d2$d0"; echo "--depth run failed"; exit 1; }
+[ "$(field ids "$d1")" = "$(field ids "$d2")" ] && [ "$(field ids "$d1")" != "$(field ids "$d0")" ] &&
+  [ "$(field "prompt ids" "$d1")" = "$(field "prompt ids" "$d0")" ] &&
+  [ "$(tr ',' '\n' <<< "$(field "prompt ids" "$d1")" | wc -l)" -eq 16 ] &&
+  grep -q "not verified against float64 (--depth" <<< "$d2" &&
+  /usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); sys.exit(not (d['depth'] == 300 and d['prompt_tokens'] == 16 and d['ranks_bit_identical'] and d['checked_positions'] == 0))" "$(grep '^{' <<< "$d2")" ||
+  { echo "$d1"; echo "$d2"; echo "$d0"; echo "--depth 300: 1 and 2 devices differ, or depth 0 gave the same ids"; exit 1; }
+echo "--depth 300 --prompt-tokens 16: 1 and 2 devices the same ids, not those of depth 0"
+expect 2 "nothing can be checked against float64" "$model" --depth 8 --verify 3
+expect 2 "depth 1000 + 1 prompt tokens + 4 generated need a context of 1004 tokens; --ctx 512" "$model" --depth 1000 --ctx 512

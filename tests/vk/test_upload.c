@@ -934,6 +934,80 @@ static void test_unregister_races_release(void **state) {
   vkt_close(app);
 }
 
+/* The same interleaving made certain: the fault hook runs between the last release's drop of
+ * its reference and its wakeup of a waiting unregister, and there a second thread unregisters
+ * the region, which frees it at once (no user is left). Through the guard allocator, a release
+ * that then reads the freed region faults (and the handler names the freed block), every run,
+ * without a sanitizer. Under both policies that give a region a device's chunks. */
+struct release_hook {
+  vkrt_appliance *app;
+  const uint8_t *mem;
+  int calls;
+  vkrt_status unregistered;
+};
+
+static void *unregister_thread(void *arg) {
+  struct release_hook *h = arg;
+  h->unregistered = vkrt_host_unregister(h->app, h->mem);
+  return NULL;
+}
+
+static void unregister_in_release(void *user) {
+  struct release_hook *h = user;
+  if (h->calls++ != 0)
+    return;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, unregister_thread, h), 0);
+  /* Unregister finds no user: it must return at once, not wait for this release's wakeup. */
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 30;
+  if (pthread_timedjoin_np(t, NULL, &deadline) != 0)
+    fail_msg("an unregister during the last release did not return within 30 s: it waits for "
+             "a user the release already dropped");
+}
+
+static void test_unregister_inside_last_release(void **state) {
+  (void)state;
+  uint64_t seed = vkt_seed(0);
+  const uint32_t policies[] = {1 + VKRT_IMPORT_POLICY_IMPORT_THEN_PRESTAGE,
+                               1 + VKRT_IMPORT_POLICY_ALWAYS_PRESTAGE};
+  for (size_t p = 0; p < VKT_ARRAY_SIZE(policies); p++) {
+    struct release_hook h = {.unregistered = VKRT_ERROR_INTERNAL};
+    vkrt_options o;
+    options_for(&o, policies[p], 0, 0);
+    o.allocator = vkt_guard_allocator();
+    o.faults.release_hook = unregister_in_release;
+    o.faults.release_hook_user = &h;
+    vkrt_appliance *app = vkt_open(&o);
+    const size_t size = 2 * CHUNK_CAP + 4096 * 3;
+    uint8_t *mem = aligned_alloc(4096, size);
+    assert_non_null(mem);
+    vkt_fill_random(mem, size, &seed);
+    h.app = app;
+    h.mem = mem;
+    vkt_check(app, vkrt_host_register(app, mem, size, NULL, NULL, NULL));
+    vkrt_buffer *buf;
+    vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_DEVICE_LOCAL, &buf));
+    vkt_check(app, vkrt_upload(buf, 0, mem, size));
+    if (h.calls != 1)
+      fail_msg("policy %u: the upload from the registered region made %d last releases, want 1",
+               policies[p] - 1, h.calls);
+    vkt_check(app, h.unregistered);
+    assert_int_equal(import_state(app).regions, 0);
+    assert_int_equal(import_state(app).live_chunks, 0);
+    expect_device_bytes(app, buf, 0, mem, size);
+    /* Unregistered: the next upload takes the staging ring and releases nothing. */
+    vkt_fill_random(mem, size, &seed);
+    vkt_check(app, vkrt_upload(buf, 0, mem, size));
+    assert_int_equal(h.calls, 1);
+    expect_device_bytes(app, buf, 0, mem, size);
+    vkrt_buffer_destroy(buf);
+    vkt_close(app);
+    free(mem);
+  }
+}
+
 /* ---- leaks ---------------------------------------------------------------------------- */
 
 /* Every path (imported, pre-staged, staged, both fault fallbacks, import-only failure,
@@ -1049,6 +1123,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_storm_imported),
       cmocka_unit_test(test_storm_prestaged),
       cmocka_unit_test(test_unregister_races_release),
+      cmocka_unit_test(test_unregister_inside_last_release),
       cmocka_unit_test(test_no_leaks),
       cmocka_unit_test(test_describe),
   };

@@ -121,6 +121,63 @@ static struct {
 } floors;
 static bool latency;
 
+/* One line per transport at the end of the run, whatever happened to it (a tail of the
+ * output shows every transport of the build). */
+static struct transport_summary {
+  const char *name;
+  char what[200];     /* "ran", or why not */
+  int rows;
+  double caller_min, caller_max, cpu_max, submits_max, xfloor_min, xfloor_max;
+} summary[3];
+static int summaries;
+
+static void summary_begin(vkrt_transport_kind kind) {
+  summary[summaries].name = vkrt_transport_str(kind);
+  snprintf(summary[summaries].what, sizeof(summary[summaries].what), "ran");
+  summary[summaries].caller_min = summary[summaries].xfloor_min = 1e300;
+  summaries++;
+}
+
+static void summary_set(const char *fmt, const char *detail) {
+  snprintf(summary[summaries - 1].what, sizeof(summary[summaries - 1].what), fmt, detail);
+}
+
+static void summary_row(double caller, double cpu, double submits, double xfloor) {
+  struct transport_summary *m = &summary[summaries - 1];
+  m->rows++;
+  m->caller_min = caller < m->caller_min ? caller : m->caller_min;
+  m->caller_max = caller > m->caller_max ? caller : m->caller_max;
+  m->cpu_max = cpu > m->cpu_max ? cpu : m->cpu_max;
+  m->submits_max = submits > m->submits_max ? submits : m->submits_max;
+  m->xfloor_min = xfloor < m->xfloor_min ? xfloor : m->xfloor_min;
+  m->xfloor_max = xfloor > m->xfloor_max ? xfloor : m->xfloor_max;
+}
+
+static void summary_print(bool json) {
+  if (json) {
+    printf(", \"summary\": [");
+    for (int k = 0; k < summaries; k++)
+      printf("%s{\"transport\": \"%s\", \"result\": \"%s\", \"rows\": %d}", k ? ", " : "",
+             summary[k].name, summary[k].what, summary[k].rows);
+    printf("]");
+    return;
+  }
+  for (int k = 0; k < summaries; k++) {
+    if (!summary[k].rows) {
+      printf("# summary %-11s %s\n", summary[k].name, summary[k].what);
+    } else if (latency) {
+      printf("# summary %-11s %s, %d sizes: caller %.1f-%.1f us (CPU at most %.1f), at most %.1f "
+             "submits per device inside the call, complete %.2f-%.2f x floor\n", summary[k].name,
+             summary[k].what, summary[k].rows, summary[k].caller_min, summary[k].caller_max,
+             summary[k].cpu_max, summary[k].submits_max, summary[k].xfloor_min,
+             summary[k].xfloor_max);
+    } else {
+      printf("# summary %-11s %s, %d sizes\n", summary[k].name, summary[k].what,
+             summary[k].rows);
+    }
+  }
+}
+
 static double floor_for(vkrt_transport_kind kind, uint32_t devices) {
   if (devices < 2)
     return floors.one_queue;
@@ -141,12 +198,14 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   tool_hosts_attach(&o);
   vkrt_appliance *app = NULL;
   char why[2048];
+  summary_begin(kind);
   vkrt_status s = vkrt_open(&o, &app, why, sizeof(why));
   if (s != VKRT_OK) {
     if (json)
       fprintf(stderr, "# %s: unavailable: %s\n", vkrt_transport_str(kind), why);
     else
       printf("# %s: unavailable here: %s\n", vkrt_transport_str(kind), why);
+    summary_set("unavailable here: %.170s", why);
     return 0;
   }
   struct ar_bench b = {.app = app, .n = vkrt_device_count(app), .type = type,
@@ -178,8 +237,9 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
                : kind == VKRT_TRANSPORT_NATIVE_FD && floors.devices_gpu > 0
                    ? "2 x the two-device hand-over with a GPU wait"
                    : "2 x the two-device host-relayed hand-over");
-        printf("#%11s %12s %6s %11s %12s %10s %10s %7s\n", "size", "count", "type", "caller(us)",
-               "complete(us)", "floor(us)", "x floor", "#wrong");
+        printf("#%11s %12s %6s %11s %8s %8s %12s %10s %10s %7s\n", "size", "count", "type",
+               "caller(us)", "cpu(us)", "submits", "complete(us)", "floor(us)", "x floor",
+               "#wrong");
       } else if (hosts > 1)
         printf("# allreduce: %u hosts x %u devices (MPI), transport %s within a host, out of "
                "place, %s; mpi_* = plain MPI_Allreduce of host floats, same bytes per rank, %u "
@@ -223,39 +283,62 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
     double t;
     if (latency) {
       double *caller = malloc(sizeof(double) * (size_t)iters);
+      double *cpu = malloc(sizeof(double) * (size_t)iters);
       double *done = malloc(sizeof(double) * (size_t)iters);
-      if (!caller || !done) {
+      if (!caller || !cpu || !done) {
         free(caller);
+        free(cpu);
         free(done);
         return 1;
       }
+      /* submits each device's stream made inside the calls (not those of the finishes) */
+      uint64_t inside = 0;
       for (int i = 0; i < iters && !rc; i++) {
-        double t0 = bench_now_s();
+        vkrt_tuning_stream before[VKRT_MAX_DEVICES], after;
+        for (uint32_t d = 0; d < b.n; d++)
+          vkrt_tuning_stream_get(app, d, &before[d]);
+        double t0 = bench_now_s(), c0 = bench_thread_cpu_s();
         rc |= check(app, vkrt_allreduce(app, &args), "allreduce");
-        double t1 = bench_now_s();
+        double t1 = bench_now_s(), c1 = bench_thread_cpu_s();
+        for (uint32_t d = 0; d < b.n; d++) {
+          vkrt_tuning_stream_get(app, d, &after);
+          inside += after.submitted - before[d].submitted;
+        }
         for (uint32_t d = 0; d < b.n && !rc; d++)
           rc |= check(app, vkrt_finish(app, d), "finish");
         caller[i] = (t1 - t0) * 1e6;
+        cpu[i] = (c1 - c0) * 1e6;
         done[i] = (bench_now_s() - t0) * 1e6;
       }
       double caller_us = bench_median(caller, iters), done_us = bench_median(done, iters);
+      double cpu_us = bench_median(cpu, iters);
+      double submits = (double)inside / ((double)iters * b.n);
       free(caller);
+      free(cpu);
       free(done);
-      if (rc)
+      if (rc) {
+        summary_set("failed: %.180s", vkrt_last_error(app));
         break;
+      }
       uint64_t wrong = tool_hosts_sum(count_wrong(&b, count));
       double fl = floor_for(kind, b.n);
       if (json)
         printf("%s{\"size\": %llu, \"count\": %llu, \"type\": \"%s\", \"caller_us\": %.2f, "
-               "\"complete_us\": %.2f, \"floor_us\": %.2f, \"x_floor\": %.3f, \"wrong\": %llu}",
+               "\"caller_cpu_us\": %.2f, \"submits_per_device\": %.2f, \"complete_us\": %.2f, "
+               "\"floor_us\": %.2f, \"x_floor\": %.3f, \"wrong\": %llu}",
                rows ? ", " : "", (unsigned long long)(count * b.esize), (unsigned long long)count,
-               tname, caller_us, done_us, fl, fl > 0 ? done_us / fl : 0.0,
+               tname, caller_us, cpu_us, submits, done_us, fl, fl > 0 ? done_us / fl : 0.0,
                (unsigned long long)wrong);
       else
-        printf(" %11llu %12llu %6s %11.1f %12.1f %10.1f %10.3f %7llu\n",
+        printf(" %11llu %12llu %6s %11.1f %8.1f %8.2f %12.1f %10.1f %10.3f %7llu\n",
                (unsigned long long)(count * b.esize), (unsigned long long)count, tname, caller_us,
-               done_us, fl, fl > 0 ? done_us / fl : 0.0, (unsigned long long)wrong);
+               cpu_us, submits, done_us, fl, fl > 0 ? done_us / fl : 0.0,
+               (unsigned long long)wrong);
       fflush(stdout);
+      if (wrong)
+        summary_set("failed: %s", "wrong results");
+      else
+        summary_row(caller_us, cpu_us, submits, fl > 0 ? done_us / fl : 0.0);
       rc |= wrong != 0;
       rows++;
       continue;
@@ -312,8 +395,14 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
     }
     fflush(stdout);
     rc |= wrong != 0;
+    if (wrong)
+      summary_set("failed: %s", "wrong results");
+    else
+      summary[summaries - 1].rows++;
     rows++;
   }
+  if (rc && !strcmp(summary[summaries - 1].what, "ran"))
+    summary_set("failed: %.180s", vkrt_last_error(app));
   if (json)
     printf("], \"avg_busbw\": %.4f}", rows ? busbw_sum / rows : 0.0);
   else if (rows && !latency)
@@ -527,7 +616,10 @@ static int bench_allreduce(int argc, char **argv) {
     rc |= run_transport(kinds[k], devices, type, min_bytes, max_bytes, iters, sync, json,
                         &first_json);
   if (json)
-    printf("]}\n");
+    printf("]");
+  summary_print(json);
+  if (json)
+    printf("}\n");
   fflush(stdout);
   tool_hosts_finish(rc);
   return rc;

@@ -31,6 +31,9 @@ int bench_load_file(int argc, char **argv);
 
 /* Shared helpers. */
 double bench_now_s(void);
+/* CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID): host work without the time the
+ * thread waited or was descheduled (on a loaded machine the wall clock is mostly the latter). */
+double bench_thread_cpu_s(void);
 /* Opens the board's appliance with a stderr log at WARN; exits with a message on error. */
 vkrt_appliance *bench_open(const vkrt_options *options_or_null);
 /* Median of n doubles (sorts in place). */

@@ -995,7 +995,15 @@ struct cases_ctx {
   int results;
   uint64_t wrong_total;
   int errors, run;
+  /* wall clock against GPU time for the cases of WALL_MIN_US and more (the public API's
+   * user sees the wall clock): how many, how many within WALL_LIMIT, and the worst */
+  int wall_cases, wall_within;
+  double wall_worst;
+  char wall_worst_name[48];
 };
+
+#define WALL_MIN_US 10.0 /* GPU time per op from which the wall clock must keep up */
+#define WALL_LIMIT 1.05  /* wall clock per op / GPU time per op allowed there */
 
 struct live_case {
   struct bench_case bc;
@@ -1347,26 +1355,38 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   bool fa = bc->op == CASE_FLASH_ATTN_EXT;
   double roof_us = fa && c->copy_gbps > 0 ? (double)kv_bytes(bc) / (c->copy_gbps * 1e3) : 0;
   double roof_ratio = roof_us > 0 && t > 0 ? t * 1e6 / roof_us : 0;
+  double wall_ratio = t > 0 ? wall / t : 0;
+  bool wall_checked = c->timer && t * 1e6 >= WALL_MIN_US; /* GPU time to compare with */
+  if (wall_checked) {
+    c->wall_cases++;
+    c->wall_within += wall_ratio <= WALL_LIMIT;
+    if (wall_ratio > c->wall_worst) {
+      c->wall_worst = wall_ratio;
+      snprintf(c->wall_worst_name, sizeof(c->wall_worst_name), "%.47s", bc->name);
+    }
+  }
+  /* '!': wall clock past WALL_LIMIT x the GPU time on an op of WALL_MIN_US or more */
+  const char *wall_flag = wall_checked && wall_ratio > WALL_LIMIT ? "!" : " ";
   if (c->o.json) {
     printf("%s{\"line\": %d, \"name\": ", c->results++ ? ", " : "", bc->line);
     json_str(bc->name);
     printf(", \"op\": \"%s\", \"path\": \"%s\", \"bytes\": %" PRIu64 ", \"us\": %.3f, "
            "\"gbps\": %.2f, \"ratio_to_copy\": %.4f, \"reps\": %d, \"checked\": %" PRIu64
            ", \"wrong\": %" PRIu64 ", \"max_abs_err\": %.3g, \"wall_us\": %.3f, "
-           "\"record_us\": %.3f, \"wall_over_time\": %.4f",
+           "\"record_us\": %.3f, \"wall_over_time\": %.4f, \"wall_checked\": %s",
            case_ops[bc->op].name, path, bytes, t * 1e6, gbps, ratio, reps, out_elems, wrong, max_err,
-           wall * 1e6, rec * 1e6, t > 0 ? wall / t : 0.0);
+           wall * 1e6, rec * 1e6, wall_ratio, wall_checked ? "true" : "false");
     if (fa)
       printf(", \"kv_bytes\": %" PRIu64 ", \"kv_roofline_us\": %.3f, \"kv_roofline_ratio\": %.3f",
              kv_bytes(bc), roof_us, roof_ratio);
   } else if (fa) {
     printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f R %9" PRIu64
-           "   wall %8.2f us (%5.3f x)  record %6.2f us\n", bc->name, path, t * 1e6, gbps,
-           roof_ratio, wrong, wall * 1e6, t > 0 ? wall / t : 0.0, rec * 1e6);
+           "   wall %8.2f us (%5.3f x)%s record %6.2f us\n", bc->name, path, t * 1e6, gbps,
+           roof_ratio, wrong, wall * 1e6, wall_ratio, wall_flag, rec * 1e6);
   } else {
     printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f x %9" PRIu64
-           "   wall %8.2f us (%5.3f x)  record %6.2f us\n", bc->name, path, t * 1e6, gbps, ratio,
-           wrong, wall * 1e6, t > 0 ? wall / t : 0.0, rec * 1e6);
+           "   wall %8.2f us (%5.3f x)%s record %6.2f us\n", bc->name, path, t * 1e6, gbps, ratio,
+           wrong, wall * 1e6, wall_ratio, wall_flag, rec * 1e6);
   }
 
   if (c->o.tiles && bc->op == CASE_MUL_MAT && !strncmp(path, "tiled matmul", 12))
@@ -1595,6 +1615,9 @@ static void usage(void) {
          "  FLASH_ATTN_EXT cases. The ratio\n"
          "  column divides by the plain 16-byte copy of this run (x); for FLASH_ATTN_EXT it is\n"
          "  the time over the K/V-read roofline (R: bytes of K and V at the copy rate).\n"
+         "  wall: the wall clock per op of recording + submit + wait, beside its ratio to the\n"
+         "  GPU time; '!' marks a case of 10 us and more whose wall clock exceeds 1.05 x its GPU\n"
+         "  time, and the last line counts them (the public API's user waits for the wall clock).\n"
          "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n"
          "  --activations q8 opens with VKRT_ACTIVATIONS_Q8 (quantized weights, one column: x\n"
          "  rounded to 8 bits; the check allows that rounding).\n"
@@ -1736,12 +1759,23 @@ static int cmd_cases(int argc, char **argv) {
       run_case(&c, &bc);
   }
   fclose(f);
-  if (c.o.json)
-    printf("], \"cases_run\": %d, \"line_errors\": %d, \"wrong_total\": %" PRIu64 "}\n", c.run,
-           c.errors, c.wrong_total);
-  else
+  if (c.o.json) {
+    printf("], \"cases_run\": %d, \"line_errors\": %d, \"wrong_total\": %" PRIu64
+           ", \"wall_min_us\": %.1f, \"wall_limit\": %.2f, \"wall_cases\": %d, "
+           "\"wall_within\": %d, \"wall_worst\": %.4f, \"wall_worst_case\": ", c.run, c.errors,
+           c.wrong_total, WALL_MIN_US, WALL_LIMIT, c.wall_cases, c.wall_within, c.wall_worst);
+    json_str(c.wall_worst_name);
+    printf("}\n");
+  } else {
     printf("%d cases run, %d lines with errors, #wrong total %" PRIu64 "\n", c.run, c.errors,
            c.wrong_total);
+    if (!c.timer)
+      printf("wall clock vs GPU time: no GPU timestamps on this device, nothing to compare\n");
+    else
+      printf("wall clock vs GPU time, cases of %.0f us and more: %d of %d within %.2f x "
+             "(worst: %s at %.3f x)\n", WALL_MIN_US, c.wall_within, c.wall_cases, WALL_LIMIT,
+             c.wall_cases ? c.wall_worst_name : "-", c.wall_worst);
+  }
   vkrt_tuning_timer_destroy(c.timer);
   vkrt_close(c.app);
   return c.wrong_total ? 1 : 0;

@@ -20,6 +20,12 @@ double bench_now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double bench_thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void log_to_stderr(void *user, vkrt_log_level level, const char *message) {
   (void)user;
   static const char *const names[] = {"error", "warn", "info", "debug"};

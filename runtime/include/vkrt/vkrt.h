@@ -89,6 +89,12 @@ typedef struct vkrt_fault_options {
   /* Sleep (microseconds, < 10^6) between an upload dropping the last reference to a
    * registered region and its wakeup of a waiting unregister: widens that race window. */
   uint32_t release_delay_us;
+  /* Called by the upload that drops the last reference to a registered region, after that
+   * drop (and the delay above) and before its wakeup of a waiting unregister, with
+   * release_hook_user. A test unregisters the region from it: the interleaving in which the
+   * region is freed while its last release is still running, every time. */
+  void (*release_hook)(void *user);
+  void *release_hook_user;
 } vkrt_fault_options;
 
 /* Re-arms the allocation-failure counters of an open appliance: from now on the Nth host
