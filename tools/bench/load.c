@@ -218,14 +218,13 @@ static int run(const struct load_opts *o) {
            k.gather_below);
   else if (ranges)
     printf("vkrt-bench upload --file %s: %.1f MiB over %u device(s), split %s (%.1f MiB "
-           "loaded); O_DIRECT read (dd iflag=direct, 1 thread) %.2f GB/s%s%.2f%s; buffered read "
-           "(1 thread) %.2f GB/s; pinned host-to-device (256 MiB registered, dev0) %.2f GB/s\n"
-           "  knobs: %u reading threads, chunks of %" PRIu64 " KiB x %u, blocks of %" PRIu64
-           " KiB, rows under %" PRIu64 " bytes packed\n", o->file, (double)size / (1 << 20), n,
-           o->columns ? "columns" : "rows", (double)bytes / (1 << 20), y.direct_warm,
-           can_drop ? ", cold " : "", can_drop ? y.direct_cold : 0.0, can_drop ? " GB/s" : "",
-           y.buffered, y.pinned, k.threads, k.chunk_bytes >> 10, k.chunks, k.block_bytes >> 10,
-           k.gather_below);
+           "loaded); O_DIRECT read (dd iflag=direct, 1 thread) %.2f GB/s (cold %.2f GB/s); "
+           "buffered read (1 thread) %.2f GB/s; pinned host-to-device (256 MiB registered, "
+           "dev0) %.2f GB/s\n  knobs: %u reading threads, chunks of %" PRIu64 " KiB x %u, blocks "
+           "of %" PRIu64 " KiB, rows under %" PRIu64 " bytes packed\n", o->file,
+           (double)size / (1 << 20), n, o->columns ? "columns" : "rows", (double)bytes / (1 << 20),
+           y.direct_warm, y.direct_cold, y.buffered, y.pinned, k.threads, k.chunk_bytes >> 10,
+           k.chunks, k.block_bytes >> 10, k.gather_below);
   bool first = true;
   for (int cold = 0; ranges && cold < (can_drop ? 2 : 1) && rc == 0; cold++) {
     for (vkrt_load_path p = VKRT_LOAD_PATH_AUTO; p < VKRT_LOAD_PATH_COUNT && rc == 0; p++) {
