@@ -1,15 +1,19 @@
 #version 450
-// Decode attention, the combine pass of flash-decoding: workgroup (h, jj) merges the
-// splits attention_split.comp wrote for query head h of query q0 + jj. Only the splits
-// that start below that query's kv_len (read here again) exist; with M the largest split
-// max, dst[d] = sum_s e^(m_s - M) o_s[d] / sum_s e^(m_s - M) l_s. kv_len <= 0 writes zeros.
-// Invocation t takes element t % D of every (WG / D)-th split; the split groups are summed
-// through shared memory. Specialization constants: 0 workgroup size (a multiple of D, at
-// most 256), 1 D (head dim).
+// Decode attention, the combine pass of flash-decoding: workgroup (h, jj, z) merges the
+// splits attention_split.comp wrote for query head h of query q0 + jj, elements
+// 32 z .. 32 z + 31 of the head. Only the splits that start below that query's kv_len
+// (read here again) exist; with M the largest split max, dst[d] = sum_s e^(m_s - M) o_s[d] /
+// sum_s e^(m_s - M) l_s. kv_len <= 0 writes zeros. The weights e^(m_s - M) are computed once
+// per split into shared memory (CHUNK at a time); invocation t then takes element t % 32 of
+// every (WG / 32)-th split (128-byte rows, all of them in flight at once) and the split
+// groups are summed through shared memory. Specialization constants: 0 workgroup size (a
+// power of two, 64..256), 1 D (head dim).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint D = 128u;
 const uint WG = gl_WorkGroupSize.x;
-const uint SG = WG / D; // split groups
+const uint DS = 32u;      // elements of the head per workgroup
+const uint SG = WG / DS;  // split groups
+const uint CHUNK = 1024u; // split weights held at once
 
 layout(push_constant) uniform Push {
   uint len_off, len_s0;   // I32 elements
@@ -25,14 +29,15 @@ layout(std430, set = 0, binding = 1) readonly buffer P { float part[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Dst { float dst[]; };
 
 shared float red[WG];
+shared float wt[CHUNK];
 
-// max (is_max) or sum of every invocation's x, in all invocations (WG <= 256)
+// max (is_max) or sum of every invocation's x, in all invocations
 float reduce(float x, bool is_max) {
-  red[gl_LocalInvocationID.x] = x;
+  uint t = gl_LocalInvocationID.x;
+  red[t] = x;
   barrier();
-  for (uint w = 128u; w > 0u; w /= 2u) {
-    uint t = gl_LocalInvocationID.x;
-    if (t < w && t + w < WG)
+  for (uint w = WG / 2u; w > 0u; w /= 2u) {
+    if (t < w)
       red[t] = is_max ? max(red[t], red[t + w]) : red[t] + red[t + w];
     barrier();
   }
@@ -44,30 +49,40 @@ float reduce(float x, bool is_max) {
 void main() {
   uint h = pc.base_x + gl_WorkGroupID.x;
   uint jj = pc.base_y + gl_WorkGroupID.y;
+  uint z = pc.base_z + gl_WorkGroupID.z;
   uint j = pc.q0 + jj;
   uint tid = gl_LocalInvocationID.x;
   int len = clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx));
   uint n_live = (uint(len) + pc.split_len - 1u) / pc.split_len;
   uint e0 = (jj * pc.n_head + h) * pc.n_split; // this head's first split
+  uint ml = pc.ml_base + 2u * e0;
 
   float m = -3.402823466e38;
   for (uint s = tid; s < n_live; s += WG)
-    m = max(m, part[pc.ml_base + 2u * (e0 + s)]);
+    m = max(m, part[ml + 2u * s]);
   m = reduce(m, true);
   float l = 0.0;
   for (uint s = tid; s < n_live; s += WG)
-    l += exp(part[pc.ml_base + 2u * (e0 + s)] - m) * part[pc.ml_base + 2u * (e0 + s) + 1u];
+    l += exp(part[ml + 2u * s] - m) * part[ml + 2u * s + 1u];
   l = reduce(l, false);
 
-  uint d = tid % D, g = tid / D;
+  uint d = z * DS + tid % DS, g = tid / DS;
+  uint dc = min(d, D - 1u); // past D (D not a multiple of 32): valid reads, never stored
   float o = 0.0;
-  for (uint s = g; s < n_live; s += SG)
-    o += exp(part[pc.ml_base + 2u * (e0 + s)] - m) * part[(e0 + s) * D + d];
+  for (uint s0 = 0u; s0 < n_live; s0 += CHUNK) {
+    uint count = min(CHUNK, n_live - s0);
+    for (uint s = tid; s < count; s += WG)
+      wt[s] = exp(part[ml + 2u * (s0 + s)] - m);
+    barrier();
+    for (uint s = g; s < count; s += SG)
+      o += wt[s] * part[(e0 + s0 + s) * D + dc];
+    barrier(); // before the next chunk's weights
+  }
   red[tid] = o;
   barrier();
-  if (g == 0u) {
+  if (g == 0u && d < D) {
     for (uint i = 1u; i < SG; i++)
-      o += red[i * D + d];
+      o += red[i * DS + tid];
     dst[pc.d_off + h * pc.d_s1 + j * pc.d_s2 + d] = n_live > 0u ? o / l : 0.0;
   }
 }

@@ -3,7 +3,7 @@
 // invocation per element (F32: the bits moved; F16: rounded to nearest even) or per Q8_0
 // block of 32 (ggml quantize_row_q8_0: d = max|x| / 127, id = d ? 1 / d : 0, q = roundf(x id)
 // with halves away from zero, d stored as f16; both divisions correctly rounded as on the
-// CPU, without relying on a fused fma). A row index outside [0, n_rows) is skipped. Source
+// CPU, without relying on a fused fma, and x id rounded before it is rounded to an integer). A row index outside [0, n_rows) is skipped. Source
 // offsets and strides are elements; destination ones elements (F32, F16) or bytes (Q8_0,
 // blocks dense along dim 0).
 #extension GL_EXT_shader_16bit_storage : require
@@ -80,10 +80,14 @@ float div_rn(float a, float b) {
   return q;
 }
 
-// C roundf: halves away from zero
-int round_away(float v) {
-  float t = trunc(v);
-  if (abs(v - t) >= 0.5)
+// C roundf of the product x id (rounded to f32 first, as the CPU does): halves away from
+// zero. precise: a fused multiply-add must not compute x id - t from the unrounded product
+// (a product that rounds up to k + 0.5 would round down), as NVIDIA's compiler did.
+int round_away(float x, float id) {
+  precise float v = x * id;
+  precise float t = trunc(v);
+  precise float f = abs(v - t);
+  if (f >= 0.5)
     t += sign(v);
   return int(t);
 }
@@ -119,8 +123,8 @@ void main() {
   uint h = (pc.d_offset + uint(row) * pc.d_stride1 + 34u * i0) >> 1; // blocks are 2-byte aligned
   d[h] = uint16_t(f32_to_f16_bits(floatBitsToUint(dq)));
   for (uint j = 0u; j < 16u; j++) {
-    int q0 = round_away(uintBitsToFloat(s[src + 2u * j * pc.s_stride0]) * id);
-    int q1 = round_away(uintBitsToFloat(s[src + (2u * j + 1u) * pc.s_stride0]) * id);
+    int q0 = round_away(uintBitsToFloat(s[src + 2u * j * pc.s_stride0]), id);
+    int q1 = round_away(uintBitsToFloat(s[src + (2u * j + 1u) * pc.s_stride0]), id);
     d[h + 1u + j] = uint16_t((uint(q0) & 255u) | ((uint(q1) & 255u) << 8));
   }
 #endif

@@ -37,7 +37,9 @@ static void usage(FILE *f) {
           "from BOS without a prompt; --temperature 0 (the default) is greedy, on the device.\n"
           "--print-ids adds the lines 'prompt ids: ...' and 'ids: ...'. --verify N: the first N\n"
           "positions are checked against the float64 reference (teacher-forced; default all).\n"
-          "--graph off records every token's work instead of launching it captured once.\n"
+          "--graph off records every token's work instead of launching it captured once; when\n"
+          "capturing fails the service says why and records every token's work too (--fault\n"
+          "capture-fails provokes that: a capture already open refuses the token's).\n"
           "--load-path: how vkrt_load_file brings the weights (default auto: per device, mapped\n"
           "where file pages import, else pread or O_DIRECT by the page cache's share of the file).\n"
           "The load's GB/s against a pinned upload measured at start, and the time from process\n"
@@ -93,8 +95,9 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     return o->seconds > 0;
   }
   if (!strcmp(a, "--fault")) {
-    o->fault_import = true;
-    return !strcmp(v, "import-fails");
+    o->fault_import |= !strcmp(v, "import-fails");
+    o->fault_capture |= !strcmp(v, "capture-fails");
+    return !strcmp(v, "import-fails") || !strcmp(v, "capture-fails");
   }
   if (!strcmp(a, "--tokens")) {
     o->tokens_given = true;

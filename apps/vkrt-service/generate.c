@@ -122,12 +122,31 @@ int model_setup(struct service *s, struct generation *gen) {
   }
   vkrt_status st = VKRT_ERROR_UNSUPPORTED;
   snprintf(gen->graph_why, sizeof(gen->graph_why), "--graph off");
-  if (!a->no_graph)
+  if (!a->no_graph) {
+    /* --fault capture-fails: a capture already open makes the token's vkrt_graph_begin fail */
+    vkrt_graph *held = NULL;
+    if (a->fault_capture && vkrt_graph_begin(s->app) != VKRT_OK) {
+      fprintf(stderr, "vkrt-service: --fault capture-fails: %s\n", vkrt_last_error(s->app));
+      return EXIT_RUNTIME;
+    }
     st = llama_gpu_capture(s->gpu, gen->graph_why, sizeof(gen->graph_why));
+    if (a->fault_capture) {
+      vkrt_graph_end(s->app, &held);
+      vkrt_graph_destroy(held);
+    }
+  }
   if (st != VKRT_OK && st != VKRT_ERROR_UNSUPPORTED && st != VKRT_ERROR_UNAVAILABLE) {
-    fprintf(stderr, "vkrt-service: capturing a token: %s failed: %s: %s\n",
-            llama_gpu_failed(s->gpu), vkrt_status_str(st), gen->graph_why);
-    return EXIT_RUNTIME;
+    /* the capture ended with the failure: every token's work is recorded instead */
+    char why[sizeof(gen->graph_why)];
+    int n = snprintf(why, sizeof(why), "capturing it failed: %s: %s: ",
+                     llama_gpu_failed(s->gpu)[0] ? llama_gpu_failed(s->gpu) : "vkrt_graph_begin",
+                     vkrt_status_str(st));
+    if (n > 0 && (size_t)n < sizeof(why))
+      snprintf(why + n, sizeof(why) - (size_t)n, "%.*s", (int)(sizeof(why) - (size_t)n - 1),
+               gen->graph_why);
+    memcpy(gen->graph_why, why, sizeof(why));
+    fprintf(stderr, "vkrt-service: capturing a token failed; recording every token's work "
+            "instead (%s)\n", gen->graph_why);
   }
   if (st == VKRT_OK)
     printf("vkrt-service: a token's work: captured once as a graph, launched per token\n");

@@ -576,6 +576,7 @@ static vkrt_status record_pass(struct llama_gpu *g, const struct pass *ps) {
   const struct llama_model *m = g->m;
   const struct llama_hparams *hp = &m->hp;
   vkrt_status s;
+  g->failed = NULL; /* a failure named by an earlier recording is not this one's */
   uint32_t cols = ps->batch ? g->cols : 1;
   for (uint32_t d = 0; d < g->n; d++) {
     struct gpu_device *dv = &g->dev[d];

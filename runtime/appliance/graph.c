@@ -13,7 +13,7 @@
 #include "transport/collective.h"
 
 #define GRAPH_MAX_BATCHES 1024 /* submits one device's part of a graph may hold (a 32-layer
-                                  * model on two devices makes ~130: two per allreduce) */
+                                  * model on two devices makes ~66: one per allreduce piece) */
 #define GRAPH_MAX_BUFFERS 1024 /* distinct buffers one device's part may touch */
 
 struct graph_device {

@@ -312,7 +312,9 @@ vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *app, uint32_t device,
       .matmul_coopmat = o->matmul_coopmat_count, .matmul_fallback = o->matmul_fallback_count,
       .pipelines_ready = vkrt_ops_pipelines_ready(dev), .argmax_split = o->argmax_split_count,
       .attention = o->attention_count, .attention_splits = o->attention_split_count,
-      .attention_rounds = o->attention_round_count};
+      .attention_rounds = o->attention_round_count,
+      .attention_subgroup = o->attention_subgroup_count,
+      .attention_direct = o->attention_direct_count};
   return VKRT_OK;
 }
 
@@ -332,7 +334,8 @@ vkrt_status vkrt_tuning_attention_plan(const vkrt_appliance *app, uint32_t devic
                       "dev%u: %s", dev->index, why);
   *out = (vkrt_tuning_attention){plan.heads_per_group, plan.head_groups, plan.split_len,
                                  plan.splits, plan.queries_per_round, plan.rounds, plan.unroll,
-                                 plan.shared_bytes, dev->ops->attention_scratch->size};
+                                 plan.shared_bytes, dev->ops->attention_scratch->size,
+                                 plan.subgroup, plan.splits == 1};
   return VKRT_OK;
 }
 

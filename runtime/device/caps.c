@@ -123,6 +123,11 @@ void vkrt_caps_decode(const struct vkrt_caps_input *in, struct vkrt_caps *out) {
   out->min_subgroup_size = in->subgroup_size ? in->subgroup_size->minSubgroupSize : out->subgroup_size;
   out->max_subgroup_size = in->subgroup_size ? in->subgroup_size->maxSubgroupSize : out->subgroup_size;
   out->timestamp_period_ns = l->timestampPeriod;
+  if (in->sm_builtins)
+    out->compute_units = in->sm_builtins->shaderSMCount;
+  else if (in->amd_core)
+    out->compute_units = in->amd_core->shaderEngineCount * in->amd_core->shaderArraysPerEngineCount *
+                         in->amd_core->computeUnitsPerShaderArray;
 
   for (uint32_t i = 0; i < in->family_count; i++) {
     VkQueueFlags f = in->families[i].queueFlags;
@@ -219,7 +224,8 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
         "\"max_compute_work_group_count\": [%u, %u, %u], "
         "\"max_compute_work_group_size\": [%u, %u, %u], "
         "\"max_compute_work_group_invocations\": %u, \"subgroup_size\": %u, "
-        "\"min_subgroup_size\": %u, \"max_subgroup_size\": %u, \"timestamp_period_ns\": %g}",
+        "\"min_subgroup_size\": %u, \"max_subgroup_size\": %u, \"compute_units\": %u, "
+        "\"timestamp_period_ns\": %g}",
         (unsigned long long)c->min_imported_host_pointer_alignment,
         (unsigned long long)c->max_memory_allocation_size,
         (unsigned long long)c->max_buffer_size, (unsigned long long)c->max_storage_buffer_range,
@@ -228,7 +234,8 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
         c->max_compute_work_group_count[1], c->max_compute_work_group_count[2],
         c->max_compute_work_group_size[0], c->max_compute_work_group_size[1],
         c->max_compute_work_group_size[2], c->max_compute_work_group_invocations,
-        c->subgroup_size, c->min_subgroup_size, c->max_subgroup_size, c->timestamp_period_ns);
+        c->subgroup_size, c->min_subgroup_size, c->max_subgroup_size, c->compute_units,
+        c->timestamp_period_ns);
     vkrt_text_put(&o, ", \"memory_heaps\": [");
     for (uint32_t i = 0; i < c->heap_count; i++)
       vkrt_text_put(&o, "%s{\"size\": %llu, \"budget\": %llu, \"device_local\": %s}", i ? ", " : "",
@@ -280,12 +287,12 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
       (unsigned long long)c->max_storage_buffer_range);
   vkrt_text_put(&o,
       "vkrt: dev%u limits shared_memory %u workgroup_size %u,%u,%u invocations %u "
-      "workgroup_count %u,%u,%u subgroup %u (%u..%u) push_constants %u\n",
+      "workgroup_count %u,%u,%u subgroup %u (%u..%u) push_constants %u compute_units %u\n",
       index, c->max_compute_shared_memory_size, c->max_compute_work_group_size[0],
       c->max_compute_work_group_size[1], c->max_compute_work_group_size[2],
       c->max_compute_work_group_invocations, c->max_compute_work_group_count[0],
       c->max_compute_work_group_count[1], c->max_compute_work_group_count[2], c->subgroup_size,
-      c->min_subgroup_size, c->max_subgroup_size, c->max_push_constants_size);
+      c->min_subgroup_size, c->max_subgroup_size, c->max_push_constants_size, c->compute_units);
   for (uint32_t i = 0; i < c->heap_count; i++)
     vkrt_text_put(&o, "vkrt: dev%u heap %u size %llu budget %llu%s\n", index, i,
         (unsigned long long)c->heap_size[i], (unsigned long long)c->heap_budget[i],

@@ -64,6 +64,9 @@ struct vkrt_caps {
   uint32_t max_compute_work_group_invocations;
   uint32_t subgroup_size;
   uint32_t min_subgroup_size, max_subgroup_size;
+  /* compute units (NVIDIA SMs from VK_NV_shader_sm_builtins, AMD CUs from
+   * VK_AMD_shader_core_properties); 0: the device does not say */
+  uint32_t compute_units;
   double timestamp_period_ns;
   bool has_transfer_queue;
 

@@ -27,6 +27,8 @@ struct vkrt_caps_input {
   const VkCooperativeMatrixPropertiesNV *coopmat_shapes;             /* the NV shape list */
   uint32_t coopmat_shape_count;
   const VkPhysicalDeviceVulkanMemoryModelFeatures *memory_model;     /* may be NULL */
+  const VkPhysicalDeviceShaderSMBuiltinsPropertiesNV *sm_builtins;   /* NULL: ext absent */
+  const VkPhysicalDeviceShaderCorePropertiesAMD *amd_core;           /* NULL: ext absent */
   const VkExtensionProperties *extensions;
   uint32_t extension_count;
   const VkPhysicalDeviceMemoryProperties *memory;                    /* required */

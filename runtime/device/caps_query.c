@@ -57,6 +57,8 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
   q->has_budget = vkrt_caps_has_extension(ext, ext_count, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   q->has_coopmat = vkrt_caps_has_extension(ext, ext_count, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
                    vki->vkGetPhysicalDeviceCooperativeMatrixPropertiesNV && api >= VK_API_VERSION_1_2;
+  q->has_sm_builtins = vkrt_caps_has_extension(ext, ext_count, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  q->has_amd_core = vkrt_caps_has_extension(ext, ext_count, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
   bool has_driver = api >= VK_API_VERSION_1_2;
 
   q->props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
@@ -67,7 +69,13 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
   q->subgroup_size.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES;
   q->maintenance3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
   q->maintenance4.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES;
+  q->sm_builtins.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV;
+  q->amd_core.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD;
   CHAIN(q->props, q->id);
+  if (q->has_sm_builtins)
+    CHAIN(q->props, q->sm_builtins);
+  if (q->has_amd_core)
+    CHAIN(q->props, q->amd_core);
   CHAIN(q->props, q->subgroup);
   CHAIN(q->props, q->maintenance3);
   if (has_driver)
@@ -176,6 +184,8 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
   in->coopmat_shapes = q->coopmat_shapes;
   in->coopmat_shape_count = q->coopmat_shape_count;
   in->memory_model = q->has_coopmat ? &q->memory_model : NULL;
+  in->sm_builtins = q->has_sm_builtins ? &q->sm_builtins : NULL;
+  in->amd_core = q->has_amd_core ? &q->amd_core : NULL;
   in->extensions = ext;
   in->extension_count = ext_count;
   in->memory = &q->memory.memoryProperties;

@@ -24,6 +24,8 @@ struct vkrt_caps_query {
   VkPhysicalDeviceSubgroupSizeControlProperties subgroup_size;
   VkPhysicalDeviceMaintenance3Properties maintenance3;
   VkPhysicalDeviceMaintenance4Properties maintenance4;
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm_builtins;
+  VkPhysicalDeviceShaderCorePropertiesAMD amd_core;
   VkPhysicalDeviceFeatures2 features;
   VkPhysicalDeviceTimelineSemaphoreFeatures timeline;
   VkPhysicalDevice16BitStorageFeatures storage16;
@@ -40,6 +42,7 @@ struct vkrt_caps_query {
   uint32_t family_count;
   bool has_host, has_subgroup_size, has_maintenance4, has_budget, has_integer_dot;
   bool has_coopmat; /* VK_NV_cooperative_matrix and its shape query */
+  bool has_sm_builtins, has_amd_core; /* the compute-unit counts */
   struct vkrt_caps_input in;
 };
 

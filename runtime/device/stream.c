@@ -387,11 +387,15 @@ static bool await_work(struct vkrt_stream *st, uint64_t head) {
       break;
   }
   pthread_mutex_lock(&st->defer_lock);
-  /* Sleeping is announced before the last look at the tail (both sequentially consistent):
-   * a caller that published after that look sees the flag and wakes this thread. */
-  atomic_store(&st->submitter_sleeping, true);
-  while (atomic_load(&st->defer_tail) == head && !atomic_load(&st->submitter_stop))
+  /* Sleeping is announced before each look at the tail (both sequentially consistent): a
+   * caller that published after that look finds the flag, clears it and wakes this thread;
+   * the callers after it find it clear and leave the awake thread alone. */
+  for (;;) {
+    atomic_store(&st->submitter_sleeping, true);
+    if (atomic_load(&st->defer_tail) != head || atomic_load(&st->submitter_stop))
+      break;
     pthread_cond_wait(&st->defer_wake, &st->defer_lock);
+  }
   atomic_store(&st->submitter_sleeping, false);
   bool work = atomic_load(&st->defer_tail) != head;
   pthread_mutex_unlock(&st->defer_lock);
@@ -490,7 +494,7 @@ static void defer(struct vkrt_stream *st, const struct vkrt_stream_batch *b) {
   st->defer_ring[tail % VKRT_STREAM_DEPTH] = *b;
   atomic_store(&st->defer_tail, tail + 1); /* publishes the batch; then the flag is read */
   st->deferred++;
-  if (atomic_load(&st->submitter_sleeping)) {
+  if (atomic_exchange(&st->submitter_sleeping, false)) {
     /* Once the lock was free the submitter is inside pthread_cond_wait: the signal after
      * the unlock wakes it without making it wait for the lock again. */
     pthread_mutex_lock(&st->defer_lock);

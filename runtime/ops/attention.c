@@ -2,11 +2,15 @@
  * (kernels/attention_split.comp) attends each query over one slice of the cache per
  * workgroup, for all the query heads of one KV head at once, and leaves per split and head
  * the max score, the exp sum and the weighted V in a scratch buffer made at open; the
- * combine pass (kernels/attention_combine.comp) merges the splits of each head. How many
- * splits: vkrt_ops_attention_plan (validate.c), from the cache capacity n_ctx, since the
- * attended lengths are only known on the device; splits past a query's length exit at once
- * and the combine skips them. Queries whose partials do not fit the scratch at once run in
- * rounds, each pass asking the stream for its operands so the scratch is reused in order. */
+ * combine pass (kernels/attention_combine.comp) merges the splits of each head. With one
+ * split the split pass writes the result itself and no combine runs. How many splits:
+ * vkrt_ops_attention_plan (validate.c), from the cache capacity n_ctx, since the attended
+ * lengths are only known on the device, aiming at a few split workgroups per compute unit;
+ * splits past a query's length exit at once and the combine skips them. Queries whose
+ * partials do not fit the scratch at once run in rounds, each pass asking the stream for its
+ * operands so the scratch is reused in order. The split pass sums each token's scores by
+ * subgroup shuffles where a cache row's invocations fit in one subgroup, else through shared
+ * memory. */
 #include "ops/ops.h"
 #include "vkrt_kernels/registry.h"
 
@@ -19,6 +23,8 @@ struct attention_split_push {
   uint32_t q0, n_head, head_groups, g_total;
   uint32_t ml_base;
   float scale;
+  uint32_t direct;
+  uint32_t d_off, d_s1, d_s2;
   uint32_t base_x, base_y, base_z;
 };
 struct attention_combine_push {
@@ -32,17 +38,36 @@ struct attention_combine_push {
 VKRT_KERNEL_ATTENTION_COMBINE_CHECK_PUSH(struct attention_combine_push);
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION_F16)
 VKRT_KERNEL_ATTENTION_SPLIT_F16_CHECK_PUSH(struct attention_split_push);
+VKRT_KERNEL_ATTENTION_SPLIT_F16_SG_CHECK_PUSH(struct attention_split_push);
 #endif
 VKRT_KERNEL_ATTENTION_SPLIT_Q8_0_CHECK_PUSH(struct attention_split_push);
+VKRT_KERNEL_ATTENTION_SPLIT_Q8_0_SG_CHECK_PUSH(struct attention_split_push);
 
-#define COMBINE_WG 256 /* attention_combine.comp: at most this, a multiple of head_dim */
+#define COMBINE_WG 256 /* attention_combine.comp: a power of two */
+#define COMBINE_SLICE 32 /* attention_combine.comp DS: head elements per workgroup */
+/* Split workgroups per compute unit the plan aims for (VKRT_ATTENTION_WG invocations each),
+ * with at most one split per compute unit. The H200 (132 SMs, one query): head 128 over 8
+ * KV heads at 32768 tokens ran 64-66 splits in 381-685 us, 132 in 180, 263 in 179 (f16);
+ * head 256 over 2 KV heads at 20000 tokens 132 splits in 127 us, 264 in 139, 527 in 137. */
+#define SPLIT_GROUPS_PER_CU 8
+
+/* Whether the split pass of D-wide rows sums scores by subgroup shuffles: the device has
+ * them (the subgroup kernels are usable) and the D / 8 invocations of a row, a power of two,
+ * fit in its smallest subgroup. */
+static bool split_subgroup(struct vkrt_device *dev, uint32_t D) {
+  uint32_t nc = D / 8, sg = dev->caps.min_subgroup_size;
+  return nc && (nc & (nc - 1)) == 0 && sg && nc <= sg && VKRT_ATTENTION_WG % sg == 0 &&
+         vkrt_ops_kernel_usable(dev, VKRT_OPS_ATTENTION_SPLIT_Q8_0_SG);
+}
 
 vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
   struct vkrt_ops_state *ops = dev->ops;
-  /* Workgroups of the split pass to aim for: a few per compute unit on GPUs (the H200's
-   * 132 SMs hold about 8 of them each, so 512 is one wave), fewer on CPU devices, whose
-   * workgroups run on a handful of threads. */
-  ops->attention_target_groups = dev->caps.is_cpu ? 16 : 512;
+  /* Workgroups of the split pass to aim for: a few per compute unit on GPUs (where the
+   * device says how many it has; 512 otherwise), fewer on CPU devices, whose workgroups run
+   * on a handful of threads. */
+  uint32_t cus = dev->caps.compute_units;
+  ops->attention_target_groups = dev->caps.is_cpu ? 16 : cus ? SPLIT_GROUPS_PER_CU * cus : 512;
+  ops->attention_max_splits = dev->caps.is_cpu ? 0 : cus;
   uint64_t size = (uint64_t)CONFIG_VKRT_ATTENTION_SCRATCH_KB * 1024;
   size = VKRT_MIN(size, vkrt_align_down(dev->caps.max_storage_buffer_range, 256));
   if (dev->caps.max_memory_allocation_size)
@@ -61,11 +86,15 @@ bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_
                              struct vkrt_attention_plan *out, char *why, size_t why_size) {
   struct vkrt_ops_state *ops = dev->ops;
   uint64_t scratch = VKRT_MIN(ops->attention_scratch->size, ops->limits.max_storage_buffer_range);
-  return vkrt_ops_attention_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
-                                 ops->attention_target_groups, ops->force_attention_splits,
-                                 ops->force_attention_unroll,
-                                 dev->caps.max_compute_shared_memory_size, scratch, out, why,
-                                 why_size);
+  if (!vkrt_ops_attention_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
+                               ops->attention_target_groups, ops->attention_max_splits,
+                               ops->force_attention_splits,
+                               ops->force_attention_unroll,
+                               dev->caps.max_compute_shared_memory_size, scratch, out, why,
+                               why_size))
+    return false;
+  out->subgroup = split_subgroup(dev, head_dim);
+  return true;
 }
 
 vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops_view views[5],
@@ -86,12 +115,15 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
                       "dev%u: vkrt_op_attention: the q8_0 cache is read in 32-bit words: the "
                       "buffers of k and v must extend to the 4-byte boundary after them",
                       dev->index);
-  const struct vkrt_ops_pipeline *split, *combine;
+  const struct vkrt_ops_pipeline *split, *combine = NULL;
   uint32_t split_spec[VKRT_OPS_MAX_SPEC] = {VKRT_ATTENTION_WG, plan.heads_per_group, D, plan.unroll};
-  uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {COMBINE_WG / D * D, D, 0, 0};
-  vkrt_status s = vkrt_ops_pipeline_spec(
-      dev, f16 ? VKRT_OPS_ATTENTION_SPLIT_F16 : VKRT_OPS_ATTENTION_SPLIT_Q8_0, split_spec, &split);
-  if (s == VKRT_OK)
+  uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {COMBINE_WG, D, 0, 0};
+  enum vkrt_ops_kernel sk = plan.subgroup
+                               ? (f16 ? VKRT_OPS_ATTENTION_SPLIT_F16_SG : VKRT_OPS_ATTENTION_SPLIT_Q8_0_SG)
+                               : (f16 ? VKRT_OPS_ATTENTION_SPLIT_F16 : VKRT_OPS_ATTENTION_SPLIT_Q8_0);
+  bool direct = plan.splits == 1; /* the split pass writes dst: no combine */
+  vkrt_status s = vkrt_ops_pipeline_spec(dev, sk, split_spec, &split);
+  if (s == VKRT_OK && !direct)
     s = vkrt_ops_pipeline_spec(dev, VKRT_OPS_ATTENTION_COMBINE, combine_spec, &combine);
   if (s != VKRT_OK)
     return s;
@@ -108,7 +140,8 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
       .n_ctx = n_ctx, .split_len = plan.split_len, .n_split = plan.splits,
       .n_head = H, .head_groups = plan.head_groups, .g_total = H / HKV,
       .ml_base = (uint32_t)(plan.scratch_used / sizeof(float) / (D + 2) * D),
-      .scale = scale};
+      .scale = scale, .direct = direct,
+      .d_off = dst->offset, .d_s1 = dst->stride[1], .d_s2 = dst->stride[2]};
   struct attention_combine_push cp = {
       .len_off = len->offset, .len_s0 = len->stride[0],
       .d_off = dst->offset, .d_s1 = dst->stride[1], .d_s2 = dst->stride[2],
@@ -121,24 +154,30 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
     uint64_t entries = (uint64_t)nq * plan.splits * H;
     uint64_t used = (sp.ml_base + 2 * entries) * sizeof(float);
     /* split pass: reads q, k, v, kv_len, writes the scratch (after the previous round's or
-     * attention's combine read it: the stream puts the barrier there) */
+     * attention's combine read it: the stream puts the barrier there), or dst when direct */
     struct vkrt_stream_access a1[5] = {{scratch, 0, used, true},
                                        {q->buffer, q->lo, q->hi, false},
                                        {k.buffer, k.lo, k.hi, false},
                                        {v.buffer, v.lo, v.hi, false},
                                        {len->buffer, len->lo, len->hi, false}};
+    if (direct)
+      a1[0] = (struct vkrt_stream_access){dst->buffer, dst->lo, dst->hi, true};
     VkCommandBuffer cmd;
     s = vkrt_ops_begin(dev, a1, 5, &cmd);
     if (s != VKRT_OK)
       return s;
     struct vkrt_ops_binding b1[5] = {vkrt_ops_view_binding(q), vkrt_ops_view_binding(len),
                                      vkrt_ops_view_binding(&k), vkrt_ops_view_binding(&v),
-                                     {scratch->handle, 0, used}};
+                                     direct ? vkrt_ops_view_binding(dst)
+                                            : (struct vkrt_ops_binding){scratch->handle, 0, used}};
     s = vkrt_ops_bind(dev, cmd, split, b1, 5);
     if (s != VKRT_OK)
       return s;
     sp.q0 = q0;
     vkrt_ops_dispatch_3d(dev, cmd, split, &sp, plan.splits, (uint64_t)HKV * plan.head_groups, nq);
+    ops->attention_round_count++;
+    if (direct)
+      continue;
     /* combine: reads the scratch and kv_len, writes dst */
     struct vkrt_stream_access a2[3] = {{dst->buffer, dst->lo, dst->hi, true},
                                        {scratch, 0, used, false},
@@ -152,10 +191,11 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
     if (s != VKRT_OK)
       return s;
     cp.q0 = q0;
-    vkrt_ops_dispatch_3d(dev, cmd, combine, &cp, H, nq, 1);
-    ops->attention_round_count++;
+    vkrt_ops_dispatch_3d(dev, cmd, combine, &cp, H, nq, (D + COMBINE_SLICE - 1) / COMBINE_SLICE);
   }
   ops->attention_count++;
   ops->attention_split_count += plan.splits;
+  ops->attention_subgroup_count += plan.subgroup;
+  ops->attention_direct_count += direct;
   return VKRT_OK;
 }

@@ -14,9 +14,12 @@ static const struct {
   bool needs_subgroup_arithmetic;
   bool needs_integer_dot;
   bool needs_coopmat;
+  bool needs_shuffle;
 } kernel_info[VKRT_OPS_KERNEL_COUNT] = {
-#define KERNEL_INFO(id, name, symbol, needs_16bit, needs_subgroup, needs_idot, needs_coopmat) \
-  [VKRT_OPS_##id] = {name, symbol, needs_16bit, needs_subgroup, needs_idot, needs_coopmat},
+#define KERNEL_INFO(id, name, symbol, needs_16bit, needs_subgroup, needs_idot, needs_coopmat,      \
+                    needs_shuffle)                                                                \
+  [VKRT_OPS_##id] = {name, symbol, needs_16bit, needs_subgroup, needs_idot, needs_coopmat,         \
+                     needs_shuffle},
   VKRT_KERNEL_LIST(KERNEL_INFO)
 #undef KERNEL_INFO
 };
@@ -58,15 +61,16 @@ void vkrt_ops_close(struct vkrt_device *dev) {
   dev->ops = NULL;
 }
 
-static bool query_subgroup_arithmetic(struct vkrt_device *dev) {
+/* Whether compute shaders have the subgroup operations of `bit` (subgroups of 2 or more). */
+static bool query_subgroup_ops(struct vkrt_device *dev, VkSubgroupFeatureFlags bit) {
   if (!dev->sys->vki.vkGetPhysicalDeviceProperties2 || !dev->physical)
     return false;
   VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                        .pNext = &sg};
   dev->sys->vki.vkGetPhysicalDeviceProperties2(dev->physical, &props);
-  return (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-         (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) && sg.subgroupSize >= 2;
+  return (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & bit) &&
+         sg.subgroupSize >= 2;
 }
 
 static vkrt_status create_pools(struct vkrt_device *dev, struct vkrt_ops_state *ops) {
@@ -244,7 +248,8 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
    * over 8192 groups 4.01 TB/s (same run) */
   ops->copy_vec4_max_groups = 65535;
   ops->push_descriptor = caps->push_descriptor && dev->vk.vkCmdPushDescriptorSetKHR;
-  ops->subgroup_arithmetic = query_subgroup_arithmetic(dev);
+  ops->subgroup_arithmetic = query_subgroup_ops(dev, VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  ops->subgroup_shuffle = query_subgroup_ops(dev, VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   ops->storage_16bit = caps->storage_buffer_16bit;
   ops->integer_dot = caps->integer_dot_product;
   /* kernels/matmul.comp COOPMAT maps 32-wide subgroups onto its tile */
@@ -386,6 +391,8 @@ static const char *missing_feature(const struct vkrt_ops_state *ops, enum vkrt_o
     return "shaderIntegerDotProduct";
   if (kernel_info[k].needs_coopmat && !ops->coopmat)
     return "cooperative matrices (VK_NV_cooperative_matrix 16x16x16 f16, 32-wide subgroups)";
+  if (kernel_info[k].needs_shuffle && !ops->subgroup_shuffle)
+    return "compute subgroup shuffles";
   return NULL;
 }
 

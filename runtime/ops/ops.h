@@ -10,7 +10,8 @@
  * kernels/Sources (generated list). A slot whose kernel is compiled out resolves to no
  * pipeline ("not in this build"). */
 enum vkrt_ops_kernel {
-#define VKRT_OPS_KERNEL_SLOT(id, name, symbol, needs_16bit, needs_subgroup, needs_idot, needs_coopmat) \
+#define VKRT_OPS_KERNEL_SLOT(id, name, symbol, needs_16bit, needs_subgroup, needs_idot, needs_coopmat, \
+                             needs_shuffle)                                                       \
   VKRT_OPS_##id,
   VKRT_KERNEL_LIST(VKRT_OPS_KERNEL_SLOT)
 #undef VKRT_OPS_KERNEL_SLOT
@@ -72,6 +73,7 @@ struct vkrt_ops_state {
   uint32_t copy_vec4_max_groups;  /* grid-stride copy: workgroups per dispatch */
   bool push_descriptor;           /* VK_KHR_push_descriptor usable */
   bool subgroup_arithmetic;       /* compute-stage subgroupAdd (matvec) */
+  bool subgroup_shuffle;          /* compute-stage subgroupShuffleXor (attention) */
   bool storage_16bit;             /* storageBuffer16BitAccess (f16 copy/transpose/...) */
   bool integer_dot;               /* shaderIntegerDotProduct (8-bit-activation quant kernels) */
   enum vkrt_ops_copy_path copy_path;
@@ -125,9 +127,12 @@ struct vkrt_ops_state {
   /* decode attention (attention.c) */
   struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
   uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
+  uint32_t attention_max_splits;         /* and splits at most (0: no cap) */
   uint32_t force_attention_splits;       /* 0 = plan them */
   uint32_t force_attention_unroll;       /* row passes per tile: 0 = plan them */
   uint64_t attention_count, attention_split_count, attention_round_count;
+  uint64_t attention_subgroup_count; /* split passes summing scores by subgroup shuffles */
+  uint64_t attention_direct_count;   /* one split: no combine pass */
 };
 
 #define VKRT_OPS_SCRATCH_PARTIALS 8192u /* 8-byte partial results in ops->scratch */

@@ -689,6 +689,7 @@ uint32_t vkrt_ops_attention_shared(uint32_t head_dim, uint32_t heads_per_group, 
 
 bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
                              uint32_t n_q, uint32_t n_ctx, uint32_t target_groups,
+                             uint32_t max_splits,
                              uint32_t forced_splits, uint32_t forced_unroll,
                              uint32_t shared_limit, uint64_t scratch_bytes,
                              struct vkrt_attention_plan *out, char *why, size_t why_size) {
@@ -725,6 +726,8 @@ bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head
   /* forced (tests, the bench): any count down to one token per split */
   uint32_t want = forced_splits ? VKRT_MIN(forced_splits, n_ctx)
                                 : VKRT_MIN(div_up(VKRT_MAX(target_groups, 1u), per_split_groups), most);
+  if (!forced_splits && max_splits)
+    want = VKRT_MIN(want, max_splits);
   want = VKRT_MAX(want, fewest);
   want = VKRT_MIN(want, (uint32_t)VKRT_MAX(scratch_bytes / per_split, fewest));
   out->split_len = div_up(n_ctx, want);

@@ -98,7 +98,8 @@ bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tens
  * heads_per_group, the scores it keeps in shared memory, and at least
  * VKRT_ATTENTION_MIN_SPLIT unless the context is shorter); `splits` cover the capacity
  * n_ctx, chosen so that splits x KV heads x head groups x queries comes near
- * `target_groups` (or `forced_splits` when nonzero, within those bounds). `unroll` row
+ * `target_groups`, and no more than `max_splits` of them (0: no cap) (or `forced_splits`
+ * when nonzero, within those bounds). `unroll` row
  * passes per tile (forced_unroll, else VKRT_ATTENTION_UNROLL, halved while the shared
  * memory, `shared_bytes` of it, exceeds the device's). The split partials ((head_dim + 2)
  * floats per query head, split and query) must fit `scratch_bytes`: queries run in rounds
@@ -119,9 +120,12 @@ struct vkrt_attention_plan {
   uint32_t queries_per_round;
   uint32_t rounds;
   uint64_t scratch_used;      /* bytes of one round's partials */
+  bool subgroup;              /* scores summed by subgroup shuffles (set by the device's
+                                 plan, attention.c; the pure planner leaves it false) */
 };
 bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
                              uint32_t n_q, uint32_t n_ctx, uint32_t target_groups,
+                             uint32_t max_splits,
                              uint32_t forced_splits, uint32_t forced_unroll,
                              uint32_t shared_limit, uint64_t scratch_bytes,
                              struct vkrt_attention_plan *out, char *why, size_t why_size);

@@ -156,7 +156,7 @@ static void *watchdog_main(void *arg) {
      * that issues after that look sees the flag and wakes this thread (watch()). */
     atomic_store(&f->sleeping, true);
     if (atomic_load(&f->issued) == watched && !f->stop)
-      pthread_cond_wait(&f->wake, &f->lock);
+      pthread_cond_wait(&f->wake, &f->lock); /* a spurious wake-up only loops */
     atomic_store(&f->sleeping, false);
     idle_since = vkrt_now_ns();
   }
@@ -318,7 +318,7 @@ static vkrt_status native_create(struct vkrt_collective *coll, struct vkrt_trans
 /* Hands the pieces up to `seq` to the watchdog, waking it only when it sleeps. */
 static void watch(struct native_fd *f, uint64_t seq) {
   atomic_store(&f->issued, seq);
-  if (atomic_load(&f->sleeping)) { /* as the stream wakes its submitter (stream.c, defer) */
+  if (atomic_exchange(&f->sleeping, false)) { /* as the stream wakes its submitter (defer) */
     pthread_mutex_lock(&f->lock);
     pthread_mutex_unlock(&f->lock);
     pthread_cond_signal(&f->wake);

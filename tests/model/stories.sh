@@ -6,10 +6,11 @@
 # story the model was trained on (" Once upon a time", English words). A prompt made of the
 # first generated sentence tokenizes to the ids the model generated for it and continues as
 # the run from BOS did. Recording every token's work instead of launching a captured graph
-# gives the same ids, and so does every path of the weights' load; seeded sampling repeats
-# itself. A 40-token prompt run in ubatches (one, or three of up to 16, the last partial) on 1
-# and 2 devices continues with the ids of the prompt fed token by token, verified at every
-# position. Bad model files (another architecture, a missing tensor, a shape that
+# gives the same ids, also when capturing fails (the service falls back to it), and so does
+# every path of the weights' load; seeded sampling repeats itself. A 40-token prompt run in
+# ubatches (one, or three of up to 16, the last partial) on 1 and 2 devices continues with the
+# ids of the prompt fed token by token, verified at every position. Bad model files (another
+# architecture, a missing tensor, a shape that
 # disagrees with the metadata, no BOS) exit 3 with a message naming the cause; a model the
 # devices cannot split (4 KV heads on 3 devices) or a q8_0 K/V cache with 8-wide heads exit 5.
 set -euo pipefail
@@ -59,6 +60,15 @@ grep -q "^vkrt-service: a token's work: recorded per token (--graph off)" <<< "$
   grep -q "greedy choice the same at every position: passed; .* ranks bit-identical: yes (2 ranks)" <<< "$out" &&
   [ "$(field ids "$out")" = "$ids_ref" ] || { echo "$out"; echo "--graph off: not the same ids"; exit 1; }
 echo "2 devices, --graph off: the same 200 ids"
+# A capture that fails (one already open refuses the token's): the reason logged, every
+# token's work recorded instead, the same ids.
+out=$("$svc" --weights "$model" --tokens 200 --print-ids --devices 2 --warmup-ms 0 --fault capture-fails 2>&1) ||
+  { echo "$out"; echo "stories260K with a failing capture failed"; exit 1; }
+grep -q "^vkrt-service: capturing a token failed; recording every token's work instead (capturing it failed: vkrt_graph_begin: VKRT_ERROR_INVALID_ARGUMENT: .*already under way" <<< "$out" &&
+  grep -q "^vkrt-service: a token's work: recorded per token (capturing it failed" <<< "$out" &&
+  grep -q "greedy choice the same at every position: passed; .* ranks bit-identical: yes (2 ranks)" <<< "$out" &&
+  [ "$(field ids "$out")" = "$ids_ref" ] || { echo "$out"; echo "failing capture: no fallback to recording, or not the same ids"; exit 1; }
+echo "2 devices, capture failing: recorded per token, the same 200 ids"
 # Every load path (pinned chunks read by pread, O_DIRECT or memcpy; the mapped path): the
 # same ids, the path named, and the load's rate, its ratio to the pinned upload and the time
 # to the first token in the JSON.

@@ -24,6 +24,8 @@ struct fake {
   VkPhysicalDevice16BitStorageFeatures s16;
   VkPhysicalDeviceShaderFloat16Int8Features f16;
   VkPhysicalDeviceSubgroupSizeControlFeatures sgf;
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm;
+  VkPhysicalDeviceShaderCorePropertiesAMD amd;
   VkPhysicalDeviceMemoryProperties memory;
   VkPhysicalDeviceMemoryBudgetPropertiesEXT budget;
   VkExtensionProperties ext[16];
@@ -69,6 +71,7 @@ static void h200(struct fake *f) {
   f->s16.storageBuffer16BitAccess = VK_TRUE;
   f->f16.shaderFloat16 = VK_TRUE;
   f->sgf.subgroupSizeControl = VK_TRUE;
+  f->sm.shaderSMCount = 132;
   f->memory.memoryHeapCount = 2;
   f->memory.memoryHeaps[0] = (VkMemoryHeap){150ull << 30, VK_MEMORY_HEAP_DEVICE_LOCAL_BIT};
   f->memory.memoryHeaps[1] = (VkMemoryHeap){1ull << 40, 0};
@@ -103,6 +106,7 @@ static void h200(struct fake *f) {
   in->storage16 = &f->s16;
   in->float16 = &f->f16;
   in->subgroup_size_features = &f->sgf;
+  in->sm_builtins = &f->sm;
   in->extensions = f->ext;
   in->memory = &f->memory;
   in->budget = &f->budget;
@@ -133,6 +137,7 @@ static void lavapipe(struct fake *f) {
   add_ext(f, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
   add_ext(f, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
   f->in.semaphore_opaque_fd.externalSemaphoreFeatures = 0;
+  f->in.sm_builtins = NULL;
 }
 
 static void test_h200(void **state) {
@@ -169,6 +174,7 @@ static void test_h200(void **state) {
   assert_int_equal(c.max_compute_work_group_count[0], 0x7fffffff);
   assert_int_equal(c.max_compute_work_group_size[2], 64);
   assert_int_equal(c.subgroup_size, 32);
+  assert_int_equal(c.compute_units, 132);
   assert_int_equal(c.heap_count, 2);
   assert_int_equal(c.heap_size[0], 150ull << 30);
   assert_int_equal(c.heap_budget[0], 140ull << 30);
@@ -195,6 +201,14 @@ static void test_lavapipe(void **state) {
   assert_int_equal(c.heap_budget[0], 0); /* no budget extension: no budget */
   /* no maintenance4: the allocation limit stands in for the buffer limit */
   assert_int_equal(c.max_buffer_size, 2ull << 30);
+  assert_int_equal(c.compute_units, 0); /* a CPU device says nothing of its cores */
+  /* an AMD GPU: shader engines x arrays per engine x CUs per array */
+  f.amd.shaderEngineCount = 4;
+  f.amd.shaderArraysPerEngineCount = 2;
+  f.amd.computeUnitsPerShaderArray = 8;
+  f.in.amd_core = &f.amd;
+  vkrt_caps_decode(&f.in, &c);
+  assert_int_equal(c.compute_units, 64);
 }
 
 /* Cooperative matrices: the NV extension with its feature, a subgroup 16x16x16 f16 x f16 +
@@ -355,6 +369,7 @@ static void test_describe(void **state) {
   assert_non_null(strstr(buf, "\"external_memory_host\": true"));
   assert_non_null(strstr(buf, "\"name\": \"quote\\\" back\\\\slash\""));
   assert_non_null(strstr(buf, "\"max_memory_allocation_size\": 2147483648"));
+  assert_non_null(strstr(buf, "\"compute_units\": 0"));
   assert_int_equal(count_char(buf, '{'), count_char(buf, '}'));
   assert_int_equal(count_char(buf, '['), count_char(buf, ']'));
   /* truncation: the full length is still returned and the buffer stays terminated */

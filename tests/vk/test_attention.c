@@ -137,7 +137,7 @@ static void att_check(const struct att_case *c, const struct att_bufs *b, const 
   for (int j = 0; j < c->NQ; j++)
     for (int h = 0; h < c->H; h++) {
       const float *q = (const float *)(b->qb.map + b->q.offset + h * b->q.nb[1] + j * b->q.nb[2]);
-      int kh = h / G, len = lens[j];
+      int kh = h / G, len = lens[j] > 0 ? lens[j] : 0;
       double m = -INFINITY, l = 0, sabs = 0;
       for (int t = 0; t < len; t++) {
         const float *kr = b->kf + ((size_t)t * c->HKV + kh) * D;
@@ -169,8 +169,9 @@ static void att_check(const struct att_case *c, const struct att_bufs *b, const 
           fail_msg("%s: %s D %d H %d/%d n_ctx %d: query %d (kv_len %d) head %d [%d] = %.8g, "
                    "expected %.8g", what, vkrt_type_str(c->type), D, c->H, c->HKV, c->n_ctx, j,
                    len, h, d, got, o);
-        if (len == 0)
-          fail_msg("%s: query %d: no reference for kv_len 0", what, j);
+        if (len <= 0 && got != 0.0f) /* nothing attended: zeros */
+          fail_msg("%s: query %d (kv_len %d) head %d [%d] = %.8g, expected 0", what, j, len, h,
+                   d, got);
       }
       memcpy(expect_bytes + at, b->db.map + at, 4 * (size_t)D);
     }
@@ -184,6 +185,9 @@ static bool type_in_build(vkrt_type t) {
   return IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION) &&
          (t == VKRT_TYPE_Q8_0 || IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION_F16));
 }
+
+/* How many cases ran on each path: [subgroup scores][one split, no combine] */
+static int paths[2][2];
 
 /* Runs one case: the op once with dst poisoned, the counters and the values checked. */
 static void run_case(vkrt_appliance *app, const struct att_case *c) {
@@ -213,6 +217,10 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   assert_int_equal(c1.attention - c0.attention, 1);
   assert_int_equal(c1.attention_splits - c0.attention_splits, plan.splits);
   assert_int_equal(c1.attention_rounds - c0.attention_rounds, plan.rounds);
+  assert_int_equal(c1.attention_subgroup - c0.attention_subgroup, plan.subgroup);
+  assert_int_equal(c1.attention_direct - c0.attention_direct, plan.direct);
+  assert_int_equal(plan.direct, plan.splits == 1);
+  paths[plan.subgroup][plan.direct]++;
   int per_group = G <= 8 ? G : 8; /* the largest divisor of G up to 8 */
   while (G % per_group)
     per_group--;
@@ -276,7 +284,7 @@ static void test_attention_shapes(void **state) {
 static void test_attention_splits(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
-  int ran = 0;
+  int ran = 0, direct0 = paths[0][1] + paths[1][1], combined0 = paths[0][0] + paths[1][0];
   for (unsigned ti = 0; ti < 2; ti++) {
     vkrt_type t = ti ? VKRT_TYPE_Q8_0 : VKRT_TYPE_F16;
     if (!type_in_build(t))
@@ -294,6 +302,11 @@ static void test_attention_splits(void **state) {
     /* a single split over the whole cache (kv_len not a tile multiple) */
     struct att_case single = {t, 256, 16, 2, 1, 200, {199}, 0, 1, false};
     run_case(app, &single);
+    /* nothing attended (kv_len 0 and negative): zeros, from one split and from the combine */
+    for (uint32_t sp = 1; sp <= 4; sp += 3) {
+      struct att_case empty = {t, 64, 8, 2, 3, 100, {100, 0, -3}, 0, sp, true};
+      run_case(app, &empty);
+    }
     /* peaked scores: the running max matters (scale 1, scores of +-10) */
     struct att_case peaked = {t, 128, 8, 8, 2, 300, {300, 129}, 1.0f, 0, true};
     run_case(app, &peaked);
@@ -310,6 +323,9 @@ static void test_attention_splits(void **state) {
   }
   if (!ran)
     vkt_skip("no attention kernels in this build");
+  /* both ways out: one split written by the split pass alone, several merged by the combine */
+  assert_true(paths[0][1] + paths[1][1] > direct0);
+  assert_true(paths[0][0] + paths[1][0] > combined0);
   vkt_close(app);
 }
 

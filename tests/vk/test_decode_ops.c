@@ -437,8 +437,38 @@ static void quantize_q8_0_ref(const float *x, uint8_t *y, int64_t n) {
   }
 }
 
+/* A q8_0 block whose quotients x id round (in f32) to exactly k + 0.5 while the exact
+ * products lie below it: roundf of the rounded product goes up, of the exact one (a fused
+ * x id - k, an fma) down. 32 values, the first the block's max; returns how many traps. */
+static int contraction_traps(float *x) {
+  const float amax = 100.3f, d = amax / 127.0f, id = 1.0f / d;
+  int n = 0;
+  x[n++] = amax;
+  for (int k = 1; k < 126 && n < 32; k++) {
+    float below = ((float)k + 0.5f) / id, above = below;
+    for (int u = 0; u < 16; u++, below = nextafterf(below, 0.0f), above = nextafterf(above, INFINITY)) {
+      float c = 0.0f;
+      for (int side = 0; side < 2 && c == 0.0f; side++) {
+        float t = side ? above : below;
+        double exact = (double)t * (double)id; /* 24 x 24 bits: exact in a double */
+        if (t < amax && (float)exact == (float)k + 0.5f && exact < (double)k + 0.5)
+          c = t;
+      }
+      if (c != 0.0f) {
+        x[n] = n % 2 ? c : -c;
+        n++;
+        break;
+      }
+    }
+  }
+  int traps = n - 1;
+  while (n < 32)
+    x[n++] = 0.25f;
+  return traps;
+}
+
 /* Values for the f16 and q8_0 rows: random magnitudes from 2^-30 to 2^17 (f16 subnormals,
- * overflow to inf), exact .5 quantization ties, a zero block. */
+ * overflow to inf), exact .5 quantization ties, a zero block, products that round to ties. */
 static void fill_cache_src(uint8_t *base, const vkrt_tensor *s, vkrt_type dt) {
   for (int64_t r = 0; r < s->ne[1]; r++) {
     float scale = ldexpf(1.0f, (int)(vkt_next(&rng) % 48) - 30);
@@ -455,6 +485,12 @@ static void fill_cache_src(uint8_t *base, const vkrt_tensor *s, vkrt_type dt) {
     if (dt == VKRT_TYPE_Q8_0 && r == 1 && s->ne[0] >= 64)
       for (int64_t e = 32; e < 64; e++)
         wr_f32(base, at(s, e, r, 0), e % 2 ? 0.0f : -0.0f);
+    if (dt == VKRT_TYPE_Q8_0 && r == 0 && s->ne[0] >= 64) { /* block 1 */
+      float traps[32];
+      assert_true(contraction_traps(traps) >= 8);
+      for (int64_t e = 32; e < 64; e++)
+        wr_f32(base, at(s, e, r, 0), traps[e - 32]);
+    }
   }
 }
 

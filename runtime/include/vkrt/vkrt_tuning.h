@@ -195,6 +195,10 @@ typedef struct vkrt_tuning_counters {
   uint64_t attention;        /* vkrt_op_attention calls recorded */
   uint64_t attention_splits; /* ... the sum of their split counts */
   uint64_t attention_rounds; /* ... the sum of their rounds (split + combine pass pairs) */
+  uint64_t attention_subgroup; /* ... those whose split pass sums scores by subgroup shuffles
+                                  (the device's subgroups hold a cache row's invocations) */
+  uint64_t attention_direct;   /* ... those with one split, written by the split pass alone
+                                  (no combine pass) */
 } vkrt_tuning_counters;
 
 /* How vkrt_op_attention would split an attention of these shapes on this device (with the
@@ -208,6 +212,9 @@ typedef struct vkrt_tuning_attention {
   uint32_t unroll;        /* cache-row passes per tile of the split pass */
   uint32_t shared_bytes;  /* the split pass's shared memory */
   uint64_t scratch_bytes; /* the device's split scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB) */
+  bool subgroup;          /* the split pass sums scores by subgroup shuffles (else through
+                             shared memory) */
+  bool direct;            /* one split: the split pass writes the result, no combine pass */
 } vkrt_tuning_attention;
 
 vkrt_status vkrt_tuning_attention_plan(const vkrt_appliance *appliance, uint32_t device,
