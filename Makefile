@@ -31,6 +31,9 @@ help:
 	@echo 'libvkrt targets:'
 	@echo '  <board>_defconfig - write the configuration from boards/<board>/defconfig; boards:'
 	@for b in $(BOARDS); do echo "                      $$b"; done
+	@echo '  <name>.config     - merge boards/<name>.config into the configuration:'
+	@for f in $(FRAGMENTS); do echo "                      $$f"; done
+	@echo '                      e.g. make O=build-h200 nvidia-h200-x1_defconfig lab.config'
 	@echo '  menuconfig        - curses menu (starts from $(BOARD) when there is no configuration)'
 	@echo '  guiconfig         - Tk menu'
 	@echo '  olddefconfig      - update the configuration to the current Kconfig with defaults'
@@ -97,6 +100,17 @@ savedefconfig: | $(CONFIG_FILE)
 	@mkdir -p $(dir $(DEFCONFIG_FILE))
 	@$(KTOOL) savedefconfig $(DEFCONFIG_FILE)
 	@echo "wrote $(DEFCONFIG_FILE) (a new board: copy it to boards/<name>/defconfig)"
+
+# Configuration fragments, boards/<name>.config, merged into the configuration in use (Linux's
+# `make <name>.config`): `make O=dir nvidia-h200-x1_defconfig lab.config` is that appliance
+# with the lab, for benches and tests. Goals naming a configuration run one after the other.
+FRAGMENTS := $(notdir $(wildcard boards/*.config))
+.PHONY: $(FRAGMENTS)
+$(FRAGMENTS): %.config: | $(CONFIG_FILE)
+	@$(KTOOL) merge boards/$@
+ifneq ($(filter %.config %_defconfig,$(MAKECMDGOALS)),)
+.NOTPARALLEL:
+endif
 
 # A board name that is not a folder under boards/.
 %_defconfig:

@@ -174,6 +174,7 @@ def main(argv):
     p.add_argument("--config", default=".config")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("defconfig"); d.add_argument("defconfig")
+    m = sub.add_parser("merge"); m.add_argument("fragment")
     sub.add_parser("olddefconfig")
     s = sub.add_parser("savedefconfig"); s.add_argument("out")
     sub.add_parser("allyesconfig"); sub.add_parser("allnoconfig")
@@ -185,6 +186,18 @@ def main(argv):
         kconf = load_kconfig(a.srcdir)
         if a.cmd == "defconfig":
             load_config(kconf, a.defconfig)
+            check_combinations(kconf)
+            print(kconf.write_config(a.config))
+        elif a.cmd == "merge":
+            # a fragment (boards/<name>.config) on top of the configuration in use: its values
+            # must stick like a defconfig's
+            load_config(kconf, a.config, strict=False)
+            kconf.warnings.clear()
+            kconf.warn_assign_override = False  # overriding the configuration is the point
+            kconf.load_config(a.fragment, replace=False)
+            problems = list(kconf.warnings) + _user_values_that_did_not_stick(kconf)
+            if problems:
+                raise ConfigError(f"{a.fragment}:\n  " + "\n  ".join(problems))
             check_combinations(kconf)
             print(kconf.write_config(a.config))
         elif a.cmd == "olddefconfig":

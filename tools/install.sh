@@ -6,6 +6,7 @@
 #   <root>/lib/pkgconfig/vkrt.pc    relocatable (prefix from the .pc file's own folder), so the
 #                                   tree works wherever it is unpacked or staged
 #   <root>/include/vkrt/*.h         the public headers; config.h is this build's configuration
+#                                   (vkrt_lab.h only with CONFIG_VKRT_LAB)
 #   <root>/bin/                     vkrt-probe, vkrt-bench, vkrt-service (those configured)
 #   <root>/share/vkrt/              LICENSE, README.md, CHANGELOG.md, docs/, boards/, examples/,
 #                                   config (this build's .config), README.board.md
@@ -18,13 +19,21 @@ srcdir=$(cd "$(dirname "$0")/.." && pwd)
 config=$(sed -n 's/^config = //p' "$builddir/build.ninja" | sed 's/\$ / /g')
 board=$(sed -n 's/^CONFIG_VKRT_BOARD="\(.*\)"/\1/p' "$config")
 version=${VKRT_VERSION:-$(git -C "$srcdir" describe --always --dirty --tags 2>/dev/null || echo unknown)}
-y() { grep -q "^CONFIG_$1=y" "$config"; }
+# what the build was configured with (config.h: a .config written before a symbol existed does
+# not name it, configure gave it its default)
+y() { grep -q "^#define CONFIG_$1 1$" "$builddir/include/vkrt/config.h"; }
 
 mkdir -p "$root/lib/pkgconfig" "$root/include/vkrt" "$root/bin" "$root/share/vkrt"
 install -m 644 "$builddir/libvkrt.a" "$root/lib/"
-install -m 644 "$builddir"/include/vkrt/*.h "$root/include/vkrt/"
-# vkrt_mpi.h (the only header that includes mpi.h) only with the MPI transport
+# the build's copies of the source tree's public headers (not whatever else an older build left
+# in the folder) and its config.h
+for h in "$srcdir"/runtime/include/vkrt/*.h config.h; do
+  install -m 644 "$builddir/include/vkrt/$(basename "$h")" "$root/include/vkrt/"
+done
+# vkrt_mpi.h (the only header that includes mpi.h) only with the MPI transport, vkrt_lab.h
+# only with the lab (an appliance image has neither its header nor its functions)
 y VKRT_TRANSPORT_MPI || rm -f "$root/include/vkrt/vkrt_mpi.h"
+y VKRT_LAB || rm -f "$root/include/vkrt/vkrt_lab.h"
 for t in vkrt-probe vkrt-bench vkrt-service; do
   [ -x "$builddir/bin/$t" ] && install -m 755 "$builddir/bin/$t" "$root/bin/"
 done

@@ -1,7 +1,7 @@
 /* The appliance: the system (instance and devices, runtime/device) and the wings' states
  * tied together. Only runtime/appliance and tests that inspect an open appliance include
  * this (it is the documented test header; README.md "Layout"); vkrt-bench uses
- * vkrt/vkrt_tuning.h instead. */
+ * vkrt/vkrt_lab.h instead. */
 #pragma once
 #include "device/device.h"
 

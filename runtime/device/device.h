@@ -59,20 +59,20 @@ struct vkrt_stream {
   bool host_reads; /* a command of the recording buffer may write memory the host reads
                     * (a mapped buffer, an imported host slot, or a raw caller): its closing
                     * barrier reaches the host stage */
-  uint64_t host_closes; /* submitted buffers closed with the host barrier (vkrt_tuning) */
-  uint64_t begun_ahead; /* buffers a submit began for the next op (vkrt_tuning) */
+  uint64_t host_closes; /* submitted buffers closed with the host barrier (vkrt_lab) */
+  uint64_t begun_ahead; /* buffers a submit began for the next op (vkrt_lab) */
   /* What the commands recorded since the last barrier touch (vkrt_stream_next): a command
    * that touches none of it the way a hazard needs runs without a barrier before it. */
   uint32_t unsynced;
   bool unsynced_unknown; /* a raw caller recorded since the last barrier */
   struct vkrt_stream_access unsynced_access[VKRT_STREAM_MAX_ACCESS];
-  uint64_t barriers, barriers_elided; /* tracked commands with and without one (vkrt_tuning) */
+  uint64_t barriers, barriers_elided; /* tracked commands with and without one (vkrt_lab) */
   /* Overlap (vkrt_stream_next): commands and bytes recorded since the last submit, the
    * command count that flushes the next piece, and its cap (0: never flush). */
   uint32_t pending_ops, flush_at, flush_ops;
   uint32_t wait_ops; /* pending_ops when the first attached wait was added */
   uint64_t pending_bytes;
-  uint64_t flushes; /* pieces submitted by the stream itself (vkrt_tuning) */
+  uint64_t flushes; /* pieces submitted by the stream itself (vkrt_lab) */
   VkSemaphore timeline;
   uint64_t submitted;                    /* last value submitted */
   uint64_t spin_ns;                      /* waits spin this long before blocking (0 on CPU devices) */
@@ -96,7 +96,7 @@ struct vkrt_stream {
   pthread_cond_t defer_wake, defer_space;
   atomic_uint_fast64_t defer_tail; /* caller: batches queued */
   atomic_uint_fast64_t defer_head; /* submitter: batches submitted (or failed) */
-  uint64_t deferred;              /* batches that went through the submitter (vkrt_tuning) */
+  uint64_t deferred;              /* batches that went through the submitter (vkrt_lab) */
   atomic_int deferred_error;      /* first failed deferred submit (vkrt_status), sticky */
   char deferred_message[160];
   struct vkrt_stream_batch defer_ring[VKRT_STREAM_DEPTH];

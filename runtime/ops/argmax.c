@@ -64,7 +64,7 @@ vkrt_status vkrt_argmax_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   vkrt_ops_dispatch_3d(dev, cmd, p, &push, splits, rows, 1);
   if (splits == 1)
     return VKRT_OK;
-  ops->argmax_split_count++;
+  vkrt_ops_count(dev, argmax_split, 1);
   /* the combine reads the partials (a barrier after the split pass) and writes dst */
   struct vkrt_stream_access c[2] = {{d->buffer, d->lo, d->hi, true}, {ops->scratch, 0, parts, false}};
   s = vkrt_ops_begin(dev, c, 2, &cmd);

@@ -88,8 +88,8 @@ bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_
   uint64_t scratch = VKRT_MIN(ops->attention_scratch->size, ops->limits.max_storage_buffer_range);
   if (!vkrt_ops_attention_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
                                ops->attention_target_groups, ops->attention_max_splits,
-                               ops->force_attention_splits,
-                               ops->force_attention_unroll,
+                               vkrt_ops_forces(dev)->attention_splits,
+                               vkrt_ops_forces(dev)->attention_unroll,
                                dev->caps.max_compute_shared_memory_size, scratch, out, why,
                                why_size))
     return false;
@@ -175,7 +175,7 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
       return s;
     sp.q0 = q0;
     vkrt_ops_dispatch_3d(dev, cmd, split, &sp, plan.splits, (uint64_t)HKV * plan.head_groups, nq);
-    ops->attention_round_count++;
+    vkrt_ops_count(dev, attention_rounds, 1);
     if (direct)
       continue;
     /* combine: reads the scratch and kv_len, writes dst */
@@ -193,9 +193,9 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
     cp.q0 = q0;
     vkrt_ops_dispatch_3d(dev, cmd, combine, &cp, H, nq, (D + COMBINE_SLICE - 1) / COMBINE_SLICE);
   }
-  ops->attention_count++;
-  ops->attention_split_count += plan.splits;
-  ops->attention_subgroup_count += plan.subgroup;
-  ops->attention_direct_count += direct;
+  vkrt_ops_count(dev, attention, 1);
+  vkrt_ops_count(dev, attention_splits, plan.splits);
+  vkrt_ops_count(dev, attention_subgroup, plan.subgroup);
+  vkrt_ops_count(dev, attention_direct, direct);
   return VKRT_OK;
 }

@@ -165,20 +165,21 @@ static vkrt_status record_split(struct vkrt_device *dev, VkCommandBuffer cmd,
 
 vkrt_status vkrt_concat_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view views[3], int dim) {
-  if (IS_ENABLED(CONFIG_VKRT_CONCAT_TRANSPOSED_FAST_PATH) && !dev->ops->force_concat_generic) {
+  if (IS_ENABLED(CONFIG_VKRT_CONCAT_TRANSPOSED_FAST_PATH) &&
+      !vkrt_ops_forces(dev)->concat_generic) {
     vkrt_status s = vkrt_concat_record_fast(dev, cmd, views, dim);
     if (s == VKRT_OK)
-      dev->ops->concat_fast_count++;
+      vkrt_ops_count(dev, concat_fast, 1);
     if (s != VKRT_ERROR_UNAVAILABLE)
       return s;
     s = record_split(dev, cmd, views, dim);
     if (s == VKRT_OK)
-      dev->ops->concat_split_count++;
+      vkrt_ops_count(dev, concat_split, 1);
     if (s != VKRT_ERROR_UNAVAILABLE)
       return s;
   }
   vkrt_status s = vkrt_concat_record_generic(dev, cmd, views, dim);
   if (s == VKRT_OK)
-    dev->ops->concat_generic_count++;
+    vkrt_ops_count(dev, concat_generic, 1);
   return s;
 }

@@ -108,14 +108,14 @@ vkrt_status vkrt_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
     swapped.ne[0] = src->ne[1], swapped.ne[1] = src->ne[0];
     swapped.stride[0] = src->stride[1], swapped.stride[1] = src->stride[0];
     swapped.contiguous = false;
-    dev->ops->copy_tiled_count++;
+    vkrt_ops_count(dev, copy_tiled, 1);
     return vkrt_transpose_record(dev, cmd, dst, &swapped);
   }
   if (dst->ne[0] >= ROWS_MIN_NE0) {
     struct vkrt_ops_view su, du;
     if (dst->type == src->type && as_units16(src, &su) && as_units16(dst, &du) &&
         vkrt_ops_kernel_usable(dev, VKRT_OPS_COPY_ROWS_U4)) {
-      dev->ops->copy_u4_count++;
+      vkrt_ops_count(dev, copy_u4, 1);
       return record_rows(dev, cmd, &du, &su, VKRT_OPS_COPY_ROWS_U4);
     }
     return record_rows(dev, cmd, dst, src, copy_rows_kernels[word_type(src->type)][word_type(dst->type)]);

@@ -165,7 +165,7 @@ static vkrt_status record_matvec_rows(struct vkrt_device *dev, VkCommandBuffer c
   uint64_t slack = VKRT_MAX(lim->min_storage_buffer_offset_alignment, 16) + 4; /* align + word */
   uint64_t fit = lim->max_storage_buffer_range - slack - k_bytes;
   uint64_t rows_per = VKRT_MIN(fit / row + 1, (uint64_t)UINT32_MAX / 16);
-  dev->ops->matvec_split_count++;
+  vkrt_ops_count(dev, matvec_split, 1);
   for (uint64_t n0 = 0; n0 < w->ne[1]; n0 += rows_per) {
     struct vkrt_ops_view ws = *w, ds = *d;
     ws.ne[1] = (uint32_t)VKRT_MIN(rows_per, w->ne[1] - n0);
@@ -207,7 +207,7 @@ static const struct tiled_kind {
 
 static bool tiled_coopmat(struct vkrt_device *dev, vkrt_type t) {
   enum vkrt_ops_kernel k = tiled_kinds[t].coopmat;
-  return dev->ops->coopmat && dev->ops->use_coopmat && k != VKRT_OPS_KERNEL_COUNT &&
+  return dev->ops->coopmat && vkrt_ops_forces(dev)->matmul_coopmat && k != VKRT_OPS_KERNEL_COUNT &&
          vkrt_ops_kernel_usable(dev, k);
 }
 
@@ -273,9 +273,9 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
     push.x_stride[i] = x->stride[i];
     push.d_stride[i] = d->stride[i];
   }
-  ops->matmul_tiled_count++;
+  vkrt_ops_count(dev, matmul_tiled, 1);
   if (cm)
-    ops->matmul_coopmat_count++;
+    vkrt_ops_count(dev, matmul_coopmat, 1);
   vkrt_ops_dispatch_3d(dev, cmd, p, &push, (w->ne[1] + t->bm - 1) / t->bm,
                        (x->ne[1] + t->bn - 1) / t->bn, (uint64_t)d->ne[2] * d->ne[3]);
   return VKRT_OK;
@@ -286,12 +286,12 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
 static void tiled_fallback(struct vkrt_device *dev, const struct vkrt_ops_view *w, uint32_t M,
                            const char *why) {
   struct vkrt_ops_state *ops = dev->ops;
-  ops->matmul_fallback_count++;
+  vkrt_ops_count(dev, matmul_fallback, 1);
   if (!ops->matmul_fallback_logged) {
     ops->matmul_fallback_logged = true;
     vkrt_log(&dev->sys->base, VKRT_LOG_WARN,
              "dev%u: vkrt_op_matmul: %s w, M = %u: tiled kernel not possible (%s); running the "
-             "matrix-vector kernels instead (logged once; vkrt_tuning counters: matmul_fallback)",
+             "matrix-vector kernels instead (logged once; vkrt_lab counters: matmul_fallback)",
              dev->index, vkrt_type_str(w->type), M, why);
   }
 }
@@ -348,7 +348,7 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
   struct vkrt_ops_view w = views[1];
   struct vkrt_ops_state *ops = dev->ops;
-  int force = ops->force_matmul_kernel;
+  int force = vkrt_ops_forces(dev)->matmul_kernel;
   uint32_t M = x->ne[1];
   bool past = M >= ops->matmul_min_m[w.type];
   if (w.block > 1) { /* quantized weights: matrix-vector kernels in quant.c */
@@ -400,7 +400,7 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                         force == 2 ? "tiled kernel forced" : why);
     tiled_fallback(dev, &w, M, refusal);
   }
-  ops->matvec_count++;
+  vkrt_ops_count(dev, matvec, 1);
   if (!w.fits_binding)
     return record_matvec_rows(dev, cmd, kind->matvec_kernel, d, &w, x, accumulate);
   return record_matvec(dev, cmd, kind->matvec_kernel, d, &w, x, accumulate);

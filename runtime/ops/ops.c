@@ -57,6 +57,7 @@ void vkrt_ops_close(struct vkrt_device *dev) {
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
   pthread_mutex_destroy(&ops->lock);
+  vkrt_free(&dev->sys->base, ops->lab);
   vkrt_free(&dev->sys->base, ops);
   dev->ops = NULL;
 }
@@ -213,9 +214,9 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
            p[0].bn, p[1].bm, p[1].bn, p[1].wg,
            !ops->coopmat ? "no (VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32 and "
                            "32-wide subgroups not on this device)"
-           : !ops->use_coopmat ? "off (vkrt_tuning MATMUL_COOPMAT 0)"
-                               : "f16/q8_0/q4_K weights as f16 tiles");
-  if (ops->coopmat && ops->use_coopmat) {
+           : !vkrt_ops_forces(dev)->matmul_coopmat ? "off (the lab's MATMUL_COOPMAT turns it on)"
+                                                   : "f16/q8_0/q4_K weights as f16 tiles");
+  if (ops->coopmat && vkrt_ops_forces(dev)->matmul_coopmat) {
     size_t n = strlen(buf);
     snprintf(buf + n, size - n, ", tiles %ux%u (M <= %u) and %ux%u", c[0].bm, c[0].bn, c[0].bn,
              c[1].bm, c[1].bn);
@@ -233,6 +234,13 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   if (dev->ops)
     return VKRT_OK;
   struct vkrt_ops_state *ops = vkrt_calloc(&dev->sys->base, 1, sizeof(*ops));
+  if (ops && IS_ENABLED(CONFIG_VKRT_LAB)) { /* the lab's forces (none yet) and counters */
+    ops->lab = vkrt_calloc(&dev->sys->base, 1, sizeof(*ops->lab));
+    if (!ops->lab) {
+      vkrt_free(&dev->sys->base, ops);
+      ops = NULL;
+    }
+  }
   if (!ops)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
                       "dev%u: out of host memory for the ops state", dev->index);
@@ -265,10 +273,10 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
     ops->matvec_cols[t] = choose_matvec(dev, (vkrt_type)t, 2);
   }
   choose_matmul(dev, ops);
-  /* The cooperative-matrix tiles are off unless a bench asks (vkrt_tuning MATMUL_COOPMAT):
-   * on the H200 they ran M = 512, K 4096 x N 14336 f16 in 2631 us (the peer: 276) and they
-   * round x to f16, which breaks vkrt_op_matmul's f32-activation contract. */
-  ops->use_coopmat = false;
+  /* The cooperative-matrix tiles are off unless a bench forces them (the lab's
+   * MATMUL_COOPMAT): on the H200 they ran M = 512, K 4096 x N 14336 f16 in 2631 us (the
+   * peer: 276) and they round x to f16, which breaks vkrt_op_matmul's f32-activation
+   * contract. */
   dev->ops = ops;
   vkrt_status s = ops->push_descriptor ? VKRT_OK : create_pools(dev, ops);
   if (s == VKRT_OK)
@@ -436,7 +444,7 @@ vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
 
 bool vkrt_ops_kernel_usable(struct vkrt_device *dev, enum vkrt_ops_kernel k) {
   struct vkrt_ops_state *ops = dev->ops;
-  return ops && ops->desc[k] && !missing_feature(ops, k);
+  return ops && k < VKRT_OPS_KERNEL_COUNT && ops->desc[k] && !missing_feature(ops, k);
 }
 
 vkrt_status vkrt_ops_pipeline_spec(struct vkrt_device *dev, enum vkrt_ops_kernel k,

@@ -66,6 +66,41 @@ struct vkrt_matmul_tile {
 /* Read patterns of the quantized matrix-vector kernels (quant.c). */
 #define VKRT_QUANT_READ_PATTERNS 5
 
+/* The choices the lab may force (vkrt_lab_set); all 0: the ops choose. */
+struct vkrt_ops_forces {
+  bool concat_generic;       /* never take the concat fast path */
+  bool transpose_scalar;     /* never the element-pair transpose kernels */
+  int transpose_variant;     /* f32: 0 = default, 1 = plain tile order, 2 = pairs */
+  int quant_variant;         /* 0 = choose, 1 + i = variant i of vkrt_quant_variant_names */
+  int matmul_kernel;         /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
+  bool matmul_coopmat;       /* the tiled kernel on cooperative matrices where they run */
+  uint32_t attention_splits; /* 0 = plan them */
+  uint32_t attention_unroll; /* row passes per tile of the split pass: 0 = plan them */
+};
+
+/* Which paths ran (the lab's counters: tests assert them, the bench reports them). */
+struct vkrt_ops_counters {
+  uint64_t concat_fast, concat_generic, concat_split; /* split: one copy per source */
+  uint64_t matvec, matmul_tiled, matmul_coopmat;
+  uint64_t matvec_split;    /* matrix-vector with w bound in row slices (w > one binding) */
+  uint64_t matmul_fallback; /* M past the crossover on the matrix-vector kernels because the
+                               tiled one could not take w */
+  uint64_t transpose_x2, reduce_vec4, copy_u4, copy_tiled;
+  uint64_t quant_matvec, dequant;
+  uint64_t quant_read[VKRT_QUANT_READ_PATTERNS]; /* words, vec16, lanew, kspace, q8x */
+  uint64_t argmax_split;    /* argmax rows over several workgroups + a combine pass */
+  uint64_t attention, attention_splits, attention_rounds;
+  uint64_t attention_subgroup; /* split passes summing scores by subgroup shuffles */
+  uint64_t attention_direct;   /* one split: no combine pass */
+};
+
+/* The lab's part of a device's ops: made with the ops state only with CONFIG_VKRT_LAB. */
+struct vkrt_ops_lab {
+  struct vkrt_ops_forces force;
+  struct vkrt_ops_counters count;
+};
+
+/* A device's ops: what the device can run, the pipeline cache and the plans chosen at open. */
 struct vkrt_ops_state {
   struct vkrt_device *dev;
   struct vkrt_ops_limits limits;
@@ -86,25 +121,10 @@ struct vkrt_ops_state {
   VkDescriptorPool pool[VKRT_STREAM_DEPTH];
   uint64_t pool_epoch[VKRT_STREAM_DEPTH];
   bool pool_used[VKRT_STREAM_DEPTH];
-  /* forcing (tests and vkrt-bench): */
-  bool force_concat_generic;      /* never take the concat fast path */
-  int force_matmul_kernel;        /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
-  int transpose_variant;          /* f32: 0 = default, 1 = plain tile order, 2 = pairs */
-  /* which paths ran (tests assert them, the bench reports them) */
-  uint64_t concat_fast_count, concat_generic_count, matvec_count, matmul_tiled_count;
-  uint64_t transpose_x2_count, reduce_vec4_count, copy_u4_count, copy_tiled_count;
-  uint64_t concat_split_count;     /* concat as one copy per source (transposed sources) */
   bool pipelines_at_open;          /* vkrt_ops_build_pipelines ran (vkrt_options.pipelines) */
-  uint64_t matvec_split_count;     /* matrix-vector with w bound in row slices (w > one binding) */
-  bool force_transpose_scalar;    /* never the pair kernels (bench comparison) */
-  /* quantized weights (quant.c): 0 = choose, 1 + i = variant i of vkrt_quant_variant_names */
-  int quant_variant;
   /* vkrt_options.quant_activations == VKRT_ACTIVATIONS_Q8: M = 1 quant matvec rounds x to
    * 8 bits (the q8x kernels) where it can */
   bool quant_activations_q8;
-  uint64_t quant_matvec_count, dequant_count;
-  /* matrix-vector calls per read pattern: words, vec16, lanew, kspace, q8x */
-  uint64_t quant_kind_count[VKRT_QUANT_READ_PATTERNS];
   struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT];      /* per weight type, M = 1 */
   struct vkrt_matvec_config matvec_cols[VKRT_TYPE_COUNT]; /* M > 1 (several x columns) */
   /* tiled matmul (matmul.c): the crossover per weight type (M from which the tiled kernel
@@ -113,27 +133,32 @@ struct vkrt_ops_state {
   uint32_t matmul_min_m[VKRT_TYPE_COUNT];
   struct vkrt_matmul_tile matmul_tile[2][2];
   bool coopmat;     /* the cooperative-matrix kernels can run here (caps.cooperative_matrix) */
-  bool use_coopmat; /* ... and are taken (vkrt-bench compares both) */
-  uint64_t matmul_coopmat_count;  /* tiled calls on the cooperative-matrix kernels */
-  uint64_t matmul_fallback_count; /* M past the crossover on the matrix-vector kernels because
-                                     the tiled one could not take w */
   bool matmul_fallback_logged;
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
   /* Device-local scratch made at open for ops that combine partial results in a second
    * pass (argmax: VKRT_OPS_SCRATCH_PARTIALS (value, index) pairs); NULL without them. */
   struct vkrt_buffer *scratch;
-  uint64_t argmax_split_count;     /* argmax rows over several workgroups + a combine pass */
   /* decode attention (attention.c) */
   struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
   uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
   uint32_t attention_max_splits;         /* and splits at most (0: no cap) */
-  uint32_t force_attention_splits;       /* 0 = plan them */
-  uint32_t force_attention_unroll;       /* row passes per tile: 0 = plan them */
-  uint64_t attention_count, attention_split_count, attention_round_count;
-  uint64_t attention_subgroup_count; /* split passes summing scores by subgroup shuffles */
-  uint64_t attention_direct_count;   /* one split: no combine pass */
+  struct vkrt_ops_lab *lab;              /* forces and counters (CONFIG_VKRT_LAB), else NULL */
 };
+
+/* The forcing knobs in effect on dev: the lab's, else none (every choice the ops' own, and
+ * the compiler drops the forced paths). */
+static inline const struct vkrt_ops_forces *vkrt_ops_forces(const struct vkrt_device *dev) {
+  static const struct vkrt_ops_forces none;
+  return IS_ENABLED(CONFIG_VKRT_LAB) ? &dev->ops->lab->force : &none;
+}
+
+/* Counts n of a path taken on dev in the lab's counters (nothing without the lab). */
+#define vkrt_ops_count(dev, counter, n)                                                       \
+  do {                                                                                        \
+    if (IS_ENABLED(CONFIG_VKRT_LAB))                                                          \
+      (dev)->ops->lab->count.counter += (n);                                                  \
+  } while (0)
 
 #define VKRT_OPS_SCRATCH_PARTIALS 8192u /* 8-byte partial results in ops->scratch */
 
@@ -356,7 +381,7 @@ vkrt_status vkrt_attention_open(struct vkrt_device *dev);
 void vkrt_attention_close(struct vkrt_device *dev);
 vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops_view views[5],
                                   float scale);
-/* The plan of an attention over these shapes on dev (vkrt_tuning_attention_plan). */
+/* The plan of an attention over these shapes on dev (vkrt_lab_attention_plan). */
 bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_t n_head,
                              uint32_t n_head_kv, uint32_t n_q, uint32_t n_ctx,
                              struct vkrt_attention_plan *out, char *why, size_t why_size);
@@ -394,6 +419,13 @@ extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
 extern const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                      const struct vkrt_ops_view views[3]);
+/* The kernel variant `variant` (1-based) of type Q8_0 or Q4_K runs for M columns of x
+ * (VKRT_OPS_KERNEL_COUNT outside); the forcing-only ones are compiled with the lab only. */
+enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M);
+/* Whether dev can run variant `variant` for every quantized type in the build (its kernels are
+ * compiled in and the device has what they need); the op still refuses a forced variant that
+ * w or x are not aligned for. */
+bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant);
 /* How quantized matvec takes x on this device, and why (vkrt-probe, describe). */
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -407,6 +439,15 @@ static const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 static inline const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   (void)dev;
   return "none: no quantized kernels in this build";
+}
+static inline enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant,
+                                                             uint32_t M) {
+  (void)type, (void)variant, (void)M;
+  return VKRT_OPS_KERNEL_COUNT;
+}
+static inline bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant) {
+  (void)dev, (void)variant;
+  return false;
 }
 static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                                    const struct vkrt_ops_view views[3]) {

@@ -109,9 +109,27 @@ const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
              : "f32: 8-bit activations were asked for, but the device lacks shaderIntegerDotProduct";
 }
 
+enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M) {
+  if ((type != VKRT_TYPE_Q8_0 && type != VKRT_TYPE_Q4_K) || variant < 1 ||
+      variant > VKRT_QUANT_VARIANTS)
+    return VKRT_OPS_KERNEL_COUNT;
+  const struct qmv_variant *v = &(type == VKRT_TYPE_Q8_0 ? q8_0_variants : q4_k_variants)[variant - 1];
+  return M == 1 ? v->m1 : v->m8;
+}
+
 static bool type_enabled(vkrt_type t) {
   return t == VKRT_TYPE_Q8_0 ? IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
                              : IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
+}
+
+bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant) {
+  bool usable = variant >= 1 && variant <= VKRT_QUANT_VARIANTS;
+  for (int t = 0; usable && t < 2; t++) {
+    vkrt_type type = t ? VKRT_TYPE_Q4_K : VKRT_TYPE_Q8_0;
+    if (type_enabled(type))
+      usable = vkrt_ops_kernel_usable(dev, vkrt_quant_variant_kernel(type, variant, 1));
+  }
+  return usable;
 }
 
 static vkrt_status compiled_out(struct vkrt_device *dev, vkrt_type t, const char *op) {
@@ -177,7 +195,7 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   const struct qmv_variant *table = q8 ? q8_0_variants : q4_k_variants;
   const int *pref = vkrt_quant_preference[q8 ? 0 : 1];
   _Static_assert(QMV_Q8X + 1 == VKRT_QUANT_READ_PATTERNS, "q8x last, the others one preference each");
-  int forced = dev->ops->quant_variant, chosen = 1;
+  int forced = vkrt_ops_forces(dev)->quant_variant, chosen = 1;
   const int q8x = VKRT_QUANT_VARIANTS; /* the last variant */
   if (forced > 0) {
     chosen = (forced - 1) % VKRT_QUANT_VARIANTS + 1;
@@ -239,8 +257,8 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
    * of them, not one per group */
   if (kind == QMV_Q8X)
     groups = VKRT_MIN(groups, Q8X_WORKGROUPS);
-  dev->ops->quant_kind_count[kind]++;
-  dev->ops->quant_matvec_count++;
+  vkrt_ops_count(dev, quant_read[kind], 1);
+  vkrt_ops_count(dev, quant_matvec, 1);
   vkrt_ops_dispatch_3d(dev, cmd, p, &push, groups, (M + mt - 1) / mt,
                        (uint64_t)d->ne[2] * d->ne[3]);
   return VKRT_OK;
@@ -274,7 +292,7 @@ vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
     push.src_stride[i] = src.stride[i];
     push.dst_stride[i] = dst->stride[i];
   }
-  dev->ops->dequant_count++;
+  vkrt_ops_count(dev, dequant, 1);
   vkrt_ops_dispatch_linear(dev, cmd, p, &push, (dst->elements + 255) / 256);
   return VKRT_OK;
 }

@@ -100,7 +100,7 @@ vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkr
   uint64_t quads = vec ? count / 4 : 0, rest = count - quads * 4;
   vkrt_status s = VKRT_OK;
   if (quads)
-    dev->ops->reduce_vec4_count++;
+    vkrt_ops_count(dev, reduce_vec4, 1);
   if (quads)
     s = reduce_pass(dev, cmd, vec_kernel, unit4, quads, dst, dst_offset, srcs, src_offsets,
                     src_count, 0);

@@ -11,7 +11,9 @@ struct transpose_push {
   uint32_t base_x, base_y, base_z;
 };
 VKRT_KERNEL_TRANSPOSE_F32_CHECK_PUSH(struct transpose_push);
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_TRANSPOSE_LAB) /* forcing-only: with the lab */
 VKRT_KERNEL_TRANSPOSE_X2_F32_CHECK_PUSH(struct transpose_push);
+#endif
 
 
 /* The pair kernels move two elements at a time: dims 0 dense, every pair aligned. */
@@ -41,8 +43,9 @@ vkrt_status vkrt_transpose_record(struct vkrt_device *dev, VkCommandBuffer cmd,
    * tiles (1.9 vs 3.5 TB/s), so f32 takes them only when asked (vkrt-bench). A persistent
    * variant that loads its next tile during the writes measured no better (0.83 of the
    * copy kernel) and was dropped. */
-  int variant = dev->ops->transpose_variant;
-  bool pairs = !dev->ops->force_transpose_scalar && (f16 ? variant == 0 : variant == 2) &&
+  const struct vkrt_ops_forces *force = vkrt_ops_forces(dev);
+  int variant = force->transpose_variant;
+  bool pairs = !force->transpose_scalar && (f16 ? variant == 0 : variant == 2) &&
                pairs_fit(src) && pairs_fit(dst) && vkrt_ops_kernel_usable(dev, pair_kernel);
   if (pairs)
     k = pair_kernel;
@@ -52,7 +55,7 @@ vkrt_status vkrt_transpose_record(struct vkrt_device *dev, VkCommandBuffer cmd,
     k = VKRT_OPS_TRANSPOSE_F32_PLAIN;
   vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
   if (s == VKRT_OK && pairs)
-    dev->ops->transpose_x2_count++;
+    vkrt_ops_count(dev, transpose_x2, 1);
   if (s != VKRT_OK)
     return s;
   /* word and 16-bit views of the same ranges (the pair kernel uses all four) */

@@ -8,6 +8,12 @@ builddir=${VKRT_BUILDDIR:-build}
 case "$builddir" in /*) ;; *) builddir="$root/$builddir" ;; esac
 bench="$builddir/bin/vkrt-bench"
 [ -x "$bench" ] || { echo "vkrt-bench not in this configuration"; exit 0; }
+# (the build's config.h: a .config from before a symbol existed does not name it)
+if ! grep -q '^#define CONFIG_VKRT_LAB 1$' "$builddir/include/vkrt/config.h"; then
+  out=$("$bench" cases 2>&1) && { echo "vkrt-bench cases ran without the lab"; exit 1; }
+  grep -q "needs the lab" <<< "$out" || { echo "vkrt-bench cases without the lab says: $out"; exit 1; }
+  echo "skipped: vkrt-bench cases needs the lab (CONFIG_VKRT_LAB is not set)"; exit 77
+fi
 "$bench" --help | grep -q '^  cases ' || { echo "vkrt-bench has no cases command"; exit 1; }
 "$bench" --version | grep -q "^vkrt-bench .* (board " || { echo "vkrt-bench --version"; exit 1; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }

@@ -2,7 +2,7 @@
  * (head_dim 64, 128, 256; 1, 2, 4 and 8 query heads per KV head) on fresh random data with
  * padded, offset views, outputs poisoned, against a float64 reference of softmax(scale q k^T) v
  * over the first kv_len[j] cache rows of each query. The path is asserted: the counters name
- * the op and its split count, which comes from the plan (vkrt_tuning_attention_plan) or the
+ * the op and its split count, which comes from the plan (vkrt_lab_attention_plan) or the
  * ATTENTION_SPLITS knob. Lengths of 1, odd ones, ones crossing split boundaries, several
  * queries of different lengths, rounds of queries, lengths changed on the device between two
  * recorded attentions and on the host between two submits of the same op; bad descriptors and
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../common/vk_test.h"
-#include "vkrt/vkrt_tuning.h"
+#include "vkrt/vkrt_lab.h"
 
 static uint64_t rng;
 
@@ -197,20 +197,20 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   uint8_t *before = malloc(b.db.size);
   memcpy(before, b.db.map, b.db.size);
 
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, c->splits));
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_UNROLL, c->unroll));
-  vkrt_tuning_attention plan;
-  vkt_check(app, vkrt_tuning_attention_plan(app, 0, (uint32_t)c->D, (uint32_t)c->H,
-                                            (uint32_t)c->HKV, (uint32_t)c->NQ,
-                                            (uint32_t)c->n_ctx, &plan));
-  vkrt_tuning_counters c0, c1;
-  vkt_check(app, vkrt_tuning_counters_get(app, 0, &c0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, c->splits));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_UNROLL, c->unroll));
+  vkrt_lab_attention plan;
+  vkt_check(app, vkrt_lab_attention_plan(app, 0, (uint32_t)c->D, (uint32_t)c->H,
+                                         (uint32_t)c->HKV, (uint32_t)c->NQ,
+                                         (uint32_t)c->n_ctx, &plan));
+  vkrt_lab_counters c0, c1;
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
   vkrt_status s = vkrt_op_attention(&b.dst, &b.q, &b.k, &b.v, &b.len, scale_of(c));
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, 0));
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_UNROLL, 0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, 0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_UNROLL, 0));
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
-  vkt_check(app, vkrt_tuning_counters_get(app, 0, &c1));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
 
   /* the path: one attention with the planned (or forced) splits, heads grouped by KV head */
   int G = c->H / c->HKV;
@@ -382,10 +382,10 @@ static void test_attention_queries(void **state) {
   run_case(app, &c);
   /* 1 token per split: 4 queries x 2000 splits x 32 heads x 66 floats = 67 MB of partials */
   struct att_case r = {VKRT_TYPE_Q8_0, 64, 32, 2, 4, 2000, {2000, 1, 999, 1500}, 0, 2000, false};
-  vkrt_tuning_attention plan;
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, r.splits));
-  vkt_check(app, vkrt_tuning_attention_plan(app, 0, 64, 32, 2, 4, 2000, &plan));
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_ATTENTION_SPLITS, 0));
+  vkrt_lab_attention plan;
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, r.splits));
+  vkt_check(app, vkrt_lab_attention_plan(app, 0, 64, 32, 2, 4, 2000, &plan));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, 0));
   uint64_t per_query = (uint64_t)plan.splits * 32 * 66 * 4;
   assert_int_equal(plan.queries_per_round, VKT_MIN(4, plan.scratch_bytes / per_query));
   assert_true(plan.rounds > 1);
@@ -485,14 +485,14 @@ static void test_attention_refusals(void **state) {
   vkrt_tensor d64 = vkrt_tensor_contiguous(big, 65536, VKRT_TYPE_F32, 256, 64, 1, 1);
   vkrt_tensor kbig = vkrt_tensor_contiguous(big, 131072, VKRT_TYPE_F16, 256, 8, 1, 1);
   kbig.ne[2] = 100000, kbig.nb[2] = 0;
-  vkrt_tuning_attention plan;
+  vkrt_lab_attention plan;
   if (type_in_build(VKRT_TYPE_F16)) {
     expect_refused(app, vkrt_op_attention(&d64, &q64, &kbig, &kbig, &len, 0.0625f), bad,
                    "n_ctx 100000 needs at least 391 splits");
-    expect_refused(app, vkrt_tuning_attention_plan(app, 0, 256, 64, 8, 1, 100000, &plan), bad,
+    expect_refused(app, vkrt_lab_attention_plan(app, 0, 256, 64, 8, 1, 100000, &plan), bad,
                    "exceed the");
     /* within the scratch, the same heads plan fine */
-    vkt_check(app, vkrt_tuning_attention_plan(app, 0, 256, 64, 8, 1, 32768, &plan));
+    vkt_check(app, vkrt_lab_attention_plan(app, 0, 256, 64, 8, 1, 32768, &plan));
     assert_true(plan.splits >= 128);
   } else {
     expect_refused(app, vkrt_op_attention(&dst, &q, &k, &v, &len, 0.125f),

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../common/vk_test.h"
-#include "vkrt/vkrt_tuning.h"
+#include "vkrt/vkrt_lab.h"
 
 static uint64_t rng;
 
@@ -93,14 +93,14 @@ static void fill_w(uint8_t *base, const vkrt_tensor *w) {
     }
 }
 
-static vkrt_tuning_counters ran(vkrt_appliance *app) {
-  vkrt_tuning_counters c;
-  vkt_check(app, vkrt_tuning_counters_get(app, 0, &c));
+static vkrt_lab_counters ran(vkrt_appliance *app) {
+  vkrt_lab_counters c;
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c));
   return c;
 }
 
-static void knob(vkrt_appliance *app, vkrt_tuning_knob k, int64_t v) {
-  vkt_check(app, vkrt_tuning_set(app, 0, k, v));
+static void knob(vkrt_appliance *app, vkrt_lab_knob k, int64_t v) {
+  vkt_check(app, vkrt_lab_set(app, 0, k, v));
 }
 
 static void run(vkrt_appliance *app, const struct mm *c) {
@@ -139,21 +139,21 @@ static void run(vkrt_appliance *app, const struct mm *c) {
   uint8_t *before = malloc(db.size);
   memcpy(before, db.map, db.size);
 
-  vkrt_tuning_counters r0 = ran(app);
-  knob(app, VKRT_TUNING_FORCE_MATMUL_KERNEL, c->force);
+  vkrt_lab_counters r0 = ran(app);
+  knob(app, VKRT_LAB_FORCE_MATMUL_KERNEL, c->force);
   vkrt_status s = c->acc ? vkrt_op_matmul_add(&d, &w, &x) : vkrt_op_matmul(&d, &w, &x);
-  knob(app, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0);
+  knob(app, VKRT_LAB_FORCE_MATMUL_KERNEL, 0);
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
-  vkrt_tuning_counters r1 = ran(app);
+  vkrt_lab_counters r1 = ran(app);
   bool quant = per > 1;
   uint64_t tiled = r1.matmul_tiled - r0.matmul_tiled, cm = r1.matmul_coopmat - r0.matmul_coopmat;
   uint64_t mv = quant ? r1.quant_matvec - r0.quant_matvec : r1.matvec - r0.matvec;
   uint64_t fb = r1.matmul_fallback - r0.matmul_fallback;
   int64_t on;
-  vkt_check(app, vkrt_tuning_get(app, 0, VKRT_TUNING_MATMUL_COOPMAT, &on));
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_COOPMAT, &on));
   bool want_cm = c->expect == TILED && c->wt != VKRT_TYPE_F32 && on &&
-                 vkrt_tuning_matmul_coopmat_usable(app, 0);
+                 vkrt_lab_matmul_coopmat_usable(app, 0);
   if (tiled != (c->expect == TILED) || mv != (c->expect != TILED) || fb != (c->expect == FALLBACK) ||
       cm != want_cm)
     fail_msg("%s K %lld N %lld M %lld: path %d expected; tiled %llu, coopmat %llu, matvec %llu, "
@@ -213,8 +213,8 @@ static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, 
 static void test_tiled(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
-  vkrt_tuning_matmul_tile small;
-  vkt_check(app, vkrt_tuning_matmul_tile_get(app, 0, VKRT_TUNING_TILE_PORTABLE_SMALL, &small));
+  vkrt_lab_matmul_tile small;
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_SMALL, &small));
   int64_t past = (int64_t)small.bn + 5; /* the large tile */
   for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
     vkrt_type wt = types[t];
@@ -257,7 +257,7 @@ static void test_crossover_and_tiles(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
   int64_t min_m;
-  vkt_check(app, vkrt_tuning_get(app, 0, VKRT_TUNING_MATMUL_TILED_MIN_M, &min_m));
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_TILED_MIN_M, &min_m));
   assert_true(min_m >= 2);
   for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
     vkrt_type wt = types[t];
@@ -268,40 +268,40 @@ static void test_crossover_and_tiles(void **state) {
     run(app, &c);
     c.M = min_m, c.expect = TILED;
     run(app, &c);
-    knob(app, VKRT_TUNING_MATMUL_TILED_MIN_M, 3);
+    knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, 3);
     c.M = 2, c.expect = MATVEC;
     run(app, &c);
     c.M = 3, c.expect = TILED;
     run(app, &c);
-    knob(app, VKRT_TUNING_MATMUL_TILED_MIN_M, min_m);
+    knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, min_m);
     /* forced matrix-vector past the crossover */
     c.M = min_m + 4, c.force = 1, c.expect = MATVEC;
     run(app, &c);
   }
   /* other tiles: 32 x 16 with 2 rows per invocation, 64 invocations */
-  vkrt_tuning_matmul_tile keep, tile = {64, 32, 16, 2};
-  vkt_check(app, vkrt_tuning_matmul_tile_get(app, 0, VKRT_TUNING_TILE_PORTABLE_LARGE, &keep));
-  vkt_check(app, vkrt_tuning_matmul_tile_set(app, 0, VKRT_TUNING_TILE_PORTABLE_LARGE, &tile));
+  vkrt_lab_matmul_tile keep, tile = {64, 32, 16, 2};
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &keep));
+  vkt_check(app, vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &tile));
   int64_t coopmat_was;
-  vkt_check(app, vkrt_tuning_get(app, 0, VKRT_TUNING_MATMUL_COOPMAT, &coopmat_was));
-  knob(app, VKRT_TUNING_MATMUL_COOPMAT, 0);
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_COOPMAT, &coopmat_was));
+  knob(app, VKRT_LAB_MATMUL_COOPMAT, 0);
   for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++)
     if (type_enabled(types[t])) {
       int64_t K = vkrt_type_block(types[t]) > 1 ? 2 * vkrt_type_block(types[t]) : 136;
       struct mm c = {types[t], K, 50, 70, 1, 1, 0, 0, 0, 0, false, 0, TILED};
       run(app, &c);
     }
-  knob(app, VKRT_TUNING_MATMUL_COOPMAT, coopmat_was);
-  vkt_check(app, vkrt_tuning_matmul_tile_set(app, 0, VKRT_TUNING_TILE_PORTABLE_LARGE, &keep));
+  knob(app, VKRT_LAB_MATMUL_COOPMAT, coopmat_was);
+  vkt_check(app, vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &keep));
   /* tiles the kernel cannot take are refused, saying why */
-  vkrt_tuning_matmul_tile bad = {256, 64, 30, 4};
-  assert_int_equal(vkrt_tuning_matmul_tile_set(app, 0, VKRT_TUNING_TILE_PORTABLE_LARGE, &bad),
+  vkrt_lab_matmul_tile bad = {256, 64, 30, 4};
+  assert_int_equal(vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &bad),
                    VKRT_ERROR_INVALID_ARGUMENT);
   assert_non_null(strstr(vkrt_last_error(app), "divide"));
-  bad = (vkrt_tuning_matmul_tile){256, 128, 128, 3};
-  assert_int_equal(vkrt_tuning_matmul_tile_set(app, 0, VKRT_TUNING_TILE_COOPMAT_LARGE, &bad),
+  bad = (vkrt_lab_matmul_tile){256, 128, 128, 3};
+  assert_int_equal(vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_COOPMAT_LARGE, &bad),
                    VKRT_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(vkrt_tuning_set(app, 0, VKRT_TUNING_MATMUL_TILED_MIN_M, 0),
+  assert_int_equal(vkrt_lab_set(app, 0, VKRT_LAB_MATMUL_TILED_MIN_M, 0),
                    VKRT_ERROR_INVALID_ARGUMENT);
   vkt_close(app);
 }
@@ -317,7 +317,7 @@ static void test_fallback(void **state) {
   o.log = vkt_log_capture_fn;
   o.log_user = &cap;
   vkrt_appliance *app = vkt_open(&o);
-  vkt_check(app, vkrt_tuning_limits_set(app, 0, 0, false, 16384));
+  vkt_check(app, vkrt_lab_limits_set(app, 0, 0, false, 16384));
   uint64_t split = ran(app).matvec_split;
   int n = 0;
   for (unsigned t = 0; t < 2; t++) {
@@ -330,9 +330,9 @@ static void test_fallback(void **state) {
     vkrt_tensor w = vkrt_tensor_contiguous(wb.buf, 0, types[t], 256, 100, 1, 1);
     vkrt_tensor x = vkrt_tensor_contiguous(xb.buf, 0, VKRT_TYPE_F32, 256, 12, 1, 1);
     vkrt_tensor d = vkrt_tensor_contiguous(db.buf, 0, VKRT_TYPE_F32, 100, 12, 1, 1);
-    knob(app, VKRT_TUNING_FORCE_MATMUL_KERNEL, 2);
+    knob(app, VKRT_LAB_FORCE_MATMUL_KERNEL, 2);
     assert_int_equal(vkrt_op_matmul(&d, &w, &x), VKRT_ERROR_INVALID_ARGUMENT);
-    knob(app, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0);
+    knob(app, VKRT_LAB_FORCE_MATMUL_KERNEL, 0);
     if (!strstr(vkrt_last_error(app), "more than one binding"))
       fail_msg("message: %s", vkrt_last_error(app));
     vkrt_buffer_destroy(wb.buf);
@@ -342,7 +342,7 @@ static void test_fallback(void **state) {
   assert_int_equal(ran(app).matvec_split - split, n);
   if (n && !strstr(cap.text, "tiled kernel not possible"))
     fail_msg("no fallback in the log: %s", cap.text);
-  vkt_check(app, vkrt_tuning_limits_set(app, 0, 0, false, 0));
+  vkt_check(app, vkrt_lab_limits_set(app, 0, 0, false, 0));
   vkt_close(app);
 }
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../common/vk_test.h"
-#include "vkrt/vkrt_tuning.h"
+#include "vkrt/vkrt_lab.h"
 
 static uint64_t rng;
 
@@ -157,7 +157,7 @@ struct mm_case {
 
 /* The q8x variant (x rounded to 8 bits, integer dot products): the last one. */
 static int q8x_variant(void) {
-  return vkrt_tuning_variant_count(VKRT_TUNING_QUANT_VARIANT);
+  return vkrt_lab_variant_count(VKRT_LAB_QUANT_VARIANT);
 }
 
 /* What the q8x kernels compute for one row, in double from their definition: x rounded to
@@ -222,17 +222,17 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
     free(z);
   }
 
-  vkrt_tuning_counters ran0, ran1;
-  vkt_check(app, vkrt_tuning_counters_get(app, 0, &ran0));
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_QUANT_VARIANT, c->variant));
+  vkrt_lab_counters ran0, ran1;
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &ran0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_QUANT_VARIANT, c->variant));
   /* the matrix-vector kernels at every M (past the crossover: test_matmul_tiled) */
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, 1));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_FORCE_MATMUL_KERNEL, 1));
   vkrt_status s = vkrt_op_matmul(&d, &w, &x);
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0));
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_QUANT_VARIANT, 0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_FORCE_MATMUL_KERNEL, 0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_QUANT_VARIANT, 0));
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
-  vkt_check(app, vkrt_tuning_counters_get(app, 0, &ran1));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &ran1));
   assert_int_equal(ran1.quant_matvec - ran0.quant_matvec, 1);
   /* the read pattern: the forced one, else the most preferred one the layout allows (words:
    * any; vec16: rows and x 16-byte aligned, Q8_0 rows of 8k blocks; lanew: rows 4-byte
@@ -240,7 +240,7 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
    * Q4_K rows 8-byte aligned) */
   int64_t blocks = c->K / vkrt_type_block(wt);
   bool x16 = c->x_off % 16 == 0 && (c->K * 4) % 16 == 0;
-  bool fits[VKRT_TUNING_QUANT_READ_COUNT] = {
+  bool fits[VKRT_LAB_QUANT_READ_COUNT] = {
       true,
       c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0 && x16 &&
           (wt != VKRT_TYPE_Q8_0 || blocks % 8 == 0),
@@ -250,19 +250,19 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
       /* q8x: one column, K <= 16384, Q4_K rows 16-byte aligned, integer dot products */
       c->M == 1 && c->K <= VKRT_ACTIVATIONS_Q8_MAX_K && x16 &&
           (wt == VKRT_TYPE_Q8_0 || (c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0)) &&
-          vkrt_tuning_variant_usable(app, 0, VKRT_TUNING_QUANT_VARIANT, q8x_variant())};
-  int want = c->variant ? vkrt_tuning_quant_read_of(c->variant) : -1;
-  if (want == VKRT_TUNING_QUANT_READ_Q8X && c->M > 1) /* M > 1: kspace's kernel */
-    want = VKRT_TUNING_QUANT_READ_KSPACE;
-  if (want < 0 && c->q8 && fits[VKRT_TUNING_QUANT_READ_Q8X])
-    want = VKRT_TUNING_QUANT_READ_Q8X;
-  for (int i = 0; want < 0 && i < VKRT_TUNING_QUANT_READ_COUNT - 1; i++) {
-    int kind = vkrt_tuning_quant_read_of(vkrt_tuning_quant_preference(wt, i));
-    assert_in_range(kind, 0, VKRT_TUNING_QUANT_READ_COUNT - 1);
+          vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant())};
+  int want = c->variant ? vkrt_lab_quant_read_of(c->variant) : -1;
+  if (want == VKRT_LAB_QUANT_READ_Q8X && c->M > 1) /* M > 1: kspace's kernel */
+    want = VKRT_LAB_QUANT_READ_KSPACE;
+  if (want < 0 && c->q8 && fits[VKRT_LAB_QUANT_READ_Q8X])
+    want = VKRT_LAB_QUANT_READ_Q8X;
+  for (int i = 0; want < 0 && i < VKRT_LAB_QUANT_READ_COUNT - 1; i++) {
+    int kind = vkrt_lab_quant_read_of(vkrt_lab_quant_preference(wt, i));
+    assert_in_range(kind, 0, VKRT_LAB_QUANT_READ_COUNT - 1);
     if (fits[kind])
       want = kind;
   }
-  for (int i = 0; i < VKRT_TUNING_QUANT_READ_COUNT; i++)
+  for (int i = 0; i < VKRT_LAB_QUANT_READ_COUNT; i++)
     if (ran1.quant_read[i] - ran0.quant_read[i] != (i == want ? 1u : 0u))
       fail_msg("%s K %lld w_off %llu x_off %llu: read pattern %d not taken", vkrt_type_str(wt),
                (long long)c->K, (unsigned long long)c->w_off, (unsigned long long)c->x_off, want);
@@ -278,7 +278,7 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
           mag += fabs((double)wr[k] * xr[k]);
         }
         double tol = 4e-6 * mag * sqrt((double)c->K) + 1e-30;
-        if (want == VKRT_TUNING_QUANT_READ_Q8X) /* x rounded to 8 bits: that exactly */
+        if (want == VKRT_LAB_QUANT_READ_Q8X) /* x rounded to 8 bits: that exactly */
           sum = q8x_reference(wr, mins ? mins + (wr - wf) : NULL, xr, c->K, &tol);
         uint64_t a = d.offset + n * 4 + m * d.nb[1] + i2 * d.nb[2];
         float g;
@@ -336,8 +336,14 @@ static void test_quant_matmul(void **state) {
         c.w_off += 2; /* Q4_K offsets are whole words */
       run_quant_matmul(app, wt, &c);
     }
-    /* every variant on an aligned shape; the 16-byte ones refuse unaligned rows */
-    for (int v = 1; v <= vkrt_tuning_variant_count(VKRT_TUNING_QUANT_VARIANT); v++) {
+    /* every variant on an aligned shape (those dev0 can run: the forcing-only kernels are
+     * built with CONFIG_VKRT_LAB_KERNEL_VARIANTS); the 16-byte ones refuse unaligned rows */
+    for (int v = 1; v <= vkrt_lab_variant_count(VKRT_LAB_QUANT_VARIANT); v++) {
+      if (!vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, v)) {
+        print_message("vkrt-test: %s variant %s: not usable on dev0 in this build\n",
+                      vkrt_type_str(wt), vkrt_lab_variant_name(VKRT_LAB_QUANT_VARIANT, v));
+        continue;
+      }
       struct mm_case c = {16 * B, 37, 1, 1, 1, 0, 0, 0, v, SCALE_NORMAL};
       run_quant_matmul(app, wt, &c);
       c.M = 3;
@@ -354,9 +360,9 @@ static void test_quant_matmul(void **state) {
       vkrt_tensor w = block_tensor(wb, 4, wt, 2 * B, 3, 1, 0);
       vkrt_tensor x = vkrt_tensor_contiguous(xb, 0, VKRT_TYPE_F32, 2 * B, 1, 1, 1);
       vkrt_tensor d = vkrt_tensor_contiguous(db, 0, VKRT_TYPE_F32, 3, 1, 1, 1);
-      vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_QUANT_VARIANT, 2));
+      vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_QUANT_VARIANT, 2));
       assert_int_equal(vkrt_op_matmul(&d, &w, &x), VKRT_ERROR_UNAVAILABLE);
-      vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_QUANT_VARIANT, 0));
+      vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_QUANT_VARIANT, 0));
       assert_non_null(strstr(vkrt_last_error(app), "not aligned for it"));
       vkt_check(app, vkrt_finish(app, 0));
       vkrt_buffer_destroy(wb);
@@ -382,7 +388,7 @@ static void test_quant_q8_activations(void **state) {
   assert_non_null(strstr(msg, "quant_activations"));
   o.quant_activations = VKRT_ACTIVATIONS_Q8;
   vkrt_appliance *app = vkt_open(&o);
-  if (!vkrt_tuning_variant_usable(app, 0, VKRT_TUNING_QUANT_VARIANT, q8x_variant()))
+  if (!vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant()))
     print_message("dev0 has no integer dot products: every case below takes the f32 kernels\n");
   for (unsigned t = 0; t < 2; t++) {
     vkrt_type wt = qtypes[t];
@@ -431,11 +437,11 @@ static void run_dequant(vkrt_appliance *app, vkrt_type st, vkrt_type dt, int64_t
   uint8_t *before = malloc(db.size);
   memcpy(before, db.map, db.size);
   float *ref = dequant_rows(sb.map, &s);
-  vkrt_tuning_counters ran0, ran1;
-  vkt_check(app, vkrt_tuning_counters_get(app, 0, &ran0));
+  vkrt_lab_counters ran0, ran1;
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &ran0));
   vkt_check(app, vkrt_op_copy(&d, &s));
   vkt_check(app, vkrt_finish(app, 0));
-  vkt_check(app, vkrt_tuning_counters_get(app, 0, &ran1));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &ran1));
   assert_int_equal(ran1.dequant - ran0.dequant, 1);
   for (int64_t i2 = 0; i2 < b2; i2++)
     for (int64_t n = 0; n < N; n++)

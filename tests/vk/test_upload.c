@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "../common/vk_test.h"
-#include "vkrt/vkrt_tuning.h"
+#include "vkrt/vkrt_lab.h"
 
 #define KIB (1u << 10)
 #define MIB (1u << 20)
@@ -66,15 +66,15 @@ static void options_for(vkrt_options *o, uint32_t policy_plus_one, uint32_t faul
 /* Expectations come from the capability snapshot, never a driver name: whether device d's
  * driver refuses to import file-backed pages (NVIDIA 580, RADV, or the fault acting as one). */
 static bool refuses_file_backed(vkrt_appliance *app, uint32_t d) {
-  vkrt_tuning_device t;
-  vkt_check(app, vkrt_tuning_device_get(app, d, &t));
+  vkrt_lab_device t;
+  vkt_check(app, vkrt_lab_device_get(app, d, &t));
   return t.refuses_file_backed;
 }
 
-/* The registry's regions, live chunks and pre-staged bytes (vkrt_tuning_import). */
-static vkrt_tuning_import import_state(vkrt_appliance *app) {
-  vkrt_tuning_import t;
-  vkt_check(app, vkrt_tuning_import_get(app, &t));
+/* The registry's regions, live chunks and pre-staged bytes (vkrt_lab_import). */
+static vkrt_lab_import import_state(vkrt_appliance *app) {
+  vkrt_lab_import t;
+  vkt_check(app, vkrt_lab_import_get(app, &t));
   return t;
 }
 
@@ -518,7 +518,7 @@ static void test_fault_no_host_import(void **state) {
   file_destroy(&f);
 }
 
-/* An import alignment larger than the page (64 KiB, vkrt_tuning_import_alignment_set, as a
+/* An import alignment larger than the page (64 KiB, vkrt_lab_import_alignment_set, as a
  * device could report it): a region not on a 64 KiB boundary would import bytes outside
  * the caller's pages, so import-then-prestage pre-stages and import-only refuses. */
 static void test_alignment_above_page(void **state) {
@@ -535,7 +535,7 @@ static void test_alignment_above_page(void **state) {
     options_for(&o, 1 + policy, 0, 0);
     vkrt_appliance *app = vkt_open(&o);
     for (uint32_t d = 0; d < vkrt_device_count(app); d++)
-      vkt_check(app, vkrt_tuning_import_alignment_set(app, d, 64 * KIB));
+      vkt_check(app, vkrt_lab_import_alignment_set(app, d, 64 * KIB));
     vkrt_register_info info;
     vkrt_status s = vkrt_host_register(app, region, size, NULL, NULL, &info);
     if (policy == VKRT_IMPORT_POLICY_IMPORT_ONLY) {
@@ -576,7 +576,7 @@ static void test_prestage_budget(void **state) {
   o.log_user = &cap;
   vkrt_appliance *app = vkt_open(&o);
   /* A 3 MiB budget instead of the Kconfig value. */
-  vkt_check(app, vkrt_tuning_prestage_budget_set(app, 3 * MIB));
+  vkt_check(app, vkrt_lab_prestage_budget_set(app, 3 * MIB));
   uint8_t *anon = malloc(2 * MIB);
   assert_non_null(anon);
   vkt_fill_random(anon, 2 * MIB, &seed);
@@ -1071,14 +1071,14 @@ static void test_describe(void **state) {
   options_for(&o, 0, 0, 0);
   vkrt_appliance *app = vkt_open(&o);
   char text[4096], json[4096];
-  size_t n = vkrt_tuning_import_describe(app, false, text, sizeof(text));
+  size_t n = vkrt_lab_import_describe(app, false, text, sizeof(text));
   assert_true(n > 0 && n < sizeof(text));
   fprintf(stderr, "%s", text);
   assert_non_null(strstr(text, "vkrt: dev0 import: "));
   assert_non_null(strstr(text, "policy "));
   assert_non_null(strstr(text, "external_memory_host yes"));
   assert_non_null(strstr(text, "chunk limit 65536"));
-  n = vkrt_tuning_import_describe(app, true, json, sizeof(json));
+  n = vkrt_lab_import_describe(app, true, json, sizeof(json));
   assert_true(n > 0 && n < sizeof(json));
   fprintf(stderr, "{%s}\n", json);
   assert_non_null(strstr(json, "\"import\": {\"policy\": \""));
@@ -1088,19 +1088,19 @@ static void test_describe(void **state) {
   assert_non_null(mem);
   memset(mem, 1, 16 * KIB);
   vkt_check(app, vkrt_host_register(app, mem, 16 * KIB, NULL, NULL, NULL));
-  n = vkrt_tuning_import_describe(app, false, text, sizeof(text));
+  n = vkrt_lab_import_describe(app, false, text, sizeof(text));
   assert_true(n < sizeof(text));
   assert_non_null(strstr(text, "vkrt: region ["));
   assert_non_null(strstr(text, "dev1 imported (1 chunks"));
-  n = vkrt_tuning_import_describe(app, true, json, sizeof(json));
+  n = vkrt_lab_import_describe(app, true, json, sizeof(json));
   assert_true(n < sizeof(json));
   assert_non_null(strstr(json, "\"registered\": [{\"ptr\""));
   vkt_check(app, vkrt_host_unregister(app, mem));
   free(mem);
-  n = vkrt_tuning_import_describe(app, true, json, sizeof(json));
+  n = vkrt_lab_import_describe(app, true, json, sizeof(json));
   /* Too small a buffer: the needed length, NUL-terminated. */
   char tiny[8];
-  assert_int_equal(vkrt_tuning_import_describe(app, true, tiny, sizeof(tiny)), n);
+  assert_int_equal(vkrt_lab_import_describe(app, true, tiny, sizeof(tiny)), n);
   assert_int_equal(strlen(tiny), sizeof(tiny) - 1);
   vkt_close(app);
 }

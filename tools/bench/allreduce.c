@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "bench.h"
-#include "vkrt/vkrt_tuning.h"
 #include "../hosts.h"
 
 #define STAGING_BYTES (4u << 20)
@@ -114,11 +113,9 @@ static int usage(void) {
 
 static uint64_t timeout_ns; /* --timeout-ms; 0 = the board's */
 
-/* --latency: the raw floors (us, median; 0 = not measurable here). A collective between two
- * devices costs at least two hand-overs (to the peer and back). */
-static struct {
-  double one_queue, queues_gpu, queues_relay, devices_gpu, devices_relay;
-} floors;
+/* --latency: the raw floors (0 = not measurable here). A collective between two devices costs
+ * at least two hand-overs (to the peer and back). */
+static struct bench_floors floors;
 static bool latency;
 
 /* One line per transport at the end of the run, whatever happened to it (a tail of the
@@ -291,17 +288,18 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
         free(done);
         return 1;
       }
-      /* submits each device's stream made inside the calls (not those of the finishes) */
+      /* submits each device's stream made inside the calls (not those of the finishes; the
+       * lab counts them) */
       uint64_t inside = 0;
       for (int i = 0; i < iters && !rc; i++) {
-        vkrt_tuning_stream before[VKRT_MAX_DEVICES], after;
-        for (uint32_t d = 0; d < b.n; d++)
-          vkrt_tuning_stream_get(app, d, &before[d]);
+        vkrt_lab_stream before[VKRT_MAX_DEVICES], after;
+        for (uint32_t d = 0; IS_ENABLED(CONFIG_VKRT_LAB) && d < b.n; d++)
+          vkrt_lab_stream_get(app, d, &before[d]);
         double t0 = bench_now_s(), c0 = bench_thread_cpu_s();
         rc |= check(app, vkrt_allreduce(app, &args), "allreduce");
         double t1 = bench_now_s(), c1 = bench_thread_cpu_s();
-        for (uint32_t d = 0; d < b.n; d++) {
-          vkrt_tuning_stream_get(app, d, &after);
+        for (uint32_t d = 0; IS_ENABLED(CONFIG_VKRT_LAB) && d < b.n; d++) {
+          vkrt_lab_stream_get(app, d, &after);
           inside += after.submitted - before[d].submitted;
         }
         for (uint32_t d = 0; d < b.n && !rc; d++)
@@ -312,7 +310,8 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
       }
       double caller_us = bench_median(caller, iters), done_us = bench_median(done, iters);
       double cpu_us = bench_median(cpu, iters);
-      double submits = (double)inside / ((double)iters * b.n);
+      double submits = IS_ENABLED(CONFIG_VKRT_LAB) ? (double)inside / ((double)iters * b.n)
+                                                   : -1; /* not counted without the lab */
       free(caller);
       free(cpu);
       free(done);
@@ -461,77 +460,6 @@ static void measure_floors(uint32_t devices, bool json) {
   vkrt_close(app);
 }
 
-/* --latency: median of N round trips of each raw floor, on an appliance of its own. */
-static double handover_us(vkrt_appliance *app, uint32_t from, uint32_t to, bool gpu_wait,
-                          const char *what) {
-  enum { N = 400 };
-  static double t[N];
-  vkrt_tuning_handover *h = NULL;
-  if (vkrt_tuning_handover_create(app, from, to, gpu_wait, &h) != VKRT_OK) {
-    printf("# floor %s: not measurable here: %s\n", what, vkrt_last_error(app));
-    return 0;
-  }
-  for (int i = -N / 10; i < N; i++) {
-    double t0 = bench_now_s();
-    if (vkrt_tuning_handover_round_trip(h) != VKRT_OK) {
-      printf("# floor %s: %s\n", what, vkrt_last_error(app));
-      vkrt_tuning_handover_destroy(h);
-      return 0;
-    }
-    if (i >= 0)
-      t[i] = (bench_now_s() - t0) * 1e6;
-  }
-  vkrt_tuning_handover_destroy(h);
-  return bench_median(t, N);
-}
-
-static void latency_floors(uint32_t devices, bool json) {
-  vkrt_options o;
-  vkrt_options_initialize(&o);
-  o.device_count = devices;
-  o.log_level = VKRT_LOG_WARN;
-  vkrt_appliance *app = NULL;
-  char why[1024];
-  if (vkrt_open(&o, &app, why, sizeof(why)) != VKRT_OK) {
-    fprintf(stderr, "# floors: cannot open: %s\n", why);
-    return;
-  }
-  enum { N = 400 };
-  static double t[N];
-  vkrt_buffer *target = NULL;
-  vkrt_tuning_raw *raw = NULL;
-  if (vkrt_buffer_create(app, 0, 4096, VKRT_BUFFER_DEVICE_LOCAL, &target) == VKRT_OK &&
-      vkrt_tuning_raw_create(target, &raw) == VKRT_OK) {
-    for (int i = -N / 10; i < N; i++) {
-      double t0 = bench_now_s();
-      if (vkrt_tuning_raw_round_trip(raw, VKRT_TUNING_RAW_SPIN) != VKRT_OK)
-        break;
-      if (i >= 0)
-        t[i] = (bench_now_s() - t0) * 1e6;
-    }
-    floors.one_queue = bench_median(t, N);
-  }
-  vkrt_tuning_raw_destroy(raw);
-  vkrt_buffer_destroy(target);
-  floors.queues_gpu = handover_us(app, 0, 0, true, "two queues of one device, GPU wait");
-  floors.queues_relay = handover_us(app, 0, 0, false, "two queues of one device, host relay");
-  if (vkrt_device_count(app) > 1) {
-    floors.devices_gpu = handover_us(app, 0, 1, true, "two devices, GPU wait");
-    floors.devices_relay = handover_us(app, 0, 1, false, "two devices, host relay");
-  }
-  if (json)
-    printf("\"latency_floors_us\": {\"one_queue\": %.2f, \"queues_gpu_wait\": %.2f, "
-           "\"queues_host_relay\": %.2f, \"devices_gpu_wait\": %.2f, "
-           "\"devices_host_relay\": %.2f}, ", floors.one_queue, floors.queues_gpu,
-           floors.queues_relay, floors.devices_gpu, floors.devices_relay);
-  else
-    printf("# raw floors (median of %d, us; 0 = not measurable here): one queue submit + spin "
-           "%.1f; queue -> transfer queue of dev0: GPU wait %.1f, host relay %.1f; dev0 -> dev1: "
-           "GPU wait %.1f, host relay %.1f\n", N, floors.one_queue, floors.queues_gpu,
-           floors.queues_relay, floors.devices_gpu, floors.devices_relay);
-  vkrt_close(app);
-}
-
 static int bench_allreduce(int argc, char **argv) {
   uint64_t min_bytes = 4, max_bytes = 256ull << 20;
   int iters = 20;
@@ -607,7 +535,7 @@ static int bench_allreduce(int argc, char **argv) {
   if (json)
     printf("{\"bench\": \"allreduce\", ");
   if (latency)
-    latency_floors(devices, json);
+    bench_latency_floors(devices, json, &floors);
   else
     measure_floors(devices, json);
   if (json)

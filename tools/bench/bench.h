@@ -7,7 +7,8 @@
 
 #include "vkrt/kconfig.h" /* IS_ENABLED and this build's CONFIG_ symbols */
 #include "vkrt/vkrt.h"
-#include "vkrt/vkrt_tuning.h" /* benches use vkrt.h, vkrt_mpi.h and this only */
+#include "vkrt/vkrt_lab.h" /* benches use vkrt.h, vkrt_mpi.h and this only; its functions
+                              exist with CONFIG_VKRT_LAB, and so do the files that call them */
 
 struct bench_command {
   const char *name;
@@ -53,6 +54,8 @@ static inline uint64_t bench_xorshift(uint64_t *state) {
 static inline uint64_t bench_align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 static inline uint64_t bench_align_down(uint64_t v, uint64_t a) { return v / a * a; }
 
+/* ---- with the lab only (CONFIG_VKRT_LAB; tools/Sources builds these files with it) ---- */
+
 /* Runs record(user), which records into device's stream, then vkrt_finish; *seconds is the
  * time between GPU timestamps around the recorded work when timer is non-NULL (the second
  * one after a full stream barrier when `barrier`), else (or when the timestamps cannot be
@@ -62,7 +65,24 @@ static inline uint64_t bench_align_down(uint64_t v, uint64_t a) { return v / a *
  * recording calls) and the whole, recording + submit + wait (what test-backend-ops perf
  * measures: the time the caller waits for the work). */
 extern double bench_last_record_s, bench_last_wall_s;
-vkrt_status bench_time_recorded(vkrt_appliance *app, uint32_t device, vkrt_tuning_timer *timer,
+vkrt_status bench_time_recorded(vkrt_appliance *app, uint32_t device, vkrt_lab_timer *timer,
                                 bool barrier, vkrt_status (*record)(void *user), void *user,
                                 double *seconds);
 
+/* The raw floors an allreduce between devices is held against (us, median; 0 = not
+ * measurable here): submit + spin on one queue, a hand-over to the device's transfer queue
+ * and to device 1, each by a GPU wait and by a host relay (allreduce --latency). Measured on
+ * an appliance of its own through the lab (floors.c); without it all 0, and a line says so. */
+struct bench_floors {
+  double one_queue, queues_gpu, queues_relay, devices_gpu, devices_relay;
+};
+#if IS_ENABLED(CONFIG_VKRT_LAB)
+void bench_latency_floors(uint32_t devices, bool json, struct bench_floors *out);
+#else
+static inline void bench_latency_floors(uint32_t devices, bool json, struct bench_floors *out) {
+  (void)devices;
+  *out = (struct bench_floors){0};
+  printf(json ? "\"latency_floors_us\": null, "
+              : "# raw floors: not in this build (the lab measures them: CONFIG_VKRT_LAB)\n");
+}
+#endif

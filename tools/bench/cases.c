@@ -988,8 +988,8 @@ struct cases_opts {
 struct cases_ctx {
   struct cases_opts o;
   vkrt_appliance *app;
-  vkrt_tuning_device td;
-  vkrt_tuning_timer *timer; /* NULL: wall clock */
+  vkrt_lab_device td;
+  vkrt_lab_timer *timer; /* NULL: wall clock */
   double copy_gbps; /* the plain 16-byte copy of this run: the HBM reference */
   double chain_us, independent_us; /* one small op behind a barrier, and without (measure_ops) */
   int results;
@@ -1144,8 +1144,8 @@ static uint64_t kv_bytes(const struct bench_case *bc) {
   return b;
 }
 
-static const char *path_name(const struct bench_case *bc, const vkrt_tuning_counters *before,
-                             const vkrt_tuning_counters *after) {
+static const char *path_name(const struct bench_case *bc, const vkrt_lab_counters *before,
+                             const vkrt_lab_counters *after) {
   if (after->attention > before->attention) {
     static char text[48];
     snprintf(text, sizeof(text), "attention, %" PRIu64 " splits",
@@ -1161,7 +1161,7 @@ static const char *path_name(const struct bench_case *bc, const vkrt_tuning_coun
   if (after->matmul_fallback > before->matmul_fallback) return "matvec (tiled not possible)";
   if (after->matmul_coopmat > before->matmul_coopmat) return "tiled matmul, coopmat";
   if (after->quant_matvec > before->quant_matvec) {
-    bool q8x = after->quant_read[VKRT_TUNING_QUANT_READ_Q8X] > before->quant_read[VKRT_TUNING_QUANT_READ_Q8X];
+    bool q8x = after->quant_read[VKRT_LAB_QUANT_READ_Q8X] > before->quant_read[VKRT_LAB_QUANT_READ_Q8X];
     if (bc->src[0].type == VKRT_TYPE_Q4_K)
       return q8x ? "matvec q4_K, 8-bit x" : "matvec q4_K";
     return q8x ? "matvec q8_0, 8-bit x" : "matvec q8_0";
@@ -1209,31 +1209,31 @@ static void report_error(struct cases_ctx *c, int line, const char *name, const 
  * matrix), set for both M classes so the case's M picks it, each verified and timed. */
 static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint8_t *got,
                         uint64_t dsize, const float *ref, const float *tol, uint64_t bytes) {
-  static const vkrt_tuning_matmul_tile portable[] = {
+  static const vkrt_lab_matmul_tile portable[] = {
       {256, 64, 64, 4}, {256, 128, 64, 8}, {256, 128, 128, 8}, {256, 64, 32, 4},
       {256, 128, 32, 8}, {128, 64, 32, 4}, {128, 32, 32, 2}, {256, 64, 16, 4}, {64, 32, 16, 2}};
-  static const vkrt_tuning_matmul_tile coop[] = {
+  static const vkrt_lab_matmul_tile coop[] = {
       {256, 128, 128, 2}, {256, 128, 128, 4}, {256, 256, 64, 2}, {256, 128, 64, 2},
       {128, 64, 64, 2},   {128, 128, 32, 2},  {128, 64, 32, 2},  {256, 64, 32, 2},
       {128, 32, 32, 2},   {64, 32, 32, 2}};
-  const vkrt_tuning_matmul_tile *list = cm ? coop : portable;
+  const vkrt_lab_matmul_tile *list = cm ? coop : portable;
   size_t n = cm ? sizeof(coop) / sizeof(coop[0]) : sizeof(portable) / sizeof(portable[0]);
-  vkrt_tuning_tile_slot small = cm ? VKRT_TUNING_TILE_COOPMAT_SMALL : VKRT_TUNING_TILE_PORTABLE_SMALL;
-  vkrt_tuning_matmul_tile keep[2];
-  vkrt_tuning_matmul_tile_get(c->app, c->o.device, small, &keep[0]);
-  vkrt_tuning_matmul_tile_get(c->app, c->o.device, small + 1, &keep[1]);
+  vkrt_lab_tile_slot small = cm ? VKRT_LAB_TILE_COOPMAT_SMALL : VKRT_LAB_TILE_PORTABLE_SMALL;
+  vkrt_lab_matmul_tile keep[2];
+  vkrt_lab_matmul_tile_get(c->app, c->o.device, small, &keep[0]);
+  vkrt_lab_matmul_tile_get(c->app, c->o.device, small + 1, &keep[1]);
   double keep_warmup = c->o.warmup_ms;
   c->o.warmup_ms = fmin(keep_warmup, 30);
   if (c->o.json)
     printf(", \"tiles\": [");
   int nt = 0;
   for (size_t i = 0; i < n; i++) {
-    const vkrt_tuning_matmul_tile *t = &list[i];
+    const vkrt_lab_matmul_tile *t = &list[i];
     uint64_t vw = UINT64_MAX;
     double vt = -1, ve = 0;
     int vreps = 0;
-    if (vkrt_tuning_matmul_tile_set(c->app, c->o.device, small, t) != VKRT_OK ||
-        vkrt_tuning_matmul_tile_set(c->app, c->o.device, small + 1, t) != VKRT_OK)
+    if (vkrt_lab_matmul_tile_set(c->app, c->o.device, small, t) != VKRT_OK ||
+        vkrt_lab_matmul_tile_set(c->app, c->o.device, small + 1, t) != VKRT_OK)
       continue; /* not a tile this device takes (shared memory, invocations) */
     if (vkrt_cmd_fill(lc->dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
         record_case(lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
@@ -1252,8 +1252,8 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
              cm ? "coopmat" : "portable", t->bm, t->bn, t->wg, t->rm, vt * 1e6, vg,
              c->copy_gbps > 0 ? vg / c->copy_gbps : 0, vw == UINT64_MAX ? -1 : (int64_t)vw);
   }
-  vkrt_tuning_matmul_tile_set(c->app, c->o.device, small, &keep[0]);
-  vkrt_tuning_matmul_tile_set(c->app, c->o.device, small + 1, &keep[1]);
+  vkrt_lab_matmul_tile_set(c->app, c->o.device, small, &keep[0]);
+  vkrt_lab_matmul_tile_set(c->app, c->o.device, small + 1, &keep[1]);
   c->o.warmup_ms = keep_warmup;
   if (c->o.json)
     printf("]");
@@ -1325,8 +1325,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   }
 
   /* verify: poison (NaN in f32 and f16), one op, download, compare */
-  vkrt_tuning_counters before, after;
-  vkrt_tuning_counters_get(c->app, c->o.device, &before);
+  vkrt_lab_counters before, after;
+  vkrt_lab_counters_get(c->app, c->o.device, &before);
   vkrt_status s = vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu);
   if (s == VKRT_OK)
     s = record_case(&lc);
@@ -1338,7 +1338,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     snprintf(msg, sizeof(msg), "%s: %s", vkrt_status_str(s), vkrt_last_error(c->app));
     goto fail;
   }
-  vkrt_tuning_counters_get(c->app, c->o.device, &after);
+  vkrt_lab_counters_get(c->app, c->o.device, &after);
   const char *path = path_name(bc, &before, &after);
   double max_err;
   uint64_t wrong = count_wrong(&bc->dst, got, ref, tol, &max_err);
@@ -1394,8 +1394,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
 
   /* matrix-vector variants: the same case with every configuration, each verified */
   if (c->o.variants && bc->op == CASE_MUL_MAT && !strcmp(path, "matvec")) {
-    vkrt_tuning_matvec keep;
-    vkrt_tuning_matvec_get(c->app, c->o.device, bc->src[0].type, &keep);
+    vkrt_lab_matvec keep;
+    vkrt_lab_matvec_get(c->app, c->o.device, bc->src[0].type, &keep);
     static const uint32_t wgs[] = {64, 128, 256, 512}, rows[] = {1, 2, 4, 8},
                           unrolls[] = {1, 2, 4}, blocks[] = {1, 4};
     double keep_warmup = c->o.warmup_ms;
@@ -1407,7 +1407,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
       for (size_t r = 0; r < 4; r++)
         for (size_t u = 0; u < 3; u++)
           for (size_t b = 0; b < 2; b++) {
-            vkrt_tuning_matvec cfg = {wgs[a], rows[r], unrolls[u], blocks[b]};
+            vkrt_lab_matvec cfg = {wgs[a], rows[r], unrolls[u], blocks[b]};
             if (b && !(cfg.unroll == 2 && cfg.rows == 2)) /* grid size: one shape only */
               continue;
             /* registers (wg 64 is back: run 1 timed it at idle clocks); 8 rows only with
@@ -1419,7 +1419,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
             uint64_t vw = UINT64_MAX;
             double vt = -1, ve = 0;
             int vreps = 0;
-            if (vkrt_tuning_matvec_set(c->app, c->o.device, bc->src[0].type, &cfg) == VKRT_OK &&
+            if (vkrt_lab_matvec_set(c->app, c->o.device, bc->src[0].type, &cfg) == VKRT_OK &&
                 vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
                 record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
                 vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
@@ -1437,7 +1437,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
                      cfg.wg, cfg.rows, cfg.unroll, cfg.blocks, vt * 1e6, vg,
                      c->copy_gbps > 0 ? vg / c->copy_gbps : 0, vw == UINT64_MAX ? -1 : (int64_t)vw);
           }
-    vkrt_tuning_matvec_set(c->app, c->o.device, bc->src[0].type, &keep);
+    vkrt_lab_matvec_set(c->app, c->o.device, bc->src[0].type, &keep);
     c->o.warmup_ms = keep_warmup;
     if (c->o.json)
       printf("]");
@@ -1445,14 +1445,14 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   /* attention variants: split counts around the plan's and row passes per tile, each
    * verified (the planner's inputs for tuning it per device) */
   if (c->o.variants && fa) {
-    vkrt_tuning_attention plan;
+    vkrt_lab_attention plan;
     const struct case_tensor *q = &bc->src[0], *k = &bc->src[1];
     int nv = 0;
     if (c->o.json)
       printf(", \"variants\": [");
-    if (vkrt_tuning_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0], (uint32_t)q->ne[2],
-                                   (uint32_t)k->ne[2], (uint32_t)q->ne[1], (uint32_t)k->ne[1],
-                                   &plan) == VKRT_OK) {
+    if (vkrt_lab_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0], (uint32_t)q->ne[2],
+                                (uint32_t)k->ne[2], (uint32_t)q->ne[1], (uint32_t)k->ne[1],
+                                &plan) == VKRT_OK) {
       double keep_warmup = c->o.warmup_ms;
       c->o.warmup_ms = fmin(keep_warmup, 30);
       static const double factors[] = {0.25, 0.5, 1, 2, 4};
@@ -1463,14 +1463,14 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
           uint64_t vw = UINT64_MAX;
           double vt = -1, ve = 0;
           int vreps = 0;
-          vkrt_tuning_counters v0, v1;
-          vkrt_tuning_counters_get(c->app, c->o.device, &v0);
-          vkrt_tuning_attention vp;
-          vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_SPLITS, splits);
-          vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_UNROLL, unrolls[u]);
-          if (vkrt_tuning_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0],
-                                         (uint32_t)q->ne[2], (uint32_t)k->ne[2],
-                                         (uint32_t)q->ne[1], (uint32_t)k->ne[1], &vp) != VKRT_OK) {
+          vkrt_lab_counters v0, v1;
+          vkrt_lab_counters_get(c->app, c->o.device, &v0);
+          vkrt_lab_attention vp;
+          vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_SPLITS, splits);
+          vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_UNROLL, unrolls[u]);
+          if (vkrt_lab_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0],
+                                      (uint32_t)q->ne[2], (uint32_t)k->ne[2],
+                                      (uint32_t)q->ne[1], (uint32_t)k->ne[1], &vp) != VKRT_OK) {
             if (!c->o.json) /* not a variant this device can run (its shared memory) */
               printf("    variant splits %5u unroll %u: not on this device: %s\n", splits,
                      unrolls[u], vkrt_last_error(c->app));
@@ -1479,7 +1479,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
           if (vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
               record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
               vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
-            vkrt_tuning_counters_get(c->app, c->o.device, &v1);
+            vkrt_lab_counters_get(c->app, c->o.device, &v1);
             splits = (uint32_t)(v1.attention_splits - v0.attention_splits); /* as planned */
             vw = count_wrong(&bc->dst, got, ref, tol, &ve);
             vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
@@ -1497,8 +1497,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
                    unrolls[u], vt * 1e6, vr, vw == UINT64_MAX ? -1 : (int64_t)vw,
                    vw == UINT64_MAX ? vkrt_last_error(c->app) : "");
         }
-      vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_SPLITS, 0);
-      vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_ATTENTION_UNROLL, 0);
+      vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_SPLITS, 0);
+      vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_UNROLL, 0);
       c->o.warmup_ms = keep_warmup;
     }
     if (c->o.json)
@@ -1532,7 +1532,7 @@ struct plain_copy {
 
 static vkrt_status record_plain_copy(void *user) {
   struct plain_copy *p = user;
-  return vkrt_tuning_cmd_copy_bytes(p->dst, 0, p->src, 0, p->size, VKRT_TUNING_COPY_COMPUTE);
+  return vkrt_lab_cmd_copy_bytes(p->dst, 0, p->src, 0, p->size, VKRT_LAB_COPY_COMPUTE);
 }
 
 /* The cost of one op apart from what it moves: FLOOR_OPS 16-byte copies in one submission,
@@ -1681,18 +1681,18 @@ static int cmd_cases(int argc, char **argv) {
   c.app = bench_open(&options);
   vkrt_device_info info;
   if (vkrt_device_info_get(c.app, c.o.device, &info) != VKRT_OK ||
-      vkrt_tuning_device_get(c.app, c.o.device, &c.td) != VKRT_OK) {
+      vkrt_lab_device_get(c.app, c.o.device, &c.td) != VKRT_OK) {
     fprintf(stderr, "vkrt-bench cases: no usable device %u\n", c.o.device);
     vkrt_close(c.app);
     fclose(f);
     return 2;
   }
   if (c.o.tiled_copies >= 0)
-    vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_COPY_TRANSPOSED_TILED, c.o.tiled_copies);
+    vkrt_lab_set(c.app, c.o.device, VKRT_LAB_COPY_TRANSPOSED_TILED, c.o.tiled_copies);
   if ((c.o.min_m > 0 &&
-       vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_MATMUL_TILED_MIN_M, c.o.min_m) != VKRT_OK) ||
+       vkrt_lab_set(c.app, c.o.device, VKRT_LAB_MATMUL_TILED_MIN_M, c.o.min_m) != VKRT_OK) ||
       (c.o.coopmat >= 0 &&
-       vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_MATMUL_COOPMAT, c.o.coopmat) != VKRT_OK)) {
+       vkrt_lab_set(c.app, c.o.device, VKRT_LAB_MATMUL_COOPMAT, c.o.coopmat) != VKRT_OK)) {
     fprintf(stderr, "vkrt-bench cases: %s\n", vkrt_last_error(c.app));
     vkrt_close(c.app);
     fclose(f);
@@ -1705,13 +1705,13 @@ static int cmd_cases(int argc, char **argv) {
     c.o.target_ms = cpu ? 1 : 3;
   if (!c.o.warmup_set)
     c.o.warmup_ms = cpu ? 0 : 400;
-  vkrt_tuning_timer_create(c.app, c.o.device, &c.timer); /* NULL: no timestamps */
+  vkrt_lab_timer_create(c.app, c.o.device, &c.timer); /* NULL: no timestamps */
   measure_copy(&c);
   measure_ops(&c);
-  vkrt_tuning_matvec mv16, mv32;
-  vkrt_tuning_matvec_get(c.app, c.o.device, VKRT_TYPE_F16, &mv16);
-  vkrt_tuning_matvec_get(c.app, c.o.device, VKRT_TYPE_F32, &mv32);
-  const vkrt_tuning_matvec *m16 = &mv16, *m32 = &mv32;
+  vkrt_lab_matvec mv16, mv32;
+  vkrt_lab_matvec_get(c.app, c.o.device, VKRT_TYPE_F16, &mv16);
+  vkrt_lab_matvec_get(c.app, c.o.device, VKRT_TYPE_F32, &mv32);
+  const vkrt_lab_matvec *m16 = &mv16, *m32 = &mv32;
   if (c.o.json) {
     printf("{\"bench\": \"cases\", \"file\": ");
     json_str(c.o.file);
@@ -1776,7 +1776,7 @@ static int cmd_cases(int argc, char **argv) {
              "(worst: %s at %.3f x)\n", WALL_MIN_US, c.wall_within, c.wall_cases, WALL_LIMIT,
              c.wall_cases ? c.wall_worst_name : "-", c.wall_worst);
   }
-  vkrt_tuning_timer_destroy(c.timer);
+  vkrt_lab_timer_destroy(c.timer);
   vkrt_close(c.app);
   return c.wrong_total ? 1 : 0;
 }

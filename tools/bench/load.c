@@ -30,7 +30,8 @@ struct load_opts {
   int iters;
   bool cold, json, progress, columns;
   uint64_t pitch;
-  vkrt_tuning_load knobs;
+  vkrt_lab_load knobs;
+  bool knobs_given;
 };
 
 static double rate(uint64_t bytes, double seconds) {
@@ -176,13 +177,14 @@ static int run(const struct load_opts *o) {
   vkrt_options_initialize(&opts);
   opts.device_count = o->devices;
   vkrt_appliance *app = bench_open(&opts);
-  if (vkrt_tuning_load_set(app, &o->knobs) != VKRT_OK) {
+  /* The knobs are the lab's: without it a load runs with the board's (each row says them). */
+  vkrt_lab_load k = {0};
+  if (IS_ENABLED(CONFIG_VKRT_LAB) && (vkrt_lab_load_set(app, &o->knobs) != VKRT_OK ||
+                                      vkrt_lab_load_get(app, &k) != VKRT_OK)) {
     fprintf(stderr, "vkrt-bench upload: %s\n", vkrt_last_error(app));
     vkrt_close(app);
     return 2;
   }
-  vkrt_tuning_load k;
-  vkrt_tuning_load_get(app, &k);
   const uint32_t n = vkrt_device_count(app);
   vkrt_buffer *dst[VKRT_MAX_DEVICES] = {0};
   int rc = 0;
@@ -220,10 +222,12 @@ static int run(const struct load_opts *o) {
     printf("vkrt-bench upload --file %s: %.1f MiB over %u device(s), split %s (%.1f MiB "
            "loaded); O_DIRECT read (dd iflag=direct, 1 thread) %.2f GB/s (cold %.2f GB/s); "
            "buffered read (1 thread) %.2f GB/s; pinned host-to-device (256 MiB registered, "
-           "dev0) %.2f GB/s\n  knobs: %u reading threads, chunks of %" PRIu64 " KiB x %u, blocks "
-           "of %" PRIu64 " KiB, rows under %" PRIu64 " bytes packed\n", o->file,
-           (double)size / (1 << 20), n, o->columns ? "columns" : "rows", (double)bytes / (1 << 20),
-           y.direct_warm, y.direct_cold, y.buffered, y.pinned, k.threads, k.chunk_bytes >> 10,
+           "dev0) %.2f GB/s\n", o->file, (double)size / (1 << 20), n,
+           o->columns ? "columns" : "rows", (double)bytes / (1 << 20), y.direct_warm,
+           y.direct_cold, y.buffered, y.pinned);
+  if (ranges && !o->json && IS_ENABLED(CONFIG_VKRT_LAB))
+    printf("  knobs: %u reading threads, chunks of %" PRIu64 " KiB x %u, blocks of %" PRIu64
+           " KiB, rows under %" PRIu64 " bytes packed\n", k.threads, k.chunk_bytes >> 10,
            k.chunks, k.block_bytes >> 10, k.gather_below);
   bool first = true;
   for (int cold = 0; ranges && cold < (can_drop ? 2 : 1) && rc == 0; cold++) {
@@ -276,7 +280,8 @@ static int usage(FILE *f) {
           "  --split     rows: an equal run of the file per device (default); columns: each\n"
           "              device the d-th column block of every --pitch-byte row (default 28672)\n"
           "  --threads, --chunk, --chunks, --block, --gather-below, --no-gather: the load's\n"
-          "              knobs (vkrt_tuning_load; default the board's)\n");
+          "              knobs (vkrt_lab_load: a build with CONFIG_VKRT_LAB; default the\n"
+          "              board's)\n");
   return f == stderr ? 2 : 0;
 }
 
@@ -312,6 +317,7 @@ int bench_load_file(int argc, char **argv) {
       o.json |= !strcmp(a, "--json");
       o.progress &= strcmp(a, "--no-progress") != 0;
       o.knobs.no_gather |= !strcmp(a, "--no-gather");
+      o.knobs_given |= !strcmp(a, "--no-gather");
       continue;
     }
     if (!strcmp(a, "--help") || !strcmp(a, "-h"))
@@ -336,11 +342,11 @@ int bench_load_file(int argc, char **argv) {
       o.columns = !strcmp(v, "columns");
       break;
     case 5: o.pitch = x; break;
-    case 6: o.knobs.threads = (uint32_t)x; break;
-    case 7: o.knobs.chunk_bytes = x; break;
-    case 8: o.knobs.chunks = (uint32_t)x; break;
-    case 9: o.knobs.block_bytes = x; break;
-    default: o.knobs.gather_below = x; break;
+    case 6: o.knobs.threads = (uint32_t)x; o.knobs_given = true; break;
+    case 7: o.knobs.chunk_bytes = x; o.knobs_given = true; break;
+    case 8: o.knobs.chunks = (uint32_t)x; o.knobs_given = true; break;
+    case 9: o.knobs.block_bytes = x; o.knobs_given = true; break;
+    default: o.knobs.gather_below = x; o.knobs_given = true; break;
     }
     if (which >= 2 && which != 4 && !size_ok)
       return usage(stderr);
@@ -349,5 +355,10 @@ int bench_load_file(int argc, char **argv) {
     parse_paths("all", o.want);
   if (!o.file || o.iters < 1 || o.iters > 64 || o.pitch == 0 || o.devices > VKRT_MAX_DEVICES)
     return usage(stderr);
+  if (o.knobs_given && !IS_ENABLED(CONFIG_VKRT_LAB)) {
+    fprintf(stderr, "vkrt-bench upload: the load's knobs need a build with the lab "
+            "(make <board>_defconfig lab.config)\n");
+    return 2;
+  }
   return run(&o);
 }

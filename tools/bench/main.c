@@ -94,33 +94,6 @@ bool bench_parse_size(const char *text, uint64_t *out) {
   return true;
 }
 
-double bench_last_record_s, bench_last_wall_s;
-
-vkrt_status bench_time_recorded(vkrt_appliance *app, uint32_t device, vkrt_tuning_timer *timer,
-                                bool barrier, vkrt_status (*record)(void *user), void *user,
-                                double *seconds) {
-  *seconds = -1;
-  vkrt_status s = timer ? vkrt_tuning_timer_begin(timer) : VKRT_OK;
-  if (s != VKRT_OK)
-    return s;
-  double w0 = bench_now_s();
-  s = record(user);
-  bench_last_record_s = bench_now_s() - w0;
-  if (s != VKRT_OK) {
-    vkrt_finish(app, device);
-    return s;
-  }
-  if (timer && (s = vkrt_tuning_timer_end(timer, barrier)) != VKRT_OK)
-    return s;
-  if ((s = vkrt_finish(app, device)) != VKRT_OK)
-    return s;
-  *seconds = bench_last_wall_s = bench_now_s() - w0;
-  double gpu;
-  if (timer && vkrt_tuning_timer_seconds(timer, &gpu) == VKRT_OK)
-    *seconds = gpu;
-  return VKRT_OK;
-}
-
 static int usage(FILE *f) {
   fprintf(f, "usage: vkrt-bench <command> [options]   (vkrt-bench <command> --help)\n"
              "       vkrt-bench --version\ncommands:\n");
@@ -152,6 +125,16 @@ int main(int argc, char **argv) {
   for (struct bench_command *c = commands; c; c = c->next)
     if (!strcmp(c->name, argv[1]))
       return c->run(argc - 1, argv + 1);
+  /* the commands tools/Sources builds only with the lab */
+  static const char *const need_the_lab[] = {"cases", "concat", "copy", "matmul", "quant",
+                                             "record", "sync", "transpose"};
+  for (size_t i = 0; !IS_ENABLED(CONFIG_VKRT_LAB) && i < sizeof(need_the_lab) / sizeof(*need_the_lab); i++)
+    if (!strcmp(need_the_lab[i], argv[1])) {
+      fprintf(stderr, "vkrt-bench: '%s' needs the lab, which this build leaves out "
+                      "(CONFIG_VKRT_LAB; a bench build: make <board>_defconfig lab.config)\n",
+              argv[1]);
+      return 2;
+    }
   fprintf(stderr, "vkrt-bench: unknown command '%s'\n", argv[1]);
   return usage(stderr);
 }

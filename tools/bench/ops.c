@@ -28,8 +28,8 @@ struct ops_opts {
 struct bench_ctx {
   struct ops_opts o;
   vkrt_appliance *app;
-  vkrt_tuning_device td;
-  vkrt_tuning_timer *timer; /* NULL: wall clock */
+  vkrt_lab_device td;
+  vkrt_lab_timer *timer; /* NULL: wall clock */
   int results;
   double copy_gbps; /* the copy_vec4 reference of this run */
 };
@@ -101,9 +101,9 @@ static bool setup(struct bench_ctx *c, int argc, char **argv) {
   }
   vkrt_device_info info;
   if (vkrt_device_info_get(c->app, c->o.device, &info) != VKRT_OK ||
-      vkrt_tuning_device_get(c->app, c->o.device, &c->td) != VKRT_OK ||
+      vkrt_lab_device_get(c->app, c->o.device, &c->td) != VKRT_OK ||
       (c->o.groups &&
-       vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_COPY_VEC4_MAX_GROUPS, c->o.groups) != VKRT_OK)) {
+       vkrt_lab_set(c->app, c->o.device, VKRT_LAB_COPY_VEC4_MAX_GROUPS, c->o.groups) != VKRT_OK)) {
     fprintf(stderr, "vkrt-bench: %s\n", vkrt_last_error(c->app));
     vkrt_close(c->app);
     return false;
@@ -120,8 +120,8 @@ static bool setup(struct bench_ctx *c, int argc, char **argv) {
   }
   if (!c->o.iters)
     c->o.iters = cpu ? 5 : 20;
-  vkrt_tuning_timer_create(c->app, c->o.device, &c->timer); /* NULL: no timestamps */
-  const char *copy_path = vkrt_tuning_copy_path(c->app, c->o.device);
+  vkrt_lab_timer_create(c->app, c->o.device, &c->timer); /* NULL: no timestamps */
+  const char *copy_path = vkrt_lab_copy_path(c->app, c->o.device);
   if (c->o.json)
     printf("{\"bench\": \"%s\", \"device\": \"%s\", \"driver\": \"%s\", \"timer\": \"%s\", "
            "\"iters\": %d, \"size\": %" PRIu64 ", \"copy_path\": \"%s\", \"results\": [",
@@ -137,7 +137,7 @@ static bool setup(struct bench_ctx *c, int argc, char **argv) {
 static int teardown(struct bench_ctx *c, int rc) {
   if (c->o.json)
     printf("]}\n");
-  vkrt_tuning_timer_destroy(c->timer);
+  vkrt_lab_timer_destroy(c->timer);
   vkrt_close(c->app);
   return rc;
 }
@@ -226,13 +226,13 @@ static vkrt_buffer *buffer(struct bench_ctx *c, uint64_t size) {
 struct bytes_args {
   vkrt_buffer *dst, *src;
   uint64_t size;
-  vkrt_tuning_copy path;
+  vkrt_lab_copy path;
 };
 
 static vkrt_status rec_copy_bytes(struct bench_ctx *c, void *user) {
   (void)c;
   struct bytes_args *a = user;
-  return vkrt_tuning_cmd_copy_bytes(a->dst, 0, a->src, 0, a->size, a->path);
+  return vkrt_lab_cmd_copy_bytes(a->dst, 0, a->src, 0, a->size, a->path);
 }
 
 struct op2_args {
@@ -243,7 +243,7 @@ struct op2_args {
 
 static vkrt_status rec_op(struct bench_ctx *c, void *user) {
   struct op2_args *a = user;
-  vkrt_status s = vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_FORCE_CONCAT_GENERIC, a->generic);
+  vkrt_status s = vkrt_lab_set(c->app, c->o.device, VKRT_LAB_FORCE_CONCAT_GENERIC, a->generic);
   if (s != VKRT_OK)
     return s;
   switch (a->kind) {
@@ -257,14 +257,14 @@ static vkrt_status rec_op(struct bench_ctx *c, void *user) {
     break;
   }
   }
-  vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_FORCE_CONCAT_GENERIC, 0);
+  vkrt_lab_set(c->app, c->o.device, VKRT_LAB_FORCE_CONCAT_GENERIC, 0);
   return s;
 }
 
 /* The reference every table divides by: copy_vec4 over `size` bytes (read + written). */
 static bool measure_copy_kernel(struct bench_ctx *c, vkrt_buffer *dst, vkrt_buffer *src,
                                 uint64_t size) {
-  struct bytes_args a = {dst, src, size, VKRT_TUNING_COPY_COMPUTE};
+  struct bytes_args a = {dst, src, size, VKRT_LAB_COPY_COMPUTE};
   double t = time_op(c, rec_copy_bytes, &a);
   if (t <= 0)
     return false;
@@ -296,13 +296,13 @@ static int cmd_copy(int argc, char **argv) {
   if (!src || !dst)
     return teardown(&c, 1);
   measure_copy_kernel(&c, dst, src, size);
-  struct bytes_args tr = {dst, src, size, VKRT_TUNING_COPY_TRANSFER};
+  struct bytes_args tr = {dst, src, size, VKRT_LAB_COPY_TRANSFER};
   report(&c, "vkCmdCopyBuffer", time_op(&c, rec_copy_bytes, &tr), 2 * size, 0, NULL);
   /* the library's own dense copy: whichever path this device prefers */
   struct op2_args dense = {.dst = tensor2(dst, VKRT_TYPE_F32, 4096, (int64_t)(size / 16384)),
                            .src = tensor2(src, VKRT_TYPE_F32, 4096, (int64_t)(size / 16384))};
   report(&c, "vkrt_op_copy dense f32", time_op(&c, rec_op, &dense), 2 * size, 0,
-         vkrt_tuning_copy_path(c.app, c.o.device));
+         vkrt_lab_copy_path(c.app, c.o.device));
   /* strided: dst rows padded, so the per-element kernel runs */
   int64_t rows = (int64_t)(size / 16384);
   struct op2_args strided = dense;
@@ -343,27 +343,27 @@ static int cmd_transpose(int argc, char **argv) {
   char name[96];
   struct op2_args t = {.kind = 1, .dst = tensor2(dst, c.o.type, n, n), .src = tensor2(src, c.o.type, n, n)};
   snprintf(name, sizeof(name), "transpose %s %" PRId64 "x%" PRId64, c.o.type ? "f16" : "f32", n, n);
-  vkrt_tuning_counters before, after;
-  vkrt_tuning_counters_get(c.app, c.o.device, &before);
+  vkrt_lab_counters before, after;
+  vkrt_lab_counters_get(c.app, c.o.device, &before);
   double tt = time_op(&c, rec_op, &t);
-  vkrt_tuning_counters_get(c.app, c.o.device, &after);
+  vkrt_lab_counters_get(c.app, c.o.device, &after);
   report(&c, name, tt, 2 * bytes, 0,
          after.transpose_x2 > before.transpose_x2 ? "tiled, element pairs" : "tiled");
-  vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_FORCE_TRANSPOSE_SCALAR, 1);
+  vkrt_lab_set(c.app, c.o.device, VKRT_LAB_FORCE_TRANSPOSE_SCALAR, 1);
   snprintf(name, sizeof(name), "transpose %s %" PRId64 "x%" PRId64 " scalar", c.o.type ? "f16" : "f32", n, n);
   report(&c, name, time_op(&c, rec_op, &t), 2 * bytes, 0, "tiled, one element per access");
-  vkrt_tuning_set(c.app, c.o.device, VKRT_TUNING_FORCE_TRANSPOSE_SCALAR, 0);
+  vkrt_lab_set(c.app, c.o.device, VKRT_LAB_FORCE_TRANSPOSE_SCALAR, 0);
   /* the f32 alternatives the default was chosen over (H200: plain tile order 0.81, element
    * pairs 0.45 of the copy kernel, against 0.84) */
-  const vkrt_tuning_knob tv = VKRT_TUNING_TRANSPOSE_VARIANT;
-  for (int v = 1; c.o.type == VKRT_TYPE_F32 && v <= vkrt_tuning_variant_count(tv); v++) {
-    if (!vkrt_tuning_variant_usable(c.app, c.o.device, tv, v))
+  const vkrt_lab_knob tv = VKRT_LAB_TRANSPOSE_VARIANT;
+  for (int v = 1; c.o.type == VKRT_TYPE_F32 && v <= vkrt_lab_variant_count(tv); v++) {
+    if (!vkrt_lab_variant_usable(c.app, c.o.device, tv, v))
       continue;
-    vkrt_tuning_set(c.app, c.o.device, tv, v);
+    vkrt_lab_set(c.app, c.o.device, tv, v);
     snprintf(name, sizeof(name), "transpose f32 %" PRId64 "x%" PRId64 " %s", n, n,
-             vkrt_tuning_variant_name(tv, v));
+             vkrt_lab_variant_name(tv, v));
     report(&c, name, time_op(&c, rec_op, &t), 2 * bytes, 0, NULL);
-    vkrt_tuning_set(c.app, c.o.device, tv, 0);
+    vkrt_lab_set(c.app, c.o.device, tv, 0);
   }
   /* dims 0 and 1 of a 4-D tensor: 4 slabs */
   int64_t q = n / 2;
@@ -400,10 +400,10 @@ static int cmd_concat(int argc, char **argv) {
   generic.generic = true;
   char name[128];
   const char *tn = c.o.type ? "f16" : "f32";
-  vkrt_tuning_counters before, after;
-  vkrt_tuning_counters_get(c.app, c.o.device, &before);
+  vkrt_lab_counters before, after;
+  vkrt_lab_counters_get(c.app, c.o.device, &before);
   double tf = time_op(&c, rec_op, &fast);
-  vkrt_tuning_counters_get(c.app, c.o.device, &after);
+  vkrt_lab_counters_get(c.app, c.o.device, &after);
   bool took_fast = after.concat_fast > before.concat_fast;
   snprintf(name, sizeof(name), "concat dim0 %s b transposed: fast path", tn);
   report(&c, name, tf, 2 * bytes, 0, took_fast ? "copy + tiled transpose" : "FAST PATH NOT TAKEN");
@@ -498,10 +498,10 @@ struct quant_args {
 
 static vkrt_status rec_quant(struct bench_ctx *c, void *user) {
   struct quant_args *a = user;
-  vkrt_status s = vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_QUANT_VARIANT, a->variant);
+  vkrt_status s = vkrt_lab_set(c->app, c->o.device, VKRT_LAB_QUANT_VARIANT, a->variant);
   if (s == VKRT_OK)
     s = vkrt_op_matmul(&a->dst, &a->w[a->next], &a->x);
-  vkrt_tuning_set(c->app, c->o.device, VKRT_TUNING_QUANT_VARIANT, 0);
+  vkrt_lab_set(c->app, c->o.device, VKRT_LAB_QUANT_VARIANT, 0);
   a->next = (a->next + 1) % a->copies;
   return s;
 }
@@ -561,14 +561,14 @@ static int cmd_quant(int argc, char **argv) {
     int M = ms[mi];
     a.x = vkrt_tensor_contiguous(x, 0, VKRT_TYPE_F32, K, M, 1, 1);
     a.dst = vkrt_tensor_contiguous(d, 0, VKRT_TYPE_F32, N, M, 1, 1);
-    int variants = M == 1 ? vkrt_tuning_variant_count(VKRT_TUNING_QUANT_VARIANT) : 0;
+    int variants = M == 1 ? vkrt_lab_variant_count(VKRT_LAB_QUANT_VARIANT) : 0;
     for (int v = M == 1 ? 1 : 0; v <= variants; v++) {
       if (c.o.variant && M == 1 && v != c.o.variant)
         continue;
       a.variant = v;
       uint64_t moved = wbytes + (uint64_t)K * 4 * M + (uint64_t)N * 4 * M;
       snprintf(name, sizeof(name), "%s K=%" PRId64 " N=%" PRId64 " M=%d %s", vkrt_type_str(wt), K,
-               N, M, v ? vkrt_tuning_variant_name(VKRT_TUNING_QUANT_VARIANT, v) : "default");
+               N, M, v ? vkrt_lab_variant_name(VKRT_LAB_QUANT_VARIANT, v) : "default");
       snprintf(note, sizeof(note), "weights %.1f MB, %d copies cycled", wbytes / 1e6, copies);
       report(&c, name, time_op(&c, rec_quant, &a), moved, 2.0 * K * N * M, note);
     }

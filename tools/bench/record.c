@@ -1,7 +1,7 @@
 /* vkrt-bench record: host time per recorded op, no submit. For each decode op (matvec,
  * copy, rms_norm, rope, set_rows, get_rows, attention, add, swiglu, and a 64-byte fill as the
  * floor) --ops calls back to back on one device with the stream's own submits turned off
- * (VKRT_TUNING_STREAM_FLUSH_OPS 0), timed around the calls only; then vkrt_finish, untimed.
+ * (VKRT_LAB_STREAM_FLUSH_OPS 0), timed around the calls only; then vkrt_finish, untimed.
  * Median and minimum over --rounds of the host microseconds per op, by the wall clock and by
  * the thread's CPU time (the same on an idle machine; on a loaded one the CPU time is the
  * work and the wall clock adds the time the thread was not running). This is the cost a
@@ -160,8 +160,8 @@ static int cmd_record(int argc, char **argv) {
       n % 64)
     return 2;
   struct rec_bench b = {.app = bench_open(NULL), .device = device};
-  vkrt_tuning_device td;
-  vkrt_status s = vkrt_tuning_device_get(b.app, device, &td);
+  vkrt_lab_device td;
+  vkrt_status s = vkrt_lab_device_get(b.app, device, &td);
   if (s != VKRT_OK) {
     int rc = fail(b.app, "device", s);
     vkrt_close(b.app);
@@ -171,8 +171,8 @@ static int cmd_record(int argc, char **argv) {
   int64_t keep_flush = 0;
   int rc = 0, rows = 0;
   if ((s = create_buffers(&b)) != VKRT_OK ||
-      (s = vkrt_tuning_get(b.app, device, VKRT_TUNING_STREAM_FLUSH_OPS, &keep_flush)) != VKRT_OK ||
-      (s = vkrt_tuning_set(b.app, device, VKRT_TUNING_STREAM_FLUSH_OPS, 0)) != VKRT_OK)
+      (s = vkrt_lab_get(b.app, device, VKRT_LAB_STREAM_FLUSH_OPS, &keep_flush)) != VKRT_OK ||
+      (s = vkrt_lab_set(b.app, device, VKRT_LAB_STREAM_FLUSH_OPS, 0)) != VKRT_OK)
     rc = fail(b.app, "setup", s);
   if (!rc && json)
     printf("{\"bench\": \"record\", \"device\": %u, \"n\": %lld, \"ops\": %d, \"rounds\": %d, "
@@ -200,8 +200,8 @@ static int cmd_record(int argc, char **argv) {
       break;
     }
     double per[MAX_ROUNDS], cpu[MAX_ROUNDS];
-    vkrt_tuning_stream st0, st1;
-    vkrt_tuning_stream_get(b.app, device, &st0);
+    vkrt_lab_stream st0, st1;
+    vkrt_lab_stream_get(b.app, device, &st0);
     for (int r = 0; r < rounds && !rc; r++) {
       double t0 = bench_now_s(), c0 = bench_thread_cpu_s();
       for (int i = 0; i < ops && s == VKRT_OK; i++)
@@ -213,7 +213,7 @@ static int cmd_record(int argc, char **argv) {
     }
     if (rc)
       break;
-    vkrt_tuning_stream_get(b.app, device, &st1);
+    vkrt_lab_stream_get(b.app, device, &st1);
     double barriers = (double)(st1.barriers - st0.barriers) / ((double)ops * rounds);
     double med = bench_median(per, rounds), min = per[0];
     double cpu_med = bench_median(cpu, rounds), cpu_min = cpu[0];
@@ -228,7 +228,7 @@ static int cmd_record(int argc, char **argv) {
   }
   if (!rc && json)
     printf("]}\n");
-  vkrt_tuning_set(b.app, device, VKRT_TUNING_STREAM_FLUSH_OPS, keep_flush);
+  vkrt_lab_set(b.app, device, VKRT_LAB_STREAM_FLUSH_OPS, keep_flush);
   destroy_buffers(&b);
   vkrt_close(b.app);
   return rc;

@@ -1,5 +1,5 @@
 /* vkrt-bench sync: the submit + wait floors of the raw Vulkan queue next to libvkrt's, in
- * one run on one device. Raw floors (vkrt_tuning_raw of vkrt/vkrt_tuning.h, so the bench
+ * one run on one device. Raw floors (vkrt_lab_raw of vkrt/vkrt_lab.h, so the bench
  * needs no Vulkan) use the device's own queue and a private timeline semaphore / fence: an empty submit signalling a timeline value, waited by spinning on
  * vkGetSemaphoreCounterValue, by vkWaitSemaphores, and an empty submit with a fence
  * (vkWaitForFences). libvkrt: vkrt_submit of nothing + vkrt_wait, a 4-byte vkrt_cmd_fill +
@@ -11,21 +11,21 @@
 #include <string.h>
 
 #include "bench.h"
-#include "vkrt/vkrt_tuning.h"
+#include "vkrt/vkrt_lab.h"
 
 struct sync_ctx {
   vkrt_appliance *app;
   uint32_t device;
-  vkrt_tuning_raw *raw; /* the raw Vulkan floors, run inside the library */
+  vkrt_lab_raw *raw; /* the raw Vulkan floors, run inside the library */
   vkrt_buffer *a, *b;
 };
 
-/* The first kinds are vkrt_tuning_raw_kind values in order. */
+/* The first kinds are vkrt_lab_raw_kind values in order. */
 enum sync_kind { RAW_SPIN, RAW_WAIT_SEMAPHORES, RAW_FENCE, RAW_FILL_SPIN, RAW_UPDATE_SPIN,
                  RAW_FILL_BARE_SPIN, RAW_FILL_DEVICE_SPIN, RAW_UPDATE_DEVICE_SPIN,
                  RAW_LEAD_FILL_SPIN, LIB_SUBMIT_WAIT, LIB_FILL_FINISH, LIB_OP_FINISH, SYNC_KINDS };
-_Static_assert(RAW_SPIN == (int)VKRT_TUNING_RAW_SPIN && RAW_FILL_SPIN == (int)VKRT_TUNING_RAW_FILL_SPIN &&
-               LIB_SUBMIT_WAIT == (int)VKRT_TUNING_RAW_KIND_COUNT, "sync kinds follow the raw kinds");
+_Static_assert(RAW_SPIN == (int)VKRT_LAB_RAW_SPIN && RAW_FILL_SPIN == (int)VKRT_LAB_RAW_FILL_SPIN &&
+               LIB_SUBMIT_WAIT == (int)VKRT_LAB_RAW_KIND_COUNT, "sync kinds follow the raw kinds");
 static const char *const sync_names[SYNC_KINDS] = {
   "raw: empty submit + timeline spin", "raw: empty submit + vkWaitSemaphores",
   "raw: empty submit + fence wait",    "raw: recorded 4 B fill + timeline spin",
@@ -51,7 +51,7 @@ static bool one(struct sync_ctx *c, enum sync_kind k) {
     return vkrt_op_copy(&d, &s) == VKRT_OK && vkrt_finish(c->app, c->device) == VKRT_OK;
   }
   default:
-    return vkrt_tuning_raw_round_trip(c->raw, (vkrt_tuning_raw_kind)k) == VKRT_OK;
+    return vkrt_lab_raw_round_trip(c->raw, (vkrt_lab_raw_kind)k) == VKRT_OK;
   }
 }
 
@@ -86,16 +86,16 @@ static int cmd_sync(int argc, char **argv) {
   }
   c.device = device;
   vkrt_device_info info;
-  vkrt_tuning_device td;
+  vkrt_lab_device td;
   vkrt_device_info_get(c.app, device, &info);
-  vkrt_tuning_device_get(c.app, device, &td);
+  vkrt_lab_device_get(c.app, device, &td);
   if (iters <= 0)
     iters = td.is_cpu ? 200 : 2000;
   double *t = calloc((size_t)iters, sizeof(double));
   int rc = 1;
   if (!t || vkrt_buffer_create(c.app, device, 4096, VKRT_BUFFER_DEVICE_LOCAL, &c.a) != VKRT_OK ||
       vkrt_buffer_create(c.app, device, 4096, VKRT_BUFFER_DEVICE_LOCAL, &c.b) != VKRT_OK ||
-      vkrt_tuning_raw_create(c.a, &c.raw) != VKRT_OK) {
+      vkrt_lab_raw_create(c.a, &c.raw) != VKRT_OK) {
     fprintf(stderr, "vkrt-bench sync: setup failed: %s\n", vkrt_last_error(c.app));
     goto out;
   }
@@ -141,7 +141,7 @@ static int cmd_sync(int argc, char **argv) {
   rc = 0;
 out:
   free(t);
-  vkrt_tuning_raw_destroy(c.raw);
+  vkrt_lab_raw_destroy(c.raw);
   vkrt_buffer_destroy(c.a);
   vkrt_buffer_destroy(c.b);
   vkrt_close(c.app);

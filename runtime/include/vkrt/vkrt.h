@@ -224,7 +224,7 @@ vkrt_status vkrt_buffer_map(vkrt_buffer *buffer, void **out);
  * recorded and returns a ticket; vkrt_wait blocks until the ticket's work is done. Results
  * are those of program order: an op, copy or fill waits for earlier recorded work whose
  * bytes it reads or overwrites (or that read what it writes); ops on disjoint bytes may run
- * concurrently on the GPU (vkrt_tuning_stream_get counts both). */
+ * concurrently on the GPU (vkrt_lab_stream_get counts both). */
 
 /* A size of 0 records nothing and returns VKRT_OK (after the NULL and same-device checks). */
 vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,

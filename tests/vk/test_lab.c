@@ -1,4 +1,4 @@
-/* vkrt/vkrt_tuning.h, the benches' and tests' documented window into the runtime: knobs
+/* vkrt/vkrt_lab.h, the benches' and tests' documented window into the runtime: knobs
  * round-trip and steer the op that follows (the counters say which path ran), bad devices,
  * knobs and values are refused with a message, the matrix-vector shape round-trips and a
  * matmul under a new one is still right, GPU timers and the raw submit floors work, the
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../common/vk_test.h"
-#include "vkrt/vkrt_tuning.h"
+#include "vkrt/vkrt_lab.h"
 
 static void expect_refused(vkrt_appliance *app, vkrt_status s, const char *what) {
   assert_int_equal(s, VKRT_ERROR_INVALID_ARGUMENT);
@@ -21,36 +21,36 @@ static void test_knobs_and_refusals(void **state) {
   vkt_options(&o);
   vkrt_appliance *app = vkt_open(&o);
   int64_t v = -1;
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, 2));
-  vkt_check(app, vkrt_tuning_get(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, &v));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_FORCE_MATMUL_KERNEL, 2));
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_FORCE_MATMUL_KERNEL, &v));
   assert_int_equal(v, 2);
-  expect_refused(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, 3), "value 3");
-  expect_refused(app, vkrt_tuning_set(app, 0, VKRT_TUNING_KNOB_COUNT, 0), "knob");
-  expect_refused(app, vkrt_tuning_set(app, 99, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0), "device 99");
-  vkrt_tuning_counters c;
-  expect_refused(app, vkrt_tuning_counters_get(app, 99, &c), "counters of device 99");
-  assert_int_equal(vkrt_tuning_counters_get(NULL, 0, &c), VKRT_ERROR_INVALID_ARGUMENT);
+  expect_refused(app, vkrt_lab_set(app, 0, VKRT_LAB_FORCE_MATMUL_KERNEL, 3), "value 3");
+  expect_refused(app, vkrt_lab_set(app, 0, VKRT_LAB_KNOB_COUNT, 0), "knob");
+  expect_refused(app, vkrt_lab_set(app, 99, VKRT_LAB_FORCE_MATMUL_KERNEL, 0), "device 99");
+  vkrt_lab_counters c;
+  expect_refused(app, vkrt_lab_counters_get(app, 99, &c), "counters of device 99");
+  assert_int_equal(vkrt_lab_counters_get(NULL, 0, &c), VKRT_ERROR_INVALID_ARGUMENT);
   /* quant read patterns and preferences: every variant has one, out of range gives -1/0 */
-  const int variants = vkrt_tuning_variant_count(VKRT_TUNING_QUANT_VARIANT);
-  assert_true(variants >= VKRT_TUNING_QUANT_READ_COUNT);
+  const int variants = vkrt_lab_variant_count(VKRT_LAB_QUANT_VARIANT);
+  assert_true(variants >= VKRT_LAB_QUANT_READ_COUNT);
   for (int64_t q = 1; q <= variants; q++)
-    assert_in_range(vkrt_tuning_quant_read_of(q), 0, VKRT_TUNING_QUANT_READ_COUNT - 1);
-  assert_int_equal(vkrt_tuning_quant_read_of(0), -1);
-  assert_int_equal(vkrt_tuning_quant_read_of(variants + 1), -1);
-  assert_int_equal(vkrt_tuning_quant_read_of(1), VKRT_TUNING_QUANT_READ_WORDS);
+    assert_in_range(vkrt_lab_quant_read_of(q), 0, VKRT_LAB_QUANT_READ_COUNT - 1);
+  assert_int_equal(vkrt_lab_quant_read_of(0), -1);
+  assert_int_equal(vkrt_lab_quant_read_of(variants + 1), -1);
+  assert_int_equal(vkrt_lab_quant_read_of(1), VKRT_LAB_QUANT_READ_WORDS);
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT))
-    for (int r = 0; r < VKRT_TUNING_QUANT_READ_COUNT - 1; r++) /* q8x is not in the order */
-      assert_in_range(vkrt_tuning_quant_preference(VKRT_TYPE_Q4_K, r), 1, variants);
-  assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_F32, 0), 0);
-  assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_Q8_0, VKRT_TUNING_QUANT_READ_COUNT - 1), 0);
-  assert_int_equal(vkrt_tuning_quant_preference(VKRT_TYPE_Q8_0, -1), 0);
-  expect_refused(app, vkrt_tuning_limits_set(app, 0, 0, false, 1000), "binding range 1000");
-  expect_refused(app, vkrt_tuning_limits_set(app, 0, 0, false, 4104), "binding range 4104");
-  expect_refused(app, vkrt_tuning_limits_set(app, 99, 0, false, 0), "limits of device 99");
-  vkt_check(app, vkrt_tuning_limits_set(app, 0, 2, false, 4096));
-  vkt_check(app, vkrt_tuning_limits_set(app, 0, 0, false, 0));
-  vkrt_tuning_matvec m = {0};
-  expect_refused(app, vkrt_tuning_matvec_set(app, 0, VKRT_TYPE_F32, &m), "matvec shape of zeros");
+    for (int r = 0; r < VKRT_LAB_QUANT_READ_COUNT - 1; r++) /* q8x is not in the order */
+      assert_in_range(vkrt_lab_quant_preference(VKRT_TYPE_Q4_K, r), 1, variants);
+  assert_int_equal(vkrt_lab_quant_preference(VKRT_TYPE_F32, 0), 0);
+  assert_int_equal(vkrt_lab_quant_preference(VKRT_TYPE_Q8_0, VKRT_LAB_QUANT_READ_COUNT - 1), 0);
+  assert_int_equal(vkrt_lab_quant_preference(VKRT_TYPE_Q8_0, -1), 0);
+  expect_refused(app, vkrt_lab_limits_set(app, 0, 0, false, 1000), "binding range 1000");
+  expect_refused(app, vkrt_lab_limits_set(app, 0, 0, false, 4104), "binding range 4104");
+  expect_refused(app, vkrt_lab_limits_set(app, 99, 0, false, 0), "limits of device 99");
+  vkt_check(app, vkrt_lab_limits_set(app, 0, 2, false, 4096));
+  vkt_check(app, vkrt_lab_limits_set(app, 0, 0, false, 0));
+  vkrt_lab_matvec m = {0};
+  expect_refused(app, vkrt_lab_matvec_set(app, 0, VKRT_TYPE_F32, &m), "matvec shape of zeros");
 
   if (IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)) {
     /* forced tiled, then forced matrix-vector with a new shape: the counters follow, and the
@@ -69,20 +69,20 @@ static void test_knobs_and_refusals(void **state) {
     vkrt_tensor wt = vkrt_tensor_contiguous(wb, 0, VKRT_TYPE_F32, K, N, 1, 1);
     vkrt_tensor xt = vkrt_tensor_contiguous(xb, 0, VKRT_TYPE_F32, K, 1, 1, 1);
     vkrt_tensor yt = vkrt_tensor_contiguous(yb, 0, VKRT_TYPE_F32, N, 1, 1, 1);
-    vkrt_tuning_matvec keep, shape = {.wg = 64, .rows = 1, .unroll = 1, .blocks = 1};
-    vkt_check(app, vkrt_tuning_matvec_get(app, 0, VKRT_TYPE_F32, &keep));
+    vkrt_lab_matvec keep, shape = {.wg = 64, .rows = 1, .unroll = 1, .blocks = 1};
+    vkt_check(app, vkrt_lab_matvec_get(app, 0, VKRT_TYPE_F32, &keep));
     for (int force = 2; force >= 1; force--) {
-      vkrt_tuning_counters before, after;
-      vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, force));
+      vkrt_lab_counters before, after;
+      vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_FORCE_MATMUL_KERNEL, force));
       if (force == 1)
-        vkt_check(app, vkrt_tuning_matvec_set(app, 0, VKRT_TYPE_F32, &shape));
-      vkt_check(app, vkrt_tuning_counters_get(app, 0, &before));
+        vkt_check(app, vkrt_lab_matvec_set(app, 0, VKRT_TYPE_F32, &shape));
+      vkt_check(app, vkrt_lab_counters_get(app, 0, &before));
       float poison[N];
       vkt_poison(poison, sizeof(poison));
       vkt_check(app, vkrt_upload(yb, 0, poison, sizeof(poison)));
       vkt_check(app, vkrt_op_matmul(&yt, &wt, &xt));
       vkt_check(app, vkrt_finish(app, 0));
-      vkt_check(app, vkrt_tuning_counters_get(app, 0, &after));
+      vkt_check(app, vkrt_lab_counters_get(app, 0, &after));
       assert_int_equal(after.matmul_tiled - before.matmul_tiled, force == 2 ? 1 : 0);
       assert_int_equal(after.matvec - before.matvec, force == 1 ? 1 : 0);
       vkt_check(app, vkrt_download(y, yb, 0, sizeof(y)));
@@ -94,8 +94,8 @@ static void test_knobs_and_refusals(void **state) {
           fail_msg("force %d: y[%d] = %g, expected %g", force, n, (double)y[n], want);
       }
     }
-    vkrt_tuning_matvec got;
-    vkt_check(app, vkrt_tuning_matvec_get(app, 0, VKRT_TYPE_F32, &got));
+    vkrt_lab_matvec got;
+    vkt_check(app, vkrt_lab_matvec_get(app, 0, VKRT_TYPE_F32, &got));
     assert_memory_equal(&got, &shape, sizeof(got));
     /* a set shape serves every M (the M > 1 table too), as vkrt-probe --json shows */
     static char text[1 << 16];
@@ -103,8 +103,8 @@ static void test_knobs_and_refusals(void **state) {
     assert_non_null(strstr(text, "\"matvec_f32\": {\"wg\": 64, \"rows\": 1, \"unroll\": 1, \"blocks\": 1}, "
                                  "\"matvec_f16_cols\""));
     assert_non_null(strstr(text, "\"matvec_f32_cols\": {\"wg\": 64, \"rows\": 1, \"unroll\": 1, \"blocks\": 1}"));
-    vkt_check(app, vkrt_tuning_matvec_set(app, 0, VKRT_TYPE_F32, &keep));
-    vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_FORCE_MATMUL_KERNEL, 0));
+    vkt_check(app, vkrt_lab_matvec_set(app, 0, VKRT_TYPE_F32, &keep));
+    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_FORCE_MATMUL_KERNEL, 0));
     vkrt_buffer_destroy(wb);
     vkrt_buffer_destroy(xb);
     vkrt_buffer_destroy(yb);
@@ -119,25 +119,25 @@ static void test_timer_and_raw_floors(void **state) {
   vkrt_appliance *app = vkt_open(&o);
   vkrt_buffer *b;
   vkt_check(app, vkrt_buffer_create(app, 0, 4096, VKRT_BUFFER_DEVICE_LOCAL, &b));
-  vkrt_tuning_timer *t = NULL;
-  vkrt_status s = vkrt_tuning_timer_create(app, 0, &t);
+  vkrt_lab_timer *t = NULL;
+  vkrt_status s = vkrt_lab_timer_create(app, 0, &t);
   if (s == VKRT_OK) {
     double sec = -1;
-    vkt_check(app, vkrt_tuning_timer_begin(t));
+    vkt_check(app, vkrt_lab_timer_begin(t));
     vkt_check(app, vkrt_cmd_fill(b, 0, 4096, 0x12345678u));
-    vkt_check(app, vkrt_tuning_timer_end(t, true));
+    vkt_check(app, vkrt_lab_timer_end(t, true));
     vkt_check(app, vkrt_finish(app, 0));
-    vkt_check(app, vkrt_tuning_timer_seconds(t, &sec));
+    vkt_check(app, vkrt_lab_timer_seconds(t, &sec));
     assert_true(sec >= 0 && sec < 10);
-    vkrt_tuning_timer_destroy(t);
+    vkrt_lab_timer_destroy(t);
   } else {
     assert_int_equal(s, VKRT_ERROR_UNSUPPORTED);
   }
-  vkrt_tuning_raw *raw = NULL;
-  vkt_check(app, vkrt_tuning_raw_create(b, &raw));
-  for (int k = 0; k < VKRT_TUNING_RAW_KIND_COUNT; k++)
-    vkt_check(app, vkrt_tuning_raw_round_trip(raw, (vkrt_tuning_raw_kind)k));
-  vkrt_tuning_raw_destroy(raw);
+  vkrt_lab_raw *raw = NULL;
+  vkt_check(app, vkrt_lab_raw_create(b, &raw));
+  for (int k = 0; k < VKRT_LAB_RAW_KIND_COUNT; k++)
+    vkt_check(app, vkrt_lab_raw_round_trip(raw, (vkrt_lab_raw_kind)k));
+  vkrt_lab_raw_destroy(raw);
   uint32_t word = 0;
   vkt_check(app, vkrt_download(&word, b, 0, 4)); /* FILL_SPIN filled the first word */
   print_message("vkrt-test: raw fill target word 0x%08x\n", word);
@@ -145,27 +145,27 @@ static void test_timer_and_raw_floors(void **state) {
   /* hand-over floors: a host relay between two devices always works; the others say why
    * they cannot run here (no transfer queue of its own, no semaphore FD functions) */
   if (vkrt_device_count(app) > 1) {
-    vkrt_tuning_handover *h;
-    vkt_check(app, vkrt_tuning_handover_create(app, 0, 1, false, &h));
+    vkrt_lab_handover *h;
+    vkt_check(app, vkrt_lab_handover_create(app, 0, 1, false, &h));
     for (int i = 0; i < 3; i++)
-      vkt_check(app, vkrt_tuning_handover_round_trip(h));
-    vkrt_tuning_handover_destroy(h);
+      vkt_check(app, vkrt_lab_handover_round_trip(h));
+    vkrt_lab_handover_destroy(h);
   }
-  vkrt_tuning_device td;
-  vkt_check(app, vkrt_tuning_device_get(app, 0, &td));
+  vkrt_lab_device td;
+  vkt_check(app, vkrt_lab_device_get(app, 0, &td));
   vkrt_device_info info;
   vkt_check(app, vkrt_device_info_get(app, 0, &info));
   for (int gpu = 0; gpu < 2; gpu++) {
-    vkrt_tuning_handover *h = NULL;
-    vkrt_status hs = vkrt_tuning_handover_create(app, 0, 0, gpu, &h);
+    vkrt_lab_handover *h = NULL;
+    vkrt_status hs = vkrt_lab_handover_create(app, 0, 0, gpu, &h);
     if (info.has_transfer_queue) {
       vkt_check(app, hs);
-      vkt_check(app, vkrt_tuning_handover_round_trip(h));
+      vkt_check(app, vkrt_lab_handover_round_trip(h));
     } else {
       assert_int_equal(hs, VKRT_ERROR_UNAVAILABLE);
       assert_non_null(strstr(vkrt_last_error(app), "no transfer queue"));
     }
-    vkrt_tuning_handover_destroy(h);
+    vkrt_lab_handover_destroy(h);
   }
   vkt_close(app);
 }
@@ -187,7 +187,7 @@ static void test_host_barrier_only_for_mapped_writes(void **state) {
   vkt_check(app, vkrt_buffer_create(app, 0, SIZE, VKRT_BUFFER_HOST_VISIBLE, &host_buf));
   void *mapped;
   vkt_check(app, vkrt_buffer_map(host_buf, &mapped));
-  vkrt_tuning_stream before, after;
+  vkrt_lab_stream before, after;
   /* (what is recorded, writes a mapped buffer) */
   for (int step = 0; step < 6; step++) {
     vkt_fill_random(expect, SIZE, &seed);
@@ -197,7 +197,7 @@ static void test_host_barrier_only_for_mapped_writes(void **state) {
     uint32_t value = (uint32_t)vkt_next(&seed) | 1u;
     /* a fill at an offset: 260 bytes (no whole number of 16-byte words) on step 0, 256 on 1 */
     const uint64_t fill_offset = 4u * (uint64_t)(vkt_next(&seed) % 64), fill_size = step % 2 ? 256 : 260;
-    vkt_check(app, vkrt_tuning_stream_get(app, 0, &before));
+    vkt_check(app, vkrt_lab_stream_get(app, 0, &before));
     bool host = false;
     switch (step) {
     case 0: vkt_check(app, vkrt_cmd_fill(dev_buf, fill_offset, fill_size, value)); break;
@@ -220,7 +220,7 @@ static void test_host_barrier_only_for_mapped_writes(void **state) {
     }
     }
     vkt_check(app, vkrt_finish(app, 0));
-    vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+    vkt_check(app, vkrt_lab_stream_get(app, 0, &after));
     assert_int_equal(after.submitted, before.submitted + 1);
     /* the submit began the next buffer (its slot had retired: every step waits) */
     assert_int_equal(after.begun_ahead, before.begun_ahead + 1);
@@ -241,11 +241,11 @@ static void test_host_barrier_only_for_mapped_writes(void **state) {
       memcpy(out, mapped, SIZE);
     assert_memory_equal(out, want, SIZE);
   }
-  vkrt_tuning_stream_get(app, 0, &before);
+  vkrt_lab_stream_get(app, 0, &before);
   uint64_t ticket;
   vkt_check(app, vkrt_submit(app, 0, &ticket)); /* empty: the buffer begun ahead stays */
   vkt_check(app, vkrt_wait(app, 0, ticket, UINT64_MAX));
-  vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &after));
   assert_int_equal(after.host_closes, before.host_closes);
   assert_int_equal(after.begun_ahead, before.begun_ahead);
   /* ... and takes the next op, which still runs after the empty submit's */
@@ -254,8 +254,8 @@ static void test_host_barrier_only_for_mapped_writes(void **state) {
   vkt_check(app, vkrt_cmd_copy_buffer(host_buf, 0, dev_buf, 0, SIZE));
   vkt_check(app, vkrt_finish(app, 0));
   assert_memory_equal(mapped, expect, SIZE);
-  expect_refused(app, vkrt_tuning_stream_get(app, 0, NULL), "NULL stream counters");
-  expect_refused(app, vkrt_tuning_stream_get(app, 99, &after), "stream of device 99");
+  expect_refused(app, vkrt_lab_stream_get(app, 0, NULL), "NULL stream counters");
+  expect_refused(app, vkrt_lab_stream_get(app, 99, &after), "stream of device 99");
   vkrt_buffer_destroy(dev_buf);
   vkrt_buffer_destroy(dev_buf2);
   vkrt_buffer_destroy(host_buf);
@@ -286,9 +286,9 @@ static void test_barrier_only_for_hazards(void **state) {
   uint32_t v1 = (uint32_t)vkt_next(&seed) | 1u, v2 = (uint32_t)vkt_next(&seed) | 2u;
   vkt_check(app, vkrt_finish(app, 0)); /* the next command starts a buffer */
   /* the counts below are those of one buffer: no piece submitted by the stream between */
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, 0));
-  vkrt_tuning_stream before, after;
-  vkt_check(app, vkrt_tuning_stream_get(app, 0, &before));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_STREAM_FLUSH_OPS, 0));
+  vkrt_lab_stream before, after;
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &before));
   vkrt_tensor a_lo = vkrt_tensor_contiguous(a, 0, VKRT_TYPE_F32, N, 1, 1, 1);
   vkrt_tensor a_hi = vkrt_tensor_contiguous(a, HALF, VKRT_TYPE_F32, N, 1, 1, 1);
   vkrt_tensor b_lo = vkrt_tensor_contiguous(b, 0, VKRT_TYPE_F32, N, 1, 1, 1);
@@ -302,7 +302,7 @@ static void test_barrier_only_for_hazards(void **state) {
   vkt_check(app, vkrt_cmd_fill(c, 0, 64, v1));               /* c synced by that one: none */
   vkt_check(app, vkrt_cmd_fill(c, 32, 64, v2));              /* overlaps the fill: barrier */
   vkt_check(app, vkrt_finish(app, 0));
-  vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &after));
   if (after.barriers - before.barriers != 3 || after.barriers_elided - before.barriers_elided != 3)
     fail_msg("%llu barriers and %llu elided, want 3 and 3",
              (unsigned long long)(after.barriers - before.barriers),
@@ -328,8 +328,8 @@ struct barrier_count {
   uint64_t barriers, elided;
 };
 
-static struct barrier_count barrier_delta(const vkrt_tuning_stream *before,
-                                          const vkrt_tuning_stream *after) {
+static struct barrier_count barrier_delta(const vkrt_lab_stream *before,
+                                          const vkrt_lab_stream *after) {
   return (struct barrier_count){after->barriers - before->barriers,
                                 after->barriers_elided - before->barriers_elided};
 }
@@ -343,7 +343,7 @@ static void test_hazard_overlap_both_sides(void **state) {
   vkt_options(&o);
   vkrt_appliance *app = vkt_open(&o);
   /* one command buffer: the stream submits no piece by itself in between */
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, 0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_STREAM_FLUSH_OPS, 0));
   enum { SIZE = 256 };
   uint64_t seed = vkt_seed(0);
   vkrt_buffer *c;
@@ -363,8 +363,8 @@ static void test_hazard_overlap_both_sides(void **state) {
     v[i] = (uint32_t)vkt_next(&seed) | 1u;
   vkt_check(app, vkrt_cmd_fill(c, 0, SIZE, 0));
   vkt_check(app, vkrt_finish(app, 0));
-  vkrt_tuning_stream before, after;
-  vkt_check(app, vkrt_tuning_stream_get(app, 0, &before));
+  vkrt_lab_stream before, after;
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &before));
   uint8_t want[SIZE] = {0}, got[SIZE];
   uint64_t want_barriers = 0;
   for (size_t i = 0; i < VKT_ARRAY_SIZE(writes); i++) {
@@ -374,7 +374,7 @@ static void test_hazard_overlap_both_sides(void **state) {
     want_barriers += (uint64_t)writes[i].barrier;
   }
   vkt_check(app, vkrt_finish(app, 0));
-  vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &after));
   struct barrier_count n = barrier_delta(&before, &after);
   if (n.barriers != want_barriers || n.elided != VKT_ARRAY_SIZE(writes) - 1 - want_barriers)
     fail_msg("%llu barriers and %llu elided, want %llu and %llu", (unsigned long long)n.barriers,
@@ -395,7 +395,7 @@ static void test_hazard_list_full_forces_barrier(void **state) {
   vkt_options(&o);
   vkrt_appliance *app = vkt_open(&o);
   /* one command buffer: the stream submits no piece by itself in between */
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, 0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_STREAM_FLUSH_OPS, 0));
   enum { TRACKED = 32, SLOT = 64, SIZE = (TRACKED + 1) * SLOT };
   uint64_t seed = vkt_seed(0);
   vkrt_buffer *a, *b;
@@ -406,18 +406,18 @@ static void test_hazard_list_full_forces_barrier(void **state) {
   vkt_poison(got, SLOT);
   vkt_check(app, vkrt_upload(b, 0, got, SLOT));
   vkt_check(app, vkrt_finish(app, 0));
-  vkrt_tuning_stream before, mid, after;
-  vkt_check(app, vkrt_tuning_stream_get(app, 0, &before));
+  vkrt_lab_stream before, mid, after;
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &before));
   for (uint32_t i = 0; i <= TRACKED; i++) { /* 33 fills of disjoint slots */
     uint32_t value = (uint32_t)vkt_next(&seed) | 1u;
     vkt_check(app, vkrt_cmd_fill(a, i * SLOT, SLOT, value));
     for (uint32_t w = 0; w < SLOT / 4; w++)
       want[i * SLOT / 4 + w] = value;
   }
-  vkt_check(app, vkrt_tuning_stream_get(app, 0, &mid));
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &mid));
   vkt_check(app, vkrt_cmd_copy_buffer(b, 0, a, TRACKED * SLOT, SLOT)); /* reads fill 33 */
   vkt_check(app, vkrt_finish(app, 0));
-  vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &after));
   struct barrier_count fills = barrier_delta(&before, &mid), copy = barrier_delta(&mid, &after);
   if (fills.barriers != 1 || fills.elided != TRACKED - 1)
     fail_msg("33 independent fills: %llu barriers and %llu elided, want 1 (the 33rd: the "
@@ -465,9 +465,9 @@ static void test_short_byte_copies(void **state) {
                    d_o = (uint64_t)c * SLOT + 16 + (off + skew * 5) % 16;
           vkrt_status s =
               path == 2 ? vkrt_cmd_copy_buffer(dst, d_o, src, so, lengths[l])
-                        : vkrt_tuning_cmd_copy_bytes(dst, d_o, src, so, lengths[l],
-                                                     path == 0 ? VKRT_TUNING_COPY_COMPUTE
-                                                               : VKRT_TUNING_COPY_TRANSFER);
+                        : vkrt_lab_cmd_copy_bytes(dst, d_o, src, so, lengths[l],
+                                                  path == 0 ? VKRT_LAB_COPY_COMPUTE
+                                                               : VKRT_LAB_COPY_TRANSFER);
           vkt_check(app, s);
           memcpy(want + d_o, in + so, lengths[l]);
         }
@@ -492,43 +492,43 @@ static void test_import(void **state) {
   vkrt_options o;
   vkt_options(&o);
   vkrt_appliance *app = vkt_open(&o);
-  vkrt_tuning_import t;
-  vkt_check(app, vkrt_tuning_import_get(app, &t));
+  vkrt_lab_import t;
+  vkt_check(app, vkrt_lab_import_get(app, &t));
   assert_int_equal(t.regions, 0);
   assert_int_equal(t.live_chunks, 0);
-  vkt_check(app, vkrt_tuning_prestage_budget_set(app, 12345));
-  vkt_check(app, vkrt_tuning_import_get(app, &t));
+  vkt_check(app, vkrt_lab_prestage_budget_set(app, 12345));
+  vkt_check(app, vkrt_lab_import_get(app, &t));
   assert_int_equal(t.prestage_budget, 12345);
-  expect_refused(app, vkrt_tuning_import_get(app, NULL), "NULL import state");
-  assert_int_equal(vkrt_tuning_prestage_budget_set(NULL, 1), VKRT_ERROR_INVALID_ARGUMENT);
+  expect_refused(app, vkrt_lab_import_get(app, NULL), "NULL import state");
+  assert_int_equal(vkrt_lab_prestage_budget_set(NULL, 1), VKRT_ERROR_INVALID_ARGUMENT);
 
   static _Alignas(4096) unsigned char mem[16384];
   vkt_check(app, vkrt_host_register(app, mem, sizeof(mem), NULL, NULL, NULL));
-  vkt_check(app, vkrt_tuning_import_get(app, &t));
+  vkt_check(app, vkrt_lab_import_get(app, &t));
   assert_int_equal(t.regions, 1);
   char text[8192];
-  size_t n = vkrt_tuning_import_describe(app, false, text, sizeof(text));
+  size_t n = vkrt_lab_import_describe(app, false, text, sizeof(text));
   assert_true(n > 0 && n < sizeof(text));
   assert_non_null(strstr(text, "vkrt: dev0 import: "));
   assert_non_null(strstr(text, "vkrt: region ["));
-  assert_int_equal(vkrt_tuning_import_describe(app, false, NULL, 0), n);
+  assert_int_equal(vkrt_lab_import_describe(app, false, NULL, 0), n);
   vkt_check(app, vkrt_host_unregister(app, mem));
-  vkt_check(app, vkrt_tuning_import_get(app, &t));
+  vkt_check(app, vkrt_lab_import_get(app, &t));
   assert_int_equal(t.regions, 0);
 
-  vkrt_tuning_device d;
-  vkt_check(app, vkrt_tuning_device_get(app, 0, &d));
+  vkrt_lab_device d;
+  vkt_check(app, vkrt_lab_device_get(app, 0, &d));
   if (d.min_imported_host_pointer_alignment) {
     const uint64_t a = d.min_imported_host_pointer_alignment;
-    expect_refused(app, vkrt_tuning_import_alignment_set(app, 0, 3 * a), "alignment 3a");
+    expect_refused(app, vkrt_lab_import_alignment_set(app, 0, 3 * a), "alignment 3a");
     if (a > 1)
-      expect_refused(app, vkrt_tuning_import_alignment_set(app, 0, a / 2), "alignment a/2");
-    expect_refused(app, vkrt_tuning_import_alignment_set(app, 0, 0), "alignment 0");
-    vkt_check(app, vkrt_tuning_import_alignment_set(app, 0, 4 * a));
-    vkt_check(app, vkrt_tuning_device_get(app, 0, &d));
+      expect_refused(app, vkrt_lab_import_alignment_set(app, 0, a / 2), "alignment a/2");
+    expect_refused(app, vkrt_lab_import_alignment_set(app, 0, 0), "alignment 0");
+    vkt_check(app, vkrt_lab_import_alignment_set(app, 0, 4 * a));
+    vkt_check(app, vkrt_lab_device_get(app, 0, &d));
     assert_int_equal(d.min_imported_host_pointer_alignment, 4 * a);
   }
-  expect_refused(app, vkrt_tuning_import_alignment_set(app, 99, 65536), "alignment device 99");
+  expect_refused(app, vkrt_lab_import_alignment_set(app, 99, 65536), "alignment device 99");
   vkt_close(app);
 }
 
@@ -565,15 +565,15 @@ static void test_overlap_keeps_program_order(void **state) {
   vkrt_tensor bt = vkrt_tensor_contiguous(b, 0, VKRT_TYPE_F32, N, 1, 1, 1);
   const vkrt_tensor *ab[2] = {&at, &bt};
   int64_t flush_ops;
-  vkt_check(app, vkrt_tuning_get(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, &flush_ops));
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_STREAM_FLUSH_OPS, &flush_ops));
   assert_true(flush_ops > 0); /* on by default */
   for (int pass = 0; pass < 2; pass++) {
     int64_t every = pass == 0 ? 8 : 0;
-    vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, every));
+    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_STREAM_FLUSH_OPS, every));
     vkt_check(app, vkrt_upload(a, 0, a0, sizeof(a0)));
     vkt_check(app, vkrt_upload(b, 0, b0, sizeof(b0)));
-    vkrt_tuning_stream before, after;
-    vkt_check(app, vkrt_tuning_stream_get(app, 0, &before));
+    vkrt_lab_stream before, after;
+    vkt_check(app, vkrt_lab_stream_get(app, 0, &before));
     for (int step = 0; step < STEPS; step++) {
       vkrt_status s = step % 10 == 9 ? vkrt_cmd_copy_buffer(b, 0, a, 0, sizeof(a0))
                       : step % 2     ? vkrt_op_add(&bt, ab, 2)
@@ -586,7 +586,7 @@ static void test_overlap_keeps_program_order(void **state) {
     }
     uint64_t ticket;
     vkt_check(app, vkrt_submit(app, 0, &ticket));
-    vkt_check(app, vkrt_tuning_stream_get(app, 0, &after));
+    vkt_check(app, vkrt_lab_stream_get(app, 0, &after));
     /* the ticket is the last piece: it covers every flushed one */
     assert_int_equal(ticket, after.submitted);
     vkt_check(app, vkrt_wait(app, 0, ticket, UINT64_MAX));
@@ -603,7 +603,7 @@ static void test_overlap_keeps_program_order(void **state) {
     vkt_check(app, vkrt_download(got, b, 0, sizeof(got)));
     assert_memory_equal(got, b_want, sizeof(got));
   }
-  vkt_check(app, vkrt_tuning_set(app, 0, VKRT_TUNING_STREAM_FLUSH_OPS, flush_ops));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_STREAM_FLUSH_OPS, flush_ops));
   vkrt_buffer_destroy(a);
   vkrt_buffer_destroy(b);
   vkt_close(app);

@@ -1,10 +1,12 @@
-/* libvkrt tuning and inspection: for benchmarks and tests; not a stable API.
+/* libvkrt lab: for benchmarks and tests; not a stable API.
  *
  * Applications use vkrt.h only. This header lets vkrt-bench (and tests) force the kernel
  * variants the library would otherwise choose, read which paths ran, time work recorded
  * into a device's stream with GPU timestamps, and measure the raw Vulkan submit floors next
- * to the library's, without including the runtime's internal headers or vulkan.h. It is
- * copied into the image with vkrt.h, but its functions, knobs and counters change whenever
+ * to the library's, without including the runtime's internal headers or vulkan.h. Its
+ * functions exist only in builds with CONFIG_VKRT_LAB=y (the sim boards, and appliance
+ * boards configured for benches: `make <board>_defconfig lab.config`); an appliance image
+ * has neither them nor this header. They, their knobs and their counters change whenever
  * the kernels do.
  *
  * Every function taking an appliance and a device index returns
@@ -21,7 +23,7 @@ extern "C" {
 
 /* ---- device facts ---------------------------------------------------------------------- */
 
-typedef struct vkrt_tuning_device {
+typedef struct vkrt_lab_device {
   bool is_cpu;                        /* a CPU device (lavapipe) */
   double timestamp_period_ns;         /* 0: the compute queue has no timestamps */
   uint64_t max_storage_buffer_range;  /* bytes one binding may cover */
@@ -30,14 +32,14 @@ typedef struct vkrt_tuning_device {
                                          file-backed pages (NVIDIA, RADV, or the fault acting
                                          as one): import-then-prestage pre-stages those */
   uint64_t min_imported_host_pointer_alignment; /* bytes (0: no host import) */
-} vkrt_tuning_device;
+} vkrt_lab_device;
 
-vkrt_status vkrt_tuning_device_get(const vkrt_appliance *appliance, uint32_t device,
-                                   vkrt_tuning_device *out);
+vkrt_status vkrt_lab_device_get(const vkrt_appliance *appliance, uint32_t device,
+                                vkrt_lab_device *out);
 
 /* A device stream's counters: which closing barrier its submitted command buffers took, and
  * how many a submit began ahead for the next op (while the GPU runs the one submitted). */
-typedef struct vkrt_tuning_stream {
+typedef struct vkrt_lab_stream {
   uint64_t submitted;   /* timeline values submitted (command buffers and empty submits) */
   uint64_t host_closes; /* command buffers closed with the barrier to the host: those in which
                            a command wrote a mapped buffer or memory libvkrt cannot name */
@@ -46,45 +48,45 @@ typedef struct vkrt_tuning_stream {
                            (they touch what earlier commands wrote, or write what they read) */
   uint64_t barriers_elided; /* ... and without one: independent of the work since the last */
   uint64_t flushes;     /* pieces the stream submitted by itself while recording went on (the
-                           overlap; VKRT_TUNING_STREAM_FLUSH_OPS), counted in `submitted` too */
+                           overlap; VKRT_LAB_STREAM_FLUSH_OPS), counted in `submitted` too */
   uint64_t deferred;    /* submits made by the device's submitter thread, not the caller's:
                            those waiting on a collective's semaphore and those after them */
-} vkrt_tuning_stream;
+} vkrt_lab_stream;
 
-vkrt_status vkrt_tuning_stream_get(const vkrt_appliance *appliance, uint32_t device,
-                                   vkrt_tuning_stream *out);
+vkrt_status vkrt_lab_stream_get(const vkrt_appliance *appliance, uint32_t device,
+                                vkrt_lab_stream *out);
 
 /* ---- forcing knobs ------------------------------------------------------------------------ */
 
-typedef enum vkrt_tuning_knob {
-  VKRT_TUNING_COPY_VEC4_MAX_GROUPS = 0, /* workgroups per copy_vec4 dispatch (>= 1) */
-  VKRT_TUNING_COPY_TRANSPOSED_TILED,    /* 0/1: copies of a transposed view take the tiled
-                                           transpose (1) or the strided copy kernel (0) */
-  VKRT_TUNING_FORCE_CONCAT_GENERIC,     /* 0/1: never the concat fast path */
-  VKRT_TUNING_FORCE_TRANSPOSE_SCALAR,   /* 0/1: never the element-pair transpose kernels */
-  VKRT_TUNING_TRANSPOSE_VARIANT,        /* f32 transpose: 0 = default, else a variant */
-  VKRT_TUNING_QUANT_VARIANT,            /* Q8_0/Q4_K matrix-vector: 0 = choose, else a variant */
-  VKRT_TUNING_FORCE_MATMUL_KERNEL,      /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
-  VKRT_TUNING_STREAM_FLUSH_OPS,         /* the stream submits a piece after at most this many
-                                           recorded commands (64; the first after an explicit
-                                           submit after 4, doubling); 0 = never by itself */
-  VKRT_TUNING_MATMUL_TILED_MIN_M,       /* the crossover for every weight type: M from which
-                                           vkrt_op_matmul takes the tiled kernel (1..65536) */
-  VKRT_TUNING_MATMUL_COOPMAT,           /* 0/1: the tiled kernel on cooperative matrices where
-                                           the device has them (0, the default) */
-  VKRT_TUNING_ATTENTION_SPLITS,         /* vkrt_op_attention: 0 = plan the split count, else
-                                           this many (kept within 1 token per split and what
-                                           the shared memory and scratch allow) */
-  VKRT_TUNING_ATTENTION_UNROLL,         /* vkrt_op_attention: cache-row passes per tile of the
-                                           split pass (loads in flight), 0 = plan (4, fewer
-                                           where the shared memory is short), else 1..8 */
-  VKRT_TUNING_KNOB_COUNT
-} vkrt_tuning_knob;
+typedef enum vkrt_lab_knob {
+  VKRT_LAB_COPY_VEC4_MAX_GROUPS = 0, /* workgroups per copy_vec4 dispatch (>= 1) */
+  VKRT_LAB_COPY_TRANSPOSED_TILED,    /* 0/1: copies of a transposed view take the tiled
+                                        transpose (1) or the strided copy kernel (0) */
+  VKRT_LAB_FORCE_CONCAT_GENERIC,     /* 0/1: never the concat fast path */
+  VKRT_LAB_FORCE_TRANSPOSE_SCALAR,   /* 0/1: never the element-pair transpose kernels */
+  VKRT_LAB_TRANSPOSE_VARIANT,        /* f32 transpose: 0 = default, else a variant */
+  VKRT_LAB_QUANT_VARIANT,            /* Q8_0/Q4_K matrix-vector: 0 = choose, else a variant */
+  VKRT_LAB_FORCE_MATMUL_KERNEL,      /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
+  VKRT_LAB_STREAM_FLUSH_OPS,         /* the stream submits a piece after at most this many
+                                        recorded commands (64; the first after an explicit
+                                        submit after 4, doubling); 0 = never by itself */
+  VKRT_LAB_MATMUL_TILED_MIN_M,       /* the crossover for every weight type: M from which
+                                        vkrt_op_matmul takes the tiled kernel (1..65536) */
+  VKRT_LAB_MATMUL_COOPMAT,           /* 0/1: the tiled kernel on cooperative matrices where
+                                        the device has them (0, the default) */
+  VKRT_LAB_ATTENTION_SPLITS,         /* vkrt_op_attention: 0 = plan the split count, else
+                                        this many (kept within 1 token per split and what
+                                        the shared memory and scratch allow) */
+  VKRT_LAB_ATTENTION_UNROLL,         /* vkrt_op_attention: cache-row passes per tile of the
+                                        split pass (loads in flight), 0 = plan (4, fewer
+                                        where the shared memory is short), else 1..8 */
+  VKRT_LAB_KNOB_COUNT
+} vkrt_lab_knob;
 
-vkrt_status vkrt_tuning_set(vkrt_appliance *appliance, uint32_t device, vkrt_tuning_knob knob,
-                            int64_t value);
-vkrt_status vkrt_tuning_get(const vkrt_appliance *appliance, uint32_t device,
-                            vkrt_tuning_knob knob, int64_t *out);
+vkrt_status vkrt_lab_set(vkrt_appliance *appliance, uint32_t device, vkrt_lab_knob knob,
+                         int64_t value);
+vkrt_status vkrt_lab_get(const vkrt_appliance *appliance, uint32_t device,
+                         vkrt_lab_knob knob, int64_t *out);
 
 /* Test limits, below the device's: workgroups per dimension of one dispatch
  * (max_group_count, to split grids over several dispatches on small tensors; 0 = the
@@ -93,9 +95,9 @@ vkrt_status vkrt_tuning_get(const vkrt_appliance *appliance, uint32_t device,
  * the device's, else a multiple of 16 of at least 1024). Values above the device's are
  * capped to it; all 0 / false restores the device's. Call with the device idle (after
  * vkrt_finish): switching the descriptor mode recreates the pipelines. */
-vkrt_status vkrt_tuning_limits_set(vkrt_appliance *appliance, uint32_t device,
-                                   uint32_t max_group_count, bool disable_push_descriptor,
-                                   uint64_t max_storage_buffer_range);
+vkrt_status vkrt_lab_limits_set(vkrt_appliance *appliance, uint32_t device,
+                                uint32_t max_group_count, bool disable_push_descriptor,
+                                uint64_t max_storage_buffer_range);
 
 /* The variants of a variant knob (TRANSPOSE_VARIANT, QUANT_VARIANT), numbered 1..count (0
  * for the other knobs); the name of variant `value` (NULL outside 1..count: the transpose
@@ -103,88 +105,88 @@ vkrt_status vkrt_tuning_limits_set(vkrt_appliance *appliance, uint32_t device,
  * whether this device can run it (transpose: its kernel is in the build and the device has
  * the features it needs; quant: the kernels are in the build, and the op itself refuses a
  * forced variant that w or x are not aligned for). */
-int vkrt_tuning_variant_count(vkrt_tuning_knob knob);
-const char *vkrt_tuning_variant_name(vkrt_tuning_knob knob, int64_t value);
-bool vkrt_tuning_variant_usable(vkrt_appliance *appliance, uint32_t device,
-                                vkrt_tuning_knob knob, int64_t value);
+int vkrt_lab_variant_count(vkrt_lab_knob knob);
+const char *vkrt_lab_variant_name(vkrt_lab_knob knob, int64_t value);
+bool vkrt_lab_variant_usable(vkrt_appliance *appliance, uint32_t device,
+                             vkrt_lab_knob knob, int64_t value);
 
 /* How a quant matrix-vector variant reads the rows of w (the counters' quant_read index). */
-typedef enum vkrt_tuning_quant_read {
-  VKRT_TUNING_QUANT_READ_WORDS = 0, /* any row alignment, rows looped */
-  VKRT_TUNING_QUANT_READ_VEC16,     /* 16 bytes of each row per invocation: rows and x 16-byte
-                                       aligned, Q8_0 rows of a multiple of 8 blocks */
-  VKRT_TUNING_QUANT_READ_LANEW,     /* one word of each row per invocation: rows 4-byte
-                                       aligned, Q8_0 rows of an even block count, x 16-byte
-                                       aligned */
-  VKRT_TUNING_QUANT_READ_KSPACE,    /* 16 consecutive weights of each row per invocation: x
-                                       16-byte aligned, Q4_K rows 8-byte aligned */
-  VKRT_TUNING_QUANT_READ_Q8X,       /* x rounded to 8 bits in shared memory, integer dot
-                                       products (VKRT_ACTIVATIONS_Q8; M = 1, K <= 16384, x
-                                       and Q4_K rows 16-byte aligned) */
-  VKRT_TUNING_QUANT_READ_COUNT
-} vkrt_tuning_quant_read;
+typedef enum vkrt_lab_quant_read {
+  VKRT_LAB_QUANT_READ_WORDS = 0, /* any row alignment, rows looped */
+  VKRT_LAB_QUANT_READ_VEC16,     /* 16 bytes of each row per invocation: rows and x 16-byte
+                                    aligned, Q8_0 rows of a multiple of 8 blocks */
+  VKRT_LAB_QUANT_READ_LANEW,     /* one word of each row per invocation: rows 4-byte
+                                    aligned, Q8_0 rows of an even block count, x 16-byte
+                                    aligned */
+  VKRT_LAB_QUANT_READ_KSPACE,    /* 16 consecutive weights of each row per invocation: x
+                                    16-byte aligned, Q4_K rows 8-byte aligned */
+  VKRT_LAB_QUANT_READ_Q8X,       /* x rounded to 8 bits in shared memory, integer dot
+                                    products (VKRT_ACTIVATIONS_Q8; M = 1, K <= 16384, x
+                                    and Q4_K rows 16-byte aligned) */
+  VKRT_LAB_QUANT_READ_COUNT
+} vkrt_lab_quant_read;
 
 /* The read pattern of QUANT_VARIANT `variant` (1..count); -1 outside. */
-int vkrt_tuning_quant_read_of(int64_t variant);
+int vkrt_lab_quant_read_of(int64_t variant);
 /* The variant an unforced Q8_0 or Q4_K matrix-vector tries at `rank` (0 first; the op takes
  * the first whose read pattern w and x fit, the last being the words kernel; with
  * VKRT_ACTIVATIONS_Q8 the q8x variant is tried before them); 0 for another type, a rank
- * outside 0..VKRT_TUNING_QUANT_READ_COUNT-2, or the quant kernels compiled out. */
-int vkrt_tuning_quant_preference(vkrt_type type, int rank);
+ * outside 0..VKRT_LAB_QUANT_READ_COUNT-2, or the quant kernels compiled out. */
+int vkrt_lab_quant_preference(vkrt_type type, int rank);
 
 /* The matrix-vector shape (specialization constants of kernels/matvec.comp) used for f32
  * and f16 weights, chosen per device at open. set: every field >= 1 and wg at most
  * max_compute_work_group_invocations; when the table of specialized pipelines is nearly
  * full it finishes the device (vkrt_finish) and drops them, so a sweep may set any number
  * of shapes. */
-typedef struct vkrt_tuning_matvec {
+typedef struct vkrt_lab_matvec {
   uint32_t wg;     /* invocations per workgroup (splits K) */
   uint32_t rows;   /* rows of w per workgroup block */
   uint32_t unroll; /* 16-byte chunks per row loaded before use */
   uint32_t blocks; /* row blocks per workgroup */
-} vkrt_tuning_matvec;
+} vkrt_lab_matvec;
 
-vkrt_status vkrt_tuning_matvec_get(const vkrt_appliance *appliance, uint32_t device,
-                                   vkrt_type type, vkrt_tuning_matvec *out);
-vkrt_status vkrt_tuning_matvec_set(vkrt_appliance *appliance, uint32_t device, vkrt_type type,
-                                   const vkrt_tuning_matvec *config);
+vkrt_status vkrt_lab_matvec_get(const vkrt_appliance *appliance, uint32_t device,
+                                vkrt_type type, vkrt_lab_matvec *out);
+vkrt_status vkrt_lab_matvec_set(vkrt_appliance *appliance, uint32_t device, vkrt_type type,
+                                const vkrt_lab_matvec *config);
 
 /* The tiled matmul's workgroup tiles (specialization constants of kernels/matmul.comp),
  * chosen per device at open: the portable kernel's and the cooperative-matrix kernel's, each
  * for M up to the small tile's bn and for larger M. set: a tile the kernel takes (every
  * field >= 1; portable: rm divides bm, bm / rm divides wg and wg / (bm / rm) divides bn;
  * cooperative matrix: wg = 32 x a multiple of rm, bm a multiple of 16 x wg / 32 / rm, bn of
- * 16 x rm; within the device's shared memory); like vkrt_tuning_matvec_set it drops the
+ * 16 x rm; within the device's shared memory); like vkrt_lab_matvec_set it drops the
  * specialized pipelines when their table is nearly full. */
-typedef struct vkrt_tuning_matmul_tile {
+typedef struct vkrt_lab_matmul_tile {
   uint32_t wg; /* invocations per workgroup */
   uint32_t bm; /* rows of w per tile */
   uint32_t bn; /* columns of x per tile */
   uint32_t rm; /* portable: rows per invocation; cooperative matrix: subgroups along m */
-} vkrt_tuning_matmul_tile;
+} vkrt_lab_matmul_tile;
 
-typedef enum vkrt_tuning_tile_slot {
-  VKRT_TUNING_TILE_PORTABLE_SMALL = 0, VKRT_TUNING_TILE_PORTABLE_LARGE,
-  VKRT_TUNING_TILE_COOPMAT_SMALL, VKRT_TUNING_TILE_COOPMAT_LARGE, VKRT_TUNING_TILE_SLOT_COUNT
-} vkrt_tuning_tile_slot;
+typedef enum vkrt_lab_tile_slot {
+  VKRT_LAB_TILE_PORTABLE_SMALL = 0, VKRT_LAB_TILE_PORTABLE_LARGE,
+  VKRT_LAB_TILE_COOPMAT_SMALL, VKRT_LAB_TILE_COOPMAT_LARGE, VKRT_LAB_TILE_SLOT_COUNT
+} vkrt_lab_tile_slot;
 
-vkrt_status vkrt_tuning_matmul_tile_get(const vkrt_appliance *appliance, uint32_t device,
-                                        vkrt_tuning_tile_slot slot, vkrt_tuning_matmul_tile *out);
-vkrt_status vkrt_tuning_matmul_tile_set(vkrt_appliance *appliance, uint32_t device,
-                                        vkrt_tuning_tile_slot slot,
-                                        const vkrt_tuning_matmul_tile *tile);
+vkrt_status vkrt_lab_matmul_tile_get(const vkrt_appliance *appliance, uint32_t device,
+                                     vkrt_lab_tile_slot slot, vkrt_lab_matmul_tile *out);
+vkrt_status vkrt_lab_matmul_tile_set(vkrt_appliance *appliance, uint32_t device,
+                                     vkrt_lab_tile_slot slot,
+                                     const vkrt_lab_matmul_tile *tile);
 /* Whether the device runs the cooperative-matrix kernels (knob or not). */
-bool vkrt_tuning_matmul_coopmat_usable(const vkrt_appliance *appliance, uint32_t device);
+bool vkrt_lab_matmul_coopmat_usable(const vkrt_appliance *appliance, uint32_t device);
 
 /* ---- what ran ----------------------------------------------------------------------------- */
 
 /* Kernel paths taken since open, per device (compare before and after an op). */
-typedef struct vkrt_tuning_counters {
+typedef struct vkrt_lab_counters {
   uint64_t matvec, matmul_tiled, matvec_split;
   uint64_t concat_fast, concat_generic, concat_split;
   uint64_t transpose_x2, copy_u4, copy_tiled, reduce_vec4;
   uint64_t quant_matvec, dequant;
-  uint64_t quant_read[VKRT_TUNING_QUANT_READ_COUNT]; /* quant_matvec by read pattern */
+  uint64_t quant_read[VKRT_LAB_QUANT_READ_COUNT]; /* quant_matvec by read pattern */
   uint64_t matmul_coopmat;  /* matmul_tiled calls on the cooperative-matrix kernels */
   uint64_t matmul_fallback; /* M past the crossover on the matrix-vector kernels because the
                                tiled one could not take w (logged once per device) */
@@ -199,7 +201,7 @@ typedef struct vkrt_tuning_counters {
                                   (the device's subgroups hold a cache row's invocations) */
   uint64_t attention_direct;   /* ... those with one split, written by the split pass alone
                                   (no combine pass) */
-} vkrt_tuning_counters;
+} vkrt_lab_counters;
 
 /* How vkrt_op_attention would split an attention of these shapes on this device (with the
  * ATTENTION_SPLITS and ATTENTION_UNROLL knobs as set): query heads per workgroup (sharing one
@@ -207,7 +209,7 @@ typedef struct vkrt_tuning_counters {
  * queries per round and rounds (queries whose split partials fit the scratch at once), row
  * passes per tile. A context the scratch cannot hold, or a forced unroll the shared memory
  * cannot, is refused with the reason. */
-typedef struct vkrt_tuning_attention {
+typedef struct vkrt_lab_attention {
   uint32_t heads_per_group, head_groups, split_len, splits, queries_per_round, rounds;
   uint32_t unroll;        /* cache-row passes per tile of the split pass */
   uint32_t shared_bytes;  /* the split pass's shared memory */
@@ -215,76 +217,76 @@ typedef struct vkrt_tuning_attention {
   bool subgroup;          /* the split pass sums scores by subgroup shuffles (else through
                              shared memory) */
   bool direct;            /* one split: the split pass writes the result, no combine pass */
-} vkrt_tuning_attention;
+} vkrt_lab_attention;
 
-vkrt_status vkrt_tuning_attention_plan(const vkrt_appliance *appliance, uint32_t device,
-                                       uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
-                                       uint32_t n_q, uint32_t n_ctx, vkrt_tuning_attention *out);
+vkrt_status vkrt_lab_attention_plan(const vkrt_appliance *appliance, uint32_t device,
+                                    uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
+                                    uint32_t n_q, uint32_t n_ctx, vkrt_lab_attention *out);
 
-vkrt_status vkrt_tuning_counters_get(const vkrt_appliance *appliance, uint32_t device,
-                                     vkrt_tuning_counters *out);
+vkrt_status vkrt_lab_counters_get(const vkrt_appliance *appliance, uint32_t device,
+                                  vkrt_lab_counters *out);
 
 /* The contiguous device copy this device prefers: "compute (copy_vec4, 16-byte loads)" or
  * "vkCmdCopyBuffer" (never NULL; "?" for a bad device). */
-const char *vkrt_tuning_copy_path(const vkrt_appliance *appliance, uint32_t device);
+const char *vkrt_lab_copy_path(const vkrt_appliance *appliance, uint32_t device);
 
-typedef enum vkrt_tuning_copy {
-  VKRT_TUNING_COPY_PREFERRED = -1, /* the device's choice */
-  VKRT_TUNING_COPY_COMPUTE = 0,    /* copy_vec4: 16-byte loads, grid-stride */
-  VKRT_TUNING_COPY_TRANSFER = 1,   /* vkCmdCopyBuffer */
-} vkrt_tuning_copy;
+typedef enum vkrt_lab_copy {
+  VKRT_LAB_COPY_PREFERRED = -1, /* the device's choice */
+  VKRT_LAB_COPY_COMPUTE = 0,    /* copy_vec4: 16-byte loads, grid-stride */
+  VKRT_LAB_COPY_TRANSFER = 1,   /* vkCmdCopyBuffer */
+} vkrt_lab_copy;
 
 /* A contiguous byte copy recorded into the stream of the buffers' device on the given path,
  * with no barrier before it (the bench's copy reference; on the compute path an unaligned
  * head and tail go through vkCmdCopyBuffer). */
-vkrt_status vkrt_tuning_cmd_copy_bytes(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
-                                       uint64_t src_offset, uint64_t size, vkrt_tuning_copy path);
+vkrt_status vkrt_lab_cmd_copy_bytes(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
+                                    uint64_t src_offset, uint64_t size, vkrt_lab_copy path);
 
 /* ---- GPU timestamps around recorded work ------------------------------------------------- */
 
-typedef struct vkrt_tuning_timer vkrt_tuning_timer;
+typedef struct vkrt_lab_timer vkrt_lab_timer;
 
 /* Two timestamp queries on one device; VKRT_ERROR_UNSUPPORTED when the device has no
  * timestamps (callers time with the wall clock instead). */
-vkrt_status vkrt_tuning_timer_create(vkrt_appliance *appliance, uint32_t device,
-                                     vkrt_tuning_timer **out);
-void vkrt_tuning_timer_destroy(vkrt_tuning_timer *timer);
+vkrt_status vkrt_lab_timer_create(vkrt_appliance *appliance, uint32_t device,
+                                  vkrt_lab_timer **out);
+void vkrt_lab_timer_destroy(vkrt_lab_timer *timer);
 /* Records the reset of the queries and the first timestamp (top of pipe) into the device's
  * stream. */
-vkrt_status vkrt_tuning_timer_begin(vkrt_tuning_timer *timer);
+vkrt_status vkrt_lab_timer_begin(vkrt_lab_timer *timer);
 /* Records the second timestamp (bottom of pipe), after a full stream barrier when `barrier`
  * (so back-to-back ops are all complete before it). */
-vkrt_status vkrt_tuning_timer_end(vkrt_tuning_timer *timer, bool barrier);
+vkrt_status vkrt_lab_timer_end(vkrt_lab_timer *timer, bool barrier);
 /* Seconds between the two, once the stream was submitted and waited (vkrt_finish). */
-vkrt_status vkrt_tuning_timer_seconds(vkrt_tuning_timer *timer, double *out);
+vkrt_status vkrt_lab_timer_seconds(vkrt_lab_timer *timer, double *out);
 
 /* ---- raw Vulkan submit floors (vkrt-bench sync) ------------------------------------------ */
 
-typedef enum vkrt_tuning_raw_kind {
-  VKRT_TUNING_RAW_SPIN = 0,        /* empty submit signalling a private timeline semaphore,
-                                      waited by spinning on vkGetSemaphoreCounterValue */
-  VKRT_TUNING_RAW_WAIT_SEMAPHORES, /* the same, waited by vkWaitSemaphores */
-  VKRT_TUNING_RAW_FENCE,           /* empty submit with a fence: vkWaitForFences + reset */
-  VKRT_TUNING_RAW_FILL_SPIN,       /* a pre-recorded 4-byte vkCmdFillBuffer + host barrier,
-                                      timeline spin */
-  VKRT_TUNING_RAW_UPDATE_SPIN,     /* the same with vkCmdUpdateBuffer of 4 bytes */
-  VKRT_TUNING_RAW_FILL_BARE_SPIN,  /* the fill without the host barrier */
-  VKRT_TUNING_RAW_FILL_DEVICE_SPIN,   /* the fill + a compute/transfer-only barrier (what
-                                         libvkrt closes with when the host reads nothing) */
-  VKRT_TUNING_RAW_UPDATE_DEVICE_SPIN, /* the update + that barrier */
-  VKRT_TUNING_RAW_LEAD_FILL_SPIN,     /* that barrier first, then the fill, nothing after */
-  VKRT_TUNING_RAW_KIND_COUNT
-} vkrt_tuning_raw_kind;
+typedef enum vkrt_lab_raw_kind {
+  VKRT_LAB_RAW_SPIN = 0,        /* empty submit signalling a private timeline semaphore,
+                                   waited by spinning on vkGetSemaphoreCounterValue */
+  VKRT_LAB_RAW_WAIT_SEMAPHORES, /* the same, waited by vkWaitSemaphores */
+  VKRT_LAB_RAW_FENCE,           /* empty submit with a fence: vkWaitForFences + reset */
+  VKRT_LAB_RAW_FILL_SPIN,       /* a pre-recorded 4-byte vkCmdFillBuffer + host barrier,
+                                   timeline spin */
+  VKRT_LAB_RAW_UPDATE_SPIN,     /* the same with vkCmdUpdateBuffer of 4 bytes */
+  VKRT_LAB_RAW_FILL_BARE_SPIN,  /* the fill without the host barrier */
+  VKRT_LAB_RAW_FILL_DEVICE_SPIN,   /* the fill + a compute/transfer-only barrier (what
+                                      libvkrt closes with when the host reads nothing) */
+  VKRT_LAB_RAW_UPDATE_DEVICE_SPIN, /* the update + that barrier */
+  VKRT_LAB_RAW_LEAD_FILL_SPIN,     /* that barrier first, then the fill, nothing after */
+  VKRT_LAB_RAW_KIND_COUNT
+} vkrt_lab_raw_kind;
 
-typedef struct vkrt_tuning_raw vkrt_tuning_raw;
+typedef struct vkrt_lab_raw vkrt_lab_raw;
 
 /* A private timeline semaphore, fence and command pool on the device of `fill_target`,
  * whose first 4 bytes the FILL_SPIN command buffer fills; submits go to the device's own
  * compute queue (under its lock), bypassing the stream. */
-vkrt_status vkrt_tuning_raw_create(vkrt_buffer *fill_target, vkrt_tuning_raw **out);
-void vkrt_tuning_raw_destroy(vkrt_tuning_raw *raw);
+vkrt_status vkrt_lab_raw_create(vkrt_buffer *fill_target, vkrt_lab_raw **out);
+void vkrt_lab_raw_destroy(vkrt_lab_raw *raw);
 /* One submit + wait round trip of the given kind. */
-vkrt_status vkrt_tuning_raw_round_trip(vkrt_tuning_raw *raw, vkrt_tuning_raw_kind kind);
+vkrt_status vkrt_lab_raw_round_trip(vkrt_lab_raw *raw, vkrt_lab_raw_kind kind);
 
 /* Hand-over floors (vkrt-bench allreduce --latency): empty work on device `from`'s compute
  * queue, then empty work on a second queue after it, the host spinning until the second is
@@ -293,27 +295,27 @@ vkrt_status vkrt_tuning_raw_round_trip(vkrt_tuning_raw *raw, vkrt_tuning_raw_kin
  * submit waits on the first's timeline semaphore on the GPU (between devices a timeline
  * shared as an opaque FD: UNAVAILABLE without the semaphore FD functions); otherwise the
  * host spins on the first, then submits the second (a host relay). from == to with a plain
- * spin is the one-queue floor of vkrt_tuning_raw (VKRT_TUNING_RAW_SPIN). */
-typedef struct vkrt_tuning_handover vkrt_tuning_handover;
-vkrt_status vkrt_tuning_handover_create(vkrt_appliance *appliance, uint32_t from, uint32_t to,
-                                        bool gpu_wait, vkrt_tuning_handover **out);
-void vkrt_tuning_handover_destroy(vkrt_tuning_handover *handover);
-vkrt_status vkrt_tuning_handover_round_trip(vkrt_tuning_handover *handover);
+ * spin is the one-queue floor of vkrt_lab_raw (VKRT_LAB_RAW_SPIN). */
+typedef struct vkrt_lab_handover vkrt_lab_handover;
+vkrt_status vkrt_lab_handover_create(vkrt_appliance *appliance, uint32_t from, uint32_t to,
+                                     bool gpu_wait, vkrt_lab_handover **out);
+void vkrt_lab_handover_destroy(vkrt_lab_handover *handover);
+vkrt_status vkrt_lab_handover_round_trip(vkrt_lab_handover *handover);
 
 /* ---- host regions (registration) --------------------------------------------------------- */
 
-typedef struct vkrt_tuning_import {
+typedef struct vkrt_lab_import {
   uint32_t regions;        /* registered host regions */
   uint64_t live_chunks;    /* imported chunks not yet released (all devices; a chunk is
                               released after the last upload using it, so 0 some time after
                               the last unregister) */
   uint64_t prestage_bytes; /* bytes of pre-staged copies held */
   uint64_t prestage_budget; /* bytes pre-staged copies may hold (Kconfig, capped by the
-                               devices' memory budget, or vkrt_tuning_prestage_budget_set) */
+                               devices' memory budget, or vkrt_lab_prestage_budget_set) */
   uint64_t load_pinned_bytes; /* pinned chunk memory of vkrt_load_file calls in progress */
-} vkrt_tuning_import;
+} vkrt_lab_import;
 
-vkrt_status vkrt_tuning_import_get(const vkrt_appliance *appliance, vkrt_tuning_import *out);
+vkrt_status vkrt_lab_import_get(const vkrt_appliance *appliance, vkrt_lab_import *out);
 /* The pinned-chunk file loads (vkrt_load_file's read, direct and memcpy paths): reading
  * threads, one chunk's file bytes, chunks in the ring, one read (pread or memcpy), and the
  * row width below which rows of a strided range are packed by the host into one DMA region
@@ -321,41 +323,38 @@ vkrt_status vkrt_tuning_import_get(const vkrt_appliance *appliance, vkrt_tuning_
  * (Kconfig; threads: one per online CPU; block: 4 MiB; gather: below 64 KiB). set checks the
  * values (chunk and block multiples of 4 KiB, block <= chunk) and applies them to the loads
  * that start after it; get gives the values a load would use now. */
-typedef struct vkrt_tuning_load {
+typedef struct vkrt_lab_load {
   uint32_t threads;
   uint64_t chunk_bytes;
   uint32_t chunks;
   uint64_t block_bytes;
   uint64_t gather_below;
   bool no_gather;
-} vkrt_tuning_load;
+} vkrt_lab_load;
 
-vkrt_status vkrt_tuning_load_set(vkrt_appliance *appliance, const vkrt_tuning_load *load);
-vkrt_status vkrt_tuning_load_get(const vkrt_appliance *appliance, vkrt_tuning_load *out);
+vkrt_status vkrt_lab_load_set(vkrt_appliance *appliance, const vkrt_lab_load *load);
+vkrt_status vkrt_lab_load_get(const vkrt_appliance *appliance, vkrt_lab_load *out);
 
 /* Replaces the pre-stage budget (any number of bytes; 0 pre-stages nothing): registrations
  * after the call that would exceed it take the staging ring. */
-vkrt_status vkrt_tuning_prestage_budget_set(vkrt_appliance *appliance, uint64_t bytes);
+vkrt_status vkrt_lab_prestage_budget_set(vkrt_appliance *appliance, uint64_t bytes);
 /* Acts as if the device required host imports aligned to `bytes` (a power of two, at least
  * the alignment it reports; the device needs host import): registrations after the call plan
  * their chunks with it, pre-staging or refusing what would import bytes outside the
  * caller's pages. */
-vkrt_status vkrt_tuning_import_alignment_set(vkrt_appliance *appliance, uint32_t device,
-                                             uint64_t bytes);
+vkrt_status vkrt_lab_import_alignment_set(vkrt_appliance *appliance, uint32_t device,
+                                          uint64_t bytes);
 /* The import module's part of vkrt_describe alone (policy, per-device import facts, the
  * registered regions), as text lines or a JSON member ("\"import\": {...}"); returns the
  * length needed (excluding NUL) like snprintf. */
-size_t vkrt_tuning_import_describe(const vkrt_appliance *appliance, bool json, char *buf,
-                                   size_t buf_size);
+size_t vkrt_lab_import_describe(const vkrt_appliance *appliance, bool json, char *buf,
+                                size_t buf_size);
 
 /* ---- host copies -------------------------------------------------------------------------- */
 
 /* The pre-stage copy registration uses: size bytes from src to dst with up to `threads`
  * threads (page faults on both sides included); returns the threads used. */
-uint32_t vkrt_tuning_parallel_copy(void *dst, const void *src, uint64_t size, uint32_t threads);
-/* The threads registration's pre-stage copy uses (CONFIG_VKRT_PRESTAGE_THREADS, or its
- * default where pre-staging is compiled out and the test override picks it anyway). */
-uint32_t vkrt_tuning_prestage_threads(void);
+uint32_t vkrt_lab_parallel_copy(void *dst, const void *src, uint64_t size, uint32_t threads);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,248 @@
+/* vkrt/vkrt_lab.h: the forcing knobs, the kernel variants they name, the matrix-vector
+ * shapes and matmul tiles chosen at open, and a byte copy on a forced path. */
+#include "lab/lab.h"
+
+static const struct {
+  const char *name;
+  int64_t min, max;
+} knobs[VKRT_LAB_KNOB_COUNT] = {
+  [VKRT_LAB_COPY_VEC4_MAX_GROUPS] = {"COPY_VEC4_MAX_GROUPS", 1, UINT32_MAX},
+  [VKRT_LAB_COPY_TRANSPOSED_TILED] = {"COPY_TRANSPOSED_TILED", 0, 1},
+  [VKRT_LAB_FORCE_CONCAT_GENERIC] = {"FORCE_CONCAT_GENERIC", 0, 1},
+  [VKRT_LAB_FORCE_TRANSPOSE_SCALAR] = {"FORCE_TRANSPOSE_SCALAR", 0, 1},
+  [VKRT_LAB_TRANSPOSE_VARIANT] = {"TRANSPOSE_VARIANT", 0, 2},
+  [VKRT_LAB_QUANT_VARIANT] = {"QUANT_VARIANT", 0, VKRT_QUANT_VARIANTS},
+  [VKRT_LAB_FORCE_MATMUL_KERNEL] = {"FORCE_MATMUL_KERNEL", 0, 2},
+  [VKRT_LAB_STREAM_FLUSH_OPS] = {"STREAM_FLUSH_OPS", 0, UINT32_MAX},
+  [VKRT_LAB_MATMUL_TILED_MIN_M] = {"MATMUL_TILED_MIN_M", 1, 65536},
+  [VKRT_LAB_MATMUL_COOPMAT] = {"MATMUL_COOPMAT", 0, 1},
+  [VKRT_LAB_ATTENTION_SPLITS] = {"ATTENTION_SPLITS", 0, UINT32_MAX},
+  [VKRT_LAB_ATTENTION_UNROLL] = {"ATTENTION_UNROLL", 0, VKRT_ATTENTION_MAX_UNROLL},
+};
+
+vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
+                         int64_t value) {
+  struct vkrt_device *dev;
+  vkrt_status s = vkrt_lab_device_of(app, device, &value, &dev);
+  if (s != VKRT_OK)
+    return s;
+  if ((unsigned)knob >= VKRT_LAB_KNOB_COUNT)
+    return vkrt_lab_bad(dev, "lab: no knob %lld", (long long)knob);
+  if (value < knobs[knob].min || value > knobs[knob].max)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "lab: %s takes %lld..%lld, not %lld", knobs[knob].name,
+                      (long long)knobs[knob].min, (long long)knobs[knob].max, (long long)value);
+  /* the forces, and the plans chosen at open that a knob overrides */
+  struct vkrt_ops_state *ops = dev->ops;
+  struct vkrt_ops_forces *force = &ops->lab->force;
+  switch (knob) {
+  case VKRT_LAB_COPY_VEC4_MAX_GROUPS: ops->copy_vec4_max_groups = (uint32_t)value; break;
+  case VKRT_LAB_COPY_TRANSPOSED_TILED: ops->copy_transposed_tiled = value; break;
+  case VKRT_LAB_FORCE_CONCAT_GENERIC: force->concat_generic = value; break;
+  case VKRT_LAB_FORCE_TRANSPOSE_SCALAR: force->transpose_scalar = value; break;
+  case VKRT_LAB_TRANSPOSE_VARIANT: force->transpose_variant = (int)value; break;
+  case VKRT_LAB_QUANT_VARIANT: force->quant_variant = (int)value; break;
+  case VKRT_LAB_STREAM_FLUSH_OPS: vkrt_stream_set_flush_ops(dev, (uint32_t)value); break;
+  case VKRT_LAB_MATMUL_TILED_MIN_M:
+    for (int t = 0; t < VKRT_TYPE_COUNT; t++)
+      ops->matmul_min_m[t] = (uint32_t)value;
+    break;
+  case VKRT_LAB_MATMUL_COOPMAT: force->matmul_coopmat = value; break;
+  case VKRT_LAB_ATTENTION_SPLITS: force->attention_splits = (uint32_t)value; break;
+  case VKRT_LAB_ATTENTION_UNROLL: force->attention_unroll = (uint32_t)value; break;
+  default: force->matmul_kernel = (int)value; break;
+  }
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
+                         int64_t *out) {
+  struct vkrt_device *dev;
+  vkrt_status s = vkrt_lab_device_of(app, device, out, &dev);
+  if (s != VKRT_OK)
+    return s;
+  if ((unsigned)knob >= VKRT_LAB_KNOB_COUNT)
+    return vkrt_lab_bad(dev, "lab: no knob %lld", (long long)knob);
+  const struct vkrt_ops_state *ops = dev->ops;
+  const struct vkrt_ops_forces *force = &ops->lab->force;
+  switch (knob) {
+  case VKRT_LAB_COPY_VEC4_MAX_GROUPS: *out = ops->copy_vec4_max_groups; break;
+  case VKRT_LAB_COPY_TRANSPOSED_TILED: *out = ops->copy_transposed_tiled; break;
+  case VKRT_LAB_FORCE_CONCAT_GENERIC: *out = force->concat_generic; break;
+  case VKRT_LAB_FORCE_TRANSPOSE_SCALAR: *out = force->transpose_scalar; break;
+  case VKRT_LAB_TRANSPOSE_VARIANT: *out = force->transpose_variant; break;
+  case VKRT_LAB_QUANT_VARIANT: *out = force->quant_variant; break;
+  case VKRT_LAB_STREAM_FLUSH_OPS: *out = dev->stream.flush_ops; break;
+  case VKRT_LAB_MATMUL_TILED_MIN_M: *out = ops->matmul_min_m[VKRT_TYPE_F16]; break;
+  case VKRT_LAB_MATMUL_COOPMAT: *out = force->matmul_coopmat; break;
+  case VKRT_LAB_ATTENTION_SPLITS: *out = force->attention_splits; break;
+  case VKRT_LAB_ATTENTION_UNROLL: *out = force->attention_unroll; break;
+  default: *out = force->matmul_kernel; break;
+  }
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_lab_limits_set(vkrt_appliance *app, uint32_t device, uint32_t max_group_count,
+                                bool disable_push_descriptor, uint64_t max_storage_buffer_range) {
+  struct vkrt_device *dev;
+  vkrt_status s = vkrt_lab_device_of(app, device, app, &dev);
+  if (s != VKRT_OK)
+    return s;
+  if (max_storage_buffer_range && (max_storage_buffer_range < 1024 || max_storage_buffer_range % 16))
+    return vkrt_lab_bad(dev, "lab: max_storage_buffer_range is 0 or a multiple of 16 >= 1024, "
+                        "not %lld",
+                        (long long)max_storage_buffer_range);
+  vkrt_ops_test_limits(dev, max_group_count, disable_push_descriptor, max_storage_buffer_range);
+  return VKRT_OK;
+}
+
+/* transpose_variant v (1 plain tile order, 2 element pairs) runs this f32 kernel. */
+static const enum vkrt_ops_kernel transpose_variants[2] = {VKRT_OPS_TRANSPOSE_F32_PLAIN,
+                                                           VKRT_OPS_TRANSPOSE_X2_F32};
+
+int vkrt_lab_variant_count(vkrt_lab_knob knob) {
+  return knob == VKRT_LAB_TRANSPOSE_VARIANT || knob == VKRT_LAB_QUANT_VARIANT
+             ? (int)knobs[knob].max : 0;
+}
+
+const char *vkrt_lab_variant_name(vkrt_lab_knob knob, int64_t value) {
+  if (value < 1 || value > vkrt_lab_variant_count(knob))
+    return NULL;
+  return knob == VKRT_LAB_QUANT_VARIANT ? vkrt_quant_variant_names[value - 1]
+                                           : vkrt_ops_kernel_name(transpose_variants[value - 1]);
+}
+
+bool vkrt_lab_variant_usable(vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
+                             int64_t value) {
+  struct vkrt_device *dev;
+  if (!vkrt_lab_variant_name(knob, value) || vkrt_lab_device_of(app, device, app, &dev) != VKRT_OK)
+    return false;
+  if (knob == VKRT_LAB_QUANT_VARIANT) /* the op says when w or x do not fit the variant */
+    return vkrt_quant_variant_usable(dev, (int)value);
+  return vkrt_ops_kernel_usable(dev, transpose_variants[value - 1]);
+}
+
+_Static_assert(VKRT_LAB_QUANT_READ_COUNT == VKRT_QUANT_READ_PATTERNS,
+               "the ops count every read pattern");
+
+int vkrt_lab_quant_read_of(int64_t variant) {
+  return variant < 1 || variant > VKRT_QUANT_VARIANTS ? -1 : VKRT_QUANT_VARIANT_KIND(variant);
+}
+
+int vkrt_lab_quant_preference(vkrt_type type, int rank) {
+  if ((type != VKRT_TYPE_Q8_0 && type != VKRT_TYPE_Q4_K) || rank < 0 ||
+      rank >= VKRT_LAB_QUANT_READ_COUNT - 1)
+    return 0;
+  return vkrt_quant_preference[type == VKRT_TYPE_Q8_0 ? 0 : 1][rank];
+}
+
+static vkrt_status matvec_type(struct vkrt_device *dev, vkrt_type type) {
+  return type == VKRT_TYPE_F32 || type == VKRT_TYPE_F16
+             ? VKRT_OK : vkrt_lab_bad(dev, "lab: matrix-vector shapes are for f32 and f16 weights, "
+                                      "not type %lld", (long long)type);
+}
+
+vkrt_status vkrt_lab_matvec_get(const vkrt_appliance *app, uint32_t device, vkrt_type type,
+                                vkrt_lab_matvec *out) {
+  struct vkrt_device *dev;
+  vkrt_status s = vkrt_lab_device_of(app, device, out, &dev);
+  if (s == VKRT_OK)
+    s = matvec_type(dev, type);
+  if (s != VKRT_OK)
+    return s;
+  const struct vkrt_matvec_config *m = &dev->ops->matvec[type];
+  *out = (vkrt_lab_matvec){m->wg, m->rows, m->unroll, m->blocks};
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_lab_matvec_set(vkrt_appliance *app, uint32_t device, vkrt_type type,
+                                const vkrt_lab_matvec *cfg) {
+  struct vkrt_device *dev;
+  vkrt_status s = vkrt_lab_device_of(app, device, cfg, &dev);
+  if (s == VKRT_OK)
+    s = matvec_type(dev, type);
+  if (s != VKRT_OK)
+    return s;
+  if (!cfg->wg || !cfg->rows || !cfg->unroll || !cfg->blocks ||
+      cfg->wg > dev->caps.max_compute_work_group_invocations)
+    return vkrt_lab_bad(dev, "lab: a matrix-vector shape needs every field >= 1 and wg <= %lld",
+                        (long long)dev->caps.max_compute_work_group_invocations);
+  /* Room for the shape's pipelines (M = 1 and the accumulate form): else drop them all. */
+  if (atomic_load(&dev->ops->variant_count) + 2 >= VKRT_OPS_MAX_VARIANTS) {
+    s = vkrt_finish(app, device);
+    if (s != VKRT_OK)
+      return s;
+    vkrt_ops_drop_variants(dev);
+  }
+  /* one shape for every M, so a sweep times what it set */
+  dev->ops->matvec[type] = (struct vkrt_matvec_config){cfg->wg, cfg->rows, cfg->unroll, cfg->blocks};
+  dev->ops->matvec_cols[type] = dev->ops->matvec[type];
+  return VKRT_OK;
+}
+
+static vkrt_status tile_slot(struct vkrt_device *dev, vkrt_lab_tile_slot slot) {
+  return (unsigned)slot < VKRT_LAB_TILE_SLOT_COUNT
+             ? VKRT_OK : vkrt_lab_bad(dev, "lab: no matmul tile slot %lld", (long long)slot);
+}
+
+vkrt_status vkrt_lab_matmul_tile_get(const vkrt_appliance *app, uint32_t device,
+                                     vkrt_lab_tile_slot slot, vkrt_lab_matmul_tile *out) {
+  struct vkrt_device *dev;
+  vkrt_status s = vkrt_lab_device_of(app, device, out, &dev);
+  if (s == VKRT_OK)
+    s = tile_slot(dev, slot);
+  if (s != VKRT_OK)
+    return s;
+  const struct vkrt_matmul_tile *t = &dev->ops->matmul_tile[slot / 2][slot % 2];
+  *out = (vkrt_lab_matmul_tile){t->wg, t->bm, t->bn, t->rm};
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_lab_matmul_tile_set(vkrt_appliance *app, uint32_t device,
+                                     vkrt_lab_tile_slot slot,
+                                     const vkrt_lab_matmul_tile *tile) {
+  struct vkrt_device *dev;
+  vkrt_status s = vkrt_lab_device_of(app, device, tile, &dev);
+  if (s == VKRT_OK)
+    s = tile_slot(dev, slot);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_matmul_tile t = {tile->wg, tile->bm, tile->bn, tile->rm};
+  const char *why = vkrt_ops_matmul_tile_check(dev, slot >= VKRT_LAB_TILE_COOPMAT_SMALL, &t);
+  if (why)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "lab: matmul tile %ux%u, wg %u, rm %u: %s", t.bm, t.bn, t.wg, t.rm, why);
+  if (atomic_load(&dev->ops->variant_count) + 8 >= VKRT_OPS_MAX_VARIANTS) {
+    s = vkrt_finish(app, device);
+    if (s != VKRT_OK)
+      return s;
+    vkrt_ops_drop_variants(dev);
+  }
+  dev->ops->matmul_tile[slot / 2][slot % 2] = t;
+  return VKRT_OK;
+}
+
+bool vkrt_lab_matmul_coopmat_usable(const vkrt_appliance *app, uint32_t device) {
+  struct vkrt_device *dev;
+  return vkrt_lab_device_of(app, device, app, &dev) == VKRT_OK && dev->ops->coopmat;
+}
+
+vkrt_status vkrt_lab_cmd_copy_bytes(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,
+                                    uint64_t src_offset, uint64_t size, vkrt_lab_copy path) {
+  if (!dst || !src)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  struct vkrt_device *dev = dst->dev;
+  if (src->dev != dev)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT, "lab: copy between devices");
+  if (path < VKRT_LAB_COPY_PREFERRED || path > VKRT_LAB_COPY_TRANSFER)
+    return vkrt_lab_bad(dev, "lab: no copy path %lld", (long long)path);
+  if (dst_offset > dst->size || size > dst->size - dst_offset || src_offset > src->size ||
+      size > src->size - src_offset)
+    return vkrt_lab_bad(dev, "lab: copy of %lld bytes past a buffer's end", (long long)size);
+  vkrt_status s = vkrt_ops_open(dev);
+  VkCommandBuffer cmd;
+  if (s == VKRT_OK)
+    s = vkrt_stream_next_copy(dev, dst, dst_offset, src, src_offset, size, &cmd);
+  return s != VKRT_OK ? s : vkrt_ops_copy_bytes(dev, cmd, dst->handle, dst_offset, src->handle,
+                                                src_offset, size, path);
+}
