@@ -72,7 +72,7 @@ void vkrt_copy_pool_memcpy(struct vkrt_copy_pool *pool, void *dst, const void *s
 uint32_t vkrt_copy_pool_copy(struct vkrt_copy_pool *pool, void *dst, const void *src,
                              uint64_t size, vkrt_progress_fn progress, void *progress_user);
 
-/* Tuning of the pinned-chunk file loads (vkrt_tuning_load's fields; 0: the default). */
+/* Tuning of the pinned-chunk file loads (vkrt_lab_load's fields; 0: the default). */
 struct vkrt_load_knobs {
   uint32_t threads, chunks;
   uint64_t chunk_bytes, block_bytes, gather_below;
@@ -99,7 +99,7 @@ struct vkrt_import_registry {
   atomic_uint_fast64_t path_bytes[3], path_copies[3]; /* by vkrt_import_path */
   atomic_uint_fast64_t straddles_split, copies_past_chunk;
   /* vkrt_load_file's pinned-chunk paths (stream.c) */
-  struct vkrt_load_knobs load_knobs; /* 0 fields: defaults (vkrt_tuning_load) */
+  struct vkrt_load_knobs load_knobs; /* 0 fields: defaults (vkrt_lab_load) */
   atomic_uint_fast64_t load_pinned;  /* bytes of pinned chunk memory of loads in progress */
 };
 

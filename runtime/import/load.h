@@ -3,7 +3,7 @@
 #pragma once
 #include "import/import.h"
 
-#define VKRT_LOAD_MAX_CHUNKS 64 /* CONFIG_VKRT_LOAD_CHUNKS and vkrt_tuning_load at most */
+#define VKRT_LOAD_MAX_CHUNKS 64 /* CONFIG_VKRT_LOAD_CHUNKS and vkrt_lab_load at most */
 
 /* info must be zeroed by the caller. */
 vkrt_status vkrt_load_run(struct vkrt_import_registry *reg, const char *path, int fd,
