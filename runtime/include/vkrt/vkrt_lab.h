@@ -318,9 +318,29 @@ typedef struct vkrt_lab_import {
   uint64_t prestage_bytes; /* bytes of pre-staged copies held */
   uint64_t prestage_budget; /* bytes pre-staged copies may hold (Kconfig, capped by the
                                devices' memory budget, or vkrt_lab_prestage_budget_set) */
+  uint64_t load_pinned_bytes; /* pinned chunk memory of vkrt_load_file calls in progress */
 } vkrt_lab_import;
 
 vkrt_status vkrt_lab_import_get(const vkrt_appliance *appliance, vkrt_lab_import *out);
+/* The pinned-chunk file loads (vkrt_load_file's read, direct and memcpy paths): reading
+ * threads, one chunk's file bytes, chunks in the ring, one read (pread or memcpy), and the
+ * row width below which rows of a strided range are packed by the host into one DMA region
+ * per chunk (no_gather: never; each row is then its own region). 0 in a field: the default
+ * (Kconfig; threads: one per online CPU; block: 4 MiB; gather: below 64 KiB). set checks the
+ * values (chunk and block multiples of 4 KiB, block <= chunk) and applies them to the loads
+ * that start after it; get gives the values a load would use now. */
+typedef struct vkrt_lab_load {
+  uint32_t threads;
+  uint64_t chunk_bytes;
+  uint32_t chunks;
+  uint64_t block_bytes;
+  uint64_t gather_below;
+  bool no_gather;
+} vkrt_lab_load;
+
+vkrt_status vkrt_lab_load_set(vkrt_appliance *appliance, const vkrt_lab_load *load);
+vkrt_status vkrt_lab_load_get(const vkrt_appliance *appliance, vkrt_lab_load *out);
+
 /* Replaces the pre-stage budget (any number of bytes; 0 pre-stages nothing): registrations
  * after the call that would exceed it take the staging ring. */
 vkrt_status vkrt_lab_prestage_budget_set(vkrt_appliance *appliance, uint64_t bytes);
