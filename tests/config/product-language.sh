@@ -48,7 +48,7 @@ files=$(git ls-files --cached --others --exclude-standard)
 while IFS= read -r doc; do
   dir=$(dirname "$doc")
   while IFS= read -r ref; do
-    case $ref in http://* | https://* | mailto:* | \#*) continue ;; esac
+    case $ref in http://* | https://* | mailto:* | \#* | *'$'* | /*) continue ;; esac  # URLs, $VAR/x.md, /tmp/x.md
     ref=${ref%%#*}
     [ -n "$ref" ] || continue
     for cand in "$dir/$ref" "$ref"; do
@@ -57,7 +57,7 @@ while IFS= read -r doc; do
       [ -d "$cand" ] && git ls-files --error-unmatch -- "$cand" > /dev/null 2>&1 && continue 2
     done
     bad+="$doc: $ref"$'\n'
-  done < <(grep -oE '\]\([^) ]+\)|[A-Za-z0-9_./-]+\.md\b' "$doc" | sed -E 's/^\]\((.*)\)$/\1/')
+  done < <(grep -oE '\]\([^) ]+\)|[$A-Za-z0-9_./-]+\.md\b' "$doc" | sed -E 's/^\]\((.*)\)$/\1/')
 done < <(grep -E '\.md$' <<< "$files" | grep -v '^tests/data/')
 if [ -n "$bad" ]; then
   printf '%s' "$bad"
