@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The runtime folders include each other only downwards (base <- vk <- device <- wings <-
-# appliance) and without a cycle; runtime/device calls nothing of import/transport/ops.
+# appliance <- lab) and without a cycle; runtime/device calls nothing of import/transport/ops.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 /usr/bin/python3 "$root/scripts/include-graph.py" --root "$root"
