@@ -55,7 +55,7 @@ static void w_row(const uint8_t *base, const vkrt_tensor *w, int64_t n, int64_t 
     for (int64_t k = 0; k < w->ne[0]; k++) {
       uint16_t h;
       memcpy(&h, row + 2 * k, 2);
-      out[k] = vkt_f16_to_f32(h);
+      out[k] = vkrt_f16_to_f32(h);
     }
   } else {
     assert_int_equal(vkrt_dequantize_row(w->type, row, out, w->ne[0]), VKRT_OK);
@@ -77,7 +77,7 @@ static void fill_w(uint8_t *base, const vkrt_tensor *w) {
         for (int64_t k = 0; k < w->ne[0]; k++) {
           float f;
           vkt_fill_random_f32(&f, 1, -1.0f, 1.0f, &rng);
-          put_u16(row + 2 * k, vkt_f32_to_f16(f));
+          put_u16(row + 2 * k, vkrt_f32_to_f16(f));
         }
         continue;
       }
@@ -86,9 +86,9 @@ static void fill_w(uint8_t *base, const vkrt_tensor *w) {
       for (uint64_t i = 0; i < blocks; i++) {
         float s[2];
         vkt_fill_random_f32(s, 2, -0.02f, 0.02f, &rng);
-        put_u16(row + i * ts, vkt_f32_to_f16(w->type == VKRT_TYPE_Q8_0 ? 2.5f * s[0] : s[0]));
+        put_u16(row + i * ts, vkrt_f32_to_f16(w->type == VKRT_TYPE_Q8_0 ? 2.5f * s[0] : s[0]));
         if (w->type == VKRT_TYPE_Q4_K)
-          put_u16(row + i * ts + 2, vkt_f32_to_f16(s[1]));
+          put_u16(row + i * ts + 2, vkrt_f32_to_f16(s[1]));
       }
     }
 }
