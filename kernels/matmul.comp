@@ -3,24 +3,32 @@
 // broadcast over batches (r2 = x.ne2 / w.ne2, r3 = x.ne3 / w.ne3); w f32, f16, Q8_0 or Q4_K
 // (W_F32, W_F16, W_Q8_0, W_Q4_K), x and dst f32.
 // A workgroup owns a tile of BM rows of w (n) by BN columns of x (m) and walks K in steps of
-// BK = 32: each step stages the w slice (dequantized: one Q8_0 block, one Q4_K sub-block per
-// row) and the x slice in shared memory, k innermost, in units of 8 consecutive k of one row
-// or column (consecutive invocations take consecutive units: coalesced loads), then
+// BK: each step stages the w slice (dequantized) and the x slice in shared memory, k
+// innermost, in units of 8 consecutive k of one row or column (consecutive invocations take
+// consecutive units: coalesced loads). The next step's units are loaded into registers while
+// the current step is multiplied (raw words for quantized w, decoded when stored), so the
+// global loads' latency hides behind the arithmetic. Then
 //  - portable: invocation (tx, ty) accumulates the RM x RN outputs of rows tx + TN i and
 //    columns ty + TM j (TN = BM / RM invocations along n, so stores of consecutive
 //    invocations are consecutive in dst), reading shared memory as vec4 along k (row pitch
 //    BK + 4 floats: the 8 invocations of each 128-bit phase hit distinct banks);
-//  - COOPMAT (VK_NV_cooperative_matrix; f16 tiles, pitch BK + 8 halves): subgroup s of
-//    WARPS_N x WARPS_M owns TILES_N x TILES_M 16x16 f32 accumulators, fed by 16x16x16 f16
-//    products; results go through a per-subgroup 16x16 scratch to dst.
+//  - COOPMAT (VK_NV_cooperative_matrix; tiles of f16 stored as 16-byte units, row pitch
+//    BK + 8 halves so the 8 rows of each matrix-load phase hit distinct banks): subgroup s
+//    of WARPS_N x WARPS_M owns TILES_N x TILES_M 16x16 f32 accumulators, fed by 16x16x16 f16
+//    products; whole 16x16 results go straight to dst where d_vec says dst allows it, the
+//    others through a per-subgroup 16x16 scratch.
 // Loads: w_vec says rows of f32/f16 w are 16-byte aligned and K a multiple of 8 (units as
 // two vec4 / one uvec4), else per-element loads at any strides; x_vec the same for x (dense
 // along K, columns 16-byte aligned). Q8_0 rows start 2-byte aligned, Q4_K rows 4-byte
 // aligned (read as words), K a multiple of the block. Out of range rows, columns and k load
-// as zero; only dst elements inside N x M are written.
+// as zero; only dst elements inside N x M are written. d_vec: dst dense along N, columns
+// and the binding 16-byte aligned, no accumulation.
 // Offsets and strides are elements (quantized w: bytes). base_* carry the grid split.
-// Specialization constants: 0 workgroup size, 1 BM, 2 BN, 3 RM (COOPMAT: WARPS_M).
+// Specialization constants: 0 workgroup size, 1 BM, 2 BN, 3 RM (COOPMAT: WARPS_M), 4 BK (a
+// multiple of 32), 5 STAGES (1: one shared-memory buffer; 2: two, alternating, so a step
+// needs one barrier instead of two).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #ifdef COOPMAT
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -32,9 +40,13 @@ layout(local_size_x_id = 0, local_size_x = 256) in;
 layout(constant_id = 1) const uint BM = 64u;
 layout(constant_id = 2) const uint BN = 64u;
 layout(constant_id = 3) const uint RM = 4u;
+layout(constant_id = 4) const uint BK = 32u;
+layout(constant_id = 5) const uint STAGES = 1u; // shared-memory buffers (1 or 2)
 const uint WG = gl_WorkGroupSize.x;
-#define BK 32u
-#define UNITS (BK / 8u) // units of 8 k per row of a slice
+const uint UNITS = BK / 8u; // units of 8 k per row of a slice
+const uint W_UNITS = BM * UNITS, X_UNITS = BN * UNITS;
+const uint W_PER = (W_UNITS + WG - 1u) / WG; // units per invocation
+const uint X_PER = (X_UNITS + WG - 1u) / WG;
 
 layout(push_constant) uniform Push {
   uint K, N, M;
@@ -44,7 +56,7 @@ layout(push_constant) uniform Push {
   uint w_offset, x_offset, d_offset;
   uint ne2, r2, r3;
   uint accumulate;  // 1: dst += result (vkrt_op_matmul_add)
-  uint w_vec, x_vec;
+  uint w_vec, x_vec, d_vec;
   uint base_x, base_y, base_z;
 } pc;
 
@@ -68,44 +80,25 @@ layout(std430, set = 0, binding = 4) readonly buffer W4 { uvec4 w4[]; };
 #endif
 
 #ifdef COOPMAT
-#define PITCH (BK + 8u) // halves; a multiple of 8 (16-byte rows for the matrix loads)
-shared float16_t ws[BM * PITCH];
-shared float16_t xs[BN * PITCH];
+#define PV (BK / 8u + 1u) // 16-byte units per row: BK + 8 halves
+shared uvec4 ws[STAGES * BM * PV];
+shared uvec4 xs[STAGES * BN * PV];
 const uint SUBGROUPS = WG / 32u; // the host takes this path on 32-wide subgroups only
 const uint WARPS_M = RM;
 const uint WARPS_N = SUBGROUPS / WARPS_M;
 const uint TILES_N = BM / 16u / WARPS_N;
 const uint TILES_M = BN / 16u / WARPS_M;
 shared float scratch[SUBGROUPS * 256u];
-void store_unit(bool is_w, uint row, uint q, vec4 lo, vec4 hi) {
-  uint o = row * PITCH + 8u * q;
-  for (uint i = 0u; i < 4u; i++) {
-    if (is_w) {
-      ws[o + i] = float16_t(lo[i]);
-      ws[o + 4u + i] = float16_t(hi[i]);
-    } else {
-      xs[o + i] = float16_t(lo[i]);
-      xs[o + 4u + i] = float16_t(hi[i]);
-    }
-  }
+uvec4 pack8(vec4 lo, vec4 hi) {
+  return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
 }
 #else
 #define PITCH4 (BK / 4u + 1u) // vec4 per row: BK + 4 floats
-shared vec4 ws[BM * PITCH4];
-shared vec4 xs[BN * PITCH4];
+shared vec4 ws[STAGES * BM * PITCH4];
+shared vec4 xs[STAGES * BN * PITCH4];
 const uint TN = BM / RM;      // invocations along n
 const uint TM = WG / TN;      // ... along m
 const uint RN = BN / TM;      // columns per invocation
-void store_unit(bool is_w, uint row, uint q, vec4 lo, vec4 hi) {
-  uint o = row * PITCH4 + 2u * q;
-  if (is_w) {
-    ws[o] = lo;
-    ws[o + 1u] = hi;
-  } else {
-    xs[o] = lo;
-    xs[o + 1u] = hi;
-  }
-}
 #endif
 
 #if defined(W_F16) || defined(W_Q8_0)
@@ -115,23 +108,31 @@ float half_at(uint h) { // f16 at half index h of the binding
 }
 #endif
 
-// 8 weights k .. k + 7 of row n (n < N, k < K, k % 8 == 0) starting at element/byte wb
-void load_w_unit(uint wb, uint n, uint k, out vec4 lo, out vec4 hi) {
+// The words one unit of w is decoded from (8 weights k .. k + 7 of row n, k % 8 == 0),
+// loaded ahead of use: f32 the values' bits (a: k .. k + 3, b: k + 4 .. k + 7); f16 the
+// 8 halves packed in a; Q8_0 in a three quant words and the scale's word; Q4_K in a.xy two
+// quant words and in b the super-block's header (d and dmin, 12 scale bytes).
+struct Raw {
+  uvec4 a, b;
+};
+
+Raw load_w_raw(uint wb, uint n, uint k) { // n < N, k < K
+  Raw r;
+  r.a = uvec4(0u);
+  r.b = uvec4(0u);
 #if defined(W_F32) || defined(W_F16)
   uint e = wb + n * pc.w_stride[1];
   if (pc.w_vec != 0u) {
 #ifdef W_F32
-    lo = w4[(e + k) >> 2];
-    hi = w4[((e + k) >> 2) + 1u];
+    r.a = floatBitsToUint(w4[(e + k) >> 2]);
+    r.b = floatBitsToUint(w4[((e + k) >> 2) + 1u]);
 #else
-    uvec4 v = w4[(e + k) >> 3];
-    lo = vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y));
-    hi = vec4(unpackHalf2x16(v.z), unpackHalf2x16(v.w));
+    r.a = w4[(e + k) >> 3];
 #endif
-    return;
+    return r;
   }
   float v[8];
-  for (uint i = 0u; i < 8u; i++) {
+  [[unroll]] for (uint i = 0u; i < 8u; i++) {
     uint kk = k + i, a = e + kk * pc.w_stride[0];
 #ifdef W_F32
     v[i] = kk < pc.K ? w[a] : 0.0;
@@ -139,22 +140,19 @@ void load_w_unit(uint wb, uint n, uint k, out vec4 lo, out vec4 hi) {
     v[i] = kk < pc.K ? half_at(a) : 0.0;
 #endif
   }
-  lo = vec4(v[0], v[1], v[2], v[3]);
-  hi = vec4(v[4], v[5], v[6], v[7]);
+#ifdef W_F32
+  r.a = floatBitsToUint(vec4(v[0], v[1], v[2], v[3]));
+  r.b = floatBitsToUint(vec4(v[4], v[5], v[6], v[7]));
+#else
+  r.a = uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])),
+              packHalf2x16(vec2(v[4], v[5])), packHalf2x16(vec2(v[6], v[7])));
+#endif
 #elif defined(W_Q8_0)
   // block k / 32 (34 bytes: f16 d, 32 int8), quants 8 (k % 32) / 8 .. + 7
   uint blk = wb + n * pc.w_stride[1] + 34u * (k >> 5);
   uint s = blk + 2u + (k & 31u); // first quant byte, even
   uint w0 = s >> 2;
-  bool shifted = (s & 2u) != 0u;
-  uint a0 = w[w0], a1 = w[w0 + 1u], a2 = w[shifted ? w0 + 2u : w0 + 1u];
-  uint q0 = shifted ? (a0 >> 16u) | (a1 << 16u) : a0;
-  uint q1 = shifted ? (a1 >> 16u) | (a2 << 16u) : a1;
-  float dd = half_at(blk >> 1);
-  ivec4 b0 = ivec4(int(q0) << 24, int(q0) << 16, int(q0) << 8, int(q0)) >> 24;
-  ivec4 b1 = ivec4(int(q1) << 24, int(q1) << 16, int(q1) << 8, int(q1)) >> 24;
-  lo = dd * vec4(b0);
-  hi = dd * vec4(b1);
+  r.a = uvec4(w[w0], w[w0 + 1u], w[(s & 2u) != 0u ? w0 + 2u : w0 + 1u], w[blk >> 2]);
 #else // W_Q4_K
   // super-block k / 256 (144 bytes: f16 d, f16 dmin, 12 scale bytes, 128 quant bytes);
   // sub-block j = (k % 256) / 32 is the low (j even) or high nibble of the 32 bytes at
@@ -162,13 +160,37 @@ void load_w_unit(uint wb, uint n, uint k, out vec4 lo, out vec4 hi) {
   uint sb = wb + n * pc.w_stride[1] + 144u * (k >> 8);
   uint e = k & 255u, j = e >> 5;
   uint wq = (sb + 16u + 32u * (j >> 1) + (e & 31u)) >> 2;
-  uint v0 = w[wq], v1 = w[wq + 1u];
-  uint sh = 4u * (j & 1u);
-  uvec4 hdr = uvec4(w[sb >> 2], w[(sb >> 2) + 1u], w[(sb >> 2) + 2u], w[(sb >> 2) + 3u]);
-  vec4 ps = pair_scales(hdr, j & ~1u);
+  r.a = uvec4(w[wq], w[wq + 1u], 0u, 0u);
+  r.b = uvec4(w[sb >> 2], w[(sb >> 2) + 1u], w[(sb >> 2) + 2u], w[(sb >> 2) + 3u]);
+#endif
+  return r;
+}
+
+// The 8 weights of a unit from its words (all-zero words decode to zeros).
+void decode_w(Raw r, uint wb, uint n, uint k, out vec4 lo, out vec4 hi) {
+#if defined(W_F32)
+  lo = uintBitsToFloat(r.a);
+  hi = uintBitsToFloat(r.b);
+#elif defined(W_F16)
+  lo = vec4(unpackHalf2x16(r.a.x), unpackHalf2x16(r.a.y));
+  hi = vec4(unpackHalf2x16(r.a.z), unpackHalf2x16(r.a.w));
+#elif defined(W_Q8_0)
+  uint blk = wb + n * pc.w_stride[1] + 34u * (k >> 5);
+  bool shifted = ((blk + 2u + (k & 31u)) & 2u) != 0u;
+  uint q0 = shifted ? (r.a.x >> 16u) | (r.a.y << 16u) : r.a.x;
+  uint q1 = shifted ? (r.a.y >> 16u) | (r.a.z << 16u) : r.a.y;
+  float dd = unpackHalf2x16((blk & 2u) != 0u ? r.a.w >> 16u : r.a.w).x;
+  ivec4 b0 = ivec4(int(q0) << 24, int(q0) << 16, int(q0) << 8, int(q0)) >> 24;
+  ivec4 b1 = ivec4(int(q1) << 24, int(q1) << 16, int(q1) << 8, int(q1)) >> 24;
+  lo = dd * vec4(b0);
+  hi = dd * vec4(b1);
+#else // W_Q4_K
+  uint j = (k & 255u) >> 5;
+  vec4 ps = pair_scales(r.b, j & ~1u);
   vec2 sm = (j & 1u) != 0u ? ps.zw : ps.xy; // (d sc, dmin m)
-  uvec4 n0 = (uvec4(v0) >> (uvec4(0u, 8u, 16u, 24u) + sh)) & 15u;
-  uvec4 n1 = (uvec4(v1) >> (uvec4(0u, 8u, 16u, 24u) + sh)) & 15u;
+  uint sh = 4u * (j & 1u);
+  uvec4 n0 = (uvec4(r.a.x) >> (uvec4(0u, 8u, 16u, 24u) + sh)) & 15u;
+  uvec4 n1 = (uvec4(r.a.y) >> (uvec4(0u, 8u, 16u, 24u) + sh)) & 15u;
   lo = sm.x * vec4(n0) - sm.y;
   hi = sm.x * vec4(n1) - sm.y;
 #endif
@@ -182,7 +204,7 @@ void load_x_unit(uint xb, uint m, uint k, out vec4 lo, out vec4 hi) {
     return;
   }
   float v[8];
-  for (uint i = 0u; i < 8u; i++) {
+  [[unroll]] for (uint i = 0u; i < 8u; i++) {
     uint kk = k + i;
     v[i] = kk < pc.K ? x[e + kk * pc.x_stride[0]] : 0.0;
   }
@@ -196,6 +218,94 @@ void store_d(uint db, uint n, uint m, float v) {
     d[di] = pc.accumulate != 0u ? d[di] + v : v;
   }
 }
+
+// The units of step k0 into registers (zeros outside w and x).
+Raw wr[W_PER];
+vec4 xl[X_PER], xh[X_PER];
+void fetch(uint wb, uint xb, uint n0, uint m0, uint k0) {
+  uint tid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint i = 0u; i < W_PER; i++) {
+    uint u = tid + i * WG, n = n0 + u / UNITS, k = k0 + 8u * (u % UNITS);
+    wr[i].a = wr[i].b = uvec4(0u);
+    if (u < W_UNITS && n < pc.N && k < pc.K)
+      wr[i] = load_w_raw(wb, n, k);
+  }
+  [[unroll]] for (uint i = 0u; i < X_PER; i++) {
+    uint u = tid + i * WG, m = m0 + u / UNITS, k = k0 + 8u * (u % UNITS);
+    xl[i] = xh[i] = vec4(0.0);
+    if (u < X_UNITS && m < pc.M && k < pc.K)
+      load_x_unit(xb, m, k, xl[i], xh[i]);
+  }
+}
+
+// The fetched step (k0) into shared-memory buffer `buf`, w decoded (f16 through cooperative
+// matrices as it came).
+void store(uint buf, uint wb, uint n0, uint k0) {
+  uint tid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint i = 0u; i < W_PER; i++) {
+    uint u = tid + i * WG, r = u / UNITS, q = u % UNITS;
+    if (u < W_UNITS) {
+#if defined(COOPMAT) && defined(W_F16)
+      ws[(buf * BM + r) * PV + q] = wr[i].a;
+#else
+      vec4 lo, hi;
+      decode_w(wr[i], wb, n0 + r, k0 + 8u * q, lo, hi);
+#ifdef COOPMAT
+      ws[(buf * BM + r) * PV + q] = pack8(lo, hi);
+#else
+      ws[(buf * BM + r) * PITCH4 + 2u * q] = lo;
+      ws[(buf * BM + r) * PITCH4 + 2u * q + 1u] = hi;
+#endif
+#endif
+    }
+  }
+  [[unroll]] for (uint i = 0u; i < X_PER; i++) {
+    uint u = tid + i * WG, c = u / UNITS, q = u % UNITS;
+    if (u < X_UNITS) {
+#ifdef COOPMAT
+      xs[(buf * BN + c) * PV + q] = pack8(xl[i], xh[i]);
+#else
+      xs[(buf * BN + c) * PITCH4 + 2u * q] = xl[i];
+      xs[(buf * BN + c) * PITCH4 + 2u * q + 1u] = xh[i];
+#endif
+    }
+  }
+}
+
+#ifdef COOPMAT
+fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TILES_N * TILES_M];
+// The step in buffer `buf` into the subgroup's accumulators (wn, wm: its place in the tile).
+void multiply(uint buf, uint wn, uint wm) {
+  [[unroll]] for (uint kk = 0u; kk < BK / 16u; kk++) {
+    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TILES_N];
+    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b[TILES_M];
+    [[unroll]] for (uint i = 0u; i < TILES_N; i++)
+      coopMatLoadNV(a[i], ws, (buf * BM + (wn * TILES_N + i) * 16u) * PV + 2u * kk, PV, false);
+    [[unroll]] for (uint j = 0u; j < TILES_M; j++) // column-major K x 16: column c at c * PV
+      coopMatLoadNV(b[j], xs, (buf * BN + (wm * TILES_M + j) * 16u) * PV + 2u * kk, PV, true);
+    [[unroll]] for (uint i = 0u; i < TILES_N; i++)
+      [[unroll]] for (uint j = 0u; j < TILES_M; j++)
+        acc[i * TILES_M + j] = coopMatMulAddNV(a[i], b[j], acc[i * TILES_M + j]);
+  }
+}
+#else
+float acc[RM * RN];
+// The step in buffer `buf` into the invocation's RM x RN outputs (rows tx + TN i, columns
+// ty + TM j).
+void multiply(uint buf, uint tx, uint ty) {
+  [[unroll]] for (uint k4 = 0u; k4 < BK / 4u; k4++) {
+    vec4 a[RM], b[RN];
+    [[unroll]] for (uint i = 0u; i < RM; i++)
+      a[i] = ws[(buf * BM + tx + TN * i) * PITCH4 + k4];
+    [[unroll]] for (uint j = 0u; j < RN; j++)
+      b[j] = xs[(buf * BN + ty + TM * j) * PITCH4 + k4];
+    [[unroll]] for (uint i = 0u; i < RM; i++)
+      [[unroll]] for (uint j = 0u; j < RN; j++)
+        acc[i * RN + j] = fma(a[i].w, b[j].w, fma(a[i].z, b[j].z,
+                          fma(a[i].y, b[j].y, fma(a[i].x, b[j].x, acc[i * RN + j]))));
+  }
+}
+#endif
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -211,77 +321,59 @@ void main() {
 #ifdef COOPMAT
   uint sg = gl_SubgroupID;
   uint wn = sg % WARPS_N, wm = sg / WARPS_N;
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TILES_N * TILES_M];
-  for (uint i = 0u; i < TILES_N * TILES_M; i++)
+  [[unroll]] for (uint i = 0u; i < TILES_N * TILES_M; i++)
     acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 #else
   uint tx = tid % TN, ty = tid / TN;
-  float acc[RM * RN];
-  for (uint i = 0u; i < RM * RN; i++)
+  [[unroll]] for (uint i = 0u; i < RM * RN; i++)
     acc[i] = 0.0;
 #endif
 
+  // one buffer: store, barrier, multiply, barrier per step; two: the next step is stored
+  // into the other buffer right after the multiply, one barrier per step
+  fetch(wb, xb, n0, m0, 0u);
+  store(0u, wb, n0, 0u);
+  barrier();
+  uint buf = 0u;
   for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-    for (uint u = tid; u < BM * UNITS; u += WG) {
-      uint r = u / UNITS, q = u % UNITS;
-      uint n = n0 + r, k = k0 + 8u * q;
-      vec4 lo = vec4(0.0), hi = vec4(0.0);
-      if (n < pc.N && k < pc.K)
-        load_w_unit(wb, n, k, lo, hi);
-      store_unit(true, r, q, lo, hi);
-    }
-    for (uint u = tid; u < BN * UNITS; u += WG) {
-      uint c = u / UNITS, q = u % UNITS;
-      uint m = m0 + c, k = k0 + 8u * q;
-      vec4 lo = vec4(0.0), hi = vec4(0.0);
-      if (m < pc.M && k < pc.K)
-        load_x_unit(xb, m, k, lo, hi);
-      store_unit(false, c, q, lo, hi);
-    }
-    barrier();
+    bool more = k0 + BK < pc.K;
+    if (more)
+      fetch(wb, xb, n0, m0, k0 + BK); // in flight during the multiply
 #ifdef COOPMAT
-    for (uint kk = 0u; kk < BK; kk += 16u) {
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TILES_N];
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b[TILES_M];
-      for (uint i = 0u; i < TILES_N; i++)
-        coopMatLoadNV(a[i], ws, ((wn * TILES_N + i) * 16u) * PITCH + kk, PITCH, false);
-      for (uint j = 0u; j < TILES_M; j++) // column-major K x 16: column c at c * PITCH
-        coopMatLoadNV(b[j], xs, ((wm * TILES_M + j) * 16u) * PITCH + kk, PITCH, true);
-      for (uint i = 0u; i < TILES_N; i++)
-        for (uint j = 0u; j < TILES_M; j++)
-          acc[i * TILES_M + j] = coopMatMulAddNV(a[i], b[j], acc[i * TILES_M + j]);
-    }
+    multiply(buf, wn, wm);
 #else
-    for (uint k4 = 0u; k4 < BK / 4u; k4++) {
-      vec4 a[RM], b[RN];
-      for (uint i = 0u; i < RM; i++)
-        a[i] = ws[(tx + TN * i) * PITCH4 + k4];
-      for (uint j = 0u; j < RN; j++)
-        b[j] = xs[(ty + TM * j) * PITCH4 + k4];
-      for (uint i = 0u; i < RM; i++)
-        for (uint j = 0u; j < RN; j++)
-          acc[i * RN + j] += dot(a[i], b[j]);
-    }
+    multiply(buf, tx, ty);
 #endif
-    barrier();
+    if (STAGES == 1u)
+      barrier();
+    if (more) {
+      buf = STAGES == 1u ? 0u : buf ^ 1u;
+      store(buf, wb, n0, k0 + BK);
+      barrier();
+    }
   }
 
 #ifdef COOPMAT
-  // each 16x16 accumulator column-major (n fastest) into the subgroup's scratch, then out
+  // whole 16x16 results straight to dst (column-major: n fastest) where it allows; the
+  // others column-major into the subgroup's scratch, then element by element
   uint lane = gl_SubgroupInvocationID;
-  for (uint i = 0u; i < TILES_N; i++)
-    for (uint j = 0u; j < TILES_M; j++) {
+  [[unroll]] for (uint i = 0u; i < TILES_N; i++)
+    [[unroll]] for (uint j = 0u; j < TILES_M; j++) {
+      uint nb = n0 + (wn * TILES_N + i) * 16u, mb = m0 + (wm * TILES_M + j) * 16u;
+      if (pc.d_vec != 0u && nb + 16u <= pc.N && mb + 16u <= pc.M) {
+        coopMatStoreNV(acc[i * TILES_M + j], d, db + nb + mb * pc.d_stride[1], pc.d_stride[1], true);
+        continue;
+      }
       coopMatStoreNV(acc[i * TILES_M + j], scratch, sg * 256u, 16u, true);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      uint nb = n0 + (wn * TILES_N + i) * 16u, mb = m0 + (wm * TILES_M + j) * 16u;
       for (uint e = lane; e < 256u; e += 32u)
         store_d(db, nb + (e & 15u), mb + (e >> 4), scratch[sg * 256u + e]);
       subgroupBarrier();
     }
 #else
-  for (uint i = 0u; i < RM; i++)
-    for (uint j = 0u; j < RN; j++)
+  [[unroll]] for (uint i = 0u; i < RM; i++)
+    [[unroll]] for (uint j = 0u; j < RN; j++)
       store_d(db, n0 + tx + TN * i, m0 + ty + TM * j, acc[i * RN + j]);
 #endif
 }

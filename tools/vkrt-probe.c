@@ -14,7 +14,7 @@ static void usage(FILE *f) {
           "usage: vkrt-probe [--json] [--devices N] [--simulated | --physical-only]\n"
           "                  [--physical I[,J...]] [--validation] [--sync-validation]\n"
           "                  [--verbose] [--fault NAME[:DEV[,DEV...]]]... [--exercise]\n"
-          "                  [--activations f32|q8] [--version]\n"
+          "                  [--activations f32|q8|f16|q8,f16] [--version]\n"
           "Prints the board, each device's capabilities and the transport/import plan.\n"
           "  --devices N        open N devices instead of the board's count\n"
           "  --physical I,J     rank r uses physical device I, J, ... (by enumeration index)\n"
@@ -28,7 +28,10 @@ static void usage(FILE *f) {
           "                     show each path taken (1 MiB import chunks in fault-injection\n"
           "                     builds, so uploads straddle them)\n"
           "  --activations q8   open with VKRT_ACTIVATIONS_Q8: each device's line says whether\n"
-          "                     its quantized matvec rounds x to 8 bits, and why not\n");
+          "                     its quantized matvec rounds x to 8 bits, and why not\n"
+          "  --activations f16  open with VKRT_MATMUL_ACTIVATIONS_F16: each device's matmul line\n"
+          "                     says whether its tiled matmul runs on cooperative matrices (x\n"
+          "                     rounded to f16), and why not\n");
 }
 
 /* The last error the log printed, so a failed open does not print its reason twice. */
@@ -177,12 +180,15 @@ int main(int argc, char **argv) {
 #endif
       i++;
     } else if (strcmp(a, "--activations") == 0 && next) {
-      if (strcmp(next, "q8") && strcmp(next, "f32")) {
-        fprintf(stderr, "vkrt-probe: bad --activations '%s' (f32 or q8)\n", next);
+      bool q8 = !strcmp(next, "q8") || !strcmp(next, "q8,f16");
+      bool f16 = !strcmp(next, "f16") || !strcmp(next, "q8,f16");
+      if (!q8 && !f16 && strcmp(next, "f32")) {
+        fprintf(stderr, "vkrt-probe: bad --activations '%s' (f32, q8, f16 or q8,f16)\n", next);
         usage(stderr);
         return 2;
       }
-      options.quant_activations = strcmp(next, "q8") ? VKRT_ACTIVATIONS_F32 : VKRT_ACTIVATIONS_Q8;
+      options.quant_activations = q8 ? VKRT_ACTIVATIONS_Q8 : VKRT_ACTIVATIONS_F32;
+      options.matmul_activations = f16 ? VKRT_MATMUL_ACTIVATIONS_F16 : VKRT_MATMUL_ACTIVATIONS_F32;
       i++;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);

@@ -12,6 +12,7 @@ static void usage(FILE *f) {
           "usage: vkrt-service --weights FILE.gguf [--tokens T] [--seconds S] [--hidden H] [--layers L]\n"
           "                    [--ffn F] [--devices N] [--warmup-ms MS] [--seed N] [--verbose]\n"
           "                    [--fault import-fails] [--import-chunk-cap BYTES] [--activations f32|q8]\n"
+          "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K] [--seed N]   (--make-weights: the same)\n"
           "       vkrt-service --make-gguf FILE --preset llama3-8b|llama3.2-1b|qwen2.5-7b\n"
@@ -39,6 +40,11 @@ static void usage(FILE *f) {
           "--graph off records every token's work instead of launching it captured once; when\n"
           "capturing fails the service says why and records every token's work too (--fault\n"
           "capture-fails provokes that: a capture already open refuses the token's).\n"
+          "--load-path: how vkrt_load_file brings the weights (default auto: per device, mapped\n"
+          "where file pages import, else pread or O_DIRECT by the page cache's share of the file).\n"
+          "The load's GB/s against a pinned upload measured at start, and the time from process\n"
+          "start to the first generated token (with --warmup-ms 0: no warm-up before it) are\n"
+          "printed, and with --json carried in the closing JSON object.\n"
           "--depth D: a speed run at context depth D: the first token goes to position D, the K/V\n"
           "rows before it hold a constant (not computed) and nothing is verified (llama-bench's\n"
           "'tg @ dD'); the context then needs D + prompt + tokens rows. --prompt-tokens N: the\n"
@@ -163,6 +169,12 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     return parse_u64(v, &o->kv_heads) && o->kv_heads > 0 && o->kv_heads <= UINT32_MAX;
   if (!strcmp(a, "--vocab"))
     return parse_u64(v, &o->vocab) && o->vocab > 0 && o->vocab <= UINT32_MAX;
+  if (!strcmp(a, "--load-path")) {
+    for (int p = 0; p < VKRT_LOAD_PATH_COUNT; p++)
+      if (!strcmp(v, vkrt_load_path_str((vkrt_load_path)p)))
+        return o->load_path = (vkrt_load_path)p, true;
+    return !strcmp(v, "import") ? (o->load_path = VKRT_LOAD_PATH_MAPPED, true) : false;
+  }
   if (!strcmp(a, "--import-chunk-cap"))
     return parse_u64(v, &o->chunk_cap) && o->chunk_cap > 0;
   return false;

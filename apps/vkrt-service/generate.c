@@ -94,7 +94,8 @@ int model_setup(struct service *s, struct generation *gen) {
                                .kv_type = a->kv_type,
                                .first_rank = s->first_rank, .ranks = s->ranks,
                                .path = a->weights_path, .progress = shards_load_progress,
-                               .progress_user = s, .load_info = &s->load};
+                               .progress_user = s, .load_info = &s->load,
+                               .load_path = a->load_path};
   char err[1024];
   double t_up = now_s();
   s->load_t0 = t_up;
@@ -104,11 +105,12 @@ int model_setup(struct service *s, struct generation *gen) {
             err);
     return rc == 1 ? EXIT_FIT : EXIT_RUNTIME;
   }
-  s->t_up = now_s() - t_up;
+  s->t_loaded = now_s();
+  s->t_up = s->t_loaded - t_up;
   s->uploaded = llama_gpu_uploaded(s->gpu);
   s->shard_bytes = llama_gpu_weight_bytes(s->gpu);
-  printf("vkrt-service: uploaded %.1f MiB of shards in %.3f s (%.2f GB/s); K/V cache %s, %u "
-         "tokens\n", (double)s->uploaded / (1 << 20), s->t_up,
+  printf("vkrt-service: shards created and loaded (%.1f MiB) in %.3f s (%.2f GB/s); K/V cache "
+         "%s, %u tokens\n", (double)s->uploaded / (1 << 20), s->t_up,
          (double)s->uploaded / s->t_up * 1e-9, vkrt_type_str(a->kv_type), gen->n_ctx);
   shards_load_report(s);
   for (uint32_t d = 0; d < s->n; d++) {
@@ -330,7 +332,8 @@ int model_run(struct service *s, struct generation *gen) {
   int rc;
   /* Warm-up: the first position again and again (it writes cache row 0 with what the run
    * writes there first), until the GPU has had warmup_ms of work. */
-  double warm_end = now_s() + a->warmup_ms * 1e-3;
+  s->t_setup = now_s();
+  double warm_end = s->t_setup + a->warmup_ms * 1e-3;
   while (tool_hosts_max(now_s() < warm_end && gen->warm_tokens < 4096 ? 1.0 : 0.0) > 0) {
     if ((rc = run_position(s, gen->ids[0], 0, false, stamp)))
       return rc;
@@ -342,6 +345,7 @@ int model_run(struct service *s, struct generation *gen) {
       (rc = run_ubatch(s, gen->ids, gen->ubatch, (uint32_t)a->depth, 1, false)))
     return rc;
   double t0 = now_s();
+  s->t_warm = t0;
   const float *last_logits = NULL;
   bool prompt_done = false; /* the prompt ran in ubatches: its last position's results here */
   if (gen->ubatch && tool_hosts_max(*s->stop ? 1.0 : 0.0) == 0) {
@@ -372,9 +376,14 @@ int model_run(struct service *s, struct generation *gen) {
   }
   gen->t_total = now_s() - t0;
   if (s->t_first_token > 0)
-    printf("vkrt-service: time to first token: %.3f s from process start (weights load %.3f s, "
-           "warm-up %llu tokens)\n", s->t_first_token - s->t_start, (double)s->load.ns * 1e-9,
-           (unsigned long long)gen->warm_tokens);
+    printf("vkrt-service: time to first token: %.3f s from process start: file parsed %.3f s, "
+           "appliance open %.3f s, pinned probe %.3f s, shards created and loaded %.3f s "
+           "(vkrt_load_file %.3f s), graph and setup %.3f s, warm-up %.3f s (%llu tokens), "
+           "%u prompt token(s) and the first %.3f s\n", s->t_first_token - s->t_start,
+           s->t_parsed - s->t_start, s->t_opened - s->t_parsed, s->t_probed - s->t_opened,
+           s->t_loaded - s->t_probed, (double)s->load.ns * 1e-9, s->t_setup - s->t_loaded,
+           s->t_warm - s->t_setup, (unsigned long long)gen->warm_tokens, gen->n_prompt,
+           s->t_first_token - s->t_warm);
   return 0;
 }
 
@@ -517,7 +526,7 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            "\"checked_positions\": %u, \"verified\": %s, \"min_margin\": %.6g, "
            "\"max_logit_diff\": %.3e, \"ranks_bit_identical\": %s, \"ranks\": %u, "
            "\"hosts\": %u, \"depth\": %llu, \"kv_type\": \"%s\", \"graph\": %s, \"transport\": \"%s\", "
-           "\"version\": \"%s\"}\n",
+           "\"version\": \"%s\"",
            np, gen->ubatch ? "batch" : "token", gen->ubatch,
            np && gen->t_prompt > 0 ? np / gen->t_prompt : 0, gen->n_gen,
            t_tg > 0 ? ntg / t_tg : 0, p50 * 1e3, p99 * 1e3, roofline * 1e3,
@@ -527,6 +536,11 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            gen->ranks_differ ? "false" : "true", s->ranks, vkrt_host_count(app),
            (unsigned long long)s->args->depth, vkrt_type_str(s->args->kv_type), llama_gpu_captured(s->gpu) ? "true" : "false",
            vkrt_transport_str(vkrt_transport(app)), vkrt_version());
+  if (s->args->json) {
+    shards_load_json(s);
+    printf(", \"ttft_s\": %.4f, \"warmup_s\": %.4f}\n",
+           s->t_first_token > 0 ? s->t_first_token - s->t_start : 0, s->t_warm - s->t_setup);
+  }
 }
 
 void generation_free(struct generation *gen) {

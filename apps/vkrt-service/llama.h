@@ -162,6 +162,7 @@ struct llama_gpu_params {
   vkrt_progress_fn progress; /* the load's progress (may be NULL) */
   void *progress_user;
   vkrt_load_info *load_info; /* how the load went (may be NULL) */
+  vkrt_load_path load_path;  /* vkrt_load_file's path (VKRT_LOAD_PATH_AUTO: its choice) */
 };
 struct llama_gpu;
 /* Loads every local device's shard from the model file (one vkrt_load_file: every device in

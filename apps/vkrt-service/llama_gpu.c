@@ -338,7 +338,7 @@ int llama_gpu_create(vkrt_appliance *app, const struct llama_model *m,
       return 2;
     }
   }
-  vkrt_status s = vkrt_load_file(app, p->path, -1, g->loads, g->load_count, VKRT_LOAD_PATH_AUTO,
+  vkrt_status s = vkrt_load_file(app, p->path, -1, g->loads, g->load_count, p->load_path,
                                  p->progress, p->progress_user, p->load_info);
   free(g->loads);
   g->loads = NULL;

@@ -1,9 +1,14 @@
 /* --make-gguf for llama models: real hyper-parameters (llama_preset) with random weights and a
- * small valid SentencePiece vocabulary, streamed to the file one row at a time (an 8B f16 file
- * is 16 GB; only one row is ever held). */
+ * small valid SentencePiece vocabulary, streamed to the file in batches of rows that every CPU
+ * helps generate (an 8B f16 file is 16 GB: 64 MiB of rows are held at a time). Each row draws
+ * from its own seed (the file's seed, the tensor, the row), so the bytes do not depend on the
+ * number of threads. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "llama.h"
 
@@ -140,6 +145,46 @@ static uint32_t plan_tensors(const struct llama_make_params *p, struct tensor_pl
   return n;
 }
 
+#define BATCH_BYTES (64u << 20) /* rows generated in parallel, then written */
+#define MAX_THREADS 32
+
+/* A batch of rows of one tensor, handed out row by row to the threads. */
+struct batch {
+  uint8_t *buf;
+  vkrt_type type;
+  uint64_t ne0, row_bytes, row0, rows, seed;
+  uint32_t tensor;
+  atomic_uint_fast64_t next;
+};
+
+static uint64_t row_seed(uint64_t seed, uint32_t tensor, uint64_t row) { /* splitmix64 */
+  uint64_t z = seed + ((uint64_t)tensor << 40) + row + 1;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (z ^ (z >> 31)) | 1; /* xorshift64* never starts from 0 */
+}
+
+static void *batch_rows(void *arg) {
+  struct batch *b = arg;
+  for (uint64_t i; (i = atomic_fetch_add(&b->next, 1)) < b->rows;) {
+    uint64_t rng = row_seed(b->seed, b->tensor, b->row0 + i);
+    gguf_synth_row(b->buf + i * b->row_bytes, b->type, b->ne0, &rng);
+  }
+  return NULL;
+}
+
+/* Rows [row0, row0 + rows) of tensor t into buf, on `threads` threads (the caller one). */
+static void batch_run(struct batch *b, uint32_t threads) {
+  pthread_t tid[MAX_THREADS];
+  uint32_t started = 0;
+  atomic_init(&b->next, 0);
+  while (started + 1 < threads && pthread_create(&tid[started], NULL, batch_rows, b) == 0)
+    started++;
+  batch_rows(b);
+  for (uint32_t i = 0; i < started; i++)
+    pthread_join(tid[i], NULL);
+}
+
 int llama_write_gguf(const char *path, const struct llama_make_params *p, char *err,
                      size_t err_size) {
   int r = check_params(p, err, err_size);
@@ -148,7 +193,9 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
   uint32_t hd = p->n_embd / p->n_head;
   struct tensor_plan *plan = malloc(sizeof(*plan) * (3 + 9 * (size_t)p->n_layer));
   uint64_t widest = p->n_embd > p->n_ff ? p->n_embd : p->n_ff;
-  uint8_t *row = malloc(widest * sizeof(float));
+  uint8_t *row = malloc(BATCH_BYTES > widest * sizeof(float) ? BATCH_BYTES : widest * sizeof(float));
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const uint32_t threads = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (uint32_t)cpus;
   if (!plan || !row) {
     free(plan), free(row);
     return gguf_fail(err, err_size, GGUF_E_NO_MEMORY, "out of memory");
@@ -205,10 +252,14 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
       }
       gguf_writer_data(&w, row, plan[t].ne0 * 4);
     } else {
-      size_t bytes = plan[t].ne0 / vkrt_type_block(p->type) * vkrt_type_size(p->type);
-      for (uint64_t n = 0; n < plan[t].ne1 && w.ok; n++) {
-        gguf_synth_row(row, p->type, plan[t].ne0, &rng);
-        gguf_writer_data(&w, row, bytes);
+      struct batch b = {.buf = row, .type = p->type, .ne0 = plan[t].ne0, .seed = p->seed,
+                        .tensor = t};
+      b.row_bytes = plan[t].ne0 / vkrt_type_block(p->type) * vkrt_type_size(p->type);
+      const uint64_t per_batch = BATCH_BYTES / b.row_bytes ? BATCH_BYTES / b.row_bytes : 1;
+      for (b.row0 = 0; b.row0 < plan[t].ne1 && w.ok; b.row0 += b.rows) {
+        b.rows = plan[t].ne1 - b.row0 < per_batch ? plan[t].ne1 - b.row0 : per_batch;
+        batch_run(&b, threads);
+        gguf_writer_data(&w, row, (size_t)(b.rows * b.row_bytes));
       }
     }
     gguf_writer_align(&w);

@@ -39,9 +39,13 @@ static int serve_model(struct service *s, struct generation *gen) {
   int rc;
   if ((rc = appliance_open(s)))
     return rc;
+  s->t_opened = now_s();
   appliance_describe(s);
-  if ((rc = shards_measure_h2d(s)) || (rc = model_setup(s, gen)) || (rc = shards_measure_copy(s)) ||
-      (rc = model_run(s, gen)))
+  if ((rc = shards_measure_h2d(s)))
+    return rc;
+  s->t_probed = now_s();
+  /* The first token as soon as it can come: the roofline's copy bandwidth after the run. */
+  if ((rc = model_setup(s, gen)) || (rc = model_run(s, gen)) || (rc = shards_measure_copy(s)))
     return rc;
   model_print(s, gen);
   rc = model_verify(s, gen);
@@ -76,6 +80,7 @@ int main(int argc, char **argv) {
   struct service s = {.args = &args, .stop = &stop_requested, .t_start = t_start};
   if ((rc = weights_load(&s)))
     return rc;
+  s.t_parsed = now_s();
 
   struct sigaction sa = {.sa_handler = on_signal};
   sigaction(SIGINT, &sa, NULL);

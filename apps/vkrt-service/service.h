@@ -70,6 +70,7 @@ struct service_args {
   bool print_ids, no_graph;      /* no_graph: record every token's work (--graph off) */
   bool fault_capture;            /* --fault capture-fails: the token's capture is refused */
   bool json;                     /* --json: the summary also as one JSON object */
+  vkrt_load_path load_path;      /* --load-path: vkrt_load_file's path (auto by default) */
 };
 #define SECONDS_MAX_TOKENS 1000000u
 #define KEEP_MAX 16 /* checked tokens at most: each costs a float64 pass over the weights */
@@ -100,6 +101,8 @@ struct service {
   double t_up;                   /* seconds of the shards' upload */
   double h2d_bw;                 /* bytes per second of a pinned host-to-device upload, this run */
   double t_start;                /* now_s() when main began */
+  /* now_s() after each step on the way to the first token (0: not reached) */
+  double t_parsed, t_opened, t_probed, t_loaded, t_setup, t_warm;
   double t_first_token;          /* now_s() when the first token was generated (0: none) */
   double load_t0, load_shown;    /* the load's start; the progress line's last update */
   double copy_bw;                /* bytes per second of a plain device copy (read + written) */
@@ -160,8 +163,12 @@ int shards_upload(struct service *s);
 int shards_measure_h2d(struct service *s);
 /* vkrt_load_file's progress: a line on a terminal (bytes, GB/s, ETA); user: the service. */
 void shards_load_progress(void *user, uint64_t done, uint64_t total);
-/* The load's rate, its ratio to h2d_bw and each device's path, after a vkrt_load_file. */
+/* The load's rate, its ratio to h2d_bw, its structure and each device's path, after a
+ * vkrt_load_file. */
 void shards_load_report(const struct service *s);
+/* The load's JSON members (no braces, a leading comma): load_gbps, pinned_h2d_gbps,
+ * load_vs_pinned, load_path, load_seconds, resident. */
+void shards_load_json(const struct service *s);
 int shards_measure_copy(struct service *s);
 
 /* decode.c */

@@ -83,7 +83,7 @@ int shards_upload(struct service *s) {
   vkrt_appliance *app = s->app;
   double t_up = now_s();
   s->load_t0 = t_up;
-  CHECK(vkrt_load_file(app, s->args->weights_path, -1, ranges, n, VKRT_LOAD_PATH_AUTO,
+  CHECK(vkrt_load_file(app, s->args->weights_path, -1, ranges, n, s->args->load_path,
                        shards_load_progress, s, &s->load));
   s->t_up = now_s() - t_up;
   shards_load_report(s);
@@ -132,23 +132,48 @@ void shards_load_progress(void *user, uint64_t done, uint64_t total) {
           rate > 0 ? (double)(total - done) / rate : 0.0, done == total ? "\n" : "");
 }
 
+static double load_gbps(const struct service *s) {
+  return s->load.ns ? (double)s->load.bytes / (double)s->load.ns : 0;
+}
+
 void shards_load_report(const struct service *s) {
-  const double gbs = s->load.ns ? (double)s->load.bytes / (double)s->load.ns : 0;
+  const vkrt_load_info *l = &s->load;
+  const double gbs = load_gbps(s);
   printf("vkrt-service: loaded %.1f MiB of shards from the file in %.3f s: %.2f GB/s",
-         (double)s->load.bytes / (1 << 20), (double)s->load.ns * 1e-9, gbs);
+         (double)l->bytes / (1 << 20), (double)l->ns * 1e-9, gbs);
   if (s->h2d_bw > 0)
     printf(", %.2f x the pinned host-to-device rate (%.2f GB/s)", gbs / (s->h2d_bw * 1e-9),
            s->h2d_bw * 1e-9);
-  printf("; %u threads", s->load.threads);
-  if (s->load.resident >= 0)
-    printf(", page cache held %.0f%% of the file", s->load.resident * 100);
+  printf("; %u threads", l->threads);
+  if (l->resident >= 0)
+    printf(", page cache held %.0f%% of the file", l->resident * 100);
   printf("\n");
+  if (l->pinned_chunks) /* where the time went: reads, DMA, or neither */
+    printf("vkrt-service: load structure: %u fills of %llu KiB pinned chunks (ring of %u), "
+           "%.1f MiB read, %llu DMA regions, %.1f MiB of narrow rows packed; setup %.1f ms, "
+           "readers busy %.0f%%, waits for the DMA %.1f ms (summed over threads), for reads "
+           "%.1f ms, tail %.1f ms\n", l->chunk_fills,
+           (unsigned long long)(l->pinned_chunk_bytes >> 10), l->pinned_chunks,
+           (double)l->read_bytes / (1 << 20), (unsigned long long)l->copies,
+           (double)l->gathered_bytes / (1 << 20), (double)l->setup_ns * 1e-6,
+           l->ns ? (double)l->read_busy_ns * 100 / ((double)l->ns * l->threads) : 0.0,
+           (double)l->wait_dma_ns * 1e-6, (double)l->wait_read_ns * 1e-6,
+           (double)l->tail_ns * 1e-6);
   for (uint32_t d = 0; d < s->n; d++)
     printf("vkrt: dev%u weights via %s: %s\n", d, vkrt_load_path_str(s->load.path[d]),
            s->load.reason[d]);
   if (s->load.chunk_count)
     printf("vkrt-service: registered the %.1f MiB file in %u chunks\n",
            (double)s->load.file_size / (1 << 20), s->load.chunk_count);
+}
+
+void shards_load_json(const struct service *s) {
+  const double gbs = load_gbps(s), pinned = s->h2d_bw * 1e-9;
+  printf(", \"load_gbps\": %.3f, \"pinned_h2d_gbps\": %.3f, \"load_vs_pinned\": %.3f, "
+         "\"load_path\": \"%s\", \"load_seconds\": %.4f, \"load_bytes\": %llu, "
+         "\"resident\": %.3f", gbs, pinned, pinned > 0 ? gbs / pinned : 0,
+         vkrt_load_path_str(s->load.path[0]), (double)s->load.ns * 1e-9,
+         (unsigned long long)s->load.bytes, s->load.resident);
 }
 
 /* The roofline: every device reads its shard of the weights once per token, at the bandwidth

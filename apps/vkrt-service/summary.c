@@ -65,11 +65,15 @@ void summary_print(const struct service *s, struct decode *dc, bool verified) {
            "\"p99_ms\": %.4f, \"roofline_ms\": %.4f, \"verified_tokens\": %llu, "
            "\"max_rel_error\": %.3e, \"verified\": %s, \"ranks_bit_identical\": %s, "
            "\"ranks\": %u, \"hosts\": %u, \"transport\": \"%s\", \"weights_path\": \"%s\", "
-           "\"upload_gbps\": %.3f, \"version\": \"%s\"}\n",
+           "\"upload_gbps\": %.3f, \"version\": \"%s\"",
            (unsigned long long)dc->done, t.seconds, t.seconds > 0 ? (double)dc->done / t.seconds : 0,
            t.p50 * 1e3, t.p99 * 1e3, t.roofline * 1e3, (unsigned long long)dc->verified,
            dc->worst_err, verified ? "true" : "false", dc->ranks_differ ? "false" : "true",
            s->ranks, vkrt_host_count(app), vkrt_transport_str(vkrt_transport(app)),
            vkrt_load_path_str(s->load.path[0]), (double)s->uploaded / s->t_up * 1e-9,
            vkrt_version());
+  if (s->args->json) {
+    shards_load_json(s);
+    printf("}\n");
+  }
 }

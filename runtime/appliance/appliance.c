@@ -26,8 +26,10 @@ static vkrt_status open_wings(struct vkrt_appliance *app) {
   for (uint32_t d = 0; s == VKRT_OK && d < sys->device_count; d++) {
     struct vkrt_device *dev = &sys->devices[d];
     s = vkrt_ops_open(dev);
-    if (s == VKRT_OK)
+    if (s == VKRT_OK) {
       dev->ops->quant_activations_q8 = app->quant_activations_q8;
+      dev->ops->use_coopmat = app->matmul_f16 && dev->ops->matmul.coopmat;
+    }
     bool at_open = app->pipelines == VKRT_PIPELINES_AT_OPEN ||
                    (app->pipelines == VKRT_PIPELINES_AUTO && !dev->caps.is_cpu);
     if (s == VKRT_OK && at_open)
@@ -79,6 +81,12 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
                 "(0..1)", options->quant_activations);
     return VKRT_ERROR_INVALID_ARGUMENT;
   }
+  if (options->matmul_activations > VKRT_MATMUL_ACTIVATIONS_F16) {
+    vkrt_format(error_message, error_message_size,
+                "vkrt_open: options.matmul_activations = %u is not a vkrt_matmul_activations "
+                "value (0..1)", options->matmul_activations);
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  }
   /* The appliance holds the base every later allocation goes through; allocate it with
    * a throw-away base built from the same options, then hand the count over. */
   struct vkrt_base boot;
@@ -104,6 +112,7 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
     app->collective_timeout_ns = options->collective_timeout_ns;
   app->pipelines = options->pipelines;
   app->quant_activations_q8 = options->quant_activations == VKRT_ACTIVATIONS_Q8;
+  app->matmul_f16 = options->matmul_activations == VKRT_MATMUL_ACTIVATIONS_F16;
 
   vkrt_status s = vkrt_system_open(sys, options);
   if (s == VKRT_OK)

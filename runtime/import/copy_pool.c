@@ -2,9 +2,7 @@
  * blocks handed out dynamically. A single thread's pageable memcpy tops out near 4.7 GB/s
  * on the H200 host, a tenth of what the DMA moves, so the staging ring needs several
  * threads to keep the DMA fed; pre-staging copies a whole region the same way. */
-#include <errno.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "import/import.h"
 
@@ -86,78 +84,4 @@ uint32_t vkrt_import_parallel_copy(void *dst, const void *src, uint64_t size, ui
   uint32_t used = vkrt_copy_pool_copy(&pool, dst, src, size, progress, progress_user);
   vkrt_copy_pool_finish(&pool);
   return used;
-}
-
-/* ---- file reads into pinned memory ------------------------------------------------------ */
-
-#define READ_BLOCK (1ull << 20) /* one pread per block: large enough for the disk, small
-                                   enough that one staging slot spreads over every thread */
-
-struct read_job {
-  int fd;
-  const struct vkrt_file_read *reads;
-  uint32_t count;
-  uint64_t blocks_total;
-  atomic_uint_fast64_t next_block;
-  atomic_int error;            /* first errno */
-  atomic_uint_fast64_t short_at; /* UINT64_MAX, or the first file offset that came back short */
-};
-
-static void read_some(void *arg, uint32_t part, uint32_t parts) {
-  (void)part, (void)parts;
-  struct read_job *job = arg;
-  for (;;) {
-    uint64_t b = atomic_fetch_add(&job->next_block, 1);
-    if (b >= job->blocks_total || atomic_load(&job->error))
-      return;
-    /* Block b: find its read (reads are few: one staging slot's worth). */
-    uint32_t i = 0;
-    uint64_t first = 0, n_blocks;
-    for (;; i++) {
-      n_blocks = (job->reads[i].size + READ_BLOCK - 1) / READ_BLOCK;
-      if (b < first + n_blocks)
-        break;
-      first += n_blocks;
-    }
-    const struct vkrt_file_read *rd = &job->reads[i];
-    const uint64_t off = (b - first) * READ_BLOCK;
-    const uint64_t n = VKRT_MIN(READ_BLOCK, rd->size - off);
-    const uint64_t need = rd->need > off ? VKRT_MIN(n, rd->need - off) : 0;
-    uint64_t got = 0;
-    while (got < n) {
-      ssize_t r = pread(job->fd, rd->dst + off + got, (size_t)(n - got),
-                        (off_t)(rd->file_offset + off + got));
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r < 0) {
-        int zero = 0;
-        atomic_compare_exchange_strong(&job->error, &zero, errno);
-        return;
-      }
-      if (r == 0)
-        break; /* end of file: fine past `need` (O_DIRECT padding) */
-      got += (uint64_t)r;
-    }
-    if (got < need) {
-      uint64_t at = rd->file_offset + off + got, cur = atomic_load(&job->short_at);
-      while (at < cur && !atomic_compare_exchange_weak(&job->short_at, &cur, at)) {
-      }
-    }
-  }
-}
-
-int vkrt_copy_pool_pread(struct vkrt_copy_pool *pool, int fd, const struct vkrt_file_read *reads,
-                         uint32_t count, uint64_t *short_at) {
-  struct read_job job = {.fd = fd, .reads = reads, .count = count};
-  for (uint32_t i = 0; i < count; i++)
-    job.blocks_total += (reads[i].size + READ_BLOCK - 1) / READ_BLOCK;
-  atomic_init(&job.next_block, 0);
-  atomic_init(&job.error, 0);
-  atomic_init(&job.short_at, UINT64_MAX);
-  if (pool && pool->workers.helpers && job.blocks_total > 1)
-    vkrt_workers_run(&pool->workers, read_some, &job);
-  else
-    read_some(&job, 0, 1);
-  *short_at = atomic_load(&job.short_at);
-  return atomic_load(&job.error);
 }

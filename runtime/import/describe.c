@@ -8,6 +8,7 @@
 
 #include "import/import.h"
 #include "import/registry.h"
+#include "import/load.h"
 #include "import/policy.h"
 
 /* Host-pointer import usable on this device (extension present, not hidden, buffers with
@@ -63,12 +64,24 @@ size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_imp
     vkrt_import_path path = vkrt_import_expect(&dev->caps, usable, policy, why, sizeof(why));
     struct vkrt_chunk_limits l = vkrt_import_limits(&dev->caps, page, cap);
     uint64_t limit = vkrt_chunk_limit(&l);
-    char load_why[300];
+    char load_why[600];
     const bool maps = path == VKRT_IMPORT_PATH_IMPORTED && usable &&
                       !vkrt_import_file_backed_refused(&dev->caps);
-    const vkrt_load_path load = vkrt_load_choose(VKRT_LOAD_PATH_AUTO, maps, -1.0,
-                                                 vkrt_upload_ring_direct_ok(dev, 4096), load_why,
+    const vkrt_load_path load = vkrt_load_choose(VKRT_LOAD_PATH_AUTO, maps, -1.0, true, load_why,
                                                  sizeof(load_why));
+    if (load != VKRT_LOAD_PATH_MAPPED) {
+      struct vkrt_load_knobs k;
+      vkrt_load_knobs_effective(reg ? &reg->load_knobs : &(struct vkrt_load_knobs){0}, &k);
+      const size_t len = strlen(load_why);
+      vkrt_format(load_why + len, sizeof(load_why) - len, "; chunks of %" PRIu64 " KiB, %u in "
+                  "flight, %u reading threads, blocks of %" PRIu64 " KiB, rows under %" PRIu64
+                  " bytes packed for the DMA%s", k.chunk_bytes >> 10, k.chunks, k.threads,
+                  k.block_bytes >> 10, k.gather_below,
+                  !usable || policy == VKRT_IMPORT_POLICY_STAGING_ONLY
+                      ? "; this device imports no host memory: host-visible chunks of its own, "
+                        "a memcpy after each read"
+                      : "");
+    }
     uint32_t n[3] = {0, 0, 0};
     if (reg)
       for (int p = 0; p < 3; p++)

@@ -72,17 +72,12 @@ void vkrt_copy_pool_memcpy(struct vkrt_copy_pool *pool, void *dst, const void *s
 uint32_t vkrt_copy_pool_copy(struct vkrt_copy_pool *pool, void *dst, const void *src,
                              uint64_t size, vkrt_progress_fn progress, void *progress_user);
 
-/* One pread of a file into pinned memory: size bytes from file_offset into dst, of which
- * the first `need` must be there (the rest is O_DIRECT padding that may pass the end). */
-struct vkrt_file_read {
-  uint64_t file_offset, size, need;
-  uint8_t *dst;
+/* Tuning of the pinned-chunk file loads (vkrt_lab_load's fields; 0: the default). */
+struct vkrt_load_knobs {
+  uint32_t threads, chunks;
+  uint64_t chunk_bytes, block_bytes, gather_below;
+  bool no_gather;
 };
-/* Runs every read, in 1 MiB preads spread over the helpers and the caller (waiting for the
- * pool). Returns 0 or the first errno; *short_at: the first file offset below a read's
- * `need` that came back empty (the file ended early), else UINT64_MAX. */
-int vkrt_copy_pool_pread(struct vkrt_copy_pool *pool, int fd, const struct vkrt_file_read *reads,
-                         uint32_t count, uint64_t *short_at);
 
 struct vkrt_import_registry {
   struct vkrt_system *sys;        /* the devices it imports into */
@@ -103,6 +98,9 @@ struct vkrt_import_registry {
   /* vkrt_upload_counters, counted as uploads record their copies */
   atomic_uint_fast64_t path_bytes[3], path_copies[3]; /* by vkrt_import_path */
   atomic_uint_fast64_t straddles_split, copies_past_chunk;
+  /* vkrt_load_file's pinned-chunk paths (stream.c) */
+  struct vkrt_load_knobs load_knobs; /* 0 fields: defaults (vkrt_lab_load) */
+  atomic_uint_fast64_t load_pinned;  /* bytes of pinned chunk memory of loads in progress */
 };
 
 /* One upload context: command buffers, a timeline semaphore and a staging ring. A thread
@@ -146,30 +144,6 @@ vkrt_import_policy vkrt_registry_policy(const struct vkrt_import_registry *reg);
 /* Upload contexts and staging rings per device (upload.c), DMAing from reg's regions. */
 vkrt_status vkrt_upload_open(struct vkrt_system *sys, struct vkrt_import_registry *reg);
 void vkrt_upload_close(struct vkrt_system *sys);
-/* A file load's share for the staging rings (upload.c): per device, the ranges it reads,
- * in file order, pread (O_DIRECT-aligned when direct) into its ring's slots while earlier
- * slots are DMA'd, one slot per device in turn so every device has copies in flight. */
-struct vkrt_ring_load_device {
-  const uint32_t *order; /* indices into ranges (count 0: the device takes another path) */
-  uint32_t count;
-  bool direct;           /* reads through fd_direct; cleared when O_DIRECT is refused */
-  int direct_errno;      /* why O_DIRECT was given up mid-load (0: it was not) */
-  uint64_t read_bytes;   /* bytes read, padding included */
-};
-struct vkrt_ring_load {
-  const char *name;      /* the file, for messages */
-  int fd, fd_direct;     /* fd_direct: -1 when no device reads direct */
-  uint64_t align;        /* O_DIRECT offset / size / address alignment */
-  const vkrt_load_range *ranges;
-  struct vkrt_ring_load_device dev[VKRT_MAX_DEVICES];
-  vkrt_progress_fn progress;
-  void *progress_user;
-  uint64_t done, total;  /* progress: bytes so far (advanced here), bytes in all */
-};
-vkrt_status vkrt_upload_file_ring(struct vkrt_system *sys, struct vkrt_ring_load *job);
-/* Whether device dev's staging slots take O_DIRECT reads of `align` (address and size). */
-bool vkrt_upload_ring_direct_ok(const struct vkrt_device *dev, uint64_t align);
-
 /* Import plan part of vkrt_describe: with json, JSON members ("import": ...) without braces
  * around them, like vkrt_collective_describe; else "vkrt: devN import via ...: why" lines.
  * Returns the length needed like snprintf. */

@@ -1,7 +1,8 @@
 /* vkrt_load_file: ranges of a file into buffers. Every range is checked before a byte moves;
- * then each device takes the path vkrt_load_choose gives it: its staging ring filled by
- * pread (O_DIRECT or through the page cache) while earlier slots are DMA'd, every device in
- * turn, or the file mapped and registered (DMA straight from imported pages). */
+ * then each device takes the path vkrt_load_choose gives it: the file mapped and registered
+ * (DMA straight from imported pages), or, for all the other devices together, the file read
+ * once into pinned chunks every one of them imports (stream.c: pread, O_DIRECT pread or
+ * memcpy from a mapping), chunk i + 1 read while chunk i is DMA'd. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -17,12 +18,12 @@
 #include "import/policy.h"
 #include "import/registry.h"
 
-#define DIRECT_ALIGN 4096ull    /* O_DIRECT offsets, sizes and addresses (logical block) */
 #define RESIDENT_WINDOWS 64     /* mincore samples this many windows of the file ... */
 #define RESIDENT_WINDOW 4096    /* ... of this many pages each */
 
 const char *vkrt_load_path_str(vkrt_load_path path) {
-  static const char *const names[VKRT_LOAD_PATH_COUNT] = {"auto", "mapped", "read", "direct"};
+  static const char *const names[VKRT_LOAD_PATH_COUNT] = {"auto", "mapped", "read", "direct",
+                                                          "memcpy"};
   return (uint32_t)path < VKRT_LOAD_PATH_COUNT ? names[path] : "?";
 }
 
@@ -120,7 +121,7 @@ double vkrt_load_resident(int fd, uint64_t size) {
 /* Mapped devices: the file registered once, one upload per range. */
 static vkrt_status load_mapped(struct vkrt_import_registry *reg, int fd, uint64_t file_size,
                                const vkrt_load_range *ranges, const uint32_t *order,
-                               uint32_t count, struct vkrt_ring_load *job, vkrt_load_info *info) {
+                               uint32_t count, struct vkrt_load_stream *job, vkrt_load_info *info) {
   struct vkrt_system *sys = reg->sys;
   void *map = mmap(NULL, (size_t)file_size, PROT_READ, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED)
@@ -154,6 +155,12 @@ static vkrt_status load_mapped(struct vkrt_import_registry *reg, int fd, uint64_
   return s;
 }
 
+/* Appends to a device's reason. */
+static void reason_add(vkrt_load_info *info, uint32_t d, const char *fmt, const char *arg) {
+  const size_t len = strlen(info->reason[d]);
+  vkrt_format(info->reason[d] + len, sizeof(info->reason[d]) - len, fmt, arg);
+}
+
 vkrt_status vkrt_load_run(struct vkrt_import_registry *reg, const char *path, int fd,
                           const vkrt_load_range *ranges, uint32_t count, vkrt_load_path force,
                           vkrt_progress_fn progress, void *progress_user, vkrt_load_info *info) {
@@ -171,6 +178,7 @@ vkrt_status vkrt_load_run(struct vkrt_import_registry *reg, const char *path, in
     return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "load %s: unknown path %u", name,
                       (unsigned)force);
   int own_fd = -1, fd_direct = -1;
+  void *map = NULL;
   if (path) {
     own_fd = open(path, O_RDONLY | O_CLOEXEC);
     if (own_fd < 0)
@@ -195,124 +203,122 @@ vkrt_status vkrt_load_run(struct vkrt_import_registry *reg, const char *path, in
       s = vkrt_error(base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "load %s: out of host memory for %u "
                      "ranges", name, count);
   }
-  struct vkrt_ring_load job = {.name = name, .fd = fd, .fd_direct = -1, .align = DIRECT_ALIGN,
-                               .ranges = ranges, .progress = progress,
-                               .progress_user = progress_user};
+  struct vkrt_load_stream job = {.name = name, .fd = fd, .fd_direct = -1, .file_size = file_size,
+                                 .t0 = t0, .ranges = ranges, .progress = progress,
+                                 .progress_user = progress_user};
   if (s == VKRT_OK)
     s = check_ranges(sys, name, file_size, ranges, count, keys, &job.total);
   if (s != VKRT_OK)
     goto out;
 
-  /* Per device, in file order. */
+  /* Choose per device: capability and policy, then page-cache residency; the devices that
+   * do not map share one stream, so they all take the same read path. */
+  uint32_t has[VKRT_MAX_DEVICES] = {0};
+  bool maps[VKRT_MAX_DEVICES] = {false}, streams = false;
   for (uint32_t i = 0; i < count; i++)
-    keys[i] = (struct range_key){.k1 = ranges[i].dst->dev->index, .k2 = ranges[i].file_offset,
-                                 .index = i};
-  qsort(keys, count, sizeof(*keys), key_cmp);
-  uint32_t mapped_count = 0;
-  bool need_resident = false, any_direct = false;
-  for (uint32_t i = 0; i < count; i++)
-    order[i] = keys[i].index;
-  for (uint32_t i = 0, d; i < count; i++) {
-    d = (uint32_t)keys[i].k1;
-    if (!job.dev[d].count)
-      job.dev[d].order = &order[i];
-    job.dev[d].count++;
-  }
-
-  /* Choose per device: capability and policy, then page-cache residency. */
-  {
-    char probe_path[64];
-    const char *reopen = path;
-    if (!path) {
-      vkrt_format(probe_path, sizeof(probe_path), "/proc/self/fd/%d", fd);
-      reopen = probe_path;
-    }
-    fd_direct = open(reopen, O_RDONLY | O_CLOEXEC | O_DIRECT);
-    const int direct_errno = fd_direct < 0 ? errno : 0;
-    for (uint32_t pass = 0; pass < 2; pass++) {
-      for (uint32_t d = 0; d < sys->device_count; d++) {
-        if (!job.dev[d].count)
-          continue;
-        struct vkrt_device *dev = &sys->devices[d];
-        char why[160];
-        const bool usable = vkrt_import_usable(dev);
-        const bool maps = vkrt_import_expect(&dev->caps, usable, reg->policy, why, sizeof(why)) ==
-                              VKRT_IMPORT_PATH_IMPORTED &&
-                          usable && !vkrt_import_file_backed_refused(&dev->caps);
-        const bool direct_ok = fd_direct >= 0 && vkrt_upload_ring_direct_ok(dev, DIRECT_ALIGN);
-        info->path[d] = vkrt_load_choose(force, maps, pass ? info->resident : -1.0, direct_ok,
-                                         info->reason[d], sizeof(info->reason[d]));
-        if (!pass && force == VKRT_LOAD_PATH_AUTO && info->path[d] != VKRT_LOAD_PATH_MAPPED)
-          need_resident = true;
-        if (pass && fd_direct < 0 && info->path[d] == VKRT_LOAD_PATH_READ &&
-            (force == VKRT_LOAD_PATH_DIRECT || info->resident < 0.5)) {
-          const size_t len = strlen(info->reason[d]);
-          vkrt_format(info->reason[d] + len, sizeof(info->reason[d]) - len, " (open O_DIRECT: %s)",
-                      strerror(direct_errno));
-        }
-      }
-      if (!pass && need_resident)
-        info->resident = vkrt_load_resident(fd, file_size);
-    }
-  }
+    has[ranges[i].dst->dev->index] += ranges[i].size != 0;
   for (uint32_t d = 0; d < sys->device_count; d++) {
-    if (!job.dev[d].count)
-      continue;
-    if (info->path[d] == VKRT_LOAD_PATH_MAPPED) {
-      mapped_count += job.dev[d].count;
-      continue;
-    }
-    job.dev[d].direct = info->path[d] == VKRT_LOAD_PATH_DIRECT;
-    any_direct |= job.dev[d].direct;
+    struct vkrt_device *dev = &sys->devices[d];
+    char why[160];
+    const bool usable = vkrt_import_usable(dev);
+    maps[d] = vkrt_import_expect(&dev->caps, usable, reg->policy, why, sizeof(why)) ==
+                  VKRT_IMPORT_PATH_IMPORTED &&
+              usable && !vkrt_import_file_backed_refused(&dev->caps);
+    if (has[d] && (force == VKRT_LOAD_PATH_AUTO ? !maps[d] : force != VKRT_LOAD_PATH_MAPPED))
+      streams = true;
   }
-  if (!any_direct && fd_direct >= 0) {
+  if (streams) /* AUTO decides by it; the others say it in the log */
+    info->resident = vkrt_load_resident(fd, file_size);
+  int direct_errno = 0;
+  if (streams && (force == VKRT_LOAD_PATH_DIRECT ||
+                  (force == VKRT_LOAD_PATH_AUTO && info->resident < VKRT_LOAD_DIRECT_BELOW))) {
+    char reopen[64];
+    vkrt_format(reopen, sizeof(reopen), "/proc/self/fd/%d", fd);
+    fd_direct = open(path ? path : reopen, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    direct_errno = fd_direct < 0 ? errno : 0;
+  }
+  vkrt_load_path stream_path = VKRT_LOAD_PATH_READ;
+  for (uint32_t d = 0; d < sys->device_count; d++) {
+    if (!has[d])
+      continue;
+    info->path[d] = vkrt_load_choose(force, maps[d], info->resident, fd_direct >= 0,
+                                     info->reason[d], sizeof(info->reason[d]));
+    if (info->path[d] != VKRT_LOAD_PATH_MAPPED)
+      stream_path = info->path[d];
+    if (info->path[d] == VKRT_LOAD_PATH_READ && direct_errno)
+      reason_add(info, d, " (open O_DIRECT: %s)", strerror(direct_errno));
+  }
+  if (stream_path != VKRT_LOAD_PATH_DIRECT && fd_direct >= 0) {
     close(fd_direct);
     fd_direct = -1;
   }
   job.fd_direct = fd_direct;
+  if (streams && stream_path == VKRT_LOAD_PATH_MEMCPY && file_size) {
+    map = mmap(NULL, (size_t)file_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+      map = NULL;
+      s = vkrt_error(base, VKRT_ERROR_IO, "load %s: mmap: %s", name, strerror(errno));
+      goto out;
+    }
+    job.map = map;
+  }
+
+  /* The streamed ranges (size > 0), then the mapped ones at the end of order. */
+  uint32_t n_stream = 0, n_mapped = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    if (!ranges[i].size)
+      continue;
+    if (info->path[ranges[i].dst->dev->index] == VKRT_LOAD_PATH_MAPPED)
+      order[count - 1 - n_mapped++] = i;
+    else
+      order[n_stream++] = i;
+  }
+  job.order = order;
+  job.count = n_stream;
   for (uint32_t d = 0; d < sys->device_count; d++)
-    if (job.dev[d].count)
+    if (has[d])
       vkrt_log(base, VKRT_LOG_INFO, "dev%u: load %s via %s: %s", d, name,
                vkrt_load_path_str(info->path[d]), info->reason[d]);
-
-  /* Ring devices all at once; the mapped ones after (their DMA needs no host copy). */
+  s = vkrt_load_stream(reg, &job, info);
   for (uint32_t d = 0; d < sys->device_count; d++) {
-    if (info->path[d] == VKRT_LOAD_PATH_MAPPED)
-      job.dev[d].count = 0;
-  }
-  s = vkrt_upload_file_ring(sys, &job);
-  for (uint32_t d = 0; d < sys->device_count; d++) {
-    info->read_bytes += job.dev[d].read_bytes;
-    if (job.dev[d].direct_errno) {
+    if (!has[d] || info->path[d] == VKRT_LOAD_PATH_MAPPED)
+      continue;
+    if (job.direct_errno && info->path[d] == VKRT_LOAD_PATH_DIRECT) {
       info->path[d] = VKRT_LOAD_PATH_READ;
-      const size_t len = strlen(info->reason[d]);
-      vkrt_format(info->reason[d] + len, sizeof(info->reason[d]) - len,
-                  "; O_DIRECT reads failed (%s): read", strerror(job.dev[d].direct_errno));
+      reason_add(info, d, "; O_DIRECT reads failed (%s): read through the page cache",
+                 strerror(job.direct_errno));
     }
+    if (job.host_copy_mask & (1u << d))
+      reason_add(info, d, "; %s", job.host_copy_why[d]);
   }
-  if (s == VKRT_OK && mapped_count) {
-    uint32_t *mapped_order = order + count - mapped_count;
-    uint32_t n = 0;
-    /* order is grouped by device: gather the mapped devices' groups at its end (the ring is
-     * done with it). */
-    for (uint32_t i = 0; i < count; i++)
-      keys[i].index = order[i];
-    for (uint32_t i = 0; i < count; i++)
-      if (info->path[ranges[keys[i].index].dst->dev->index] == VKRT_LOAD_PATH_MAPPED)
-        mapped_order[n++] = keys[i].index;
-    s = load_mapped(reg, fd, file_size, ranges, mapped_order, n, &job, info);
+  if (job.direct_errno)
+    vkrt_log(base, VKRT_LOG_WARN, "load %s: O_DIRECT reads failed (%s); read through the page "
+             "cache", name, strerror(job.direct_errno));
+  if (s == VKRT_OK && n_mapped) {
+    /* order's tail holds them backwards: file order per device does not matter here. */
+    s = load_mapped(reg, fd, file_size, ranges, order + count - n_mapped, n_mapped, &job, info);
   }
   info->bytes = s == VKRT_OK ? job.total : job.done;
-  info->threads = vkrt_workers_parts(&reg->copy_pool.workers);
+  if (!info->threads)
+    info->threads = 1;
   info->ns = vkrt_now_ns() - t0;
   if (s == VKRT_OK)
     vkrt_log(base, VKRT_LOG_INFO, "load %s: %" PRIu64 " bytes in %u range(s) in %.3f s (%.2f "
-             "GB/s), %u threads, page cache held %.0f%%", name, job.total, count,
-             (double)info->ns * 1e-9, info->ns ? (double)job.total / (double)info->ns : 0.0,
-             info->threads, info->resident < 0 ? -1.0 : info->resident * 100);
+             "GB/s), page cache held %.0f%%; %u chunk fill(s) of %" PRIu64 " KiB (ring of %u), "
+             "%u threads, %" PRIu64 " DMA regions, %" PRIu64 " bytes packed; setup %.1f ms, "
+             "reading busy %.1f ms (summed), waits for the DMA %.1f ms (summed), for reads "
+             "%.1f ms, tail %.1f ms", name, job.total, count, (double)info->ns * 1e-9,
+             info->ns ? (double)job.total / (double)info->ns : 0.0,
+             info->resident < 0 ? -1.0 : info->resident * 100, info->chunk_fills,
+             info->pinned_chunk_bytes >> 10, info->pinned_chunks, info->threads, info->copies,
+             info->gathered_bytes, (double)info->setup_ns * 1e-6,
+             (double)info->read_busy_ns * 1e-6, (double)info->wait_dma_ns * 1e-6,
+             (double)info->wait_read_ns * 1e-6, (double)info->tail_ns * 1e-6);
 out:
   vkrt_free(base, keys);
   vkrt_free(base, order);
+  if (map)
+    munmap(map, (size_t)file_size);
   if (fd_direct >= 0)
     close(fd_direct);
   if (own_fd >= 0)

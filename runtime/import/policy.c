@@ -105,24 +105,27 @@ uint64_t vkrt_prestage_budget(uint64_t config_bytes, const struct vkrt_caps *con
   return budget;
 }
 
-/* Below this page-cache share a file is read with O_DIRECT: the reads then go to the disk
- * anyway, and bypassing the cache spares a copy and the cache's memory. */
-#define LOAD_DIRECT_BELOW 0.5
-
 vkrt_load_path vkrt_load_choose(vkrt_load_path force, bool maps_import, double resident,
                                 bool direct_ok, char *why, size_t why_size) {
+  static const char stream[] = "into pinned chunks every device imports (chunk i + 1 read "
+                               "while chunk i is DMA'd to every device)";
   switch (force) {
   case VKRT_LOAD_PATH_MAPPED:
-  case VKRT_LOAD_PATH_READ:
     snprintf(why, why_size, "forced by the caller");
+    return force;
+  case VKRT_LOAD_PATH_READ:
+    snprintf(why, why_size, "forced by the caller: pread %s", stream);
+    return force;
+  case VKRT_LOAD_PATH_MEMCPY:
+    snprintf(why, why_size, "forced by the caller: memcpy from a read-only mapping %s", stream);
     return force;
   case VKRT_LOAD_PATH_DIRECT:
     if (direct_ok) {
-      snprintf(why, why_size, "forced by the caller");
+      snprintf(why, why_size, "forced by the caller: O_DIRECT pread %s", stream);
       return force;
     }
-    snprintf(why, why_size, "direct forced, but O_DIRECT is unavailable for this file or "
-             "staging ring: pread through the page cache");
+    snprintf(why, why_size, "direct forced, but O_DIRECT does not open this file: pread "
+             "through the page cache %s", stream);
     return VKRT_LOAD_PATH_READ;
   default:
     break;
@@ -133,18 +136,16 @@ vkrt_load_path vkrt_load_choose(vkrt_load_path force, bool maps_import, double r
     return VKRT_LOAD_PATH_MAPPED;
   }
   if (resident < 0) {
-    snprintf(why, why_size, "file-backed pages are not imported here: pread into the staging "
-             "ring, overlapping the DMA; O_DIRECT when the page cache holds under %.0f%% of "
-             "the file%s", LOAD_DIRECT_BELOW * 100, direct_ok ? "" : " (O_DIRECT unavailable)");
+    snprintf(why, why_size, "file-backed pages are not imported here: pread %s; O_DIRECT when "
+             "the page cache holds under %.0f%% of the file", stream, VKRT_LOAD_DIRECT_BELOW * 100);
     return VKRT_LOAD_PATH_READ;
   }
-  if (resident < LOAD_DIRECT_BELOW && direct_ok) {
-    snprintf(why, why_size, "the page cache holds %.0f%% of the file: O_DIRECT reads into the "
-             "staging ring, overlapping the DMA", resident * 100);
+  if (resident < VKRT_LOAD_DIRECT_BELOW && direct_ok) {
+    snprintf(why, why_size, "the page cache holds %.0f%% of the file: O_DIRECT pread %s",
+             resident * 100, stream);
     return VKRT_LOAD_PATH_DIRECT;
   }
-  snprintf(why, why_size, "the page cache holds %.0f%% of the file%s: pread into the staging "
-           "ring, overlapping the DMA (pre-staging would copy the whole file first)",
-           resident * 100, resident < LOAD_DIRECT_BELOW ? " but O_DIRECT is unavailable" : "");
+  snprintf(why, why_size, "the page cache holds %.0f%% of the file%s: pread %s", resident * 100,
+           resident < VKRT_LOAD_DIRECT_BELOW ? " but O_DIRECT does not open it" : "", stream);
   return VKRT_LOAD_PATH_READ;
 }

@@ -37,10 +37,13 @@ vkrt_import_path vkrt_import_expect(const struct vkrt_caps *caps, bool can_impor
 uint64_t vkrt_prestage_budget(uint64_t config_bytes, const struct vkrt_caps *const *caps,
                               uint32_t count);
 
+/* Below this page-cache share AUTO reads a file with O_DIRECT: the reads go to the disk
+ * anyway, and bypassing the cache spares a copy and the cache's memory. */
+#define VKRT_LOAD_DIRECT_BELOW 0.5
+
 /* The path a file load takes on one device. force: the caller's choice (VKRT_LOAD_PATH_AUTO:
  * decide here); maps_import: the device imports file-backed pages under the policy (mapped
  * loads DMA straight from the page cache); resident: fraction of the file in the page cache
- * (< 0: not known yet); direct_ok: O_DIRECT opens on the file and the device's staging slots
- * take it. Writes why. */
+ * (< 0: not known); direct_ok: O_DIRECT opens on the file. Writes why. */
 vkrt_load_path vkrt_load_choose(vkrt_load_path force, bool maps_import, double resident,
                                 bool direct_ok, char *why, size_t why_size);

@@ -1,6 +1,7 @@
 /* vkrt/vkrt_lab.h: the host regions of the import registry (counts, the pre-stage budget, a
- * coarser import alignment, its describe part) and the pre-stage copy. */
+ * coarser import alignment, its describe part), the pre-stage copy and the file loads' knobs. */
 #include "import/import.h"
+#include "import/load.h"
 #include "lab/lab.h"
 
 /* The appliance's registry (opened by vkrt_open); `arg` as in tuning_device. */
@@ -29,7 +30,40 @@ vkrt_status vkrt_lab_import_get(const vkrt_appliance *app, vkrt_lab_import *out)
   *out = (vkrt_lab_import){.regions = vkrt_import_region_count(reg),
                            .live_chunks = (uint64_t)vkrt_import_live_chunks(reg),
                            .prestage_bytes = vkrt_import_prestage_bytes(reg),
-                           .prestage_budget = budget};
+                           .prestage_budget = budget,
+                           .load_pinned_bytes = atomic_load(&reg->load_pinned)};
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_lab_load_set(vkrt_appliance *app, const vkrt_lab_load *load) {
+  struct vkrt_import_registry *reg;
+  vkrt_status s = lab_registry(app, load, &reg);
+  if (s != VKRT_OK)
+    return s;
+  const uint64_t chunk = load->chunk_bytes, block = load->block_bytes;
+  if (load->threads > VKRT_WORKERS_MAX || load->chunks == 1 ||
+      load->chunks > VKRT_LOAD_MAX_CHUNKS || chunk % 4096 || block % 4096 ||
+      chunk > (1ull << 31) || (block && chunk && block > chunk))
+    return vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT, "lab: load knobs: threads "
+                      "<= %d, chunks 2..%d, chunk and block multiples of 4 KiB (chunk <= 2 GiB, "
+                      "block <= chunk); 0 for a default", VKRT_WORKERS_MAX, VKRT_LOAD_MAX_CHUNKS);
+  reg->load_knobs = (struct vkrt_load_knobs){.threads = load->threads, .chunks = load->chunks,
+                                             .chunk_bytes = chunk, .block_bytes = block,
+                                             .gather_below = load->gather_below,
+                                             .no_gather = load->no_gather};
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_lab_load_get(const vkrt_appliance *app, vkrt_lab_load *out) {
+  struct vkrt_import_registry *reg;
+  vkrt_status s = lab_registry(app, out, &reg);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_load_knobs k;
+  vkrt_load_knobs_effective(&reg->load_knobs, &k);
+  *out = (vkrt_lab_load){.threads = k.threads, .chunk_bytes = k.chunk_bytes, .chunks = k.chunks,
+                         .block_bytes = k.block_bytes, .gather_below = k.gather_below,
+                         .no_gather = k.no_gather};
   return VKRT_OK;
 }
 

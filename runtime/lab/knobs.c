@@ -45,9 +45,9 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_STREAM_FLUSH_OPS: vkrt_stream_set_flush_ops(dev, (uint32_t)value); break;
   case VKRT_LAB_MATMUL_TILED_MIN_M:
     for (int t = 0; t < VKRT_TYPE_COUNT; t++)
-      ops->matmul_min_m[t] = (uint32_t)value;
+      ops->matmul.min_m[0][t] = ops->matmul.min_m[1][t] = (uint32_t)value;
     break;
-  case VKRT_LAB_MATMUL_COOPMAT: force->matmul_coopmat = value; break;
+  case VKRT_LAB_MATMUL_COOPMAT: ops->use_coopmat = value; break;
   case VKRT_LAB_ATTENTION_SPLITS: force->attention_splits = (uint32_t)value; break;
   case VKRT_LAB_ATTENTION_UNROLL: force->attention_unroll = (uint32_t)value; break;
   default: force->matmul_kernel = (int)value; break;
@@ -73,8 +73,10 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_TRANSPOSE_VARIANT: *out = force->transpose_variant; break;
   case VKRT_LAB_QUANT_VARIANT: *out = force->quant_variant; break;
   case VKRT_LAB_STREAM_FLUSH_OPS: *out = dev->stream.flush_ops; break;
-  case VKRT_LAB_MATMUL_TILED_MIN_M: *out = ops->matmul_min_m[VKRT_TYPE_F16]; break;
-  case VKRT_LAB_MATMUL_COOPMAT: *out = force->matmul_coopmat; break;
+  case VKRT_LAB_MATMUL_TILED_MIN_M:
+    *out = ops->matmul.min_m[ops->use_coopmat && ops->matmul.coopmat][VKRT_TYPE_F16];
+    break;
+  case VKRT_LAB_MATMUL_COOPMAT: *out = ops->use_coopmat; break;
   case VKRT_LAB_ATTENTION_SPLITS: *out = force->attention_splits; break;
   case VKRT_LAB_ATTENTION_UNROLL: *out = force->attention_unroll; break;
   default: *out = force->matmul_kernel; break;
@@ -180,6 +182,10 @@ vkrt_status vkrt_lab_matvec_set(vkrt_appliance *app, uint32_t device, vkrt_type 
   return VKRT_OK;
 }
 
+_Static_assert((int)VKRT_LAB_TILE_SLOT_COUNT == 2 * (int)VKRT_MATMUL_SIZES &&
+                   (int)VKRT_LAB_TILE_COOPMAT_SMALL == (int)VKRT_MATMUL_SIZES,
+               "tile slots: portable sizes, then cooperative-matrix sizes");
+
 static vkrt_status tile_slot(struct vkrt_device *dev, vkrt_lab_tile_slot slot) {
   return (unsigned)slot < VKRT_LAB_TILE_SLOT_COUNT
              ? VKRT_OK : vkrt_lab_bad(dev, "lab: no matmul tile slot %lld", (long long)slot);
@@ -193,8 +199,9 @@ vkrt_status vkrt_lab_matmul_tile_get(const vkrt_appliance *app, uint32_t device,
     s = tile_slot(dev, slot);
   if (s != VKRT_OK)
     return s;
-  const struct vkrt_matmul_tile *t = &dev->ops->matmul_tile[slot / 2][slot % 2];
-  *out = (vkrt_lab_matmul_tile){t->wg, t->bm, t->bn, t->rm};
+  const struct vkrt_matmul_tile *t =
+      &dev->ops->matmul.tile[slot / VKRT_MATMUL_SIZES][slot % VKRT_MATMUL_SIZES];
+  *out = (vkrt_lab_matmul_tile){t->wg, t->bm, t->bn, t->rm, t->bk, t->stages};
   return VKRT_OK;
 }
 
@@ -207,24 +214,26 @@ vkrt_status vkrt_lab_matmul_tile_set(vkrt_appliance *app, uint32_t device,
     s = tile_slot(dev, slot);
   if (s != VKRT_OK)
     return s;
-  struct vkrt_matmul_tile t = {tile->wg, tile->bm, tile->bn, tile->rm};
-  const char *why = vkrt_ops_matmul_tile_check(dev, slot >= VKRT_LAB_TILE_COOPMAT_SMALL, &t);
+  struct vkrt_matmul_tile t = {tile->wg, tile->bm, tile->bn, tile->rm, tile->bk ? tile->bk : 32,
+                               tile->stages ? tile->stages : 1};
+  const char *why = vkrt_matmul_tile_check(&dev->caps, slot >= VKRT_LAB_TILE_COOPMAT_SMALL, &t);
   if (why)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
-                      "lab: matmul tile %ux%u, wg %u, rm %u: %s", t.bm, t.bn, t.wg, t.rm, why);
+                      "lab: matmul tile %ux%u, wg %u, rm %u, bk %u, stages %u: %s", t.bm, t.bn,
+                      t.wg, t.rm, t.bk, t.stages, why);
   if (atomic_load(&dev->ops->variant_count) + 8 >= VKRT_OPS_MAX_VARIANTS) {
     s = vkrt_finish(app, device);
     if (s != VKRT_OK)
       return s;
     vkrt_ops_drop_variants(dev);
   }
-  dev->ops->matmul_tile[slot / 2][slot % 2] = t;
+  dev->ops->matmul.tile[slot / VKRT_MATMUL_SIZES][slot % VKRT_MATMUL_SIZES] = t;
   return VKRT_OK;
 }
 
 bool vkrt_lab_matmul_coopmat_usable(const vkrt_appliance *app, uint32_t device) {
   struct vkrt_device *dev;
-  return vkrt_lab_device_of(app, device, app, &dev) == VKRT_OK && dev->ops->coopmat;
+  return vkrt_lab_device_of(app, device, app, &dev) == VKRT_OK && dev->ops->matmul.coopmat;
 }
 
 vkrt_status vkrt_lab_cmd_copy_bytes(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buffer *src,

@@ -30,6 +30,7 @@ struct matmul_push {
   uint32_t ne2, r2, r3;
   uint32_t accumulate;
   uint32_t w_vec, x_vec; /* 16-byte unit loads of w rows / x columns */
+  uint32_t d_vec;        /* cooperative matrices: whole 16x16 results stored straight to dst */
   uint32_t base_x, base_y, base_z;
 };
 VKRT_KERNEL_MATMUL_F32_CHECK_PUSH(struct matmul_push);
@@ -205,10 +206,17 @@ static const struct tiled_kind {
   [VKRT_TYPE_Q4_K] = {true, VKRT_OPS_MATMUL_Q4_K, VKRT_OPS_MATMUL_Q4_K_CM},
 };
 
-static bool tiled_coopmat(struct vkrt_device *dev, vkrt_type t) {
+/* The path of a call with weight type t and M columns (vkrt_matmul_pick), cooperative
+ * matrices only where their kernel is in this build. */
+static struct vkrt_matmul_pick tiled_pick(struct vkrt_device *dev, vkrt_type t, uint32_t M) {
   enum vkrt_ops_kernel k = tiled_kinds[t].coopmat;
-  return dev->ops->coopmat && vkrt_ops_forces(dev)->matmul_coopmat && k != VKRT_OPS_KERNEL_COUNT &&
-         vkrt_ops_kernel_usable(dev, k);
+  bool cm = dev->ops->use_coopmat && k != VKRT_OPS_KERNEL_COUNT && vkrt_ops_kernel_usable(dev, k);
+  return vkrt_matmul_pick(&dev->ops->matmul, cm, t, M);
+}
+
+static void tile_spec(const struct vkrt_matmul_tile *t, uint32_t spec[VKRT_OPS_MAX_SPEC]) {
+  spec[0] = t->wg, spec[1] = t->bm, spec[2] = t->bn, spec[3] = t->rm, spec[4] = t->bk;
+  spec[5] = t->stages;
 }
 
 /* Why the tiled kernel cannot take w (NULL: it can). Quantized w comes bound in words
@@ -238,10 +246,11 @@ static bool rows_vec16(const struct vkrt_ops_view *v, uint32_t per) {
 static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
                                 const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
                                 const struct vkrt_ops_view *x, bool accumulate) {
-  struct vkrt_ops_state *ops = dev->ops;
-  bool cm = tiled_coopmat(dev, w->type);
-  const struct vkrt_matmul_tile *t = &ops->matmul_tile[cm][x->ne[1] <= ops->matmul_tile[cm][0].bn ? 0 : 1];
-  uint32_t spec[VKRT_OPS_MAX_SPEC] = {t->wg, t->bm, t->bn, t->rm};
+  struct vkrt_matmul_pick pick = tiled_pick(dev, w->type, x->ne[1]);
+  const struct vkrt_matmul_tile *t = pick.tile;
+  bool cm = pick.coopmat;
+  uint32_t spec[VKRT_OPS_MAX_SPEC];
+  tile_spec(t, spec);
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline_spec(dev, cm ? tiled_kinds[w->type].coopmat
                                                  : tiled_kinds[w->type].portable, spec, &p);
@@ -267,6 +276,11 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
       .accumulate = accumulate,
       .w_vec = w->block == 1 && rows_vec16(w, 16 / w->type_size),
       .x_vec = rows_vec16(x, 4),
+      /* whole 16x16 results as cooperative-matrix stores: dst dense along N, every column
+       * 16-byte aligned in a 16-byte aligned binding, nothing to add */
+      .d_vec = cm && !accumulate && d->bind_offset % 16 == 0 && d->stride[0] == 1 &&
+               d->offset % 4 == 0 && d->stride[1] % 4 == 0 && d->stride[2] % 4 == 0 &&
+               d->stride[3] % 4 == 0,
   };
   for (int i = 0; i < 4; i++) {
     push.w_stride[i] = w->stride[i];
@@ -325,32 +339,36 @@ vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
   for (int t = 0; t < VKRT_TYPE_COUNT; t++) {
     if (!tiled_kinds[t].present || !vkrt_ops_kernel_usable(dev, tiled_kinds[t].portable))
       continue;
-    bool cm = tiled_coopmat(dev, (vkrt_type)t);
-    for (int size = 0; size < 2; size++) {
-      const struct vkrt_matmul_tile *tile = &dev->ops->matmul_tile[cm][size];
-      uint32_t spec[VKRT_OPS_MAX_SPEC] = {tile->wg, tile->bm, tile->bn, tile->rm};
-      const struct vkrt_ops_pipeline *p;
-      vkrt_status s = vkrt_ops_pipeline_spec(
-          dev, cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable, spec, &p);
-      if (s != VKRT_OK)
-        return s;
+    for (int cm = 0; cm < 2; cm++) {
+      if (cm && (!dev->ops->use_coopmat || !dev->ops->matmul.coopmat ||
+                 tiled_kinds[t].coopmat == VKRT_OPS_KERNEL_COUNT ||
+                 !vkrt_ops_kernel_usable(dev, tiled_kinds[t].coopmat)))
+        continue;
+      for (int size = 0; size < VKRT_MATMUL_SIZES; size++) {
+        uint32_t spec[VKRT_OPS_MAX_SPEC];
+        tile_spec(&dev->ops->matmul.tile[cm][size], spec);
+        const struct vkrt_ops_pipeline *p;
+        vkrt_status s = vkrt_ops_pipeline_spec(
+            dev, cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable, spec, &p);
+        if (s != VKRT_OK)
+          return s;
+      }
     }
   }
   return VKRT_OK;
 }
 
-/* The path per call: M below the device's crossover (vkrt_ops_state.matmul_min_m, per weight
- * type) takes the matrix-vector kernels where the layout allows, else the tiled kernel; M at
+/* The path per call: M below the device's crossover (vkrt_matmul_pick: per weight type, and
+ * per portable or cooperative-matrix tiles) takes the matrix-vector kernels where the layout allows, else the tiled kernel; M at
  * or past it the tiled kernel, falling back (visibly) to the matrix-vector kernels when the
  * tiled one cannot take w. force_matmul_kernel: 1 matrix-vector only, 2 tiled only. */
 vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view views[3], bool accumulate) {
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
   struct vkrt_ops_view w = views[1];
-  struct vkrt_ops_state *ops = dev->ops;
   int force = vkrt_ops_forces(dev)->matmul_kernel;
   uint32_t M = x->ne[1];
-  bool past = M >= ops->matmul_min_m[w.type];
+  bool past = w.type < VKRT_TYPE_COUNT && tiled_pick(dev, w.type, M).tiled;
   if (w.block > 1) { /* quantized weights: matrix-vector kernels in quant.c */
     if (accumulate)
       return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,

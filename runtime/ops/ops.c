@@ -152,75 +152,28 @@ const char *vkrt_ops_transposed_copy_reason(const struct vkrt_device *dev) {
   return "GPU: coalesced reads and writes through shared-memory tiles";
 }
 
-/* Tiled matmul tiles per device ([portable, cooperative matrix][M up to the first tile's bn,
- * larger M]) and the crossover from the matrix-vector kernels:
- * - M < 9 stays on the matrix-vector kernels for every type (H200, issue table: f16 M = 8
- *   96 us against the peer's 105; the quantized M = 8 kernels read w once for all 8 columns).
- * - NVIDIA: cooperative-matrix tiles of 128 x 128 (8 subgroups of 2 x 4 16x16 accumulators:
- *   the peer's large coopmat tile), and 64 x 32 for M <= 32 (N 14336 / 64 = 224 workgroups
- *   instead of 112); portable tiles of 128 x 64, 8 x 4 outputs per invocation. Not yet
- *   measured: vkrt-bench cases --tiles sweeps them (docs/perf.md).
- * - other devices (lavapipe included): 64 x 64 and 64 x 32 portable tiles, 4 x 4 and 4 x 2
- *   outputs per invocation. */
-static void choose_matmul(const struct vkrt_device *dev, struct vkrt_ops_state *ops) {
-  for (int t = 0; t < VKRT_TYPE_COUNT; t++)
-    ops->matmul_min_m[t] = VKRT_OPS_MATVEC_MAX_M + 1;
-  bool nv = dev->caps.vendor_id == 0x10de && !dev->caps.is_cpu;
-  ops->matmul_tile[0][0] = nv ? (struct vkrt_matmul_tile){256, 128, 32, 8}
-                              : (struct vkrt_matmul_tile){256, 64, 32, 4};
-  ops->matmul_tile[0][1] = nv ? (struct vkrt_matmul_tile){256, 128, 64, 8}
-                              : (struct vkrt_matmul_tile){256, 64, 64, 4};
-  ops->matmul_tile[1][0] = (struct vkrt_matmul_tile){128, 64, 32, 2};
-  ops->matmul_tile[1][1] = (struct vkrt_matmul_tile){256, 128, 128, 2};
-}
-
-const char *vkrt_ops_matmul_tile_check(const struct vkrt_device *dev, bool coopmat,
-                                       const struct vkrt_matmul_tile *t) {
-  if (!t->wg || !t->bm || !t->bn || !t->rm)
-    return "every field must be >= 1";
-  if (t->wg > dev->caps.max_compute_work_group_invocations)
-    return "wg exceeds maxComputeWorkGroupInvocations";
-  uint64_t shared;
-  if (coopmat) { /* kernels/matmul.comp COOPMAT: 32-wide subgroups, 16x16 accumulators */
-    uint32_t sub = t->wg / 32;
-    if (t->wg % 32 || sub % t->rm)
-      return "wg must be 32 x a multiple of rm (subgroups along m)";
-    uint32_t warps_n = sub / t->rm;
-    if (t->bm % (16 * warps_n) || t->bn % (16 * t->rm))
-      return "bm must be a multiple of 16 x (wg / 32 / rm), bn of 16 x rm";
-    shared = (uint64_t)(t->bm + t->bn) * 40 * 2 + (uint64_t)sub * 1024;
-  } else {
-    if (t->bm % t->rm || t->wg % (t->bm / t->rm) || t->bn % (t->wg / (t->bm / t->rm)))
-      return "rm must divide bm, bm / rm divide wg, and wg / (bm / rm) divide bn";
-    shared = (uint64_t)(t->bm + t->bn) * 36 * 4;
-  }
-  if (shared > dev->caps.max_compute_shared_memory_size)
-    return "tiles exceed maxComputeSharedMemorySize";
-  return NULL;
-}
-
 void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size) {
   const struct vkrt_ops_state *ops = dev->ops;
   if (!ops) {
     snprintf(buf, size, "ops not open");
     return;
   }
-  const struct vkrt_matmul_tile *p = ops->matmul_tile[0], *c = ops->matmul_tile[1];
+  const struct vkrt_matmul_setup *m = &ops->matmul;
+  bool cm = m->coopmat && ops->use_coopmat;
+  const struct vkrt_matmul_tile *p = m->tile[cm];
   snprintf(buf, size,
            "matrix-vector below M = %u (f32) %u (f16) %u (q8_0) %u (q4_K), tiled from there; "
-           "portable tiles %ux%u (M <= %u) and %ux%u, %u invocations; cooperative matrix: %s",
-           ops->matmul_min_m[VKRT_TYPE_F32], ops->matmul_min_m[VKRT_TYPE_F16],
-           ops->matmul_min_m[VKRT_TYPE_Q8_0], ops->matmul_min_m[VKRT_TYPE_Q4_K], p[0].bm, p[0].bn,
-           p[0].bn, p[1].bm, p[1].bn, p[1].wg,
-           !ops->coopmat ? "no (VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32 and "
-                           "32-wide subgroups not on this device)"
-           : !vkrt_ops_forces(dev)->matmul_coopmat ? "off (the lab's MATMUL_COOPMAT turns it on)"
-                                                   : "f16/q8_0/q4_K weights as f16 tiles");
-  if (ops->coopmat && vkrt_ops_forces(dev)->matmul_coopmat) {
-    size_t n = strlen(buf);
-    snprintf(buf + n, size - n, ", tiles %ux%u (M <= %u) and %ux%u", c[0].bm, c[0].bn, c[0].bn,
-             c[1].bm, c[1].bn);
-  }
+           "%s tiles %ux%u (M <= %u), %ux%u (M <= %u) and %ux%u (k steps of %u, %u and %u); "
+           "cooperative matrix: %s",
+           m->min_m[0][VKRT_TYPE_F32], m->min_m[cm][VKRT_TYPE_F16], m->min_m[cm][VKRT_TYPE_Q8_0],
+           m->min_m[cm][VKRT_TYPE_Q4_K], cm ? "f16/q8_0/q4_K: cooperative-matrix" : "portable",
+           p[0].bm, p[0].bn, p[0].bn, p[1].bm, p[1].bn, p[1].bn, p[2].bm, p[2].bn, p[0].bk,
+           p[1].bk, p[2].bk,
+           !m->coopmat ? "no (VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32 and "
+                         "32-wide subgroups not on this device)"
+           : !cm ? "off (x stays f32: vkrt_options.matmul_activations = VKRT_MATMUL_ACTIVATIONS_F32)"
+                 : "x and w rounded to f16 (vkrt_options.matmul_activations = "
+                   "VKRT_MATMUL_ACTIVATIONS_F16), f32 weights on the portable tiles");
 }
 
 struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,
@@ -260,8 +213,6 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   ops->subgroup_shuffle = query_subgroup_ops(dev, VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   ops->storage_16bit = caps->storage_buffer_16bit;
   ops->integer_dot = caps->integer_dot_product;
-  /* kernels/matmul.comp COOPMAT maps 32-wide subgroups onto its tile */
-  ops->coopmat = caps->cooperative_matrix && caps->subgroup_size == 32;
   for (unsigned i = 0; i < vkrt_kernel_registry_count; i++)
     for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
       if (!strcmp(vkrt_kernel_registry[i]->name, kernel_info[k].name))
@@ -272,11 +223,10 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
     ops->matvec[t] = choose_matvec(dev, (vkrt_type)t, 1);
     ops->matvec_cols[t] = choose_matvec(dev, (vkrt_type)t, 2);
   }
-  choose_matmul(dev, ops);
-  /* The cooperative-matrix tiles are off unless a bench forces them (the lab's
-   * MATMUL_COOPMAT): on the H200 they ran M = 512, K 4096 x N 14336 f16 in 2631 us (the
-   * peer: 276) and they round x to f16, which breaks vkrt_op_matmul's f32-activation
-   * contract. */
+  /* the cooperative-matrix tiles round x to f16: taken only when the caller opts in
+   * (vkrt_options.matmul_activations, set by the appliance after open) */
+  vkrt_matmul_setup_init(caps, &ops->matmul);
+  ops->use_coopmat = false;
   dev->ops = ops;
   vkrt_status s = ops->push_descriptor ? VKRT_OK : create_pools(dev, ops);
   if (s == VKRT_OK)
@@ -397,7 +347,7 @@ static const char *missing_feature(const struct vkrt_ops_state *ops, enum vkrt_o
     return "compute subgroup arithmetic";
   if (kernel_info[k].needs_integer_dot && !ops->integer_dot)
     return "shaderIntegerDotProduct";
-  if (kernel_info[k].needs_coopmat && !ops->coopmat)
+  if (kernel_info[k].needs_coopmat && !ops->matmul.coopmat)
     return "cooperative matrices (VK_NV_cooperative_matrix 16x16x16 f16, 32-wide subgroups)";
   if (kernel_info[k].needs_shuffle && !ops->subgroup_shuffle)
     return "compute subgroup shuffles";

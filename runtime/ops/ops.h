@@ -24,7 +24,7 @@ enum vkrt_ops_copy_path {
 };
 
 #define VKRT_OPS_MAX_BINDINGS 9
-#define VKRT_OPS_MAX_SPEC 4      /* specialization constants 0..3 of a pipeline variant */
+#define VKRT_OPS_MAX_SPEC 6      /* specialization constants 0..5 of a pipeline variant */
 #define VKRT_OPS_MAX_VARIANTS 96 /* specialized pipelines per device */
 #define VKRT_OPS_POOL_SETS 256 /* descriptor sets per stream slot without push descriptors */
 
@@ -38,7 +38,8 @@ struct vkrt_ops_pipeline {
   uint32_t local_size[3];
 };
 
-/* A pipeline of one kernel specialized with constant_id 0..3 = spec[0..3]. */
+/* A pipeline of one kernel specialized with constant_id 0..5 = spec[0..5] (ids a shader
+ * does not declare are ignored). */
 struct vkrt_ops_variant {
   enum vkrt_ops_kernel kernel;
   uint32_t spec[VKRT_OPS_MAX_SPEC];
@@ -55,13 +56,47 @@ struct vkrt_matvec_config {
 };
 
 /* Workgroup tile of the tiled matmul (kernels/matmul.comp specialization constants), chosen
- * per device at open; vkrt_ops_matmul_tile_check says which are valid. */
+ * per device at open; vkrt_matmul_tile_check says which are valid. */
 struct vkrt_matmul_tile {
-  uint32_t wg; /* invocations per workgroup */
-  uint32_t bm; /* rows of w (n) per tile */
-  uint32_t bn; /* columns of x (m) per tile */
-  uint32_t rm; /* portable: rows per invocation; cooperative matrix: subgroups along m */
+  uint32_t wg;     /* invocations per workgroup */
+  uint32_t bm;     /* rows of w (n) per tile */
+  uint32_t bn;     /* columns of x (m) per tile */
+  uint32_t rm;     /* portable: rows per invocation; cooperative matrix: subgroups along m */
+  uint32_t bk;     /* k per shared-memory step (a multiple of 32) */
+  uint32_t stages; /* shared-memory buffers: 1, or 2 (one barrier per step) */
 };
+
+/* The tile sizes: for M up to the small tile's bn, up to the medium tile's, and beyond. */
+enum { VKRT_MATMUL_SMALL, VKRT_MATMUL_MEDIUM, VKRT_MATMUL_LARGE, VKRT_MATMUL_SIZES };
+
+/* The tiled matmul's setup per device (matmul_plan.c, pure over the capabilities): the
+ * crossovers (M from which the tiled kernel runs, per weight type) and the tiles per size,
+ * for the portable kernels [0] and the cooperative-matrix ones [1]. */
+struct vkrt_matmul_setup {
+  bool coopmat; /* the cooperative-matrix kernels can run here */
+  uint32_t min_m[2][VKRT_TYPE_COUNT];
+  struct vkrt_matmul_tile tile[2][VKRT_MATMUL_SIZES];
+};
+
+/* What one vkrt_op_matmul takes (vkrt_matmul_pick). */
+struct vkrt_matmul_pick {
+  bool tiled;   /* M at or past the crossover */
+  bool coopmat; /* ... on the cooperative-matrix kernels */
+  const struct vkrt_matmul_tile *tile;
+};
+
+/* Whether the device can run the cooperative-matrix kernels (VK_NV_cooperative_matrix with
+ * 16x16x16 f16 products, 32-wide subgroups), and the defaults for it. */
+bool vkrt_matmul_coopmat_capable(const struct vkrt_caps *caps);
+void vkrt_matmul_setup_init(const struct vkrt_caps *caps, struct vkrt_matmul_setup *out);
+/* NULL when `tile` is valid on this device (cooperative-matrix kernels when `coopmat`), else
+ * why not. */
+const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
+                                   const struct vkrt_matmul_tile *tile);
+/* The path for weight type t and M columns, cooperative matrices taken when `use_coopmat`
+ * (and the setup says the device has them and the type has such a kernel: not f32). */
+struct vkrt_matmul_pick vkrt_matmul_pick(const struct vkrt_matmul_setup *setup, bool use_coopmat,
+                                         vkrt_type t, uint32_t M);
 
 /* Read patterns of the quantized matrix-vector kernels (quant.c). */
 #define VKRT_QUANT_READ_PATTERNS 5
@@ -73,7 +108,6 @@ struct vkrt_ops_forces {
   int transpose_variant;     /* f32: 0 = default, 1 = plain tile order, 2 = pairs */
   int quant_variant;         /* 0 = choose, 1 + i = variant i of vkrt_quant_variant_names */
   int matmul_kernel;         /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
-  bool matmul_coopmat;       /* the tiled kernel on cooperative matrices where they run */
   uint32_t attention_splits; /* 0 = plan them */
   uint32_t attention_unroll; /* row passes per tile of the split pass: 0 = plan them */
 };
@@ -127,12 +161,10 @@ struct vkrt_ops_state {
   bool quant_activations_q8;
   struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT];      /* per weight type, M = 1 */
   struct vkrt_matvec_config matvec_cols[VKRT_TYPE_COUNT]; /* M > 1 (several x columns) */
-  /* tiled matmul (matmul.c): the crossover per weight type (M from which the tiled kernel
-   * runs; below it the matrix-vector kernels) and the tiles [portable, cooperative
-   * matrix][M up to the first tile's bn, larger M] */
-  uint32_t matmul_min_m[VKRT_TYPE_COUNT];
-  struct vkrt_matmul_tile matmul_tile[2][2];
-  bool coopmat;     /* the cooperative-matrix kernels can run here (caps.cooperative_matrix) */
+  /* tiled matmul (matmul.c): crossovers and tiles (matmul_plan.c) */
+  struct vkrt_matmul_setup matmul;
+  bool use_coopmat; /* the cooperative-matrix kernels are taken (vkrt_options.matmul_activations
+                       = VKRT_MATMUL_ACTIVATIONS_F16 where matmul.coopmat; the lab's knob) */
   bool matmul_fallback_logged;
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
@@ -254,10 +286,6 @@ const char *vkrt_ops_transposed_copy_reason(const struct vkrt_device *dev);
 struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,
                                                  uint32_t cols);
 
-/* NULL when `tile` is valid for this device's tiled matmul (cooperative-matrix kernels when
- * `coopmat`), else why not. */
-const char *vkrt_ops_matmul_tile_check(const struct vkrt_device *dev, bool coopmat,
-                                       const struct vkrt_matmul_tile *tile);
 /* The tiled matmul's plan for vkrt-probe: crossovers, tiles, cooperative matrices and why. */
 void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size);
 

@@ -83,6 +83,12 @@ out=$("$bench" cases --test-file "$prompt" --json --min-m 2) || { echo "$out"; e
 [ "$(json "all(r['path'].startswith('tiled matmul') for r in d['results'])" <<< "$out")" = True ] \
   || { echo "$out"; echo "--min-m 2: not every case took the tiled kernel"; exit 1; }
 echo "prompt subset: $want cases, #wrong 0 (tiled past M 8, matrix-vector up to it; all tiled with --min-m 2)"
+# VKRT_MATMUL_ACTIVATIONS_F16 on a device without cooperative matrices: the f32 paths, exact
+out=$("$bench" cases --test-file "$prompt" --json --activations f16) || { echo "$out"; echo "prompt run with --activations f16 failed"; exit 1; }
+[ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "prompt #wrong > 0 with --activations f16"; exit 1; }
+[ "$(json "any('coopmat' in r['path'] for r in d['results'])" <<< "$out")" = False ] \
+  || { echo "$out"; echo "--activations f16: cooperative matrices on a device without them"; exit 1; }
+echo "prompt subset with --activations f16: #wrong 0, no cooperative matrices on this device"
 
 bad="$root/tests/bench/bad-lines.txt"
 out=$("$bench" cases --test-file "$bad") || { echo "$out"; echo "bad-lines run failed"; exit 1; }

@@ -6,10 +6,11 @@
 # story the model was trained on (" Once upon a time", English words). A prompt made of the
 # first generated sentence tokenizes to the ids the model generated for it and continues as
 # the run from BOS did. Recording every token's work instead of launching a captured graph
-# gives the same ids, also when capturing fails (the service falls back to it); seeded
-# sampling repeats itself. A 40-token prompt run in ubatches (one, or three of up to 16, the
-# last partial) on 1 and 2 devices continues with the ids of the prompt fed token by token,
-# verified at every position. Bad model files (another architecture, a missing tensor, a shape that
+# gives the same ids, also when capturing fails (the service falls back to it), and so does
+# every path of the weights' load; seeded sampling repeats itself. A 40-token prompt run in
+# ubatches (one, or three of up to 16, the last partial) on 1 and 2 devices continues with the
+# ids of the prompt fed token by token, verified at every position. Bad model files (another
+# architecture, a missing tensor, a shape that
 # disagrees with the metadata, no BOS) exit 3 with a message naming the cause; a model the
 # devices cannot split (4 KV heads on 3 devices) or a q8_0 K/V cache with 8-wide heads exit 5.
 set -euo pipefail
@@ -68,6 +69,28 @@ grep -q "^vkrt-service: capturing a token failed; recording every token's work i
   grep -q "greedy choice the same at every position: passed; .* ranks bit-identical: yes (2 ranks)" <<< "$out" &&
   [ "$(field ids "$out")" = "$ids_ref" ] || { echo "$out"; echo "failing capture: no fallback to recording, or not the same ids"; exit 1; }
 echo "2 devices, capture failing: recorded per token, the same 200 ids"
+# Every load path (pinned chunks read by pread, O_DIRECT or memcpy; the mapped path): the
+# same ids, the path named, and the load's rate, its ratio to the pinned upload and the time
+# to the first token in the JSON.
+first40=$(tr ',' '\n' <<< "$ids_ref" | head -40 | paste -sd,)
+for path in read direct memcpy mapped; do
+  out=$("$svc" --weights "$model" --tokens 40 --print-ids --devices 2 --warmup-ms 0 --verify 40 \
+        --load-path $path --json 2>&1) || { echo "$out"; echo "--load-path $path failed"; exit 1; }
+  took=$path
+  [ $path = direct ] && grep -q "weights via read: .*O_DIRECT" <<< "$out" && took=read # no O_DIRECT here
+  [ "$(field ids "$out")" = "$first40" ] && grep -q "dev1 weights via $took: " <<< "$out" &&
+    grep -q "greedy choice the same at every position: passed" <<< "$out" &&
+    grep -q "^vkrt-service: time to first token: .* s from process start: " <<< "$out" ||
+    { echo "$out"; echo "--load-path $path: not the same ids, or the path or the first token not said"; exit 1; }
+  [ $took = mapped ] || grep -q "^vkrt-service: load structure: " <<< "$out" ||
+    { echo "$out"; echo "--load-path $path: no load structure line"; exit 1; }
+  tail -1 <<< "$out" | /usr/bin/python3 -c "import json, sys; d = json.load(sys.stdin); \
+    sys.exit(not (d['load_gbps'] > 0 and d['pinned_h2d_gbps'] > 0 and d['ttft_s'] > 0 and \
+                  abs(d['load_vs_pinned'] - d['load_gbps'] / d['pinned_h2d_gbps']) < 1e-2 and \
+                  d['load_path'] == '$took'))" ||
+    { echo "$out"; echo "--load-path $path: --json lacks the load's facts"; exit 1; }
+  echo "2 devices, --load-path $path: the same 40 ids; $(grep -m1 '^vkrt-service: loaded' <<< "$out")"
+done
 
 # Sampling (temperature, top-k, top-p) from the downloaded logits: seeded, so two runs agree;
 # another story than the greedy one; the float64 check still holds the devices' argmax.

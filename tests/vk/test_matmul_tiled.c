@@ -2,8 +2,9 @@
  * Q4_K weights against a float64 reference of the weights as vkrt_dequantize_row (or the
  * f16 conversion) gives them, on fresh random data with the output poisoned: odd M, N and K
  * (K a multiple of the block for the quantized types), offsets, padded rows, strided x,
- * batches with a broadcast w, both tiles (M up to the small tile's bn and beyond), the
- * 16-byte and per-element loads, accumulation; the path each call took is asserted through
+ * batches with a broadcast w, the three tile sizes (M up to the small tile's bn, the
+ * medium's, beyond), 32- to 128-k steps, one and two shared-memory buffers, the 16-byte and
+ * per-element loads, accumulation; the path each call took is asserted through
  * the counters (tiled, cooperative matrix where the device has it, matrix-vector below the
  * crossover, the logged fallback when w is past one binding), and the forced tiled kernel
  * refuses what it cannot take, saying why. */
@@ -209,13 +210,15 @@ static vkrt_appliance *open_app(void) {
 
 static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
 
-/* Every type through both tiles, both load forms, batches, offsets and strided x. */
+/* Every type through the three tiles, both load forms, batches, offsets and strided x. */
 static void test_tiled(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
-  vkrt_lab_matmul_tile small;
+  vkrt_lab_matmul_tile small, medium;
   vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_SMALL, &small));
-  int64_t past = (int64_t)small.bn + 5; /* the large tile */
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_MEDIUM, &medium));
+  assert_true(small.bn >= 13 && medium.bn > small.bn);
+  int64_t past = (int64_t)medium.bn + 5, mid = (int64_t)small.bn + 3; /* large, medium tile */
   for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
     vkrt_type wt = types[t];
     if (!type_enabled(wt)) {
@@ -231,6 +234,8 @@ static void test_tiled(void **state) {
       {wt, K1, 67, past, 1, 1, 0, 0, 3, 4, false, 0, TILED},
       /* all 16-byte aligned, M within the small tile: unit loads of w and x */
       {wt, K2, 45, 13, 1, 1, 0, 0, 4, 16, false, 0, TILED},
+      /* the medium tile */
+      {wt, K1, 70, mid, 1, 1, 0, 0, 0, 0, false, 0, TILED},
       /* batches with w broadcast, padded w rows at an offset that is not 16-byte aligned */
       {wt, K3, 19, 11, 2, 4, 1, odd, 0, 0, false, 0, TILED},
       /* one column forced onto the tiled kernel; N of one row */
@@ -278,19 +283,24 @@ static void test_crossover_and_tiles(void **state) {
     c.M = min_m + 4, c.force = 1, c.expect = MATVEC;
     run(app, &c);
   }
-  /* other tiles: 32 x 16 with 2 rows per invocation, 64 invocations */
-  vkrt_lab_matmul_tile keep, tile = {64, 32, 16, 2};
+  /* other tiles: 32 x 16 with 2 rows per invocation, 64 invocations, 32-k steps; 16 x 16
+   * with 64-k steps in two buffers; 32 x 16 with 128-k steps (K 136: a partial last step) */
+  static const vkrt_lab_matmul_tile tiles[] = {
+      {64, 32, 16, 2, 32, 1}, {64, 16, 16, 2, 64, 2}, {64, 32, 16, 2, 128, 1}};
+  vkrt_lab_matmul_tile keep;
   vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &keep));
-  vkt_check(app, vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &tile));
   int64_t coopmat_was;
   vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_COOPMAT, &coopmat_was));
   knob(app, VKRT_LAB_MATMUL_COOPMAT, 0);
-  for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++)
-    if (type_enabled(types[t])) {
-      int64_t K = vkrt_type_block(types[t]) > 1 ? 2 * vkrt_type_block(types[t]) : 136;
-      struct mm c = {types[t], K, 50, 70, 1, 1, 0, 0, 0, 0, false, 0, TILED};
-      run(app, &c);
-    }
+  for (unsigned i = 0; i < VKT_ARRAY_SIZE(tiles); i++) {
+    vkt_check(app, vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &tiles[i]));
+    for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++)
+      if (type_enabled(types[t])) {
+        int64_t K = vkrt_type_block(types[t]) > 1 ? 2 * vkrt_type_block(types[t]) : 136;
+        struct mm c = {types[t], K, 50, 70, 1, 1, 0, 0, 0, 0, false, 0, TILED};
+        run(app, &c);
+      }
+  }
   knob(app, VKRT_LAB_MATMUL_COOPMAT, coopmat_was);
   vkt_check(app, vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &keep));
   /* tiles the kernel cannot take are refused, saying why */
@@ -301,6 +311,10 @@ static void test_crossover_and_tiles(void **state) {
   bad = (vkrt_lab_matmul_tile){256, 128, 128, 3};
   assert_int_equal(vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_COOPMAT_LARGE, &bad),
                    VKRT_ERROR_INVALID_ARGUMENT);
+  bad = (vkrt_lab_matmul_tile){64, 32, 16, 2, 32, 3};
+  assert_int_equal(vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_PORTABLE_SMALL, &bad),
+                   VKRT_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(vkrt_last_error(app), "stages"));
   assert_int_equal(vkrt_lab_set(app, 0, VKRT_LAB_MATMUL_TILED_MIN_M, 0),
                    VKRT_ERROR_INVALID_ARGUMENT);
   vkt_close(app);

@@ -27,6 +27,10 @@ void bench_register(struct bench_command *cmd);
     bench_register(&bench_cmd_##ident);                                                  \
   }
 
+/* vkrt-bench upload --file (load.c): vkrt_load_file per path against the disk and pinned
+ * rates of the same run. */
+int bench_load_file(int argc, char **argv);
+
 /* Shared helpers. */
 double bench_now_s(void);
 /* CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID): host work without the time the

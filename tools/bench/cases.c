@@ -576,7 +576,7 @@ static void dequantize_weights(vkrt_type type, const uint8_t *wr, int64_t K, uin
 struct mm_ref {
   const struct bench_case *bc;
   uint8_t *const *host;
-  float *ref, *tol;
+  float *ref, *tol, *mag;
   bool q8, ok;
   int64_t n0, n1;
 };
@@ -627,6 +627,7 @@ static void *mul_mat_rows(void *arg) {
            * sum of the magnitudes of the products the kernels form); --activations q8 adds
            * the rounding of x */
           j->tol[o] = (float)(mag * 2e-5 * (1.0 + sqrt((double)K) / 16.0) + rounding + 1e-6);
+          j->mag[o] = (float)mag;
         }
       }
   free(wf);
@@ -637,7 +638,7 @@ static void *mul_mat_rows(void *arg) {
 }
 
 static bool mul_mat_reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC],
-                              float *ref, float *tol, bool q8) {
+                              float *ref, float *tol, float *mag, bool q8) {
   enum { MAX_THREADS = 64 };
   int64_t N = bc->dst.ne[0];
   double work = (double)N * (double)bc->dst.ne[1] * (double)bc->src[0].ne[0];
@@ -649,7 +650,7 @@ static bool mul_mat_reference(const struct bench_case *bc, uint8_t *const host[C
   pthread_t tid[MAX_THREADS];
   bool started[MAX_THREADS] = {false};
   for (int t = 0; t < threads; t++) {
-    jobs[t] = (struct mm_ref){bc, host, ref, tol, q8, false, N * t / threads, N * (t + 1) / threads};
+    jobs[t] = (struct mm_ref){bc, host, ref, tol, mag, q8, false, N * t / threads, N * (t + 1) / threads};
     started[t] = t > 0 && pthread_create(&tid[t], NULL, mul_mat_rows, &jobs[t]) == 0;
   }
   for (int t = 0; t < threads; t++) /* the calling thread takes job 0 and any not started */
@@ -851,16 +852,17 @@ static bool attention_reference(const struct bench_case *bc, uint8_t *const host
 }
 
 /* Reference of the result in row-major order of dst's ne (float); for MUL_MAT and
- * FLASH_ATTN_EXT also the per-element error bound. False when out of host memory. */
+ * FLASH_ATTN_EXT also the per-element error bound, for MUL_MAT sum_k |w_k x_k| in mag (0
+ * elsewhere). False when out of host memory. */
 static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC], float *ref,
-                      float *tol, bool q8) {
+                      float *tol, float *mag, bool q8) {
   const struct case_tensor *d = &bc->dst, *a = &bc->src[0], *b = &bc->src[1];
   uint64_t o = 0;
   int64_t i[4];
   if (bc->op == CASE_FLASH_ATTN_EXT)
     return attention_reference(bc, host, ref, tol);
   if (bc->op == CASE_MUL_MAT)
-    return mul_mat_reference(bc, host, ref, tol, q8);
+    return mul_mat_reference(bc, host, ref, tol, mag, q8);
   if (bc->op >= CASE_RMS_NORM)
     return decode_reference(bc, host, ref, tol);
   for (i[3] = 0; i[3] < d->ne[3]; i[3]++)
@@ -893,11 +895,16 @@ static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_
   return true;
 }
 
+/* A matmul on cooperative matrices rounds both factors of every product to f16 (11
+ * significant bits each): at most 2^-10 (+ 2^-22) of sum_k |w_k x_k| more. */
+#define F16_PRODUCT_ROUNDING (0x1p-10 * 1.001)
+
 /* Elements of the result outside the reference's bound (NaN poison counts, except where the
- * reference is NaN: an element the op must leave alone). Block-type results (SET_ROWS into
- * q8_0) are compared dequantized, row by row. */
+ * reference is NaN: an element the op must leave alone), the bound widened by mag times
+ * F16_PRODUCT_ROUNDING where mag is given. Block-type results (SET_ROWS into q8_0) are
+ * compared dequantized, row by row. */
 static uint64_t count_wrong(const struct case_tensor *d, const uint8_t *got, const float *ref,
-                            const float *tol, double *max_err) {
+                            const float *tol, const float *mag, double *max_err) {
   uint64_t wrong = 0, o = 0;
   int64_t i[4];
   bool blocks = vkrt_type_block(d->type) > 1;
@@ -919,7 +926,7 @@ static uint64_t count_wrong(const struct case_tensor *d, const uint8_t *got, con
             continue;
           }
           double e = fabs((double)g - (double)ref[o]);
-          if (!(e <= tol[o]))
+          if (!(e <= tol[o] + (mag ? mag[o] * F16_PRODUCT_ROUNDING : 0)))
             wrong++;
           if (e > *max_err || e != e)
             *max_err = e;
@@ -935,6 +942,7 @@ struct cases_opts {
   const char *file;
   bool json, variants;
   bool q8; /* --activations q8: vkrt_options.quant_activations = VKRT_ACTIVATIONS_Q8 */
+  bool f16; /* --activations f16: vkrt_options.matmul_activations = VKRT_MATMUL_ACTIVATIONS_F16 */
   int tiled_copies; /* -1 device choice, 0/1 forced (tests run the GPU paths on lavapipe) */
   int iters;
   uint32_t device;
@@ -1167,22 +1175,29 @@ static void report_error(struct cases_ctx *c, int line, const char *name, const 
 }
 
 /* --tiles: the same tiled case with each tile of the kernel it took (portable or cooperative
- * matrix), set for both M classes so the case's M picks it, each verified and timed. */
+ * matrix), set for every M class so the case's M picks it, each verified and timed. */
 static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint8_t *got,
-                        uint64_t dsize, const float *ref, const float *tol, uint64_t bytes) {
+                        uint64_t dsize, const float *ref, const float *tol, const float *mag,
+                        uint64_t bytes) {
+  /* {wg, bm, bn, rm, bk, stages}: the defaults and their neighbours (runtime/ops/matmul_plan.c) */
   static const vkrt_lab_matmul_tile portable[] = {
-      {256, 64, 64, 4}, {256, 128, 64, 8}, {256, 128, 128, 8}, {256, 64, 32, 4},
-      {256, 128, 32, 8}, {128, 64, 32, 4}, {128, 32, 32, 2}, {256, 64, 16, 4}, {64, 32, 16, 2}};
+      {256, 128, 128, 8, 32, 1}, {256, 128, 64, 8, 32, 1}, {256, 64, 64, 4, 32, 2},
+      {128, 64, 64, 4, 32, 2},   {64, 32, 16, 2, 32, 1},   {64, 32, 16, 2, 64, 1},
+      {64, 32, 16, 2, 128, 1},   {64, 32, 16, 2, 64, 2},   {128, 32, 32, 2, 32, 1},
+      {128, 32, 32, 2, 64, 1},   {128, 64, 32, 4, 32, 1},  {128, 64, 32, 4, 64, 1}};
   static const vkrt_lab_matmul_tile coop[] = {
-      {256, 128, 128, 2}, {256, 128, 128, 4}, {256, 256, 64, 2}, {256, 128, 64, 2},
-      {128, 64, 64, 2},   {128, 128, 32, 2},  {128, 64, 32, 2},  {256, 64, 32, 2},
-      {128, 32, 32, 2},   {64, 32, 32, 2}};
+      {128, 128, 128, 2, 32, 1}, {128, 128, 128, 2, 32, 2}, {256, 128, 128, 2, 32, 2},
+      {256, 256, 128, 2, 32, 1}, {128, 128, 64, 2, 32, 2},  {128, 64, 128, 2, 32, 2},
+      {64, 32, 16, 1, 64, 1},    {64, 32, 16, 1, 128, 1},   {64, 32, 16, 1, 128, 2},
+      {32, 16, 16, 1, 128, 1},   {256, 128, 32, 2, 64, 1},  {128, 64, 32, 2, 64, 1},
+      {128, 64, 32, 2, 128, 1},  {64, 32, 32, 2, 128, 1}};
   const vkrt_lab_matmul_tile *list = cm ? coop : portable;
   size_t n = cm ? sizeof(coop) / sizeof(coop[0]) : sizeof(portable) / sizeof(portable[0]);
-  vkrt_lab_tile_slot small = cm ? VKRT_LAB_TILE_COOPMAT_SMALL : VKRT_LAB_TILE_PORTABLE_SMALL;
-  vkrt_lab_matmul_tile keep[2];
-  vkrt_lab_matmul_tile_get(c->app, c->o.device, small, &keep[0]);
-  vkrt_lab_matmul_tile_get(c->app, c->o.device, small + 1, &keep[1]);
+  vkrt_lab_tile_slot first = cm ? VKRT_LAB_TILE_COOPMAT_SMALL : VKRT_LAB_TILE_PORTABLE_SMALL;
+  enum { SIZES = VKRT_LAB_TILE_COOPMAT_SMALL };
+  vkrt_lab_matmul_tile keep[SIZES];
+  for (int i = 0; i < SIZES; i++)
+    vkrt_lab_matmul_tile_get(c->app, c->o.device, first + i, &keep[i]);
   double keep_warmup = c->o.warmup_ms;
   c->o.warmup_ms = fmin(keep_warmup, 30);
   if (c->o.json)
@@ -1193,28 +1208,31 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
     uint64_t vw = UINT64_MAX;
     double vt = -1, ve = 0;
     int vreps = 0;
-    if (vkrt_lab_matmul_tile_set(c->app, c->o.device, small, t) != VKRT_OK ||
-        vkrt_lab_matmul_tile_set(c->app, c->o.device, small + 1, t) != VKRT_OK)
+    bool taken = true;
+    for (int j = 0; j < SIZES; j++)
+      taken = taken && vkrt_lab_matmul_tile_set(c->app, c->o.device, first + j, t) == VKRT_OK;
+    if (!taken)
       continue; /* not a tile this device takes (shared memory, invocations) */
     if (vkrt_cmd_fill(lc->dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
         record_case(lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
         vkrt_download(got, lc->dst, 0, dsize) == VKRT_OK) {
-      vw = count_wrong(&lc->bc.dst, got, ref, tol, &ve);
+      vw = count_wrong(&lc->bc.dst, got, ref, tol, cm ? mag : NULL, &ve);
       vt = time_case(c, lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
     }
     c->wrong_total += vw == UINT64_MAX ? 1 : vw;
     double vg = vt > 0 ? (double)bytes / vt * 1e-9 : 0;
     if (c->o.json)
-      printf("%s{\"wg\": %u, \"bm\": %u, \"bn\": %u, \"rm\": %u, \"us\": %.3f, \"wrong\": %" PRId64
-             "}", nt++ ? ", " : "", t->wg, t->bm, t->bn, t->rm, vt * 1e6,
-             vw == UINT64_MAX ? -1 : (int64_t)vw);
+      printf("%s{\"wg\": %u, \"bm\": %u, \"bn\": %u, \"rm\": %u, \"bk\": %u, \"stages\": %u, "
+             "\"us\": %.3f, \"wrong\": %" PRId64 "}", nt++ ? ", " : "", t->wg, t->bm, t->bn, t->rm,
+             t->bk, t->stages, vt * 1e6, vw == UINT64_MAX ? -1 : (int64_t)vw);
     else
-      printf("    %s tile %3ux%-3u wg %3u rm %u %10.2f us %9.1f GB/s %6.3f x %9" PRId64 "\n",
-             cm ? "coopmat" : "portable", t->bm, t->bn, t->wg, t->rm, vt * 1e6, vg,
+      printf("    %s tile %3ux%-3u wg %3u rm %u bk %3u st %u %10.2f us %9.1f GB/s %6.3f x %9" PRId64
+             "\n", cm ? "coopmat" : "portable", t->bm, t->bn, t->wg, t->rm, t->bk, t->stages,
+             vt * 1e6, vg,
              c->copy_gbps > 0 ? vg / c->copy_gbps : 0, vw == UINT64_MAX ? -1 : (int64_t)vw);
   }
-  vkrt_lab_matmul_tile_set(c->app, c->o.device, small, &keep[0]);
-  vkrt_lab_matmul_tile_set(c->app, c->o.device, small + 1, &keep[1]);
+  for (int i = 0; i < SIZES; i++)
+    vkrt_lab_matmul_tile_set(c->app, c->o.device, first + i, &keep[i]);
   c->o.warmup_ms = keep_warmup;
   if (c->o.json)
     printf("]");
@@ -1224,7 +1242,7 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
 static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   struct live_case lc = {.bc = *bc};
   uint8_t *host[CASE_MAX_SRC] = {0}, *got = NULL;
-  float *ref = NULL, *tol = NULL;
+  float *ref = NULL, *tol = NULL, *mag = NULL;
   char msg[1024 + 64]; /* a vkrt_last_error message (at most 1024 bytes) and context */
   uint64_t out_elems = 1;
   for (int i = 0; i < 4; i++)
@@ -1255,10 +1273,11 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   got = malloc(dsize);
   ref = malloc(out_elems * sizeof(float));
   tol = malloc(out_elems * sizeof(float));
-  if (!got || !ref || !tol ||
+  mag = calloc(out_elems, sizeof(float));
+  if (!got || !ref || !tol || !mag ||
       vkrt_buffer_create(c->app, c->o.device, dsize, VKRT_BUFFER_DEVICE_LOCAL, &lc.dst) != VKRT_OK) {
     snprintf(msg, sizeof(msg), "allocating the result (%llu bytes): %s", (unsigned long long)dsize,
-             got && ref && tol ? vkrt_last_error(c->app) : "out of host memory");
+             got && ref && tol && mag ? vkrt_last_error(c->app) : "out of host memory");
     goto fail;
   }
   lc.td = to_tensor(lc.dst, &bc->dst);
@@ -1280,7 +1299,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     lc.fa[3] = vkrt_tensor_contiguous(lc.len, 0, VKRT_TYPE_I32, nq, 1, 1, 1);
     lc.scale = param_f32(bc, 0);
   }
-  if (!reference(bc, host, ref, tol, c->o.q8)) {
+  if (!reference(bc, host, ref, tol, mag, c->o.q8)) {
     snprintf(msg, sizeof(msg), "the CPU reference: out of host memory");
     goto fail;
   }
@@ -1302,7 +1321,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   vkrt_lab_counters_get(c->app, c->o.device, &after);
   const char *path = path_name(bc, &before, &after);
   double max_err;
-  uint64_t wrong = count_wrong(&bc->dst, got, ref, tol, &max_err);
+  bool f16_x = strstr(path, "coopmat") != NULL; /* x and w rounded to f16 */
+  uint64_t wrong = count_wrong(&bc->dst, got, ref, tol, f16_x ? mag : NULL, &max_err);
   c->wrong_total += wrong;
   c->run++;
 
@@ -1351,7 +1371,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   }
 
   if (c->o.tiles && bc->op == CASE_MUL_MAT && !strncmp(path, "tiled matmul", 12))
-    sweep_tiles(c, &lc, strstr(path, "coopmat") != NULL, got, dsize, ref, tol, bytes);
+    sweep_tiles(c, &lc, f16_x, got, dsize, ref, tol, mag, bytes);
 
   /* matrix-vector variants: the same case with every configuration, each verified */
   if (c->o.variants && bc->op == CASE_MUL_MAT && !strcmp(path, "matvec")) {
@@ -1384,7 +1404,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
                 vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
                 record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
                 vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
-              vw = count_wrong(&bc->dst, got, ref, tol, &ve);
+              vw = count_wrong(&bc->dst, got, ref, tol, NULL, &ve);
               vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
             }
             c->wrong_total += vw == UINT64_MAX ? 1 : vw;
@@ -1442,7 +1462,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
               vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
             vkrt_lab_counters_get(c->app, c->o.device, &v1);
             splits = (uint32_t)(v1.attention_splits - v0.attention_splits); /* as planned */
-            vw = count_wrong(&bc->dst, got, ref, tol, &ve);
+            vw = count_wrong(&bc->dst, got, ref, tol, NULL, &ve);
             vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
           } else {
             vkrt_finish(c->app, c->o.device);
@@ -1482,6 +1502,7 @@ done:
   free(got);
   free(ref);
   free(tol);
+  free(mag);
 }
 
 /* The HBM reference of this run: the plain 16-byte compute copy (copy_vec4) over a buffer
@@ -1565,7 +1586,8 @@ static void measure_copy(struct cases_ctx *c) {
 static void usage(void) {
   printf("usage: vkrt-bench cases --test-file FILE [--json] [--iters N] [--device D] [--variants]\n"
          "                        [--target-ms MS] [--warmup-ms MS] [--tiled-copies on|off]\n"
-         "                        [--activations f32|q8] [--tiles] [--min-m M] [--coopmat on|off]\n"
+         "                        [--activations f32|q8|f16|q8,f16] [--tiles] [--min-m M]\n"
+         "                        [--coopmat on|off]\n"
          "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT,\n"
          "  FLASH_ATTN_EXT; f32, f16, q8_0/q4_K as MUL_MAT weights, q8_0 as FLASH_ATTN_EXT's K and\n"
          "  V; the decode ops RMS_NORM (+ MUL fused), ROPE, GET_ROWS, SET_ROWS, ARGMAX), each\n"
@@ -1581,10 +1603,13 @@ static void usage(void) {
          "  time, and the last line counts them (the public API's user waits for the wall clock).\n"
          "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n"
          "  --activations q8 opens with VKRT_ACTIVATIONS_Q8 (quantized weights, one column: x\n"
-         "  rounded to 8 bits; the check allows that rounding).\n"
+         "  rounded to 8 bits; the check allows that rounding); f16 opens with\n"
+         "  VKRT_MATMUL_ACTIVATIONS_F16 (the tiled matmul on cooperative matrices where the device\n"
+         "  has them: x and w rounded to f16, which the check allows on lines that took them).\n"
          "  --tiles sweeps the tiled matmul's tiles on every MUL_MAT case that takes it;\n"
          "  --min-m sets the crossover (M from which the tiled kernel runs, for every type);\n"
-         "  --coopmat off runs the portable tiles where the device has cooperative matrices.\n");
+         "  --coopmat on|off overrides whether the cooperative-matrix tiles run (where the device\n"
+         "  has them).\n");
 }
 
 static int cmd_cases(int argc, char **argv) {
@@ -1614,8 +1639,9 @@ static int cmd_cases(int argc, char **argv) {
     case 'w': c.o.warmup_ms = atof(optarg); c.o.warmup_set = true; break;
     case 'c': c.o.tiled_copies = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : -1; break;
     case 'a':
-      c.o.q8 = !strcmp(optarg, "q8");
-      if (!c.o.q8 && strcmp(optarg, "f32")) {
+      c.o.q8 = !strcmp(optarg, "q8") || !strcmp(optarg, "q8,f16");
+      c.o.f16 = !strcmp(optarg, "f16") || !strcmp(optarg, "q8,f16");
+      if (!c.o.q8 && !c.o.f16 && strcmp(optarg, "f32")) {
         usage();
         return 2;
       }
@@ -1639,6 +1665,7 @@ static int cmd_cases(int argc, char **argv) {
   vkrt_options options;
   vkrt_options_initialize(&options);
   options.quant_activations = c.o.q8 ? VKRT_ACTIVATIONS_Q8 : VKRT_ACTIVATIONS_F32;
+  options.matmul_activations = c.o.f16 ? VKRT_MATMUL_ACTIVATIONS_F16 : VKRT_MATMUL_ACTIVATIONS_F32;
   c.app = bench_open(&options);
   vkrt_device_info info;
   if (vkrt_device_info_get(c.app, c.o.device, &info) != VKRT_OK ||

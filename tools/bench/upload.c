@@ -27,8 +27,6 @@ struct upload_opts {
   bool progress;
   bool keep_file;
   uint32_t threads;
-  const char *file; /* --file: load this file instead (vkrt_load_file per path) */
-  bool cold;        /* --cold: also with the page cache dropped (root) */
 };
 
 /* ---- progress bar (TTY only) ---------------------------------------------------------- */
@@ -235,128 +233,6 @@ static void log_quiet(void *user, vkrt_log_level level, const char *message) {
     fprintf(stderr, "vkrt[%s]: %s\n", level == VKRT_LOG_ERROR ? "error" : "warn", message);
 }
 
-/* ---- --file: vkrt_load_file per path, warm and cold, against dd iflag=direct ------------ */
-
-/* sync; echo 3 > /proc/sys/vm/drop_caches (root only). */
-static bool drop_caches(void) {
-  sync();
-  FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
-  if (!f)
-    return false;
-  bool ok = fputs("3\n", f) >= 0;
-  return fclose(f) == 0 && ok;
-}
-
-/* One thread reading the file front to back with O_DIRECT in 16 MiB requests: what
- * `dd if=FILE of=/dev/null bs=16M iflag=direct` measures. 0 when O_DIRECT is refused. */
-static double direct_read_gbps(const char *path, uint64_t size) {
-  const size_t block = 16u << 20;
-  int fd = open(path, O_RDONLY | O_DIRECT);
-  void *buf = NULL;
-  if (fd < 0 || posix_memalign(&buf, 4096, block) != 0) {
-    if (fd >= 0)
-      close(fd);
-    return 0;
-  }
-  double t0 = bench_now_s();
-  uint64_t off = 0;
-  while (off < size) {
-    ssize_t r = pread(fd, buf, block, (off_t)off);
-    if (r <= 0)
-      break;
-    off += (uint64_t)r;
-  }
-  double t = bench_now_s() - t0;
-  free(buf);
-  close(fd);
-  return t > 0 ? (double)off / t * 1e-9 : 0;
-}
-
-static int run_file(const struct upload_opts *o) {
-  int fd = open(o->file, O_RDONLY);
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) {
-    fprintf(stderr, "vkrt-bench upload: --file %s: %s\n", o->file, fd < 0 ? strerror(errno) : "empty");
-    if (fd >= 0)
-      close(fd);
-    return 1;
-  }
-  close(fd);
-  const uint64_t size = (uint64_t)st.st_size;
-  vkrt_options opts;
-  vkrt_options_initialize(&opts);
-  opts.log = log_quiet;
-  opts.log_level = VKRT_LOG_WARN;
-  vkrt_appliance *app = bench_open(&opts);
-  const uint32_t n = vkrt_device_count(app);
-  vkrt_buffer *dst[VKRT_MAX_DEVICES] = {0};
-  vkrt_load_range ranges[VKRT_MAX_DEVICES];
-  int rc = 0;
-  /* Every device takes an equal slice of the file: all links busy at once. */
-  for (uint32_t d = 0; d < n && rc == 0; d++) {
-    uint64_t begin = size * d / n, end = size * (d + 1) / n;
-    if (vkrt_buffer_create(app, d, end - begin, VKRT_BUFFER_DEVICE_LOCAL, &dst[d]) != VKRT_OK) {
-      fprintf(stderr, "vkrt-bench upload: %s\n", vkrt_last_error(app));
-      rc = 1;
-    }
-    ranges[d] = (vkrt_load_range){.file_offset = begin, .size = end - begin, .dst = dst[d]};
-  }
-  const bool can_drop = o->cold && drop_caches();
-  if (o->cold && !can_drop)
-    fprintf(stderr, "vkrt-bench upload: cannot drop the page cache (not root?): warm only\n");
-  const double dd_cold = can_drop ? direct_read_gbps(o->file, size) : 0;
-  const double dd_warm = direct_read_gbps(o->file, size);
-  if (o->json)
-    printf("{\"bench\": \"upload-file\", \"file\": \"%s\", \"size_bytes\": %" PRIu64
-           ", \"devices\": %u, \"direct_read_gbps\": %.3f, \"direct_read_cold_gbps\": %.3f, "
-           "\"cases\": [", o->file, size, n, dd_warm, dd_cold);
-  else
-    printf("vkrt-bench upload --file %s: %.1f MiB over %u device(s); sequential O_DIRECT read "
-           "(dd iflag=direct): %.2f GB/s%s", o->file, (double)size / (1 << 20), n, dd_warm,
-           can_drop ? "" : "\n");
-  if (!o->json && can_drop)
-    printf(", cold %.2f GB/s\n", dd_cold);
-  bool first = true;
-  for (int cold = 0; cold < (can_drop ? 2 : 1) && rc == 0; cold++) {
-    for (vkrt_load_path p = VKRT_LOAD_PATH_AUTO; p < VKRT_LOAD_PATH_COUNT && rc == 0; p++) {
-      double best = 0;
-      vkrt_load_info info;
-      for (int i = 0; i < (cold ? 1 : o->iters); i++) {
-        if (cold)
-          drop_caches();
-        struct bar bar = {.label = vkrt_load_path_str(p),
-                          .on = o->progress && isatty(STDERR_FILENO), .last = -1};
-        if (vkrt_load_file(app, o->file, -1, ranges, n, p, bar_draw, &bar, &info) != VKRT_OK) {
-          fprintf(stderr, "vkrt-bench upload: %s\n", vkrt_last_error(app));
-          rc = 1;
-          break;
-        }
-        double gbps = (double)info.bytes / (double)info.ns;
-        best = gbps > best ? gbps : best;
-      }
-      if (rc)
-        break;
-      const double dd = cold ? dd_cold : dd_warm;
-      if (o->json)
-        printf("%s\n    {\"path\": \"%s\", \"took\": \"%s\", \"cache\": \"%s\", \"gbps\": %.3f, "
-               "\"vs_direct_read\": %.3f, \"threads\": %u}", first ? "" : ",",
-               vkrt_load_path_str(p), vkrt_load_path_str(info.path[0]), cold ? "cold" : "warm",
-               best, dd > 0 ? best / dd : 0, info.threads);
-      else
-        printf("  %-6s (dev0 took %s) %s: %7.2f GB/s, %.2f x the O_DIRECT read; %s\n",
-               vkrt_load_path_str(p), vkrt_load_path_str(info.path[0]), cold ? "cold" : "warm",
-               best, dd > 0 ? best / dd : 0, info.reason[0]);
-      first = false;
-    }
-  }
-  if (o->json)
-    printf("\n  ]}\n");
-  for (uint32_t d = 0; d < n; d++)
-    vkrt_buffer_destroy(dst[d]);
-  vkrt_close(app);
-  return rc;
-}
-
 static int usage(FILE *f) {
   fprintf(f,
           "usage: vkrt-bench upload [--size N] [--iters N] [--device D] [--dir DIR] [--threads N]\n"
@@ -367,14 +243,15 @@ static int usage(FILE *f) {
           "  --dir       where the weights file is created (default /tmp); removed at the end\n"
           "  --threads   pre-stage copy threads to compare with 1 (default %d)\n"
           "  --json      one JSON object on stdout\n"
-          "  --file F    load F whole (an equal slice per device) with vkrt_load_file per path\n"
-          "              (auto, mapped, read, direct), against a one-thread O_DIRECT read of F\n"
-          "  --cold      with --file: also with the page cache dropped before each load (root)\n",
+          "  --file F    vkrt_load_file of F per path instead (vkrt-bench upload --file F --help)\n",
           prestage_threads());
   return f == stderr ? 2 : 0;
 }
 
 static int run_upload(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--file"))
+      return bench_load_file(argc, argv);
   struct upload_opts o = {.size = 256ull << 20, .iters = 5, .dir = "/tmp", .progress = true,
                           .threads = prestage_threads()};
   static const struct option longopts[] = {
@@ -382,11 +259,10 @@ static int run_upload(int argc, char **argv) {
       {"device", required_argument, NULL, 'd'}, {"dir", required_argument, NULL, 'D'},
       {"threads", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
       {"no-progress", no_argument, NULL, 'n'},  {"keep-file", no_argument, NULL, 'k'},
-      {"file", required_argument, NULL, 'f'},   {"cold", no_argument, NULL, 'c'},
       {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
   optind = 1;
   int c;
-  while ((c = getopt_long(argc, argv, "s:i:d:D:t:f:cjnkh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "s:i:d:D:t:jnkh", longopts, NULL)) != -1) {
     switch (c) {
     case 's':
       if (!bench_parse_size(optarg, &o.size) || o.size == 0) {
@@ -401,17 +277,12 @@ static int run_upload(int argc, char **argv) {
     case 'j': o.json = true; break;
     case 'n': o.progress = false; break;
     case 'k': o.keep_file = true; break;
-    case 'f': o.file = optarg; break;
-    case 'c': o.cold = true; break;
     case 'h': return usage(stdout);
     default: return usage(stderr);
     }
   }
   if (o.iters < 1 || o.iters > 64 || o.threads < 1 || o.threads > 64)
     return usage(stderr);
-  if (o.file)
-    return run_file(&o);
-
   char path[512];
   int fd = file_make(&o, path, sizeof(path));
   if (fd < 0)

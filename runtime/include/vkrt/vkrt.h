@@ -133,6 +133,23 @@ typedef enum vkrt_quant_activations {
                                sum_k |w_k| max|x|_32(k) / 254. Other cases as F32. */
 } vkrt_quant_activations;
 
+/* How vkrt_op_matmul multiplies many columns of x (vkrt_options.matmul_activations): M at or
+ * past the device's crossover, where the tiled kernel runs (vkrt-probe prints the crossovers
+ * and which tiles run). */
+typedef enum vkrt_matmul_activations {
+  VKRT_MATMUL_ACTIVATIONS_F32 = 0, /* x as given, f32 products and sums: the result is the
+                                      exact product up to f32 rounding of the accumulation */
+  VKRT_MATMUL_ACTIVATIONS_F16 = 1, /* on devices with cooperative matrices
+                                      (VK_NV_cooperative_matrix, 32-wide subgroups): f16, Q8_0
+                                      and Q4_K weights and x rounded to f16 (as ggml's
+                                      cooperative-matrix path does), multiplied with f32 sums,
+                                      many times faster; adds an error of at most
+                                      2^-10 sum_k |w_k x_k| (each factor rounded to 11
+                                      significant bits), and |x| past 65504 becomes infinite.
+                                      f32 weights, vkrt_op_matmul_add and other devices as
+                                      F32. */
+} vkrt_matmul_activations;
+
 typedef struct vkrt_options {
   vkrt_allocator allocator;
   vkrt_log_fn log;          /* NULL: messages are dropped */
@@ -161,6 +178,7 @@ typedef struct vkrt_options {
    * seconds per open; vkrt-probe and the log say which. */
   uint32_t pipelines;
   uint32_t quant_activations; /* a vkrt_quant_activations value; vkrt-probe says which path */
+  uint32_t matmul_activations; /* a vkrt_matmul_activations value; vkrt-probe says which */
   vkrt_fault_options faults; /* all zero unless testing (see fault injection above) */
 } vkrt_options;
 
@@ -293,13 +311,16 @@ typedef enum vkrt_load_path {
                                 read or direct by how much of the file the page cache holds */
   VKRT_LOAD_PATH_MAPPED,     /* mmap + vkrt_host_register (imported / pre-staged / staged per
                                 the import policy) + one upload per range */
-  VKRT_LOAD_PATH_READ,       /* pread() straight into the staging ring's pinned slots, slot
-                                i + 1 read (many threads) while slot i is DMA'd */
+  VKRT_LOAD_PATH_READ,       /* pread() into pinned chunks every device imports, chunk i + 1
+                                read (many threads) while chunk i is DMA'd to every device */
   VKRT_LOAD_PATH_DIRECT,     /* the same with O_DIRECT (page cache bypassed: cold files) */
+  VKRT_LOAD_PATH_MEMCPY,     /* the same with memcpy from a read-only mapping of the file
+                                instead of pread (a file truncated while it loads raises
+                                SIGBUS on this path; never chosen by AUTO) */
   VKRT_LOAD_PATH_COUNT
 } vkrt_load_path;
 
-/* "auto", "mapped", "read", "direct". */
+/* "auto", "mapped", "read", "direct", "memcpy". */
 const char *vkrt_load_path_str(vkrt_load_path path);
 
 /* One slice of the file into one buffer: `rows` rows of `size` bytes, row i read from
@@ -318,24 +339,41 @@ typedef struct vkrt_load_info {
   char reason[VKRT_MAX_DEVICES][200];             /* why */
   uint64_t file_size;
   uint64_t bytes;          /* range bytes written to the devices */
-  uint64_t read_bytes;     /* bytes read from the file by the read/direct paths (with the
-                              O_DIRECT alignment padding) */
+  uint64_t read_bytes;     /* bytes read from the file by the read/direct/memcpy paths (4 KiB
+                              aligned, small gaps between ranges read through: each needed
+                              byte once, whatever the number of devices needing it) */
   uint64_t ns;             /* wall time of the load */
-  uint32_t threads;        /* threads reading or copying (the registry's copy pool) */
+  uint32_t threads;        /* threads reading or copying */
   uint32_t chunk_count;    /* import chunks of the mapped path's registration (0: none) */
   double resident;         /* fraction of the file in the page cache at the start (-1: not
                               measured) */
+  /* The structure of the read/direct/memcpy paths (all 0 when no device took them): */
+  uint64_t pinned_chunk_bytes; /* one pinned chunk (file bytes; + as much again for gathers
+                                  when narrow rows are loaded) */
+  uint32_t pinned_chunks;  /* chunks in the ring, reused in turn */
+  uint32_t chunk_fills;    /* chunks read and DMA'd */
+  uint64_t copies;         /* DMA regions recorded, all devices */
+  uint64_t gathered_bytes; /* bytes of narrow rows (strided ranges) packed by the host into
+                              one DMA region per range and chunk */
+  uint64_t setup_ns;       /* from the call to the first read: checks, plan, pinned memory */
+  uint64_t read_busy_ns;   /* summed over the threads: inside pread / memcpy from the file */
+  uint64_t wait_dma_ns;    /* summed over the threads: waiting for a chunk's DMA to retire
+                              before reusing its memory (large: the DMA is the bottleneck) */
+  uint64_t wait_read_ns;   /* the submitting thread waiting for a chunk's reads (large: the
+                              reads are the bottleneck) */
+  uint64_t tail_ns;        /* from the last submit until every device's copies retired */
 } vkrt_load_info;
 
 /* Loads ranges of the file at `path` (or of `fd` when path is NULL; it is only read with
- * pread, never closed) into buffers: every device's ranges in flight at once, in file order.
- * `force` picks one path for every device (VKRT_LOAD_PATH_AUTO: chosen per device, logged
- * with why). Every range is checked before any byte moves: past the end of the file, outside
- * its buffer, or overlapping another range's destination fails with a message and nothing
- * written; a file that shrinks during the load fails too (the buffers then hold a partial
- * load). progress (may be NULL) is called from the calling thread with bytes done so far,
- * monotone, the last call with done == total. info may be NULL. Nothing is left allocated
- * or mapped when the call returns. */
+ * pread or mapped read-only, never closed) into buffers: every device's ranges in flight at
+ * once, the file read once in file order. `force` picks one path for every device
+ * (VKRT_LOAD_PATH_AUTO: chosen per device, logged with why). Every range is checked before
+ * any byte moves: past the end of the file, outside its buffer, or overlapping another
+ * range's destination fails with a message and nothing written; a file that shrinks during
+ * the load fails too (the buffers then hold a partial load). progress (may be NULL) is
+ * called from the calling thread with bytes done so far, monotone, the last call with
+ * done == total. info may be NULL. Nothing is left allocated, mapped or pinned when the
+ * call returns. */
 vkrt_status vkrt_load_file(vkrt_appliance *appliance, const char *path, int fd,
                            const vkrt_load_range *ranges, uint32_t count, vkrt_load_path force,
                            vkrt_progress_fn progress, void *progress_user, vkrt_load_info *info);

@@ -70,10 +70,12 @@ typedef enum vkrt_lab_knob {
   VKRT_LAB_STREAM_FLUSH_OPS,         /* the stream submits a piece after at most this many
                                         recorded commands (64; the first after an explicit
                                         submit after 4, doubling); 0 = never by itself */
-  VKRT_LAB_MATMUL_TILED_MIN_M,       /* the crossover for every weight type: M from which
-                                        vkrt_op_matmul takes the tiled kernel (1..65536) */
+  VKRT_LAB_MATMUL_TILED_MIN_M,       /* the crossover for every weight type and both tile
+                                        kinds: M from which vkrt_op_matmul takes the tiled
+                                        kernel (1..65536); get: f16's on the tiles in use */
   VKRT_LAB_MATMUL_COOPMAT,           /* 0/1: the tiled kernel on cooperative matrices where
-                                        the device has them (0, the default) */
+                                        the device has them (x rounded to f16); the default
+                                        is vkrt_options.matmul_activations' choice */
   VKRT_LAB_ATTENTION_SPLITS,         /* vkrt_op_attention: 0 = plan the split count, else
                                         this many (kept within 1 token per split and what
                                         the shared memory and scratch allow) */
@@ -153,8 +155,9 @@ vkrt_status vkrt_lab_matvec_set(vkrt_appliance *appliance, uint32_t device, vkrt
 
 /* The tiled matmul's workgroup tiles (specialization constants of kernels/matmul.comp),
  * chosen per device at open: the portable kernel's and the cooperative-matrix kernel's, each
- * for M up to the small tile's bn and for larger M. set: a tile the kernel takes (every
- * field >= 1; portable: rm divides bm, bm / rm divides wg and wg / (bm / rm) divides bn;
+ * for M up to the small tile's bn, up to the medium tile's bn, and larger M. set: a tile the
+ * kernel takes (every field >= 1, bk 0 meaning 32 and stages 0 meaning 1; bk 32, 64, 96 or
+ * 128; stages 1 or 2; at most 16 units of 8 k of w and x per invocation; portable: rm divides bm, bm / rm divides wg and wg / (bm / rm) divides bn;
  * cooperative matrix: wg = 32 x a multiple of rm, bm a multiple of 16 x wg / 32 / rm, bn of
  * 16 x rm; within the device's shared memory); like vkrt_lab_matvec_set it drops the
  * specialized pipelines when their table is nearly full. */
@@ -163,11 +166,14 @@ typedef struct vkrt_lab_matmul_tile {
   uint32_t bm; /* rows of w per tile */
   uint32_t bn; /* columns of x per tile */
   uint32_t rm; /* portable: rows per invocation; cooperative matrix: subgroups along m */
+  uint32_t bk;     /* k per shared-memory step (0: 32) */
+  uint32_t stages; /* shared-memory buffers (0: 1); 2 alternate, one barrier per step */
 } vkrt_lab_matmul_tile;
 
 typedef enum vkrt_lab_tile_slot {
-  VKRT_LAB_TILE_PORTABLE_SMALL = 0, VKRT_LAB_TILE_PORTABLE_LARGE,
-  VKRT_LAB_TILE_COOPMAT_SMALL, VKRT_LAB_TILE_COOPMAT_LARGE, VKRT_LAB_TILE_SLOT_COUNT
+  VKRT_LAB_TILE_PORTABLE_SMALL = 0, VKRT_LAB_TILE_PORTABLE_MEDIUM, VKRT_LAB_TILE_PORTABLE_LARGE,
+  VKRT_LAB_TILE_COOPMAT_SMALL, VKRT_LAB_TILE_COOPMAT_MEDIUM, VKRT_LAB_TILE_COOPMAT_LARGE,
+  VKRT_LAB_TILE_SLOT_COUNT
 } vkrt_lab_tile_slot;
 
 vkrt_status vkrt_lab_matmul_tile_get(const vkrt_appliance *appliance, uint32_t device,
@@ -312,9 +318,29 @@ typedef struct vkrt_lab_import {
   uint64_t prestage_bytes; /* bytes of pre-staged copies held */
   uint64_t prestage_budget; /* bytes pre-staged copies may hold (Kconfig, capped by the
                                devices' memory budget, or vkrt_lab_prestage_budget_set) */
+  uint64_t load_pinned_bytes; /* pinned chunk memory of vkrt_load_file calls in progress */
 } vkrt_lab_import;
 
 vkrt_status vkrt_lab_import_get(const vkrt_appliance *appliance, vkrt_lab_import *out);
+/* The pinned-chunk file loads (vkrt_load_file's read, direct and memcpy paths): reading
+ * threads, one chunk's file bytes, chunks in the ring, one read (pread or memcpy), and the
+ * row width below which rows of a strided range are packed by the host into one DMA region
+ * per chunk (no_gather: never; each row is then its own region). 0 in a field: the default
+ * (Kconfig; threads: one per online CPU; block: 4 MiB; gather: below 64 KiB). set checks the
+ * values (chunk and block multiples of 4 KiB, block <= chunk) and applies them to the loads
+ * that start after it; get gives the values a load would use now. */
+typedef struct vkrt_lab_load {
+  uint32_t threads;
+  uint64_t chunk_bytes;
+  uint32_t chunks;
+  uint64_t block_bytes;
+  uint64_t gather_below;
+  bool no_gather;
+} vkrt_lab_load;
+
+vkrt_status vkrt_lab_load_set(vkrt_appliance *appliance, const vkrt_lab_load *load);
+vkrt_status vkrt_lab_load_get(const vkrt_appliance *appliance, vkrt_lab_load *out);
+
 /* Replaces the pre-stage budget (any number of bytes; 0 pre-stages nothing): registrations
  * after the call that would exceed it take the staging ring. */
 vkrt_status vkrt_lab_prestage_budget_set(vkrt_appliance *appliance, uint64_t bytes);

@@ -1,0 +1,997 @@
+/* File loads through pinned chunks: vkrt_load_file's read, direct and memcpy paths.
+ *
+ * Plan: the file bytes the ranges need, 4 KiB aligned, merged into extents (gaps up to
+ * LOAD_GAP read through), are packed into one stream cut into chunks; each chunk is cut
+ * into blocks (one pread, or one memcpy from a mapping, each). Every byte is read once,
+ * in file order, however many devices need it.
+ *
+ * Run: a ring of `slots` chunks of anonymous memory, each imported into every device of the
+ * load (a device that cannot import gets host-visible chunks of its own, filled by a
+ * memcpy after each read). Reader threads take blocks in order, from any chunk whose slot
+ * is free (the chunk `slots` before it retired on every device), so chunk i + 1 is read
+ * while chunk i is DMA'd and no reader waits for another. The calling thread records every
+ * device's copies out of chunk i while its blocks are read, then (once they are) packs the
+ * narrow rows of strided ranges next to each other (the readers help), submits one command
+ * buffer per device and reports progress. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "import/import.h"
+#include "import/load.h"
+#include "import/registry.h"
+
+#define LOAD_ALIGN 4096ull          /* O_DIRECT offsets, sizes and addresses */
+#define LOAD_GAP (256ull << 10)     /* needed bytes this close are read as one extent */
+#define LOAD_BLOCK (4ull << 20)     /* default: one pread */
+#define LOAD_GATHER_BELOW (64ull << 10) /* default: narrower rows are packed by the host */
+#define LOAD_GATHER_TASK 256        /* gather entries per task handed to a thread */
+#define LOAD_GATHER_PER_KIB 1       /* gather entries per slot: one per KiB of chunk */
+#define LOAD_BATCH 128              /* VkBufferCopy regions per vkCmdCopyBuffer */
+#define LOAD_MAX_THREADS 32
+#define LOAD_HUGE (2ull << 20)      /* the ring is aligned for transparent huge pages */
+#define LOAD_TIMEOUT_NS (60ull * 1000000000ull)
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14; older kernels answer EINVAL, ignored */
+#endif
+
+struct extent {
+  uint64_t start, end, packed; /* file [start, end) is stream [packed, packed + end - start) */
+};
+
+struct block {
+  uint64_t file_offset;
+  uint32_t size, chunk_offset;
+  uint64_t chunk;
+};
+
+/* A range being emitted: its next row and column, and the extent holding them. */
+struct cursor {
+  uint32_t range, ext;
+  uint64_t row, col;
+};
+
+/* A narrow row packed into the slot's gather area: chunk bytes [src, src + size) to
+ * gather bytes [dst, ...). */
+struct gather {
+  uint32_t src, dst, size;
+};
+
+struct slot {
+  atomic_uint_fast64_t remaining; /* blocks of the slot's chunk not yet read */
+  atomic_uint_fast64_t free_for;  /* the slot may take this chunk (and earlier ones) */
+  uint64_t value[VKRT_MAX_DEVICES]; /* timeline values of the chunk last submitted from it */
+  struct gather *gathers;
+  uint32_t gather_count;
+  uint64_t gather_used;           /* bytes of the gather area taken */
+  bool imported;
+};
+
+struct sdev {
+  struct vkrt_device *dev;
+  bool in, host_copy;              /* in the load; host-visible chunks of its own */
+  VkCommandPool pool;
+  VkCommandBuffer cmd[VKRT_LOAD_MAX_CHUNKS];
+  VkSemaphore timeline;
+  uint64_t value;                  /* last submitted */
+  VkBuffer slot_buffer[VKRT_LOAD_MAX_CHUNKS]; /* imports of the shared slots */
+  VkDeviceMemory slot_memory[VKRT_LOAD_MAX_CHUNKS];
+  struct vkrt_buffer *host_slot[VKRT_LOAD_MAX_CHUNKS]; /* host_copy: its own chunks */
+  bool open;                       /* cmd of the current slot being recorded */
+  VkBuffer src, dst;
+  uint32_t batch_count;
+  VkBufferCopy batch[LOAD_BATCH];
+};
+
+struct stream {
+  struct vkrt_import_registry *reg;
+  struct vkrt_system *sys;
+  struct vkrt_load_stream *job;
+  uint64_t chunk_bytes, gather_bytes, slot_stride, block_bytes, gather_below;
+  uint32_t slots, threads;
+  struct extent *ext;
+  uint64_t ext_count, stream_bytes;
+  struct block *blocks;
+  uint64_t block_count, chunk_count;
+  uint64_t *chunk_first;           /* chunk k's blocks: [chunk_first[k], chunk_first[k + 1]) */
+  uint32_t *order;                 /* the ranges by file offset */
+  struct cursor *active;
+  uint32_t active_count, next_range;
+  uint32_t next_ext;
+  void *ring_map;
+  size_t ring_map_size;
+  uint8_t *ring;
+  struct slot slot[VKRT_LOAD_MAX_CHUNKS];
+  struct sdev dev[VKRT_MAX_DEVICES];
+  struct vkrt_workers workers;
+  /* shared between the threads */
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  uint64_t submitted;              /* chunks submitted, in order (under lock) */
+  bool finished;                   /* the submitter is done (under lock) */
+  uint32_t gather_slot, gather_tasks, gather_next, gather_left; /* under lock */
+  bool gather_active;              /* under lock */
+  atomic_uint_fast64_t next_block;
+  atomic_bool abort;
+  atomic_int read_errno, vk_result, direct_errno;
+  atomic_uint vk_device;
+  atomic_uint_fast64_t error_offset, short_at;
+  atomic_bool direct_failed;
+  atomic_uint_fast64_t read_bytes, read_busy_ns, wait_dma_ns;
+  /* the submitter's */
+  vkrt_status status;
+  uint64_t wait_read_ns, copies, gathered, chunk_fills;
+};
+
+/* ---- plan ------------------------------------------------------------------------------- */
+
+static int extent_cmp(const void *a, const void *b) {
+  const struct extent *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+struct order_key {
+  uint64_t file_offset;
+  uint32_t range;
+};
+
+static int order_cmp(const void *a, const void *b) {
+  const struct order_key *x = a, *y = b;
+  if (x->file_offset != y->file_offset)
+    return x->file_offset < y->file_offset ? -1 : 1;
+  return x->range < y->range ? -1 : x->range > y->range;
+}
+
+static uint64_t range_rows(const vkrt_load_range *r) { return r->rows > 1 ? r->rows : 1; }
+
+/* Rows narrower than gather_below, apart in the file and next to each other in the buffer:
+ * packed by the host into one DMA region per chunk. */
+static bool narrow_rows(const vkrt_load_range *r, uint64_t gather_below) {
+  return range_rows(r) > 1 && r->size < gather_below && r->dst_pitch == r->size &&
+         r->file_pitch != r->size;
+}
+
+/* A strided range whose rows are far apart is planned row by row (its gaps not read). */
+static bool sparse_rows(const vkrt_load_range *r) {
+  return range_rows(r) > 1 && r->file_pitch - r->size > LOAD_GAP;
+}
+
+static vkrt_status oom(struct stream *st, const char *what) {
+  return vkrt_error(&st->sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "load %s: out of host memory "
+                    "for %s", st->job->name, what);
+}
+
+/* The extents: every needed byte, aligned, merged, packed in file order. */
+static vkrt_status plan_extents(struct stream *st) {
+  const struct vkrt_load_stream *job = st->job;
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < job->count; i++) {
+    const vkrt_load_range *r = &job->ranges[job->order[i]];
+    n += sparse_rows(r) ? range_rows(r) : 1;
+  }
+  st->ext = vkrt_calloc(&st->sys->base, (size_t)n, sizeof(*st->ext));
+  if (!st->ext)
+    return oom(st, "the extents");
+  uint64_t k = 0;
+  for (uint32_t i = 0; i < job->count; i++) {
+    const vkrt_load_range *r = &job->ranges[job->order[i]];
+    const uint64_t rows = range_rows(r);
+    const uint64_t pieces = sparse_rows(r) ? rows : 1;
+    for (uint64_t y = 0; y < pieces; y++) {
+      const uint64_t begin = r->file_offset + y * r->file_pitch;
+      const uint64_t end = pieces > 1 || rows == 1 ? begin + r->size
+                                                   : r->file_offset + (rows - 1) * r->file_pitch + r->size;
+      st->ext[k++] = (struct extent){.start = vkrt_align_down(begin, LOAD_ALIGN),
+                                     .end = vkrt_align_up(end, LOAD_ALIGN)};
+    }
+  }
+  qsort(st->ext, (size_t)n, sizeof(*st->ext), extent_cmp);
+  uint64_t m = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    if (m && st->ext[i].start <= st->ext[m - 1].end + LOAD_GAP)
+      st->ext[m - 1].end = VKRT_MAX(st->ext[m - 1].end, st->ext[i].end);
+    else
+      st->ext[m++] = st->ext[i];
+  }
+  uint64_t packed = 0;
+  for (uint64_t i = 0; i < m; i++) {
+    st->ext[i].packed = packed;
+    packed += st->ext[i].end - st->ext[i].start;
+  }
+  st->ext_count = m;
+  st->stream_bytes = packed;
+  return VKRT_OK;
+}
+
+/* Blocks: the extents cut at chunk boundaries and every block_bytes. count only when
+ * blocks is NULL. */
+static uint64_t plan_blocks_fill(const struct stream *st, struct block *blocks) {
+  uint64_t n = 0;
+  for (uint64_t e = 0; e < st->ext_count; e++) {
+    uint64_t pos = st->ext[e].start, p = st->ext[e].packed;
+    while (pos < st->ext[e].end) {
+      const uint64_t in_chunk = p % st->chunk_bytes;
+      const uint64_t len = VKRT_MIN(VKRT_MIN(st->ext[e].end - pos, st->chunk_bytes - in_chunk),
+                                    st->block_bytes);
+      if (blocks)
+        blocks[n] = (struct block){.file_offset = pos, .size = (uint32_t)len,
+                                   .chunk_offset = (uint32_t)in_chunk, .chunk = p / st->chunk_bytes};
+      n++;
+      pos += len;
+      p += len;
+    }
+  }
+  return n;
+}
+
+static vkrt_status plan_blocks(struct stream *st) {
+  st->chunk_count = (st->stream_bytes + st->chunk_bytes - 1) / st->chunk_bytes;
+  st->block_count = plan_blocks_fill(st, NULL);
+  st->blocks = vkrt_calloc(&st->sys->base, (size_t)st->block_count, sizeof(*st->blocks));
+  st->chunk_first = vkrt_calloc(&st->sys->base, (size_t)st->chunk_count + 1, sizeof(uint64_t));
+  if (!st->blocks || !st->chunk_first)
+    return oom(st, "the blocks");
+  plan_blocks_fill(st, st->blocks);
+  for (uint64_t b = st->block_count; b-- > 0;)
+    st->chunk_first[st->blocks[b].chunk] = b;
+  st->chunk_first[st->chunk_count] = st->block_count;
+  return VKRT_OK;
+}
+
+/* ---- threads: blocks, gathers, slot reuse ----------------------------------------------- */
+
+static void wake_all(struct stream *st) {
+  pthread_mutex_lock(&st->lock);
+  pthread_cond_broadcast(&st->cond);
+  pthread_mutex_unlock(&st->lock);
+}
+
+static void fail_read(struct stream *st, int err, uint64_t offset) {
+  int zero = 0;
+  if (atomic_compare_exchange_strong(&st->read_errno, &zero, err))
+    atomic_store(&st->error_offset, offset);
+  atomic_store(&st->abort, true);
+  wake_all(st);
+}
+
+static void fail_vk(struct stream *st, uint32_t d, VkResult r) {
+  int zero = 0;
+  if (atomic_compare_exchange_strong(&st->vk_result, &zero, (int)r))
+    atomic_store(&st->vk_device, d);
+  atomic_store(&st->abort, true);
+  wake_all(st);
+}
+
+/* Runs one gather task when one is open; false when there is none. */
+static bool gather_help(struct stream *st) {
+  pthread_mutex_lock(&st->lock);
+  if (!st->gather_active || st->gather_next == st->gather_tasks) {
+    pthread_mutex_unlock(&st->lock);
+    return false;
+  }
+  const uint32_t t = st->gather_next++;
+  const struct slot *sl = &st->slot[st->gather_slot];
+  uint8_t *base = st->ring + (uint64_t)st->gather_slot * st->slot_stride;
+  pthread_mutex_unlock(&st->lock);
+  const uint32_t end = VKRT_MIN(sl->gather_count, (t + 1) * LOAD_GATHER_TASK);
+  for (uint32_t i = t * LOAD_GATHER_TASK; i < end; i++)
+    memcpy(base + st->chunk_bytes + sl->gathers[i].dst, base + sl->gathers[i].src,
+           sl->gathers[i].size);
+  pthread_mutex_lock(&st->lock);
+  if (--st->gather_left == 0) {
+    st->gather_active = false;
+    pthread_cond_broadcast(&st->cond);
+  }
+  pthread_mutex_unlock(&st->lock);
+  return true;
+}
+
+/* Waits until chunk k may use its slot: chunk k - slots submitted and retired on every
+ * device (helping with gathers meanwhile). false when the load is aborted. */
+static bool slot_wait(struct stream *st, uint64_t k) {
+  struct slot *sl = &st->slot[k % st->slots];
+  if (atomic_load(&sl->free_for) >= k)
+    return true;
+  const uint64_t t0 = vkrt_now_ns();
+  uint64_t value[VKRT_MAX_DEVICES];
+  pthread_mutex_lock(&st->lock);
+  while (st->submitted <= k - st->slots && !atomic_load(&st->abort)) {
+    if (st->gather_active && st->gather_next < st->gather_tasks) {
+      pthread_mutex_unlock(&st->lock);
+      gather_help(st);
+      pthread_mutex_lock(&st->lock);
+      continue;
+    }
+    pthread_cond_wait(&st->cond, &st->lock);
+  }
+  memcpy(value, sl->value, sizeof(value));
+  pthread_mutex_unlock(&st->lock);
+  if (atomic_load(&st->abort))
+    return false;
+  for (uint32_t d = 0; d < st->sys->device_count; d++) {
+    if (!value[d])
+      continue;
+    struct vkrt_device *dev = st->dev[d].dev;
+    VkSemaphoreWaitInfo wait = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                .semaphoreCount = 1,
+                                .pSemaphores = &st->dev[d].timeline,
+                                .pValues = &value[d]};
+    VkResult r = dev->vk.vkWaitSemaphores(dev->handle, &wait, LOAD_TIMEOUT_NS);
+    if (r != VK_SUCCESS) {
+      fail_vk(st, d, r);
+      return false;
+    }
+  }
+  uint64_t seen = atomic_load(&sl->free_for);
+  while (seen < k && !atomic_compare_exchange_weak(&sl->free_for, &seen, k)) {
+  }
+  atomic_fetch_add(&st->wait_dma_ns, vkrt_now_ns() - t0);
+  return true;
+}
+
+/* pread until size bytes are in (or the file ends); returns the bytes read. */
+static uint64_t read_file(struct stream *st, uint8_t *dst, uint64_t offset, uint64_t size,
+                          int *err) {
+  uint64_t got = 0;
+  *err = 0;
+  while (got < size) {
+    const bool direct = st->job->fd_direct >= 0 && !atomic_load(&st->direct_failed);
+    ssize_t r = pread(direct ? st->job->fd_direct : st->job->fd, dst + got, (size_t)(size - got),
+                      (off_t)(offset + got));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0 && direct && (errno == EINVAL || errno == EFAULT)) {
+      /* O_DIRECT refused (this file system or this memory): the page cache from here on. */
+      int zero = 0;
+      atomic_compare_exchange_strong(&st->direct_errno, &zero, errno);
+      atomic_store(&st->direct_failed, true);
+      continue;
+    }
+    if (r < 0) {
+      *err = errno;
+      return got;
+    }
+    if (r == 0)
+      break;
+    got += (uint64_t)r;
+    if (direct && got % LOAD_ALIGN)
+      break; /* a short O_DIRECT read: the end of the file */
+  }
+  return got;
+}
+
+/* memcpy from the mapping, the pages populated first (so a file cut short shows as
+ * EFAULT there rather than SIGBUS in the copy, unless it is cut between the two). */
+static uint64_t copy_mapped(struct stream *st, uint8_t *dst, uint64_t offset, uint64_t size) {
+  const uint64_t file_size = st->job->file_size;
+  const uint64_t n = offset < file_size ? VKRT_MIN(size, file_size - offset) : 0;
+  if (!n)
+    return 0;
+  const uint8_t *src = st->job->map + offset;
+  const uintptr_t page = (uintptr_t)vkrt_align_down((uintptr_t)src, st->reg->page_size);
+  if (madvise((void *)page, (size_t)((uintptr_t)src + n - page), MADV_POPULATE_READ) != 0 &&
+      errno == EFAULT)
+    return 0;
+  memcpy(dst, src, (size_t)n);
+  return n;
+}
+
+/* Reads block b into its slot (and the host_copy devices' chunks). */
+static void block_run(struct stream *st, uint64_t b) {
+  const struct block *blk = &st->blocks[b];
+  if (!slot_wait(st, blk->chunk))
+    return;
+  const uint32_t s = (uint32_t)(blk->chunk % st->slots);
+  uint8_t *dst = st->ring + (uint64_t)s * st->slot_stride + blk->chunk_offset;
+  const uint64_t t0 = vkrt_now_ns();
+  const uint64_t file_size = st->job->file_size;
+  const uint64_t need = blk->file_offset < file_size
+                            ? VKRT_MIN((uint64_t)blk->size, file_size - blk->file_offset) : 0;
+  int err = 0;
+  const uint64_t got = st->job->map ? copy_mapped(st, dst, blk->file_offset, blk->size)
+                                    : read_file(st, dst, blk->file_offset, blk->size, &err);
+  if (err) {
+    fail_read(st, err, blk->file_offset + got);
+    return;
+  }
+  if (got < need) {
+    uint64_t at = blk->file_offset + got, cur = atomic_load(&st->short_at);
+    while (at < cur && !atomic_compare_exchange_weak(&st->short_at, &cur, at)) {
+    }
+    atomic_store(&st->abort, true);
+    wake_all(st);
+    return;
+  }
+  for (uint32_t d = 0; d < st->sys->device_count; d++)
+    if (st->dev[d].in && st->dev[d].host_copy)
+      memcpy((uint8_t *)st->dev[d].host_slot[s]->mapped + blk->chunk_offset, dst, (size_t)got);
+  atomic_fetch_add(&st->read_bytes, blk->size);
+  atomic_fetch_add(&st->read_busy_ns, vkrt_now_ns() - t0);
+  if (atomic_fetch_sub(&st->slot[s].remaining, 1) == 1)
+    wake_all(st);
+}
+
+static void reader(struct stream *st) {
+  for (;;) {
+    if (gather_help(st))
+      continue;
+    if (atomic_load(&st->abort))
+      return;
+    uint64_t b = atomic_load(&st->next_block);
+    if (b < st->block_count) {
+      if (atomic_compare_exchange_weak(&st->next_block, &b, b + 1))
+        block_run(st, b);
+      continue;
+    }
+    /* Nothing left to read: gathers until the submitter is done. */
+    pthread_mutex_lock(&st->lock);
+    while (!st->finished && !atomic_load(&st->abort) &&
+           !(st->gather_active && st->gather_next < st->gather_tasks))
+      pthread_cond_wait(&st->cond, &st->lock);
+    const bool out = st->finished || atomic_load(&st->abort);
+    pthread_mutex_unlock(&st->lock);
+    if (out)
+      return;
+  }
+}
+
+/* ---- the submitter: record, gather, submit ---------------------------------------------- */
+
+static VkBuffer slot_src(const struct sdev *sd, uint32_t s) {
+  return sd->host_copy ? sd->host_slot[s]->handle : sd->slot_buffer[s];
+}
+
+static void flush(struct stream *st, struct sdev *sd, uint32_t s) {
+  if (!sd->batch_count)
+    return;
+  sd->dev->vk.vkCmdCopyBuffer(sd->cmd[s], slot_src(sd, s), sd->dst, sd->batch_count, sd->batch);
+  st->copies += sd->batch_count;
+  sd->batch_count = 0;
+}
+
+/* One piece: chunk bytes [src, src + n) of slot s to dst_offset of r's buffer. */
+static void emit(struct stream *st, uint32_t s, const vkrt_load_range *r, uint64_t src,
+                 uint64_t dst_offset, uint64_t n) {
+  struct vkrt_device *dev = r->dst->dev;
+  struct sdev *sd = &st->dev[dev->index];
+  struct slot *sl = &st->slot[s];
+  if (!sd->open) {
+    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkResult vr = dev->vk.vkBeginCommandBuffer(sd->cmd[s], &begin);
+    if (vr != VK_SUCCESS) {
+      if (st->status == VKRT_OK)
+        st->status = vkrt_vk_error(dev, vr, "load: vkBeginCommandBuffer");
+      return;
+    }
+    sd->open = true;
+    sd->dst = VK_NULL_HANDLE;
+  }
+  if (sd->dst != r->dst->handle) {
+    flush(st, sd, s);
+    sd->dst = r->dst->handle;
+  }
+  /* A narrow row of a strided range: packed after the chunk by the host, so the rows of
+   * one range leave as one region. */
+  if (!sd->host_copy && narrow_rows(r, st->gather_below) && sl->gather_used + n <= st->gather_bytes &&
+      sl->gather_count < st->gather_bytes / 1024 * LOAD_GATHER_PER_KIB) {
+    sl->gathers[sl->gather_count++] = (struct gather){
+        .src = (uint32_t)src, .dst = (uint32_t)sl->gather_used, .size = (uint32_t)n};
+    src = st->chunk_bytes + sl->gather_used;
+    sl->gather_used += n;
+    st->gathered += n;
+  }
+  const uint64_t limit = sd->host_copy ? st->chunk_bytes : st->chunk_bytes + st->gather_bytes;
+  if (src + n > limit)
+    atomic_fetch_add(&st->reg->copies_past_chunk, 1);
+  const vkrt_import_path counted = sd->host_copy ? VKRT_IMPORT_PATH_STAGED
+                                                 : VKRT_IMPORT_PATH_PRESTAGED;
+  atomic_fetch_add(&st->reg->path_bytes[counted], n);
+  atomic_fetch_add(&st->reg->path_copies[counted], 1);
+  VkBufferCopy *last = sd->batch_count ? &sd->batch[sd->batch_count - 1] : NULL;
+  if (last && last->srcOffset + last->size == src && last->dstOffset + last->size == dst_offset) {
+    last->size += n;
+    return;
+  }
+  if (sd->batch_count == LOAD_BATCH)
+    flush(st, sd, s);
+  sd->batch[sd->batch_count++] = (VkBufferCopy){.srcOffset = src, .dstOffset = dst_offset,
+                                                .size = n};
+}
+
+/* Records every piece of chunk k (stream bytes [k * chunk, ...)) for its device; returns
+ * the range bytes recorded. */
+static uint64_t emit_chunk(struct stream *st, uint64_t k) {
+  const struct vkrt_load_stream *job = st->job;
+  const uint32_t s = (uint32_t)(k % st->slots);
+  const uint64_t p0 = k * st->chunk_bytes, p1 = VKRT_MIN(p0 + st->chunk_bytes, st->stream_bytes);
+  uint64_t bytes = 0;
+  /* Ranges starting in this chunk join the active ones. */
+  while (st->next_range < job->count) {
+    const uint32_t i = st->order[st->next_range];
+    const uint64_t x = job->ranges[i].file_offset;
+    while (st->ext[st->next_ext].end <= x)
+      st->next_ext++;
+    if (st->ext[st->next_ext].packed + x - st->ext[st->next_ext].start >= p1)
+      break;
+    st->active[st->active_count++] = (struct cursor){.range = i, .ext = st->next_ext};
+    st->next_range++;
+  }
+  for (uint32_t a = 0; a < st->active_count && st->status == VKRT_OK;) {
+    struct cursor *c = &st->active[a];
+    const vkrt_load_range *r = &job->ranges[c->range];
+    const uint64_t rows = range_rows(r);
+    bool done = false;
+    for (;;) {
+      const uint64_t x = r->file_offset + (rows > 1 ? c->row * r->file_pitch : 0) + c->col;
+      while (st->ext[c->ext].end <= x)
+        c->ext++;
+      const uint64_t p = st->ext[c->ext].packed + x - st->ext[c->ext].start;
+      if (p >= p1)
+        break;
+      const uint64_t n = VKRT_MIN(r->size - c->col, p1 - p);
+      emit(st, s, r, p - p0, r->dst_offset + (rows > 1 ? c->row * r->dst_pitch : 0) + c->col, n);
+      bytes += n;
+      c->col += n;
+      if (c->col < r->size)
+        break; /* the row goes on in the next chunk */
+      c->col = 0;
+      if (++c->row == rows) {
+        done = true;
+        break;
+      }
+    }
+    if (done)
+      *c = st->active[--st->active_count];
+    else
+      a++;
+  }
+  return bytes;
+}
+
+/* Imports slot s into every device that imports (the first use of the slot). */
+static vkrt_status slot_import(struct stream *st, uint32_t s) {
+  for (uint32_t d = 0; d < st->sys->device_count; d++) {
+    struct sdev *sd = &st->dev[d];
+    if (!sd->in || sd->host_copy || sd->slot_buffer[s])
+      continue;
+    VkResult r = vkrt_device_import_host_pointer(
+        sd->dev, st->ring + (uint64_t)s * st->slot_stride, st->slot_stride,
+        VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 0, &sd->slot_buffer[s], &sd->slot_memory[s]);
+    if (r != VK_SUCCESS)
+      return vkrt_vk_error(sd->dev, r, "load: import of a pinned chunk");
+    atomic_fetch_add(&st->reg->live_chunks, 1);
+  }
+  st->slot[s].imported = true;
+  return VKRT_OK;
+}
+
+/* Waits until chunk k's blocks are read, reading its remaining blocks itself. */
+static void wait_reads(struct stream *st, uint64_t k) {
+  struct slot *sl = &st->slot[k % st->slots];
+  while (atomic_load(&sl->remaining) && !atomic_load(&st->abort)) {
+    uint64_t b = atomic_load(&st->next_block);
+    if (b < st->chunk_first[k + 1]) {
+      if (atomic_compare_exchange_weak(&st->next_block, &b, b + 1))
+        block_run(st, b);
+      continue;
+    }
+    const uint64_t t0 = vkrt_now_ns();
+    pthread_mutex_lock(&st->lock);
+    while (atomic_load(&sl->remaining) && !atomic_load(&st->abort))
+      pthread_cond_wait(&st->cond, &st->lock);
+    pthread_mutex_unlock(&st->lock);
+    st->wait_read_ns += vkrt_now_ns() - t0;
+  }
+}
+
+/* Packs slot s's narrow rows, the readers helping. */
+static void gather_run(struct stream *st, uint32_t s) {
+  struct slot *sl = &st->slot[s];
+  if (!sl->gather_count)
+    return;
+  pthread_mutex_lock(&st->lock);
+  st->gather_slot = s;
+  st->gather_tasks = (sl->gather_count + LOAD_GATHER_TASK - 1) / LOAD_GATHER_TASK;
+  st->gather_next = 0;
+  st->gather_left = st->gather_tasks;
+  st->gather_active = true;
+  pthread_cond_broadcast(&st->cond);
+  pthread_mutex_unlock(&st->lock);
+  while (gather_help(st)) {
+  }
+  pthread_mutex_lock(&st->lock);
+  while (st->gather_active)
+    pthread_cond_wait(&st->cond, &st->lock);
+  pthread_mutex_unlock(&st->lock);
+}
+
+static vkrt_status submit_chunk(struct stream *st, uint64_t k) {
+  const uint32_t s = (uint32_t)(k % st->slots);
+  uint64_t value[VKRT_MAX_DEVICES] = {0};
+  vkrt_status status = VKRT_OK;
+  for (uint32_t d = 0; d < st->sys->device_count; d++) {
+    struct sdev *sd = &st->dev[d];
+    if (!sd->in || !sd->open)
+      continue;
+    struct vkrt_device *dev = sd->dev;
+    flush(st, sd, s);
+    sd->open = false;
+    vkrt_stream_close_barrier(dev, sd->cmd[s], false);
+    VkResult r = dev->vk.vkEndCommandBuffer(sd->cmd[s]);
+    if (r == VK_SUCCESS && (dev->lost || vkrt_fault(dev, VKRT_FAULT_DEVICE_LOST)))
+      r = VK_ERROR_DEVICE_LOST;
+    const uint64_t v = sd->value + 1;
+    VkTimelineSemaphoreSubmitInfo timeline = {
+        .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+        .signalSemaphoreValueCount = 1,
+        .pSignalSemaphoreValues = &v,
+    };
+    VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                           .pNext = &timeline,
+                           .commandBufferCount = 1,
+                           .pCommandBuffers = &sd->cmd[s],
+                           .signalSemaphoreCount = 1,
+                           .pSignalSemaphores = &sd->timeline};
+    if (r == VK_SUCCESS) {
+      pthread_mutex_lock(dev->transfer_lock);
+      r = dev->vk.vkQueueSubmit(dev->transfer_queue, 1, &submit, VK_NULL_HANDLE);
+      pthread_mutex_unlock(dev->transfer_lock);
+    }
+    if (r != VK_SUCCESS) {
+      if (status == VKRT_OK)
+        status = vkrt_vk_error(dev, r, "load: vkQueueSubmit");
+      continue;
+    }
+    sd->value = v;
+    value[d] = v;
+  }
+  /* The slot's next chunk may be read once this one retired. */
+  struct slot *sl = &st->slot[s];
+  pthread_mutex_lock(&st->lock);
+  memcpy(sl->value, value, sizeof(value));
+  sl->gather_count = 0;
+  sl->gather_used = 0;
+  if (k + st->slots < st->chunk_count)
+    atomic_store(&sl->remaining, st->chunk_first[k + st->slots + 1] - st->chunk_first[k + st->slots]);
+  st->submitted = k + 1;
+  pthread_cond_broadcast(&st->cond);
+  pthread_mutex_unlock(&st->lock);
+  st->chunk_fills++;
+  return status;
+}
+
+static void submitter(struct stream *st) {
+  struct vkrt_load_stream *job = st->job;
+  for (uint64_t k = 0; k < st->chunk_count && st->status == VKRT_OK; k++) {
+    const uint32_t s = (uint32_t)(k % st->slots);
+    if (!slot_wait(st, k)) /* its command buffers are free once its last chunk retired */
+      break;
+    if (!st->slot[s].imported && (st->status = slot_import(st, s)) != VKRT_OK)
+      break;
+    const uint64_t bytes = emit_chunk(st, k);
+    if (st->status != VKRT_OK)
+      break;
+    wait_reads(st, k);
+    if (atomic_load(&st->abort))
+      break;
+    gather_run(st, s);
+    st->status = submit_chunk(st, k);
+    job->done += bytes;
+    if (st->status == VKRT_OK && bytes && job->progress)
+      job->progress(job->progress_user, job->done, job->total);
+  }
+  if (st->status != VKRT_OK)
+    atomic_store(&st->abort, true);
+  pthread_mutex_lock(&st->lock);
+  st->finished = true;
+  pthread_cond_broadcast(&st->cond);
+  pthread_mutex_unlock(&st->lock);
+}
+
+static void stream_part(void *arg, uint32_t part, uint32_t parts) {
+  (void)parts;
+  if (part == 0)
+    submitter(arg);
+  else
+    reader(arg);
+}
+
+/* ---- setup and teardown ----------------------------------------------------------------- */
+
+static vkrt_status dev_open(struct stream *st, struct sdev *sd) {
+  struct vkrt_device *dev = sd->dev;
+  VkCommandPoolCreateInfo pool_info = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                       .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                       .queueFamilyIndex = dev->transfer_family};
+  VkResult r = dev->vk.vkCreateCommandPool(dev->handle, &pool_info, &dev->sys->vk_allocator,
+                                           &sd->pool);
+  if (r != VK_SUCCESS) {
+    sd->pool = VK_NULL_HANDLE;
+    return vkrt_vk_error(dev, r, "load: vkCreateCommandPool");
+  }
+  VkCommandBufferAllocateInfo alloc = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = sd->pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = st->slots};
+  r = dev->vk.vkAllocateCommandBuffers(dev->handle, &alloc, sd->cmd);
+  if (r != VK_SUCCESS)
+    return vkrt_vk_error(dev, r, "load: vkAllocateCommandBuffers");
+  vkrt_status s = vkrt_timeline_create(dev, NULL, "load: timeline vkCreateSemaphore",
+                                       &sd->timeline);
+  for (uint32_t i = 0; s == VKRT_OK && sd->host_copy && i < st->slots; i++)
+    s = vkrt_buffer_create_internal(dev, st->chunk_bytes, VKRT_BUFFER_HOST_VISIBLE, 0,
+                                    &sd->host_slot[i]);
+  return s;
+}
+
+/* Waits for everything submitted, then releases it all. */
+static void stream_close(struct stream *st) {
+  for (uint32_t d = 0; d < st->sys->device_count; d++) {
+    struct sdev *sd = &st->dev[d];
+    if (!sd->in)
+      continue;
+    struct vkrt_device *dev = sd->dev;
+    if (sd->timeline && sd->value) {
+      VkSemaphoreWaitInfo wait = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                  .semaphoreCount = 1,
+                                  .pSemaphores = &sd->timeline,
+                                  .pValues = &sd->value};
+      dev->vk.vkWaitSemaphores(dev->handle, &wait, LOAD_TIMEOUT_NS);
+    }
+    for (uint32_t i = 0; i < st->slots; i++) {
+      if (sd->slot_buffer[i])
+        dev->vk.vkDestroyBuffer(dev->handle, sd->slot_buffer[i], &dev->sys->vk_allocator);
+      if (sd->slot_memory[i]) {
+        dev->vk.vkFreeMemory(dev->handle, sd->slot_memory[i], &dev->sys->vk_allocator);
+        atomic_fetch_sub(&st->reg->live_chunks, 1);
+      }
+      vkrt_buffer_destroy(sd->host_slot[i]);
+    }
+    vkrt_timeline_destroy(dev, sd->timeline);
+    if (sd->pool)
+      dev->vk.vkDestroyCommandPool(dev->handle, sd->pool, &dev->sys->vk_allocator);
+  }
+  if (st->ring_map) {
+    munmap(st->ring_map, st->ring_map_size);
+    atomic_fetch_sub(&st->reg->load_pinned, st->ring_map_size);
+  }
+  struct vkrt_base *base = &st->sys->base;
+  for (uint32_t i = 0; i < st->slots; i++)
+    vkrt_free(base, st->slot[i].gathers);
+  vkrt_free(base, st->ext);
+  vkrt_free(base, st->blocks);
+  vkrt_free(base, st->chunk_first);
+  vkrt_free(base, st->order);
+  vkrt_free(base, st->active);
+  pthread_mutex_destroy(&st->lock);
+  pthread_cond_destroy(&st->cond);
+}
+
+static uint32_t load_threads(const struct vkrt_load_knobs *knobs) {
+  if (knobs->threads)
+    return knobs->threads;
+  if (CONFIG_VKRT_LOAD_THREADS)
+    return CONFIG_VKRT_LOAD_THREADS;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus < 1 ? 1 : cpus > LOAD_MAX_THREADS ? LOAD_MAX_THREADS : (uint32_t)cpus;
+}
+
+void vkrt_load_knobs_effective(const struct vkrt_load_knobs *knobs, struct vkrt_load_knobs *out) {
+  out->threads = load_threads(knobs);
+  out->chunk_bytes = knobs->chunk_bytes
+                         ? knobs->chunk_bytes
+                         : vkrt_align_up((uint64_t)CONFIG_VKRT_LOAD_CHUNK_KB << 10, LOAD_ALIGN);
+  out->chunks = knobs->chunks ? knobs->chunks : CONFIG_VKRT_LOAD_CHUNKS;
+  out->block_bytes = VKRT_MIN(knobs->block_bytes ? knobs->block_bytes : LOAD_BLOCK,
+                              out->chunk_bytes);
+  out->no_gather = knobs->no_gather;
+  out->gather_below = knobs->no_gather ? 0 : knobs->gather_below ? knobs->gather_below
+                                                                 : LOAD_GATHER_BELOW;
+}
+
+/* Sizes, the ring and the devices' objects; the first slot imported. */
+static vkrt_status stream_open(struct stream *st) {
+  struct vkrt_system *sys = st->sys;
+  struct vkrt_load_stream *job = st->job;
+  struct vkrt_load_knobs k;
+  vkrt_load_knobs_effective(&st->reg->load_knobs, &k);
+  pthread_mutex_init(&st->lock, NULL);
+  pthread_cond_init(&st->cond, NULL);
+  atomic_init(&st->short_at, UINT64_MAX);
+  /* Chunks no larger than every device's buffer and allocation limits, nor the stream. */
+  uint64_t limit = UINT32_MAX & ~(LOAD_ALIGN - 1), align = LOAD_ALIGN;
+  bool narrow = false;
+  for (uint32_t d = 0; d < sys->device_count; d++) {
+    if (!st->dev[d].in)
+      continue;
+    const struct vkrt_caps *c = &sys->devices[d].caps;
+    if (c->max_memory_allocation_size)
+      limit = VKRT_MIN(limit, c->max_memory_allocation_size);
+    if (c->max_buffer_size)
+      limit = VKRT_MIN(limit, c->max_buffer_size);
+    align = VKRT_MAX(align, c->min_imported_host_pointer_alignment);
+  }
+  align = VKRT_MAX(align, st->reg->page_size);
+  for (uint32_t i = 0; i < job->count; i++) {
+    const vkrt_load_range *r = &job->ranges[job->order[i]];
+    narrow |= narrow_rows(r, k.gather_below);
+  }
+  vkrt_status s = plan_extents(st);
+  if (s != VKRT_OK)
+    return s;
+  st->gather_below = k.gather_below;
+  st->chunk_bytes = vkrt_align_up(VKRT_MIN(k.chunk_bytes, st->stream_bytes), align);
+  st->gather_bytes = narrow ? st->chunk_bytes : 0;
+  if (st->chunk_bytes + st->gather_bytes > vkrt_align_down(limit, align)) {
+    st->chunk_bytes = vkrt_align_down(limit / (narrow ? 2 : 1), align);
+    st->gather_bytes = narrow ? st->chunk_bytes : 0;
+  }
+  st->slot_stride = st->chunk_bytes + st->gather_bytes;
+  st->block_bytes = vkrt_align_down(VKRT_MIN(k.block_bytes, st->chunk_bytes), LOAD_ALIGN);
+  if (!st->block_bytes)
+    st->block_bytes = LOAD_ALIGN;
+  if ((s = plan_blocks(st)) != VKRT_OK)
+    return s;
+  st->slots = (uint32_t)VKRT_MIN((uint64_t)VKRT_MIN(k.chunks, VKRT_LOAD_MAX_CHUNKS), st->chunk_count);
+  st->threads = k.threads;
+  /* The ranges by file offset, and room for as many cursors. */
+  st->order = vkrt_calloc(&sys->base, job->count, sizeof(*st->order));
+  st->active = vkrt_calloc(&sys->base, job->count, sizeof(*st->active));
+  if (!st->order || !st->active)
+    return oom(st, "the ranges");
+  struct order_key *keys = vkrt_calloc(&sys->base, job->count, sizeof(*keys));
+  if (!keys)
+    return oom(st, "the ranges");
+  for (uint32_t i = 0; i < job->count; i++)
+    keys[i] = (struct order_key){.file_offset = job->ranges[job->order[i]].file_offset,
+                                 .range = job->order[i]};
+  qsort(keys, job->count, sizeof(*keys), order_cmp);
+  for (uint32_t i = 0; i < job->count; i++)
+    st->order[i] = keys[i].range;
+  vkrt_free(&sys->base, keys);
+  for (uint32_t i = 0; i < st->slots; i++) {
+    if (st->gather_bytes) {
+      st->slot[i].gathers = vkrt_calloc(&sys->base, st->gather_bytes / 1024 * LOAD_GATHER_PER_KIB,
+                                        sizeof(struct gather));
+      if (!st->slot[i].gathers)
+        return oom(st, "the gather lists");
+    }
+    atomic_init(&st->slot[i].free_for, i);
+    atomic_init(&st->slot[i].remaining, st->chunk_first[i + 1] - st->chunk_first[i]);
+  }
+  /* The ring: anonymous memory (every driver imports it), huge-page aligned. */
+  const size_t ring = (size_t)st->slot_stride * st->slots;
+  st->ring_map_size = ring + LOAD_HUGE;
+  void *map = mmap(NULL, st->ring_map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  if (map == MAP_FAILED)
+    return vkrt_error(&sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "load %s: cannot map %zu bytes "
+                      "of pinned chunks: %s", job->name, ring, strerror(errno));
+  st->ring_map = map;
+  atomic_fetch_add(&st->reg->load_pinned, st->ring_map_size);
+  st->ring = (uint8_t *)(uintptr_t)vkrt_align_up((uintptr_t)map, LOAD_HUGE);
+  madvise(st->ring, ring, MADV_HUGEPAGE); /* fewer pages to pin and map; a hint */
+  for (uint32_t d = 0; d < sys->device_count; d++) {
+    struct sdev *sd = &st->dev[d];
+    if (sd->in && (s = dev_open(st, sd)) != VKRT_OK)
+      return s;
+  }
+  /* The first slot now: a device that cannot import it takes host-visible chunks. */
+  for (uint32_t d = 0; d < sys->device_count; d++) {
+    struct sdev *sd = &st->dev[d];
+    if (!sd->in || sd->host_copy)
+      continue;
+    VkResult r = vkrt_device_import_host_pointer(sd->dev, st->ring, st->slot_stride,
+                                                 VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 0,
+                                                 &sd->slot_buffer[0], &sd->slot_memory[0]);
+    if (r == VK_SUCCESS) {
+      atomic_fetch_add(&st->reg->live_chunks, 1);
+      continue;
+    }
+    sd->host_copy = true;
+    job->host_copy_mask |= 1u << d;
+    vkrt_format(job->host_copy_why[d], sizeof(job->host_copy_why[d]), "importing a pinned "
+                "chunk failed (%s): host-visible chunks of its own, a memcpy after each read",
+                vkrt_vk_result_str(r));
+    vkrt_log(&sys->base, VKRT_LOG_WARN, "dev%u: load %s: %s", d, job->name,
+             job->host_copy_why[d]);
+    for (uint32_t i = 0; s == VKRT_OK && i < st->slots; i++)
+      s = vkrt_buffer_create_internal(sd->dev, st->chunk_bytes, VKRT_BUFFER_HOST_VISIBLE, 0,
+                                      &sd->host_slot[i]);
+    if (s != VKRT_OK)
+      return s;
+  }
+  st->slot[0].imported = true;
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_load_stream(struct vkrt_import_registry *reg, struct vkrt_load_stream *job,
+                             vkrt_load_info *info) {
+  struct vkrt_system *sys = reg->sys;
+  if (!job->count)
+    return VKRT_OK;
+  struct stream *st = vkrt_calloc(&sys->base, 1, sizeof(*st));
+  if (!st)
+    return vkrt_error(&sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "load %s: out of host memory",
+                      job->name);
+  st->reg = reg;
+  st->sys = sys;
+  st->job = job;
+  for (uint32_t i = 0; i < job->count; i++) {
+    const uint32_t d = job->ranges[job->order[i]].dst->dev->index;
+    st->dev[d].in = true;
+    st->dev[d].dev = &sys->devices[d];
+  }
+  for (uint32_t d = 0; d < sys->device_count; d++) {
+    struct sdev *sd = &st->dev[d];
+    if (!sd->in)
+      continue;
+    if (!vkrt_import_usable(sd->dev))
+      vkrt_format(job->host_copy_why[d], sizeof(job->host_copy_why[d]), "the device cannot "
+                  "import host memory: host-visible chunks of its own, a memcpy after each read");
+    else if (reg->policy == VKRT_IMPORT_POLICY_STAGING_ONLY)
+      vkrt_format(job->host_copy_why[d], sizeof(job->host_copy_why[d]), "policy staging-only "
+                  "(no host imports): host-visible chunks of its own, a memcpy after each read");
+    else
+      continue;
+    sd->host_copy = true;
+    job->host_copy_mask |= 1u << d;
+  }
+  vkrt_status s = stream_open(st);
+  if (s == VKRT_OK) {
+    info->pinned_chunk_bytes = st->chunk_bytes;
+    info->pinned_chunks = st->slots;
+    info->threads = st->threads + 1;
+    info->setup_ns = vkrt_now_ns() - job->t0;
+    vkrt_workers_init(&st->workers, st->threads, "vkrt-load");
+    vkrt_workers_run(&st->workers, stream_part, st);
+    vkrt_workers_finish(&st->workers);
+    const uint64_t t_tail = vkrt_now_ns();
+    s = st->status;
+    for (uint32_t d = 0; d < sys->device_count; d++) {
+      struct sdev *sd = &st->dev[d];
+      if (!sd->in || !sd->value)
+        continue;
+      VkSemaphoreWaitInfo wait = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                  .semaphoreCount = 1,
+                                  .pSemaphores = &sd->timeline,
+                                  .pValues = &sd->value};
+      VkResult r = sd->dev->vk.vkWaitSemaphores(sd->dev->handle, &wait, LOAD_TIMEOUT_NS);
+      if (r != VK_SUCCESS && s == VKRT_OK)
+        s = r == VK_TIMEOUT ? vkrt_error(&sys->base, VKRT_ERROR_TIMEOUT, "dev%u: load %s: the "
+                                         "copies did not complete within %llu s", d, job->name,
+                                         LOAD_TIMEOUT_NS / 1000000000ull)
+                            : vkrt_vk_error(sd->dev, r, "load: vkWaitSemaphores");
+    }
+    info->tail_ns = vkrt_now_ns() - t_tail;
+    const int read_errno = atomic_load(&st->read_errno);
+    const int vk = atomic_load(&st->vk_result);
+    const uint64_t short_at = atomic_load(&st->short_at);
+    if (s == VKRT_OK && read_errno)
+      s = vkrt_error(&sys->base, VKRT_ERROR_IO, "load %s: read at offset %" PRIu64 ": %s",
+                     job->name, atomic_load(&st->error_offset), strerror(read_errno));
+    else if (s == VKRT_OK && short_at != UINT64_MAX)
+      s = vkrt_error(&sys->base, VKRT_ERROR_IO, "load %s: the file ends at offset %" PRIu64
+                     ", inside a range (truncated while loading)", job->name, short_at);
+    else if (s == VKRT_OK && vk)
+      s = vkrt_vk_error(&sys->devices[atomic_load(&st->vk_device)], (VkResult)vk,
+                        "load: waiting for a chunk's copies");
+    job->direct_errno = atomic_load(&st->direct_errno);
+    info->read_bytes = atomic_load(&st->read_bytes);
+    info->read_busy_ns = atomic_load(&st->read_busy_ns);
+    info->wait_dma_ns = atomic_load(&st->wait_dma_ns);
+    info->wait_read_ns = st->wait_read_ns;
+    info->copies = st->copies;
+    info->gathered_bytes = st->gathered;
+    info->chunk_fills = (uint32_t)st->chunk_fills;
+  }
+  stream_close(st);
+  vkrt_free(&sys->base, st);
+  return s;
+}

@@ -1,0 +1,104 @@
+/* The tiled matmul's setup per device and the path of each call: pure functions over the
+ * capability snapshot (tests/unit/test_matmul_plan.c drives them with hand-built devices). */
+#include "ops/ops.h"
+
+bool vkrt_matmul_coopmat_capable(const struct vkrt_caps *caps) {
+  /* kernels/matmul.comp COOPMAT maps 32-wide subgroups onto its tile */
+  return caps->cooperative_matrix && caps->subgroup_size == 32;
+}
+
+/* Crossovers and tiles per device.
+ * NVIDIA, from two H200 sweeps (vkrt-bench cases --tiles over prompt.txt and crossover.txt,
+ * with and without --activations f16, and --min-m 2 / --min-m 64 for both sides of the
+ * crossover; CHANGELOG.md, 2026-12-04; K 4096 x N 14336 unless said):
+ * - cooperative matrices: q8_0 (K 5120) M = 2 tiled 106.5 us against the matrix-vector
+ *   kernels' 89.1, M = 4 108.3 against 130.7; q4_K (K 5120) M = 4 112.7 against 113.5, M = 8
+ *   119.3 against 177.2; f16 M = 8 70.8 and 98.1 in the two runs against 88.9, M = 12 99.2
+ *   against 127.3: tiled from M = 4 (q8_0), 5 (q4_K), 9 (f16). Tiles: 32 x 16 with 64-k
+ *   steps up to M = 16 (q8_0 M = 12 91.4 us, 128 x 128 230.9), 128 x 32 with 64-k steps up to
+ *   32 (f16 M = 32 87.3 us; q4_K 121.5, 64 x 32 115.1), 128 x 128 with 4 subgroups of 4 x 4
+ *   accumulators and 32-k steps beyond (M = 512: f16 651 us, q8_0 626, q4_K 793; 8 subgroups
+ *   of 4 x 4 (256 x 128): 577, 1199, 820). 128-k steps and two shared-memory buffers were
+ *   slower on every shape (128 x 128 f16: 1016 us with two).
+ * - portable: q8_0 M = 8 tiled 146.7 us against 173.2; q4_K M = 12 165.5 against 217.0, K 5120
+ *   M = 8 192.1 against 177.2; f16 M = 16 on the matrix-vector kernels 165.9, M = 24 tiled
+ *   165.6 against 241.8: tiled from M = 7 (q8_0), 9 (q4_K), 17 (f16); f32 weights, twice
+ *   f16's bytes for the matrix-vector kernels and the same tiles, from 17 (not measured).
+ *   Tiles 32 x 16 up to M = 16 (q8_0 M = 12 149.2 us), 64 x 32 with 4 x 4 outputs per
+ *   invocation up to 32 (f16 M = 32 166.8, 32 x 32 230.7), 128 x 128 with 8 x 4 beyond
+ *   (M = 512: f16 1780 us, q8_0 1805, q4_K 1955).
+ * Other devices (lavapipe included; not measured): the matrix-vector kernels up to M = 8,
+ * portable tiles of 32 x 16, 64 x 32 and 64 x 64 (2, 4 x 2 and 4 x 4 outputs per
+ * invocation). */
+void vkrt_matmul_setup_init(const struct vkrt_caps *caps, struct vkrt_matmul_setup *out) {
+  bool nv = caps->vendor_id == 0x10de && !caps->is_cpu;
+  out->coopmat = vkrt_matmul_coopmat_capable(caps);
+  for (int p = 0; p < 2; p++)
+    for (int t = 0; t < VKRT_TYPE_COUNT; t++)
+      out->min_m[p][t] = VKRT_OPS_MATVEC_MAX_M + 1;
+  if (nv) {
+    out->min_m[0][VKRT_TYPE_F32] = 17;
+    out->min_m[0][VKRT_TYPE_F16] = 17;
+    out->min_m[0][VKRT_TYPE_Q8_0] = 7;
+    out->min_m[1][VKRT_TYPE_F16] = 9;
+    out->min_m[1][VKRT_TYPE_Q8_0] = 4;
+    out->min_m[1][VKRT_TYPE_Q4_K] = 5;
+  }
+  out->min_m[1][VKRT_TYPE_F32] = out->min_m[0][VKRT_TYPE_F32]; /* f32 w stays portable */
+  static const struct vkrt_matmul_tile nv_portable[VKRT_MATMUL_SIZES] = {
+      {64, 32, 16, 2, 32, 1}, {128, 64, 32, 4, 32, 1}, {256, 128, 128, 8, 32, 1}};
+  static const struct vkrt_matmul_tile other_portable[VKRT_MATMUL_SIZES] = {
+      {64, 32, 16, 2, 32, 1}, {256, 64, 32, 4, 32, 1}, {256, 64, 64, 4, 32, 1}};
+  static const struct vkrt_matmul_tile coopmat[VKRT_MATMUL_SIZES] = {
+      {64, 32, 16, 1, 64, 1}, {256, 128, 32, 2, 64, 1}, {128, 128, 128, 2, 32, 1}};
+  for (int i = 0; i < VKRT_MATMUL_SIZES; i++) {
+    out->tile[0][i] = nv ? nv_portable[i] : other_portable[i];
+    out->tile[1][i] = coopmat[i];
+  }
+}
+
+const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
+                                   const struct vkrt_matmul_tile *t) {
+  if (!t->wg || !t->bm || !t->bn || !t->rm)
+    return "every field must be >= 1";
+  if (t->bk % 32 || t->bk < 32 || t->bk > 128)
+    return "bk must be 32, 64, 96 or 128";
+  if (t->stages < 1 || t->stages > 2)
+    return "stages must be 1 or 2";
+  if (t->wg > caps->max_compute_work_group_invocations)
+    return "wg exceeds maxComputeWorkGroupInvocations";
+  /* units of 8 k each invocation holds in registers for the next step */
+  uint64_t units = (t->bm * (t->bk / 8) + t->wg - 1) / t->wg + (t->bn * (t->bk / 8) + t->wg - 1) / t->wg;
+  if (units > 16)
+    return "more than 16 units of 8 k of w and x per invocation and step (bm, bn or bk too "
+           "large for wg)";
+  uint64_t shared;
+  if (coopmat) { /* kernels/matmul.comp COOPMAT: 32-wide subgroups, 16x16 accumulators */
+    uint32_t sub = t->wg / 32;
+    if (t->wg % 32 || sub % t->rm)
+      return "wg must be 32 x a multiple of rm (subgroups along m)";
+    uint32_t warps_n = sub / t->rm;
+    if (t->bm % (16 * warps_n) || t->bn % (16 * t->rm))
+      return "bm must be a multiple of 16 x (wg / 32 / rm), bn of 16 x rm";
+    shared = (uint64_t)(t->bm + t->bn) * (t->bk + 8) * 2 * t->stages + (uint64_t)sub * 1024;
+  } else {
+    if (t->bm % t->rm || t->wg % (t->bm / t->rm) || t->bn % (t->wg / (t->bm / t->rm)))
+      return "rm must divide bm, bm / rm divide wg, and wg / (bm / rm) divide bn";
+    shared = (uint64_t)(t->bm + t->bn) * (t->bk + 4) * 4 * t->stages;
+  }
+  if (shared > caps->max_compute_shared_memory_size)
+    return "tiles exceed maxComputeSharedMemorySize";
+  return NULL;
+}
+
+struct vkrt_matmul_pick vkrt_matmul_pick(const struct vkrt_matmul_setup *setup, bool use_coopmat,
+                                         vkrt_type t, uint32_t M) {
+  bool cm = use_coopmat && setup->coopmat && t != VKRT_TYPE_F32;
+  const struct vkrt_matmul_tile *tiles = setup->tile[cm];
+  int size = M <= tiles[VKRT_MATMUL_SMALL].bn    ? VKRT_MATMUL_SMALL
+             : M <= tiles[VKRT_MATMUL_MEDIUM].bn ? VKRT_MATMUL_MEDIUM
+                                                 : VKRT_MATMUL_LARGE;
+  return (struct vkrt_matmul_pick){.tiled = (unsigned)t < VKRT_TYPE_COUNT && M >= setup->min_m[cm][t],
+                                   .coopmat = cm,
+                                   .tile = &tiles[size]};
+}

@@ -1,0 +1,364 @@
+/* vkrt-bench upload --file F: vkrt_load_file of F per path (auto, mapped, read, direct,
+ * memcpy), with the page cache warm and (--cold, root) dropped before each load, against
+ * three yardsticks measured in the same run: a one-thread O_DIRECT sequential read of F
+ * (what `dd iflag=direct bs=16M` reads), a one-thread buffered read of F (which also warms
+ * the cache) and the pinned host-to-device rate (a registered 256 MiB anonymous upload to
+ * dev0). Each row gives the rate, the two ratios, and the load's structure (chunks, DMA
+ * regions, packed bytes, the readers' busy share, the waits on either side) so a slow row
+ * says which side held it back.
+ *
+ * --split rows: every device takes an equal run of the file (all links busy at once);
+ * --split columns: the file is rows of --pitch bytes (default 28672, a Llama-3-8B f16
+ * ffn_down row) and device d takes the d-th column block of every row, as the service
+ * loads attn_output and ffn_down over several devices. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+struct load_opts {
+  const char *file;
+  bool want[VKRT_LOAD_PATH_COUNT];
+  uint32_t devices; /* 0: the board's */
+  int iters;
+  bool cold, json, progress, columns;
+  uint64_t pitch;
+  vkrt_lab_load knobs;
+  bool knobs_given;
+};
+
+static double rate(uint64_t bytes, double seconds) {
+  return seconds > 0 ? (double)bytes / seconds * 1e-9 : 0;
+}
+
+/* sync; echo 3 > /proc/sys/vm/drop_caches (root only). */
+static bool drop_caches(void) {
+  sync();
+  FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
+  if (!f)
+    return false;
+  bool ok = fputs("3\n", f) >= 0;
+  return fclose(f) == 0 && ok;
+}
+
+/* One thread reading the whole file front to back in 16 MiB requests, with O_DIRECT (what
+ * `dd if=F of=/dev/null bs=16M iflag=direct` measures; the page cache untouched) or through
+ * the page cache (which leaves the file there). 0 when the file does not open so. */
+static double read_through(const char *path, bool direct) {
+  const size_t block = 16u << 20;
+  int fd = open(path, O_RDONLY | (direct ? O_DIRECT : 0));
+  void *buf = NULL;
+  if (fd < 0 || posix_memalign(&buf, 4096, block) != 0) {
+    if (fd >= 0)
+      close(fd);
+    return 0;
+  }
+  double t0 = bench_now_s();
+  uint64_t off = 0;
+  for (ssize_t r; (r = pread(fd, buf, block, (off_t)off)) > 0;)
+    off += (uint64_t)r;
+  double t = bench_now_s() - t0;
+  free(buf);
+  close(fd);
+  return rate(off, t);
+}
+
+/* The pinned host-to-device rate: 256 MiB of anonymous memory registered (imported), then
+ * uploaded to dev0 four times; the best of the last three. 0 when it cannot be measured. */
+static double pinned_rate(vkrt_appliance *app) {
+  const uint64_t size = 256ull << 20;
+  uint8_t *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (host == MAP_FAILED)
+    return 0;
+  memset(host, 0x3c, size);
+  vkrt_buffer *dst = NULL;
+  double best = 0;
+  if (vkrt_host_register(app, host, size, NULL, NULL, NULL) == VKRT_OK) {
+    if (vkrt_buffer_create(app, 0, size, VKRT_BUFFER_DEVICE_LOCAL, &dst) == VKRT_OK) {
+      for (int i = 0; i < 4; i++) {
+        double t0 = bench_now_s();
+        if (vkrt_upload(dst, 0, host, size) != VKRT_OK)
+          break;
+        const double r = rate(size, bench_now_s() - t0);
+        best = i && r > best ? r : best;
+      }
+      vkrt_buffer_destroy(dst);
+    }
+    vkrt_host_unregister(app, host);
+  }
+  munmap(host, size);
+  return best;
+}
+
+static void bar(void *user, uint64_t done, uint64_t total) {
+  const char *label = user;
+  if (!label)
+    return;
+  fprintf(stderr, "\r%-8s %5.1f%%%s", label, total ? (double)done * 100 / (double)total : 100.0,
+          done == total ? "\r                \r" : "");
+}
+
+/* The ranges: an equal run per device, or each device's column block of every row. */
+static vkrt_load_range *make_ranges(const struct load_opts *o, vkrt_buffer **dst, uint32_t n,
+                                    uint64_t size, uint64_t *bytes) {
+  vkrt_load_range *r = calloc(n, sizeof(*r));
+  *bytes = 0;
+  for (uint32_t d = 0; r && d < n; d++) {
+    if (o->columns) {
+      const uint64_t rows = size / o->pitch, c0 = o->pitch * d / n, c1 = o->pitch * (d + 1) / n;
+      r[d] = (vkrt_load_range){.file_offset = c0, .size = c1 - c0, .dst = dst[d], .rows = rows,
+                               .file_pitch = o->pitch, .dst_pitch = c1 - c0};
+      *bytes += (c1 - c0) * rows;
+    } else {
+      const uint64_t begin = size * d / n, end = size * (d + 1) / n;
+      r[d] = (vkrt_load_range){.file_offset = begin, .size = end - begin, .dst = dst[d]};
+      *bytes += end - begin;
+    }
+  }
+  return r;
+}
+
+struct yardsticks {
+  double direct_cold, direct_warm, buffered, pinned;
+};
+
+static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, double best,
+                       const vkrt_load_info *info, const struct yardsticks *y, bool first) {
+  const double dd = cold ? y->direct_cold : y->direct_warm;
+  const double ms = 1e-6, busy = info->ns && info->threads
+                                     ? (double)info->read_busy_ns / ((double)info->ns * info->threads)
+                                     : 0;
+  if (o->json) {
+    printf("%s\n    {\"path\": \"%s\", \"took\": \"%s\", \"cache\": \"%s\", \"resident\": %.3f, "
+           "\"gbps\": %.3f, \"vs_pinned\": %.3f, \"vs_direct_read\": %.3f, \"threads\": %u, "
+           "\"chunk_bytes\": %" PRIu64 ", \"chunks\": %u, \"chunk_fills\": %u, \"dma_regions\": %"
+           PRIu64 ", \"packed_bytes\": %" PRIu64 ", \"read_bytes\": %" PRIu64 ", \"setup_ms\": "
+           "%.3f, \"read_busy\": %.3f, \"wait_dma_ms\": %.3f, \"wait_read_ms\": %.3f, "
+           "\"tail_ms\": %.3f}", first ? "" : ",", vkrt_load_path_str(p),
+           vkrt_load_path_str(info->path[0]), cold ? "cold" : "warm", info->resident, best,
+           y->pinned > 0 ? best / y->pinned : 0, dd > 0 ? best / dd : 0, info->threads,
+           info->pinned_chunk_bytes, info->pinned_chunks, info->chunk_fills, info->copies,
+           info->gathered_bytes, info->read_bytes, (double)info->setup_ns * ms, busy,
+           (double)info->wait_dma_ns * ms, (double)info->wait_read_ns * ms,
+           (double)info->tail_ns * ms);
+    return;
+  }
+  printf("  %-6s %s (dev0 took %s, page cache %3.0f%%): %7.2f GB/s = %.2f x pinned, %.2f x the "
+         "O_DIRECT read\n", vkrt_load_path_str(p), cold ? "cold" : "warm",
+         vkrt_load_path_str(info->path[0]), info->resident < 0 ? -1.0 : info->resident * 100,
+         best, y->pinned > 0 ? best / y->pinned : 0, dd > 0 ? best / dd : 0);
+  if (info->pinned_chunks)
+    printf("         %u threads, %u fills of %" PRIu64 " KiB (ring of %u), %" PRIu64 " DMA "
+           "regions, %.1f MiB packed; setup %.1f ms, readers busy %.0f%%, waits for the DMA %.1f "
+           "ms (summed), for reads %.1f ms, tail %.1f ms\n", info->threads, info->chunk_fills,
+           info->pinned_chunk_bytes >> 10, info->pinned_chunks, info->copies,
+           (double)info->gathered_bytes / (1 << 20), (double)info->setup_ns * ms, busy * 100,
+           (double)info->wait_dma_ns * ms, (double)info->wait_read_ns * ms,
+           (double)info->tail_ns * ms);
+  printf("         why: %s\n", info->reason[0]);
+}
+
+static int run(const struct load_opts *o) {
+  struct stat st;
+  if (stat(o->file, &st) != 0 || st.st_size <= 0) {
+    fprintf(stderr, "vkrt-bench upload: --file %s: %s\n", o->file,
+            errno ? strerror(errno) : "empty");
+    return 1;
+  }
+  const uint64_t size = (uint64_t)st.st_size;
+  vkrt_options opts;
+  vkrt_options_initialize(&opts);
+  opts.device_count = o->devices;
+  vkrt_appliance *app = bench_open(&opts);
+  /* The knobs are the lab's: without it a load runs with the board's (each row says them). */
+  vkrt_lab_load k = {0};
+  if (IS_ENABLED(CONFIG_VKRT_LAB) && (vkrt_lab_load_set(app, &o->knobs) != VKRT_OK ||
+                                      vkrt_lab_load_get(app, &k) != VKRT_OK)) {
+    fprintf(stderr, "vkrt-bench upload: %s\n", vkrt_last_error(app));
+    vkrt_close(app);
+    return 2;
+  }
+  const uint32_t n = vkrt_device_count(app);
+  vkrt_buffer *dst[VKRT_MAX_DEVICES] = {0};
+  int rc = 0;
+  for (uint32_t d = 0; d < n && rc == 0; d++) {
+    const uint64_t need = o->columns ? (o->pitch * (d + 1) / n - o->pitch * d / n) *
+                                           (size / o->pitch)
+                                     : size * (d + 1) / n - size * d / n;
+    if (vkrt_buffer_create(app, d, need ? need : 1, VKRT_BUFFER_DEVICE_LOCAL, &dst[d]) != VKRT_OK) {
+      fprintf(stderr, "vkrt-bench upload: %s\n", vkrt_last_error(app));
+      rc = 1;
+    }
+  }
+  uint64_t bytes = 0;
+  vkrt_load_range *ranges = rc ? NULL : make_ranges(o, dst, n, size, &bytes);
+  struct yardsticks y = {0};
+  const bool can_drop = o->cold && drop_caches();
+  if (o->cold && !can_drop)
+    fprintf(stderr, "vkrt-bench upload: cannot drop the page cache (not root?): warm only\n");
+  if (ranges) {
+    y.direct_cold = can_drop ? read_through(o->file, true) : 0;
+    y.direct_warm = read_through(o->file, true);
+    y.buffered = read_through(o->file, false); /* and the file is in the page cache now */
+    y.pinned = pinned_rate(app);
+  }
+  if (ranges && o->json)
+    printf("{\"bench\": \"upload-file\", \"file\": \"%s\", \"size_bytes\": %" PRIu64 ", "
+           "\"devices\": %u, \"split\": \"%s\", \"load_bytes\": %" PRIu64 ", \"direct_read_gbps\": "
+           "%.3f, \"direct_read_cold_gbps\": %.3f, \"buffered_read_gbps\": %.3f, "
+           "\"pinned_h2d_gbps\": %.3f, \"threads\": %u, \"chunk_bytes\": %" PRIu64 ", \"chunks\": "
+           "%u, \"block_bytes\": %" PRIu64 ", \"gather_below\": %" PRIu64 ", \"cases\": [",
+           o->file, size, n, o->columns ? "columns" : "rows", bytes, y.direct_warm, y.direct_cold,
+           y.buffered, y.pinned, k.threads, k.chunk_bytes, k.chunks, k.block_bytes,
+           k.gather_below);
+  else if (ranges)
+    printf("vkrt-bench upload --file %s: %.1f MiB over %u device(s), split %s (%.1f MiB "
+           "loaded); O_DIRECT read (dd iflag=direct, 1 thread) %.2f GB/s (cold %.2f GB/s); "
+           "buffered read (1 thread) %.2f GB/s; pinned host-to-device (256 MiB registered, "
+           "dev0) %.2f GB/s\n", o->file, (double)size / (1 << 20), n,
+           o->columns ? "columns" : "rows", (double)bytes / (1 << 20), y.direct_warm,
+           y.direct_cold, y.buffered, y.pinned);
+  if (ranges && !o->json && IS_ENABLED(CONFIG_VKRT_LAB))
+    printf("  knobs: %u reading threads, chunks of %" PRIu64 " KiB x %u, blocks of %" PRIu64
+           " KiB, rows under %" PRIu64 " bytes packed\n", k.threads, k.chunk_bytes >> 10,
+           k.chunks, k.block_bytes >> 10, k.gather_below);
+  bool first = true;
+  for (int cold = 0; ranges && cold < (can_drop ? 2 : 1) && rc == 0; cold++) {
+    for (vkrt_load_path p = VKRT_LOAD_PATH_AUTO; p < VKRT_LOAD_PATH_COUNT && rc == 0; p++) {
+      if (!o->want[p])
+        continue;
+      double best = 0;
+      vkrt_load_info info, best_info;
+      memset(&best_info, 0, sizeof(best_info));
+      for (int i = 0; i < (cold ? 1 : o->iters); i++) {
+        if (cold)
+          drop_caches();
+        const bool tty = o->progress && isatty(STDERR_FILENO);
+        if (vkrt_load_file(app, o->file, -1, ranges, n, p, bar,
+                           tty ? (void *)vkrt_load_path_str(p) : NULL, &info) != VKRT_OK) {
+          fprintf(stderr, "vkrt-bench upload: %s\n", vkrt_last_error(app));
+          rc = 1;
+          break;
+        }
+        const double r = (double)info.bytes / (double)info.ns;
+        if (r > best) {
+          best = r;
+          best_info = info;
+        }
+      }
+      if (rc == 0)
+        print_case(o, p, cold, best, &best_info, &y, first);
+      first = false;
+    }
+  }
+  if (ranges && o->json)
+    printf("\n  ]}\n");
+  free(ranges);
+  for (uint32_t d = 0; d < n; d++)
+    vkrt_buffer_destroy(dst[d]);
+  vkrt_close(app);
+  return rc;
+}
+
+static int usage(FILE *f) {
+  fprintf(f,
+          "usage: vkrt-bench upload --file F [--path P[,P...]] [--devices N] [--iters N]\n"
+          "                         [--cold] [--split rows|columns] [--pitch BYTES]\n"
+          "                         [--threads N] [--chunk SIZE] [--chunks N] [--block SIZE]\n"
+          "                         [--gather-below SIZE] [--no-gather] [--json] [--no-progress]\n"
+          "  --path      auto, mapped (or import), read, direct, memcpy, all (default all)\n"
+          "  --devices   the appliance's first N devices (default the board's)\n"
+          "  --iters     warm loads per path; the best is reported (default 3)\n"
+          "  --cold      also with the page cache dropped before each load (root)\n"
+          "  --split     rows: an equal run of the file per device (default); columns: each\n"
+          "              device the d-th column block of every --pitch-byte row (default 28672)\n"
+          "  --threads, --chunk, --chunks, --block, --gather-below, --no-gather: the load's\n"
+          "              knobs (vkrt_lab_load: a build with CONFIG_VKRT_LAB; default the\n"
+          "              board's)\n");
+  return f == stderr ? 2 : 0;
+}
+
+static bool parse_paths(const char *text, bool *want) {
+  char buf[128];
+  snprintf(buf, sizeof(buf), "%s", text);
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    bool found = !strcasecmp(t, "all") || !strcasecmp(t, "import");
+    if (!strcasecmp(t, "all"))
+      for (int p = 0; p < VKRT_LOAD_PATH_COUNT; p++)
+        want[p] = true;
+    if (!strcasecmp(t, "import"))
+      want[VKRT_LOAD_PATH_MAPPED] = true;
+    for (int p = 0; p < VKRT_LOAD_PATH_COUNT; p++)
+      if (!strcasecmp(t, vkrt_load_path_str((vkrt_load_path)p)))
+        want[p] = found = true;
+    if (!found)
+      return false;
+  }
+  return true;
+}
+
+int bench_load_file(int argc, char **argv) {
+  struct load_opts o = {.iters = 3, .progress = true, .pitch = 28672};
+  static const char *const names[] = {"file", "path", "devices", "iters", "split", "pitch",
+                                      "threads", "chunk", "chunks", "block", "gather-below"};
+  bool any_path = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--cold") || !strcmp(a, "--json") || !strcmp(a, "--no-progress") ||
+        !strcmp(a, "--no-gather")) {
+      o.cold |= !strcmp(a, "--cold");
+      o.json |= !strcmp(a, "--json");
+      o.progress &= strcmp(a, "--no-progress") != 0;
+      o.knobs.no_gather |= !strcmp(a, "--no-gather");
+      o.knobs_given |= !strcmp(a, "--no-gather");
+      continue;
+    }
+    if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+      return usage(stdout);
+    int which = -1;
+    for (int k = 0; k < (int)(sizeof(names) / sizeof(names[0])); k++)
+      if (!strncmp(a, "--", 2) && !strcmp(a + 2, names[k]))
+        which = k;
+    if (which < 0 || i + 1 == argc)
+      return usage(stderr);
+    const char *v = argv[++i];
+    uint64_t x = 0;
+    const bool size_ok = bench_parse_size(v, &x);
+    switch (which) {
+    case 0: o.file = v; break;
+    case 1: any_path = true; if (!parse_paths(v, o.want)) return usage(stderr); break;
+    case 2: o.devices = (uint32_t)x; break;
+    case 3: o.iters = (int)x; break;
+    case 4:
+      if (strcmp(v, "rows") && strcmp(v, "columns"))
+        return usage(stderr);
+      o.columns = !strcmp(v, "columns");
+      break;
+    case 5: o.pitch = x; break;
+    case 6: o.knobs.threads = (uint32_t)x; o.knobs_given = true; break;
+    case 7: o.knobs.chunk_bytes = x; o.knobs_given = true; break;
+    case 8: o.knobs.chunks = (uint32_t)x; o.knobs_given = true; break;
+    case 9: o.knobs.block_bytes = x; o.knobs_given = true; break;
+    default: o.knobs.gather_below = x; o.knobs_given = true; break;
+    }
+    if (which >= 2 && which != 4 && !size_ok)
+      return usage(stderr);
+  }
+  if (!any_path)
+    parse_paths("all", o.want);
+  if (!o.file || o.iters < 1 || o.iters > 64 || o.pitch == 0 || o.devices > VKRT_MAX_DEVICES)
+    return usage(stderr);
+  if (o.knobs_given && !IS_ENABLED(CONFIG_VKRT_LAB)) {
+    fprintf(stderr, "vkrt-bench upload: the load's knobs need a build with the lab "
+            "(make <board>_defconfig lab.config)\n");
+    return 2;
+  }
+  return run(&o);
+}
