@@ -19,12 +19,14 @@ KCONFIG_ENV := PYTHONPATH=/usr/lib/python3/dist-packages KCONFIG_CONFIG=$(CONFIG
 KTOOL := $(KCONFIG_PY) scripts/kconfig.py --srcdir $(CURDIR) --config $(CONFIG_FILE)
 BOARDS := $(notdir $(patsubst %/,%,$(wildcard boards/*/)))
 NINJA := ninja -C $(O)
+# KERNELS_FROM=<build folder>: take the SPIR-V kernels built there (configure --kernels-from)
+CONFIGURE := ./configure --builddir $(O) --config $(CONFIG_FILE) $(if $(KERNELS_FROM),--kernels-from $(KERNELS_FROM))
 
 .PHONY: all help menuconfig guiconfig savedefconfig olddefconfig check-config test test-matrix install clean \
         distclean run image deps bench test-asan test-tsan fuzz soak $(BOARDS:%=%_defconfig)
 
 all: $(O)/build.ninja
-	@grep -qxF 'config = $(CONFIG_FILE)' $(O)/build.ninja || ./configure --builddir $(O) --config $(CONFIG_FILE)
+	@grep -qxF 'config = $(CONFIG_FILE)' $(O)/build.ninja || $(CONFIGURE)
 	@$(NINJA)
 
 help:
@@ -43,7 +45,8 @@ help:
 	@echo '  test              - the test suite (prints "N passed, N failed, N skipped");'
 	@echo '                      T=<substring>: only the programs and scripts named so,'
 	@echo '                      e.g. make test T=test_ops, make test T=tests/config/prune'
-	@echo '  test-matrix       - every configuration: allyes, allno, 50 seeded randconfigs'
+	@echo '  test-matrix       - every configuration: allyes, allno, 50 seeded randconfigs,'
+	@echo '                      every kernel compiled out in turn'
 	@echo '  check-config      - every board survives olddefconfig + savedefconfig unchanged'
 	@echo '  install           - the library, headers, vkrt.pc, tools and docs into'
 	@echo '                      $$(DESTDIR)$$(PREFIX) (PREFIX=/usr/local)'
@@ -53,6 +56,8 @@ help:
 	@echo '  clean, distclean  - remove the build outputs (distclean: the configuration too)'
 	@echo 'Variables: O=<builddir>: build there, with its own configuration <builddir>/.config'
 	@echo '             (without O=: ./.config and build/); BOARD=<board> (default sim-lavapipe-x2)'
+	@echo '           KERNELS_FROM=<builddir>: take the SPIR-V kernels built there'
+	@echo '           T=<substring>: make test runs only the tests named so'
 	@echo 'Configuration now: $(CONFIG_FILE); build folder: $(O)/'
 
 deps:
@@ -115,13 +120,13 @@ endif
 # A board name that is not a folder under boards/.
 %_defconfig:
 	@echo "no board '$*': boards/$*/defconfig does not exist. Boards:" >&2
-	@for b in $(BOARDS); do echo "  make $${b}_defconfig" >&2; done
+	@for b in $(BOARDS); do echo "  make $(if $(O_GIVEN),O=$(O) )$${b}_defconfig" >&2; done
 	@exit 1
 
 # configure records --builddir and --config, so ninja's regenerate rule re-reads this
 # folder's configuration when it changes.
 $(O)/build.ninja: | $(CONFIG_FILE) $(O)/.deps-ok
-	./configure --builddir $(O) --config $(CONFIG_FILE)
+	$(CONFIGURE)
 
 # Every board survives olddefconfig + savedefconfig unchanged, and the configuration in use
 # (when there is one) loads without warnings or values that did not stick.
@@ -133,10 +138,12 @@ check-config: $(O)/.deps-ok
 test: all
 	@tests/run --builddir $(O) $(if $(T),--filter '$(T)')
 
-# The whole configuration matrix: allyesconfig, allnoconfig and 50 seeded randconfigs
-# (make test runs 3 seeds).
-test-matrix: $(O)/.deps-ok
-	@VKRT_RANDCONFIG_SEEDS=$${VKRT_RANDCONFIG_SEEDS:-50} tests/config/matrix.sh
+# The whole configuration matrix: allyesconfig, allnoconfig and 50 seeded randconfigs, and
+# every kernel compiled out in turn (make test: 3 seeds, 5 kernels); the SPIR-V kernels
+# from $(O).
+test-matrix: all
+	@VKRT_BUILDDIR=$(O) VKRT_RANDCONFIG_SEEDS=$${VKRT_RANDCONFIG_SEEDS:-50} tests/config/matrix.sh
+	@VKRT_BUILDDIR=$(O) VKRT_KERNEL_SUBSETS=$${VKRT_KERNEL_SUBSETS:-all} tests/config/kernel-subsets.sh
 
 run: all
 	@tools/run-service.sh $(O)

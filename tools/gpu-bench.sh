@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The H200 figures (docs/perf.md), run on the GPU machine:
-#   . .gl/vk-env.sh; tools/gpu-bench.sh build-h200
+#   tools/gpu-bench.sh build-h200
 # build-h200 is built here for boards/nvidia-h200-x1 (see docs/perf.md). Every result goes to
 # $OUT as JSON (at most 8 files come back), and a one-screen summary is printed last.
 set -u

@@ -2,7 +2,7 @@
 # Decode-speed run on a GPU machine: probe, submit/wait floors, vkrt-service
 # --devices 1 (8 layers, hidden 4096, ffn 16384, f16 SwiGLU: 3 GiB of GGUF weights) with and without the
 # warm-up, and tools/bench/cases/decode.txt (VARIANTS=--variants adds the matvec sweep).
-# Usage: . .gl/vk-env.sh; tools/gpu-decode.sh BUILDDIR   (results in $OUT/decode.tgz)
+# Usage (on the GPU machine): tools/gpu-decode.sh BUILDDIR   (results in $OUT/decode.tgz)
 set -u
 B=${1:?builddir}/bin
 O=${OUT:-/tmp}/decode; mkdir -p "$O"

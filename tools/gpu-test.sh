@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# The whole test suite on the GPU machine, through the device tool.
+# The whole test suite on a GPU machine (docs/gpu-tests.md).
 #
 # Here: build the board and pack what the GPU machine needs into one folder (cmocka is not
-# installed there and Debian ships no libcmocka.a, so libcmocka.so.0 travels along):
+# installed there and Debian ships no libcmocka.a, so libcmocka.so.0 travels along; the model
+# tests' tests/data/stories260K.gguf, vkrt-service and tests/model/stories.sh too):
 #   tools/gpu-test.sh pack build-h200 conformance
-# There (the folder carried, e.g. carry [".gl", "conformance"]):
-#   . .gl/vk-env.sh; conformance/tools/gpu-test.sh run conformance/build-h200
-# The run prints the machine, the probe, then tests/run (every program; no sync-validation
-# pass and no script tests: there is no validation layer there), then vkrt-probe --json
-# --exercise (the upload counters of each path after a small run); the log and both probe
-# JSONs land in $OUT.
+# There (the folder copied over, the Vulkan driver's environment set):
+#   conformance/tools/gpu-test.sh run conformance/build-h200
+# The run prints the machine and the probe, then runs every test program at once (tests/run
+# --jobs: one job per program; no sync-validation pass and no script tests, there is no
+# validation layer there) and, beside them, tests/model/stories.sh (vkrt-service on
+# stories260K, when python3 is there); then vkrt-probe --json --exercise (the upload counters
+# of each path after a small run). The log, tests/run's and the model script's output, each
+# program's whole output (logs.tar.gz) and both probe JSONs land in $OUT (default /tmp/vkrt-gpu-test).
+# Limits: PROGRAM_TIMEOUT per program (default 290 s: test_allreduce, test_core and
+# test_alloc_fail need ~280 s when every program shares the GPU), TEST_TIMEOUT for the whole
+# run (default 330 s), JOBS programs at once (default: all of them).
 set -u
 mode=${1:-}
 B=${2:-build-h200}
@@ -17,20 +23,23 @@ case "$mode" in
 pack)
   dest=${3:?usage: tools/gpu-test.sh pack BUILDDIR DEST}
   root=$(cd "$(dirname "$0")/.." && pwd)
-  rm -rf "$dest" && mkdir -p "$dest/tools" "$dest/tests/fuzz" "$dest/$(basename "$B")" "$dest/lib"
+  rm -rf "$dest" && mkdir -p "$dest/tools" "$dest/tests/fuzz" "$dest/tests/model" "$dest/$(basename "$B")" "$dest/lib"
   cp "$root/tests/run" "$dest/tests/"
   cp "$root/tools/gpu-test.sh" "$dest/tools/"
   cp -r "$root/tests/fuzz/corpus" "$root/tests/fuzz/regressions" "$dest/tests/fuzz/"
+  cp -r "$root/tests/data" "$dest/tests/"
+  cp "$root/tests/model/stories.sh" "$dest/tests/model/"
   out="$dest/$(basename "$B")"
-  # The allocation-failure matrix last: it is the longest, and a timeout there must not
-  # cost the other programs' results.
-  { grep -v '^fault ' "$B/tests.list"; grep '^fault ' "$B/tests.list"; } > "$out/tests.list"
+  cp "$B/tests.list" "$out/tests.list"
   while read -r kind name; do
     mkdir -p "$out/tests/$kind"
     strip -o "$out/tests/$kind/$name" "$B/tests/$kind/$name"
   done < "$B/tests.list"
-  mkdir -p "$out/bin"
-  strip -o "$out/bin/vkrt-probe" "$B/bin/vkrt-probe"
+  mkdir -p "$out/bin" "$out/include/vkrt"
+  for tool in vkrt-probe vkrt-service; do
+    [ -x "$B/bin/$tool" ] && strip -o "$out/bin/$tool" "$B/bin/$tool"
+  done
+  cp "$B/include/vkrt/config.h" "$out/include/vkrt/"
   cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 "$dest/lib/"
   du -sh "$dest"
   ;;
@@ -40,6 +49,7 @@ run)
   OUT=${OUT:-/tmp/vkrt-gpu-test}
   mkdir -p "$OUT"
   export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  programs=$(grep -vc '^mpi ' "$B/tests.list")
   {
     echo "### machine"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
@@ -47,18 +57,32 @@ run)
     echo "### probe"
     "$B/bin/vkrt-probe" --json > "$OUT/probe-before.json" 2>&1
     "$B/bin/vkrt-probe" 2>&1 | grep '^vkrt: dev[0-9] ->\|import\|transport\|copy path' | head -20
-    echo "### tests"
-    cd "$here" && VKRT_TEST_SCRIPTS=0 VKRT_TEST_SYNC_PASS=0 \
-      VKRT_TEST_PROGRAM_TIMEOUT=${PROGRAM_TIMEOUT:-150} \
-      timeout "${TEST_TIMEOUT:-270}" tests/run --builddir "$B" > "$OUT/tests.txt" 2>&1
-    echo "tests/run exit $?"
-    grep '^== \|^  \|passed, ' "$OUT/tests.txt" | tail -40
+    echo "### tests ($programs programs, ${JOBS:-$programs} at once, ${PROGRAM_TIMEOUT:-290} s each at most)"
+    start=$SECONDS
+    model_pid=""
+    if [ -x "$B/bin/vkrt-service" ] && [ -x /usr/bin/python3 ]; then
+      (cd "$here" && VKRT_BUILDDIR="$B" timeout "${PROGRAM_TIMEOUT:-290}" tests/model/stories.sh \
+         > "$OUT/model.txt" 2>&1; echo "tests/model/stories.sh exit $? ($((SECONDS - start)) s)" >> "$OUT/model.txt") &
+      model_pid=$!
+    else
+      echo "tests/model/stories.sh not run: no vkrt-service or no /usr/bin/python3 here" > "$OUT/model.txt"
+    fi
+    mkdir -p "$OUT/logs"
+    cd "$here" && VKRT_TEST_LOGDIR="$OUT/logs" VKRT_TEST_SCRIPTS=0 VKRT_TEST_SYNC_PASS=0 \
+      VKRT_TEST_PROGRAM_TIMEOUT=${PROGRAM_TIMEOUT:-290} \
+      timeout "${TEST_TIMEOUT:-330}" tests/run --builddir "$B" --jobs "${JOBS:-$programs}" > "$OUT/tests.txt" 2>&1
+    echo "tests/run exit $? ($((SECONDS - start)) s)"
+    grep '^== \|^  \|passed, ' "$OUT/tests.txt" | tail -60
+    [ -n "$model_pid" ] && wait "$model_pid"
+    echo "### model"
+    grep -E '^[0-9] devices: vkrt-service: verified|exit [0-9]|FAIL|not run' "$OUT/model.txt" | tail -8
     echo "### native_fd cases"
-    grep -E 'native' "$OUT/tests.txt" | grep -E 'OK|FAILED|skipped' | head -20
+    cat "$OUT"/logs/*.log | grep -E '^\[ *(OK|FAILED|SKIPPED) *\] .*native' | head -20
     "$B/bin/vkrt-probe" --json --exercise > "$OUT/probe-after.json" 2>&1
     echo "### upload counters after vkrt-probe --exercise"
     grep -o '"upload_counters": {[^}]*}' "$OUT/probe-after.json"
   } 2>&1 | tee "$OUT/log.txt"
+  tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
   ;;
 *)
   echo "usage: tools/gpu-test.sh pack BUILDDIR DEST | run BUILDDIR"

@@ -23,7 +23,9 @@ static void usage(FILE *f) {
           "vocabulary of V tokens, default the preset's or 32000) with random weights; without\n"
           "them the file holds the MLP tensors only. --layers/--hidden/--ffn/--heads/--kv-heads\n"
           "override the preset's.\n"
-          "--hidden/--layers/--ffn with --weights check the file's shapes (a mismatch is an error).\n"
+          "--hidden/--layers/--ffn with --weights (an MLP stack or a llama model) check the file's\n"
+          "shapes: a mismatch is an error; --dtype/--preset/--heads/--kv-heads/--vocab are\n"
+          "--make-gguf's only.\n"
           "The file is GGUF v3 with llama-style blk.N.ffn_gate/ffn_up/ffn_down.weight tensors;\n"
           "--seed with --weights picks the token inputs. --tokens defaults to 64, or with --seconds\n"
           "to as many as run in S seconds (up to 10^6). --activations q8: quantized weights take x\n"
@@ -210,6 +212,9 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
       o->print_ids = true;
       continue;
     }
+    if (!strcmp(a, "--dtype") || !strcmp(a, "--preset") || !strcmp(a, "--heads") ||
+        !strcmp(a, "--kv-heads") || !strcmp(a, "--vocab"))
+      o->make_only = o->make_only ? o->make_only : a;
     if (!v || !parse_option(o, a, v)) {
       fprintf(stderr, "vkrt-service: bad or incomplete argument '%s%s%s'\n", a, v ? " " : "", v ? v : "");
       usage(stderr);
@@ -231,6 +236,12 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
     o->verify = 0;
   if (!o->make_path && !o->weights_path) {
     usage(stderr);
+    *exit_status = EXIT_USAGE;
+    return false;
+  }
+  if (!o->make_path && o->make_only) {
+    fprintf(stderr, "vkrt-service: %s describes a file --make-gguf writes; with --weights the file "
+                    "has its own (leave %s out)\n", o->make_only, o->make_only);
     *exit_status = EXIT_USAGE;
     return false;
   }

@@ -61,10 +61,10 @@ int weights_make(const struct service_args *a) {
   return 0;
 }
 
-/* The file's shapes against --layers/--hidden/--ffn (0: not given) and MAX_LAYERS. */
-static int weights_check(const struct service_args *a, const struct gguf_mlp *m) {
-  if ((a->hidden && a->hidden != m->hidden) || (a->layers && a->layers != m->layers) ||
-      (a->ffn && a->ffn != m->ffn)) {
+/* The file's shapes against --layers/--hidden/--ffn (0: not given): a synthetic MLP stack's or
+ * a llama model's; either way a flag that disagrees is refused by name. */
+static int shapes_check(const struct service_args *a, uint32_t layers, uint32_t hidden, uint32_t ffn) {
+  if ((a->hidden && a->hidden != hidden) || (a->layers && a->layers != layers) || (a->ffn && a->ffn != ffn)) {
     /* name only the options given (0: not given) */
     char given[128] = "";
     size_t n = 0;
@@ -76,16 +76,21 @@ static int weights_check(const struct service_args *a, const struct gguf_mlp *m)
       snprintf(given + n, sizeof(given) - n, " --ffn %llu", (unsigned long long)a->ffn);
     fprintf(stderr, "vkrt-service: shape mismatch: %s has layers %u hidden %u ffn %u, but%s %s "
                     "given (leave them out to take the file's shapes)\n",
-            a->weights_path, m->layers, m->hidden, m->ffn, given,
+            a->weights_path, layers, hidden, ffn, given,
             (a->layers != 0) + (a->hidden != 0) + (a->ffn != 0) > 1 ? "were" : "was");
     return EXIT_WEIGHTS;
   }
-  if (m->layers > MAX_LAYERS) {
+  return 0;
+}
+
+static int weights_check(const struct service_args *a, const struct gguf_mlp *m) {
+  int rc = shapes_check(a, m->layers, m->hidden, m->ffn);
+  if (!rc && m->layers > MAX_LAYERS) {
     fprintf(stderr, "vkrt-service: %s has %u layers; this example handles at most %d\n",
             a->weights_path, m->layers, MAX_LAYERS);
     return EXIT_WEIGHTS;
   }
-  return 0;
+  return rc;
 }
 
 int weights_load(struct service *s) {
@@ -95,7 +100,8 @@ int weights_load(struct service *s) {
   if (!rc && model_file(&s->wf)) { /* a llama model: generate.c */
     free(s->mlp);
     s->mlp = NULL;
-    if ((rc = model_load(s)))
+    if ((rc = model_load(s)) || (rc = shapes_check(s->args, s->model->hp.n_layer, s->model->hp.n_embd,
+                                                   s->model->hp.n_ff)))
       weights_close(s);
     return rc;
   }

@@ -18,9 +18,11 @@ KTOOL=(/usr/bin/python3 "$ROOT/scripts/kconfig.py" --srcdir "$ROOT")
 # that ninja cannot tie to the generated headers, so an incremental rebuild after a kernel's
 # header changes (push-mismatch.sh) would miss it; build_config's builds are one-shot (or, in
 # the matrix, follow a new config.h that configure writes before ninja starts).
+# Each script's own hit counts go to its stats log (scripts run side by side).
 TEST_CC=${CC:-cc}
 if command -v ccache > /dev/null; then
   TEST_CC="ccache $TEST_CC"
+  export CCACHE_STATSLOG="$SCRATCH/ccache-stats.log"
 fi
 
 # config_from <name> <defconfig-or-fragment-file>: writes $SCRATCH/<name>.config
@@ -28,15 +30,23 @@ config_from() {
   "${KTOOL[@]}" --config "$SCRATCH/$1.config" defconfig "$2" >/dev/null
 }
 
+# The suite's own build folder (make test builds it first): its SPIR-V kernels are the ones
+# every configuration here needs (the shaders do not depend on the configuration), so the
+# builds below take them from there (configure --kernels-from) and compile only the ones it
+# lacks.
+SUITE_BUILD=${VKRT_BUILDDIR:-build}
+case "$SUITE_BUILD" in /*) ;; *) SUITE_BUILD="$ROOT/$SUITE_BUILD" ;; esac
+[ -d "$SUITE_BUILD/gen/kernels" ] || SUITE_BUILD=""
+
 # build_config <name> [ninja targets...]: configure + build $SCRATCH/<name>.config in
-# $SCRATCH/build-<name>; output in $SCRATCH/<name>.log. With KERNELS_FROM=<build folder> the
-# SPIR-V kernels come from that folder instead of being compiled again.
+# $SCRATCH/build-<name>; output in $SCRATCH/<name>.log. The SPIR-V kernels come from
+# KERNELS_FROM (a build folder; default the suite's, KERNELS_FROM= compiles them all).
 build_config() {
   local name=$1; shift
-  local dir="$SCRATCH/build-$name"
+  local dir="$SCRATCH/build-$name" from=${KERNELS_FROM-$SUITE_BUILD}
   (cd "$ROOT" && export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1 &&
    ./configure --cc "$TEST_CC" --config "$SCRATCH/$name.config" --builddir "$dir" \
-     ${KERNELS_FROM:+--kernels-from "$KERNELS_FROM"} &&
+     ${from:+--kernels-from "$from"} &&
    ninja -C "$dir" "$@") \
     > "$SCRATCH/$name.log" 2>&1
 }

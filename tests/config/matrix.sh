@@ -5,9 +5,10 @@
 # `make test` runs the quick subset: 3 seeds (VKRT_RANDCONFIG_SEEDS), and allyesconfig builds
 # the library and unit tests only. `make test-matrix` runs the whole matrix: 50 seeds and
 # allyesconfig builds everything (tools, every test program).
-# Kept fast: allyesconfig compiles every SPIR-V kernel once; each other configuration builds
-# libvkrt.a and the unit tests only, takes its kernels from the allyes folder (configure
-# --kernels-from) and reuses one build folder through ccache, so a C file whose preprocessed
+# Kept fast: the SPIR-V kernels come from the suite's build folder (lib.sh), allyesconfig
+# compiles the ones it lacks; each other configuration builds libvkrt.a and the unit tests
+# only, takes its kernels from those two folders (configure --kernels-from) and reuses one
+# build folder through ccache, so a C file whose preprocessed
 # text does not depend on the configuration is compiled once; -O1 (flow warnings such as
 # maybe-uninitialized stay on) without debug info. The boards build at the shipping -O2 -g in
 # boards.sh.
@@ -16,7 +17,6 @@ seeds=${VKRT_RANDCONFIG_SEEDS:-3}
 seed_list=${VKRT_RANDCONFIG_SEED_LIST:-$(seq 1 "$seeds")}  # e.g. '17 23' to re-check two seeds
 seeds=$(wc -w <<< "$seed_list")
 start=$SECONDS
-[ "$TEST_CC" = "${TEST_CC#ccache }" ] || ccache -z > /dev/null
 
 "${KTOOL[@]}" --config "$SCRATCH/allyes.config" allyesconfig >/dev/null
 if [ "$seeds" -ge 50 ]; then
@@ -36,7 +36,8 @@ check_one() {
   local name=$1 units
   export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1
   if ! (cd "$ROOT" && ./configure --config "$SCRATCH/$name.config" --builddir "$dir" --cc "$TEST_CC" \
-          --kernels-from "$SCRATCH/build-allyes" --opt=-O1 --extra-cflags=-g0) > "$SCRATCH/$name.log" 2>&1; then
+          --kernels-from "$SCRATCH/build-allyes" ${SUITE_BUILD:+--kernels-from "$SUITE_BUILD"} \
+          --opt=-O1 --extra-cflags=-g0) > "$SCRATCH/$name.log" 2>&1; then
     cat "$SCRATCH/$name.log"; fail "$name refused by configure ($SCRATCH/$name.config)"
   fi
   units=$(awk -v d="$dir" '$1 == "unit" {print d "/tests/unit/" $2}' "$dir/tests.list")
@@ -61,5 +62,6 @@ for seed in $seed_list; do
   echo "randconfig seed $seed: builds, $(tail -1 "$SCRATCH/rand-$seed.unit.log") ($((SECONDS - t)) s)"
 done
 hits=""
-[ "$TEST_CC" = "${TEST_CC#ccache }" ] || hits=", ccache: $(ccache -s 2>/dev/null | grep -m1 -iE '^ *hits' | tr -s ' ')"
+[ "$TEST_CC" = "${TEST_CC#ccache }" ] ||
+  hits=", ccache: $(ccache --show-log-stats 2>/dev/null | grep -m1 -iE '^ *hits' | tr -s ' ')"
 echo "randconfig: $seeds of $seeds seeds build and pass their unit tests, 0 refused ($((SECONDS - start)) s$hits)"

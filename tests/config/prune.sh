@@ -6,7 +6,12 @@
 # never touched, and a folder without .config says what to run.
 . "$(dirname "$0")/lib.sh"
 unset MAKEFLAGS MFLAGS MAKELEVEL  # an outer `make O=... test` must not leak its variables
-mk() { make --no-print-directory -C "$ROOT" "$@"; }
+# The builds through ccache, with the suite's SPIR-V kernels (lib.sh): what is tested is the
+# configuration per folder and what the library then holds, not the shader compiler.
+mk() {
+  CC="$TEST_CC" CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=1 \
+    make --no-print-directory -C "$ROOT" ${SUITE_BUILD:+KERNELS_FROM="$SUITE_BUILD"} "$@"
+}
 tree_config() { [ -f "$ROOT/.config" ] && sha256sum < "$ROOT/.config" || echo none; }
 before=$(tree_config)
 a="$SCRATCH/a" b="$SCRATCH/b"

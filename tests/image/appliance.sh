@@ -15,15 +15,10 @@ forced_only='vkrt_kernel_transpose_f32_plain|vkrt_kernel_matvec_q8_0_vec16_r4'
 lab_symbols() { nm "$1" 2>/dev/null | grep -i -E 'tuning|lab_' || true; }
 
 # build <name> <config>: library, headers and vkrt-bench of <config> in $SCRATCH/build-<name>,
-# then its image; the SPIR-V comes from the test's build folder where that has every kernel.
+# then its image; the SPIR-V comes from the test's build folder (lib.sh).
 build() {
   local name=$1 dir="$SCRATCH/build-$1"
-  if [ -d "$builddir/gen/kernels" ]; then
-    KERNELS_FROM=$builddir build_config "$name" lib "$dir/bin/vkrt-bench" ||
-      build_config "$name" lib "$dir/bin/vkrt-bench"
-  else
-    build_config "$name" lib "$dir/bin/vkrt-bench"
-  fi || { tail -30 "$SCRATCH/$name.log"; fail "$name does not build"; }
+  build_config "$name" lib "$dir/bin/vkrt-bench" || { tail -30 "$SCRATCH/$name.log"; fail "$name does not build"; }
   VKRT_VERSION=test SOURCE_DATE_EPOCH=0 "$ROOT/tools/make-image.sh" "$dir" > /dev/null ||
     fail "make-image.sh $name"
 }

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Two image builds from clean copies of the tree (in different folders) are byte-identical.
+# The first compiles everything; the second takes the SPIR-V kernels the suite's build folder
+# compiled (a third path) and compiles the C code itself.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+suite=${VKRT_BUILDDIR:-build}
+case "$suite" in /*) ;; *) suite="$root/$suite" ;; esac
+[ -d "$suite/gen/kernels" ] || suite=""
 work=$(mktemp -d /tmp/vkrt-repro.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 version=$(git -C "$root" describe --always --dirty --tags 2>/dev/null || echo unknown)
@@ -13,7 +18,9 @@ for copy in a b-longer-path; do
     defconfig "$work/$copy/boards/sim-lavapipe-x2/defconfig" >/dev/null
   start=$SECONDS
   # what the image holds: the library and the tools
-  (cd "$work/$copy" && ./configure >/dev/null && ninja -C build lib tools >/dev/null &&
+  from=""
+  [ $copy = a ] || from=$suite
+  (cd "$work/$copy" && ./configure ${from:+--kernels-from "$from"} >/dev/null && ninja -C build lib tools >/dev/null &&
    VKRT_VERSION=$version SOURCE_DATE_EPOCH=$epoch tools/make-image.sh build >/dev/null)
   echo "image built in a clean copy at $copy/ ($((SECONDS - start)) s)"
 done

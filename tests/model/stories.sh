@@ -13,6 +13,8 @@
 # architecture, a missing tensor, a shape that
 # disagrees with the metadata, no BOS) exit 3 with a message naming the cause; a model the
 # devices cannot split (4 KV heads on 3 devices) or a q8_0 K/V cache with 8-wide heads exit 5.
+# --hidden/--layers/--ffn that disagree with the model exit 3 naming the flag (a value that
+# agrees runs); --make-gguf's own options with --weights exit 2 naming the option.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 builddir=${VKRT_BUILDDIR:-build}
@@ -164,9 +166,9 @@ PY
 expect() { # rc message file args...
   local want=$1 msg=$2 file=$3 rc=0; shift 3
   out=$("$svc" --weights "$file" --tokens 4 --warmup-ms 0 "$@" 2>&1) || rc=$?
-  [ $rc -eq "$want" ] && grep -qF "$msg" <<< "$out" ||
+  [ $rc -eq "$want" ] && grep -qF -- "$msg" <<< "$out" ||
     { echo "$out"; echo "$(basename "$file") $*: exit $rc, want $want and '$msg'"; exit 1; }
-  echo "$(basename "$file") $*: exit $rc: $(grep -m1 -F "$msg" <<< "$out")"
+  echo "$(basename "$file") $*: exit $rc: $(grep -m1 -F -- "$msg" <<< "$out")"
 }
 patch "$work/mamba.gguf" general.architecture 6c6c616d61 6d616d6261 # "llama" -> "mamba"
 expect 3 'general.architecture is "mamba"' "$work/mamba.gguf"
@@ -196,3 +198,9 @@ d1=$("$svc" "${depth[@]}" --depth 300 --devices 1 2>&1) && d2=$("$svc" "${depth[
 echo "--depth 300 --prompt-tokens 16: 1 and 2 devices the same ids, not those of depth 0"
 expect 2 "nothing can be checked against float64" "$model" --depth 8 --verify 3
 expect 2 "depth 1000 + 1 prompt tokens + 4 generated need a context of 1004 tokens; --ctx 512" "$model" --depth 1000 --ctx 512
+# Shape flags check the model's shapes (5 layers, hidden 64, ffn 172), never silently ignored.
+expect 3 "has layers 5 hidden 64 ffn 172, but --hidden 128 was given" "$model" --hidden 128
+expect 3 "but --layers 2 was given" "$model" --layers 2
+expect 3 "but --ffn 64 was given" "$model" --ffn 64
+expect 0 "greedy choice the same at every position: passed" "$model" --hidden 64 --layers 5 --ffn 172
+expect 2 "--heads describes a file --make-gguf writes; with --weights the file has its own" "$model" --heads 4

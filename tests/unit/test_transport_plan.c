@@ -1,6 +1,6 @@
 /* Transport planner: the exhaustive decision table over hand-built capability snapshots (no
- * GPU), plus named regressions. The expected values come from the rules in
- * the issue, written here independently of plan.c's structure. */
+ * GPU), plus named regressions. The expected values come from the planner's rules as
+ * runtime/transport/transport.h states them, written here independently of plan.c's structure. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

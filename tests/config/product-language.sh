@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The tree speaks of the product: code, comments, docs, tests and tools name no issue numbers,
+# work sessions or work periods, worktrees or scratch branches, time allowances, the folders
+# and settings a run on a borrowed GPU machine was carried in, or paths of the machine the
+# tree was written on (/work/, /root/, ../shared). (History, with dates, belongs in
+# CHANGELOG.md, which is not checked.) A control line of each kind must be caught, so the
+# check cannot pass by matching nothing. And the documents point only inside the repository:
+# every Markdown link and every *.md a document names is a file of the tree.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+patterns=(
+  '\bissues? ?#?[0-9]+'                        # issue 30, issue #30
+  '\b(this|the|that) (issue|session|work item)\b'
+  '\bsessions?\b'
+  '\bworktrees?\b'
+  '\bwork periods?\b'
+  '\ballowances?\b'                             # GPU-time allowance
+  '\bdevice (budget|tool)\b'
+  '\bone device call\b'
+  '\bscratch branch(es)?\b'
+  '\bexp[0-9]+\b'                               # experiment branches exp2, exp3
+  '(^|[^A-Za-z0-9_/])\.gpu-[a-z0-9]'            # the carried folders .gpu-<name>
+  '\bcarry \['
+  '\.gl/vk-env'
+  '(^|[^A-Za-z0-9_.])/(work|root)/'
+  '\.\./shared/'
+)
+regex=$(IFS='|'; echo "${patterns[*]}")
+controls=("as issue 30 asks" "fixed by this issue" "in this session" "in the helper's worktree"
+          "the second work period" "the GPU-time allowance" "the device budget left"
+          "in one device call" "on the scratch branch" "built on exp2" "packed in .gpu-final"
+          'carry [".gl"]' ". .gl/vk-env.sh; tools/gpu-test.sh run" "see /work/main/README.md"
+          "in ../shared/docs/design.md")
+for c in "${controls[@]}"; do
+  grep -qiE "$regex" <<< "$c" || { echo "the check does not catch '$c'"; exit 1; }
+done
+cd "$root"
+hits=$(git ls-files --cached --others --exclude-standard -z -- . ':!CHANGELOG.md' ':!tests/data' \
+         ':!tests/config/product-language.sh' | xargs -0 grep -nIiE "$regex" || true)
+if [ -n "$hits" ]; then
+  echo "$hits"
+  echo "process talk in the tree (above): say it in product terms, or move the history to CHANGELOG.md"
+  exit 1
+fi
+# Links: relative to the document's folder, or to the tree's root.
+bad=""
+files=$(git ls-files --cached --others --exclude-standard)
+while IFS= read -r doc; do
+  dir=$(dirname "$doc")
+  while IFS= read -r ref; do
+    case $ref in http://* | https://* | mailto:* | \#*) continue ;; esac
+    ref=${ref%%#*}
+    [ -n "$ref" ] || continue
+    for cand in "$dir/$ref" "$ref"; do
+      cand=$(realpath -m --relative-to=. "$cand")
+      grep -qxF -- "$cand" <<< "$files" && continue 2
+      [ -d "$cand" ] && git ls-files --error-unmatch -- "$cand" > /dev/null 2>&1 && continue 2
+    done
+    bad+="$doc: $ref"$'\n'
+  done < <(grep -oE '\]\([^) ]+\)|[A-Za-z0-9_./-]+\.md\b' "$doc" | sed -E 's/^\]\((.*)\)$/\1/')
+done < <(grep -E '\.md$' <<< "$files" | grep -v '^tests/data/')
+if [ -n "$bad" ]; then
+  printf '%s' "$bad"
+  echo "documents point at files that are not in the tree (above)"
+  exit 1
+fi
+echo "product language: no issue numbers, sessions, worktrees, work periods, allowances, carried folders or machine paths in $(wc -l <<< "$files") files; every document's link is in the tree"
