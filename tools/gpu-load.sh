@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Weights to the GPU at the machine's rate (docs/perf.md "Loading weights from a file"), on the
 # GPU machine, as root (for the cold rows):
-#   . .gl/vk-env.sh; tools/gpu-load.sh build-h200     (one table: $OUT/load.md; JSON: load.jsonl)
+#   tools/gpu-load.sh build-h200     (one table: $OUT/load.md; JSON: load.jsonl)
 # (build-h200: make O=build-h200 nvidia-h200-x1_defconfig lab.config; the lab sets the bench's
 # --no-gather row, which a build without it skips with a message.)
 # Makes the Llama-3-8B-shaped f16 / q8_0 / q4_K files once (vkrt-service --make-gguf --preset
