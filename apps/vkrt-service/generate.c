@@ -56,7 +56,7 @@ static int prompt_ids(struct service *s, struct generation *gen) {
   if (a->prompt_tokens) { /* BOS, then seeded ids drawn from the whole vocabulary */
     uint64_t rng = a->seed * 0x9E3779B97F4A7C15ull + 1;
     for (n = 1; n < (int32_t)a->prompt_tokens; n++)
-      gen->ids[n] = (int32_t)(gguf_random(&rng) % s->model->hp.n_vocab);
+      gen->ids[n] = (int32_t)(vkrt_xorshift(&rng) % s->model->hp.n_vocab);
   }
   if (n < 1) {
     fprintf(stderr, "vkrt-service: the prompt could not be tokenized\n");

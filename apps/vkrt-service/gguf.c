@@ -786,42 +786,17 @@ int gguf_writer_close(struct gguf_writer *w, const char *path, char *err, size_t
   return GGUF_OK;
 }
 
-uint64_t gguf_random(uint64_t *s) { /* xorshift64* */
-  *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
-  return *s * 0x2545f4914f6cdd1dull;
-}
-
-uint16_t gguf_f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) /* inf, NaN (quiet) */
-    return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
-  if (ax >= 0x477ff000u) /* 65520 and above round to inf */
-    return (uint16_t)(sign | 0x7c00u);
-  if (ax < 0x38800000u) { /* below 2^-14: a subnormal half, in units of 2^-24 (exact scaling) */
-    float a;
-    memcpy(&a, &ax, 4);
-    return (uint16_t)(sign | (uint16_t)rintf(a * 16777216.0f));
-  }
-  uint32_t h = (ax >> 13) - (112u << 10), rest = ax & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1)))
-    h++; /* to nearest, ties to even; a carry moves into the exponent correctly */
-  return (uint16_t)(sign | h);
-}
-
 void gguf_synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
   float amp = 1.0f / sqrtf((float)K);
   switch (type) {
   case VKRT_TYPE_F32:
   case VKRT_TYPE_F16:
     for (uint64_t k = 0; k < K; k++) {
-      float v = ((float)(gguf_random(s) >> 40) / (float)(1 << 24) * 2.0f - 1.0f) * 1.7f * amp;
+      float v = ((float)(vkrt_xorshift(s) >> 40) / (float)(1 << 24) * 2.0f - 1.0f) * 1.7f * amp;
       if (type == VKRT_TYPE_F32)
         memcpy(out + 4 * k, &v, 4);
       else {
-        uint16_t h = gguf_f32_to_f16(v);
+        uint16_t h = vkrt_f32_to_f16(v);
         memcpy(out + 2 * k, &h, 2);
       }
     }
@@ -829,21 +804,21 @@ void gguf_synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
   case VKRT_TYPE_Q8_0: /* q uniform in [-127, 127] (sd ~73), d ~ amp / 73 */
     for (uint64_t b = 0; b < K / 32; b++) {
       uint8_t *p = out + 34 * b;
-      uint16_t d = gguf_f32_to_f16(amp / 73.0f * (0.75f + (float)(gguf_random(s) >> 62) * 0.25f));
+      uint16_t d = vkrt_f32_to_f16(amp / 73.0f * (0.75f + (float)(vkrt_xorshift(s) >> 62) * 0.25f));
       p[0] = (uint8_t)d, p[1] = (uint8_t)(d >> 8);
       for (int i = 0; i < 32; i++)
-        p[2 + i] = (uint8_t)(int8_t)((int)(gguf_random(s) % 255) - 127);
+        p[2 + i] = (uint8_t)(int8_t)((int)(vkrt_xorshift(s) % 255) - 127);
     }
     break;
   case VKRT_TYPE_Q4_K: /* w = d sc (q - 7.5) with dmin = 7.5 d and min = scale: centred */
     for (uint64_t b = 0; b < K / 256; b++) {
       uint8_t *p = out + 144 * b;
       float d = amp / (48.0f * 4.6f);
-      uint16_t hd = gguf_f32_to_f16(d), hm = gguf_f32_to_f16(7.5f * d);
+      uint16_t hd = vkrt_f32_to_f16(d), hm = vkrt_f32_to_f16(7.5f * d);
       p[0] = (uint8_t)hd, p[1] = (uint8_t)(hd >> 8), p[2] = (uint8_t)hm, p[3] = (uint8_t)(hm >> 8);
       uint8_t sc[8];
       for (int j = 0; j < 8; j++)
-        sc[j] = (uint8_t)(32 + gguf_random(s) % 32);
+        sc[j] = (uint8_t)(32 + vkrt_xorshift(s) % 32);
       uint8_t *q = p + 4; /* the 6-bit packing of ggml's get_scale_min_k4, min = scale */
       for (int j = 0; j < 4; j++) {
         q[j] = (uint8_t)((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
@@ -851,7 +826,7 @@ void gguf_synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
         q[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((sc[j + 4] & 15) << 4));
       }
       for (int i = 0; i < 128; i++)
-        p[16 + i] = (uint8_t)gguf_random(s);
+        p[16 + i] = (uint8_t)vkrt_xorshift(s);
     }
     break;
   default:

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/numbers.h"
 #include "vkrt/vkrt.h"
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little endian */
@@ -149,11 +150,8 @@ int gguf_mlp(const struct gguf_file *f, struct gguf_mlp *out, char *err, size_t 
 const uint8_t *gguf_data(const struct gguf_file *f, const struct gguf_tensor *t);
 uint64_t gguf_row_bytes(const struct gguf_tensor *t);
 
-/* The service's one pseudo-random generator (xorshift64*; *state must not be 0) and its one
- * float -> IEEE half conversion (round to nearest even, subnormals, inf and NaN; the other way
- * is vkrt_dequantize_row(VKRT_TYPE_F16, ...)). */
-uint64_t gguf_random(uint64_t *state);
-uint16_t gguf_f32_to_f16(float f);
+/* Pseudo-random numbers and float -> IEEE half: vkrt_xorshift and vkrt_f32_to_f16 of
+ * base/numbers.h, the tree's one generator and conversion. */
 
 /* A streaming GGUF v3 writer (the file is never held in memory): gguf_writer_open writes the
  * header and general.alignment (the first of n_kv key/values); then the other key/values;

@@ -159,7 +159,7 @@ static void rope(const struct llama_hparams *hp, double *x, uint32_t heads, uint
 }
 
 static double f16_round(float f) {
-  uint16_t h = gguf_f32_to_f16(f);
+  uint16_t h = vkrt_f32_to_f16(f);
   float back;
   vkrt_dequantize_row(VKRT_TYPE_F16, &h, &back, 1);
   return back;

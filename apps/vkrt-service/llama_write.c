@@ -247,7 +247,7 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
   for (uint32_t t = 0; t < n_tensors && w.ok; t++) {
     if (!plan[t].ne1) { /* norm weights near 1 */
       for (uint64_t i = 0; i < plan[t].ne0; i++) {
-        float v = 1.0f + ((float)(gguf_random(&rng) >> 40) / (float)(1 << 24) - 0.5f) * 0.2f;
+        float v = 1.0f + ((float)(vkrt_xorshift(&rng) >> 40) / (float)(1 << 24) - 0.5f) * 0.2f;
         memcpy(row + 4 * i, &v, 4);
       }
       gguf_writer_data(&w, row, plan[t].ne0 * 4);

@@ -11,10 +11,8 @@
 /* Deterministic input activation for token t: values in [-1, 1). */
 void token_input(uint64_t seed, uint64_t token, float *x, uint32_t hidden) {
   uint64_t s = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (token + 1) * 0xbf58476d1ce4e5b9ull;
-  for (uint32_t i = 0; i < hidden; i++) {
-    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-    x[i] = (float)((s * 0x2545f4914f6cdd1dull) >> 40) / (float)(1 << 23) - 1.0f;
-  }
+  for (uint32_t i = 0; i < hidden; i++)
+    x[i] = (float)(vkrt_xorshift(&s) >> 40) / (float)(1 << 23) - 1.0f;
 }
 
 static double silu(double v) { return v / (1.0 + exp(-v)); }

@@ -162,7 +162,7 @@ int32_t llama_sample(struct llama_sampler *s, const float *logits, uint32_t n_vo
     c[i].logit = (float)exp(((double)c[i].logit - top) / t);
     sum += c[i].logit;
   }
-  double u = (double)(gguf_random(&s->state) >> 11) * 0x1p-53 * sum, cum = 0;
+  double u = (double)(vkrt_xorshift(&s->state) >> 11) * 0x1p-53 * sum, cum = 0;
   for (uint32_t i = 0; i < keep; i++) {
     cum += c[i].logit;
     if (u < cum)

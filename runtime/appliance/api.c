@@ -1,6 +1,7 @@
-/* Public entry points on the appliance handle: getters, buffers, submit / wait / finish
- * (the device stream, then the transport's sticky status), and the wings' entry points,
- * each forwarded with what the wing needs. */
+/* Public entry points on the appliance handle: getters, submit / wait / finish (the device
+ * stream, then the transport's sticky status), and the wings' entry points, each forwarded
+ * with what the wing needs. The public functions of the other objects live with them:
+ * buffers in device/buffer.c, ops and stream commands in ops/api.c, graphs in graph.c. */
 #include <string.h>
 
 #include "appliance/appliance.h"
@@ -51,22 +52,7 @@ vkrt_status vkrt_device_info_get(const vkrt_appliance *app, uint32_t device,
   return VKRT_OK;
 }
 
-/* ---- buffers and the device streams --------------------------------------------------- */
-
-vkrt_status vkrt_buffer_create(vkrt_appliance *app, uint32_t device, uint64_t size,
-                               uint32_t flags, vkrt_buffer **out) {
-  if (!out)
-    return app ? vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT, "buffer: out is NULL")
-               : VKRT_ERROR_INVALID_ARGUMENT;
-  *out = NULL;
-  if (!app)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  if (device >= app->sys.device_count)
-    return vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT,
-                      "buffer: device %u does not exist (the appliance has %u)", device,
-                      app->sys.device_count);
-  return vkrt_buffer_create_internal(&app->sys.devices[device], size, flags, 0, out);
-}
+/* ---- the device streams --------------------------------------------------------------- */
 
 static vkrt_status device_of(vkrt_appliance *app, uint32_t device, struct vkrt_device **out) {
   *out = NULL;

@@ -3,6 +3,8 @@
  * this (it is the documented test header; README.md "Layout"); vkrt-bench uses
  * vkrt/vkrt_lab.h instead. */
 #pragma once
+#include <stddef.h>
+
 #include "device/device.h"
 
 struct vkrt_import_registry;   /* runtime/import */
@@ -19,3 +21,5 @@ struct vkrt_appliance {
   bool upload_opened, collective_opened;  /* wings to close */
   struct vkrt_graph *capturing;           /* the graph vkrt_graph_begin started, until _end */
 };
+_Static_assert(offsetof(struct vkrt_appliance, sys) == 0,
+               "the system comes first: vkrt_handle_system (device/device.h) relies on it");

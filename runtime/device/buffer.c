@@ -1,4 +1,5 @@
-/* Buffers, device memory allocation (with fault injection) and memory type selection. */
+/* Buffers (and the public vkrt_buffer_* functions), device memory allocation (with fault
+ * injection) and memory type selection. */
 #include <string.h>
 
 #include "base/base.h"
@@ -164,6 +165,24 @@ bool vkrt_system_buffers_alive(struct vkrt_system *sys, const uint64_t *sorted_i
   }
   pthread_mutex_unlock(&sys->buffers_lock);
   return alive;
+}
+
+/* ---- the public buffer functions (vkrt.h) ------------------------------------------------ */
+
+vkrt_status vkrt_buffer_create(vkrt_appliance *app, uint32_t device, uint64_t size,
+                               uint32_t flags, vkrt_buffer **out) {
+  struct vkrt_system *sys = app ? vkrt_handle_system(app) : NULL;
+  if (!out)
+    return app ? vkrt_error(&sys->base, VKRT_ERROR_INVALID_ARGUMENT, "buffer: out is NULL")
+               : VKRT_ERROR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (!app)
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  if (device >= sys->device_count)
+    return vkrt_error(&sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "buffer: device %u does not exist (the appliance has %u)", device,
+                      sys->device_count);
+  return vkrt_buffer_create_internal(&sys->devices[device], size, flags, 0, out);
 }
 
 void vkrt_buffer_destroy(vkrt_buffer *b) {

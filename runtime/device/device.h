@@ -312,3 +312,9 @@ void vkrt_system_close(struct vkrt_system *sys);
 void vkrt_system_wait_idle(struct vkrt_system *sys);
 /* The device `device` of sys, or a status with a message when it does not exist. */
 vkrt_status vkrt_system_device(struct vkrt_system *sys, uint32_t device, struct vkrt_device **out);
+/* The system behind a public appliance handle: struct vkrt_appliance (runtime/appliance) starts
+ * with it (a _Static_assert there says so), so the public functions of the device layer's own
+ * objects (vkrt_buffer_create) take the handle without knowing the wings. */
+static inline struct vkrt_system *vkrt_handle_system(vkrt_appliance *app) {
+  return (struct vkrt_system *)(void *)app;
+}

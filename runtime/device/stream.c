@@ -791,26 +791,3 @@ vkrt_status vkrt_stream_next_copy(struct vkrt_device *dev, const struct vkrt_buf
                                          {dst, dst_offset, dst_offset + size, true}};
   return vkrt_stream_next(dev, access, 2, out);
 }
-
-vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint32_t value) {
-  if (!dst)
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_device *dev = dst->dev;
-  if (size == 0)
-    return VKRT_OK; /* vkrt.h: size-0 transfers are no-ops */
-  if (offset % 4 || size % 4)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
-                      "dev%u: fill offset %llu and size %llu must be multiples of 4",
-                      dev->index, (unsigned long long)offset, (unsigned long long)size);
-  VkCommandBuffer cmd;
-  vkrt_status s = vkrt_buffer_check_range(dst, offset, size, "fill");
-  struct vkrt_stream_access access = {dst, offset, offset + size, true};
-  if (s == VKRT_OK)
-    s = vkrt_stream_next(dev, &access, 1, &cmd);
-  if (s != VKRT_OK)
-    return s;
-  /* vkCmdFillBuffer even for a few bytes: on the H200 a recorded 4-byte vkCmdUpdateBuffer
-   * closed by the device-only barrier took 0.9 us longer (docs/perf.md, 2026-12-03) */
-  dev->vk.vkCmdFillBuffer(cmd, dst->handle, offset, size, value);
-  return VKRT_OK;
-}

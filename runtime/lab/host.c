@@ -10,7 +10,7 @@ static vkrt_status lab_registry(const vkrt_appliance *app, const void *arg,
   *out = NULL;
   if (!app)
     return VKRT_ERROR_INVALID_ARGUMENT;
-  struct vkrt_base *base = (struct vkrt_base *)&app->sys.base;
+  const struct vkrt_base *base = &app->sys.base;
   if (!arg)
     return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "lab: a pointer argument is NULL");
   if (!app->registry)

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/numbers.h"
 #include "vkrt/vkrt.h"
 
 static const struct {
@@ -29,28 +30,6 @@ uint32_t vkrt_type_block(vkrt_type type) {
 
 const char *vkrt_type_str(vkrt_type type) {
   return (unsigned)type < VKRT_TYPE_COUNT ? type_info[type].name : "?";
-}
-
-/* IEEE half -> float, every case (subnormals, inf, NaN). */
-static float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 31u, man = h & 1023u, bits;
-  if (exp == 31)
-    bits = sign | 0x7f800000u | (man << 13);
-  else if (exp)
-    bits = sign | ((exp + 112u) << 23) | (man << 13);
-  else if (!man)
-    bits = sign;
-  else { /* subnormal: normalize */
-    exp = 113;
-    while (!(man & 1024u)) {
-      man <<= 1;
-      exp--;
-    }
-    bits = sign | (exp << 23) | ((man & 1023u) << 13);
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
 }
 
 static uint16_t load_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
@@ -79,12 +58,12 @@ vkrt_status vkrt_dequantize_row(vkrt_type type, const void *src, float *dst, int
     break;
   case VKRT_TYPE_F16:
     for (int64_t i = 0; i < n; i++)
-      dst[i] = half_to_float(load_u16(p + 2 * i));
+      dst[i] = vkrt_f16_to_f32(load_u16(p + 2 * i));
     break;
   case VKRT_TYPE_Q8_0:
     /* block: f16 d, then int8 q[32]; w[i] = d * q[i] */
     for (int64_t b = 0; b < n / 32; b++, p += 34) {
-      float d = half_to_float(load_u16(p));
+      float d = vkrt_f16_to_f32(load_u16(p));
       for (int i = 0; i < 32; i++)
         dst[b * 32 + i] = d * (float)(int8_t)p[2 + i];
     }
@@ -94,7 +73,7 @@ vkrt_status vkrt_dequantize_row(vkrt_type type, const void *src, float *dst, int
      * group g takes qs[32g .. 32g + 32), low nibbles are its first 32 weights (sub-block
      * 2g), high nibbles its next 32 (sub-block 2g + 1); w = d * scale * q - dmin * min. */
     for (int64_t b = 0; b < n / 256; b++, p += 144) {
-      float d = half_to_float(load_u16(p)), dmin = half_to_float(load_u16(p + 2));
+      float d = vkrt_f16_to_f32(load_u16(p)), dmin = vkrt_f16_to_f32(load_u16(p + 2));
       const uint8_t *scales = p + 4, *qs = p + 16;
       float *y = dst + b * 256;
       for (int g = 0; g < 4; g++) {
@@ -116,30 +95,6 @@ vkrt_status vkrt_dequantize_row(vkrt_type type, const void *src, float *dst, int
   return VKRT_OK;
 }
 
-/* IEEE float -> half bits, rounded to nearest even (overflow to inf, NaN kept quiet with the
- * top of its payload), as F16C's vcvtps2ph and kernels/set_rows.comp round. */
-static uint16_t float_to_half(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu, h, rem, mid;
-  if (a > 0x7f800000u)
-    return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-  if (a >= 0x477ff000u) /* 65520 and up */
-    return (uint16_t)(sign | 0x7c00u);
-  if (a >= 0x38800000u) { /* a normal half: the exponent rebiased by 127 - 15 */
-    uint32_t r = a - 0x38000000u;
-    h = r >> 13, rem = r & 0x1fffu, mid = 0x1000u;
-  } else { /* a subnormal half: units of 2^-24 */
-    if (a < 0x33000000u)
-      return (uint16_t)sign;
-    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126u - e;
-    h = m >> shift, rem = m & ((1u << shift) - 1u), mid = 1u << (shift - 1u);
-  }
-  if (rem > mid || (rem == mid && (h & 1u)))
-    h++;
-  return (uint16_t)(sign | h);
-}
-
 vkrt_status vkrt_quantize_row(vkrt_type type, const float *src, void *dst, int64_t n) {
   uint32_t block = vkrt_type_block(type);
   if (!block || n < 0 || n % block || (n && (!src || !dst)))
@@ -151,7 +106,7 @@ vkrt_status vkrt_quantize_row(vkrt_type type, const float *src, void *dst, int64
     return VKRT_OK;
   case VKRT_TYPE_F16:
     for (int64_t i = 0; i < n; i++) {
-      uint16_t h = float_to_half(src[i]);
+      uint16_t h = vkrt_f32_to_f16(src[i]);
       memcpy(p + 2 * i, &h, 2);
     }
     return VKRT_OK;
@@ -161,7 +116,7 @@ vkrt_status vkrt_quantize_row(vkrt_type type, const float *src, void *dst, int64
       for (int j = 0; j < 32; j++)
         amax = fmaxf(amax, fabsf(src[j]));
       const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-      uint16_t h = float_to_half(d);
+      uint16_t h = vkrt_f32_to_f16(d);
       memcpy(p, &h, 2);
       for (int j = 0; j < 32; j++)
         p[2 + j] = (uint8_t)(int8_t)roundf(src[j] * id);

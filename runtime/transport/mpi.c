@@ -43,6 +43,7 @@
 #include <time.h>
 
 #include "base/base.h"
+#include "base/numbers.h"
 #include "transport/transport.h"
 
 #define CHUNK_ELEMS (64u * 1024u) /* f32 partials per message: 256 KiB */

@@ -1,60 +1,14 @@
-/* The CPU side of the reduce every host-relayed transport shares: f16 <-> f32 conversion,
- * the sum in a fixed rank order, and a small thread pool for large pieces. */
+/* The CPU side of the reduce every host-relayed transport shares: the sum in a fixed rank
+ * order (f16 through base/numbers.h), and a small thread pool for large pieces. */
 #include <string.h>
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/numbers.h"
 #include "base/workers.h"
 #include "transport/transport.h"
 
-/* ---- f16 and the CPU reduce -------------------------------------------------------------- */
-
-float vkrt_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else { /* subnormal: normalize */
-      exp = 113;
-      while (!(mant & 0x400u)) {
-        mant <<= 1;
-        exp--;
-      }
-      bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  }
-  float f;
-  memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-uint16_t vkrt_f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, sizeof(x));
-  uint32_t sign = (x >> 16) & 0x8000u, absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u) /* inf, NaN (kept quiet) */
-    return (uint16_t)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0));
-  if (absx >= 0x477ff000u) /* >= 65520 rounds to infinity */
-    return (uint16_t)(sign | 0x7c00u);
-  if (absx < 0x38800000u) { /* below the smallest normal: subnormal or zero */
-    if (absx < 0x33000000u)
-      return (uint16_t)sign;
-    uint32_t e = absx >> 23, m = (absx & 0x7fffffu) | 0x800000u, shift = 126 - e;
-    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (r & 1)))
-      r++;
-    return (uint16_t)(sign | r);
-  }
-  uint32_t r = (absx >> 13) - (112u << 10), rem = absx & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (r & 1)))
-    r++; /* a carry into the exponent is the correct rounding */
-  return (uint16_t)(sign | r);
-}
+/* ---- the CPU reduce ----------------------------------------------------------------------- */
 
 #define REDUCE_BLOCK 2048
 

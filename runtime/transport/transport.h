@@ -227,7 +227,6 @@ vkrt_status vkrt_collective_capture_piece(struct vkrt_collective *coll, uint64_t
  * every rank is what makes results bit-identical. */
 void vkrt_collective_reduce_cpu(vkrt_type type, void *dst, const void *const *src, uint32_t n,
                                 uint64_t count);
-float vkrt_f16_to_f32(uint16_t h);
 
 /* The same sum split across `threads` threads (the caller is one) for pieces of 1 MiB and
  * more; bit-identical to vkrt_collective_reduce_cpu. threads < 2 makes no pool (*out NULL,
@@ -242,7 +241,6 @@ void vkrt_reduce_pool_run(struct vkrt_reduce_pool *pool, vkrt_type type, void *d
 /* Threads worth using for the CPU reduce here: half the online CPUs (the driver and the
  * proxy need the rest), at most VKRT_REDUCE_POOL_MAX. */
 uint32_t vkrt_reduce_pool_threads(void);
-uint16_t vkrt_f32_to_f16(float f);
 
 /* Waits until the timeline `sem` of dev reaches value: a short bounded spin on the counter,
  * then vkWaitSemaphores until deadline_ns (vkrt_now_ns clock); never a fence, never an

@@ -80,24 +80,15 @@ uint64_t vkt_seed(uint64_t seed) {
   return seed;
 }
 
-uint64_t vkt_next(uint64_t *state) {
-  uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ull;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *state = x;
-  return x * 2685821657736338717ull;
-}
-
 void vkt_fill_random(void *ptr, size_t bytes, uint64_t *state) {
   uint8_t *p = ptr;
   size_t i = 0;
   for (; i + 8 <= bytes; i += 8) {
-    uint64_t v = vkt_next(state);
+    uint64_t v = vkrt_xorshift(state);
     memcpy(p + i, &v, 8);
   }
   if (i < bytes) {
-    uint64_t v = vkt_next(state);
+    uint64_t v = vkrt_xorshift(state);
     memcpy(p + i, &v, bytes - i);
   }
   if (bytes) /* never all zero, whatever the generator did */
@@ -106,7 +97,7 @@ void vkt_fill_random(void *ptr, size_t bytes, uint64_t *state) {
 
 void vkt_fill_random_f32(float *out, size_t count, float lo, float hi, uint64_t *state) {
   for (size_t i = 0; i < count; i++)
-    out[i] = lo + (hi - lo) * (float)((vkt_next(state) >> 40) * (1.0 / 16777216.0));
+    out[i] = lo + (hi - lo) * (float)((vkrt_xorshift(state) >> 40) * (1.0 / 16777216.0));
 }
 
 void vkt_poison(void *ptr, size_t bytes) {
@@ -291,57 +282,6 @@ void vkt_log_capture_fn(void *user, vkrt_log_level level, const char *message) {
                                                         : sizeof(cap->text) - 1;
 }
 
-/* ---- f16 on the host ---- */
-
-uint16_t vkt_f32_to_f16(float f) { /* round to nearest even */
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if (((x >> 23) & 0xff) == 0xff)
-    return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-  if (exp >= 31)
-    return (uint16_t)(sign | 0x7c00u);
-  if (exp <= 0) {
-    if (exp < -10)
-      return (uint16_t)sign;
-    mant |= 0x800000u;
-    uint32_t shift = (uint32_t)(14 - exp);
-    uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1)))
-      half++;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t half = ((uint32_t)exp << 10) | (mant >> 13);
-  uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1)))
-    half++;
-  return (uint16_t)(sign | half);
-}
-
-float vkt_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, x;
-  if (exp == 0) {
-    if (!mant) {
-      x = sign;
-    } else {
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400u)) {
-        mant <<= 1;
-        exp--;
-      }
-      x = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else {
-    x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
 
 vkt_hbuf vkt_hbuf_new(vkrt_appliance *app, uint64_t size) {
   vkt_hbuf h = {.size = size};

@@ -17,6 +17,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "base/numbers.h"  /* f16 <-> f32 on the host, vkrt_xorshift */
 #include "vkrt/kconfig.h" /* IS_ENABLED and this build's CONFIG_ symbols */
 #include "vkrt/vkrt.h"
 
@@ -62,10 +63,10 @@ void vkt_close(vkrt_appliance *app);
       vkt_skip(#cond);                                                                        \
   } while (0)
 
-/* Deterministic pseudo-random data (xorshift64*), never all zero. A seed of 0 picks a
- * fresh one from the clock; the seed used is printed so a failure can be replayed. */
+/* Deterministic pseudo-random data (vkrt_xorshift of base/numbers.h), never all zero. A seed
+ * of 0 picks a fresh one from the clock; the seed used is printed so a failure can be
+ * replayed. */
 uint64_t vkt_seed(uint64_t seed);
-uint64_t vkt_next(uint64_t *state);
 void vkt_fill_random(void *ptr, size_t bytes, uint64_t *state);
 /* Uniform floats in [lo, hi). */
 void vkt_fill_random_f32(float *out, size_t count, float lo, float hi, uint64_t *state);
@@ -105,6 +106,3 @@ typedef struct vkt_log_capture {
 } vkt_log_capture;
 void vkt_log_capture_fn(void *user, vkrt_log_level level, const char *message);
 
-/* IEEE half on the host: f32 -> f16 rounds to nearest even (overflow to inf, NaN kept). */
-uint16_t vkt_f32_to_f16(float f);
-float vkt_f16_to_f32(uint16_t h);

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/numbers.h"  /* vkrt_xorshift */
 #include "vkrt/kconfig.h" /* IS_ENABLED and this build's CONFIG_ symbols */
 #include "vkrt/vkrt_mpi.h"
 
@@ -94,14 +95,6 @@ static vkrt_appliance *open_app(vkrt_transport_kind transport, uint32_t fault,
   return s == VKRT_OK ? app : NULL;
 }
 
-/* xorshift64* per (seed, global rank, stream). */
-static uint64_t next(uint64_t *s) {
-  *s ^= *s >> 12;
-  *s ^= *s << 25;
-  *s ^= *s >> 27;
-  return *s * 0x2545f4914f6cdd1dull;
-}
-
 /* Random values in [-1, 1). `order_pinned`: device 0 of host h holds, at element i, +B, a
  * small value or -B by (i + h) % 3 (a small value from the fourth host on), the host's other
  * devices small values: each host partial is +B, -B (absorbing the small values added to
@@ -115,9 +108,9 @@ static void fill(vkrt_type type, void *out, uint64_t count, uint64_t seed, uint3
   const uint32_t h = global / devices, d = global % devices;
   const float big = type == VKRT_TYPE_F16 ? 0x1p15f : 0x1p26f;
   for (uint64_t i = 0; i < count; i++) {
-    float v = (float)((double)(next(&s) >> 11) * 0x1p-53 * 2.0 - 1.0);
+    float v = (float)((double)(vkrt_xorshift(&s) >> 11) * 0x1p-53 * 2.0 - 1.0);
     if (order_pinned && type == VKRT_TYPE_F16)
-      v = (float)((int)(next(&s) % 31) - 15) * 0x1p-14f;
+      v = (float)((int)(vkrt_xorshift(&s) % 31) - 15) * 0x1p-14f;
     if (order_pinned && d == 0 && h < 3 && (i + h) % 3 != 1)
       v = (i + h) % 3 == 0 ? big : -big;
     if (type == VKRT_TYPE_F16)

@@ -46,7 +46,7 @@ static void *uploader(void *arg) {
     return NULL;
   }
   while (!atomic_load(&s->stop)) {
-    uint64_t r = vkt_next(&state);
+    uint64_t r = vkrt_xorshift(&state);
     int which = (int)(r % 3);
     const uint8_t *src = which == 0 ? s->regions[r / 3 % REGIONS]
                        : which == 1 ? s->churn[r / 3 % CHURN_REGIONS] : s->plain;
@@ -113,7 +113,7 @@ static void test_soak(void **state) {
   memset(expect, 0, sizeof(expect));
   for (uint32_t d = 0; d < n; d++) {
     for (int i = 0; i < COUNT; i++) {
-      host[i] = (float)((int)(vkt_next(&seed) % 2001) - 1000);
+      host[i] = (float)((int)(vkrt_xorshift(&seed) % 2001) - 1000);
       expect[i] += host[i];
     }
     vkt_check(s.app, vkrt_buffer_create(s.app, d, sizeof(host), VKRT_BUFFER_DEVICE_LOCAL, &send[d]));

@@ -377,7 +377,7 @@ static void test_top_p_nucleus(void **state) {
   for (int round = 0; round < 2; round++) {
     float p = round ? 0.9f : 0.5f;
     for (int i = 0; i < N; i++) /* round 0: 40 tokens at 9 among zeros; 1: uniform in [0, 6) */
-      logits[i] = round ? (float)(gguf_random(&rng) >> 40) / (float)(1 << 24) * 6.0f
+      logits[i] = round ? (float)(vkrt_xorshift(&rng) >> 40) / (float)(1 << 24) * 6.0f
                         : (i % 500 == 7 ? 9.0f : 0.0f);
     for (int i = 0; i < N; i++)
       sorted[i] = (struct ranked){logits[i], i};

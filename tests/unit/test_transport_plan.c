@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "base/base.h"
+#include "base/numbers.h"
 #include "transport/transport.h"
 
 #define NATIVE VKRT_TRANSPORT_BIT(VKRT_TRANSPORT_NATIVE_FD)

@@ -120,7 +120,7 @@ enum data_kind { DATA_INTEGER, DATA_RANDOM };
 
 static void fill(vkrt_type type, void *out, uint64_t count, enum data_kind kind, uint64_t *rng) {
   for (uint64_t i = 0; i < count; i++) {
-    uint64_t r = vkt_next(rng);
+    uint64_t r = vkrt_xorshift(rng);
     float v = kind == DATA_INTEGER ? (float)((int64_t)(r % 2001) - 1000)
                                    : (float)((double)(r >> 11) * 0x1p-53 * 2.0 - 1.0);
     if (type == VKRT_TYPE_F16) {

@@ -60,9 +60,9 @@ static float *fill_cache(uint8_t *base, const vkrt_tensor *t) {
       if (t->type == VKRT_TYPE_F16) {
         vkt_fill_random_f32(row, (size_t)D, -1.0f, 1.0f, &rng);
         for (int d = 0; d < D; d++) {
-          uint16_t h = vkt_f32_to_f16(row[d]);
+          uint16_t h = vkrt_f32_to_f16(row[d]);
           memcpy(p + 2 * d, &h, 2);
-          o[d] = vkt_f16_to_f32(h);
+          o[d] = vkrt_f16_to_f32(h);
         }
       } else {
         for (int b = 0; b < D / 32; b++) {
@@ -70,7 +70,7 @@ static float *fill_cache(uint8_t *base, const vkrt_tensor *t) {
           vkt_fill_random(blk + 2, 32, &rng);
           float dscale;
           vkt_fill_random_f32(&dscale, 1, 0.002f, 0.02f, &rng);
-          uint16_t h = vkt_f32_to_f16(vkt_next(&rng) & 1 ? -dscale : dscale);
+          uint16_t h = vkrt_f32_to_f16(vkrt_xorshift(&rng) & 1 ? -dscale : dscale);
           memcpy(blk, &h, 2);
         }
         assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_Q8_0, p, o, D), VKRT_OK);
@@ -269,7 +269,7 @@ static void test_attention_shapes(void **state) {
         int D = dims[di], r = ratios[ri];
         struct att_case c = {types[ti], D, 2 * r, 2, 2, 97 + 64 * (int)ri, {0}, 0, 0, ri % 2 == 1};
         c.kv_len[0] = c.n_ctx - (int)di;  /* odd lengths, the full cache */
-        c.kv_len[1] = ri == 0 ? 1 : 1 + (int)(vkt_next(&rng) % (uint64_t)c.n_ctx);
+        c.kv_len[1] = ri == 0 ? 1 : 1 + (int)(vkrt_xorshift(&rng) % (uint64_t)c.n_ctx);
         run_case(app, &c);
         ran++;
       }

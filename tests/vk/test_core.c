@@ -366,7 +366,7 @@ static void test_wait_short_timeouts(void **state) {
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->cond, NULL);
     vkt_check(app, vkrt_timeline_create(dev, NULL, "test gate", &g->sem));
-    uint32_t value = (uint32_t)vkt_next(&seed) | 1u;
+    uint32_t value = (uint32_t)vkrt_xorshift(&seed) | 1u;
     vkt_poison(p, 4096);
     vkt_check(app, vkrt_stream_add_wait(dev, g->sem, 1));
     vkt_check(app, vkrt_cmd_fill(buf, 0, 4096, value));
@@ -473,7 +473,7 @@ static void test_closing_barrier_host_stage(void **state) {
   dev->vk.vkCmdPipelineBarrier = spy_pipeline_barrier;
   for (int step = 0; step < 4; step++) {
     const bool to_host = step % 2 == 1;
-    uint32_t value = (uint32_t)vkt_next(&seed) | 1u;
+    uint32_t value = (uint32_t)vkrt_xorshift(&seed) | 1u;
     vkt_poison(mapped, SIZE);
     vkrt_lab_stream before = {0}, after = {0}; /* the lab's counters, when it is in */
     if (IS_ENABLED(CONFIG_VKRT_LAB))

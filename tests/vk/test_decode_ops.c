@@ -65,8 +65,8 @@ static float rnd(float lo, float hi) {
 
 /* A random finite normal half of magnitude in [2^-6, 2^1). */
 static uint16_t rnd_half_scale(void) {
-  return (uint16_t)((vkt_next(&rng) & 0x8000u) | ((9u + vkt_next(&rng) % 7u) << 10) |
-                    (vkt_next(&rng) & 0x3ffu));
+  return (uint16_t)((vkrt_xorshift(&rng) & 0x8000u) | ((9u + vkrt_xorshift(&rng) % 7u) << 10) |
+                    (vkrt_xorshift(&rng) & 0x3ffu));
 }
 
 /* Fills f32 elements of t (a 2-D or 3-D tensor) with values in [lo, hi). */
@@ -232,8 +232,8 @@ static void run_rope(vkrt_appliance *app, int64_t hd, int64_t heads, int64_t tok
   vkt_fill_random(pb.map, pb.size, &rng);
   int32_t *p_rec = malloc((size_t)tokens * 4), *p_run = malloc((size_t)tokens * 4);
   for (int64_t t = 0; t < tokens; t++) {
-    p_rec[t] = (int32_t)(vkt_next(&rng) % (uint64_t)(max_pos + 1));
-    p_run[t] = t == 0 ? max_pos : (int32_t)(vkt_next(&rng) % (uint64_t)(max_pos + 1));
+    p_rec[t] = (int32_t)(vkrt_xorshift(&rng) % (uint64_t)(max_pos + 1));
+    p_run[t] = t == 0 ? max_pos : (int32_t)(vkrt_xorshift(&rng) % (uint64_t)(max_pos + 1));
     wr_i32(pb.map, 12 + 8 * (uint64_t)t, p_rec[t]);
   }
   uint8_t *expect = malloc(db.size);
@@ -361,7 +361,7 @@ static void run_get_rows(vkrt_appliance *app, vkrt_type type, int64_t n_embd, in
   float *row = malloc((size_t)n_embd * sizeof(float)), *tol = malloc((size_t)(n_embd * n) * sizeof(float));
   int32_t *id = malloc((size_t)n * 4);
   for (int64_t i = 0; i < n; i++) {
-    uint64_t r = vkt_next(&rng);
+    uint64_t r = vkrt_xorshift(&rng);
     /* mostly valid ids, some repeated, some out of range on either side */
     id[i] = r % 8 == 0 ? -1 - (int32_t)(r >> 40) % 3 : r % 8 == 1 ? (int32_t)n_rows + (int32_t)(r >> 40) % 2
                                                               : (int32_t)((r >> 16) % (uint64_t)n_rows);
@@ -424,7 +424,7 @@ static void quantize_q8_0_ref(const float *x, uint8_t *y, int64_t n) {
       amax = fmaxf(amax, fabsf(x[j]));
     const float d = amax / ((1 << 7) - 1);
     const float id = d ? 1.0f / d : 0.0f;
-    uint16_t h = vkt_f32_to_f16(d);
+    uint16_t h = vkrt_f32_to_f16(d);
     memcpy(y, &h, 2);
     for (int j = 0; j < 32; j++)
       y[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
@@ -465,12 +465,12 @@ static int contraction_traps(float *x) {
  * overflow to inf), exact .5 quantization ties, a zero block, products that round to ties. */
 static void fill_cache_src(uint8_t *base, const vkrt_tensor *s, vkrt_type dt) {
   for (int64_t r = 0; r < s->ne[1]; r++) {
-    float scale = ldexpf(1.0f, (int)(vkt_next(&rng) % 48) - 30);
+    float scale = ldexpf(1.0f, (int)(vkrt_xorshift(&rng) % 48) - 30);
     bool grid = r % 3 == 2; /* k / 1024: short mantissas, where quotients sit near ties */
     for (int64_t e = 0; e < s->ne[0]; e++) {
-      float v = rnd(-1.0f, 1.0f) * (dt == VKRT_TYPE_F16 ? ldexpf(1.0f, (int)(vkt_next(&rng) % 48) - 30) : scale);
+      float v = rnd(-1.0f, 1.0f) * (dt == VKRT_TYPE_F16 ? ldexpf(1.0f, (int)(vkrt_xorshift(&rng) % 48) - 30) : scale);
       if (grid)
-        v = (float)((int)(vkt_next(&rng) % 2049) - 1024) / 1024.0f;
+        v = (float)((int)(vkrt_xorshift(&rng) % 2049) - 1024) / 1024.0f;
       wr_f32(base, at(s, e, r, 0), v);
     }
     if (dt == VKRT_TYPE_Q8_0 && r == 0) /* block 0: max 127, ties at k + 0.5 */
@@ -514,7 +514,7 @@ static void run_set_rows(vkrt_appliance *app, vkrt_type dt, int64_t n, int64_t n
   for (int64_t i = 0; i < n_rows; i++)
     perm[i] = i;
   for (int64_t i = n_rows - 1; i > 0; i--) {
-    int64_t j = (int64_t)(vkt_next(&rng) % (uint64_t)(i + 1)), tmp = perm[i];
+    int64_t j = (int64_t)(vkrt_xorshift(&rng) % (uint64_t)(i + 1)), tmp = perm[i];
     perm[i] = perm[j], perm[j] = tmp;
   }
   for (int64_t i = 0; i < count; i++) {
@@ -539,7 +539,7 @@ static void run_set_rows(vkrt_appliance *app, vkrt_type dt, int64_t n, int64_t n
       row[e] = rd_f32(sb.map, at(&src, e, i, 0));
     if (dt == VKRT_TYPE_F16)
       for (int64_t e = 0; e < n; e++) {
-        uint16_t h = vkt_f32_to_f16(row[e]);
+        uint16_t h = vkrt_f32_to_f16(row[e]);
         memcpy(out + 2 * e, &h, 2);
       }
     else
@@ -611,7 +611,7 @@ static void run_argmax(vkrt_appliance *app, int64_t n, int64_t rows, int64_t pad
     int kind = (int)(r % 5);
     for (int64_t i = 0; i < n; i++) {
       float v = rnd(-30.0f, 30.0f);
-      if (kind == 1 && vkt_next(&rng) % 3 == 0)
+      if (kind == 1 && vkrt_xorshift(&rng) % 3 == 0)
         v = NAN; /* NaNs never win */
       if (kind == 2)
         v = (float)(int)(v / 8); /* many ties: the lowest index wins */
@@ -622,7 +622,7 @@ static void run_argmax(vkrt_appliance *app, int64_t n, int64_t rows, int64_t pad
       wr_f32(xb.map, at(&x, i, r, 0), v);
     }
     if (kind == 0 && n > 2) { /* the max twice, far apart (different workgroups) */
-      int64_t a = (int64_t)(vkt_next(&rng) % (uint64_t)(n / 2)), b = n - 1 - a / 3;
+      int64_t a = (int64_t)(vkrt_xorshift(&rng) % (uint64_t)(n / 2)), b = n - 1 - a / 3;
       wr_f32(xb.map, at(&x, a, r, 0), 31.0f);
       wr_f32(xb.map, at(&x, b, r, 0), 31.0f);
     }
@@ -681,7 +681,7 @@ static void test_argmax_back_to_back(void **state) {
     int32_t want[2];
     for (int k = 0; k < 2; k++) {
       fill_f32(xb.map, &x[k], -1.0f, 1.0f);
-      want[k] = (int32_t)(vkt_next(&rng) % (uint64_t)n);
+      want[k] = (int32_t)(vkrt_xorshift(&rng) % (uint64_t)n);
       wr_f32(xb.map, at(&x[k], want[k], 0, 0), 2.0f);
     }
     vkt_poison(db.map, db.size);

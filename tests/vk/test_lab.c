@@ -194,9 +194,9 @@ static void test_host_barrier_only_for_mapped_writes(void **state) {
     vkt_check(app, vkrt_upload(dev_buf, 0, expect, SIZE));
     vkt_poison(mapped, SIZE);
     memcpy(got, mapped, SIZE); /* the poison, for the steps that must not touch it */
-    uint32_t value = (uint32_t)vkt_next(&seed) | 1u;
+    uint32_t value = (uint32_t)vkrt_xorshift(&seed) | 1u;
     /* a fill at an offset: 260 bytes (no whole number of 16-byte words) on step 0, 256 on 1 */
-    const uint64_t fill_offset = 4u * (uint64_t)(vkt_next(&seed) % 64), fill_size = step % 2 ? 256 : 260;
+    const uint64_t fill_offset = 4u * (uint64_t)(vkrt_xorshift(&seed) % 64), fill_size = step % 2 ? 256 : 260;
     vkt_check(app, vkrt_lab_stream_get(app, 0, &before));
     bool host = false;
     switch (step) {
@@ -283,7 +283,7 @@ static void test_barrier_only_for_hazards(void **state) {
   vkt_poison(got, SIZE);
   vkt_check(app, vkrt_upload(b, 0, got, SIZE));
   vkt_check(app, vkrt_upload(c, 0, got, SIZE));
-  uint32_t v1 = (uint32_t)vkt_next(&seed) | 1u, v2 = (uint32_t)vkt_next(&seed) | 2u;
+  uint32_t v1 = (uint32_t)vkrt_xorshift(&seed) | 1u, v2 = (uint32_t)vkrt_xorshift(&seed) | 2u;
   vkt_check(app, vkrt_finish(app, 0)); /* the next command starts a buffer */
   /* the counts below are those of one buffer: no piece submitted by the stream between */
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_STREAM_FLUSH_OPS, 0));
@@ -360,7 +360,7 @@ static void test_hazard_overlap_both_sides(void **state) {
   };
   uint32_t v[VKT_ARRAY_SIZE(writes)];
   for (size_t i = 0; i < VKT_ARRAY_SIZE(writes); i++)
-    v[i] = (uint32_t)vkt_next(&seed) | 1u;
+    v[i] = (uint32_t)vkrt_xorshift(&seed) | 1u;
   vkt_check(app, vkrt_cmd_fill(c, 0, SIZE, 0));
   vkt_check(app, vkrt_finish(app, 0));
   vkrt_lab_stream before, after;
@@ -409,7 +409,7 @@ static void test_hazard_list_full_forces_barrier(void **state) {
   vkrt_lab_stream before, mid, after;
   vkt_check(app, vkrt_lab_stream_get(app, 0, &before));
   for (uint32_t i = 0; i <= TRACKED; i++) { /* 33 fills of disjoint slots */
-    uint32_t value = (uint32_t)vkt_next(&seed) | 1u;
+    uint32_t value = (uint32_t)vkrt_xorshift(&seed) | 1u;
     vkt_check(app, vkrt_cmd_fill(a, i * SLOT, SLOT, value));
     for (uint32_t w = 0; w < SLOT / 4; w++)
       want[i * SLOT / 4 + w] = value;

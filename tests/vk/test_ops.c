@@ -86,7 +86,7 @@ static float get(const uint8_t *base, const vkrt_tensor *t, uint64_t a) {
   if (t->type == VKRT_TYPE_F16) {
     uint16_t h;
     memcpy(&h, base + a, 2);
-    return vkt_f16_to_f32(h);
+    return vkrt_f16_to_f32(h);
   }
   float f;
   memcpy(&f, base + a, 4);
@@ -95,7 +95,7 @@ static float get(const uint8_t *base, const vkrt_tensor *t, uint64_t a) {
 
 static void put(uint8_t *base, const vkrt_tensor *t, uint64_t a, float v) {
   if (t->type == VKRT_TYPE_F16) {
-    uint16_t h = vkt_f32_to_f16(v);
+    uint16_t h = vkrt_f32_to_f16(v);
     memcpy(base + a, &h, 2);
   } else {
     memcpy(base + a, &v, 4);
@@ -129,7 +129,7 @@ static void fill_elems(uint8_t *base, const vkrt_tensor *t) {
     for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
       for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
         for (int64_t i0 = 0; i0 < t->ne[0]; i0++, k++) {
-          uint64_t r = vkt_next(&rng);
+          uint64_t r = vkrt_xorshift(&rng);
           if (special_values && (k < VKT_ARRAY_SIZE(special_f32) || r % 4 == 0)) {
             put_special(base, t, addr(t, i0, i1, i2, i3), k < 16 ? k : r >> 8);
             continue;
@@ -497,7 +497,7 @@ static void run_add_aligned(vkrt_appliance *app, int64_t n, vkrt_type t, uint32_
     s[i].buffer = sb.buf;
     for (int64_t k = 0; k < n; k++)
       put(sb.map, &s[i], addr(&s[i], k, 0, 0, 0),
-          -2.0f + 4.0f * (float)((vkt_next(&rng) >> 40) * (1.0 / 16777216.0)));
+          -2.0f + 4.0f * (float)((vkrt_xorshift(&rng) >> 40) * (1.0 / 16777216.0)));
   }
   vkt_poison(db.map, db.size);
   if (inplace >= 0)
@@ -612,9 +612,9 @@ static void test_add_order_pinned(void **state) {
         int64_t order_matters = 0;
         for (int64_t k = 0; k < n; k++) {
           float x[8];
-          uint32_t pair = 1 + (uint32_t)(vkt_next(&rng) % (count - 2)); /* +B at pair, -B after */
+          uint32_t pair = 1 + (uint32_t)(vkrt_xorshift(&rng) % (count - 2)); /* +B at pair, -B after */
           for (uint32_t i = 0; i < count; i++) {
-            uint64_t r = vkt_next(&rng);
+            uint64_t r = vkrt_xorshift(&rng);
             float small = t == VKRT_TYPE_F16 ? (float)((int)(r % 31) - 15) * 0x1p-14f
                                              : -1.0f + 2.0f * (float)((r >> 40) * 0x1p-24);
             float big = t == VKRT_TYPE_F16 ? 0x1p15f : 0x1p26f;

@@ -81,11 +81,11 @@ enum scales { SCALE_NORMAL, SCALE_EXTREME };
 static uint16_t random_scale(enum scales mode, float range) {
   if (mode == SCALE_EXTREME) {
     static const uint16_t extreme[] = {0x7bff, 0xfbff, 0x0001, 0x8001, 0x0000, 0x8000, 0x0400, 0x03ff};
-    return extreme[vkt_next(&rng) % (sizeof(extreme) / sizeof(extreme[0]))];
+    return extreme[vkrt_xorshift(&rng) % (sizeof(extreme) / sizeof(extreme[0]))];
   }
   float f;
   vkt_fill_random_f32(&f, 1, -range, range, &rng);
-  return vkt_f32_to_f16(f);
+  return vkrt_f32_to_f16(f);
 }
 
 /* Fills the rows of a block tensor (dense blocks along dim 0, rows at nb[1..3]) with random
@@ -455,8 +455,8 @@ static void run_dequant(vkrt_appliance *app, vkrt_type st, vkrt_type dt, int64_t
         } else {
           uint16_t h;
           memcpy(&h, db.map + a, 2);
-          g = vkt_f16_to_f32(h);
-          float lo = vkt_f16_to_f32(vkt_f32_to_f16(e)); /* within one f16 ulp of the rounding */
+          g = vkrt_f16_to_f32(h);
+          float lo = vkrt_f16_to_f32(vkrt_f32_to_f16(e)); /* within one f16 ulp of the rounding */
           ok = fabsf(g - lo) <= fmaxf(fabsf(lo) * 1e-3f, 6e-8f) || (isinf(lo) && g == lo);
         }
         if (!ok)

@@ -131,9 +131,9 @@ static void check_uploads(vkrt_appliance *app, const struct weights_file *f, uin
     }
     /* Random tensors. */
     for (int i = 0; i < 20; i++) {
-      uint64_t off = vkt_next(seed) % f->size;
-      uint64_t size = 1 + vkt_next(seed) % VKT_MIN(f->size - off, 5 * CHUNK_CAP);
-      uint64_t dst = vkt_next(seed) % (f->size + 8192 - size + 1);
+      uint64_t off = vkrt_xorshift(seed) % f->size;
+      uint64_t size = 1 + vkrt_xorshift(seed) % VKT_MIN(f->size - off, 5 * CHUNK_CAP);
+      uint64_t dst = vkrt_xorshift(seed) % (f->size + 8192 - size + 1);
       vkt_check(app, vkrt_upload(buf, dst, f->map + off, size));
       expect_device_bytes(app, buf, dst, f->bytes + off, size);
     }
@@ -735,8 +735,8 @@ static void *storm_upload(void *arg) {
     const uint8_t *base = from_file ? s->file->map : s->anon;
     const uint8_t *ref = from_file ? s->file->bytes : s->anon;
     const size_t total = from_file ? s->file->size : s->anon_size;
-    uint64_t size = 1 + vkt_next(&w->seed) % cap;
-    uint64_t off = vkt_next(&w->seed) % (total - size + 1);
+    uint64_t size = 1 + vkrt_xorshift(&w->seed) % cap;
+    uint64_t off = vkrt_xorshift(&w->seed) % (total - size + 1);
     if (vkrt_upload(buf, 0, base + off, size) != VKRT_OK ||
         vkrt_download(got, buf, 0, size) != VKRT_OK || memcmp(got, ref + off, size) != 0) {
       fprintf(stderr, "vkrt-test: storm thread %u iteration %d failed: %s\n", w->index, i,
@@ -874,8 +874,8 @@ static void *race_upload(void *arg) {
     if (atomic_load(&r->quit))
       break;
     for (int k = 0; k < 3 && buf && got; k++) {
-      uint64_t size = 1 + vkt_next(&w->seed) % r->size;
-      uint64_t off = vkt_next(&w->seed) % (r->size - size + 1);
+      uint64_t size = 1 + vkrt_xorshift(&w->seed) % r->size;
+      uint64_t off = vkrt_xorshift(&w->seed) % (r->size - size + 1);
       if (vkrt_upload(buf, 0, r->mem + off, size) != VKRT_OK ||
           vkrt_download(got, buf, 0, size) != VKRT_OK || memcmp(got, r->mem + off, size) != 0) {
         fprintf(stderr, "vkrt-test: race upload %u failed: %s\n", w->index,
@@ -917,7 +917,7 @@ static void test_unregister_races_release(void **state) {
     vkt_check(app, vkrt_host_register(app, mem, r.size, NULL, NULL, NULL));
     pthread_barrier_wait(&r.start);
     /* Let the uploads start, then pull the region from under them. */
-    nanosleep(&(struct timespec){.tv_nsec = (long)(vkt_next(&seed) % 400) * 1000}, NULL);
+    nanosleep(&(struct timespec){.tv_nsec = (long)(vkrt_xorshift(&seed) % 400) * 1000}, NULL);
     vkt_check(app, vkrt_host_unregister(app, mem));
     pthread_barrier_wait(&r.done);
   }

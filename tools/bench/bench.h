@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/numbers.h"  /* f16 <-> f32, vkrt_xorshift */
 #include "vkrt/kconfig.h" /* IS_ENABLED and this build's CONFIG_ symbols */
 #include "vkrt/vkrt.h"
 #include "vkrt/vkrt_lab.h" /* benches use vkrt.h, vkrt_mpi.h and this only; its functions
@@ -42,14 +43,9 @@ double bench_median(double *v, int n);
 /* Parses "4K", "256M", "1G" (powers of 1024) into bytes; returns false on junk. */
 bool bench_parse_size(const char *text, uint64_t *out);
 /* Fills `blocks` blocks of a block type (Q8_0, Q4_K) at p with random bytes from the
- * xorshift64* *state, then sets every f16 scale (d, and dmin for Q4_K) small and finite:
+ * generator state *state (vkrt_xorshift), then sets every f16 scale (d, and dmin for Q4_K) small and finite:
  * high byte 0x20..0x23 (about 0.008..0.016), so no NaN/Inf scales. */
 void bench_random_blocks(vkrt_type type, uint8_t *p, uint64_t blocks, uint64_t *state);
-/* xorshift64*: steps *state, returns the next 64 random bits (use the high ones). */
-static inline uint64_t bench_xorshift(uint64_t *state) {
-  *state ^= *state >> 12, *state ^= *state << 25, *state ^= *state >> 27;
-  return *state * 0x2545f4914f6cdd1dull;
-}
 #define BENCH_MIN(a, b) ((a) < (b) ? (a) : (b))
 static inline uint64_t bench_align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 static inline uint64_t bench_align_down(uint64_t v, uint64_t a) { return v / a * a; }

@@ -507,45 +507,6 @@ static int case_parse(char *line, int line_no, struct bench_case *out, char *err
 
 /* ---- host data and the CPU reference ------------------------------------------------------ */
 
-static float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
-  if (exp == 0) {
-    if (!man) {
-      bits = sign;
-    } else { /* subnormal */
-      exp = 127 - 15 + 1;
-      while (!(man & 1024)) {
-        man <<= 1;
-        exp--;
-      }
-      bits = sign | (exp << 23) | ((man & 1023) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-/* Exact for the values this bench generates (k / 1024, |k| <= 1024). */
-static uint16_t float_to_half(float f) {
-  uint32_t bits;
-  memcpy(&bits, &f, 4);
-  uint16_t sign = (uint16_t)((bits >> 16) & 0x8000);
-  int32_t exp = (int32_t)((bits >> 23) & 255) - 127 + 15;
-  uint32_t man = bits & 0x7fffff;
-  if ((bits & 0x7fffffff) == 0)
-    return sign;
-  if (exp <= 0) /* subnormal half (not generated here): truncate */
-    return (uint16_t)(sign | ((man | 0x800000) >> (14 - exp)));
-  if (exp >= 31)
-    return (uint16_t)(sign | 0x7c00);
-  return (uint16_t)(sign | (exp << 10) | (man >> 13));
-}
-
 static float load(const uint8_t *base, vkrt_type type, uint64_t off) {
   if (type == VKRT_TYPE_I32) { /* ids, indices, argmax results: exact below 2^24 */
     int32_t v;
@@ -555,7 +516,7 @@ static float load(const uint8_t *base, vkrt_type type, uint64_t off) {
   if (type == VKRT_TYPE_F16) {
     uint16_t h;
     memcpy(&h, base + off, 2);
-    return half_to_float(h);
+    return vkrt_f16_to_f32(h);
   }
   float f;
   memcpy(&f, base + off, 4);
@@ -567,7 +528,7 @@ static uint64_t offset_of(const struct case_tensor *t, const int64_t i[4]) {
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rng(void) { return (uint32_t)(bench_xorshift(&rng_state) >> 32); }
+static uint32_t rng(void) { return (uint32_t)(vkrt_xorshift(&rng_state) >> 32); }
 
 /* Random values k / 1024 with |k| <= 1024 (exact in f16 and f32) in every element slot of
  * the extent, gaps of strided views included; block types: random blocks with small finite
@@ -577,7 +538,7 @@ static void fill_random(uint8_t *p, vkrt_type type, uint64_t bytes) {
     bench_random_blocks(type, p, bytes / vkrt_type_size(type), &rng_state);
   } else if (type == VKRT_TYPE_F16) {
     for (uint64_t i = 0; i + 2 <= bytes; i += 2) {
-      uint16_t h = float_to_half((float)((int)(rng() % 2049) - 1024) / 1024.0f);
+      uint16_t h = vkrt_f32_to_f16((float)((int)(rng() % 2049) - 1024) / 1024.0f);
       memcpy(p + i, &h, 2);
     }
   } else {

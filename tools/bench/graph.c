@@ -83,9 +83,9 @@ static int cmd_graph(int argc, char **argv) {
   static float x0[N], direct[N], replay[N];
   uint64_t seed = 0x9e3779b97f4a7c15ull;
   for (int i = 0; i < N * N; i++)
-    w[i] = (_Float16)((double)(bench_xorshift(&seed) >> 40) / (double)(1 << 24) * 2e-3 - 1e-3);
+    w[i] = (_Float16)((double)(vkrt_xorshift(&seed) >> 40) / (double)(1 << 24) * 2e-3 - 1e-3);
   for (int i = 0; i < N; i++)
-    x0[i] = (float)((double)(bench_xorshift(&seed) >> 40) / (double)(1 << 24) - 0.5);
+    x0[i] = (float)((double)(vkrt_xorshift(&seed) >> 40) / (double)(1 << 24) - 0.5);
   int rc = 0;
   for (uint32_t d = 0; d < b.n && !rc; d++)
     if (vkrt_buffer_create(b.app, d, sizeof(w), 0, &b.w[d]) ||

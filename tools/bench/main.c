@@ -68,7 +68,7 @@ double bench_median(double *v, int n) {
 void bench_random_blocks(vkrt_type type, uint8_t *p, uint64_t blocks, uint64_t *state) {
   uint64_t bs = vkrt_type_size(type);
   for (uint64_t i = 0; i < blocks * bs; i++)
-    p[i] = (uint8_t)(bench_xorshift(state) >> 56);
+    p[i] = (uint8_t)(vkrt_xorshift(state) >> 56);
   for (uint64_t b = 0; b < blocks; b++) /* the high byte of d (and dmin) */
     for (int h = 0; h < (type == VKRT_TYPE_Q4_K ? 2 : 1); h++)
       p[b * bs + 2 * h + 1] = (uint8_t)(0x20 | (p[b * bs + 2 * h + 1] & 3));
