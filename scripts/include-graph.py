@@ -24,6 +24,8 @@ ALLOWED = {
     "import": {"include", "base", "vk", "device"},
     "transport": {"include", "base", "vk", "device", "ops"},
     "appliance": {"include", "base", "vk", "device", "ops", "import", "transport"},
+    # the lab (benches' knobs, counters, raw floors) sits above everything it measures
+    "lab": {"include", "base", "vk", "device", "ops", "import", "transport", "appliance"},
 }
 
 
