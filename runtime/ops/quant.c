@@ -110,9 +110,7 @@ const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
 }
 
 enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M) {
-  /* one unsigned index, so that the bound is plain to the compiler too (gcc -O2 saw a -1
-   * through vkrt_quant_variant_usable with Q4_K compiled out) */
-  const unsigned i = (unsigned)variant - 1u;
+  unsigned i = (unsigned)variant - 1u; /* variant 0 (none) wraps past the end */
   if ((type != VKRT_TYPE_Q8_0 && type != VKRT_TYPE_Q4_K) || i >= VKRT_QUANT_VARIANTS)
     return VKRT_OPS_KERNEL_COUNT;
   const struct qmv_variant *v = &(type == VKRT_TYPE_Q8_0 ? q8_0_variants : q4_k_variants)[i];
