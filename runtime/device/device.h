@@ -75,7 +75,9 @@ struct vkrt_stream {
   uint64_t flushes; /* pieces submitted by the stream itself (vkrt_lab) */
   VkSemaphore timeline;
   uint64_t submitted;                    /* last value submitted */
-  uint64_t spin_ns;                      /* waits spin this long before blocking (0 on CPU devices) */
+  /* waits and the submitter spin this long before blocking (0 on CPU devices); atomic: a
+   * test changes it while the submitter thread reads it (vkrt_stream_set_spin_ns) */
+  _Atomic uint64_t spin_ns;
   /* attached to the next submit (collectives use these) */
   uint32_t wait_count, signal_count;
   VkSemaphore wait_sem[VKRT_STREAM_MAX_SYNC];
@@ -234,6 +236,9 @@ void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, boo
 /* The overlap's cap: a piece is submitted after at most `ops` commands (0: only vkrt_submit
  * and the collectives submit). */
 void vkrt_stream_set_flush_ops(struct vkrt_device *dev, uint32_t ops);
+/* How long waits and the submitter spin before blocking (any thread, any time). */
+void vkrt_stream_set_spin_ns(struct vkrt_device *dev, uint64_t spin_ns);
+uint64_t vkrt_stream_spin_ns(const struct vkrt_device *dev);
 /* Attach a wait/signal to the next submit. */
 vkrt_status vkrt_stream_add_wait(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);
 vkrt_status vkrt_stream_add_signal(struct vkrt_device *dev, VkSemaphore sem, uint64_t value);

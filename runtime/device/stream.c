@@ -46,7 +46,7 @@ vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
   if (s != VKRT_OK)
     return s;
   /* CPU devices (lavapipe) run the work on the CPU cores a spinning waiter would take. */
-  st->spin_ns = dev->caps.is_cpu ? 0 : VKRT_STREAM_SPIN_NS;
+  atomic_init(&st->spin_ns, dev->caps.is_cpu ? 0 : VKRT_STREAM_SPIN_NS);
   st->flush_ops = VKRT_STREAM_FLUSH_OPS;
   st->flush_at = VKRT_STREAM_FLUSH_FIRST;
   return VKRT_OK;
@@ -95,7 +95,7 @@ static vkrt_status wait_value(struct vkrt_device *dev, uint64_t value, uint64_t 
     return lost(dev, r, "vkGetSemaphoreCounterValue on the stream timeline");
   if (cur >= value)
     return VKRT_OK;
-  uint64_t spin = VKRT_MIN(st->spin_ns, timeout_ns), block_ns = timeout_ns;
+  uint64_t spin = VKRT_MIN(vkrt_stream_spin_ns(dev), timeout_ns), block_ns = timeout_ns;
   if (spin) {
     uint64_t t0 = now_ns(), t = t0;
     while (t - t0 < spin) {
@@ -376,14 +376,15 @@ static bool deferred_pending(struct vkrt_stream *st) {
  * would cost the caller's thread microseconds), then sleeps until a caller wakes it.
  * Returns false when stopping with nothing queued. */
 static bool await_work(struct vkrt_stream *st, uint64_t head) {
-  uint64_t t0 = st->spin_ns ? now_ns() : 0;
-  for (uint32_t i = 1; st->spin_ns; i++) {
+  const uint64_t spin_ns = atomic_load_explicit(&st->spin_ns, memory_order_relaxed);
+  uint64_t t0 = spin_ns ? now_ns() : 0;
+  for (uint32_t i = 1; spin_ns; i++) {
     if (atomic_load_explicit(&st->defer_tail, memory_order_acquire) != head)
       return true;
     if (atomic_load_explicit(&st->submitter_stop, memory_order_relaxed))
       break;
     vkrt_cpu_relax();
-    if (i % 64 == 0 && now_ns() - t0 >= st->spin_ns)
+    if (i % 64 == 0 && now_ns() - t0 >= spin_ns)
       break;
   }
   pthread_mutex_lock(&st->defer_lock);
@@ -745,6 +746,14 @@ static vkrt_status flush_if_due(struct vkrt_device *dev) {
 
 void vkrt_stream_set_flush_ops(struct vkrt_device *dev, uint32_t ops) {
   dev->stream.flush_ops = ops;
+}
+
+void vkrt_stream_set_spin_ns(struct vkrt_device *dev, uint64_t spin_ns) {
+  atomic_store_explicit(&dev->stream.spin_ns, spin_ns, memory_order_relaxed);
+}
+
+uint64_t vkrt_stream_spin_ns(const struct vkrt_device *dev) {
+  return atomic_load_explicit(&((struct vkrt_device *)dev)->stream.spin_ns, memory_order_relaxed);
 }
 
 /* Independent commands run without a barrier between them, so the GPU overlaps one's

@@ -357,9 +357,9 @@ static void test_wait_short_timeouts(void **state) {
   vkt_check(app, vkrt_buffer_map(buf, (void **)&p));
   static const uint64_t spins[] = {0, VKRT_STREAM_SPIN_NS};
   static const uint64_t timeouts[] = {0, 1000, 1000000, 5000000};
-  const uint64_t spin_before = dev->stream.spin_ns;
+  const uint64_t spin_before = vkrt_stream_spin_ns(dev);
   for (size_t si = 0; si < VKT_ARRAY_SIZE(spins); si++) {
-    dev->stream.spin_ns = spins[si];
+    vkrt_stream_set_spin_ns(dev, spins[si]); /* the submitter thread reads it meanwhile */
     static struct gate gates[VKT_ARRAY_SIZE(spins)]; /* outlive a failed case's watchdog */
     struct gate *g = &gates[si];
     *g = (struct gate){.dev = dev, .watchdog_s = 3};
@@ -410,7 +410,7 @@ static void test_wait_short_timeouts(void **state) {
     pthread_cond_destroy(&g->cond);
     pthread_mutex_destroy(&g->lock);
   }
-  dev->stream.spin_ns = spin_before;
+  vkrt_stream_set_spin_ns(dev, spin_before);
   vkrt_buffer_destroy(buf);
   vkt_close(app);
 }
