@@ -124,7 +124,6 @@ struct vkrt_ops_counters {
   uint64_t quant_read[VKRT_QUANT_READ_PATTERNS]; /* words, vec16, lanew, kspace, q8x */
   uint64_t argmax_split;    /* argmax rows over several workgroups + a combine pass */
   uint64_t attention, attention_splits, attention_rounds;
-  uint64_t attention_subgroup; /* split passes summing scores by subgroup shuffles */
   uint64_t attention_direct;   /* one split: no combine pass */
 };
 
@@ -142,7 +141,7 @@ struct vkrt_ops_state {
   uint32_t copy_vec4_max_groups;  /* grid-stride copy: workgroups per dispatch */
   bool push_descriptor;           /* VK_KHR_push_descriptor usable */
   bool subgroup_arithmetic;       /* compute-stage subgroupAdd (matvec) */
-  bool subgroup_shuffle;          /* compute-stage subgroupShuffleXor (attention) */
+  bool subgroup_shuffle;          /* compute-stage subgroupShuffleXor */
   bool storage_16bit;             /* storageBuffer16BitAccess (f16 copy/transpose/...) */
   bool integer_dot;               /* shaderIntegerDotProduct (8-bit-activation quant kernels) */
   enum vkrt_ops_copy_path copy_path;

@@ -203,8 +203,6 @@ typedef struct vkrt_lab_counters {
   uint64_t attention;        /* vkrt_op_attention calls recorded */
   uint64_t attention_splits; /* ... the sum of their split counts */
   uint64_t attention_rounds; /* ... the sum of their rounds (split + combine pass pairs) */
-  uint64_t attention_subgroup; /* ... those whose split pass sums scores by subgroup shuffles
-                                  (the device's subgroups hold a cache row's invocations) */
   uint64_t attention_direct;   /* ... those with one split, written by the split pass alone
                                   (no combine pass) */
 } vkrt_lab_counters;
@@ -220,8 +218,6 @@ typedef struct vkrt_lab_attention {
   uint32_t unroll;        /* cache-row passes per tile of the split pass */
   uint32_t shared_bytes;  /* the split pass's shared memory */
   uint64_t scratch_bytes; /* the device's split scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB) */
-  bool subgroup;          /* the split pass sums scores by subgroup shuffles (else through
-                             shared memory) */
   bool direct;            /* one split: the split pass writes the result, no combine pass */
 } vkrt_lab_attention;
 
