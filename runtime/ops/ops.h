@@ -164,7 +164,8 @@ struct vkrt_ops_state {
   /* tiled matmul (matmul.c): crossovers and tiles (matmul_plan.c) */
   struct vkrt_matmul_setup matmul;
   bool use_coopmat; /* the cooperative-matrix kernels are taken (vkrt_options.matmul_activations
-                       = VKRT_MATMUL_ACTIVATIONS_F16 where matmul.coopmat; the lab's knob) */
+                       = VKRT_MATMUL_ACTIVATIONS_F16 where vkrt_ops_coopmat_usable; the lab's
+                       knob) */
   bool matmul_fallback_logged;
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
