@@ -159,7 +159,8 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
     return;
   }
   const struct vkrt_matmul_setup *m = &ops->matmul;
-  bool cm = m->coopmat && ops->use_coopmat;
+  bool built = vkrt_ops_coopmat_usable(dev);
+  bool cm = built && ops->use_coopmat;
   const struct vkrt_matmul_tile *p = m->tile[cm];
   snprintf(buf, size,
            "matrix-vector below M = %u (f32) %u (f16) %u (q8_0) %u (q4_K), tiled from there; "
@@ -171,6 +172,8 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
            p[1].bk, p[2].bk,
            !m->coopmat ? "no (VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32 and "
                          "32-wide subgroups not on this device)"
+           : !built ? "no (the device has them; this build has no cooperative-matrix kernels: "
+                      "CONFIG_VKRT_KERNEL_MATMUL_COOPMAT)"
            : !cm ? "off (x stays f32: vkrt_options.matmul_activations = VKRT_MATMUL_ACTIVATIONS_F32)"
                  : "x and w rounded to f16 (vkrt_options.matmul_activations = "
                    "VKRT_MATMUL_ACTIVATIONS_F16), f32 weights on the portable tiles");
@@ -392,9 +395,16 @@ vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
   return s;
 }
 
-bool vkrt_ops_kernel_usable(struct vkrt_device *dev, enum vkrt_ops_kernel k) {
+bool vkrt_ops_kernel_usable(const struct vkrt_device *dev, enum vkrt_ops_kernel k) {
   struct vkrt_ops_state *ops = dev->ops;
   return ops && k < VKRT_OPS_KERNEL_COUNT && ops->desc[k] && !missing_feature(ops, k);
+}
+
+bool vkrt_ops_coopmat_usable(const struct vkrt_device *dev) {
+  return dev->ops && dev->ops->matmul.coopmat &&
+         (vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_F16_CM) ||
+          vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_Q8_0_CM) ||
+          vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_Q4_K_CM));
 }
 
 vkrt_status vkrt_ops_pipeline_spec(struct vkrt_device *dev, enum vkrt_ops_kernel k,
@@ -656,6 +666,7 @@ bool vkrt_ops_widen_words(struct vkrt_device *dev, struct vkrt_ops_view *v) {
   return true;
 }
 
+#if IS_ENABLED(CONFIG_VKRT_LAB)
 void vkrt_ops_test_limits(struct vkrt_device *dev, uint32_t max_group_count,
                           bool disable_push_descriptor, uint64_t max_storage_buffer_range) {
   if (!dev->ops && vkrt_ops_open(dev) != VKRT_OK)
@@ -685,3 +696,4 @@ void vkrt_ops_test_limits(struct vkrt_device *dev, uint32_t max_group_count,
       create_pools(dev, ops);
   }
 }
+#endif

@@ -72,7 +72,10 @@ typedef enum vkrt_lab_knob {
                                         submit after 4, doubling); 0 = never by itself */
   VKRT_LAB_MATMUL_TILED_MIN_M,       /* the crossover for every weight type and both tile
                                         kinds: M from which vkrt_op_matmul takes the tiled
-                                        kernel (1..65536); get: f16's on the tiles in use */
+                                        kernel (1..65536); 0 restores the device's per-type
+                                        crossovers chosen at open (restore with 0, not with
+                                        a value got, which is one type's); get: f16's on the
+                                        tiles in use */
   VKRT_LAB_MATMUL_COOPMAT,           /* 0/1: the tiled kernel on cooperative matrices where
                                         the device has them (x rounded to f16); the default
                                         is vkrt_options.matmul_activations' choice */
