@@ -44,6 +44,8 @@ typedef struct vkrt_lab_stream {
   uint64_t host_closes; /* command buffers closed with the barrier to the host: those in which
                            a command wrote a mapped buffer or memory libvkrt cannot name */
   uint64_t begun_ahead; /* command buffers begun by the submit before their first command */
+  uint64_t prepared;    /* ... and those the submitter thread began while a collective's
+                           submit went through it (the caller's thread did not) */
   uint64_t barriers;    /* commands after the first of their buffer recorded behind a barrier
                            (they touch what earlier commands wrote, or write what they read) */
   uint64_t barriers_elided; /* ... and without one: independent of the work since the last */
