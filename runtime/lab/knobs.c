@@ -20,6 +20,7 @@ static const struct {
   [VKRT_LAB_MATMUL_COOPMAT] = {"MATMUL_COOPMAT", 0, 1},
   [VKRT_LAB_ATTENTION_SPLITS] = {"ATTENTION_SPLITS", 0, UINT32_MAX},
   [VKRT_LAB_ATTENTION_UNROLL] = {"ATTENTION_UNROLL", 0, VKRT_ATTENTION_MAX_UNROLL},
+  [VKRT_LAB_PIPELINE_REBIND] = {"PIPELINE_REBIND", 0, 1},
 };
 
 vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
@@ -58,6 +59,7 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_MATMUL_COOPMAT: ops->use_coopmat = value; break;
   case VKRT_LAB_ATTENTION_SPLITS: force->attention_splits = (uint32_t)value; break;
   case VKRT_LAB_ATTENTION_UNROLL: force->attention_unroll = (uint32_t)value; break;
+  case VKRT_LAB_PIPELINE_REBIND: force->rebind_pipeline = value; break;
   default: force->matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
@@ -87,6 +89,7 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_MATMUL_COOPMAT: *out = ops->use_coopmat; break;
   case VKRT_LAB_ATTENTION_SPLITS: *out = force->attention_splits; break;
   case VKRT_LAB_ATTENTION_UNROLL: *out = force->attention_unroll; break;
+  case VKRT_LAB_PIPELINE_REBIND: *out = force->rebind_pipeline; break;
   default: *out = force->matmul_kernel; break;
   }
   return VKRT_OK;

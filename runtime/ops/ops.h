@@ -110,6 +110,7 @@ struct vkrt_ops_forces {
   int matmul_kernel;         /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
   uint32_t attention_splits; /* 0 = plan them */
   uint32_t attention_unroll; /* row passes per tile of the split pass: 0 = plan them */
+  bool rebind_pipeline;      /* bind the pipeline before every dispatch, even one bound */
 };
 
 /* Which paths ran (the lab's counters: tests assert them, the bench reports them). */
@@ -276,6 +277,9 @@ void vkrt_ops_dispatch_3d(struct vkrt_device *dev, VkCommandBuffer cmd,
  * before it when earlier work since the last one is a hazard to it (vkrt_stream_next). */
 vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_stream_access *access,
                            uint32_t count, VkCommandBuffer *cmd);
+
+/* How the ops hand buffers to their kernels on this device, and why (vkrt-probe). */
+const char *vkrt_ops_binding_path(const struct vkrt_device *dev);
 
 /* Which contiguous device copy this device uses: "compute (copy_vec4, 16-byte loads)" or
  * "vkCmdCopyBuffer", and why; for vkrt-probe and vkrt-bench (valid before the first op). */
