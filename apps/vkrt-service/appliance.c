@@ -21,6 +21,13 @@ int appliance_open(struct service *s) {
   options.log_level = a->verbose ? VKRT_LOG_INFO : VKRT_LOG_WARN;
   options.device_count = (uint32_t)a->devices;
   options.quant_activations = a->q8_activations ? VKRT_ACTIVATIONS_Q8 : VKRT_ACTIVATIONS_F32;
+  options.matmul_activations =
+      a->f16_activations ? VKRT_MATMUL_ACTIVATIONS_F16 : VKRT_MATMUL_ACTIVATIONS_F32;
+  if (a->f16_activations && !vkrt_config_has("CONFIG_VKRT_KERNEL_MATMUL_COOPMAT")) {
+    fprintf(stderr, "vkrt-service: --activations f16: this build has no cooperative-matrix "
+                    "matmul kernels (CONFIG_VKRT_KERNEL_MATMUL_COOPMAT is not set)\n");
+    return EXIT_FIT;
+  }
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
   if (a->fault_import)
     options.faults.mask |= VKRT_FAULT_IMPORT_FAILS;
@@ -40,6 +47,22 @@ int appliance_open(struct service *s) {
   }
   s->app = app;
   s->n = vkrt_device_count(app);
+  /* the library takes the f32 paths on a device without cooperative matrices; the service
+   * was asked for f16 and says it cannot, rather than run something else */
+  for (uint32_t d = 0; a->f16_activations && d < s->n; d++) {
+    vkrt_device_info info;
+    st = vkrt_device_info_get(app, d, &info);
+    if (st != VKRT_OK || !info.matmul_f16) {
+      if (st != VKRT_OK)
+        fprintf(stderr, "vkrt-service: dev%u: %s\n", d, vkrt_last_error(app));
+      else
+        fprintf(stderr, "vkrt-service: --activations f16: dev%u (%s) has no cooperative matrices "
+                        "(VK_NV_cooperative_matrix with 32-wide subgroups): its matmuls would "
+                        "stay f32 (vkrt-probe --activations f16 prints each device's path)\n",
+                d, info.name);
+      return st != VKRT_OK ? EXIT_RUNTIME : EXIT_FIT;
+    }
+  }
   s->ranks = s->n * vkrt_host_count(app);
   s->first_rank = s->n * vkrt_host_rank(app);
   return 0;

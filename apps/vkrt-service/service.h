@@ -56,7 +56,7 @@ struct service_args {
   const char *preset;             /* --make-gguf of a whole llama model: --preset or --heads */
   uint64_t heads, kv_heads, vocab;
   const char *make_only;          /* the first option given that only --make-gguf takes */
-  bool verbose, fault_import, tokens_given, q8_activations;
+  bool verbose, fault_import, tokens_given, q8_activations, f16_activations;
   vkrt_type dtype;
   /* llama mode */
   const char *prompt;

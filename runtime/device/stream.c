@@ -1,5 +1,6 @@
 /* Per-device stream: a ring of command buffers retired by one timeline semaphore. */
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "base/base.h"
@@ -16,6 +17,9 @@ vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
   atomic_init(&st->defer_tail, 0);
   atomic_init(&st->submitter_stop, false);
   atomic_init(&st->submitter_sleeping, false);
+  atomic_init(&st->caught_spinning, 0);
+  atomic_init(&st->caught_dozing, 0);
+  atomic_init(&st->woken, 0);
   atomic_init(&st->deferred_error, VKRT_OK);
   VkCommandPoolCreateInfo pool_info = {
       .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -155,6 +159,8 @@ static VkResult begin_slot(struct vkrt_device *dev, const char **what) {
 /* The per-buffer recording state a fresh command buffer starts with. */
 static void reset_recording_state(struct vkrt_stream *st) {
   st->fresh = true;
+  st->bound_cmd = VK_NULL_HANDLE;
+  st->bound_pipeline = VK_NULL_HANDLE;
   st->host_reads = false;
   st->unsynced = 0;
   st->unsynced_unknown = false;
@@ -371,22 +377,53 @@ static bool deferred_pending(struct vkrt_stream *st) {
          atomic_load(&st->defer_head) != atomic_load_explicit(&st->defer_tail, memory_order_relaxed);
 }
 
-/* The submitter, out of work: spins up to the stream's spin budget for the next batch
- * (collectives come every few ops during a token; a futex wake-up of a sleeping submitter
- * would cost the caller's thread microseconds), then sleeps until a caller wakes it.
- * Returns false when stopping with nothing queued. */
+/* The idle time before a batch came, into the submitter's moving mean (1/8 weight). */
+static bool caught(struct vkrt_stream *st, atomic_uint_fast64_t *counter, uint64_t idle_ns) {
+  int64_t gap = (int64_t)st->submitter_gap_ns;
+  st->submitter_gap_ns = (uint64_t)(gap + ((int64_t)idle_ns - gap) / 8);
+  atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+  return true;
+}
+
+static bool tail_moved(struct vkrt_stream *st, uint64_t head) {
+  return atomic_load_explicit(&st->defer_tail, memory_order_acquire) != head;
+}
+
+/* The submitter, out of work (collectives come every few ops during a token; a futex
+ * wake-up of a sleeping submitter costs the caller's thread microseconds): on GPUs it spins
+ * for twice the recent idle time between batches (VKRT_STREAM_HOT_MIN_NS..HOT_MAX_NS), then
+ * polls every VKRT_STREAM_DOZE_NS in a sleep until the stream's spin budget has passed (a
+ * batch published meanwhile is found within a poll, and nobody has to wake the thread),
+ * then sleeps until a caller wakes it. Before, it spun the whole 2 ms: a core per device
+ * busy through a decode. Returns false when stopping with nothing queued. */
 static bool await_work(struct vkrt_stream *st, uint64_t head) {
   const uint64_t spin_ns = atomic_load_explicit(&st->spin_ns, memory_order_relaxed);
-  uint64_t t0 = spin_ns ? now_ns() : 0;
-  for (uint32_t i = 1; spin_ns; i++) {
-    if (atomic_load_explicit(&st->defer_tail, memory_order_acquire) != head)
-      return true;
-    if (atomic_load_explicit(&st->submitter_stop, memory_order_relaxed))
-      break;
-    vkrt_cpu_relax();
-    if (i % 64 == 0 && now_ns() - t0 >= spin_ns)
-      break;
+  if (spin_ns) {
+    uint64_t hot = VKRT_MIN(VKRT_MAX(2 * st->submitter_gap_ns, VKRT_STREAM_HOT_MIN_NS),
+                            VKRT_MIN(VKRT_STREAM_HOT_MAX_NS, spin_ns));
+    uint64_t t0 = now_ns(), t = t0;
+    for (uint32_t i = 1; t - t0 < hot; i++) {
+      if (tail_moved(st, head))
+        return caught(st, &st->caught_spinning, now_ns() - t0);
+      if (atomic_load_explicit(&st->submitter_stop, memory_order_relaxed))
+        goto sleep;
+      vkrt_cpu_relax();
+      if (i % 64 == 0)
+        t = now_ns();
+    }
+    while (t - t0 < spin_ns) {
+      uint64_t nap = VKRT_MIN(VKRT_STREAM_DOZE_NS, spin_ns - (t - t0));
+      struct timespec ts = {.tv_sec = (time_t)(nap / 1000000000ull),
+                            .tv_nsec = (long)(nap % 1000000000ull)};
+      nanosleep(&ts, NULL);
+      t = now_ns();
+      if (tail_moved(st, head))
+        return caught(st, &st->caught_dozing, t - t0);
+      if (atomic_load_explicit(&st->submitter_stop, memory_order_relaxed))
+        break;
+    }
   }
+sleep:
   pthread_mutex_lock(&st->defer_lock);
   /* Sleeping is announced before each look at the tail (both sequentially consistent): a
    * caller that published after that look finds the flag, clears it and wakes this thread;
@@ -400,6 +437,8 @@ static bool await_work(struct vkrt_stream *st, uint64_t head) {
   atomic_store(&st->submitter_sleeping, false);
   bool work = atomic_load(&st->defer_tail) != head;
   pthread_mutex_unlock(&st->defer_lock);
+  if (work)
+    caught(st, &st->woken, spin_ns);
   return work;
 }
 
@@ -407,6 +446,7 @@ static void *submitter_main(void *arg) {
   struct vkrt_device *dev = arg;
   struct vkrt_stream *st = &dev->stream;
   pthread_setname_np(pthread_self(), "vkrt-submit");
+  prctl(PR_SET_TIMERSLACK, 1000UL); /* its dozes poll every 50 us, not 50 us + 50 us of slack */
   for (;;) {
     uint64_t head = atomic_load(&st->defer_head);
     uint64_t tail = atomic_load_explicit(&st->defer_tail, memory_order_acquire);

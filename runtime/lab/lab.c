@@ -2,6 +2,7 @@
  * the stream's submit and barrier counters, the ops' path counters, the attention plan and
  * the preferred copy path. */
 #include <string.h>
+#include <time.h>
 
 #include "import/policy.h"
 #include "lab/lab.h"
@@ -57,7 +58,15 @@ vkrt_status vkrt_lab_stream_get(const vkrt_appliance *app, uint32_t device,
                            .barriers = dev->stream.barriers,
                            .barriers_elided = dev->stream.barriers_elided,
                            .flushes = dev->stream.flushes,
-                           .deferred = dev->stream.deferred};
+                           .deferred = dev->stream.deferred,
+                           .caught_spinning = atomic_load(&dev->stream.caught_spinning),
+                           .caught_dozing = atomic_load(&dev->stream.caught_dozing),
+                           .woken = atomic_load(&dev->stream.woken)};
+  clockid_t clock;
+  struct timespec ts;
+  if (dev->stream.submitter_started && pthread_getcpuclockid(dev->stream.submitter, &clock) == 0 &&
+      clock_gettime(clock, &ts) == 0)
+    out->submitter_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
   return VKRT_OK;
 }
 

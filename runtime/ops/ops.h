@@ -113,6 +113,7 @@ struct vkrt_ops_forces {
   int matmul_kernel;         /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
   uint32_t attention_splits; /* 0 = plan them */
   uint32_t attention_unroll; /* row passes per tile of the split pass: 0 = plan them */
+  bool rebind_pipeline;      /* bind the pipeline before every dispatch, even one bound */
 };
 
 /* Which paths ran (the lab's counters: tests assert them, the bench reports them). */
@@ -167,7 +168,8 @@ struct vkrt_ops_state {
   /* tiled matmul (matmul.c): crossovers and tiles (matmul_plan.c) */
   struct vkrt_matmul_setup matmul;
   bool use_coopmat; /* the cooperative-matrix kernels are taken (vkrt_options.matmul_activations
-                       = VKRT_MATMUL_ACTIVATIONS_F16 where matmul.coopmat; the lab's knob) */
+                       = VKRT_MATMUL_ACTIVATIONS_F16 where vkrt_ops_coopmat_usable; the lab's
+                       knob) */
   bool matmul_fallback_logged;
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
@@ -238,7 +240,10 @@ void vkrt_ops_drop_variants(struct vkrt_device *dev);
 
 /* True when kernel k is in this build and the device has what it needs (no error set):
  * lets optional paths (the concat fast path) fall back quietly. */
-bool vkrt_ops_kernel_usable(struct vkrt_device *dev, enum vkrt_ops_kernel k);
+bool vkrt_ops_kernel_usable(const struct vkrt_device *dev, enum vkrt_ops_kernel k);
+/* The cooperative-matrix tiles can run here: the device has cooperative matrices and the
+ * build at least one of their kernels. */
+bool vkrt_ops_coopmat_usable(const struct vkrt_device *dev);
 
 /* Device limits the ops validate against (the test hooks may lower them). */
 struct vkrt_ops_limits vkrt_ops_device_limits(struct vkrt_device *dev);
@@ -276,6 +281,9 @@ void vkrt_ops_dispatch_3d(struct vkrt_device *dev, VkCommandBuffer cmd,
 vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_stream_access *access,
                            uint32_t count, VkCommandBuffer *cmd);
 
+/* How the ops hand buffers to their kernels on this device, and why (vkrt-probe). */
+const char *vkrt_ops_binding_path(const struct vkrt_device *dev);
+
 /* Which contiguous device copy this device uses: "compute (copy_vec4, 16-byte loads)" or
  * "vkCmdCopyBuffer", and why; for vkrt-probe and vkrt-bench (valid before the first op). */
 const char *vkrt_ops_copy_path(const struct vkrt_device *dev);
@@ -309,12 +317,14 @@ vkrt_status vkrt_ops_copy_bytes(struct vkrt_device *dev, VkCommandBuffer cmd, Vk
  * buffer ends short of a word or the range is too long for one binding. */
 bool vkrt_ops_widen_words(struct vkrt_device *dev, struct vkrt_ops_view *v);
 
-/* Test hooks: lower the workgroup-count limits (to exercise grid splitting on small
- * tensors), turn push descriptors off (to exercise the pool ring), cap one binding's range
- * (to exercise range chunking). 0 / false restore. Call with the device idle (after
- * vkrt_finish): switching the descriptor mode recreates the pipelines. */
+#if IS_ENABLED(CONFIG_VKRT_LAB)
+/* The lab's limits (vkrt_lab_limits_set): lower the workgroup-count limits (to exercise grid
+ * splitting on small tensors), turn push descriptors off (to exercise the pool ring), cap one
+ * binding's range (to exercise range chunking). 0 / false restore. Call with the device idle
+ * (after vkrt_finish): switching the descriptor mode recreates the pipelines. */
 void vkrt_ops_test_limits(struct vkrt_device *dev, uint32_t max_group_count,
                           bool disable_push_descriptor, uint64_t max_storage_buffer_range);
+#endif
 
 /* ---- per-kernel record functions (validated views in; dst first) --------------------- */
 

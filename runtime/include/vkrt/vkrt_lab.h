@@ -52,6 +52,11 @@ typedef struct vkrt_lab_stream {
                            overlap; VKRT_LAB_STREAM_FLUSH_OPS), counted in `submitted` too */
   uint64_t deferred;    /* submits made by the device's submitter thread, not the caller's:
                            those waiting on a collective's semaphore and those after them */
+  /* The submitter thread (0 before the first collective): its CPU time, and the batches it
+   * found while spinning, while dozing (polling in a sleep) and after it had gone to sleep
+   * (a caller woke it) */
+  uint64_t submitter_cpu_ns;
+  uint64_t caught_spinning, caught_dozing, woken;
 } vkrt_lab_stream;
 
 vkrt_status vkrt_lab_stream_get(const vkrt_appliance *appliance, uint32_t device,
@@ -73,7 +78,10 @@ typedef enum vkrt_lab_knob {
                                         submit after 4, doubling); 0 = never by itself */
   VKRT_LAB_MATMUL_TILED_MIN_M,       /* the crossover for every weight type and both tile
                                         kinds: M from which vkrt_op_matmul takes the tiled
-                                        kernel (1..65536); get: f16's on the tiles in use */
+                                        kernel (1..65536); 0 restores the device's per-type
+                                        crossovers chosen at open (restore with 0, not with
+                                        a value got, which is one type's); get: f16's on the
+                                        tiles in use */
   VKRT_LAB_MATMUL_COOPMAT,           /* 0/1: the tiled kernel on cooperative matrices where
                                         the device has them (x rounded to f16); the default
                                         is vkrt_options.matmul_activations' choice */
@@ -83,6 +91,9 @@ typedef enum vkrt_lab_knob {
   VKRT_LAB_ATTENTION_UNROLL,         /* vkrt_op_attention: cache-row passes per tile of the
                                         split pass (loads in flight), 0 = plan (4, fewer
                                         where the shared memory is short), else 1..8 */
+  VKRT_LAB_PIPELINE_REBIND,          /* 0/1: bind the pipeline before every dispatch (1), or
+                                        skip the bind when the command buffer has it bound
+                                        already (0, the default) */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
@@ -269,6 +280,48 @@ vkrt_status vkrt_lab_timer_begin(vkrt_lab_timer *timer);
 vkrt_status vkrt_lab_timer_end(vkrt_lab_timer *timer, bool barrier);
 /* Seconds between the two, once the stream was submitted and waited (vkrt_finish). */
 vkrt_status vkrt_lab_timer_seconds(vkrt_lab_timer *timer, double *out);
+
+/* ---- host time inside the Vulkan recording calls (vkrt-bench record --calls) ------------- */
+
+typedef enum vkrt_lab_vk_call {
+  VKRT_LAB_VK_BIND_PIPELINE,
+  VKRT_LAB_VK_PUSH_DESCRIPTORS,
+  VKRT_LAB_VK_BIND_DESCRIPTOR_SETS,
+  VKRT_LAB_VK_PUSH_CONSTANTS,
+  VKRT_LAB_VK_DISPATCH,
+  VKRT_LAB_VK_BARRIER,
+  VKRT_LAB_VK_FILL,
+  VKRT_LAB_VK_COPY,
+  VKRT_LAB_VK_BEGIN,
+  VKRT_LAB_VK_RESET_POOL,
+  VKRT_LAB_VK_ALLOCATE_SETS,         /* the descriptor-pool ring (no push descriptors) */
+  VKRT_LAB_VK_UPDATE_SETS,
+  VKRT_LAB_VK_RESET_DESCRIPTOR_POOL,
+  VKRT_LAB_VK_CALL_COUNT
+} vkrt_lab_vk_call;
+
+typedef struct vkrt_lab_vk_calls {
+  uint64_t count[VKRT_LAB_VK_CALL_COUNT]; /* calls of each entry point */
+  uint64_t ns[VKRT_LAB_VK_CALL_COUNT];    /* host ns inside them (the driver's) */
+  uint64_t marks;      /* ops marked (vkrt_lab_vk_calls_mark(true)) */
+  uint64_t before_ns;  /* from a mark to the first call after it: libvkrt's checks, hazard
+                          tracking and pipeline lookup before the op's first command */
+  uint64_t between_ns; /* between the calls after one mark: libvkrt's glue */
+  uint64_t after_ns;   /* from the last call to the next mark: the op's return and the
+                          caller's loop */
+  double clock_ns;     /* one clock read (each call's figure includes about one; each
+                          wrapped call adds about two to the op's time) */
+} vkrt_lab_vk_calls;
+
+/* While a profile runs the device's recording entry points go through timing wrappers; one
+ * device at a time, from the thread recording it. Only calls inside marked ops count: _mark(true) before
+ * each op, _mark(false) after the last (what follows, a submit, is not counted). _stop
+ * restores the table and returns the sums. */
+vkrt_status vkrt_lab_vk_calls_start(vkrt_appliance *appliance, uint32_t device);
+void vkrt_lab_vk_calls_mark(bool op_follows);
+vkrt_status vkrt_lab_vk_calls_stop(vkrt_appliance *appliance, uint32_t device,
+                                   vkrt_lab_vk_calls *out);
+const char *vkrt_lab_vk_call_name(vkrt_lab_vk_call call);
 
 /* ---- raw Vulkan submit floors (vkrt-bench sync) ------------------------------------------ */
 
