@@ -20,6 +20,10 @@ vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
   atomic_init(&st->caught_spinning, 0);
   atomic_init(&st->caught_dozing, 0);
   atomic_init(&st->woken, 0);
+  for (uint32_t i = 0; i < VKRT_STREAM_DEPTH; i++)
+    atomic_init(&st->prep[i], VKRT_STREAM_PREP_NONE);
+  st->submitter_reset_pool = dev->vk.vkResetCommandPool;
+  st->submitter_begin = dev->vk.vkBeginCommandBuffer;
   atomic_init(&st->deferred_error, VKRT_OK);
   VkCommandPoolCreateInfo pool_info = {
       .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -199,6 +203,34 @@ static vkrt_status capture_recording(struct vkrt_device *dev, VkCommandBuffer *o
   return VKRT_OK;
 }
 
+/* The current slot's buffer when the submitter thread began it for the caller (true: it is
+ * the recording buffer now). A slot still asked for is withdrawn (the caller begins it; the
+ * submitter may be inside a vkQueueSubmit that waits for a peer); one being begun is waited
+ * for (a pool reset and a begin). */
+static bool take_prepared(struct vkrt_stream *st) {
+  atomic_int *prep = &st->prep[st->current];
+  int p = atomic_load_explicit(prep, memory_order_acquire);
+  if (p == VKRT_STREAM_PREP_NONE)
+    return false;
+  if (p == VKRT_STREAM_PREP_ASKED &&
+      atomic_compare_exchange_strong_explicit(prep, &p, VKRT_STREAM_PREP_NONE,
+                                              memory_order_acq_rel, memory_order_acquire))
+    return false;
+  while (p == VKRT_STREAM_PREP_WORKING) {
+    vkrt_cpu_relax();
+    p = atomic_load_explicit(prep, memory_order_acquire);
+  }
+  atomic_store_explicit(prep, VKRT_STREAM_PREP_NONE, memory_order_relaxed);
+  if (p != VKRT_STREAM_PREP_BEGUN)
+    return false;
+  st->cmd_value[st->current] = 0; /* retired: the submitter checked before the reset */
+  st->recording = true;
+  st->used = false;
+  st->prepared++;
+  reset_recording_state(st);
+  return true;
+}
+
 /* The buffer being recorded, or a fresh one (waiting for the oldest to retire when the ring
  * is full). */
 static vkrt_status recording(struct vkrt_device *dev, VkCommandBuffer *out) {
@@ -208,7 +240,7 @@ static vkrt_status recording(struct vkrt_device *dev, VkCommandBuffer *out) {
     return vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
   if (st->capture)
     return capture_recording(dev, out);
-  if (!st->recording) {
+  if (!st->recording && !take_prepared(st)) {
     if (st->cmd_value[st->current]) { /* the ring is full: wait for the oldest to retire */
       vkrt_status s = wait_value(dev, st->cmd_value[st->current], UINT64_MAX);
       if (s != VKRT_OK)
@@ -362,6 +394,8 @@ static void fill_batch(const struct vkrt_stream *st, struct vkrt_stream_batch *b
                        VkCommandBuffer cmd, uint64_t value) {
   b->cmd = cmd;
   b->end = false;
+  b->begin_slot = 0;
+  b->begin_retire = 0;
   b->wait_count = st->wait_count;
   memcpy(b->wait_sem, st->wait_sem, st->wait_count * sizeof(VkSemaphore));
   memcpy(b->wait_value, st->wait_value, st->wait_count * sizeof(uint64_t));
@@ -442,6 +476,27 @@ sleep:
   return work;
 }
 
+/* The submitter's side of VKRT_STREAM_PREP: claims an asked slot (unless the caller
+ * withdrew it), and resets and begins its buffer once the slot has retired. */
+static void prepare_slot(struct vkrt_device *dev, uint32_t slot, uint64_t retire) {
+  struct vkrt_stream *st = &dev->stream;
+  int asked = VKRT_STREAM_PREP_ASKED;
+  if (!atomic_compare_exchange_strong_explicit(&st->prep[slot], &asked, VKRT_STREAM_PREP_WORKING,
+                                               memory_order_acq_rel, memory_order_relaxed))
+    return;
+  uint64_t reached = 0;
+  bool ok = !retire || (dev->vk.vkGetSemaphoreCounterValue(dev->handle, st->timeline, &reached) ==
+                            VK_SUCCESS && reached >= retire);
+  VkCommandBufferBeginInfo begin = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+  };
+  ok = ok && st->submitter_reset_pool(dev->handle, st->pool[slot], 0) == VK_SUCCESS &&
+       st->submitter_begin(st->cmd[slot], &begin) == VK_SUCCESS;
+  atomic_store_explicit(&st->prep[slot], ok ? VKRT_STREAM_PREP_BEGUN : VKRT_STREAM_PREP_FAILED,
+                        memory_order_release);
+}
+
 static void *submitter_main(void *arg) {
   struct vkrt_device *dev = arg;
   struct vkrt_stream *st = &dev->stream;
@@ -460,6 +515,11 @@ static void *submitter_main(void *arg) {
     uint32_t n = (uint32_t)VKRT_MIN(tail - head, (uint64_t)(VKRT_STREAM_DEPTH - first));
     n = VKRT_MIN(n, (uint32_t)QUEUE_SUBMIT_MAX);
     struct vkrt_stream_batch *b = &st->defer_ring[first];
+    for (uint32_t i = 0; i < n; i++) /* before a submit that may wait for a peer */
+      if (b[i].begin_slot) {
+        prepare_slot(dev, b[i].begin_slot - 1, b[i].begin_retire);
+        b[i].begin_slot = 0;
+      }
     VkResult r = VK_SUCCESS;
     const char *what = "vkQueueSubmit";
     for (uint32_t i = 0; i < n && r == VK_SUCCESS; i++)
@@ -688,6 +748,14 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   fill_batch(st, &b, has_cmd ? st->cmd[slot] : VK_NULL_HANDLE, value);
   if (deferred) {
     b.end = has_cmd;
+    /* the slot after the next one, begun by the submitter before it submits this */
+    uint32_t ahead = (slot + 2) % VKRT_STREAM_DEPTH;
+    if (has_cmd && atomic_load_explicit(&st->prep[ahead], memory_order_relaxed) ==
+                       VKRT_STREAM_PREP_NONE) {
+      atomic_store_explicit(&st->prep[ahead], VKRT_STREAM_PREP_ASKED, memory_order_relaxed);
+      b.begin_slot = ahead + 1; /* published with the batch */
+      b.begin_retire = st->cmd_value[ahead];
+    }
     defer(st, &b);
   } else {
     VkResult r = queue_submit(dev, &b, 1);
@@ -705,7 +773,8 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   if (has_cmd) {
     st->cmd_value[slot] = value;
     st->current = (slot + 1) % VKRT_STREAM_DEPTH;
-    begin_next(dev);
+    if (!take_prepared(st))
+      begin_next(dev);
   }
   if (out_value)
     *out_value = value;

@@ -45,6 +45,8 @@ typedef struct vkrt_lab_stream {
   uint64_t host_closes; /* command buffers closed with the barrier to the host: those in which
                            a command wrote a mapped buffer or memory libvkrt cannot name */
   uint64_t begun_ahead; /* command buffers begun by the submit before their first command */
+  uint64_t prepared;    /* ... and those the submitter thread began while a collective's
+                           submit went through it (the caller's thread did not) */
   uint64_t barriers;    /* commands after the first of their buffer recorded behind a barrier
                            (they touch what earlier commands wrote, or write what they read) */
   uint64_t barriers_elided; /* ... and without one: independent of the work since the last */
@@ -383,7 +385,8 @@ vkrt_status vkrt_lab_import_get(const vkrt_appliance *appliance, vkrt_lab_import
  * threads, one chunk's file bytes, chunks in the ring, one read (pread or memcpy), and the
  * row width below which rows of a strided range are packed by the host into one DMA region
  * per chunk (no_gather: never; each row is then its own region). 0 in a field: the default
- * (Kconfig; threads: one per online CPU; block: 4 MiB; gather: below 64 KiB). set checks the
+ * (Kconfig; threads: one per online CPU but the caller's, one of them waiting for the chunks
+ * to retire and the others reading; block: 4 MiB; gather: below 64 KiB). set checks the
  * values (chunk and block multiples of 4 KiB, block <= chunk) and applies them to the loads
  * that start after it; get gives the values a load would use now. */
 typedef struct vkrt_lab_load {
