@@ -19,7 +19,7 @@
 #     warm, the sweep's best knobs too where they beat the board's by 5 % or more.
 # TYPES, DEVICES and CACHES pick a subset (defaults "f16 q8_0 q4_K", "1 2", "warm cold");
 # SWEEP="" skips the knob rows; PRESET and MAKE_ARGS another model (a small one tries the
-# script out on lavapipe). About 2 minutes on one H200 with the files made in the run.
+# script out on lavapipe). 2.5 minutes on one H200 with the files made in the run.
 set -u
 B=${1:?usage: tools/gpu-load.sh BUILDDIR}/bin
 OUT=${OUT:-/tmp/vkrt-gpu-out}
