@@ -51,6 +51,8 @@ static void usage(FILE *f) {
           "capture-fails provokes that: a capture already open refuses the token's).\n"
           "--load-path: how vkrt_load_file brings the weights (default auto: per device, mapped\n"
           "where file pages import, else pread or O_DIRECT by the page cache's share of the file).\n"
+          "--load-knobs T,CHUNK,CHUNKS[,BLOCK] (a build with the lab): the load's helper threads,\n"
+          "pinned chunk size and count and read block size (0 or left out: the board's).\n"
           "The load's GB/s against a pinned upload measured at start, and the time from process\n"
           "start to the first generated token (with --warmup-ms 0: no warm-up before it) are\n"
           "printed, and with --json carried in the closing JSON object.\n"
@@ -184,6 +186,10 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
       if (!strcmp(v, vkrt_load_path_str((vkrt_load_path)p)))
         return o->load_path = (vkrt_load_path)p, true;
     return !strcmp(v, "import") ? (o->load_path = VKRT_LOAD_PATH_MAPPED, true) : false;
+  }
+  if (!strcmp(a, "--load-knobs")) {
+    o->load_knobs = v;
+    return true; /* parsed where the appliance is open (appliance.c) */
   }
   if (!strcmp(a, "--import-chunk-cap"))
     return parse_u64(v, &o->chunk_cap) && o->chunk_cap > 0;

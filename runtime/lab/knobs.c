@@ -149,6 +149,13 @@ int vkrt_lab_quant_preference(vkrt_type type, int rank) {
   return vkrt_quant_preference[type == VKRT_TYPE_Q8_0 ? 0 : 1][rank];
 }
 
+uint32_t vkrt_lab_quant_min_rows_per_unit(vkrt_type type, int64_t variant) {
+  if ((type != VKRT_TYPE_Q8_0 && type != VKRT_TYPE_Q4_K) || variant < 1 ||
+      variant > VKRT_QUANT_VARIANTS)
+    return 0;
+  return vkrt_quant_min_rows_per_unit(type, (int)variant);
+}
+
 static vkrt_status matvec_type(struct vkrt_device *dev, vkrt_type type) {
   return type == VKRT_TYPE_F32 || type == VKRT_TYPE_F16
              ? VKRT_OK : vkrt_lab_bad(dev, "lab: matrix-vector shapes are for f32 and f16 weights, "

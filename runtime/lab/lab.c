@@ -38,6 +38,7 @@ vkrt_status vkrt_lab_device_get(const vkrt_appliance *app, uint32_t device,
                            .timestamp_period_ns = c->timestamp_period_ns,
                            .max_storage_buffer_range = c->max_storage_buffer_range,
                            .max_compute_work_group_invocations = c->max_compute_work_group_invocations,
+                           .compute_units = c->compute_units,
                            .refuses_file_backed = c->external_memory_host &&
                                                      vkrt_import_file_backed_refused(c),
                               .min_imported_host_pointer_alignment =

@@ -95,6 +95,9 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
                                    const struct vkrt_matmul_tile *tile);
 /* The path for weight type t and M columns, cooperative matrices taken when `use_coopmat`
  * (and the setup says the device has them and the type has such a kernel: not f32). */
+/* Whether N rows fill a device for a quantized one-column kernel that wants rows_per_unit rows
+ * per compute unit (devices that do not report their units: yes). */
+bool vkrt_quant_rows_fill(const struct vkrt_caps *caps, uint32_t N, uint32_t rows_per_unit);
 struct vkrt_matmul_pick vkrt_matmul_pick(const struct vkrt_matmul_setup *setup, bool use_coopmat,
                                          vkrt_type t, uint32_t M);
 
@@ -448,9 +451,11 @@ static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t hea
 #endif
 
 /* Quantized weights (quant.c): matmul with Q8_0/Q4_K w, and the dequantizing copy. */
-#define VKRT_QUANT_VARIANTS 10
-/* The read pattern (0 words, 1 vec16, 2 lanew, 3 kspace, 4 q8x) of 1-based variant v. */
-#define VKRT_QUANT_VARIANT_KIND(v) ((v) == 1 ? 0 : (v) == 10 ? 4 : (v) >= 8 ? 3 : (v) >= 5 ? 2 : 1)
+#define VKRT_QUANT_VARIANTS 15
+/* The read pattern (0 words, 1 vec16, 2 lanew, 3 kspace, 4 q8x) of 1-based variant v (the
+ * prefetch and stream variants 10..14 take the vec16 layouts: rows and x 16-byte aligned). */
+#define VKRT_QUANT_VARIANT_KIND(v) \
+  ((v) == 1 ? 0 : (v) == 15 ? 4 : (v) >= 10 ? 1 : (v) >= 8 ? 3 : (v) >= 5 ? 2 : 1)
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT)
 extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
 /* Default variant order per type (Q8_0, Q4_K): 1-based variant numbers, the first that fits. */
@@ -464,6 +469,8 @@ enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint
  * compiled in and the device has what they need); the op still refuses a forced variant that
  * w or x are not aligned for. */
 bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant);
+/* Rows per compute unit the one-column kernel of `variant` needs to be preferred (0: none). */
+uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant);
 /* How quantized matvec takes x on this device, and why (vkrt-probe, describe). */
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -472,8 +479,14 @@ vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
 #else
 /* No variants without the kernels; test_quant and vkrt-bench quant still compile and report
  * the ops' VKRT_ERROR_UNSUPPORTED. */
-static const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {"-", "-", "-", "-", "-", "-", "-", "-", "-", "-"};
+static const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
+    "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"};
 static const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
+static inline uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant) {
+  (void)type;
+  (void)variant;
+  return 0;
+}
 static inline const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   (void)dev;
   return "none: no quantized kernels in this build";

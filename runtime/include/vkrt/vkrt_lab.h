@@ -32,6 +32,7 @@ typedef struct vkrt_lab_device {
                                          file-backed pages (NVIDIA, RADV, or the fault acting
                                          as one): import-then-prestage pre-stages those */
   uint64_t min_imported_host_pointer_alignment; /* bytes (0: no host import) */
+  uint32_t compute_units;             /* NVIDIA SMs, AMD CUs; 0: not reported (CPU devices) */
 } vkrt_lab_device;
 
 vkrt_status vkrt_lab_device_get(const vkrt_appliance *appliance, uint32_t device,
@@ -148,6 +149,9 @@ int vkrt_lab_quant_read_of(int64_t variant);
  * VKRT_ACTIVATIONS_Q8 the q8x variant is tried before them); 0 for another type, a rank
  * outside 0..VKRT_LAB_QUANT_READ_COUNT-2, or the quant kernels compiled out. */
 int vkrt_lab_quant_preference(vkrt_type type, int rank);
+/* Rows per compute unit a preferred one-column variant needs before the op takes it (0: none;
+ * fewer rows take the next preference): the 16-row kernels leave units idle on small N. */
+uint32_t vkrt_lab_quant_min_rows_per_unit(vkrt_type type, int64_t variant);
 
 /* The matrix-vector shape (specialization constants of kernels/matvec.comp) used for f32
  * and f16 weights, chosen per device at open. set: every field >= 1 and wg at most
@@ -381,7 +385,8 @@ vkrt_status vkrt_lab_import_get(const vkrt_appliance *appliance, vkrt_lab_import
  * threads, one chunk's file bytes, chunks in the ring, one read (pread or memcpy), and the
  * row width below which rows of a strided range are packed by the host into one DMA region
  * per chunk (no_gather: never; each row is then its own region). 0 in a field: the default
- * (Kconfig; threads: one per online CPU; block: 4 MiB; gather: below 64 KiB). set checks the
+ * (Kconfig; threads: one per online CPU but the caller's, one of them waiting for the chunks
+ * to retire and the others reading; block: 4 MiB; gather: below 64 KiB). set checks the
  * values (chunk and block multiples of 4 KiB, block <= chunk) and applies them to the loads
  * that start after it; get gives the values a load would use now. */
 typedef struct vkrt_lab_load {
