@@ -603,8 +603,9 @@ const char *vkrt_ops_binding_path(const struct vkrt_device *dev) {
   return dev->caps.buffer_device_address
              ? "push descriptors (VK_KHR_push_descriptor: one call per op, replayed as recorded "
                "by graphs); buffer device addresses are there but not used: on the H200 the "
-               "push costs 0.05-0.08 us of an op's 1.3-1.7 us of recording, most of it the "
-               "dispatch, and every kernel would need a second form"
+               "push is 0.05-0.14 us of an op's 1.3-2.7 us of recording, most of which is the "
+               "driver's dispatch whatever binds the buffers, and every kernel would need a "
+               "second form"
              : "push descriptors (VK_KHR_push_descriptor: one call per op, replayed as recorded "
                "by graphs); no buffer device addresses on this device";
 }
