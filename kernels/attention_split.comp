@@ -1,57 +1,51 @@
 #version 450
-// Decode attention, the split pass of flash-decoding: workgroup (s, y, jj) attends query jj
+// Decode attention, the split pass of flash-decoding: workgroup (y, s, jj) attends query jj
 // of the round (query q0 + jj) over cache tokens [s * split_len, (s + 1) * split_len) cut
 // at that query's kv_len (read here, so recorded work replays for the next token), for the
 // G query heads of head group y % head_groups of KV head y / head_groups. Each K and V row
-// is loaded once for all G heads. It writes, per head, the split's max score m, the sum
+// is read once for all G heads. The KV heads of a split are neighbouring workgroups, so
+// the cache rows of a token (every KV head's, side by side in the service's layout) are
+// read together. It writes, per head, the split's max score m, the sum
 // l = sum exp(score - m) and o = sum exp(score - m) v (unnormalized) to the scratch;
 // attention_combine.comp merges the splits. A split past kv_len exits at once and the
 // combine never reads it. With one split (direct != 0) there is nothing to merge: the pass
 // writes o / l to dst itself (zeros for kv_len <= 0) and no combine runs.
 //
-// Rows are read in 8-element chunks (f16: one 16-byte load; q8_0: 8 quants and the block
-// scale, applied once per chunk and head, not per element): invocation t takes chunk t % NC of tokens t / NC + i TT,
-// so the NC invocations of a token read its row contiguously; a tile is U such passes, and
-// the next tile's loads are issued before this one is used (the V rows of the first tile
-// before the softmax), so about 2 U loads per invocation are in flight.
-// Scores, SUBGROUP (the NC invocations of a token within one subgroup, NC a power of two):
-// each invocation's G partial dot products are summed across its NC lanes by subgroup
-// shuffles (a butterfly: every lane ends with the sums), no barrier in the loop; the softmax
-// takes one subgroup per head (subgroupMax, subgroupAdd). Otherwise the partials go through
-// shared memory (rows padded against bank conflicts), two barriers a tile, and the softmax
-// through shared memory. The split's scores stay in shared memory (f32, max first).
-// Weighted V: invocation t accumulates chunk t % NC of every TT-th token for all G heads,
-// then the TT token groups are summed through shared memory, GB heads at a time.
+// The split runs in tiles of T = TT * U tokens, with no reduction per token:
+// - loads: invocation t reads chunk t % NC (8 elements: f16 one 16-byte word; q8_0 8 quants
+//   and the block scale) of tokens t / NC + u TT (u < U), so a row's NC invocations read it
+//   contiguously. The next tile's K rows are in flight during the whole tile, its V rows
+//   from the weighted sum on.
+// - the tile's K rows go to shared memory (rows padded to an odd number of 16-byte words:
+//   no bank conflicts when invocations read different rows at the same column);
+// - scores: an invocation owns a token and one of P parts of the head dimension and sums
+//   its dot products for all G heads (the scaled queries in shared memory, read by every
+//   invocation of the part at once); the P partials of a score are added by the softmax;
+// - online softmax per head and token slot (tokens t = slot + u TT): a running max and sum
+//   in shared memory, the tile's probabilities written over the scores, the factor that
+//   rescales the slot's earlier sums;
+// - weighted V: invocation (chunk, slot) rescales its G heads' sums and adds p v for its
+//   U tokens of the tile (probabilities read from shared memory, the same for the NC
+//   invocations of a token), from V rows read coalesced straight into registers.
+// At the end the TT slots of each head are merged (max, rescale, sum) through shared memory.
 // Specialization constants: 0 workgroup size, 1 G (query heads per workgroup), 2 D (head
-// dim, a multiple of 8; q8_0: of 32), 3 U (passes per tile). attention.c sizes the shared
-// memory as the shared-memory path needs it (RED + SCORES floats; SUBGROUP needs less).
+// dim, a multiple of 8; q8_0: of 32), 3 U (row passes per tile). attention.c sizes the
+// shared memory as declared here (vkrt_ops_attention_shared in validate.c).
 #extension GL_EXT_control_flow_attributes : enable
-#ifdef SUBGROUP
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#extension GL_KHR_shader_subgroup_shuffle : require
-#endif
 
-layout(local_size_x_id = 0) in;
+layout(local_size_x_id = 0, local_size_x = 128) in; // 128: no division by zero in the defaults
 layout(constant_id = 1) const uint G = 1u;
 layout(constant_id = 2) const uint D = 128u;
 layout(constant_id = 3) const uint U = 4u; // passes per tile
 const uint WG = gl_WorkGroupSize.x;
-const uint NC = D / 8u;        // chunks per row
-const uint TT = WG / NC;       // tokens per pass of the workgroup (one chunk per invocation)
-const uint TILE = TT * U;      // tokens per tile
-// the reduction area: (shared path) the score partials of a tile and the softmax's two rows
-// of WG; the weighted-V sums of at least one head
-#ifdef SUBGROUP
-const uint RED = 8u * WG;
-#else
-const uint RED_QK = U * G * (WG + TT);
-const uint RED = RED_QK > 8u * WG ? RED_QK : 8u * WG;
-const uint TPH = WG / G < 32u ? WG / G : 32u; // invocations per head in the softmax
-#endif
-const uint SCORES = 2048u;     // G * split_len at most (attention.c plans within it)
-const uint CAP = SCORES / G;   // split_len at most
-const uint GB = RED / (8u * WG);   // heads per round of the weighted-V reduction
+const uint NC = D / 8u;            // chunks per row
+const uint NCP = NC + 1u - NC % 2u; // a row in shared memory, in 16-byte words (odd)
+const uint TT = WG / NC;           // token slots (rows per pass)
+const uint T = TT * U;             // tokens per tile
+const uint P = WG / T > 1u ? WG / T : 1u; // parts of a row in the score pass
+const uint CP = (NC + P - 1u) / P; // chunks per part
+const uint ITEMS = P * T;          // score items (token, part) per tile
+const float LOW = -3.402823466e38; // the max before any score
 
 layout(push_constant) uniform Push {
   uint q_off, q_s1, q_s2;   // f32 elements
@@ -76,18 +70,30 @@ layout(std430, set = 0, binding = 3) readonly buffer V { uvec4 v[]; };
 layout(std430, set = 0, binding = 2) readonly buffer K { uint k[]; };
 layout(std430, set = 0, binding = 3) readonly buffer V { uint v[]; };
 #endif
-layout(std430, set = 0, binding = 4) writeonly buffer P { float part[]; };
+layout(std430, set = 0, binding = 4) writeonly buffer Part { float part[]; };
 
-shared float red[RED];
-shared float sc[SCORES];
-shared float lsum[G]; // each head's l (direct: o / l)
+shared uvec4 sk[T * NCP];     // the tile's K chunks (q8_0: quants, quants, scale bits)
+shared vec4 sq[G * D / 4u];   // the scaled queries
+shared float sp[G * ITEMS];   // score partials [part][head][token]; then [head][token]: p
+shared float sm[G * TT];      // running max per head and slot
+shared float sl[G * TT];      // running sum
+shared float sa[G * TT];      // the tile's rescale of the slot's earlier sums
+shared float shead[2u * G];   // per head: the split's max and sum
+shared float red[8u * WG];    // the slot merge of one head
 
 // A chunk is loaded raw (k_load, v_load: the words as they are in memory) and decoded
-// when used (decode: the 8 values in lo, hi, times `d`), so loads can be issued a tile ahead.
+// when used (decode: the 8 values in lo, hi, times `d`), so loads can be issued ahead.
 #ifdef KV_F16
 uvec4 k_load(uint row, uint c) { return k[row + c]; }
 uvec4 v_load(uint row, uint c) { return v[row + c]; }
 void decode(uvec4 u, uint row, uint c, out vec4 lo, out vec4 hi, out float d) {
+  lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+  hi = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+  d = 1.0;
+}
+// the K chunk as kept in shared memory: as loaded
+uvec4 k_keep(uvec4 u, uint row, uint c) { return u; }
+void k_use(uvec4 u, out vec4 lo, out vec4 hi, out float d) {
   lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
   hi = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
   d = 1.0;
@@ -108,34 +114,46 @@ vec4 unpack_i8(uint w) {
   }
 Q8_LOAD(k_load, k)
 Q8_LOAD(v_load, v)
-void decode(uvec4 raw, uint row, uint c, out vec4 lo, out vec4 hi, out float d) {
+// the 8 quants of a raw chunk in two words and its scale
+void q8_words(uvec4 raw, uint row, uint c, out uint a, out uint b, out float d) {
   uint blk = row + 34u * (c >> 2u);
   d = unpackHalf2x16((blk & 2u) != 0u ? raw.w >> 16u : raw.w).x;
-  uint a = raw.x, b = raw.y;
+  a = raw.x;
+  b = raw.y;
   if (((blk + 2u + 8u * (c & 3u)) & 2u) != 0u) {
     a = (a >> 16u) | (b << 16u);
     b = (b >> 16u) | (raw.z << 16u);
   }
+}
+void decode(uvec4 raw, uint row, uint c, out vec4 lo, out vec4 hi, out float d) {
+  uint a, b;
+  q8_words(raw, row, c, a, b, d);
   lo = unpack_i8(a);
   hi = unpack_i8(b);
+}
+uvec4 k_keep(uvec4 raw, uint row, uint c) {
+  uint a, b;
+  float d;
+  q8_words(raw, row, c, a, b, d);
+  return uvec4(a, b, floatBitsToUint(d), 0u);
+}
+void k_use(uvec4 u, out vec4 lo, out vec4 hi, out float d) {
+  lo = unpack_i8(u.x);
+  hi = unpack_i8(u.y);
+  d = uintBitsToFloat(u.z);
 }
 #endif
 
 void main() {
-  uint s = pc.base_x + gl_WorkGroupID.x;
-  uint y = pc.base_y + gl_WorkGroupID.y;
+  uint y = pc.base_x + gl_WorkGroupID.x;
+  uint s = pc.base_y + gl_WorkGroupID.y;
   uint jj = pc.base_z + gl_WorkGroupID.z;
   uint hk = y / pc.head_groups;
   uint h0 = hk * pc.g_total + (y % pc.head_groups) * G;
   uint j = pc.q0 + jj;
   uint len = uint(clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx)));
   uint t0 = s * pc.split_len;
-#ifdef SUBGROUP
-  // invocations numbered subgroup by subgroup, so a token's NC lanes share one
-  uint tid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
-#else
   uint tid = gl_LocalInvocationID.x;
-#endif
   if (t0 >= len) {
     // past this query's length: the combine ignores the split; alone, it is the answer: 0
     if (pc.direct != 0u)
@@ -144,177 +162,159 @@ void main() {
     return;
   }
   uint n = min(pc.split_len, len - t0);
+  // loads and weighted V: chunk c of slot `slot` (invocations past TT * NC only help with
+  // the shared-memory passes)
   uint c = tid % NC, slot = tid / NC;
+  bool loader = slot < TT;
+  slot = min(slot, TT - 1u);
   uint k_base = pc.k_off + hk * pc.k_s1, v_base = pc.v_off + hk * pc.v_s1;
 
-  // this invocation's chunk of each head's query, scaled
-  vec4 qa[G], qb[G];
-  [[unroll]] for (uint g = 0u; g < G; g++) {
-    uint qi = pc.q_off + (h0 + g) * pc.q_s1 + j * pc.q_s2 + 8u * c;
-    qa[g] = pc.scale * vec4(q[qi], q[qi + 1u], q[qi + 2u], q[qi + 3u]);
-    qb[g] = pc.scale * vec4(q[qi + 4u], q[qi + 5u], q[qi + 6u], q[qi + 7u]);
+  for (uint i = tid; i < G * D / 4u; i += WG) {
+    uint g = i / (D / 4u), d = 4u * (i % (D / 4u));
+    uint qi = pc.q_off + (h0 + g) * pc.q_s1 + j * pc.q_s2 + d;
+    sq[i] = pc.scale * vec4(q[qi], q[qi + 1u], q[qi + 2u], q[qi + 3u]);
+  }
+  for (uint i = tid; i < G * TT; i += WG) {
+    sm[i] = LOW;
+    sl[i] = 0.0;
   }
 
-  // scores of the split into sc[g * CAP + token]; rows past n are clamped to the last (valid
-  // memory, never stored)
-  uvec4 raw[U];
-  [[unroll]] for (uint u = 0u; u < U; u++)
-    raw[u] = k_load(k_base + (t0 + min(u * TT + slot, n - 1u)) * pc.k_s2, c);
-  for (uint tile = 0u; tile < n; tile += TILE) {
-    uvec4 cur[U];
-    uint row[U];
-    [[unroll]] for (uint u = 0u; u < U; u++) {
-      cur[u] = raw[u];
-      row[u] = k_base + (t0 + min(tile + u * TT + slot, n - 1u)) * pc.k_s2;
-    }
-    if (tile + TILE < n) // the next tile's loads, in flight while this one is reduced
-      [[unroll]] for (uint u = 0u; u < U; u++)
-        raw[u] = k_load(k_base + (t0 + min(tile + TILE + u * TT + slot, n - 1u)) * pc.k_s2, c);
-    else // the first V tile's, in flight through the softmax
-      [[unroll]] for (uint u = 0u; u < U; u++)
-        raw[u] = v_load(v_base + (t0 + min(u * TT + slot, n - 1u)) * pc.v_s2, c);
-    [[unroll]] for (uint u = 0u; u < U; u++) {
-      vec4 lo, hi;
-      float dk;
-      decode(cur[u], row[u], c, lo, hi, dk);
-#ifdef SUBGROUP
-      uint t = tile + u * TT + slot;
-      [[unroll]] for (uint g = 0u; g < G; g++) {
-        float p = dk * (dot(qa[g], lo) + dot(qb[g], hi));
-        [[unroll]] for (uint o = 1u; o < NC; o *= 2u)
-          p += subgroupShuffleXor(p, o);
-        if (t < n && c == g % NC)
-          sc[g * CAP + t] = p;
-      }
-#else
-      [[unroll]] for (uint g = 0u; g < G; g++)
-        red[((u * TT + slot) * G + g) * (NC + 1u) + c] = dk * (dot(qa[g], lo) + dot(qb[g], hi));
-#endif
-    }
-#ifndef SUBGROUP
-    barrier();
-    for (uint r = tid; r < TILE * G; r += WG) {
-      float sum = 0.0;
-      for (uint i = 0u; i < NC; i++)
-        sum += red[r * (NC + 1u) + i];
-      uint t = tile + r / G;
-      if (t < n)
-        sc[(r % G) * CAP + t] = sum;
-    }
-    barrier();
-#endif
+  // rows past n are clamped to the last (valid memory, never used)
+  uvec4 rk[U], rv[U];
+  [[unroll]] for (uint u = 0u; u < U; u++) {
+    rk[u] = k_load(k_base + (t0 + min(u * TT + slot, n - 1u)) * pc.k_s2, c);
+    rv[u] = v_load(v_base + (t0 + min(u * TT + slot, n - 1u)) * pc.v_s2, c);
   }
-
-  // softmax over the split per head: max, exp, sum
-#ifdef SUBGROUP
-  barrier(); // every score is in sc
-  for (uint g = gl_SubgroupID; g < G; g += gl_NumSubgroups) {
-    float mx = -3.402823466e38;
-    for (uint t = gl_SubgroupInvocationID; t < n; t += gl_SubgroupSize)
-      mx = max(mx, sc[g * CAP + t]);
-    float m = subgroupMax(mx);
-    float ls = 0.0;
-    for (uint t = gl_SubgroupInvocationID; t < n; t += gl_SubgroupSize) {
-      float p = exp(sc[g * CAP + t] - m);
-      sc[g * CAP + t] = p;
-      ls += p;
-    }
-    float l = subgroupAdd(ls);
-    if (subgroupElect()) {
-      lsum[g] = l;
-      if (pc.direct == 0u) {
-        uint e = (jj * pc.n_head + h0 + g) * pc.n_split + s;
-        part[pc.ml_base + 2u * e] = m;
-        part[pc.ml_base + 2u * e + 1u] = l;
-      }
-    }
-  }
-  barrier(); // every p is in sc
-#else
-  // TPH invocations per head, partial maxima and sums through shared memory
-  uint sg = tid / TPH, si = tid % TPH;
-  bool soft = sg < G;
-  float mx = -3.402823466e38;
-  if (soft)
-    for (uint t = si; t < n; t += TPH)
-      mx = max(mx, sc[sg * CAP + t]);
-  red[tid] = mx;
-  barrier();
-  float m = -3.402823466e38;
-  if (soft)
-    for (uint i = 0u; i < TPH; i++)
-      m = max(m, red[sg * TPH + i]);
-  float ls = 0.0;
-  if (soft)
-    for (uint t = si; t < n; t += TPH) {
-      float p = exp(sc[sg * CAP + t] - m);
-      sc[sg * CAP + t] = p;
-      ls += p;
-    }
-  red[WG + tid] = ls;
-  barrier();
-  if (soft && si == 0u) {
-    float l = 0.0;
-    for (uint i = 0u; i < TPH; i++)
-      l += red[WG + sg * TPH + i];
-    lsum[sg] = l;
-    if (pc.direct == 0u) {
-      uint e = (jj * pc.n_head + h0 + sg) * pc.n_split + s;
-      part[pc.ml_base + 2u * e] = m;
-      part[pc.ml_base + 2u * e + 1u] = l;
-    }
-  }
-#endif
-
-  // weighted V: chunk c of tokens slot, slot + TT, ... for every head (raw holds the first
-  // tile's rows)
   vec4 oa[G], ob[G];
   [[unroll]] for (uint g = 0u; g < G; g++) {
     oa[g] = vec4(0.0);
     ob[g] = vec4(0.0);
   }
-  for (uint tile = 0u; tile < n; tile += TILE) {
-    uvec4 cur[U];
-    [[unroll]] for (uint u = 0u; u < U; u++)
-      cur[u] = raw[u];
-    if (tile + TILE < n)
+
+  for (uint tile = 0u; tile < n; tile += T) {
+    bool more = tile + T < n;
+    if (loader)
       [[unroll]] for (uint u = 0u; u < U; u++)
-        raw[u] = v_load(v_base + (t0 + min(tile + TILE + u * TT + slot, n - 1u)) * pc.v_s2, c);
-    [[unroll]] for (uint u = 0u; u < U; u++) {
-      uint t = tile + u * TT + slot;
-      if (t < n) {
-        vec4 lo, hi;
-        float dv;
-        decode(cur[u], v_base + (t0 + t) * pc.v_s2, c, lo, hi, dv);
-        [[unroll]] for (uint g = 0u; g < G; g++) {
-          float p = dv * sc[g * CAP + t];
-          oa[g] += p * lo;
-          ob[g] += p * hi;
+        sk[(u * TT + slot) * NCP + c] =
+            k_keep(rk[u], k_base + (t0 + min(tile + u * TT + slot, n - 1u)) * pc.k_s2, c);
+    if (more) // the next tile's K rows, in flight through this tile
+      [[unroll]] for (uint u = 0u; u < U; u++)
+        rk[u] = k_load(k_base + (t0 + min(tile + T + u * TT + slot, n - 1u)) * pc.k_s2, c);
+    barrier();
+
+    // scores: token t, part p of the row, every head
+    for (uint it = tid; it < ITEMS; it += WG) {
+      uint t = it % T, p = it / T;
+      float acc[G];
+      [[unroll]] for (uint g = 0u; g < G; g++)
+        acc[g] = 0.0;
+      [[unroll]] for (uint i = 0u; i < CP; i++) {
+        uint ch = p * CP + i;
+        if (ch < NC) {
+          vec4 lo, hi;
+          float dk;
+          k_use(sk[t * NCP + ch], lo, hi, dk);
+          [[unroll]] for (uint g = 0u; g < G; g++) {
+            uint qi = (g * D) / 4u + 2u * ch;
+            acc[g] += dk * (dot(sq[qi], lo) + dot(sq[qi + 1u], hi));
+          }
+        }
+      }
+      [[unroll]] for (uint g = 0u; g < G; g++)
+        sp[(p * G + g) * T + t] = acc[g];
+    }
+    barrier();
+
+    // online softmax per head and slot: the scores (partials summed) to probabilities
+    for (uint it = tid; it < G * TT; it += WG) {
+      uint g = it / TT, sl0 = it % TT;
+      float mo = sm[it], mt = mo;
+      [[unroll]] for (uint u = 0u; u < U; u++) {
+        uint t = u * TT + sl0;
+        if (tile + t < n) {
+          float sc = 0.0;
+          for (uint p = 0u; p < P; p++)
+            sc += sp[(p * G + g) * T + t];
+          sp[g * T + t] = sc;
+          mt = max(mt, sc);
+        }
+      }
+      float ls = 0.0;
+      [[unroll]] for (uint u = 0u; u < U; u++) {
+        uint t = u * TT + sl0;
+        if (tile + t < n) {
+          float pr = exp(sp[g * T + t] - mt);
+          sp[g * T + t] = pr;
+          ls += pr;
+        }
+      }
+      float alpha = exp(mo - mt);
+      sm[it] = mt;
+      sl[it] = sl[it] * alpha + ls;
+      sa[it] = alpha;
+    }
+    barrier();
+
+    // weighted V over the slot's tokens of the tile
+    if (loader) {
+      [[unroll]] for (uint g = 0u; g < G; g++) {
+        float alpha = sa[g * TT + slot];
+        oa[g] *= alpha;
+        ob[g] *= alpha;
+      }
+      [[unroll]] for (uint u = 0u; u < U; u++) {
+        uint t = u * TT + slot;
+        if (tile + t < n) {
+          vec4 lo, hi;
+          float dv;
+          decode(rv[u], v_base + (t0 + tile + t) * pc.v_s2, c, lo, hi, dv);
+          [[unroll]] for (uint g = 0u; g < G; g++) {
+            float p = dv * sp[g * T + t];
+            oa[g] += p * lo;
+            ob[g] += p * hi;
+          }
         }
       }
     }
+    if (more) // the next tile's V rows, in flight through its scores
+      [[unroll]] for (uint u = 0u; u < U; u++)
+        rv[u] = v_load(v_base + (t0 + min(tile + T + u * TT + slot, n - 1u)) * pc.v_s2, c);
   }
-  barrier(); // red's softmax reads are done
-  for (uint g0 = 0u; g0 < G; g0 += GB) {
-    [[unroll]] for (uint gi = 0u; gi < GB; gi++)
-      if (g0 + gi < G) {
-        uint ri = ((gi * TT + slot) * NC + c) * 8u;
-        vec4 a = oa[g0 + gi], b = ob[g0 + gi];
-        red[ri] = a.x, red[ri + 1u] = a.y, red[ri + 2u] = a.z, red[ri + 3u] = a.w;
-        red[ri + 4u] = b.x, red[ri + 5u] = b.y, red[ri + 6u] = b.z, red[ri + 7u] = b.w;
-      }
+
+  // merge the slots: per head the split's max M and sum L = sum_slot e^(m_slot - M) l_slot
+  for (uint g = tid; g < G; g += WG) {
+    float mx = LOW;
+    for (uint i = 0u; i < TT; i++)
+      mx = max(mx, sm[g * TT + i]);
+    float l = 0.0;
+    for (uint i = 0u; i < TT; i++)
+      l += exp(sm[g * TT + i] - mx) * sl[g * TT + i];
+    shead[2u * g] = mx;
+    shead[2u * g + 1u] = l;
+    if (pc.direct == 0u) {
+      uint e = (jj * pc.n_head + h0 + g) * pc.n_split + s;
+      part[pc.ml_base + 2u * e] = mx;
+      part[pc.ml_base + 2u * e + 1u] = l;
+    }
+  }
+  barrier();
+  [[unroll]] for (uint g = 0u; g < G; g++) {
+    if (loader) {
+      float w = exp(sm[g * TT + slot] - shead[2u * g]);
+      uint ri = (slot * NC + c) * 8u;
+      vec4 a = w * oa[g], b = w * ob[g];
+      red[ri] = a.x, red[ri + 1u] = a.y, red[ri + 2u] = a.z, red[ri + 3u] = a.w;
+      red[ri + 4u] = b.x, red[ri + 5u] = b.y, red[ri + 6u] = b.z, red[ri + 7u] = b.w;
+    }
     barrier();
-    for (uint r = tid; r < GB * D; r += WG) {
-      uint gi = r / D, d = r % D;
-      if (g0 + gi < G) {
-        float sum = 0.0;
-        for (uint i = 0u; i < TT; i++)
-          sum += red[(gi * TT + i) * D + d];
-        if (pc.direct != 0u)
-          part[pc.d_off + (h0 + g0 + gi) * pc.d_s1 + j * pc.d_s2 + d] = sum / lsum[g0 + gi];
-        else
-          part[((jj * pc.n_head + h0 + g0 + gi) * pc.n_split + s) * D + d] = sum;
-      }
+    for (uint d = tid; d < D; d += WG) {
+      float sum = 0.0;
+      for (uint i = 0u; i < TT; i++)
+        sum += red[i * D + d];
+      if (pc.direct != 0u)
+        part[pc.d_off + (h0 + g) * pc.d_s1 + j * pc.d_s2 + d] = sum / shead[2u * g + 1u];
+      else
+        part[((jj * pc.n_head + h0 + g) * pc.n_split + s) * D + d] = sum;
     }
     barrier();
   }

@@ -72,6 +72,22 @@ vec4 quads(uint v) {
               bitfieldExtract(s, 24, 8));
 }
 
+#ifdef PREFETCH
+// kspace unit u of the row at byte row_byte, as loaded: the five words around its 16 quants
+// (the fifth clamped to the fourth when unused) and the word holding its block's d
+void ks_raw(uint u, uint row_byte, out uint a[6]) {
+  uint db = row_byte + 34u * (u >> 1);
+  uint w0 = (db + 2u + 16u * (u & 1u)) >> 2;
+  bool shifted = (db & 2u) == 0u;
+  a[0] = w[w0];
+  a[1] = w[w0 + 1u];
+  a[2] = w[w0 + 2u];
+  a[3] = w[w0 + 3u];
+  a[4] = w[shifted ? w0 + 4u : w0 + 3u];
+  a[5] = w[db >> 2];
+}
+#endif
+
 void main() {
   uint tid = gl_LocalInvocationID.x;
   uint row0 = (pc.base_x + gl_WorkGroupID.x) * ROWS;
@@ -99,24 +115,46 @@ void main() {
   uint row_byte[ROWS];
   for (uint r = 0u; r < ROWS; r++)
     row_byte[r] = wb + (min(r, rows - 1u) + row0) * pc.w_row;
-  for (uint u = tid; u < pc.blocks * 2u; u += THREADS) {
+  uint nu = pc.blocks * 2u;
+#ifdef PREFETCH
+  // the raw words of the next PREFETCH units (u + THREADS, ..) are loaded before this unit's
+  // arithmetic (past the end: the last unit again, not used)
+  uint raw[PREFETCH + 1][ROWS][6];
+  for (uint i = 0u; i < PREFETCH; i++)
+    for (uint r = 0u; r < ROWS; r++)
+      ks_raw(min(tid + i * THREADS, nu - 1u), row_byte[r], raw[i][r]);
+#endif
+  for (uint u = tid; u < nu; u += THREADS) {
     uint b = u >> 1;
     uvec4 q[ROWS];
     float dq[ROWS];
+#ifdef PREFETCH
+    for (uint r = 0u; r < ROWS; r++)
+      ks_raw(min(u + PREFETCH * THREADS, nu - 1u), row_byte[r], raw[PREFETCH][r]);
+#endif
     // quant_blocks.glsl's q8_0_half_block written out: the H200 ran this kernel 36.1 us
     // calling it, 31.9 us with the decode here (2026-12-03, same shape, same driver)
     for (uint r = 0u; r < ROWS; r++) {
       uint db = row_byte[r] + 34u * b;
-      uint w0 = (db + 2u + 16u * (u & 1u)) >> 2;
       bool shifted = (db & 2u) == 0u; // the quants start 2 mod 4
+#ifdef PREFETCH
+      uint a0 = raw[0][r][0], a1 = raw[0][r][1], a2 = raw[0][r][2], a3 = raw[0][r][3];
+      uint a4 = raw[0][r][4], dw = raw[0][r][5];
+#else
+      uint w0 = (db + 2u + 16u * (u & 1u)) >> 2;
       uint a0 = w[w0], a1 = w[w0 + 1u], a2 = w[w0 + 2u], a3 = w[w0 + 3u];
       uint a4 = w[shifted ? w0 + 4u : w0 + 3u];
+      uint dw = w[db >> 2];
+#endif
       q[r] = shifted ? uvec4((a0 >> 16u) | (a1 << 16u), (a1 >> 16u) | (a2 << 16u),
                              (a2 >> 16u) | (a3 << 16u), (a3 >> 16u) | (a4 << 16u))
                      : uvec4(a0, a1, a2, a3);
-      uint dw = w[db >> 2];
       dq[r] = unpackHalf2x16((db & 2u) != 0u ? dw >> 16u : dw).x;
     }
+#ifdef PREFETCH
+    for (uint i = 0u; i < PREFETCH; i++)
+      raw[i] = raw[i + 1u];
+#endif
     for (uint c = 0u; c < MT; c++) {
       if (MT > 1u && c >= cols)
         break;

@@ -5,6 +5,42 @@
 
 #include "../../tools/hosts.h"
 #include "service.h"
+#if IS_ENABLED(CONFIG_VKRT_LAB)
+#include "vkrt/vkrt_lab.h"
+
+/* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK] into the lab's load knobs (0: the board's);
+ * sizes take K, M or G. */
+static int load_knobs_set(vkrt_appliance *app, const char *text) {
+  uint64_t v[4] = {0, 0, 0, 0};
+  int n = 0;
+  bool ok = true, done = false;
+  for (const char *p = text; ok && !done && n < 4; n++) {
+    char *end = NULL;
+    const unsigned long long x = strtoull(p, &end, 10);
+    const char u = *end;
+    const int shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
+    end += shift != 0;
+    ok = end != p && *p != '-' && (*end == ',' || !*end);
+    v[n] = (uint64_t)x << shift;
+    done = !*end;
+    p = end + 1;
+  }
+  vkrt_lab_load k = {0};
+  if (!ok || !done || n < 3 || vkrt_lab_load_get(app, &k) != VKRT_OK) {
+    fprintf(stderr, "vkrt-service: --load-knobs %s: want THREADS,CHUNK,CHUNKS[,BLOCK]\n", text);
+    return EXIT_USAGE;
+  }
+  k.threads = (uint32_t)v[0];
+  k.chunk_bytes = v[1];
+  k.chunks = (uint32_t)v[2];
+  k.block_bytes = v[3];
+  if (vkrt_lab_load_set(app, &k) != VKRT_OK) {
+    fprintf(stderr, "vkrt-service: --load-knobs %s: %s\n", text, vkrt_last_error(app));
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+#endif
 
 static void log_stderr(void *user, vkrt_log_level level, const char *message) {
   (void)user;
@@ -21,6 +57,13 @@ int appliance_open(struct service *s) {
   options.log_level = a->verbose ? VKRT_LOG_INFO : VKRT_LOG_WARN;
   options.device_count = (uint32_t)a->devices;
   options.quant_activations = a->q8_activations ? VKRT_ACTIVATIONS_Q8 : VKRT_ACTIVATIONS_F32;
+  options.matmul_activations =
+      a->f16_activations ? VKRT_MATMUL_ACTIVATIONS_F16 : VKRT_MATMUL_ACTIVATIONS_F32;
+  if (a->f16_activations && !vkrt_config_has("CONFIG_VKRT_KERNEL_MATMUL_COOPMAT")) {
+    fprintf(stderr, "vkrt-service: --activations f16: this build has no cooperative-matrix "
+                    "matmul kernels (CONFIG_VKRT_KERNEL_MATMUL_COOPMAT is not set)\n");
+    return EXIT_FIT;
+  }
 #if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
   if (a->fault_import)
     options.faults.mask |= VKRT_FAULT_IMPORT_FAILS;
@@ -39,7 +82,34 @@ int appliance_open(struct service *s) {
     return EXIT_RUNTIME;
   }
   s->app = app;
+  if (a->load_knobs) {
+#if IS_ENABLED(CONFIG_VKRT_LAB)
+    int rc = load_knobs_set(app, a->load_knobs);
+#else
+    fprintf(stderr, "vkrt-service: --load-knobs needs a build with the lab (make <board>_defconfig "
+            "lab.config)\n");
+    int rc = EXIT_USAGE;
+#endif
+    if (rc)
+      return rc;
+  }
   s->n = vkrt_device_count(app);
+  /* the library takes the f32 paths on a device without cooperative matrices; the service
+   * was asked for f16 and says it cannot, rather than run something else */
+  for (uint32_t d = 0; a->f16_activations && d < s->n; d++) {
+    vkrt_device_info info;
+    st = vkrt_device_info_get(app, d, &info);
+    if (st != VKRT_OK || !info.matmul_f16) {
+      if (st != VKRT_OK)
+        fprintf(stderr, "vkrt-service: dev%u: %s\n", d, vkrt_last_error(app));
+      else
+        fprintf(stderr, "vkrt-service: --activations f16: dev%u (%s) has no cooperative matrices "
+                        "(VK_NV_cooperative_matrix with 32-wide subgroups): its matmuls would "
+                        "stay f32 (vkrt-probe --activations f16 prints each device's path)\n",
+                d, info.name);
+      return st != VKRT_OK ? EXIT_RUNTIME : EXIT_FIT;
+    }
+  }
   s->ranks = s->n * vkrt_host_count(app);
   s->first_rank = s->n * vkrt_host_rank(app);
   return 0;

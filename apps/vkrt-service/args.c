@@ -11,7 +11,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: vkrt-service --weights FILE.gguf [--tokens T] [--seconds S] [--hidden H] [--layers L]\n"
           "                    [--ffn F] [--devices N] [--warmup-ms MS] [--seed N] [--verbose]\n"
-          "                    [--fault import-fails] [--import-chunk-cap BYTES] [--activations f32|q8]\n"
+          "                    [--fault import-fails] [--import-chunk-cap BYTES]\n"
+          "                    [--activations f32|q8|f16|q8,f16]\n"
           "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K] [--seed N]   (--make-weights: the same)\n"
@@ -30,7 +31,13 @@ static void usage(FILE *f) {
           "--seed with --weights picks the token inputs. --tokens defaults to 64, or with --seconds\n"
           "to as many as run in S seconds (up to 10^6). --activations q8: quantized weights take x\n"
           "rounded to 8 bits per 32 values where the device can (vkrt_options.quant_activations);\n"
-          "the float64 reference rounds x the same way.\n"
+          "the float64 reference rounds x the same way. --activations f16: a llama prompt's batched\n"
+          "matmuls (M at or past the device's crossover) take x and w rounded to f16 on cooperative\n"
+          "matrices (vkrt_options.matmul_activations = VKRT_MATMUL_ACTIVATIONS_F16); refused, exit\n"
+          "5, on a device without them (VK_NV_cooperative_matrix, 32-wide subgroups) or a build\n"
+          "without their kernels (CONFIG_VKRT_KERNEL_MATMUL_COOPMAT). The float64 reference keeps\n"
+          "f32 inputs: a position whose top-1/top-2 margin is within the rounding may differ\n"
+          "(--verify 0 for speed runs). The MLP stack runs one column at a time: unaffected.\n"
           "A llama model (a file with token_embd.weight, general.architecture llama) generates text:\n"
           "  vkrt-service --weights MODEL.gguf [--prompt TEXT] [--tokens N] [--temperature T]\n"
           "               [--top-k K] [--top-p P] [--seed N] [--ctx N] [--kv-type f16|q8_0]\n"
@@ -44,6 +51,8 @@ static void usage(FILE *f) {
           "capture-fails provokes that: a capture already open refuses the token's).\n"
           "--load-path: how vkrt_load_file brings the weights (default auto: per device, mapped\n"
           "where file pages import, else pread or O_DIRECT by the page cache's share of the file).\n"
+          "--load-knobs T,CHUNK,CHUNKS[,BLOCK] (a build with the lab): the load's helper threads,\n"
+          "pinned chunk size and count and read block size (0 or left out: the board's).\n"
           "The load's GB/s against a pinned upload measured at start, and the time from process\n"
           "start to the first generated token (with --warmup-ms 0: no warm-up before it) are\n"
           "printed, and with --json carried in the closing JSON object.\n"
@@ -118,8 +127,9 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
   if (!strcmp(a, "--dtype"))
     return parse_dtype(v, &o->dtype);
   if (!strcmp(a, "--activations")) {
-    o->q8_activations = !strcmp(v, "q8");
-    return o->q8_activations || !strcmp(v, "f32");
+    o->q8_activations = !strcmp(v, "q8") || !strcmp(v, "q8,f16");
+    o->f16_activations = !strcmp(v, "f16") || !strcmp(v, "q8,f16");
+    return o->q8_activations || o->f16_activations || !strcmp(v, "f32");
   }
   if (!strcmp(a, "--prompt")) {
     if (o->prompt_tokens)
@@ -176,6 +186,10 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
       if (!strcmp(v, vkrt_load_path_str((vkrt_load_path)p)))
         return o->load_path = (vkrt_load_path)p, true;
     return !strcmp(v, "import") ? (o->load_path = VKRT_LOAD_PATH_MAPPED, true) : false;
+  }
+  if (!strcmp(a, "--load-knobs")) {
+    o->load_knobs = v;
+    return true; /* parsed where the appliance is open (appliance.c) */
   }
   if (!strcmp(a, "--import-chunk-cap"))
     return parse_u64(v, &o->chunk_cap) && o->chunk_cap > 0;

@@ -526,7 +526,7 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            "\"checked_positions\": %u, \"verified\": %s, \"min_margin\": %.6g, "
            "\"max_logit_diff\": %.3e, \"ranks_bit_identical\": %s, \"ranks\": %u, "
            "\"hosts\": %u, \"depth\": %llu, \"kv_type\": \"%s\", \"graph\": %s, \"transport\": \"%s\", "
-           "\"version\": \"%s\"",
+           "\"matmul_activations\": \"%s\", \"version\": \"%s\"",
            np, gen->ubatch ? "batch" : "token", gen->ubatch,
            np && gen->t_prompt > 0 ? np / gen->t_prompt : 0, gen->n_gen,
            t_tg > 0 ? ntg / t_tg : 0, p50 * 1e3, p99 * 1e3, roofline * 1e3,
@@ -535,7 +535,8 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            gen->checked ? gen->min_margin : 0.0, gen->max_logit_err,
            gen->ranks_differ ? "false" : "true", s->ranks, vkrt_host_count(app),
            (unsigned long long)s->args->depth, vkrt_type_str(s->args->kv_type), llama_gpu_captured(s->gpu) ? "true" : "false",
-           vkrt_transport_str(vkrt_transport(app)), vkrt_version());
+           vkrt_transport_str(vkrt_transport(app)), s->args->f16_activations ? "f16" : "f32",
+           vkrt_version());
   if (s->args->json) {
     shards_load_json(s);
     printf(", \"ttft_s\": %.4f, \"warmup_s\": %.4f}\n",

@@ -56,7 +56,7 @@ struct service_args {
   const char *preset;             /* --make-gguf of a whole llama model: --preset or --heads */
   uint64_t heads, kv_heads, vocab;
   const char *make_only;          /* the first option given that only --make-gguf takes */
-  bool verbose, fault_import, tokens_given, q8_activations;
+  bool verbose, fault_import, tokens_given, q8_activations, f16_activations;
   vkrt_type dtype;
   /* llama mode */
   const char *prompt;
@@ -72,6 +72,7 @@ struct service_args {
   bool fault_capture;            /* --fault capture-fails: the token's capture is refused */
   bool json;                     /* --json: the summary also as one JSON object */
   vkrt_load_path load_path;      /* --load-path: vkrt_load_file's path (auto by default) */
+  const char *load_knobs;        /* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK] (a lab build) */
 };
 #define SECONDS_MAX_TOKENS 1000000u
 #define KEEP_MAX 16 /* checked tokens at most: each costs a float64 pass over the weights */

@@ -8,6 +8,7 @@
 #include "base/base.h"
 #include "import/import.h"
 #include "import/load.h"
+#include "ops/ops.h"
 #include "transport/collective.h"
 
 const char *vkrt_last_error(const vkrt_appliance *app) {
@@ -46,6 +47,7 @@ vkrt_status vkrt_device_info_get(const vkrt_appliance *app, uint32_t device,
   out->has_transfer_queue = c->has_transfer_queue;
   out->external_memory_host = c->external_memory_host;
   out->external_semaphore_fd = c->external_semaphore_fd;
+  out->matmul_f16 = dev->ops && dev->ops->use_coopmat && vkrt_ops_coopmat_usable(dev);
   for (uint32_t i = 0; i < c->heap_count; i++)
     if (c->heap_flags[i] & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
       out->device_local_bytes += c->heap_size[i];

@@ -28,7 +28,7 @@ static vkrt_status open_wings(struct vkrt_appliance *app) {
     s = vkrt_ops_open(dev);
     if (s == VKRT_OK) {
       dev->ops->quant_activations_q8 = app->quant_activations_q8;
-      dev->ops->use_coopmat = app->matmul_f16 && dev->ops->matmul.coopmat;
+      dev->ops->use_coopmat = app->matmul_f16 && vkrt_ops_coopmat_usable(dev);
     }
     bool at_open = app->pipelines == VKRT_PIPELINES_AT_OPEN ||
                    (app->pipelines == VKRT_PIPELINES_AUTO && !dev->caps.is_cpu);

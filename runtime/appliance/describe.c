@@ -109,6 +109,8 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     vkrt_text_put(&o, "vkrt: dev%u matmul: %s\n", i, plan);
     vkrt_text_put(&o, "vkrt: dev%u pipelines %s (%u ready)\n", i, vkrt_ops_pipelines_when(d),
         vkrt_ops_pipelines_ready(d));
+    vkrt_text_put(&o, "vkrt: dev%u op bindings: %s; a pipeline bound once per run of one kernel "
+        "in a command buffer\n", i, vkrt_ops_binding_path(d));
     vkrt_text_put(&o, "vkrt: dev%u queues: ops, fills, stream copies, collectives and graph "
         "launches on the compute queue (family %u)%s; vkrt_upload/vkrt_download on %s\n", i,
         d->compute_family, d->stream.defer_waits ? ", collective submits made by the device's "

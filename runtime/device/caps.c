@@ -65,6 +65,7 @@ void vkrt_caps_decode(const struct vkrt_caps_input *in, struct vkrt_caps *out) {
   out->timeline_semaphore = in->timeline && in->timeline->timelineSemaphore;
   out->storage_buffer_16bit = in->storage16 && in->storage16->storageBuffer16BitAccess;
   out->integer_dot_product = in->integer_dot && in->integer_dot->shaderIntegerDotProduct;
+  out->buffer_device_address = in->device_address && in->device_address->bufferDeviceAddress;
   out->shader_float16 = in->float16 && in->float16->shaderFloat16;
   out->cooperative_matrix_khr =
       vkrt_caps_has_extension(in->extensions, in->extension_count, "VK_KHR_cooperative_matrix");

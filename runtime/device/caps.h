@@ -39,6 +39,8 @@ struct vkrt_caps {
   bool integer_dot_product;        /* shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product
                                       or 1.3): the 8-bit-activation quant kernels */
   bool push_descriptor;            /* VK_KHR_push_descriptor */
+  bool buffer_device_address;      /* bufferDeviceAddress (Vulkan 1.2): reported, not used
+                                      (the ops bind with push descriptors) */
   bool cooperative_matrix;         /* VK_NV_cooperative_matrix with a subgroup-scope 16x16x16
                                       f16 x f16 + f32 -> f32 shape, shaderFloat16 and
                                       vulkanMemoryModel: the tiled matmul's f16 tiles */

@@ -27,6 +27,7 @@ struct vkrt_caps_input {
   const VkCooperativeMatrixPropertiesNV *coopmat_shapes;             /* the NV shape list */
   uint32_t coopmat_shape_count;
   const VkPhysicalDeviceVulkanMemoryModelFeatures *memory_model;     /* may be NULL */
+  const VkPhysicalDeviceBufferDeviceAddressFeatures *device_address; /* may be NULL */
   const VkPhysicalDeviceShaderSMBuiltinsPropertiesNV *sm_builtins;   /* NULL: ext absent */
   const VkPhysicalDeviceShaderCorePropertiesAMD *amd_core;           /* NULL: ext absent */
   const VkExtensionProperties *extensions;

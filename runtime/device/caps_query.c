@@ -55,6 +55,8 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
   q->has_integer_dot = api >= VK_API_VERSION_1_3 ||
       vkrt_caps_has_extension(ext, ext_count, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   q->has_budget = vkrt_caps_has_extension(ext, ext_count, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  q->has_device_address = api >= VK_API_VERSION_1_2 ||
+      vkrt_caps_has_extension(ext, ext_count, VK_KHR_BUFFER_DEVICE_ADDRESS_EXTENSION_NAME);
   q->has_coopmat = vkrt_caps_has_extension(ext, ext_count, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
                    vki->vkGetPhysicalDeviceCooperativeMatrixPropertiesNV && api >= VK_API_VERSION_1_2;
   q->has_sm_builtins = vkrt_caps_has_extension(ext, ext_count, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
@@ -108,6 +110,9 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
     CHAIN(q->features, q->coopmat);
     CHAIN(q->features, q->memory_model);
   }
+  q->device_address.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES;
+  if (q->has_device_address)
+    CHAIN(q->features, q->device_address);
   vki->vkGetPhysicalDeviceFeatures2(physical, &q->features);
   if (q->has_coopmat) {
     uint32_t n = VKRT_ARRAY_SIZE(q->coopmat_shapes);
@@ -184,6 +189,7 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
   in->coopmat_shapes = q->coopmat_shapes;
   in->coopmat_shape_count = q->coopmat_shape_count;
   in->memory_model = q->has_coopmat ? &q->memory_model : NULL;
+  in->device_address = q->has_device_address ? &q->device_address : NULL;
   in->sm_builtins = q->has_sm_builtins ? &q->sm_builtins : NULL;
   in->amd_core = q->has_amd_core ? &q->amd_core : NULL;
   in->extensions = ext;

@@ -11,6 +11,15 @@
 #define VKRT_STREAM_MAX_SYNC 16   /* extra waits/signals attached to one submit */
 #define VKRT_STREAM_MAX_ACCESS 32 /* buffer ranges tracked between two barriers */
 #define VKRT_STREAM_SPIN_NS 2000000ull /* GPUs: spin this long on the timeline before blocking */
+/* The submitter thread, out of work on a GPU, spins for the next batch for twice the time
+ * the recent batches took to come, within these bounds, then polls every DOZE_NS in a sleep
+ * until SPIN_NS has passed, then sleeps until a caller wakes it. A batch caught dozing
+ * waits a poll at most: spinning longer than two polls buys less than it burns. */
+#define VKRT_STREAM_HOT_MIN_NS 10000ull
+#define VKRT_STREAM_DOZE_NS 50000ull
+#define VKRT_STREAM_HOT_MAX_NS (2 * VKRT_STREAM_DOZE_NS)
+enum { VKRT_STREAM_PREP_NONE, VKRT_STREAM_PREP_ASKED, VKRT_STREAM_PREP_WORKING,
+       VKRT_STREAM_PREP_BEGUN, VKRT_STREAM_PREP_FAILED };
 /* Overlap: the stream submits what it recorded while the host keeps recording (as
  * ggml-vulkan does within a graph): the first piece after an explicit submit after this many
  * commands, each later piece twice as many up to flush_ops, and any piece once its commands
@@ -35,6 +44,10 @@ struct vkrt_stream_access {
 struct vkrt_stream_batch {
   VkCommandBuffer cmd;
   bool end; /* cmd is still open: the submitter thread ends it (a deferred stream submit) */
+  /* 1 + a ring slot the submitter thread begins for the caller before it submits (0: none),
+   * once the timeline reached begin_retire (the slot's last use) */
+  uint32_t begin_slot;
+  uint64_t begin_retire;
   uint32_t wait_count, signal_count;
   VkSemaphore wait_sem[VKRT_STREAM_MAX_SYNC];
   uint64_t wait_value[VKRT_STREAM_MAX_SYNC];
@@ -56,11 +69,25 @@ struct vkrt_stream {
                 * and not yet used is not submitted) */
   bool fresh;  /* the recording buffer holds no command yet: the barrier before its first
                 * command is the one every submitted buffer ends with (vkrt_stream_submit) */
+  /* The compute pipeline the ops last bound into `bound_cmd` (reset when a buffer begins):
+   * an op of the same kernel skips vkCmdBindPipeline (q/k/v, gate/up: one bind) */
+  VkCommandBuffer bound_cmd;
+  VkPipeline bound_pipeline;
   bool host_reads; /* a command of the recording buffer may write memory the host reads
                     * (a mapped buffer, an imported host slot, or a raw caller): its closing
                     * barrier reaches the host stage */
   uint64_t host_closes; /* submitted buffers closed with the host barrier (vkrt_lab) */
   uint64_t begun_ahead; /* buffers a submit began for the next op (vkrt_lab) */
+  /* Slots the submitter thread begins for the caller (deferred submits): a deferred submit
+   * of slot s asks for slot s + 2, so that the submit of s + 1 finds its next buffer begun
+   * and the caller's thread pays no pool reset and begin (H200: 2.5 us per device inside
+   * vkrt_allreduce). VKRT_STREAM_PREP_*: the caller asks and takes; the submitter claims,
+   * begins and says how it went; a caller that finds a slot still asked withdraws the ask
+   * and begins it itself. */
+  atomic_int prep[VKRT_STREAM_DEPTH];
+  uint64_t prepared; /* buffers the caller took begun by the submitter (vkrt_lab) */
+  PFN_vkResetCommandPool submitter_reset_pool; /* the table's, kept at init: the submitter */
+  PFN_vkBeginCommandBuffer submitter_begin;    /* never calls through swapped entries */
   /* What the commands recorded since the last barrier touch (vkrt_stream_next): a command
    * that touches none of it the way a hazard needs runs without a barrier before it. */
   uint32_t unsynced;
@@ -93,6 +120,10 @@ struct vkrt_stream {
   bool defer_waits, submitter_started;
   atomic_bool submitter_stop;
   atomic_bool submitter_sleeping; /* in pthread_cond_wait on defer_wake (or about to be) */
+  uint64_t submitter_gap_ns;      /* submitter: moving mean of the idle time before a batch */
+  /* the submitter's catches: batches found while spinning, while dozing, and after a
+   * caller woke it (vkrt_lab) */
+  atomic_uint_fast64_t caught_spinning, caught_dozing, woken;
   pthread_t submitter;
   pthread_mutex_t defer_lock;
   pthread_cond_t defer_wake, defer_space;

@@ -34,6 +34,7 @@ struct vkrt_caps_query {
   VkPhysicalDeviceShaderIntegerDotProductFeatures integer_dot;
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat;
   VkPhysicalDeviceVulkanMemoryModelFeatures memory_model;
+  VkPhysicalDeviceBufferDeviceAddressFeatures device_address;
   VkCooperativeMatrixPropertiesNV coopmat_shapes[64];
   uint32_t coopmat_shape_count;
   VkPhysicalDeviceMemoryProperties2 memory;
@@ -41,6 +42,7 @@ struct vkrt_caps_query {
   VkQueueFamilyProperties families[16];
   uint32_t family_count;
   bool has_host, has_subgroup_size, has_maintenance4, has_budget, has_integer_dot;
+  bool has_device_address; /* Vulkan 1.2 or VK_KHR_buffer_device_address */
   bool has_coopmat; /* VK_NV_cooperative_matrix and its shape query */
   bool has_sm_builtins, has_amd_core; /* the compute-unit counts */
   struct vkrt_caps_input in;

@@ -1,5 +1,6 @@
 /* Per-device stream: a ring of command buffers retired by one timeline semaphore. */
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "base/base.h"
@@ -16,6 +17,13 @@ vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
   atomic_init(&st->defer_tail, 0);
   atomic_init(&st->submitter_stop, false);
   atomic_init(&st->submitter_sleeping, false);
+  atomic_init(&st->caught_spinning, 0);
+  atomic_init(&st->caught_dozing, 0);
+  atomic_init(&st->woken, 0);
+  for (uint32_t i = 0; i < VKRT_STREAM_DEPTH; i++)
+    atomic_init(&st->prep[i], VKRT_STREAM_PREP_NONE);
+  st->submitter_reset_pool = dev->vk.vkResetCommandPool;
+  st->submitter_begin = dev->vk.vkBeginCommandBuffer;
   atomic_init(&st->deferred_error, VKRT_OK);
   VkCommandPoolCreateInfo pool_info = {
       .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -155,6 +163,8 @@ static VkResult begin_slot(struct vkrt_device *dev, const char **what) {
 /* The per-buffer recording state a fresh command buffer starts with. */
 static void reset_recording_state(struct vkrt_stream *st) {
   st->fresh = true;
+  st->bound_cmd = VK_NULL_HANDLE;
+  st->bound_pipeline = VK_NULL_HANDLE;
   st->host_reads = false;
   st->unsynced = 0;
   st->unsynced_unknown = false;
@@ -193,6 +203,34 @@ static vkrt_status capture_recording(struct vkrt_device *dev, VkCommandBuffer *o
   return VKRT_OK;
 }
 
+/* The current slot's buffer when the submitter thread began it for the caller (true: it is
+ * the recording buffer now). A slot still asked for is withdrawn (the caller begins it; the
+ * submitter may be inside a vkQueueSubmit that waits for a peer); one being begun is waited
+ * for (a pool reset and a begin). */
+static bool take_prepared(struct vkrt_stream *st) {
+  atomic_int *prep = &st->prep[st->current];
+  int p = atomic_load_explicit(prep, memory_order_acquire);
+  if (p == VKRT_STREAM_PREP_NONE)
+    return false;
+  if (p == VKRT_STREAM_PREP_ASKED &&
+      atomic_compare_exchange_strong_explicit(prep, &p, VKRT_STREAM_PREP_NONE,
+                                              memory_order_acq_rel, memory_order_acquire))
+    return false;
+  while (p == VKRT_STREAM_PREP_WORKING) {
+    vkrt_cpu_relax();
+    p = atomic_load_explicit(prep, memory_order_acquire);
+  }
+  atomic_store_explicit(prep, VKRT_STREAM_PREP_NONE, memory_order_relaxed);
+  if (p != VKRT_STREAM_PREP_BEGUN)
+    return false;
+  st->cmd_value[st->current] = 0; /* retired: the submitter checked before the reset */
+  st->recording = true;
+  st->used = false;
+  st->prepared++;
+  reset_recording_state(st);
+  return true;
+}
+
 /* The buffer being recorded, or a fresh one (waiting for the oldest to retire when the ring
  * is full). */
 static vkrt_status recording(struct vkrt_device *dev, VkCommandBuffer *out) {
@@ -202,7 +240,7 @@ static vkrt_status recording(struct vkrt_device *dev, VkCommandBuffer *out) {
     return vkrt_error(&dev->sys->base, VKRT_ERROR_DEVICE_LOST, "dev%u: device lost", dev->index);
   if (st->capture)
     return capture_recording(dev, out);
-  if (!st->recording) {
+  if (!st->recording && !take_prepared(st)) {
     if (st->cmd_value[st->current]) { /* the ring is full: wait for the oldest to retire */
       vkrt_status s = wait_value(dev, st->cmd_value[st->current], UINT64_MAX);
       if (s != VKRT_OK)
@@ -356,6 +394,8 @@ static void fill_batch(const struct vkrt_stream *st, struct vkrt_stream_batch *b
                        VkCommandBuffer cmd, uint64_t value) {
   b->cmd = cmd;
   b->end = false;
+  b->begin_slot = 0;
+  b->begin_retire = 0;
   b->wait_count = st->wait_count;
   memcpy(b->wait_sem, st->wait_sem, st->wait_count * sizeof(VkSemaphore));
   memcpy(b->wait_value, st->wait_value, st->wait_count * sizeof(uint64_t));
@@ -371,22 +411,53 @@ static bool deferred_pending(struct vkrt_stream *st) {
          atomic_load(&st->defer_head) != atomic_load_explicit(&st->defer_tail, memory_order_relaxed);
 }
 
-/* The submitter, out of work: spins up to the stream's spin budget for the next batch
- * (collectives come every few ops during a token; a futex wake-up of a sleeping submitter
- * would cost the caller's thread microseconds), then sleeps until a caller wakes it.
- * Returns false when stopping with nothing queued. */
+/* The idle time before a batch came, into the submitter's moving mean (1/8 weight). */
+static bool caught(struct vkrt_stream *st, atomic_uint_fast64_t *counter, uint64_t idle_ns) {
+  int64_t gap = (int64_t)st->submitter_gap_ns;
+  st->submitter_gap_ns = (uint64_t)(gap + ((int64_t)idle_ns - gap) / 8);
+  atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+  return true;
+}
+
+static bool tail_moved(struct vkrt_stream *st, uint64_t head) {
+  return atomic_load_explicit(&st->defer_tail, memory_order_acquire) != head;
+}
+
+/* The submitter, out of work (collectives come every few ops during a token; a futex
+ * wake-up of a sleeping submitter costs the caller's thread microseconds): on GPUs it spins
+ * for twice the recent idle time between batches (VKRT_STREAM_HOT_MIN_NS..HOT_MAX_NS), then
+ * polls every VKRT_STREAM_DOZE_NS in a sleep until the stream's spin budget has passed (a
+ * batch published meanwhile is found within a poll, and nobody has to wake the thread),
+ * then sleeps until a caller wakes it. Before, it spun the whole 2 ms: a core per device
+ * busy through a decode. Returns false when stopping with nothing queued. */
 static bool await_work(struct vkrt_stream *st, uint64_t head) {
   const uint64_t spin_ns = atomic_load_explicit(&st->spin_ns, memory_order_relaxed);
-  uint64_t t0 = spin_ns ? now_ns() : 0;
-  for (uint32_t i = 1; spin_ns; i++) {
-    if (atomic_load_explicit(&st->defer_tail, memory_order_acquire) != head)
-      return true;
-    if (atomic_load_explicit(&st->submitter_stop, memory_order_relaxed))
-      break;
-    vkrt_cpu_relax();
-    if (i % 64 == 0 && now_ns() - t0 >= spin_ns)
-      break;
+  if (spin_ns) {
+    uint64_t hot = VKRT_MIN(VKRT_MAX(2 * st->submitter_gap_ns, VKRT_STREAM_HOT_MIN_NS),
+                            VKRT_MIN(VKRT_STREAM_HOT_MAX_NS, spin_ns));
+    uint64_t t0 = now_ns(), t = t0;
+    for (uint32_t i = 1; t - t0 < hot; i++) {
+      if (tail_moved(st, head))
+        return caught(st, &st->caught_spinning, now_ns() - t0);
+      if (atomic_load_explicit(&st->submitter_stop, memory_order_relaxed))
+        goto sleep;
+      vkrt_cpu_relax();
+      if (i % 64 == 0)
+        t = now_ns();
+    }
+    while (t - t0 < spin_ns) {
+      uint64_t nap = VKRT_MIN(VKRT_STREAM_DOZE_NS, spin_ns - (t - t0));
+      struct timespec ts = {.tv_sec = (time_t)(nap / 1000000000ull),
+                            .tv_nsec = (long)(nap % 1000000000ull)};
+      nanosleep(&ts, NULL);
+      t = now_ns();
+      if (tail_moved(st, head))
+        return caught(st, &st->caught_dozing, t - t0);
+      if (atomic_load_explicit(&st->submitter_stop, memory_order_relaxed))
+        break;
+    }
   }
+sleep:
   pthread_mutex_lock(&st->defer_lock);
   /* Sleeping is announced before each look at the tail (both sequentially consistent): a
    * caller that published after that look finds the flag, clears it and wakes this thread;
@@ -400,13 +471,37 @@ static bool await_work(struct vkrt_stream *st, uint64_t head) {
   atomic_store(&st->submitter_sleeping, false);
   bool work = atomic_load(&st->defer_tail) != head;
   pthread_mutex_unlock(&st->defer_lock);
+  if (work)
+    caught(st, &st->woken, spin_ns);
   return work;
+}
+
+/* The submitter's side of VKRT_STREAM_PREP: claims an asked slot (unless the caller
+ * withdrew it), and resets and begins its buffer once the slot has retired. */
+static void prepare_slot(struct vkrt_device *dev, uint32_t slot, uint64_t retire) {
+  struct vkrt_stream *st = &dev->stream;
+  int asked = VKRT_STREAM_PREP_ASKED;
+  if (!atomic_compare_exchange_strong_explicit(&st->prep[slot], &asked, VKRT_STREAM_PREP_WORKING,
+                                               memory_order_acq_rel, memory_order_relaxed))
+    return;
+  uint64_t reached = 0;
+  bool ok = !retire || (dev->vk.vkGetSemaphoreCounterValue(dev->handle, st->timeline, &reached) ==
+                            VK_SUCCESS && reached >= retire);
+  VkCommandBufferBeginInfo begin = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+  };
+  ok = ok && st->submitter_reset_pool(dev->handle, st->pool[slot], 0) == VK_SUCCESS &&
+       st->submitter_begin(st->cmd[slot], &begin) == VK_SUCCESS;
+  atomic_store_explicit(&st->prep[slot], ok ? VKRT_STREAM_PREP_BEGUN : VKRT_STREAM_PREP_FAILED,
+                        memory_order_release);
 }
 
 static void *submitter_main(void *arg) {
   struct vkrt_device *dev = arg;
   struct vkrt_stream *st = &dev->stream;
   pthread_setname_np(pthread_self(), "vkrt-submit");
+  prctl(PR_SET_TIMERSLACK, 1000UL); /* its dozes poll every 50 us, not 50 us + 50 us of slack */
   for (;;) {
     uint64_t head = atomic_load(&st->defer_head);
     uint64_t tail = atomic_load_explicit(&st->defer_tail, memory_order_acquire);
@@ -420,6 +515,11 @@ static void *submitter_main(void *arg) {
     uint32_t n = (uint32_t)VKRT_MIN(tail - head, (uint64_t)(VKRT_STREAM_DEPTH - first));
     n = VKRT_MIN(n, (uint32_t)QUEUE_SUBMIT_MAX);
     struct vkrt_stream_batch *b = &st->defer_ring[first];
+    for (uint32_t i = 0; i < n; i++) /* before a submit that may wait for a peer */
+      if (b[i].begin_slot) {
+        prepare_slot(dev, b[i].begin_slot - 1, b[i].begin_retire);
+        b[i].begin_slot = 0;
+      }
     VkResult r = VK_SUCCESS;
     const char *what = "vkQueueSubmit";
     for (uint32_t i = 0; i < n && r == VK_SUCCESS; i++)
@@ -648,6 +748,14 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   fill_batch(st, &b, has_cmd ? st->cmd[slot] : VK_NULL_HANDLE, value);
   if (deferred) {
     b.end = has_cmd;
+    /* the slot after the next one, begun by the submitter before it submits this */
+    uint32_t ahead = (slot + 2) % VKRT_STREAM_DEPTH;
+    if (has_cmd && atomic_load_explicit(&st->prep[ahead], memory_order_relaxed) ==
+                       VKRT_STREAM_PREP_NONE) {
+      atomic_store_explicit(&st->prep[ahead], VKRT_STREAM_PREP_ASKED, memory_order_relaxed);
+      b.begin_slot = ahead + 1; /* published with the batch */
+      b.begin_retire = st->cmd_value[ahead];
+    }
     defer(st, &b);
   } else {
     VkResult r = queue_submit(dev, &b, 1);
@@ -665,7 +773,8 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   if (has_cmd) {
     st->cmd_value[slot] = value;
     st->current = (slot + 1) % VKRT_STREAM_DEPTH;
-    begin_next(dev);
+    if (!take_prepared(st))
+      begin_next(dev);
   }
   if (out_value)
     *out_value = value;

@@ -70,13 +70,17 @@ size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_imp
     const vkrt_load_path load = vkrt_load_choose(VKRT_LOAD_PATH_AUTO, maps, -1.0, true, load_why,
                                                  sizeof(load_why));
     if (load != VKRT_LOAD_PATH_MAPPED) {
-      struct vkrt_load_knobs k;
-      vkrt_load_knobs_effective(reg ? &reg->load_knobs : &(struct vkrt_load_knobs){0}, &k);
+      struct vkrt_load_knobs k, kd;
+      const struct vkrt_load_knobs *set = reg ? &reg->load_knobs : &(struct vkrt_load_knobs){0};
+      vkrt_load_knobs_effective(set, false, &k);
+      vkrt_load_knobs_effective(set, true, &kd);
       const size_t len = strlen(load_why);
-      vkrt_format(load_why + len, sizeof(load_why) - len, "; chunks of %" PRIu64 " KiB, %u in "
-                  "flight, %u reading threads, blocks of %" PRIu64 " KiB, rows under %" PRIu64
-                  " bytes packed for the DMA%s", k.chunk_bytes >> 10, k.chunks, k.threads,
-                  k.block_bytes >> 10, k.gather_below,
+      vkrt_format(load_why + len, sizeof(load_why) - len, "; from the page cache %u chunks of %"
+                  PRIu64 " KiB in flight (a ring the last-level cache holds) read in blocks of %"
+                  PRIu64 " KiB, O_DIRECT %u of %" PRIu64 " KiB in blocks of %" PRIu64 " KiB; %u "
+                  "threads (one retires chunks, the others read); rows under %" PRIu64 " bytes "
+                  "packed for the DMA%s", k.chunks, k.chunk_bytes >> 10, k.block_bytes >> 10,
+                  kd.chunks, kd.chunk_bytes >> 10, kd.block_bytes >> 10, k.threads, k.gather_below,
                   !usable || policy == VKRT_IMPORT_POLICY_STAGING_ONLY
                       ? "; this device imports no host memory: host-visible chunks of its own, "
                         "a memcpy after each read"

@@ -13,8 +13,10 @@ vkrt_status vkrt_load_run(struct vkrt_import_registry *reg, const char *path, in
  * pages spread over the file); -1 when it cannot be told. */
 double vkrt_load_resident(int fd, uint64_t size);
 
-/* The knobs a load uses now: reg's, with the defaults filled in. */
-void vkrt_load_knobs_effective(const struct vkrt_load_knobs *knobs, struct vkrt_load_knobs *out);
+/* The knobs a load uses now: reg's, with the defaults for its path filled in (direct: the
+ * O_DIRECT path's chunks). */
+void vkrt_load_knobs_effective(const struct vkrt_load_knobs *knobs, bool direct,
+                               struct vkrt_load_knobs *out);
 
 /* The read, direct and memcpy paths for the ranges `order` lists (every one of size > 0),
  * all their devices at once: the file's needed bytes read once, in order, into pinned

@@ -12,7 +12,10 @@
  * while chunk i is DMA'd and no reader waits for another. The calling thread records every
  * device's copies out of chunk i while its blocks are read, then (once they are) packs the
  * narrow rows of strided ranges next to each other (the readers help), submits one command
- * buffer per device and reports progress. */
+ * buffer per device and reports progress. One thread waits for the chunks to retire, in
+ * order, and wakes whoever waits for their slots: the readers sleep on a condition
+ * variable, never in the driver (a driver whose waits spin, as NVIDIA's do, would take a
+ * CPU per waiting reader from the readers with work and from the submitting thread). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -27,7 +30,8 @@
 
 #define LOAD_ALIGN 4096ull          /* O_DIRECT offsets, sizes and addresses */
 #define LOAD_GAP (256ull << 10)     /* needed bytes this close are read as one extent */
-#define LOAD_BLOCK (4ull << 20)     /* default: one pread */
+#define LOAD_BLOCK_PER_CHUNK 8      /* default: a chunk is read in this many blocks ... */
+#define LOAD_BLOCK_MAX (4ull << 20) /* ... of at most this many bytes (one pread each) */
 #define LOAD_GATHER_BELOW (64ull << 10) /* default: narrower rows are packed by the host */
 #define LOAD_GATHER_TASK 256        /* gather entries per task handed to a thread */
 #define LOAD_GATHER_PER_KIB 1       /* gather entries per slot: one per KiB of chunk */
@@ -64,7 +68,6 @@ struct gather {
 
 struct slot {
   atomic_uint_fast64_t remaining; /* blocks of the slot's chunk not yet read */
-  atomic_uint_fast64_t free_for;  /* the slot may take this chunk (and earlier ones) */
   uint64_t value[VKRT_MAX_DEVICES]; /* timeline values of the chunk last submitted from it */
   struct gather *gathers;
   uint32_t gather_count;
@@ -113,6 +116,7 @@ struct stream {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   uint64_t submitted;              /* chunks submitted, in order (under lock) */
+  atomic_uint_fast64_t retired;    /* chunks retired on every device, in order (set under lock) */
   bool finished;                   /* the submitter is done (under lock) */
   uint32_t gather_slot, gather_tasks, gather_next, gather_left; /* under lock */
   bool gather_active;              /* under lock */
@@ -291,16 +295,14 @@ static bool gather_help(struct stream *st) {
   return true;
 }
 
-/* Waits until chunk k may use its slot: chunk k - slots submitted and retired on every
- * device (helping with gathers meanwhile). false when the load is aborted. */
+/* Waits until chunk k may use its slot: chunk k - slots retired on every device (the
+ * retiring thread says so), helping with gathers meanwhile. false when the load is aborted. */
 static bool slot_wait(struct stream *st, uint64_t k) {
-  struct slot *sl = &st->slot[k % st->slots];
-  if (atomic_load(&sl->free_for) >= k)
+  if (k < st->slots || atomic_load(&st->retired) > k - st->slots)
     return true;
   const uint64_t t0 = vkrt_now_ns();
-  uint64_t value[VKRT_MAX_DEVICES];
   pthread_mutex_lock(&st->lock);
-  while (st->submitted <= k - st->slots && !atomic_load(&st->abort)) {
+  while (atomic_load(&st->retired) <= k - st->slots && !atomic_load(&st->abort)) {
     if (st->gather_active && st->gather_next < st->gather_tasks) {
       pthread_mutex_unlock(&st->lock);
       gather_help(st);
@@ -309,29 +311,43 @@ static bool slot_wait(struct stream *st, uint64_t k) {
     }
     pthread_cond_wait(&st->cond, &st->lock);
   }
-  memcpy(value, sl->value, sizeof(value));
   pthread_mutex_unlock(&st->lock);
-  if (atomic_load(&st->abort))
-    return false;
-  for (uint32_t d = 0; d < st->sys->device_count; d++) {
-    if (!value[d])
-      continue;
-    struct vkrt_device *dev = st->dev[d].dev;
-    VkSemaphoreWaitInfo wait = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
-                                .semaphoreCount = 1,
-                                .pSemaphores = &st->dev[d].timeline,
-                                .pValues = &value[d]};
-    VkResult r = dev->vk.vkWaitSemaphores(dev->handle, &wait, LOAD_TIMEOUT_NS);
-    if (r != VK_SUCCESS) {
-      fail_vk(st, d, r);
-      return false;
-    }
-  }
-  uint64_t seen = atomic_load(&sl->free_for);
-  while (seen < k && !atomic_compare_exchange_weak(&sl->free_for, &seen, k)) {
-  }
   atomic_fetch_add(&st->wait_dma_ns, vkrt_now_ns() - t0);
-  return true;
+  return !atomic_load(&st->abort);
+}
+
+/* The retiring thread: waits for each submitted chunk's copies on every device, in order,
+ * and publishes `retired` (the one thread of the load that waits in the driver). */
+static void retirer(struct stream *st) {
+  for (uint64_t k = 0; k < st->chunk_count; k++) {
+    uint64_t value[VKRT_MAX_DEVICES];
+    pthread_mutex_lock(&st->lock);
+    while (st->submitted <= k && !st->finished && !atomic_load(&st->abort))
+      pthread_cond_wait(&st->cond, &st->lock);
+    const bool go = st->submitted > k && !atomic_load(&st->abort);
+    memcpy(value, st->slot[k % st->slots].value, sizeof(value));
+    pthread_mutex_unlock(&st->lock);
+    if (!go)
+      return;
+    for (uint32_t d = 0; d < st->sys->device_count; d++) {
+      if (!value[d])
+        continue;
+      struct vkrt_device *dev = st->dev[d].dev;
+      VkSemaphoreWaitInfo wait = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                  .semaphoreCount = 1,
+                                  .pSemaphores = &st->dev[d].timeline,
+                                  .pValues = &value[d]};
+      VkResult r = dev->vk.vkWaitSemaphores(dev->handle, &wait, LOAD_TIMEOUT_NS);
+      if (r != VK_SUCCESS) {
+        fail_vk(st, d, r);
+        return;
+      }
+    }
+    pthread_mutex_lock(&st->lock);
+    atomic_store(&st->retired, k + 1);
+    pthread_cond_broadcast(&st->cond);
+    pthread_mutex_unlock(&st->lock);
+  }
 }
 
 /* pread until size bytes are in (or the file ends); returns the bytes read. */
@@ -698,6 +714,8 @@ static void stream_part(void *arg, uint32_t part, uint32_t parts) {
   (void)parts;
   if (part == 0)
     submitter(arg);
+  else if (part == 1)
+    retirer(arg);
   else
     reader(arg);
 }
@@ -773,22 +791,31 @@ static void stream_close(struct stream *st) {
   pthread_cond_destroy(&st->cond);
 }
 
+/* Helper threads: the retiring thread and the readers (the calling thread submits). By
+ * default one per CPU but the caller's, two at least. */
 static uint32_t load_threads(const struct vkrt_load_knobs *knobs) {
   if (knobs->threads)
     return knobs->threads;
   if (CONFIG_VKRT_LOAD_THREADS)
     return CONFIG_VKRT_LOAD_THREADS;
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus < 1 ? 1 : cpus > LOAD_MAX_THREADS ? LOAD_MAX_THREADS : (uint32_t)cpus;
+  return cpus <= 3 ? 2 : cpus > LOAD_MAX_THREADS ? LOAD_MAX_THREADS : (uint32_t)cpus - 1;
 }
 
-void vkrt_load_knobs_effective(const struct vkrt_load_knobs *knobs, struct vkrt_load_knobs *out) {
+/* Defaults by path: reads from the page cache (read, memcpy) go through a ring small enough
+ * to stay in the CPU's last-level cache, so the DMA reads what the readers just wrote from
+ * there rather than from memory the readers keep busy; O_DIRECT reads (direct) take larger
+ * chunks, so the disk sees large requests. A chunk is read in 8 blocks of at most 4 MiB. */
+void vkrt_load_knobs_effective(const struct vkrt_load_knobs *knobs, bool direct,
+                               struct vkrt_load_knobs *out) {
+  const uint64_t chunk_kb = direct ? CONFIG_VKRT_LOAD_DIRECT_CHUNK_KB : CONFIG_VKRT_LOAD_CHUNK_KB;
   out->threads = load_threads(knobs);
-  out->chunk_bytes = knobs->chunk_bytes
-                         ? knobs->chunk_bytes
-                         : vkrt_align_up((uint64_t)CONFIG_VKRT_LOAD_CHUNK_KB << 10, LOAD_ALIGN);
+  out->chunk_bytes = knobs->chunk_bytes ? knobs->chunk_bytes
+                                        : vkrt_align_up(chunk_kb << 10, LOAD_ALIGN);
   out->chunks = knobs->chunks ? knobs->chunks : CONFIG_VKRT_LOAD_CHUNKS;
-  out->block_bytes = VKRT_MIN(knobs->block_bytes ? knobs->block_bytes : LOAD_BLOCK,
+  const uint64_t block = VKRT_MIN(vkrt_align_up(out->chunk_bytes / LOAD_BLOCK_PER_CHUNK,
+                                                LOAD_ALIGN), LOAD_BLOCK_MAX);
+  out->block_bytes = VKRT_MIN(knobs->block_bytes ? knobs->block_bytes : block,
                               out->chunk_bytes);
   out->no_gather = knobs->no_gather;
   out->gather_below = knobs->no_gather ? 0 : knobs->gather_below ? knobs->gather_below
@@ -800,7 +827,7 @@ static vkrt_status stream_open(struct stream *st) {
   struct vkrt_system *sys = st->sys;
   struct vkrt_load_stream *job = st->job;
   struct vkrt_load_knobs k;
-  vkrt_load_knobs_effective(&st->reg->load_knobs, &k);
+  vkrt_load_knobs_effective(&st->reg->load_knobs, job->fd_direct >= 0, &k);
   pthread_mutex_init(&st->lock, NULL);
   pthread_cond_init(&st->cond, NULL);
   atomic_init(&st->short_at, UINT64_MAX);
@@ -862,7 +889,6 @@ static vkrt_status stream_open(struct stream *st) {
       if (!st->slot[i].gathers)
         return oom(st, "the gather lists");
     }
-    atomic_init(&st->slot[i].free_for, i);
     atomic_init(&st->slot[i].remaining, st->chunk_first[i + 1] - st->chunk_first[i]);
   }
   /* The ring: anonymous memory (every driver imports it), huge-page aligned. */

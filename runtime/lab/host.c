@@ -60,7 +60,7 @@ vkrt_status vkrt_lab_load_get(const vkrt_appliance *app, vkrt_lab_load *out) {
   if (s != VKRT_OK)
     return s;
   struct vkrt_load_knobs k;
-  vkrt_load_knobs_effective(&reg->load_knobs, &k);
+  vkrt_load_knobs_effective(&reg->load_knobs, false, &k);
   *out = (vkrt_lab_load){.threads = k.threads, .chunk_bytes = k.chunk_bytes, .chunks = k.chunks,
                          .block_bytes = k.block_bytes, .gather_below = k.gather_below,
                          .no_gather = k.no_gather};

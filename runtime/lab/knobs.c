@@ -1,5 +1,7 @@
 /* vkrt/vkrt_lab.h: the forcing knobs, the kernel variants they name, the matrix-vector
  * shapes and matmul tiles chosen at open, and a byte copy on a forced path. */
+#include <string.h>
+
 #include "lab/lab.h"
 
 static const struct {
@@ -14,10 +16,11 @@ static const struct {
   [VKRT_LAB_QUANT_VARIANT] = {"QUANT_VARIANT", 0, VKRT_QUANT_VARIANTS},
   [VKRT_LAB_FORCE_MATMUL_KERNEL] = {"FORCE_MATMUL_KERNEL", 0, 2},
   [VKRT_LAB_STREAM_FLUSH_OPS] = {"STREAM_FLUSH_OPS", 0, UINT32_MAX},
-  [VKRT_LAB_MATMUL_TILED_MIN_M] = {"MATMUL_TILED_MIN_M", 1, 65536},
+  [VKRT_LAB_MATMUL_TILED_MIN_M] = {"MATMUL_TILED_MIN_M", 0, 65536},
   [VKRT_LAB_MATMUL_COOPMAT] = {"MATMUL_COOPMAT", 0, 1},
   [VKRT_LAB_ATTENTION_SPLITS] = {"ATTENTION_SPLITS", 0, UINT32_MAX},
   [VKRT_LAB_ATTENTION_UNROLL] = {"ATTENTION_UNROLL", 0, VKRT_ATTENTION_MAX_UNROLL},
+  [VKRT_LAB_PIPELINE_REBIND] = {"PIPELINE_REBIND", 0, 1},
 };
 
 vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
@@ -44,12 +47,19 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_QUANT_VARIANT: force->quant_variant = (int)value; break;
   case VKRT_LAB_STREAM_FLUSH_OPS: vkrt_stream_set_flush_ops(dev, (uint32_t)value); break;
   case VKRT_LAB_MATMUL_TILED_MIN_M:
+    if (value == 0) { /* the per-type crossovers chosen at open */
+      struct vkrt_matmul_setup plan;
+      vkrt_matmul_setup_init(&dev->caps, &plan);
+      memcpy(ops->matmul.min_m, plan.min_m, sizeof(plan.min_m));
+      break;
+    }
     for (int t = 0; t < VKRT_TYPE_COUNT; t++)
       ops->matmul.min_m[0][t] = ops->matmul.min_m[1][t] = (uint32_t)value;
     break;
   case VKRT_LAB_MATMUL_COOPMAT: ops->use_coopmat = value; break;
   case VKRT_LAB_ATTENTION_SPLITS: force->attention_splits = (uint32_t)value; break;
   case VKRT_LAB_ATTENTION_UNROLL: force->attention_unroll = (uint32_t)value; break;
+  case VKRT_LAB_PIPELINE_REBIND: force->rebind_pipeline = value; break;
   default: force->matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
@@ -79,6 +89,7 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_MATMUL_COOPMAT: *out = ops->use_coopmat; break;
   case VKRT_LAB_ATTENTION_SPLITS: *out = force->attention_splits; break;
   case VKRT_LAB_ATTENTION_UNROLL: *out = force->attention_unroll; break;
+  case VKRT_LAB_PIPELINE_REBIND: *out = force->rebind_pipeline; break;
   default: *out = force->matmul_kernel; break;
   }
   return VKRT_OK;
@@ -136,6 +147,13 @@ int vkrt_lab_quant_preference(vkrt_type type, int rank) {
       rank >= VKRT_LAB_QUANT_READ_COUNT - 1)
     return 0;
   return vkrt_quant_preference[type == VKRT_TYPE_Q8_0 ? 0 : 1][rank];
+}
+
+uint32_t vkrt_lab_quant_min_rows_per_unit(vkrt_type type, int64_t variant) {
+  if ((type != VKRT_TYPE_Q8_0 && type != VKRT_TYPE_Q4_K) || variant < 1 ||
+      variant > VKRT_QUANT_VARIANTS)
+    return 0;
+  return vkrt_quant_min_rows_per_unit(type, (int)variant);
 }
 
 static vkrt_status matvec_type(struct vkrt_device *dev, vkrt_type type) {

@@ -2,6 +2,7 @@
  * the stream's submit and barrier counters, the ops' path counters, the attention plan and
  * the preferred copy path. */
 #include <string.h>
+#include <time.h>
 
 #include "import/policy.h"
 #include "lab/lab.h"
@@ -37,6 +38,7 @@ vkrt_status vkrt_lab_device_get(const vkrt_appliance *app, uint32_t device,
                            .timestamp_period_ns = c->timestamp_period_ns,
                            .max_storage_buffer_range = c->max_storage_buffer_range,
                            .max_compute_work_group_invocations = c->max_compute_work_group_invocations,
+                           .compute_units = c->compute_units,
                            .refuses_file_backed = c->external_memory_host &&
                                                      vkrt_import_file_backed_refused(c),
                               .min_imported_host_pointer_alignment =
@@ -53,10 +55,19 @@ vkrt_status vkrt_lab_stream_get(const vkrt_appliance *app, uint32_t device,
   *out = (vkrt_lab_stream){.submitted = dev->stream.submitted,
                            .host_closes = dev->stream.host_closes,
                            .begun_ahead = dev->stream.begun_ahead,
+                           .prepared = dev->stream.prepared,
                            .barriers = dev->stream.barriers,
                            .barriers_elided = dev->stream.barriers_elided,
                            .flushes = dev->stream.flushes,
-                           .deferred = dev->stream.deferred};
+                           .deferred = dev->stream.deferred,
+                           .caught_spinning = atomic_load(&dev->stream.caught_spinning),
+                           .caught_dozing = atomic_load(&dev->stream.caught_dozing),
+                           .woken = atomic_load(&dev->stream.woken)};
+  clockid_t clock;
+  struct timespec ts;
+  if (dev->stream.submitter_started && pthread_getcpuclockid(dev->stream.submitter, &clock) == 0 &&
+      clock_gettime(clock, &ts) == 0)
+    out->submitter_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
   return VKRT_OK;
 }
 
@@ -87,7 +98,6 @@ vkrt_status vkrt_lab_counters_get(const vkrt_appliance *app, uint32_t device,
                              .attention = c->attention,
                              .attention_splits = c->attention_splits,
                              .attention_rounds = c->attention_rounds,
-                             .attention_subgroup = c->attention_subgroup,
                              .attention_direct = c->attention_direct};
   _Static_assert(sizeof(out->quant_read) == sizeof(c->quant_read), "one counter per read pattern");
   memcpy(out->quant_read, c->quant_read, sizeof(out->quant_read));
@@ -111,7 +121,7 @@ vkrt_status vkrt_lab_attention_plan(const vkrt_appliance *app, uint32_t device,
   *out = (vkrt_lab_attention){plan.heads_per_group, plan.head_groups, plan.split_len,
                               plan.splits, plan.queries_per_round, plan.rounds, plan.unroll,
                               plan.shared_bytes, dev->ops->attention_scratch->size,
-                              plan.subgroup, plan.splits == 1};
+                              plan.splits == 1};
   return VKRT_OK;
 }
 

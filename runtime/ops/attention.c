@@ -8,9 +8,9 @@
  * lengths are only known on the device, aiming at a few split workgroups per compute unit;
  * splits past a query's length exit at once and the combine skips them. Queries whose
  * partials do not fit the scratch at once run in rounds, each pass asking the stream for its
- * operands so the scratch is reused in order. The split pass sums each token's scores by
- * subgroup shuffles where a cache row's invocations fit in one subgroup, else through shared
- * memory. */
+ * operands so the scratch is reused in order. The split pass runs in tiles of cache rows
+ * with an online softmax: K rows staged in shared memory, one invocation per token and part
+ * of the row for the scores of all the group's heads, no reduction per token. */
 #include "ops/ops.h"
 #include "vkrt_kernels/registry.h"
 
@@ -38,27 +38,18 @@ struct attention_combine_push {
 VKRT_KERNEL_ATTENTION_COMBINE_CHECK_PUSH(struct attention_combine_push);
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION_F16)
 VKRT_KERNEL_ATTENTION_SPLIT_F16_CHECK_PUSH(struct attention_split_push);
-VKRT_KERNEL_ATTENTION_SPLIT_F16_SG_CHECK_PUSH(struct attention_split_push);
 #endif
 VKRT_KERNEL_ATTENTION_SPLIT_Q8_0_CHECK_PUSH(struct attention_split_push);
-VKRT_KERNEL_ATTENTION_SPLIT_Q8_0_SG_CHECK_PUSH(struct attention_split_push);
 
 #define COMBINE_WG 256 /* attention_combine.comp: a power of two */
 #define COMBINE_SLICE 32 /* attention_combine.comp DS: head elements per workgroup */
 /* Split workgroups per compute unit the plan aims for (VKRT_ATTENTION_WG invocations each),
- * with at most one split per compute unit. The H200 (132 SMs, one query): head 128 over 8
- * KV heads at 32768 tokens ran 64-66 splits in 381-685 us, 132 in 180, 263 in 179 (f16);
- * head 256 over 2 KV heads at 20000 tokens 132 splits in 127 us, 264 in 139, 527 in 137. */
-#define SPLIT_GROUPS_PER_CU 8
-
-/* Whether the split pass of D-wide rows sums scores by subgroup shuffles: the device has
- * them (the subgroup kernels are usable) and the D / 8 invocations of a row, a power of two,
- * fit in its smallest subgroup. */
-static bool split_subgroup(struct vkrt_device *dev, uint32_t D) {
-  uint32_t nc = D / 8, sg = dev->caps.min_subgroup_size;
-  return nc && (nc & (nc - 1)) == 0 && sg && nc <= sg && VKRT_ATTENTION_WG % sg == 0 &&
-         vkrt_ops_kernel_usable(dev, VKRT_OPS_ATTENTION_SPLIT_Q8_0_SG);
-}
+ * with at most one split per compute unit. The H200 (132 SMs, one query, the tiled split
+ * pass): head 128 over 8 KV heads at 32768 tokens ran 33 splits (2 workgroups per SM) in
+ * 75.6 us, 66 in 78.4, 132 in 82.8, 263 in 91.8 (f16; q8_0 82.6 / 85.1 / 90.1 / 99.5);
+ * head 256 over 2 KV heads at 20000 tokens 132 splits (2 per SM) in 42.9 us, 66 in 46.8,
+ * 264 in 50.4 (best row passes of each). */
+#define SPLIT_GROUPS_PER_CU 2
 
 vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
   struct vkrt_ops_state *ops = dev->ops;
@@ -86,16 +77,14 @@ bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_
                              struct vkrt_attention_plan *out, char *why, size_t why_size) {
   struct vkrt_ops_state *ops = dev->ops;
   uint64_t scratch = VKRT_MIN(ops->attention_scratch->size, ops->limits.max_storage_buffer_range);
-  if (!vkrt_ops_attention_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
-                               ops->attention_target_groups, ops->attention_max_splits,
-                               vkrt_ops_forces(dev)->attention_splits,
-                               vkrt_ops_forces(dev)->attention_unroll,
-                               dev->caps.max_compute_shared_memory_size, scratch, out, why,
-                               why_size))
-    return false;
-  out->subgroup = split_subgroup(dev, head_dim);
-  return true;
+  return vkrt_ops_attention_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
+                                 ops->attention_target_groups, ops->attention_max_splits,
+                                 vkrt_ops_forces(dev)->attention_splits,
+                                 vkrt_ops_forces(dev)->attention_unroll,
+                                 dev->caps.max_compute_shared_memory_size, scratch, out, why,
+                                 why_size);
 }
+
 
 vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops_view views[5],
                                   float scale) {
@@ -118,9 +107,7 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   const struct vkrt_ops_pipeline *split, *combine = NULL;
   uint32_t split_spec[VKRT_OPS_MAX_SPEC] = {VKRT_ATTENTION_WG, plan.heads_per_group, D, plan.unroll};
   uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {COMBINE_WG, D, 0, 0};
-  enum vkrt_ops_kernel sk = plan.subgroup
-                               ? (f16 ? VKRT_OPS_ATTENTION_SPLIT_F16_SG : VKRT_OPS_ATTENTION_SPLIT_Q8_0_SG)
-                               : (f16 ? VKRT_OPS_ATTENTION_SPLIT_F16 : VKRT_OPS_ATTENTION_SPLIT_Q8_0);
+  enum vkrt_ops_kernel sk = f16 ? VKRT_OPS_ATTENTION_SPLIT_F16 : VKRT_OPS_ATTENTION_SPLIT_Q8_0;
   bool direct = plan.splits == 1; /* the split pass writes dst: no combine */
   vkrt_status s = vkrt_ops_pipeline_spec(dev, sk, split_spec, &split);
   if (s == VKRT_OK && !direct)
@@ -174,7 +161,7 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
     if (s != VKRT_OK)
       return s;
     sp.q0 = q0;
-    vkrt_ops_dispatch_3d(dev, cmd, split, &sp, plan.splits, (uint64_t)HKV * plan.head_groups, nq);
+    vkrt_ops_dispatch_3d(dev, cmd, split, &sp, (uint64_t)HKV * plan.head_groups, plan.splits, nq);
     vkrt_ops_count(dev, attention_rounds, 1);
     if (direct)
       continue;
@@ -195,7 +182,6 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   }
   vkrt_ops_count(dev, attention, 1);
   vkrt_ops_count(dev, attention_splits, plan.splits);
-  vkrt_ops_count(dev, attention_subgroup, plan.subgroup);
   vkrt_ops_count(dev, attention_direct, direct);
   return VKRT_OK;
 }

@@ -7,6 +7,14 @@ bool vkrt_matmul_coopmat_capable(const struct vkrt_caps *caps) {
   return caps->cooperative_matrix && caps->subgroup_size == 32;
 }
 
+/* The quantized matrix-vector kernels' 16-row variants (prefetch-rows-a, quant.c) give each
+ * workgroup 16 rows: on the H200 (132 SMs; vkrt-bench cases --variants, 2026-12-04) they
+ * lost at N 1024 (q4_K 6.50 us against kspace's 5.15, q8_0 6.28 against 5.77) and won from
+ * N 4096 (q4_K 8.40 against 9.97, q8_0 10.54 against 11.48): 16 rows per SM and more. */
+bool vkrt_quant_rows_fill(const struct vkrt_caps *caps, uint32_t N, uint32_t rows_per_unit) {
+  return caps->compute_units == 0 || (uint64_t)N >= (uint64_t)rows_per_unit * caps->compute_units;
+}
+
 /* Crossovers and tiles per device.
  * NVIDIA, from two H200 sweeps (vkrt-bench cases --tiles over prompt.txt and crossover.txt,
  * with and without --activations f16, and --min-m 2 / --min-m 64 for both sides of the

@@ -34,6 +34,8 @@ const char *vkrt_ops_kernel_symbol(enum vkrt_ops_kernel k) {
 
 static void destroy_pipeline(struct vkrt_device *dev, struct vkrt_ops_pipeline *p) {
   const VkAllocationCallbacks *ac = &dev->sys->vk_allocator;
+  if (p->pipeline && dev->stream.bound_pipeline == p->pipeline)
+    dev->stream.bound_pipeline = VK_NULL_HANDLE; /* a new pipeline may reuse the handle */
   if (p->pipeline)
     dev->vk.vkDestroyPipeline(dev->handle, p->pipeline, ac);
   if (p->layout)
@@ -159,7 +161,8 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
     return;
   }
   const struct vkrt_matmul_setup *m = &ops->matmul;
-  bool cm = m->coopmat && ops->use_coopmat;
+  bool built = vkrt_ops_coopmat_usable(dev);
+  bool cm = built && ops->use_coopmat;
   const struct vkrt_matmul_tile *p = m->tile[cm];
   snprintf(buf, size,
            "matrix-vector below M = %u (f32) %u (f16) %u (q8_0) %u (q4_K), tiled from there; "
@@ -171,6 +174,8 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
            p[1].bk, p[2].bk,
            !m->coopmat ? "no (VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32 and "
                          "32-wide subgroups not on this device)"
+           : !built ? "no (the device has them; this build has no cooperative-matrix kernels: "
+                      "CONFIG_VKRT_KERNEL_MATMUL_COOPMAT)"
            : !cm ? "off (x stays f32: vkrt_options.matmul_activations = VKRT_MATMUL_ACTIVATIONS_F32)"
                  : "x and w rounded to f16 (vkrt_options.matmul_activations = "
                    "VKRT_MATMUL_ACTIVATIONS_F16), f32 weights on the portable tiles");
@@ -392,9 +397,16 @@ vkrt_status vkrt_ops_pipeline(struct vkrt_device *dev, enum vkrt_ops_kernel k,
   return s;
 }
 
-bool vkrt_ops_kernel_usable(struct vkrt_device *dev, enum vkrt_ops_kernel k) {
+bool vkrt_ops_kernel_usable(const struct vkrt_device *dev, enum vkrt_ops_kernel k) {
   struct vkrt_ops_state *ops = dev->ops;
   return ops && k < VKRT_OPS_KERNEL_COUNT && ops->desc[k] && !missing_feature(ops, k);
+}
+
+bool vkrt_ops_coopmat_usable(const struct vkrt_device *dev) {
+  return dev->ops && dev->ops->matmul.coopmat &&
+         (vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_F16_CM) ||
+          vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_Q8_0_CM) ||
+          vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_Q4_K_CM));
 }
 
 vkrt_status vkrt_ops_pipeline_spec(struct vkrt_device *dev, enum vkrt_ops_kernel k,
@@ -467,6 +479,21 @@ vkrt_status vkrt_ops_use(struct vkrt_device *dev, VkCommandBuffer cmd, enum vkrt
   return s != VKRT_OK ? s : vkrt_ops_bind(dev, cmd, *out, b, count);
 }
 
+/* vkCmdBindPipeline unless `cmd` has p bound already (the stream forgets what was bound
+ * when a buffer begins; every pipeline bind of the ops goes through here). Host time on the
+ * H200: 0.08-0.12 us per bind, and a dispatch after an unchanged pipeline does not pay to
+ * set it up again. */
+static void bind_pipeline(struct vkrt_device *dev, VkCommandBuffer cmd,
+                          const struct vkrt_ops_pipeline *p) {
+  struct vkrt_stream *st = &dev->stream;
+  if (st->bound_cmd == cmd && st->bound_pipeline == p->pipeline &&
+      !vkrt_ops_forces(dev)->rebind_pipeline)
+    return;
+  dev->vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+  st->bound_cmd = cmd;
+  st->bound_pipeline = p->pipeline;
+}
+
 vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
                           const struct vkrt_ops_pipeline *p, const struct vkrt_ops_binding *b,
                           uint32_t count) {
@@ -482,7 +509,7 @@ vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
                                        .pBufferInfo = &infos[i]};
   }
   if (ops->push_descriptor) {
-    dev->vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+    bind_pipeline(dev, cmd, p);
     dev->vk.vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, count,
                                       writes);
     return VKRT_OK;
@@ -518,7 +545,7 @@ vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
   for (uint32_t i = 0; i < count; i++)
     writes[i].dstSet = set;
   dev->vk.vkUpdateDescriptorSets(dev->handle, count, writes, 0, NULL);
-  dev->vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+  bind_pipeline(dev, cmd, p);
   dev->vk.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0,
                                   NULL);
   return VKRT_OK;
@@ -566,6 +593,21 @@ vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_stream_acc
       return s;
   }
   return vkrt_stream_next(dev, access, count, cmd);
+}
+
+const char *vkrt_ops_binding_path(const struct vkrt_device *dev) {
+  bool push = dev->ops ? dev->ops->push_descriptor : dev->caps.push_descriptor;
+  if (!push)
+    return "a descriptor set per op from a pool per stream buffer, reset once per submit (no "
+           "VK_KHR_push_descriptor; graphs cannot capture ops)";
+  return dev->caps.buffer_device_address
+             ? "push descriptors (VK_KHR_push_descriptor: one call per op, replayed as recorded "
+               "by graphs); buffer device addresses are there but not used: on the H200 the "
+               "push is 0.05-0.14 us of an op's 1.3-2.7 us of recording, most of which is the "
+               "driver's dispatch whatever binds the buffers, and every kernel would need a "
+               "second form"
+             : "push descriptors (VK_KHR_push_descriptor: one call per op, replayed as recorded "
+               "by graphs); no buffer device addresses on this device";
 }
 
 const char *vkrt_ops_copy_path(const struct vkrt_device *dev) {
@@ -656,6 +698,7 @@ bool vkrt_ops_widen_words(struct vkrt_device *dev, struct vkrt_ops_view *v) {
   return true;
 }
 
+#if IS_ENABLED(CONFIG_VKRT_LAB)
 void vkrt_ops_test_limits(struct vkrt_device *dev, uint32_t max_group_count,
                           bool disable_push_descriptor, uint64_t max_storage_buffer_range) {
   if (!dev->ops && vkrt_ops_open(dev) != VKRT_OK)
@@ -685,3 +728,4 @@ void vkrt_ops_test_limits(struct vkrt_device *dev, uint32_t max_group_count,
       create_pools(dev, ops);
   }
 }
+#endif

@@ -95,6 +95,9 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
                                    const struct vkrt_matmul_tile *tile);
 /* The path for weight type t and M columns, cooperative matrices taken when `use_coopmat`
  * (and the setup says the device has them and the type has such a kernel: not f32). */
+/* Whether N rows fill a device for a quantized one-column kernel that wants rows_per_unit rows
+ * per compute unit (devices that do not report their units: yes). */
+bool vkrt_quant_rows_fill(const struct vkrt_caps *caps, uint32_t N, uint32_t rows_per_unit);
 struct vkrt_matmul_pick vkrt_matmul_pick(const struct vkrt_matmul_setup *setup, bool use_coopmat,
                                          vkrt_type t, uint32_t M);
 
@@ -110,6 +113,7 @@ struct vkrt_ops_forces {
   int matmul_kernel;         /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
   uint32_t attention_splits; /* 0 = plan them */
   uint32_t attention_unroll; /* row passes per tile of the split pass: 0 = plan them */
+  bool rebind_pipeline;      /* bind the pipeline before every dispatch, even one bound */
 };
 
 /* Which paths ran (the lab's counters: tests assert them, the bench reports them). */
@@ -124,7 +128,6 @@ struct vkrt_ops_counters {
   uint64_t quant_read[VKRT_QUANT_READ_PATTERNS]; /* words, vec16, lanew, kspace, q8x */
   uint64_t argmax_split;    /* argmax rows over several workgroups + a combine pass */
   uint64_t attention, attention_splits, attention_rounds;
-  uint64_t attention_subgroup; /* split passes summing scores by subgroup shuffles */
   uint64_t attention_direct;   /* one split: no combine pass */
 };
 
@@ -142,7 +145,7 @@ struct vkrt_ops_state {
   uint32_t copy_vec4_max_groups;  /* grid-stride copy: workgroups per dispatch */
   bool push_descriptor;           /* VK_KHR_push_descriptor usable */
   bool subgroup_arithmetic;       /* compute-stage subgroupAdd (matvec) */
-  bool subgroup_shuffle;          /* compute-stage subgroupShuffleXor (attention) */
+  bool subgroup_shuffle;          /* compute-stage subgroupShuffleXor */
   bool storage_16bit;             /* storageBuffer16BitAccess (f16 copy/transpose/...) */
   bool integer_dot;               /* shaderIntegerDotProduct (8-bit-activation quant kernels) */
   enum vkrt_ops_copy_path copy_path;
@@ -164,7 +167,8 @@ struct vkrt_ops_state {
   /* tiled matmul (matmul.c): crossovers and tiles (matmul_plan.c) */
   struct vkrt_matmul_setup matmul;
   bool use_coopmat; /* the cooperative-matrix kernels are taken (vkrt_options.matmul_activations
-                       = VKRT_MATMUL_ACTIVATIONS_F16 where matmul.coopmat; the lab's knob) */
+                       = VKRT_MATMUL_ACTIVATIONS_F16 where vkrt_ops_coopmat_usable; the lab's
+                       knob) */
   bool matmul_fallback_logged;
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
@@ -235,7 +239,10 @@ void vkrt_ops_drop_variants(struct vkrt_device *dev);
 
 /* True when kernel k is in this build and the device has what it needs (no error set):
  * lets optional paths (the concat fast path) fall back quietly. */
-bool vkrt_ops_kernel_usable(struct vkrt_device *dev, enum vkrt_ops_kernel k);
+bool vkrt_ops_kernel_usable(const struct vkrt_device *dev, enum vkrt_ops_kernel k);
+/* The cooperative-matrix tiles can run here: the device has cooperative matrices and the
+ * build at least one of their kernels. */
+bool vkrt_ops_coopmat_usable(const struct vkrt_device *dev);
 
 /* Device limits the ops validate against (the test hooks may lower them). */
 struct vkrt_ops_limits vkrt_ops_device_limits(struct vkrt_device *dev);
@@ -273,6 +280,9 @@ void vkrt_ops_dispatch_3d(struct vkrt_device *dev, VkCommandBuffer cmd,
 vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_stream_access *access,
                            uint32_t count, VkCommandBuffer *cmd);
 
+/* How the ops hand buffers to their kernels on this device, and why (vkrt-probe). */
+const char *vkrt_ops_binding_path(const struct vkrt_device *dev);
+
 /* Which contiguous device copy this device uses: "compute (copy_vec4, 16-byte loads)" or
  * "vkCmdCopyBuffer", and why; for vkrt-probe and vkrt-bench (valid before the first op). */
 const char *vkrt_ops_copy_path(const struct vkrt_device *dev);
@@ -306,12 +316,14 @@ vkrt_status vkrt_ops_copy_bytes(struct vkrt_device *dev, VkCommandBuffer cmd, Vk
  * buffer ends short of a word or the range is too long for one binding. */
 bool vkrt_ops_widen_words(struct vkrt_device *dev, struct vkrt_ops_view *v);
 
-/* Test hooks: lower the workgroup-count limits (to exercise grid splitting on small
- * tensors), turn push descriptors off (to exercise the pool ring), cap one binding's range
- * (to exercise range chunking). 0 / false restore. Call with the device idle (after
- * vkrt_finish): switching the descriptor mode recreates the pipelines. */
+#if IS_ENABLED(CONFIG_VKRT_LAB)
+/* The lab's limits (vkrt_lab_limits_set): lower the workgroup-count limits (to exercise grid
+ * splitting on small tensors), turn push descriptors off (to exercise the pool ring), cap one
+ * binding's range (to exercise range chunking). 0 / false restore. Call with the device idle
+ * (after vkrt_finish): switching the descriptor mode recreates the pipelines. */
 void vkrt_ops_test_limits(struct vkrt_device *dev, uint32_t max_group_count,
                           bool disable_push_descriptor, uint64_t max_storage_buffer_range);
+#endif
 
 /* ---- per-kernel record functions (validated views in; dst first) --------------------- */
 
@@ -438,9 +450,11 @@ static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t hea
 #endif
 
 /* Quantized weights (quant.c): matmul with Q8_0/Q4_K w, and the dequantizing copy. */
-#define VKRT_QUANT_VARIANTS 10
-/* The read pattern (0 words, 1 vec16, 2 lanew, 3 kspace, 4 q8x) of 1-based variant v. */
-#define VKRT_QUANT_VARIANT_KIND(v) ((v) == 1 ? 0 : (v) == 10 ? 4 : (v) >= 8 ? 3 : (v) >= 5 ? 2 : 1)
+#define VKRT_QUANT_VARIANTS 15
+/* The read pattern (0 words, 1 vec16, 2 lanew, 3 kspace, 4 q8x) of 1-based variant v (the
+ * prefetch and stream variants 10..14 take the vec16 layouts: rows and x 16-byte aligned). */
+#define VKRT_QUANT_VARIANT_KIND(v) \
+  ((v) == 1 ? 0 : (v) == 15 ? 4 : (v) >= 10 ? 1 : (v) >= 8 ? 3 : (v) >= 5 ? 2 : 1)
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT)
 extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
 /* Default variant order per type (Q8_0, Q4_K): 1-based variant numbers, the first that fits. */
@@ -454,6 +468,8 @@ enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint
  * compiled in and the device has what they need); the op still refuses a forced variant that
  * w or x are not aligned for. */
 bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant);
+/* Rows per compute unit the one-column kernel of `variant` needs to be preferred (0: none). */
+uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant);
 /* How quantized matvec takes x on this device, and why (vkrt-probe, describe). */
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -462,8 +478,14 @@ vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
 #else
 /* No variants without the kernels; test_quant and vkrt-bench quant still compile and report
  * the ops' VKRT_ERROR_UNSUPPORTED. */
-static const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {"-", "-", "-", "-", "-", "-", "-", "-", "-", "-"};
+static const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
+    "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"};
 static const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
+static inline uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant) {
+  (void)type;
+  (void)variant;
+  return 0;
+}
 static inline const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   (void)dev;
   return "none: no quantized kernels in this build";

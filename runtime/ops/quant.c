@@ -48,6 +48,14 @@ VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
  *   kspace : 16 consecutive weights of every one of ROWS rows per invocation, x as four
  *            aligned vec4 (x 16-byte aligned; Q8_0 rows at any alignment, Q4_K rows 8-byte
  *            aligned); kspace-rows-a: 4 rows per workgroup
+ *   prefetch: (vec16 layouts, counted as vec16) the next unit's loads issued before this
+ *            unit's arithmetic. Q8_0: kspace's reads, 2 rows per workgroup; -rows-a 4 rows,
+ *            -rows-b 1 row; -deep two units ahead. Q4_K (kernels/matvec_q_stream.comp): 4 x R
+ *            rows per workgroup, lanes 8 g .. 8 g + 7 on rows g, g + 4, .. (R rows each) at the
+ *            same 16-byte quant unit of a super-block, so one x load serves the four groups,
+ *            quants turned into floats by exponent bits; R = 2, -rows-a R = 4, -rows-b R = 2
+ *            with 8 groups of 32 splitting a row, -deep two super-blocks ahead
+ *   stream : the same without the loads ahead (Q8_0: 16-byte pieces of 8 two-byte granules)
  *   q8x    : x rounded to 8 bits per 32 values in shared memory, integer dot products
  *            (kernels/matvec_q8x.comp): M = 1, K <= Q8X_MAX_K, x 16-byte aligned, Q4_K rows
  *            16-byte aligned, the device's shaderIntegerDotProduct. Changes the result by
@@ -62,6 +70,7 @@ struct qmv_variant {
   enum vkrt_ops_kernel m1, m8; /* M == 1, M > 1 (8 columns per workgroup) */
   uint32_t rows_m1, rows_m8;
   enum qmv_kind kind;
+  uint32_t min_rows_per_unit; /* preferred for one column from N >= this x compute units */
 };
 
 static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
@@ -74,6 +83,11 @@ static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q8_0_LANEW_R8, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 8, 2, QMV_LANEW},
   {VKRT_OPS_MATVEC_Q8_0_KS, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_KSPACE},
   {VKRT_OPS_MATVEC_Q8_0_KS_R4, VKRT_OPS_MATVEC_Q8_0_KS_M8, 4, 2, QMV_KSPACE},
+  {VKRT_OPS_MATVEC_Q8_0_PREFETCH, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q8_0_PREFETCH_R4, VKRT_OPS_MATVEC_Q8_0_KS_M8, 4, 2, QMV_VEC16, 16},
+  {VKRT_OPS_MATVEC_Q8_0_PREFETCH_R1, VKRT_OPS_MATVEC_Q8_0_KS_M8, 1, 2, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q8_0_PREFETCH2, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q8_0_STREAM, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 8, 2, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q8_0_Q8X, VKRT_OPS_MATVEC_Q8_0_KS_M8, Q8X_ROWS, 2, QMV_Q8X},
 };
 static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
@@ -86,19 +100,29 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q4_K_LANEW_R8, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 8, 4, QMV_LANEW},
   {VKRT_OPS_MATVEC_Q4_K_KS, VKRT_OPS_MATVEC_Q4_K_KS_M8, 2, 2, QMV_KSPACE},
   {VKRT_OPS_MATVEC_Q4_K_KS_R4, VKRT_OPS_MATVEC_Q4_K_KS_M8, 4, 2, QMV_KSPACE},
+  {VKRT_OPS_MATVEC_Q4_K_PREFETCH, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q4_K_PREFETCH_R4, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 16, 4, QMV_VEC16, 16},
+  {VKRT_OPS_MATVEC_Q4_K_PREFETCH_W8, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q4_K_PREFETCH2, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q4_K_STREAM, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q4_K_Q8X, VKRT_OPS_MATVEC_Q4_K_KS_M8, Q8X_ROWS, 2, QMV_Q8X},
 };
 /* The choice when not forced: the first eligible of these (1-based variant numbers), per
- * type (Q8_0, Q4_K); the last is always the words kernel, which takes any layout. Measured
- * on the H200 at K 14336 x N 4096, M = 1 (CHANGELOG.md, 2026-12-03): Q8_0 kspace
- * 30.9 us (4 rows 33.3), lanew 33.3 (2 rows 38.2, 8 rows 46.2), vec16 48.0, words 75.5;
- * Q4_K vec16 with 2 rows 26.7 us, kspace 29.4, lanew 31.6 (2 rows 30.0), vec16 (4 rows)
- * 33.4, words 60.0. (Q8_0 kspace fits every layout lanew and vec16 fit.) */
-const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1] = {{8, 5, 2, 1}, {4, 8, 6, 1}};
+ * type (Q8_0, Q4_K), a variant with min_rows_per_unit taken for one column only where N gives
+ * every compute unit that many rows (vkrt_quant_rows_fill); the last is always the words
+ * kernel, which takes any layout. Measured on the H200, M = 1, timed like the peer
+ * (vkrt-bench cases --variants over the decode shapes, CHANGELOG.md 2026-12-04), K x N:
+ * Q8_0 prefetch-rows-a 26.7 us at 14336 x 4096 (kspace 30.0, kspace-rows-a 29.2, lanew
+ * 31.4), 28.0 at 4096 x 14336 (kspace 30.6), 10.5 at 4096 x 4096 (kspace 11.5); Q4_K
+ * prefetch-rows-a 20.3 / 20.4 / 8.4 us (vec16-rows-b 23.7 / 23.8 / 10.3); at 4096 x 1024 kspace
+ * 5.8 / 5.2 us against prefetch-rows-a 6.3 / 6.5. (Q8_0 kspace fits every layout lanew and
+ * vec16 fit.) */
+const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1] = {{11, 8, 5, 1}, {11, 8, 6, 1}};
 
 const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
   "words", "vec16", "vec16-rows-a", "vec16-rows-b", "lanew", "lanew-rows-a", "lanew-rows-b",
-  "kspace", "kspace-rows-a", "q8x"};
+  "kspace", "kspace-rows-a", "prefetch", "prefetch-rows-a", "prefetch-rows-b", "prefetch-deep", "stream",
+  "q8x"};
 
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   if (!dev->ops || !dev->ops->quant_activations_q8)
@@ -107,6 +131,13 @@ const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
              ? "8-bit for one column, K <= 16384, x 16-byte aligned (q8x kernels: integer dot "
                "products); f32 otherwise"
              : "f32: 8-bit activations were asked for, but the device lacks shaderIntegerDotProduct";
+}
+
+uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant) {
+  unsigned i = (unsigned)variant - 1u;
+  if ((type != VKRT_TYPE_Q8_0 && type != VKRT_TYPE_Q4_K) || i >= VKRT_QUANT_VARIANTS)
+    return 0;
+  return (type == VKRT_TYPE_Q8_0 ? q8_0_variants : q4_k_variants)[i].min_rows_per_unit;
 }
 
 enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M) {
@@ -208,11 +239,14 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
              variant_fits(QMV_Q8X, &w, x) && vkrt_ops_kernel_usable(dev, table[q8x - 1].m1)) {
     chosen = q8x;
   } else {
-    for (int i = 0; i < VKRT_QUANT_READ_PATTERNS - 1; i++)
-      if (variant_fits(table[pref[i] - 1].kind, &w, x)) {
+    for (int i = 0; i < VKRT_QUANT_READ_PATTERNS - 1; i++) {
+      const struct qmv_variant *c = &table[pref[i] - 1];
+      if (variant_fits(c->kind, &w, x) &&
+          (x->ne[1] > 1 || vkrt_quant_rows_fill(&dev->caps, w.ne[1], c->min_rows_per_unit))) {
         chosen = pref[i];
         break;
       }
+    }
   }
   const struct qmv_variant *v = &table[chosen - 1];
   uint32_t M = x->ne[1];

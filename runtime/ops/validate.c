@@ -682,9 +682,13 @@ bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tens
 static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
 
 uint32_t vkrt_ops_attention_shared(uint32_t head_dim, uint32_t heads_per_group, uint32_t unroll) {
-  uint32_t tt = VKRT_ATTENTION_WG / (head_dim / 8); /* tokens per pass */
-  uint32_t red = VKRT_MAX(unroll * heads_per_group * (VKRT_ATTENTION_WG + tt), 8 * VKRT_ATTENTION_WG);
-  return (red + VKRT_ATTENTION_SCORES) * (uint32_t)sizeof(float);
+  /* as attention_split.comp declares it: the K tile (rows of an odd number of 16-byte
+   * words), the queries, the score partials, three floats per head and slot, two per head,
+   * the slot merge */
+  uint32_t wg = VKRT_ATTENTION_WG, nc = head_dim / 8, g = heads_per_group;
+  uint32_t tt = wg / nc, t = tt * unroll, parts = VKRT_MAX(wg / t, 1u);
+  return 16 * t * (nc | 1) +
+         (uint32_t)sizeof(float) * (g * head_dim + g * parts * t + 3 * g * tt + 2 * g + 8 * wg);
 }
 
 bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
@@ -705,7 +709,11 @@ bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head
   out->head_groups = per_kv / g;
   if (forced_unroll > VKRT_ATTENTION_MAX_UNROLL)
     FAIL("%s: %u row passes per tile; 1..%d", op, forced_unroll, VKRT_ATTENTION_MAX_UNROLL);
-  out->unroll = forced_unroll ? forced_unroll : VKRT_ATTENTION_UNROLL;
+  /* registers: 8 sums per head and 8 words per row pass (a K and a V chunk in flight) */
+  uint32_t unroll = VKRT_ATTENTION_UNROLL;
+  while (unroll > 1 && 8 * g + 8 * unroll > VKRT_ATTENTION_REGS)
+    unroll /= 2;
+  out->unroll = forced_unroll ? forced_unroll : unroll;
   while (!forced_unroll && out->unroll > 1 &&
          vkrt_ops_attention_shared(head_dim, g, out->unroll) > shared_limit)
     out->unroll /= 2;
@@ -714,22 +722,19 @@ bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head
     FAIL("%s: %u query heads per workgroup of head_dim %u with %u row passes per tile need %u "
          "bytes of shared memory; the device has %u", op, g, head_dim, out->unroll,
          out->shared_bytes, shared_limit);
-  uint32_t cap = VKRT_ATTENTION_SCORES / g;
-  uint32_t fewest = div_up(n_ctx, cap), most = div_up(n_ctx, VKRT_MIN(n_ctx, VKRT_ATTENTION_MIN_SPLIT));
+  uint32_t most = div_up(n_ctx, VKRT_MIN(n_ctx, VKRT_ATTENTION_MIN_SPLIT));
   uint64_t per_split = (uint64_t)n_head * (head_dim + 2) * sizeof(float); /* one query */
-  if ((uint64_t)fewest * per_split > scratch_bytes)
-    FAIL("%s: n_ctx %u needs at least %u splits (of at most %u tokens with %u query heads per "
-         "KV head); their partials for one query (%llu bytes) exceed the %llu-byte split "
-         "scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB)", op, n_ctx, fewest, cap, per_kv,
-         (unsigned long long)(fewest * per_split), (unsigned long long)scratch_bytes);
+  if (per_split > scratch_bytes)
+    FAIL("%s: the partials of one split of %u query heads of %u (%llu bytes) exceed the "
+         "%llu-byte split scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB)", op, n_head, head_dim,
+         (unsigned long long)per_split, (unsigned long long)scratch_bytes);
   uint64_t per_split_groups = (uint64_t)n_head_kv * out->head_groups * n_q;
   /* forced (tests, the bench): any count down to one token per split */
   uint32_t want = forced_splits ? VKRT_MIN(forced_splits, n_ctx)
                                 : VKRT_MIN(div_up(VKRT_MAX(target_groups, 1u), per_split_groups), most);
   if (!forced_splits && max_splits)
     want = VKRT_MIN(want, max_splits);
-  want = VKRT_MAX(want, fewest);
-  want = VKRT_MIN(want, (uint32_t)VKRT_MAX(scratch_bytes / per_split, fewest));
+  want = VKRT_MIN(want, (uint32_t)VKRT_MIN(scratch_bytes / per_split, UINT32_MAX));
   out->split_len = div_up(n_ctx, want);
   out->splits = div_up(n_ctx, out->split_len);
   out->queries_per_round = (uint32_t)VKRT_MIN((uint64_t)n_q, scratch_bytes / (out->splits * per_split));

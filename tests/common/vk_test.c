@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +14,24 @@
  * injected faults, whose errors and warnings are the behaviour under test. */
 static const char vkt_expected[] = "expected (injected fault): ";
 
+/* Allocation faults armed on an open appliance (vkt_fault_arm): its errors until disarmed
+ * are expected too. */
+static atomic_bool vkt_armed;
+
 static void log_stderr(void *user, vkrt_log_level level, const char *message) {
   static const char *const names[] = {"error", "warn", "info", "debug"};
-  fprintf(stderr, "vkrt-test: %s%s: %s\n", user == vkt_expected ? vkt_expected : "",
-          names[level & 3], message);
+  bool expected = user == vkt_expected || atomic_load(&vkt_armed);
+  fprintf(stderr, "vkrt-test: %s%s: %s\n", expected ? vkt_expected : "", names[level & 3],
+          message);
 }
+
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+vkrt_status vkt_fault_arm(vkrt_appliance *app, uint32_t host_alloc_fail_at,
+                          uint32_t vulkan_alloc_fail_at) {
+  atomic_store(&vkt_armed, host_alloc_fail_at || vulkan_alloc_fail_at);
+  return vkrt_fault_arm_allocations(app, host_alloc_fail_at, vulkan_alloc_fail_at);
+}
+#endif
 
 static bool faults_injected(const vkrt_options *o) {
   const vkrt_fault_options *f = &o->faults;

@@ -38,6 +38,12 @@ vkrt_appliance *vkt_open(const vkrt_options *options);
 /* Marks the log lines of an appliance opened with these options as expected (for a test
  * that calls vkrt_open itself with faults injected). Only the harness's own log is marked. */
 void vkt_expect_errors(vkrt_options *options);
+#if IS_ENABLED(CONFIG_VKRT_FAULT_INJECTION)
+/* vkrt_fault_arm_allocations, with the harness's log lines marked "expected (injected
+ * fault)" while a failure is armed (either count non-zero) and plain again once disarmed. */
+vkrt_status vkt_fault_arm(vkrt_appliance *app, uint32_t host_alloc_fail_at,
+                          uint32_t vulkan_alloc_fail_at);
+#endif
 /* Asserts vkrt_validation_message_count(app) == 0, then closes. */
 void vkt_close(vkrt_appliance *app);
 /* Fails the test with the last error when s != VKRT_OK. */

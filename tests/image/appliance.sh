@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # An appliance board's image carries the runtime without the lab: nvidia-h200-x1 (whose
 # defconfig leaves CONFIG_VKRT_LAB unset) built and laid out by tools/make-image.sh has no
-# vkrt_lab.h, no lab object or symbol in libvkrt.a (nm: nothing matching tuning or lab_), no
-# forcing-only kernel embedded, and a vkrt-bench without the lab's commands that says so. The
+# vkrt_lab.h, no lab object or symbol in libvkrt.a (nm: nothing matching tuning, lab_ or
+# test_limits, the ops' limit overrides the lab sets), no forcing-only kernel embedded, and a
+# vkrt-bench without the lab's commands that says so. The
 # same checks pass the other way on a build with the lab (the test's build folder when it has
 # it, else the board plus boards/lab.config), so the test is not blind.
 . "$(dirname "$0")/../config/lib.sh"
@@ -12,7 +13,7 @@ board=nvidia-h200-x1
 # the forcing-only kernels (kernels/Sources, CONFIG_VKRT_LAB_KERNEL_VARIANTS): two of them
 forced_only='vkrt_kernel_transpose_f32_plain|vkrt_kernel_matvec_q8_0_vec16_r4'
 
-lab_symbols() { nm "$1" 2>/dev/null | grep -i -E 'tuning|lab_' || true; }
+lab_symbols() { nm "$1" 2>/dev/null | grep -i -E 'tuning|lab_|test_limits' || true; }
 
 # build <name> <config>: library, headers and vkrt-bench of <config> in $SCRATCH/build-<name>,
 # then its image; the SPIR-V comes from the test's build folder (lib.sh).
@@ -64,6 +65,7 @@ fi
 [ -f "$lab/include/vkrt/vkrt_lab.h" ] || fail "a build with the lab installs no vkrt_lab.h (test is blind)"
 labsyms=$(nm "$lab/lib/libvkrt.a" 2>/dev/null)
 grep -q ' T vkrt_lab_set$' <<< "$labsyms" || fail "no vkrt_lab_set in a build with the lab (test is blind)"
+grep -q ' T vkrt_ops_test_limits$' <<< "$labsyms" || fail "no vkrt_ops_test_limits in a build with the lab (test is blind)"
 grep -q -E "$forced_only" <<< "$labsyms" || fail "no forcing-only kernel in a build with the lab (test is blind)"
 help=$("$labbench" --help)
 grep -q '^  quant ' <<< "$help" || fail "vkrt-bench with the lab has no quant command (test is blind)"

@@ -32,7 +32,12 @@ macros() { cc -std=c11 -dM -E "$1" $(pkg-config --cflags vkrt) | awk '{print $2}
 leaked=$(comm -13 <(macros "$stage/empty.c") <(macros "$stage/h.c") | grep -v '^VKRT_' |
          grep -vE '^(_|__)|^(bool|true|false|NULL|offsetof|INT|UINT|SIZE_|PTRDIFF_|SIG_ATOMIC_|WCHAR_|WINT_)' || true)
 [ -z "$leaked" ] || { echo "vkrt/vkrt.h defines macros without the VKRT_ prefix: $leaked"; exit 1; }
-echo "vkrt/vkrt.h: every macro it defines is VKRT_-prefixed (no IS_ENABLED, no CONFIG_*)"
+# ... and one layout for every configuration: nothing in it depends on a build's symbols
+# (only the C++ guard is conditional).
+conds=$(grep -nE '^[[:space:]]*#[[:space:]]*(if|ifdef|ifndef|elif)\b' "$prefix/include/vkrt/vkrt.h" \
+          "$prefix/include/vkrt/status.h" | grep -vE '(__cplusplus|VKRT_[A-Z_]*_H)\b' || true)
+[ -z "$conds" ] || { echo "vkrt/vkrt.h or status.h is conditional, so its layout can differ by build: $conds"; exit 1; }
+echo "vkrt/vkrt.h: every macro it defines is VKRT_-prefixed (no IS_ENABLED, no CONFIG_*), nothing in it conditional on the build"
 work=$stage/examples
 cp -r "$prefix/share/vkrt/examples" "$work"
 make --no-print-directory -C "$work" CFLAGS="-O1 -Wall -Wextra -Werror" > "$stage/make.log" 2>&1 ||

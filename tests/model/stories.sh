@@ -182,6 +182,21 @@ expect 5 "llama.attention.head_count_kv = 4 does not divide among 3 devices" "$m
 expect 5 "a q8_0 K/V cache needs a head size that is a multiple of 32; this model's is 8" "$model" --kv-type q8_0
 expect 2 "bad or incomplete argument '--prompt-mode fast'" "$model" --prompt-mode fast
 expect 2 "bad or incomplete argument '--ubatch 0'" "$model" --ubatch 0
+# --activations f16 (VKRT_MATMUL_ACTIVATIONS_F16: the prompt's tiled matmuls on cooperative
+# matrices): run where every device takes it (vkrt-probe's matmul lines say so), else refused
+# with exit 5 naming the device (lavapipe has none) or the build without the kernels.
+"$svc" --help | grep -qF -- "--activations f32|q8|f16|q8,f16" || { "$svc" --help; echo "--help lacks --activations f16"; exit 1; }
+plans=$("$builddir/bin/vkrt-probe" --activations f16 2>&1 | grep " matmul: ") || { echo "$plans"; echo "vkrt-probe --activations f16: no matmul lines"; exit 1; }
+if ! grep -q "^#define CONFIG_VKRT_KERNEL_MATMUL_COOPMAT 1" "$builddir/include/vkrt/config.h"; then
+  expect 5 "--activations f16: this build has no cooperative-matrix matmul kernels" "$model" --activations f16
+elif grep -qv "cooperative matrix: x and w rounded to f16" <<< "$plans"; then
+  dev=$(grep -v -m1 "cooperative matrix: x and w rounded to f16" <<< "$plans" | sed -n 's/.*\(dev[0-9]*\) matmul:.*/\1/p')
+  expect 5 "--activations f16: $dev (" "$model" --activations f16
+  expect 5 "has no cooperative matrices (VK_NV_cooperative_matrix with 32-wide subgroups)" "$model" --activations q8,f16
+else
+  expect 0 '"matmul_activations": "f16"' "$model" --activations f16 --prompt-tokens 40 --verify 0 --json
+fi
+expect 2 "bad or incomplete argument '--activations f8'" "$model" --activations f8
 
 # Speed-run inputs: --prompt-tokens (BOS + seeded draws) and --depth (the first token at
 # position D over constant K/V rows): 1 and 2 devices agree at depth, the rows are read (the

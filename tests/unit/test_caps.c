@@ -37,7 +37,8 @@ static void add_ext(struct fake *f, const char *name) {
   snprintf(f->ext[f->in.extension_count++].extensionName, VK_MAX_EXTENSION_NAME_SIZE, "%s", name);
 }
 
-/* An H200 as measured (design.md): every extension, 4 GiB allocations, 1 TiB buffers. */
+/* An H200 as measured (boards/nvidia-h200-x1/README.md): every extension, 4 GiB
+ * allocations, 1 TiB buffers. */
 static void h200(struct fake *f) {
   memset(f, 0, sizeof(*f));
   snprintf(f->props.deviceName, sizeof(f->props.deviceName), "NVIDIA H200");

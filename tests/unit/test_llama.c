@@ -196,7 +196,7 @@ static void test_reference_story(void **state) {
   for (int i = 0; i < N; i++)
     print_message("%s%d", i ? "," : " ", ids[i]);
   print_message("\ntext: %s\n", text);
-  /* measured by an independent float64 reference (docs/design.md, "Facts") */
+  /* the text an independent float64 reference produces for stories260K from BOS */
   const char *want = " Once upon a time, there was a little girl named Lily. She loved to play "
                      "outside in the park.";
   if (strncmp(text, want, strlen(want)))

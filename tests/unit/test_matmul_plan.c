@@ -154,11 +154,29 @@ static void test_tile_check(void **state) {
   }
 }
 
+/* The quantized one-column kernels with 16 rows per workgroup run where N gives every compute
+ * unit 16 rows: on the H200's 132 SMs from N 2112 (Llama-3-8B q/o 4096 yes, k/v 1024 no); a
+ * device that does not report its units (lavapipe) always takes them. */
+static void test_quant_rows_fill(void **state) {
+  (void)state;
+  struct vkrt_caps g = h200(), l = lavapipe();
+  g.compute_units = 132;
+  assert_false(vkrt_quant_rows_fill(&g, 1024, 16));
+  assert_false(vkrt_quant_rows_fill(&g, 2111, 16));
+  assert_true(vkrt_quant_rows_fill(&g, 2112, 16));
+  assert_true(vkrt_quant_rows_fill(&g, 4096, 16));
+  assert_true(vkrt_quant_rows_fill(&g, 1, 0)); /* no demand */
+  assert_true(vkrt_quant_rows_fill(&l, 1, 16));
+  g.compute_units = UINT32_MAX; /* no overflow */
+  assert_false(vkrt_quant_rows_fill(&g, UINT32_MAX, 16));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_h200),
       cmocka_unit_test(test_no_coopmat),
       cmocka_unit_test(test_tile_check),
+      cmocka_unit_test(test_quant_rows_fill),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -416,7 +416,7 @@ static void test_attention_check_and_plan(void **state) {
   struct vkrt_attention_plan p;
   uint64_t mib16 = 16u << 20;
   /* head 128, 32 heads over 8, 32768 tokens, 512 workgroups aimed at: 4 heads a group,
-   * 64 splits of 512 (the most a split of 4 heads holds) */
+   * 64 splits of 512 */
   assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 32768, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.heads_per_group, 4);
   assert_int_equal(p.head_groups, 1);
@@ -435,9 +435,10 @@ static void test_attention_check_and_plan(void **state) {
   /* a short context: at least one token per split, a split count under the target */
   assert_true(vkrt_ops_attention_plan(64, 2, 1, 1, 10, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.splits, 1);
-  /* forced: any count down to one token a split, never fewer than the shared memory needs */
+  /* forced: any count down to one token a split, and splits of any length */
   assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 32768, 512, 0, 7, 0, 49152, mib16, &p, why, sizeof(why)));
-  assert_int_equal(p.splits, 64);
+  assert_int_equal(p.splits, 7);
+  assert_int_equal(p.split_len, 4682);
   assert_true(vkrt_ops_attention_plan(64, 2, 1, 1, 100, 512, 0, 1000, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.splits, 100);
   assert_int_equal(p.split_len, 1);
@@ -445,47 +446,55 @@ static void test_attention_check_and_plan(void **state) {
   assert_true(vkrt_ops_attention_plan(64, 24, 2, 1, 1000, 16, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.heads_per_group, 6);
   assert_int_equal(p.head_groups, 2);
-  /* rounds: 8 queries whose partials take 1.06 MB each in a 3 MiB scratch: 2 per round */
-  assert_true(vkrt_ops_attention_plan(128, 32, 8, 8, 32768, 512, 0, 0, 0, 49152, 3u << 20, &p, why, sizeof(why)));
+  /* rounds: 8 queries whose partials (64 splits forced) take 1.06 MB each in a 3 MiB
+   * scratch: 2 per round */
+  assert_true(vkrt_ops_attention_plan(128, 32, 8, 8, 32768, 512, 0, 64, 0, 49152, 3u << 20, &p, why, sizeof(why)));
   assert_int_equal(p.splits, 64);
   assert_int_equal(p.queries_per_round, 2);
   assert_int_equal(p.rounds, 4);
   assert_int_equal(p.scratch_used, 2 * 64 * 32 * 130 * 4);
-  /* row passes per tile: 4, halved while the shared memory does not fit; forced ones kept or
+  /* row passes per tile: 4 with 4 heads a group, 2 with 8 (their sums and the rows in flight
+   * within 80 registers), halved while the shared memory does not fit; forced ones kept or
    * refused */
-  assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 32768, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.unroll, 4);
-  assert_int_equal(p.shared_bytes, (4 * 8 * (128 + 16) + 2048) * 4);
+  assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.unroll, 2);
+  /* the K tile (32 rows of 9 16-byte words), queries, partials of 4 parts, 3 floats per head
+   * and slot, 2 per head, the slot merge */
+  assert_int_equal(p.shared_bytes, 16 * 32 * 9 + (8 * 64 + 8 * 4 * 32 + 3 * 8 * 16 + 2 * 8 + 8 * 128) * 4);
   assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 0, 16384, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.unroll, 1);
   assert_true(p.shared_bytes <= 16384);
   assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 8, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.unroll, 8);
-  expect_fail(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 8, 32768, mib16, &p, why, sizeof(why)),
-              "with 8 row passes per tile need 45056 bytes of shared memory; the device has 32768");
+  expect_fail(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 8, 16384, mib16, &p, why, sizeof(why)),
+              "with 8 row passes per tile need 30272 bytes of shared memory; the device has 16384");
   expect_fail(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 9, 49152, mib16, &p, why, sizeof(why)),
               "9 row passes per tile; 1..8");
-  /* the H200's plan (132 compute units: 8 workgroups each aimed at, at most one split per
-   * compute unit): 132 splits at head 128 over 8 KV heads (1056 workgroups), at head 256
+  /* the H200's plan (132 compute units: 2 workgroups each aimed at, at most one split per
+   * compute unit): 33 splits at head 128 over 8 KV heads (264 workgroups), 132 at head 256
    * over 2 (264 workgroups), 64-token splits at head 64 over 1; a prompt's worth of queries
-   * fills the device without splitting further than the shared memory needs; a forced
-   * count passes the cap. {head_dim, n_head, n_head_kv, n_q, n_ctx, forced, split_len,
+   * fills the device with one split each (no combine); a forced count passes the cap. {head_dim, n_head, n_head_kv, n_q, n_ctx, forced, split_len,
    * splits} */
-  static const uint32_t h200[][8] = {{128, 32, 8, 1, 32768, 0, 249, 132},
+  static const uint32_t h200[][8] = {{128, 32, 8, 1, 32768, 0, 993, 33},
                                      {256, 16, 2, 1, 20000, 0, 152, 132},
                                      {64, 8, 1, 1, 7680, 0, 64, 120},
-                                     {128, 32, 8, 512, 32768, 0, 512, 64},
+                                     {128, 32, 8, 512, 32768, 0, 32768, 1},
                                      {128, 32, 8, 1, 32768, 256, 128, 256}};
   for (unsigned i = 0; i < sizeof(h200) / sizeof(h200[0]); i++) {
     const uint32_t *c = h200[i];
-    assert_true(vkrt_ops_attention_plan(c[0], c[1], c[2], c[3], c[4], 1056, 132, c[5], 0, 49152,
+    assert_true(vkrt_ops_attention_plan(c[0], c[1], c[2], c[3], c[4], 264, 132, c[5], 0, 49152,
                                         mib16, &p, why, sizeof(why)));
     assert_int_equal(p.split_len, c[6]);
     assert_int_equal(p.splits, c[7]);
   }
-  /* refused: one query's smallest split count past the scratch */
-  expect_fail(vkrt_ops_attention_plan(256, 64, 8, 1, 100000, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)),
-              "n_ctx 100000 needs at least 391 splits");
+  /* a long context plans (splits of any length) */
+  assert_true(vkrt_ops_attention_plan(256, 64, 8, 1, 100000, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
+  assert_true((uint64_t)p.splits * 64 * 258 * 4 <= mib16);
+  /* refused: one split's partials past the scratch */
+  expect_fail(vkrt_ops_attention_plan(256, 64, 8, 1, 100000, 512, 0, 0, 0, 49152, 60000, &p, why, sizeof(why)),
+              "the partials of one split of 64 query heads of 256 (66048 bytes) exceed the 60000-byte");
 }
 
 int main(void) {

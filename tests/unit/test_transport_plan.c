@@ -375,10 +375,10 @@ static void test_f16_conversions(void **state) {
   }
   uint64_t rng = 0x9E3779B97F4A7C15ull;
   for (int i = 0; i < 2000000; i++) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    uint32_t bits = (uint32_t)rng;
+    uint64_t r = vkrt_xorshift(&rng);
+    uint32_t bits = (uint32_t)r;
     if (i & 1) /* concentrate on the f16 range and its edges */
-      bits = (bits & 0x807fffffu) | ((uint32_t)(0x60 + (rng >> 40) % 0x30) << 23);
+      bits = (bits & 0x807fffffu) | ((uint32_t)(0x60 + (r >> 40) % 0x30) << 23);
     float f;
     memcpy(&f, &bits, 4);
     _Float16 h = (_Float16)f;
@@ -427,8 +427,7 @@ static void test_cpu_reduce_and_pool(void **state) {
       for (int r = 0; r < 8; r++) {
         src[r] = malloc(count * esize + 4);
         for (uint64_t i = 0; i < count; i++) {
-          rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-          float v = (float)((double)(rng >> 11) * 0x1p-53 * 200.0 - 100.0);
+          float v = (float)((double)(vkrt_xorshift(&rng) >> 11) * 0x1p-53 * 200.0 - 100.0);
           if (t)
             ((_Float16 *)src[r])[i] = (_Float16)v;
           else

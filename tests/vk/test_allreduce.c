@@ -828,6 +828,78 @@ static void test_fallbacks(void **state) {
   }
 }
 
+/* The submitter thread begins the caller's next command buffer: once allreduces alternate
+ * with finishes, every device took buffers it began (the lab's `prepared`), dev0's
+ * vkrt_allreduce resets no command pool and begins no command buffer on the caller's
+ * thread, and every sum is right (outputs poisoned first, fresh random inputs). */
+static void test_next_buffer_begun_by_submitter(void **state) {
+  (void)state;
+  enum { N = 256, ITERS = 8, PROFILED = 4 };
+  vkrt_appliance *app = open_with(2, VKRT_TRANSPORT_NONE, NULL);
+  uint32_t n = vkrt_device_count(app);
+  vkrt_buffer *send[VKRT_MAX_DEVICES], *recv[VKRT_MAX_DEVICES];
+  vkrt_allreduce_args args = {.count = N, .type = VKRT_TYPE_F32};
+  for (uint32_t d = 0; d < n; d++) {
+    vkt_check(app, vkrt_buffer_create(app, d, N * 4, VKRT_BUFFER_DEVICE_LOCAL, &send[d]));
+    vkt_check(app, vkrt_buffer_create(app, d, N * 4, VKRT_BUFFER_DEVICE_LOCAL, &recv[d]));
+    args.send[d] = send[d];
+    args.recv[d] = recv[d];
+  }
+  vkrt_lab_stream before[VKRT_MAX_DEVICES], after;
+  for (uint32_t d = 0; d < n; d++)
+    vkt_check(app, vkrt_lab_stream_get(app, d, &before[d]));
+  uint64_t seed = vkt_seed(0);
+  static float in[VKRT_MAX_DEVICES][N], got[N], poison[N];
+  for (int it = 0; it < ITERS; it++) {
+    for (uint32_t d = 0; d < n; d++) {
+      vkt_fill_random_f32(in[d], N, -1, 1, &seed);
+      vkt_check(app, vkrt_upload(send[d], 0, in[d], sizeof(in[d])));
+      vkt_poison(poison, sizeof(poison));
+      vkt_check(app, vkrt_upload(recv[d], 0, poison, sizeof(poison)));
+    }
+    bool profiled = it >= ITERS - PROFILED;
+    if (it == ITERS - PROFILED)
+      vkt_check(app, vkrt_lab_vk_calls_start(app, 0));
+    if (profiled)
+      vkrt_lab_vk_calls_mark(true);
+    vkt_check(app, vkrt_allreduce(app, &args));
+    if (profiled)
+      vkrt_lab_vk_calls_mark(false);
+    for (uint32_t d = 0; d < n; d++)
+      vkt_check(app, vkrt_finish(app, d));
+    for (uint32_t d = 0; d < n; d++) {
+      vkt_check(app, vkrt_download(got, recv[d], 0, sizeof(got)));
+      for (int i = 0; i < N; i++) {
+        float want = 0;
+        for (uint32_t e = 0; e < n; e++) /* rank order */
+          want += in[e][i];
+        if (fabsf(got[i] - want) > 1e-6f * (1 + fabsf(want)))
+          fail_msg("iteration %d, dev%u, element %d: %g, want %g", it, d, i, (double)got[i],
+                   (double)want);
+      }
+    }
+  }
+  vkrt_lab_vk_calls calls;
+  vkt_check(app, vkrt_lab_vk_calls_stop(app, 0, &calls));
+  assert_int_equal(calls.marks, PROFILED);
+  if (calls.count[VKRT_LAB_VK_RESET_POOL] || calls.count[VKRT_LAB_VK_BEGIN])
+    fail_msg("%s: %llu pool resets and %llu begins on the caller's thread in %d allreduces",
+             vkrt_transport_str(vkrt_transport(app)),
+             (unsigned long long)calls.count[VKRT_LAB_VK_RESET_POOL],
+             (unsigned long long)calls.count[VKRT_LAB_VK_BEGIN], PROFILED);
+  for (uint32_t d = 0; d < n; d++) {
+    vkt_check(app, vkrt_lab_stream_get(app, d, &after));
+    if (after.prepared - before[d].prepared < PROFILED)
+      fail_msg("dev%u: %llu buffers begun by the submitter in %d allreduces", d,
+               (unsigned long long)(after.prepared - before[d].prepared), ITERS);
+  }
+  for (uint32_t d = 0; d < n; d++) {
+    vkrt_buffer_destroy(send[d]);
+    vkrt_buffer_destroy(recv[d]);
+  }
+  vkt_close(app);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) /* e.g. "*native*" to run a subset */
     cmocka_set_test_filter(argv[1]);
@@ -853,6 +925,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_stalled_peer_native),
       cmocka_unit_test(test_device_lost),
       cmocka_unit_test(test_fallbacks),
+      cmocka_unit_test(test_next_buffer_begun_by_submitter),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

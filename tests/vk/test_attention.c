@@ -186,8 +186,8 @@ static bool type_in_build(vkrt_type t) {
          (t == VKRT_TYPE_Q8_0 || IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION_F16));
 }
 
-/* How many cases ran on each path: [subgroup scores][one split, no combine] */
-static int paths[2][2];
+/* How many cases ran on each path: [one split, no combine] */
+static int paths[2];
 
 /* Runs one case: the op once with dst poisoned, the counters and the values checked. */
 static void run_case(vkrt_appliance *app, const struct att_case *c) {
@@ -217,16 +217,14 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   assert_int_equal(c1.attention - c0.attention, 1);
   assert_int_equal(c1.attention_splits - c0.attention_splits, plan.splits);
   assert_int_equal(c1.attention_rounds - c0.attention_rounds, plan.rounds);
-  assert_int_equal(c1.attention_subgroup - c0.attention_subgroup, plan.subgroup);
   assert_int_equal(c1.attention_direct - c0.attention_direct, plan.direct);
   assert_int_equal(plan.direct, plan.splits == 1);
-  paths[plan.subgroup][plan.direct]++;
+  paths[plan.direct]++;
   int per_group = G <= 8 ? G : 8; /* the largest divisor of G up to 8 */
   while (G % per_group)
     per_group--;
   assert_int_equal(plan.heads_per_group, per_group);
   assert_int_equal(plan.head_groups, G / per_group);
-  assert_true(plan.split_len * plan.heads_per_group <= 2048);
   assert_true((uint64_t)plan.splits * plan.split_len >= (uint64_t)c->n_ctx);
   assert_true((uint64_t)(plan.splits - 1) * plan.split_len < (uint64_t)c->n_ctx);
   assert_int_equal(plan.unroll, c->unroll ? c->unroll : plan.unroll);
@@ -284,7 +282,7 @@ static void test_attention_shapes(void **state) {
 static void test_attention_splits(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
-  int ran = 0, direct0 = paths[0][1] + paths[1][1], combined0 = paths[0][0] + paths[1][0];
+  int ran = 0, direct0 = paths[1], combined0 = paths[0];
   for (unsigned ti = 0; ti < 2; ti++) {
     vkrt_type t = ti ? VKRT_TYPE_Q8_0 : VKRT_TYPE_F16;
     if (!type_in_build(t))
@@ -299,9 +297,18 @@ static void test_attention_splits(void **state) {
     run_case(app, &one);
     struct att_case over = {t, 64, 2, 1, 1, 20, {13}, 0, 1000, true};
     run_case(app, &over);
-    /* a single split over the whole cache (kv_len not a tile multiple) */
-    struct att_case single = {t, 256, 16, 2, 1, 200, {199}, 0, 1, false};
+    /* a single split over the whole cache (kv_len not a tile multiple), longer than 2048
+     * scores of 8 heads would hold */
+    struct att_case single = {t, 256, 16, 2, 1, 300, {299}, 0, 1, false};
     run_case(app, &single);
+    /* head sizes that do not divide the workgroup's rows: 8 (one 16-byte chunk a row) and
+     * 40 (five), f16 only (q8_0 rows are whole 32-element blocks) */
+    if (t == VKRT_TYPE_F16) {
+      struct att_case d8 = {t, 8, 8, 4, 2, 700, {700, 333}, 0, 0, true};
+      run_case(app, &d8);
+      struct att_case d40 = {t, 40, 6, 2, 2, 150, {150, 77}, 0, 3, false};
+      run_case(app, &d40);
+    }
     /* nothing attended (kv_len 0 and negative): zeros, from one split and from the combine */
     for (uint32_t sp = 1; sp <= 4; sp += 3) {
       struct att_case empty = {t, 64, 8, 2, 3, 100, {100, 0, -3}, 0, sp, true};
@@ -324,8 +331,8 @@ static void test_attention_splits(void **state) {
   if (!ran)
     vkt_skip("no attention kernels in this build");
   /* both ways out: one split written by the split pass alone, several merged by the combine */
-  assert_true(paths[0][1] + paths[1][1] > direct0);
-  assert_true(paths[0][0] + paths[1][0] > combined0);
+  assert_true(paths[1] > direct0);
+  assert_true(paths[0] > combined0);
   vkt_close(app);
 }
 
@@ -479,21 +486,15 @@ static void test_attention_refusals(void **state) {
   vkrt_tensor dq = q;
   expect_refused(app, vkrt_op_attention(&dq, &q, &k, &v, &len, 0.125f), bad,
                  "dst bytes [0, 1024) overlap q bytes");
-  /* a context past the scratch: 64 heads of 256 over 8 KV heads and 100000 tokens (the rows
-   * alias one row: nb[2] = 0 is a valid read-only view) */
-  vkrt_tensor q64 = vkrt_tensor_contiguous(big, 0, VKRT_TYPE_F32, 256, 64, 1, 1);
-  vkrt_tensor d64 = vkrt_tensor_contiguous(big, 65536, VKRT_TYPE_F32, 256, 64, 1, 1);
-  vkrt_tensor kbig = vkrt_tensor_contiguous(big, 131072, VKRT_TYPE_F16, 256, 8, 1, 1);
-  kbig.ne[2] = 100000, kbig.nb[2] = 0;
+  /* a long context plans within the scratch (splits of any length: the split pass keeps no
+   * state per token): 64 heads of 256 over 8 KV heads and 100000 tokens */
   vkrt_lab_attention plan;
   if (type_in_build(VKRT_TYPE_F16)) {
-    expect_refused(app, vkrt_op_attention(&d64, &q64, &kbig, &kbig, &len, 0.0625f), bad,
-                   "n_ctx 100000 needs at least 391 splits");
-    expect_refused(app, vkrt_lab_attention_plan(app, 0, 256, 64, 8, 1, 100000, &plan), bad,
-                   "exceed the");
-    /* within the scratch, the same heads plan fine */
+    vkt_check(app, vkrt_lab_attention_plan(app, 0, 256, 64, 8, 1, 100000, &plan));
+    assert_true(plan.splits >= 1 && (uint64_t)plan.splits * plan.split_len >= 100000);
+    assert_true((uint64_t)plan.splits * 64 * 258 * 4 <= plan.scratch_bytes);
     vkt_check(app, vkrt_lab_attention_plan(app, 0, 256, 64, 8, 1, 32768, &plan));
-    assert_true(plan.splits >= 128);
+    assert_true(plan.splits >= 1);
   } else {
     expect_refused(app, vkrt_op_attention(&dst, &q, &k, &v, &len, 0.125f),
                    VKRT_ERROR_UNSUPPORTED, "not in this build");

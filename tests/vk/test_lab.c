@@ -609,6 +609,83 @@ static void test_overlap_keeps_program_order(void **state) {
   vkt_close(app);
 }
 
+/* Ops of one kernel back to back bind its pipeline once per command buffer (the call
+ * profile counts the binds: one for a run of rms_norms, one per op with
+ * VKRT_LAB_PIPELINE_REBIND), and each op still reads its own operands: the results match a
+ * CPU reference. After a submit the next buffer binds again. */
+static void test_pipeline_bound_once_per_run(void **state) {
+  (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM))
+    vkt_skip("the rms_norm kernel is not in this build");
+  enum { N = 96, OPS = 3 };
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  uint64_t seed = vkt_seed(0);
+  static float x[OPS][N], want[OPS][N], got[N];
+  vkrt_buffer *xb[OPS], *yb[OPS];
+  for (int i = 0; i < OPS; i++) {
+    vkt_fill_random_f32(x[i], N, -2, 2, &seed);
+    double ss = 0;
+    for (int k = 0; k < N; k++)
+      ss += (double)x[i][k] * x[i][k];
+    for (int k = 0; k < N; k++)
+      want[i][k] = (float)(x[i][k] / sqrt(ss / N + 1e-5));
+    vkt_check(app, vkrt_buffer_create(app, 0, sizeof(x[i]), VKRT_BUFFER_DEVICE_LOCAL, &xb[i]));
+    vkt_check(app, vkrt_buffer_create(app, 0, sizeof(x[i]), VKRT_BUFFER_DEVICE_LOCAL, &yb[i]));
+    vkt_check(app, vkrt_upload(xb[i], 0, x[i], sizeof(x[i])));
+  }
+  for (int rebind = 0; rebind < 2; rebind++) {
+    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_PIPELINE_REBIND, rebind));
+    for (int i = 0; i < OPS; i++) { /* poisoned outputs */
+      vkt_poison(got, sizeof(got));
+      vkt_check(app, vkrt_upload(yb[i], 0, got, sizeof(got)));
+    }
+    vkt_check(app, vkrt_finish(app, 0));
+    vkt_check(app, vkrt_lab_vk_calls_start(app, 0));
+    for (int i = 0; i < OPS; i++) {
+      vkrt_tensor xt = vkrt_tensor_contiguous(xb[i], 0, VKRT_TYPE_F32, N, 1, 1, 1);
+      vkrt_tensor yt = vkrt_tensor_contiguous(yb[i], 0, VKRT_TYPE_F32, N, 1, 1, 1);
+      vkrt_lab_vk_calls_mark(true);
+      vkt_check(app, vkrt_op_rms_norm(&yt, &xt, NULL, 1e-5f));
+    }
+    vkrt_lab_vk_calls_mark(false);
+    vkrt_lab_vk_calls calls;
+    vkt_check(app, vkrt_lab_vk_calls_stop(app, 0, &calls));
+    assert_int_equal(calls.marks, OPS);
+    assert_int_equal(calls.count[VKRT_LAB_VK_DISPATCH], OPS);
+    assert_int_equal(calls.count[VKRT_LAB_VK_BIND_PIPELINE], rebind ? OPS : 1);
+    assert_true(calls.ns[VKRT_LAB_VK_DISPATCH] > 0 && calls.clock_ns > 0);
+    vkt_check(app, vkrt_finish(app, 0));
+    for (int i = 0; i < OPS; i++) {
+      vkt_check(app, vkrt_download(got, yb[i], 0, sizeof(got)));
+      for (int k = 0; k < N; k++)
+        if (fabsf(got[k] - want[i][k]) > 1e-4f * (1 + fabsf(want[i][k])))
+          fail_msg("rebind %d, op %d, element %d: %g, want %g", rebind, i, k, (double)got[k],
+                   (double)want[i][k]);
+    }
+  }
+  /* a new command buffer binds again: one op after the finish's submit */
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_PIPELINE_REBIND, 0));
+  vkt_check(app, vkrt_lab_vk_calls_start(app, 0));
+  vkrt_tensor xt = vkrt_tensor_contiguous(xb[0], 0, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkrt_tensor yt = vkrt_tensor_contiguous(yb[0], 0, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkrt_lab_vk_calls_mark(true);
+  vkt_check(app, vkrt_op_rms_norm(&yt, &xt, NULL, 1e-5f));
+  vkrt_lab_vk_calls_mark(false);
+  vkrt_lab_vk_calls calls;
+  expect_refused(app, vkrt_lab_vk_calls_stop(app, 1 % vkrt_device_count(app) == 0 ? 99 : 1,
+                                             &calls), "profile of another device");
+  vkt_check(app, vkrt_lab_vk_calls_stop(app, 0, &calls));
+  assert_int_equal(calls.count[VKRT_LAB_VK_BIND_PIPELINE], 1);
+  vkt_check(app, vkrt_finish(app, 0));
+  for (int i = 0; i < OPS; i++) {
+    vkrt_buffer_destroy(xb[i]);
+    vkrt_buffer_destroy(yb[i]);
+  }
+  vkt_close(app);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) /* one case by name or pattern (tools/mutation-check.sh) */
     cmocka_set_test_filter(argv[1]);
@@ -622,6 +699,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_short_byte_copies),
       cmocka_unit_test(test_import),
       cmocka_unit_test(test_overlap_keeps_program_order),
+      cmocka_unit_test(test_pipeline_bound_once_per_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

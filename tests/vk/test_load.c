@@ -508,11 +508,11 @@ static void test_bad_ranges(void **state) {
   assert_true(host_allocs >= 1);
   poison_buffers(app, &p);
   for (uint32_t k = 1; k <= host_allocs; k++) {
-    vkt_check(app, vkrt_fault_arm_allocations(app, k, 0));
+    vkt_check(app, vkt_fault_arm(app, k, 0));
     expect_refused(app, &f, &p, p.r, p.count, &counting, "out of host memory");
     expect_released(app);
   }
-  vkt_check(app, vkrt_fault_arm_allocations(app, 0, 0));
+  vkt_check(app, vkt_fault_arm(app, 0, 0));
   /* A truncated file: the ranges that fitted the whole file now pass its end. */
   struct test_file cut = f;
   snprintf(cut.path, sizeof(cut.path), "%.200s.cut", f.path);
@@ -603,11 +603,11 @@ static void test_vulkan_failures(void **state) {
   uint32_t failed = 0;
   for (uint32_t k = 1; k <= vk_allocs; k++) {
     poison_buffers(app, &p);
-    vkt_check(app, vkrt_fault_arm_allocations(app, 0, k));
+    vkt_check(app, vkt_fault_arm(app, 0, k));
     vkrt_load_info info;
     vkrt_status s = vkrt_load_file(app, f.path, -1, p.r, p.count, VKRT_LOAD_PATH_READ, NULL,
                                    NULL, &info);
-    vkt_check(app, vkrt_fault_arm_allocations(app, 0, 0));
+    vkt_check(app, vkt_fault_arm(app, 0, 0));
     if (s == VKRT_OK) {
       expect_buffers(app, &f, &p, true);
     } else {

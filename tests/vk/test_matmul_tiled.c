@@ -145,17 +145,14 @@ static void run(vkrt_appliance *app, const struct mm *c) {
 
   /* The path tables' expected paths assume the tiles from M = 9 on; a device's measured
    * crossover (vkrt-probe) may lie elsewhere, so those cases pin it and restore it after. */
-  int64_t min_m_was = 0;
-  if (pin_min_m) {
-    vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_TILED_MIN_M, &min_m_was));
+  if (pin_min_m)
     knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, pin_min_m);
-  }
   vkrt_lab_counters r0 = ran(app);
   knob(app, VKRT_LAB_FORCE_MATMUL_KERNEL, c->force);
   vkrt_status s = c->acc ? vkrt_op_matmul_add(&d, &w, &x) : vkrt_op_matmul(&d, &w, &x);
   knob(app, VKRT_LAB_FORCE_MATMUL_KERNEL, 0);
-  if (pin_min_m)
-    knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, min_m_was);
+  if (pin_min_m) /* the device's per-type crossovers again */
+    knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, 0);
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
   vkrt_lab_counters r1 = ran(app);
@@ -268,8 +265,8 @@ static void test_tiled(void **state) {
   vkt_close(app);
 }
 
-/* The crossover decides (the tuning knob moves it), and the tiles and the
- * cooperative-matrix kernels can be swapped for benches. */
+/* The crossover decides (the lab's knob moves it; 0 restores the per-type plan), and the
+ * tiles and the cooperative-matrix kernels can be swapped for benches. */
 static void test_crossover_and_tiles(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
@@ -277,6 +274,17 @@ static void test_crossover_and_tiles(void **state) {
   int64_t min_m;
   vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_TILED_MIN_M, &min_m));
   assert_true(min_m >= 2);
+  /* 0 restores the per-type crossovers chosen at open (vkrt-probe's "matmul:" line) */
+  char plan[3][16384];
+  vkrt_describe(app, false, plan[0], sizeof(plan[0]));
+  knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, min_m + 1);
+  vkrt_describe(app, false, plan[1], sizeof(plan[1]));
+  knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, 0);
+  vkrt_describe(app, false, plan[2], sizeof(plan[2]));
+  if (!strstr(plan[0], "matrix-vector below M = ") || !strcmp(plan[0], plan[1]))
+    fail_msg("the knob does not show in the plan: %s", plan[1]);
+  if (strcmp(plan[0], plan[2]))
+    fail_msg("knob 0 left\n%s\nnot the plan at open\n%s", plan[2], plan[0]);
   for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
     vkrt_type wt = types[t];
     if (!type_enabled(wt))
@@ -291,7 +299,7 @@ static void test_crossover_and_tiles(void **state) {
     run(app, &c);
     c.M = 3, c.expect = TILED;
     run(app, &c);
-    knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, min_m);
+    knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, 0);
     /* forced matrix-vector past the crossover */
     c.M = min_m + 4, c.force = 1, c.expect = MATVEC;
     run(app, &c);
@@ -328,7 +336,7 @@ static void test_crossover_and_tiles(void **state) {
   assert_int_equal(vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_PORTABLE_SMALL, &bad),
                    VKRT_ERROR_INVALID_ARGUMENT);
   assert_non_null(strstr(vkrt_last_error(app), "stages"));
-  assert_int_equal(vkrt_lab_set(app, 0, VKRT_LAB_MATMUL_TILED_MIN_M, 0),
+  assert_int_equal(vkrt_lab_set(app, 0, VKRT_LAB_MATMUL_TILED_MIN_M, -1),
                    VKRT_ERROR_INVALID_ARGUMENT);
   pin_min_m = 9;
   vkt_close(app);

@@ -256,10 +256,15 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
     want = VKRT_LAB_QUANT_READ_KSPACE;
   if (want < 0 && c->q8 && fits[VKRT_LAB_QUANT_READ_Q8X])
     want = VKRT_LAB_QUANT_READ_Q8X;
+  /* a variant that wants rows on every compute unit only where N gives them (one column) */
+  vkrt_lab_device info;
+  vkt_check(app, vkrt_lab_device_get(app, 0, &info));
   for (int i = 0; want < 0 && i < VKRT_LAB_QUANT_READ_COUNT - 1; i++) {
-    int kind = vkrt_lab_quant_read_of(vkrt_lab_quant_preference(wt, i));
+    int pref = vkrt_lab_quant_preference(wt, i);
+    int kind = vkrt_lab_quant_read_of(pref);
     assert_in_range(kind, 0, VKRT_LAB_QUANT_READ_COUNT - 1);
-    if (fits[kind])
+    uint64_t rows = vkrt_lab_quant_min_rows_per_unit(wt, pref);
+    if (fits[kind] && (c->M > 1 || info.compute_units == 0 || (uint64_t)c->N >= rows * info.compute_units))
       want = kind;
   }
   for (int i = 0; i < VKRT_LAB_QUANT_READ_COUNT; i++)
@@ -351,6 +356,10 @@ static void test_quant_matmul(void **state) {
       /* a row shorter than one workgroup stride: idle invocations, the last block's clamped x */
       struct mm_case tail = {(wt == VKRT_TYPE_Q8_0 ? 8 : 6) * B, 5, 1, 1, 1, 0, 0, 0, v, SCALE_EXTREME};
       run_quant_matmul(app, wt, &tail);
+      /* rows long enough for several units per invocation (the prefetching kernels carry the
+       * next unit's words from one step to the next) */
+      struct mm_case longer = {(wt == VKRT_TYPE_Q8_0 ? 264 : 40) * B, 5, 1, 1, 1, 0, 0, 0, v, SCALE_NORMAL};
+      run_quant_matmul(app, wt, &longer);
     }
     {
       vkrt_buffer *wb, *xb, *db;

@@ -98,14 +98,17 @@ static int usage(void) {
   fprintf(stderr,
           "usage: vkrt-bench allreduce [--min SIZE] [--max SIZE] [--iters N] [--type f32|f16]\n"
           "                            [--transport all|auto|native_fd|cpu_proxy|host_staged]\n"
-          "                            [--devices N] [--sync] [--latency] [--json] [--timeout-ms T]\n"
+          "                            [--devices N] [--sync] [--latency [--calls]] [--json]\n"
+          "                            [--timeout-ms T]\n"
           "  sizes are bytes per rank (4, 8K, 256M), doubled from --min to --max\n"
           "  (default 4 B .. 256 MiB); --iters (default 20) is scaled down above 1 MiB so\n"
           "  every size moves about as many bytes as 1 MiB x iters (at least 2 iterations).\n"
           "  --sync: each iteration waits for the result (latency) instead of pipelining.\n"
           "  --latency: 8 B .. 1 MiB (unless --min/--max), per size the median time inside\n"
           "  vkrt_allreduce (caller) and of allreduce + finish on every device (complete),\n"
-          "  beside the raw hand-over floors measured in the same run, and complete / floor.\n"
+          "  beside the raw hand-over floors measured in the same run, and complete / floor,\n"
+          "  and the submitter threads' CPU time in %% of a core per device (subm).\n"
+          "  --calls: then dev0's Vulkan recording calls inside vkrt_allreduce, per call.\n"
           "  --timeout-ms: the collective timeout (default CONFIG_VKRT_COLLECTIVE_TIMEOUT_MS);\n"
           "  a larger one for lavapipe ranks sharing few cores under mpirun.\n");
   return 2;
@@ -117,6 +120,7 @@ static uint64_t timeout_ns; /* --timeout-ms; 0 = the board's */
  * at least two hand-overs (to the peer and back). */
 static struct bench_floors floors;
 static bool latency;
+static bool calls; /* --calls: dev0's Vulkan recording calls inside vkrt_allreduce (lab) */
 
 /* One line per transport at the end of the run, whatever happened to it (a tail of the
  * output shows every transport of the build). */
@@ -125,6 +129,8 @@ static struct transport_summary {
   char what[200];     /* "ran", or why not */
   int rows;
   double caller_min, caller_max, cpu_max, submits_max, xfloor_min, xfloor_max;
+  double submitter_max; /* % of a core per device the submitter threads used */
+  uint64_t caught[3];   /* their batches found spinning, dozing, after sleeping */
 } summary[3];
 static int summaries;
 
@@ -139,9 +145,13 @@ static void summary_set(const char *fmt, const char *detail) {
   snprintf(summary[summaries - 1].what, sizeof(summary[summaries - 1].what), fmt, detail);
 }
 
-static void summary_row(double caller, double cpu, double submits, double xfloor) {
+static void summary_row(double caller, double cpu, double submits, double xfloor,
+                        double submitter, const uint64_t caught[3]) {
   struct transport_summary *m = &summary[summaries - 1];
   m->rows++;
+  m->submitter_max = submitter > m->submitter_max ? submitter : m->submitter_max;
+  for (int k = 0; k < 3; k++)
+    m->caught[k] += caught[k];
   m->caller_min = caller < m->caller_min ? caller : m->caller_min;
   m->caller_max = caller > m->caller_max ? caller : m->caller_max;
   m->cpu_max = cpu > m->cpu_max ? cpu : m->cpu_max;
@@ -164,10 +174,14 @@ static void summary_print(bool json) {
       printf("# summary %-11s %s\n", summary[k].name, summary[k].what);
     } else if (latency) {
       printf("# summary %-11s %s, %d sizes: caller %.1f-%.1f us (CPU at most %.1f), at most %.1f "
-             "submits per device inside the call, complete %.2f-%.2f x floor\n", summary[k].name,
+             "submits per device inside the call, complete %.2f-%.2f x floor; submitter threads "
+             "at most %.0f%% of a core per device, batches found spinning %llu, dozing %llu, "
+             "after sleeping %llu\n", summary[k].name,
              summary[k].what, summary[k].rows, summary[k].caller_min, summary[k].caller_max,
              summary[k].cpu_max, summary[k].submits_max, summary[k].xfloor_min,
-             summary[k].xfloor_max);
+             summary[k].xfloor_max, summary[k].submitter_max,
+             (unsigned long long)summary[k].caught[0], (unsigned long long)summary[k].caught[1],
+             (unsigned long long)summary[k].caught[2]);
     } else {
       printf("# summary %-11s %s, %d sizes\n", summary[k].name, summary[k].what,
              summary[k].rows);
@@ -234,9 +248,9 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
                : kind == VKRT_TRANSPORT_NATIVE_FD && floors.devices_gpu > 0
                    ? "2 x the two-device hand-over with a GPU wait"
                    : "2 x the two-device host-relayed hand-over");
-        printf("#%11s %12s %6s %11s %8s %8s %12s %10s %10s %7s\n", "size", "count", "type",
+        printf("#%11s %12s %6s %11s %8s %8s %12s %10s %10s %7s %8s\n", "size", "count", "type",
                "caller(us)", "cpu(us)", "submits", "complete(us)", "floor(us)", "x floor",
-               "#wrong");
+               "#wrong", "subm(%)");
       } else if (hosts > 1)
         printf("# allreduce: %u hosts x %u devices (MPI), transport %s within a host, out of "
                "place, %s; mpi_* = plain MPI_Allreduce of host floats, same bytes per rank, %u "
@@ -256,6 +270,8 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   }
   double busbw_sum = 0;
   int rows = 0;
+  uint64_t profiled = 0; /* allreduces inside the call profile */
+  bool profile = calls && latency && !rc && vkrt_lab_vk_calls_start(app, 0) == VKRT_OK;
   for (uint64_t size = min_bytes; size <= max_bytes && !rc; size *= 2) {
     uint64_t count = size / b.esize;
     if (count == 0)
@@ -291,13 +307,22 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
       /* submits each device's stream made inside the calls (not those of the finishes; the
        * lab counts them) */
       uint64_t inside = 0;
+      /* the submitter threads' CPU time over the iterations, per device, in % of the wall */
+      vkrt_lab_stream first[VKRT_MAX_DEVICES], last;
+      for (uint32_t d = 0; IS_ENABLED(CONFIG_VKRT_LAB) && d < b.n; d++)
+        vkrt_lab_stream_get(app, d, &first[d]);
+      double w0 = bench_now_s();
       for (int i = 0; i < iters && !rc; i++) {
         vkrt_lab_stream before[VKRT_MAX_DEVICES], after;
         for (uint32_t d = 0; IS_ENABLED(CONFIG_VKRT_LAB) && d < b.n; d++)
           vkrt_lab_stream_get(app, d, &before[d]);
+        if (profile)
+          vkrt_lab_vk_calls_mark(true);
         double t0 = bench_now_s(), c0 = bench_thread_cpu_s();
         rc |= check(app, vkrt_allreduce(app, &args), "allreduce");
         double t1 = bench_now_s(), c1 = bench_thread_cpu_s();
+        if (profile)
+          vkrt_lab_vk_calls_mark(false), profiled++;
         for (uint32_t d = 0; IS_ENABLED(CONFIG_VKRT_LAB) && d < b.n; d++) {
           vkrt_lab_stream_get(app, d, &after);
           inside += after.submitted - before[d].submitted;
@@ -308,6 +333,16 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
         cpu[i] = (c1 - c0) * 1e6;
         done[i] = (bench_now_s() - t0) * 1e6;
       }
+      double wall = bench_now_s() - w0, subm_ns = 0;
+      uint64_t caught[3] = {0, 0, 0};
+      for (uint32_t d = 0; IS_ENABLED(CONFIG_VKRT_LAB) && d < b.n; d++) {
+        vkrt_lab_stream_get(app, d, &last);
+        subm_ns += (double)(last.submitter_cpu_ns - first[d].submitter_cpu_ns);
+        caught[0] += last.caught_spinning - first[d].caught_spinning;
+        caught[1] += last.caught_dozing - first[d].caught_dozing;
+        caught[2] += last.woken - first[d].woken;
+      }
+      double subm_pct = IS_ENABLED(CONFIG_VKRT_LAB) ? subm_ns * 1e-9 / (wall * b.n) * 100 : -1;
       double caller_us = bench_median(caller, iters), done_us = bench_median(done, iters);
       double cpu_us = bench_median(cpu, iters);
       double submits = IS_ENABLED(CONFIG_VKRT_LAB) ? (double)inside / ((double)iters * b.n)
@@ -324,20 +359,20 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
       if (json)
         printf("%s{\"size\": %llu, \"count\": %llu, \"type\": \"%s\", \"caller_us\": %.2f, "
                "\"caller_cpu_us\": %.2f, \"submits_per_device\": %.2f, \"complete_us\": %.2f, "
-               "\"floor_us\": %.2f, \"x_floor\": %.3f, \"wrong\": %llu}",
+               "\"floor_us\": %.2f, \"x_floor\": %.3f, \"wrong\": %llu, \"submitter_pct\": %.1f}",
                rows ? ", " : "", (unsigned long long)(count * b.esize), (unsigned long long)count,
                tname, caller_us, cpu_us, submits, done_us, fl, fl > 0 ? done_us / fl : 0.0,
-               (unsigned long long)wrong);
+               (unsigned long long)wrong, subm_pct);
       else
-        printf(" %11llu %12llu %6s %11.1f %8.1f %8.2f %12.1f %10.1f %10.3f %7llu\n",
+        printf(" %11llu %12llu %6s %11.1f %8.1f %8.2f %12.1f %10.1f %10.3f %7llu %8.1f\n",
                (unsigned long long)(count * b.esize), (unsigned long long)count, tname, caller_us,
                cpu_us, submits, done_us, fl, fl > 0 ? done_us / fl : 0.0,
-               (unsigned long long)wrong);
+               (unsigned long long)wrong, subm_pct);
       fflush(stdout);
       if (wrong)
         summary_set("failed: %s", "wrong results");
       else
-        summary_row(caller_us, cpu_us, submits, fl > 0 ? done_us / fl : 0.0);
+        summary_row(caller_us, cpu_us, submits, fl > 0 ? done_us / fl : 0.0, subm_pct, caught);
       rc |= wrong != 0;
       rows++;
       continue;
@@ -402,6 +437,19 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   }
   if (rc && !strcmp(summary[summaries - 1].what, "ran"))
     summary_set("failed: %.180s", vkrt_last_error(app));
+  vkrt_lab_vk_calls vc;
+  if (profile && vkrt_lab_vk_calls_stop(app, 0, &vc) == VKRT_OK && profiled && !json) {
+    /* what of the caller's time is the driver's, on dev0 (dev1's calls are not wrapped) */
+    double inside = 0;
+    printf("# dev0's Vulkan recording calls inside vkrt_allreduce, us per call:");
+    for (int k = 0; k < VKRT_LAB_VK_CALL_COUNT; k++)
+      if (vc.count[k]) {
+        inside += (double)vc.ns[k];
+        printf(" %s %.2fx %.3f;", vkrt_lab_vk_call_name((vkrt_lab_vk_call)k),
+               (double)vc.count[k] / (double)profiled, (double)vc.ns[k] * 1e-3 / (double)profiled);
+      }
+    printf(" all %.3f\n", inside * 1e-3 / (double)profiled);
+  }
   if (json)
     printf("], \"avg_busbw\": %.4f}", rows ? busbw_sum / rows : 0.0);
   else if (rows && !latency)
@@ -475,6 +523,8 @@ static int bench_allreduce(int argc, char **argv) {
       sync = true;
     } else if (!strcmp(a, "--latency")) {
       latency = true;
+    } else if (!strcmp(a, "--calls")) {
+      calls = true;
     } else if (!strcmp(a, "--min") && v && bench_parse_size(v, &min_bytes)) {
       min_set = true;
       i++;

@@ -1423,6 +1423,43 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     if (c->o.json)
       printf("]");
   }
+  /* quantized matrix-vector variants (one column, x in f32: q8x, which rounds x, is left
+   * to `vkrt-bench quant`), each forced through the lab and verified */
+  if (c->o.variants && bc->op == CASE_MUL_MAT && !strncmp(path, "matvec q", 8) &&
+      bc->src[1].ne[1] == 1 && !c->o.q8) {
+    int nq = vkrt_lab_variant_count(VKRT_LAB_QUANT_VARIANT), nv = 0;
+    double keep_warmup = c->o.warmup_ms;
+    c->o.warmup_ms = fmin(keep_warmup, 30);
+    if (c->o.json)
+      printf(", \"quant_variants\": [");
+    for (int v = 1; v < nq; v++) {
+      if (!vkrt_lab_variant_usable(c->app, c->o.device, VKRT_LAB_QUANT_VARIANT, v) ||
+          vkrt_lab_set(c->app, c->o.device, VKRT_LAB_QUANT_VARIANT, v) != VKRT_OK)
+        continue;
+      uint64_t vw = UINT64_MAX;
+      double vt = -1, ve = 0;
+      int vreps = 0;
+      if (vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
+          record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
+          vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
+        vw = count_wrong(&bc->dst, got, ref, tol, NULL, &ve);
+        vt = time_case(c, &lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
+      }
+      vkrt_lab_set(c->app, c->o.device, VKRT_LAB_QUANT_VARIANT, 0);
+      c->wrong_total += vw == UINT64_MAX ? 1 : vw;
+      double vg = vt > 0 ? (double)bytes / vt * 1e-9 : 0;
+      const char *name = vkrt_lab_variant_name(VKRT_LAB_QUANT_VARIANT, v);
+      if (c->o.json)
+        printf("%s{\"variant\": \"%s\", \"us\": %.3f, \"gbps\": %.2f, \"wrong\": %" PRId64 "}",
+               nv++ ? ", " : "", name, vt * 1e6, vg, vw == UINT64_MAX ? -1 : (int64_t)vw);
+      else
+        printf("    variant %-16s %10.2f us %9.1f GB/s %6.3f x %9" PRId64 "\n", name, vt * 1e6, vg,
+               c->copy_gbps > 0 ? vg / c->copy_gbps : 0, vw == UINT64_MAX ? -1 : (int64_t)vw);
+    }
+    c->o.warmup_ms = keep_warmup;
+    if (c->o.json)
+      printf("]");
+  }
   /* attention variants: split counts around the plan's and row passes per tile, each
    * verified (the planner's inputs for tuning it per device) */
   if (c->o.variants && fa) {
@@ -1593,7 +1630,8 @@ static void usage(void) {
          "  V; the decode ops RMS_NORM (+ MUL fused), ROPE, GET_ROWS, SET_ROWS, ARGMAX), each\n"
          "  verified against a CPU reference\n"
          "  (#wrong) and timed as back-to-back ops in one submission (GPU timestamps). --variants\n"
-         "  also runs every matrix-vector configuration on the f32/f16 MUL_MAT cases, and split\n"
+         "  also runs every matrix-vector configuration on the f32/f16 MUL_MAT cases, every quantized\n"
+         "  matrix-vector variant but q8x on the one-column q8_0/q4_K ones, and split\n"
          "  counts (a quarter to 4 x the plan's) and row passes per tile (2, 4, 8) on the\n"
          "  FLASH_ATTN_EXT cases. The ratio\n"
          "  column divides by the plain 16-byte copy of this run (x); for FLASH_ATTN_EXT it is\n"

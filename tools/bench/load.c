@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -28,7 +29,7 @@ struct load_opts {
   bool want[VKRT_LOAD_PATH_COUNT];
   uint32_t devices; /* 0: the board's */
   int iters;
-  bool cold, json, progress, columns;
+  bool cold, json, progress, columns, no_disk;
   uint64_t pitch;
   vkrt_lab_load knobs;
   bool knobs_given;
@@ -70,16 +71,99 @@ static double read_through(const char *path, bool direct) {
   return rate(off, t);
 }
 
-/* The pinned host-to-device rate: 256 MiB of anonymous memory registered (imported), then
- * uploaded to dev0 four times; the best of the last three. 0 when it cannot be measured. */
-static double pinned_rate(vkrt_appliance *app) {
-  const uint64_t size = 256ull << 20;
-  uint8_t *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (host == MAP_FAILED)
+/* The host side alone: `threads` threads take 4 MiB blocks of the file in order and pread
+ * them (through the page cache) into a 256 MiB anonymous ring, as a load's readers do, with
+ * no DMA behind them: the ceiling of the read path's copy on this machine. With `loop` they
+ * go round the file until stopped (the memory traffic behind a DMA yardstick). */
+struct host_read {
+  int fd;
+  uint64_t size, blocks;
+  uint8_t *ring;
+  bool loop;
+  _Atomic bool stop;
+  _Atomic uint64_t next;
+  pthread_t tid[64];
+  uint32_t started;
+  double t0; /* when the threads started */
+};
+
+static void *host_reader(void *arg) {
+  struct host_read *h = arg;
+  const uint64_t block = 4u << 20, ring = 256u << 20;
+  while (!h->stop) {
+    uint64_t b = h->next++;
+    if (b >= h->blocks && !h->loop)
+      return NULL;
+    b %= h->blocks;
+    if (pread(h->fd, h->ring + b * block % ring, block, (off_t)(b * block)) < 0)
+      return NULL;
+  }
+  return NULL;
+}
+
+static bool host_read_start(struct host_read *h, const char *path, uint32_t threads, bool loop) {
+  struct stat st;
+  memset(h, 0, sizeof(*h));
+  h->fd = open(path, O_RDONLY);
+  if (h->fd < 0 || fstat(h->fd, &st) != 0 || st.st_size <= 0) {
+    if (h->fd >= 0)
+      close(h->fd);
+    return false;
+  }
+  h->size = (uint64_t)st.st_size;
+  h->blocks = (h->size + (4u << 20) - 1) >> 22;
+  h->loop = loop;
+  h->ring = mmap(NULL, 256u << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (h->ring == MAP_FAILED) {
+    close(h->fd);
+    return false;
+  }
+  memset(h->ring, 1, 256u << 20); /* the ring's pages exist, as a load's imported chunks do */
+  threads = threads < 1 ? 1 : threads > 64 ? 64 : threads;
+  h->t0 = bench_now_s();
+  for (uint32_t t = 0; t < threads; t++)
+    h->started += pthread_create(&h->tid[h->started], NULL, host_reader, h) == 0;
+  return true;
+}
+
+static void host_read_stop(struct host_read *h) {
+  h->stop = h->loop;
+  for (uint32_t t = 0; t < h->started; t++)
+    pthread_join(h->tid[t], NULL);
+  munmap(h->ring, 256u << 20);
+  close(h->fd);
+}
+
+static double host_read_rate(const char *path, uint32_t threads) {
+  struct host_read h;
+  if (!host_read_start(&h, path, threads, false))
     return 0;
+  for (uint32_t t = 0; t < h.started; t++) /* joined here; host_read_stop joins none */
+    pthread_join(h.tid[t], NULL);
+  const double r = h.started ? rate(h.size, bench_now_s() - h.t0) : 0;
+  h.started = 0;
+  host_read_stop(&h);
+  return r;
+}
+
+/* The pinned host-to-device rate: 256 MiB of anonymous memory (transparent huge pages when
+ * `huge`, as a load's chunks) registered (imported), then uploaded to dev0 four times; the
+ * best of the last three. With `busy`, `threads` threads pread that file meanwhile, as a
+ * load's readers do. 0 when it cannot be measured. */
+static double pinned_rate(vkrt_appliance *app, bool huge, const char *busy, uint32_t threads) {
+  const uint64_t size = 256ull << 20, align = 2ull << 20;
+  uint8_t *map = mmap(NULL, size + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0);
+  if (map == MAP_FAILED)
+    return 0;
+  uint8_t *host = (uint8_t *)(uintptr_t)bench_align_up((uintptr_t)map, align);
+  if (huge)
+    madvise(host, size, MADV_HUGEPAGE);
   memset(host, 0x3c, size);
   vkrt_buffer *dst = NULL;
   double best = 0;
+  struct host_read h;
+  const bool reading = busy && host_read_start(&h, busy, threads, true);
   if (vkrt_host_register(app, host, size, NULL, NULL, NULL) == VKRT_OK) {
     if (vkrt_buffer_create(app, 0, size, VKRT_BUFFER_DEVICE_LOCAL, &dst) == VKRT_OK) {
       for (int i = 0; i < 4; i++) {
@@ -93,7 +177,9 @@ static double pinned_rate(vkrt_appliance *app) {
     }
     vkrt_host_unregister(app, host);
   }
-  munmap(host, size);
+  if (reading)
+    host_read_stop(&h);
+  munmap(map, size + align);
   return best;
 }
 
@@ -105,32 +191,56 @@ static void bar(void *user, uint64_t done, uint64_t total) {
           done == total ? "\r                \r" : "");
 }
 
-/* The ranges: an equal run per device, or each device's column block of every row. */
-static vkrt_load_range *make_ranges(const struct load_opts *o, vkrt_buffer **dst, uint32_t n,
-                                    uint64_t size, uint64_t *bytes) {
-  vkrt_load_range *r = calloc(n, sizeof(*r));
+/* Rows split: a device's run of the file in pieces of at most this many bytes, one buffer
+ * each (a device's buffers have a size limit: 4 GiB on NVIDIA). */
+#define PIECE_BYTES (1ull << 30)
+#define MAX_PIECES 256
+
+/* The ranges and their buffers: an equal run per device (in pieces), or each device's column
+ * block of every row. */
+static vkrt_load_range *make_ranges(const struct load_opts *o, vkrt_appliance *app, uint32_t n,
+                                    uint64_t size, vkrt_buffer **dst, uint32_t *count,
+                                    uint64_t *bytes) {
+  vkrt_load_range *r = calloc(MAX_PIECES, sizeof(*r));
   *bytes = 0;
+  *count = 0;
   for (uint32_t d = 0; r && d < n; d++) {
+    uint64_t begin, end, rows = 1, pitch = 0;
     if (o->columns) {
-      const uint64_t rows = size / o->pitch, c0 = o->pitch * d / n, c1 = o->pitch * (d + 1) / n;
-      r[d] = (vkrt_load_range){.file_offset = c0, .size = c1 - c0, .dst = dst[d], .rows = rows,
-                               .file_pitch = o->pitch, .dst_pitch = c1 - c0};
-      *bytes += (c1 - c0) * rows;
+      rows = size / o->pitch, pitch = o->pitch;
+      begin = o->pitch * d / n, end = o->pitch * (d + 1) / n;
     } else {
-      const uint64_t begin = size * d / n, end = size * (d + 1) / n;
-      r[d] = (vkrt_load_range){.file_offset = begin, .size = end - begin, .dst = dst[d]};
-      *bytes += end - begin;
+      begin = size * d / n, end = size * (d + 1) / n;
     }
+    uint64_t at = begin;
+    do { /* one piece at least, an empty one for a device with nothing to load */
+      const uint64_t len = o->columns ? end - begin : BENCH_MIN(end - at, PIECE_BYTES);
+      if (*count == MAX_PIECES ||
+          vkrt_buffer_create(app, d, len * rows != 0 ? len * rows : 1, VKRT_BUFFER_DEVICE_LOCAL,
+                             &dst[*count]) != VKRT_OK) {
+        fprintf(stderr, "vkrt-bench upload: %s\n", *count == MAX_PIECES ? "too many pieces"
+                                                                         : vkrt_last_error(app));
+        free(r);
+        return NULL;
+      }
+      r[*count] = (vkrt_load_range){.file_offset = at, .size = len, .dst = dst[*count],
+                                    .rows = rows, .file_pitch = pitch, .dst_pitch = len};
+      ++*count;
+      *bytes += len * rows;
+      at += len;
+    } while (!o->columns && at < end);
   }
   return r;
 }
 
 struct yardsticks {
-  double direct_cold, direct_warm, buffered, pinned;
+  double direct_cold, direct_warm, buffered, host_read, pinned, pinned_huge, pinned_busy;
+  uint32_t host_threads;
 };
 
 static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, double best,
-                       const vkrt_load_info *info, const struct yardsticks *y, bool first) {
+                       const vkrt_load_info *info, const struct yardsticks *y, bool first,
+                       const double *each, int iters) {
   const double dd = cold ? y->direct_cold : y->direct_warm;
   const double ms = 1e-6, busy = info->ns && info->threads
                                      ? (double)info->read_busy_ns / ((double)info->ns * info->threads)
@@ -154,6 +264,12 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
          "O_DIRECT read\n", vkrt_load_path_str(p), cold ? "cold" : "warm",
          vkrt_load_path_str(info->path[0]), info->resident < 0 ? -1.0 : info->resident * 100,
          best, y->pinned > 0 ? best / y->pinned : 0, dd > 0 ? best / dd : 0);
+  if (iters > 1) {
+    printf("         each load:");
+    for (int i = 0; i < iters; i++)
+      printf(" %.2f", each[i]);
+    printf(" GB/s (the first into buffers never written)\n");
+  }
   if (info->pinned_chunks)
     printf("         %u threads, %u fills of %" PRIu64 " KiB (ring of %u), %" PRIu64 " DMA "
            "regions, %.1f MiB packed; setup %.1f ms, readers busy %.0f%%, waits for the DMA %.1f "
@@ -186,47 +302,48 @@ static int run(const struct load_opts *o) {
     return 2;
   }
   const uint32_t n = vkrt_device_count(app);
-  vkrt_buffer *dst[VKRT_MAX_DEVICES] = {0};
-  int rc = 0;
-  for (uint32_t d = 0; d < n && rc == 0; d++) {
-    const uint64_t need = o->columns ? (o->pitch * (d + 1) / n - o->pitch * d / n) *
-                                           (size / o->pitch)
-                                     : size * (d + 1) / n - size * d / n;
-    if (vkrt_buffer_create(app, d, need ? need : 1, VKRT_BUFFER_DEVICE_LOCAL, &dst[d]) != VKRT_OK) {
-      fprintf(stderr, "vkrt-bench upload: %s\n", vkrt_last_error(app));
-      rc = 1;
-    }
-  }
+  vkrt_buffer *dst[MAX_PIECES] = {0};
+  uint32_t count = 0;
   uint64_t bytes = 0;
-  vkrt_load_range *ranges = rc ? NULL : make_ranges(o, dst, n, size, &bytes);
+  vkrt_load_range *ranges = make_ranges(o, app, n, size, dst, &count, &bytes);
+  int rc = ranges ? 0 : 1;
   struct yardsticks y = {0};
   const bool can_drop = o->cold && drop_caches();
   if (o->cold && !can_drop)
     fprintf(stderr, "vkrt-bench upload: cannot drop the page cache (not root?): warm only\n");
   if (ranges) {
-    y.direct_cold = can_drop ? read_through(o->file, true) : 0;
-    y.direct_warm = read_through(o->file, true);
-    y.buffered = read_through(o->file, false); /* and the file is in the page cache now */
-    y.pinned = pinned_rate(app);
+    y.direct_cold = can_drop && !o->no_disk ? read_through(o->file, true) : 0;
+    y.direct_warm = o->no_disk ? 0 : read_through(o->file, true);
+    /* and the file is in the page cache now */
+    y.buffered = o->no_disk ? 0 : read_through(o->file, false);
+    y.host_threads = k.threads ? k.threads : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    y.host_read = host_read_rate(o->file, y.host_threads);
+    y.pinned = pinned_rate(app, false, NULL, 0);
+    y.pinned_huge = pinned_rate(app, true, NULL, 0);
+    y.pinned_busy = pinned_rate(app, false, o->file, y.host_threads);
   }
   if (ranges && o->json)
     printf("{\"bench\": \"upload-file\", \"file\": \"%s\", \"size_bytes\": %" PRIu64 ", "
            "\"devices\": %u, \"split\": \"%s\", \"load_bytes\": %" PRIu64 ", \"direct_read_gbps\": "
            "%.3f, \"direct_read_cold_gbps\": %.3f, \"buffered_read_gbps\": %.3f, "
+           "\"host_read_gbps\": %.3f, \"host_read_threads\": %u, \"pinned_huge_gbps\": %.3f, "
+           "\"pinned_while_reading_gbps\": %.3f, "
            "\"pinned_h2d_gbps\": %.3f, \"threads\": %u, \"chunk_bytes\": %" PRIu64 ", \"chunks\": "
            "%u, \"block_bytes\": %" PRIu64 ", \"gather_below\": %" PRIu64 ", \"cases\": [",
            o->file, size, n, o->columns ? "columns" : "rows", bytes, y.direct_warm, y.direct_cold,
-           y.buffered, y.pinned, k.threads, k.chunk_bytes, k.chunks, k.block_bytes,
+           y.buffered, y.host_read, y.host_threads, y.pinned_huge, y.pinned_busy, y.pinned, k.threads, k.chunk_bytes, k.chunks, k.block_bytes,
            k.gather_below);
   else if (ranges)
     printf("vkrt-bench upload --file %s: %.1f MiB over %u device(s), split %s (%.1f MiB "
            "loaded); O_DIRECT read (dd iflag=direct, 1 thread) %.2f GB/s (cold %.2f GB/s); "
-           "buffered read (1 thread) %.2f GB/s; pinned host-to-device (256 MiB registered, "
-           "dev0) %.2f GB/s\n", o->file, (double)size / (1 << 20), n,
-           o->columns ? "columns" : "rows", (double)bytes / (1 << 20), y.direct_warm,
-           y.direct_cold, y.buffered, y.pinned);
+           "buffered read (1 thread) %.2f GB/s; page cache to memory, no DMA (%u threads, 4 "
+           "MiB preads) %.2f GB/s; pinned host-to-device (256 MiB registered, dev0) %.2f "
+           "GB/s (huge pages %.2f, while %u threads pread the file %.2f)\n", o->file,
+           (double)size / (1 << 20), n, o->columns ? "columns" : "rows",
+           (double)bytes / (1 << 20), y.direct_warm, y.direct_cold, y.buffered, y.host_threads,
+           y.host_read, y.pinned, y.pinned_huge, y.host_threads, y.pinned_busy);
   if (ranges && !o->json && IS_ENABLED(CONFIG_VKRT_LAB))
-    printf("  knobs: %u reading threads, chunks of %" PRIu64 " KiB x %u, blocks of %" PRIu64
+    printf("  knobs: %u threads (one retires chunks), chunks of %" PRIu64 " KiB x %u, blocks of %" PRIu64
            " KiB, rows under %" PRIu64 " bytes packed\n", k.threads, k.chunk_bytes >> 10,
            k.chunks, k.block_bytes >> 10, k.gather_below);
   bool first = true;
@@ -234,35 +351,36 @@ static int run(const struct load_opts *o) {
     for (vkrt_load_path p = VKRT_LOAD_PATH_AUTO; p < VKRT_LOAD_PATH_COUNT && rc == 0; p++) {
       if (!o->want[p])
         continue;
-      double best = 0;
+      double best = 0, each[64] = {0};
       vkrt_load_info info, best_info;
       memset(&best_info, 0, sizeof(best_info));
       for (int i = 0; i < (cold ? 1 : o->iters); i++) {
         if (cold)
           drop_caches();
         const bool tty = o->progress && isatty(STDERR_FILENO);
-        if (vkrt_load_file(app, o->file, -1, ranges, n, p, bar,
+        if (vkrt_load_file(app, o->file, -1, ranges, count, p, bar,
                            tty ? (void *)vkrt_load_path_str(p) : NULL, &info) != VKRT_OK) {
           fprintf(stderr, "vkrt-bench upload: %s\n", vkrt_last_error(app));
           rc = 1;
           break;
         }
         const double r = (double)info.bytes / (double)info.ns;
+        each[i] = r;
         if (r > best) {
           best = r;
           best_info = info;
         }
       }
       if (rc == 0)
-        print_case(o, p, cold, best, &best_info, &y, first);
+        print_case(o, p, cold, best, &best_info, &y, first, each, cold ? 1 : o->iters);
       first = false;
     }
   }
   if (ranges && o->json)
     printf("\n  ]}\n");
   free(ranges);
-  for (uint32_t d = 0; d < n; d++)
-    vkrt_buffer_destroy(dst[d]);
+  for (uint32_t i = 0; i < MAX_PIECES; i++)
+    vkrt_buffer_destroy(dst[i]);
   vkrt_close(app);
   return rc;
 }
@@ -273,10 +391,13 @@ static int usage(FILE *f) {
           "                         [--cold] [--split rows|columns] [--pitch BYTES]\n"
           "                         [--threads N] [--chunk SIZE] [--chunks N] [--block SIZE]\n"
           "                         [--gather-below SIZE] [--no-gather] [--json] [--no-progress]\n"
+          "                         [--no-disk]\n"
           "  --path      auto, mapped (or import), read, direct, memcpy, all (default all)\n"
           "  --devices   the appliance's first N devices (default the board's)\n"
           "  --iters     warm loads per path; the best is reported (default 3)\n"
           "  --cold      also with the page cache dropped before each load (root)\n"
+          "  --no-disk   skip the one-thread O_DIRECT and buffered read yardsticks (the x disk\n"
+          "              ratios print 0; the caller has put the file in the page cache)\n"
           "  --split     rows: an equal run of the file per device (default); columns: each\n"
           "              device the d-th column block of every --pitch-byte row (default 28672)\n"
           "  --threads, --chunk, --chunks, --block, --gather-below, --no-gather: the load's\n"
@@ -312,7 +433,8 @@ int bench_load_file(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--cold") || !strcmp(a, "--json") || !strcmp(a, "--no-progress") ||
-        !strcmp(a, "--no-gather")) {
+        !strcmp(a, "--no-gather") || !strcmp(a, "--no-disk")) {
+      o.no_disk |= !strcmp(a, "--no-disk");
       o.cold |= !strcmp(a, "--cold");
       o.json |= !strcmp(a, "--json");
       o.progress &= strcmp(a, "--no-progress") != 0;

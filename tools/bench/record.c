@@ -6,7 +6,9 @@
  * the thread's CPU time (the same on an idle machine; on a loaded one the CPU time is the
  * work and the wall clock adds the time the thread was not running). This is the cost a
  * token pays before the GPU starts when nothing overlaps it (the driver's own vkCmd* work
- * included: lavapipe's is larger than NVIDIA's). */
+ * included: lavapipe's is larger than NVIDIA's). --calls adds, per op, where that time goes:
+ * inside each Vulkan recording entry point (the driver's) and libvkrt's own time before the
+ * op's first command, between its commands and after the last (vkrt_lab_vk_calls_*). */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,11 @@
 #include "bench.h"
 
 enum { HEAD = 64, HEADS = 8, KV_HEADS = 2, CTX = 256, TABLE_ROWS = 64, MAX_ROUNDS = 101 };
+/* Rounds of the longest op (attention: two passes) recorded and submitted before any timing,
+ * more than the stream has command buffers: each buffer's pool has grown to a round's
+ * commands, as in a steady decode loop (a first fill of a pool is the driver's allocation,
+ * on the H200 ~1 us more per dispatch). */
+enum { WARM_ROUNDS = 20 };
 
 struct rec_bench {
   vkrt_appliance *app;
@@ -126,16 +133,71 @@ static void destroy_buffers(struct rec_bench *b) {
     vkrt_buffer_destroy(all[i]);
 }
 
+/* --calls: `rounds` more rounds of the op with the Vulkan recording calls timed; prints us
+ * per op inside each entry point and libvkrt's own share (the profile's clock reads, about
+ * two per call, taken out of it). */
+static int record_calls(struct rec_bench *b, enum rec_op op, int ops, int rounds, bool json) {
+  vkrt_status s = vkrt_lab_vk_calls_start(b->app, b->device);
+  if (s != VKRT_OK)
+    return fail(b->app, "calls", s);
+  double total = 0;
+  for (int r = 0; r < rounds && s == VKRT_OK; r++) {
+    double t0 = bench_now_s();
+    for (int i = 0; i < ops && s == VKRT_OK; i++) {
+      vkrt_lab_vk_calls_mark(true);
+      s = record_one(b, op, i);
+    }
+    vkrt_lab_vk_calls_mark(false);
+    total += bench_now_s() - t0;
+    if (s == VKRT_OK)
+      s = vkrt_finish(b->app, b->device); /* outside the marked ops: not counted */
+  }
+  vkrt_lab_vk_calls c;
+  vkrt_status stop = vkrt_lab_vk_calls_stop(b->app, b->device, &c);
+  if (s != VKRT_OK || (s = stop) != VKRT_OK)
+    return fail(b->app, "calls", s);
+  double n = (double)ops * rounds, us = 1e-3 / n, inside = 0;
+  uint64_t count = 0;
+  for (int k = 0; k < VKRT_LAB_VK_CALL_COUNT; k++)
+    count += c.count[k], inside += (double)c.ns[k] * us;
+  /* each wrapped call adds two clock reads to the op: one inside its figure, one outside */
+  double own = (double)(c.before_ns + c.between_ns) * us - (double)count / n * c.clock_ns * 1e-3;
+  if (json) {
+    printf(", \"calls\": {\"total_us\": %.3f, \"inside_us\": %.3f, \"libvkrt_us\": %.3f, "
+           "\"before_us\": %.3f, \"between_us\": %.3f, \"after_us\": %.3f, \"clock_ns\": %.1f",
+           total * 1e6 / n, inside, own, (double)c.before_ns * us, (double)c.between_ns * us,
+           (double)c.after_ns * us, c.clock_ns);
+    for (int k = 0; k < VKRT_LAB_VK_CALL_COUNT; k++)
+      if (c.count[k])
+        printf(", \"%s\": [%.2f, %.3f]", vkrt_lab_vk_call_name((vkrt_lab_vk_call)k),
+               (double)c.count[k] / n, (double)c.ns[k] * us);
+    printf("}");
+    return 0;
+  }
+  printf("  calls: %.3f us/op timed; Vulkan %.3f, libvkrt %.3f (before %.3f, between %.3f), "
+         "after %.3f; clock read %.0f ns\n", total * 1e6 / n, inside, own,
+         (double)c.before_ns * us, (double)c.between_ns * us, (double)c.after_ns * us,
+         c.clock_ns);
+  for (int k = 0; k < VKRT_LAB_VK_CALL_COUNT; k++)
+    if (c.count[k])
+      printf("    %-26s %6.2f/op %8.3f us/op %8.3f us/call\n",
+             vkrt_lab_vk_call_name((vkrt_lab_vk_call)k), (double)c.count[k] / n,
+             (double)c.ns[k] * us, (double)c.ns[k] * 1e-3 / (double)c.count[k]);
+  return 0;
+}
+
 static int cmd_record(int argc, char **argv) {
   static const struct option longs[] = {
       {"ops", required_argument, 0, 'o'}, {"rounds", required_argument, 0, 'r'},
       {"device", required_argument, 0, 'd'}, {"n", required_argument, 0, 'n'},
       {"json", no_argument, 0, 'j'},         {"help", no_argument, 0, 'h'},
-      {"op", required_argument, 0, 'p'},     {0, 0, 0, 0}};
+      {"op", required_argument, 0, 'p'},     {"calls", no_argument, 0, 'c'},
+      {"rebind", no_argument, 0, 'b'},       {"descriptor-sets", no_argument, 0, 's'},
+      {0, 0, 0, 0}};
   int ops = 128, rounds = 9, ch;
   int64_t n = 0;
   uint32_t device = 0;
-  bool json = false;
+  bool json = false, calls = false, rebind = false, sets = false;
   const char *only = NULL;
   optind = 1;
   while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -146,13 +208,20 @@ static int cmd_record(int argc, char **argv) {
     case 'n': n = atoll(optarg); break;
     case 'j': json = true; break;
     case 'p': only = optarg; break;
+    case 'c': calls = true; break;
+    case 'b': rebind = true; break;
+    case 's': sets = true; break;
     default:
       printf("usage: vkrt-bench record [--ops N] [--rounds R] [--device D] [--n WIDTH] [--op NAME]\n"
-             "                         [--json]\n"
+             "                         [--calls] [--rebind] [--descriptor-sets] [--json]\n"
              "  host us per recorded op (no submit): --ops calls of each decode op back to back\n"
              "  (default 128), median and minimum over --rounds (default 9); WIDTH of the\n"
              "  vectors and of the square f16 matvec (default 2048; 1024 on CPU devices); --op: one\n"
-             "  of matvec copy rms_norm rope set_rows get_rows attention add swiglu fill\n");
+             "  of matvec copy rms_norm rope set_rows get_rows attention add swiglu fill;\n"
+             "  --calls: then as many rounds again with the Vulkan recording calls timed: us per\n"
+             "  op inside each (the driver) and libvkrt's own before, between and after them;\n"
+             "  --rebind: bind the pipeline before every dispatch (VKRT_LAB_PIPELINE_REBIND);\n"
+             "  --descriptor-sets: the descriptor-pool ring instead of push descriptors\n");
       return ch == 'h' ? 0 : 2;
     }
   }
@@ -172,15 +241,28 @@ static int cmd_record(int argc, char **argv) {
   int rc = 0, rows = 0;
   if ((s = create_buffers(&b)) != VKRT_OK ||
       (s = vkrt_lab_get(b.app, device, VKRT_LAB_STREAM_FLUSH_OPS, &keep_flush)) != VKRT_OK ||
-      (s = vkrt_lab_set(b.app, device, VKRT_LAB_STREAM_FLUSH_OPS, 0)) != VKRT_OK)
+      (s = vkrt_lab_set(b.app, device, VKRT_LAB_STREAM_FLUSH_OPS, 0)) != VKRT_OK ||
+      (s = vkrt_lab_set(b.app, device, VKRT_LAB_PIPELINE_REBIND, rebind)) != VKRT_OK ||
+      (sets && (s = vkrt_lab_limits_set(b.app, device, 0, true, 0)) != VKRT_OK))
     rc = fail(b.app, "setup", s);
+  for (int r = 0; r < WARM_ROUNDS && !rc; r++) {
+    enum rec_op warm = REC_ATTENTION;
+    for (int i = 0; i < ops && s == VKRT_OK; i++)
+      if ((s = record_one(&b, warm, i)) == VKRT_ERROR_UNSUPPORTED && warm == REC_ATTENTION)
+        warm = REC_MATVEC, s = record_one(&b, warm, i);
+    if (s != VKRT_OK || (s = vkrt_finish(b.app, device)) != VKRT_OK)
+      rc = fail(b.app, "warm-up", s);
+  }
   if (!rc && json)
     printf("{\"bench\": \"record\", \"device\": %u, \"n\": %lld, \"ops\": %d, \"rounds\": %d, "
-           "\"results\": [", device, (long long)b.n, ops, rounds);
+           "\"rebind\": %s, \"descriptor_sets\": %s, \"results\": [", device, (long long)b.n, ops,
+           rounds, rebind ? "true" : "false", sets ? "true" : "false");
   else if (!rc)
     printf("vkrt-bench record: dev%u, width %lld, %d calls per round, %d rounds; host us per "
-           "recorded op, no submit (wall clock, and the thread's CPU time)\n"
-           "%-10s %10s %10s %10s %10s %12s\n", device, (long long)b.n, ops, rounds, "op",
+           "recorded op, no submit (wall clock, and the thread's CPU time)%s%s\n"
+           "%-10s %10s %10s %10s %10s %12s\n", device, (long long)b.n, ops, rounds,
+           rebind ? "; pipeline bound before every dispatch" : "",
+           sets ? "; descriptor sets (pool ring)" : "", "op",
            "median", "min", "cpu median", "cpu min", "barriers/op");
   for (int op = 0; op < REC_COUNT && !rc; op++) {
     if (only && strcmp(only, rec_names[op]))
@@ -219,16 +301,23 @@ static int cmd_record(int argc, char **argv) {
     double cpu_med = bench_median(cpu, rounds), cpu_min = cpu[0];
     if (json)
       printf("%s{\"op\": \"%s\", \"median_us\": %.3f, \"min_us\": %.3f, \"cpu_median_us\": "
-             "%.3f, \"cpu_min_us\": %.3f, \"barriers_per_op\": %.2f}", rows++ ? ", " : "",
+             "%.3f, \"cpu_min_us\": %.3f, \"barriers_per_op\": %.2f", rows++ ? ", " : "",
              rec_names[op], med, min, cpu_med, cpu_min, barriers);
     else
       printf("%-10s %10.3f %10.3f %10.3f %10.3f %12.2f\n", rec_names[op], med, min, cpu_med,
              cpu_min, barriers);
+    if (calls && (rc = record_calls(&b, (enum rec_op)op, ops, rounds, json)) != 0)
+      break;
+    if (json)
+      printf("}");
     fflush(stdout);
   }
   if (!rc && json)
     printf("]}\n");
   vkrt_lab_set(b.app, device, VKRT_LAB_STREAM_FLUSH_OPS, keep_flush);
+  vkrt_lab_set(b.app, device, VKRT_LAB_PIPELINE_REBIND, 0);
+  if (sets && vkrt_finish(b.app, device) == VKRT_OK)
+    vkrt_lab_limits_set(b.app, device, 0, false, 0);
   destroy_buffers(&b);
   vkrt_close(b.app);
   return rc;

@@ -68,10 +68,8 @@ static void fill_pattern(uint8_t *p, uint64_t size, uint64_t seed) {
   uint64_t x = seed | 1;
   uint64_t i = 0;
   for (; i + 8 <= size; i += 8) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    memcpy(p + i, &x, 8);
+    uint64_t v = vkrt_xorshift(&x);
+    memcpy(p + i, &v, 8);
   }
   for (; i < size; i++)
     p[i] = (uint8_t)(i * 131 + 7);

@@ -217,6 +217,11 @@ typedef struct vkrt_device_info {
   bool external_memory_host;
   bool external_semaphore_fd;
   uint64_t device_local_bytes;
+  /* vkrt_op_matmul's tiled kernel takes x and w rounded to f16 on cooperative matrices here:
+   * opened with VKRT_MATMUL_ACTIVATIONS_F16, the device has them (VK_NV_cooperative_matrix,
+   * 32-wide subgroups) and the build their kernels (CONFIG_VKRT_KERNEL_MATMUL_COOPMAT);
+   * false: the f32 paths (vkrt_describe's "matmul:" line says why). */
+  bool matmul_f16;
 } vkrt_device_info;
 
 vkrt_status vkrt_device_info_get(const vkrt_appliance *appliance, uint32_t device,

@@ -32,6 +32,7 @@ typedef struct vkrt_lab_device {
                                          file-backed pages (NVIDIA, RADV, or the fault acting
                                          as one): import-then-prestage pre-stages those */
   uint64_t min_imported_host_pointer_alignment; /* bytes (0: no host import) */
+  uint32_t compute_units;             /* NVIDIA SMs, AMD CUs; 0: not reported (CPU devices) */
 } vkrt_lab_device;
 
 vkrt_status vkrt_lab_device_get(const vkrt_appliance *appliance, uint32_t device,
@@ -44,6 +45,8 @@ typedef struct vkrt_lab_stream {
   uint64_t host_closes; /* command buffers closed with the barrier to the host: those in which
                            a command wrote a mapped buffer or memory libvkrt cannot name */
   uint64_t begun_ahead; /* command buffers begun by the submit before their first command */
+  uint64_t prepared;    /* ... and those the submitter thread began while a collective's
+                           submit went through it (the caller's thread did not) */
   uint64_t barriers;    /* commands after the first of their buffer recorded behind a barrier
                            (they touch what earlier commands wrote, or write what they read) */
   uint64_t barriers_elided; /* ... and without one: independent of the work since the last */
@@ -51,6 +54,11 @@ typedef struct vkrt_lab_stream {
                            overlap; VKRT_LAB_STREAM_FLUSH_OPS), counted in `submitted` too */
   uint64_t deferred;    /* submits made by the device's submitter thread, not the caller's:
                            those waiting on a collective's semaphore and those after them */
+  /* The submitter thread (0 before the first collective): its CPU time, and the batches it
+   * found while spinning, while dozing (polling in a sleep) and after it had gone to sleep
+   * (a caller woke it) */
+  uint64_t submitter_cpu_ns;
+  uint64_t caught_spinning, caught_dozing, woken;
 } vkrt_lab_stream;
 
 vkrt_status vkrt_lab_stream_get(const vkrt_appliance *appliance, uint32_t device,
@@ -72,7 +80,10 @@ typedef enum vkrt_lab_knob {
                                         submit after 4, doubling); 0 = never by itself */
   VKRT_LAB_MATMUL_TILED_MIN_M,       /* the crossover for every weight type and both tile
                                         kinds: M from which vkrt_op_matmul takes the tiled
-                                        kernel (1..65536); get: f16's on the tiles in use */
+                                        kernel (1..65536); 0 restores the device's per-type
+                                        crossovers chosen at open (restore with 0, not with
+                                        a value got, which is one type's); get: f16's on the
+                                        tiles in use */
   VKRT_LAB_MATMUL_COOPMAT,           /* 0/1: the tiled kernel on cooperative matrices where
                                         the device has them (x rounded to f16); the default
                                         is vkrt_options.matmul_activations' choice */
@@ -82,6 +93,9 @@ typedef enum vkrt_lab_knob {
   VKRT_LAB_ATTENTION_UNROLL,         /* vkrt_op_attention: cache-row passes per tile of the
                                         split pass (loads in flight), 0 = plan (4, fewer
                                         where the shared memory is short), else 1..8 */
+  VKRT_LAB_PIPELINE_REBIND,          /* 0/1: bind the pipeline before every dispatch (1), or
+                                        skip the bind when the command buffer has it bound
+                                        already (0, the default) */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
@@ -135,6 +149,9 @@ int vkrt_lab_quant_read_of(int64_t variant);
  * VKRT_ACTIVATIONS_Q8 the q8x variant is tried before them); 0 for another type, a rank
  * outside 0..VKRT_LAB_QUANT_READ_COUNT-2, or the quant kernels compiled out. */
 int vkrt_lab_quant_preference(vkrt_type type, int rank);
+/* Rows per compute unit a preferred one-column variant needs before the op takes it (0: none;
+ * fewer rows take the next preference): the 16-row kernels leave units idle on small N. */
+uint32_t vkrt_lab_quant_min_rows_per_unit(vkrt_type type, int64_t variant);
 
 /* The matrix-vector shape (specialization constants of kernels/matvec.comp) used for f32
  * and f16 weights, chosen per device at open. set: every field >= 1 and wg at most
@@ -203,8 +220,6 @@ typedef struct vkrt_lab_counters {
   uint64_t attention;        /* vkrt_op_attention calls recorded */
   uint64_t attention_splits; /* ... the sum of their split counts */
   uint64_t attention_rounds; /* ... the sum of their rounds (split + combine pass pairs) */
-  uint64_t attention_subgroup; /* ... those whose split pass sums scores by subgroup shuffles
-                                  (the device's subgroups hold a cache row's invocations) */
   uint64_t attention_direct;   /* ... those with one split, written by the split pass alone
                                   (no combine pass) */
 } vkrt_lab_counters;
@@ -220,8 +235,6 @@ typedef struct vkrt_lab_attention {
   uint32_t unroll;        /* cache-row passes per tile of the split pass */
   uint32_t shared_bytes;  /* the split pass's shared memory */
   uint64_t scratch_bytes; /* the device's split scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB) */
-  bool subgroup;          /* the split pass sums scores by subgroup shuffles (else through
-                             shared memory) */
   bool direct;            /* one split: the split pass writes the result, no combine pass */
 } vkrt_lab_attention;
 
@@ -265,6 +278,48 @@ vkrt_status vkrt_lab_timer_begin(vkrt_lab_timer *timer);
 vkrt_status vkrt_lab_timer_end(vkrt_lab_timer *timer, bool barrier);
 /* Seconds between the two, once the stream was submitted and waited (vkrt_finish). */
 vkrt_status vkrt_lab_timer_seconds(vkrt_lab_timer *timer, double *out);
+
+/* ---- host time inside the Vulkan recording calls (vkrt-bench record --calls) ------------- */
+
+typedef enum vkrt_lab_vk_call {
+  VKRT_LAB_VK_BIND_PIPELINE,
+  VKRT_LAB_VK_PUSH_DESCRIPTORS,
+  VKRT_LAB_VK_BIND_DESCRIPTOR_SETS,
+  VKRT_LAB_VK_PUSH_CONSTANTS,
+  VKRT_LAB_VK_DISPATCH,
+  VKRT_LAB_VK_BARRIER,
+  VKRT_LAB_VK_FILL,
+  VKRT_LAB_VK_COPY,
+  VKRT_LAB_VK_BEGIN,
+  VKRT_LAB_VK_RESET_POOL,
+  VKRT_LAB_VK_ALLOCATE_SETS,         /* the descriptor-pool ring (no push descriptors) */
+  VKRT_LAB_VK_UPDATE_SETS,
+  VKRT_LAB_VK_RESET_DESCRIPTOR_POOL,
+  VKRT_LAB_VK_CALL_COUNT
+} vkrt_lab_vk_call;
+
+typedef struct vkrt_lab_vk_calls {
+  uint64_t count[VKRT_LAB_VK_CALL_COUNT]; /* calls of each entry point */
+  uint64_t ns[VKRT_LAB_VK_CALL_COUNT];    /* host ns inside them (the driver's) */
+  uint64_t marks;      /* ops marked (vkrt_lab_vk_calls_mark(true)) */
+  uint64_t before_ns;  /* from a mark to the first call after it: libvkrt's checks, hazard
+                          tracking and pipeline lookup before the op's first command */
+  uint64_t between_ns; /* between the calls after one mark: libvkrt's glue */
+  uint64_t after_ns;   /* from the last call to the next mark: the op's return and the
+                          caller's loop */
+  double clock_ns;     /* one clock read (each call's figure includes about one; each
+                          wrapped call adds about two to the op's time) */
+} vkrt_lab_vk_calls;
+
+/* While a profile runs the device's recording entry points go through timing wrappers; one
+ * device at a time, from the thread recording it. Only calls inside marked ops count: _mark(true) before
+ * each op, _mark(false) after the last (what follows, a submit, is not counted). _stop
+ * restores the table and returns the sums. */
+vkrt_status vkrt_lab_vk_calls_start(vkrt_appliance *appliance, uint32_t device);
+void vkrt_lab_vk_calls_mark(bool op_follows);
+vkrt_status vkrt_lab_vk_calls_stop(vkrt_appliance *appliance, uint32_t device,
+                                   vkrt_lab_vk_calls *out);
+const char *vkrt_lab_vk_call_name(vkrt_lab_vk_call call);
 
 /* ---- raw Vulkan submit floors (vkrt-bench sync) ------------------------------------------ */
 
@@ -326,7 +381,8 @@ vkrt_status vkrt_lab_import_get(const vkrt_appliance *appliance, vkrt_lab_import
  * threads, one chunk's file bytes, chunks in the ring, one read (pread or memcpy), and the
  * row width below which rows of a strided range are packed by the host into one DMA region
  * per chunk (no_gather: never; each row is then its own region). 0 in a field: the default
- * (Kconfig; threads: one per online CPU; block: 4 MiB; gather: below 64 KiB). set checks the
+ * (Kconfig; threads: one per online CPU but the caller's, one of them waiting for the chunks
+ * to retire and the others reading; block: 4 MiB; gather: below 64 KiB). set checks the
  * values (chunk and block multiples of 4 KiB, block <= chunk) and applies them to the loads
  * that start after it; get gives the values a load would use now. */
 typedef struct vkrt_lab_load {
