@@ -271,7 +271,7 @@ static int run_transport(vkrt_transport_kind kind, uint32_t devices, vkrt_type t
   double busbw_sum = 0;
   int rows = 0;
   uint64_t profiled = 0; /* allreduces inside the call profile */
-  bool profile = calls && latency && !rc && vkrt_lab_vk_calls_start(app, 0) == VKRT_OK;
+  bool profile = IS_ENABLED(CONFIG_VKRT_LAB) && calls && latency && !rc && vkrt_lab_vk_calls_start(app, 0) == VKRT_OK;
   for (uint64_t size = min_bytes; size <= max_bytes && !rc; size *= 2) {
     uint64_t count = size / b.esize;
     if (count == 0)
