@@ -26,13 +26,26 @@ patterns=(
   '\.\./shared/'
 )
 regex=$(IFS='|'; echo "${patterns[*]}")
-# (the controls are spelt in pieces, so a grep of the tree for them finds nothing here)
-controls=("as issue"" 30 asks" "see issue""#12" "fixed by this issue" "in this session"
-          "in the helper's worktree"
-          "the second work period" "the GPU-time allowance" "the device budget left"
-          "in one device call" "on the scratch branch" "built on exp2" "packed in .gpu-final"
-          'carry [".gl"]' ". .gl/vk-env.sh; tools/gpu-test.sh run" "see /work/main/README.md"
-          "in ../shared/docs/design.md")
+# The controls are stored in ROT13, so the check's own file holds none of the phrases it forbids.
+controls=()
+while IFS= read -r line; do controls+=("$(tr A-Za-z N-ZA-Mn-za-m <<< "$line")"); done <<'CONTROLS'
+nf vffhr 30 nfxf
+frr vffhr#12
+svkrq ol guvf vffhr
+va guvf frffvba
+va gur urycre'f jbexgerr
+gur frpbaq jbex crevbq
+gur TCH-gvzr nyybjnapr
+gur qrivpr ohqtrg yrsg
+va bar qrivpr pnyy
+ba gur fpengpu oenapu
+ohvyg ba rkc2
+cnpxrq va .tch-svany
+pneel [".ty"]
+. .ty/ix-rai.fu; gbbyf/tch-grfg.fu eha
+frr /jbex/znva/ERNQZR.zq
+va ../funerq/qbpf/qrfvta.zq
+CONTROLS
 for c in "${controls[@]}"; do
   grep -qiE "$regex" <<< "$c" || { echo "the check does not catch '$c'"; exit 1; }
 done
