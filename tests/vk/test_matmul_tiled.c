@@ -285,11 +285,20 @@ static void test_crossover_and_tiles(void **state) {
     fail_msg("the knob does not show in the plan: %s", plan[1]);
   if (strcmp(plan[0], plan[2]))
     fail_msg("knob 0 left\n%s\nnot the plan at open\n%s", plan[2], plan[0]);
+  /* each type's own crossover (a device may measure them apart), in the order of types[] */
+  unsigned type_min_m[4];
+  const char *at = strstr(plan[0], "matrix-vector below M = ");
+  assert_non_null(at);
+  assert_int_equal(sscanf(at, "matrix-vector below M = %u (f32) %u (f16) %u (q8_0) %u (q4_K)",
+                          &type_min_m[0], &type_min_m[1], &type_min_m[2], &type_min_m[3]),
+                   4);
   for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
     vkrt_type wt = types[t];
     if (!type_enabled(wt))
       continue;
     int64_t K = vkrt_type_block(wt) > 1 ? 2 * vkrt_type_block(wt) : 128;
+    min_m = type_min_m[t];
+    assert_true(min_m >= 2);
     struct mm c = {wt, K, 37, min_m - 1, 1, 1, 0, 0, 0, 0, false, 0, MATVEC};
     run(app, &c);
     c.M = min_m, c.expect = TILED;
@@ -353,6 +362,7 @@ static void test_fallback(void **state) {
   o.log = vkt_log_capture_fn;
   o.log_user = &cap;
   vkrt_appliance *app = vkt_open(&o);
+  pin_min_m = 9; /* M = 12 past the crossover whatever the device measured */
   vkt_check(app, vkrt_lab_limits_set(app, 0, 0, false, 16384));
   uint64_t split = ran(app).matvec_split;
   int n = 0;
