@@ -1,23 +1,41 @@
-// Block decoding shared by the quantized matrix-vector kernels (matvec_q4_k.comp and
-// matvec_q8x.comp; matvec_q8_0.comp writes the Q8_0 decode out, see there). Included after the kernel's bindings; Q8_0_HALF_BLOCK
-// needs `uint w[]`.
+// Block decoding shared by the quantized matrix-vector kernels (matvec_q4_k.comp,
+// matvec_q8x.comp and matvec_q_cols.comp; matvec_q8_0.comp writes the Q8_0 decode out, see
+// there). Included after the kernel's bindings, each part where the kernel defines its guard
+// (Q8_0_HALF_BLOCK needs `uint w[]`; Q4_K_FLOATS: matvec_q_cols.comp, matvec_q_stream.comp
+// keeps its own copy).
 
 #ifdef Q8_0_HALF_BLOCK
-// The 16 int8 quants of half-block u (weights 16 u .. 16 u + 15) of a Q8_0 row starting at
-// byte row_byte (any even alignment), and its block's d. They start at byte 34 (u / 2) + 2 +
-// 16 (u % 2): 4 words as they are when that is 4-byte aligned, else 5 words shifted by 16
-// bits (the fifth clamped to the fourth when unused, so nothing is read past the row).
-uvec4 q8_0_half_block(uint row_byte, uint u, out float d) {
+// Half-block u (weights 16 u .. 16 u + 15) of a Q8_0 row starting at byte row_byte (any even
+// alignment). Its 16 int8 quants start at byte 34 (u / 2) + 2 + 16 (u % 2): 4 words as they
+// are when that is 4-byte aligned, else 5 words shifted by 16 bits (the fifth clamped to the
+// fourth when unused, so nothing is read past the row). q8_0_half_raw loads those five words
+// and the word of the block's d (a[5]); q8_0_half_decode turns them into the quants and d,
+// so that a kernel may issue the next unit's loads before this unit's arithmetic.
+void q8_0_half_raw(uint row_byte, uint u, out uint a[6]) {
   uint db = row_byte + 34u * (u >> 1);
   uint w0 = (db + 2u + 16u * (u & 1u)) >> 2;
   bool shifted = (db & 2u) == 0u; // the quants start 2 mod 4
-  uint a0 = w[w0], a1 = w[w0 + 1u], a2 = w[w0 + 2u], a3 = w[w0 + 3u];
-  uint a4 = w[shifted ? w0 + 4u : w0 + 3u];
-  uint dw = w[db >> 2];
-  d = unpackHalf2x16((db & 2u) != 0u ? dw >> 16u : dw).x;
-  return shifted ? uvec4((a0 >> 16u) | (a1 << 16u), (a1 >> 16u) | (a2 << 16u),
-                         (a2 >> 16u) | (a3 << 16u), (a3 >> 16u) | (a4 << 16u))
-                 : uvec4(a0, a1, a2, a3);
+  a[0] = w[w0];
+  a[1] = w[w0 + 1u];
+  a[2] = w[w0 + 2u];
+  a[3] = w[w0 + 3u];
+  a[4] = w[shifted ? w0 + 4u : w0 + 3u];
+  a[5] = w[db >> 2];
+}
+
+uvec4 q8_0_half_decode(uint row_byte, uint u, uint a[6], out float d) {
+  uint db = row_byte + 34u * (u >> 1);
+  d = unpackHalf2x16((db & 2u) != 0u ? a[5] >> 16u : a[5]).x;
+  return (db & 2u) == 0u ? uvec4((a[0] >> 16u) | (a[1] << 16u), (a[1] >> 16u) | (a[2] << 16u),
+                                 (a[2] >> 16u) | (a[3] << 16u), (a[3] >> 16u) | (a[4] << 16u))
+                         : uvec4(a[0], a[1], a[2], a[3]);
+}
+
+// the quants and d of half-block u, loaded and decoded at once
+uvec4 q8_0_half_block(uint row_byte, uint u, out float d) {
+  uint a[6];
+  q8_0_half_raw(row_byte, u, a);
+  return q8_0_half_decode(row_byte, u, a, d);
 }
 #endif
 
@@ -41,5 +59,21 @@ vec4 pair_scales(uvec4 h, uint sub) {
   vec2 dd = unpackHalf2x16(h.x);
   return vec4(dd.x * float((sc >> sh) & 255u), dd.y * float((mn >> sh) & 255u),
               dd.x * float((sc >> (sh + 8u)) & 255u), dd.y * float((mn >> (sh + 8u)) & 255u));
+}
+#endif
+
+#ifdef Q4_K_FLOATS
+// the low and high nibbles of the four bytes of word v as floats: each nibble in the low
+// mantissa bits of 2^23, 2^19, 2^15 or 2^11 (by its place in the half word), less that
+void q4_floats(uint v, out vec4 lo, out vec4 hi) {
+  uint u = v >> 16u;
+  lo = vec4(uintBitsToFloat((v & 0xfu) | 0x4b000000u) - 8388608.0,
+            uintBitsToFloat((v & 0xf00u) | 0x47000000u) - 32768.0,
+            uintBitsToFloat((u & 0xfu) | 0x4b000000u) - 8388608.0,
+            uintBitsToFloat((u & 0xf00u) | 0x47000000u) - 32768.0);
+  hi = vec4(uintBitsToFloat((v & 0xf0u) | 0x49000000u) - 524288.0,
+            uintBitsToFloat((v & 0xf000u) | 0x45000000u) - 2048.0,
+            uintBitsToFloat((u & 0xf0u) | 0x49000000u) - 524288.0,
+            uintBitsToFloat((u & 0xf000u) | 0x45000000u) - 2048.0);
 }
 #endif

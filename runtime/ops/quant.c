@@ -1,6 +1,7 @@
 /* Quantized weights (Q8_0, Q4_K; ggml block layouts): vkrt_op_matmul with quantized w on
- * the matrix-vector kernels (kernels/matvec_q8_0.comp, matvec_q4_k.comp; M <= 8 columns of x
- * per pass, grid y walks groups of 8 beyond), and vkrt_op_copy dequantizing into f32/f16
+ * the matrix-vector kernels (kernels/matvec_q8_0.comp, matvec_q4_k.comp, matvec_q_stream.comp;
+ * M > 1: matvec_q_cols.comp, 2, 4 or 8 columns of x per pass, grid y walks groups of 8
+ * beyond), and vkrt_op_copy dequantizing into f32/f16
  * (kernels/dequant.comp). Views of block types carry byte offsets and strides (validate.c).
  * matmul.c and copy.c hand block types here. */
 #include "ops/ops.h"
@@ -28,11 +29,13 @@ struct dequant_push {
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
 VKRT_KERNEL_MATVEC_Q8_0_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q8_0_VEC16_M8_CHECK_PUSH(struct qmv_push);
+VKRT_KERNEL_MATVEC_Q8_0_COLS2_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_DEQUANT_Q8_0_F32_CHECK_PUSH(struct dequant_push);
 #endif
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K)
 VKRT_KERNEL_MATVEC_Q4_K_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q4_K_VEC16_M8_CHECK_PUSH(struct qmv_push);
+VKRT_KERNEL_MATVEC_Q4_K_COLS2_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
 #endif
 
@@ -71,7 +74,37 @@ struct qmv_variant {
   uint32_t rows_m1, rows_m8;
   enum qmv_kind kind;
   uint32_t min_rows_per_unit; /* preferred for one column from N >= this x compute units */
+  int cols;                   /* M > 1 on these multi-column kernels instead of m8 (COLS_*) */
 };
+
+/* The multi-column kernels (kernels/matvec_q_cols.comp): w read once per pass for M = 2,
+ * 3..4 and 5..8 columns (beyond: groups of 8 on grid y), `rows` rows per workgroup; the
+ * prefetching variants take them for M > 1 (prefetch-rows-a: COLS_A, prefetch: COLS_B,
+ * prefetch-deep: COLS_C). */
+enum { COLS_NONE, COLS_A, COLS_B, COLS_C, COLS_KINDS };
+struct qmv_cols {
+  enum vkrt_ops_kernel k[3];
+  uint32_t rows;
+};
+static const struct qmv_cols q8_0_cols[COLS_KINDS] = {
+  [COLS_A] = {{VKRT_OPS_MATVEC_Q8_0_COLS2, VKRT_OPS_MATVEC_Q8_0_COLS4, VKRT_OPS_MATVEC_Q8_0_COLS8}, 4},
+  [COLS_B] = {{VKRT_OPS_MATVEC_Q8_0_COLS2_R2, VKRT_OPS_MATVEC_Q8_0_COLS4_R2,
+               VKRT_OPS_MATVEC_Q8_0_COLS8_R2}, 2},
+  [COLS_C] = {{VKRT_OPS_MATVEC_Q8_0_COLS2_R8, VKRT_OPS_MATVEC_Q8_0_COLS4_R8,
+               VKRT_OPS_MATVEC_Q8_0_COLS8_R8}, 8},
+};
+static const struct qmv_cols q4_k_cols[COLS_KINDS] = {
+  [COLS_A] = {{VKRT_OPS_MATVEC_Q4_K_COLS2, VKRT_OPS_MATVEC_Q4_K_COLS4, VKRT_OPS_MATVEC_Q4_K_COLS8}, 16},
+  [COLS_B] = {{VKRT_OPS_MATVEC_Q4_K_COLS2_R2, VKRT_OPS_MATVEC_Q4_K_COLS4_R2,
+               VKRT_OPS_MATVEC_Q4_K_COLS8_R2}, 8},
+  [COLS_C] = {{VKRT_OPS_MATVEC_Q4_K_COLS2_R1, VKRT_OPS_MATVEC_Q4_K_COLS4_R1,
+               VKRT_OPS_MATVEC_Q4_K_COLS8_R1}, 4},
+};
+
+/* The columns one multi-column kernel takes for M columns: 2, 4 or 8 (index 0, 1, 2). */
+static unsigned cols_index(uint32_t M) {
+  return M <= 2 ? 0 : M <= 4 ? 1 : 2;
+}
 
 static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q8_0, VKRT_OPS_MATVEC_Q8_0_M8, 2, 2, QMV_WORDS},
@@ -83,10 +116,10 @@ static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q8_0_LANEW_R8, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 8, 2, QMV_LANEW},
   {VKRT_OPS_MATVEC_Q8_0_KS, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_KSPACE},
   {VKRT_OPS_MATVEC_Q8_0_KS_R4, VKRT_OPS_MATVEC_Q8_0_KS_M8, 4, 2, QMV_KSPACE},
-  {VKRT_OPS_MATVEC_Q8_0_PREFETCH, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_VEC16},
-  {VKRT_OPS_MATVEC_Q8_0_PREFETCH_R4, VKRT_OPS_MATVEC_Q8_0_KS_M8, 4, 2, QMV_VEC16, 16},
+  {VKRT_OPS_MATVEC_Q8_0_PREFETCH, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_VEC16, 0, COLS_B},
+  {VKRT_OPS_MATVEC_Q8_0_PREFETCH_R4, VKRT_OPS_MATVEC_Q8_0_KS_M8, 4, 2, QMV_VEC16, 16, COLS_A},
   {VKRT_OPS_MATVEC_Q8_0_PREFETCH_R1, VKRT_OPS_MATVEC_Q8_0_KS_M8, 1, 2, QMV_VEC16},
-  {VKRT_OPS_MATVEC_Q8_0_PREFETCH2, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q8_0_PREFETCH2, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_VEC16, 0, COLS_C},
   {VKRT_OPS_MATVEC_Q8_0_STREAM, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 8, 2, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q8_0_Q8X, VKRT_OPS_MATVEC_Q8_0_KS_M8, Q8X_ROWS, 2, QMV_Q8X},
 };
@@ -100,10 +133,10 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q4_K_LANEW_R8, VKRT_OPS_MATVEC_Q4_K_LANEW_M8, 8, 4, QMV_LANEW},
   {VKRT_OPS_MATVEC_Q4_K_KS, VKRT_OPS_MATVEC_Q4_K_KS_M8, 2, 2, QMV_KSPACE},
   {VKRT_OPS_MATVEC_Q4_K_KS_R4, VKRT_OPS_MATVEC_Q4_K_KS_M8, 4, 2, QMV_KSPACE},
-  {VKRT_OPS_MATVEC_Q4_K_PREFETCH, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
-  {VKRT_OPS_MATVEC_Q4_K_PREFETCH_R4, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 16, 4, QMV_VEC16, 16},
+  {VKRT_OPS_MATVEC_Q4_K_PREFETCH, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16, 0, COLS_B},
+  {VKRT_OPS_MATVEC_Q4_K_PREFETCH_R4, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 16, 4, QMV_VEC16, 16, COLS_A},
   {VKRT_OPS_MATVEC_Q4_K_PREFETCH_W8, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
-  {VKRT_OPS_MATVEC_Q4_K_PREFETCH2, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q4_K_PREFETCH2, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16, 0, COLS_C},
   {VKRT_OPS_MATVEC_Q4_K_STREAM, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q4_K_Q8X, VKRT_OPS_MATVEC_Q4_K_KS_M8, Q8X_ROWS, 2, QMV_Q8X},
 };
@@ -145,6 +178,8 @@ enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint
   if ((type != VKRT_TYPE_Q8_0 && type != VKRT_TYPE_Q4_K) || i >= VKRT_QUANT_VARIANTS)
     return VKRT_OPS_KERNEL_COUNT;
   const struct qmv_variant *v = &(type == VKRT_TYPE_Q8_0 ? q8_0_variants : q4_k_variants)[i];
+  if (M > 1 && v->cols)
+    return (type == VKRT_TYPE_Q8_0 ? q8_0_cols : q4_k_cols)[v->cols].k[cols_index(M)];
   return M == 1 ? v->m1 : v->m8;
 }
 
@@ -250,8 +285,12 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   }
   const struct qmv_variant *v = &table[chosen - 1];
   uint32_t M = x->ne[1];
-  enum vkrt_ops_kernel k = M == 1 ? v->m1 : v->m8;
-  uint32_t rows = M == 1 ? v->rows_m1 : v->rows_m8;
+  enum vkrt_ops_kernel k = vkrt_quant_variant_kernel(w.type, chosen, M);
+  uint32_t rows = M == 1 ? v->rows_m1 : v->rows_m8, mt = M == 1 ? 1 : 8;
+  if (M > 1 && v->cols) {
+    rows = (q8 ? q8_0_cols : q4_k_cols)[v->cols].rows;
+    mt = 2u << cols_index(M);
+  }
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
   if (s != VKRT_OK)
@@ -284,7 +323,6 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
       .r2 = x->ne[2] / w.ne[2],
       .r3 = x->ne[3] / w.ne[3],
   };
-  uint32_t mt = M == 1 ? 1 : 8;
   uint64_t groups = (w.ne[1] + rows - 1) / rows;
   enum qmv_kind kind = v->kind == QMV_Q8X && M > 1 ? QMV_KSPACE : v->kind;
   /* q8x: every workgroup quantizes all of x, then walks row groups: about Q8X_WORKGROUPS

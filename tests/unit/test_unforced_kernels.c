@@ -44,8 +44,8 @@ static void test_quant_preference(void **state) {
       snprintf(what, sizeof(what), "%s variant %d (%s)", vkrt_type_str(type), v,
                vkrt_quant_variant_names[v - 1]);
       if (preferred[v]) {
-        expect_built(vkrt_quant_variant_kernel(type, v, 1), what);
-        expect_built(vkrt_quant_variant_kernel(type, v, 8), what);
+        for (uint32_t M = 1; M <= 8; M *= 2) /* one column; 2, 4 and 8 per pass */
+          expect_built(vkrt_quant_variant_kernel(type, v, M), what);
       } else if (forcing_only(vkrt_quant_variant_kernel(type, v, 1))) {
         blind = false;
       }

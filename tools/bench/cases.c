@@ -1423,10 +1423,10 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     if (c->o.json)
       printf("]");
   }
-  /* quantized matrix-vector variants (one column, x in f32: q8x, which rounds x, is left
-   * to `vkrt-bench quant`), each forced through the lab and verified */
-  if (c->o.variants && bc->op == CASE_MUL_MAT && !strncmp(path, "matvec q", 8) &&
-      bc->src[1].ne[1] == 1 && !c->o.q8) {
+  /* quantized matrix-vector variants (x in f32: q8x, which rounds x, is left to `vkrt-bench
+   * quant`), each forced through the lab and verified; with M > 1 each runs its variant's
+   * several-column kernel (runtime/ops/quant.c says which) */
+  if (c->o.variants && bc->op == CASE_MUL_MAT && !strncmp(path, "matvec q", 8) && !c->o.q8) {
     int nq = vkrt_lab_variant_count(VKRT_LAB_QUANT_VARIANT), nv = 0;
     double keep_warmup = c->o.warmup_ms;
     c->o.warmup_ms = fmin(keep_warmup, 30);
@@ -1631,7 +1631,8 @@ static void usage(void) {
          "  verified against a CPU reference\n"
          "  (#wrong) and timed as back-to-back ops in one submission (GPU timestamps). --variants\n"
          "  also runs every matrix-vector configuration on the f32/f16 MUL_MAT cases, every quantized\n"
-         "  matrix-vector variant but q8x on the one-column q8_0/q4_K ones, and split\n"
+         "  matrix-vector variant but q8x on the q8_0/q4_K ones (M > 1: the variant's\n"
+         "  several-column kernel), and split\n"
          "  counts (a quarter to 4 x the plan's) and row passes per tile (2, 4, 8) on the\n"
          "  FLASH_ATTN_EXT cases. The ratio\n"
          "  column divides by the plain 16-byte copy of this run (x); for FLASH_ATTN_EXT it is\n"
