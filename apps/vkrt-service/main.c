@@ -51,6 +51,10 @@ static int serve_model(struct service *s, struct generation *gen) {
   rc = model_verify(s, gen);
   if (rc != EXIT_RUNTIME)
     model_summary(s, gen, rc == 0);
+  if (rc != EXIT_RUNTIME && s->args->profile) {
+    int profiled = model_profile(s, gen);
+    rc = rc ? rc : profiled;
+  }
   return rc ? rc : gen->ranks_differ ? EXIT_VERIFY : 0;
 }
 
