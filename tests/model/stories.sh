@@ -74,9 +74,9 @@ grep -q "^vkrt-service: capturing a token failed; recording every token's work i
 echo "2 devices, capture failing: recorded per token, the same 200 ids"
 # --profile (a build with the lab): one more token timed op by op on device 0, each op of the
 # forward pass under its name as many times as the model has it (5 layers; 2 allreduces per
-# layer and the logits' on 2 devices), the counts adding up to the ops timed; without the lab
-# it is refused with exit 2.
-out=$("$svc" --weights "$model" --tokens 8 --devices 2 --warmup-ms 0 --verify 0 --profile 2>&1) && rc=0 || rc=$?
+# layer and the logits' on 2 devices), the counts adding up to the ops timed, --json's line
+# still last; without the lab it is refused with exit 2.
+out=$("$svc" --weights "$model" --tokens 8 --devices 2 --warmup-ms 0 --verify 0 --profile --json 2>&1) && rc=0 || rc=$?
 if grep -q "^#define CONFIG_VKRT_LAB 1" "$builddir/include/vkrt/config.h"; then
   [ $rc -eq 0 ] || { echo "$out"; echo "--profile failed"; exit 1; }
   if grep -q "^vkrt-service: --profile: VKRT_ERROR_UNSUPPORTED" <<< "$out"; then
@@ -92,6 +92,8 @@ if grep -q "^#define CONFIG_VKRT_LAB 1" "$builddir/include/vkrt/config.h"; then
     ops=$(sed -n 's/^vkrt-service: profile: one token .*: \([0-9]*\) ops, .*/\1/p' <<< "$out")
     sum=$(sed -n 's/^vkrt-service: profile: [A-Za-z].* \([0-9][0-9]*\)  *[0-9.]*  *[0-9.]*  *[0-9.]*%$/\1/p' <<< "$out" | awk '{ s += $1 } END { print s }')
     [ -n "$ops" ] && [ "$ops" = "$sum" ] || { echo "$out"; echo "--profile: $ops ops, the rows count $sum"; exit 1; }
+    tail -1 <<< "$out" | /usr/bin/python3 -c "import json, sys; json.load(sys.stdin)" ||
+      { echo "$out"; echo "--profile --json: the JSON summary is not the last line"; exit 1; }
     echo "2 devices, --profile: $ops ops by name, $(grep -m1 '^vkrt-service: profile: one token' <<< "$out" | sed 's/.*sum to //')"
   fi
 else
