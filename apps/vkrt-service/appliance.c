@@ -93,6 +93,11 @@ int appliance_open(struct service *s) {
     if (rc)
       return rc;
   }
+  if (a->profile && !IS_ENABLED(CONFIG_VKRT_LAB)) {
+    fprintf(stderr, "vkrt-service: --profile needs a build with the lab (make <board>_defconfig "
+            "lab.config): its GPU timers\n");
+    return EXIT_USAGE;
+  }
   s->n = vkrt_device_count(app);
   /* the library takes the f32 paths on a device without cooperative matrices; the service
    * was asked for f16 and says it cannot, rather than run something else */

@@ -53,6 +53,9 @@ static void usage(FILE *f) {
           "where file pages import, else pread or O_DIRECT by the page cache's share of the file).\n"
           "--load-knobs T,CHUNK,CHUNKS[,BLOCK] (a build with the lab): the load's helper threads,\n"
           "pinned chunk size and count and read block size (0 or left out: the board's).\n"
+          "--profile (a build with the lab): after the run, one more token at the last position\n"
+          "recorded directly with GPU timestamps around each op on device 0: its ops by name,\n"
+          "count, time and share of the token.\n"
           "The load's GB/s against a pinned upload measured at start, and the time from process\n"
           "start to the first generated token (with --warmup-ms 0: no warm-up before it) are\n"
           "printed, and with --json carried in the closing JSON object.\n"
@@ -224,6 +227,10 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
     }
     if (!strcmp(a, "--print-ids")) {
       o->print_ids = true;
+      continue;
+    }
+    if (!strcmp(a, "--profile")) {
+      o->profile = true;
       continue;
     }
     if (!strcmp(a, "--dtype") || !strcmp(a, "--preset") || !strcmp(a, "--heads") ||

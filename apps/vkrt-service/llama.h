@@ -185,6 +185,15 @@ void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos);
  * appliance's vkrt_last_error says why). */
 vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits);
 const char *llama_gpu_failed(const struct llama_gpu *g);
+/* Calls around each op the records make (vkrt-service --profile times them): before(device,
+ * what) and after(device), device UINT32_MAX for a collective of every device; a status other
+ * than VKRT_OK fails the recording. NULL or zeroed hooks: none. */
+struct llama_gpu_hooks {
+  void *user;
+  vkrt_status (*before)(void *user, uint32_t device, const char *what);
+  vkrt_status (*after)(void *user, uint32_t device);
+};
+void llama_gpu_set_hooks(struct llama_gpu *g, const struct llama_gpu_hooks *hooks);
 /* The prompt pass: ids[0..n) at positions pos0.. (n <= ubatch) written to every device's
  * host-visible ubatch step buffer (the positions, and pos + 1 attended tokens each: causal).
  * The devices must have finished the previous work. INVALID_ARGUMENT (llama_gpu_failed says

@@ -83,6 +83,7 @@ struct llama_gpu {
   const char *failed;
   vkrt_load_range *loads;        /* every device's weights, loaded at once after creation */
   uint32_t load_count, load_cap;
+  struct llama_gpu_hooks hooks;  /* around each recorded op (vkrt-service --profile) */
 };
 
 static bool refuse(char *err, size_t err_size, const char *fmt, ...) {
@@ -142,6 +143,17 @@ bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank
       g->failed = #call;                                                                  \
       return s_;                                                                          \
     }                                                                                     \
+  } while (0)
+
+/* One op of the forward pass on device d (UINT32_MAX: every device, a collective), between
+ * the hooks when there are any. */
+#define OP(d, what, call)                                                                 \
+  do {                                                                                    \
+    if (g->hooks.before)                                                                  \
+      TRY(g->hooks.before(g->hooks.user, (d), (what)));                                   \
+    TRY(call);                                                                            \
+    if (g->hooks.after)                                                                   \
+      TRY(g->hooks.after(g->hooks.user, (d)));                                            \
   } while (0)
 
 static uint64_t tensor_offset(const struct llama_model *m, const struct gguf_tensor *t) {
@@ -449,17 +461,17 @@ static vkrt_status residual(struct llama_gpu *g, uint32_t l, bool ffn, const str
     vkrt_tensor y = cols_f32(dv->y, hp->n_embd, 0, ps->n);
     const vkrt_tensor *srcs[2] = {&x, &y};
     if (g->p.first_rank + d != 0) {
-      TRY(vkrt_op_matmul(&x, &w, &h));
+      OP(d, ffn ? "ffn_down" : "attn_output", vkrt_op_matmul(&x, &w, &h));
     } else if (fuses_residual(wt->type)) {
-      TRY(vkrt_op_matmul_add(&x, &w, &h));
+      OP(d, ffn ? "ffn_down + residual" : "attn_output + residual", vkrt_op_matmul_add(&x, &w, &h));
     } else {
-      TRY(vkrt_op_matmul(&y, &w, &h));
-      TRY(vkrt_op_add(&x, srcs, 2));
+      OP(d, ffn ? "ffn_down" : "attn_output", vkrt_op_matmul(&y, &w, &h));
+      OP(d, "residual add", vkrt_op_add(&x, srcs, 2));
     }
     ar.send[d] = ar.recv[d] = dv->x;
   }
   if (g->p.ranks > 1)
-    TRY(vkrt_allreduce(g->app, &ar));
+    OP(UINT32_MAX, "allreduce", vkrt_allreduce(g->app, &ar));
   return VKRT_OK;
 }
 
@@ -475,7 +487,7 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   int64_t n = ps->n;
   vkrt_tensor x = cols_f32(dv->x, E, 0, ps->n), h = cols_f32(dv->xn, E, 0, ps->n);
   vkrt_tensor norm = vec(gl->attn_norm, VKRT_TYPE_F32, E);
-  TRY(vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
+  OP(d, "attn_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
   vkrt_tensor wq = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, nh * hd, 1, 1);
   vkrt_tensor wk = vkrt_tensor_contiguous(gl->wk, 0, L->wk->type, E, nkv * hd, 1, 1);
   vkrt_tensor wv = vkrt_tensor_contiguous(gl->wv, 0, L->wv->type, E, nkv * hd, 1, 1);
@@ -484,25 +496,25 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   vkrt_tensor q_flat = cols_f32(dv->q, nh * hd, 0, ps->n);
   vkrt_tensor k_flat = cols_f32(dv->k, nkv * hd, 0, ps->n);
   vkrt_tensor v_flat = cols_f32(dv->v, nkv * hd, 0, ps->n);
-  TRY(vkrt_op_matmul(&q_flat, &wq, &h));
-  TRY(vkrt_op_matmul(&k_flat, &wk, &h));
-  TRY(vkrt_op_matmul(&v_flat, &wv, &h));
+  OP(d, "attn_q", vkrt_op_matmul(&q_flat, &wq, &h));
+  OP(d, "attn_k", vkrt_op_matmul(&k_flat, &wk, &h));
+  OP(d, "attn_v", vkrt_op_matmul(&v_flat, &wv, &h));
   vkrt_tensor pos = step_i32(g, dv, ps, STEP_POS, ps->n);
   vkrt_tensor kv_len = step_i32(g, dv, ps, STEP_KV_LEN, ps->n);
   vkrt_rope_params rope = {.mode = VKRT_ROPE_NORMAL, .n_dims = hp->n_rot,
                            .freq_base = hp->rope_freq_base, .freq_scale = 1.0f};
-  TRY(vkrt_op_rope(&q, &q, &pos, &rope));
-  TRY(vkrt_op_rope(&k, &k, &pos, &rope));
+  OP(d, "rope q", vkrt_op_rope(&q, &q, &pos, &rope));
+  OP(d, "rope k", vkrt_op_rope(&k, &k, &pos, &rope));
   /* cache rows: one token's KV heads each; row pos[j] takes column j's */
   int64_t ctx = g->p.n_ctx;
   vkrt_tensor k_rows = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
   vkrt_tensor v_rows = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
-  TRY(vkrt_op_set_rows(&k_rows, &k_flat, &pos));
-  TRY(vkrt_op_set_rows(&v_rows, &v_flat, &pos));
+  OP(d, "K cache row", vkrt_op_set_rows(&k_rows, &k_flat, &pos));
+  OP(d, "V cache row", vkrt_op_set_rows(&v_rows, &v_flat, &pos));
   vkrt_tensor kc = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
   vkrt_tensor vc = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
   vkrt_tensor a = vkrt_tensor_contiguous(dv->att, 0, VKRT_TYPE_F32, hd, nh, n, 1);
-  TRY(vkrt_op_attention(&a, &q, &kc, &vc, &kv_len, 1.0f / sqrtf((float)hd)));
+  OP(d, "attention", vkrt_op_attention(&a, &q, &kc, &vc, &kv_len, 1.0f / sqrtf((float)hd)));
   return VKRT_OK;
 }
 
@@ -516,13 +528,13 @@ static vkrt_status feed_forward(struct llama_gpu *g, uint32_t d, uint32_t l,
   int64_t E = m->hp.n_embd, F = dv->sp.n_ff;
   vkrt_tensor x = cols_f32(dv->x, E, 0, ps->n), h = cols_f32(dv->xn, E, 0, ps->n);
   vkrt_tensor norm = vec(gl->ffn_norm, VKRT_TYPE_F32, E);
-  TRY(vkrt_op_rms_norm(&h, &x, &norm, m->hp.eps));
+  OP(d, "ffn_norm", vkrt_op_rms_norm(&h, &x, &norm, m->hp.eps));
   vkrt_tensor wg = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, F, 1, 1);
   vkrt_tensor wu = vkrt_tensor_contiguous(gl->up, 0, L->ffn_up->type, E, F, 1, 1);
   vkrt_tensor gt = cols_f32(dv->g, F, 0, ps->n), ut = cols_f32(dv->u, F, 0, ps->n);
-  TRY(vkrt_op_matmul(&gt, &wg, &h));
-  TRY(vkrt_op_matmul(&ut, &wu, &h));
-  TRY(vkrt_op_swiglu(&gt, &gt, &ut));
+  OP(d, "ffn_gate", vkrt_op_matmul(&gt, &wg, &h));
+  OP(d, "ffn_up", vkrt_op_matmul(&ut, &wu, &h));
+  OP(d, "swiglu", vkrt_op_swiglu(&gt, &gt, &ut));
   return VKRT_OK;
 }
 
@@ -539,7 +551,7 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
     struct gpu_device *dv = &g->dev[d];
     vkrt_tensor x = cols_f32(dv->x, E, ps->r0, rows), h = cols_f32(dv->xn, E, 0, rows);
     vkrt_tensor norm = vec(dv->output_norm, VKRT_TYPE_F32, E);
-    TRY(vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
+    OP(d, "output_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
     vkrt_tensor w = vkrt_tensor_contiguous(dv->output, dv->output_offset, m->output->type, E,
                                            dv->sp.n_vocab, 1, 1);
     /* this rank's rows of each row of logits: n_vocab apart */
@@ -548,19 +560,19 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
                                               dv->sp.n_vocab, rows, 1, 1);
     part.nb[1] = V * 4;
     part.nb[2] = part.nb[3] = V * 4 * rows;
-    TRY(vkrt_op_matmul(&part, &w, &h));
+    OP(d, "output", vkrt_op_matmul(&part, &w, &h));
     ar.send[d] = dv->logits_part;
     ar.recv[d] = dv->logits;
   }
   if (g->p.ranks > 1)
-    TRY(vkrt_allreduce(g->app, &ar));
+    OP(UINT32_MAX, "allreduce", vkrt_allreduce(g->app, &ar));
   for (uint32_t d = 0; d < g->n; d++) {
     struct gpu_device *dv = &g->dev[d];
     struct gpu_steps *st = &dv->st[ps->batch];
     uint32_t cols = ps->batch ? g->cols : 1;
     vkrt_tensor logits = vkrt_tensor_contiguous(dv->logits, 0, VKRT_TYPE_F32, V, rows, 1, 1);
     vkrt_tensor best = step_i32(g, dv, ps, STEP_ARGMAX, rows);
-    TRY(vkrt_op_argmax(&best, &logits));
+    OP(d, "argmax", vkrt_op_argmax(&best, &logits));
     TRY(vkrt_cmd_copy_buffer(st->out_host, 0, st->step, (uint64_t)STEP_ARGMAX * cols * 4,
                              (uint64_t)rows * 4));
     if (ps->want_logits)
@@ -586,7 +598,7 @@ static vkrt_status record_pass(struct llama_gpu *g, const struct pass *ps) {
     vkrt_tensor table = vkrt_tensor_contiguous(dv->tok_embd, 0, m->tok_embd->type, hp->n_embd,
                                                hp->n_vocab, 1, 1);
     vkrt_tensor token = step_i32(g, dv, ps, STEP_TOKEN, ps->n);
-    TRY(vkrt_op_get_rows(&x, &table, &token));
+    OP(d, "token_embd", vkrt_op_get_rows(&x, &table, &token));
   }
   for (uint32_t l = 0; l < hp->n_layer; l++) {
     for (uint32_t d = 0; d < g->n; d++)
@@ -619,6 +631,10 @@ vkrt_status llama_gpu_record_batch(struct llama_gpu *g, uint32_t n, uint32_t out
   struct pass ps = {.n = n, .r0 = n - out_rows, .batch = true, .want_logits = want_logits};
   g->last_batch = ps;
   return record_pass(g, &ps);
+}
+
+void llama_gpu_set_hooks(struct llama_gpu *g, const struct llama_gpu_hooks *hooks) {
+  g->hooks = hooks ? *hooks : (struct llama_gpu_hooks){0};
 }
 
 const char *llama_gpu_failed(const struct llama_gpu *g) { return g->failed ? g->failed : ""; }

@@ -49,6 +49,10 @@ static int serve_model(struct service *s, struct generation *gen) {
     return rc;
   model_print(s, gen);
   rc = model_verify(s, gen);
+  if (rc != EXIT_RUNTIME && s->args->profile) { /* before the summary: --json's line is last */
+    int profiled = model_profile(s, gen);
+    rc = rc ? rc : profiled;
+  }
   if (rc != EXIT_RUNTIME)
     model_summary(s, gen, rc == 0);
   return rc ? rc : gen->ranks_differ ? EXIT_VERIFY : 0;

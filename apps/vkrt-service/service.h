@@ -73,6 +73,7 @@ struct service_args {
   bool json;                     /* --json: the summary also as one JSON object */
   vkrt_load_path load_path;      /* --load-path: vkrt_load_file's path (auto by default) */
   const char *load_knobs;        /* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK] (a lab build) */
+  bool profile;                  /* --profile: a token's ops timed on the GPU (a lab build) */
 };
 #define SECONDS_MAX_TOKENS 1000000u
 #define KEEP_MAX 16 /* checked tokens at most: each costs a float64 pass over the weights */
@@ -191,6 +192,9 @@ int model_run(struct service *s, struct generation *gen);
 int model_verify(struct service *s, struct generation *gen);
 void model_print(const struct service *s, const struct generation *gen);
 void model_summary(const struct service *s, struct generation *gen, bool verified);
+/* --profile: one more token at the last fed position, recorded directly with GPU timestamps
+ * around each op on device 0, printed by op name (profile.c). */
+int model_profile(struct service *s, const struct generation *gen);
 void generation_free(struct generation *gen);
 
 /* summary.c (cmp_double: qsort's ascending order of doubles, for the percentiles) */

@@ -15,6 +15,7 @@
 # devices cannot split (4 KV heads on 3 devices) or a q8_0 K/V cache with 8-wide heads exit 5.
 # --hidden/--layers/--ffn that disagree with the model exit 3 naming the flag (a value that
 # agrees runs); --make-gguf's own options with --weights exit 2 naming the option.
+# --profile names each op of one token with its count (or is refused without the lab).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 builddir=${VKRT_BUILDDIR:-build}
@@ -71,6 +72,35 @@ grep -q "^vkrt-service: capturing a token failed; recording every token's work i
   grep -q "greedy choice the same at every position: passed; .* ranks bit-identical: yes (2 ranks)" <<< "$out" &&
   [ "$(field ids "$out")" = "$ids_ref" ] || { echo "$out"; echo "failing capture: no fallback to recording, or not the same ids"; exit 1; }
 echo "2 devices, capture failing: recorded per token, the same 200 ids"
+# --profile (a build with the lab): one more token timed op by op on device 0, each op of the
+# forward pass under its name as many times as the model has it (5 layers; 2 allreduces per
+# layer and the logits' on 2 devices), the counts adding up to the ops timed, --json's line
+# still last; without the lab it is refused with exit 2.
+out=$("$svc" --weights "$model" --tokens 8 --devices 2 --warmup-ms 0 --verify 0 --profile --json 2>&1) && rc=0 || rc=$?
+if grep -q "^#define CONFIG_VKRT_LAB 1" "$builddir/include/vkrt/config.h"; then
+  [ $rc -eq 0 ] || { echo "$out"; echo "--profile failed"; exit 1; }
+  if grep -q "^vkrt-service: --profile: VKRT_ERROR_UNSUPPORTED" <<< "$out"; then
+    echo "2 devices, --profile: no timestamps on this device (said so)"
+  else
+    count() { sed -n "s/^vkrt-service: profile: $1  *\([0-9][0-9]*\) .*/\1/p" <<< "$out"; }
+    for want in "token_embd 1" "attn_norm 5" "attn_q 5" "rope k 5" "K cache row 5" "attention 5" \
+                "attn_output + residual 5" "allreduce 11" "ffn_gate 5" "swiglu 5" \
+                "ffn_down + residual 5" "output 1" "argmax 1"; do
+      [ "$(count "${want% *}")" = "${want##* }" ] ||
+        { echo "$out"; echo "--profile: not '${want% *}' ${want##* } times"; exit 1; }
+    done
+    ops=$(sed -n 's/^vkrt-service: profile: one token .*: \([0-9]*\) ops, .*/\1/p' <<< "$out")
+    sum=$(sed -n 's/^vkrt-service: profile: [A-Za-z].* \([0-9][0-9]*\)  *[0-9.]*  *[0-9.]*  *[0-9.]*%$/\1/p' <<< "$out" | awk '{ s += $1 } END { print s }')
+    [ -n "$ops" ] && [ "$ops" = "$sum" ] || { echo "$out"; echo "--profile: $ops ops, the rows count $sum"; exit 1; }
+    tail -1 <<< "$out" | /usr/bin/python3 -c "import json, sys; json.load(sys.stdin)" ||
+      { echo "$out"; echo "--profile --json: the JSON summary is not the last line"; exit 1; }
+    echo "2 devices, --profile: $ops ops by name, $(grep -m1 '^vkrt-service: profile: one token' <<< "$out" | sed 's/.*sum to //')"
+  fi
+else
+  [ $rc -eq 2 ] && grep -q "needs a build with the lab" <<< "$out" ||
+    { echo "$out"; echo "--profile without the lab: not refused (exit $rc)"; exit 1; }
+  echo "--profile: refused without the lab"
+fi
 # Every load path (pinned chunks read by pread, O_DIRECT or memcpy; the mapped path): the
 # same ids, the path named, and the load's rate, its ratio to the pinned upload and the time
 # to the first token in the JSON.
