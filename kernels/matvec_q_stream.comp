@@ -22,6 +22,13 @@
 // piece holds 8 two-byte granules, at most one of them a block's d; the quants before it
 // belong to the previous block (its d read again, from the cache), those after it to the
 // block of that d. Offsets and strides of w are bytes; those of x and dst elements.
+// SCALES (Q4_K, PREFETCH 1): the super-block headers are read once per row and super-block, not
+// by each of the 8 lanes on it: ROWS x WARPS invocations each load one header a step ahead,
+// decode its 8 (d sc, dmin m) pairs into shared memory (two buffers, one barrier per step),
+// and every lane reads its pair from there; all warps walk the same number of steps (past
+// the row's end: the last super-block again, its sum dropped by a select). H200, one run
+// beside R 4 + PREFETCH 1: q-o 8.69 us (8.34), gate-up 19.97 (20.29), down 21.24 (21.17):
+// the decode once per row instead of 8 times and 7 fewer uvec4 per lane, no faster (lab only).
 // The H200 (Llama-3-8B shapes, CHANGELOG.md 2026-12-04): Q4_K with R 4 and PREFETCH 1 is the
 // default from 16 rows per SM (gate-up 20.4 us against the earlier 23.8); without PREFETCH
 // no faster than the earlier kernels; the Q8_0 path 1.7-1.9 x kspace (lab only).
@@ -69,6 +76,10 @@ layout(std430, set = 0, binding = 3) readonly buffer W { uint w[]; };
 #endif
 
 shared float red[WARPS * 8u][ROWS];
+#ifdef SCALES
+// (d sc, dmin m) of sub-blocks 2 j and 2 j + 1 at [step & 1][row][warp][j]
+shared vec4 scl[2][ROWS][WARPS][4];
+#endif
 
 #ifdef Q8_0
 // the four int8 quants of word v as floats: (byte ^ 0x80) in the low mantissa bits of 2^23
@@ -185,6 +196,29 @@ void main() {
     }
   }
 #else
+#ifdef SCALES // PREFETCH 1
+  // header loaders: invocation t < ROWS * WARPS (whole warps) takes row t / WARPS at
+  // super-blocks t % WARPS + WARPS i (clamped to the last)
+  bool loader = tid < ROWS * WARPS;
+  uint lrow = min(tid / WARPS, ROWS - 1u), lslot = tid % WARPS;
+  uint lbase = (wb + (min(lrow, rows - 1u) + row0) * pc.w_row) >> 4;
+  uvec4 hn = uvec4(0u);
+  if (loader) {
+    hn = w4[lbase + min(lslot, pc.blocks - 1u) * 9u];
+    for (uint j = 0u; j < 4u; j++)
+      scl[0][lrow][lslot][j] = pair_scales(hn, 2u * j);
+    hn = w4[lbase + min(lslot + WARPS, pc.blocks - 1u) * 9u];
+  }
+  uvec4 q[2][R];
+  for (uint r = 0u; r < R; r++)
+    q[0][r] = w4[row_u4[r] + min(warp, pc.blocks - 1u) * 9u + 1u + p];
+  barrier();
+  for (uint i = 0u; i < (pc.blocks + WARPS - 1u) / WARPS; i++) {
+    bool valid = warp + i * WARPS < pc.blocks;
+    uint s = min(warp + i * WARPS, pc.blocks - 1u);
+    for (uint r = 0u; r < R; r++)
+      q[1][r] = w4[row_u4[r] + min(s + WARPS, pc.blocks - 1u) * 9u + 1u + p];
+#else
   uint sub = 2u * (p >> 1);
   // R rows' header and quant unit of super-blocks s, s + WARPS, .. s + PREFETCH WARPS: the
   // loads of the next PREFETCH (0, 1 or 2) super-blocks are in flight while the arithmetic
@@ -202,6 +236,7 @@ void main() {
       h[PREFETCH][r] = w4[base];
       q[PREFETCH][r] = w4[base + 1u + p];
     }
+#endif
     uint xi = (xb >> 2) + s * 64u + 16u * (p >> 1) + 4u * (p & 1u); // x 16-byte aligned
     vec4 xl[4], xh[4];
     for (uint i = 0u; i < 4u; i++) {
@@ -211,7 +246,11 @@ void main() {
     float sl = dot(xl[0] + xl[1] + xl[2] + xl[3], vec4(1.0));
     float sh = dot(xh[0] + xh[1] + xh[2] + xh[3], vec4(1.0));
     for (uint r = 0u; r < R; r++) {
+#ifdef SCALES
+      vec4 dm = scl[i & 1u][4u * r + g][warp][p >> 1];
+#else
       vec4 dm = pair_scales(h[0][r], sub);
+#endif
       float ql = 0.0, qh = 0.0;
       for (uint i = 0u; i < 4u; i++) {
         vec4 lo, hi;
@@ -219,12 +258,29 @@ void main() {
         ql += dot(lo, xl[i]);
         qh += dot(hi, xh[i]);
       }
+#ifdef SCALES
+      float t = dm.x * ql - dm.y * sl + dm.z * qh - dm.w * sh;
+      acc[r] += valid ? t : 0.0; // a select
+#else
       acc[r] += dm.x * ql - dm.y * sl + dm.z * qh - dm.w * sh;
+#endif
     }
+#ifdef SCALES
+    // the next step's scales (its buffer was last read before the previous barrier), then
+    // the header of the step after
+    if (loader) {
+      for (uint j = 0u; j < 4u; j++)
+        scl[(i + 1u) & 1u][lrow][lslot][j] = pair_scales(hn, 2u * j);
+      hn = w4[lbase + min(lslot + (i + 2u) * WARPS, pc.blocks - 1u) * 9u];
+    }
+    q[0] = q[1];
+    barrier();
+#else
     for (uint i = 0u; i < PREFETCH; i++) {
       h[i] = h[i + 1u];
       q[i] = q[i + 1u];
     }
+#endif
   }
 #endif
 

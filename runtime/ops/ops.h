@@ -450,11 +450,12 @@ static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t hea
 #endif
 
 /* Quantized weights (quant.c): matmul with Q8_0/Q4_K w, and the dequantizing copy. */
-#define VKRT_QUANT_VARIANTS 15
+#define VKRT_QUANT_VARIANTS 16
 /* The read pattern (0 words, 1 vec16, 2 lanew, 3 kspace, 4 q8x) of 1-based variant v (the
- * prefetch and stream variants 10..14 take the vec16 layouts: rows and x 16-byte aligned). */
+ * prefetch and stream variants 10..15 take the vec16 layouts: rows and x 16-byte aligned;
+ * q8x is the last). */
 #define VKRT_QUANT_VARIANT_KIND(v) \
-  ((v) == 1 ? 0 : (v) == 15 ? 4 : (v) >= 10 ? 1 : (v) >= 8 ? 3 : (v) >= 5 ? 2 : 1)
+  ((v) == 1 ? 0 : (v) == VKRT_QUANT_VARIANTS ? 4 : (v) >= 10 ? 1 : (v) >= 8 ? 3 : (v) >= 5 ? 2 : 1)
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_QUANT)
 extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
 /* Default variant order per type (Q8_0, Q4_K): 1-based variant numbers, the first that fits. */
@@ -479,7 +480,7 @@ vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
 /* No variants without the kernels; test_quant and vkrt-bench quant still compile and report
  * the ops' VKRT_ERROR_UNSUPPORTED. */
 static const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
-    "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"};
+    "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"};
 static const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 static inline uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant) {
   (void)type;

@@ -59,6 +59,9 @@ VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
  *            quants turned into floats by exponent bits; R = 2, -rows-a R = 4, -rows-b R = 2
  *            with 8 groups of 32 splitting a row, -deep two super-blocks ahead
  *   stream : the same without the loads ahead (Q8_0: 16-byte pieces of 8 two-byte granules)
+ *   prefetch-scales: Q4_K prefetch-rows-a with each super-block header read and decoded once
+ *            per row (into shared memory, a step ahead) instead of by each of the 8 lanes on
+ *            it; Q8_0 has no such header and runs prefetch-rows-a's kernel
  *   q8x    : x rounded to 8 bits per 32 values in shared memory, integer dot products
  *            (kernels/matvec_q8x.comp): M = 1, K <= Q8X_MAX_K, x 16-byte aligned, Q4_K rows
  *            16-byte aligned, the device's shaderIntegerDotProduct. Changes the result by
@@ -121,6 +124,7 @@ static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q8_0_PREFETCH_R1, VKRT_OPS_MATVEC_Q8_0_KS_M8, 1, 2, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q8_0_PREFETCH2, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_VEC16, 0, COLS_C},
   {VKRT_OPS_MATVEC_Q8_0_STREAM, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 8, 2, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q8_0_PREFETCH_R4, VKRT_OPS_MATVEC_Q8_0_KS_M8, 4, 2, QMV_VEC16, 0, COLS_A},
   {VKRT_OPS_MATVEC_Q8_0_Q8X, VKRT_OPS_MATVEC_Q8_0_KS_M8, Q8X_ROWS, 2, QMV_Q8X},
 };
 static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
@@ -138,6 +142,7 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q4_K_PREFETCH_W8, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
   {VKRT_OPS_MATVEC_Q4_K_PREFETCH2, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16, 0, COLS_C},
   {VKRT_OPS_MATVEC_Q4_K_STREAM, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 8, 4, QMV_VEC16},
+  {VKRT_OPS_MATVEC_Q4_K_SCALES, VKRT_OPS_MATVEC_Q4_K_VEC16_M8, 16, 4, QMV_VEC16, 0, COLS_A},
   {VKRT_OPS_MATVEC_Q4_K_Q8X, VKRT_OPS_MATVEC_Q4_K_KS_M8, Q8X_ROWS, 2, QMV_Q8X},
 };
 /* The choice when not forced: the first eligible of these (1-based variant numbers), per
@@ -149,13 +154,16 @@ static const struct qmv_variant q4_k_variants[VKRT_QUANT_VARIANTS] = {
  * 31.4), 28.0 at 4096 x 14336 (kspace 30.6), 10.5 at 4096 x 4096 (kspace 11.5); Q4_K
  * prefetch-rows-a 20.3 / 20.4 / 8.4 us (vec16-rows-b 23.7 / 23.8 / 10.3); at 4096 x 1024 kspace
  * 5.8 / 5.2 us against prefetch-rows-a 6.3 / 6.5. (Q8_0 kspace fits every layout lanew and
- * vec16 fit.) */
+ * vec16 fit.) Re-measured with prefetch-scales (one run, same method): Q4_K prefetch-rows-a
+ * 8.34 / 5.14 (kspace) / 20.29 / 21.17 us at q-o / k-v / gate-up / down against
+ * prefetch-scales 8.69 / 6.65 / 19.97 / 21.24: 1.6 % on gate-up only, inside the 20.0-20.5
+ * spread of prefetch-rows-a across runs, so the order stays. */
 const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1] = {{11, 8, 5, 1}, {11, 8, 6, 1}};
 
 const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
   "words", "vec16", "vec16-rows-a", "vec16-rows-b", "lanew", "lanew-rows-a", "lanew-rows-b",
   "kspace", "kspace-rows-a", "prefetch", "prefetch-rows-a", "prefetch-rows-b", "prefetch-deep", "stream",
-  "q8x"};
+  "prefetch-scales", "q8x"};
 
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   if (!dev->ops || !dev->ops->quant_activations_q8)

@@ -360,6 +360,9 @@ static void test_quant_matmul(void **state) {
        * next unit's words from one step to the next) */
       struct mm_case longer = {(wt == VKRT_TYPE_Q8_0 ? 264 : 40) * B, 5, 1, 1, 1, 0, 0, 0, v, SCALE_NORMAL};
       run_quant_matmul(app, wt, &longer);
+      /* batches with a broadcast w, w and x at 16-byte offsets, odd N */
+      struct mm_case batched = {8 * B, 17, 1, 2, 4, 0, 16, 16, v, SCALE_NORMAL};
+      run_quant_matmul(app, wt, &batched);
     }
     {
       vkrt_buffer *wb, *xb, *db;
