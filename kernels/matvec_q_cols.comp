@@ -14,6 +14,10 @@
 // 8 g .. 8 g + 7 take rows g, g + 4, .. (R rows each) at quant unit p (16 bytes) of the same
 // super-block, so the four groups load the same x. x of CG columns at a time stays in
 // registers (32 floats a column) while each row's quants are converted.
+// Q8_0 with STREAM (rows and x 16-byte aligned, whole runs of 8 blocks per row): the same
+// lanes on 16-byte pieces (8 two-byte granules, at most one a block's d; the one-column form
+// is matvec_q_stream.comp's), each row's quants scaled by their block's d once, x as 8 vec2
+// a column.
 // Q8_0 (x 16-byte aligned, rows at any 2-byte alignment): matvec_q8_0.comp's kspace units.
 // Invocation t takes half-blocks u = t, t + 128, .. (16 weights) of each of ROWS rows (the
 // five words around its quants and the word of its block's d, quant_blocks.glsl), its x four
@@ -32,7 +36,11 @@ layout(push_constant) uniform Push {
   uint base_x, base_y, base_z;
 } pc;
 
-#ifdef Q8_0
+#if defined(Q8_0) && !defined(STREAM)
+#define KSPACE
+#endif
+
+#ifdef KSPACE
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #ifndef ROWS
@@ -62,16 +70,27 @@ layout(local_size_x = 128) in;
 #error "WARPS: 4 or 8"
 #endif
 layout(std430, set = 0, binding = 0) readonly buffer W4 { uvec4 w4[]; };
+#ifdef Q8_0
+layout(std430, set = 0, binding = 3) readonly buffer W { uint w[]; };
+#define Q8_0_PIECES
+#else
 #define Q4_K_SCALES
 #define Q4_K_FLOATS
+#endif
 #include "quant_blocks.glsl"
 // one more float a row of lanes, so the eight lanes of a group store to different banks
 shared float red[WARPS * 8u][ROWS * NCOLS + 1u];
 #endif
+#if defined(Q8_0) && !defined(KSPACE)
+layout(std430, set = 0, binding = 1) readonly buffer X { vec2 x2[]; };
+#define XSHIFT 1u // x indices in vec2
+#else
 layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
+#define XSHIFT 2u // x indices in vec4
+#endif
 layout(std430, set = 0, binding = 2) writeonly buffer D { float d[]; };
 
-#ifdef Q8_0
+#ifdef KSPACE
 // the four int8 quants of word v
 vec4 quads(uint v) {
   int s = int(v);
@@ -93,11 +112,11 @@ void main() {
   uint xb = pc.x_offset + i2 * pc.x_stride2 + i3 * pc.x_stride3;
   uint rows = min(ROWS, pc.N - row0);
   uint cols = min(uint(NCOLS), pc.M - col0);
-  uint xcol[NCOLS]; // vec4 index of each column's x (x 16-byte aligned)
+  uint xcol[NCOLS]; // vec4 (vec2) index of each column's x (x 16-byte aligned)
   for (uint c = 0u; c < NCOLS; c++)
-    xcol[c] = (xb + (col0 + min(c, cols - 1u)) * pc.x_col) >> 2;
+    xcol[c] = (xb + (col0 + min(c, cols - 1u)) * pc.x_col) >> XSHIFT;
 
-#ifdef Q8_0
+#ifdef KSPACE
   uint row_byte[ROWS];
   for (uint r = 0u; r < ROWS; r++)
     row_byte[r] = wb + (min(r, rows - 1u) + row0) * pc.w_row;
@@ -153,6 +172,59 @@ void main() {
   float acc[R * NCOLS];
   for (uint i = 0u; i < R * NCOLS; i++)
     acc[i] = 0.0;
+#ifdef Q8_0
+  uint pieces = pc.blocks * 17u / 8u; // 16-byte pieces per row (whole runs of 8 blocks)
+  // R rows' piece of runs u and u + WARPS and the word of the d its first granules belong
+  // to: the next run's loads are in flight while this run's arithmetic runs
+  uvec4 q[2][R];
+  uint dw[2][R];
+  piece_t pp = piece(warp, pieces);
+  for (uint r = 0u; r < R; r++) {
+    q[0][r] = w4[row_u4[r] + pp.c];
+    dw[0][r] = w[(row_u4[r] * 16u + pp.dbyte) >> 2];
+  }
+  for (uint u = warp; u * 8u < pieces; u += WARPS) {
+    piece_t nx = piece(u + WARPS, pieces); // past the end: the last piece, not used
+    for (uint r = 0u; r < R; r++) {
+      q[1][r] = w4[row_u4[r] + nx.c];
+      dw[1][r] = w[(row_u4[r] * 16u + nx.dbyte) >> 2];
+    }
+    // each row's granule pairs times their block's d, moved past the d granule so that h[m]
+    // weighs x pair m (h[7] only where the piece holds no d)
+    vec2 h[R][8];
+    for (uint r = 0u; r < R; r++) {
+      uint rb = row_u4[r] * 16u + pp.dbyte;
+      float da = unpackHalf2x16(dw[0][r] >> (8u * (rb & 2u))).x;
+      float dz = unpackHalf2x16(q[0][r][min(pp.id, 7u) >> 1] >> (16u * (pp.id & 1u))).x;
+      vec2 sc[8];
+      for (uint e = 0u; e < 4u; e++) {
+        vec4 f = q8_floats(q[0][r][e]);
+        sc[2u * e] = f.xy * (2u * e < pp.id ? da : dz);
+        sc[2u * e + 1u] = f.zw * (2u * e + 1u < pp.id ? da : dz);
+      }
+      for (uint m = 0u; m < 7u; m++)
+        h[r][m] = m < pp.id ? sc[m] : sc[m + 1u];
+      h[r][7] = sc[7];
+    }
+    uint last = pp.id < 8u ? 6u : 7u;
+    for (uint c = 0u; c < NCOLS; c++) {
+      uint xi = xcol[c] + (pp.kq >> 1);
+      vec2 xp[8];
+      for (uint m = 0u; m < 8u; m++)
+        xp[m] = x2[xi + min(m, last)];
+      for (uint r = 0u; r < R; r++) {
+        float sum = 0.0;
+        for (uint m = 0u; m < 7u; m++)
+          sum += dot(h[r][m], xp[m]);
+        sum += pp.id < 8u ? 0.0 : dot(h[r][7], xp[7]);
+        acc[r * NCOLS + c] += pp.valid ? sum : 0.0;
+      }
+    }
+    q[0] = q[1];
+    dw[0] = dw[1];
+    pp = nx;
+  }
+#else
   uint sub = 2u * (p >> 1);
   // R rows' header and quant unit of super-blocks s and s + WARPS: the next one's loads are
   // in flight while this one's arithmetic runs (past the end: the last one again, not used)
@@ -205,6 +277,7 @@ void main() {
     h[0] = h[1];
     q[0] = q[1];
   }
+#endif
   for (uint r = 0u; r < R; r++)
     for (uint c = 0u; c < NCOLS; c++)
       red[warp * 8u + p][(4u * r + g) * NCOLS + c] = acc[r * NCOLS + c];

@@ -1,8 +1,8 @@
 // Block decoding shared by the quantized matrix-vector kernels (matvec_q4_k.comp,
 // matvec_q8x.comp and matvec_q_cols.comp; matvec_q8_0.comp writes the Q8_0 decode out, see
 // there). Included after the kernel's bindings, each part where the kernel defines its guard
-// (Q8_0_HALF_BLOCK needs `uint w[]`; Q4_K_FLOATS: matvec_q_cols.comp, matvec_q_stream.comp
-// keeps its own copy).
+// (Q8_0_HALF_BLOCK needs `uint w[]`; Q4_K_FLOATS and Q8_0_PIECES: matvec_q_cols.comp,
+// matvec_q_stream.comp keeps its own copies).
 
 #ifdef Q8_0_HALF_BLOCK
 // Half-block u (weights 16 u .. 16 u + 15) of a Q8_0 row starting at byte row_byte (any even
@@ -75,5 +75,41 @@ void q4_floats(uint v, out vec4 lo, out vec4 hi) {
             uintBitsToFloat((v & 0xf000u) | 0x45000000u) - 2048.0,
             uintBitsToFloat((u & 0xf0u) | 0x49000000u) - 524288.0,
             uintBitsToFloat((u & 0xf000u) | 0x45000000u) - 2048.0);
+}
+#endif
+
+#ifdef Q8_0_PIECES
+// the four int8 quants of word v as floats: (byte ^ 0x80) in the low mantissa bits of 2^23
+// (bytes 0, 2) or 2^15 (bytes 1, 3, eight bits up), less 2^e + 128: exact
+vec4 q8_floats(uint v) {
+  uint u = v >> 16u;
+  return vec4(uintBitsToFloat((v & 0xffu) ^ 0x4b000080u) - 8388736.0,
+              uintBitsToFloat((v & 0xff00u) ^ 0x47008000u) - 32896.0,
+              uintBitsToFloat((u & 0xffu) ^ 0x4b000080u) - 8388736.0,
+              uintBitsToFloat((u & 0xff00u) ^ 0x47008000u) - 32896.0);
+}
+
+// Piece u * 8 + (invocation % 8) of a Q8_0 row of whole 272-byte runs of 8 blocks (clamped
+// to the last; valid says whether it exists): c its index, id the granule holding a d (>= 8:
+// none), kq the k of its first quant granule (granule i != id weighs x[kq + 2 m] and
+// x[kq + 2 m + 1], m = i - (i > id)), dbyte the row byte of the d of the block its first
+// granule belongs to.
+struct piece_t {
+  uint c, id, kq, dbyte;
+  bool valid;
+};
+piece_t piece(uint u, uint pieces) {
+  piece_t pp;
+  uint c = u * 8u + (gl_LocalInvocationID.x & 7u);
+  pp.valid = c < pieces;
+  c = min(c, pieces - 1u);
+  uint per = c / 17u, j = c - per * 17u;     // run, piece in it
+  uint g0 = 8u * j;                          // its first granule in the run
+  uint b0 = g0 / 17u, pos0 = g0 - b0 * 17u;  // block and place of that granule
+  pp.c = c;
+  pp.id = pos0 == 0u ? 0u : 17u - pos0;
+  pp.kq = per * 256u + 32u * b0 + (pos0 == 0u ? 0u : 2u * (pos0 - 1u));
+  pp.dbyte = per * 272u + 34u * b0;
+  return pp;
 }
 #endif

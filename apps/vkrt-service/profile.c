@@ -26,8 +26,11 @@ static vkrt_status before(void *user, uint32_t device, const char *what) {
   struct profile *p = user;
   if (!profiled(device))
     return VKRT_OK;
-  if (p->n == PROFILE_MAX_OPS)
-    return VKRT_ERROR_INVALID_ARGUMENT; /* a forward pass of more ops than the profile holds */
+  if (p->n == PROFILE_MAX_OPS) { /* the library's last error would name something else */
+    fprintf(stderr, "vkrt-service: --profile: the token records more than %d ops on device 0, "
+                    "more than the profile holds\n", PROFILE_MAX_OPS);
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  }
   if (!p->timer[p->n]) {
     vkrt_status s = vkrt_lab_timer_create(p->app, 0, &p->timer[p->n]);
     if (s != VKRT_OK)

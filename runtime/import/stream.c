@@ -298,12 +298,23 @@ static bool gather_help(struct stream *st) {
   return true;
 }
 
+static bool retire_chunk(struct stream *st, uint64_t k);
+
 /* Waits until chunk k may use its slot: chunk k - slots retired on every device (the
- * retiring thread says so), helping with gathers meanwhile. false when the load is aborted. */
+ * retiring thread says so), helping with gathers meanwhile. false when the load is aborted.
+ * Without helper threads (none could be started) nobody else retires the chunks: the
+ * calling thread, the only one, waits for them itself. */
 static bool slot_wait(struct stream *st, uint64_t k) {
   if (k < st->slots || atomic_load(&st->retired) > k - st->slots)
     return true;
   const uint64_t t0 = vkrt_now_ns();
+  if (!st->workers.helpers) {
+    for (uint64_t r = atomic_load(&st->retired); r <= k - st->slots; r++)
+      if (!retire_chunk(st, r))
+        break;
+    atomic_fetch_add(&st->wait_dma_ns, vkrt_now_ns() - t0);
+    return !atomic_load(&st->abort);
+  }
   pthread_mutex_lock(&st->lock);
   while (atomic_load(&st->retired) <= k - st->slots && !atomic_load(&st->abort)) {
     if (st->gather_active && st->gather_next < st->gather_tasks) {
@@ -319,37 +330,45 @@ static bool slot_wait(struct stream *st, uint64_t k) {
   return !atomic_load(&st->abort);
 }
 
+/* Waits for submitted chunk k's copies on every device and publishes `retired`; false
+ * (the load aborted) when a wait failed. */
+static bool retire_chunk(struct stream *st, uint64_t k) {
+  uint64_t value[VKRT_MAX_DEVICES];
+  pthread_mutex_lock(&st->lock);
+  memcpy(value, st->slot[k % st->slots].value, sizeof(value));
+  pthread_mutex_unlock(&st->lock);
+  for (uint32_t d = 0; d < st->sys->device_count; d++) {
+    if (!value[d])
+      continue;
+    struct vkrt_device *dev = st->dev[d].dev;
+    VkSemaphoreWaitInfo wait = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                .semaphoreCount = 1,
+                                .pSemaphores = &st->dev[d].timeline,
+                                .pValues = &value[d]};
+    VkResult r = dev->vk.vkWaitSemaphores(dev->handle, &wait, LOAD_TIMEOUT_NS);
+    if (r != VK_SUCCESS) {
+      fail_vk(st, d, r);
+      return false;
+    }
+  }
+  pthread_mutex_lock(&st->lock);
+  atomic_store(&st->retired, k + 1);
+  pthread_cond_broadcast(&st->cond);
+  pthread_mutex_unlock(&st->lock);
+  return true;
+}
+
 /* The retiring thread: waits for each submitted chunk's copies on every device, in order,
  * and publishes `retired` (the one thread of the load that waits in the driver). */
 static void retirer(struct stream *st) {
   for (uint64_t k = 0; k < st->chunk_count; k++) {
-    uint64_t value[VKRT_MAX_DEVICES];
     pthread_mutex_lock(&st->lock);
     while (st->submitted <= k && !st->finished && !atomic_load(&st->abort))
       pthread_cond_wait(&st->cond, &st->lock);
     const bool go = st->submitted > k && !atomic_load(&st->abort);
-    memcpy(value, st->slot[k % st->slots].value, sizeof(value));
     pthread_mutex_unlock(&st->lock);
-    if (!go)
+    if (!go || !retire_chunk(st, k))
       return;
-    for (uint32_t d = 0; d < st->sys->device_count; d++) {
-      if (!value[d])
-        continue;
-      struct vkrt_device *dev = st->dev[d].dev;
-      VkSemaphoreWaitInfo wait = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
-                                  .semaphoreCount = 1,
-                                  .pSemaphores = &st->dev[d].timeline,
-                                  .pValues = &value[d]};
-      VkResult r = dev->vk.vkWaitSemaphores(dev->handle, &wait, LOAD_TIMEOUT_NS);
-      if (r != VK_SUCCESS) {
-        fail_vk(st, d, r);
-        return;
-      }
-    }
-    pthread_mutex_lock(&st->lock);
-    atomic_store(&st->retired, k + 1);
-    pthread_cond_broadcast(&st->cond);
-    pthread_mutex_unlock(&st->lock);
   }
 }
 
@@ -1012,9 +1031,9 @@ vkrt_status vkrt_load_stream(struct vkrt_import_registry *reg, struct vkrt_load_
   if (s == VKRT_OK) {
     info->pinned_chunk_bytes = st->chunk_bytes;
     info->pinned_chunks = st->slots;
-    info->threads = st->threads + 1;
     info->setup_ns = vkrt_now_ns() - job->t0;
     vkrt_workers_init(&st->workers, st->threads, "vkrt-load");
+    info->threads = st->workers.helpers + 1; /* those that started */
     vkrt_workers_run(&st->workers, stream_part, st);
     vkrt_workers_finish(&st->workers);
     const uint64_t t_tail = vkrt_now_ns();

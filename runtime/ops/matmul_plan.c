@@ -20,17 +20,18 @@ bool vkrt_quant_rows_fill(const struct vkrt_caps *caps, uint32_t N, uint32_t row
  * with and without --activations f16, and --min-m 2 / --min-m 64 for both sides of the
  * crossover; CHANGELOG.md, 2026-12-04; K 4096 x N 14336 unless said). The quantized
  * crossovers are from the run with the several-column kernels (kernels/matvec_q_cols.comp):
- * - cooperative matrices: q8_0 M = 4 tiled 88.8 us against the matrix-vector kernels' 69.3,
- *   M = 5 89.1 against 129.2 (K 5120: M = 2 110.4 against 44.1, M = 4 108.5 against 80.8);
+ * - cooperative matrices: q8_0 M = 5 tiled 89.2 us against the matrix-vector kernels' 87.1,
+ *   M = 8 89.7 against 87.8 (K 5120: M = 2 109.5 against 44.2, M = 4 108.4 against 72.7);
  *   q4_K M = 8 91.5 against 89.6 (K 5120: 118.9 against 111.0), M = 12 (crossover.txt) 153.8
  *   on the matrix-vector kernels; f16 M = 8 70.8 and 98.1 in two runs against 88.9, M = 12
- *   99.2 against 127.3: tiled from M = 5 (q8_0), 9 (q4_K, f16). Tiles: 32 x 16 with 64-k
+ *   99.2 against 127.3: tiled from M = 9 (q8_0, q4_K: past the matrix-vector kernels' 8, by
+ *   2 % for q8_0 and q4_K at M = 8), 9 (f16). Tiles: 32 x 16 with 64-k
  *   steps up to M = 16 (q8_0 M = 12 91.4 us, 128 x 128 230.9), 128 x 32 with 64-k steps up to
  *   32 (f16 M = 32 87.3 us; q4_K 121.5, 64 x 32 115.1), 128 x 128 with 4 subgroups of 4 x 4
  *   accumulators and 32-k steps beyond (M = 512: f16 651 us, q8_0 626, q4_K 793; 8 subgroups
  *   of 4 x 4 (256 x 128): 577, 1199, 820). 128-k steps and two shared-memory buffers were
  *   slower on every shape (128 x 128 f16: 1016 us with two).
- * - portable: q8_0 M = 8 tiled 146.8 us against 130.9, q4_K 162.4 against 89.6 (K 5120:
+ * - portable: q8_0 M = 8 tiled 146.7 us against 87.8, q4_K 162.4 against 89.6 (K 5120:
  *   172.8 against 111.0); f16 M = 16 on the matrix-vector kernels 165.9, M = 24 tiled 165.6
  *   against 241.8: tiled from M = 9 (q8_0, q4_K: past the matrix-vector kernels' 8), 17
  *   (f16); f32 weights, twice f16's bytes for the matrix-vector kernels and the same tiles,
@@ -51,7 +52,6 @@ void vkrt_matmul_setup_init(const struct vkrt_caps *caps, struct vkrt_matmul_set
     out->min_m[0][VKRT_TYPE_F32] = 17;
     out->min_m[0][VKRT_TYPE_F16] = 17;
     out->min_m[1][VKRT_TYPE_F16] = 9;
-    out->min_m[1][VKRT_TYPE_Q8_0] = 5;
   }
   out->min_m[1][VKRT_TYPE_F32] = out->min_m[0][VKRT_TYPE_F32]; /* f32 w stays portable */
   static const struct vkrt_matmul_tile nv_portable[VKRT_MATMUL_SIZES] = {

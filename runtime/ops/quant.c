@@ -78,27 +78,35 @@ struct qmv_variant {
 };
 
 /* The multi-column kernels (kernels/matvec_q_cols.comp): w read once per pass for M = 2,
- * 3..4 and 5..8 columns (beyond: groups of 8 on grid y), `rows` rows per workgroup; the
- * prefetching variants take them for M > 1 (prefetch-rows-a: COLS_A, prefetch: COLS_B,
- * prefetch-deep: COLS_C). */
+ * 3..4 and 5..8 columns (beyond: groups of 8 on grid y), each with its rows per workgroup;
+ * the prefetching variants take them for M > 1 (prefetch-rows-a: COLS_A, prefetch: COLS_B,
+ * prefetch-deep: COLS_C), and Q8_0's kspace (COLS_B: x 16-byte aligned, rows at any
+ * alignment; the default where rows are not 16-byte aligned). Q8_0: kspace's units (4 rows) or the stream lanes on 16-byte pieces
+ * (_s4: 16 rows); the H200 (K 5120 x N 14336 unless said, CHANGELOG.md 2026-12-04) ran M = 2
+ * 44.2 us on kspace's units against 53.6 on the pieces, M = 4 80.9 against 72.7 (K 4096:
+ * 69.2 against 57.8), K 4096 M = 8 131.1 against 87.8 (8 rows a workgroup: 55.8, 77.8, 89.8).
+ * Q4_K: the stream lanes with 16 rows per workgroup (M = 2 / 4 / 8: 30.8 / 59.0 / 110.9 us;
+ * 8 rows 48.9 / 94.7 / 168.5, 4 rows 81.9 / 155.0 / 301.0). */
 enum { COLS_NONE, COLS_A, COLS_B, COLS_C, COLS_KINDS };
 struct qmv_cols {
   enum vkrt_ops_kernel k[3];
-  uint32_t rows;
+  uint32_t rows[3];
 };
 static const struct qmv_cols q8_0_cols[COLS_KINDS] = {
-  [COLS_A] = {{VKRT_OPS_MATVEC_Q8_0_COLS2, VKRT_OPS_MATVEC_Q8_0_COLS4, VKRT_OPS_MATVEC_Q8_0_COLS8}, 4},
-  [COLS_B] = {{VKRT_OPS_MATVEC_Q8_0_COLS2_R2, VKRT_OPS_MATVEC_Q8_0_COLS4_R2,
-               VKRT_OPS_MATVEC_Q8_0_COLS8_R2}, 2},
-  [COLS_C] = {{VKRT_OPS_MATVEC_Q8_0_COLS2_R8, VKRT_OPS_MATVEC_Q8_0_COLS4_R8,
-               VKRT_OPS_MATVEC_Q8_0_COLS8_R8}, 8},
+  [COLS_A] = {{VKRT_OPS_MATVEC_Q8_0_COLS2, VKRT_OPS_MATVEC_Q8_0_COLS4_S4,
+               VKRT_OPS_MATVEC_Q8_0_COLS8_S4}, {4, 16, 16}},
+  [COLS_B] = {{VKRT_OPS_MATVEC_Q8_0_COLS2, VKRT_OPS_MATVEC_Q8_0_COLS4,
+               VKRT_OPS_MATVEC_Q8_0_COLS8}, {4, 4, 4}},
+  [COLS_C] = {{VKRT_OPS_MATVEC_Q8_0_COLS2_S4, VKRT_OPS_MATVEC_Q8_0_COLS4_S4,
+               VKRT_OPS_MATVEC_Q8_0_COLS8_S4}, {16, 16, 16}},
 };
 static const struct qmv_cols q4_k_cols[COLS_KINDS] = {
-  [COLS_A] = {{VKRT_OPS_MATVEC_Q4_K_COLS2, VKRT_OPS_MATVEC_Q4_K_COLS4, VKRT_OPS_MATVEC_Q4_K_COLS8}, 16},
+  [COLS_A] = {{VKRT_OPS_MATVEC_Q4_K_COLS2, VKRT_OPS_MATVEC_Q4_K_COLS4,
+               VKRT_OPS_MATVEC_Q4_K_COLS8}, {16, 16, 16}},
   [COLS_B] = {{VKRT_OPS_MATVEC_Q4_K_COLS2_R2, VKRT_OPS_MATVEC_Q4_K_COLS4_R2,
-               VKRT_OPS_MATVEC_Q4_K_COLS8_R2}, 8},
+               VKRT_OPS_MATVEC_Q4_K_COLS8_R2}, {8, 8, 8}},
   [COLS_C] = {{VKRT_OPS_MATVEC_Q4_K_COLS2_R1, VKRT_OPS_MATVEC_Q4_K_COLS4_R1,
-               VKRT_OPS_MATVEC_Q4_K_COLS8_R1}, 4},
+               VKRT_OPS_MATVEC_Q4_K_COLS8_R1}, {4, 4, 4}},
 };
 
 /* The columns one multi-column kernel takes for M columns: 2, 4 or 8 (index 0, 1, 2). */
@@ -114,7 +122,7 @@ static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q8_0_LANEW, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 4, 2, QMV_LANEW},
   {VKRT_OPS_MATVEC_Q8_0_LANEW_R2, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 2, 2, QMV_LANEW},
   {VKRT_OPS_MATVEC_Q8_0_LANEW_R8, VKRT_OPS_MATVEC_Q8_0_LANEW_M8, 8, 2, QMV_LANEW},
-  {VKRT_OPS_MATVEC_Q8_0_KS, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_KSPACE},
+  {VKRT_OPS_MATVEC_Q8_0_KS, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_KSPACE, 0, COLS_B},
   {VKRT_OPS_MATVEC_Q8_0_KS_R4, VKRT_OPS_MATVEC_Q8_0_KS_M8, 4, 2, QMV_KSPACE},
   {VKRT_OPS_MATVEC_Q8_0_PREFETCH, VKRT_OPS_MATVEC_Q8_0_KS_M8, 2, 2, QMV_VEC16, 0, COLS_B},
   {VKRT_OPS_MATVEC_Q8_0_PREFETCH_R4, VKRT_OPS_MATVEC_Q8_0_KS_M8, 4, 2, QMV_VEC16, 16, COLS_A},
@@ -288,7 +296,7 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   enum vkrt_ops_kernel k = vkrt_quant_variant_kernel(w.type, chosen, M);
   uint32_t rows = M == 1 ? v->rows_m1 : v->rows_m8, mt = M == 1 ? 1 : 8;
   if (M > 1 && v->cols) {
-    rows = (q8 ? q8_0_cols : q4_k_cols)[v->cols].rows;
+    rows = (q8 ? q8_0_cols : q4_k_cols)[v->cols].rows[cols_index(M)];
     mt = 2u << cols_index(M);
   }
   const struct vkrt_ops_pipeline *p;

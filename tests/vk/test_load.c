@@ -7,16 +7,50 @@
  * and upload counters) as well as the bytes; each needed byte is read once; bad ranges, a
  * file truncated mid-load and every failing allocation of a load fail cleanly with nothing
  * leaked (counting allocator, pinned memory, imported chunks) and nothing written by a
- * refused call; progress is monotone and complete; AUTO sees a warm file and a cold one. */
+ * refused call; progress is monotone and complete; AUTO sees a warm file and a cold one; a
+ * load whose helper threads cannot start completes on the calling thread alone. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "../common/vk_test.h"
 #include "vkrt/vkrt_lab.h"
+
+/* pthread_create refused (EAGAIN) while refuse_threads is set, so a load's helper threads
+ * cannot start; the real one otherwise. Not under the sanitizers, whose own pthread_create
+ * this would hide. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define REFUSE_THREADS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define REFUSE_THREADS 0
+#endif
+#endif
+#ifndef REFUSE_THREADS
+#define REFUSE_THREADS 1
+static atomic_bool refuse_threads;
+int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
+                   void *arg) {
+  if (atomic_load(&refuse_threads))
+    return EAGAIN;
+  int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+  *(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+  return real ? real(thread, attr, fn, arg) : ENOSYS;
+}
+#endif
+static void refuse_threads_set(bool on) {
+#if REFUSE_THREADS
+  atomic_store(&refuse_threads, on);
+#else
+  (void)on;
+#endif
+}
 
 #define KIB (1u << 10)
 #define MIB (1u << 20)
@@ -358,9 +392,9 @@ static void test_gather(void **state) {
   file_destroy(&f);
 }
 
-/* Every device loads the whole file: it is read once, not once per device. */
-static void test_read_once(void **state) {
-  (void)state;
+/* The whole file read into a poisoned buffer on every device (pthread_create refused during
+ * the load when `no_threads`); the bytes on every device checked, nothing left over. */
+static vkrt_load_info whole_file_everywhere(bool no_threads) {
   struct test_file f;
   file_fresh(&f);
   const struct run_opts plain = {0};
@@ -368,16 +402,21 @@ static void test_read_once(void **state) {
   const uint32_t n = vkrt_device_count(app);
   vkrt_buffer *buf[VKRT_MAX_DEVICES] = {0};
   vkrt_load_range r[VKRT_MAX_DEVICES];
+  uint8_t *got = malloc(f.size);
+  assert_non_null(got);
+  vkt_poison(got, f.size);
   for (uint32_t d = 0; d < n; d++) {
     vkt_check(app, vkrt_buffer_create(app, d, f.size, VKRT_BUFFER_DEVICE_LOCAL, &buf[d]));
+    vkt_check(app, vkrt_upload(buf[d], 0, got, f.size));
     r[d] = (vkrt_load_range){.file_offset = 0, .size = f.size, .dst = buf[d]};
   }
   vkrt_load_info info;
-  vkt_check(app, vkrt_load_file(app, f.path, -1, r, n, VKRT_LOAD_PATH_READ, NULL, NULL, &info));
+  refuse_threads_set(no_threads);
+  vkrt_status s = vkrt_load_file(app, f.path, -1, r, n, VKRT_LOAD_PATH_READ, NULL, NULL, &info);
+  refuse_threads_set(false);
+  vkt_check(app, s);
   assert_int_equal(info.bytes, (uint64_t)f.size * n);
   assert_int_equal(info.read_bytes, (f.size + 4095) / 4096 * 4096);
-  uint8_t *got = malloc(f.size);
-  assert_non_null(got);
   for (uint32_t d = 0; d < n; d++) {
     memset(got, 0x5a, f.size);
     vkt_check(app, vkrt_download(got, buf[d], 0, f.size));
@@ -388,6 +427,24 @@ static void test_read_once(void **state) {
   expect_released(app);
   vkt_close(app);
   file_destroy(&f);
+  return info;
+}
+
+/* Every device loads the whole file: it is read once, not once per device. */
+static void test_read_once(void **state) {
+  (void)state;
+  whole_file_everywhere(false);
+}
+
+/* No helper thread of the load starts (pthread_create refused): the calling thread reads,
+ * submits and waits for the chunks to retire itself, round the small ring several times. */
+static void test_no_helper_threads(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_LAB) || !REFUSE_THREADS);
+  vkrt_load_info info = whole_file_everywhere(true);
+  assert_int_equal(info.threads, 1);
+  assert_int_equal(info.pinned_chunks, SMALL_CHUNKS);
+  assert_true(info.chunk_fills > 2 * info.pinned_chunks); /* the ring went round */
 }
 
 /* O_DIRECT into the pinned chunks: aligned reads, the padding never reaches a device. */
@@ -654,6 +711,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_every_path),
       cmocka_unit_test(test_gather),
       cmocka_unit_test(test_read_once),
+      cmocka_unit_test(test_no_helper_threads),
       cmocka_unit_test(test_direct),
       cmocka_unit_test(test_auto_choice),
       cmocka_unit_test(test_bad_ranges),

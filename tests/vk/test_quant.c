@@ -332,6 +332,7 @@ static void test_quant_matmul(void **state) {
       {8 * B, 13, 2, 1, 1, 0, 0, 0, 0, SCALE_NORMAL},
       {2 * B, 11, 8, 1, 1, 1, 2, 8, 0, SCALE_NORMAL},
       {8 * B, 7, 5, 1, 2, 0, 0, 0, 0, SCALE_EXTREME},
+      {3 * B, 7, 4, 1, 1, 1, 2, 0, 0, SCALE_NORMAL},  /* Q8_0 rows off 16 bytes, x aligned */
       {4 * B, 9, 17, 1, 1, 0, 0, 0, 0, SCALE_NORMAL},
       {8 * B, 21, 33, 1, 1, 0, 0, 0, 0, SCALE_NORMAL},
     };
@@ -359,6 +360,11 @@ static void test_quant_matmul(void **state) {
       /* rows long enough for several units per invocation (the prefetching kernels carry the
        * next unit's words from one step to the next) */
       struct mm_case longer = {(wt == VKRT_TYPE_Q8_0 ? 264 : 40) * B, 5, 1, 1, 1, 0, 0, 0, v, SCALE_NORMAL};
+      run_quant_matmul(app, wt, &longer);
+      /* the same with 6 columns (M > 1 kernels carry the next unit too), batches on w */
+      longer.M = 6;
+      longer.w2 = 2;
+      longer.b2 = 2;
       run_quant_matmul(app, wt, &longer);
     }
     {

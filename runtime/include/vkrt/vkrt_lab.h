@@ -377,14 +377,16 @@ typedef struct vkrt_lab_import {
 } vkrt_lab_import;
 
 vkrt_status vkrt_lab_import_get(const vkrt_appliance *appliance, vkrt_lab_import *out);
-/* The pinned-chunk file loads (vkrt_load_file's read, direct and memcpy paths): reading
+/* The pinned-chunk file loads (vkrt_load_file's read, direct and memcpy paths): helper
  * threads, one chunk's file bytes, chunks in the ring, one read (pread or memcpy), and the
  * row width below which rows of a strided range are packed by the host into one DMA region
  * per chunk (no_gather: never; each row is then its own region). 0 in a field: the default
  * (Kconfig; threads: one per online CPU but the caller's, one of them waiting for the chunks
- * to retire and the others reading; block: 4 MiB; gather: below 64 KiB). set checks the
- * values (chunk and block multiples of 4 KiB, block <= chunk) and applies them to the loads
- * that start after it; get gives the values a load would use now. */
+ * to retire and the others reading; chunk: CONFIG_VKRT_LOAD_CHUNK_KB, on the direct path
+ * CONFIG_VKRT_LOAD_DIRECT_CHUNK_KB; block: an eighth of the chunk, at most 4 MiB; gather:
+ * below 64 KiB). set checks the values (chunk and block multiples of 4 KiB, block <= chunk)
+ * and applies them to the loads that start after it; get gives the values a read or memcpy
+ * load would use now. */
 typedef struct vkrt_lab_load {
   uint32_t threads;
   uint64_t chunk_bytes;
