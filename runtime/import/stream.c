@@ -86,8 +86,8 @@ struct sdev {
   VkDeviceMemory slot_memory[VKRT_LOAD_MAX_CHUNKS];
   struct vkrt_buffer *host_slot[VKRT_LOAD_MAX_CHUNKS]; /* host_copy: its own chunks */
   bool open;                       /* cmd of the current slot being recorded */
-  bool pack;                       /* narrow rows packed by the host (else the copy engine
-                                      gathers them: one region per row) */
+  bool pack;                       /* narrow rows packed by the host (else one DMA region
+                                      per row, read where the file has it) */
   VkBuffer src, dst;
   uint32_t batch_count, batch_cap;
   VkBufferCopy *batch;             /* the regions of one vkCmdCopyBuffer (one destination) */
@@ -532,8 +532,8 @@ static void emit(struct stream *st, uint32_t s, const vkrt_load_range *r, uint64
     sd->dst = r->dst->handle;
   }
   /* A narrow row of a strided range: on a device that packs, moved after the chunk by the
-   * host, so the rows of one range leave as one region; elsewhere left where the file has
-   * it, one region of its own (the copy engine gathers). */
+   * host, so the rows of one range leave as one region; elsewhere (no_gather, host-visible
+   * chunks) left where the file has it, one region of its own. */
   const bool narrow = narrow_rows(r, st->gather_below);
   if (narrow && sd->pack && !sd->host_copy && sl->gather_used + n <= st->gather_bytes &&
       sl->gather_count < st->gather_bytes / 1024 * LOAD_GATHER_PER_KIB) {
