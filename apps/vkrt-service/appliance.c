@@ -8,13 +8,14 @@
 #if IS_ENABLED(CONFIG_VKRT_LAB)
 #include "vkrt/vkrt_lab.h"
 
-/* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK] into the lab's load knobs (0: the board's);
- * sizes take K, M or G. */
+/* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK[,PACK]] into the lab's load knobs (0: the board's;
+ * PACK: rows of strided ranges narrower than PACK bytes packed by the host, 1: none); sizes
+ * take K, M or G. */
 static int load_knobs_set(vkrt_appliance *app, const char *text) {
-  uint64_t v[4] = {0, 0, 0, 0};
+  uint64_t v[5] = {0, 0, 0, 0, 0};
   int n = 0;
   bool ok = true, done = false;
-  for (const char *p = text; ok && !done && n < 4; n++) {
+  for (const char *p = text; ok && !done && n < 5; n++) {
     char *end = NULL;
     const unsigned long long x = strtoull(p, &end, 10);
     const char u = *end;
@@ -27,13 +28,16 @@ static int load_knobs_set(vkrt_appliance *app, const char *text) {
   }
   vkrt_lab_load k = {0};
   if (!ok || !done || n < 3 || vkrt_lab_load_get(app, &k) != VKRT_OK) {
-    fprintf(stderr, "vkrt-service: --load-knobs %s: want THREADS,CHUNK,CHUNKS[,BLOCK]\n", text);
+    fprintf(stderr, "vkrt-service: --load-knobs %s: want THREADS,CHUNK,CHUNKS[,BLOCK[,PACK]]\n",
+            text);
     return EXIT_USAGE;
   }
   k.threads = (uint32_t)v[0];
   k.chunk_bytes = v[1];
   k.chunks = (uint32_t)v[2];
   k.block_bytes = v[3];
+  k.gather_below = v[4];
+  k.no_gather = false;
   if (vkrt_lab_load_set(app, &k) != VKRT_OK) {
     fprintf(stderr, "vkrt-service: --load-knobs %s: %s\n", text, vkrt_last_error(app));
     return EXIT_USAGE;

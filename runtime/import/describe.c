@@ -79,8 +79,10 @@ size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_imp
                   PRIu64 " KiB in flight (a ring the last-level cache holds) read in blocks of %"
                   PRIu64 " KiB, O_DIRECT %u of %" PRIu64 " KiB in blocks of %" PRIu64 " KiB; %u "
                   "threads (one retires chunks, the others read); rows under %" PRIu64 " bytes "
-                  "packed for the DMA%s", k.chunks, k.chunk_bytes >> 10, k.block_bytes >> 10,
-                  kd.chunks, kd.chunk_bytes >> 10, kd.block_bytes >> 10, k.threads, k.gather_below,
+                  "%s%s", k.chunks, k.chunk_bytes >> 10, k.block_bytes >> 10,
+                  kd.chunks, kd.chunk_bytes >> 10, kd.block_bytes >> 10, k.threads,
+                  k.gather_below,
+                  k.no_gather ? "one DMA region each" : "packed by the host for the DMA",
                   !usable || policy == VKRT_IMPORT_POLICY_STAGING_ONLY
                       ? "; this device imports no host memory: host-visible chunks of its own, "
                         "a memcpy after each read"

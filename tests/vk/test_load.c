@@ -263,6 +263,12 @@ static bool imports(const struct run_opts *ro, uint32_t d) {
   return !hidden && ro->policy_plus_one != 1 + VKRT_IMPORT_POLICY_STAGING_ONLY;
 }
 
+/* Whether device d's narrow rows are packed by the host: it imports and the knobs do not
+ * say no_gather. */
+static bool packs(const struct run_opts *ro, uint32_t d) {
+  return imports(ro, d) && !(ro->no_gather && IS_ENABLED(CONFIG_VKRT_LAB));
+}
+
 /* One forced path: the bytes on every device, the path each device reports, the copies the
  * upload counters saw, the progress, the structure of the pinned-chunk paths. */
 static vkrt_load_info run_path(const struct test_file *f, const struct run_opts *ro,
@@ -318,11 +324,14 @@ static vkrt_load_info run_path(const struct test_file *f, const struct run_opts 
       assert_int_equal(info.pinned_chunks, SMALL_CHUNKS);
       assert_true(info.chunk_fills > 2 * info.pinned_chunks); /* the ring went round */
     }
-    /* The split weight's narrow rows were packed by the host, for importing devices only. */
+    /* The split weight's narrow rows: packed by the host for importing devices, one DMA
+     * region per row (left where the file has them in the chunk) everywhere else. */
     uint64_t gathered = 0;
-    for (uint32_t d = 0; d < n && !(ro->no_gather && IS_ENABLED(CONFIG_VKRT_LAB)); d++)
-      gathered += imports(ro, d) ? SPLIT_PITCH / n * SPLIT_ROWS : 0;
+    for (uint32_t d = 0; d < n; d++)
+      gathered += packs(ro, d) ? SPLIT_PITCH / n * SPLIT_ROWS : 0;
     assert_int_equal(info.gathered_bytes, gathered);
+    assert_int_equal(info.row_region_bytes, SPLIT_PITCH / n * SPLIT_ROWS * n - gathered);
+    assert_true(info.copies >= info.chunk_fills);
   }
   expect_buffers(app, f, &p, true);
   expect_released(app);
@@ -364,7 +373,9 @@ static void test_every_path(void **state) {
 }
 
 /* The narrow rows of a split weight: packed by the host, they leave in far fewer DMA
- * regions than one per row; unpacked, one region per row at least. */
+ * regions than one per row; left in the chunk (no_gather), one region per row at least,
+ * every one of their bytes counted as such (run_path), and the same bytes on every
+ * device. */
 static void test_gather(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_LAB)); /* packing is on without the lab's knobs */
@@ -374,6 +385,9 @@ static void test_gather(void **state) {
   vkrt_load_info a = run_path(&f, &packed, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
   vkrt_load_info b = run_path(&f, &rows, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
   assert_true(b.copies >= SPLIT_ROWS);
+  assert_true(b.row_region_bytes >= SPLIT_PITCH / 2 * SPLIT_ROWS);
+  assert_int_equal(b.gathered_bytes, 0);
+  assert_true(a.gathered_bytes >= SPLIT_PITCH / 2 * SPLIT_ROWS);
   assert_true(a.copies + SPLIT_ROWS / 2 < b.copies);
   file_destroy(&f);
 }
@@ -605,11 +619,12 @@ static void test_truncated_while_loading(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_LAB)); /* the board's chunks hold the file whole */
   uint64_t seed = vkt_seed(0);
-  for (int direct = 0; direct < 2; direct++) {
+  for (int run = 0; run < 4; run++) { /* read, direct; narrow rows packed, then not */
+    const int direct = run & 1;
     struct test_file f;
     file_create(&f, FILE_SIZE, &seed);
     vkt_counting counting;
-    const struct run_opts plain = {0};
+    const struct run_opts plain = {.no_gather = run >= 2};
     vkrt_appliance *app = open_with(&plain, &counting);
     struct plan p;
     plan_make(app, &f, &p);

@@ -249,13 +249,15 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
     printf("%s\n    {\"path\": \"%s\", \"took\": \"%s\", \"cache\": \"%s\", \"resident\": %.3f, "
            "\"gbps\": %.3f, \"vs_pinned\": %.3f, \"vs_direct_read\": %.3f, \"threads\": %u, "
            "\"chunk_bytes\": %" PRIu64 ", \"chunks\": %u, \"chunk_fills\": %u, \"dma_regions\": %"
-           PRIu64 ", \"packed_bytes\": %" PRIu64 ", \"read_bytes\": %" PRIu64 ", \"setup_ms\": "
-           "%.3f, \"read_busy\": %.3f, \"wait_dma_ms\": %.3f, \"wait_read_ms\": %.3f, "
+           PRIu64 ", \"packed_bytes\": %" PRIu64 ", \"row_region_bytes\": %" PRIu64 ", "
+           "\"read_bytes\": %" PRIu64 ", \"setup_ms\": %.3f, \"import_ms\": %.3f, \"read_busy\": "
+           "%.3f, \"wait_dma_ms\": %.3f, \"wait_read_ms\": %.3f, "
            "\"tail_ms\": %.3f}", first ? "" : ",", vkrt_load_path_str(p),
            vkrt_load_path_str(info->path[0]), cold ? "cold" : "warm", info->resident, best,
            y->pinned > 0 ? best / y->pinned : 0, dd > 0 ? best / dd : 0, info->threads,
            info->pinned_chunk_bytes, info->pinned_chunks, info->chunk_fills, info->copies,
-           info->gathered_bytes, info->read_bytes, (double)info->setup_ns * ms, busy,
+           info->gathered_bytes, info->row_region_bytes, info->read_bytes,
+           (double)info->setup_ns * ms, (double)info->import_ns * ms, busy,
            (double)info->wait_dma_ns * ms, (double)info->wait_read_ns * ms,
            (double)info->tail_ns * ms);
     return;
@@ -272,10 +274,13 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
   }
   if (info->pinned_chunks)
     printf("         %u threads, %u fills of %" PRIu64 " KiB (ring of %u), %" PRIu64 " DMA "
-           "regions, %.1f MiB packed; setup %.1f ms, readers busy %.0f%%, waits for the DMA %.1f "
-           "ms (summed), for reads %.1f ms, tail %.1f ms\n", info->threads, info->chunk_fills,
-           info->pinned_chunk_bytes >> 10, info->pinned_chunks, info->copies,
-           (double)info->gathered_bytes / (1 << 20), (double)info->setup_ns * ms, busy * 100,
+           "regions, %.1f MiB packed, %.1f MiB of narrow rows in regions of their own; setup %.1f "
+           "ms (page-cache check %.1f), chunk imports %.1f ms, readers busy %.0f%%, waits for the "
+           "DMA %.1f ms (summed), for reads %.1f ms, tail %.1f ms\n", info->threads,
+           info->chunk_fills, info->pinned_chunk_bytes >> 10, info->pinned_chunks, info->copies,
+           (double)info->gathered_bytes / (1 << 20), (double)info->row_region_bytes / (1 << 20),
+           (double)info->setup_ns * ms, (double)info->resident_ns * ms,
+           (double)info->import_ns * ms, busy * 100,
            (double)info->wait_dma_ns * ms, (double)info->wait_read_ns * ms,
            (double)info->tail_ns * ms);
   printf("         why: %s\n", info->reason[0]);
@@ -344,8 +349,9 @@ static int run(const struct load_opts *o) {
            y.host_read, y.pinned, y.pinned_huge, y.host_threads, y.pinned_busy);
   if (ranges && !o->json && IS_ENABLED(CONFIG_VKRT_LAB))
     printf("  knobs: %u threads (one retires chunks), chunks of %" PRIu64 " KiB x %u, blocks of %" PRIu64
-           " KiB, rows under %" PRIu64 " bytes packed\n", k.threads, k.chunk_bytes >> 10,
-           k.chunks, k.block_bytes >> 10, k.gather_below);
+           " KiB, rows under %" PRIu64 " bytes %s\n", k.threads, k.chunk_bytes >> 10,
+           k.chunks, k.block_bytes >> 10, k.gather_below,
+           k.no_gather ? "one DMA region each (--no-gather)" : "packed by the host");
   bool first = true;
   for (int cold = 0; ranges && cold < (can_drop ? 2 : 1) && rc == 0; cold++) {
     for (vkrt_load_path p = VKRT_LOAD_PATH_AUTO; p < VKRT_LOAD_PATH_COUNT && rc == 0; p++) {

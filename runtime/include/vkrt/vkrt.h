@@ -367,6 +367,11 @@ typedef struct vkrt_load_info {
   uint64_t wait_read_ns;   /* the submitting thread waiting for a chunk's reads (large: the
                               reads are the bottleneck) */
   uint64_t tail_ns;        /* from the last submit until every device's copies retired */
+  uint64_t row_region_bytes; /* bytes of narrow rows left in the chunk where the file has
+                                them, one DMA region per row (not packed) */
+  uint64_t resident_ns;    /* in setup_ns: measuring the page cache's share of the file */
+  uint64_t import_ns;      /* importing the pinned chunks into the devices (the first in
+                              setup_ns, the others on their first use) */
 } vkrt_load_info;
 
 /* Loads ranges of the file at `path` (or of `fd` when path is NULL; it is only read with
