@@ -39,6 +39,7 @@ layout(push_constant) uniform Push {
   uint x_offset, x_col, x_stride2, x_stride3;                  // elements
   uint d_offset, d_stride0, d_col, d_stride2, d_stride3;       // elements
   uint ne2, r2, r3;
+  uint accumulate;          // 1: dst += the product (vkrt_op_matmul_add)
   uint base_x, base_y, base_z;
 } pc;
 
@@ -50,7 +51,7 @@ layout(std430, set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
 #define KPB 256u
 #endif
 layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer D { float d[]; };
+layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 
 shared uvec4 qx[KMAX / 16u]; // x as int8, 16 per entry
 shared float dx[KMAX / 32u]; // the scale of each 32
@@ -161,7 +162,8 @@ void main() {
       float s = 0.0;
       for (uint i = 0u; i < TPR; i++)
         s += red[tid * TPR + i];
-      d[pc.d_offset + (g * RG + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3] = s;
+      uint at = pc.d_offset + (g * RG + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
+      d[at] = pc.accumulate != 0u ? d[at] + s : s;
     }
     barrier();
   }

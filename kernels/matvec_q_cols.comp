@@ -33,6 +33,7 @@ layout(push_constant) uniform Push {
   uint x_offset, x_col, x_stride2, x_stride3;                  // elements
   uint d_offset, d_stride0, d_col, d_stride2, d_stride3;       // elements
   uint ne2, r2, r3;
+  uint accumulate;          // 1: dst += the product (vkrt_op_matmul_add)
   uint base_x, base_y, base_z;
 } pc;
 
@@ -88,7 +89,7 @@ layout(std430, set = 0, binding = 1) readonly buffer X { vec2 x2[]; };
 layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 #define XSHIFT 2u // x indices in vec4
 #endif
-layout(std430, set = 0, binding = 2) writeonly buffer D { float d[]; };
+layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 
 #ifdef KSPACE
 // the four int8 quants of word v
@@ -159,8 +160,9 @@ void main() {
       float s = 0.0;
       for (uint j = 0u; j < gl_NumSubgroups; j++)
         s += partial[i][j];
-      d[pc.d_offset + (row0 + r) * pc.d_stride0 + (col0 + c) * pc.d_col + i2 * pc.d_stride2 +
-        i3 * pc.d_stride3] = s;
+      uint at = pc.d_offset + (row0 + r) * pc.d_stride0 + (col0 + c) * pc.d_col +
+               i2 * pc.d_stride2 + i3 * pc.d_stride3;
+      d[at] = pc.accumulate != 0u ? d[at] + s : s;
     }
   }
 #else
@@ -288,8 +290,9 @@ void main() {
       float s = 0.0;
       for (uint j = 0u; j < WARPS * 8u; j++)
         s += red[j][i];
-      d[pc.d_offset + (row0 + r) * pc.d_stride0 + (col0 + c) * pc.d_col + i2 * pc.d_stride2 +
-        i3 * pc.d_stride3] = s;
+      uint at = pc.d_offset + (row0 + r) * pc.d_stride0 + (col0 + c) * pc.d_col +
+               i2 * pc.d_stride2 + i3 * pc.d_stride3;
+      d[at] = pc.accumulate != 0u ? d[at] + s : s;
     }
   }
 #endif

@@ -61,6 +61,7 @@ layout(push_constant) uniform Push {
   uint x_offset, x_col, x_stride2, x_stride3;                  // elements
   uint d_offset, d_stride0, d_col, d_stride2, d_stride3;       // elements
   uint ne2, r2, r3;
+  uint accumulate;          // 1: dst += the product (vkrt_op_matmul_add)
   uint base_x, base_y, base_z;
 } pc;
 
@@ -70,7 +71,7 @@ layout(std430, set = 0, binding = 1) readonly buffer X { vec2 x2[]; };
 #else
 layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 #endif
-layout(std430, set = 0, binding = 2) writeonly buffer D { float d[]; };
+layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 #ifdef Q8_0
 layout(std430, set = 0, binding = 3) readonly buffer W { uint w[]; };
 #endif
@@ -291,6 +292,7 @@ void main() {
     float s = 0.0;
     for (uint i = 0u; i < WARPS * 8u; i++)
       s += red[i][tid];
-    d[pc.d_offset + (row0 + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3] = s;
+    uint at = pc.d_offset + (row0 + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
+    d[at] = pc.accumulate != 0u ? d[at] + s : s;
   }
 }

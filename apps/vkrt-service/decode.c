@@ -8,14 +8,8 @@
 #include "../../tools/hosts.h"
 #include "service.h"
 
-/* One rank: x += W_down h in one dispatch (vkrt_op_matmul_add) where ffn_down's type allows
- * it; quantized weights take vkrt_op_matmul only (then a matmul into y and an add). */
-bool fused_residual(const struct gguf_mlp *m, uint32_t layer) {
-  return vkrt_type_block(m->down[layer]->type) == 1;
-}
-
 /* Layer l on every device: g = W_gate x, u = W_up x, g = silu(g) * u, y = W_down g, then
- * x += allreduce(y) (one rank with f32/f16 ffn_down: x += W_down g in one dispatch). */
+ * x += allreduce(y) (one rank: x += W_down g in one dispatch, vkrt_op_matmul_add). */
 static int record_layer(struct service *s, uint32_t l) {
   vkrt_appliance *app = s->app;
   const struct gguf_mlp *m = s->mlp;
@@ -35,14 +29,14 @@ static int record_layer(struct service *s, uint32_t l) {
     CHECK(vkrt_op_matmul(&g, &gw, &x));
     CHECK(vkrt_op_matmul(&u, &uw, &x));
     CHECK(vkrt_op_swiglu(&g, &g, &u));
-    if (ranks == 1 && fused_residual(m, l)) { /* the residual add rides on the down matmul */
+    if (ranks == 1) { /* the residual add rides on the down matmul */
       CHECK(vkrt_op_matmul_add(&x, &dw, &g));
       continue;
     }
     CHECK(vkrt_op_matmul(&y, &dw, &g));
     ar.send[d] = ar.recv[d] = ds->y;
   }
-  if (ranks == 1 && fused_residual(m, l))
+  if (ranks == 1)
     return 0;
   if (ranks > 1)
     CHECK(vkrt_allreduce(app, &ar));

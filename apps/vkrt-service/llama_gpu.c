@@ -63,7 +63,7 @@ struct gpu_device {
   vkrt_buffer *tok_embd, *output_norm;
   vkrt_buffer *output;           /* this rank's output-head rows (tok_embd itself when tied) */
   uint64_t output_offset;        /* bytes: where they start in `output` */
-  vkrt_buffer *x, *xn, *q, *k, *v, *att, *y, *g, *u;
+  vkrt_buffer *x, *xn, *q, *k, *v, *att, *g, *u;
   vkrt_buffer *logits_part;      /* ranks > 1: n_vocab per row, zero outside this rank's rows */
   vkrt_buffer *logits;           /* n_vocab per row of the head */
   struct gpu_steps st[2];        /* [0] a token's, [1] the prompt pass's (when ubatch > 0) */
@@ -277,7 +277,7 @@ static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
   }
   uint64_t E = hp->n_embd;
   if ((s = activation(g, d, E, &dv->x)) || (s = activation(g, d, E, &dv->xn)) ||
-      (s = activation(g, d, E, &dv->y)) || (s = activation(g, d, sp->n_head * hd, &dv->q)) ||
+      (s = activation(g, d, sp->n_head * hd, &dv->q)) ||
       (s = activation(g, d, sp->n_head * hd, &dv->att)) ||
       (s = activation(g, d, sp->n_head_kv * hd, &dv->k)) ||
       (s = activation(g, d, sp->n_head_kv * hd, &dv->v)) ||
@@ -382,7 +382,7 @@ void llama_gpu_free(struct llama_gpu *g) {
     if (dv->output != dv->tok_embd)
       vkrt_buffer_destroy(dv->output);
     vkrt_buffer *bufs[] = {dv->tok_embd, dv->output_norm, dv->x, dv->xn, dv->q, dv->k,
-                           dv->v, dv->att, dv->y, dv->g, dv->u, dv->logits_part,
+                           dv->v, dv->att, dv->g, dv->u, dv->logits_part,
                            dv->logits, dv->st[0].step, dv->st[0].step_host,
                            dv->st[0].out_host, dv->st[1].step, dv->st[1].step_host,
                            dv->st[1].out_host};
@@ -439,12 +439,9 @@ static vkrt_tensor step_i32(const struct llama_gpu *g, const struct gpu_device *
                                 VKRT_TYPE_I32, count, 1, 1, 1);
 }
 
-/* vkrt_op_matmul_add (x += W h in one dispatch) takes f32/f16 weights. */
-static bool fuses_residual(vkrt_type w) { return vkrt_type_block(w) == 1; }
-
 /* x += W h on every device for the pass's columns, W each rank's columns. The allreduce adds
  * the ranks' partial products in place in x: global rank 0 contributes x + W_0 h (one
- * vkrt_op_matmul_add where the type allows, else a matmul and an add), every other rank W_r h
+ * vkrt_op_matmul_add), every other rank W_r h
  * written over its x (the same x, so no rank loses anything), and every rank gets the same
  * sum, bit for bit. */
 static vkrt_status residual(struct llama_gpu *g, uint32_t l, bool ffn, const struct pass *ps) {
@@ -458,15 +455,10 @@ static vkrt_status residual(struct llama_gpu *g, uint32_t l, bool ffn, const str
                                            wt->type, k, hp->n_embd, 1, 1);
     vkrt_tensor h = cols_f32(ffn ? dv->g : dv->att, k, 0, ps->n);
     vkrt_tensor x = cols_f32(dv->x, hp->n_embd, 0, ps->n);
-    vkrt_tensor y = cols_f32(dv->y, hp->n_embd, 0, ps->n);
-    const vkrt_tensor *srcs[2] = {&x, &y};
     if (g->p.first_rank + d != 0) {
       OP(d, ffn ? "ffn_down" : "attn_output", vkrt_op_matmul(&x, &w, &h));
-    } else if (fuses_residual(wt->type)) {
-      OP(d, ffn ? "ffn_down + residual" : "attn_output + residual", vkrt_op_matmul_add(&x, &w, &h));
     } else {
-      OP(d, ffn ? "ffn_down" : "attn_output", vkrt_op_matmul(&y, &w, &h));
-      OP(d, "residual add", vkrt_op_add(&x, srcs, 2));
+      OP(d, ffn ? "ffn_down + residual" : "attn_output + residual", vkrt_op_matmul_add(&x, &w, &h));
     }
     ar.send[d] = ar.recv[d] = dv->x;
   }
@@ -717,13 +709,9 @@ uint64_t llama_gpu_kv_bytes(const struct llama_gpu *g, uint32_t kv_len) {
 uint32_t llama_gpu_ops_per_token(const struct llama_gpu *g) {
   const struct llama_model *m = g->m;
   /* step copy, get_rows; per layer norm, q/k/v, 2 rope, 2 set_rows, attention, norm,
-   * gate, up, swiglu and each residual (matmul + add, or one fused matmul_add); norm, head,
-   * argmax, the argmax copy (+ the logits copy) */
-  uint32_t ops = 2 + 5;
-  for (uint32_t l = 0; l < m->hp.n_layer; l++)
-    ops += 13 + (fuses_residual(m->layer[l].wo->type) ? 1 : 2) +
-           (fuses_residual(m->layer[l].ffn_down->type) ? 1 : 2);
-  return ops;
+   * gate, up, swiglu and the two residuals (one matmul_add each); norm, head, argmax, the
+   * argmax copy (+ the logits copy) */
+  return 2 + 5 + 15 * m->hp.n_layer;
 }
 
 uint64_t llama_gpu_uploaded(const struct llama_gpu *g) {

@@ -175,7 +175,6 @@ void shards_load_json(const struct service *s);
 int shards_measure_copy(struct service *s);
 
 /* decode.c */
-bool fused_residual(const struct gguf_mlp *m, uint32_t layer);
 int decode_run(struct service *s, struct decode *dc);
 void decode_free(struct decode *dc);
 

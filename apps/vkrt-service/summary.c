@@ -31,9 +31,8 @@ static struct timing print_timing(const struct service *s, struct decode *dc) {
          s->copy_bw * 1e-9);
   double np = dc->profiled ? (double)dc->profiled : 1;
   const double *prof = dc->prof;
-  uint32_t ops_per_token = 1; /* the input copy; per layer gate, up, swiglu, down (+ add) */
-  for (uint32_t l = 0; l < m->layers; l++)
-    ops_per_token += s->ranks == 1 && fused_residual(m, l) ? 4 : 5;
+  /* the input copy; per layer gate, up, swiglu, down (+ add after the allreduce) */
+  uint32_t ops_per_token = 1 + m->layers * (s->ranks == 1 ? 4 : 5);
   printf("vkrt-service: per token (mean of tokens 2..): input %.1f us, record %.1f us (%u ops "
          "per device), submit %.1f us, wait %.1f us\n", prof[0] / np * 1e6, prof[1] / np * 1e6,
          ops_per_token, prof[2] / np * 1e6, prof[3] / np * 1e6);

@@ -370,10 +370,6 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   uint32_t M = x->ne[1];
   bool past = w.type < VKRT_TYPE_COUNT && tiled_pick(dev, w.type, M).tiled;
   if (w.block > 1) { /* quantized weights: matrix-vector kernels in quant.c */
-    if (accumulate)
-      return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                        "vkrt_op_matmul_add: %s weights take vkrt_op_matmul only",
-                        vkrt_type_str(w.type));
     const char *refusal = NULL;
     if (force != 1 && (force == 2 || past)) {
       refusal = tiled_refusal(dev, &w);
@@ -382,13 +378,13 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
       if (!refusal && x->stride[0] != 1 && x->ne[0] > 1)
         refusal = "x not dense along K";
       if (!refusal)
-        return record_tiled(dev, cmd, d, &w, x, false);
+        return record_tiled(dev, cmd, d, &w, x, accumulate);
       if (force == 2)
         return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                           "vkrt_op_matmul: tiled kernel forced but not possible: %s", refusal);
       tiled_fallback(dev, &w, M, refusal);
     }
-    return vkrt_quant_matmul_record(dev, cmd, views);
+    return vkrt_quant_matmul_record(dev, cmd, views, accumulate);
   }
   const struct matmul_kind *kind = &matmul_kinds[w.type];
   if (w.type == VKRT_TYPE_F16 && w.fits_binding && !widen_to_words(&w))

@@ -460,8 +460,9 @@ static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t hea
 extern const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS];
 /* Default variant order per type (Q8_0, Q4_K): 1-based variant numbers, the first that fits. */
 extern const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
+/* dst = w x, or dst += w x with accumulate (vkrt_op_matmul_add), on the matrix-vector kernels. */
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                     const struct vkrt_ops_view views[3]);
+                                     const struct vkrt_ops_view views[3], bool accumulate);
 /* The kernel variant `variant` (1-based) of type Q8_0 or Q4_K runs for M columns of x
  * (VKRT_OPS_KERNEL_COUNT outside); the forcing-only ones are compiled with the lab only. */
 enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M);
@@ -501,8 +502,9 @@ static inline bool vkrt_quant_variant_usable(struct vkrt_device *dev, int varian
   return false;
 }
 static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                                   const struct vkrt_ops_view views[3]) {
-  (void)cmd;
+                                                   const struct vkrt_ops_view views[3],
+                                                   bool accumulate) {
+  (void)cmd, (void)accumulate;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "vkrt_op_matmul: %s kernels not in this build (CONFIG_VKRT_KERNEL_Q8_0=n, "
                     "CONFIG_VKRT_KERNEL_Q4_K=n)", vkrt_type_str(views[1].type));

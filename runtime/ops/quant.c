@@ -13,6 +13,7 @@ struct qmv_push {
   uint32_t x_offset, x_col, x_stride2, x_stride3;
   uint32_t d_offset, d_stride0, d_col, d_stride2, d_stride3;
   uint32_t ne2, r2, r3;
+  uint32_t accumulate;
   uint32_t base_x, base_y, base_z;
 };
 
@@ -260,10 +261,10 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
 }
 
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                     const struct vkrt_ops_view views[3]) {
+                                     const struct vkrt_ops_view views[3], bool accumulate) {
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
   struct vkrt_ops_view w = views[1];
-  static const char *const op = "vkrt_op_matmul";
+  const char *const op = accumulate ? "vkrt_op_matmul_add" : "vkrt_op_matmul";
   if (!type_enabled(w.type))
     return compiled_out(dev, w.type, op);
   if (!vkrt_ops_widen_words(dev, &w))
@@ -338,6 +339,7 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
       .ne2 = d->ne[2],
       .r2 = x->ne[2] / w.ne[2],
       .r3 = x->ne[3] / w.ne[3],
+      .accumulate = accumulate,
   };
   uint64_t groups = (w.ne[1] + rows - 1) / rows;
   enum qmv_kind kind = v->kind == QMV_Q8X && M > 1 ? QMV_KSPACE : v->kind;

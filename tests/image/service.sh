@@ -28,8 +28,8 @@ for devices in 2 4; do
     echo "$devices devices, import fault $fault: $(echo "$out" | grep -m1 'tokens/s')"
   done
 done
-# Every weight type on 2 devices (ffn cut along whole blocks) and on 1 (f32/f16 ffn_down:
-# the residual rides on vkrt_op_matmul_add; q8_0/q4_K: a matmul and an add); f16 and q4_K
+# Every weight type on 2 devices (ffn cut along whole blocks) and on 1 (the residual rides
+# on vkrt_op_matmul_add, quantized ffn_down included); f16 and q4_K
 # also with 64 KiB import chunks: the 32-byte aligned tensors straddle chunk edges.
 for dtype in f32 f16 q8_0 q4_K; do
   "$svc" --make-gguf "$work/$dtype.gguf" --layers 2 --hidden 512 --ffn 1536 --dtype $dtype >/dev/null

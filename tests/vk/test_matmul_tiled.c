@@ -255,10 +255,10 @@ static void test_tiled(void **state) {
     };
     for (unsigned i = 0; i < VKT_ARRAY_SIZE(cases); i++)
       run(app, &cases[i]);
-    if (!q) { /* vkrt_op_matmul_add on both tiles */
-      struct mm a = {wt, 100, 33, 20, 1, 1, 0, 0, 0, 0, true, 0, TILED};
+    { /* vkrt_op_matmul_add on both tiles */
+      struct mm a = {wt, q ? 4 * B : 100, 33, 20, 1, 1, 0, 0, 0, 0, true, 0, TILED};
       run(app, &a);
-      a.M = past, a.K = 4096, a.N = 64; /* a long K against the tolerance */
+      a.M = past, a.K = q ? 16 * B : 4096, a.N = 64; /* a long K against the tolerance */
       run(app, &a);
     }
   }

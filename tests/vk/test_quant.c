@@ -153,6 +153,7 @@ struct mm_case {
   int variant;           /* 0 = choose, else forced */
   enum scales scales;
   bool q8;               /* the appliance was opened with VKRT_ACTIVATIONS_Q8 */
+  bool acc;              /* vkrt_op_matmul_add: dst += w x */
 };
 
 /* The q8x variant (x rounded to 8 bits, integer dot products): the last one. */
@@ -205,6 +206,10 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
   fill_blocks(wb.map, &w, c->scales);
   vkt_fill_random_f32((float *)(xb.map + c->x_off), (size_t)(c->K * c->M * c->b2), -1.0f, 1.0f, &rng);
   vkt_poison(db.map, db.size);
+  for (int64_t i2 = 0; c->acc && i2 < c->b2; i2++) /* what dst += w x adds to */
+    for (int64_t m = 0; m < c->M; m++)
+      vkt_fill_random_f32((float *)(void *)(db.map + 8 + m * d.nb[1] + i2 * d.nb[2]), (size_t)c->N,
+                          -4.0f, 4.0f, &rng);
   uint8_t *before = malloc(db.size);
   memcpy(before, db.map, db.size);
   float *wf = dequant_rows(wb.map, &w);
@@ -227,7 +232,7 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_QUANT_VARIANT, c->variant));
   /* the matrix-vector kernels at every M (past the crossover: test_matmul_tiled) */
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_FORCE_MATMUL_KERNEL, 1));
-  vkrt_status s = vkrt_op_matmul(&d, &w, &x);
+  vkrt_status s = c->acc ? vkrt_op_matmul_add(&d, &w, &x) : vkrt_op_matmul(&d, &w, &x);
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_FORCE_MATMUL_KERNEL, 0));
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_QUANT_VARIANT, 0));
   vkt_check(app, s);
@@ -286,11 +291,17 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
         if (want == VKRT_LAB_QUANT_READ_Q8X) /* x rounded to 8 bits: that exactly */
           sum = q8x_reference(wr, mins ? mins + (wr - wf) : NULL, xr, c->K, &tol);
         uint64_t a = d.offset + n * 4 + m * d.nb[1] + i2 * d.nb[2];
+        if (c->acc) { /* the kernel adds its f32 sum to what dst held */
+          float prev;
+          memcpy(&prev, before + a, 4);
+          sum += prev;
+          tol += 0x1p-23 * fabs(sum);
+        }
         float g;
         memcpy(&g, db.map + a, 4);
         if (!(fabs(g - sum) <= tol))
-          fail_msg("%s matmul K %lld N %lld M %lld b2 %lld w_off %llu variant %d: [%lld,%lld,%lld] = %.9g, "
-                   "expected %.9g", vkrt_type_str(wt), (long long)c->K, (long long)c->N,
+          fail_msg("%s matmul%s K %lld N %lld M %lld b2 %lld w_off %llu variant %d: [%lld,%lld,%lld] = %.9g, "
+                   "expected %.9g", vkrt_type_str(wt), c->acc ? "_add" : "", (long long)c->K, (long long)c->N,
                    (long long)c->M, (long long)c->b2, (unsigned long long)c->w_off, c->variant,
                    (long long)n, (long long)m, (long long)i2, g, sum);
         memcpy(db.map + a, before + a, 4);
@@ -335,6 +346,11 @@ static void test_quant_matmul(void **state) {
       {3 * B, 7, 4, 1, 1, 1, 2, 0, 0, SCALE_NORMAL},  /* Q8_0 rows off 16 bytes, x aligned */
       {4 * B, 9, 17, 1, 1, 0, 0, 0, 0, SCALE_NORMAL},
       {8 * B, 21, 33, 1, 1, 0, 0, 0, 0, SCALE_NORMAL},
+      /* vkrt_op_matmul_add: one column, several, past 8, batches with broadcast w */
+      {8 * B, 33, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, false, true},
+      {8 * B, 13, 3, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, false, true},
+      {4 * B, 9, 11, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, false, true},
+      {8 * B, 17, 1, 2, 4, 0, 16, 16, 0, SCALE_NORMAL, false, true},
     };
     for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
       struct mm_case c = cases[i];
@@ -363,6 +379,10 @@ static void test_quant_matmul(void **state) {
       run_quant_matmul(app, wt, &longer);
       /* batches with a broadcast w, w and x at 16-byte offsets, odd N */
       struct mm_case batched = {8 * B, 17, 1, 2, 4, 0, 16, 16, v, SCALE_NORMAL};
+      run_quant_matmul(app, wt, &batched);
+      batched.acc = true; /* dst += w x */
+      run_quant_matmul(app, wt, &batched);
+      batched.M = 3;
       run_quant_matmul(app, wt, &batched);
       /* the same with 6 columns (M > 1 kernels carry the next unit too), batches on w */
       longer.M = 6;

@@ -473,8 +473,9 @@ vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, 
  * (matrix-vector) case; quantized w takes its matrix-vector kernels for M <= 8 and runs them
  * over groups of 8 columns of x beyond. */
 vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
-/* dst += w x, same shapes and rules as vkrt_op_matmul (dst is read, then written): the
- * decode residual (x = x + W h) in one dispatch instead of a matmul and an add. */
+/* dst += w x, same shapes, types and rules as vkrt_op_matmul (dst is read, then written):
+ * the decode residual (x = x + W h) in one dispatch instead of a matmul and an add; every
+ * weight type, the f32 sum of w x added to dst's value once. */
 vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
 
 /* dst = silu(gate) * up element-wise, silu(g) = g / (1 + e^-g) (the SwiGLU gate of a llama-style
