@@ -52,9 +52,13 @@ struct pass {
   bool batch, want_logits;
 };
 
+/* Where q, k and v (gate and up) share a weight type, their rows sit in one buffer, one after
+ * the other (wk, wv and up NULL then): a token takes them in one matrix-vector op and ropes q
+ * and k in one; a prompt pass takes each from its rows there. */
 struct gpu_layer {
   vkrt_buffer *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *gate, *up, *down;
   vkrt_buffer *k_cache, *v_cache;
+  uint64_t wk_at, wv_at, up_at;  /* bytes: where wk, wv and up start in their buffers */
 };
 
 struct gpu_device {
@@ -64,6 +68,7 @@ struct gpu_device {
   vkrt_buffer *output;           /* this rank's output-head rows (tok_embd itself when tied) */
   uint64_t output_offset;        /* bytes: where they start in `output` */
   vkrt_buffer *x, *xn, *q, *k, *v, *att, *g, *u;
+  vkrt_buffer *qkv, *gu;         /* a token's q, k, v (gate, up) from one op, fused weights */
   vkrt_buffer *logits_part;      /* ranks > 1: n_vocab per row, zero outside this rank's rows */
   vkrt_buffer *logits;           /* n_vocab per row of the head */
   struct gpu_steps st[2];        /* [0] a token's, [1] the prompt pass's (when ubatch > 0) */
@@ -176,16 +181,38 @@ static vkrt_status load_add(struct llama_gpu *g, vkrt_load_range r) {
   return VKRT_OK;
 }
 
-/* Rows [row0, row0 + rows) of t, contiguous in the file, into a new buffer (+16 bytes: the
- * kernels read whole words). */
-static vkrt_status upload_rows(struct llama_gpu *g, uint32_t d, const struct gguf_tensor *t,
-                               uint64_t row0, uint64_t rows, vkrt_buffer **out) {
+/* Rows [row0, row0 + rows) of t, contiguous in the file, into buf at byte `at`. */
+static vkrt_status upload_rows_at(struct llama_gpu *g, uint32_t d, const struct gguf_tensor *t,
+                                  uint64_t row0, uint64_t rows, vkrt_buffer *buf, uint64_t at) {
   uint64_t rb = gguf_row_bytes(t);
-  TRY(vkrt_buffer_create(g->app, d, rows * rb + 16, VKRT_BUFFER_DEVICE_LOCAL, out));
   TRY(load_add(g, (vkrt_load_range){.file_offset = tensor_offset(g->m, t) + row0 * rb,
-                                     .size = rows * rb, .dst = *out}));
+                                     .size = rows * rb, .dst = buf, .dst_offset = at}));
   g->dev[d].weight_bytes += rows * rb;
   g->dev[d].uploaded += rows * rb;
+  return VKRT_OK;
+}
+
+/* Rows [row0, row0 + rows) of t into a new buffer (+16 bytes: the kernels read whole words). */
+static vkrt_status upload_rows(struct llama_gpu *g, uint32_t d, const struct gguf_tensor *t,
+                               uint64_t row0, uint64_t rows, vkrt_buffer **out) {
+  TRY(vkrt_buffer_create(g->app, d, rows * gguf_row_bytes(t) + 16, VKRT_BUFFER_DEVICE_LOCAL, out));
+  return upload_rows_at(g, d, t, row0, rows, *out, 0);
+}
+
+/* Row ranges of tensors of one type, one after the other in a new buffer; at[i]: where part
+ * i starts. */
+struct row_part {
+  const struct gguf_tensor *t;
+  uint64_t row0, rows;
+};
+static vkrt_status upload_parts(struct llama_gpu *g, uint32_t d, const struct row_part *parts,
+                                uint32_t n, vkrt_buffer **out, uint64_t *at) {
+  uint64_t size = 0;
+  for (uint32_t i = 0; i < n; i++)
+    at[i] = size, size += parts[i].rows * gguf_row_bytes(parts[i].t);
+  TRY(vkrt_buffer_create(g->app, d, size + 16, VKRT_BUFFER_DEVICE_LOCAL, out));
+  for (uint32_t i = 0; i < n; i++)
+    TRY(upload_rows_at(g, d, parts[i].t, parts[i].row0, parts[i].rows, *out, at[i]));
   return VKRT_OK;
 }
 
@@ -232,6 +259,13 @@ static uint64_t kv_row_bytes(const struct llama_gpu *g, uint32_t n_head_kv) {
   return n / vkrt_type_block(g->p.kv_type) * vkrt_type_size(g->p.kv_type);
 }
 
+static bool qkv_fused(const struct llama_layer *L) {
+  return L->wq->type == L->wk->type && L->wq->type == L->wv->type;
+}
+static bool gate_up_fused(const struct llama_layer *L) {
+  return L->ffn_gate->type == L->ffn_up->type;
+}
+
 static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
   const struct llama_model *m = g->m;
   const struct llama_hparams *hp = &m->hp;
@@ -247,14 +281,31 @@ static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
   for (uint32_t l = 0; l < hp->n_layer; l++) {
     const struct llama_layer *L = &m->layer[l];
     struct gpu_layer *gl = &dv->layer[l];
+    const struct row_part qkv[3] = {{L->wq, sp->head0 * hd, sp->n_head * hd},
+                                    {L->wk, sp->kv_head0 * hd, sp->n_head_kv * hd},
+                                    {L->wv, sp->kv_head0 * hd, sp->n_head_kv * hd}};
+    const struct row_part gu[2] = {{L->ffn_gate, sp->ff0, sp->n_ff}, {L->ffn_up, sp->ff0, sp->n_ff}};
+    uint64_t at[3];
+    if (qkv_fused(L)) {
+      if ((s = upload_parts(g, d, qkv, 3, &gl->wq, at)))
+        return s;
+      gl->wk_at = at[1], gl->wv_at = at[2];
+    } else if ((s = upload_parts(g, d, &qkv[0], 1, &gl->wq, at)) ||
+               (s = upload_parts(g, d, &qkv[1], 1, &gl->wk, at)) ||
+               (s = upload_parts(g, d, &qkv[2], 1, &gl->wv, at))) {
+      return s;
+    }
+    if (gate_up_fused(L)) {
+      if ((s = upload_parts(g, d, gu, 2, &gl->gate, at)))
+        return s;
+      gl->up_at = at[1];
+    } else if ((s = upload_parts(g, d, &gu[0], 1, &gl->gate, at)) ||
+               (s = upload_parts(g, d, &gu[1], 1, &gl->up, at))) {
+      return s;
+    }
     if ((s = upload_rows(g, d, L->attn_norm, 0, 1, &gl->attn_norm)) ||
-        (s = upload_rows(g, d, L->wq, sp->head0 * hd, sp->n_head * hd, &gl->wq)) ||
-        (s = upload_rows(g, d, L->wk, sp->kv_head0 * hd, sp->n_head_kv * hd, &gl->wk)) ||
-        (s = upload_rows(g, d, L->wv, sp->kv_head0 * hd, sp->n_head_kv * hd, &gl->wv)) ||
         (s = upload_cols(g, d, L->wo, sp->head0 * hd, sp->n_head * hd, &gl->wo)) ||
         (s = upload_rows(g, d, L->ffn_norm, 0, 1, &gl->ffn_norm)) ||
-        (s = upload_rows(g, d, L->ffn_gate, sp->ff0, sp->n_ff, &gl->gate)) ||
-        (s = upload_rows(g, d, L->ffn_up, sp->ff0, sp->n_ff, &gl->up)) ||
         (s = upload_cols(g, d, L->ffn_down, sp->ff0, sp->n_ff, &gl->down)))
       return s;
     /* whole words: vkrt_cmd_fill clears it below (q8_0 rows are 34-byte blocks) */
@@ -281,7 +332,9 @@ static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
       (s = activation(g, d, sp->n_head * hd, &dv->att)) ||
       (s = activation(g, d, sp->n_head_kv * hd, &dv->k)) ||
       (s = activation(g, d, sp->n_head_kv * hd, &dv->v)) ||
-      (s = activation(g, d, sp->n_ff, &dv->g)) || (s = activation(g, d, sp->n_ff, &dv->u)))
+      (s = activation(g, d, sp->n_ff, &dv->g)) || (s = activation(g, d, sp->n_ff, &dv->u)) ||
+      (s = activation(g, d, (sp->n_head + 2 * sp->n_head_kv) * hd, &dv->qkv)) ||
+      (s = activation(g, d, 2 * (uint64_t)sp->n_ff, &dv->gu)))
     return s;
   uint64_t logit_bytes = (uint64_t)hp->n_vocab * g->logit_rows * 4;
   TRY(vkrt_buffer_create(g->app, d, logit_bytes, VKRT_BUFFER_DEVICE_LOCAL, &dv->logits));
@@ -382,7 +435,7 @@ void llama_gpu_free(struct llama_gpu *g) {
     if (dv->output != dv->tok_embd)
       vkrt_buffer_destroy(dv->output);
     vkrt_buffer *bufs[] = {dv->tok_embd, dv->output_norm, dv->x, dv->xn, dv->q, dv->k,
-                           dv->v, dv->att, dv->g, dv->u, dv->logits_part,
+                           dv->v, dv->att, dv->g, dv->u, dv->qkv, dv->gu, dv->logits_part,
                            dv->logits, dv->st[0].step, dv->st[0].step_host,
                            dv->st[0].out_host, dv->st[1].step, dv->st[1].step_host,
                            dv->st[1].out_host};
@@ -480,23 +533,38 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   vkrt_tensor x = cols_f32(dv->x, E, 0, ps->n), h = cols_f32(dv->xn, E, 0, ps->n);
   vkrt_tensor norm = vec(gl->attn_norm, VKRT_TYPE_F32, E);
   OP(d, "attn_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
-  vkrt_tensor wq = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, nh * hd, 1, 1);
-  vkrt_tensor wk = vkrt_tensor_contiguous(gl->wk, 0, L->wk->type, E, nkv * hd, 1, 1);
-  vkrt_tensor wv = vkrt_tensor_contiguous(gl->wv, 0, L->wv->type, E, nkv * hd, 1, 1);
-  vkrt_tensor q = vkrt_tensor_contiguous(dv->q, 0, VKRT_TYPE_F32, hd, nh, n, 1);
-  vkrt_tensor k = vkrt_tensor_contiguous(dv->k, 0, VKRT_TYPE_F32, hd, nkv, n, 1);
-  vkrt_tensor q_flat = cols_f32(dv->q, nh * hd, 0, ps->n);
-  vkrt_tensor k_flat = cols_f32(dv->k, nkv * hd, 0, ps->n);
-  vkrt_tensor v_flat = cols_f32(dv->v, nkv * hd, 0, ps->n);
-  OP(d, "attn_q", vkrt_op_matmul(&q_flat, &wq, &h));
-  OP(d, "attn_k", vkrt_op_matmul(&k_flat, &wk, &h));
-  OP(d, "attn_v", vkrt_op_matmul(&v_flat, &wv, &h));
   vkrt_tensor pos = step_i32(g, dv, ps, STEP_POS, ps->n);
   vkrt_tensor kv_len = step_i32(g, dv, ps, STEP_KV_LEN, ps->n);
   vkrt_rope_params rope = {.mode = VKRT_ROPE_NORMAL, .n_dims = hp->n_rot,
                            .freq_base = hp->rope_freq_base, .freq_scale = 1.0f};
-  OP(d, "rope q", vkrt_op_rope(&q, &q, &pos, &rope));
-  OP(d, "rope k", vkrt_op_rope(&k, &k, &pos, &rope));
+  vkrt_tensor q, q_flat, k_flat, v_flat;
+  if (n == 1 && !gl->wk) { /* a token, fused weights: q, k, v one after the other */
+    vkrt_tensor wqkv = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, (nh + 2 * nkv) * hd, 1, 1);
+    vkrt_tensor qkv = cols_f32(dv->qkv, (nh + 2 * nkv) * hd, 0, 1);
+    OP(d, "attn_qkv", vkrt_op_matmul(&qkv, &wqkv, &h));
+    vkrt_tensor qk = vkrt_tensor_contiguous(dv->qkv, 0, VKRT_TYPE_F32, hd, nh + nkv, 1, 1);
+    OP(d, "rope q k", vkrt_op_rope(&qk, &qk, &pos, &rope));
+    q = vkrt_tensor_contiguous(dv->qkv, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
+    k_flat = vkrt_tensor_contiguous(dv->qkv, (uint64_t)nh * hd * 4, VKRT_TYPE_F32, nkv * hd, 1, 1, 1);
+    v_flat = vkrt_tensor_contiguous(dv->qkv, (uint64_t)(nh + nkv) * hd * 4, VKRT_TYPE_F32, nkv * hd,
+                                    1, 1, 1);
+  } else {
+    vkrt_tensor wq = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, nh * hd, 1, 1);
+    vkrt_tensor wk = vkrt_tensor_contiguous(gl->wk ? gl->wk : gl->wq, gl->wk_at, L->wk->type, E,
+                                            nkv * hd, 1, 1);
+    vkrt_tensor wv = vkrt_tensor_contiguous(gl->wv ? gl->wv : gl->wq, gl->wv_at, L->wv->type, E,
+                                            nkv * hd, 1, 1);
+    q = vkrt_tensor_contiguous(dv->q, 0, VKRT_TYPE_F32, hd, nh, n, 1);
+    vkrt_tensor k = vkrt_tensor_contiguous(dv->k, 0, VKRT_TYPE_F32, hd, nkv, n, 1);
+    q_flat = cols_f32(dv->q, nh * hd, 0, ps->n);
+    k_flat = cols_f32(dv->k, nkv * hd, 0, ps->n);
+    v_flat = cols_f32(dv->v, nkv * hd, 0, ps->n);
+    OP(d, "attn_q", vkrt_op_matmul(&q_flat, &wq, &h));
+    OP(d, "attn_k", vkrt_op_matmul(&k_flat, &wk, &h));
+    OP(d, "attn_v", vkrt_op_matmul(&v_flat, &wv, &h));
+    OP(d, "rope q", vkrt_op_rope(&q, &q, &pos, &rope));
+    OP(d, "rope k", vkrt_op_rope(&k, &k, &pos, &rope));
+  }
   /* cache rows: one token's KV heads each; row pos[j] takes column j's */
   int64_t ctx = g->p.n_ctx;
   vkrt_tensor k_rows = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
@@ -521,9 +589,20 @@ static vkrt_status feed_forward(struct llama_gpu *g, uint32_t d, uint32_t l,
   vkrt_tensor x = cols_f32(dv->x, E, 0, ps->n), h = cols_f32(dv->xn, E, 0, ps->n);
   vkrt_tensor norm = vec(gl->ffn_norm, VKRT_TYPE_F32, E);
   OP(d, "ffn_norm", vkrt_op_rms_norm(&h, &x, &norm, m->hp.eps));
+  vkrt_tensor gt = cols_f32(dv->g, F, 0, ps->n);
+  if (ps->n == 1 && !gl->up) { /* a token, fused weights: gate then up in one op */
+    vkrt_tensor wgu = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, 2 * F, 1, 1);
+    vkrt_tensor gu = cols_f32(dv->gu, 2 * F, 0, 1);
+    OP(d, "ffn_gate_up", vkrt_op_matmul(&gu, &wgu, &h));
+    vkrt_tensor gate = vkrt_tensor_contiguous(dv->gu, 0, VKRT_TYPE_F32, F, 1, 1, 1);
+    vkrt_tensor up = vkrt_tensor_contiguous(dv->gu, (uint64_t)F * 4, VKRT_TYPE_F32, F, 1, 1, 1);
+    OP(d, "swiglu", vkrt_op_swiglu(&gt, &gate, &up));
+    return VKRT_OK;
+  }
   vkrt_tensor wg = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, F, 1, 1);
-  vkrt_tensor wu = vkrt_tensor_contiguous(gl->up, 0, L->ffn_up->type, E, F, 1, 1);
-  vkrt_tensor gt = cols_f32(dv->g, F, 0, ps->n), ut = cols_f32(dv->u, F, 0, ps->n);
+  vkrt_tensor wu = vkrt_tensor_contiguous(gl->up ? gl->up : gl->gate, gl->up_at, L->ffn_up->type, E,
+                                          F, 1, 1);
+  vkrt_tensor ut = cols_f32(dv->u, F, 0, ps->n);
   OP(d, "ffn_gate", vkrt_op_matmul(&gt, &wg, &h));
   OP(d, "ffn_up", vkrt_op_matmul(&ut, &wu, &h));
   OP(d, "swiglu", vkrt_op_swiglu(&gt, &gt, &ut));
@@ -708,10 +787,13 @@ uint64_t llama_gpu_kv_bytes(const struct llama_gpu *g, uint32_t kv_len) {
 
 uint32_t llama_gpu_ops_per_token(const struct llama_gpu *g) {
   const struct llama_model *m = g->m;
-  /* step copy, get_rows; per layer norm, q/k/v, 2 rope, 2 set_rows, attention, norm,
-   * gate, up, swiglu and the two residuals (one matmul_add each); norm, head, argmax, the
-   * argmax copy (+ the logits copy) */
-  return 2 + 5 + 15 * m->hp.n_layer;
+  /* step copy, get_rows; per layer norm, q/k/v (one op fused), 2 rope (one fused), 2
+   * set_rows, attention, norm, gate and up (one fused), swiglu and the two residuals (one
+   * matmul_add each); norm, head, argmax, the argmax copy (+ the logits copy) */
+  uint32_t ops = 2 + 5;
+  for (uint32_t l = 0; l < m->hp.n_layer; l++)
+    ops += 15 - (qkv_fused(&m->layer[l]) ? 3 : 0) - (gate_up_fused(&m->layer[l]) ? 1 : 0);
+  return ops;
 }
 
 uint64_t llama_gpu_uploaded(const struct llama_gpu *g) {
