@@ -230,10 +230,10 @@ static vkrt_status upload_cols(struct llama_gpu *g, uint32_t d, const struct ggu
   return VKRT_OK;
 }
 
-/* floats per column, for every column of the largest pass */
-static vkrt_status activation(struct llama_gpu *g, uint32_t d, uint64_t floats,
+/* floats per column, for `cols` columns (g->cols: every column of the largest pass) */
+static vkrt_status activation(struct llama_gpu *g, uint32_t d, uint64_t floats, uint32_t cols,
                               vkrt_buffer **out) {
-  TRY(vkrt_buffer_create(g->app, d, floats * g->cols * 4, VKRT_BUFFER_DEVICE_LOCAL, out));
+  TRY(vkrt_buffer_create(g->app, d, floats * cols * 4, VKRT_BUFFER_DEVICE_LOCAL, out));
   return VKRT_OK;
 }
 
@@ -327,14 +327,16 @@ static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
     return s;
   }
   uint64_t E = hp->n_embd;
-  if ((s = activation(g, d, E, &dv->x)) || (s = activation(g, d, E, &dv->xn)) ||
-      (s = activation(g, d, sp->n_head * hd, &dv->q)) ||
-      (s = activation(g, d, sp->n_head * hd, &dv->att)) ||
-      (s = activation(g, d, sp->n_head_kv * hd, &dv->k)) ||
-      (s = activation(g, d, sp->n_head_kv * hd, &dv->v)) ||
-      (s = activation(g, d, sp->n_ff, &dv->g)) || (s = activation(g, d, sp->n_ff, &dv->u)) ||
-      (s = activation(g, d, (sp->n_head + 2 * sp->n_head_kv) * hd, &dv->qkv)) ||
-      (s = activation(g, d, 2 * (uint64_t)sp->n_ff, &dv->gu)))
+  uint32_t c = g->cols;
+  if ((s = activation(g, d, E, c, &dv->x)) || (s = activation(g, d, E, c, &dv->xn)) ||
+      (s = activation(g, d, sp->n_head * hd, c, &dv->q)) ||
+      (s = activation(g, d, sp->n_head * hd, c, &dv->att)) ||
+      (s = activation(g, d, sp->n_head_kv * hd, c, &dv->k)) ||
+      (s = activation(g, d, sp->n_head_kv * hd, c, &dv->v)) ||
+      (s = activation(g, d, sp->n_ff, c, &dv->g)) || (s = activation(g, d, sp->n_ff, c, &dv->u)) ||
+      /* a token's only: the prompt pass takes q, k, v, gate and up apart */
+      (s = activation(g, d, (sp->n_head + 2 * sp->n_head_kv) * hd, 1, &dv->qkv)) ||
+      (s = activation(g, d, 2 * (uint64_t)sp->n_ff, 1, &dv->gu)))
     return s;
   uint64_t logit_bytes = (uint64_t)hp->n_vocab * g->logit_rows * 4;
   TRY(vkrt_buffer_create(g->app, d, logit_bytes, VKRT_BUFFER_DEVICE_LOCAL, &dv->logits));
