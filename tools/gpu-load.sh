@@ -36,7 +36,7 @@ can_drop=0
 [ -w /proc/sys/vm/drop_caches ] && can_drop=1
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 lab=0
-"$B/vkrt-bench" upload --help 2>&1 | grep -q -- "--threads" && lab=1
+grep -q -- "--threads" <<< "$("$B/vkrt-bench" upload --help 2>&1)" && lab=1
 
 # Reads a file through the page cache with 8 readers unless fincore says it is all there.
 warm() {

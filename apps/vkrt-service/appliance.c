@@ -1,6 +1,8 @@
 /* vkrt-service's appliance: opened with the arguments' options (devices, log level, the
  * fault-injection options, the hosts under MPI), its plan described, and closed with every
  * buffer and registration the service made on it. */
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "../../tools/hosts.h"
@@ -17,11 +19,14 @@ static int load_knobs_set(vkrt_appliance *app, const char *text) {
   bool ok = true, done = false;
   for (const char *p = text; ok && !done && n < 5; n++) {
     char *end = NULL;
+    errno = 0;
     const unsigned long long x = strtoull(p, &end, 10);
     const char u = *end;
     const int shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
     end += shift != 0;
-    ok = end != p && *p != '-' && (*end == ',' || !*end);
+    /* a value that wraps (past 2^64 once scaled, or past 2^32 for a count) is refused */
+    const uint64_t most = (n == 0 || n == 2 ? UINT32_MAX : UINT64_MAX) >> shift;
+    ok = end != p && *p != '-' && (*end == ',' || !*end) && errno != ERANGE && x <= most;
     v[n] = (uint64_t)x << shift;
     done = !*end;
     p = end + 1;

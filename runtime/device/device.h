@@ -176,6 +176,9 @@ struct vkrt_device {
   struct vkrt_upload_state *upload;       /* upload contexts and staging rings */
   uint32_t fault_mask;                    /* injected faults that apply to this device */
   bool lost;
+  /* Called once as the device closes, by a layer above that holds a pointer to it beyond a
+   * call (the lab's Vulkan-call profiler); NULL when none. */
+  void (*on_close)(struct vkrt_device *dev);
 };
 
 struct vkrt_buffer {

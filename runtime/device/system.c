@@ -260,6 +260,9 @@ out:
 }
 
 static void device_close(struct vkrt_device *dev) {
+  if (dev->on_close)
+    dev->on_close(dev);
+  dev->on_close = NULL;
   if (!dev->handle)
     return;
   vkrt_stream_finish(dev);

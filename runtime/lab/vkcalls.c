@@ -149,6 +149,12 @@ static double clock_cost_ns(void) {
   return sink ? (double)(t1 - t0) / N : 0;
 }
 
+/* A device closed while profiled: its table goes with it, and so does the profile. */
+static void forget_closed_device(struct vkrt_device *dev) {
+  if (prof.dev == dev)
+    memset(&prof, 0, sizeof(prof));
+}
+
 vkrt_status vkrt_lab_vk_calls_start(vkrt_appliance *app, uint32_t device) {
   struct vkrt_device *dev;
   vkrt_status s = vkrt_lab_device_of(app, device, app, &dev);
@@ -161,6 +167,7 @@ vkrt_status vkrt_lab_vk_calls_start(vkrt_appliance *app, uint32_t device) {
   prof.dev = dev;
   prof.original = dev->vk;
   prof.acc.clock_ns = clock_cost_ns();
+  dev->on_close = forget_closed_device;
 #define SWAP_IN(id, fn, name, params, args)                                                  \
   if (dev->vk.fn)                                                                            \
     dev->vk.fn = wrap_##fn;
@@ -191,5 +198,6 @@ vkrt_status vkrt_lab_vk_calls_stop(vkrt_appliance *app, uint32_t device, vkrt_la
   VK_CALLS(SWAP_OUT)
   *out = prof.acc;
   prof.dev = NULL;
+  dev->on_close = NULL;
   return VKRT_OK;
 }

@@ -14,8 +14,8 @@ if ! grep -q '^#define CONFIG_VKRT_LAB 1$' "$builddir/include/vkrt/config.h"; th
   grep -q "needs the lab" <<< "$out" || { echo "vkrt-bench cases without the lab says: $out"; exit 1; }
   echo "skipped: vkrt-bench cases needs the lab (CONFIG_VKRT_LAB is not set)"; exit 77
 fi
-"$bench" --help | grep -q '^  cases ' || { echo "vkrt-bench has no cases command"; exit 1; }
-"$bench" --version | grep -q "^vkrt-bench .* (board " || { echo "vkrt-bench --version"; exit 1; }
+grep -q '^  cases ' <<< "$("$bench" --help)" || { echo "vkrt-bench has no cases command"; exit 1; }
+grep -q "^vkrt-bench .* (board " <<< "$("$bench" --version)" || { echo "vkrt-bench --version"; exit 1; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
 
 quick="$root/tools/bench/cases/quick.txt"

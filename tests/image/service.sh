@@ -44,7 +44,7 @@ done
 # vkrt-probe says which activation path the quantized matvec takes, with and without the option
 probe="$builddir/bin/vkrt-probe"
 if [ -x "$probe" ]; then
-  "$probe" --version | grep -q "^vkrt-probe .* (board " || { echo "vkrt-probe --version"; exit 1; }
+  grep -q "^vkrt-probe .* (board " <<< "$("$probe" --version)" || { echo "vkrt-probe --version"; exit 1; }
   out=$("$probe")
   grep -q "quantized matvec activations: f32 (vkrt_options.quant_activations = VKRT_ACTIVATIONS_F32)" <<< "$out" \
     || grep -q "activations: none: no quantized kernels" <<< "$out" \
@@ -67,7 +67,7 @@ for dtype in q8_0 q4_K; do
     echo "gguf $dtype, 8-bit activations, $devices devices: $(grep -m1 'verified' <<< "$out")"
   done
 done
-if grep -q "^CONFIG_VKRT_FAULT_INJECTION=y" "$builddir/.config" 2>/dev/null || "$svc" --help | grep -q chunk-cap; then
+if grep -q "^CONFIG_VKRT_FAULT_INJECTION=y" "$builddir/.config" 2>/dev/null || grep -q chunk-cap <<< "$("$svc" --help)"; then
   for dtype in f16 q4_K; do
     set +e
     out=$("$svc" --weights "$work/$dtype.gguf" --tokens 17 --import-chunk-cap 65536 2>&1); rc=$?
@@ -110,8 +110,20 @@ out=$("$svc" --weights "$work" 2>&1); rc=$?
 set -e
 [ $rc -eq 3 ] && grep -q "a directory, not a GGUF weights file" <<< "$out" || { echo "$out (rc $rc)"; echo "a directory as --weights not reported"; exit 1; }
 # --version and --json (the summary as one JSON object, last line)
-"$svc" --version | grep -q "^vkrt-service .* (board " || { "$svc" --version; echo "no --version"; exit 1; }
+grep -q "^vkrt-service .* (board " <<< "$("$svc" --version)" || { "$svc" --version; echo "no --version"; exit 1; }
 out=$("$svc" --weights "$w" --tokens 4 --json 2>&1) || { echo "$out"; exit 1; }
 tail -1 <<< "$out" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['tokens'] == 4 and d['verified'] and d['ranks_bit_identical'], d" ||
   { echo "$out"; echo "--json: no valid summary object"; exit 1; }
 echo "bad inputs: truncated file, not GGUF, missing tensor, wrong --hidden, missing file, a directory -> exit 3 with a message; --version, --json"
+# --load-knobs (a build with the lab) refuses values that would wrap: a count past 2^32, a
+# size past 2^64 once scaled, a number past 2^64; a sane one loads.
+if grep -q "^#define CONFIG_VKRT_LAB 1" "$builddir/include/vkrt/config.h"; then
+  for knobs in 4294967296,1M,4 4,17179869184G,4 4,1M,4194304K 99999999999999999999,1M,4; do
+    out=$("$svc" --weights "$w" --tokens 2 --load-knobs $knobs 2>&1) && rc=0 || rc=$?
+    [ $rc -eq 2 ] && grep -q "load-knobs $knobs: want THREADS" <<< "$out" ||
+      { echo "$out (rc $rc)"; echo "--load-knobs $knobs: not refused"; exit 1; }
+  done
+  "$svc" --weights "$w" --tokens 2 --load-knobs 2,1M,4 >/dev/null 2>&1 ||
+    { echo "--load-knobs 2,1M,4 failed"; exit 1; }
+  echo "--load-knobs: values that wrap refused (exit 2), 2,1M,4 loads"
+fi

@@ -216,7 +216,7 @@ expect 2 "bad or incomplete argument '--ubatch 0'" "$model" --ubatch 0
 # --activations f16 (VKRT_MATMUL_ACTIVATIONS_F16: the prompt's tiled matmuls on cooperative
 # matrices): run where every device takes it (vkrt-probe's matmul lines say so), else refused
 # with exit 5 naming the device (lavapipe has none) or the build without the kernels.
-"$svc" --help | grep -qF -- "--activations f32|q8|f16|q8,f16" || { "$svc" --help; echo "--help lacks --activations f16"; exit 1; }
+grep -qF -- "--activations f32|q8|f16|q8,f16" <<< "$("$svc" --help)" || { "$svc" --help; echo "--help lacks --activations f16"; exit 1; }
 plans=$("$builddir/bin/vkrt-probe" --activations f16 2>&1 | grep " matmul: ") || { echo "$plans"; echo "vkrt-probe --activations f16: no matmul lines"; exit 1; }
 if ! grep -q "^#define CONFIG_VKRT_KERNEL_MATMUL_COOPMAT 1" "$builddir/include/vkrt/config.h"; then
   expect 5 "--activations f16: this build has no cooperative-matrix matmul kernels" "$model" --activations f16

@@ -683,6 +683,15 @@ static void test_pipeline_bound_once_per_run(void **state) {
     vkrt_buffer_destroy(xb[i]);
     vkrt_buffer_destroy(yb[i]);
   }
+  /* closed while profiled: the profile ends with the device, and the next appliance's
+   * device can be profiled (not "being profiled already" about a freed device) */
+  vkt_check(app, vkrt_lab_vk_calls_start(app, 0));
+  assert_int_equal(vkrt_lab_vk_calls_start(app, 0), VKRT_ERROR_UNAVAILABLE);
+  vkt_close(app);
+  app = vkt_open(&o);
+  vkt_check(app, vkrt_lab_vk_calls_start(app, 0));
+  vkt_check(app, vkrt_lab_vk_calls_stop(app, 0, &calls));
+  assert_int_equal(calls.marks, 0);
   vkt_close(app);
 }
 
