@@ -63,5 +63,5 @@ for seed in $seed_list; do
 done
 hits=""
 [ "$TEST_CC" = "${TEST_CC#ccache }" ] ||
-  hits=", ccache: $(ccache --show-log-stats 2>/dev/null | grep -m1 -iE '^ *hits' | tr -s ' ')"
+  hits=", ccache: $(grep -m1 -iE '^ *hits' <<< "$(ccache --show-log-stats 2>/dev/null)" | tr -s ' ' || true)"
 echo "randconfig: $seeds of $seeds seeds build and pass their unit tests, 0 refused ($((SECONDS - start)) s$hits)"
