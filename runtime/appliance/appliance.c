@@ -10,6 +10,8 @@
 #include "transport/collective.h"
 
 void vkrt_options_initialize(vkrt_options *options) {
+  if (!options)
+    return;
   memset(options, 0, sizeof(*options));
   options->allocator = vkrt_allocator_system();
   options->log_level = VKRT_LOG_INFO;

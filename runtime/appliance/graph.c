@@ -111,12 +111,17 @@ vkrt_status vkrt_graph_begin(vkrt_appliance *app) {
   return VKRT_OK;
 }
 
-static int compare_buffers(const void *a, const void *b) {
-  uint64_t x = ((const struct graph_buffer *)a)->id, y = ((const struct graph_buffer *)b)->id;
+static int compare_ids(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
 }
 
-/* The buffers of every device, sorted by id and without repeats. */
+static int compare_buffers(const void *a, const void *b) {
+  return compare_ids(&((const struct graph_buffer *)a)->id, &((const struct graph_buffer *)b)->id);
+}
+
+/* The buffers of every device, sorted by id and without repeats. The ids come first: a
+ * buffer destroyed during the capture is refused before anything reads it. */
 static vkrt_status collect_buffers(struct vkrt_graph *g) {
   struct vkrt_system *sys = &g->app->sys;
   uint32_t total = 0;
@@ -126,7 +131,22 @@ static vkrt_status collect_buffers(struct vkrt_graph *g) {
   g->ids = vkrt_calloc(&sys->base, total ? total : 1, sizeof(*g->ids));
   if (!g->buffers || !g->ids)
     return vkrt_error(&sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY, "graph: out of host memory");
-  uint32_t n = 0;
+  uint32_t n = 0, unique = 0;
+  for (uint32_t d = 0; d < g->device_count; d++)
+    for (uint32_t i = 0; i < g->dev[d].cap.buffer_count; i++)
+      g->ids[n++] = g->dev[d].cap.buffer_ids[i];
+  qsort(g->ids, n, sizeof(*g->ids), compare_ids);
+  for (uint32_t i = 0; i < n; i++)
+    if (!unique || g->ids[unique - 1] != g->ids[i])
+      g->ids[unique++] = g->ids[i];
+  uint64_t destroyed = atomic_load(&sys->buffers_destroyed);
+  uint32_t dead = 0;
+  if (destroyed != g->destroyed_seen && !vkrt_system_buffers_alive(sys, g->ids, unique, &dead))
+    return vkrt_error(&sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "vkrt_graph_end: buffer #%llu, which the captured work uses, was destroyed "
+                      "during the capture", (unsigned long long)g->ids[dead]);
+  g->destroyed_seen = destroyed;
+  n = 0;
   for (uint32_t d = 0; d < g->device_count; d++) {
     const struct vkrt_stream_capture *cap = &g->dev[d].cap;
     for (uint32_t i = 0; i < cap->buffer_count; i++)
@@ -138,8 +158,6 @@ static vkrt_status collect_buffers(struct vkrt_graph *g) {
   for (uint32_t i = 0; i < n; i++)
     if (!g->buffer_count || g->buffers[g->buffer_count - 1].id != g->buffers[i].id)
       g->buffers[g->buffer_count++] = g->buffers[i];
-  for (uint32_t i = 0; i < g->buffer_count; i++)
-    g->ids[i] = g->buffers[i].id;
   return VKRT_OK;
 }
 
@@ -231,6 +249,8 @@ vkrt_status vkrt_graph_launch(vkrt_graph *g, uint64_t *tickets) {
       s = vkrt_stream_submit_captured(dev, gd->launch, gd->cap.batch, gd->cap.batch_count, shift,
                                       &ticket);
     if (s == VKRT_OK && ticket) {
+      for (uint32_t i = 0; i < gd->cap.buffer_count; i++) /* alive: checked above */
+        vkrt_buffer_note_use(gd->cap.buffers[i], ticket);
       gd->last_ticket = ticket;
       if (tickets)
         tickets[d] = ticket;

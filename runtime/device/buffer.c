@@ -185,11 +185,65 @@ vkrt_status vkrt_buffer_create(vkrt_appliance *app, uint32_t device, uint64_t si
   return vkrt_buffer_create_internal(&sys->devices[device], size, flags, 0, out);
 }
 
+static void buffer_release(struct vkrt_buffer *b) {
+  struct vkrt_device *dev = b->dev;
+  if (b->mapped)
+    dev->vk.vkUnmapMemory(dev->handle, b->memory);
+  if (b->handle)
+    dev->vk.vkDestroyBuffer(dev->handle, b->handle, &dev->sys->vk_allocator);
+  if (b->memory)
+    dev->vk.vkFreeMemory(dev->handle, b->memory, &dev->sys->vk_allocator);
+  vkrt_free(&dev->sys->base, b);
+}
+
+/* The last stream value the GPU has finished; UINT64_MAX when it cannot say (a lost device
+ * runs nothing more). */
+static uint64_t stream_done(struct vkrt_device *dev) {
+  uint64_t done = 0;
+  return dev->vk.vkGetSemaphoreCounterValue(dev->handle, dev->stream.timeline, &done) ==
+                 VK_SUCCESS
+             ? done
+             : UINT64_MAX;
+}
+
+void vkrt_buffer_reap(struct vkrt_device *dev, bool all) {
+  struct vkrt_system *sys = dev->sys;
+  pthread_mutex_lock(&sys->buffers_lock);
+  bool any = dev->zombies != NULL;
+  pthread_mutex_unlock(&sys->buffers_lock);
+  if (!any)
+    return;
+  uint64_t done = all ? UINT64_MAX : stream_done(dev);
+  struct vkrt_buffer *free_list = NULL;
+  pthread_mutex_lock(&sys->buffers_lock);
+  for (struct vkrt_buffer **p = &dev->zombies; *p;) {
+    struct vkrt_buffer *b = *p;
+    if (atomic_load_explicit(&b->last_use, memory_order_relaxed) <= done) {
+      *p = b->zombie_next;
+      b->zombie_next = free_list;
+      free_list = b;
+    } else {
+      p = &b->zombie_next;
+    }
+  }
+  pthread_mutex_unlock(&sys->buffers_lock);
+  while (free_list) {
+    struct vkrt_buffer *b = free_list;
+    free_list = b->zombie_next;
+    buffer_release(b);
+  }
+}
+
+/* The buffer leaves the live list at once (a graph that uses it is refused from now on);
+ * its memory stays until the GPU has finished the work recorded on it, which may not even
+ * be submitted yet: a destroy never makes a later submit touch freed memory. */
 void vkrt_buffer_destroy(vkrt_buffer *b) {
   if (!b)
     return;
   struct vkrt_device *dev = b->dev;
   struct vkrt_system *sys = dev->sys;
+  uint64_t use = atomic_load_explicit(&b->last_use, memory_order_relaxed);
+  bool busy = use && dev->handle && use > stream_done(dev);
   if (b->id) {
     pthread_mutex_lock(&sys->buffers_lock);
     if (b->live_prev)
@@ -198,16 +252,16 @@ void vkrt_buffer_destroy(vkrt_buffer *b) {
       sys->live_buffers = b->live_next;
     if (b->live_next)
       b->live_next->live_prev = b->live_prev;
+    if (busy) {
+      b->zombie_next = dev->zombies;
+      dev->zombies = b;
+    }
     pthread_mutex_unlock(&sys->buffers_lock);
     atomic_fetch_add(&sys->buffers_destroyed, 1);
   }
-  if (b->mapped)
-    dev->vk.vkUnmapMemory(dev->handle, b->memory);
-  if (b->handle)
-    dev->vk.vkDestroyBuffer(dev->handle, b->handle, &dev->sys->vk_allocator);
-  if (b->memory)
-    dev->vk.vkFreeMemory(dev->handle, b->memory, &dev->sys->vk_allocator);
-  vkrt_free(&dev->sys->base, b);
+  if (!busy || !b->id) /* only listed buffers can wait */
+    buffer_release(b);
+  vkrt_buffer_reap(dev, false);
 }
 
 uint64_t vkrt_buffer_size(const vkrt_buffer *b) { return b ? b->size : 0; }

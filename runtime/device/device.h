@@ -179,6 +179,9 @@ struct vkrt_device {
   /* Called once as the device closes, by a layer above that holds a pointer to it beyond a
    * call (the lab's Vulkan-call profiler); NULL when none. */
   void (*on_close)(struct vkrt_device *dev);
+  /* Buffers destroyed while recorded or submitted work may still use them (under
+   * sys->buffers_lock): freed once the stream passes their last use, or at close. */
+  struct vkrt_buffer *zombies;
 };
 
 struct vkrt_buffer {
@@ -190,6 +193,10 @@ struct vkrt_buffer {
   uint64_t size;
   uint32_t flags;
   void *mapped;
+  /* The stream value whose completion retires the last recorded use (0: none): a buffer
+   * destroyed before then waits on dev->zombies until the GPU is done with it. */
+  _Atomic uint64_t last_use;
+  struct vkrt_buffer *zombie_next;
 };
 
 /* What runtime/device brings up: the loader, the instance (with validation) and one
@@ -336,6 +343,14 @@ VkResult vkrt_device_import_host_pointer(struct vkrt_device *dev, void *host, ui
  * inside b. */
 vkrt_status vkrt_buffer_check_range(const vkrt_buffer *b, uint64_t offset, uint64_t size,
                                     const char *what);
+
+/* Recorded work on dev's stream uses b: a destroy before it retires is deferred. */
+static inline void vkrt_buffer_note_use(const struct vkrt_buffer *b, uint64_t value) {
+  atomic_store_explicit(&((struct vkrt_buffer *)b)->last_use, value, memory_order_relaxed);
+}
+/* Frees dev's destroyed buffers whose last use has retired (all of them with `all`, once
+ * the device is idle or lost). */
+void vkrt_buffer_reap(struct vkrt_device *dev, bool all);
 
 /* Creates a buffer of `usage` on dev with memory of `required` properties. */
 vkrt_status vkrt_buffer_create_internal(struct vkrt_device *dev, uint64_t size, uint32_t flags,

@@ -888,7 +888,9 @@ vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_a
       st->host_reads = true;
     st->pending_bytes += access[i].hi - access[i].lo;
     if (st->capture)
-      vkrt_stream_capture_use(dev, access[i].buffer);
+      vkrt_stream_capture_use(dev, access[i].buffer); /* a launch notes the use */
+    else
+      vkrt_buffer_note_use(access[i].buffer, st->submitted + 1); /* this recording's submit */
   }
   if (st->fresh || hazard(st, access, count)) {
     st->barriers += !st->fresh;

@@ -266,6 +266,7 @@ static void device_close(struct vkrt_device *dev) {
   if (!dev->handle)
     return;
   vkrt_stream_finish(dev);
+  vkrt_buffer_reap(dev, true); /* the stream is idle: nothing uses them any more */
   dev->vk.vkDestroyDevice(dev->handle, &dev->sys->vk_allocator);
   dev->handle = VK_NULL_HANDLE;
   pthread_mutex_destroy(&dev->compute_queue_lock);

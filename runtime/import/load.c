@@ -78,20 +78,33 @@ static vkrt_status check_ranges(struct vkrt_system *sys, const char *name, uint6
       return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "load %s: range %u: [%" PRIu64 ", %"
                         PRIu64 ") is outside the %" PRIu64 "-byte buffer on dev%u", name, i,
                         r->dst_offset, dend, r->dst->size, r->dst->dev->index);
+    if (!r->size && (r->file_offset > file_size || r->dst_offset > r->dst->size))
+      return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "load %s: range %u: an empty range "
+                        "at file offset %" PRIu64 " and buffer offset %" PRIu64 " lies past the "
+                        "%" PRIu64 "-byte file or the %" PRIu64 "-byte buffer", name, i,
+                        r->file_offset, r->dst_offset, file_size, r->dst->size);
     if (!vkrt_mul_u64(rows, r->size, &bytes) || !vkrt_add_u64(*total, bytes, total))
       return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "load %s: range %u: size overflows",
                         name, i);
     keys[i] = (struct range_key){.k1 = (uint64_t)(uintptr_t)r->dst, .k2 = r->dst_offset,
                                  .end = r->size ? dend : r->dst_offset, .index = i};
   }
-  /* Destinations must not overlap (a strided range counts its whole span). */
+  /* Destinations must not overlap (a strided range counts its whole span; an empty range
+   * writes nothing): each range against the furthest-reaching one before it in its buffer. */
   qsort(keys, count, sizeof(*keys), key_cmp);
-  for (uint32_t i = 1; i < count; i++)
-    if (keys[i].k1 == keys[i - 1].k1 && keys[i].k2 < keys[i - 1].end)
+  const struct range_key *reach = NULL;
+  for (uint32_t i = 0; i < count; i++) {
+    const struct range_key *k = &keys[i];
+    if (k->k2 == k->end)
+      continue;
+    if (reach && reach->k1 == k->k1 && k->k2 < reach->end)
       return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "load %s: ranges %u and %u write "
                         "overlapping bytes of one buffer ([%" PRIu64 ", %" PRIu64 ") and [%"
-                        PRIu64 ", %" PRIu64 "))", name, keys[i - 1].index, keys[i].index,
-                        keys[i - 1].k2, keys[i - 1].end, keys[i].k2, keys[i].end);
+                        PRIu64 ", %" PRIu64 "))", name, reach->index, k->index, reach->k2,
+                        reach->end, k->k2, k->end);
+    if (!reach || reach->k1 != k->k1 || k->end > reach->end)
+      reach = k;
+  }
   return VKRT_OK;
 }
 

@@ -87,7 +87,8 @@ static bool check_op(const struct op_call *c, const struct vkrt_ops_limits *lim,
   case OP_SET_ROWS: return vkrt_ops_check_set_rows(lim, c->dst, c->a, c->b, v, why, size);
   case OP_ARGMAX: return vkrt_ops_check_argmax(lim, c->dst, c->a, v, why, size);
   case OP_ATTENTION:
-    return vkrt_ops_check_attention(lim, c->dst, c->a, c->b, c->c, c->d, v, why, size);
+    return vkrt_ops_check_attention(lim, c->dst, c->a, c->b, c->c, c->d, c->scale, v, why,
+                                    size);
   }
   return false;
 }
@@ -239,6 +240,9 @@ vkrt_status vkrt_cmd_copy_buffer(vkrt_buffer *dst, uint64_t dst_offset, vkrt_buf
                                   "copy: destination buffer is NULL")
                      : VKRT_ERROR_INVALID_ARGUMENT;
   struct vkrt_device *dev = dst->dev;
+  if (src->dev->sys != dev->sys)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "copy: the source is a buffer of another appliance");
   if (src->dev != dev)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "copy: source is on dev%u, destination on dev%u; copies stay on one device",

@@ -178,11 +178,15 @@ static bool plain(const char *op, const char *name, const struct vkrt_ops_view *
 
 static bool same_device(const char *op, const struct vkrt_ops_view *views, const char *const *names,
                         int count, char *why, size_t why_size) {
-  for (int i = 1; i < count; i++)
-    if (views[i].buffer->dev != views[0].buffer->dev)
+  for (int i = 1; i < count; i++) {
+    const struct vkrt_device *a = views[i].buffer->dev, *b = views[0].buffer->dev;
+    if (a && b && a->sys != b->sys)
+      FAIL("%s: %s is a buffer of another appliance than %s's", op, names[i], names[0]);
+    if (a != b)
       FAIL("%s: wrong device: %s is on dev%u but %s is on dev%u", op, names[i],
            views[i].buffer->dev ? views[i].buffer->dev->index : 0u, names[0],
            views[0].buffer->dev ? views[0].buffer->dev->index : 0u);
+  }
   return true;
 }
 
@@ -629,9 +633,11 @@ bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor 
 
 bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                               const vkrt_tensor *q, const vkrt_tensor *k, const vkrt_tensor *v,
-                              const vkrt_tensor *kv_len, struct vkrt_ops_view views[5],
-                              char *why, size_t why_size) {
+                              const vkrt_tensor *kv_len, float scale,
+                              struct vkrt_ops_view views[5], char *why, size_t why_size) {
   static const char *const op = "vkrt_op_attention";
+  if (!(scale >= -3.4e38f && scale <= 3.4e38f))
+    FAIL("%s: scale = %g is not finite", op, (double)scale);
   static const char *const names[] = {"dst", "q", "k", "v", "kv_len"};
   const vkrt_tensor *ts[5] = {dst, q, k, v, kv_len};
   if (!decode_views(lim, op, names, ts, 5, views, why, why_size) ||

@@ -88,8 +88,8 @@ bool vkrt_ops_check_swiglu(const struct vkrt_ops_limits *lim, const vkrt_tensor 
 #define VKRT_ATTENTION_MAX_HEAD_DIM 256
 bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                               const vkrt_tensor *q, const vkrt_tensor *k, const vkrt_tensor *v,
-                              const vkrt_tensor *kv_len, struct vkrt_ops_view views[5],
-                              char *why, size_t why_size);
+                              const vkrt_tensor *kv_len, float scale,
+                              struct vkrt_ops_view views[5], char *why, size_t why_size);
 
 /* How vkrt_op_attention splits its work (kernels/attention_split.comp, pure so it is
  * unit-tested): a workgroup of VKRT_ATTENTION_WG invocations takes `heads_per_group` query

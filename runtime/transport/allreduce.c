@@ -14,7 +14,10 @@ static vkrt_status check_buffer(struct vkrt_system *sys, const char *what, uint3
   if (!b)
     return vkrt_error(&sys->base, VKRT_ERROR_INVALID_ARGUMENT, "allreduce: %s[%u] is NULL", what,
                       d);
-  if (b->dev->sys != sys || b->dev->index != d)
+  if (b->dev->sys != sys)
+    return vkrt_error(&sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "allreduce: %s[%u] is a buffer of another appliance", what, d);
+  if (b->dev->index != d)
     return vkrt_error(&sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "allreduce: %s[%u] is a buffer of dev%u; rank d must use a buffer of dev d",
                       what, d, b->dev->index);

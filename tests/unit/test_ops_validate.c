@@ -1,5 +1,6 @@
 /* The ops' pure descriptor validation (runtime/ops/validate.c) with hand-built tensors on
  * fake buffers: no GPU, no Vulkan calls. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -402,16 +403,21 @@ static void test_attention_check_and_plan(void **state) {
   vkrt_tensor k = t4(&buf_b, 0, VKRT_TYPE_Q8_0, 128, 8, 100, 1);
   vkrt_tensor val = t4(&buf_b, 131072, VKRT_TYPE_Q8_0, 128, 8, 100, 1);
   vkrt_tensor len = t4(&buf_a, 32768, VKRT_TYPE_I32, 1, 1, 1, 1);
-  assert_true(vkrt_ops_check_attention(&lim, &d, &q, &k, &val, &len, v, why, sizeof(why)));
+  assert_true(vkrt_ops_check_attention(&lim, &d, &q, &k, &val, &len, 0.125f, v, why, sizeof(why)));
   vkrt_tensor q3 = t4(&buf_a, 0, VKRT_TYPE_F32, 128, 12, 1, 1);
   vkrt_tensor d3 = t4(&buf_a, 16384, VKRT_TYPE_F32, 128, 12, 1, 1);
   vkrt_tensor k5 = t4(&buf_b, 0, VKRT_TYPE_Q8_0, 128, 5, 100, 1);
   vkrt_tensor v5 = t4(&buf_b, 131072, VKRT_TYPE_Q8_0, 128, 5, 100, 1);
-  expect_fail(vkrt_ops_check_attention(&lim, &d3, &q3, &k5, &v5, &len, v, why, sizeof(why)),
+  expect_fail(vkrt_ops_check_attention(&lim, &d3, &q3, &k5, &v5, &len, 0.125f, v, why, sizeof(why)),
               "n_head 12 (q ne[1]) is not a multiple of n_head_kv 5");
   vkrt_tensor kother = t4(&buf_other, 0, VKRT_TYPE_Q8_0, 128, 8, 100, 1);
-  expect_fail(vkrt_ops_check_attention(&lim, &d, &q, &kother, &val, &len, v, why, sizeof(why)),
+  expect_fail(vkrt_ops_check_attention(&lim, &d, &q, &kother, &val, &len, 0.125f, v, why, sizeof(why)),
               "wrong device: k is on dev1");
+  expect_fail(vkrt_ops_check_attention(&lim, &d, &q, &k, &val, &len, NAN, v, why, sizeof(why)),
+              "scale = nan is not finite");
+  expect_fail(vkrt_ops_check_attention(&lim, &d, &q, &k, &val, &len, -INFINITY, v, why,
+                                       sizeof(why)),
+              "scale = -inf is not finite");
 
   struct vkrt_attention_plan p;
   uint64_t mib16 = 16u << 20;

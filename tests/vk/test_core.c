@@ -896,6 +896,16 @@ static void test_errors_have_messages(void **state) {
   EXPECT_OWN_MESSAGE(app, vkrt_op_transpose(&t5, &t4), inval, "");
   if (IS_ENABLED(CONFIG_VKRT_COLLECTIVES) && vkrt_device_count(app) > 1)
     EXPECT_OWN_MESSAGE(app, vkrt_allreduce(app, NULL), inval, "args is NULL");
+  /* A buffer of another appliance is named as such, not as a device mismatch. */
+  vkrt_appliance *other = vkt_open(&o);
+  vkrt_buffer *foreign;
+  vkt_check(other, vkrt_buffer_create(other, 0, 4096, VKRT_BUFFER_DEVICE_LOCAL, &foreign));
+  vkrt_tensor ft = vkrt_tensor_contiguous(foreign, 0, VKRT_TYPE_F32, 4, 1, 1, 1);
+  EXPECT_OWN_MESSAGE(app, vkrt_op_copy(&t4, &ft), inval, "another appliance");
+  EXPECT_OWN_MESSAGE(app, vkrt_cmd_copy_buffer(a, 0, foreign, 0, 16), inval, "another appliance");
+  vkrt_buffer_destroy(foreign);
+  vkt_close(other);
+  vkrt_options_initialize(NULL); /* a no-op, not a crash */
   /* Calls with no appliance to reach return the status and leave this one's message. */
   mark(app);
   assert_int_equal(vkrt_device_info_get(NULL, 0, NULL), inval);
@@ -943,6 +953,52 @@ static void test_last_error_per_thread(void **state) {
   vkt_close(app);
 }
 
+/* A buffer destroyed while recorded work still uses it (not submitted yet, or submitted and
+ * running) keeps its memory until that work is done: the copy out of a destroyed source
+ * still reads its bytes, a copy into a destroyed destination writes nowhere harmful, and
+ * the appliance closes with nothing left. (Freeing at once made the submit run on freed
+ * memory: a crash in the driver.) */
+static void test_destroy_while_in_use(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkt_counting counting = {0};
+  o.allocator = vkt_counting_allocator(&counting);
+  vkrt_appliance *app = vkt_open(&o);
+  const uint64_t size = 1 << 20;
+  uint8_t *pattern = malloc(size), *got = malloc(size);
+  assert_non_null(pattern);
+  assert_non_null(got);
+  uint64_t seed = vkt_seed(0);
+  for (int round = 0; round < 2; round++) { /* 0: destroyed before the submit; 1: after */
+    vkrt_buffer *src, *dst, *sink;
+    vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_DEVICE_LOCAL, &src));
+    vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_DEVICE_LOCAL, &dst));
+    vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_DEVICE_LOCAL, &sink));
+    vkt_fill_random(pattern, size, &seed);
+    vkt_check(app, vkrt_upload(src, 0, pattern, size));
+    vkt_poison(got, size);
+    vkt_check(app, vkrt_upload(dst, 0, got, size));
+    vkt_check(app, vkrt_cmd_copy_buffer(dst, 0, src, 0, size));
+    vkt_check(app, vkrt_cmd_copy_buffer(sink, 0, dst, 0, size));
+    uint64_t ticket = 0;
+    if (round == 1)
+      vkt_check(app, vkrt_submit(app, 0, &ticket));
+    vkrt_buffer_destroy(src);
+    vkrt_buffer_destroy(sink);
+    vkt_check(app, vkrt_finish(app, 0));
+    vkt_poison(got, size);
+    vkt_check(app, vkrt_download(got, dst, 0, size));
+    if (memcmp(got, pattern, size))
+      fail_msg("round %d: the copy out of a destroyed source did not read its bytes", round);
+    vkrt_buffer_destroy(dst); /* reaps the two destroyed earlier: their work is done */
+  }
+  free(pattern);
+  free(got);
+  vkt_close(app);
+  assert_int_equal(atomic_load(&counting.live), 0);
+}
+
 /* Size-0 transfers are no-ops returning VKRT_OK whatever their other arguments, and write
  * nothing (vkrt.h). */
 static void test_size_zero_is_noop(void **state) {
@@ -988,6 +1044,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_errors_have_messages),
       cmocka_unit_test(test_last_error_per_thread),
       cmocka_unit_test(test_size_zero_is_noop),
+      cmocka_unit_test(test_destroy_while_in_use),
       cmocka_unit_test(test_open_four),
       cmocka_unit_test(test_buffer_round_trip),
       cmocka_unit_test(test_stream_ring),

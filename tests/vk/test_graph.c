@@ -276,6 +276,18 @@ static void test_misuse(void **state) {
   vkt_check(app, vkrt_graph_launch(g, &ticket));
   assert_int_equal(ticket, 0);
   vkrt_graph_destroy(g);
+  /* a buffer destroyed during the capture: refused by vkrt_graph_end, nothing read from it */
+  vkrt_buffer *a, *b;
+  vkt_check(app, vkrt_buffer_create(app, 0, 4096, VKRT_BUFFER_DEVICE_LOCAL, &a));
+  vkt_check(app, vkrt_buffer_create(app, 0, 4096, VKRT_BUFFER_DEVICE_LOCAL, &b));
+  vkt_check(app, vkrt_graph_begin(app));
+  vkt_check(app, vkrt_cmd_copy_buffer(a, 0, b, 0, 256));
+  vkrt_buffer_destroy(b);
+  g = (vkrt_graph *)1;
+  assert_int_equal(vkrt_graph_end(app, &g), VKRT_ERROR_INVALID_ARGUMENT);
+  assert_null(g);
+  assert_non_null(strstr(vkrt_last_error(app), "destroyed during the capture"));
+  vkrt_buffer_destroy(a);
   vkt_close(app);
 }
 

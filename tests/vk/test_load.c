@@ -551,7 +551,7 @@ static void test_bad_ranges(void **state) {
   struct plan p;
   vkrt_appliance *app = counted_open(&f, &counting, &p);
   poison_buffers(app, &p);
-  vkrt_load_range bad[VKRT_MAX_DEVICES * RANGES_PER_DEVICE + 1];
+  vkrt_load_range bad[VKRT_MAX_DEVICES * RANGES_PER_DEVICE + 3];
   /* The good ranges plus one bad one last: nothing of the good ones may be written. */
   memcpy(bad, p.r, p.count * sizeof(bad[0]));
   const uint32_t n = p.count + 1;
@@ -570,6 +570,24 @@ static void test_bad_ranges(void **state) {
   expect_refused(app, &f, &p, bad, n, &counting, "pitches");
   bad[n - 1] = (vkrt_load_range){.file_offset = 0, .size = 100, .dst = NULL};
   expect_refused(app, &f, &p, bad, n, &counting, "NULL buffer");
+  /* An empty range writes nothing, but its offsets must lie within the file and buffer. */
+  bad[n - 1] = (vkrt_load_range){.file_offset = 0, .size = 0, .dst = p.buf[0],
+                                 .dst_offset = p.buf_size + 1};
+  expect_refused(app, &f, &p, bad, n, &counting, "an empty range");
+  bad[n - 1] = (vkrt_load_range){.file_offset = f.size + 1, .size = 0, .dst = p.buf[0]};
+  expect_refused(app, &f, &p, bad, n, &counting, "an empty range");
+  /* ... and overlaps nothing, nor hides an overlap of the ranges around it. */
+  const uint64_t free_at = 3 * MIB + 768 * KIB; /* between the column block and the tail */
+  bad[n - 1] = (vkrt_load_range){.file_offset = 0, .size = 1000, .dst = p.buf[0],
+                                 .dst_offset = free_at};
+  bad[n] = (vkrt_load_range){.size = 0, .dst = p.buf[0], .dst_offset = free_at + 100};
+  bad[n + 1] = (vkrt_load_range){.file_offset = 0, .size = 100, .dst = p.buf[0],
+                                 .dst_offset = free_at + 500};
+  expect_refused(app, &f, &p, bad, n + 2, &counting, "overlapping");
+  bad[n + 1] = (vkrt_load_range){.size = 0, .dst = p.r[0].dst, .dst_offset = p.r[0].dst_offset + 1};
+  vkt_check(app, vkrt_load_file(app, f.path, -1, bad, n + 2, VKRT_LOAD_PATH_READ, NULL, NULL,
+                                NULL));
+  poison_buffers(app, &p);
   /* libvkrt's own allocations of the call failing in turn (the range tables, the plan). */
   uint32_t host_allocs = 0, vk_allocs = 0;
   vkt_check(app, vkrt_fault_arm_allocations(app, 0, 0));

@@ -236,6 +236,9 @@ enum vkrt_buffer_flags {
 
 vkrt_status vkrt_buffer_create(vkrt_appliance *appliance, uint32_t device, uint64_t size,
                                uint32_t flags, vkrt_buffer **out);
+/* The buffer is gone for the caller at once (a graph that uses it is refused); its memory
+ * stays until the GPU has finished the work recorded on it, submitted or not, and is freed
+ * by a later destroy on its device or at vkrt_close. NULL is a no-op. */
 void vkrt_buffer_destroy(vkrt_buffer *buffer);
 uint64_t vkrt_buffer_size(const vkrt_buffer *buffer);
 uint32_t vkrt_buffer_device(const vkrt_buffer *buffer);
@@ -330,7 +333,8 @@ const char *vkrt_load_path_str(vkrt_load_path path);
 
 /* One slice of the file into one buffer: `rows` rows of `size` bytes, row i read from
  * file_offset + i * file_pitch and written at dst_offset + i * dst_pitch (rows 0 or 1: one
- * contiguous run, pitches ignored). */
+ * contiguous run, pitches ignored). A range of size 0 writes nothing; its offsets must
+ * still lie within the file and the buffer. */
 typedef struct vkrt_load_range {
   uint64_t file_offset, size;
   vkrt_buffer *dst;
