@@ -134,6 +134,11 @@ void vkrt_close(vkrt_appliance *app) {
   if (!app)
     return;
   struct vkrt_system *sys = &app->sys;
+  if (app->capturing) { /* a capture never ended: nothing of it runs */
+    vkrt_graph *g = NULL;
+    vkrt_graph_end(app, &g);
+    vkrt_graph_destroy(g);
+  }
   vkrt_system_wait_idle(sys);
   if (app->collective_opened)
     vkrt_collective_close(app->collective);

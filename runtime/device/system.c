@@ -424,6 +424,12 @@ void vkrt_system_wait_idle(struct vkrt_system *sys) {
 }
 
 void vkrt_system_close(struct vkrt_system *sys) {
+  /* Buffers the caller left: freed with the rest (the devices are idle). */
+  uint32_t left = 0;
+  for (; sys->live_buffers; left++)
+    vkrt_buffer_destroy(sys->live_buffers);
+  if (left)
+    vkrt_log(&sys->base, VKRT_LOG_DEBUG, "vkrt_close: freed %u buffer(s) never destroyed", left);
   for (uint32_t i = sys->device_count; i-- > 0;)
     device_close(&sys->devices[i]);
   vkrt_instance_destroy(sys);

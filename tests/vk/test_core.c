@@ -995,6 +995,13 @@ static void test_destroy_while_in_use(void **state) {
   }
   free(pattern);
   free(got);
+  /* close frees what the caller left: a buffer never destroyed, a capture never ended */
+  vkrt_buffer *left, *left_src;
+  vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_DEVICE_LOCAL, &left));
+  vkt_check(app, vkrt_buffer_create(app, 0, size, VKRT_BUFFER_DEVICE_LOCAL, &left_src));
+  vkt_check(app, vkrt_cmd_copy_buffer(left, 0, left_src, 0, size));
+  vkt_check(app, vkrt_graph_begin(app));
+  vkt_check(app, vkrt_cmd_copy_buffer(left_src, 0, left, 0, size));
   vkt_close(app);
   assert_int_equal(atomic_load(&counting.live), 0);
 }
