@@ -11,9 +11,11 @@ vkrt_tensor vkrt_tensor_contiguous(vkrt_buffer *buffer, uint64_t offset, vkrt_ty
   vkrt_tensor t = {.buffer = buffer, .offset = offset, .type = type, .ne = {ne0, ne1, ne2, ne3}};
   int64_t ts = (int64_t)vkrt_type_size(type), block = vkrt_type_block(type);
   t.nb[0] = ts;
-  t.nb[1] = block ? ts * (ne0 / block) : 0; /* block types: whole blocks per row */
+  /* block types: whole blocks per row. Unsigned products: a shape too large wraps (and the
+   * ops refuse it) instead of overflowing a signed integer. */
+  t.nb[1] = block ? (int64_t)((uint64_t)ts * (uint64_t)(ne0 / block)) : 0;
   for (int i = 2; i < 4; i++)
-    t.nb[i] = t.nb[i - 1] * t.ne[i - 1];
+    t.nb[i] = (int64_t)((uint64_t)t.nb[i - 1] * (uint64_t)t.ne[i - 1]);
   return t;
 }
 
