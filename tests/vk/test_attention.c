@@ -137,7 +137,7 @@ static void att_check(const struct att_case *c, const struct att_bufs *b, const 
   for (int j = 0; j < c->NQ; j++)
     for (int h = 0; h < c->H; h++) {
       const float *q = (const float *)(b->qb.map + b->q.offset + h * b->q.nb[1] + j * b->q.nb[2]);
-      int kh = h / G, len = lens[j] > 0 ? lens[j] : 0;
+      int kh = h / G, len = lens[j] > 0 ? (lens[j] < c->n_ctx ? lens[j] : c->n_ctx) : 0;
       double m = -INFINITY, l = 0, sabs = 0;
       for (int t = 0; t < len; t++) {
         const float *kr = b->kf + ((size_t)t * c->HKV + kh) * D;
@@ -309,10 +309,13 @@ static void test_attention_splits(void **state) {
       struct att_case d40 = {t, 40, 6, 2, 2, 150, {150, 77}, 0, 3, false};
       run_case(app, &d40);
     }
-    /* nothing attended (kv_len 0 and negative): zeros, from one split and from the combine */
+    /* nothing attended (kv_len 0 and negative): zeros; past the cache: the whole cache;
+     * from one split and from the combine */
     for (uint32_t sp = 1; sp <= 4; sp += 3) {
       struct att_case empty = {t, 64, 8, 2, 3, 100, {100, 0, -3}, 0, sp, true};
       run_case(app, &empty);
+      struct att_case past = {t, 64, 8, 2, 2, 100, {101, 0x7fffffff}, 0, sp, true};
+      run_case(app, &past);
     }
     /* peaked scores: the running max matters (scale 1, scores of +-10) */
     struct att_case peaked = {t, 128, 8, 8, 2, 300, {300, 129}, 1.0f, 0, true};

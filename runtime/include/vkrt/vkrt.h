@@ -512,7 +512,8 @@ typedef struct vkrt_rope_params {
 } vkrt_rope_params;
 
 /* Rotary position embedding: x, dst f32 {head_dim, n_head, n_tokens}; pos I32 {n_tokens}
- * (token t at position pos[t], read on the device); dst may be x exactly. */
+ * (token t at position pos[t], read on the device; any int32, negative rotating backwards,
+ * with f32 angles that lose precision past |pos| ~ 2^24); dst may be x exactly. */
 vkrt_status vkrt_op_rope(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *pos,
                          const vkrt_rope_params *params);
 
@@ -525,7 +526,8 @@ vkrt_status vkrt_op_get_rows(const vkrt_tensor *dst, const vkrt_tensor *table,
 /* KV-cache append (ggml SET_ROWS): dst[:, rows[i]] = src[:, i] converted to dst's type;
  * src f32 {n, count}; rows I32 {count}; dst f32, f16 or q8_0 {n, n_rows} (q8_0 rows are
  * quantized as ggml's quantize_row_q8_0: d = max|x| / 127, q = round(x / d)). A row index
- * outside [0, n_rows) is skipped. */
+ * outside [0, n_rows) is skipped. Indices must be distinct: two sources written to one row
+ * leave that row unspecified (a q8_0 block may mix them). */
 vkrt_status vkrt_op_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src,
                              const vkrt_tensor *rows);
 
@@ -533,7 +535,8 @@ vkrt_status vkrt_op_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src,
  * q f32 {head_dim, n_head, n_q}; k, v f16 or q8_0 {head_dim, n_head_kv, n_ctx} (row t of the
  * cache: token t, all KV heads; q8_0 needs head_dim a multiple of 32); kv_len I32 {n_q}:
  * query j attends to cache tokens [0, kv_len[j]) (causal decode: position + 1), read on the
- * device, 1 <= kv_len[j] <= n_ctx. n_head a multiple of n_head_kv (grouped-query heads:
+ * device, clamped to [0, n_ctx]: 0 or less attends nothing (dst zeros), more than n_ctx the
+ * whole cache. n_head a multiple of n_head_kv (grouped-query heads:
  * query head h uses KV head h / (n_head / n_head_kv)). dst f32 {head_dim, n_head, n_q} =
  * softmax(scale * q k^T) v per head; scale is usually 1 / sqrt(head_dim). Long contexts are
  * split across workgroups (partial max and sum per split, then a combine). */
