@@ -302,6 +302,9 @@ void vkrt_stream_drain(struct vkrt_device *dev);
  * While capturing, the stream never flushes by itself. */
 vkrt_status vkrt_stream_capture_begin(struct vkrt_device *dev, struct vkrt_stream_capture *cap);
 vkrt_status vkrt_stream_capture_end(struct vkrt_device *dev);
+/* Work recorded on raw handles (a collective's) uses b: a destroy waits for the submit that
+ * carries it (no-op while capturing: a launch notes the use). */
+void vkrt_stream_note_use(struct vkrt_device *dev, const struct vkrt_buffer *b);
 /* Lists b among the buffers the capture uses (no-op when dev is not capturing). */
 void vkrt_stream_capture_use(struct vkrt_device *dev, const struct vkrt_buffer *b);
 /* Submits `count` captured batches in one vkQueueSubmit after what the stream submitted:
@@ -346,7 +349,9 @@ vkrt_status vkrt_buffer_check_range(const vkrt_buffer *b, uint64_t offset, uint6
 
 /* Recorded work on dev's stream uses b: a destroy before it retires is deferred. */
 static inline void vkrt_buffer_note_use(const struct vkrt_buffer *b, uint64_t value) {
-  atomic_store_explicit(&((struct vkrt_buffer *)b)->last_use, value, memory_order_relaxed);
+  _Atomic uint64_t *last = &((struct vkrt_buffer *)b)->last_use;
+  if (value > atomic_load_explicit(last, memory_order_relaxed)) /* only the recorder writes */
+    atomic_store_explicit(last, value, memory_order_relaxed);
 }
 /* Frees dev's destroyed buffers whose last use has retired (all of them with `all`, once
  * the device is idle or lost). */

@@ -659,6 +659,12 @@ vkrt_status vkrt_stream_capture_end(struct vkrt_device *dev) {
   return s;
 }
 
+void vkrt_stream_note_use(struct vkrt_device *dev, const struct vkrt_buffer *b) {
+  const struct vkrt_stream *st = &dev->stream;
+  if (b && !st->capture) /* the recording's submit, or the last one when nothing is pending */
+    vkrt_buffer_note_use(b, st->submitted + (st->recording && st->used));
+}
+
 void vkrt_stream_capture_use(struct vkrt_device *dev, const struct vkrt_buffer *b) {
   struct vkrt_stream_capture *cap = dev->stream.capture;
   if (!cap || !b)

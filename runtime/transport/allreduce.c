@@ -80,6 +80,10 @@ vkrt_status vkrt_collective_allreduce(struct vkrt_collective *coll, const vkrt_a
     s = coll->type->allreduce(coll->transport, &job);
   }
   pthread_mutex_unlock(&coll->lock);
+  for (uint32_t d = 0; d < sys->device_count; d++) { /* a destroy waits for these */
+    vkrt_stream_note_use(&sys->devices[d], args->send[d]);
+    vkrt_stream_note_use(&sys->devices[d], args->recv[d]);
+  }
   return s;
 }
 

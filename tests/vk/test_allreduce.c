@@ -611,6 +611,15 @@ static void test_close_idle_and_after_collective(void **state) {
     for (uint32_t d = 0; d < 2; d++)
       vkt_check(app, vkrt_finish(app, d));
     bufs_destroy(&b);
+    /* Buffers destroyed right after the call: they stay until the GPU is done with them
+     * (the validation layer flags a buffer freed while in use), then close. */
+    bufs_create(&b, app, 1 << 20);
+    for (int d = 0; d < 2; d++) {
+      args.send[d] = b.send[d];
+      args.recv[d] = b.recv[d];
+    }
+    vkt_check(app, vkrt_allreduce(app, &args));
+    bufs_destroy(&b);
     vkt_close(app);
     assert_int_equal(atomic_load(&counting.live), 0);
   }
