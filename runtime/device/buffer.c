@@ -196,34 +196,21 @@ static void buffer_release(struct vkrt_buffer *b) {
   vkrt_free(&dev->sys->base, b);
 }
 
-/* The last stream value the GPU has finished; UINT64_MAX when it cannot say (a lost device
- * runs nothing more). */
-static uint64_t stream_done(struct vkrt_device *dev) {
-  uint64_t done = 0;
-  return dev->vk.vkGetSemaphoreCounterValue(dev->handle, dev->stream.timeline, &done) ==
-                 VK_SUCCESS
-             ? done
-             : UINT64_MAX;
-}
-
 void vkrt_buffer_reap(struct vkrt_device *dev, bool all) {
   struct vkrt_system *sys = dev->sys;
-  pthread_mutex_lock(&sys->buffers_lock);
-  bool any = dev->zombies != NULL;
-  pthread_mutex_unlock(&sys->buffers_lock);
-  if (!any)
-    return;
-  uint64_t done = all ? UINT64_MAX : stream_done(dev);
   struct vkrt_buffer *free_list = NULL;
   pthread_mutex_lock(&sys->buffers_lock);
-  for (struct vkrt_buffer **p = &dev->zombies; *p;) {
-    struct vkrt_buffer *b = *p;
-    if (atomic_load_explicit(&b->last_use, memory_order_relaxed) <= done) {
-      *p = b->zombie_next;
-      b->zombie_next = free_list;
-      free_list = b;
-    } else {
-      p = &b->zombie_next;
+  if (dev->zombies) { /* the timeline is asked only when something waits on it */
+    const uint64_t done = all ? UINT64_MAX : vkrt_stream_done(dev);
+    for (struct vkrt_buffer **p = &dev->zombies; *p;) {
+      struct vkrt_buffer *b = *p;
+      if (atomic_load_explicit(&b->last_use, memory_order_relaxed) <= done) {
+        *p = b->zombie_next;
+        b->zombie_next = free_list;
+        free_list = b;
+      } else {
+        p = &b->zombie_next;
+      }
     }
   }
   pthread_mutex_unlock(&sys->buffers_lock);
@@ -243,7 +230,7 @@ void vkrt_buffer_destroy(vkrt_buffer *b) {
   struct vkrt_device *dev = b->dev;
   struct vkrt_system *sys = dev->sys;
   uint64_t use = atomic_load_explicit(&b->last_use, memory_order_relaxed);
-  bool busy = use && dev->handle && use > stream_done(dev);
+  bool busy = use && dev->handle && use > vkrt_stream_done(dev);
   if (b->id) {
     pthread_mutex_lock(&sys->buffers_lock);
     if (b->live_prev)

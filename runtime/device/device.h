@@ -302,6 +302,9 @@ void vkrt_stream_drain(struct vkrt_device *dev);
  * While capturing, the stream never flushes by itself. */
 vkrt_status vkrt_stream_capture_begin(struct vkrt_device *dev, struct vkrt_stream_capture *cap);
 vkrt_status vkrt_stream_capture_end(struct vkrt_device *dev);
+/* The last stream value the GPU has finished; UINT64_MAX when it cannot say (a lost device
+ * runs nothing more). Never blocks; any thread. */
+uint64_t vkrt_stream_done(struct vkrt_device *dev);
 /* Work recorded on raw handles (a collective's) uses b: a destroy waits for the submit that
  * carries it (no-op while capturing: a launch notes the use). */
 void vkrt_stream_note_use(struct vkrt_device *dev, const struct vkrt_buffer *b);

@@ -659,6 +659,14 @@ vkrt_status vkrt_stream_capture_end(struct vkrt_device *dev) {
   return s;
 }
 
+uint64_t vkrt_stream_done(struct vkrt_device *dev) {
+  uint64_t done = 0;
+  return dev->vk.vkGetSemaphoreCounterValue(dev->handle, dev->stream.timeline, &done) ==
+                 VK_SUCCESS
+             ? done
+             : UINT64_MAX;
+}
+
 void vkrt_stream_note_use(struct vkrt_device *dev, const struct vkrt_buffer *b) {
   const struct vkrt_stream *st = &dev->stream;
   if (b && !st->capture) /* the recording's submit, or the last one when nothing is pending */
