@@ -32,6 +32,7 @@
 // dim, a multiple of 8; q8_0: of 32), 3 U (row passes per tile). attention.c sizes the
 // shared memory as declared here (vkrt_ops_attention_shared in validate.c).
 #extension GL_EXT_control_flow_attributes : enable
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0, local_size_x = 128) in; // 128: no division by zero in the defaults
 layout(constant_id = 1) const uint G = 1u;
@@ -81,17 +82,11 @@ shared float sa[G * TT];      // the tile's rescale of the slot's earlier sums
 shared float shead[2u * G];   // per head: the split's max and sum
 shared float red[8u * WG];    // the slot merge of one head
 
-// A chunk is loaded raw (k_load, v_load: the words as they are in memory) and decoded
-// when used (decode: the 8 values in lo, hi, times `d`), so loads can be issued ahead.
+#include "attention_kv.glsl"
+
+// The K chunk as kept in shared memory (k_keep) and read back (k_use): f16 as loaded;
+// q8_0 its two quant words and the scale.
 #ifdef KV_F16
-uvec4 k_load(uint row, uint c) { return k[row + c]; }
-uvec4 v_load(uint row, uint c) { return v[row + c]; }
-void decode(uvec4 u, uint row, uint c, out vec4 lo, out vec4 hi, out float d) {
-  lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
-  hi = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
-  d = 1.0;
-}
-// the K chunk as kept in shared memory: as loaded
 uvec4 k_keep(uvec4 u, uint row, uint c) { return u; }
 void k_use(uvec4 u, out vec4 lo, out vec4 hi, out float d) {
   lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
@@ -99,38 +94,6 @@ void k_use(uvec4 u, out vec4 lo, out vec4 hi, out float d) {
   d = 1.0;
 }
 #else
-vec4 unpack_i8(uint w) {
-  return vec4(ivec4(int(w << 24u) >> 24, int(w << 16u) >> 24, int(w << 8u) >> 24, int(w) >> 24));
-}
-// Chunk c of a q8_0 row at byte `row` (2-byte aligned): block c / 4 (its f16 scale at the
-// block's start), quants 8 (c % 4) on, which start 2 mod 4 bytes in every other block: then
-// three words, shifted. Raw: (word 0, word 1, word 2 or 0, the scale's word).
-#define Q8_LOAD(NAME, BUF)                                                               \
-  uvec4 NAME(uint row, uint c) {                                                         \
-    uint blk = row + 34u * (c >> 2u);                                                    \
-    uint qb = blk + 2u + 8u * (c & 3u);                                                  \
-    uint w0 = qb >> 2u;                                                                  \
-    return uvec4(BUF[w0], BUF[w0 + 1u], (qb & 2u) != 0u ? BUF[w0 + 2u] : 0u, BUF[blk >> 2u]); \
-  }
-Q8_LOAD(k_load, k)
-Q8_LOAD(v_load, v)
-// the 8 quants of a raw chunk in two words and its scale
-void q8_words(uvec4 raw, uint row, uint c, out uint a, out uint b, out float d) {
-  uint blk = row + 34u * (c >> 2u);
-  d = unpackHalf2x16((blk & 2u) != 0u ? raw.w >> 16u : raw.w).x;
-  a = raw.x;
-  b = raw.y;
-  if (((blk + 2u + 8u * (c & 3u)) & 2u) != 0u) {
-    a = (a >> 16u) | (b << 16u);
-    b = (b >> 16u) | (raw.z << 16u);
-  }
-}
-void decode(uvec4 raw, uint row, uint c, out vec4 lo, out vec4 hi, out float d) {
-  uint a, b;
-  q8_words(raw, row, c, a, b, d);
-  lo = unpack_i8(a);
-  hi = unpack_i8(b);
-}
 uvec4 k_keep(uvec4 raw, uint row, uint c) {
   uint a, b;
   float d;

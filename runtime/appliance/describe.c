@@ -52,6 +52,8 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
       const struct vkrt_device *d = &sys->devices[i];
       char plan[512];
       vkrt_ops_matmul_plan(d, plan, sizeof(plan));
+      bool attention_rows;
+      const char *attention_why = vkrt_attention_kernel_choice(d, &attention_rows);
       struct vkrt_matvec_config m16 = vkrt_ops_matvec_config(d, VKRT_TYPE_F16, 1);
       struct vkrt_matvec_config m32 = vkrt_ops_matvec_config(d, VKRT_TYPE_F32, 1);
       struct vkrt_matvec_config c16 = vkrt_ops_matvec_config(d, VKRT_TYPE_F16, 2);
@@ -64,7 +66,8 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
           "\"matvec_f32_cols\": {\"wg\": %u, \"rows\": %u, \"unroll\": %u, \"blocks\": %u}, "
           "\"quant_activations\": \"%s\", \"pipelines\": \"%s\", \"pipelines_ready\": %u, "
           "\"queues\": {\"stream\": \"compute\", \"collectives\": \"compute\", "
-          "\"collective_submits\": \"%s\", \"upload_download\": \"%s\"}, \"matmul\": \"%s\"}",
+          "\"collective_submits\": \"%s\", \"upload_download\": \"%s\"}, \"matmul\": \"%s\", "
+          "\"attention_split\": \"%s\", \"attention_split_reason\": \"%s\"}",
           d->fault_mask, vkrt_ops_copy_path(d), vkrt_ops_copy_path_reason(d),
           vkrt_ops_transposed_copy_tiled(d) ? "tiled transpose" : "strided copy kernel",
           vkrt_ops_transposed_copy_reason(d), m16.wg, m16.rows, m16.unroll, m16.blocks, m32.wg,
@@ -72,7 +75,8 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
           c32.rows, c32.unroll, c32.blocks, vkrt_quant_activations_path(d),
           vkrt_ops_pipelines_when(d), vkrt_ops_pipelines_ready(d),
           d->stream.defer_waits ? "submitter thread" : "caller",
-          d->transfer_queue != d->compute_queue ? "transfer" : "compute", plan);
+          d->transfer_queue != d->compute_queue ? "transfer" : "compute", plan,
+          attention_rows ? "rows" : "tiles", attention_why);
     }
     vkrt_text_put(&o, "], ");
     add_collective(&o, app, true);
@@ -107,6 +111,11 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     char plan[512];
     vkrt_ops_matmul_plan(d, plan, sizeof(plan));
     vkrt_text_put(&o, "vkrt: dev%u matmul: %s\n", i, plan);
+    bool attention_rows;
+    const char *attention_why = vkrt_attention_kernel_choice(d, &attention_rows);
+    vkrt_text_put(&o, "vkrt: dev%u attention split pass: %s (%s)\n", i,
+        attention_rows ? "a row per invocation, subgroups run their own tokens" : "tiles behind "
+        "workgroup barriers", attention_why);
     vkrt_text_put(&o, "vkrt: dev%u pipelines %s (%u ready)\n", i, vkrt_ops_pipelines_when(d),
         vkrt_ops_pipelines_ready(d));
     vkrt_text_put(&o, "vkrt: dev%u op bindings: %s; a pipeline bound once per run of one kernel "

@@ -21,6 +21,7 @@ static const struct {
   [VKRT_LAB_ATTENTION_SPLITS] = {"ATTENTION_SPLITS", 0, UINT32_MAX},
   [VKRT_LAB_ATTENTION_UNROLL] = {"ATTENTION_UNROLL", 0, VKRT_ATTENTION_MAX_UNROLL},
   [VKRT_LAB_PIPELINE_REBIND] = {"PIPELINE_REBIND", 0, 1},
+  [VKRT_LAB_ATTENTION_KERNEL] = {"ATTENTION_KERNEL", 0, 2},
 };
 
 vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
@@ -59,6 +60,7 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_MATMUL_COOPMAT: ops->use_coopmat = value; break;
   case VKRT_LAB_ATTENTION_SPLITS: force->attention_splits = (uint32_t)value; break;
   case VKRT_LAB_ATTENTION_UNROLL: force->attention_unroll = (uint32_t)value; break;
+  case VKRT_LAB_ATTENTION_KERNEL: force->attention_kernel = (int)value; break;
   case VKRT_LAB_PIPELINE_REBIND: force->rebind_pipeline = value; break;
   default: force->matmul_kernel = (int)value; break;
   }
@@ -89,6 +91,7 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_MATMUL_COOPMAT: *out = ops->use_coopmat; break;
   case VKRT_LAB_ATTENTION_SPLITS: *out = force->attention_splits; break;
   case VKRT_LAB_ATTENTION_UNROLL: *out = force->attention_unroll; break;
+  case VKRT_LAB_ATTENTION_KERNEL: *out = force->attention_kernel; break;
   case VKRT_LAB_PIPELINE_REBIND: *out = force->rebind_pipeline; break;
   default: *out = force->matmul_kernel; break;
   }

@@ -98,6 +98,7 @@ vkrt_status vkrt_lab_counters_get(const vkrt_appliance *app, uint32_t device,
                              .attention = c->attention,
                              .attention_splits = c->attention_splits,
                              .attention_rounds = c->attention_rounds,
+                             .attention_rows = c->attention_rows,
                              .attention_direct = c->attention_direct};
   _Static_assert(sizeof(out->quant_read) == sizeof(c->quant_read), "one counter per read pattern");
   memcpy(out->quant_read, c->quant_read, sizeof(out->quant_read));
@@ -121,7 +122,7 @@ vkrt_status vkrt_lab_attention_plan(const vkrt_appliance *app, uint32_t device,
   *out = (vkrt_lab_attention){plan.heads_per_group, plan.head_groups, plan.split_len,
                               plan.splits, plan.queries_per_round, plan.rounds, plan.unroll,
                               plan.shared_bytes, dev->ops->attention_scratch->size,
-                              plan.splits == 1};
+                              plan.splits == 1, plan.rows, plan.subgroup};
   return VKRT_OK;
 }
 

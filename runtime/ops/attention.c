@@ -40,6 +40,10 @@ VKRT_KERNEL_ATTENTION_COMBINE_CHECK_PUSH(struct attention_combine_push);
 VKRT_KERNEL_ATTENTION_SPLIT_F16_CHECK_PUSH(struct attention_split_push);
 #endif
 VKRT_KERNEL_ATTENTION_SPLIT_Q8_0_CHECK_PUSH(struct attention_split_push);
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION_F16)
+VKRT_KERNEL_ATTENTION_ROWS_F16_CHECK_PUSH(struct attention_split_push);
+#endif
+VKRT_KERNEL_ATTENTION_ROWS_Q8_0_CHECK_PUSH(struct attention_split_push);
 
 #define COMBINE_WG 256 /* attention_combine.comp: a power of two */
 #define COMBINE_SLICE 32 /* attention_combine.comp DS: head elements per workgroup */
@@ -50,6 +54,9 @@ VKRT_KERNEL_ATTENTION_SPLIT_Q8_0_CHECK_PUSH(struct attention_split_push);
  * head 256 over 2 KV heads at 20000 tokens 132 splits (2 per SM) in 42.9 us, 66 in 46.8,
  * 264 in 50.4 (best row passes of each). */
 #define SPLIT_GROUPS_PER_CU 2
+/* The same for the split pass with a row per invocation (attention_rows.comp), whose
+ * workgroups hold no tile: enough of them for the loads of several subgroups per SM. */
+#define ROWS_GROUPS_PER_CU 4
 
 vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
   struct vkrt_ops_state *ops = dev->ops;
@@ -59,6 +66,7 @@ vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
   uint32_t cus = dev->caps.compute_units;
   ops->attention_target_groups = dev->caps.is_cpu ? 16 : cus ? SPLIT_GROUPS_PER_CU * cus : 512;
   ops->attention_max_splits = dev->caps.is_cpu ? 0 : cus;
+  ops->attention_rows_target_groups = dev->caps.is_cpu ? 16 : cus ? ROWS_GROUPS_PER_CU * cus : 1024;
   uint64_t size = (uint64_t)CONFIG_VKRT_ATTENTION_SCRATCH_KB * 1024;
   size = VKRT_MIN(size, vkrt_align_down(dev->caps.max_storage_buffer_range, 256));
   if (dev->caps.max_memory_allocation_size)
@@ -72,11 +80,46 @@ void vkrt_attention_close(struct vkrt_device *dev) {
   dev->ops->attention_scratch = NULL;
 }
 
+/* Whether the row-per-invocation split pass can run on dev: subgroup arithmetic, and one
+ * subgroup size the kernel can be built for (the device's, not varied per pipeline). */
+static bool rows_possible(const struct vkrt_device *dev, const char **why_not) {
+  const struct vkrt_caps *c = &dev->caps;
+  const char *r = vkrt_ops_kernel_usable(dev, VKRT_OPS_ATTENTION_ROWS_Q8_0)
+                      ? NULL : "tiles: the row kernel needs compute subgroup arithmetic";
+  if (!r && c->min_subgroup_size != c->max_subgroup_size)
+    r = "tiles: the device varies its subgroup size per pipeline";
+  *why_not = r;
+  return !r;
+}
+
+/* The row kernel is the default wherever it runs: H200 (board nvidia-h200-x1) head 128 over
+ * 8 KV heads at 32768 tokens ... against the tiles' 75.6 / 82.6 us (f16 / q8_0); lavapipe
+ * (2 CPU cores) head 256 over 2 KV heads at 20000 tokens 97-116 ms against 180-229 ms. */
+const char *vkrt_attention_kernel_choice(const struct vkrt_device *dev, bool *rows) {
+  const char *why_not;
+  bool can = rows_possible(dev, &why_not);
+  int forced = vkrt_ops_forces(dev)->attention_kernel;
+  *rows = can && forced != 1;
+  if (forced == 1)
+    return "tiles forced";
+  if (!can)
+    return why_not;
+  return forced == 2 ? "rows forced" : "rows: the device has subgroup arithmetic at a fixed size";
+}
+
 bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_t n_head,
                              uint32_t n_head_kv, uint32_t n_q, uint32_t n_ctx,
                              struct vkrt_attention_plan *out, char *why, size_t why_size) {
   struct vkrt_ops_state *ops = dev->ops;
   uint64_t scratch = VKRT_MIN(ops->attention_scratch->size, ops->limits.max_storage_buffer_range);
+  bool rows;
+  vkrt_attention_kernel_choice(dev, &rows);
+  if (rows)
+    return vkrt_ops_attention_rows_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
+                                        dev->caps.subgroup_size, ops->attention_rows_target_groups,
+                                        vkrt_ops_forces(dev)->attention_splits,
+                                        dev->caps.max_compute_shared_memory_size, scratch, out,
+                                        why, why_size);
   return vkrt_ops_attention_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
                                  ops->attention_target_groups, ops->attention_max_splits,
                                  vkrt_ops_forces(dev)->attention_splits,
@@ -105,9 +148,11 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
                       "buffers of k and v must extend to the 4-byte boundary after them",
                       dev->index);
   const struct vkrt_ops_pipeline *split, *combine = NULL;
-  uint32_t split_spec[VKRT_OPS_MAX_SPEC] = {VKRT_ATTENTION_WG, plan.heads_per_group, D, plan.unroll};
+  uint32_t split_spec[VKRT_OPS_MAX_SPEC] = {plan.wg, plan.heads_per_group, D,
+                                           plan.rows ? plan.subgroup : plan.unroll};
   uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {COMBINE_WG, D, 0, 0};
-  enum vkrt_ops_kernel sk = f16 ? VKRT_OPS_ATTENTION_SPLIT_F16 : VKRT_OPS_ATTENTION_SPLIT_Q8_0;
+  enum vkrt_ops_kernel sk = plan.rows ? (f16 ? VKRT_OPS_ATTENTION_ROWS_F16 : VKRT_OPS_ATTENTION_ROWS_Q8_0)
+                                      : (f16 ? VKRT_OPS_ATTENTION_SPLIT_F16 : VKRT_OPS_ATTENTION_SPLIT_Q8_0);
   bool direct = plan.splits == 1; /* the split pass writes dst: no combine */
   vkrt_status s = vkrt_ops_pipeline_spec(dev, sk, split_spec, &split);
   if (s == VKRT_OK && !direct)
@@ -183,5 +228,6 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   vkrt_ops_count(dev, attention, 1);
   vkrt_ops_count(dev, attention_splits, plan.splits);
   vkrt_ops_count(dev, attention_direct, direct);
+  vkrt_ops_count(dev, attention_rows, plan.rows);
   return VKRT_OK;
 }

@@ -113,6 +113,7 @@ struct vkrt_ops_forces {
   int matmul_kernel;         /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
   uint32_t attention_splits; /* 0 = plan them */
   uint32_t attention_unroll; /* row passes per tile of the split pass: 0 = plan them */
+  int attention_kernel;      /* split pass: 0 = choose, 1 = tiles, 2 = a row per invocation */
   bool rebind_pipeline;      /* bind the pipeline before every dispatch, even one bound */
 };
 
@@ -128,6 +129,7 @@ struct vkrt_ops_counters {
   uint64_t quant_read[VKRT_QUANT_READ_PATTERNS]; /* words, vec16, lanew, kspace, q8x */
   uint64_t argmax_split;    /* argmax rows over several workgroups + a combine pass */
   uint64_t attention, attention_splits, attention_rounds;
+  uint64_t attention_rows;     /* split pass with a row per invocation (attention_rows.comp) */
   uint64_t attention_direct;   /* one split: no combine pass */
 };
 
@@ -179,6 +181,7 @@ struct vkrt_ops_state {
   struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
   uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
   uint32_t attention_max_splits;         /* and splits at most (0: no cap) */
+  uint32_t attention_rows_target_groups; /* the same for the row-per-invocation split pass */
   struct vkrt_ops_lab *lab;              /* forces and counters (CONFIG_VKRT_LAB), else NULL */
 };
 
@@ -421,6 +424,9 @@ vkrt_status vkrt_attention_open(struct vkrt_device *dev);
 void vkrt_attention_close(struct vkrt_device *dev);
 vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops_view views[5],
                                   float scale);
+/* The split pass attentions take on dev (*rows: attention_rows.comp, else the tiles) and
+ * why, for vkrt-probe and the lab. */
+const char *vkrt_attention_kernel_choice(const struct vkrt_device *dev, bool *rows);
 /* The plan of an attention over these shapes on dev (vkrt_lab_attention_plan). */
 bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_t n_head,
                              uint32_t n_head_kv, uint32_t n_q, uint32_t n_ctx,
@@ -437,6 +443,11 @@ static inline vkrt_status vkrt_attention_record(struct vkrt_device *dev,
   (void)views, (void)scale;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "vkrt_op_attention: kernel not in this build (CONFIG_VKRT_KERNEL_ATTENTION=n)");
+}
+static inline const char *vkrt_attention_kernel_choice(const struct vkrt_device *dev, bool *rows) {
+  (void)dev;
+  *rows = false;
+  return "not in this build (CONFIG_VKRT_KERNEL_ATTENTION=n)";
 }
 static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim,
                                            uint32_t n_head, uint32_t n_head_kv, uint32_t n_q,

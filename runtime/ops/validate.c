@@ -697,6 +697,34 @@ uint32_t vkrt_ops_attention_shared(uint32_t head_dim, uint32_t heads_per_group, 
          (uint32_t)sizeof(float) * (g * head_dim + g * parts * t + 3 * g * tt + 2 * g + 8 * wg);
 }
 
+/* Splits, rounds and scratch of an attention plan whose kernel, heads per group and head
+ * groups are chosen (both split kernels). */
+static bool plan_splits(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv, uint32_t n_q,
+                        uint32_t n_ctx, uint32_t min_split, uint32_t target_groups,
+                        uint32_t max_splits, uint32_t forced_splits, uint64_t scratch_bytes,
+                        struct vkrt_attention_plan *out, char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_attention";
+  uint32_t most = div_up(n_ctx, VKRT_MIN(n_ctx, min_split));
+  uint64_t per_split = (uint64_t)n_head * (head_dim + 2) * sizeof(float); /* one query */
+  if (per_split > scratch_bytes)
+    FAIL("%s: the partials of one split of %u query heads of %u (%llu bytes) exceed the "
+         "%llu-byte split scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB)", op, n_head, head_dim,
+         (unsigned long long)per_split, (unsigned long long)scratch_bytes);
+  uint64_t per_split_groups = (uint64_t)n_head_kv * out->head_groups * n_q;
+  /* forced (tests, the bench): any count down to one token per split */
+  uint32_t want = forced_splits ? VKRT_MIN(forced_splits, n_ctx)
+                                : VKRT_MIN(div_up(VKRT_MAX(target_groups, 1u), per_split_groups), most);
+  if (!forced_splits && max_splits)
+    want = VKRT_MIN(want, max_splits);
+  want = VKRT_MIN(want, (uint32_t)VKRT_MIN(scratch_bytes / per_split, UINT32_MAX));
+  out->split_len = div_up(n_ctx, want);
+  out->splits = div_up(n_ctx, out->split_len);
+  out->queries_per_round = (uint32_t)VKRT_MIN((uint64_t)n_q, scratch_bytes / (out->splits * per_split));
+  out->rounds = div_up(n_q, out->queries_per_round);
+  out->scratch_used = (uint64_t)out->queries_per_round * out->splits * per_split;
+  return true;
+}
+
 bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
                              uint32_t n_q, uint32_t n_ctx, uint32_t target_groups,
                              uint32_t max_splits,
@@ -728,23 +756,46 @@ bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head
     FAIL("%s: %u query heads per workgroup of head_dim %u with %u row passes per tile need %u "
          "bytes of shared memory; the device has %u", op, g, head_dim, out->unroll,
          out->shared_bytes, shared_limit);
-  uint32_t most = div_up(n_ctx, VKRT_MIN(n_ctx, VKRT_ATTENTION_MIN_SPLIT));
-  uint64_t per_split = (uint64_t)n_head * (head_dim + 2) * sizeof(float); /* one query */
-  if (per_split > scratch_bytes)
-    FAIL("%s: the partials of one split of %u query heads of %u (%llu bytes) exceed the "
-         "%llu-byte split scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB)", op, n_head, head_dim,
-         (unsigned long long)per_split, (unsigned long long)scratch_bytes);
-  uint64_t per_split_groups = (uint64_t)n_head_kv * out->head_groups * n_q;
-  /* forced (tests, the bench): any count down to one token per split */
-  uint32_t want = forced_splits ? VKRT_MIN(forced_splits, n_ctx)
-                                : VKRT_MIN(div_up(VKRT_MAX(target_groups, 1u), per_split_groups), most);
-  if (!forced_splits && max_splits)
-    want = VKRT_MIN(want, max_splits);
-  want = VKRT_MIN(want, (uint32_t)VKRT_MIN(scratch_bytes / per_split, UINT32_MAX));
-  out->split_len = div_up(n_ctx, want);
-  out->splits = div_up(n_ctx, out->split_len);
-  out->queries_per_round = (uint32_t)VKRT_MIN((uint64_t)n_q, scratch_bytes / (out->splits * per_split));
-  out->rounds = div_up(n_q, out->queries_per_round);
-  out->scratch_used = (uint64_t)out->queries_per_round * out->splits * per_split;
+  out->rows = false;
+  out->wg = VKRT_ATTENTION_WG;
+  return plan_splits(head_dim, n_head, n_head_kv, n_q, n_ctx, VKRT_ATTENTION_MIN_SPLIT,
+                     target_groups, max_splits, forced_splits, scratch_bytes, out, why,
+                     why_size);
+}
+
+bool vkrt_ops_attention_rows_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
+                                  uint32_t n_q, uint32_t n_ctx, uint32_t subgroup,
+                                  uint32_t target_groups, uint32_t forced_splits,
+                                  uint32_t shared_limit, uint64_t scratch_bytes,
+                                  struct vkrt_attention_plan *out, char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_attention";
+  memset(out, 0, sizeof(*out));
+  if (!head_dim || head_dim % 8 || !n_head || !n_head_kv || n_head % n_head_kv || !n_q || !n_ctx)
+    FAIL("%s: no plan for head_dim %u, %u heads over %u KV heads, %u queries, n_ctx %u", op,
+         head_dim, n_head, n_head_kv, n_q, n_ctx);
+  if (subgroup < 4 || subgroup > 128 || (subgroup & (subgroup - 1)))
+    FAIL("%s: the row kernel needs subgroups of 4..128 invocations, a power of two (%u)", op,
+         subgroup);
+  out->rows = true;
+  out->subgroup = subgroup;
+  out->wg = VKRT_MAX((uint32_t)VKRT_ATTENTION_ROWS_WG, subgroup);
+  uint32_t chunks = head_dim / 8, per_lane = div_up(chunks, subgroup), per_kv = n_head / n_head_kv;
+  uint32_t g = per_kv;
+  /* as attention_rows.comp declares it: the queries, the probabilities of a run per
+   * subgroup, a max and a sum per subgroup and head */
+#define ROWS_SHARED(g) ((uint32_t)sizeof(float) * ((g) * head_dim + (out->wg / subgroup) * \
+                        ((g) * subgroup + 2 * (g))))
+  while (g > 1 && (per_kv % g || 8 * g * per_lane > VKRT_ATTENTION_ROWS_SUMS ||
+                   ROWS_SHARED(g) > shared_limit))
+    g--;
+  out->shared_bytes = ROWS_SHARED(g);
+#undef ROWS_SHARED
+  if (out->shared_bytes > shared_limit)
+    FAIL("%s: one query head of head_dim %u needs %u bytes of shared memory; the device has %u",
+         op, head_dim, out->shared_bytes, shared_limit);
+  out->heads_per_group = g;
+  out->head_groups = per_kv / g;
+  return plan_splits(head_dim, n_head, n_head_kv, n_q, n_ctx, subgroup, target_groups, 0,
+                     forced_splits, scratch_bytes, out, why, why_size);
   return true;
 }

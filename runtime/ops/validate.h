@@ -113,7 +113,10 @@ bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tens
 #define VKRT_ATTENTION_REGS 80
 #define VKRT_ATTENTION_MAX_UNROLL 8
 struct vkrt_attention_plan {
-  uint32_t unroll;
+  bool rows;                  /* attention_rows.comp (else attention_split.comp's tiles) */
+  uint32_t subgroup;          /* rows: the subgroup size the kernel is built for */
+  uint32_t wg;                /* invocations per split workgroup */
+  uint32_t unroll;            /* tiles: row passes per tile (rows: 0) */
   uint32_t shared_bytes;      /* the split pass's shared memory */
   uint32_t heads_per_group;
   uint32_t head_groups;       /* workgroups per KV head */
@@ -129,6 +132,20 @@ bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head
                              uint32_t forced_splits, uint32_t forced_unroll,
                              uint32_t shared_limit, uint64_t scratch_bytes,
                              struct vkrt_attention_plan *out, char *why, size_t why_size);
+/* The same for the split pass with a row per invocation (kernels/attention_rows.comp), built
+ * for subgroups of `subgroup` invocations (a power of two, 4..128: the device's, fixed): a
+ * workgroup of VKRT_ATTENTION_ROWS_WG invocations (or one subgroup, when wider) takes
+ * `heads_per_group` query heads of one KV head (the largest divisor of n_head / n_head_kv
+ * whose weighted-V sums stay within VKRT_ATTENTION_ROWS_SUMS floats per invocation and whose
+ * queries and probabilities fit the shared memory) and at least one run of `subgroup` tokens
+ * per split; the splits aim at `target_groups` workgroups as above, no cap but the scratch. */
+#define VKRT_ATTENTION_ROWS_WG 128
+#define VKRT_ATTENTION_ROWS_SUMS 64
+bool vkrt_ops_attention_rows_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
+                                  uint32_t n_q, uint32_t n_ctx, uint32_t subgroup,
+                                  uint32_t target_groups, uint32_t forced_splits,
+                                  uint32_t shared_limit, uint64_t scratch_bytes,
+                                  struct vkrt_attention_plan *out, char *why, size_t why_size);
 /* Bytes of shared memory the split pass takes (as attention_split.comp declares it). */
 uint32_t vkrt_ops_attention_shared(uint32_t head_dim, uint32_t heads_per_group, uint32_t unroll);
 

@@ -32,6 +32,7 @@ struct att_case {
   uint32_t splits;  /* 0: planned, else forced through the knob */
   bool padded;      /* offsets and padded strides on every operand */
   uint32_t unroll;  /* 0: planned, else forced row passes per tile */
+  int kernel;       /* split pass: 0 the device's choice, 1 tiles, 2 a row per invocation */
 };
 
 /* A {D, n1, n2} tensor, dense or padded (offset and pad in bytes, keeping the alignment the
@@ -186,8 +187,10 @@ static bool type_in_build(vkrt_type t) {
          (t == VKRT_TYPE_Q8_0 || IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION_F16));
 }
 
-/* How many cases ran on each path: [one split, no combine] */
-static int paths[2];
+/* How many cases ran on each path: [one split, no combine]; split passes [tiles, rows] */
+static int paths[2], kernels[2];
+/* The split pass of cases that name none (0: the device's choice). */
+static int kernel_default;
 
 /* Runs one case: the op once with dst poisoned, the counters and the values checked. */
 static void run_case(vkrt_appliance *app, const struct att_case *c) {
@@ -199,6 +202,8 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
 
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, c->splits));
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_UNROLL, c->unroll));
+  int kernel = c->kernel ? c->kernel : kernel_default;
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_KERNEL, kernel));
   vkrt_lab_attention plan;
   vkt_check(app, vkrt_lab_attention_plan(app, 0, (uint32_t)c->D, (uint32_t)c->H,
                                          (uint32_t)c->HKV, (uint32_t)c->NQ,
@@ -208,6 +213,7 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   vkrt_status s = vkrt_op_attention(&b.dst, &b.q, &b.k, &b.v, &b.len, scale_of(c));
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, 0));
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_UNROLL, 0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_KERNEL, 0));
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
   vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
@@ -220,15 +226,28 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   assert_int_equal(c1.attention_direct - c0.attention_direct, plan.direct);
   assert_int_equal(plan.direct, plan.splits == 1);
   paths[plan.direct]++;
-  int per_group = G <= 8 ? G : 8; /* the largest divisor of G up to 8 */
-  while (G % per_group)
+  /* the split pass the plan named ran; forced tiles are tiles */
+  assert_int_equal(c1.attention_rows - c0.attention_rows, plan.rows);
+  if (kernel == 1)
+    assert_false(plan.rows);
+  kernels[plan.rows]++;
+  /* heads a group: the largest divisor of G up to 8; rows: whose weighted-V sums (8 per
+   * head and chunk an invocation owns) stay within 64 */
+  int per_lane = plan.rows ? (c->D / 8 + (int)plan.subgroup - 1) / (int)plan.subgroup : 1;
+  int per_group = G <= 8 ? G : 8;
+  while (G % per_group || (plan.rows && 8 * per_group * per_lane > 64))
     per_group--;
   assert_int_equal(plan.heads_per_group, per_group);
   assert_int_equal(plan.head_groups, G / per_group);
   assert_true((uint64_t)plan.splits * plan.split_len >= (uint64_t)c->n_ctx);
   assert_true((uint64_t)(plan.splits - 1) * plan.split_len < (uint64_t)c->n_ctx);
-  assert_int_equal(plan.unroll, c->unroll ? c->unroll : plan.unroll);
-  assert_true(plan.unroll >= 1 && plan.unroll <= 8);
+  if (plan.rows) {
+    assert_int_equal(plan.unroll, 0);
+    assert_true(plan.subgroup >= 4);
+  } else {
+    assert_int_equal(plan.unroll, c->unroll ? c->unroll : plan.unroll);
+    assert_true(plan.unroll >= 1 && plan.unroll <= 8);
+  }
   uint64_t per_split = (uint64_t)c->H * (c->D + 2) * 4; /* one query's partials */
   uint32_t forced = c->splits < (uint32_t)c->n_ctx ? c->splits : (uint32_t)c->n_ctx;
   if (c->splits && forced * per_split <= plan.scratch_bytes)
@@ -239,8 +258,12 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
                    VKT_MIN((uint64_t)c->NQ, plan.scratch_bytes / (plan.splits * per_split)));
 
   char what[128];
-  snprintf(what, sizeof(what), "%d splits of %u, %u passes a tile", plan.splits, plan.split_len,
-           plan.unroll);
+  if (plan.rows)
+    snprintf(what, sizeof(what), "rows: %d splits of %u, subgroups of %u", plan.splits,
+             plan.split_len, plan.subgroup);
+  else
+    snprintf(what, sizeof(what), "tiles: %d splits of %u, %u passes a tile", plan.splits,
+             plan.split_len, plan.unroll);
   att_check(c, &b, before, c->kv_len, what);
   free(before);
   att_free(&b);
@@ -265,15 +288,21 @@ static void test_attention_shapes(void **state) {
     for (unsigned di = 0; di < 3; di++)
       for (unsigned ri = 0; ri < 4; ri++) {
         int D = dims[di], r = ratios[ri];
-        struct att_case c = {types[ti], D, 2 * r, 2, 2, 97 + 64 * (int)ri, {0}, 0, 0, ri % 2 == 1};
-        c.kv_len[0] = c.n_ctx - (int)di;  /* odd lengths, the full cache */
-        c.kv_len[1] = ri == 0 ? 1 : 1 + (int)(vkrt_xorshift(&rng) % (uint64_t)c.n_ctx);
-        run_case(app, &c);
-        ran++;
+        for (int kernel = 1; kernel <= 2; kernel++) { /* tiles, then a row per invocation */
+          struct att_case c = {types[ti], D, 2 * r, 2, 2, 97 + 64 * (int)ri, {0}, 0, 0,
+                               ri % 2 == 1, 0, kernel};
+          c.kv_len[0] = c.n_ctx - (int)di;  /* odd lengths, the full cache */
+          c.kv_len[1] = ri == 0 ? 1 : 1 + (int)(vkrt_xorshift(&rng) % (uint64_t)c.n_ctx);
+          run_case(app, &c);
+          ran++;
+        }
       }
   }
   if (!ran)
     vkt_skip("no attention kernels in this build");
+  /* both split passes ran: every device the suite runs on has subgroup arithmetic and a
+   * fixed subgroup size */
+  assert_true(kernels[0] > 0 && kernels[1] > 0);
   vkt_close(app);
 }
 
@@ -283,8 +312,10 @@ static void test_attention_splits(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
   int ran = 0, direct0 = paths[1], combined0 = paths[0];
-  for (unsigned ti = 0; ti < 2; ti++) {
-    vkrt_type t = ti ? VKRT_TYPE_Q8_0 : VKRT_TYPE_F16;
+  /* each case on both split passes: tiles, then a row per invocation */
+  for (unsigned ti = 0; ti < 4; ti++) {
+    kernel_default = 1 + (int)(ti / 2);
+    vkrt_type t = ti % 2 ? VKRT_TYPE_Q8_0 : VKRT_TYPE_F16;
     if (!type_in_build(t))
       continue;
     /* 160 tokens in 5 splits of 32: lengths 31, 32, 33, 64, 65, 160 */
@@ -326,11 +357,12 @@ static void test_attention_splits(void **state) {
     /* row passes per tile forced: 1 (a tile of one pass), 3 (splits ending mid-tile), 8 (one
      * head a group: the shared memory holds it on every device) */
     for (uint32_t u = 1; u <= 8; u += u == 1 ? 2 : 5) {
-      struct att_case forced = {t, 128, 2, 2, 2, 400, {400, 57}, 0, 4, true, u};
+      struct att_case forced = {t, 128, 2, 2, 2, 400, {400, 57}, 0, 4, true, u, 1};
       run_case(app, &forced);
     }
     ran++;
   }
+  kernel_default = 0;
   if (!ran)
     vkt_skip("no attention kernels in this build");
   /* both ways out: one split written by the split pass alone, several merged by the combine */

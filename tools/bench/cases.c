@@ -1117,7 +1117,8 @@ static const char *path_name(const struct bench_case *bc, const vkrt_lab_counter
                              const vkrt_lab_counters *after) {
   if (after->attention > before->attention) {
     static char text[48];
-    snprintf(text, sizeof(text), "attention, %" PRIu64 " splits",
+    snprintf(text, sizeof(text), "attention %s, %" PRIu64 " splits",
+             after->attention_rows > before->attention_rows ? "rows" : "tiles",
              after->attention_splits - before->attention_splits);
     return text;
   }
@@ -1474,9 +1475,11 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
       double keep_warmup = c->o.warmup_ms;
       c->o.warmup_ms = fmin(keep_warmup, 30);
       static const double factors[] = {0.25, 0.5, 1, 2, 4};
-      static const uint32_t unrolls[] = {2, 4, 8};
+      /* tiles: row passes 2, 4, 8; rows (a row per invocation): no passes to pick */
+      static const uint32_t unrolls[] = {2, 4, 8, 0};
       for (size_t f = 0; f < sizeof(factors) / sizeof(factors[0]); f++)
         for (size_t u = 0; u < sizeof(unrolls) / sizeof(unrolls[0]); u++) {
+          bool rows = unrolls[u] == 0;
           uint32_t splits = (uint32_t)fmax(1, plan.splits * factors[f]);
           uint64_t vw = UINT64_MAX;
           double vt = -1, ve = 0;
@@ -1486,6 +1489,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
           vkrt_lab_attention vp;
           vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_SPLITS, splits);
           vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_UNROLL, unrolls[u]);
+          vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_KERNEL, rows ? 2 : 1);
           if (vkrt_lab_attention_plan(c->app, c->o.device, (uint32_t)q->ne[0],
                                       (uint32_t)q->ne[2], (uint32_t)k->ne[2],
                                       (uint32_t)q->ne[1], (uint32_t)k->ne[1], &vp) != VKRT_OK) {
@@ -1494,6 +1498,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
                      unrolls[u], vkrt_last_error(c->app));
             continue;
           }
+          if (rows && !vp.rows) /* the device cannot run the row kernel: tiles again */
+            continue;
           if (vkrt_cmd_fill(lc.dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
               record_case(&lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
               vkrt_download(got, lc.dst, 0, dsize) == VKRT_OK) {
@@ -1507,9 +1513,14 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
           c->wrong_total += vw == UINT64_MAX ? 1 : vw;
           double vr = roof_us > 0 && vt > 0 ? vt * 1e6 / roof_us : 0;
           if (c->o.json)
-            printf("%s{\"splits\": %u, \"unroll\": %u, \"us\": %.3f, \"kv_roofline_ratio\": %.3f, "
-                   "\"wrong\": %" PRId64 "}", nv++ ? ", " : "", splits, unrolls[u], vt * 1e6, vr,
+            printf("%s{\"kernel\": \"%s\", \"splits\": %u, \"unroll\": %u, \"us\": %.3f, "
+                   "\"kv_roofline_ratio\": %.3f, \"wrong\": %" PRId64 "}", nv++ ? ", " : "",
+                   rows ? "rows" : "tiles", splits, unrolls[u], vt * 1e6, vr,
                    vw == UINT64_MAX ? -1 : (int64_t)vw);
+          else if (rows)
+            printf("    variant splits %5u rows     %10.2f us %6.3f R %9" PRId64 "%s\n", splits,
+                   vt * 1e6, vr, vw == UINT64_MAX ? -1 : (int64_t)vw,
+                   vw == UINT64_MAX ? vkrt_last_error(c->app) : "");
           else
             printf("    variant splits %5u unroll %u %10.2f us %6.3f R %9" PRId64 "%s\n", splits,
                    unrolls[u], vt * 1e6, vr, vw == UINT64_MAX ? -1 : (int64_t)vw,
@@ -1517,6 +1528,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
         }
       vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_SPLITS, 0);
       vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_UNROLL, 0);
+      vkrt_lab_set(c->app, c->o.device, VKRT_LAB_ATTENTION_KERNEL, 0);
       c->o.warmup_ms = keep_warmup;
     }
     if (c->o.json)

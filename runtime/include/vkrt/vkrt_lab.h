@@ -96,6 +96,10 @@ typedef enum vkrt_lab_knob {
   VKRT_LAB_PIPELINE_REBIND,          /* 0/1: bind the pipeline before every dispatch (1), or
                                         skip the bind when the command buffer has it bound
                                         already (0, the default) */
+  VKRT_LAB_ATTENTION_KERNEL,         /* vkrt_op_attention's split pass: 0 = the device's
+                                        choice (vkrt-probe says which), 1 = tiles
+                                        (attention_split.comp), 2 = a row per invocation
+                                        (attention_rows.comp, where the device can) */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
@@ -220,6 +224,7 @@ typedef struct vkrt_lab_counters {
   uint64_t attention;        /* vkrt_op_attention calls recorded */
   uint64_t attention_splits; /* ... the sum of their split counts */
   uint64_t attention_rounds; /* ... the sum of their rounds (split + combine pass pairs) */
+  uint64_t attention_rows;   /* ... those whose split pass ran a row per invocation */
   uint64_t attention_direct;   /* ... those with one split, written by the split pass alone
                                   (no combine pass) */
 } vkrt_lab_counters;
@@ -236,6 +241,8 @@ typedef struct vkrt_lab_attention {
   uint32_t shared_bytes;  /* the split pass's shared memory */
   uint64_t scratch_bytes; /* the device's split scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB) */
   bool direct;            /* one split: the split pass writes the result, no combine pass */
+  bool rows;              /* the split pass runs a row per invocation (else tiles) */
+  uint32_t subgroup;      /* rows: the subgroup size it is built for */
 } vkrt_lab_attention;
 
 vkrt_status vkrt_lab_attention_plan(const vkrt_appliance *appliance, uint32_t device,

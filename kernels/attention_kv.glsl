@@ -1,0 +1,47 @@
+// K/V cache rows of vkrt_op_attention, shared by its split kernels. A chunk is 8
+// elements of a row: f16 one 16-byte word (bindings k, v of uvec4, row addresses in 16-byte
+// words); q8_0 8 quants of a 34-byte block (bindings of uint, row addresses in bytes). A
+// chunk is loaded raw (k_load, v_load: the words as they are in memory) and decoded when
+// used (decode: the 8 values in lo, hi, times `d`), so loads can be issued ahead.
+#ifdef KV_F16
+uvec4 k_load(uint row, uint c) { return k[row + c]; }
+uvec4 v_load(uint row, uint c) { return v[row + c]; }
+void decode(uvec4 u, uint row, uint c, out vec4 lo, out vec4 hi, out float d) {
+  lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+  hi = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+  d = 1.0;
+}
+#else
+vec4 unpack_i8(uint w) {
+  return vec4(ivec4(int(w << 24u) >> 24, int(w << 16u) >> 24, int(w << 8u) >> 24, int(w) >> 24));
+}
+// Chunk c of a q8_0 row at byte `row` (2-byte aligned): block c / 4 (its f16 scale at the
+// block's start), quants 8 (c % 4) on, which start 2 mod 4 bytes in every other block: then
+// three words, shifted. Raw: (word 0, word 1, word 2 or 0, the scale's word).
+#define Q8_LOAD(NAME, BUF)                                                               \
+  uvec4 NAME(uint row, uint c) {                                                         \
+    uint blk = row + 34u * (c >> 2u);                                                    \
+    uint qb = blk + 2u + 8u * (c & 3u);                                                  \
+    uint w0 = qb >> 2u;                                                                  \
+    return uvec4(BUF[w0], BUF[w0 + 1u], (qb & 2u) != 0u ? BUF[w0 + 2u] : 0u, BUF[blk >> 2u]); \
+  }
+Q8_LOAD(k_load, k)
+Q8_LOAD(v_load, v)
+// the 8 quants of a raw chunk in two words and its scale
+void q8_words(uvec4 raw, uint row, uint c, out uint a, out uint b, out float d) {
+  uint blk = row + 34u * (c >> 2u);
+  d = unpackHalf2x16((blk & 2u) != 0u ? raw.w >> 16u : raw.w).x;
+  a = raw.x;
+  b = raw.y;
+  if (((blk + 2u + 8u * (c & 3u)) & 2u) != 0u) {
+    a = (a >> 16u) | (b << 16u);
+    b = (b >> 16u) | (raw.z << 16u);
+  }
+}
+void decode(uvec4 raw, uint row, uint c, out vec4 lo, out vec4 hi, out float d) {
+  uint a, b;
+  q8_words(raw, row, c, a, b, d);
+  lo = unpack_i8(a);
+  hi = unpack_i8(b);
+}
+#endif

@@ -1,0 +1,256 @@
+#version 450
+// Decode attention, the split pass of flash-decoding with a row per invocation: the same
+// work, push constants, bindings and results as attention_split.comp (workgroup (y, s, jj)
+// attends query q0 + jj over cache tokens [s * split_len, (s + 1) * split_len) cut at that
+// query's kv_len, for the G query heads of head group y % head_groups of KV head
+// y / head_groups; per head it writes the split's max m, sum l and unnormalized o, or o / l
+// to dst when direct), laid out so that no step waits for the rest of the workgroup:
+// - each subgroup of S invocations walks its own runs of S tokens (runs interleaved over
+//   the W subgroups) with its own online softmax; barriers only at the start (queries into
+//   shared memory) and at the end (the W subgroups merged);
+// - scores: invocation i takes token i of the run and reads its whole K row (every load of
+//   the row issued at once), summing the dot products with all G queries (shared memory,
+//   read by every invocation at once: a broadcast);
+// - the run's max and sum per head are subgroup reductions; the probabilities go to the
+//   subgroup's corner of shared memory;
+// - weighted V: invocation i owns chunk i % NC (8 elements) of the row of every TPS-th
+//   token of the run (TPS = S / NC tokens side by side; with NC > S, chunks i, i + S, ...),
+//   so a run's V rows are read coalesced and the loads of the whole run are independent.
+// The bytes in flight then grow with the subgroups resident rather than with a tile
+// staged behind barriers. Specialization constants: 0 workgroup size (a multiple of S),
+// 1 G, 2 D (head dim, a multiple of 8; q8_0 of 32), 3 S (the subgroup size: the device's,
+// fixed). attention.c sizes the shared memory as declared here (vkrt_ops_attention_plan).
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : enable
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x_id = 0, local_size_x = 128) in;
+layout(constant_id = 1) const uint G = 1u;
+layout(constant_id = 2) const uint D = 128u;
+layout(constant_id = 3) const uint S = 32u;
+const uint WG = gl_WorkGroupSize.x;
+const uint W = WG / S;                   // subgroups
+const uint NC = D / 8u;                  // chunks per row
+const uint TPS = NC < S ? S / NC : 1u;   // tokens side by side in the V pass
+const uint LC = (NC + S - 1u) / S;       // chunks per invocation in the V pass
+const float LOW = -3.402823466e38;       // the max before any score
+
+layout(push_constant) uniform Push {
+  uint q_off, q_s1, q_s2;   // f32 elements
+  uint k_off, k_s1, k_s2;   // f16: 16-byte units; q8_0: bytes
+  uint v_off, v_s1, v_s2;
+  uint len_off, len_s0;     // I32 elements
+  uint n_ctx, split_len, n_split;
+  uint q0, n_head, head_groups, g_total;
+  uint ml_base;             // floats: where the (m, l) pairs start in the scratch
+  float scale;
+  uint direct;              // one split: o / l into binding 4 = dst at d_off, d_s1, d_s2
+  uint d_off, d_s1, d_s2;   // f32 elements
+  uint base_x, base_y, base_z;
+} pc;
+
+layout(std430, set = 0, binding = 0) readonly buffer Q { float q[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Len { int kv_len[]; };
+#ifdef KV_F16
+layout(std430, set = 0, binding = 2) readonly buffer K { uvec4 k[]; };
+layout(std430, set = 0, binding = 3) readonly buffer V { uvec4 v[]; };
+#else
+layout(std430, set = 0, binding = 2) readonly buffer K { uint k[]; };
+layout(std430, set = 0, binding = 3) readonly buffer V { uint v[]; };
+#endif
+layout(std430, set = 0, binding = 4) writeonly buffer Part { float part[]; };
+
+#include "attention_kv.glsl"
+
+shared vec4 sq[G * D / 4u]; // the scaled queries; at the end the merged o
+shared float sp[W * S * G]; // per subgroup: the run's probabilities [token][head]
+shared float sm[W * G];     // per subgroup and head: max and sum, for the merge
+shared float sl[W * G];
+
+#ifndef KV_F16
+// Block b (32 quants) of a q8_0 row at byte `row`: the quants in 8 words, the scale in d.
+// A block starts 2-byte aligned: its 34 bytes lie in the 9 words from the one holding its
+// first byte.
+void q8_block(uint row, uint b, out uint qw[8], out float d) {
+  uint blk = row + 34u * b, w0 = blk >> 2u;
+  uint ws[9];
+  [[unroll]] for (uint i = 0u; i < 9u; i++)
+    ws[i] = k[w0 + i];
+  if ((blk & 2u) != 0u) { // scale in the high half of word 0, quants from word 1
+    d = unpackHalf2x16(ws[0] >> 16u).x;
+    [[unroll]] for (uint i = 0u; i < 8u; i++)
+      qw[i] = ws[i + 1u];
+  } else {
+    d = unpackHalf2x16(ws[0]).x;
+    [[unroll]] for (uint i = 0u; i < 8u; i++)
+      qw[i] = (ws[i] >> 16u) | (ws[i + 1u] << 16u);
+  }
+}
+#endif
+
+void main() {
+  uint y = pc.base_x + gl_WorkGroupID.x;
+  uint s = pc.base_y + gl_WorkGroupID.y;
+  uint jj = pc.base_z + gl_WorkGroupID.z;
+  uint hk = y / pc.head_groups;
+  uint h0 = hk * pc.g_total + (y % pc.head_groups) * G;
+  uint j = pc.q0 + jj;
+  uint len = uint(clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx)));
+  uint t0 = s * pc.split_len;
+  uint tid = gl_LocalInvocationID.x;
+  if (t0 >= len) {
+    // past this query's length: the combine ignores the split; alone, it is the answer: 0
+    if (pc.direct != 0u)
+      for (uint i = tid; i < G * D; i += WG)
+        part[pc.d_off + (h0 + i / D) * pc.d_s1 + j * pc.d_s2 + i % D] = 0.0;
+    return;
+  }
+  uint n = min(pc.split_len, len - t0);
+  uint w = tid / S, lane = tid % S;
+  uint k_base = pc.k_off + hk * pc.k_s1, v_base = pc.v_off + hk * pc.v_s1;
+
+  for (uint i = tid; i < G * D / 4u; i += WG) {
+    uint g = i / (D / 4u), d = 4u * (i % (D / 4u));
+    uint qi = pc.q_off + (h0 + g) * pc.q_s1 + j * pc.q_s2 + d;
+    sq[i] = pc.scale * vec4(q[qi], q[qi + 1u], q[qi + 2u], q[qi + 3u]);
+  }
+  barrier();
+
+  float m[G], l[G];
+  vec4 oa[G * LC], ob[G * LC]; // the V pass's sums: head g, chunk slot ci at g * LC + ci
+  [[unroll]] for (uint g = 0u; g < G; g++) {
+    m[g] = LOW;
+    l[g] = 0.0;
+    [[unroll]] for (uint ci = 0u; ci < LC; ci++) {
+      oa[g * LC + ci] = vec4(0.0);
+      ob[g * LC + ci] = vec4(0.0);
+    }
+  }
+  uint vc = lane % NC, vt = lane / NC; // the V pass: chunk (first of LC) and token slot
+  uint spw = w * S * G;
+
+  for (uint run = w * S; run < n; run += WG) { // uniform in the subgroup
+    uint t = run + lane;
+    bool valid = t < n;
+    uint row = t0 + min(t, n - 1u); // past n: the last row (valid memory, score unused)
+    float sc[G];
+    [[unroll]] for (uint g = 0u; g < G; g++)
+      sc[g] = 0.0;
+#ifdef KV_F16
+    uint kr = k_base + row * pc.k_s2;
+    [[unroll]] for (uint c = 0u; c < NC; c++) {
+      vec4 lo, hi;
+      float dk;
+      decode(k_load(kr, c), kr, c, lo, hi, dk);
+      [[unroll]] for (uint g = 0u; g < G; g++) {
+        uint qi = (g * D) / 4u + 2u * c;
+        sc[g] += dot(sq[qi], lo) + dot(sq[qi + 1u], hi);
+      }
+    }
+#else
+    uint kr = k_base + row * pc.k_s2;
+    [[unroll]] for (uint b = 0u; b < D / 32u; b++) {
+      uint qw[8];
+      float dk;
+      q8_block(kr, b, qw, dk);
+      [[unroll]] for (uint g = 0u; g < G; g++) {
+        float acc = 0.0;
+        [[unroll]] for (uint i = 0u; i < 8u; i++)
+          acc += dot(sq[(g * D) / 4u + 8u * b + i], unpack_i8(qw[i]));
+        sc[g] += dk * acc;
+      }
+    }
+#endif
+    // the run's probabilities and the rescale of the earlier sums, per head
+    [[unroll]] for (uint g = 0u; g < G; g++) {
+      float x = valid ? sc[g] : LOW;
+      float mn = max(m[g], subgroupMax(x));
+      float p = valid ? exp(x - mn) : 0.0;
+      float alpha = exp(m[g] - mn);
+      l[g] = l[g] * alpha + subgroupAdd(p);
+      m[g] = mn;
+      [[unroll]] for (uint ci = 0u; ci < LC; ci++) {
+        oa[g * LC + ci] *= alpha;
+        ob[g * LC + ci] *= alpha;
+      }
+      sp[spw + lane * G + g] = p;
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+
+    uint count = min(S, n - run);
+    if (vt < TPS)
+      for (uint tt = vt; tt < count; tt += TPS) {
+        uint vr = v_base + (t0 + run + tt) * pc.v_s2;
+        [[unroll]] for (uint ci = 0u; ci < LC; ci++) {
+          uint c = vc + ci * S;
+          if (c < NC) {
+            vec4 lo, hi;
+            float dv;
+            decode(v_load(vr, c), vr, c, lo, hi, dv);
+            [[unroll]] for (uint g = 0u; g < G; g++) {
+              float p = dv * sp[spw + tt * G + g];
+              oa[g * LC + ci] += p * lo;
+              ob[g * LC + ci] += p * hi;
+            }
+          }
+        }
+      }
+    subgroupBarrier(); // every invocation read the run's probabilities before the next
+  }
+
+  // merge the subgroups: per head the split's max M and L = sum_w e^(m_w - M) l_w; o
+  // summed into sq (the queries are no longer read once every subgroup is here)
+  if (lane == 0u)
+    [[unroll]] for (uint g = 0u; g < G; g++) {
+      sm[w * G + g] = m[g];
+      sl[w * G + g] = l[g];
+    }
+  barrier();
+  for (uint i = tid; i < G * D / 4u; i += WG)
+    sq[i] = vec4(0.0);
+  barrier();
+  for (uint ww = 0u; ww < W; ww++) {
+    if (w == ww)
+      for (uint tt = 0u; tt < TPS; tt++) { // token slots holding the same chunk, in turn
+        if (vt == tt)
+          [[unroll]] for (uint g = 0u; g < G; g++) {
+            float mx = LOW;
+            for (uint i = 0u; i < W; i++)
+              mx = max(mx, sm[i * G + g]);
+            float f = exp(m[g] - mx);
+            [[unroll]] for (uint ci = 0u; ci < LC; ci++) {
+              uint c = vc + ci * S;
+              if (c < NC) {
+                uint at = (g * D) / 4u + 2u * c;
+                sq[at] += f * oa[g * LC + ci];
+                sq[at + 1u] += f * ob[g * LC + ci];
+              }
+            }
+          }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+      }
+    barrier();
+  }
+  for (uint i = tid; i < G * D; i += WG) {
+    uint g = i / D, d = i % D;
+    float mx = LOW, lt = 0.0;
+    for (uint ww = 0u; ww < W; ww++)
+      mx = max(mx, sm[ww * G + g]);
+    for (uint ww = 0u; ww < W; ww++)
+      lt += exp(sm[ww * G + g] - mx) * sl[ww * G + g];
+    float o = sq[i / 4u][i % 4u];
+    if (pc.direct != 0u) {
+      part[pc.d_off + (h0 + g) * pc.d_s1 + j * pc.d_s2 + d] = o / lt;
+    } else {
+      uint e = (jj * pc.n_head + h0 + g) * pc.n_split + s;
+      part[e * D + d] = o;
+      if (d == 0u) {
+        part[pc.ml_base + 2u * e] = mx;
+        part[pc.ml_base + 2u * e + 1u] = lt;
+      }
+    }
+  }
+}
