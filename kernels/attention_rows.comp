@@ -34,6 +34,10 @@ const uint W = WG / S;                   // subgroups
 const uint NC = D / 8u;                  // chunks per row
 const uint TPS = NC < S ? S / NC : 1u;   // tokens side by side in the V pass
 const uint LC = (NC + S - 1u) / S;       // chunks per invocation in the V pass
+const uint VT = (S + TPS - 1u) / TPS;    // tokens per invocation and run in the V pass
+const uint VB = 16u / LC > 0u ? 16u / LC : 1u; // of them loaded at once (16 chunks)
+const uint KB = NC < 16u ? NC : 16u;     // K chunks of a row loaded at once (f16)
+const uint QB = D / 32u < 4u ? (D / 32u > 0u ? D / 32u : 1u) : 4u; // q8_0 blocks at once
 const float LOW = -3.402823466e38;       // the max before any score
 
 layout(push_constant) uniform Push {
@@ -69,15 +73,16 @@ shared float sm[W * G];     // per subgroup and head: max and sum, for the merge
 shared float sl[W * G];
 
 #ifndef KV_F16
-// Block b (32 quants) of a q8_0 row at byte `row`: the quants in 8 words, the scale in d.
-// A block starts 2-byte aligned: its 34 bytes lie in the 9 words from the one holding its
-// first byte.
-void q8_block(uint row, uint b, out uint qw[8], out float d) {
-  uint blk = row + 34u * b, w0 = blk >> 2u;
-  uint ws[9];
+// The 9 words holding block b (32 quants, 34 bytes from a 2-byte boundary) of a q8_0 row
+// at byte `row`, from the one holding its first byte; q8_block decodes them.
+void q8_block_load(uint row, uint b, out uint ws[9]) {
+  uint w0 = (row + 34u * b) >> 2u;
   [[unroll]] for (uint i = 0u; i < 9u; i++)
     ws[i] = k[w0 + i];
-  if ((blk & 2u) != 0u) { // scale in the high half of word 0, quants from word 1
+}
+// The quants of block b in 8 words and its scale d, from its words.
+void q8_block(uint row, uint b, uint ws[9], out uint qw[8], out float d) {
+  if (((row + 34u * b) & 2u) != 0u) { // scale in the high half of word 0, quants from word 1
     d = unpackHalf2x16(ws[0] >> 16u).x;
     [[unroll]] for (uint i = 0u; i < 8u; i++)
       qw[i] = ws[i + 1u];
@@ -139,26 +144,45 @@ void main() {
       sc[g] = 0.0;
 #ifdef KV_F16
     uint kr = k_base + row * pc.k_s2;
-    [[unroll]] for (uint c = 0u; c < NC; c++) {
-      vec4 lo, hi;
-      float dk;
-      decode(k_load(kr, c), kr, c, lo, hi, dk);
-      [[unroll]] for (uint g = 0u; g < G; g++) {
-        uint qi = (g * D) / 4u + 2u * c;
-        sc[g] += dot(sq[qi], lo) + dot(sq[qi + 1u], hi);
+    // the row in batches of KB chunks, each batch's loads issued before its arithmetic
+    for (uint c0 = 0u; c0 < NC; c0 += KB) {
+      uvec4 raw[KB];
+      [[unroll]] for (uint i = 0u; i < KB; i++)
+        raw[i] = c0 + i < NC ? k_load(kr, c0 + i) : uvec4(0u);
+      [[unroll]] for (uint i = 0u; i < KB; i++) {
+        uint c = c0 + i;
+        if (c < NC) {
+          vec4 lo, hi;
+          float dk;
+          decode(raw[i], kr, c, lo, hi, dk);
+          [[unroll]] for (uint g = 0u; g < G; g++) {
+            uint qi = (g * D) / 4u + 2u * c;
+            sc[g] += dot(sq[qi], lo) + dot(sq[qi + 1u], hi);
+          }
+        }
       }
     }
 #else
     uint kr = k_base + row * pc.k_s2;
-    [[unroll]] for (uint b = 0u; b < D / 32u; b++) {
-      uint qw[8];
-      float dk;
-      q8_block(kr, b, qw, dk);
-      [[unroll]] for (uint g = 0u; g < G; g++) {
-        float acc = 0.0;
-        [[unroll]] for (uint i = 0u; i < 8u; i++)
-          acc += dot(sq[(g * D) / 4u + 8u * b + i], unpack_i8(qw[i]));
-        sc[g] += dk * acc;
+    // the row in batches of QB blocks, each batch's loads issued before its arithmetic
+    for (uint b0 = 0u; b0 < D / 32u; b0 += QB) {
+      uint ws[QB][9];
+      [[unroll]] for (uint i = 0u; i < QB; i++)
+        if (b0 + i < D / 32u)
+          q8_block_load(kr, b0 + i, ws[i]);
+      [[unroll]] for (uint i = 0u; i < QB; i++) {
+        uint b = b0 + i;
+        if (b < D / 32u) {
+          uint qw[8];
+          float dk;
+          q8_block(kr, b, ws[i], qw, dk);
+          [[unroll]] for (uint g = 0u; g < G; g++) {
+            float acc = 0.0;
+            [[unroll]] for (uint j = 0u; j < 8u; j++)
+              acc += dot(sq[(g * D) / 4u + 8u * b + j], unpack_i8(qw[j]));
+            sc[g] += dk * acc;
+          }
+        }
       }
     }
 #endif
@@ -179,20 +203,33 @@ void main() {
     subgroupMemoryBarrierShared();
     subgroupBarrier();
 
+    // weighted V: the invocation's tokens of the run in batches of VB, each batch's loads
+    // issued at once (tokens past the run load the last row and are not used)
     uint count = min(S, n - run);
     if (vt < TPS)
-      for (uint tt = vt; tt < count; tt += TPS) {
-        uint vr = v_base + (t0 + run + tt) * pc.v_s2;
-        [[unroll]] for (uint ci = 0u; ci < LC; ci++) {
-          uint c = vc + ci * S;
-          if (c < NC) {
-            vec4 lo, hi;
-            float dv;
-            decode(v_load(vr, c), vr, c, lo, hi, dv);
-            [[unroll]] for (uint g = 0u; g < G; g++) {
-              float p = dv * sp[spw + tt * G + g];
-              oa[g * LC + ci] += p * lo;
-              ob[g * LC + ci] += p * hi;
+      for (uint i0 = 0u; i0 < VT && vt + i0 * TPS < count; i0 += VB) {
+        uvec4 raw[VB * LC];
+        [[unroll]] for (uint i = 0u; i < VB; i++) {
+          uint vr = v_base + (t0 + run + min(vt + (i0 + i) * TPS, count - 1u)) * pc.v_s2;
+          [[unroll]] for (uint ci = 0u; ci < LC; ci++)
+            raw[i * LC + ci] = vc + ci * S < NC ? v_load(vr, vc + ci * S) : uvec4(0u);
+        }
+        [[unroll]] for (uint i = 0u; i < VB; i++) {
+          uint tt = vt + (i0 + i) * TPS;
+          if (i0 + i < VT && tt < count) {
+            uint vr = v_base + (t0 + run + tt) * pc.v_s2;
+            [[unroll]] for (uint ci = 0u; ci < LC; ci++) {
+              uint c = vc + ci * S;
+              if (c < NC) {
+                vec4 lo, hi;
+                float dv;
+                decode(raw[i * LC + ci], vr, c, lo, hi, dv);
+                [[unroll]] for (uint g = 0u; g < G; g++) {
+                  float p = dv * sp[spw + tt * G + g];
+                  oa[g * LC + ci] += p * lo;
+                  ob[g * LC + ci] += p * hi;
+                }
+              }
             }
           }
         }

@@ -29,7 +29,7 @@ struct load_opts {
   bool want[VKRT_LOAD_PATH_COUNT];
   uint32_t devices; /* 0: the board's */
   int iters;
-  bool cold, json, progress, columns, no_disk;
+  bool cold, json, progress, columns, no_disk, serial;
   uint64_t pitch;
   vkrt_lab_load knobs;
   bool knobs_given;
@@ -364,11 +364,30 @@ static int run(const struct load_opts *o) {
         if (cold)
           drop_caches();
         const bool tty = o->progress && isatty(STDERR_FILENO);
-        if (vkrt_load_file(app, o->file, -1, ranges, count, p, bar,
-                           tty ? (void *)vkrt_load_path_str(p) : NULL, &info) != VKRT_OK) {
-          fprintf(stderr, "vkrt-bench upload: %s\n", vkrt_last_error(app));
-          rc = 1;
+        /* --serial: each device's ranges (made in device order) in a load of their own */
+        double t_begin = bench_now_s();
+        uint64_t load_bytes = 0;
+        vkrt_load_info first_load; /* --serial: dev0's load, whose path the line names */
+        for (uint32_t from = 0, end; from < count && rc == 0; from = end) {
+          end = o->serial ? from + 1 : count;
+          while (o->serial && end < count &&
+                 vkrt_buffer_device(ranges[end].dst) == vkrt_buffer_device(ranges[from].dst))
+            end++;
+          if (vkrt_load_file(app, o->file, -1, ranges + from, end - from, p, bar,
+                             tty ? (void *)vkrt_load_path_str(p) : NULL, &info) != VKRT_OK) {
+            fprintf(stderr, "vkrt-bench upload: %s\n", vkrt_last_error(app));
+            rc = 1;
+          }
+          if (from == 0)
+            first_load = info;
+          load_bytes += info.bytes;
+        }
+        if (rc)
           break;
+        if (o->serial && rc == 0) {
+          info = first_load;
+          info.bytes = load_bytes;
+          info.ns = (uint64_t)((bench_now_s() - t_begin) * 1e9);
         }
         const double r = (double)info.bytes / (double)info.ns;
         each[i] = r;
@@ -397,13 +416,15 @@ static int usage(FILE *f) {
           "                         [--cold] [--split rows|columns] [--pitch BYTES]\n"
           "                         [--threads N] [--chunk SIZE] [--chunks N] [--block SIZE]\n"
           "                         [--gather-below SIZE] [--no-gather] [--json] [--no-progress]\n"
-          "                         [--no-disk]\n"
+          "                         [--no-disk] [--serial]\n"
           "  --path      auto, mapped (or import), read, direct, memcpy, all (default all)\n"
           "  --devices   the appliance's first N devices (default the board's)\n"
           "  --iters     warm loads per path; the best is reported (default 3)\n"
           "  --cold      also with the page cache dropped before each load (root)\n"
           "  --no-disk   skip the one-thread O_DIRECT and buffered read yardsticks (the x disk\n"
           "              ratios print 0; the caller has put the file in the page cache)\n"
+          "  --serial    one vkrt_load_file per device, one after the other (devices that\n"
+          "              share a GPU's copy engine), timed together\n"
           "  --split     rows: an equal run of the file per device (default); columns: each\n"
           "              device the d-th column block of every --pitch-byte row (default 28672)\n"
           "  --threads, --chunk, --chunks, --block, --gather-below, --no-gather: the load's\n"
@@ -439,8 +460,9 @@ int bench_load_file(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--cold") || !strcmp(a, "--json") || !strcmp(a, "--no-progress") ||
-        !strcmp(a, "--no-gather") || !strcmp(a, "--no-disk")) {
+        !strcmp(a, "--no-gather") || !strcmp(a, "--no-disk") || !strcmp(a, "--serial")) {
       o.no_disk |= !strcmp(a, "--no-disk");
+      o.serial |= !strcmp(a, "--serial");
       o.cold |= !strcmp(a, "--cold");
       o.json |= !strcmp(a, "--json");
       o.progress &= strcmp(a, "--no-progress") != 0;
