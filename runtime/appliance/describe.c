@@ -114,7 +114,7 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     bool attention_rows;
     const char *attention_why = vkrt_attention_kernel_choice(d, &attention_rows);
     vkrt_text_put(&o, "vkrt: dev%u attention split pass: %s (%s)\n", i,
-        attention_rows ? "a row per invocation, subgroups run their own tokens" : "tiles behind "
+        attention_rows ? "a row per invocation (subgroups run their own tokens)" : "tiles behind "
         "workgroup barriers", attention_why);
     vkrt_text_put(&o, "vkrt: dev%u pipelines %s (%u ready)\n", i, vkrt_ops_pipelines_when(d),
         vkrt_ops_pipelines_ready(d));

@@ -92,9 +92,16 @@ static bool rows_possible(const struct vkrt_device *dev, const char **why_not) {
   return !r;
 }
 
-/* The row kernel is the default wherever it runs: H200 (board nvidia-h200-x1) head 128 over
- * 8 KV heads at 32768 tokens ... against the tiles' 75.6 / 82.6 us (f16 / q8_0); lavapipe
- * (2 CPU cores) head 256 over 2 KV heads at 20000 tokens 97-116 ms against 180-229 ms. */
+/* The row kernel is the default wherever it runs, for up to ROWS_MAX_PER_KV query heads per
+ * KV head; above, the tiles, which stage a K row once for all the group's heads in shared
+ * memory (the row kernel reads each head's query from shared memory per K chunk). H200
+ * (board nvidia-h200-x1), the KV-cache layout, best split count of each: head 128, 4 heads
+ * per KV head, 32768 tokens: rows 66.0 us (f16) / 73.6 (q8_0) against the tiles' 76.2 /
+ * 82.7; head 256, 8 per KV head, 20000 tokens: rows 46.4 / 54.0 against 43.6 / 46.4; head 64,
+ * 8 per KV head, 7680 tokens: rows 21.3 / 21.5 against 12.7 / 13.1. Lavapipe (2 CPU cores)
+ * head 256 at 20000 tokens: rows 97-116 ms against 180-229 ms. */
+#define ROWS_MAX_PER_KV 4
+
 const char *vkrt_attention_kernel_choice(const struct vkrt_device *dev, bool *rows) {
   const char *why_not;
   bool can = rows_possible(dev, &why_not);
@@ -104,7 +111,9 @@ const char *vkrt_attention_kernel_choice(const struct vkrt_device *dev, bool *ro
     return "tiles forced";
   if (!can)
     return why_not;
-  return forced == 2 ? "rows forced" : "rows: the device has subgroup arithmetic at a fixed size";
+  return forced == 2 ? "rows forced"
+                     : "rows up to 4 query heads per KV head, tiles above: the device has "
+                       "subgroup arithmetic at a fixed size";
 }
 
 bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_t n_head,
@@ -114,6 +123,9 @@ bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_
   uint64_t scratch = VKRT_MIN(ops->attention_scratch->size, ops->limits.max_storage_buffer_range);
   bool rows;
   vkrt_attention_kernel_choice(dev, &rows);
+  if (rows && vkrt_ops_forces(dev)->attention_kernel != 2 && n_head_kv &&
+      n_head / n_head_kv > ROWS_MAX_PER_KV)
+    rows = false;
   if (rows)
     return vkrt_ops_attention_rows_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
                                         dev->caps.subgroup_size, ops->attention_rows_target_groups,
