@@ -8,18 +8,20 @@
 // - each subgroup of S invocations walks its own runs of S tokens (runs interleaved over
 //   the W subgroups) with its own online softmax; barriers only at the start (queries into
 //   shared memory) and at the end (the W subgroups merged);
-// - scores: invocation i takes token i of the run and reads its whole K row (every load of
-//   the row issued at once), summing the dot products with all G queries (shared memory,
-//   read by every invocation at once: a broadcast);
+// - scores: invocation i takes token i of the run and reads its whole K row (in batches of
+//   16 chunks, f16, or 4 blocks, q8_0, each batch's loads issued before its arithmetic),
+//   summing the dot products with all G queries (shared memory, read by every invocation
+//   at once: a broadcast);
 // - the run's max and sum per head are subgroup reductions; the probabilities go to the
 //   subgroup's corner of shared memory;
 // - weighted V: invocation i owns chunk i % NC (8 elements) of the row of every TPS-th
 //   token of the run (TPS = S / NC tokens side by side; with NC > S, chunks i, i + S, ...),
-//   so a run's V rows are read coalesced and the loads of the whole run are independent.
+//   so a run's V rows are read coalesced; an invocation's rows in batches of 16 chunks,
+//   each batch's loads issued at once.
 // The bytes in flight then grow with the subgroups resident rather than with a tile
 // staged behind barriers. Specialization constants: 0 workgroup size (a multiple of S),
 // 1 G, 2 D (head dim, a multiple of 8; q8_0 of 32), 3 S (the subgroup size: the device's,
-// fixed). attention.c sizes the shared memory as declared here (vkrt_ops_attention_plan).
+// fixed). vkrt_ops_attention_rows_plan (validate.c) sizes the shared memory as declared here.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : enable
