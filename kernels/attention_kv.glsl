@@ -1,8 +1,34 @@
-// K/V cache rows of vkrt_op_attention, shared by its split kernels. A chunk is 8
+// What the split passes of vkrt_op_attention share: their push constants and bindings
+// (attention.c fills them), and the K/V cache rows. A chunk is 8
 // elements of a row: f16 one 16-byte word (bindings k, v of uvec4, row addresses in 16-byte
 // words); q8_0 8 quants of a 34-byte block (bindings of uint, row addresses in bytes). A
 // chunk is loaded raw (k_load, v_load: the words as they are in memory) and decoded when
 // used (decode: the 8 values in lo, hi, times `d`), so loads can be issued ahead.
+layout(push_constant) uniform Push {
+  uint q_off, q_s1, q_s2;   // f32 elements
+  uint k_off, k_s1, k_s2;   // f16: 16-byte units; q8_0: bytes
+  uint v_off, v_s1, v_s2;
+  uint len_off, len_s0;     // I32 elements
+  uint n_ctx, split_len, n_split;
+  uint q0, n_head, head_groups, g_total;
+  uint ml_base;             // floats: where the (m, l) pairs start in the scratch
+  float scale;
+  uint direct;              // one split: o / l into binding 4 = dst at d_off, d_s1, d_s2
+  uint d_off, d_s1, d_s2;   // f32 elements
+  uint base_x, base_y, base_z;
+} pc;
+
+layout(std430, set = 0, binding = 0) readonly buffer Q { float q[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Len { int kv_len[]; };
+#ifdef KV_F16
+layout(std430, set = 0, binding = 2) readonly buffer K { uvec4 k[]; };
+layout(std430, set = 0, binding = 3) readonly buffer V { uvec4 v[]; };
+#else
+layout(std430, set = 0, binding = 2) readonly buffer K { uint k[]; };
+layout(std430, set = 0, binding = 3) readonly buffer V { uint v[]; };
+#endif
+layout(std430, set = 0, binding = 4) writeonly buffer Part { float part[]; };
+
 #ifdef KV_F16
 uvec4 k_load(uint row, uint c) { return k[row + c]; }
 uvec4 v_load(uint row, uint c) { return v[row + c]; }

@@ -48,30 +48,7 @@ const uint CP = (NC + P - 1u) / P; // chunks per part
 const uint ITEMS = P * T;          // score items (token, part) per tile
 const float LOW = -3.402823466e38; // the max before any score
 
-layout(push_constant) uniform Push {
-  uint q_off, q_s1, q_s2;   // f32 elements
-  uint k_off, k_s1, k_s2;   // f16: 16-byte units; q8_0: bytes
-  uint v_off, v_s1, v_s2;
-  uint len_off, len_s0;     // I32 elements
-  uint n_ctx, split_len, n_split;
-  uint q0, n_head, head_groups, g_total;
-  uint ml_base;             // floats: where the (m, l) pairs start in the scratch
-  float scale;
-  uint direct;              // one split: o / l into binding 4 = dst at d_off, d_s1, d_s2
-  uint d_off, d_s1, d_s2;   // f32 elements
-  uint base_x, base_y, base_z;
-} pc;
 
-layout(std430, set = 0, binding = 0) readonly buffer Q { float q[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Len { int kv_len[]; };
-#ifdef KV_F16
-layout(std430, set = 0, binding = 2) readonly buffer K { uvec4 k[]; };
-layout(std430, set = 0, binding = 3) readonly buffer V { uvec4 v[]; };
-#else
-layout(std430, set = 0, binding = 2) readonly buffer K { uint k[]; };
-layout(std430, set = 0, binding = 3) readonly buffer V { uint v[]; };
-#endif
-layout(std430, set = 0, binding = 4) writeonly buffer Part { float part[]; };
 
 shared uvec4 sk[T * NCP];     // the tile's K chunks (q8_0: quants, quants, scale bits)
 shared vec4 sq[G * D / 4u];   // the scaled queries
