@@ -88,6 +88,9 @@ static bool rows_possible(const struct vkrt_device *dev, const char **why_not) {
                       ? NULL : "tiles: the row kernel needs compute subgroup arithmetic";
   if (!r && c->min_subgroup_size != c->max_subgroup_size)
     r = "tiles: the device varies its subgroup size per pipeline";
+  if (!r && (c->subgroup_size < 4 || c->subgroup_size > 128 ||
+             (c->subgroup_size & (c->subgroup_size - 1))))
+    r = "tiles: the row kernel is built for subgroups of 4..128 invocations, a power of two";
   *why_not = r;
   return !r;
 }

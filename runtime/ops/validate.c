@@ -797,5 +797,4 @@ bool vkrt_ops_attention_rows_plan(uint32_t head_dim, uint32_t n_head, uint32_t n
   out->head_groups = per_kv / g;
   return plan_splits(head_dim, n_head, n_head_kv, n_q, n_ctx, subgroup, target_groups, 0,
                      forced_splits, scratch_bytes, out, why, why_size);
-  return true;
 }
