@@ -237,7 +237,7 @@ typedef struct vkrt_lab_counters {
  * cannot, is refused with the reason. */
 typedef struct vkrt_lab_attention {
   uint32_t heads_per_group, head_groups, split_len, splits, queries_per_round, rounds;
-  uint32_t unroll;        /* cache-row passes per tile of the split pass */
+  uint32_t unroll;        /* cache-row passes per tile of the split pass (0: rows) */
   uint32_t shared_bytes;  /* the split pass's shared memory */
   uint64_t scratch_bytes; /* the device's split scratch (CONFIG_VKRT_ATTENTION_SCRATCH_KB) */
   bool direct;            /* one split: the split pass writes the result, no combine pass */
