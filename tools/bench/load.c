@@ -384,7 +384,7 @@ static int run(const struct load_opts *o) {
         }
         if (rc)
           break;
-        if (o->serial && rc == 0) {
+        if (o->serial) {
           info = first_load;
           info.bytes = load_bytes;
           info.ns = (uint64_t)((bench_now_s() - t_begin) * 1e9);
