@@ -26,7 +26,8 @@
 // Offsets and strides are elements (quantized w: bytes). base_* carry the grid split.
 // Specialization constants: 0 workgroup size, 1 BM, 2 BN, 3 RM (COOPMAT: WARPS_M), 4 BK (a
 // multiple of 32), 5 STAGES (1: one shared-memory buffer; 2: two, alternating, so a step
-// needs one barrier instead of two).
+// needs one barrier instead of two), 6 PARTS (0; the lab times the kernel's parts apart
+// with 1: no multiply, 2: no loads after the first step, each giving wrong results).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #ifdef COOPMAT
@@ -42,6 +43,7 @@ layout(constant_id = 2) const uint BN = 64u;
 layout(constant_id = 3) const uint RM = 4u;
 layout(constant_id = 4) const uint BK = 32u;
 layout(constant_id = 5) const uint STAGES = 1u; // shared-memory buffers (1 or 2)
+layout(constant_id = 6) const uint PARTS = 0u;  // 0: the whole kernel (lab: 1, 2 above)
 const uint WG = gl_WorkGroupSize.x;
 const uint UNITS = BK / 8u; // units of 8 k per row of a slice
 const uint W_UNITS = BM * UNITS, X_UNITS = BN * UNITS;
@@ -336,14 +338,16 @@ void main() {
   barrier();
   uint buf = 0u;
   for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-    bool more = k0 + BK < pc.K;
+    bool more = k0 + BK < pc.K && (PARTS & 2u) == 0u;
     if (more)
       fetch(wb, xb, n0, m0, k0 + BK); // in flight during the multiply
+    if ((PARTS & 1u) == 0u) {
 #ifdef COOPMAT
-    multiply(buf, wn, wm);
+      multiply(buf, wn, wm);
 #else
-    multiply(buf, tx, ty);
+      multiply(buf, tx, ty);
 #endif
+    }
     if (STAGES == 1u)
       barrier();
     if (more) {

@@ -61,6 +61,9 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
                    vki->vkGetPhysicalDeviceCooperativeMatrixPropertiesNV && api >= VK_API_VERSION_1_2;
   q->has_sm_builtins = vkrt_caps_has_extension(ext, ext_count, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
   q->has_amd_core = vkrt_caps_has_extension(ext, ext_count, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+  q->has_executable_info =
+      IS_ENABLED(CONFIG_VKRT_LAB_PIPELINE_STATS) &&
+      vkrt_caps_has_extension(ext, ext_count, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   bool has_driver = api >= VK_API_VERSION_1_2;
 
   q->props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
@@ -113,7 +116,11 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
   q->device_address.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES;
   if (q->has_device_address)
     CHAIN(q->features, q->device_address);
+  q->executable_info.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+  if (q->has_executable_info)
+    CHAIN(q->features, q->executable_info);
   vki->vkGetPhysicalDeviceFeatures2(physical, &q->features);
+  q->has_executable_info = q->has_executable_info && q->executable_info.pipelineExecutableInfo;
   if (q->has_coopmat) {
     uint32_t n = VKRT_ARRAY_SIZE(q->coopmat_shapes);
     for (uint32_t i = 0; i < n; i++)

@@ -35,6 +35,7 @@ struct vkrt_caps_query {
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat;
   VkPhysicalDeviceVulkanMemoryModelFeatures memory_model;
   VkPhysicalDeviceBufferDeviceAddressFeatures device_address;
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info;
   VkCooperativeMatrixPropertiesNV coopmat_shapes[64];
   uint32_t coopmat_shape_count;
   VkPhysicalDeviceMemoryProperties2 memory;
@@ -45,6 +46,7 @@ struct vkrt_caps_query {
   bool has_device_address; /* Vulkan 1.2 or VK_KHR_buffer_device_address */
   bool has_coopmat; /* VK_NV_cooperative_matrix and its shape query */
   bool has_sm_builtins, has_amd_core; /* the compute-unit counts */
+  bool has_executable_info; /* VK_KHR_pipeline_executable_properties, asked for by the lab */
   struct vkrt_caps_input in;
 };
 

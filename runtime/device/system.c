@@ -96,7 +96,7 @@ static vkrt_status device_open(struct vkrt_system *sys, uint32_t rank,
       VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME,      VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME,
       VK_KHR_16BIT_STORAGE_EXTENSION_NAME,        VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME,
       VK_KHR_STORAGE_BUFFER_STORAGE_CLASS_EXTENSION_NAME, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME,
-      VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME,
+      VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME,    VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME,
   };
   const char *enabled[VKRT_ARRAY_SIZE(wanted)];
   uint32_t enabled_count = 0;
@@ -108,6 +108,9 @@ static vkrt_status device_open(struct vkrt_system *sys, uint32_t rank,
       continue;
     if ((hidden & VKRT_FAULT_HIDE_EXTERNAL_SEMAPHORE_FD) &&
         strcmp(wanted[i], VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME) == 0)
+      continue;
+    if (!q->has_executable_info &&
+        strcmp(wanted[i], VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0)
       continue;
     enabled[enabled_count++] = wanted[i];
   }
@@ -160,6 +163,13 @@ static vkrt_status device_open(struct vkrt_system *sys, uint32_t rank,
     CHAIN(features, coopmat);
     CHAIN(features, memory_model);
   }
+  /* the lab's pipeline statistics (CONFIG_VKRT_LAB_PIPELINE_STATS) */
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+      .pipelineExecutableInfo = VK_TRUE,
+  };
+  if (q->has_executable_info)
+    CHAIN(features, executable_info);
 
   float priority = 1.0f;
   VkDeviceQueueCreateInfo queues[2] = {
@@ -192,12 +202,13 @@ static vkrt_status device_open(struct vkrt_system *sys, uint32_t rank,
     goto out;
   /* A hidden or absent extension keeps its functions NULL even where the loader would
    * hand out a trampoline. */
-  bool on_host = false, on_semfd = false, on_memfd = false, on_push = false;
+  bool on_host = false, on_semfd = false, on_memfd = false, on_push = false, on_stats = false;
   for (uint32_t i = 0; i < enabled_count; i++) {
     on_host |= strcmp(enabled[i], VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME) == 0;
     on_semfd |= strcmp(enabled[i], VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME) == 0;
     on_memfd |= strcmp(enabled[i], VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME) == 0;
     on_push |= strcmp(enabled[i], VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0;
+    on_stats |= strcmp(enabled[i], VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0;
   }
   if (!on_host)
     dev->vk.vkGetMemoryHostPointerPropertiesEXT = NULL;
@@ -211,6 +222,10 @@ static vkrt_status device_open(struct vkrt_system *sys, uint32_t rank,
   }
   if (!on_push)
     dev->vk.vkCmdPushDescriptorSetKHR = NULL;
+  if (!on_stats) {
+    dev->vk.vkGetPipelineExecutablePropertiesKHR = NULL;
+    dev->vk.vkGetPipelineExecutableStatisticsKHR = NULL;
+  }
 
   dev->vk.vkGetDeviceQueue(dev->handle, dev->compute_family, 0, &dev->compute_queue);
   pthread_mutex_init(&dev->compute_queue_lock, NULL);

@@ -216,7 +216,7 @@ static struct vkrt_matmul_pick tiled_pick(struct vkrt_device *dev, vkrt_type t, 
 
 static void tile_spec(const struct vkrt_matmul_tile *t, uint32_t spec[VKRT_OPS_MAX_SPEC]) {
   spec[0] = t->wg, spec[1] = t->bm, spec[2] = t->bn, spec[3] = t->rm, spec[4] = t->bk;
-  spec[5] = t->stages;
+  spec[5] = t->stages, spec[6] = t->parts;
 }
 
 /* Why the tiled kernel cannot take w (NULL: it can). Quantized w comes bound in words

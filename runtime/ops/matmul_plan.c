@@ -74,6 +74,8 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
     return "bk must be 32, 64, 96 or 128";
   if (t->stages < 1 || t->stages > 2)
     return "stages must be 1 or 2";
+  if (t->parts > 2)
+    return "parts must be 0, 1 (no multiply) or 2 (no loads after the first step)";
   if (t->wg > caps->max_compute_work_group_invocations)
     return "wg exceeds maxComputeWorkGroupInvocations";
   /* units of 8 k each invocation holds in registers for the next step */

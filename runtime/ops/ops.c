@@ -243,6 +243,55 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   return s;
 }
 
+/* The driver compiler's statistics of a new pipeline in the log (info level), one line:
+ * registers per invocation and the like, for tuning tiles against occupancy. */
+static void log_pipeline_stats(struct vkrt_device *dev, const char *name, const uint32_t *spec,
+                               VkPipeline pipeline) {
+  VkPipelineInfoKHR info = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = pipeline};
+  VkPipelineExecutablePropertiesKHR props[4];
+  uint32_t n = VKRT_ARRAY_SIZE(props);
+  for (uint32_t i = 0; i < n; i++)
+    props[i] = (VkPipelineExecutablePropertiesKHR){
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR};
+  if (dev->vk.vkGetPipelineExecutablePropertiesKHR(dev->handle, &info, &n, props) < 0)
+    return;
+  for (uint32_t e = 0; e < n; e++) {
+    VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                                      .pipeline = pipeline, .executableIndex = e};
+    VkPipelineExecutableStatisticKHR st[16];
+    uint32_t m = VKRT_ARRAY_SIZE(st);
+    for (uint32_t i = 0; i < m; i++)
+      st[i] = (VkPipelineExecutableStatisticKHR){
+          .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+    if (dev->vk.vkGetPipelineExecutableStatisticsKHR(dev->handle, &ei, &m, st) < 0)
+      continue;
+    char line[1024];
+    int len = snprintf(line, sizeof(line), "dev%u pipeline %s", dev->index, name);
+    if (spec)
+      len += snprintf(line + len, sizeof(line) - (size_t)VKRT_MIN(len, (int)sizeof(line)),
+                      " [%u %u %u %u %u %u]", spec[0], spec[1], spec[2], spec[3], spec[4], spec[5]);
+    for (uint32_t i = 0; i < m && len < (int)sizeof(line); i++) {
+      const VkPipelineExecutableStatisticKHR *x = &st[i];
+      size_t room = sizeof(line) - (size_t)len;
+      switch (x->format) {
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+        len += snprintf(line + len, room, "; %s %s", x->name, x->value.b32 ? "yes" : "no");
+        break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+        len += snprintf(line + len, room, "; %s %lld", x->name, (long long)x->value.i64);
+        break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+        len += snprintf(line + len, room, "; %s %llu", x->name, (unsigned long long)x->value.u64);
+        break;
+      default:
+        len += snprintf(line + len, room, "; %s %g", x->name, x->value.f64);
+        break;
+      }
+    }
+    vkrt_log(&dev->sys->base, VKRT_LOG_INFO, "%s", line);
+  }
+}
+
 static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
                                    enum vkrt_ops_kernel k, const uint32_t *spec,
                                    struct vkrt_ops_pipeline *p);
@@ -323,8 +372,11 @@ static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_stat
   for (uint32_t i = 0; i < VKRT_OPS_MAX_SPEC; i++)
     entries[i] = (VkSpecializationMapEntry){i, i * (uint32_t)sizeof(uint32_t), sizeof(uint32_t)};
   VkSpecializationInfo si = {VKRT_OPS_MAX_SPEC, entries, VKRT_OPS_MAX_SPEC * sizeof(uint32_t), spec};
+  bool stats = dev->vk.vkGetPipelineExecutableStatisticsKHR != NULL && dev->sys->base.log &&
+               dev->sys->base.log_level >= VKRT_LOG_INFO;
   VkComputePipelineCreateInfo ci = {
       .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .flags = stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                 .module = module,
@@ -335,6 +387,8 @@ static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_stat
   dev->vk.vkDestroyShaderModule(dev->handle, module, ac);
   if (r != VK_SUCCESS)
     return vkrt_vk_error(dev, r, "vkCreateComputePipelines");
+  if (stats)
+    log_pipeline_stats(dev, d->name, spec, p->pipeline);
   p->binding_count = d->binding_count;
   p->push_size = d->push_size;
   for (int i = 0; i < 3; i++)

@@ -100,4 +100,6 @@
   X(vkGetMemoryFdPropertiesKHR)               \
   X(vkGetSemaphoreFdKHR)                      \
   X(vkImportSemaphoreFdKHR)                   \
-  X(vkCmdPushDescriptorSetKHR)
+  X(vkCmdPushDescriptorSetKHR)                \
+  X(vkGetPipelineExecutablePropertiesKHR)     \
+  X(vkGetPipelineExecutableStatisticsKHR)

@@ -950,6 +950,7 @@ struct cases_opts {
   double warmup_ms; /* back-to-back work before each case is timed */
   bool warmup_set;
   bool tiles;     /* --tiles: sweep the tiled matmul's tiles on every tiled MUL_MAT case */
+  bool parts;     /* --parts: each swept tile also without its multiply, and without its loads */
   int min_m;      /* --min-m: the tiled crossover (0: the device's) */
   int coopmat;    /* --coopmat on|off (-1: the device's choice) */
 };
@@ -1191,7 +1192,9 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
       {256, 256, 128, 2, 32, 1}, {128, 128, 64, 2, 32, 2},  {128, 64, 128, 2, 32, 2},
       {64, 32, 16, 1, 64, 1},    {64, 32, 16, 1, 128, 1},   {64, 32, 16, 1, 128, 2},
       {32, 16, 16, 1, 128, 1},   {256, 128, 32, 2, 64, 1},  {128, 64, 32, 2, 64, 1},
-      {128, 64, 32, 2, 128, 1},  {64, 32, 32, 2, 128, 1}};
+      {128, 64, 32, 2, 128, 1},  {64, 32, 32, 2, 128, 1},   {256, 128, 256, 4, 32, 1},
+      {256, 256, 128, 4, 32, 1}, {256, 128, 128, 4, 32, 1}, {256, 256, 64, 1, 32, 1},
+      {256, 128, 256, 2, 32, 1}};
   const vkrt_lab_matmul_tile *list = cm ? coop : portable;
   size_t n = cm ? sizeof(coop) / sizeof(coop[0]) : sizeof(portable) / sizeof(portable[0]);
   vkrt_lab_tile_slot first = cm ? VKRT_LAB_TILE_COOPMAT_SMALL : VKRT_LAB_TILE_PORTABLE_SMALL;
@@ -1204,8 +1207,12 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
   if (c->o.json)
     printf(", \"tiles\": [");
   int nt = 0;
-  for (size_t i = 0; i < n; i++) {
-    const vkrt_lab_matmul_tile *t = &list[i];
+  for (size_t i = 0; i < n * 3; i++) {
+    vkrt_lab_matmul_tile tp = list[i / 3];
+    tp.parts = (uint32_t)(i % 3);
+    if (tp.parts && !c->o.parts)
+      continue;
+    const vkrt_lab_matmul_tile *t = &tp;
     uint64_t vw = UINT64_MAX;
     double vt = -1, ve = 0;
     int vreps = 0;
@@ -1220,17 +1227,20 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
       vw = count_wrong(&lc->bc.dst, got, ref, tol, cm ? mag : NULL, &ve);
       vt = time_case(c, lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
     }
-    c->wrong_total += vw == UINT64_MAX ? 1 : vw;
+    if (!t->parts) /* the parts' results are wrong by design */
+      c->wrong_total += vw == UINT64_MAX ? 1 : vw;
+    static const char *const part_names[] = {"", " no multiply", " no loads"};
     double vg = vt > 0 ? (double)bytes / vt * 1e-9 : 0;
     if (c->o.json)
       printf("%s{\"wg\": %u, \"bm\": %u, \"bn\": %u, \"rm\": %u, \"bk\": %u, \"stages\": %u, "
-             "\"us\": %.3f, \"wrong\": %" PRId64 "}", nt++ ? ", " : "", t->wg, t->bm, t->bn, t->rm,
-             t->bk, t->stages, vt * 1e6, vw == UINT64_MAX ? -1 : (int64_t)vw);
+             "\"parts\": %u, \"us\": %.3f, \"wrong\": %" PRId64 "}", nt++ ? ", " : "", t->wg,
+             t->bm, t->bn, t->rm, t->bk, t->stages, t->parts, vt * 1e6,
+             vw == UINT64_MAX ? -1 : (int64_t)vw);
     else
       printf("    %s tile %3ux%-3u wg %3u rm %u bk %3u st %u %10.2f us %9.1f GB/s %6.3f x %9" PRId64
-             "\n", cm ? "coopmat" : "portable", t->bm, t->bn, t->wg, t->rm, t->bk, t->stages,
-             vt * 1e6, vg,
-             c->copy_gbps > 0 ? vg / c->copy_gbps : 0, vw == UINT64_MAX ? -1 : (int64_t)vw);
+             "%s\n", cm ? "coopmat" : "portable", t->bm, t->bn, t->wg, t->rm, t->bk, t->stages,
+             vt * 1e6, vg, c->copy_gbps > 0 ? vg / c->copy_gbps : 0,
+             vw == UINT64_MAX ? -1 : (int64_t)vw, part_names[t->parts]);
   }
   for (int i = 0; i < SIZES; i++)
     vkrt_lab_matmul_tile_set(c->app, c->o.device, first + i, &keep[i]);
@@ -1636,7 +1646,7 @@ static void usage(void) {
   printf("usage: vkrt-bench cases --test-file FILE [--json] [--iters N] [--device D] [--variants]\n"
          "                        [--target-ms MS] [--warmup-ms MS] [--tiled-copies on|off]\n"
          "                        [--activations f32|q8|f16|q8,f16] [--tiles] [--min-m M]\n"
-         "                        [--coopmat on|off]\n"
+         "                        [--coopmat on|off] [--parts]\n"
          "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT,\n"
          "  FLASH_ATTN_EXT; f32, f16, q8_0/q4_K as MUL_MAT weights, q8_0 as FLASH_ATTN_EXT's K and\n"
          "  V; the decode ops RMS_NORM (+ MUL fused), ROPE, GET_ROWS, SET_ROWS, ARGMAX), each\n"
@@ -1658,6 +1668,8 @@ static void usage(void) {
          "  VKRT_MATMUL_ACTIVATIONS_F16 (the tiled matmul on cooperative matrices where the device\n"
          "  has them: x and w rounded to f16, which the check allows on lines that took them).\n"
          "  --tiles sweeps the tiled matmul's tiles on every MUL_MAT case that takes it;\n"
+         "  --parts (implies --tiles) also times each tile without its multiply and without its\n"
+         "  loads after the first k step (wrong results, not counted): where its time goes;\n"
          "  --min-m sets the crossover (M from which the tiled kernel runs, for every type);\n"
          "  --coopmat on|off overrides whether the cooperative-matrix tiles run (where the device\n"
          "  has them).\n");
@@ -1672,6 +1684,7 @@ static int cmd_cases(int argc, char **argv) {
       {"activations", required_argument, 0, 'a'}, {"help", no_argument, 0, 'h'},
       {"tiles", no_argument, 0, 'T'}, {"min-m", required_argument, 0, 'm'},
       {"coopmat", required_argument, 0, 'C'},
+      {"parts", no_argument, 0, 'P'},
       {0, 0, 0, 0}};
   struct cases_ctx c;
   memset(&c, 0, sizeof(c));
@@ -1698,6 +1711,7 @@ static int cmd_cases(int argc, char **argv) {
       }
       break;
     case 'T': c.o.tiles = true; break;
+    case 'P': c.o.tiles = c.o.parts = true; break;
     case 'm': c.o.min_m = atoi(optarg); break;
     case 'C': c.o.coopmat = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : -1; break;
     case 'h': usage(); return 0;

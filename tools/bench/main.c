@@ -40,8 +40,10 @@ vkrt_appliance *bench_open(const vkrt_options *options_or_null) {
     vkrt_options_initialize(&options);
   }
   if (!options.log) {
+    /* VKRT_BENCH_LOG=info: plans, paths and the lab's pipeline statistics too */
+    const char *level = getenv("VKRT_BENCH_LOG");
     options.log = log_to_stderr;
-    options.log_level = VKRT_LOG_WARN;
+    options.log_level = level && !strcmp(level, "info") ? VKRT_LOG_INFO : VKRT_LOG_WARN;
   }
   vkrt_appliance *app = NULL;
   char why[1024];

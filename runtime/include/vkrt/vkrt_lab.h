@@ -189,6 +189,8 @@ typedef struct vkrt_lab_matmul_tile {
   uint32_t rm; /* portable: rows per invocation; cooperative matrix: subgroups along m */
   uint32_t bk;     /* k per shared-memory step (0: 32) */
   uint32_t stages; /* shared-memory buffers (0: 1); 2 alternate, one barrier per step */
+  uint32_t parts;  /* 0: the kernel; for timing its parts apart (results wrong): 1 without
+                      the multiply, 2 without the loads after the first k step */
 } vkrt_lab_matmul_tile;
 
 typedef enum vkrt_lab_tile_slot {
