@@ -27,7 +27,10 @@
 // Specialization constants: 0 workgroup size, 1 BM, 2 BN, 3 RM (COOPMAT: WARPS_M), 4 BK (a
 // multiple of 32), 5 STAGES (1: one shared-memory buffer; 2: two, alternating, so a step
 // needs one barrier instead of two), 6 PARTS (0; the lab times the kernel's parts apart
-// with 1: no multiply, 2: no loads after the first step, each giving wrong results).
+// with 1: no multiply, 2: no loads after the first step, each giving wrong results), 7 X16
+// (COOPMAT: 1 when x comes already rounded to f16 at binding 3, dense along K with K a
+// multiple of 8, strides in halves: a unit is one 16-byte load and no conversion, half the
+// bytes per step of f32 x).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #ifdef COOPMAT
@@ -44,6 +47,7 @@ layout(constant_id = 3) const uint RM = 4u;
 layout(constant_id = 4) const uint BK = 32u;
 layout(constant_id = 5) const uint STAGES = 1u; // shared-memory buffers (1 or 2)
 layout(constant_id = 6) const uint PARTS = 0u;  // 0: the whole kernel (lab: 1, 2 above)
+layout(constant_id = 7) const uint X16 = 0u;    // COOPMAT: x as f16 units at binding 3
 const uint WG = gl_WorkGroupSize.x;
 const uint UNITS = BK / 8u; // units of 8 k per row of a slice
 const uint W_UNITS = BM * UNITS, X_UNITS = BN * UNITS;
@@ -70,6 +74,9 @@ layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
 layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 layout(std430, set = 0, binding = 3) readonly buffer X4 { vec4 x4[]; };
+#ifdef COOPMAT
+layout(std430, set = 0, binding = 3) readonly buffer XH { uvec4 x16[]; }; // X16: f16 x
+#endif
 #if defined(W_F32)
 layout(std430, set = 0, binding = 4) readonly buffer W4 { vec4 w4[]; };
 #elif defined(W_F16)
@@ -224,6 +231,9 @@ void store_d(uint db, uint n, uint m, float v) {
 // The units of step k0 into registers (zeros outside w and x).
 Raw wr[W_PER];
 vec4 xl[X_PER], xh[X_PER];
+#ifdef COOPMAT
+uvec4 xr[X_PER]; // X16
+#endif
 void fetch(uint wb, uint xb, uint n0, uint m0, uint k0) {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint i = 0u; i < W_PER; i++) {
@@ -234,6 +244,14 @@ void fetch(uint wb, uint xb, uint n0, uint m0, uint k0) {
   }
   [[unroll]] for (uint i = 0u; i < X_PER; i++) {
     uint u = tid + i * WG, m = m0 + u / UNITS, k = k0 + 8u * (u % UNITS);
+#ifdef COOPMAT
+    if (X16 != 0u) {
+      xr[i] = uvec4(0u);
+      if (u < X_UNITS && m < pc.M && k < pc.K)
+        xr[i] = x16[(xb + m * pc.x_stride[1] + k) >> 3];
+      continue;
+    }
+#endif
     xl[i] = xh[i] = vec4(0.0);
     if (u < X_UNITS && m < pc.M && k < pc.K)
       load_x_unit(xb, m, k, xl[i], xh[i]);
@@ -265,7 +283,7 @@ void store(uint buf, uint wb, uint n0, uint k0) {
     uint u = tid + i * WG, c = u / UNITS, q = u % UNITS;
     if (u < X_UNITS) {
 #ifdef COOPMAT
-      xs[(buf * BN + c) * PV + q] = pack8(xl[i], xh[i]);
+      xs[(buf * BN + c) * PV + q] = X16 != 0u ? xr[i] : pack8(xl[i], xh[i]);
 #else
       xs[(buf * BN + c) * PITCH4 + 2u * q] = xl[i];
       xs[(buf * BN + c) * PITCH4 + 2u * q + 1u] = xh[i];

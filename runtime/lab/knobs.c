@@ -22,6 +22,7 @@ static const struct {
   [VKRT_LAB_ATTENTION_UNROLL] = {"ATTENTION_UNROLL", 0, VKRT_ATTENTION_MAX_UNROLL},
   [VKRT_LAB_PIPELINE_REBIND] = {"PIPELINE_REBIND", 0, 1},
   [VKRT_LAB_ATTENTION_KERNEL] = {"ATTENTION_KERNEL", 0, 2},
+  [VKRT_LAB_MATMUL_X16] = {"MATMUL_X16", 0, 1},
 };
 
 vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
@@ -61,6 +62,7 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_ATTENTION_SPLITS: force->attention_splits = (uint32_t)value; break;
   case VKRT_LAB_ATTENTION_UNROLL: force->attention_unroll = (uint32_t)value; break;
   case VKRT_LAB_ATTENTION_KERNEL: force->attention_kernel = (int)value; break;
+  case VKRT_LAB_MATMUL_X16: force->matmul_x_f32 = !value; break;
   case VKRT_LAB_PIPELINE_REBIND: force->rebind_pipeline = value; break;
   default: force->matmul_kernel = (int)value; break;
   }
@@ -92,6 +94,7 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_ATTENTION_SPLITS: *out = force->attention_splits; break;
   case VKRT_LAB_ATTENTION_UNROLL: *out = force->attention_unroll; break;
   case VKRT_LAB_ATTENTION_KERNEL: *out = force->attention_kernel; break;
+  case VKRT_LAB_MATMUL_X16: *out = ops->matmul_x16 && !force->matmul_x_f32; break;
   case VKRT_LAB_PIPELINE_REBIND: *out = force->rebind_pipeline; break;
   default: *out = force->matmul_kernel; break;
   }

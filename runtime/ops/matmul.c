@@ -214,9 +214,9 @@ static struct vkrt_matmul_pick tiled_pick(struct vkrt_device *dev, vkrt_type t, 
   return vkrt_matmul_pick(&dev->ops->matmul, cm, t, M);
 }
 
-static void tile_spec(const struct vkrt_matmul_tile *t, uint32_t spec[VKRT_OPS_MAX_SPEC]) {
+static void tile_spec(const struct vkrt_matmul_tile *t, bool x16, uint32_t spec[VKRT_OPS_MAX_SPEC]) {
   spec[0] = t->wg, spec[1] = t->bm, spec[2] = t->bn, spec[3] = t->rm, spec[4] = t->bk;
-  spec[5] = t->stages, spec[6] = t->parts;
+  spec[5] = t->stages, spec[6] = t->parts, spec[7] = x16;
 }
 
 /* Why the tiled kernel cannot take w (NULL: it can). Quantized w comes bound in words
@@ -249,14 +249,31 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
   struct vkrt_matmul_pick pick = tiled_pick(dev, w->type, x->ne[1]);
   const struct vkrt_matmul_tile *t = pick.tile;
   bool cm = pick.coopmat;
+  /* cooperative matrices round x to f16 anyway: once, first, where the scratch takes it */
+  bool x16 = cm && !vkrt_matmul_x16_refusal(dev, x);
   uint32_t spec[VKRT_OPS_MAX_SPEC];
-  tile_spec(t, spec);
+  tile_spec(t, x16, spec);
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline_spec(dev, cm ? tiled_kinds[w->type].coopmat
                                                  : tiled_kinds[w->type].portable, spec, &p);
   if (s != VKRT_OK)
     return s;
-  /* bindings 3 and 4: x as vec4, f32/f16 w as 16-byte units */
+  struct vkrt_ops_view xh;
+  if (x16) {
+    s = vkrt_matmul_x16_convert(dev, x, &xh);
+    if (s != VKRT_OK)
+      return s;
+    /* the tiles: a piece of their own after the rounding (reads w and the scratch) */
+    struct vkrt_stream_access a[3] = {{d->buffer, d->lo, d->hi, true},
+                                      {w->buffer, w->lo, w->hi, false},
+                                      {xh.buffer, xh.lo, xh.hi, false}};
+    s = vkrt_ops_begin(dev, a, 3, &cmd);
+    if (s != VKRT_OK)
+      return s;
+    x = &xh;
+    vkrt_ops_count(dev, matmul_x16, 1);
+  }
+  /* bindings 3 and 4: x as vec4 (f16 units with x16), f32/f16 w as 16-byte units */
   struct vkrt_ops_binding b[5] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
                                   vkrt_ops_view_binding(d), vkrt_ops_view_binding(x),
                                   vkrt_ops_view_binding(w)};
@@ -275,7 +292,7 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
       .r3 = x->ne[3] / w->ne[3],
       .accumulate = accumulate,
       .w_vec = w->block == 1 && rows_vec16(w, 16 / w->type_size),
-      .x_vec = rows_vec16(x, 4),
+      .x_vec = !x16 && rows_vec16(x, 4),
       /* whole 16x16 results as cooperative-matrix stores: dst dense along N, every column
        * 16-byte aligned in a 16-byte aligned binding, nothing to add */
       .d_vec = cm && !accumulate && d->bind_offset % 16 == 0 && d->stride[0] == 1 &&
@@ -344,9 +361,11 @@ vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
                  tiled_kinds[t].coopmat == VKRT_OPS_KERNEL_COUNT ||
                  !vkrt_ops_kernel_usable(dev, tiled_kinds[t].coopmat)))
         continue;
-      for (int size = 0; size < VKRT_MATMUL_SIZES; size++) {
+      for (int v = 0; v < VKRT_MATMUL_SIZES * 2; v++) {
         uint32_t spec[VKRT_OPS_MAX_SPEC];
-        tile_spec(&dev->ops->matmul.tile[cm][size], spec);
+        tile_spec(&dev->ops->matmul.tile[cm][v / 2], v % 2, spec);
+        if (spec[7] && (!cm || !dev->ops->matmul_x16))
+          continue; /* f16 x only on cooperative matrices, with the scratch */
         const struct vkrt_ops_pipeline *p;
         vkrt_status s = vkrt_ops_pipeline_spec(
             dev, cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable, spec, &p);

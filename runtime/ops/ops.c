@@ -55,6 +55,7 @@ void vkrt_ops_close(struct vkrt_device *dev) {
   vkrt_ops_drop_variants(dev);
   vkrt_argmax_close(dev);
   vkrt_attention_close(dev);
+  vkrt_matmul_x16_close(dev);
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++)
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
@@ -179,6 +180,14 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
            : !cm ? "off (x stays f32: vkrt_options.matmul_activations = VKRT_MATMUL_ACTIVATIONS_F32)"
                  : "x and w rounded to f16 (vkrt_options.matmul_activations = "
                    "VKRT_MATMUL_ACTIVATIONS_F16), f32 weights on the portable tiles");
+  if (cm) {
+    size_t used = strlen(buf);
+    snprintf(buf + used, size - VKRT_MIN(used, size), "; x rounded %s",
+             ops->matmul_x16 ? "by a copy into a scratch first, where it fits (K a multiple of "
+                               "8; else as the tiles load it)"
+                             : "as the tiles load it (no f16 scratch: "
+                               "CONFIG_VKRT_MATMUL_X16_SCRATCH_KB)");
+  }
 }
 
 struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,
@@ -238,6 +247,8 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
     s = vkrt_argmax_open(dev);
   if (s == VKRT_OK)
     s = vkrt_attention_open(dev);
+  if (s == VKRT_OK)
+    s = vkrt_matmul_x16_open(dev);
   if (s != VKRT_OK)
     vkrt_ops_close(dev);
   return s;

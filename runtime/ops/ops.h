@@ -24,7 +24,7 @@ enum vkrt_ops_copy_path {
 };
 
 #define VKRT_OPS_MAX_BINDINGS 9
-#define VKRT_OPS_MAX_SPEC 7      /* specialization constants 0..6 of a pipeline variant */
+#define VKRT_OPS_MAX_SPEC 8      /* specialization constants 0..7 of a pipeline variant */
 #define VKRT_OPS_MAX_VARIANTS 96 /* specialized pipelines per device */
 #define VKRT_OPS_POOL_SETS 256 /* descriptor sets per stream slot without push descriptors */
 
@@ -116,12 +116,14 @@ struct vkrt_ops_forces {
   uint32_t attention_unroll; /* row passes per tile of the split pass: 0 = plan them */
   int attention_kernel;      /* split pass: 0 = choose, 1 = tiles, 2 = a row per invocation */
   bool rebind_pipeline;      /* bind the pipeline before every dispatch, even one bound */
+  bool matmul_x_f32;         /* cooperative-matrix tiles: x converted as loaded, never first */
 };
 
 /* Which paths ran (the lab's counters: tests assert them, the bench reports them). */
 struct vkrt_ops_counters {
   uint64_t concat_fast, concat_generic, concat_split; /* split: one copy per source */
   uint64_t matvec, matmul_tiled, matmul_coopmat;
+  uint64_t matmul_x16;      /* ... of which x was rounded to f16 first (matmul_x16.c) */
   uint64_t matvec_split;    /* matrix-vector with w bound in row slices (w > one binding) */
   uint64_t matmul_fallback; /* M past the crossover on the matrix-vector kernels because the
                                tiled one could not take w */
@@ -180,6 +182,8 @@ struct vkrt_ops_state {
   struct vkrt_buffer *scratch;
   /* decode attention (attention.c) */
   struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
+  struct vkrt_buffer *matmul_x16;        /* x rounded to f16 for the cooperative-matrix tiles
+                                            (NULL: none on this device) */
   uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
   uint32_t attention_max_splits;         /* and splits at most (0: no cap) */
   uint32_t attention_rows_target_groups; /* the same for the row-per-invocation split pass */
@@ -580,6 +584,36 @@ static inline vkrt_status vkrt_set_rows_record(struct vkrt_device *dev, VkComman
   (void)cmd, (void)views;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "vkrt_op_set_rows: kernel not in this build (CONFIG_VKRT_KERNEL_SET_ROWS=n)");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_MATMUL_X16)
+/* x rounded to f16 before the cooperative-matrix tiles (matmul_x16.c): the scratch made at
+ * open on devices with cooperative matrices, released at close. */
+vkrt_status vkrt_matmul_x16_open(struct vkrt_device *dev);
+void vkrt_matmul_x16_close(struct vkrt_device *dev);
+/* Whether x can go through the scratch (NULL) or why not. */
+const char *vkrt_matmul_x16_refusal(const struct vkrt_device *dev, const struct vkrt_ops_view *x);
+/* Records x's rounding into the scratch as its own piece of the stream and fills *out with
+ * the f16 view the tiles read (dense along K, strides in halves). */
+vkrt_status vkrt_matmul_x16_convert(struct vkrt_device *dev, const struct vkrt_ops_view *x,
+                                    struct vkrt_ops_view *out);
+#else
+static inline vkrt_status vkrt_matmul_x16_open(struct vkrt_device *dev) {
+  (void)dev;
+  return VKRT_OK;
+}
+static inline void vkrt_matmul_x16_close(struct vkrt_device *dev) { (void)dev; }
+static inline const char *vkrt_matmul_x16_refusal(const struct vkrt_device *dev,
+                                                  const struct vkrt_ops_view *x) {
+  (void)dev, (void)x;
+  return "not in this build (CONFIG_VKRT_MATMUL_X16=n)";
+}
+static inline vkrt_status vkrt_matmul_x16_convert(struct vkrt_device *dev,
+                                                  const struct vkrt_ops_view *x,
+                                                  struct vkrt_ops_view *out) {
+  (void)x, (void)out;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL, "x16 conversion not in this build");
 }
 #endif
 

@@ -160,16 +160,21 @@ static void run(vkrt_appliance *app, const struct mm *c) {
   uint64_t tiled = r1.matmul_tiled - r0.matmul_tiled, cm = r1.matmul_coopmat - r0.matmul_coopmat;
   uint64_t mv = quant ? r1.quant_matvec - r0.quant_matvec : r1.matvec - r0.matvec;
   uint64_t fb = r1.matmul_fallback - r0.matmul_fallback;
-  int64_t on;
+  int64_t on, x16_on;
   vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_COOPMAT, &on));
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_X16, &x16_on));
   bool want_cm = c->expect == TILED && c->wt != VKRT_TYPE_F32 && on &&
                  vkrt_lab_matmul_coopmat_usable(app, 0);
+  /* x rounded to f16 by a copy first: cooperative matrices, K a multiple of 8 */
+  bool want_x16 = want_cm && x16_on && c->K % 8 == 0;
+  uint64_t xh = r1.matmul_x16 - r0.matmul_x16;
   if (tiled != (c->expect == TILED) || mv != (c->expect != TILED) || fb != (c->expect == FALLBACK) ||
-      cm != want_cm)
-    fail_msg("%s K %lld N %lld M %lld: path %d expected; tiled %llu, coopmat %llu, matvec %llu, "
-             "fallback %llu", vkrt_type_str(c->wt), (long long)c->K, (long long)c->N,
-             (long long)c->M, c->expect, (unsigned long long)tiled, (unsigned long long)cm,
-             (unsigned long long)mv, (unsigned long long)fb);
+      cm != want_cm || xh != want_x16)
+    fail_msg("%s K %lld N %lld M %lld: path %d expected; tiled %llu, coopmat %llu (x16 %llu), "
+             "matvec %llu, fallback %llu", vkrt_type_str(c->wt), (long long)c->K,
+             (long long)c->N, (long long)c->M, c->expect, (unsigned long long)tiled,
+             (unsigned long long)cm, (unsigned long long)xh, (unsigned long long)mv,
+             (unsigned long long)fb);
 
   float *wr = malloc(sizeof(float) * (size_t)c->K);
   for (int64_t b = 0; b < c->b2; b++)
@@ -262,6 +267,48 @@ static void test_tiled(void **state) {
       run(app, &a);
     }
   }
+  vkt_close(app);
+}
+
+/* The cooperative-matrix tiles where the device has them (skipped elsewhere, lavapipe
+ * included): every weight type on the three tiles, with x rounded to f16 by a copy into the
+ * scratch first (the default) and as the tiles load it, K not a multiple of 8 (no copy),
+ * padded x columns at an offset, batches, accumulation. */
+static void test_coopmat(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  if (!vkrt_lab_matmul_coopmat_usable(app, 0)) {
+    vkt_close(app);
+    vkt_skip("no cooperative matrices on this device");
+  }
+  knob(app, VKRT_LAB_MATMUL_COOPMAT, 1);
+  int64_t x16_default;
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_X16, &x16_default));
+  assert_true(x16_default); /* the scratch is made at open where cooperative matrices are */
+  vkrt_lab_matmul_tile small, medium;
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_COOPMAT_SMALL, &small));
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_COOPMAT_MEDIUM, &medium));
+  int64_t past = (int64_t)medium.bn + 37, mid = (int64_t)small.bn + 3;
+  for (int x16 = 1; x16 >= 0; x16--) {
+    knob(app, VKRT_LAB_MATMUL_X16, x16);
+    for (unsigned t = 1; t < VKT_ARRAY_SIZE(types); t++) {
+      vkrt_type wt = types[t];
+      if (!type_enabled(wt))
+        continue;
+      bool q = vkrt_type_block(wt) > 1;
+      int64_t B = vkrt_type_block(wt);
+      const struct mm cases[] = {
+          {wt, q ? 4 * B : 264, 67, past, 1, 1, 0, 0, 3, 4, false, 0, TILED},
+          {wt, q ? 2 * B : 136, 45, mid, 1, 1, 0, 0, 0, 16, false, 0, TILED},
+          {wt, q ? 3 * B : 72, 33, 12, 2, 4, 0, 0, 0, 0, false, 0, TILED},
+          {wt, q ? 2 * B : 300, 50, past, 1, 1, 0, 0, 0, 0, false, 0, TILED}, /* f16: K % 8 = 4 */
+          {wt, q ? 8 * B : 1024, 64, past, 1, 1, 0, 0, 0, 0, true, 0, TILED},
+      };
+      for (unsigned i = 0; i < VKT_ARRAY_SIZE(cases); i++)
+        run(app, &cases[i]);
+    }
+  }
+  knob(app, VKRT_LAB_MATMUL_X16, 1);
   vkt_close(app);
 }
 
@@ -397,6 +444,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tiled),
       cmocka_unit_test(test_crossover_and_tiles),
+      cmocka_unit_test(test_coopmat),
       cmocka_unit_test(test_fallback),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

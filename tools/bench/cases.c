@@ -1130,6 +1130,7 @@ static const char *path_name(const struct bench_case *bc, const vkrt_lab_counter
   if (bc->op == CASE_GET_ROWS) return "get_rows";
   if (bc->op == CASE_SET_ROWS) return "set_rows";
   if (after->matmul_fallback > before->matmul_fallback) return "matvec (tiled not possible)";
+  if (after->matmul_x16 > before->matmul_x16) return "tiled matmul, coopmat, x16";
   if (after->matmul_coopmat > before->matmul_coopmat) return "tiled matmul, coopmat";
   if (after->quant_matvec > before->quant_matvec) {
     bool q8x = after->quant_read[VKRT_LAB_QUANT_READ_Q8X] > before->quant_read[VKRT_LAB_QUANT_READ_Q8X];
@@ -1207,11 +1208,17 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
   if (c->o.json)
     printf(", \"tiles\": [");
   int nt = 0;
-  for (size_t i = 0; i < n * 3; i++) {
-    vkrt_lab_matmul_tile tp = list[i / 3];
-    tp.parts = (uint32_t)(i % 3);
-    if (tp.parts && !c->o.parts)
+  /* per tile: the kernel; with --parts without its multiply, without its loads; on
+   * cooperative matrices also with x rounded as the tiles load it (not by a copy first) */
+  int64_t x16 = 0;
+  vkrt_lab_get(c->app, c->o.device, VKRT_LAB_MATMUL_X16, &x16);
+  for (size_t i = 0; i < n * 4; i++) {
+    vkrt_lab_matmul_tile tp = list[i / 4];
+    int kind = (int)(i % 4);
+    tp.parts = kind == 1 || kind == 2 ? (uint32_t)kind : 0;
+    if ((tp.parts && !c->o.parts) || (kind == 3 && (!cm || !x16)))
       continue;
+    vkrt_lab_set(c->app, c->o.device, VKRT_LAB_MATMUL_X16, kind == 3 ? 0 : x16);
     const vkrt_lab_matmul_tile *t = &tp;
     uint64_t vw = UINT64_MAX;
     double vt = -1, ve = 0;
@@ -1229,19 +1236,21 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
     }
     if (!t->parts) /* the parts' results are wrong by design */
       c->wrong_total += vw == UINT64_MAX ? 1 : vw;
-    static const char *const part_names[] = {"", " no multiply", " no loads"};
+    static const char *const part_names[] = {"", " no multiply", " no loads", " x f32"};
     double vg = vt > 0 ? (double)bytes / vt * 1e-9 : 0;
     if (c->o.json)
       printf("%s{\"wg\": %u, \"bm\": %u, \"bn\": %u, \"rm\": %u, \"bk\": %u, \"stages\": %u, "
-             "\"parts\": %u, \"us\": %.3f, \"wrong\": %" PRId64 "}", nt++ ? ", " : "", t->wg,
-             t->bm, t->bn, t->rm, t->bk, t->stages, t->parts, vt * 1e6,
+             "\"parts\": %u, \"x_f32\": %s, \"us\": %.3f, \"wrong\": %" PRId64 "}",
+             nt++ ? ", " : "", t->wg, t->bm, t->bn, t->rm, t->bk, t->stages, t->parts,
+             kind == 3 || !x16 ? "true" : "false", vt * 1e6,
              vw == UINT64_MAX ? -1 : (int64_t)vw);
     else
       printf("    %s tile %3ux%-3u wg %3u rm %u bk %3u st %u %10.2f us %9.1f GB/s %6.3f x %9" PRId64
              "%s\n", cm ? "coopmat" : "portable", t->bm, t->bn, t->wg, t->rm, t->bk, t->stages,
              vt * 1e6, vg, c->copy_gbps > 0 ? vg / c->copy_gbps : 0,
-             vw == UINT64_MAX ? -1 : (int64_t)vw, part_names[t->parts]);
+             vw == UINT64_MAX ? -1 : (int64_t)vw, part_names[kind]);
   }
+  vkrt_lab_set(c->app, c->o.device, VKRT_LAB_MATMUL_X16, x16);
   for (int i = 0; i < SIZES; i++)
     vkrt_lab_matmul_tile_set(c->app, c->o.device, first + i, &keep[i]);
   c->o.warmup_ms = keep_warmup;

@@ -100,6 +100,11 @@ typedef enum vkrt_lab_knob {
                                         choice (vkrt-probe says which), 1 = tiles
                                         (attention_split.comp), 2 = a row per invocation
                                         (attention_rows.comp, where the device can) */
+  VKRT_LAB_MATMUL_X16,               /* 0/1: the cooperative-matrix tiles read x rounded to
+                                        f16 by a copy first (1, the default where the device
+                                        has the scratch and x fits it), or round it as they
+                                        load it (0); get: 1 where the path is on and the
+                                        device has the scratch */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
@@ -217,6 +222,7 @@ typedef struct vkrt_lab_counters {
   uint64_t quant_matvec, dequant;
   uint64_t quant_read[VKRT_LAB_QUANT_READ_COUNT]; /* quant_matvec by read pattern */
   uint64_t matmul_coopmat;  /* matmul_tiled calls on the cooperative-matrix kernels */
+  uint64_t matmul_x16;      /* ... of which x was rounded to f16 first, into a scratch */
   uint64_t matmul_fallback; /* M past the crossover on the matrix-vector kernels because the
                                tiled one could not take w (logged once per device) */
   uint64_t pipelines_ready; /* compute pipelines built so far, specialized ones included (at

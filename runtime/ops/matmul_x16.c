@@ -1,0 +1,73 @@
+/* x rounded to f16 once per call before the cooperative-matrix tiles read it: the tiles
+ * then load 16-byte units of 8 halves with nothing to convert, half the bytes per k step of
+ * f32 x (kernels/matmul.comp X16). The rounding is the copy kernel's f32 -> f16 into a
+ * scratch buffer made at open, recorded as its own piece of the stream, so the hazards on
+ * the scratch (the previous call's tiles still reading it) get their barrier like any
+ * buffer's. */
+#include "ops/ops.h"
+
+vkrt_status vkrt_matmul_x16_open(struct vkrt_device *dev) {
+  struct vkrt_ops_state *ops = dev->ops;
+  ops->matmul_x16 = NULL;
+  uint64_t size = (uint64_t)CONFIG_VKRT_MATMUL_X16_SCRATCH_KB * 1024;
+  if (!size || !ops->matmul.coopmat)
+    return VKRT_OK; /* the tiles convert x as they load it */
+  size = VKRT_MIN(size, vkrt_align_down(dev->caps.max_storage_buffer_range, 256));
+  if (dev->caps.max_memory_allocation_size)
+    size = VKRT_MIN(size, dev->caps.max_memory_allocation_size);
+  return vkrt_buffer_create_internal(dev, size, 0, 0, &ops->matmul_x16);
+}
+
+void vkrt_matmul_x16_close(struct vkrt_device *dev) {
+  if (dev->ops->matmul_x16)
+    vkrt_buffer_destroy(dev->ops->matmul_x16);
+  dev->ops->matmul_x16 = NULL;
+}
+
+const char *vkrt_matmul_x16_refusal(const struct vkrt_device *dev, const struct vkrt_ops_view *x) {
+  const struct vkrt_ops_state *ops = dev->ops;
+  if (!ops->matmul_x16)
+    return "no scratch on this device (CONFIG_VKRT_MATMUL_X16_SCRATCH_KB = 0, or no "
+           "cooperative matrices)";
+  if (vkrt_ops_forces(dev)->matmul_x_f32)
+    return "x kept f32 (lab)";
+  if (x->ne[0] % 8)
+    return "K not a multiple of 8";
+  if (x->stride[0] != 1 && x->ne[0] > 1)
+    return "x not dense along K";
+  if (x->elements * 2 > ops->matmul_x16->size)
+    return "x larger than the scratch (CONFIG_VKRT_MATMUL_X16_SCRATCH_KB)";
+  if (!vkrt_ops_kernel_usable(dev, VKRT_OPS_COPY_ROWS_F32_F16) ||
+      !vkrt_ops_kernel_usable(dev, VKRT_OPS_COPY_F32_F16))
+    return "f32 -> f16 copy kernels unusable on this device";
+  return NULL;
+}
+
+vkrt_status vkrt_matmul_x16_convert(struct vkrt_device *dev, const struct vkrt_ops_view *x,
+                                    struct vkrt_ops_view *out) {
+  struct vkrt_buffer *scratch = dev->ops->matmul_x16;
+  uint64_t bytes = vkrt_align_up(x->elements * 2, 16);
+  *out = (struct vkrt_ops_view){
+      .buffer = scratch,
+      .bind_offset = 0,
+      .bind_range = bytes,
+      .lo = 0,
+      .hi = x->elements * 2,
+      .offset = 0,
+      .ne = {x->ne[0], x->ne[1], x->ne[2], x->ne[3]},
+      .stride = {1, x->ne[0], x->ne[0] * x->ne[1], x->ne[0] * x->ne[1] * x->ne[2]},
+      .block = 1,
+      .elements = x->elements,
+      .type_size = 2,
+      .type = VKRT_TYPE_F16,
+      .contiguous = true,
+      .fits_binding = true,
+  };
+  /* reads x, writes the scratch (after the previous tiles read it: the stream's barrier) */
+  struct vkrt_stream_access a[2] = {{scratch, 0, bytes, true}, {x->buffer, x->lo, x->hi, false}};
+  VkCommandBuffer cmd;
+  vkrt_status s = vkrt_ops_begin(dev, a, 2, &cmd);
+  if (s != VKRT_OK)
+    return s;
+  return vkrt_copy_record(dev, cmd, out, x);
+}
