@@ -67,17 +67,12 @@ vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
   ops->attention_target_groups = dev->caps.is_cpu ? 16 : cus ? SPLIT_GROUPS_PER_CU * cus : 512;
   ops->attention_max_splits = dev->caps.is_cpu ? 0 : cus;
   ops->attention_rows_target_groups = dev->caps.is_cpu ? 16 : cus ? ROWS_GROUPS_PER_CU * cus : 1024;
-  uint64_t size = (uint64_t)CONFIG_VKRT_ATTENTION_SCRATCH_KB * 1024;
-  size = VKRT_MIN(size, vkrt_align_down(dev->caps.max_storage_buffer_range, 256));
-  if (dev->caps.max_memory_allocation_size)
-    size = VKRT_MIN(size, dev->caps.max_memory_allocation_size);
-  return vkrt_buffer_create_internal(dev, size, 0, 0, &ops->attention_scratch);
+  return vkrt_ops_scratch_create(dev, (uint64_t)CONFIG_VKRT_ATTENTION_SCRATCH_KB * 1024,
+                                 &ops->attention_scratch);
 }
 
 void vkrt_attention_close(struct vkrt_device *dev) {
-  if (dev->ops->attention_scratch)
-    vkrt_buffer_destroy(dev->ops->attention_scratch);
-  dev->ops->attention_scratch = NULL;
+  vkrt_ops_scratch_destroy(&dev->ops->attention_scratch);
 }
 
 /* Whether the row-per-invocation split pass can run on dev: subgroup arithmetic, and one

@@ -12,17 +12,10 @@ vkrt_status vkrt_matmul_x16_open(struct vkrt_device *dev) {
   uint64_t size = (uint64_t)CONFIG_VKRT_MATMUL_X16_SCRATCH_KB * 1024;
   if (!size || !ops->matmul.coopmat)
     return VKRT_OK; /* the tiles convert x as they load it */
-  size = VKRT_MIN(size, vkrt_align_down(dev->caps.max_storage_buffer_range, 256));
-  if (dev->caps.max_memory_allocation_size)
-    size = VKRT_MIN(size, dev->caps.max_memory_allocation_size);
-  return vkrt_buffer_create_internal(dev, size, 0, 0, &ops->matmul_x16);
+  return vkrt_ops_scratch_create(dev, size, &ops->matmul_x16);
 }
 
-void vkrt_matmul_x16_close(struct vkrt_device *dev) {
-  if (dev->ops->matmul_x16)
-    vkrt_buffer_destroy(dev->ops->matmul_x16);
-  dev->ops->matmul_x16 = NULL;
-}
+void vkrt_matmul_x16_close(struct vkrt_device *dev) { vkrt_ops_scratch_destroy(&dev->ops->matmul_x16); }
 
 const char *vkrt_matmul_x16_refusal(const struct vkrt_device *dev, const struct vkrt_ops_view *x) {
   const struct vkrt_ops_state *ops = dev->ops;

@@ -254,6 +254,20 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   return s;
 }
 
+vkrt_status vkrt_ops_scratch_create(struct vkrt_device *dev, uint64_t bytes,
+                                    struct vkrt_buffer **out) {
+  bytes = VKRT_MIN(bytes, vkrt_align_down(dev->caps.max_storage_buffer_range, 256));
+  if (dev->caps.max_memory_allocation_size)
+    bytes = VKRT_MIN(bytes, dev->caps.max_memory_allocation_size);
+  return vkrt_buffer_create_internal(dev, bytes, 0, 0, out);
+}
+
+void vkrt_ops_scratch_destroy(struct vkrt_buffer **scratch) {
+  if (*scratch)
+    vkrt_buffer_destroy(*scratch);
+  *scratch = NULL;
+}
+
 /* The driver compiler's statistics of a new pipeline in the log (info level), one line:
  * registers per invocation and the like, for tuning tiles against occupancy. */
 static void log_pipeline_stats(struct vkrt_device *dev, const char *name, const uint32_t *spec,

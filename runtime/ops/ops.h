@@ -283,6 +283,12 @@ void vkrt_ops_dispatch_3d(struct vkrt_device *dev, VkCommandBuffer cmd,
                           const struct vkrt_ops_pipeline *p, void *push, uint64_t gx,
                           uint64_t gy, uint64_t gz);
 
+/* A device-local scratch of up to `bytes` made at open for an op's intermediate results:
+ * within one binding (maxStorageBufferRange) and one allocation; destroyed (NULL) at close. */
+vkrt_status vkrt_ops_scratch_create(struct vkrt_device *dev, uint64_t bytes,
+                                    struct vkrt_buffer **out);
+void vkrt_ops_scratch_destroy(struct vkrt_buffer **scratch);
+
 /* The stream command buffer for an op touching `access` (its dst first), with a barrier
  * before it when earlier work since the last one is a hazard to it (vkrt_stream_next). */
 vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_stream_access *access,
