@@ -30,7 +30,8 @@
 // with 1: no multiply, 2: no loads after the first step, each giving wrong results), 7 X16
 // (COOPMAT: 1 when x comes already rounded to f16 at binding 3, dense along K with K a
 // multiple of 8, strides in halves: a unit is one 16-byte load and no conversion, half the
-// bytes per step of f32 x).
+// bytes per step of f32 x), 8 ORDER (0: workgroups x-fastest; w: in strips of w row tiles,
+// all of a strip's column tiles together, sharing its w rows in L2: tile_order.glsl).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #ifdef COOPMAT
@@ -48,6 +49,7 @@ layout(constant_id = 4) const uint BK = 32u;
 layout(constant_id = 5) const uint STAGES = 1u; // shared-memory buffers (1 or 2)
 layout(constant_id = 6) const uint PARTS = 0u;  // 0: the whole kernel (lab: 1, 2 above)
 layout(constant_id = 7) const uint X16 = 0u;    // COOPMAT: x as f16 units at binding 3
+layout(constant_id = 8) const uint ORDER = 0u;  // tile order: strips of ORDER row tiles
 const uint WG = gl_WorkGroupSize.x;
 const uint UNITS = BK / 8u; // units of 8 k per row of a slice
 const uint W_UNITS = BM * UNITS, X_UNITS = BN * UNITS;
@@ -87,6 +89,7 @@ layout(std430, set = 0, binding = 4) readonly buffer W4 { uvec4 w4[]; };
 #define Q4_K_SCALES
 #include "quant_blocks.glsl"
 #endif
+#include "tile_order.glsl"
 
 #ifdef COOPMAT
 #define PV (BK / 8u + 1u) // 16-byte units per row: BK + 8 halves
@@ -329,8 +332,9 @@ void multiply(uint buf, uint tx, uint ty) {
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
-  uint n0 = (pc.base_x + gl_WorkGroupID.x) * BM;
-  uint m0 = (pc.base_y + gl_WorkGroupID.y) * BN;
+  uvec2 tile = tile_order_strips(ORDER);
+  uint n0 = (pc.base_x + tile.x) * BM;
+  uint m0 = (pc.base_y + tile.y) * BN;
   uint z = pc.base_z + gl_WorkGroupID.z;
   uint i2 = z % pc.ne2;
   uint i3 = z / pc.ne2;

@@ -1,23 +1,30 @@
-// Tile order for the transposes (included). With SWIZZLE defined, the dispatch's tiles are
-// walked in strips SWIZZLE tiles wide, so the workgroups in flight cover a tall narrow
-// block: their reads share src rows and their writes share dst rows (the plain x-fastest
-// order spreads the writes over as many DRAM pages as tiles in flight). H200, f32
-// 16384x16384: 3.42 TB/s plain, 3.56 with SWIZZLE 4.
-uvec2 tile_order() {
+// Tile order (included). tile_order_strips(w) walks the dispatch's tiles in strips w tiles
+// wide (0: the plain x-fastest order), so the workgroups in flight cover a tall narrow
+// block: in the transposes their reads share src rows and their writes share dst rows (the
+// plain order spreads the writes over as many DRAM pages as tiles in flight; H200, f32
+// 16384x16384: 3.42 TB/s plain, 3.56 with SWIZZLE 4); in the tiled matmul the workgroups of
+// one strip of w rows run together and share those rows in L2.
+uvec2 tile_order_strips(uint width) {
   uint tx = gl_WorkGroupID.x, ty = gl_WorkGroupID.y;
-#ifdef SWIZZLE
+  if (width != 0u) {
   uint gx = gl_NumWorkGroups.x, gy = gl_NumWorkGroups.y;
   uint linear = tx + ty * gx;
-  uint strip = SWIZZLE * gy, full = gx / SWIZZLE;
+  uint strip = width * gy, full = gx / width;
   if (linear < full * strip) {
     uint within = linear % strip;
-    tx = (linear / strip) * SWIZZLE + within % SWIZZLE;
-    ty = within / SWIZZLE;
+    tx = (linear / strip) * width + within % width;
+    ty = within / width;
   } else {
-    uint rest = linear - full * strip, w = gx - full * SWIZZLE;
-    tx = full * SWIZZLE + rest % w;
+    uint rest = linear - full * strip, w = gx - full * width;
+    tx = full * width + rest % w;
     ty = rest / w;
   }
-#endif
+  }
   return uvec2(tx, ty);
 }
+
+#ifdef SWIZZLE
+uvec2 tile_order() { return tile_order_strips(SWIZZLE); }
+#else
+uvec2 tile_order() { return gl_WorkGroupID.xy; }
+#endif

@@ -225,7 +225,7 @@ vkrt_status vkrt_lab_matmul_tile_get(const vkrt_appliance *app, uint32_t device,
     return s;
   const struct vkrt_matmul_tile *t =
       &dev->ops->matmul.tile[slot / VKRT_MATMUL_SIZES][slot % VKRT_MATMUL_SIZES];
-  *out = (vkrt_lab_matmul_tile){t->wg, t->bm, t->bn, t->rm, t->bk, t->stages, t->parts};
+  *out = (vkrt_lab_matmul_tile){t->wg, t->bm, t->bn, t->rm, t->bk, t->stages, t->parts, t->order};
   return VKRT_OK;
 }
 
@@ -239,7 +239,7 @@ vkrt_status vkrt_lab_matmul_tile_set(vkrt_appliance *app, uint32_t device,
   if (s != VKRT_OK)
     return s;
   struct vkrt_matmul_tile t = {tile->wg, tile->bm, tile->bn, tile->rm, tile->bk ? tile->bk : 32,
-                               tile->stages ? tile->stages : 1, tile->parts};
+                               tile->stages ? tile->stages : 1, tile->parts, tile->order};
   const char *why = vkrt_matmul_tile_check(&dev->caps, slot >= VKRT_LAB_TILE_COOPMAT_SMALL, &t);
   if (why)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,

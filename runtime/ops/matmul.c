@@ -216,7 +216,7 @@ static struct vkrt_matmul_pick tiled_pick(struct vkrt_device *dev, vkrt_type t, 
 
 static void tile_spec(const struct vkrt_matmul_tile *t, bool x16, uint32_t spec[VKRT_OPS_MAX_SPEC]) {
   spec[0] = t->wg, spec[1] = t->bm, spec[2] = t->bn, spec[3] = t->rm, spec[4] = t->bk;
-  spec[5] = t->stages, spec[6] = t->parts, spec[7] = x16;
+  spec[5] = t->stages, spec[6] = t->parts, spec[7] = x16, spec[8] = t->order;
 }
 
 /* Why the tiled kernel cannot take w (NULL: it can). Quantized w comes bound in words
@@ -249,8 +249,13 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
   struct vkrt_matmul_pick pick = tiled_pick(dev, w->type, x->ne[1]);
   const struct vkrt_matmul_tile *t = pick.tile;
   bool cm = pick.coopmat;
-  /* cooperative matrices round x to f16 anyway: once, first, where the scratch takes it */
-  bool x16 = cm && !vkrt_matmul_x16_refusal(dev, x);
+  /* cooperative matrices round x to f16 anyway: once, first, where the scratch takes it,
+   * for M on the large tile. H200 (vkrt-bench cases --tiles, K 4096 x N 14336): M 512 f16
+   * 472 us against 654 (q8_0 598 / 625, q4_K 740 / 795; K 14336 f16 553 / 902); M 32 on
+   * the medium tile f16 105 us against 88 (the copy and its barrier cost more than the
+   * loads save there). */
+  bool x16 = cm && t == &dev->ops->matmul.tile[1][VKRT_MATMUL_LARGE] &&
+             !vkrt_matmul_x16_refusal(dev, x);
   uint32_t spec[VKRT_OPS_MAX_SPEC];
   tile_spec(t, x16, spec);
   const struct vkrt_ops_pipeline *p;
@@ -364,8 +369,8 @@ vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
       for (int v = 0; v < VKRT_MATMUL_SIZES * 2; v++) {
         uint32_t spec[VKRT_OPS_MAX_SPEC];
         tile_spec(&dev->ops->matmul.tile[cm][v / 2], v % 2, spec);
-        if (spec[7] && (!cm || !dev->ops->matmul_x16))
-          continue; /* f16 x only on cooperative matrices, with the scratch */
+        if (spec[7] && (!cm || !dev->ops->matmul_x16 || v / 2 != VKRT_MATMUL_LARGE))
+          continue; /* f16 x: the large cooperative-matrix tile, with the scratch */
         const struct vkrt_ops_pipeline *p;
         vkrt_status s = vkrt_ops_pipeline_spec(
             dev, cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable, spec, &p);

@@ -76,6 +76,8 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
     return "stages must be 1 or 2";
   if (t->parts > 2)
     return "parts must be 0, 1 (no multiply) or 2 (no loads after the first step)";
+  if (t->order > 64)
+    return "order must be 0 (x-fastest) or strips of 1..64 row tiles";
   if (t->wg > caps->max_compute_work_group_invocations)
     return "wg exceeds maxComputeWorkGroupInvocations";
   /* units of 8 k each invocation holds in registers for the next step */

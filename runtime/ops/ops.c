@@ -183,8 +183,8 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
   if (cm) {
     size_t used = strlen(buf);
     snprintf(buf + used, size - VKRT_MIN(used, size), "; x rounded %s",
-             ops->matmul_x16 ? "by a copy into a scratch first, where it fits (K a multiple of "
-                               "8; else as the tiles load it)"
+             ops->matmul_x16 ? "by a copy into a scratch first on the large tile, where it "
+                               "fits (K a multiple of 8; else as the tiles load it)"
                              : "as the tiles load it (no f16 scratch: "
                                "CONFIG_VKRT_MATMUL_X16_SCRATCH_KB)");
   }
@@ -292,9 +292,9 @@ static void log_pipeline_stats(struct vkrt_device *dev, const char *name, const 
       continue;
     char line[1024];
     int len = snprintf(line, sizeof(line), "dev%u pipeline %s", dev->index, name);
-    if (spec)
+    for (uint32_t i = 0; spec && i < VKRT_OPS_MAX_SPEC; i++)
       len += snprintf(line + len, sizeof(line) - (size_t)VKRT_MIN(len, (int)sizeof(line)),
-                      " [%u %u %u %u %u %u]", spec[0], spec[1], spec[2], spec[3], spec[4], spec[5]);
+                      "%s%u%s", i ? " " : " [", spec[i], i + 1 < VKRT_OPS_MAX_SPEC ? "" : "]");
     for (uint32_t i = 0; i < m && len < (int)sizeof(line); i++) {
       const VkPipelineExecutableStatisticKHR *x = &st[i];
       size_t room = sizeof(line) - (size_t)len;

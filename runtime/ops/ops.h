@@ -24,7 +24,7 @@ enum vkrt_ops_copy_path {
 };
 
 #define VKRT_OPS_MAX_BINDINGS 9
-#define VKRT_OPS_MAX_SPEC 8      /* specialization constants 0..7 of a pipeline variant */
+#define VKRT_OPS_MAX_SPEC 9      /* specialization constants 0..8 of a pipeline variant */
 #define VKRT_OPS_MAX_VARIANTS 96 /* specialized pipelines per device */
 #define VKRT_OPS_POOL_SETS 256 /* descriptor sets per stream slot without push descriptors */
 
@@ -65,6 +65,7 @@ struct vkrt_matmul_tile {
   uint32_t bk;     /* k per shared-memory step (a multiple of 32) */
   uint32_t stages; /* shared-memory buffers: 1, or 2 (one barrier per step) */
   uint32_t parts;  /* 0; the lab's timing of the kernel's parts (kernels/matmul.comp PARTS) */
+  uint32_t order;  /* workgroups in strips of this many row tiles (0: x-fastest; ORDER) */
 };
 
 /* The tile sizes: for M up to the small tile's bn, up to the medium tile's, and beyond. */

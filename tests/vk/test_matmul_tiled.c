@@ -165,8 +165,11 @@ static void run(vkrt_appliance *app, const struct mm *c) {
   vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_X16, &x16_on));
   bool want_cm = c->expect == TILED && c->wt != VKRT_TYPE_F32 && on &&
                  vkrt_lab_matmul_coopmat_usable(app, 0);
-  /* x rounded to f16 by a copy first: cooperative matrices, K a multiple of 8 */
-  bool want_x16 = want_cm && x16_on && c->K % 8 == 0;
+  /* x rounded to f16 by a copy first: cooperative matrices, the large tile, K a multiple
+   * of 8 */
+  vkrt_lab_matmul_tile medium;
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_COOPMAT_MEDIUM, &medium));
+  bool want_x16 = want_cm && x16_on && c->M > (int64_t)medium.bn && c->K % 8 == 0;
   uint64_t xh = r1.matmul_x16 - r0.matmul_x16;
   if (tiled != (c->expect == TILED) || mv != (c->expect != TILED) || fb != (c->expect == FALLBACK) ||
       cm != want_cm || xh != want_x16)
@@ -361,9 +364,11 @@ static void test_crossover_and_tiles(void **state) {
     run(app, &c);
   }
   /* other tiles: 32 x 16 with 2 rows per invocation, 64 invocations, 32-k steps; 16 x 16
-   * with 64-k steps in two buffers; 32 x 16 with 128-k steps (K 136: a partial last step) */
+   * with 64-k steps in two buffers, workgroups in strips of 3 row tiles (N 50: 4 row tiles,
+   * a strip of 3 and one of 1); 32 x 16 with 128-k steps (K 136: a partial last step) in
+   * strips of 1 */
   static const vkrt_lab_matmul_tile tiles[] = {
-      {64, 32, 16, 2, 32, 1}, {64, 16, 16, 2, 64, 2}, {64, 32, 16, 2, 128, 1}};
+      {64, 32, 16, 2, 32, 1}, {64, 16, 16, 2, 64, 2, 0, 3}, {64, 32, 16, 2, 128, 1, 0, 1}};
   vkrt_lab_matmul_tile keep;
   vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &keep));
   int64_t coopmat_was;

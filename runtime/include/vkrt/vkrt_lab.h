@@ -196,6 +196,8 @@ typedef struct vkrt_lab_matmul_tile {
   uint32_t stages; /* shared-memory buffers (0: 1); 2 alternate, one barrier per step */
   uint32_t parts;  /* 0: the kernel; for timing its parts apart (results wrong): 1 without
                       the multiply, 2 without the loads after the first k step */
+  uint32_t order;  /* 0: workgroups x-fastest (along w's rows); w: in strips of w row tiles,
+                      each strip's column tiles together (its w rows shared in L2) */
 } vkrt_lab_matmul_tile;
 
 typedef enum vkrt_lab_tile_slot {
