@@ -1208,9 +1208,9 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
   if (c->o.json)
     printf(", \"tiles\": [");
   int nt = 0;
-  /* per tile: the kernel; with --parts without its multiply, without its loads; on
-   * cooperative matrices also with x rounded as the tiles load it (not by a copy first);
-   * tiles within 1.3 x the best so far also in strips of 1 and 4 row tiles */
+  /* per tile: the kernel; on cooperative matrices also with x rounded as the tiles load it
+   * (not by a copy first); tiles within 1.3 x the best so far also in strips of 1 and 4 row
+   * tiles and, with --parts, without their multiply and without their loads */
   enum { KINDS = 6 };
   int64_t x16 = 0;
   vkrt_lab_get(c->app, c->o.device, VKRT_LAB_MATMUL_X16, &x16);
@@ -1220,8 +1220,9 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
     int kind = (int)(i % KINDS);
     tp.parts = kind == 1 || kind == 2 ? (uint32_t)kind : 0;
     tp.order = kind == 4 ? 1 : kind == 5 ? 4 : 0;
-    if ((tp.parts && !c->o.parts) || (kind == 3 && (!cm || !x16)) ||
-        (kind >= 4 && !(plain > 0 && plain <= 1.3 * best)))
+    bool near_best = plain > 0 && plain <= 1.3 * best;
+    if ((tp.parts && (!c->o.parts || !near_best)) || (kind == 3 && (!cm || !x16)) ||
+        (kind >= 4 && !near_best))
       continue;
     vkrt_lab_set(c->app, c->o.device, VKRT_LAB_MATMUL_X16, kind == 3 ? 0 : x16);
     const vkrt_lab_matmul_tile *t = &tp;
@@ -1687,8 +1688,8 @@ static void usage(void) {
          "  VKRT_MATMUL_ACTIVATIONS_F16 (the tiled matmul on cooperative matrices where the device\n"
          "  has them: x and w rounded to f16, which the check allows on lines that took them).\n"
          "  --tiles sweeps the tiled matmul's tiles on every MUL_MAT case that takes it;\n"
-         "  --parts (implies --tiles) also times each tile without its multiply and without its\n"
-         "  loads after the first k step (wrong results, not counted): where its time goes;\n"
+         "  --parts (implies --tiles) also times the tiles near the best without their multiply and\n"
+         "  without their loads after the first k step (wrong results, not counted);\n"
          "  --min-m sets the crossover (M from which the tiled kernel runs, for every type);\n"
          "  --coopmat on|off overrides whether the cooperative-matrix tiles run (where the device\n"
          "  has them).\n");
