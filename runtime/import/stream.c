@@ -452,7 +452,8 @@ static uint64_t copy_mapped(struct stream *st, uint8_t *dst, uint64_t offset, ui
 
 /* Packing while reading: waits until chunk k's copies are recorded, so its blocks' gathers
  * are known when they are read. The submitter records a chunk as soon as its slot is free,
- * ahead of the chunks it submits, so this rarely waits. false when the load is aborted. */
+ * ahead of the chunks it submits, so this waits only while it is busy with something else
+ * (a submit, a block it reads itself). false when the load is aborted. */
 static bool recorded_wait(struct stream *st, uint64_t k) {
   if (st->pack_after_read || atomic_load(&st->recorded) > k)
     return true;
