@@ -11,7 +11,8 @@
 #     host-to-device rate (4 KiB and huge pages, and while the readers' preads run), the host
 #     copy alone (page cache to memory, no DMA), and the read / memcpy paths under the board's
 #     knobs and $SWEEP's (threads, chunk size and count, block size): which side holds a load
-#     back; then 2 devices split by rows and by columns (narrow rows packed);
+#     back; then 2 devices split by rows and by columns (narrow rows packed by the readers as
+#     they read; with the lab also once each chunk is read, --pack-after-read, and again);
 #   - per file, for 1 and 2 devices: vkrt-service's load warm (the page cache holds the file)
 #     and cold (sync; echo 3 > /proc/sys/vm/drop_caches), its ratio to the pinned rate the
 #     service measured at start and to the disk, and the time from process start to the first
@@ -112,6 +113,10 @@ none="none over 1.05 x the board's"
 echo "  best sweep row: ${best_knobs:-$none} ($best_rate against $board_rate GB/s)" | tee -a "$log"
 brow board --devices 2 --path read --iters 2 > /dev/null
 brow board --devices 2 --split columns --path read --iters 2 > /dev/null
+if [ $lab = 1 ]; then # the narrow rows packed once each chunk is read, then by the readers again
+  brow after-read --devices 2 --split columns --path read,memcpy --iters 2 --pack-after-read > /dev/null
+  brow board --devices 2 --split columns --path read,memcpy --iters 2 > /dev/null
+fi
 
 # One service run: JSON (its last line) + the labels into load.jsonl; the text into the log.
 serve() { # file type devices cache knobs

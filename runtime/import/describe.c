@@ -82,7 +82,9 @@ size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_imp
                   "%s%s", k.chunks, k.chunk_bytes >> 10, k.block_bytes >> 10,
                   kd.chunks, kd.chunk_bytes >> 10, kd.block_bytes >> 10, k.threads,
                   k.gather_below,
-                  k.no_gather ? "one DMA region each" : "packed by the host for the DMA",
+                  k.no_gather         ? "one DMA region each"
+                  : k.pack_after_read ? "packed by the host for the DMA once the chunk is read"
+                                      : "packed by the host for the DMA as each block is read",
                   !usable || policy == VKRT_IMPORT_POLICY_STAGING_ONLY
                       ? "; this device imports no host memory: host-visible chunks of its own, "
                         "a memcpy after each read"

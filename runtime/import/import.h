@@ -77,6 +77,8 @@ struct vkrt_load_knobs {
   uint32_t threads, chunks;
   uint64_t chunk_bytes, block_bytes, gather_below;
   bool no_gather;
+  bool pack_after_read; /* narrow rows packed once the whole chunk is read, not by each
+                           reader right after its block */
 };
 
 struct vkrt_import_registry {

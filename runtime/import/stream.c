@@ -10,9 +10,14 @@
  * memcpy after each read). Reader threads take blocks in order, from any chunk whose slot
  * is free (the chunk `slots` before it retired on every device), so chunk i + 1 is read
  * while chunk i is DMA'd and no reader waits for another. The calling thread records every
- * device's copies out of chunk i while its blocks are read, then (once they are) packs the
- * narrow rows of strided ranges next to each other (the readers help), submits one command
- * buffer per device and reports progress. One thread waits for the chunks to retire, in
+ * device's copies out of a chunk as soon as its slot is free, ahead of the chunks waiting
+ * for their reads; the recording places the narrow rows of strided ranges next to each other
+ * in the slot's gather area (one DMA region per range and chunk), and the reader of each
+ * block packs the block's narrow rows there right after reading it. Once a chunk's blocks
+ * are read (and so packed) the calling thread submits one command buffer per device and
+ * reports progress. (pack_after_read, the knob, keeps the order this replaced: record the
+ * chunk, wait for all its reads, then pack it, the readers helping, then submit; the chunk
+ * waited for a packing pass.) One thread waits for the chunks to retire, in
  * order, and wakes whoever waits for their slots: the readers sleep on a condition
  * variable, never in the driver (a driver whose waits spin, as NVIDIA's do, would take a
  * CPU per waiting reader from the readers with work and from the submitting thread). */
@@ -60,18 +65,24 @@ struct cursor {
   uint64_t row, col;
 };
 
-/* A narrow row packed into the slot's gather area: chunk bytes [src, src + size) to
- * gather bytes [dst, ...). */
+/* A narrow row (or its part in one block) packed into the slot's gather area: chunk bytes
+ * [src, src + size) to gather bytes [dst, ...); next: the block's next one. */
 struct gather {
-  uint32_t src, dst, size;
+  uint32_t src, dst, size, next;
 };
 
+#define GATHER_NONE UINT32_MAX /* the end of a block's gathers */
+
 struct slot {
-  atomic_uint_fast64_t remaining; /* blocks of the slot's chunk not yet read */
+  atomic_uint_fast64_t remaining; /* blocks of the slot's chunk not yet read (and, packing
+                                     while reading, packed) */
   uint64_t value[VKRT_MAX_DEVICES]; /* timeline values of the chunk last submitted from it */
   struct gather *gathers;
+  uint32_t *block_gathers;        /* per block of the chunk: its first gather (GATHER_NONE) */
   uint32_t gather_count;
   uint64_t gather_used;           /* bytes of the gather area taken */
+  uint64_t bytes;                 /* range bytes recorded from the chunk (progress) */
+  uint32_t recorded_mask;         /* devices with copies recorded from the chunk */
   bool imported;
 };
 
@@ -85,7 +96,7 @@ struct sdev {
   VkBuffer slot_buffer[VKRT_LOAD_MAX_CHUNKS]; /* imports of the shared slots */
   VkDeviceMemory slot_memory[VKRT_LOAD_MAX_CHUNKS];
   struct vkrt_buffer *host_slot[VKRT_LOAD_MAX_CHUNKS]; /* host_copy: its own chunks */
-  bool open;                       /* cmd of the current slot being recorded */
+  bool open;                       /* cmd of the chunk being recorded */
   bool pack;                       /* narrow rows packed by the host (else one DMA region
                                       per row, read where the file has it) */
   VkBuffer src, dst;
@@ -99,6 +110,9 @@ struct stream {
   struct vkrt_load_stream *job;
   uint64_t chunk_bytes, gather_bytes, slot_stride, block_bytes, gather_below;
   uint32_t slots, threads;
+  uint32_t block_most;             /* blocks in the chunk that has the most */
+  bool pack_after_read;            /* narrow rows packed once the whole chunk is read (else by
+                                      each reader, right after its block) */
   struct extent *ext;
   uint64_t ext_count, stream_bytes;
   struct block *blocks;
@@ -118,6 +132,8 @@ struct stream {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   uint64_t submitted;              /* chunks submitted, in order (under lock) */
+  atomic_uint_fast64_t recorded;   /* chunks whose copies are recorded, in order (set under
+                                      lock by the submitter) */
   atomic_uint_fast64_t retired;    /* chunks retired on every device, in order (set under lock) */
   bool finished;                   /* the submitter is done (under lock) */
   uint32_t gather_slot, gather_tasks, gather_next, gather_left; /* under lock */
@@ -129,7 +145,7 @@ struct stream {
   atomic_uint vk_device;
   atomic_uint_fast64_t error_offset, short_at;
   atomic_bool direct_failed;
-  atomic_uint_fast64_t read_bytes, read_busy_ns, wait_dma_ns;
+  atomic_uint_fast64_t read_bytes, read_busy_ns, wait_dma_ns, packed_while_reading;
   /* the submitter's */
   vkrt_status status;
   uint64_t wait_read_ns, copies, gathered, row_regions, chunk_fills, import_ns;
@@ -248,6 +264,9 @@ static vkrt_status plan_blocks(struct stream *st) {
   for (uint64_t b = st->block_count; b-- > 0;)
     st->chunk_first[st->blocks[b].chunk] = b;
   st->chunk_first[st->chunk_count] = st->block_count;
+  for (uint64_t k = 0; k < st->chunk_count; k++)
+    st->block_most = VKRT_MAX(st->block_most,
+                              (uint32_t)(st->chunk_first[k + 1] - st->chunk_first[k]));
   return VKRT_OK;
 }
 
@@ -255,6 +274,15 @@ static vkrt_status plan_blocks(struct stream *st) {
 
 static void wake_all(struct stream *st) {
   pthread_mutex_lock(&st->lock);
+  pthread_cond_broadcast(&st->cond);
+  pthread_mutex_unlock(&st->lock);
+}
+
+/* Sets a count of chunks others wait on (under the lock, so no waiter misses it) and wakes
+ * them. */
+static void publish(struct stream *st, atomic_uint_fast64_t *chunks, uint64_t value) {
+  pthread_mutex_lock(&st->lock);
+  atomic_store(chunks, value);
   pthread_cond_broadcast(&st->cond);
   pthread_mutex_unlock(&st->lock);
 }
@@ -275,21 +303,26 @@ static void fail_vk(struct stream *st, uint32_t d, VkResult r) {
   wake_all(st);
 }
 
-/* Runs one gather task when one is open; false when there is none. */
+/* Packs gather i of slot s: its chunk bytes to their place in the slot's gather area. */
+static void gather_copy(struct stream *st, uint32_t s, uint32_t i) {
+  uint8_t *base = st->ring + (uint64_t)s * st->slot_stride;
+  const struct gather *g = &st->slot[s].gathers[i];
+  memcpy(base + st->chunk_bytes + g->dst, base + g->src, g->size);
+}
+
+/* Packing after the chunk's reads: runs one gather task when one is open; false when there
+ * is none. */
 static bool gather_help(struct stream *st) {
   pthread_mutex_lock(&st->lock);
   if (!st->gather_active || st->gather_next == st->gather_tasks) {
     pthread_mutex_unlock(&st->lock);
     return false;
   }
-  const uint32_t t = st->gather_next++, per = st->gather_task_rows;
-  const struct slot *sl = &st->slot[st->gather_slot];
-  uint8_t *base = st->ring + (uint64_t)st->gather_slot * st->slot_stride;
+  const uint32_t t = st->gather_next++, per = st->gather_task_rows, s = st->gather_slot;
+  const uint32_t end = VKRT_MIN(st->slot[s].gather_count, (t + 1) * per);
   pthread_mutex_unlock(&st->lock);
-  const uint32_t end = VKRT_MIN(sl->gather_count, (t + 1) * per);
   for (uint32_t i = t * per; i < end; i++)
-    memcpy(base + st->chunk_bytes + sl->gathers[i].dst, base + sl->gathers[i].src,
-           sl->gathers[i].size);
+    gather_copy(st, s, i);
   pthread_mutex_lock(&st->lock);
   if (--st->gather_left == 0) {
     st->gather_active = false;
@@ -352,10 +385,7 @@ static bool retire_chunk(struct stream *st, uint64_t k) {
       return false;
     }
   }
-  pthread_mutex_lock(&st->lock);
-  atomic_store(&st->retired, k + 1);
-  pthread_cond_broadcast(&st->cond);
-  pthread_mutex_unlock(&st->lock);
+  publish(st, &st->retired, k + 1);
   return true;
 }
 
@@ -420,10 +450,45 @@ static uint64_t copy_mapped(struct stream *st, uint8_t *dst, uint64_t offset, ui
   return n;
 }
 
-/* Reads block b into its slot (and the host_copy devices' chunks). */
+/* Packing while reading: waits until chunk k's copies are recorded, so its blocks' gathers
+ * are known when they are read. The submitter records a chunk as soon as its slot is free,
+ * ahead of the chunks it submits, so this waits only while it is busy with something else
+ * (a submit, a block it reads itself). false when the load is aborted. */
+static bool recorded_wait(struct stream *st, uint64_t k) {
+  if (st->pack_after_read || atomic_load(&st->recorded) > k)
+    return true;
+  pthread_mutex_lock(&st->lock);
+  while (atomic_load(&st->recorded) <= k && !atomic_load(&st->abort) && !st->finished)
+    pthread_cond_wait(&st->cond, &st->lock);
+  pthread_mutex_unlock(&st->lock);
+  return atomic_load(&st->recorded) > k && !atomic_load(&st->abort);
+}
+
+/* Packing while reading: the reader of block b packs the block's narrow rows right after
+ * reading it, while they are in its CPU's cache; the chunk is ready for the DMA when its
+ * last block is read, with no packing pass between. (Scattering the rows with preadv
+ * instead would spare this memcpy on the page-cache path, but not on O_DIRECT, which needs
+ * every iovec 4 KiB aligned, nor on the mapped file; nor for bytes that other ranges or a
+ * device's own host-visible chunks need in the chunk too.) */
+static void pack_block(struct stream *st, uint32_t s, uint64_t b) {
+  const struct slot *sl = &st->slot[s];
+  if (st->pack_after_read || !sl->block_gathers)
+    return;
+  uint64_t bytes = 0;
+  const uint64_t first = st->chunk_first[st->blocks[b].chunk];
+  for (uint32_t i = sl->block_gathers[b - first]; i != GATHER_NONE; i = sl->gathers[i].next) {
+    gather_copy(st, s, i);
+    bytes += sl->gathers[i].size;
+  }
+  if (bytes)
+    atomic_fetch_add(&st->packed_while_reading, bytes);
+}
+
+/* Reads block b into its slot (and the host_copy devices' chunks), packing its narrow rows
+ * while reading. */
 static void block_run(struct stream *st, uint64_t b) {
   const struct block *blk = &st->blocks[b];
-  if (!slot_wait(st, blk->chunk))
+  if (!slot_wait(st, blk->chunk) || !recorded_wait(st, blk->chunk))
     return;
   const uint32_t s = (uint32_t)(blk->chunk % st->slots);
   uint8_t *dst = st->ring + (uint64_t)s * st->slot_stride + blk->chunk_offset;
@@ -451,6 +516,7 @@ static void block_run(struct stream *st, uint64_t b) {
       memcpy((uint8_t *)st->dev[d].host_slot[s]->mapped + blk->chunk_offset, dst, (size_t)got);
   atomic_fetch_add(&st->read_bytes, blk->size);
   atomic_fetch_add(&st->read_busy_ns, vkrt_now_ns() - t0);
+  pack_block(st, s, b);
   if (atomic_fetch_sub(&st->slot[s].remaining, 1) == 1)
     wake_all(st);
 }
@@ -510,9 +576,48 @@ static bool batch_grow(struct stream *st, struct sdev *sd) {
   return true;
 }
 
-/* One piece: chunk bytes [src, src + n) of slot s to dst_offset of r's buffer. */
-static void emit(struct stream *st, uint32_t s, const vkrt_load_range *r, uint64_t src,
-                 uint64_t dst_offset, uint64_t n) {
+/* The block of chunk k that holds chunk byte `at`. */
+static uint64_t block_at(const struct stream *st, uint64_t k, uint64_t at) {
+  uint64_t lo = st->chunk_first[k], hi = st->chunk_first[k + 1] - 1;
+  while (lo < hi) {
+    const uint64_t mid = (lo + hi + 1) / 2;
+    if (st->blocks[mid].chunk_offset <= at)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/* Chunk k's bytes [src, src + n) packed at gather bytes [dst, ...) of slot s: one gather per
+ * block they lie in, each on its block's list (so the block's reader can pack it); false
+ * when the slot has no room for as many gathers. */
+static bool gather_add(struct stream *st, uint32_t s, uint64_t k, uint64_t src, uint64_t dst,
+                       uint64_t n) {
+  struct slot *sl = &st->slot[s];
+  const uint64_t first = block_at(st, k, src);
+  uint64_t last = first;
+  while (st->blocks[last].chunk_offset + st->blocks[last].size < src + n)
+    last++;
+  if (sl->gather_count + (last - first + 1) > st->gather_bytes / 1024 * LOAD_GATHER_PER_KIB)
+    return false;
+  for (uint64_t b = first; b <= last; b++) {
+    const struct block *blk = &st->blocks[b];
+    const uint64_t end = VKRT_MIN(src + n, (uint64_t)blk->chunk_offset + blk->size);
+    uint32_t *head = &sl->block_gathers[b - st->chunk_first[k]];
+    sl->gathers[sl->gather_count] = (struct gather){
+        .src = (uint32_t)src, .dst = (uint32_t)dst, .size = (uint32_t)(end - src), .next = *head};
+    *head = sl->gather_count++;
+    dst += end - src;
+    n -= end - src;
+    src = end;
+  }
+  return true;
+}
+
+/* One piece: chunk k's bytes [src, src + n) (slot s) to dst_offset of r's buffer. */
+static void emit(struct stream *st, uint64_t k, uint32_t s, const vkrt_load_range *r,
+                 uint64_t src, uint64_t dst_offset, uint64_t n) {
   struct vkrt_device *dev = r->dst->dev;
   struct sdev *sd = &st->dev[dev->index];
   struct slot *sl = &st->slot[s];
@@ -537,9 +642,7 @@ static void emit(struct stream *st, uint32_t s, const vkrt_load_range *r, uint64
    * chunks) left where the file has it, one region of its own. */
   const bool narrow = narrow_rows(r, st->gather_below);
   if (narrow && sd->pack && !sd->host_copy && sl->gather_used + n <= st->gather_bytes &&
-      sl->gather_count < st->gather_bytes / 1024 * LOAD_GATHER_PER_KIB) {
-    sl->gathers[sl->gather_count++] = (struct gather){
-        .src = (uint32_t)src, .dst = (uint32_t)sl->gather_used, .size = (uint32_t)n};
+      gather_add(st, s, k, src, sl->gather_used, n)) {
     src = st->chunk_bytes + sl->gather_used;
     sl->gather_used += n;
     st->gathered += n;
@@ -595,7 +698,8 @@ static uint64_t emit_chunk(struct stream *st, uint64_t k) {
       if (p >= p1)
         break;
       const uint64_t n = VKRT_MIN(r->size - c->col, p1 - p);
-      emit(st, s, r, p - p0, r->dst_offset + (rows > 1 ? c->row * r->dst_pitch : 0) + c->col, n);
+      emit(st, k, s, r, p - p0, r->dst_offset + (rows > 1 ? c->row * r->dst_pitch : 0) + c->col,
+           n);
       bytes += n;
       c->col += n;
       if (c->col < r->size)
@@ -631,10 +735,79 @@ static vkrt_status slot_import(struct stream *st, uint32_t s) {
   return VKRT_OK;
 }
 
-/* Waits until chunk k's blocks are read, reading its remaining blocks itself. */
+/* Whether chunk k's slot is free (chunk k - slots retired on every device). */
+static bool slot_free(struct stream *st, uint64_t k) {
+  return k < st->slots || atomic_load(&st->retired) > k - st->slots;
+}
+
+/* Ends the recording of chunk k's copies: every device's last regions, the barrier, the
+ * command buffer closed. */
+static vkrt_status record_close(struct stream *st, uint64_t k) {
+  const uint32_t s = (uint32_t)(k % st->slots);
+  struct slot *sl = &st->slot[s];
+  vkrt_status status = VKRT_OK;
+  sl->recorded_mask = 0;
+  for (uint32_t d = 0; d < st->sys->device_count; d++) {
+    struct sdev *sd = &st->dev[d];
+    if (!sd->in || !sd->open)
+      continue;
+    flush(st, sd, s);
+    sd->open = false;
+    vkrt_stream_close_barrier(sd->dev, sd->cmd[s], false);
+    VkResult r = sd->dev->vk.vkEndCommandBuffer(sd->cmd[s]);
+    if (r != VK_SUCCESS && status == VKRT_OK)
+      status = vkrt_vk_error(sd->dev, r, "load: vkEndCommandBuffer");
+    sl->recorded_mask |= 1u << d;
+  }
+  return status;
+}
+
+/* Records chunk k (the next one): waits for its slot, imports it on its first use, records
+ * every device's copies out of it and makes its gathers; readers may read and pack its
+ * blocks from then on. false when the load stops. */
+static bool record_chunk(struct stream *st, uint64_t k) {
+  const uint32_t s = (uint32_t)(k % st->slots);
+  struct slot *sl = &st->slot[s];
+  if (!slot_wait(st, k)) /* its command buffers are free once its last chunk retired */
+    return false;
+  if (!sl->imported) {
+    const uint64_t t0 = vkrt_now_ns();
+    st->status = slot_import(st, s);
+    st->import_ns += vkrt_now_ns() - t0;
+    if (st->status != VKRT_OK)
+      return false;
+  }
+  sl->gather_count = 0;
+  sl->gather_used = 0;
+  if (sl->block_gathers)
+    for (uint32_t i = 0; i < st->block_most; i++)
+      sl->block_gathers[i] = GATHER_NONE;
+  sl->bytes = emit_chunk(st, k);
+  if (st->status == VKRT_OK)
+    st->status = record_close(st, k);
+  if (st->status != VKRT_OK)
+    return false;
+  publish(st, &st->recorded, k + 1);
+  return true;
+}
+
+/* Packing while reading: whether the next chunk to record may be recorded now (its slot
+ * free), ahead of those waiting for their reads. */
+static bool record_ahead_ready(struct stream *st) {
+  const uint64_t next = atomic_load(&st->recorded);
+  return !st->pack_after_read && next < st->chunk_count && slot_free(st, next);
+}
+
+/* Waits until chunk k's blocks are read (and packed), reading its remaining blocks itself;
+ * packing while reading, records the chunks whose slots free up meanwhile, so their readers
+ * can start. */
 static void wait_reads(struct stream *st, uint64_t k) {
   struct slot *sl = &st->slot[k % st->slots];
-  while (atomic_load(&sl->remaining) && !atomic_load(&st->abort)) {
+  while (atomic_load(&sl->remaining) && !atomic_load(&st->abort) && st->status == VKRT_OK) {
+    if (record_ahead_ready(st)) {
+      record_chunk(st, atomic_load(&st->recorded));
+      continue;
+    }
     uint64_t b = atomic_load(&st->next_block);
     if (b < st->chunk_first[k + 1]) {
       if (atomic_compare_exchange_weak(&st->next_block, &b, b + 1))
@@ -643,14 +816,14 @@ static void wait_reads(struct stream *st, uint64_t k) {
     }
     const uint64_t t0 = vkrt_now_ns();
     pthread_mutex_lock(&st->lock);
-    while (atomic_load(&sl->remaining) && !atomic_load(&st->abort))
+    while (atomic_load(&sl->remaining) && !atomic_load(&st->abort) && !record_ahead_ready(st))
       pthread_cond_wait(&st->cond, &st->lock);
     pthread_mutex_unlock(&st->lock);
     st->wait_read_ns += vkrt_now_ns() - t0;
   }
 }
 
-/* Packs slot s's narrow rows, the readers helping. */
+/* Packing after the chunk's reads: packs slot s's narrow rows, the readers helping. */
 static void gather_run(struct stream *st, uint32_t s) {
   struct slot *sl = &st->slot[s];
   if (!sl->gather_count)
@@ -678,19 +851,16 @@ static void gather_run(struct stream *st, uint32_t s) {
 
 static vkrt_status submit_chunk(struct stream *st, uint64_t k) {
   const uint32_t s = (uint32_t)(k % st->slots);
+  struct slot *sl = &st->slot[s];
   uint64_t value[VKRT_MAX_DEVICES] = {0};
   vkrt_status status = VKRT_OK;
   for (uint32_t d = 0; d < st->sys->device_count; d++) {
     struct sdev *sd = &st->dev[d];
-    if (!sd->in || !sd->open)
+    if (!(sl->recorded_mask & (1u << d)))
       continue;
     struct vkrt_device *dev = sd->dev;
-    flush(st, sd, s);
-    sd->open = false;
-    vkrt_stream_close_barrier(dev, sd->cmd[s], false);
-    VkResult r = dev->vk.vkEndCommandBuffer(sd->cmd[s]);
-    if (r == VK_SUCCESS && (dev->lost || vkrt_fault(dev, VKRT_FAULT_DEVICE_LOST)))
-      r = VK_ERROR_DEVICE_LOST;
+    VkResult r = dev->lost || vkrt_fault(dev, VKRT_FAULT_DEVICE_LOST) ? VK_ERROR_DEVICE_LOST
+                                                                     : VK_SUCCESS;
     const uint64_t v = sd->value + 1;
     VkTimelineSemaphoreSubmitInfo timeline = {
         .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
@@ -717,11 +887,8 @@ static vkrt_status submit_chunk(struct stream *st, uint64_t k) {
     value[d] = v;
   }
   /* The slot's next chunk may be read once this one retired. */
-  struct slot *sl = &st->slot[s];
   pthread_mutex_lock(&st->lock);
   memcpy(sl->value, value, sizeof(value));
-  sl->gather_count = 0;
-  sl->gather_used = 0;
   if (k + st->slots < st->chunk_count)
     atomic_store(&sl->remaining, st->chunk_first[k + st->slots + 1] - st->chunk_first[k + st->slots]);
   st->submitted = k + 1;
@@ -731,29 +898,22 @@ static vkrt_status submit_chunk(struct stream *st, uint64_t k) {
   return status;
 }
 
+/* Chunk by chunk: recorded (packing while reading: already, as soon as its slot was free),
+ * read, packed (after the reads, or by the readers meanwhile), submitted. */
 static void submitter(struct stream *st) {
   struct vkrt_load_stream *job = st->job;
   for (uint64_t k = 0; k < st->chunk_count && st->status == VKRT_OK; k++) {
     const uint32_t s = (uint32_t)(k % st->slots);
-    if (!slot_wait(st, k)) /* its command buffers are free once its last chunk retired */
-      break;
-    if (!st->slot[s].imported) {
-      const uint64_t t0 = vkrt_now_ns();
-      st->status = slot_import(st, s);
-      st->import_ns += vkrt_now_ns() - t0;
-      if (st->status != VKRT_OK)
-        break;
-    }
-    const uint64_t bytes = emit_chunk(st, k);
-    if (st->status != VKRT_OK)
+    if (atomic_load(&st->recorded) <= k && !record_chunk(st, k))
       break;
     wait_reads(st, k);
-    if (atomic_load(&st->abort))
+    if (atomic_load(&st->abort) || st->status != VKRT_OK)
       break;
-    gather_run(st, s);
+    if (st->pack_after_read)
+      gather_run(st, s);
     st->status = submit_chunk(st, k);
-    job->done += bytes;
-    if (st->status == VKRT_OK && bytes && job->progress)
+    job->done += st->slot[s].bytes;
+    if (st->status == VKRT_OK && st->slot[s].bytes && job->progress)
       job->progress(job->progress_user, job->done, job->total);
   }
   if (st->status != VKRT_OK)
@@ -837,8 +997,10 @@ static void stream_close(struct stream *st) {
     atomic_fetch_sub(&st->reg->load_pinned, st->ring_map_size);
   }
   struct vkrt_base *base = &st->sys->base;
-  for (uint32_t i = 0; i < st->slots; i++)
+  for (uint32_t i = 0; i < st->slots; i++) {
     vkrt_free(base, st->slot[i].gathers);
+    vkrt_free(base, st->slot[i].block_gathers);
+  }
   vkrt_free(base, st->ext);
   vkrt_free(base, st->blocks);
   vkrt_free(base, st->chunk_first);
@@ -875,6 +1037,7 @@ void vkrt_load_knobs_effective(const struct vkrt_load_knobs *knobs, bool direct,
   out->block_bytes = VKRT_MIN(knobs->block_bytes ? knobs->block_bytes : block,
                               out->chunk_bytes);
   out->no_gather = knobs->no_gather;
+  out->pack_after_read = knobs->pack_after_read;
   out->gather_below = knobs->gather_below ? knobs->gather_below : LOAD_GATHER_BELOW;
 }
 
@@ -915,6 +1078,7 @@ static vkrt_status stream_open(struct stream *st) {
   if (s != VKRT_OK)
     return s;
   st->gather_below = k.gather_below;
+  st->pack_after_read = k.pack_after_read;
   st->chunk_bytes = vkrt_align_up(VKRT_MIN(k.chunk_bytes, st->stream_bytes), align);
   st->gather_bytes = narrow ? st->chunk_bytes : 0;
   if (st->chunk_bytes + st->gather_bytes > vkrt_align_down(limit, align)) {
@@ -948,7 +1112,8 @@ static vkrt_status stream_open(struct stream *st) {
     if (st->gather_bytes) {
       st->slot[i].gathers = vkrt_calloc(&sys->base, st->gather_bytes / 1024 * LOAD_GATHER_PER_KIB,
                                         sizeof(struct gather));
-      if (!st->slot[i].gathers)
+      st->slot[i].block_gathers = vkrt_calloc(&sys->base, st->block_most, sizeof(uint32_t));
+      if (!st->slot[i].gathers || !st->slot[i].block_gathers)
         return oom(st, "the gather lists");
     }
     atomic_init(&st->slot[i].remaining, st->chunk_first[i + 1] - st->chunk_first[i]);
@@ -1079,6 +1244,7 @@ vkrt_status vkrt_load_stream(struct vkrt_import_registry *reg, struct vkrt_load_
     info->wait_read_ns = st->wait_read_ns;
     info->copies = st->copies;
     info->gathered_bytes = st->gathered;
+    info->packed_while_reading_bytes = atomic_load(&st->packed_while_reading);
     info->row_region_bytes = st->row_regions;
     info->import_ns = st->import_ns;
     info->chunk_fills = (uint32_t)st->chunk_fills;

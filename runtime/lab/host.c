@@ -50,7 +50,8 @@ vkrt_status vkrt_lab_load_set(vkrt_appliance *app, const vkrt_lab_load *load) {
   reg->load_knobs = (struct vkrt_load_knobs){.threads = load->threads, .chunks = load->chunks,
                                              .chunk_bytes = chunk, .block_bytes = block,
                                              .gather_below = load->gather_below,
-                                             .no_gather = load->no_gather};
+                                             .no_gather = load->no_gather,
+                                             .pack_after_read = load->pack_after_read};
   return VKRT_OK;
 }
 
@@ -63,7 +64,7 @@ vkrt_status vkrt_lab_load_get(const vkrt_appliance *app, vkrt_lab_load *out) {
   vkrt_load_knobs_effective(&reg->load_knobs, false, &k);
   *out = (vkrt_lab_load){.threads = k.threads, .chunk_bytes = k.chunk_bytes, .chunks = k.chunks,
                          .block_bytes = k.block_bytes, .gather_below = k.gather_below,
-                         .no_gather = k.no_gather};
+                         .no_gather = k.no_gather, .pack_after_read = k.pack_after_read};
   return VKRT_OK;
 }
 

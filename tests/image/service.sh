@@ -116,14 +116,18 @@ tail -1 <<< "$out" | python3 -c "import json,sys; d=json.load(sys.stdin); assert
   { echo "$out"; echo "--json: no valid summary object"; exit 1; }
 echo "bad inputs: truncated file, not GGUF, missing tensor, wrong --hidden, missing file, a directory -> exit 3 with a message; --version, --json"
 # --load-knobs (a build with the lab) refuses values that would wrap: a count past 2^32, a
-# size past 2^64 once scaled, a number past 2^64; a sane one loads.
+# size past 2^64 once scaled, a number past 2^64; and an AFTER other than 0 or 1; sane ones
+# load, packing as the readers read and once each chunk is read.
 if grep -q "^#define CONFIG_VKRT_LAB 1" "$builddir/include/vkrt/config.h"; then
-  for knobs in 4294967296,1M,4 4,17179869184G,4 4,1M,4194304K 99999999999999999999,1M,4; do
+  for knobs in 4294967296,1M,4 4,17179869184G,4 4,1M,4194304K 99999999999999999999,1M,4 \
+               4,1M,4,0,0,2; do
     out=$("$svc" --weights "$w" --tokens 2 --load-knobs $knobs 2>&1) && rc=0 || rc=$?
     [ $rc -eq 2 ] && grep -q "load-knobs $knobs: want THREADS" <<< "$out" ||
       { echo "$out (rc $rc)"; echo "--load-knobs $knobs: not refused"; exit 1; }
   done
-  "$svc" --weights "$w" --tokens 2 --load-knobs 2,1M,4 >/dev/null 2>&1 ||
-    { echo "--load-knobs 2,1M,4 failed"; exit 1; }
-  echo "--load-knobs: values that wrap refused (exit 2), 2,1M,4 loads"
+  for knobs in 2,1M,4 2,1M,4,0,0,1; do
+    "$svc" --weights "$w" --tokens 2 --load-knobs $knobs >/dev/null 2>&1 ||
+      { echo "--load-knobs $knobs failed"; exit 1; }
+  done
+  echo "--load-knobs: values that wrap and AFTER 2 refused (exit 2), 2,1M,4 and 2,1M,4,0,0,1 load"
 fi

@@ -3,8 +3,10 @@
  * device or host-visible per device; direct) puts the file's exact bytes on every device,
  * for contiguous tensors longer than many chunks, small ones at odd offsets, the same bytes
  * on every device, a 2-D column slice and the column blocks of a weight split over the
- * devices (narrow rows packed for the DMA); the path each device took is asserted (info
- * and upload counters) as well as the bytes; each needed byte is read once; bad ranges, a
+ * devices (narrow rows packed for the DMA by the readers as they read, on every path, and
+ * once each chunk is read, the knob's other order; rows straddling blocks and chunks); the
+ * path each device took and who packed are asserted (info and upload counters) as well as
+ * the bytes; each needed byte is read once; bad ranges, a
  * file truncated mid-load and every failing allocation of a load fail cleanly with nothing
  * leaked (counting allocator, pinned memory, imported chunks) and nothing written by a
  * refused call; progress is monotone and complete; AUTO sees a warm file and a cold one; a
@@ -220,6 +222,7 @@ struct run_opts {
   uint32_t fault_mask, fault_devices;
   bool default_knobs;   /* the Kconfig chunks (one chunk for this file) */
   bool no_gather;
+  bool pack_after_read; /* narrow rows packed once the chunk is read, not by the readers */
 };
 
 static vkrt_appliance *open_with(const struct run_opts *ro, vkt_counting *counting) {
@@ -233,7 +236,8 @@ static vkrt_appliance *open_with(const struct run_opts *ro, vkt_counting *counti
   vkrt_appliance *app = vkt_open(&o);
   if (IS_ENABLED(CONFIG_VKRT_LAB) && !ro->default_knobs) {
     const vkrt_lab_load knobs = {.threads = 3, .chunk_bytes = SMALL_CHUNK, .chunks = SMALL_CHUNKS,
-                                 .block_bytes = 64 * KIB, .no_gather = ro->no_gather};
+                                 .block_bytes = 64 * KIB, .no_gather = ro->no_gather,
+                                 .pack_after_read = ro->pack_after_read};
     vkt_check(app, vkrt_lab_load_set(app, &knobs));
   }
   return app;
@@ -331,6 +335,10 @@ static vkrt_load_info run_path(const struct test_file *f, const struct run_opts 
       gathered += packs(ro, d) ? SPLIT_PITCH / n * SPLIT_ROWS : 0;
     assert_int_equal(info.gathered_bytes, gathered);
     assert_int_equal(info.row_region_bytes, SPLIT_PITCH / n * SPLIT_ROWS * n - gathered);
+    /* ... by each reader right after its block, unless the knob says once the chunk is
+     * read. */
+    const bool once_read = ro->pack_after_read && IS_ENABLED(CONFIG_VKRT_LAB);
+    assert_int_equal(info.packed_while_reading_bytes, once_read ? 0 : gathered);
     assert_true(info.copies >= info.chunk_fills);
   }
   expect_buffers(app, f, &p, true);
@@ -344,9 +352,11 @@ static void test_every_path(void **state) {
   (void)state;
   struct test_file f;
   file_fresh(&f);
-  const struct run_opts plain = {0};
+  const struct run_opts plain = {0}, after = {.pack_after_read = true};
   run_path(&f, &plain, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
   run_path(&f, &plain, VKRT_LOAD_PATH_MEMCPY, VKRT_LOAD_PATH_MEMCPY, 0);
+  run_path(&f, &after, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
+  run_path(&f, &after, VKRT_LOAD_PATH_MEMCPY, VKRT_LOAD_PATH_MEMCPY, 0);
   const struct run_opts defaults = {.default_knobs = true};
   run_path(&f, &defaults, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
   /* The mapped path under each import policy; the fault makes every device refuse the file's
@@ -372,23 +382,57 @@ static void test_every_path(void **state) {
   file_destroy(&f);
 }
 
+/* Whether a row of device d's column block (plan_make, n devices) crosses a multiple of
+ * `boundary` of the file. The load's first extent starts at file offset 0 and holds the
+ * whole block, so such a row crosses the same multiple of the stream the load cuts into
+ * blocks and chunks. */
+static bool split_row_crosses(uint32_t n, uint32_t d, uint64_t boundary) {
+  const uint64_t width = SPLIT_PITCH / n;
+  for (uint64_t y = 0; y < SPLIT_ROWS; y++) {
+    const uint64_t start = MIB + 300 + d * width + y * SPLIT_PITCH;
+    if (start / boundary != (start + width - 1) / boundary)
+      return true;
+  }
+  return false;
+}
+
 /* The narrow rows of a split weight: packed by the host, they leave in far fewer DMA
  * regions than one per row; left in the chunk (no_gather), one region per row at least,
  * every one of their bytes counted as such (run_path), and the same bytes on every
- * device. */
+ * device. Packed by the readers as they read (the default) or once each chunk is read
+ * (the knob): the same regions, the same bytes, each counted as packed by whom it was;
+ * rows that straddle a block and a chunk are among them. */
 static void test_gather(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_LAB)); /* packing is on without the lab's knobs */
   struct test_file f;
   file_fresh(&f);
-  const struct run_opts packed = {0}, rows = {.no_gather = true};
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  const uint32_t n = vkrt_device_count(app);
+  vkt_close(app);
+  bool block_straddle = false, chunk_straddle = false;
+  for (uint32_t d = 0; d < n; d++) {
+    block_straddle |= split_row_crosses(n, d, 64 * KIB); /* open_with's blocks */
+    chunk_straddle |= split_row_crosses(n, d, SMALL_CHUNK);
+  }
+  assert_true(block_straddle);
+  assert_true(chunk_straddle);
+  const struct run_opts packed = {0}, rows = {.no_gather = true},
+                        after = {.pack_after_read = true};
   vkrt_load_info a = run_path(&f, &packed, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
   vkrt_load_info b = run_path(&f, &rows, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
+  vkrt_load_info c = run_path(&f, &after, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
   assert_true(b.copies >= SPLIT_ROWS);
   assert_true(b.row_region_bytes >= SPLIT_PITCH / 2 * SPLIT_ROWS);
   assert_int_equal(b.gathered_bytes, 0);
   assert_true(a.gathered_bytes >= SPLIT_PITCH / 2 * SPLIT_ROWS);
   assert_true(a.copies + SPLIT_ROWS / 2 < b.copies);
+  assert_int_equal(a.packed_while_reading_bytes, a.gathered_bytes);
+  assert_int_equal(c.gathered_bytes, a.gathered_bytes);
+  assert_int_equal(c.packed_while_reading_bytes, 0);
+  assert_int_equal(c.copies, a.copies);
   file_destroy(&f);
 }
 
@@ -637,12 +681,13 @@ static void test_truncated_while_loading(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_LAB)); /* the board's chunks hold the file whole */
   uint64_t seed = vkt_seed(0);
-  for (int run = 0; run < 4; run++) { /* read, direct; narrow rows packed, then not */
+  /* read, direct; narrow rows packed by the readers, not packed, packed once read */
+  for (int run = 0; run < 6; run++) {
     const int direct = run & 1;
     struct test_file f;
     file_create(&f, FILE_SIZE, &seed);
     vkt_counting counting;
-    const struct run_opts plain = {.no_gather = run >= 2};
+    const struct run_opts plain = {.no_gather = run / 2 == 1, .pack_after_read = run / 2 == 2};
     vkrt_appliance *app = open_with(&plain, &counting);
     struct plan p;
     plan_make(app, &f, &p);

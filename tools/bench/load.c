@@ -249,14 +249,16 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
     printf("%s\n    {\"path\": \"%s\", \"took\": \"%s\", \"cache\": \"%s\", \"resident\": %.3f, "
            "\"gbps\": %.3f, \"vs_pinned\": %.3f, \"vs_direct_read\": %.3f, \"threads\": %u, "
            "\"chunk_bytes\": %" PRIu64 ", \"chunks\": %u, \"chunk_fills\": %u, \"dma_regions\": %"
-           PRIu64 ", \"packed_bytes\": %" PRIu64 ", \"row_region_bytes\": %" PRIu64 ", "
+           PRIu64 ", \"packed_bytes\": %" PRIu64 ", \"packed_while_reading_bytes\": %" PRIu64
+           ", \"row_region_bytes\": %" PRIu64 ", "
            "\"read_bytes\": %" PRIu64 ", \"setup_ms\": %.3f, \"import_ms\": %.3f, \"read_busy\": "
            "%.3f, \"wait_dma_ms\": %.3f, \"wait_read_ms\": %.3f, "
            "\"tail_ms\": %.3f}", first ? "" : ",", vkrt_load_path_str(p),
            vkrt_load_path_str(info->path[0]), cold ? "cold" : "warm", info->resident, best,
            y->pinned > 0 ? best / y->pinned : 0, dd > 0 ? best / dd : 0, info->threads,
            info->pinned_chunk_bytes, info->pinned_chunks, info->chunk_fills, info->copies,
-           info->gathered_bytes, info->row_region_bytes, info->read_bytes,
+           info->gathered_bytes, info->packed_while_reading_bytes, info->row_region_bytes,
+           info->read_bytes,
            (double)info->setup_ns * ms, (double)info->import_ns * ms, busy,
            (double)info->wait_dma_ns * ms, (double)info->wait_read_ns * ms,
            (double)info->tail_ns * ms);
@@ -274,11 +276,14 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
   }
   if (info->pinned_chunks)
     printf("         %u threads, %u fills of %" PRIu64 " KiB (ring of %u), %" PRIu64 " DMA "
-           "regions, %.1f MiB packed, %.1f MiB of narrow rows in regions of their own; setup %.1f "
+           "regions, %.1f MiB packed (%.1f by the readers as they read), %.1f MiB of narrow rows "
+           "in regions of their own; setup %.1f "
            "ms (page-cache check %.1f), chunk imports %.1f ms, readers busy %.0f%%, waits for the "
            "DMA %.1f ms (summed), for reads %.1f ms, tail %.1f ms\n", info->threads,
            info->chunk_fills, info->pinned_chunk_bytes >> 10, info->pinned_chunks, info->copies,
-           (double)info->gathered_bytes / (1 << 20), (double)info->row_region_bytes / (1 << 20),
+           (double)info->gathered_bytes / (1 << 20),
+           (double)info->packed_while_reading_bytes / (1 << 20),
+           (double)info->row_region_bytes / (1 << 20),
            (double)info->setup_ns * ms, (double)info->resident_ns * ms,
            (double)info->import_ns * ms, busy * 100,
            (double)info->wait_dma_ns * ms, (double)info->wait_read_ns * ms,
@@ -334,10 +339,11 @@ static int run(const struct load_opts *o) {
            "\"host_read_gbps\": %.3f, \"host_read_threads\": %u, \"pinned_huge_gbps\": %.3f, "
            "\"pinned_while_reading_gbps\": %.3f, "
            "\"pinned_h2d_gbps\": %.3f, \"threads\": %u, \"chunk_bytes\": %" PRIu64 ", \"chunks\": "
-           "%u, \"block_bytes\": %" PRIu64 ", \"gather_below\": %" PRIu64 ", \"cases\": [",
+           "%u, \"block_bytes\": %" PRIu64 ", \"gather_below\": %" PRIu64 ", \"pack\": \"%s\", "
+           "\"cases\": [",
            o->file, size, n, o->columns ? "columns" : "rows", bytes, y.direct_warm, y.direct_cold,
            y.buffered, y.host_read, y.host_threads, y.pinned_huge, y.pinned_busy, y.pinned, k.threads, k.chunk_bytes, k.chunks, k.block_bytes,
-           k.gather_below);
+           k.gather_below, k.no_gather ? "none" : k.pack_after_read ? "after-read" : "while-reading");
   else if (ranges)
     printf("vkrt-bench upload --file %s: %.1f MiB over %u device(s), split %s (%.1f MiB "
            "loaded); O_DIRECT read (dd iflag=direct, 1 thread) %.2f GB/s (cold %.2f GB/s); "
@@ -351,7 +357,9 @@ static int run(const struct load_opts *o) {
     printf("  knobs: %u threads (one retires chunks), chunks of %" PRIu64 " KiB x %u, blocks of %" PRIu64
            " KiB, rows under %" PRIu64 " bytes %s\n", k.threads, k.chunk_bytes >> 10,
            k.chunks, k.block_bytes >> 10, k.gather_below,
-           k.no_gather ? "one DMA region each (--no-gather)" : "packed by the host");
+           k.no_gather         ? "one DMA region each (--no-gather)"
+           : k.pack_after_read ? "packed by the host once the chunk is read (--pack-after-read)"
+                               : "packed by the host as each block is read");
   bool first = true;
   for (int cold = 0; ranges && cold < (can_drop ? 2 : 1) && rc == 0; cold++) {
     for (vkrt_load_path p = VKRT_LOAD_PATH_AUTO; p < VKRT_LOAD_PATH_COUNT && rc == 0; p++) {
@@ -415,7 +423,8 @@ static int usage(FILE *f) {
           "usage: vkrt-bench upload --file F [--path P[,P...]] [--devices N] [--iters N]\n"
           "                         [--cold] [--split rows|columns] [--pitch BYTES]\n"
           "                         [--threads N] [--chunk SIZE] [--chunks N] [--block SIZE]\n"
-          "                         [--gather-below SIZE] [--no-gather] [--json] [--no-progress]\n"
+          "                         [--gather-below SIZE] [--no-gather] [--pack-after-read]\n"
+          "                         [--json] [--no-progress]\n"
           "                         [--no-disk] [--serial]\n"
           "  --path      auto, mapped (or import), read, direct, memcpy, all (default all)\n"
           "  --devices   the appliance's first N devices (default the board's)\n"
@@ -429,7 +438,10 @@ static int usage(FILE *f) {
           "              device the d-th column block of every --pitch-byte row (default 28672)\n"
           "  --threads, --chunk, --chunks, --block, --gather-below, --no-gather: the load's\n"
           "              knobs (vkrt_lab_load: a build with CONFIG_VKRT_LAB; default the\n"
-          "              board's)\n");
+          "              board's)\n"
+          "  --pack-after-read  the narrow rows packed once their whole chunk is read (the\n"
+          "              submitting thread and the readers), not by each reader right after\n"
+          "              its block (the default): the two compared in one build\n");
   return f == stderr ? 2 : 0;
 }
 
@@ -460,14 +472,16 @@ int bench_load_file(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--cold") || !strcmp(a, "--json") || !strcmp(a, "--no-progress") ||
-        !strcmp(a, "--no-gather") || !strcmp(a, "--no-disk") || !strcmp(a, "--serial")) {
+        !strcmp(a, "--no-gather") || !strcmp(a, "--no-disk") || !strcmp(a, "--serial") ||
+        !strcmp(a, "--pack-after-read")) {
       o.no_disk |= !strcmp(a, "--no-disk");
       o.serial |= !strcmp(a, "--serial");
       o.cold |= !strcmp(a, "--cold");
       o.json |= !strcmp(a, "--json");
       o.progress &= strcmp(a, "--no-progress") != 0;
       o.knobs.no_gather |= !strcmp(a, "--no-gather");
-      o.knobs_given |= !strcmp(a, "--no-gather");
+      o.knobs.pack_after_read |= !strcmp(a, "--pack-after-read");
+      o.knobs_given |= !strcmp(a, "--no-gather") || !strcmp(a, "--pack-after-read");
       continue;
     }
     if (!strcmp(a, "--help") || !strcmp(a, "-h"))

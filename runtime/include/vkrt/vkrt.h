@@ -376,6 +376,9 @@ typedef struct vkrt_load_info {
   uint64_t resident_ns;    /* in setup_ns: measuring the page cache's share of the file */
   uint64_t import_ns;      /* importing the pinned chunks into the devices (the first in
                               setup_ns, the others on their first use) */
+  uint64_t packed_while_reading_bytes; /* of gathered_bytes, those packed by the reading
+                                          threads right after reading their block (the rest
+                                          was packed once its whole chunk was read) */
 } vkrt_load_info;
 
 /* Loads ranges of the file at `path` (or of `fd` when path is NULL; it is only read with

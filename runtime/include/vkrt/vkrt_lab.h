@@ -397,7 +397,9 @@ vkrt_status vkrt_lab_import_get(const vkrt_appliance *appliance, vkrt_lab_import
 /* The pinned-chunk file loads (vkrt_load_file's read, direct and memcpy paths): helper
  * threads, one chunk's file bytes, chunks in the ring, one read (pread or memcpy), and the
  * row width below which rows of a strided range are packed by the host into one DMA region
- * per chunk (no_gather: never; each row is then its own region). 0 in a field: the default
+ * per chunk (no_gather: never; each row is then its own region), packed by each reader right
+ * after reading its block unless pack_after_read (then once the whole chunk is read, by the
+ * submitting thread and the readers, before the chunk is submitted). 0 in a field: the default
  * (Kconfig; threads: one per online CPU but the caller's, one of them waiting for the chunks
  * to retire and the others reading; chunk: CONFIG_VKRT_LOAD_CHUNK_KB, on the direct path
  * CONFIG_VKRT_LOAD_DIRECT_CHUNK_KB; block: an eighth of the chunk, at most 4 MiB; gather:
@@ -411,6 +413,7 @@ typedef struct vkrt_lab_load {
   uint64_t block_bytes;
   uint64_t gather_below;
   bool no_gather;
+  bool pack_after_read;
 } vkrt_lab_load;
 
 vkrt_status vkrt_lab_load_set(vkrt_appliance *appliance, const vkrt_lab_load *load);
