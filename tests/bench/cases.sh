@@ -91,6 +91,20 @@ out=$("$bench" cases --test-file "$prompt" --json --activations f16) || { echo "
 [ "$(json "any('coopmat' in r['path'] for r in d['results'])" <<< "$out")" = False ] \
   || { echo "$out"; echo "--activations f16: cooperative matrices on a device without them"; exit 1; }
 echo "prompt subset with --activations f16: #wrong 0, no cooperative matrices on this device"
+# --parts: every tile swept and checked; the best so far also in strips of row tiles (checked)
+# and without its multiply and without its loads (wrong by design, not counted)
+one=$(mktemp)
+trap 'rm -f "$one"' EXIT
+grep -F 'pp.f16.k448.n128.m64' "$prompt" > "$one"
+out=$("$bench" cases --test-file "$one" --json --parts --iters 2 --warmup-ms 0) || { echo "$out"; echo "--parts run failed"; exit 1; }
+[ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "--parts: #wrong > 0"; exit 1; }
+tiles=$(json "d['results'][0]['tiles']" <<< "$out")
+for want in "t['parts'] == 1" "t['parts'] == 2" "t['order'] == 1 and t['wrong'] == 0" "t['order'] == 4 and t['wrong'] == 0" \
+            "t['parts'] == 0 and t['order'] == 0 and t['wrong'] == 0"; do
+  [ "$(json "any($want for t in d['results'][0]['tiles'])" <<< "$out")" = True ] \
+    || { echo "$tiles"; echo "--parts: no swept tile with $want"; exit 1; }
+done
+echo "prompt line with --parts: tiles checked (#wrong 0), strips of 1 and 4 checked, the parts timed"
 
 bad="$root/tests/bench/bad-lines.txt"
 out=$("$bench" cases --test-file "$bad") || { echo "$out"; echo "bad-lines run failed"; exit 1; }
