@@ -5,26 +5,20 @@
 // 16384x16384: 3.42 TB/s plain, 3.56 with SWIZZLE 4); in the tiled matmul the workgroups of
 // one strip of w rows run together and share those rows in L2.
 uvec2 tile_order_strips(uint width) {
-  uint tx = gl_WorkGroupID.x, ty = gl_WorkGroupID.y;
-  if (width != 0u) {
+  if (width == 0u)
+    return gl_WorkGroupID.xy;
   uint gx = gl_NumWorkGroups.x, gy = gl_NumWorkGroups.y;
-  uint linear = tx + ty * gx;
+  uint linear = gl_WorkGroupID.x + gl_WorkGroupID.y * gx;
   uint strip = width * gy, full = gx / width;
   if (linear < full * strip) {
     uint within = linear % strip;
-    tx = (linear / strip) * width + within % width;
-    ty = within / width;
-  } else {
-    uint rest = linear - full * strip, w = gx - full * width;
-    tx = full * width + rest % w;
-    ty = rest / w;
+    return uvec2((linear / strip) * width + within % width, within / width);
   }
-  }
-  return uvec2(tx, ty);
+  uint rest = linear - full * strip, w = gx - full * width;
+  return uvec2(full * width + rest % w, rest / w);
 }
 
-#ifdef SWIZZLE
-uvec2 tile_order() { return tile_order_strips(SWIZZLE); }
-#else
-uvec2 tile_order() { return gl_WorkGroupID.xy; }
+#ifndef SWIZZLE
+#define SWIZZLE 0u
 #endif
+uvec2 tile_order() { return tile_order_strips(SWIZZLE); }

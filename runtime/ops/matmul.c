@@ -366,16 +366,18 @@ vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
                  tiled_kinds[t].coopmat == VKRT_OPS_KERNEL_COUNT ||
                  !vkrt_ops_kernel_usable(dev, tiled_kinds[t].coopmat)))
         continue;
-      for (int v = 0; v < VKRT_MATMUL_SIZES * 2; v++) {
-        uint32_t spec[VKRT_OPS_MAX_SPEC];
-        tile_spec(&dev->ops->matmul.tile[cm][v / 2], v % 2, spec);
-        if (spec[7] && (!cm || !dev->ops->matmul_x16 || v / 2 != VKRT_MATMUL_LARGE))
-          continue; /* f16 x: the large cooperative-matrix tile, with the scratch */
-        const struct vkrt_ops_pipeline *p;
-        vkrt_status s = vkrt_ops_pipeline_spec(
-            dev, cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable, spec, &p);
-        if (s != VKRT_OK)
-          return s;
+      for (int size = 0; size < VKRT_MATMUL_SIZES; size++) {
+        /* f16 x too: the large cooperative-matrix tile, where the device has the scratch */
+        bool x16_too = cm && size == VKRT_MATMUL_LARGE && dev->ops->matmul_x16;
+        for (int x16 = 0; x16 <= x16_too; x16++) {
+          uint32_t spec[VKRT_OPS_MAX_SPEC];
+          tile_spec(&dev->ops->matmul.tile[cm][size], x16, spec);
+          const struct vkrt_ops_pipeline *p;
+          vkrt_status s = vkrt_ops_pipeline_spec(
+              dev, cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable, spec, &p);
+          if (s != VKRT_OK)
+            return s;
+        }
       }
     }
   }

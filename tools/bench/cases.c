@@ -1215,52 +1215,54 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
   enum { KINDS = 6 };
   int64_t x16 = 0;
   vkrt_lab_get(c->app, c->o.device, VKRT_LAB_MATMUL_X16, &x16);
-  double best = 0, plain = 0;
-  for (size_t i = 0; i < n * KINDS; i++) {
-    vkrt_lab_matmul_tile tp = list[i / KINDS];
-    int kind = (int)(i % KINDS);
-    tp.parts = kind == 1 || kind == 2 ? (uint32_t)kind : 0;
-    tp.order = kind == 4 ? 1 : kind == 5 ? 4 : 0;
-    bool near_best = plain > 0 && plain <= 1.3 * best;
-    if ((tp.parts && (!c->o.parts || !near_best)) || (kind == 3 && (!cm || !x16)) ||
-        (kind >= 4 && !near_best))
-      continue;
-    vkrt_lab_set(c->app, c->o.device, VKRT_LAB_MATMUL_X16, kind == 3 ? 0 : x16);
-    const vkrt_lab_matmul_tile *t = &tp;
-    uint64_t vw = UINT64_MAX;
-    double vt = -1, ve = 0;
-    int vreps = 0;
-    bool taken = true;
-    for (int j = 0; j < SIZES; j++)
-      taken = taken && vkrt_lab_matmul_tile_set(c->app, c->o.device, first + j, t) == VKRT_OK;
-    if (!taken)
-      continue; /* not a tile this device takes (shared memory, invocations) */
-    if (vkrt_cmd_fill(lc->dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
-        record_case(lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
-        vkrt_download(got, lc->dst, 0, dsize) == VKRT_OK) {
-      vw = count_wrong(&lc->bc.dst, got, ref, tol, cm ? mag : NULL, &ve);
-      vt = time_case(c, lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
+  double best = 0;
+  for (size_t i = 0; i < n; i++) {
+    double plain = 0; /* this tile's time (kind 0) */
+    for (int kind = 0; kind < KINDS; kind++) {
+      vkrt_lab_matmul_tile tp = list[i];
+      tp.parts = kind == 1 || kind == 2 ? (uint32_t)kind : 0;
+      tp.order = kind == 4 ? 1 : kind == 5 ? 4 : 0;
+      bool near_best = plain > 0 && plain <= 1.3 * best;
+      if ((tp.parts && (!c->o.parts || !near_best)) || (kind == 3 && (!cm || !x16)) ||
+          (kind >= 4 && !near_best))
+        continue;
+      vkrt_lab_set(c->app, c->o.device, VKRT_LAB_MATMUL_X16, kind == 3 ? 0 : x16);
+      const vkrt_lab_matmul_tile *t = &tp;
+      uint64_t vw = UINT64_MAX;
+      double vt = -1, ve = 0;
+      int vreps = 0;
+      bool taken = true;
+      for (int j = 0; j < SIZES; j++)
+        taken = taken && vkrt_lab_matmul_tile_set(c->app, c->o.device, first + j, t) == VKRT_OK;
+      if (!taken)
+        continue; /* not a tile this device takes (shared memory, invocations) */
+      if (vkrt_cmd_fill(lc->dst, 0, bench_align_down(dsize, 4), 0xffffffffu) == VKRT_OK &&
+          record_case(lc) == VKRT_OK && vkrt_finish(c->app, c->o.device) == VKRT_OK &&
+          vkrt_download(got, lc->dst, 0, dsize) == VKRT_OK) {
+        vw = count_wrong(&lc->bc.dst, got, ref, tol, cm ? mag : NULL, &ve);
+        vt = time_case(c, lc, (c->o.iters + 1) / 2, &vreps, NULL, NULL);
+      }
+      if (!t->parts) /* the parts' results are wrong by design */
+        c->wrong_total += vw == UINT64_MAX ? 1 : vw;
+      if (kind == 0) {
+        plain = vt;
+        best = vt > 0 && (best == 0 || vt < best) ? vt : best;
+      }
+      static const char *const part_names[KINDS] = {"", " no multiply", " no loads", " x f32",
+                                                    " strips of 1", " strips of 4"};
+      double vg = vt > 0 ? (double)bytes / vt * 1e-9 : 0;
+      if (c->o.json)
+        printf("%s{\"wg\": %u, \"bm\": %u, \"bn\": %u, \"rm\": %u, \"bk\": %u, \"stages\": %u, "
+               "\"parts\": %u, \"order\": %u, \"x_f32\": %s, \"us\": %.3f, \"wrong\": %" PRId64
+               "}", nt++ ? ", " : "", t->wg, t->bm, t->bn, t->rm, t->bk, t->stages, t->parts, t->order,
+               kind == 3 || !x16 ? "true" : "false", vt * 1e6,
+               vw == UINT64_MAX ? -1 : (int64_t)vw);
+      else
+        printf("    %s tile %3ux%-3u wg %3u rm %u bk %3u st %u %10.2f us %9.1f GB/s %6.3f x %9" PRId64
+               "%s\n", cm ? "coopmat" : "portable", t->bm, t->bn, t->wg, t->rm, t->bk, t->stages,
+               vt * 1e6, vg, c->copy_gbps > 0 ? vg / c->copy_gbps : 0,
+               vw == UINT64_MAX ? -1 : (int64_t)vw, part_names[kind]);
     }
-    if (!t->parts) /* the parts' results are wrong by design */
-      c->wrong_total += vw == UINT64_MAX ? 1 : vw;
-    if (kind == 0) {
-      plain = vt;
-      best = vt > 0 && (best == 0 || vt < best) ? vt : best;
-    }
-    static const char *const part_names[KINDS] = {"", " no multiply", " no loads", " x f32",
-                                                  " strips of 1", " strips of 4"};
-    double vg = vt > 0 ? (double)bytes / vt * 1e-9 : 0;
-    if (c->o.json)
-      printf("%s{\"wg\": %u, \"bm\": %u, \"bn\": %u, \"rm\": %u, \"bk\": %u, \"stages\": %u, "
-             "\"parts\": %u, \"order\": %u, \"x_f32\": %s, \"us\": %.3f, \"wrong\": %" PRId64
-             "}", nt++ ? ", " : "", t->wg, t->bm, t->bn, t->rm, t->bk, t->stages, t->parts, t->order,
-             kind == 3 || !x16 ? "true" : "false", vt * 1e6,
-             vw == UINT64_MAX ? -1 : (int64_t)vw);
-    else
-      printf("    %s tile %3ux%-3u wg %3u rm %u bk %3u st %u %10.2f us %9.1f GB/s %6.3f x %9" PRId64
-             "%s\n", cm ? "coopmat" : "portable", t->bm, t->bn, t->wg, t->rm, t->bk, t->stages,
-             vt * 1e6, vg, c->copy_gbps > 0 ? vg / c->copy_gbps : 0,
-             vw == UINT64_MAX ? -1 : (int64_t)vw, part_names[kind]);
   }
   vkrt_lab_set(c->app, c->o.device, VKRT_LAB_MATMUL_X16, x16);
   for (int i = 0; i < SIZES; i++)
