@@ -1,10 +1,10 @@
 #version 450
-// vkrt_op_copy from a block-quantized tensor (Q8_0 or Q4_K, ggml layouts) into f32 or f16:
-// one invocation per destination element, any destination strides. The source is read in
-// 32-bit words (rows start 2-byte aligned for Q8_0, 4-byte aligned for Q4_K).
+// vkrt_op_copy from a block-quantized tensor (Q8_0, Q4_K or Q6_K, ggml layouts) into f32 or
+// f16: one invocation per destination element, any destination strides. The source is read
+// in 32-bit words (rows start 2-byte aligned for Q8_0 and Q6_K, 4-byte aligned for Q4_K).
 // Source offset and strides are bytes, destination ones elements.
 // GET_ROWS (vkrt_op_get_rows): source row i1 of the copy is row ids[i1] of the table (F32,
-// F16, Q8_0 or Q4_K); an id outside [0, n_rows) gives a row of zeros. The destination is
+// F16, Q8_0, Q4_K or Q6_K); an id outside [0, n_rows) gives a row of zeros. The destination is
 // f32 written as bits, so f32 rows move bit for bit and f16 ones widen exactly (NaN
 // payloads included).
 #extension GL_EXT_shader_16bit_storage : require
@@ -85,6 +85,16 @@ void main() {
 #elif defined(Q8_0)
   uint blk = row + (i0 / 32u) * 34u;
   float v = src_half(blk) * float(int(src_byte(blk + 2u + i0 % 32u) << 24) >> 24);
+#elif defined(Q6_K)
+  // ggml dequantize_row_q6_K: weight 32 j + l of half h is the low (j < 2) or high nibble of
+  // ql[64 h + 32 (j % 2) + l] under bits 2 j, 2 j + 1 of qh[32 h + l], less 32, times
+  // d * scales[8 h + l / 16 + 2 j]
+  uint blk = row + (i0 / 256u) * 210u;
+  uint e = i0 % 256u, h = e / 128u, j = (e / 32u) % 4u, l = e % 32u;
+  uint qlb = src_byte(blk + 64u * h + 32u * (j % 2u) + l), qhb = src_byte(blk + 128u + 32u * h + l);
+  int q = int(((qlb >> (4u * (j / 2u))) & 15u) | (((qhb >> (2u * j)) & 3u) << 4)) - 32;
+  int sc = int(src_byte(blk + 192u + 8u * h + l / 16u + 2u * j) << 24) >> 24;
+  float v = src_half(blk + 208u) * float(sc) * float(q);
 #else // Q4_K
   uint blk = row + (i0 / 256u) * 144u;
   uint e = i0 % 256u, g = e / 64u, l = e % 32u;

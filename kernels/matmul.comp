@@ -1,7 +1,7 @@
 #version 450
 // Tiled matmul (ggml mul_mat): dst[n, m] = sum_k w[k, n] * x[k, m] per batch (i2, i3), w
-// broadcast over batches (r2 = x.ne2 / w.ne2, r3 = x.ne3 / w.ne3); w f32, f16, Q8_0 or Q4_K
-// (W_F32, W_F16, W_Q8_0, W_Q4_K), x and dst f32.
+// broadcast over batches (r2 = x.ne2 / w.ne2, r3 = x.ne3 / w.ne3); w f32, f16, Q8_0, Q4_K or
+// Q6_K (W_F32, W_F16, W_Q8_0, W_Q4_K, W_Q6_K), x and dst f32.
 // A workgroup owns a tile of BM rows of w (n) by BN columns of x (m) and walks K in steps of
 // BK: each step stages the w slice (dequantized) and the x slice in shared memory, k
 // innermost, in units of 8 consecutive k of one row or column (consecutive invocations take
@@ -19,8 +19,8 @@
 //    others through a per-subgroup 16x16 scratch.
 // Loads: w_vec says rows of f32/f16 w are 16-byte aligned and K a multiple of 8 (units as
 // two vec4 / one uvec4), else per-element loads at any strides; x_vec the same for x (dense
-// along K, columns 16-byte aligned). Q8_0 rows start 2-byte aligned, Q4_K rows 4-byte
-// aligned (read as words), K a multiple of the block. Out of range rows, columns and k load
+// along K, columns 16-byte aligned). Q8_0 and Q6_K rows start 2-byte aligned, Q4_K rows
+// 4-byte aligned (read as words), K a multiple of the block. Out of range rows, columns and k load
 // as zero; only dst elements inside N x M are written. d_vec: dst dense along N, columns
 // and the binding 16-byte aligned, no accumulation.
 // Offsets and strides are elements (quantized w: bytes). base_* carry the grid split.
@@ -89,6 +89,10 @@ layout(std430, set = 0, binding = 4) readonly buffer W4 { uvec4 w4[]; };
 #define Q4_K_SCALES
 #include "quant_blocks.glsl"
 #endif
+#ifdef W_Q6_K
+#define Q6_K_QUANTS
+#include "quant_blocks.glsl"
+#endif
 #include "tile_order.glsl"
 
 #ifdef COOPMAT
@@ -123,7 +127,9 @@ float half_at(uint h) { // f16 at half index h of the binding
 // The words one unit of w is decoded from (8 weights k .. k + 7 of row n, k % 8 == 0),
 // loaded ahead of use: f32 the values' bits (a: k .. k + 3, b: k + 4 .. k + 7); f16 the
 // 8 halves packed in a; Q8_0 in a three quant words and the scale's word; Q4_K in a.xy two
-// quant words and in b the super-block's header (d and dmin, 12 scale bytes).
+// quant words and in b the super-block's header (d and dmin, 12 scale bytes); Q6_K in a.xyz
+// and a.w b.xy the three words around the 8 bytes of ql and of qh (Q6_K_QUANTS), in b.z the
+// word of the unit's scale and in b.w that of d.
 struct Raw {
   uvec4 a, b;
 };
@@ -165,7 +171,7 @@ Raw load_w_raw(uint wb, uint n, uint k) { // n < N, k < K
   uint s = blk + 2u + (k & 31u); // first quant byte, even
   uint w0 = s >> 2;
   r.a = uvec4(w[w0], w[w0 + 1u], w[(s & 2u) != 0u ? w0 + 2u : w0 + 1u], w[blk >> 2]);
-#else // W_Q4_K
+#elif defined(W_Q4_K)
   // super-block k / 256 (144 bytes: f16 d, f16 dmin, 12 scale bytes, 128 quant bytes);
   // sub-block j = (k % 256) / 32 is the low (j even) or high nibble of the 32 bytes at
   // 16 + 32 (j / 2), weight l of it in byte l
@@ -174,6 +180,18 @@ Raw load_w_raw(uint wb, uint n, uint k) { // n < N, k < K
   uint wq = (sb + 16u + 32u * (j >> 1) + (e & 31u)) >> 2;
   r.a = uvec4(w[wq], w[wq + 1u], 0u, 0u);
   r.b = uvec4(w[sb >> 2], w[(sb >> 2) + 1u], w[(sb >> 2) + 2u], w[(sb >> 2) + 3u]);
+#else // W_Q6_K
+  // super-block k / 256 (210 bytes: ql[128], qh[64], int8 scales[16], f16 d): weight
+  // 32 j + l of half h (l % 8 == 0 for a unit) is in ql byte 64 h + 32 (j % 2) + l, qh byte
+  // 128 + 32 h + l, scale 192 + 8 h + l / 16 + 2 j; every offset in the block is even and
+  // a multiple of 4 from its start, so the block's phase says how each 8 bytes lie
+  uint sb = wb + n * pc.w_stride[1] + 210u * (k >> 8);
+  uint e = k & 255u, h = e >> 7, j = (e >> 5) & 3u, l = e & 31u;
+  bool odd = (sb & 2u) != 0u;
+  uint wl = (sb + 64u * h + 32u * (j & 1u) + l) >> 2, wh = (sb + 128u + 32u * h + l) >> 2;
+  r.a = uvec4(w[wl], w[wl + 1u], w[odd ? wl + 2u : wl + 1u], w[wh]);
+  r.b = uvec4(w[wh + 1u], w[odd ? wh + 2u : wh + 1u],
+              w[(sb + 192u + 8u * h + (l >> 4) + 2u * j) >> 2], w[(sb + 208u) >> 2]);
 #endif
   return r;
 }
@@ -196,7 +214,7 @@ void decode_w(Raw r, uint wb, uint n, uint k, out vec4 lo, out vec4 hi) {
   ivec4 b1 = ivec4(int(q1) << 24, int(q1) << 16, int(q1) << 8, int(q1)) >> 24;
   lo = dd * vec4(b0);
   hi = dd * vec4(b1);
-#else // W_Q4_K
+#elif defined(W_Q4_K)
   uint j = (k & 255u) >> 5;
   vec4 ps = pair_scales(r.b, j & ~1u);
   vec2 sm = (j & 1u) != 0u ? ps.zw : ps.xy; // (d sc, dmin m)
@@ -205,6 +223,16 @@ void decode_w(Raw r, uint wb, uint n, uint k, out vec4 lo, out vec4 hi) {
   uvec4 n1 = (uvec4(r.a.y) >> (uvec4(0u, 8u, 16u, 24u) + sh)) & 15u;
   lo = sm.x * vec4(n0) - sm.y;
   hi = sm.x * vec4(n1) - sm.y;
+#else // W_Q6_K
+  uint sb = wb + n * pc.w_stride[1] + 210u * (k >> 8);
+  uint e = k & 255u, h = e >> 7, j = (e >> 5) & 3u, l = e & 31u;
+  bool odd = (sb & 2u) != 0u;
+  uvec2 ql = q6_words(r.a.x, r.a.y, r.a.z, odd), qh = q6_words(r.a.w, r.b.x, r.b.y, odd);
+  uint sbyte = sb + 192u + 8u * h + (l >> 4) + 2u * j, db = sb + 208u;
+  float dd = unpackHalf2x16(r.b.w >> (8u * (db & 2u))).x;
+  float ds = dd * float(bitfieldExtract(int(r.b.z), int(8u * (sbyte & 3u)), 8)); // as ggml: d sc q
+  lo = ds * q6_floats(q6_quants(ql.x, qh.x, j));
+  hi = ds * q6_floats(q6_quants(ql.y, qh.y, j));
 #endif
 }
 

@@ -1,8 +1,9 @@
 // Block decoding shared by the quantized matrix-vector kernels (matvec_q4_k.comp,
-// matvec_q8x.comp and matvec_q_cols.comp; matvec_q8_0.comp writes the Q8_0 decode out, see
-// there). Included after the kernel's bindings, each part where the kernel defines its guard
-// (Q8_0_HALF_BLOCK needs `uint w[]`; Q4_K_FLOATS and Q8_0_PIECES: matvec_q_cols.comp,
-// matvec_q_stream.comp keeps its own copies).
+// matvec_q8x.comp, matvec_q_cols.comp and matvec_q6_k.comp; matvec_q8_0.comp writes the Q8_0
+// decode out, see there) and the tiled matmul (matmul.comp). Included after the kernel's
+// bindings, each part where the kernel defines its guard (Q8_0_HALF_BLOCK needs `uint w[]`;
+// Q4_K_FLOATS and Q8_0_PIECES: matvec_q_cols.comp, matvec_q_stream.comp keeps its own
+// copies; Q6_K_QUANTS: matvec_q6_k.comp and matmul.comp).
 
 #ifdef Q8_0_HALF_BLOCK
 // Half-block u (weights 16 u .. 16 u + 15) of a Q8_0 row starting at byte row_byte (any even
@@ -111,5 +112,34 @@ piece_t piece(uint u, uint pieces) {
   pp.kq = per * 256u + 32u * b0 + (pos0 == 0u ? 0u : 2u * (pos0 - 1u));
   pp.dbyte = per * 272u + 34u * b0;
   return pp;
+}
+#endif
+
+#ifdef Q6_K_QUANTS
+// Q6_K super-blocks are 210 bytes, so every other one starts 2 mod 4: the 8 bytes at an even
+// byte b of a block are the words at b >> 2 and on as they are (odd false), or shifted by
+// 16 bits out of three (odd: b is 2 mod 4; a2 is not used otherwise, so a kernel may load
+// the second word again there and read nothing past the block).
+uvec2 q6_words(uint a0, uint a1, uint a2, bool odd) {
+  return odd ? uvec2((a0 >> 16u) | (a1 << 16u), (a1 >> 16u) | (a2 << 16u)) : uvec2(a0, a1);
+}
+
+// The 6-bit quants (0..63, one a byte) of quarter j (0..3) of four consecutive weights
+// l .. l + 3 of a half-block (weights 32 j + l ..): low (j < 2) or high nibbles of ql_word
+// (ql bytes l .. of j even, l + 32 .. of j odd) under bits 2 j, 2 j + 1 of qh_word (qh bytes
+// l ..), as ggml's dequantize_row_q6_K.
+uint q6_quants(uint ql_word, uint qh_word, uint j) {
+  return ((ql_word >> (4u * (j >> 1))) & 0x0f0f0f0fu) |
+         (((qh_word >> (2u * j)) << 4u) & 0x30303030u);
+}
+
+// The four quants of q6_quants' word v less 32 as floats, exact: each byte in the low
+// mantissa bits of 2^23 (bytes 0, 2) or 2^15 (bytes 1, 3, eight bits up), less 2^e + 32.
+vec4 q6_floats(uint v) {
+  uint u = v >> 16u;
+  return vec4(uintBitsToFloat((v & 0xffu) | 0x4b000000u) - 8388640.0,
+              uintBitsToFloat((v & 0xff00u) | 0x47000000u) - 32800.0,
+              uintBitsToFloat((u & 0xffu) | 0x4b000000u) - 8388640.0,
+              uintBitsToFloat((u & 0xff00u) | 0x47000000u) - 32800.0);
 }
 #endif

@@ -1,6 +1,7 @@
-/* vkrt_op_get_rows: the embedding lookup, rows of an f32, f16, q8_0 or q4_K table picked by
- * device-side ids into f32 (kernels/dequant.comp built with GET_ROWS: the dequantizing
- * copy's decoders, with the row index read from ids). One invocation per element. */
+/* vkrt_op_get_rows: the embedding lookup, rows of an f32, f16, q8_0, q4_K or q6_K table
+ * picked by device-side ids into f32 (kernels/dequant.comp built with GET_ROWS: the
+ * dequantizing copy's decoders, with the row index read from ids). One invocation per
+ * element. */
 #include "ops/ops.h"
 #include "vkrt_kernels/registry.h"
 
@@ -22,6 +23,7 @@ static const enum vkrt_ops_kernel get_rows_kernels[VKRT_TYPE_COUNT] = {
   [VKRT_TYPE_Q8_0] = VKRT_OPS_GET_ROWS_Q8_0,
   [VKRT_TYPE_Q4_K] = VKRT_OPS_GET_ROWS_Q4_K,
   [VKRT_TYPE_I32] = VKRT_OPS_KERNEL_COUNT, /* refused by vkrt_ops_check_get_rows */
+  [VKRT_TYPE_Q6_K] = VKRT_OPS_GET_ROWS_Q6_K,
 };
 
 vkrt_status vkrt_get_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,

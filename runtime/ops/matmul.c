@@ -40,6 +40,9 @@ VKRT_KERNEL_MATMUL_Q8_0_CHECK_PUSH(struct matmul_push);
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K)
 VKRT_KERNEL_MATMUL_Q4_K_CHECK_PUSH(struct matmul_push);
 #endif
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_Q6_K)
+VKRT_KERNEL_MATMUL_Q6_K_CHECK_PUSH(struct matmul_push);
+#endif
 
 #define MATVEC_MAX_COLS 4 /* NCOLS of one dispatch (1, 2 or 4); more columns: more dispatches
                            * (H200: NCOLS 8 spilled, 4x4096x14336 f16 at 0.25 TB/s) */
@@ -204,6 +207,7 @@ static const struct tiled_kind {
   [VKRT_TYPE_F16] = {true, VKRT_OPS_MATMUL_F16, VKRT_OPS_MATMUL_F16_CM},
   [VKRT_TYPE_Q8_0] = {true, VKRT_OPS_MATMUL_Q8_0, VKRT_OPS_MATMUL_Q8_0_CM},
   [VKRT_TYPE_Q4_K] = {true, VKRT_OPS_MATMUL_Q4_K, VKRT_OPS_MATMUL_Q4_K_CM},
+  [VKRT_TYPE_Q6_K] = {true, VKRT_OPS_MATMUL_Q6_K, VKRT_OPS_MATMUL_Q6_K_CM},
 };
 
 /* The path of a call with weight type t and M columns (vkrt_matmul_pick), cooperative
@@ -229,9 +233,11 @@ static const char *tiled_refusal(struct vkrt_device *dev, const struct vkrt_ops_
   if (!w->fits_binding)
     return "w spans more than one binding (maxStorageBufferRange); only the matrix-vector "
            "kernel binds it in row slices";
-  uint32_t a = w->type == VKRT_TYPE_Q4_K ? 4 : w->type == VKRT_TYPE_Q8_0 ? 2 : 1;
+  /* Q4_K rows whole words; Q8_0 and Q6_K rows at any even byte (validate.c refuses odd ones) */
+  uint32_t a = w->type == VKRT_TYPE_Q4_K ? 4 : w->block > 1 ? 2 : 1;
   if (w->offset % a || w->stride[1] % a || w->stride[2] % a || w->stride[3] % a)
-    return w->type == VKRT_TYPE_Q4_K ? "q4_K rows not 4-byte aligned" : "q8_0 rows at odd bytes";
+    return w->type == VKRT_TYPE_Q4_K ? "q4_K rows not 4-byte aligned"
+                                     : "quantized rows at odd bytes";
   return NULL;
 }
 

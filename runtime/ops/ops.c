@@ -166,11 +166,12 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
   bool cm = built && ops->use_coopmat;
   const struct vkrt_matmul_tile *p = m->tile[cm];
   snprintf(buf, size,
-           "matrix-vector below M = %u (f32) %u (f16) %u (q8_0) %u (q4_K), tiled from there; "
-           "%s tiles %ux%u (M <= %u), %ux%u (M <= %u) and %ux%u (k steps of %u, %u and %u); "
-           "cooperative matrix: %s",
+           "matrix-vector below M = %u (f32) %u (f16) %u (q8_0) %u (q4_K) %u (q6_K), tiled from "
+           "there; %s tiles %ux%u (M <= %u), %ux%u (M <= %u) and %ux%u (k steps of %u, %u and "
+           "%u); cooperative matrix: %s",
            m->min_m[0][VKRT_TYPE_F32], m->min_m[cm][VKRT_TYPE_F16], m->min_m[cm][VKRT_TYPE_Q8_0],
-           m->min_m[cm][VKRT_TYPE_Q4_K], cm ? "f16/q8_0/q4_K: cooperative-matrix" : "portable",
+           m->min_m[cm][VKRT_TYPE_Q4_K], m->min_m[cm][VKRT_TYPE_Q6_K],
+           cm ? "f16/q8_0/q4_K/q6_K: cooperative-matrix" : "portable",
            p[0].bm, p[0].bn, p[0].bn, p[1].bm, p[1].bn, p[1].bn, p[2].bm, p[2].bn, p[0].bk,
            p[1].bk, p[2].bk,
            !m->coopmat ? "no (VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32 and "
@@ -485,7 +486,8 @@ bool vkrt_ops_coopmat_usable(const struct vkrt_device *dev) {
   return dev->ops && dev->ops->matmul.coopmat &&
          (vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_F16_CM) ||
           vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_Q8_0_CM) ||
-          vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_Q4_K_CM));
+          vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_Q4_K_CM) ||
+          vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_Q6_K_CM));
 }
 
 vkrt_status vkrt_ops_pipeline_spec(struct vkrt_device *dev, enum vkrt_ops_kernel k,

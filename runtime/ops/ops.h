@@ -130,7 +130,8 @@ struct vkrt_ops_counters {
                                tiled one could not take w */
   uint64_t transpose_x2, reduce_vec4, copy_u4, copy_tiled;
   uint64_t quant_matvec, dequant;
-  uint64_t quant_read[VKRT_QUANT_READ_PATTERNS]; /* words, vec16, lanew, kspace, q8x */
+  uint64_t quant_read[VKRT_QUANT_READ_PATTERNS]; /* words (Q6_K's kernels too), vec16, lanew,
+                                                    kspace, q8x */
   uint64_t argmax_split;    /* argmax rows over several workgroups + a combine pass */
   uint64_t attention, attention_splits, attention_rounds;
   uint64_t attention_rows;     /* split pass with a row per invocation (attention_rows.comp) */
@@ -472,7 +473,8 @@ static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t hea
 }
 #endif
 
-/* Quantized weights (quant.c): matmul with Q8_0/Q4_K w, and the dequantizing copy. */
+/* Quantized weights (quant.c): matmul with Q8_0/Q4_K/Q6_K w, and the dequantizing copy. The
+ * variants below are Q8_0's and Q4_K's; Q6_K has one kernel per column count. */
 #define VKRT_QUANT_VARIANTS 16
 /* The read pattern (0 words, 1 vec16, 2 lanew, 3 kspace, 4 q8x) of 1-based variant v (the
  * prefetch and stream variants 10..15 take the vec16 layouts: rows and x 16-byte aligned;
@@ -489,6 +491,8 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
 /* The kernel variant `variant` (1-based) of type Q8_0 or Q4_K runs for M columns of x
  * (VKRT_OPS_KERNEL_COUNT outside); the forcing-only ones are compiled with the lab only. */
 enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M);
+/* The Q6_K kernel the op takes for M columns of x (one per column count: 1, 2, 4, 8). */
+enum vkrt_ops_kernel vkrt_quant_q6_k_kernel(uint32_t M);
 /* Whether dev can run variant `variant` for every quantized type in the build (its kernels are
  * compiled in and the device has what they need); the op still refuses a forced variant that
  * w or x are not aligned for. */
@@ -520,6 +524,10 @@ static inline enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int
   (void)type, (void)variant, (void)M;
   return VKRT_OPS_KERNEL_COUNT;
 }
+static inline enum vkrt_ops_kernel vkrt_quant_q6_k_kernel(uint32_t M) {
+  (void)M;
+  return VKRT_OPS_KERNEL_COUNT;
+}
 static inline bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant) {
   (void)dev, (void)variant;
   return false;
@@ -530,7 +538,8 @@ static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCo
   (void)cmd, (void)accumulate;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "vkrt_op_matmul: %s kernels not in this build (CONFIG_VKRT_KERNEL_Q8_0=n, "
-                    "CONFIG_VKRT_KERNEL_Q4_K=n)", vkrt_type_str(views[1].type));
+                    "CONFIG_VKRT_KERNEL_Q4_K=n, CONFIG_VKRT_KERNEL_Q6_K=n)",
+                    vkrt_type_str(views[1].type));
 }
 static inline vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                                  const struct vkrt_ops_view *dst,
@@ -538,7 +547,8 @@ static inline vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkComm
   (void)cmd, (void)dst;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "vkrt_op_copy: %s kernels not in this build (CONFIG_VKRT_KERNEL_Q8_0=n, "
-                    "CONFIG_VKRT_KERNEL_Q4_K=n)", vkrt_type_str(src->type));
+                    "CONFIG_VKRT_KERNEL_Q4_K=n, CONFIG_VKRT_KERNEL_Q6_K=n)",
+                    vkrt_type_str(src->type));
 }
 #endif
 

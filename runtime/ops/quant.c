@@ -1,9 +1,9 @@
-/* Quantized weights (Q8_0, Q4_K; ggml block layouts): vkrt_op_matmul with quantized w on
- * the matrix-vector kernels (kernels/matvec_q8_0.comp, matvec_q4_k.comp, matvec_q_stream.comp;
- * M > 1: matvec_q_cols.comp, 2, 4 or 8 columns of x per pass, grid y walks groups of 8
- * beyond), and vkrt_op_copy dequantizing into f32/f16
- * (kernels/dequant.comp). Views of block types carry byte offsets and strides (validate.c).
- * matmul.c and copy.c hand block types here. */
+/* Quantized weights (Q8_0, Q4_K, Q6_K; ggml block layouts): vkrt_op_matmul with quantized w
+ * on the matrix-vector kernels (kernels/matvec_q8_0.comp, matvec_q4_k.comp,
+ * matvec_q_stream.comp; M > 1: matvec_q_cols.comp, 2, 4 or 8 columns of x per pass, grid y
+ * walks groups of 8 beyond; Q6_K: matvec_q6_k.comp, one kernel per column count), and
+ * vkrt_op_copy dequantizing into f32/f16 (kernels/dequant.comp). Views of block types carry
+ * byte offsets and strides (validate.c). matmul.c and copy.c hand block types here. */
 #include "ops/ops.h"
 #include "vkrt_kernels/registry.h"
 
@@ -38,6 +38,11 @@ VKRT_KERNEL_MATVEC_Q4_K_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q4_K_VEC16_M8_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q4_K_COLS2_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
+#endif
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_Q6_K)
+VKRT_KERNEL_MATVEC_Q6_K_CHECK_PUSH(struct qmv_push);
+VKRT_KERNEL_MATVEC_Q6_K_COLS8_CHECK_PUSH(struct qmv_push);
+VKRT_KERNEL_DEQUANT_Q6_K_F32_CHECK_PUSH(struct dequant_push);
 #endif
 
 /* The matrix-vector variants vkrt-bench compares (names in vkrt_quant_variant_names). Each
@@ -118,6 +123,22 @@ static unsigned cols_index(uint32_t M) {
   return M <= 2 ? 0 : M <= 4 ? 1 : 2;
 }
 
+/* Q6_K (kernels/matvec_q6_k.comp): one kernel per column count, any even row alignment and
+ * any x offset, so no variants to choose among (the lab's variant knob leaves it alone). */
+#define Q6_K_ROWS 2u /* ROWS of matvec_q6_k.comp */
+static const enum vkrt_ops_kernel q6_k_kernels[4] = {
+    VKRT_OPS_MATVEC_Q6_K, VKRT_OPS_MATVEC_Q6_K_COLS2, VKRT_OPS_MATVEC_Q6_K_COLS4,
+    VKRT_OPS_MATVEC_Q6_K_COLS8};
+
+enum vkrt_ops_kernel vkrt_quant_q6_k_kernel(uint32_t M) {
+  return q6_k_kernels[M <= 1 ? 0 : 1 + cols_index(M)];
+}
+
+/* Columns per pass of the Q6_K kernel that takes M columns (groups of 8 beyond 8). */
+static uint32_t q6_k_columns(uint32_t M) {
+  return M <= 1 ? 1 : 2u << cols_index(M);
+}
+
 static const struct qmv_variant q8_0_variants[VKRT_QUANT_VARIANTS] = {
   {VKRT_OPS_MATVEC_Q8_0, VKRT_OPS_MATVEC_Q8_0_M8, 2, 2, QMV_WORDS},
   {VKRT_OPS_MATVEC_Q8_0_VEC16, VKRT_OPS_MATVEC_Q8_0_VEC16_M8, 2, 2, QMV_VEC16},
@@ -178,8 +199,9 @@ const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   if (!dev->ops || !dev->ops->quant_activations_q8)
     return "f32 (vkrt_options.quant_activations = VKRT_ACTIVATIONS_F32)";
   return dev->ops->integer_dot
-             ? "8-bit for one column, K <= 16384, x 16-byte aligned (q8x kernels: integer dot "
-               "products); f32 otherwise"
+             ? "8-bit for one column of q8_0/q4_K w, K <= 16384, x 16-byte aligned (q8x "
+               "kernels: integer dot products); f32 otherwise (q6_K w always: its kernels "
+               "take no 8-bit x)"
              : "f32: 8-bit activations were asked for, but the device lacks shaderIntegerDotProduct";
 }
 
@@ -201,8 +223,12 @@ enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint
 }
 
 static bool type_enabled(vkrt_type t) {
-  return t == VKRT_TYPE_Q8_0 ? IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
-                             : IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
+  switch (t) {
+  case VKRT_TYPE_Q8_0: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0);
+  case VKRT_TYPE_Q4_K: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
+  case VKRT_TYPE_Q6_K: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q6_K);
+  default: return false;
+  }
 }
 
 bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant) {
@@ -218,7 +244,8 @@ bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant) {
 static vkrt_status compiled_out(struct vkrt_device *dev, vkrt_type t, const char *op) {
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "%s: %s kernels not in this build (CONFIG_VKRT_KERNEL_%s=n)", op,
-                    vkrt_type_str(t), t == VKRT_TYPE_Q8_0 ? "Q8_0" : "Q4_K");
+                    vkrt_type_str(t),
+                    t == VKRT_TYPE_Q8_0 ? "Q8_0" : t == VKRT_TYPE_Q4_K ? "Q4_K" : "Q6_K");
 }
 
 static bool x_aligned16(const struct vkrt_ops_view *x) {
@@ -260,6 +287,58 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
   return false;
 }
 
+/* One matrix-vector dispatch of kernel k over w (bound in words) and x: `rows` rows of w and
+ * `mt` columns of x per workgroup, counted under read pattern `kind`. */
+static vkrt_status record_qmv(struct vkrt_device *dev, VkCommandBuffer cmd, enum vkrt_ops_kernel k,
+                              uint32_t rows, uint32_t mt, enum qmv_kind kind,
+                              const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
+                              const struct vkrt_ops_view *x, bool accumulate) {
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
+  if (s != VKRT_OK)
+    return s;
+  /* VEC16 kernels also read w as uvec4 (binding 3); VEC16, LANEW and KSPACE read x as
+   * vec2/vec4 */
+  struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
+                                  vkrt_ops_view_binding(d), vkrt_ops_view_binding(w)};
+  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
+  if (s != VKRT_OK)
+    return s;
+  uint32_t M = x->ne[1];
+  struct qmv_push push = {
+      .N = w->ne[1],
+      .M = M,
+      .blocks = w->ne[0] / w->block,
+      .w_offset = w->offset,
+      .w_row = w->stride[1],
+      .w_stride2 = w->stride[2],
+      .w_stride3 = w->stride[3],
+      .x_offset = x->offset,
+      .x_col = x->stride[1],
+      .x_stride2 = x->stride[2],
+      .x_stride3 = x->stride[3],
+      .d_offset = d->offset,
+      .d_stride0 = d->stride[0],
+      .d_col = d->stride[1],
+      .d_stride2 = d->stride[2],
+      .d_stride3 = d->stride[3],
+      .ne2 = d->ne[2],
+      .r2 = x->ne[2] / w->ne[2],
+      .r3 = x->ne[3] / w->ne[3],
+      .accumulate = accumulate,
+  };
+  uint64_t groups = (w->ne[1] + rows - 1) / rows;
+  /* q8x: every workgroup quantizes all of x, then walks row groups: about Q8X_WORKGROUPS
+   * of them, not one per group */
+  if (kind == QMV_Q8X)
+    groups = VKRT_MIN(groups, Q8X_WORKGROUPS);
+  vkrt_ops_count(dev, quant_read[kind], 1);
+  vkrt_ops_count(dev, quant_matvec, 1);
+  vkrt_ops_dispatch_3d(dev, cmd, p, &push, groups, (M + mt - 1) / mt,
+                       (uint64_t)d->ne[2] * d->ne[3]);
+  return VKRT_OK;
+}
+
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                      const struct vkrt_ops_view views[3], bool accumulate) {
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
@@ -274,6 +353,10 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   if (x->stride[0] != 1 && x->ne[0] > 1)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "%s: x must be dense along K for %s weights", op, vkrt_type_str(w.type));
+  uint32_t M = x->ne[1];
+  if (w.type == VKRT_TYPE_Q6_K) /* its own kernels, reading words at any layout */
+    return record_qmv(dev, cmd, vkrt_quant_q6_k_kernel(M), Q6_K_ROWS, q6_k_columns(M),
+                      QMV_WORDS, d, &w, x, accumulate);
   bool q8 = w.type == VKRT_TYPE_Q8_0;
   const struct qmv_variant *table = q8 ? q8_0_variants : q4_k_variants;
   const int *pref = vkrt_quant_preference[q8 ? 0 : 1];
@@ -301,57 +384,14 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
     }
   }
   const struct qmv_variant *v = &table[chosen - 1];
-  uint32_t M = x->ne[1];
   enum vkrt_ops_kernel k = vkrt_quant_variant_kernel(w.type, chosen, M);
   uint32_t rows = M == 1 ? v->rows_m1 : v->rows_m8, mt = M == 1 ? 1 : 8;
   if (M > 1 && v->cols) {
     rows = (q8 ? q8_0_cols : q4_k_cols)[v->cols].rows[cols_index(M)];
     mt = 2u << cols_index(M);
   }
-  const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
-  if (s != VKRT_OK)
-    return s;
-  /* VEC16 kernels also read w as uvec4 (binding 3); VEC16, LANEW and KSPACE read x as
-   * vec2/vec4 */
-  struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(&w), vkrt_ops_view_binding(x),
-                                  vkrt_ops_view_binding(d), vkrt_ops_view_binding(&w)};
-  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
-  if (s != VKRT_OK)
-    return s;
-  struct qmv_push push = {
-      .N = w.ne[1],
-      .M = M,
-      .blocks = w.ne[0] / w.block,
-      .w_offset = w.offset,
-      .w_row = w.stride[1],
-      .w_stride2 = w.stride[2],
-      .w_stride3 = w.stride[3],
-      .x_offset = x->offset,
-      .x_col = x->stride[1],
-      .x_stride2 = x->stride[2],
-      .x_stride3 = x->stride[3],
-      .d_offset = d->offset,
-      .d_stride0 = d->stride[0],
-      .d_col = d->stride[1],
-      .d_stride2 = d->stride[2],
-      .d_stride3 = d->stride[3],
-      .ne2 = d->ne[2],
-      .r2 = x->ne[2] / w.ne[2],
-      .r3 = x->ne[3] / w.ne[3],
-      .accumulate = accumulate,
-  };
-  uint64_t groups = (w.ne[1] + rows - 1) / rows;
   enum qmv_kind kind = v->kind == QMV_Q8X && M > 1 ? QMV_KSPACE : v->kind;
-  /* q8x: every workgroup quantizes all of x, then walks row groups: about Q8X_WORKGROUPS
-   * of them, not one per group */
-  if (kind == QMV_Q8X)
-    groups = VKRT_MIN(groups, Q8X_WORKGROUPS);
-  vkrt_ops_count(dev, quant_read[kind], 1);
-  vkrt_ops_count(dev, quant_matvec, 1);
-  vkrt_ops_dispatch_3d(dev, cmd, p, &push, groups, (M + mt - 1) / mt,
-                       (uint64_t)d->ne[2] * d->ne[3]);
-  return VKRT_OK;
+  return record_qmv(dev, cmd, k, rows, mt, kind, d, &w, x, accumulate);
 }
 
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -368,7 +408,9 @@ vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   bool f16 = dst->type == VKRT_TYPE_F16;
   enum vkrt_ops_kernel k = src.type == VKRT_TYPE_Q8_0
                                ? (f16 ? VKRT_OPS_DEQUANT_Q8_0_F16 : VKRT_OPS_DEQUANT_Q8_0_F32)
-                               : (f16 ? VKRT_OPS_DEQUANT_Q4_K_F16 : VKRT_OPS_DEQUANT_Q4_K_F32);
+                           : src.type == VKRT_TYPE_Q4_K
+                               ? (f16 ? VKRT_OPS_DEQUANT_Q4_K_F16 : VKRT_OPS_DEQUANT_Q4_K_F32)
+                               : (f16 ? VKRT_OPS_DEQUANT_Q6_K_F16 : VKRT_OPS_DEQUANT_Q6_K_F32);
   struct vkrt_ops_binding b[2] = {vkrt_ops_view_binding(&src), vkrt_ops_view_binding(dst)};
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_use(dev, cmd, k, b, 2, &p);

@@ -1,6 +1,6 @@
 /* Element types: sizes, block sizes, names, and the CPU dequantization of the ggml block
- * formats written from their definition (ggml-common.h block_q8_0 / block_q4_K and
- * dequantize_row_q8_0 / dequantize_row_q4_K): the reference the kernels are tested
+ * formats written from their definition (ggml-common.h block_q8_0 / block_q4_K / block_q6_K
+ * and dequantize_row_q8_0 / _q4_K / _q6_K): the reference the kernels are tested
  * against, and what vkrt-service checks its layers with. Pure C, always built. */
 #include <math.h>
 #include <string.h>
@@ -18,6 +18,7 @@ static const struct {
   [VKRT_TYPE_Q8_0] = {"q8_0", 34, 32},
   [VKRT_TYPE_Q4_K] = {"q4_K", 144, 256},
   [VKRT_TYPE_I32] = {"i32", 4, 1},
+  [VKRT_TYPE_Q6_K] = {"q6_K", 210, 256},
 };
 
 size_t vkrt_type_size(vkrt_type type) {
@@ -85,6 +86,31 @@ vkrt_status vkrt_dequantize_row(vkrt_type type, const void *src, float *dst, int
         for (int l = 0; l < 32; l++) {
           y[64 * g + l] = d1 * (float)(qs[32 * g + l] & 15) - m1;
           y[64 * g + 32 + l] = d2 * (float)(qs[32 * g + l] >> 4) - m2;
+        }
+      }
+    }
+    break;
+  case VKRT_TYPE_Q6_K:
+    /* super-block: ql[128], qh[64], int8 scales[16], f16 d. Two halves of 128 weights (ql
+     * 64 bytes, qh 32, scales 8 each); weight 32 j + l of a half (j = 0..3, l = 0..31) is
+     * the low (j < 2) or high nibble of ql[l + 32 (j % 2)] with bits 2 j, 2 j + 1 of qh[l]
+     * above it, less 32, times d * scales[l / 16 + 2 j]. */
+    for (int64_t b = 0; b < n / 256; b++, p += 210) {
+      float d = vkrt_f16_to_f32(load_u16(p + 208));
+      for (int half = 0; half < 2; half++) {
+        const uint8_t *ql = p + 64 * half, *qh = p + 128 + 32 * half;
+        const int8_t *sc = (const int8_t *)(p + 192 + 8 * half);
+        float *y = dst + b * 256 + 128 * half;
+        for (int l = 0; l < 32; l++) {
+          int is = l / 16;
+          int q1 = (int8_t)((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+          int q2 = (int8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+          int q3 = (int8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+          int q4 = (int8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+          y[l] = d * sc[is + 0] * (float)q1;
+          y[l + 32] = d * sc[is + 2] * (float)q2;
+          y[l + 64] = d * sc[is + 4] * (float)q3;
+          y[l + 96] = d * sc[is + 6] * (float)q4;
         }
       }
     }

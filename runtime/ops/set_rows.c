@@ -19,6 +19,7 @@ static const enum vkrt_ops_kernel set_rows_kernels[VKRT_TYPE_COUNT] = {
   [VKRT_TYPE_Q8_0] = VKRT_OPS_SET_ROWS_Q8_0,
   [VKRT_TYPE_Q4_K] = VKRT_OPS_KERNEL_COUNT, /* refused by vkrt_ops_check_set_rows */
   [VKRT_TYPE_I32] = VKRT_OPS_KERNEL_COUNT,
+  [VKRT_TYPE_Q6_K] = VKRT_OPS_KERNEL_COUNT, /* refused by vkrt_ops_check_set_rows */
 };
 
 vkrt_status vkrt_set_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,

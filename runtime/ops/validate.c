@@ -68,7 +68,7 @@ bool vkrt_ops_view_init(struct vkrt_ops_view *out, const struct vkrt_ops_limits 
     if (t->nb[0] != (int64_t)ts)
       FAIL("%s: %s: nb[0] = %" PRId64 " must be the %s block size %" PRIu64
            " (blocks are dense along dim 0)", op, name, t->nb[0], type_name(t->type), ts);
-    uint64_t align = t->type == VKRT_TYPE_Q4_K ? 4 : 2;
+    uint64_t align = t->type == VKRT_TYPE_Q4_K ? 4 : 2; /* Q8_0, Q6_K: 2-byte granules */
     if (t->offset % align)
       FAIL("%s: %s: offset %" PRIu64 " is not a multiple of %" PRIu64 " bytes (%s)", op, name,
            t->offset, align, type_name(t->type));
@@ -349,7 +349,7 @@ bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor 
     FAIL("%s: x and dst must be f32 (x %s, dst %s)", op, type_name(x->type),
          type_name(dst->type));
   if (w->type == VKRT_TYPE_I32)
-    FAIL("%s: w is i32; weights are f32, f16, q8_0 or q4_K", op);
+    FAIL("%s: w is i32; weights are f32, f16, q8_0, q4_K or q6_K", op);
   /* shapes are formatted only into a failure's message: a call that passes prints nothing */
   if (w->ne[0] != x->ne[0])
     FAIL("%s: inner sizes differ: w ne " NE_FMT ", x ne " NE_FMT " (ne[0] is K)", op, NE(w),
@@ -571,7 +571,7 @@ bool vkrt_ops_check_get_rows(const struct vkrt_ops_limits *lim, const vkrt_tenso
       !of_type(op, "ids", ids, VKRT_TYPE_I32, why, why_size))
     return false;
   if (table->type == VKRT_TYPE_I32)
-    FAIL("%s: table is i32; the op takes f32, f16, q8_0 or q4_K tables", op);
+    FAIL("%s: table is i32; the op takes f32, f16, q8_0, q4_K or q6_K tables", op);
   if (!at_most_dims(op, "table", table, 2, why, why_size) ||
       !at_most_dims(op, "ids", ids, 1, why, why_size) ||
       !at_most_dims(op, "dst", dst, 2, why, why_size))

@@ -30,7 +30,7 @@ struct vkrt_ops_view {
   uint32_t offset;        /* elements from bind_offset (block types: bytes) */
   uint32_t ne[4];
   uint32_t stride[4];     /* elements (block types: bytes) */
-  uint32_t block;         /* elements per block: 1, or 32/256 for Q8_0/Q4_K */
+  uint32_t block;         /* elements per block: 1, or 32/256 for Q8_0/Q4_K and Q6_K */
   uint64_t elements;
   uint32_t type_size;     /* bytes per element (block types: per block) */
   vkrt_type type;
@@ -175,7 +175,7 @@ bool vkrt_ops_check_rope(const struct vkrt_ops_limits *lim, const vkrt_tensor *d
                          const vkrt_tensor *x, const vkrt_tensor *pos,
                          const vkrt_rope_params *params, struct vkrt_ops_view views[3],
                          char *why, size_t why_size);
-/* get_rows: table f32/f16/q8_0/q4_K {n_embd, n_rows}; ids I32 {n}; dst f32 {n_embd, n}. */
+/* get_rows: table f32/f16/q8_0/q4_K/q6_K {n_embd, n_rows}; ids I32 {n}; dst f32 {n_embd, n}. */
 bool vkrt_ops_check_get_rows(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                              const vkrt_tensor *table, const vkrt_tensor *ids,
                              struct vkrt_ops_view views[3], char *why, size_t why_size);

@@ -33,7 +33,9 @@ static struct vkrt_caps h200(void) { return device(0x10de, false, true, 32, 4915
 /* lavapipe: a CPU device, no cooperative matrices, 8-wide subgroups, 32 KiB. */
 static struct vkrt_caps lavapipe(void) { return device(0x10005, true, false, 8, 32768); }
 
-static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
+/* (Q6_K after I32 in vkrt_type: the per-type tables are indexed past a type with no tiles) */
+static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K,
+                                  VKRT_TYPE_Q6_K};
 
 /* Every default tile is one the kernel and the device take. */
 static void check_defaults_valid(const struct vkrt_caps *caps, const struct vkrt_matmul_setup *s) {

@@ -305,6 +305,52 @@ static void test_matmul_shapes(void **state) {
 
 /* The decode ops: views filled (element offsets in place), in-place forms, i32 where it
  * belongs and nowhere else. */
+/* Q6_K views: 210-byte blocks at any even byte, counted in bytes; odd offsets, ne[0] not a
+ * multiple of 256, nb[0] not the block and rows not whole blocks refused with the reason;
+ * taken as matmul's w, get_rows' table and copy's src, never written but by a dense
+ * same-type copy. */
+static void test_q6_k_views(void **state) {
+  (void)state;
+  struct vkrt_ops_view v[3];
+  assert_int_equal(vkrt_type_size(VKRT_TYPE_Q6_K), 210);
+  assert_int_equal(vkrt_type_block(VKRT_TYPE_Q6_K), 256);
+  vkrt_tensor w = t4(&buf_a, 66, VKRT_TYPE_Q6_K, 512, 40, 1, 1); /* 2 mod 4 */
+  vkrt_tensor x = t4(&buf_b, 0, VKRT_TYPE_F32, 512, 3, 1, 1);
+  vkrt_tensor d = t4(&buf_b, 65536, VKRT_TYPE_F32, 40, 3, 1, 1);
+  assert_true(vkrt_ops_check_matmul(&lim, &d, &w, &x, v, why, sizeof(why)));
+  assert_int_equal(v[1].block, 256);
+  assert_int_equal(v[1].type_size, 210);
+  assert_int_equal(v[1].bind_offset, 64);
+  assert_int_equal(v[1].offset, 2);         /* bytes from the binding */
+  assert_int_equal(v[1].stride[1], 2 * 210); /* bytes per row */
+  assert_int_equal(v[1].hi, 66 + 40 * 2 * 210);
+  vkrt_tensor bad = w;
+  bad.offset = 67;
+  expect_fail(vkrt_ops_check_matmul(&lim, &d, &bad, &x, v, why, sizeof(why)),
+              "offset 67 is not a multiple of 2 bytes (q6_K)");
+  bad = w, bad.ne[0] = 384;
+  vkrt_tensor x384 = t4(&buf_b, 0, VKRT_TYPE_F32, 384, 3, 1, 1);
+  expect_fail(vkrt_ops_check_matmul(&lim, &d, &bad, &x384, v, why, sizeof(why)),
+              "ne[0] = 384 is not a multiple of the q6_K block of 256 elements");
+  bad = w, bad.nb[0] = 144;
+  expect_fail(vkrt_ops_check_matmul(&lim, &d, &bad, &x, v, why, sizeof(why)),
+              "nb[0] = 144 must be the q6_K block size 210");
+  bad = w, bad.nb[1] = 2 * 210 + 2;
+  expect_fail(vkrt_ops_check_matmul(&lim, &d, &bad, &x, v, why, sizeof(why)),
+              "nb[1] = 422 is not a multiple of the q6_K block size 210");
+  /* a get_rows table and a copy source; as a destination only dense and of its own type */
+  vkrt_tensor ids = t4(&buf_b, 8192, VKRT_TYPE_I32, 5, 1, 1, 1);
+  vkrt_tensor rows = t4(&buf_b, 16384, VKRT_TYPE_F32, 512, 5, 1, 1);
+  assert_true(vkrt_ops_check_get_rows(&lim, &rows, &w, &ids, v, why, sizeof(why)));
+  vkrt_tensor f = t4(&buf_b, 0, VKRT_TYPE_F32, 512, 40, 1, 1);
+  assert_true(vkrt_ops_check_copy(&lim, &f, &w, v, why, sizeof(why)));
+  expect_fail(vkrt_ops_check_copy(&lim, &w, &f, v, why, sizeof(why)), "dst is q6_K: block-quantized");
+  vkrt_tensor same = t4(&buf_b, 2, VKRT_TYPE_Q6_K, 512, 40, 1, 1);
+  assert_true(vkrt_ops_check_copy(&lim, &same, &w, v, why, sizeof(why)));
+  vkrt_tensor src = t4(&buf_b, 65536, VKRT_TYPE_F32, 512, 5, 1, 1);
+  expect_fail(vkrt_ops_check_set_rows(&lim, &w, &src, &ids, v, why, sizeof(why)), "f32, f16 or q8_0");
+}
+
 static void test_decode_ops(void **state) {
   (void)state;
   struct vkrt_ops_view v[3];
@@ -556,6 +602,7 @@ int main(void) {
       cmocka_unit_test(test_concat_fast_path_eligibility),
       cmocka_unit_test(test_add),
       cmocka_unit_test(test_matmul_shapes),
+      cmocka_unit_test(test_q6_k_views),
       cmocka_unit_test(test_decode_ops),
       cmocka_unit_test(test_linear_split),
       cmocka_unit_test(test_attention_check_and_plan),

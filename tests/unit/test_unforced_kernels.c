@@ -54,6 +54,18 @@ static void test_quant_preference(void **state) {
   assert_false(blind); /* some variant is forcing-only: the check can fail */
 }
 
+/* Q6_K: one kernel per column count, none of them the lab's. */
+static void test_q6_k(void **state) {
+  (void)state;
+  if (vkrt_quant_q6_k_kernel(1) == VKRT_OPS_KERNEL_COUNT)
+    skip(); /* no quantized kernels in this build */
+  for (uint32_t M = 1; M <= 9; M++) {
+    char what[48];
+    snprintf(what, sizeof(what), "q6_K with %u columns", M);
+    expect_built(vkrt_quant_q6_k_kernel(M), what);
+  }
+}
+
 /* Transpose: f32 takes the tiled kernel, f16 the tiled or the element-pair one; the plain tile
  * order and f32 pairs are the lab's. */
 static void test_transpose(void **state) {
@@ -68,6 +80,7 @@ static void test_transpose(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_quant_preference),
+      cmocka_unit_test(test_q6_k),
       cmocka_unit_test(test_transpose),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -337,13 +337,19 @@ static void fill_table(uint8_t *base, const vkrt_tensor *t) {
         memcpy(row + b, &h, 2);
         memcpy(row + b + 2, &m, 2);
       }
+    if (t->type == VKRT_TYPE_Q6_K) /* d last; the int8 scales stay random bytes */
+      for (uint64_t b = 0; b < row_bytes; b += 210) {
+        uint16_t h = rnd_half_scale();
+        memcpy(row + b + 208, &h, 2);
+      }
   }
 }
 
 static void run_get_rows(vkrt_appliance *app, vkrt_type type, int64_t n_embd, int64_t n_rows,
                          int64_t n, int64_t pad, uint64_t off) {
-  /* offsets at the type's alignment (2 bytes for f16 and q8_0); pads of whole blocks */
-  uint64_t toff = (type == VKRT_TYPE_F16 || type == VKRT_TYPE_Q8_0 ? 2 : 4) * off;
+  /* offsets at the type's alignment (2 bytes for f16, q8_0 and q6_K); pads of whole blocks */
+  bool two = type == VKRT_TYPE_F16 || type == VKRT_TYPE_Q8_0 || type == VKRT_TYPE_Q6_K;
+  uint64_t toff = (two ? 2 : 4) * off;
   vkrt_tensor table = mk(NULL, toff, type, n_embd, n_rows, 1,
                          pad * (int64_t)vkrt_type_size(type));
   vkrt_tensor ids = mk(NULL, 4 * off, VKRT_TYPE_I32, n, 1, 1, 0);
@@ -378,7 +384,8 @@ static void run_get_rows(vkrt_appliance *app, vkrt_type type, int64_t n_embd, in
       rmax = valid && fabsf(row[e]) > rmax ? fabsf(row[e]) : rmax;
     for (int64_t e = 0; e < n_embd; e++) {
       wr_f32(expect, at(&d, e, i, 0), valid ? row[e] : 0.0f);
-      /* q4_K: d sc q - dmin m may be fused on the device; the rest is one rounding or none */
+      /* q4_K: d sc q - dmin m may be fused on the device; the rest is one rounding or none
+       * (q6_K: d sc q in the reference's order) */
       tol[i * n_embd + e] = type == VKRT_TYPE_Q4_K ? rmax * 1e-6f : 0.0f;
     }
   }
@@ -387,7 +394,7 @@ static void run_get_rows(vkrt_appliance *app, vkrt_type type, int64_t n_embd, in
   char what[128];
   snprintf(what, sizeof(what), "get_rows %s %lldx%lld, %lld ids", vkrt_type_str(type),
            (long long)n_embd, (long long)n_rows, (long long)n);
-  /* f32, f16, q8_0: bit for bit (NaN payloads included) */
+  /* f32, f16, q8_0, q6_K: bit for bit (NaN payloads included) */
   compare(db.map, expect, db.size, type == VKRT_TYPE_Q4_K ? &d : NULL, tol, what);
   free(expect);
   free(row);
@@ -402,11 +409,14 @@ static void test_get_rows(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS));
   vkrt_appliance *app = open_app();
-  static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
+  static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K,
+                                    VKRT_TYPE_Q6_K};
   for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
     if (!type_in_build(types[t]))
       continue;
-    int64_t e = types[t] == VKRT_TYPE_Q4_K ? 512 : types[t] == VKRT_TYPE_Q8_0 ? 96 : 37;
+    /* q6_K: 3 blocks of 210 bytes a row, so rows alternate between 0 and 2 mod 4 */
+    int64_t e = types[t] == VKRT_TYPE_Q4_K ? 512 : types[t] == VKRT_TYPE_Q6_K ? 768
+                : types[t] == VKRT_TYPE_Q8_0 ? 96 : 37;
     run_get_rows(app, types[t], e, 51, 9, 0, 0);
     run_get_rows(app, types[t], e, 3, 17, 1, 3);
     run_get_rows(app, types[t], 4096, 5, 1, 2, 1);
@@ -839,6 +849,8 @@ static void test_bad_input(void **state) {
   vkrt_tensor rows = vkrt_tensor_contiguous(a.buf, 16384, VKRT_TYPE_I32, 4, 1, 1, 1);
   bad = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_Q4_K, 256, 10, 1, 1);
   expect_invalid(app, vkrt_op_set_rows(&bad, &src, &rows), "dst is q4_K; the op writes f32, f16 or q8_0");
+  bad = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_Q6_K, 256, 10, 1, 1);
+  expect_invalid(app, vkrt_op_set_rows(&bad, &src, &rows), "dst is q6_K; the op writes f32, f16 or q8_0");
   bad = src, bad.type = VKRT_TYPE_F16;
   expect_invalid(app, vkrt_op_set_rows(&cache, &bad, &rows), "src is f16; it must be f32");
   bad = rows, bad.type = VKRT_TYPE_F32;

@@ -1,5 +1,5 @@
-/* The tiled matmul (kernels/matmul.comp) on lavapipe with validation: f32, f16, Q8_0 and
- * Q4_K weights against a float64 reference of the weights as vkrt_dequantize_row (or the
+/* The tiled matmul (kernels/matmul.comp) on lavapipe with validation: f32, f16, Q8_0, Q4_K
+ * and Q6_K weights against a float64 reference of the weights as vkrt_dequantize_row (or the
  * f16 conversion) gives them, on fresh random data with the output poisoned: odd M, N and K
  * (K a multiple of the block for the quantized types), offsets, padded rows, strided x,
  * batches with a broadcast w, the three tile sizes (M up to the small tile's bn, the
@@ -37,6 +37,7 @@ static bool type_enabled(vkrt_type t) {
   case VKRT_TYPE_F16: return IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL_F16);
   case VKRT_TYPE_Q8_0: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0);
   case VKRT_TYPE_Q4_K: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
+  case VKRT_TYPE_Q6_K: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q6_K);
   default: return IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL);
   }
 }
@@ -64,7 +65,8 @@ static void w_row(const uint8_t *base, const vkrt_tensor *w, int64_t n, int64_t 
 }
 
 /* Random weights: floats in [-1, 1) (f16: rounded), quantized blocks of random quants with
- * scales small enough that every weight is a normal f16 (Q4_K: d and dmin up to 0.02). */
+ * scales small enough that every weight is a normal f16 (Q4_K: d and dmin up to 0.02; Q6_K:
+ * d up to 0.0005 times random int8 scales and quants of -32..31). */
 static void fill_w(uint8_t *base, const vkrt_tensor *w) {
   uint64_t ts = vkrt_type_size(w->type), per = vkrt_type_block(w->type);
   for (int64_t b = 0; b < w->ne[2]; b++)
@@ -87,6 +89,10 @@ static void fill_w(uint8_t *base, const vkrt_tensor *w) {
       for (uint64_t i = 0; i < blocks; i++) {
         float s[2];
         vkt_fill_random_f32(s, 2, -0.02f, 0.02f, &rng);
+        if (w->type == VKRT_TYPE_Q6_K) { /* d last; the int8 scales stay random bytes */
+          put_u16(row + i * ts + 208, vkrt_f32_to_f16(0.025f * s[0]));
+          continue;
+        }
         put_u16(row + i * ts, vkrt_f32_to_f16(w->type == VKRT_TYPE_Q8_0 ? 2.5f * s[0] : s[0]));
         if (w->type == VKRT_TYPE_Q4_K)
           put_u16(row + i * ts + 2, vkrt_f32_to_f16(s[1]));
@@ -225,7 +231,8 @@ static vkrt_appliance *open_app(void) {
   return vkt_open(&o);
 }
 
-static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
+static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K,
+                                  VKRT_TYPE_Q6_K};
 
 /* Every type through the three tiles, both load forms, batches, offsets and strided x. */
 static void test_tiled(void **state) {
@@ -245,7 +252,7 @@ static void test_tiled(void **state) {
     bool q = vkrt_type_block(wt) > 1;
     int64_t B = vkrt_type_block(wt);
     int64_t K1 = q ? 3 * B : 301, K2 = q ? 2 * B : 264, K3 = q ? B : 40;
-    uint64_t odd = wt == VKRT_TYPE_Q4_K ? 4 : wt == VKRT_TYPE_Q8_0 ? 2 : (uint64_t)vkrt_type_size(wt);
+    uint64_t odd = wt == VKRT_TYPE_Q4_K ? 4 : q ? 2 : (uint64_t)vkrt_type_size(wt);
     const struct mm cases[] = {
       /* odd K, N and M past the small tile; x at 4 bytes with padded columns: per-element x */
       {wt, K1, 67, past, 1, 1, 0, 0, 3, 4, false, 0, TILED},
@@ -336,12 +343,13 @@ static void test_crossover_and_tiles(void **state) {
   if (strcmp(plan[0], plan[2]))
     fail_msg("knob 0 left\n%s\nnot the plan at open\n%s", plan[2], plan[0]);
   /* each type's own crossover (a device may measure them apart), in the order of types[] */
-  unsigned type_min_m[4];
+  unsigned type_min_m[VKT_ARRAY_SIZE(types)];
   const char *at = strstr(plan[0], "matrix-vector below M = ");
   assert_non_null(at);
-  assert_int_equal(sscanf(at, "matrix-vector below M = %u (f32) %u (f16) %u (q8_0) %u (q4_K)",
-                          &type_min_m[0], &type_min_m[1], &type_min_m[2], &type_min_m[3]),
-                   4);
+  assert_int_equal(sscanf(at, "matrix-vector below M = %u (f32) %u (f16) %u (q8_0) %u (q4_K) %u (q6_K)",
+                          &type_min_m[0], &type_min_m[1], &type_min_m[2], &type_min_m[3],
+                          &type_min_m[4]),
+                   5);
   for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
     vkrt_type wt = types[t];
     if (!type_enabled(wt))

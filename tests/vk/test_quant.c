@@ -1,5 +1,6 @@
-/* Quantized weights (Q8_0, Q4_K) and the SwiGLU gate on lavapipe with validation: the CPU reference against
- * hand-built blocks (the ggml definition, every scale/min packing case), then vkrt_op_matmul
+/* Quantized weights (Q8_0, Q4_K, Q6_K) and the SwiGLU gate on lavapipe with validation: the CPU
+ * reference against hand-built blocks (the ggml definition, every scale/min packing case, every
+ * Q6_K quarter and scale), then vkrt_op_matmul
  * (M 1..8 in one pass and beyond, every kernel variant, views with offsets and padded rows,
  * batches with a broadcast w) and vkrt_op_copy dequantizing into f32/f16 on fresh random
  * blocks with extreme scales, outputs poisoned, against float64 sums of the reference
@@ -14,10 +15,19 @@
 
 static uint64_t rng;
 
-static const vkrt_type qtypes[] = {VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
+static const vkrt_type qtypes[] = {VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K, VKRT_TYPE_Q6_K};
 static bool qtype_enabled(vkrt_type t) {
-  return t == VKRT_TYPE_Q8_0 ? IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
-                             : IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
+  switch (t) {
+  case VKRT_TYPE_Q8_0: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0);
+  case VKRT_TYPE_Q4_K: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
+  default: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q6_K);
+  }
+}
+
+/* The Kconfig symbol of a quantized type's kernels, as the ops name it when compiled out. */
+static const char *qtype_symbol(vkrt_type t) {
+  return t == VKRT_TYPE_Q8_0 ? "CONFIG_VKRT_KERNEL_Q8_0"
+         : t == VKRT_TYPE_Q4_K ? "CONFIG_VKRT_KERNEL_Q4_K" : "CONFIG_VKRT_KERNEL_Q6_K";
 }
 
 static void put_u16(uint8_t *p, uint16_t v) {
@@ -64,12 +74,42 @@ static void test_reference(void **state) {
     if (y[e] != want)
       fail_msg("q4_K element %d (sub-block %d): %g, expected %g", e, j, y[e], want);
   }
+  /* Q6_K: d = 0.5, scales[16] running through both signs and the int8 ends; weight
+   * e = 128 h + 32 j + l carries the 6-bit q(e) = (37 e + 11) % 64, its low nibble in
+   * ql[64 h + 32 (j % 2) + l] (low half for j < 2, high for j >= 2) and its top two bits in
+   * bits 2 j, 2 j + 1 of qh[32 h + l]; w = d * scales[8 h + l / 16 + 2 j] * (q - 32). */
+  uint8_t b6[210] = {0};
+  static const int8_t sc6[16] = {1, -1, 127, -128, 5, -7, 64, -64, 3, 2, -3, 100, -100, 17, 0, 9};
+  memcpy(b6 + 192, sc6, 16);
+  put_u16(b6 + 208, 0x3800); /* d = 0.5 */
+  for (int e = 0; e < 256; e++) {
+    int h = e / 128, j = (e % 128) / 32, l = e % 32, q = (37 * e + 11) % 64;
+    b6[64 * h + 32 * (j % 2) + l] |= (uint8_t)((q & 15) << (j < 2 ? 0 : 4));
+    b6[128 + 32 * h + l] |= (uint8_t)((q >> 4) << (2 * j));
+  }
+  assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_Q6_K, b6, y, 256), VKRT_OK);
+  for (int e = 0; e < 256; e++) {
+    int h = e / 128, j = (e % 128) / 32, l = e % 32, q = (37 * e + 11) % 64;
+    float want = 0.5f * (float)sc6[8 * h + l / 16 + 2 * j] * (float)(q - 32);
+    if (y[e] != want)
+      fail_msg("q6_K element %d (half %d, quarter %d, l %d): %g, expected %g", e, h, j, l, y[e], want);
+  }
+  /* a few by hand: e 0 (scale 0): q 11, scale 1; e 47 (quarter 1, l 15: scale 2): q 22,
+   * 127; e 80 (quarter 2, l 16: scale 5): q 27, -7; e 100 (quarter 3, l 4: scale 6): q 63,
+   * 64; e 200 (half 1, quarter 2, l 8: scale 12): q 51, -100; e 255 (half 1, quarter 3,
+   * l 31: scale 15): q 38, 9 */
+  assert_true(y[0] == -10.5f && y[47] == -635.0f && y[80] == 17.5f && y[100] == 992.0f &&
+              y[200] == -950.0f && y[255] == 27.0f);
   /* bad arguments */
+  assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_Q6_K, b6, y, 128), VKRT_ERROR_INVALID_ARGUMENT);
   assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_Q4_K, b4, y, 100), VKRT_ERROR_INVALID_ARGUMENT);
   assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_COUNT, b4, y, 32), VKRT_ERROR_INVALID_ARGUMENT);
   assert_int_equal(vkrt_type_block(VKRT_TYPE_Q4_K), 256);
   assert_int_equal(vkrt_type_size(VKRT_TYPE_Q8_0), 34);
   assert_string_equal(vkrt_type_str(VKRT_TYPE_Q4_K), "q4_K");
+  assert_int_equal(vkrt_type_block(VKRT_TYPE_Q6_K), 256);
+  assert_int_equal(vkrt_type_size(VKRT_TYPE_Q6_K), 210);
+  assert_string_equal(vkrt_type_str(VKRT_TYPE_Q6_K), "q6_K");
 }
 
 /* ---- random blocks ------------------------------------------------------------------- */
@@ -101,6 +141,8 @@ static void fill_blocks(uint8_t *base, const vkrt_tensor *t, enum scales mode) {
           uint8_t *p = row + b * bs;
           if (t->type == VKRT_TYPE_Q8_0) {
             put_u16(p, random_scale(mode, 0.05f));
+          } else if (t->type == VKRT_TYPE_Q6_K) { /* the int8 scales stay random bytes */
+            put_u16(p + 208, random_scale(mode, 0.002f));
           } else {
             put_u16(p, random_scale(mode, 0.02f));
             put_u16(p + 2, random_scale(mode, 0.02f));
@@ -256,7 +298,11 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
       c->M == 1 && c->K <= VKRT_ACTIVATIONS_Q8_MAX_K && x16 &&
           (wt == VKRT_TYPE_Q8_0 || (c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0)) &&
           vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant())};
-  int want = c->variant ? vkrt_lab_quant_read_of(c->variant) : -1;
+  /* Q6_K: its own kernels, words at any layout with x as given, whatever the variant knob
+   * and the activations option say */
+  int want = wt == VKRT_TYPE_Q6_K ? VKRT_LAB_QUANT_READ_WORDS
+             : c->variant          ? vkrt_lab_quant_read_of(c->variant)
+                                   : -1;
   if (want == VKRT_LAB_QUANT_READ_Q8X && c->M > 1) /* M > 1: kspace's kernel */
     want = VKRT_LAB_QUANT_READ_KSPACE;
   if (want < 0 && c->q8 && fits[VKRT_LAB_QUANT_READ_Q8X])
@@ -324,7 +370,7 @@ static vkrt_appliance *open_app(void) {
 static void test_quant_matmul(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
-  for (unsigned t = 0; t < 2; t++) {
+  for (unsigned t = 0; t < VKT_ARRAY_SIZE(qtypes); t++) {
     vkrt_type wt = qtypes[t];
     if (!qtype_enabled(wt))
       continue;
@@ -357,6 +403,22 @@ static void test_quant_matmul(void **state) {
       if (wt == VKRT_TYPE_Q4_K && c.w_off % 4)
         c.w_off += 2; /* Q4_K offsets are whole words */
       run_quant_matmul(app, wt, &c);
+    }
+    if (wt == VKRT_TYPE_Q6_K) {
+      /* one kernel per column count, so no variants: rows past a workgroup's 16 super-blocks
+       * per step (the last step part idle), at 2 mod 4 bytes; 5 and 6 columns (the 8-column
+       * kernel with clamped columns) with batches on w; a forced variant changes nothing
+       * (Q8_0 and Q4_K refuse vec16 on such rows) */
+      const struct mm_case more[] = {
+        {40 * B, 5, 1, 1, 1, 0, 2, 0, 0, SCALE_NORMAL},
+        {40 * B, 5, 6, 2, 2, 0, 0, 0, 0, SCALE_NORMAL},
+        {19 * B, 9, 5, 1, 1, 1, 6, 4, 0, SCALE_EXTREME},
+        {6 * B, 7, 1, 1, 1, 1, 2, 12, 2, SCALE_NORMAL},
+        {6 * B, 7, 3, 1, 1, 1, 2, 12, 2, SCALE_NORMAL, false, true},
+      };
+      for (unsigned i = 0; i < VKT_ARRAY_SIZE(more); i++)
+        run_quant_matmul(app, wt, &more[i]);
+      continue;
     }
     /* every variant on an aligned shape (those dev0 can run: the forcing-only kernels are
      * built with CONFIG_VKRT_LAB_KERNEL_VARIANTS); the 16-byte ones refuse unaligned rows */
@@ -428,7 +490,7 @@ static void test_quant_q8_activations(void **state) {
   vkrt_appliance *app = vkt_open(&o);
   if (!vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant()))
     print_message("dev0 has no integer dot products: every case below takes the f32 kernels\n");
-  for (unsigned t = 0; t < 2; t++) {
+  for (unsigned t = 0; t < VKT_ARRAY_SIZE(qtypes); t++) {
     vkrt_type wt = qtypes[t];
     if (!qtype_enabled(wt))
       continue;
@@ -514,14 +576,14 @@ static void test_dequant_copy(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
   int ndst = IS_ENABLED(CONFIG_VKRT_TYPE_F16) ? 2 : 1;
-  for (unsigned t = 0; t < 2; t++) {
+  for (unsigned t = 0; t < VKT_ARRAY_SIZE(qtypes); t++) {
     vkrt_type st = qtypes[t];
     if (!qtype_enabled(st))
       continue;
     int64_t B = vkrt_type_block(st);
     for (int dt = 0; dt < ndst; dt++) {
       run_dequant(app, st, dt, B, 1, 1, 0, 0, false, SCALE_NORMAL);
-      run_dequant(app, st, dt, 3 * B, 5, 2, 1, t ? 4 : 2, false, SCALE_NORMAL);
+      run_dequant(app, st, dt, 3 * B, 5, 2, 1, st == VKRT_TYPE_Q4_K ? 4 : 2, false, SCALE_NORMAL);
       run_dequant(app, st, dt, 2 * B, 7, 1, 0, 36, true, SCALE_EXTREME);
       run_dequant(app, st, dt, 5 * B, 3, 3, 2, 8, false, SCALE_EXTREME);
     }
@@ -554,7 +616,7 @@ static void test_block_descriptors(void **state) {
   vkrt_buffer *b, *f;
   vkt_check(app, vkrt_buffer_create(app, 0, 1 << 16, 0, &b));
   vkt_check(app, vkrt_buffer_create(app, 0, 1 << 16, 0, &f));
-  for (unsigned t = 0; t < 2; t++) {
+  for (unsigned t = 0; t < VKT_ARRAY_SIZE(qtypes); t++) {
     vkrt_type qt = qtypes[t];
     int64_t B = vkrt_type_block(qt);
     vkrt_tensor x = vkrt_tensor_contiguous(f, 0, VKRT_TYPE_F32, 2 * B, 1, 1, 1);
@@ -562,7 +624,7 @@ static void test_block_descriptors(void **state) {
     vkrt_tensor w = vkrt_tensor_contiguous(b, 0, qt, 2 * B, 4, 1, 1);
     if (!qtype_enabled(qt)) { /* compiled out: the ops say which symbol */
       assert_int_equal(vkrt_op_matmul(&d, &w, &x), VKRT_ERROR_UNSUPPORTED);
-      assert_non_null(strstr(vkrt_last_error(app), t ? "CONFIG_VKRT_KERNEL_Q4_K" : "CONFIG_VKRT_KERNEL_Q8_0"));
+      assert_non_null(strstr(vkrt_last_error(app), qtype_symbol(qt)));
       vkrt_tensor wd = vkrt_tensor_contiguous(f, 0, VKRT_TYPE_F32, 2 * B, 4, 1, 1);
       assert_int_equal(vkrt_op_copy(&wd, &w), VKRT_ERROR_UNSUPPORTED);
     }
@@ -576,7 +638,7 @@ static void test_block_descriptors(void **state) {
     bad.nb[1] += 2;
     expect_invalid(app, vkrt_op_matmul(&d, &bad, &x), "block size");
     bad = w;
-    bad.offset = t ? 2 : 1;
+    bad.offset = qt == VKRT_TYPE_Q4_K ? 2 : 1;
     expect_invalid(app, vkrt_op_matmul(&d, &bad, &x), "offset");
     bad = w;
     bad.ne[1] = 1 << 20;

@@ -119,8 +119,8 @@ typedef enum vkrt_pipelines {
 } vkrt_pipelines;
 
 /* How quantized-weight matmul (Q8_0, Q4_K w) takes its f32 activations x
- * (vkrt_options.quant_activations). VKRT_ACTIVATIONS_Q8 rounds x only up to this K (the
- * rounded x lives in the workgroup's shared memory). */
+ * (vkrt_options.quant_activations; Q6_K w always takes x as given). VKRT_ACTIVATIONS_Q8
+ * rounds x only up to this K (the rounded x lives in the workgroup's shared memory). */
 #define VKRT_ACTIVATIONS_Q8_MAX_K 16384
 typedef enum vkrt_quant_activations {
   VKRT_ACTIVATIONS_F32 = 0, /* x as given: the result is the exact product up to f32 rounding
@@ -140,8 +140,8 @@ typedef enum vkrt_matmul_activations {
   VKRT_MATMUL_ACTIVATIONS_F32 = 0, /* x as given, f32 products and sums: the result is the
                                       exact product up to f32 rounding of the accumulation */
   VKRT_MATMUL_ACTIVATIONS_F16 = 1, /* on devices with cooperative matrices
-                                      (VK_NV_cooperative_matrix, 32-wide subgroups): f16, Q8_0
-                                      and Q4_K weights and x rounded to f16 (as ggml's
+                                      (VK_NV_cooperative_matrix, 32-wide subgroups): f16, Q8_0,
+                                      Q4_K and Q6_K weights and x rounded to f16 (as ggml's
                                       cooperative-matrix path does), multiplied with f32 sums,
                                       many times faster; adds an error of at most
                                       2^-10 sum_k |w_k x_k| (each factor rounded to 11
@@ -415,23 +415,34 @@ vkrt_status vkrt_upload_counters_get(const vkrt_appliance *appliance, vkrt_uploa
 typedef enum vkrt_type {
   VKRT_TYPE_F32 = 0,
   VKRT_TYPE_F16 = 1,
-  /* Block-quantized weights, bit-compatible with ggml/GGUF (GGML_TYPE_Q8_0, GGML_TYPE_Q4_K):
+  /* Block-quantized weights, bit-compatible with ggml/GGUF (GGML_TYPE_Q8_0, GGML_TYPE_Q4_K,
+   * GGML_TYPE_Q6_K):
    * Q8_0: blocks of 32 weights in 34 bytes: f16 d, int8 q[32]; w = d * q.
    * Q4_K: super-blocks of 256 weights in 144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit
    *       scales/mins for 8 sub-blocks of 32, 128 bytes of 4-bit quants;
-   *       w = d * scale[j] * q - dmin * min[j]. */
+   *       w = d * scale[j] * q - dmin * min[j].
+   * Q6_K (VKRT_TYPE_Q6_K below): super-blocks of 256 weights in 210 bytes: ql[128] (low 4
+   *       bits), qh[64] (high 2 bits), int8 scales[16] (one per 16 weights), f16 d at byte
+   *       208; w = d * scale[j] * (q - 32), q the 6-bit value. */
   VKRT_TYPE_Q8_0 = 2,
   VKRT_TYPE_Q4_K = 3,
   /* 32-bit signed integers: token ids, row indices and positions (GGML_TYPE_I32). */
   VKRT_TYPE_I32 = 4,
+  /* Q6_K (above): the output head and part of ffn_down / attn_v of ggml's "Q4_K_M" files.
+   * Taken where Q4_K is: vkrt_op_matmul's w (M <= 8 on its own matrix-vector kernels, with x
+   * in f32 whatever vkrt_options.quant_activations says), vkrt_op_copy's src (dequantizing
+   * into f32/f16), vkrt_op_get_rows' table and vkrt_dequantize_row; offsets 2-byte aligned
+   * (blocks are 210 bytes: rows start on any even byte). */
+  VKRT_TYPE_Q6_K = 5,
   VKRT_TYPE_COUNT
 } vkrt_type;
 
 /* Bytes per block (per element for f32/f16), as ggml_type_size; 0 for an invalid type. */
 size_t vkrt_type_size(vkrt_type type);
-/* Elements per block: 1 for f32/f16, 32 for Q8_0, 256 for Q4_K; 0 for an invalid type. */
+/* Elements per block: 1 for f32/f16, 32 for Q8_0, 256 for Q4_K and Q6_K; 0 for an invalid
+ * type. */
 uint32_t vkrt_type_block(vkrt_type type);
-/* "f32", "f16", "q8_0", "q4_K" (the ggml names); "?" for an invalid type. */
+/* "f32", "f16", "q8_0", "q4_K", "i32", "q6_K" (the ggml names); "?" for an invalid type. */
 const char *vkrt_type_str(vkrt_type type);
 /* CPU dequantization of n elements (a multiple of the block) of a dense row of `type` into
  * f32, straight from the format's definition: the reference the kernels are tested against
@@ -444,10 +455,11 @@ vkrt_status vkrt_dequantize_row(vkrt_type type, const void *src, float *dst, int
 vkrt_status vkrt_quantize_row(vkrt_type type, const float *src, void *dst, int64_t n);
 
 /* ggml convention: ne[] element counts, nb[] byte strides, dim 0 innermost.
- * Block types (Q8_0, Q4_K) follow ggml too: ne[0] a multiple of the block, nb[0] the block
- * size in bytes (blocks dense along dim 0), nb[1..3] whole blocks, the offset a multiple of
- * 2 bytes (Q8_0) or 4 bytes (Q4_K); they are taken by vkrt_op_matmul as w and by
- * vkrt_op_copy as src (dequantizing into f32/f16, or same-type dense byte copies). 
+ * Block types (Q8_0, Q4_K, Q6_K) follow ggml too: ne[0] a multiple of the block, nb[0] the
+ * block size in bytes (blocks dense along dim 0), nb[1..3] whole blocks, the offset a
+ * multiple of 2 bytes (Q8_0, Q6_K) or 4 bytes (Q4_K); they are taken by vkrt_op_matmul as w,
+ * by vkrt_op_get_rows as the table and by vkrt_op_copy as src (dequantizing into f32/f16, or
+ * same-type dense byte copies).
  * The ops take ne[i] >= 1 (unused dims are 1; empty tensors are rejected), nb[i] >= 0 and
  * a multiple of the element size, an offset aligned to the element size, at most 2^31
  * elements, and every touched byte inside the buffer; a written tensor may not have two
@@ -476,7 +488,7 @@ vkrt_status vkrt_op_concat(const vkrt_tensor *dst, const vkrt_tensor *a, const v
  * tensor dense (contiguous), of dst's shape and type. */
 vkrt_status vkrt_op_add(const vkrt_tensor *dst, const vkrt_tensor *const *srcs, uint32_t count);
 /* dst[n, m] = sum_k w[k, n] * x[k, m]   (ggml mul_mat: w ne = {K, N}, x ne = {K, M},
- * dst ne = {N, M}); w f16, f32, q8_0 or q4_K, x and dst f32. M == 1 is the decode
+ * dst ne = {N, M}); w f16, f32, q8_0, q4_K or q6_K, x and dst f32. M == 1 is the decode
  * (matrix-vector) case; quantized w takes its matrix-vector kernels for M <= 8 and runs them
  * over groups of 8 columns of x beyond. */
 vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
@@ -521,7 +533,7 @@ vkrt_status vkrt_op_rope(const vkrt_tensor *dst, const vkrt_tensor *x, const vkr
                          const vkrt_rope_params *params);
 
 /* Embedding lookup (ggml GET_ROWS): dst[:, i] = table[:, ids[i]] converted to f32;
- * table {n_embd, n_rows} f32, f16, q8_0 or q4_K; ids I32 {n}; dst f32 {n_embd, n}. An id
+ * table {n_embd, n_rows} f32, f16, q8_0, q4_K or q6_K; ids I32 {n}; dst f32 {n_embd, n}. An id
  * outside [0, n_rows) writes zeros to its row (the device cannot report an error). */
 vkrt_status vkrt_op_get_rows(const vkrt_tensor *dst, const vkrt_tensor *table,
                              const vkrt_tensor *ids);

@@ -73,7 +73,8 @@ typedef enum vkrt_lab_knob {
   VKRT_LAB_FORCE_CONCAT_GENERIC,     /* 0/1: never the concat fast path */
   VKRT_LAB_FORCE_TRANSPOSE_SCALAR,   /* 0/1: never the element-pair transpose kernels */
   VKRT_LAB_TRANSPOSE_VARIANT,        /* f32 transpose: 0 = default, else a variant */
-  VKRT_LAB_QUANT_VARIANT,            /* Q8_0/Q4_K matrix-vector: 0 = choose, else a variant */
+  VKRT_LAB_QUANT_VARIANT,            /* Q8_0/Q4_K matrix-vector: 0 = choose, else a variant
+                                        (Q6_K has one kernel per column count: not forced) */
   VKRT_LAB_FORCE_MATMUL_KERNEL,      /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
   VKRT_LAB_STREAM_FLUSH_OPS,         /* the stream submits a piece after at most this many
                                         recorded commands (64; the first after an explicit
@@ -137,7 +138,7 @@ bool vkrt_lab_variant_usable(vkrt_appliance *appliance, uint32_t device,
 
 /* How a quant matrix-vector variant reads the rows of w (the counters' quant_read index). */
 typedef enum vkrt_lab_quant_read {
-  VKRT_LAB_QUANT_READ_WORDS = 0, /* any row alignment, rows looped */
+  VKRT_LAB_QUANT_READ_WORDS = 0, /* any row alignment, rows looped (Q6_K's kernels: always) */
   VKRT_LAB_QUANT_READ_VEC16,     /* 16 bytes of each row per invocation: rows and x 16-byte
                                     aligned, Q8_0 rows of a multiple of 8 blocks */
   VKRT_LAB_QUANT_READ_LANEW,     /* one word of each row per invocation: rows 4-byte
