@@ -33,7 +33,7 @@ for path in "matvec" "tiled matmul" "concat" "copy"; do
   json "[r['path'] for r in d['results']]" <<< "$out" | grep -q "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
 done
 # the quantized weights take their own matrix-vector kernels
-for path in "matvec q8_0" "matvec q4_K"; do
+for path in "matvec q8_0" "matvec q4_K" "matvec q6_K"; do
   json "[r['path'] for r in d['results']]" <<< "$out" | grep -q "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
 done
 # the decode ops, argmax of a vocabulary over several workgroups
@@ -48,7 +48,7 @@ grep -qE "attention rows, [0-9]+ splits" <<< "$fa_paths" && grep -qE "attention 
   || { echo "$out"; echo "FLASH_ATTN_EXT cases did not take both split passes: $fa_paths"; exit 1; }
 json "min(r['kv_roofline_ratio'] for r in d['results'] if r['op'] == 'FLASH_ATTN_EXT') > 0" <<< "$out" | grep -q True \
   || { echo "$out"; echo "no K/V roofline ratio"; exit 1; }
-echo "quick subset: $want cases, #wrong 0 (q8_0 and q4_K through the quantized matrix-vector kernels, FLASH_ATTN_EXT through the attention)"
+echo "quick subset: $want cases, #wrong 0 (q8_0, q4_K and q6_K through the quantized matrix-vector kernels, FLASH_ATTN_EXT through the attention)"
 # the GPU paths (transposed-view copies through the tiled transpose, concat as per-source
 # copies) verified here too: lavapipe itself prefers the per-element kernels
 out=$("$bench" cases --test-file "$quick" --json --tiled-copies on) || { echo "$out"; echo "tiled-copies run failed"; exit 1; }
@@ -64,7 +64,10 @@ out=$("$bench" cases --test-file "$quick" --json --activations q8) || { echo "$o
 for path in "matvec q8_0, 8-bit x" "matvec q4_K, 8-bit x"; do
   json "[r['path'] for r in d['results']]" <<< "$out" | grep -qF "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
 done
-echo "quick subset with --activations q8: #wrong 0 (one-column q8_0/q4_K through the 8-bit-x kernels)"
+# q6_K has no 8-bit-x kernel: its lines keep f32 x (and the exact check)
+[ "$(json "sorted(set(r['path'] for r in d['results'] if r['name'].startswith('mv.q6_K')))" <<< "$out")" = "['matvec q6_K']" ] \
+  || { echo "$out"; echo "q6_K lines with --activations q8 did not take the f32-x q6_K kernels"; exit 1; }
+echo "quick subset with --activations q8: #wrong 0 (one-column q8_0/q4_K through the 8-bit-x kernels, q6_K with f32 x)"
 
 # the prompt and small-batch shapes of prompt.txt, scaled down: M past the crossover through the
 # tiled kernel for every weight type, M 2..8 on the matrix-vector kernels; then with the
@@ -76,7 +79,7 @@ want=$(grep -cv '^\s*\(#\|$\)' "$prompt")
 [ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "prompt #wrong > 0"; exit 1; }
 bad_paths=$(json "[r['name'] for r in d['results'] if (int(r['name'].rsplit('.m', 1)[1]) > 8) != r['path'].startswith('tiled matmul')]" <<< "$out")
 [ "$bad_paths" = "[]" ] || { echo "$out"; echo "wrong path (tiled past M 8, matrix-vector up to it): $bad_paths"; exit 1; }
-for t in f32 f16 q8_0 q4_K; do
+for t in f32 f16 q8_0 q4_K q6_K; do
   json "[r['path'] for r in d['results'] if r['name'].startswith('pp.$t.')]" <<< "$out" | grep -q "tiled matmul" \
     || { echo "$out"; echo "no $t case took the tiled kernel"; exit 1; }
 done

@@ -42,9 +42,10 @@ vkrt_appliance *bench_open(const vkrt_options *options_or_null);
 double bench_median(double *v, int n);
 /* Parses "4K", "256M", "1G" (powers of 1024) into bytes; returns false on junk. */
 bool bench_parse_size(const char *text, uint64_t *out);
-/* Fills `blocks` blocks of a block type (Q8_0, Q4_K) at p with random bytes from the
- * generator state *state (vkrt_xorshift), then sets every f16 scale (d, and dmin for Q4_K) small and finite:
- * high byte 0x20..0x23 (about 0.008..0.016), so no NaN/Inf scales. */
+/* Fills `blocks` blocks of a block type (Q8_0, Q4_K, Q6_K) at p with random bytes from the
+ * generator state *state (vkrt_xorshift), then sets every f16 scale (d, and dmin for Q4_K)
+ * small and finite: high byte 0x20..0x23 (about 0.008..0.016), so no NaN/Inf scales (Q6_K's
+ * int8 scales stay random). */
 void bench_random_blocks(vkrt_type type, uint8_t *p, uint64_t blocks, uint64_t *state);
 #define BENCH_MIN(a, b) ((a) < (b) ? (a) : (b))
 static inline uint64_t bench_align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }

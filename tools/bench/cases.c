@@ -6,10 +6,11 @@
  * Line format (whitespace separated, one case per line; '#' comments and blank lines are
  * skipped):  op type ne0 ne1 ne2 ne3 nparams params... nsrc [srctype ne0..3 nb0..3]... name
  * op is the ggml_op number (DUP 1, CONCAT 22, MUL_MAT 29, CPY 34, CONT 35, TRANSPOSE 39,
- * FLASH_ATTN_EXT 73) or its name; types are ggml_type numbers (0 f32, 1 f16, 8 q8_0, 12 q4_K)
- * or names; the block types q8_0 and q4_K only as MUL_MAT's src0 (the weights) and q8_0 as
- * FLASH_ATTN_EXT's K and V, with ne0 a multiple of the block (32, 256) and, as in ggml, byte
- * strides: nb0 the block size (34, 144), nb1.. whole blocks; nb 0 0 0 0 = contiguous; name
+ * FLASH_ATTN_EXT 73) or its name; types are ggml_type numbers (0 f32, 1 f16, 8 q8_0, 12 q4_K,
+ * 14 q6_K) or names; the block types q8_0, q4_K and q6_K only as MUL_MAT's src0 (the weights)
+ * and q8_0 as FLASH_ATTN_EXT's K and V, with ne0 a multiple of the block (32, 256, 256) and,
+ * as in ggml, byte strides: nb0 the block size (34, 144, 210), nb1.. whole blocks; nb 0 0 0 0
+ * = contiguous; name
  * may be '-' or absent. A bad line (unknown op, unsupported type, truncated, negative ne, ne0
  * not whole blocks, strides past a 2^31-element view, non-numeric field) is reported and
  * skipped.
@@ -26,8 +27,8 @@
  * Decode ops: RMS_NORM 25 (op param 0 eps as float bits; nsrc 2 adds src1, an f32 {ne0}
  * weight: RMS_NORM followed by MUL, fused), ROPE 48 (ggml_rope's 15 op params: n_dims 1,
  * mode 2, freq_base 5 and freq_scale 6 as float bits, no context extension; src1 the i32
- * positions), GET_ROWS 40 (src0 a f32/f16/q8_0/q4_K table, src1 i32 ids), SET_ROWS 42 (the
- * result is the f32/f16/q8_0 destination, src0 the f32 rows, src1 i32 row indices, all
+ * positions), GET_ROWS 40 (src0 an f32/f16/q8_0/q4_K/q6_K table, src1 i32 ids), SET_ROWS 42
+ * (the result is the f32/f16/q8_0 destination, src0 the f32 rows, src1 i32 row indices, all
  * distinct), ARGMAX 18 (i32 result). The i32 sources get valid random positions, ids and
  * indices (i32 is ggml type 26). */
 #include <errno.h>
@@ -78,6 +79,7 @@ static const struct {
                   {1, "f16", VKRT_TYPE_F16},
                   {8, "q8_0", VKRT_TYPE_Q8_0},
                   {12, "q4_K", VKRT_TYPE_Q4_K},
+                  {14, "q6_K", VKRT_TYPE_Q6_K},
                   {26, "i32", VKRT_TYPE_I32}};
 
 struct case_tensor {
@@ -146,13 +148,13 @@ static bool parse_type(struct cursor *c, const char *what, vkrt_type *out) {
       return true;
     }
   snprintf(c->err, c->err_size, "%s: ggml type %lld is not supported (f32 = 0, f16 = 1, "
-           "q8_0 = 8, q4_K = 12, i32 = 26)", what, (long long)v);
+           "q8_0 = 8, q4_K = 12, q6_K = 14, i32 = 26)", what, (long long)v);
   return false;
 }
 
 /* Checks ne/nb of a tensor and fills the contiguous strides and the extent. Block types
- * (q8_0, q4_K): ne0 whole blocks, blocks dense along dim 0 (nb0 = the block size), the view
- * counted in blocks. */
+ * (q8_0, q4_K, q6_K): ne0 whole blocks, blocks dense along dim 0 (nb0 = the block size),
+ * the view counted in blocks. */
 static bool check_tensor(struct case_tensor *t, const char *what, char *err, size_t err_size) {
   uint64_t ts = vkrt_type_size(t->type), per = vkrt_type_block(t->type), elements = 1;
   const char *unit = per > 1 ? "block" : "element";
@@ -201,8 +203,8 @@ static bool check_tensor(struct case_tensor *t, const char *what, char *err, siz
   return true;
 }
 
-/* Block types are taken only as MUL_MAT's weights (q8_0, q4_K), GET_ROWS' table (q8_0,
- * q4_K), SET_ROWS' result (q8_0) and FLASH_ATTN_EXT's K and V (q8_0). */
+/* Block types are taken only as MUL_MAT's weights (q8_0, q4_K, q6_K), GET_ROWS' table (q8_0,
+ * q4_K, q6_K), SET_ROWS' result (q8_0) and FLASH_ATTN_EXT's K and V (q8_0). */
 static bool block_type_allowed(vkrt_type type, bool weights, bool kv, const char *what,
                                char *err, size_t err_size) {
   if (vkrt_type_block(type) == 1 || weights || (kv && type == VKRT_TYPE_Q8_0))
@@ -551,7 +553,7 @@ static void fill_random(uint8_t *p, vkrt_type type, uint64_t bytes) {
 
 /* Row `wr` of block-type weights (K elements) in f32 from the format's definition
  * (vkrt_dequantize_row) into wf, and into wmag the magnitude of what the kernels multiply
- * by x per element: |w| for q8_0 (d q); for q4_K, whose kernels take
+ * by x per element: |w| for q8_0 (d q) and q6_K (d sc (q - 32)); for q4_K, whose kernels take
  * d sc sum q x - dmin m sum x, |d sc q| + |dmin m|, so that the bound covers the cancelling
  * parts. The dmin m part comes from the same dequantizer with every d zeroed (w = -dmin m). */
 static void dequantize_weights(vkrt_type type, const uint8_t *wr, int64_t K, uint8_t *scratch,
@@ -1134,6 +1136,8 @@ static const char *path_name(const struct bench_case *bc, const vkrt_lab_counter
   if (after->matmul_coopmat > before->matmul_coopmat) return "tiled matmul, coopmat";
   if (after->quant_matvec > before->quant_matvec) {
     bool q8x = after->quant_read[VKRT_LAB_QUANT_READ_Q8X] > before->quant_read[VKRT_LAB_QUANT_READ_Q8X];
+    if (bc->src[0].type == VKRT_TYPE_Q6_K) /* no 8-bit-x kernel */
+      return "matvec q6_K";
     if (bc->src[0].type == VKRT_TYPE_Q4_K)
       return q8x ? "matvec q4_K, 8-bit x" : "matvec q4_K";
     return q8x ? "matvec q8_0, 8-bit x" : "matvec q8_0";
@@ -1459,8 +1463,10 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   }
   /* quantized matrix-vector variants (x in f32: q8x, which rounds x, is left to `vkrt-bench
    * quant`), each forced through the lab and verified; with M > 1 each runs its variant's
-   * several-column kernel (runtime/ops/quant.c says which) */
-  if (c->o.variants && bc->op == CASE_MUL_MAT && !strncmp(path, "matvec q", 8) && !c->o.q8) {
+   * several-column kernel (runtime/ops/quant.c says which). q6_K has one kernel per column
+   * count: nothing to sweep. */
+  if (c->o.variants && bc->op == CASE_MUL_MAT && !strncmp(path, "matvec q", 8) && !c->o.q8 &&
+      bc->src[0].type != VKRT_TYPE_Q6_K) {
     int nq = vkrt_lab_variant_count(VKRT_LAB_QUANT_VARIANT), nv = 0;
     double keep_warmup = c->o.warmup_ms;
     c->o.warmup_ms = fmin(keep_warmup, 30);
@@ -1671,8 +1677,8 @@ static void usage(void) {
          "                        [--activations f32|q8|f16|q8,f16] [--tiles] [--min-m M]\n"
          "                        [--coopmat on|off] [--parts]\n"
          "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT,\n"
-         "  FLASH_ATTN_EXT; f32, f16, q8_0/q4_K as MUL_MAT weights, q8_0 as FLASH_ATTN_EXT's K and\n"
-         "  V; the decode ops RMS_NORM (+ MUL fused), ROPE, GET_ROWS, SET_ROWS, ARGMAX), each\n"
+         "  FLASH_ATTN_EXT; f32, f16, q8_0/q4_K/q6_K as MUL_MAT weights, q8_0 as FLASH_ATTN_EXT's\n"
+         "  K and V; the decode ops RMS_NORM (+ MUL fused), ROPE, GET_ROWS, SET_ROWS, ARGMAX), each\n"
          "  verified against a CPU reference\n"
          "  (#wrong) and timed as back-to-back ops in one submission (GPU timestamps). --variants\n"
          "  also runs every matrix-vector configuration on the f32/f16 MUL_MAT cases, every quantized\n"

@@ -71,9 +71,12 @@ void bench_random_blocks(vkrt_type type, uint8_t *p, uint64_t blocks, uint64_t *
   uint64_t bs = vkrt_type_size(type);
   for (uint64_t i = 0; i < blocks * bs; i++)
     p[i] = (uint8_t)(vkrt_xorshift(state) >> 56);
-  for (uint64_t b = 0; b < blocks; b++) /* the high byte of d (and dmin) */
-    for (int h = 0; h < (type == VKRT_TYPE_Q4_K ? 2 : 1); h++)
-      p[b * bs + 2 * h + 1] = (uint8_t)(0x20 | (p[b * bs + 2 * h + 1] & 3));
+  /* the f16 scales' offsets in a block: d (Q8_0), d and dmin (Q4_K), d last (Q6_K) */
+  uint64_t at[2] = {type == VKRT_TYPE_Q6_K ? 208 : 0, 2};
+  int scales = type == VKRT_TYPE_Q4_K ? 2 : 1;
+  for (uint64_t b = 0; b < blocks; b++) /* the high byte of each */
+    for (int h = 0; h < scales; h++)
+      p[b * bs + at[h] + 1] = (uint8_t)(0x20 | (p[b * bs + at[h] + 1] & 3));
 }
 
 bool bench_parse_size(const char *text, uint64_t *out) {
