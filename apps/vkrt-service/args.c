@@ -15,15 +15,17 @@ static void usage(FILE *f) {
           "                    [--activations f32|q8|f16|q8,f16]\n"
           "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
-          "                    [--dtype f32|f16|q8_0|q4_K] [--seed N]   (--make-weights: the same)\n"
+          "                    [--dtype f32|f16|q8_0|q4_K|q6_K] [--seed N]   (--make-weights: the same)\n"
           "       vkrt-service --make-gguf FILE --preset llama3-8b|llama3.2-1b|qwen2.5-7b\n"
-          "                    [--dtype f16|q8_0|q4_K] [--vocab V] [--seed N]\n"
+          "                    [--dtype f16|q8_0|q4_K|q6_K|q4_K_M] [--vocab V] [--seed N]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H --ffn F --heads N\n"
           "                    [--kv-heads N] [--vocab V] [--dtype ...] [--seed N]\n"
           "--preset or --heads writes a whole llama model (attention, norms, a SentencePiece\n"
           "vocabulary of V tokens, default the preset's or 32000) with random weights; without\n"
           "them the file holds the MLP tensors only. --layers/--hidden/--ffn/--heads/--kv-heads\n"
-          "override the preset's.\n"
+          "override the preset's. q4_K_M: q4_K with q6_K where llama.cpp's Q4_K_M puts it (the\n"
+          "output head, attn_v and ffn_down of the first and last eighth of the layers and every\n"
+          "third between).\n"
           "--hidden/--layers/--ffn with --weights (an MLP stack or a llama model) check the file's\n"
           "shapes: a mismatch is an error; --dtype/--preset/--heads/--kv-heads/--vocab are\n"
           "--make-gguf's only.\n"
@@ -130,8 +132,10 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     return parse_u64(v, &o->seed);
   if (!strcmp(a, "--devices"))
     return parse_u64(v, &o->devices) && o->devices >= 1 && o->devices <= VKRT_MAX_DEVICES;
-  if (!strcmp(a, "--dtype"))
-    return parse_dtype(v, &o->dtype);
+  if (!strcmp(a, "--dtype")) {
+    o->q4_k_m = !strcmp(v, "q4_K_M");
+    return o->q4_k_m ? (o->dtype = VKRT_TYPE_Q4_K, true) : parse_dtype(v, &o->dtype);
+  }
   if (!strcmp(a, "--activations")) {
     o->q8_activations = !strcmp(v, "q8") || !strcmp(v, "q8,f16");
     o->f16_activations = !strcmp(v, "f16") || !strcmp(v, "q8,f16");

@@ -313,6 +313,7 @@ int gguf_parse(const uint8_t *buf, size_t size, struct gguf_file *out, char *err
     case GGML_TYPE_F16: t->type = VKRT_TYPE_F16, t->supported = true; break;
     case GGML_TYPE_Q8_0: t->type = VKRT_TYPE_Q8_0, t->supported = true; break;
     case GGML_TYPE_Q4_K: t->type = VKRT_TYPE_Q4_K, t->supported = true; break;
+    case GGML_TYPE_Q6_K: t->type = VKRT_TYPE_Q6_K, t->supported = true; break;
     default: break;
     }
   }
@@ -645,7 +646,7 @@ static int mlp_tensor(const struct gguf_file *f, uint32_t l, const char *which, 
     return GGUF_E_MISSING;
   }
   if (!t->supported) {
-    snprintf(err, err_size, "tensor %s has ggml type %u; vkrt-service loads f32, f16, q8_0 and q4_K",
+    snprintf(err, err_size, "tensor %s has ggml type %u; vkrt-service loads f32, f16, q8_0, q4_K and q6_K",
              name, t->ggml_type);
     return GGUF_E_TYPE;
   }
@@ -753,7 +754,8 @@ void gguf_writer_kv_array(struct gguf_writer *w, const char *key, uint32_t elem_
 
 static const uint32_t ggml_id[VKRT_TYPE_COUNT] = {
   [VKRT_TYPE_F32] = GGML_TYPE_F32, [VKRT_TYPE_F16] = GGML_TYPE_F16,
-  [VKRT_TYPE_Q8_0] = GGML_TYPE_Q8_0, [VKRT_TYPE_Q4_K] = GGML_TYPE_Q4_K};
+  [VKRT_TYPE_Q8_0] = GGML_TYPE_Q8_0, [VKRT_TYPE_Q4_K] = GGML_TYPE_Q4_K,
+  [VKRT_TYPE_Q6_K] = GGML_TYPE_Q6_K};
 
 uint64_t gguf_writer_tensor_info(struct gguf_writer *w, const char *name, uint64_t ne0,
                                  uint64_t ne1, vkrt_type type) {
@@ -827,6 +829,21 @@ void gguf_synth_row(uint8_t *out, vkrt_type type, uint64_t K, uint64_t *s) {
       }
       for (int i = 0; i < 128; i++)
         p[16 + i] = (uint8_t)vkrt_xorshift(s);
+    }
+    break;
+  case VKRT_TYPE_Q6_K: /* w = d sc q: q uniform in [-32, 31] (sd ~18.5), |sc| in [16, 48) of
+                          either sign (rms ~33), so d ~ amp / (18.5 * 33) */
+    for (uint64_t b = 0; b < K / 256; b++) {
+      uint8_t *p = out + 210 * b;
+      for (int i = 0; i < 192; i++) /* ql[128], qh[64] */
+        p[i] = (uint8_t)vkrt_xorshift(s);
+      for (int j = 0; j < 16; j++) {
+        uint64_t r = vkrt_xorshift(s);
+        int v = 16 + (int)(r % 32);
+        p[192 + j] = (uint8_t)(int8_t)(r >> 63 ? -v : v);
+      }
+      uint16_t hd = vkrt_f32_to_f16(amp / (18.5f * 33.0f));
+      p[208] = (uint8_t)hd, p[209] = (uint8_t)(hd >> 8);
     }
     break;
   default:

@@ -39,6 +39,7 @@ enum {
   GGML_TYPE_F16 = 1,
   GGML_TYPE_Q8_0 = 8,
   GGML_TYPE_Q4_K = 12,
+  GGML_TYPE_Q6_K = 14,
   GGML_TYPE_COUNT = 40, /* ids at or past this are unknown */
 };
 
@@ -64,7 +65,7 @@ struct gguf_tensor {
   uint32_t ggml_type;
   uint64_t offset;      /* in the data section */
   uint64_t size;        /* bytes; 0 when the type's block size is not known here */
-  bool supported;       /* f32, f16, q8_0 or q4_K (vkrt_type below) */
+  bool supported;       /* f32, f16, q8_0, q4_K or q6_K (vkrt_type below) */
   vkrt_type type;
 };
 

@@ -47,7 +47,7 @@ struct llama_model {
 };
 
 /* Reads the hyper-parameters and finds every tensor, checking architecture ("llama"), the
- * presence, type (f32, f16, q8_0, q4_K; norms f32) and shape of each against the metadata,
+ * presence, type (f32, f16, q8_0, q4_K, q6_K; norms f32) and shape of each against the metadata,
  * and that n_head is a multiple of n_head_kv. Returns 0 or GGUF_E_* with a message naming the
  * key or tensor in err. */
 int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *err,
@@ -113,6 +113,9 @@ struct llama_make_params {
   vkrt_type type;     /* matrices; norms stay f32 */
   uint64_t seed;
   bool tie_output;    /* no output.weight: the head is token_embd */
+  bool q4_k_m;        /* type q4_K with q6_K where llama.cpp's Q4_K_M puts it: the output
+                         head (token_embd when tied), attn_v and ffn_down of the first and
+                         last eighth of the layers and every third between */
 };
 /* "llama3-8b", "llama3.2-1b", "qwen2.5-7b": real hyper-parameters (n_vocab as given by the
  * caller may shrink the vocabulary). false for an unknown name. Sets every field but type

@@ -17,7 +17,7 @@ static int find_tensor(const struct gguf_file *f, const char *name, bool norm, u
     return gguf_fail(err, err_size, GGUF_E_MISSING, "missing tensor %s", name);
   if (norm ? t->ggml_type != GGML_TYPE_F32 : !t->supported)
     return gguf_fail(err, err_size, GGUF_E_TYPE, "tensor %s has ggml type %u; %s", name, t->ggml_type,
-                     norm ? "norm weights are f32" : "matrices are f32, f16, q8_0 or q4_K");
+                     norm ? "norm weights are f32" : "matrices are f32, f16, q8_0, q4_K or q6_K");
   uint64_t want1 = ne1 ? ne1 : 1;
   if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1) {
     if (ne1)

@@ -93,8 +93,11 @@ static int32_t next_piece(struct piece_gen *g, char *buf) {
 static int check_params(const struct llama_make_params *p, char *err, size_t err_size) {
   uint32_t block = vkrt_type_block(p->type);
   if (p->type != VKRT_TYPE_F32 && p->type != VKRT_TYPE_F16 && p->type != VKRT_TYPE_Q8_0 &&
-      p->type != VKRT_TYPE_Q4_K)
-    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "matrices are f32, f16, q8_0 or q4_K");
+      p->type != VKRT_TYPE_Q4_K && p->type != VKRT_TYPE_Q6_K)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "matrices are f32, f16, q8_0, q4_K or q6_K");
+  if (p->q4_k_m && p->type != VKRT_TYPE_Q4_K)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "the Q4_K_M mixture is q4_K with q6_K, not %s",
+                     vkrt_type_str(p->type));
   if (!p->n_layer || p->n_layer > LLAMA_MAX_LAYERS)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "%u layers (1..%u)", p->n_layer,
                      LLAMA_MAX_LAYERS);
@@ -120,24 +123,36 @@ static int check_params(const struct llama_make_params *p, char *err, size_t err
 struct tensor_plan {
   char name[48];
   uint64_t ne0, ne1;   /* ne1 0: a norm (f32 vector) */
+  vkrt_type type;
 };
+
+/* llama.cpp's use_more_bits: the layers Q4_K_M gives q6_K attn_v and ffn_down. */
+static bool more_bits(uint32_t l, uint32_t n) {
+  return l < n / 8 || l >= 7 * n / 8 || (l >= n / 8 && (l - n / 8) % 3 == 2);
+}
 
 static uint32_t plan_tensors(const struct llama_make_params *p, struct tensor_plan *t) {
   uint32_t n = 0, hd = p->n_embd / p->n_head;
   uint64_t E = p->n_embd, KV = (uint64_t)p->n_head_kv * hd;
+  const vkrt_type more = p->q4_k_m ? VKRT_TYPE_Q6_K : p->type;
   /* the embedding's values ~1/sqrt(E) too, as trained models have (~0.02 at 2048): logits of
    * unit order when the head is tied to it */
-  t[n++] = (struct tensor_plan){"token_embd.weight", E, p->n_vocab};
-  t[n++] = (struct tensor_plan){"output_norm.weight", E, 0};
+  t[n++] = (struct tensor_plan){"token_embd.weight", E, p->n_vocab,
+                                p->tie_output ? more : p->type};
+  t[n++] = (struct tensor_plan){"output_norm.weight", E, 0, VKRT_TYPE_F32};
   if (!p->tie_output)
-    t[n++] = (struct tensor_plan){"output.weight", E, p->n_vocab};
+    t[n++] = (struct tensor_plan){"output.weight", E, p->n_vocab, more};
   for (uint32_t l = 0; l < p->n_layer; l++) {
     static const char *const which[] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
                                         "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
     const uint64_t shape[][2] = {{E, 0}, {E, E}, {E, KV}, {E, KV}, {E, E},
                                  {E, 0}, {E, p->n_ff}, {E, p->n_ff}, {p->n_ff, E}};
     for (int i = 0; i < 9; i++) {
-      t[n] = (struct tensor_plan){.ne0 = shape[i][0], .ne1 = shape[i][1]};
+      t[n] = (struct tensor_plan){.ne0 = shape[i][0], .ne1 = shape[i][1], .type = p->type};
+      if (!shape[i][1])
+        t[n].type = VKRT_TYPE_F32;
+      else if ((i == 3 || i == 8) && more_bits(l, p->n_layer))
+        t[n].type = more;
       snprintf(t[n].name, sizeof(t[n].name), "blk.%u.%s.weight", l, which[i]);
       n++;
     }
@@ -207,8 +222,8 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
     return r;
   }
   char name[96];
-  snprintf(name, sizeof(name), "vkrt-service synthetic llama (%u layers, hidden %u, %s)",
-           p->n_layer, p->n_embd, vkrt_type_str(p->type));
+  snprintf(name, sizeof(name), "vkrt-service synthetic llama (%u layers, hidden %u, %s%s)",
+           p->n_layer, p->n_embd, vkrt_type_str(p->type), p->q4_k_m ? "_M" : "");
   gguf_writer_kv_str(&w, "general.architecture", "llama");
   gguf_writer_kv_str(&w, "general.name", name);
   gguf_writer_kv_u32(&w, "llama.block_count", p->n_layer);
@@ -240,8 +255,7 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
   for (uint32_t i = 0; i < p->n_vocab; i++)
     gguf_writer_u32(&w, (uint32_t)next_piece(&g, piece));
   for (uint32_t t = 0; t < n_tensors; t++)
-    gguf_writer_tensor_info(&w, plan[t].name, plan[t].ne0, plan[t].ne1,
-                            plan[t].ne1 ? p->type : VKRT_TYPE_F32);
+    gguf_writer_tensor_info(&w, plan[t].name, plan[t].ne0, plan[t].ne1, plan[t].type);
   gguf_writer_align(&w);
   uint64_t rng = p->seed * 0x9e3779b97f4a7c15ull + 1;
   for (uint32_t t = 0; t < n_tensors && w.ok; t++) {
@@ -252,9 +266,9 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
       }
       gguf_writer_data(&w, row, plan[t].ne0 * 4);
     } else {
-      struct batch b = {.buf = row, .type = p->type, .ne0 = plan[t].ne0, .seed = p->seed,
+      struct batch b = {.buf = row, .type = plan[t].type, .ne0 = plan[t].ne0, .seed = p->seed,
                         .tensor = t};
-      b.row_bytes = plan[t].ne0 / vkrt_type_block(p->type) * vkrt_type_size(p->type);
+      b.row_bytes = plan[t].ne0 / vkrt_type_block(b.type) * vkrt_type_size(b.type);
       const uint64_t per_batch = BATCH_BYTES / b.row_bytes ? BATCH_BYTES / b.row_bytes : 1;
       for (b.row0 = 0; b.row0 < plan[t].ne1 && w.ok; b.row0 += b.rows) {
         b.rows = plan[t].ne1 - b.row0 < per_batch ? plan[t].ne1 - b.row0 : per_batch;

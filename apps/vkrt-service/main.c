@@ -16,7 +16,7 @@
  * (one rank in all: x += W_down h, vkrt_op_matmul_add, when ffn_down is f32/f16; quantized
  * weights take vkrt_op_matmul only, so then a matmul and an add) and checks the final
  * activations against a float64 CPU reference (weights dequantized by the reference of the
- * format's definition, vkrt_dequantize_row). Weights: f32, f16, q8_0 or q4_K per tensor.
+ * format's definition, vkrt_dequantize_row). Weights: f32, f16, q8_0, q4_K or q6_K per tensor.
  *
  * Under mpirun (CONFIG_VKRT_TRANSPORT_MPI) every rank is a host: the appliance spans them,
  * device d of host h holds shard h x devices + d, the allreduce sums over every device of

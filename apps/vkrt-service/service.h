@@ -58,6 +58,7 @@ struct service_args {
   const char *make_only;          /* the first option given that only --make-gguf takes */
   bool verbose, fault_import, tokens_given, q8_activations, f16_activations;
   vkrt_type dtype;
+  bool q4_k_m;                    /* --dtype q4_K_M: q4_K with q6_K where llama.cpp puts it */
   /* llama mode */
   const char *prompt;
   uint64_t ctx, top_k, verify;   /* verify: positions checked against float64 (all: default) */

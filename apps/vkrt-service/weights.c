@@ -11,7 +11,7 @@ static int make_llama(const struct service_args *a) {
                                 .eps = 1e-5f};
   if (a->preset)
     llama_preset(a->preset, &p);
-  p.type = a->dtype, p.seed = a->seed;
+  p.type = a->dtype, p.seed = a->seed, p.q4_k_m = a->q4_k_m;
   p.n_layer = a->layers ? (uint32_t)a->layers : p.n_layer;
   p.n_embd = a->hidden ? (uint32_t)a->hidden : p.n_embd;
   p.n_ff = a->ffn ? (uint32_t)a->ffn : p.n_ff;
@@ -29,15 +29,21 @@ static int make_llama(const struct service_args *a) {
     return r == GGUF_E_BAD_VALUE ? EXIT_USAGE : EXIT_WEIGHTS;
   }
   printf("vkrt-service: wrote %s (GGUF v3 llama%s%s: %u layers, hidden %u, ffn %u, %u/%u heads "
-         "of %u, vocabulary %u, %s%s)\n", a->make_path, a->preset ? " " : "",
+         "of %u, vocabulary %u, %s%s%s)\n", a->make_path, a->preset ? " " : "",
          a->preset ? a->preset : "", p.n_layer, p.n_embd, p.n_ff, p.n_head, p.n_head_kv,
-         p.n_embd / p.n_head, p.n_vocab, vkrt_type_str(p.type), p.tie_output ? ", tied head" : "");
+         p.n_embd / p.n_head, p.n_vocab, vkrt_type_str(p.type), p.q4_k_m ? "_M" : "",
+         p.tie_output ? ", tied head" : "");
   return 0;
 }
 
 int weights_make(const struct service_args *a) {
   if (a->preset || a->heads)
     return make_llama(a);
+  if (a->q4_k_m) {
+    fprintf(stderr, "vkrt-service: --dtype q4_K_M mixes types across a llama model's tensors: "
+            "give --preset or --heads\n");
+    return EXIT_USAGE;
+  }
   if (!a->layers || !a->hidden) {
     fprintf(stderr, "vkrt-service: --make-gguf needs --layers and --hidden\n");
     return EXIT_USAGE;

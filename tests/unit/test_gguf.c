@@ -242,19 +242,20 @@ static void test_handmade(void **state) {
   assert_string_equal(err, "missing tensor blk.0.ffn_up.weight");
   gguf_close(&f);
   b_header(&b, 1, 0);
-  b_tensor(&b, "blk.0.ffn_gate.weight", 256, 8, 14 /* q6_K */, 0);
-  b_pad_data(&b, 32, 8 * 210);
+  b_tensor(&b, "blk.0.ffn_gate.weight", 256, 8, 13 /* q5_K */, 0);
+  b_pad_data(&b, 32, 8 * 176);
   assert_int_equal(gguf_parse(b.data, b.len, &f, err, sizeof(err)), GGUF_OK);
   assert_int_equal(gguf_mlp(&f, &mlp, err, sizeof(err)), GGUF_E_TYPE);
-  assert_non_null(strstr(err, "ggml type 14"));
+  assert_non_null(strstr(err, "ggml type 13; vkrt-service loads f32, f16, q8_0, q4_K and q6_K"));
   gguf_close(&f);
 }
 
 /* The writer's files parse back: shapes, types, aligned offsets inside the file. */
 static void test_writer_round_trip(void **state) {
   (void)state;
-  static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
-  for (unsigned i = 0; i < 4; i++) {
+  static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K,
+                                    VKRT_TYPE_Q6_K};
+  for (unsigned i = 0; i < 5; i++) {
     char path[] = "/tmp/vkrt-test-gguf-XXXXXX", err[512];
     int fd = mkstemp(path);
     assert_true(fd >= 0);

@@ -436,15 +436,20 @@ static void test_presets(void **state) {
 
 /* A small file of each matrix type written, then loaded back: hyper-parameters, types, the
  * tie, a vocabulary that tokenizes ASCII through merges and round-trips, and a reference pass
- * whose logits are finite and of unit order (the weights' scaling keeps activations sane). */
+ * whose logits are finite and of unit order (the weights' scaling keeps activations sane).
+ * The Q4_K_M mixture (8 layers, untied and tied): q6_K in the head and in attn_v and
+ * ffn_down of layers 0, 3, 6 and 7 (llama.cpp's use_more_bits for 8 layers), q4_K elsewhere. */
 static void test_written_model(void **state) {
   (void)state;
-  const vkrt_type types[] = {VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
-  for (int k = 0; k < 3; k++) {
-    struct llama_make_params p = {.n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4,
+  const vkrt_type types[] = {VKRT_TYPE_F16, VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K, VKRT_TYPE_Q6_K,
+                             VKRT_TYPE_Q4_K, VKRT_TYPE_Q4_K};
+  for (int k = 0; k < 6; k++) {
+    const bool mix = k >= 4;
+    struct llama_make_params p = {.n_layer = mix ? 8 : 2, .n_embd = 256, .n_ff = 512, .n_head = 4,
                                   .n_head_kv = 2, .n_vocab = 1000, .n_ctx = 64,
                                   .rope_freq_base = 500000.0f, .eps = 1e-5f, .type = types[k],
-                                  .seed = 5 + (uint64_t)k, .tie_output = k == 1};
+                                  .seed = 5 + (uint64_t)k, .tie_output = k == 1 || k == 5,
+                                  .q4_k_m = mix};
     char path[] = "/tmp/vkrt-test-llama-XXXXXX", err[512];
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -458,13 +463,21 @@ static void test_written_model(void **state) {
         llama_vocab_load(&f, &v, err, sizeof(err)))
       fail_msg("%s: %s", vkrt_type_str(types[k]), err);
     const struct llama_hparams *hp = &m->hp;
-    assert_true(hp->n_layer == 2 && hp->n_embd == 256 && hp->n_ff == 512 && hp->n_head == 4 &&
+    assert_true(hp->n_layer == p.n_layer && hp->n_embd == 256 && hp->n_ff == 512 && hp->n_head == 4 &&
                 hp->n_head_kv == 2 && hp->head_dim == 64 && hp->n_rot == 64 &&
                 hp->n_vocab == 1000 && hp->n_ctx_train == 64 &&
                 hp->rope_freq_base == 500000.0f && hp->eps == 1e-5f);
-    assert_int_equal(m->output_tied, k == 1);
-    assert_int_equal(m->layer[1].ffn_down->type, types[k]);
-    assert_int_equal(m->tok_embd->type, types[k]);
+    assert_int_equal(m->output_tied, p.tie_output);
+    for (uint32_t l = 0; l < p.n_layer; l++) {
+      const bool more = mix && (l == 0 || l == 3 || l == 6 || l == 7);
+      const vkrt_type want = more ? VKRT_TYPE_Q6_K : types[k];
+      assert_int_equal(m->layer[l].ffn_down->type, want);
+      assert_int_equal(m->layer[l].wv->type, want);
+      assert_int_equal(m->layer[l].wk->type, types[k]);
+      assert_int_equal(m->layer[l].ffn_up->type, types[k]);
+    }
+    assert_int_equal(m->output->type, mix ? VKRT_TYPE_Q6_K : types[k]);
+    assert_int_equal(m->tok_embd->type, mix && !p.tie_output ? VKRT_TYPE_Q4_K : m->output->type);
     assert_int_equal(m->layer[1].ffn_norm->type, VKRT_TYPE_F32);
     assert_int_equal(llama_vocab_size(v), 1000);
     assert_int_equal(llama_vocab_bos(v), 1);
@@ -490,8 +503,8 @@ static void test_written_model(void **state) {
       rms += lg[i] * lg[i] / 1000;
     }
     rms = sqrt(rms);
-    print_message("%s: %d tokens for 15 characters, logits rms %.3f\n", vkrt_type_str(types[k]),
-                  n, rms);
+    print_message("%s%s: %d tokens for 15 characters, logits rms %.3f\n", vkrt_type_str(types[k]),
+                  mix ? "_M" : "", n, rms);
     assert_true(rms > 0.2 && rms < 5);
     llama_ref_free(r);
     llama_vocab_free(v);
@@ -515,6 +528,11 @@ static void test_written_model(void **state) {
   assert_int_equal(llama_write_gguf("/tmp/vkrt-test-never.gguf", &bad, err, sizeof(err)),
                    GGUF_E_BAD_VALUE);
   assert_non_null(strstr(err, "256-element q4_K block"));
+  bad.q4_k_m = true, bad.type = VKRT_TYPE_Q8_0;
+  assert_int_equal(llama_write_gguf("/tmp/vkrt-test-never.gguf", &bad, err, sizeof(err)),
+                   GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "the Q4_K_M mixture is q4_K with q6_K, not q8_0"));
+  bad.q4_k_m = false, bad.type = VKRT_TYPE_Q4_K;
   bad.n_ff = 8192;
   assert_int_equal(llama_write_gguf("/nonexistent/x.gguf", &bad, err, sizeof(err)), GGUF_E_IO);
   assert_int_equal(access("/tmp/vkrt-test-never.gguf", F_OK), -1); /* refused before opening */
