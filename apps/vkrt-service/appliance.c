@@ -132,6 +132,33 @@ int appliance_open(struct service *s) {
 }
 
 /* The appliance's plan and a line on the weights. */
+/* "all q8_0" or "70 q4_K + 18 q6_K": the model's matrices (token_embd, output unless tied,
+ * seven per layer) by type, so a file that mixes types (llama.cpp's Q4_K_M) says so. */
+static void matrix_types(const struct llama_model *m, char *out, size_t size) {
+  uint32_t count[VKRT_TYPE_COUNT] = {0}, kinds = 0;
+  count[m->tok_embd->type]++;
+  if (!m->output_tied)
+    count[m->output->type]++;
+  for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+    const struct llama_layer *L = &m->layer[l];
+    const struct gguf_tensor *t[] = {L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down};
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+      count[t[i]->type]++;
+  }
+  size_t n = 0;
+  out[0] = '\0';
+  for (int type = 0; type < VKRT_TYPE_COUNT; type++)
+    kinds += count[type] > 0;
+  for (int type = 0; type < VKRT_TYPE_COUNT && n < size; type++)
+    if (count[type]) {
+      if (kinds == 1)
+        n += (size_t)snprintf(out + n, size - n, "all %s", vkrt_type_str((vkrt_type)type));
+      else
+        n += (size_t)snprintf(out + n, size - n, "%s%u %s", n ? " + " : "", count[type],
+                              vkrt_type_str((vkrt_type)type));
+    }
+}
+
 void appliance_describe(const struct service *s) {
   const struct gguf_file *wf = &s->wf;
   const struct gguf_mlp *m = s->mlp;
@@ -145,15 +172,18 @@ void appliance_describe(const struct service *s) {
   if (s->model) {
     const struct llama_hparams *hp = &s->model->hp;
     const struct llama_layer *L = &s->model->layer[0];
+    char types[96];
+    matrix_types(s->model, types, sizeof(types));
     printf("vkrt-service: %s: GGUF v%u, llama, %u tensors, layers %u, embedding %u, ffn %u, "
-           "heads %u (KV %u) of %u, vocabulary %u, q/k/v/o %s/%s/%s/%s, ffn %s, output %s%s, %u "
-           "devices, transport %s\n", s->args->weights_path, wf->version, wf->tensor_count,
-           hp->n_layer, hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim,
-           hp->n_vocab, vkrt_type_str(L->wq->type), vkrt_type_str(L->wk->type),
-           vkrt_type_str(L->wv->type), vkrt_type_str(L->wo->type),
-           vkrt_type_str(L->ffn_gate->type), vkrt_type_str(s->model->output->type),
-           s->model->output_tied ? " (tied to token_embd)" : "", s->n,
-           vkrt_transport_str(vkrt_transport(s->app)));
+           "heads %u (KV %u) of %u, vocabulary %u, matrices %s (layer 0: q/k/v/o "
+           "%s/%s/%s/%s, gate/up/down %s/%s/%s), output %s%s, %u devices, transport %s\n",
+           s->args->weights_path, wf->version, wf->tensor_count, hp->n_layer, hp->n_embd,
+           hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_vocab, types,
+           vkrt_type_str(L->wq->type), vkrt_type_str(L->wk->type), vkrt_type_str(L->wv->type),
+           vkrt_type_str(L->wo->type), vkrt_type_str(L->ffn_gate->type),
+           vkrt_type_str(L->ffn_up->type), vkrt_type_str(L->ffn_down->type),
+           vkrt_type_str(s->model->output->type), s->model->output_tied ? " (tied to token_embd)" : "",
+           s->n, vkrt_transport_str(vkrt_transport(s->app)));
     return;
   }
   printf("vkrt-service: %s: GGUF v%u%s%s, %u tensors, layers %u hidden %u ffn %u, "
