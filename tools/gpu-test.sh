@@ -3,14 +3,14 @@
 #
 # Here: build the board and pack what the GPU machine needs into one folder (cmocka is not
 # installed there and Debian ships no libcmocka.a, so libcmocka.so.0 travels along; the model
-# tests' tests/data/stories260K.gguf, vkrt-service and tests/model/stories.sh too):
+# tests' tests/data/stories260K.gguf, vkrt-service, tests/model/stories.sh and llama-types.sh too):
 #   tools/gpu-test.sh pack build-h200 conformance
 # There (the folder copied over, the Vulkan driver's environment set):
 #   conformance/tools/gpu-test.sh run conformance/build-h200
 # The run prints the machine and the probe, then runs every test program at once (tests/run
 # --jobs: one job per program; no sync-validation pass and no script tests, there is no
 # validation layer there) and, beside them, tests/model/stories.sh (vkrt-service on
-# stories260K, when python3 is there); then vkrt-probe --json --exercise (the upload counters
+# stories260K, when python3 is there) and then tests/model/llama-types.sh; then vkrt-probe --json --exercise (the upload counters
 # of each path after a small run). The log, tests/run's and the model script's output, each
 # program's whole output (logs.tar.gz) and both probe JSONs land in $OUT (default /tmp/vkrt-gpu-test).
 # Limits: PROGRAM_TIMEOUT per program (default 290 s: test_allreduce, test_core and
@@ -28,7 +28,7 @@ pack)
   cp "$root/tools/gpu-test.sh" "$dest/tools/"
   cp -r "$root/tests/fuzz/corpus" "$root/tests/fuzz/regressions" "$dest/tests/fuzz/"
   cp -r "$root/tests/data" "$dest/tests/"
-  cp "$root/tests/model/stories.sh" "$dest/tests/model/"
+  cp "$root/tests/model/stories.sh" "$root/tests/model/llama-types.sh" "$dest/tests/model/"
   out="$dest/$(basename "$B")"
   cp "$B/tests.list" "$out/tests.list"
   while read -r kind name; do
@@ -61,8 +61,10 @@ run)
     start=$SECONDS
     model_pid=""
     if [ -x "$B/bin/vkrt-service" ] && [ -x /usr/bin/python3 ]; then
-      (cd "$here" && VKRT_BUILDDIR="$B" timeout "${PROGRAM_TIMEOUT:-290}" tests/model/stories.sh \
-         > "$OUT/model.txt" 2>&1; echo "tests/model/stories.sh exit $? ($((SECONDS - start)) s)" >> "$OUT/model.txt") &
+      (cd "$here" && for script in stories llama-types; do
+         VKRT_BUILDDIR="$B" timeout "${PROGRAM_TIMEOUT:-290}" tests/model/$script.sh >> "$OUT/model.txt" 2>&1
+         echo "tests/model/$script.sh exit $? ($((SECONDS - start)) s)" >> "$OUT/model.txt"
+       done) &
       model_pid=$!
     else
       echo "tests/model/stories.sh not run: no vkrt-service or no /usr/bin/python3 here" > "$OUT/model.txt"
@@ -75,7 +77,7 @@ run)
     grep '^== \|^  \|passed, ' "$OUT/tests.txt" | tail -60
     [ -n "$model_pid" ] && wait "$model_pid"
     echo "### model"
-    grep -E '^[0-9] devices: vkrt-service: verified|exit [0-9]|FAIL|not run' "$OUT/model.txt" | tail -8
+    grep -E '^[0-9] devices: vkrt-service: verified|devices: vkrt-service: verified|exit [0-9]|FAIL|not run' "$OUT/model.txt" | tail -16
     echo "### native_fd cases"
     cat "$OUT"/logs/*.log | grep -E '^\[ *(OK|FAILED|SKIPPED) *\] .*native' | head -20
     "$B/bin/vkrt-probe" --json --exercise > "$OUT/probe-after.json" 2>&1
