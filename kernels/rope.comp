@@ -3,8 +3,8 @@
 // every head of every token in one dispatch: x, d {head_dim, n_head, n_tokens}, token t at
 // position pos[t], read here so that recorded work replays with new positions.
 // One invocation per pair p < ceil(head_dim / 2) of a head: p < n_dims / 2 rotates by
-// theta = pos * freq_scale * theta_scale^p (theta_scale = freq_base^(-2 / n_dims), from the
-// host) the pair (2p, 2p + 1) in normal mode or (p, p + n_dims / 2) in neox mode; the other
+// theta = pos * freq_scale * theta_scale^p / factor[p] (theta_scale = freq_base^(-2 / n_dims),
+// from the host; factor[p] ggml's freq_factors, 1 without them) the pair (2p, 2p + 1) in normal mode or (p, p + n_dims / 2) in neox mode; the other
 // invocations copy elements n_dims + 2 (p - n_dims / 2) and the one after (head_dim may be
 // odd). d may be x exactly: each element is read, then written, by one invocation.
 layout(local_size_x = 256) in;
@@ -16,12 +16,15 @@ layout(push_constant) uniform Push {
   uint d_offset, d_stride0, d_stride1, d_stride2;
   uint pos_offset, pos_stride;
   float theta_scale, freq_scale;
-  uint base_group;
+  uint factors;                // 0: none; else factor[p] = f[factors_offset + p * factors_stride]
+  uint factors_offset, factors_stride;
+  uint base_group;             // last: the host's linear dispatch writes it there
 } pc;
 
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer P { int pos[]; };
 layout(std430, set = 0, binding = 2) buffer D { float d[]; };
+layout(std430, set = 0, binding = 3) readonly buffer F { float f[]; }; // x's buffer when none
 
 // theta reduced to [-pi, pi] in two steps (2 pi split into a float and its remainder) before
 // cos and sin, whose accuracy GPUs guarantee only there: positions reach tens of thousands
@@ -51,6 +54,8 @@ void main() {
   uint e1 = pc.neox != 0u ? p + half_dims : 2u * p + 1u;
   float theta = float(pos[pc.pos_offset + tok * pc.pos_stride]) * pc.freq_scale *
                 pow(pc.theta_scale, float(p));
+  if (pc.factors != 0u)
+    theta /= f[pc.factors_offset + p * pc.factors_stride];
   float k = round(theta * (1.0 / TWO_PI_HI));
   theta = fma(-k, TWO_PI_LO, fma(-k, TWO_PI_HI, theta));
   float c = cos(theta), s = sin(theta);

@@ -64,7 +64,7 @@ struct op_call {
   enum op_kind kind;
   const vkrt_tensor *dst, *a, *b;    /* a: src, gate, w, x, table or q; b: concat's b, up, x,
                                         rms_norm's w, pos, ids, rows or k */
-  const vkrt_tensor *c, *d;          /* attention: v, kv_len */
+  const vkrt_tensor *c, *d;          /* attention: v, kv_len; c: rope's frequency factors */
   float scale;                       /* attention */
   const vkrt_tensor *const *srcs;    /* add */
   uint32_t count;                    /* add */
@@ -84,7 +84,8 @@ static bool check_op(const struct op_call *c, const struct vkrt_ops_limits *lim,
   case OP_SWIGLU: return vkrt_ops_check_swiglu(lim, c->dst, c->a, c->b, v, why, size);
   case OP_MATMUL: return vkrt_ops_check_matmul(lim, c->dst, c->a, c->b, v, why, size);
   case OP_RMS_NORM: return vkrt_ops_check_rms_norm(lim, c->dst, c->a, c->b, c->eps, v, why, size);
-  case OP_ROPE: return vkrt_ops_check_rope(lim, c->dst, c->a, c->b, c->rope, v, why, size);
+  case OP_ROPE:
+    return vkrt_ops_check_rope(lim, c->dst, c->a, c->b, c->c, c->rope, v, why, size);
   case OP_GET_ROWS: return vkrt_ops_check_get_rows(lim, c->dst, c->a, c->b, v, why, size);
   case OP_SET_ROWS: return vkrt_ops_check_set_rows(lim, c->dst, c->a, c->b, v, why, size);
   case OP_ARGMAX: return vkrt_ops_check_argmax(lim, c->dst, c->a, v, why, size);
@@ -103,10 +104,10 @@ static uint32_t view_count(const struct op_call *c) {
   case OP_ARGMAX: return 2;
   case OP_ADD: return 1 + c->count;
   case OP_RMS_NORM: return c->b ? 3 : 2;
+  case OP_ROPE: return c->c ? 4 : 3;
   case OP_CONCAT:
   case OP_SWIGLU:
   case OP_MATMUL:
-  case OP_ROPE:
   case OP_GET_ROWS:
   case OP_SET_ROWS: return 3;
   case OP_ATTENTION: return 5;
@@ -142,7 +143,7 @@ static vkrt_status record_op(struct vkrt_device *dev, VkCommandBuffer cmd,
   case OP_SWIGLU: return vkrt_swiglu_record(dev, cmd, v);
   case OP_MATMUL: return vkrt_matmul_record(dev, cmd, v, c->accumulate);
   case OP_RMS_NORM: return vkrt_rms_norm_record(dev, cmd, v, c->b != NULL, c->eps);
-  case OP_ROPE: return vkrt_rope_record(dev, cmd, v, c->rope);
+  case OP_ROPE: return vkrt_rope_record(dev, cmd, v, c->c != NULL, c->rope);
   case OP_GET_ROWS: return vkrt_get_rows_record(dev, cmd, v);
   case OP_SET_ROWS: return vkrt_set_rows_record(dev, cmd, v);
   case OP_ARGMAX: return vkrt_argmax_record(dev, cmd, v);
@@ -275,6 +276,12 @@ vkrt_status vkrt_op_rms_norm(const vkrt_tensor *dst, const vkrt_tensor *x, const
 vkrt_status vkrt_op_rope(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *pos,
                          const vkrt_rope_params *params) {
   return run_op(&(struct op_call){.kind = OP_ROPE, .dst = dst, .a = x, .b = pos, .rope = params});
+}
+
+vkrt_status vkrt_op_rope_ext(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *pos,
+                             const vkrt_tensor *factors, const vkrt_rope_params *params) {
+  return run_op(&(struct op_call){.kind = OP_ROPE, .dst = dst, .a = x, .b = pos, .c = factors,
+                                  .rope = params});
 }
 
 vkrt_status vkrt_op_get_rows(const vkrt_tensor *dst, const vkrt_tensor *table,

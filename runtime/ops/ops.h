@@ -568,13 +568,15 @@ static inline vkrt_status vkrt_rms_norm_record(struct vkrt_device *dev, VkComman
 #endif
 
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE)
+/* views: dst, x, pos and, when `factors`, the frequency factors */
 vkrt_status vkrt_rope_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                             const struct vkrt_ops_view views[3], const vkrt_rope_params *params);
+                             const struct vkrt_ops_view views[4], bool factors,
+                             const vkrt_rope_params *params);
 #else
 static inline vkrt_status vkrt_rope_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                           const struct vkrt_ops_view views[3],
+                                           const struct vkrt_ops_view views[4], bool factors,
                                            const vkrt_rope_params *params) {
-  (void)cmd, (void)views, (void)params;
+  (void)cmd, (void)views, (void)factors, (void)params;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "vkrt_op_rope: kernel not in this build (CONFIG_VKRT_KERNEL_ROPE=n)");
 }

@@ -529,15 +529,15 @@ bool vkrt_ops_check_rms_norm(const struct vkrt_ops_limits *lim, const vkrt_tenso
 }
 
 bool vkrt_ops_check_rope(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
-                         const vkrt_tensor *x, const vkrt_tensor *pos,
-                         const vkrt_rope_params *params, struct vkrt_ops_view views[3],
+                         const vkrt_tensor *x, const vkrt_tensor *pos, const vkrt_tensor *factors,
+                         const vkrt_rope_params *params, struct vkrt_ops_view views[4],
                          char *why, size_t why_size) {
-  static const char *const op = "vkrt_op_rope";
-  static const char *const names[] = {"dst", "x", "pos"};
-  const vkrt_tensor *ts[3] = {dst, x, pos};
+  const char *const op = factors ? "vkrt_op_rope_ext" : "vkrt_op_rope";
+  static const char *const names[] = {"dst", "x", "pos", "factors"};
+  const vkrt_tensor *ts[4] = {dst, x, pos, factors};
   if (!params)
     FAIL("%s: params is NULL", op);
-  if (!decode_views(lim, op, names, ts, 3, views, why, why_size) ||
+  if (!decode_views(lim, op, names, ts, factors ? 4 : 3, views, why, why_size) ||
       !of_type(op, "dst", dst, VKRT_TYPE_F32, why, why_size) ||
       !of_type(op, "x", x, VKRT_TYPE_F32, why, why_size) ||
       !of_type(op, "pos", pos, VKRT_TYPE_I32, why, why_size) ||
@@ -556,6 +556,16 @@ bool vkrt_ops_check_rope(const struct vkrt_ops_limits *lim, const vkrt_tensor *d
     FAIL("%s: freq_base = %g must be finite and > 0", op, (double)params->freq_base);
   if (!(params->freq_scale >= -3.4e38f && params->freq_scale <= 3.4e38f))
     FAIL("%s: freq_scale = %g is not finite", op, (double)params->freq_scale);
+  if (factors) {
+    if (!of_type(op, "factors", factors, VKRT_TYPE_F32, why, why_size) ||
+        !at_most_dims(op, "factors", factors, 1, why, why_size))
+      return false;
+    if (factors->ne[0] < params->n_dims / 2)
+      FAIL("%s: factors has %" PRId64 " values for the %u pairs of n_dims = %u", op,
+           factors->ne[0], params->n_dims / 2, params->n_dims);
+    if (!disjoint(op, &views[0], &views[3], "factors", why, why_size))
+      return false;
+  }
   return disjoint(op, &views[0], &views[2], "pos", why, why_size) &&
          in_place_or_disjoint(op, dst, x, &views[0], &views[1], "x", why, why_size);
 }

@@ -170,10 +170,10 @@ bool vkrt_ops_check_rms_norm(const struct vkrt_ops_limits *lim, const vkrt_tenso
                              struct vkrt_ops_view views[3], char *why, size_t why_size);
 /* rope: x, dst f32 {head_dim, n_head, n_tokens} (dst disjoint from x or exactly x); pos I32
  * {n_tokens}; mode normal or neox, n_dims even in [2, head_dim], freq_base > 0 and
- * freq_scale finite. */
+ * freq_scale finite; factors (vkrt_op_rope_ext, NULL without) f32 {>= n_dims / 2}, not dst. */
 bool vkrt_ops_check_rope(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
-                         const vkrt_tensor *x, const vkrt_tensor *pos,
-                         const vkrt_rope_params *params, struct vkrt_ops_view views[3],
+                         const vkrt_tensor *x, const vkrt_tensor *pos, const vkrt_tensor *factors,
+                         const vkrt_rope_params *params, struct vkrt_ops_view views[4],
                          char *why, size_t why_size);
 /* get_rows: table f32/f16/q8_0/q4_K/q6_K {n_embd, n_rows}; ids I32 {n}; dst f32 {n_embd, n}. */
 bool vkrt_ops_check_get_rows(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,

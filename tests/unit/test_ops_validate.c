@@ -353,7 +353,7 @@ static void test_q6_k_views(void **state) {
 
 static void test_decode_ops(void **state) {
   (void)state;
-  struct vkrt_ops_view v[3];
+  struct vkrt_ops_view v[4];
   vkrt_tensor x = t4(&buf_a, 256, VKRT_TYPE_F32, 128, 32, 3, 1);
   vkrt_tensor w = t4(&buf_b, 0, VKRT_TYPE_F32, 128, 1, 1, 1);
   vkrt_tensor pos = t4(&buf_b, 4096, VKRT_TYPE_I32, 3, 1, 1, 1);
@@ -369,17 +369,34 @@ static void test_decode_ops(void **state) {
               "without being x exactly");
   /* rope: positions per token, n_dims even and within the head */
   vkrt_rope_params rp = {VKRT_ROPE_NEOX, 64, 10000.0f, 1.0f};
-  assert_true(vkrt_ops_check_rope(&lim, &x, &x, &pos, &rp, v, why, sizeof(why)));
+  assert_true(vkrt_ops_check_rope(&lim, &x, &x, &pos, NULL, &rp, v, why, sizeof(why)));
   assert_int_equal(v[2].type, VKRT_TYPE_I32);
   assert_int_equal(v[2].offset, (4096 - 4096 / 64 * 64) / 4);
   rp.n_dims = 65;
-  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &rp, v, why, sizeof(why)), "n_dims = 65");
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, NULL, &rp, v, why, sizeof(why)), "n_dims = 65");
   rp.n_dims = 130;
-  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &rp, v, why, sizeof(why)), "head size 128");
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, NULL, &rp, v, why, sizeof(why)), "head size 128");
   rp.n_dims = 64;
   vkrt_tensor pos_f = pos;
   pos_f.type = VKRT_TYPE_F32;
-  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos_f, &rp, v, why, sizeof(why)), "pos is f32; it must be i32");
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos_f, NULL, &rp, v, why, sizeof(why)), "pos is f32; it must be i32");
+  /* frequency factors: f32, one per pair at least, in views[3], never dst */
+  vkrt_tensor ff = t4(&buf_b, 8192, VKRT_TYPE_F32, 32, 1, 1, 1);
+  assert_true(vkrt_ops_check_rope(&lim, &x, &x, &pos, &ff, &rp, v, why, sizeof(why)));
+  assert_int_equal(v[3].ne[0], 32);
+  assert_int_equal(v[3].offset, (8192 - 8192 / 64 * 64) / 4);
+  vkrt_tensor short_ff = t4(&buf_b, 8192, VKRT_TYPE_F32, 31, 1, 1, 1);
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &short_ff, &rp, v, why, sizeof(why)),
+              "vkrt_op_rope_ext: factors has 31 values for the 32 pairs of n_dims = 64");
+  vkrt_tensor ff16 = t4(&buf_b, 8192, VKRT_TYPE_F16, 32, 1, 1, 1);
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &ff16, &rp, v, why, sizeof(why)),
+              "factors is f16; it must be f32");
+  vkrt_tensor ff2d = t4(&buf_b, 8192, VKRT_TYPE_F32, 32, 2, 1, 1);
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &ff2d, &rp, v, why, sizeof(why)),
+              "factors ne {32, 2, 1, 1}: the op takes 1 dim");
+  vkrt_tensor ff_in_x = t4(&buf_a, 256, VKRT_TYPE_F32, 32, 1, 1, 1);
+  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &ff_in_x, &rp, v, why, sizeof(why)),
+              "overlap factors bytes");
   /* get_rows: a q4_K table, i32 ids, f32 rows out */
   vkrt_tensor table = t4(&buf_a, 0, VKRT_TYPE_Q4_K, 512, 100, 1, 1);
   vkrt_tensor ids = t4(&buf_b, 8192, VKRT_TYPE_I32, 5, 1, 1, 1);

@@ -186,16 +186,19 @@ static void test_rms_norm(void **state) {
 
 /* ---- rope ----------------------------------------------------------------------------------- */
 
-/* ggml's rope from its definition, in double: theta_p = pos freq_scale base^(-2p / n_dims). */
+/* ggml's rope from its definition, in double: theta_p = pos freq_scale base^(-2p / n_dims)
+ * / factors[p] (factors NULL: 1). */
 static void rope_ref(const uint8_t *xm, const vkrt_tensor *x, uint8_t *em, const vkrt_tensor *d,
-                     const int32_t *pos, const vkrt_rope_params *rp, float *tol) {
+                     const int32_t *pos, const vkrt_rope_params *rp, const double *factors,
+                     float *tol) {
   int64_t hd = x->ne[0], half = rp->n_dims / 2;
   uint64_t k = 0;
   for (int64_t t = 0; t < x->ne[2]; t++)
     for (int64_t h = 0; h < x->ne[1]; h++) {
       for (int64_t p = 0; p < half; p++) {
         double theta = (double)pos[t] * rp->freq_scale *
-                       pow(rp->freq_base, -2.0 * (double)p / (double)rp->n_dims);
+                       pow(rp->freq_base, -2.0 * (double)p / (double)rp->n_dims) /
+                       (factors ? factors[p] : 1.0);
         int64_t e0 = rp->mode == VKRT_ROPE_NEOX ? p : 2 * p;
         int64_t e1 = rp->mode == VKRT_ROPE_NEOX ? p + half : 2 * p + 1;
         double x0 = rd_f32(xm, at(x, e0, h, t)), x1 = rd_f32(xm, at(x, e1, h, t));
@@ -213,9 +216,11 @@ static void rope_ref(const uint8_t *xm, const vkrt_tensor *x, uint8_t *em, const
     }
 }
 
+/* with_factors: vkrt_op_rope_ext with fresh factors in [1, 32) (Llama 3.1's range), every
+ * other f32 of their buffer from byte 4, rewritten after recording like the positions. */
 static void run_rope(vkrt_appliance *app, int64_t hd, int64_t heads, int64_t tokens,
                      uint32_t n_dims, uint32_t mode, bool in_place, int64_t pad, uint64_t off,
-                     int32_t max_pos) {
+                     int32_t max_pos, bool with_factors) {
   vkrt_rope_params rp = {.mode = mode, .n_dims = n_dims, .freq_base = 10000.0f,
                          .freq_scale = mode == VKRT_ROPE_NEOX ? 0.5f : 1.0f};
   vkrt_tensor x = mk(NULL, off, VKRT_TYPE_F32, hd, heads, tokens, pad);
@@ -236,21 +241,38 @@ static void run_rope(vkrt_appliance *app, int64_t hd, int64_t heads, int64_t tok
     p_run[t] = t == 0 ? max_pos : (int32_t)(vkrt_xorshift(&rng) % (uint64_t)(max_pos + 1));
     wr_i32(pb.map, 12 + 8 * (uint64_t)t, p_rec[t]);
   }
+  const uint32_t pairs = n_dims / 2;
+  vkrt_tensor ff = mk(NULL, 4, VKRT_TYPE_F32, pairs, 1, 1, 0);
+  ff.nb[0] = 8;
+  vkt_hbuf fb = vkt_hbuf_new(app, 4 + 8 * (uint64_t)pairs);
+  ff.buffer = fb.buf;
+  vkt_fill_random(fb.map, fb.size, &rng);
+  double *factors = malloc(pairs * sizeof(double));
   uint8_t *expect = malloc(db.size);
   float *tol = malloc((size_t)(hd * heads * tokens) * sizeof(float));
   memcpy(expect, db.map, db.size);
-  vkt_check(app, vkrt_op_rope(&d, &x, &pos, &rp));
-  /* The positions change after the op was recorded, before the submit: the work reads them
-   * when it runs (what a replay of recorded work for the next token relies on). */
+  vkt_check(app, with_factors ? vkrt_op_rope_ext(&d, &x, &pos, &ff, &rp)
+                              : vkrt_op_rope(&d, &x, &pos, &rp));
+  /* The positions (and factors) change after the op was recorded, before the submit: the
+   * work reads them when it runs (what a replay of recorded work for the next token relies
+   * on). */
   for (int64_t t = 0; t < tokens; t++)
     wr_i32(pb.map, 12 + 8 * (uint64_t)t, p_run[t]);
-  rope_ref(xb.map, &x, expect, &d, p_run, &rp, tol);
+  for (uint32_t p = 0; p < pairs; p++) {
+    float f = 1.0f + (float)(vkrt_xorshift(&rng) >> 40) / (float)(1 << 24) * 31.0f;
+    memcpy(fb.map + 4 + 8 * (uint64_t)p, &f, 4);
+    factors[p] = f;
+  }
+  rope_ref(xb.map, &x, expect, &d, p_run, &rp, with_factors ? factors : NULL, tol);
   vkt_check(app, vkrt_finish(app, 0));
   char what[160];
-  snprintf(what, sizeof(what), "rope %s hd %lld heads %lld tokens %lld n_dims %u%s",
+  snprintf(what, sizeof(what), "rope %s hd %lld heads %lld tokens %lld n_dims %u%s%s",
            mode == VKRT_ROPE_NEOX ? "neox" : "normal", (long long)hd, (long long)heads,
-           (long long)tokens, n_dims, in_place ? " in place" : "");
+           (long long)tokens, n_dims, in_place ? " in place" : "",
+           with_factors ? " with frequency factors" : "");
   compare(db.map, expect, db.size, &d, tol, what);
+  free(factors);
+  hb_free(&fb);
   free(p_rec);
   free(p_run);
   free(expect);
@@ -266,11 +288,15 @@ static void test_rope(void **state) {
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE));
   vkrt_appliance *app = open_app();
   for (uint32_t mode = 0; mode <= VKRT_ROPE_NEOX; mode += VKRT_ROPE_NEOX) {
-    run_rope(app, 128, 32, 1, 128, mode, true, 0, 0, 32767); /* llama-3 q of one token */
-    run_rope(app, 128, 8, 3, 128, mode, false, 16, 64, 4096);
-    run_rope(app, 64, 5, 2, 32, mode, false, 0, 4, 1000);    /* n_dims < head_dim */
-    run_rope(app, 7, 3, 4, 4, mode, true, 4, 8, 50);          /* odd head size */
-    run_rope(app, 2, 1, 1, 2, mode, false, 0, 0, 3);
+    run_rope(app, 128, 32, 1, 128, mode, true, 0, 0, 32767, false); /* llama-3 q of one token */
+    run_rope(app, 128, 8, 3, 128, mode, false, 16, 64, 4096, false);
+    run_rope(app, 64, 5, 2, 32, mode, false, 0, 4, 1000, false);    /* n_dims < head_dim */
+    run_rope(app, 7, 3, 4, 4, mode, true, 4, 8, 50, false);          /* odd head size */
+    run_rope(app, 2, 1, 1, 2, mode, false, 0, 0, 3, false);
+    /* ggml's freq_factors (Llama 3.1's rope_freqs.weight) */
+    run_rope(app, 128, 32, 1, 128, mode, true, 0, 0, 32767, true);
+    run_rope(app, 64, 5, 2, 32, mode, false, 0, 4, 1000, true);
+    run_rope(app, 7, 3, 4, 4, mode, true, 4, 8, 50, true);
   }
   vkt_close(app);
 }
@@ -300,7 +326,7 @@ static void test_rope_positions_from_device(void **state) {
     vkt_check(app, vkrt_cmd_copy_buffer(dev_pos, 16, pb.buf, 0, 4));
     vkt_check(app, vkrt_op_rope(&d, &x, &pos, &rp));
     vkt_check(app, vkrt_finish(app, 0));
-    rope_ref(xb.map, &x, expect, &d, &p, &rp, tol);
+    rope_ref(xb.map, &x, expect, &d, &p, &rp, NULL, tol);
     compare(db.map, expect, db.size, &d, tol, "rope after a device copy of its position");
   }
   free(tol);
@@ -827,6 +853,17 @@ static void test_bad_input(void **state) {
   expect_invalid(app, vkrt_op_rope(&d, &bad, &pos, &rp), "x is i32; it must be f32");
   bad = pos, bad.ne[0] = 3;
   expect_invalid(app, vkrt_op_rope(&d, &x, &bad, &rp), "pos has 3 positions for 2 tokens");
+  vkrt_tensor ff = vkrt_tensor_contiguous(a.buf, 20480, VKRT_TYPE_F32, 32, 1, 1, 1);
+  bad = ff, bad.ne[0] = 16;
+  expect_invalid(app, vkrt_op_rope_ext(&d, &x, &pos, &bad, &rp),
+                 "vkrt_op_rope_ext: factors has 16 values for the 32 pairs of n_dims = 64");
+  bad = ff, bad.type = VKRT_TYPE_F16;
+  expect_invalid(app, vkrt_op_rope_ext(&d, &x, &pos, &bad, &rp), "factors is f16; it must be f32");
+  bad = ff, bad.buffer = b.buf, bad.offset = 0; /* d's bytes */
+  expect_invalid(app, vkrt_op_rope_ext(&d, &x, &pos, &bad, &rp), "overlap factors bytes");
+  bad = ff, bad.offset = 65536 - 64;
+  expect_invalid(app, vkrt_op_rope_ext(&d, &x, &pos, &bad, &rp), "past the end of its 65536-byte buffer");
+  expect_invalid(app, vkrt_op_rope_ext(&d, &x, &pos, &ff, NULL), "vkrt_op_rope_ext: params is NULL");
   bad = pos, bad.offset = 65536 - 4;
   expect_invalid(app, vkrt_op_rope(&d, &x, &bad, &rp), "past the end");
   /* get_rows */

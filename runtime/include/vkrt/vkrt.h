@@ -531,6 +531,11 @@ typedef struct vkrt_rope_params {
  * with f32 angles that lose precision past |pos| ~ 2^24); dst may be x exactly. */
 vkrt_status vkrt_op_rope(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *pos,
                          const vkrt_rope_params *params);
+/* vkrt_op_rope with ggml's frequency factors (ggml_rope_ext's freq_factors; llama.cpp's
+ * rope_freqs.weight of Llama 3.1 and later): pair p turns by theta_p / factors[p]. factors
+ * f32 {n} with n >= n_dims / 2, read on the device; NULL is vkrt_op_rope. */
+vkrt_status vkrt_op_rope_ext(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *pos,
+                             const vkrt_tensor *factors, const vkrt_rope_params *params);
 
 /* Embedding lookup (ggml GET_ROWS): dst[:, i] = table[:, ids[i]] converted to f32;
  * table {n_embd, n_rows} f32, f16, q8_0, q4_K or q6_K; ids I32 {n}; dst f32 {n_embd, n}. An id
