@@ -172,13 +172,17 @@ void appliance_describe(const struct service *s) {
   if (s->model) {
     const struct llama_hparams *hp = &s->model->hp;
     const struct llama_layer *L = &s->model->layer[0];
-    char types[96];
+    char types[96], scale[48] = "";
     matrix_types(s->model, types, sizeof(types));
+    if (hp->rope_freq_scale != 1.0f)
+      snprintf(scale, sizeof(scale), ", angles x %g", (double)hp->rope_freq_scale);
     printf("vkrt-service: %s: GGUF v%u, llama, %u tensors, layers %u, embedding %u, ffn %u, "
-           "heads %u (KV %u) of %u, vocabulary %u, matrices %s (layer 0: q/k/v/o "
-           "%s/%s/%s/%s, gate/up/down %s/%s/%s), output %s%s, %u devices, transport %s\n",
-           s->args->weights_path, wf->version, wf->tensor_count, hp->n_layer, hp->n_embd,
-           hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_vocab, types,
+           "heads %u (KV %u) of %u, vocabulary %u, RoPE base %g%s%s, matrices %s (layer 0: "
+           "q/k/v/o %s/%s/%s/%s, gate/up/down %s/%s/%s), output %s%s, %u devices, transport "
+           "%s\n", s->args->weights_path, wf->version, wf->tensor_count, hp->n_layer, hp->n_embd,
+           hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_vocab,
+           (double)hp->rope_freq_base, s->model->rope_freqs ? " with rope_freqs.weight" : "",
+           scale, types,
            vkrt_type_str(L->wq->type), vkrt_type_str(L->wk->type), vkrt_type_str(L->wv->type),
            vkrt_type_str(L->wo->type), vkrt_type_str(L->ffn_gate->type),
            vkrt_type_str(L->ffn_up->type), vkrt_type_str(L->ffn_down->type),

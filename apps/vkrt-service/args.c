@@ -19,13 +19,16 @@ static void usage(FILE *f) {
           "       vkrt-service --make-gguf FILE --preset llama3-8b|llama3.2-1b|qwen2.5-7b\n"
           "                    [--dtype f16|q8_0|q4_K|q6_K|q4_K_M] [--vocab V] [--seed N]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H --ffn F --heads N\n"
-          "                    [--kv-heads N] [--vocab V] [--dtype ...] [--seed N]\n"
+          "                    [--kv-heads N] [--vocab V] [--dtype ...] [--rope-freqs F]\n"
+          "                    [--rope-linear F] [--seed N]\n"
           "--preset or --heads writes a whole llama model (attention, norms, a SentencePiece\n"
           "vocabulary of V tokens, default the preset's or 32000) with random weights; without\n"
           "them the file holds the MLP tensors only. --layers/--hidden/--ffn/--heads/--kv-heads\n"
           "override the preset's. q4_K_M: q4_K with q6_K where llama.cpp's Q4_K_M puts it (the\n"
           "output head, attn_v and ffn_down of the first and last eighth of the layers and every\n"
-          "third between).\n"
+          "third between). --rope-freqs F writes rope_freqs.weight, RoPE scaled as Llama 3.1 does\n"
+          "(factor F: 8 for 3.1, 32 for 3.2, the llama3.2-1b preset's; 0: none); --rope-linear F\n"
+          "writes llama.rope.scaling.type linear with factor F (every angle divided by F).\n"
           "--hidden/--layers/--ffn with --weights (an MLP stack or a llama model) check the file's\n"
           "shapes: a mismatch is an error; --dtype/--preset/--heads/--kv-heads/--vocab are\n"
           "--make-gguf's only.\n"
@@ -189,6 +192,14 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     return parse_u64(v, &o->heads) && o->heads > 0 && o->heads <= UINT32_MAX;
   if (!strcmp(a, "--kv-heads"))
     return parse_u64(v, &o->kv_heads) && o->kv_heads > 0 && o->kv_heads <= UINT32_MAX;
+  if (!strcmp(a, "--rope-freqs")) {
+    o->rope_factor = (float)atof(v);
+    return o->rope_factor == 0 || (o->rope_factor >= 1 && o->rope_factor <= 1024);
+  }
+  if (!strcmp(a, "--rope-linear")) {
+    o->rope_linear = (float)atof(v);
+    return o->rope_linear == 0 || (o->rope_linear >= 1 && o->rope_linear <= 1024);
+  }
   if (!strcmp(a, "--vocab"))
     return parse_u64(v, &o->vocab) && o->vocab > 0 && o->vocab <= UINT32_MAX;
   if (!strcmp(a, "--load-path")) {
@@ -208,7 +219,7 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
 
 bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status) {
   *o = (struct service_args){.tokens = 64, .seed = 1234, .warmup_ms = 500, .dtype = VKRT_TYPE_F16,
-                             .kv_type = VKRT_TYPE_F16, .top_p = 1, .verify = UINT64_MAX,
+                             .kv_type = VKRT_TYPE_F16, .top_p = 1, .verify = UINT64_MAX, .rope_factor = -1,
                              .ubatch = 512};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -241,7 +252,8 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
       continue;
     }
     if (!strcmp(a, "--dtype") || !strcmp(a, "--preset") || !strcmp(a, "--heads") ||
-        !strcmp(a, "--kv-heads") || !strcmp(a, "--vocab"))
+        !strcmp(a, "--kv-heads") || !strcmp(a, "--vocab") || !strcmp(a, "--rope-freqs") ||
+        !strcmp(a, "--rope-linear"))
       o->make_only = o->make_only ? o->make_only : a;
     if (!v || !parse_option(o, a, v)) {
       fprintf(stderr, "vkrt-service: bad or incomplete argument '%s%s%s'\n", a, v ? " " : "", v ? v : "");

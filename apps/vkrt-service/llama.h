@@ -26,6 +26,8 @@ struct llama_hparams {
   uint32_t n_vocab;       /* rows of token_embd */
   float eps;              /* llama.attention.layer_norm_rms_epsilon */
   float rope_freq_base;   /* llama.rope.freq_base (10000 when absent) */
+  float rope_freq_scale;  /* 1 / llama.rope.scaling.factor (or the older .scale_linear): linear
+                             context scaling; 1 when absent */
 };
 
 struct llama_layer {
@@ -42,6 +44,9 @@ struct llama_model {
   const struct gguf_tensor *tok_embd;              /* {n_embd, n_vocab} */
   const struct gguf_tensor *output_norm;           /* f32 {n_embd} */
   const struct gguf_tensor *output;                /* {n_embd, n_vocab}; tok_embd when tied */
+  const struct gguf_tensor *rope_freqs;            /* f32 {n_rot / 2}: pair p turns by theta_p /
+                                                      rope_freqs[p] (Llama 3.1's scaling); NULL
+                                                      when the file has none */
   bool output_tied;
   struct llama_layer layer[LLAMA_MAX_LAYERS];
 };
@@ -113,13 +118,18 @@ struct llama_make_params {
   vkrt_type type;     /* matrices; norms stay f32 */
   uint64_t seed;
   bool tie_output;    /* no output.weight: the head is token_embd */
+  float rope_linear;  /* > 0: llama.rope.scaling.type "linear" with this factor (every angle
+                         divided by it); 0: none */
+  float rope_factor;  /* > 0: rope_freqs.weight as Llama 3.1 scales RoPE (convert_hf_to_gguf's
+                         llama3 factors: this factor, low 1, high 4, 8192 original positions);
+                         0: none */
   bool q4_k_m;        /* type q4_K with q6_K where llama.cpp's Q4_K_M puts it: the output
                          head (token_embd when tied), attn_v and ffn_down of the first and
                          last eighth of the layers and every third between */
 };
 /* "llama3-8b", "llama3.2-1b", "qwen2.5-7b": real hyper-parameters (n_vocab as given by the
- * caller may shrink the vocabulary). false for an unknown name. Sets every field but type
- * and seed. */
+ * caller may shrink the vocabulary). false for an unknown name. Sets every field but type,
+ * seed and q4_k_m (rope_factor: 32 for llama3.2-1b, whose RoPE is scaled; 0 for the others). */
 bool llama_preset(const char *name, struct llama_make_params *out);
 /* Writes a llama-architecture GGUF with random weights, a valid small SentencePiece
  * vocabulary (tokenizer.ggml.tokens/scores/token_type, bos/eos ids) of n_vocab tokens.

@@ -65,6 +65,7 @@ struct gpu_device {
   struct llama_split sp;
   struct gpu_layer *layer;
   vkrt_buffer *tok_embd, *output_norm;
+  vkrt_buffer *rope_freqs;       /* the model's frequency factors; NULL when it has none */
   vkrt_buffer *output;           /* this rank's output-head rows (tok_embd itself when tied) */
   uint64_t output_offset;        /* bytes: where they start in `output` */
   vkrt_buffer *x, *xn, *q, *k, *v, *att, *g, *u;
@@ -317,7 +318,8 @@ static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
   if ((s = upload_rows(g, d, m->tok_embd, 0, hp->n_vocab, &dv->tok_embd)))
     return s;
   dv->weight_bytes -= gguf_row_bytes(m->tok_embd) * (hp->n_vocab - 1);
-  if ((s = upload_rows(g, d, m->output_norm, 0, 1, &dv->output_norm)))
+  if ((s = upload_rows(g, d, m->output_norm, 0, 1, &dv->output_norm)) ||
+      (m->rope_freqs && (s = upload_rows(g, d, m->rope_freqs, 0, 1, &dv->rope_freqs))))
     return s;
   if (m->output_tied) { /* this rank's rows of the embedding already there */
     dv->output = dv->tok_embd;
@@ -436,7 +438,7 @@ void llama_gpu_free(struct llama_gpu *g) {
     free(dv->layer);
     if (dv->output != dv->tok_embd)
       vkrt_buffer_destroy(dv->output);
-    vkrt_buffer *bufs[] = {dv->tok_embd, dv->output_norm, dv->x, dv->xn, dv->q, dv->k,
+    vkrt_buffer *bufs[] = {dv->tok_embd, dv->output_norm, dv->rope_freqs, dv->x, dv->xn, dv->q, dv->k,
                            dv->v, dv->att, dv->g, dv->u, dv->qkv, dv->gu, dv->logits_part,
                            dv->logits, dv->st[0].step, dv->st[0].step_host,
                            dv->st[0].out_host, dv->st[1].step, dv->st[1].step_host,
@@ -538,14 +540,16 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   vkrt_tensor pos = step_i32(g, dv, ps, STEP_POS, ps->n);
   vkrt_tensor kv_len = step_i32(g, dv, ps, STEP_KV_LEN, ps->n);
   vkrt_rope_params rope = {.mode = VKRT_ROPE_NORMAL, .n_dims = hp->n_rot,
-                           .freq_base = hp->rope_freq_base, .freq_scale = 1.0f};
+                           .freq_base = hp->rope_freq_base, .freq_scale = hp->rope_freq_scale};
+  const vkrt_tensor factors = vec(dv->rope_freqs, VKRT_TYPE_F32, hp->n_rot / 2);
+  const vkrt_tensor *ff = dv->rope_freqs ? &factors : NULL;
   vkrt_tensor q, q_flat, k_flat, v_flat;
   if (n == 1 && !gl->wk) { /* a token, fused weights: q, k, v one after the other */
     vkrt_tensor wqkv = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, (nh + 2 * nkv) * hd, 1, 1);
     vkrt_tensor qkv = cols_f32(dv->qkv, (nh + 2 * nkv) * hd, 0, 1);
     OP(d, "attn_qkv", vkrt_op_matmul(&qkv, &wqkv, &h));
     vkrt_tensor qk = vkrt_tensor_contiguous(dv->qkv, 0, VKRT_TYPE_F32, hd, nh + nkv, 1, 1);
-    OP(d, "rope q k", vkrt_op_rope(&qk, &qk, &pos, &rope));
+    OP(d, "rope q k", vkrt_op_rope_ext(&qk, &qk, &pos, ff, &rope));
     q = vkrt_tensor_contiguous(dv->qkv, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
     k_flat = vkrt_tensor_contiguous(dv->qkv, (uint64_t)nh * hd * 4, VKRT_TYPE_F32, nkv * hd, 1, 1, 1);
     v_flat = vkrt_tensor_contiguous(dv->qkv, (uint64_t)(nh + nkv) * hd * 4, VKRT_TYPE_F32, nkv * hd,
@@ -564,8 +568,8 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
     OP(d, "attn_q", vkrt_op_matmul(&q_flat, &wq, &h));
     OP(d, "attn_k", vkrt_op_matmul(&k_flat, &wk, &h));
     OP(d, "attn_v", vkrt_op_matmul(&v_flat, &wv, &h));
-    OP(d, "rope q", vkrt_op_rope(&q, &q, &pos, &rope));
-    OP(d, "rope k", vkrt_op_rope(&k, &k, &pos, &rope));
+    OP(d, "rope q", vkrt_op_rope_ext(&q, &q, &pos, ff, &rope));
+    OP(d, "rope k", vkrt_op_rope_ext(&k, &k, &pos, ff, &rope));
   }
   /* cache rows: one token's KV heads each; row pos[j] takes column j's */
   int64_t ctx = g->p.n_ctx;

@@ -17,7 +17,7 @@ static int find_tensor(const struct gguf_file *f, const char *name, bool norm, u
     return gguf_fail(err, err_size, GGUF_E_MISSING, "missing tensor %s", name);
   if (norm ? t->ggml_type != GGML_TYPE_F32 : !t->supported)
     return gguf_fail(err, err_size, GGUF_E_TYPE, "tensor %s has ggml type %u; %s", name, t->ggml_type,
-                     norm ? "norm weights are f32" : "matrices are f32, f16, q8_0, q4_K or q6_K");
+                     norm ? "vectors (norms, rope_freqs) are f32" : "matrices are f32, f16, q8_0, q4_K or q6_K");
   uint64_t want1 = ne1 ? ne1 : 1;
   if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1) {
     if (ne1)
@@ -51,6 +51,39 @@ static int key_u32(const struct gguf_file *f, const char *key, const uint32_t *d
   if (!r && *out == 0)
     r = gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "metadata key %s is 0", key);
   return r;
+}
+
+/* An optional f32 key: GGUF_OK with *out set, or absent (*out untouched), or an error. */
+static int optional_f32(const struct gguf_file *f, const char *key, float *out, char *err,
+                        size_t err_size) {
+  int r = gguf_get_f32(f, key, out, err, err_size);
+  return r == GGUF_E_MISSING ? GGUF_OK : r;
+}
+
+/* Context scaling as llama.cpp reads it: the linear factor (llama.rope.scale_linear, then
+ * llama.rope.scaling.factor) divides every angle; YaRN and the other types that change the
+ * angles' formula are refused rather than run wrong. Llama 3.1's scaling is the
+ * rope_freqs.weight tensor (llama_model_load). */
+static int load_rope_scaling(const struct gguf_file *f, struct llama_hparams *hp, char *err,
+                             size_t err_size) {
+  const char *type = NULL;
+  uint64_t len = 0;
+  int r = gguf_get_string(f, "llama.rope.scaling.type", &type, &len, err, err_size);
+  if (r && r != GGUF_E_MISSING)
+    return r;
+  if (!r && !(len == 4 && !memcmp(type, "none", 4)) && !(len == 6 && !memcmp(type, "linear", 6)))
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.rope.scaling.type = \"%.*s\": "
+                     "vkrt-service turns RoPE without scaling, with linear scaling or with "
+                     "rope_freqs.weight (no YaRN or LongRoPE)", (int)(len < 64 ? len : 64), type);
+  float factor = 0.0f;
+  if ((r = optional_f32(f, "llama.rope.scale_linear", &factor, err, err_size)) ||
+      (r = optional_f32(f, "llama.rope.scaling.factor", &factor, err, err_size)))
+    return r;
+  if (!(factor >= 0.0f && factor < 1e30f))
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.rope.scaling.factor = %g is not a "
+                     "finite factor >= 0", (double)factor);
+  hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+  return GGUF_OK;
 }
 
 static int load_hparams(const struct gguf_file *f, struct llama_hparams *hp, char *err,
@@ -90,7 +123,7 @@ static int load_hparams(const struct gguf_file *f, struct llama_hparams *hp, cha
   if (!r && !(hp->rope_freq_base > 1))
     r = gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.rope.freq_base = %g is not above 1",
                   (double)hp->rope_freq_base);
-  return r;
+  return r ? r : load_rope_scaling(f, hp, err, err_size);
 }
 
 int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *err,
@@ -125,6 +158,19 @@ int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *e
     out->output = out->tok_embd;
   else if ((r = find_tensor(f, "output.weight", false, E, V, &out->output, err, err_size)))
     return r;
+  if (gguf_find(f, "rope_freqs.weight")) {
+    if ((r = find_tensor(f, "rope_freqs.weight", true, hp->n_rot / 2, 0, &out->rope_freqs, err,
+                         err_size)))
+      return r;
+    const uint8_t *p = gguf_data(f, out->rope_freqs);
+    for (uint32_t i = 0; i < hp->n_rot / 2; i++) {
+      float v;
+      memcpy(&v, p + 4 * i, 4);
+      if (!(v > 0.0f && v < 1e30f))
+        return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "rope_freqs.weight[%u] = %g is not a "
+                         "finite factor > 0", i, (double)v);
+    }
+  }
   for (uint32_t l = 0; l < hp->n_layer; l++) {
     struct llama_layer *L = &out->layer[l];
     if ((r = layer_tensor(f, l, "attn_norm", true, E, 0, &L->attn_norm, err, err_size)) ||
@@ -144,7 +190,8 @@ int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *e
 
 uint64_t llama_weight_bytes(const struct llama_model *m) {
   /* per token: one row of the embedding, every layer's tensors, the output norm and head */
-  uint64_t bytes = gguf_row_bytes(m->tok_embd) + m->output_norm->size + m->output->size;
+  uint64_t bytes = gguf_row_bytes(m->tok_embd) + m->output_norm->size + m->output->size +
+                   (m->rope_freqs ? m->rope_freqs->size : 0);
   for (uint32_t l = 0; l < m->hp.n_layer; l++) {
     const struct llama_layer *L = &m->layer[l];
     bytes += L->attn_norm->size + L->wq->size + L->wk->size + L->wv->size + L->wo->size +

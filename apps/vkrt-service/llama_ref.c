@@ -146,11 +146,17 @@ static void rms_norm(struct llama_ref *r, const struct gguf_tensor *weight, cons
 }
 
 /* ggml's RoPE, normal mode: pairs (x[2i], x[2i+1]) of each head's first n_rot values turned
- * by pos * base^(-2i / n_rot). */
-static void rope(const struct llama_hparams *hp, double *x, uint32_t heads, uint32_t pos) {
+ * by pos * freq_scale * base^(-2i / n_rot) / rope_freqs[i] (1 without the tensor). */
+static void rope(const struct llama_model *m, double *x, uint32_t heads, uint32_t pos) {
+  const struct llama_hparams *hp = &m->hp;
+  const uint8_t *factors = m->rope_freqs ? gguf_data(m->file, m->rope_freqs) : NULL;
   for (uint32_t h = 0; h < heads; h++)
     for (uint32_t i = 0; 2 * i < hp->n_rot; i++) {
-      double theta = pos * pow((double)hp->rope_freq_base, -2.0 * i / hp->n_rot);
+      float factor = 1.0f;
+      if (factors)
+        memcpy(&factor, factors + 4 * i, 4);
+      double theta = pos * (double)hp->rope_freq_scale *
+                     pow((double)hp->rope_freq_base, -2.0 * i / hp->n_rot) / factor;
       double c = cos(theta), s = sin(theta), *p = x + (size_t)h * hp->head_dim + 2 * i;
       double x0 = p[0], x1 = p[1];
       p[0] = x0 * c - x1 * s;
@@ -209,8 +215,8 @@ int llama_ref_forward(struct llama_ref *r, int32_t token, uint32_t pos, double *
     matvec(r, L->wq, r->xn, r->q);
     matvec(r, L->wk, r->xn, r->k);
     matvec(r, L->wv, r->xn, r->v);
-    rope(hp, r->q, hp->n_head, pos);
-    rope(hp, r->k, hp->n_head_kv, pos);
+    rope(r->m, r->q, hp->n_head, pos);
+    rope(r->m, r->k, hp->n_head_kv, pos);
     cache_round(r->kv_type, r->k, kc + (size_t)pos * r->n_embd_kv, r->n_embd_kv);
     cache_round(r->kv_type, r->v, vc + (size_t)pos * r->n_embd_kv, r->n_embd_kv);
     for (uint32_t h = 0; h < hp->n_head; h++) {

@@ -3,6 +3,7 @@
  * helps generate (an 8B f16 file is 16 GB: 64 MiB of rows are held at a time). Each row draws
  * from its own seed (the file's seed, the tensor, the row), so the bytes do not depend on the
  * number of threads. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,12 +17,12 @@ bool llama_preset(const char *name, struct llama_make_params *out) {
   static const struct {
     const char *name;
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
-    float rope_freq_base, eps;
+    float rope_freq_base, eps, rope_factor;
     bool tie_output;
   } presets[] = {
-    {"llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f, 1e-5f, false},
-    {"llama3.2-1b", 16, 2048, 8192, 32, 8, 128256, 131072, 500000.0f, 1e-5f, true},
-    {"qwen2.5-7b", 28, 3584, 18944, 28, 4, 152064, 32768, 1000000.0f, 1e-6f, false},
+    {"llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f, 1e-5f, 0.0f, false},
+    {"llama3.2-1b", 16, 2048, 8192, 32, 8, 128256, 131072, 500000.0f, 1e-5f, 32.0f, true},
+    {"qwen2.5-7b", 28, 3584, 18944, 28, 4, 152064, 32768, 1000000.0f, 1e-6f, 0.0f, false},
   };
   for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++)
     if (!strcmp(name, presets[i].name)) {
@@ -30,6 +31,7 @@ bool llama_preset(const char *name, struct llama_make_params *out) {
       out->n_head_kv = presets[i].n_head_kv, out->n_vocab = presets[i].n_vocab;
       out->n_ctx = presets[i].n_ctx, out->rope_freq_base = presets[i].rope_freq_base;
       out->eps = presets[i].eps, out->tie_output = presets[i].tie_output;
+      out->rope_factor = presets[i].rope_factor;
       return true;
     }
   return false;
@@ -113,6 +115,10 @@ static int check_params(const struct llama_make_params *p, char *err, size_t err
   if (p->n_vocab < VOCAB_MIN || p->n_vocab > (1u << 22))
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "a vocabulary of %u tokens (%u..%u: the "
                      "special, byte and ASCII tokens first)", p->n_vocab, VOCAB_MIN, 1u << 22);
+  if (!(p->rope_factor == 0 || (p->rope_factor >= 1 && p->rope_factor <= 1024)) ||
+      !(p->rope_linear == 0 || (p->rope_linear >= 1 && p->rope_linear <= 1024)))
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "RoPE scaling factors %g and %g (1..1024, "
+                     "or 0 for none)", (double)p->rope_factor, (double)p->rope_linear);
   if (!p->n_ctx || !(p->rope_freq_base > 1) || !(p->eps > 0 && p->eps < 1))
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "context %u, RoPE base %g, eps %g",
                      p->n_ctx, (double)p->rope_freq_base, (double)p->eps);
@@ -122,9 +128,24 @@ static int check_params(const struct llama_make_params *p, char *err, size_t err
 /* The tensors in file order: token_embd, output_norm, output (unless tied), then per layer. */
 struct tensor_plan {
   char name[48];
-  uint64_t ne0, ne1;   /* ne1 0: a norm (f32 vector) */
+  uint64_t ne0, ne1;   /* ne1 0: a norm or the RoPE factors (f32 vectors) */
   vkrt_type type;
 };
+
+/* Llama 3.1's RoPE factors for pair i of n_rot (convert_hf_to_gguf's llama3 rope_freqs):
+ * wavelengths under 8192 / 4 positions keep theirs, over 8192 are stretched by `factor`,
+ * between they blend. */
+static float llama3_rope_factor(const struct llama_make_params *p, uint32_t i, uint32_t n_rot) {
+  const double old_ctx = 8192, low = 1, high = 4;
+  double freq = 1.0 / pow((double)p->rope_freq_base, 2.0 * i / n_rot);
+  double wavelen = 6.283185307179586 / freq;
+  if (wavelen < old_ctx / high)
+    return 1.0f;
+  if (wavelen > old_ctx / low)
+    return p->rope_factor;
+  double smooth = (old_ctx / wavelen - low) / (high - low);
+  return (float)(1.0 / ((1 - smooth) / p->rope_factor + smooth));
+}
 
 /* llama.cpp's use_more_bits: the layers Q4_K_M gives q6_K attn_v and ffn_down. */
 static bool more_bits(uint32_t l, uint32_t n) {
@@ -140,6 +161,8 @@ static uint32_t plan_tensors(const struct llama_make_params *p, struct tensor_pl
   t[n++] = (struct tensor_plan){"token_embd.weight", E, p->n_vocab,
                                 p->tie_output ? more : p->type};
   t[n++] = (struct tensor_plan){"output_norm.weight", E, 0, VKRT_TYPE_F32};
+  if (p->rope_factor > 0)
+    t[n++] = (struct tensor_plan){"rope_freqs.weight", hd / 2, 0, VKRT_TYPE_F32};
   if (!p->tie_output)
     t[n++] = (struct tensor_plan){"output.weight", E, p->n_vocab, more};
   for (uint32_t l = 0; l < p->n_layer; l++) {
@@ -206,7 +229,7 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
   if (r)
     return r;
   uint32_t hd = p->n_embd / p->n_head;
-  struct tensor_plan *plan = malloc(sizeof(*plan) * (3 + 9 * (size_t)p->n_layer));
+  struct tensor_plan *plan = malloc(sizeof(*plan) * (4 + 9 * (size_t)p->n_layer));
   uint64_t widest = p->n_embd > p->n_ff ? p->n_embd : p->n_ff;
   uint8_t *row = malloc(BATCH_BYTES > widest * sizeof(float) ? BATCH_BYTES : widest * sizeof(float));
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -217,7 +240,7 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
   }
   uint32_t n_tensors = plan_tensors(p, plan);
   struct gguf_writer w;
-  if ((r = gguf_writer_open(&w, path, n_tensors, 19, err, err_size))) {
+  if ((r = gguf_writer_open(&w, path, n_tensors, p->rope_linear > 0 ? 21 : 19, err, err_size))) {
     free(plan), free(row);
     return r;
   }
@@ -234,6 +257,10 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
   gguf_writer_kv_u32(&w, "llama.attention.head_count_kv", p->n_head_kv);
   gguf_writer_kv_u32(&w, "llama.rope.dimension_count", hd);
   gguf_writer_kv_f32(&w, "llama.rope.freq_base", p->rope_freq_base);
+  if (p->rope_linear > 0) {
+    gguf_writer_kv_str(&w, "llama.rope.scaling.type", "linear");
+    gguf_writer_kv_f32(&w, "llama.rope.scaling.factor", p->rope_linear);
+  }
   gguf_writer_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", p->eps);
   gguf_writer_kv_str(&w, "tokenizer.ggml.model", "llama");
   gguf_writer_kv_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
@@ -259,9 +286,11 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
   gguf_writer_align(&w);
   uint64_t rng = p->seed * 0x9e3779b97f4a7c15ull + 1;
   for (uint32_t t = 0; t < n_tensors && w.ok; t++) {
-    if (!plan[t].ne1) { /* norm weights near 1 */
+    if (!plan[t].ne1) { /* norm weights near 1, or the RoPE factors */
+      const bool factors = !strcmp(plan[t].name, "rope_freqs.weight");
       for (uint64_t i = 0; i < plan[t].ne0; i++) {
-        float v = 1.0f + ((float)(vkrt_xorshift(&rng) >> 40) / (float)(1 << 24) - 0.5f) * 0.2f;
+        float v = factors ? llama3_rope_factor(p, (uint32_t)i, hd)
+                          : 1.0f + ((float)(vkrt_xorshift(&rng) >> 40) / (float)(1 << 24) - 0.5f) * 0.2f;
         memcpy(row + 4 * i, &v, 4);
       }
       gguf_writer_data(&w, row, plan[t].ne0 * 4);

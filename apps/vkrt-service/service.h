@@ -59,6 +59,8 @@ struct service_args {
   bool verbose, fault_import, tokens_given, q8_activations, f16_activations;
   vkrt_type dtype;
   bool q4_k_m;                    /* --dtype q4_K_M: q4_K with q6_K where llama.cpp puts it */
+  float rope_factor;              /* --rope-freqs F (-1: not given, the preset's) */
+  float rope_linear;              /* --rope-linear F */
   /* llama mode */
   const char *prompt;
   uint64_t ctx, top_k, verify;   /* verify: positions checked against float64 (all: default) */

@@ -12,6 +12,8 @@ static int make_llama(const struct service_args *a) {
   if (a->preset)
     llama_preset(a->preset, &p);
   p.type = a->dtype, p.seed = a->seed, p.q4_k_m = a->q4_k_m;
+  p.rope_factor = a->rope_factor >= 0 ? a->rope_factor : p.rope_factor;
+  p.rope_linear = a->rope_linear;
   p.n_layer = a->layers ? (uint32_t)a->layers : p.n_layer;
   p.n_embd = a->hidden ? (uint32_t)a->hidden : p.n_embd;
   p.n_ff = a->ffn ? (uint32_t)a->ffn : p.n_ff;

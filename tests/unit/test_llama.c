@@ -538,6 +538,75 @@ static void test_written_model(void **state) {
   assert_int_equal(access("/tmp/vkrt-test-never.gguf", F_OK), -1); /* refused before opening */
 }
 
+/* RoPE scaling as llama.cpp reads it: a linear factor divides every angle (freq_scale 1/F);
+ * rope_freqs.weight holds Llama 3.1's factors (1 for short wavelengths, the factor for long
+ * ones, blended between), and the reference turns by them; YaRN, bad factors and a
+ * mis-shaped tensor are refused by name. */
+static void test_rope_scaling(void **state) {
+  (void)state;
+  struct llama_make_params p = {.n_layer = 1, .n_embd = 256, .n_ff = 256, .n_head = 2,
+                                .n_head_kv = 1, .n_vocab = 400, .n_ctx = 64,
+                                .rope_freq_base = 10000.0f, .eps = 1e-5f,
+                                .type = VKRT_TYPE_F16, .seed = 3};
+  char path[] = "/tmp/vkrt-test-llama-XXXXXX", err[512];
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  double plain[400], scaled[400];
+  for (int k = 0; k < 3; k++) { /* none, linear 4, Llama 3.1 factors of 8 */
+    p.rope_linear = k == 1 ? 4.0f : 0.0f, p.rope_factor = k == 2 ? 8.0f : 0.0f;
+    if (llama_write_gguf(path, &p, err, sizeof(err)))
+      fail_msg("write: %s", err);
+    size_t size;
+    uint8_t *b = read_file(path, &size);
+    struct gguf_file f;
+    struct llama_model *m = malloc(sizeof(*m));
+    if (gguf_parse(b, size, &f, err, sizeof(err)) || llama_model_load(&f, m, err, sizeof(err)))
+      fail_msg("%s", err);
+    assert_true(m->hp.rope_freq_scale == (k == 1 ? 0.25f : 1.0f));
+    assert_int_equal(m->rope_freqs != NULL, k == 2);
+    if (k == 2) { /* head 128: 64 pairs; wavelengths 2 pi 10000^(i / 32) */
+      float ff[64];
+      memcpy(ff, gguf_data(&f, m->rope_freqs), sizeof(ff));
+      assert_true(ff[0] == 1.0f && ff[40] == 1.0f);   /* 2 pi 10000^(40/64) = 1986 < 2048 */
+      assert_true(ff[41] > 1.0f && ff[41] < 8.0f);    /* 2258: blended */
+      assert_true(ff[50] == 8.0f && ff[63] == 8.0f);  /* 2 pi 10000^(50/64) = 8836 > 8192 */
+    }
+    struct llama_ref *r;
+    assert_int_equal(llama_ref_create(m, 64, VKRT_TYPE_F16, &r, err, sizeof(err)), 0);
+    double *lg = k ? scaled : plain;
+    for (uint32_t pos = 0; pos < 40; pos++)
+      assert_int_equal(llama_ref_forward(r, (int32_t)(3 + 7 * pos), pos, lg), 0);
+    llama_ref_free(r);
+    if (k) { /* the reference turned otherwise: its logits at position 39 moved */
+      double moved = 0;
+      for (int i = 0; i < 400; i++)
+        moved = fmax(moved, fabs(scaled[i] - plain[i]));
+      print_message("scaling %d: logits moved by up to %.3g\n", k, moved);
+      assert_true(moved > 1e-3);
+    }
+    if (k == 1) { /* "linear" -> "yarn??": refused by name */
+      memcpy(find_bytes(b, size, "linear"), "yarnxx", 6);
+      expect_refused(b, size, GGUF_E_BAD_VALUE, "llama.rope.scaling.type = \"yarnxx\"");
+    }
+    if (k == 2) {
+      uint8_t *t = find_bytes(b, size, "rope_freqs.weight") + 17;
+      assert_int_equal(t[4], 64); /* ne[0] */
+      t[4] = 32;
+      expect_refused(b, size, GGUF_E_MISSING, "tensor rope_freqs.weight has shape {32, 1, 1, 1}, "
+                     "the metadata says {64}");
+      t[4] = 64;
+      float zero = 0.0f;
+      memcpy((uint8_t *)gguf_data(&f, m->rope_freqs) + 4 * 7, &zero, 4);
+      expect_refused(b, size, GGUF_E_BAD_VALUE, "rope_freqs.weight[7] = 0 is not a finite factor > 0");
+    }
+    gguf_close(&f);
+    free(m);
+    free(b);
+  }
+  unlink(path);
+}
+
 /* A tied output head of 8192 x 256 = 2^21 weights is split across the reference's threads
  * (where the machine has more than one CPU): every row is written (the logits are poisoned
  * with NaN before each pass), and two references agree bit for bit. */
@@ -589,6 +658,7 @@ int main(void) {
       cmocka_unit_test(test_presets),
       cmocka_unit_test(test_written_model),
       cmocka_unit_test(test_reference_threads),
+      cmocka_unit_test(test_rope_scaling),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
