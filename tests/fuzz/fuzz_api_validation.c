@@ -1,5 +1,6 @@
 /* libFuzzer harness over the argument validation behind the public API: tensor descriptors
- * for every op, the import chunk planner (upload ranges) and register/unregister sequences
+ * of every type (and an invalid one) for every op, with fuzzed float parameters (eps, RoPE's,
+ * attention's scale), the import chunk planner (upload ranges) and register/unregister sequences
  * on the region table, each checked against invariants so a wrong answer is a crash too. */
 #include <assert.h>
 #include <stdlib.h>
@@ -16,11 +17,24 @@ static struct vkrt_device devices[2] = {{.index = 0}, {.index = 1}};
 static void fuzz_tensor(struct fuzz_input *in, vkrt_tensor *t, struct vkrt_buffer *bufs) {
   t->buffer = &bufs[fuzz_u8(in) % 3];
   t->offset = fuzz_u8(in) & 1 ? fuzz_u64(in) : fuzz_u8(in) * 4u;
-  t->type = (vkrt_type)(fuzz_u8(in) % 3); /* 2 is invalid on purpose */
+  t->type = (vkrt_type)(fuzz_u8(in) % (VKRT_TYPE_COUNT + 1)); /* the last is invalid on purpose */
   for (int d = 0; d < 4; d++)
     t->ne[d] = fuzz_dim(in);
   for (int d = 0; d < 4; d++)
     t->nb[d] = fuzz_u8(in) & 1 ? fuzz_dim(in) : (int64_t)(fuzz_u8(in)) * 2;
+}
+
+/* A float as a fuzzer picks it: common values mostly, any bit pattern (NaN, infinities,
+ * denormals) sometimes. */
+static float fuzz_float(struct fuzz_input *in) {
+  static const float common[] = {0.0f, 1.0f, -1.0f, 1e-5f, 10000.0f, 0.125f, 1e30f};
+  uint8_t kind = fuzz_u8(in);
+  if (kind & 1)
+    return common[(kind >> 1) % (sizeof(common) / sizeof(common[0]))];
+  uint32_t bits = fuzz_u32(in);
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
 }
 
 /* Every accepted view must stay inside its buffer and the binding range. */
@@ -45,11 +59,11 @@ static void fuzz_ops(struct fuzz_input *in) {
       .min_storage_buffer_offset_alignment = 1ull << (fuzz_u8(in) % 9),
   };
   vkrt_tensor t[9];
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 5; i++)
     fuzz_tensor(in, &t[i], bufs);
   struct vkrt_ops_view views[9];
   char why[256];
-  switch (fuzz_u8(in) % 5) {
+  switch (fuzz_u8(in) % 13) {
   case 0:
     if (vkrt_ops_check_copy(&lim, &t[0], &t[1], views, why, sizeof(why)))
       check_views(views, 2, &lim);
@@ -74,9 +88,45 @@ static void fuzz_ops(struct fuzz_input *in) {
       check_views(views, (int)count + 1, &lim);
     break;
   }
-  default:
+  case 4:
     if (vkrt_ops_check_matmul(&lim, &t[0], &t[1], &t[2], views, why, sizeof(why)))
       check_views(views, 3, &lim);
+    break;
+  case 5:
+    if (vkrt_ops_check_swiglu(&lim, &t[0], &t[1], &t[2], views, why, sizeof(why)))
+      check_views(views, 3, &lim);
+    break;
+  case 6: {
+    const vkrt_tensor *w = fuzz_u8(in) & 1 ? &t[2] : NULL;
+    if (vkrt_ops_check_rms_norm(&lim, &t[0], &t[1], w, fuzz_float(in), views, why, sizeof(why)))
+      check_views(views, w ? 3 : 2, &lim);
+    break;
+  }
+  case 7: {
+    vkrt_rope_params rp = {.mode = fuzz_u8(in) % 4, .n_dims = fuzz_u8(in) & 1 ? fuzz_u32(in) : fuzz_u8(in),
+                           .freq_base = fuzz_float(in), .freq_scale = fuzz_float(in)};
+    const vkrt_tensor *factors = fuzz_u8(in) & 1 ? &t[3] : NULL;
+    if (vkrt_ops_check_rope(&lim, &t[0], &t[1], &t[2], factors, fuzz_u8(in) & 7 ? &rp : NULL,
+                            views, why, sizeof(why)))
+      check_views(views, factors ? 4 : 3, &lim);
+    break;
+  }
+  case 8:
+    if (vkrt_ops_check_get_rows(&lim, &t[0], &t[1], &t[2], views, why, sizeof(why)))
+      check_views(views, 3, &lim);
+    break;
+  case 9:
+    if (vkrt_ops_check_set_rows(&lim, &t[0], &t[1], &t[2], views, why, sizeof(why)))
+      check_views(views, 3, &lim);
+    break;
+  case 10:
+    if (vkrt_ops_check_argmax(&lim, &t[0], &t[1], views, why, sizeof(why)))
+      check_views(views, 2, &lim);
+    break;
+  default:
+    if (vkrt_ops_check_attention(&lim, &t[0], &t[1], &t[2], &t[3], &t[4], fuzz_float(in), views,
+                                 why, sizeof(why)))
+      check_views(views, 5, &lim);
     break;
   }
 }
