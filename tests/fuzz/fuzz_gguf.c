@@ -6,7 +6,8 @@
  * consistent shapes whose data is inside the buffer (read to the last byte, so ASan sees any
  * overrun). The seed seed-llama-tiny is a whole llama model with a vocabulary, as
  * `vkrt-service --make-gguf F --heads 2 --kv-heads 1 --layers 1 --hidden 8 --ffn 8 --vocab 360
- * --dtype f16` writes it. */
+ * --dtype f16` writes it; seed-llama-rope is the same with --rope-freqs 8 --rope-linear 2
+ * (RoPE scaling: the rope_freqs.weight tensor and the linear scaling keys). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
