@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # vkrt-service: verified decode on 2 and 4 simulated devices, with the import-fails fault off
-# and on (the plan then shows pre-stage); GGUF weights of every type (f32, f16, q8_0, q4_K),
+# and on (the plan then shows pre-stage); GGUF weights of every type (f32, f16, q8_0, q4_K, q6_K),
 # also cut into many small import chunks so tensors straddle chunk edges; bad weights files
 # (truncated, not GGUF, missing tensors) and shape mismatches fail clearly. (A real llama model,
 # tests/data/stories260K.gguf, runs in tests/model/stories.sh.)
@@ -31,7 +31,7 @@ done
 # Every weight type on 2 devices (ffn cut along whole blocks) and on 1 (the residual rides
 # on vkrt_op_matmul_add, quantized ffn_down included); f16 and q4_K
 # also with 64 KiB import chunks: the 32-byte aligned tensors straddle chunk edges.
-for dtype in f32 f16 q8_0 q4_K; do
+for dtype in f32 f16 q8_0 q4_K q6_K; do
   "$svc" --make-gguf "$work/$dtype.gguf" --layers 2 --hidden 512 --ffn 1536 --dtype $dtype >/dev/null
   for devices in 2 1; do
     out=$("$svc" --weights "$work/$dtype.gguf" --tokens 17 --devices $devices 2>&1) \
@@ -57,8 +57,9 @@ if [ -x "$probe" ]; then
   echo "vkrt-probe --activations q8: $(grep -m1 'quantized matvec activations' <<< "$out")"
 fi
 # 8-bit activations (VKRT_ACTIVATIONS_Q8): the reference rounds x as the device does, within
-# the f32 bound; a device that kept x in f32 would be ~1e-2 off and fail it
-for dtype in q8_0 q4_K; do
+# the f32 bound; a device that kept x in f32 would be ~1e-2 off and fail it (q6_K keeps x
+# in f32: the reference does too, and the check still holds)
+for dtype in q8_0 q4_K q6_K; do
   for devices in 2 1; do
     out=$("$svc" --weights "$work/$dtype.gguf" --tokens 17 --devices $devices --activations q8 2>&1) \
       || { echo "$out"; echo "$dtype with 8-bit activations on $devices devices failed"; exit 1; }
