@@ -4,6 +4,8 @@
 #   # test: <kind>/<program> [<cmocka case or pattern>]   or   # test: script <path>
 #   # board: <board>            (default sim-lavapipe-x2)
 #   # env: VAR=value ...        (set for the test run)
+#   # build: all                (a script that runs the board's programs: the whole board is
+#                                built first and the script runs with VKRT_BUILDDIR set to it)
 #   # gpu-only: <why>           (the test skips on lavapipe; a skip is reported, not a miss)
 # For each patch, in a copy of the tree (tracked and untracked, not ignored, files) under
 # $MUTATION_WORKDIR (default /tmp/vkrt-mutations-$UID): the named test runs unmutated and must
@@ -51,7 +53,8 @@ header() { # patch key -> value of "# key: value"
   sed -n "s/^# $2: //p" "$1" | head -1
 }
 
-# build <board> <kind/program>: configure once per board, then build that program only.
+# build <board> [<kind/program>]: configure once per board, then build that program only (or,
+# without one, the whole board).
 build() {
   local board=$1 b=$work/build-$1
   if [ ! -f "$b/build.ninja" ]; then
@@ -59,7 +62,7 @@ build() {
      ./configure --builddir "$b" --config "$b/.config") > "$work/configure-$board.log" 2>&1 ||
       { tail -20 "$work/configure-$board.log"; return 1; }
   fi
-  ninja -C "$b" "$b/tests/$2" > "$work/build.log" 2>&1 || { grep -A5 -m3 'error' "$work/build.log"; return 1; }
+  ninja -C "$b" ${2:+"$b/tests/$2"} > "$work/build.log" 2>&1 || { grep -A5 -m3 'error' "$work/build.log"; return 1; }
 }
 
 # run_test <patch> [<prebuilt tests folder>] -> $out, $rc
@@ -68,6 +71,10 @@ run_test() {
   test=$(header "$p" test) board=$(header "$p" board) envs=$(header "$p" env)
   board=${board:-sim-lavapipe-x2}
   if [[ $test == script\ * ]]; then
+    if [ "$(header "$p" build)" = all ]; then
+      if ! out=$(build "$board" "" 2>&1); then rc=125; out="build failed: $out"; return; fi
+      envs="VKRT_BUILDDIR=$work/build-$board $envs"
+    fi
     out=$(cd "$src" && env $envs "./${test#script }" 2>&1); rc=$?
     return
   fi
