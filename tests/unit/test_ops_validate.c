@@ -385,18 +385,20 @@ static void test_decode_ops(void **state) {
   assert_true(vkrt_ops_check_rope(&lim, &x, &x, &pos, &ff, &rp, v, why, sizeof(why)));
   assert_int_equal(v[3].ne[0], 32);
   assert_int_equal(v[3].offset, (8192 - 8192 / 64 * 64) / 4);
-  vkrt_tensor short_ff = t4(&buf_b, 8192, VKRT_TYPE_F32, 31, 1, 1, 1);
-  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &short_ff, &rp, v, why, sizeof(why)),
-              "vkrt_op_rope_ext: factors has 31 values for the 32 pairs of n_dims = 64");
-  vkrt_tensor ff16 = t4(&buf_b, 8192, VKRT_TYPE_F16, 32, 1, 1, 1);
-  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &ff16, &rp, v, why, sizeof(why)),
-              "factors is f16; it must be f32");
-  vkrt_tensor ff2d = t4(&buf_b, 8192, VKRT_TYPE_F32, 32, 2, 1, 1);
-  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &ff2d, &rp, v, why, sizeof(why)),
-              "factors ne {32, 2, 1, 1}: the op takes 1 dim");
-  vkrt_tensor ff_in_x = t4(&buf_a, 256, VKRT_TYPE_F32, 32, 1, 1, 1);
-  expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &ff_in_x, &rp, v, why, sizeof(why)),
-              "overlap factors bytes");
+  const struct {
+    vkrt_tensor factors;
+    const char *why;
+  } bad_factors[] = {
+      {t4(&buf_b, 8192, VKRT_TYPE_F32, 31, 1, 1, 1),
+       "vkrt_op_rope_ext: factors has 31 values for the 32 pairs of n_dims = 64"},
+      {t4(&buf_b, 8192, VKRT_TYPE_F16, 32, 1, 1, 1), "factors is f16; it must be f32"},
+      {t4(&buf_b, 8192, VKRT_TYPE_F32, 32, 2, 1, 1), "factors ne {32, 2, 1, 1}: the op takes 1 dim"},
+      {t4(&buf_a, 256, VKRT_TYPE_F32, 32, 1, 1, 1), "overlap factors bytes"}, /* dst's */
+  };
+  for (size_t i = 0; i < sizeof(bad_factors) / sizeof(bad_factors[0]); i++)
+    expect_fail(vkrt_ops_check_rope(&lim, &x, &x, &pos, &bad_factors[i].factors, &rp, v, why,
+                                    sizeof(why)),
+                bad_factors[i].why);
   /* get_rows: a q4_K table, i32 ids, f32 rows out */
   vkrt_tensor table = t4(&buf_a, 0, VKRT_TYPE_Q4_K, 512, 100, 1, 1);
   vkrt_tensor ids = t4(&buf_b, 8192, VKRT_TYPE_I32, 5, 1, 1, 1);
