@@ -1,5 +1,5 @@
 /* A llama-architecture model for vkrt-service: hyper-parameters and tensors from a GGUF file
- * (llama_model.c), the SentencePiece tokenizer of tokenizer.ggml.model = llama (tokenizer.c),
+ * (llama_model.c), the tokenizers (SentencePiece and GPT-2's byte-level BPE: tokenizer.c),
  * the sampler (sampler.c), the float64 CPU reference of the forward pass (llama_ref.c) and the
  * tensor-parallel forward pass on the appliance's devices (llama_gpu.c).
  *
@@ -55,24 +55,45 @@ int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *e
 /* Bytes of weights read per token (every tensor once; the output head once). */
 uint64_t llama_weight_bytes(const struct llama_model *m);
 
-/* ---- tokenizer (SentencePiece, score-ordered merges, <0xNN> byte fallback) ---------------- */
+/* ---- tokenizer ------------------------------------------------------------------------------
+ * tokenizer.ggml.model "llama": SentencePiece (score-ordered merges, <0xNN> byte fallback;
+ * tokenizer.c). "gpt2": GPT-2's byte-level BPE with the Llama 3 pre-tokenizer
+ * (tokenizer.ggml.pre "llama-bpe", "llama3", "default" or absent; tokenizer_bpe.c), as
+ * llama.cpp's llm_tokenizer_bpe: control, user-defined and unknown tokens written in the text
+ * are taken as themselves first (llama.cpp's parse_special), the rest pre-tokenized by the
+ * Llama 3 regex, each piece's bytes mapped to GPT-2's printable characters and merged by
+ * tokenizer.ggml.merges, lowest rank first (leftmost on ties); a piece that is a token as a
+ * whole is taken whole (Llama 3's ignore_merges). */
 struct llama_vocab;
-/* tokenizer.ggml.model must be "llama"; tokens required, scores and token types optional;
- * tokenizer.ggml.bos_token_id required (a vocabulary without BOS is refused), eos and unknown
- * optional. The pieces point into f, which must outlive the vocabulary. */
+enum llama_vocab_type { LLAMA_VOCAB_SPM, LLAMA_VOCAB_BPE };
+/* tokenizer.ggml.model must be "llama" or "gpt2"; tokens required, scores and token types
+ * optional; tokenizer.ggml.bos_token_id required (a vocabulary without BOS is refused), eos,
+ * eot and unknown optional; tokenizer.ggml.add_bos_token optional (default true). "gpt2"
+ * needs tokenizer.ggml.merges ("A B": tokens whose concatenation is a token; rank = index)
+ * and every byte's character among the tokens is expected (a missing one tokenizes as
+ * unknown, or is dropped without one); another tokenizer.ggml.pre is refused by name. The
+ * pieces point into f, which must outlive the vocabulary. */
 int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *err,
                      size_t err_size);
 void llama_vocab_free(struct llama_vocab *v);
+enum llama_vocab_type llama_vocab_kind(const struct llama_vocab *v);
 uint32_t llama_vocab_size(const struct llama_vocab *v);
 int32_t llama_vocab_bos(const struct llama_vocab *v);
 int32_t llama_vocab_eos(const struct llama_vocab *v);
-/* Text to ids as llama.cpp's llm_tokenizer_spm does (a space prepended, spaces as U+2581),
- * with BOS first when add_bos. Returns the count, or -1 when out_cap is too small (or out of
- * memory). A character without a piece becomes its UTF-8 bytes' <0xNN> tokens (<unk> where
- * the vocabulary lacks one). */
+int32_t llama_vocab_eot(const struct llama_vocab *v);   /* -1 when the file names none */
+bool llama_vocab_add_bos(const struct llama_vocab *v);  /* tokenizer.ggml.add_bos_token */
+/* Whether id ends a generation: EOS, or EOT (Llama 3 instruct ends a turn with <|eot_id|>
+ * while EOS is <|end_of_text|>). */
+bool llama_vocab_is_eog(const struct llama_vocab *v, int32_t id);
+/* Text to ids, with BOS first when add_bos (callers pass llama_vocab_add_bos). Returns the
+ * count, or -1 when out_cap is too small (or out of memory). SentencePiece: as llama.cpp's
+ * llm_tokenizer_spm (a space prepended, spaces as U+2581); a character without a piece
+ * becomes its UTF-8 bytes' <0xNN> tokens (<unk> where the vocabulary lacks one). BPE: at most
+ * one id per byte of text. */
 int32_t llama_tokenize(const struct llama_vocab *v, const char *text, bool add_bos, int32_t *out,
                        int32_t out_cap);
-/* The text piece of one id (byte tokens as their byte, U+2581 as a space); "" for control
+/* The text piece of one id (SentencePiece: byte tokens as their byte, U+2581 as a space; BPE:
+ * GPT-2's characters as their bytes); user-defined tokens as their text, "" for control
  * tokens. Returns the length written (NUL-terminated, truncated to cap - 1). */
 size_t llama_token_piece(const struct llama_vocab *v, int32_t id, char *buf, size_t cap);
 
