@@ -134,14 +134,20 @@ struct llama_make_params {
   vkrt_type type;     /* matrices; norms stay f32 */
   uint64_t seed;
   bool tie_output;    /* no output.weight: the head is token_embd */
+  enum llama_vocab_type vocab; /* SentencePiece (the default) or GPT-2 byte-level BPE */
 };
 /* "llama3-8b", "llama3.2-1b", "qwen2.5-7b": real hyper-parameters (n_vocab as given by the
- * caller may shrink the vocabulary). false for an unknown name. Sets every field but type
- * and seed. */
+ * caller may shrink the vocabulary). false for an unknown name. Sets every field but type,
+ * seed and vocab. */
 bool llama_preset(const char *name, struct llama_make_params *out);
-/* Writes a llama-architecture GGUF with random weights, a valid small SentencePiece
- * vocabulary (tokenizer.ggml.tokens/scores/token_type, bos/eos ids) of n_vocab tokens.
- * Streams the file: memory use is one row. Weights keep unit activations (matrices of
+/* Writes a llama-architecture GGUF with random weights and a valid vocabulary of n_vocab
+ * tokens: SentencePiece (tokenizer.ggml.tokens/scores/token_type, bos/eos ids), or with
+ * vocab LLAMA_VOCAB_BPE byte-level BPE as Llama 3's files have it (tokenizer.ggml.model gpt2,
+ * pre llama-bpe, tokens, token_type, merges, bos/eos/eot ids, add_bos_token): the 256 byte
+ * characters, pieces built by merges (common words with and without their leading space,
+ * two-digit numbers, punctuation and white-space runs, then every lowercase word by length)
+ * and <|begin_of_text|> (BOS), <|end_of_text|> (EOS), <|eot_id|> (EOT) last, as control
+ * tokens. Streams the file: memory use is one row (and a BPE vocabulary, built first). Weights keep unit activations (matrices of
  * standard deviation 1/sqrt(K), the embedding's too, norm weights near 1). Bad
  * parameters: GGUF_E_BAD_VALUE with the reason. */
 int llama_write_gguf(const char *path, const struct llama_make_params *p, char *err,
