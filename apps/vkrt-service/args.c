@@ -17,21 +17,26 @@ static void usage(FILE *f) {
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K|q6_K] [--seed N]   (--make-weights: the same)\n"
           "       vkrt-service --make-gguf FILE --preset llama3-8b|llama3.2-1b|qwen2.5-7b\n"
-          "                    [--dtype f16|q8_0|q4_K|q6_K|q4_K_M] [--vocab V] [--seed N]\n"
+          "                    [--dtype f16|q8_0|q4_K|q6_K|q4_K_M] [--vocab V]\n"
+          "                    [--vocab-type spm|gpt2] [--seed N]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H --ffn F --heads N\n"
-          "                    [--kv-heads N] [--vocab V] [--dtype ...] [--rope-freqs F]\n"
-          "                    [--rope-linear F] [--seed N]\n"
-          "--preset or --heads writes a whole llama model (attention, norms, a SentencePiece\n"
-          "vocabulary of V tokens, default the preset's or 32000) with random weights; without\n"
-          "them the file holds the MLP tensors only. --layers/--hidden/--ffn/--heads/--kv-heads\n"
-          "override the preset's. q4_K_M: q4_K with q6_K where llama.cpp's Q4_K_M puts it (the\n"
-          "output head, attn_v and ffn_down of the first and last eighth of the layers and every\n"
-          "third between). --rope-freqs F writes rope_freqs.weight, RoPE scaled as Llama 3.1 does\n"
-          "(factor F: 8 for 3.1, 32 for 3.2, the llama3.2-1b preset's; 0: none); --rope-linear F\n"
-          "writes llama.rope.scaling.type linear with factor F (every angle divided by F).\n"
+          "                    [--kv-heads N] [--vocab V] [--vocab-type spm|gpt2] [--dtype ...]\n"
+          "                    [--rope-freqs F] [--rope-linear F] [--seed N]\n"
+          "--preset or --heads writes a whole llama model (attention, norms, a vocabulary of V\n"
+          "tokens, default the preset's or 32000) with random weights; without them the file\n"
+          "holds the MLP tensors only. --layers/--hidden/--ffn/--heads/--kv-heads override the\n"
+          "preset's. --vocab-type spm (the default): a SentencePiece vocabulary\n"
+          "(tokenizer.ggml.model llama); gpt2: a byte-level BPE one as Llama 3's (model gpt2,\n"
+          "pre llama-bpe: the 256 byte characters, pieces built by tokenizer.ggml.merges,\n"
+          "<|begin_of_text|> BOS, <|end_of_text|> EOS and <|eot_id|> EOT last).\n"
+          "q4_K_M: q4_K with q6_K where llama.cpp's Q4_K_M puts it (the output head, attn_v and\n"
+          "ffn_down of the first and last eighth of the layers and every third between).\n"
+          "--rope-freqs F writes rope_freqs.weight, RoPE scaled as Llama 3.1 does (factor F: 8\n"
+          "for 3.1, 32 for 3.2, the llama3.2-1b preset's; 0: none); --rope-linear F writes\n"
+          "llama.rope.scaling.type linear with factor F (every angle divided by F).\n"
           "--hidden/--layers/--ffn with --weights (an MLP stack or a llama model) check the file's\n"
-          "shapes: a mismatch is an error; --dtype/--preset/--heads/--kv-heads/--vocab are\n"
-          "--make-gguf's only.\n"
+          "shapes: a mismatch is an error; --dtype/--preset/--heads/--kv-heads/--vocab/\n"
+          "--vocab-type are --make-gguf's only.\n"
           "The file is GGUF v3 with llama-style blk.N.ffn_gate/ffn_up/ffn_down.weight tensors;\n"
           "--seed with --weights picks the token inputs. --tokens defaults to 64, or with --seconds\n"
           "to as many as run in S seconds (up to 10^6). --activations q8: quantized weights take x\n"
@@ -43,7 +48,11 @@ static void usage(FILE *f) {
           "without their kernels (CONFIG_VKRT_KERNEL_MATMUL_COOPMAT). The float64 reference keeps\n"
           "f32 inputs: a position whose top-1/top-2 margin is within the rounding may differ\n"
           "(--verify 0 for speed runs). The MLP stack runs one column at a time: unaffected.\n"
-          "A llama model (a file with token_embd.weight, general.architecture llama) generates text:\n"
+          "A llama model (a file with token_embd.weight, general.architecture llama) generates text\n"
+          "(its tokenizer: SentencePiece, tokenizer.ggml.model llama, or GPT-2 byte-level BPE,\n"
+          "model gpt2 with Llama 3's pre-tokenizer, tokenizer.ggml.pre llama-bpe; special tokens\n"
+          "such as <|eot_id|> written in the prompt are taken as themselves; generation stops at\n"
+          "EOS or EOT):\n"
           "  vkrt-service --weights MODEL.gguf [--prompt TEXT] [--tokens N] [--temperature T]\n"
           "               [--top-k K] [--top-p P] [--seed N] [--ctx N] [--kv-type f16|q8_0]\n"
           "               [--print-ids] [--verify all|N] [--graph on|off] [--devices N]\n"
@@ -202,6 +211,11 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
   }
   if (!strcmp(a, "--vocab"))
     return parse_u64(v, &o->vocab) && o->vocab > 0 && o->vocab <= UINT32_MAX;
+  if (!strcmp(a, "--vocab-type")) {
+    o->vocab_type_given = true;
+    o->vocab_type = !strcmp(v, "gpt2") ? LLAMA_VOCAB_BPE : LLAMA_VOCAB_SPM;
+    return !strcmp(v, "gpt2") || !strcmp(v, "spm");
+  }
   if (!strcmp(a, "--load-path")) {
     for (int p = 0; p < VKRT_LOAD_PATH_COUNT; p++)
       if (!strcmp(v, vkrt_load_path_str((vkrt_load_path)p)))
@@ -252,8 +266,8 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
       continue;
     }
     if (!strcmp(a, "--dtype") || !strcmp(a, "--preset") || !strcmp(a, "--heads") ||
-        !strcmp(a, "--kv-heads") || !strcmp(a, "--vocab") || !strcmp(a, "--rope-freqs") ||
-        !strcmp(a, "--rope-linear"))
+        !strcmp(a, "--kv-heads") || !strcmp(a, "--vocab") || !strcmp(a, "--vocab-type") ||
+        !strcmp(a, "--rope-freqs") || !strcmp(a, "--rope-linear"))
       o->make_only = o->make_only ? o->make_only : a;
     if (!v || !parse_option(o, a, v)) {
       fprintf(stderr, "vkrt-service: bad or incomplete argument '%s%s%s'\n", a, v ? " " : "", v ? v : "");

@@ -40,8 +40,8 @@ void model_close(struct service *s) {
   s->model = NULL;
 }
 
-/* The prompt's ids (BOS first; BOS alone without --prompt) and the context they and the
- * generated tokens need. */
+/* The prompt's ids (BOS first unless tokenizer.ggml.add_bos_token says not to add it; BOS
+ * alone without --prompt) and the context they and the generated tokens need. */
 static int prompt_ids(struct service *s, struct generation *gen) {
   const struct service_args *a = s->args;
   size_t cap = (a->prompt ? strlen(a->prompt) * 4 : 0) + a->prompt_tokens + 8;
@@ -50,7 +50,8 @@ static int prompt_ids(struct service *s, struct generation *gen) {
     fprintf(stderr, "vkrt-service: out of host memory\n");
     return EXIT_RUNTIME;
   }
-  int32_t n = a->prompt ? llama_tokenize(s->vocab, a->prompt, true, gen->ids, (int32_t)cap) : 1;
+  int32_t n = a->prompt ? llama_tokenize(s->vocab, a->prompt, llama_vocab_add_bos(s->vocab),
+                                         gen->ids, (int32_t)cap) : 1;
   if (!a->prompt)
     gen->ids[0] = llama_vocab_bos(s->vocab);
   if (a->prompt_tokens) { /* BOS, then seeded ids drawn from the whole vocabulary */
@@ -327,7 +328,6 @@ int model_run(struct service *s, struct generation *gen) {
   llama_sampler_init(&sampler, &(struct llama_sampler_params){
       .temperature = (float)a->temperature, .top_k = (uint32_t)a->top_k,
       .top_p = (float)a->top_p, .seed = a->seed});
-  int32_t eos = llama_vocab_eos(s->vocab);
   double stamp[5];
   int rc;
   /* Warm-up: the first position again and again (it writes cache row 0 with what the run
@@ -371,7 +371,7 @@ int model_run(struct service *s, struct generation *gen) {
     gen->n_gen++;
     if (gen->n_gen == 1)
       s->t_first_token = now_s();
-    if (gen->n_gen == a->tokens || next == eos)
+    if (gen->n_gen == a->tokens || llama_vocab_is_eog(s->vocab, next))
       break;
   }
   gen->t_total = now_s() - t0;

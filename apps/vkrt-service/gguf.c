@@ -737,6 +737,10 @@ void gguf_writer_kv_u32(struct gguf_writer *w, const char *key, uint32_t v) {
   put_key(w, key, GGUF_KV_U32);
   put_u(w, v, 4);
 }
+void gguf_writer_kv_bool(struct gguf_writer *w, const char *key, bool v) {
+  put_key(w, key, GGUF_KV_BOOL);
+  put_u(w, v, 1);
+}
 void gguf_writer_kv_f32(struct gguf_writer *w, const char *key, float v) {
   put_key(w, key, GGUF_KV_F32);
   gguf_writer_f32(w, v);

@@ -168,6 +168,7 @@ struct gguf_writer {
 int gguf_writer_open(struct gguf_writer *w, const char *path, uint64_t n_tensors, uint64_t n_kv,
                      char *err, size_t err_size);
 void gguf_writer_kv_u32(struct gguf_writer *w, const char *key, uint32_t v);
+void gguf_writer_kv_bool(struct gguf_writer *w, const char *key, bool v);
 void gguf_writer_kv_f32(struct gguf_writer *w, const char *key, float v);
 void gguf_writer_kv_str(struct gguf_writer *w, const char *key, const char *v);
 /* An array's header; its count elements follow (gguf_writer_str/u32/f32). */

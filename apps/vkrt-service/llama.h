@@ -1,5 +1,5 @@
 /* A llama-architecture model for vkrt-service: hyper-parameters and tensors from a GGUF file
- * (llama_model.c), the SentencePiece tokenizer of tokenizer.ggml.model = llama (tokenizer.c),
+ * (llama_model.c), the tokenizers (SentencePiece and GPT-2's byte-level BPE: tokenizer.c),
  * the sampler (sampler.c), the float64 CPU reference of the forward pass (llama_ref.c) and the
  * tensor-parallel forward pass on the appliance's devices (llama_gpu.c).
  *
@@ -60,24 +60,45 @@ int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *e
 /* Bytes of weights read per token (every tensor once; the output head once). */
 uint64_t llama_weight_bytes(const struct llama_model *m);
 
-/* ---- tokenizer (SentencePiece, score-ordered merges, <0xNN> byte fallback) ---------------- */
+/* ---- tokenizer ------------------------------------------------------------------------------
+ * tokenizer.ggml.model "llama": SentencePiece (score-ordered merges, <0xNN> byte fallback;
+ * tokenizer.c). "gpt2": GPT-2's byte-level BPE with the Llama 3 pre-tokenizer
+ * (tokenizer.ggml.pre "llama-bpe", "llama3", "default" or absent; tokenizer_bpe.c), as
+ * llama.cpp's llm_tokenizer_bpe: control, user-defined and unknown tokens written in the text
+ * are taken as themselves first (llama.cpp's parse_special), the rest pre-tokenized by the
+ * Llama 3 regex, each piece's bytes mapped to GPT-2's printable characters and merged by
+ * tokenizer.ggml.merges, lowest rank first (leftmost on ties); a piece that is a token as a
+ * whole is taken whole (Llama 3's ignore_merges). */
 struct llama_vocab;
-/* tokenizer.ggml.model must be "llama"; tokens required, scores and token types optional;
- * tokenizer.ggml.bos_token_id required (a vocabulary without BOS is refused), eos and unknown
- * optional. The pieces point into f, which must outlive the vocabulary. */
+enum llama_vocab_type { LLAMA_VOCAB_SPM, LLAMA_VOCAB_BPE };
+/* tokenizer.ggml.model must be "llama" or "gpt2"; tokens required, scores and token types
+ * optional; tokenizer.ggml.bos_token_id required (a vocabulary without BOS is refused), eos,
+ * eot and unknown optional; tokenizer.ggml.add_bos_token optional (default true). "gpt2"
+ * needs tokenizer.ggml.merges ("A B": tokens whose concatenation is a token; rank = index)
+ * and every byte's character among the tokens is expected (a missing one tokenizes as
+ * unknown, or is dropped without one); another tokenizer.ggml.pre is refused by name. The
+ * pieces point into f, which must outlive the vocabulary. */
 int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *err,
                      size_t err_size);
 void llama_vocab_free(struct llama_vocab *v);
+enum llama_vocab_type llama_vocab_kind(const struct llama_vocab *v);
 uint32_t llama_vocab_size(const struct llama_vocab *v);
 int32_t llama_vocab_bos(const struct llama_vocab *v);
 int32_t llama_vocab_eos(const struct llama_vocab *v);
-/* Text to ids as llama.cpp's llm_tokenizer_spm does (a space prepended, spaces as U+2581),
- * with BOS first when add_bos. Returns the count, or -1 when out_cap is too small (or out of
- * memory). A character without a piece becomes its UTF-8 bytes' <0xNN> tokens (<unk> where
- * the vocabulary lacks one). */
+int32_t llama_vocab_eot(const struct llama_vocab *v);   /* -1 when the file names none */
+bool llama_vocab_add_bos(const struct llama_vocab *v);  /* tokenizer.ggml.add_bos_token */
+/* Whether id ends a generation: EOS, or EOT (Llama 3 instruct ends a turn with <|eot_id|>
+ * while EOS is <|end_of_text|>). */
+bool llama_vocab_is_eog(const struct llama_vocab *v, int32_t id);
+/* Text to ids, with BOS first when add_bos (callers pass llama_vocab_add_bos). Returns the
+ * count, or -1 when out_cap is too small (or out of memory). SentencePiece: as llama.cpp's
+ * llm_tokenizer_spm (a space prepended, spaces as U+2581); a character without a piece
+ * becomes its UTF-8 bytes' <0xNN> tokens (<unk> where the vocabulary lacks one). BPE: at most
+ * one id per byte of text. */
 int32_t llama_tokenize(const struct llama_vocab *v, const char *text, bool add_bos, int32_t *out,
                        int32_t out_cap);
-/* The text piece of one id (byte tokens as their byte, U+2581 as a space); "" for control
+/* The text piece of one id (SentencePiece: byte tokens as their byte, U+2581 as a space; BPE:
+ * GPT-2's characters as their bytes); user-defined tokens as their text, "" for control
  * tokens. Returns the length written (NUL-terminated, truncated to cap - 1). */
 size_t llama_token_piece(const struct llama_vocab *v, int32_t id, char *buf, size_t cap);
 
@@ -126,14 +147,21 @@ struct llama_make_params {
   bool q4_k_m;        /* type q4_K with q6_K where llama.cpp's Q4_K_M puts it: the output
                          head (token_embd when tied), attn_v and ffn_down of the first and
                          last eighth of the layers and every third between */
+  enum llama_vocab_type vocab; /* SentencePiece (the default) or GPT-2 byte-level BPE */
 };
 /* "llama3-8b", "llama3.2-1b", "qwen2.5-7b": real hyper-parameters (n_vocab as given by the
  * caller may shrink the vocabulary). false for an unknown name. Sets every field but type,
- * seed and q4_k_m (rope_factor: 32 for llama3.2-1b, whose RoPE is scaled; 0 for the others). */
+ * seed, q4_k_m and vocab (rope_factor: 32 for llama3.2-1b, whose RoPE is scaled; 0 for the
+ * others). */
 bool llama_preset(const char *name, struct llama_make_params *out);
-/* Writes a llama-architecture GGUF with random weights, a valid small SentencePiece
- * vocabulary (tokenizer.ggml.tokens/scores/token_type, bos/eos ids) of n_vocab tokens.
- * Streams the file: memory use is one row. Weights keep unit activations (matrices of
+/* Writes a llama-architecture GGUF with random weights and a valid vocabulary of n_vocab
+ * tokens: SentencePiece (tokenizer.ggml.tokens/scores/token_type, bos/eos ids), or with
+ * vocab LLAMA_VOCAB_BPE byte-level BPE as Llama 3's files have it (tokenizer.ggml.model gpt2,
+ * pre llama-bpe, tokens, token_type, merges, bos/eos/eot ids, add_bos_token): the 256 byte
+ * characters, pieces built by merges (common words with and without their leading space,
+ * two-digit numbers, punctuation and white-space runs, then every lowercase word by length)
+ * and <|begin_of_text|> (BOS), <|end_of_text|> (EOS), <|eot_id|> (EOT) last, as control
+ * tokens. Streams the file: memory use is one row (and a BPE vocabulary, built first). Weights keep unit activations (matrices of
  * standard deviation 1/sqrt(K), the embedding's too, norm weights near 1). Bad
  * parameters: GGUF_E_BAD_VALUE with the reason. */
 int llama_write_gguf(const char *path, const struct llama_make_params *p, char *err,

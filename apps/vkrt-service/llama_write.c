@@ -1,5 +1,6 @@
 /* --make-gguf for llama models: real hyper-parameters (llama_preset) with random weights and a
- * small valid SentencePiece vocabulary, streamed to the file in batches of rows that every CPU
+ * small valid SentencePiece or byte-level BPE vocabulary, streamed to the file in batches of
+ * rows that every CPU
  * helps generate (an 8B f16 file is 16 GB: 64 MiB of rows are held at a time). Each row draws
  * from its own seed (the file's seed, the tensor, the row), so the bytes do not depend on the
  * number of threads. */
@@ -11,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "llama.h"
+#include "tokenizer.h"
 
 bool llama_preset(const char *name, struct llama_make_params *out) {
   static const struct {
@@ -92,6 +93,208 @@ static int32_t next_piece(struct piece_gen *g, char *buf) {
   return 1;
 }
 
+static void write_spm_vocab(struct gguf_writer *w, uint32_t n_vocab) {
+  gguf_writer_kv_str(w, "tokenizer.ggml.model", "llama");
+  gguf_writer_kv_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+  gguf_writer_kv_u32(w, "tokenizer.ggml.bos_token_id", 1);
+  gguf_writer_kv_u32(w, "tokenizer.ggml.eos_token_id", 2);
+  char piece[4 + WORD_MAX];
+  struct piece_gen g = {0};
+  gguf_writer_kv_array(w, "tokenizer.ggml.tokens", GGUF_KV_STRING, n_vocab);
+  for (uint32_t i = 0; i < n_vocab; i++) {
+    next_piece(&g, piece);
+    gguf_writer_str(w, piece, strlen(piece));
+  }
+  gguf_writer_kv_array(w, "tokenizer.ggml.scores", GGUF_KV_F32, n_vocab);
+  for (uint32_t i = 0; i < n_vocab; i++)
+    gguf_writer_f32(w, i < VOCAB_SPECIAL + VOCAB_BYTES ? 0.0f
+                                                       : -(float)(i - VOCAB_SPECIAL - VOCAB_BYTES));
+  gguf_writer_kv_array(w, "tokenizer.ggml.token_type", GGUF_KV_I32, n_vocab);
+  g = (struct piece_gen){0};
+  for (uint32_t i = 0; i < n_vocab; i++)
+    gguf_writer_u32(w, (uint32_t)next_piece(&g, piece));
+}
+
+/* ---- the byte-level BPE vocabulary ---------------------------------------------------------
+ * Pieces are kept as the bytes they stand for and written in GPT-2's characters. Each piece
+ * past the 256 bytes is a merge of two earlier ones (its rank: its id - 256), so every merge's
+ * sides and result are tokens. */
+enum { BPE_BYTES = 256, BPE_SPECIAL = 3, BPE_VOCAB_MIN = BPE_BYTES + BPE_SPECIAL };
+static const char *const bpe_special[BPE_SPECIAL] = {"<|begin_of_text|>", "<|end_of_text|>",
+                                                     "<|eot_id|>"};
+
+struct bpe_build {
+  uint32_t n, cap;     /* pieces made, and the most there may be (n_vocab - 3) */
+  char *text;          /* the pieces' bytes, one after the other */
+  uint32_t *end;       /* piece i is text[end[i - 1] .. end[i]) */
+  int32_t (*merge)[2]; /* piece 256 + i = merge[i][0] followed by merge[i][1] */
+  uint32_t *slot, slot_mask; /* open addressing: id + 1 by the piece's bytes */
+};
+
+static const char *bpe_piece_text(const struct bpe_build *b, int32_t id, uint32_t *len) {
+  uint32_t start = id ? b->end[id - 1] : 0;
+  *len = b->end[id] - start;
+  return b->text + start;
+}
+
+static uint32_t *bpe_find(const struct bpe_build *b, const char *s, uint32_t len) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (uint32_t i = 0; i < len; i++)
+    h = (h ^ (uint8_t)s[i]) * 16777619u;
+  for (uint32_t i = h & b->slot_mask;; i = (i + 1) & b->slot_mask) {
+    uint32_t plen;
+    if (!b->slot[i])
+      return &b->slot[i];
+    const char *p = bpe_piece_text(b, (int32_t)b->slot[i] - 1, &plen);
+    if (plen == len && !memcmp(p, s, len))
+      return &b->slot[i];
+  }
+}
+
+/* The id of left's bytes followed by right's: a new piece by a new merge unless it is one
+ * already; -1 when the vocabulary is full. */
+static int32_t bpe_merge(struct bpe_build *b, int32_t left, int32_t right) {
+  uint32_t llen, rlen, start = b->end[b->n - 1];
+  const char *l = bpe_piece_text(b, left, &llen), *r = bpe_piece_text(b, right, &rlen);
+  memmove(b->text + start, l, llen); /* the next piece's place: past every piece */
+  memmove(b->text + start + llen, r, rlen);
+  uint32_t *slot = bpe_find(b, b->text + start, llen + rlen);
+  if (*slot)
+    return (int32_t)*slot - 1;
+  if (b->n == b->cap)
+    return -1;
+  b->merge[b->n - BPE_BYTES][0] = left, b->merge[b->n - BPE_BYTES][1] = right;
+  b->end[b->n] = start + llen + rlen;
+  *slot = b->n + 1;
+  return (int32_t)b->n++;
+}
+
+/* The bytes s[0..len) as a piece, built left to right (each prefix a piece too). */
+static int32_t bpe_word(struct bpe_build *b, const char *s, size_t len) {
+  int32_t id = (uint8_t)s[0];
+  for (size_t i = 1; i < len && id >= 0; i++)
+    id = bpe_merge(b, id, (uint8_t)s[i]);
+  return id;
+}
+
+static void bpe_build_free(struct bpe_build *b) {
+  free(b->text), free(b->end), free(b->merge), free(b->slot);
+}
+
+/* What Llama 3's pre-tokenizer cuts English text, numbers and code into; then every lowercase
+ * word, shorter first, each with its leading space and without, until n_vocab - 3 pieces. */
+static int bpe_build(struct bpe_build *b, uint32_t n_vocab) {
+  static const char *const words[] = {
+    "the", "of", "and", "to", "in", "is", "was", "that", "for", "it", "with", "as", "on", "be",
+    "at", "by", "this", "had", "not", "are", "but", "from", "or", "have", "an", "they", "which",
+    "one", "you", "were", "her", "all", "she", "there", "would", "their", "we", "him", "been",
+    "has", "when", "who", "will", "more", "no", "if", "out", "so", "said", "what", "up", "its",
+    "about", "into", "than", "them", "can", "only", "other", "new", "some", "could", "time",
+    "these", "two", "may", "then", "do", "first", "any", "my", "now", "such", "like", "our",
+    "over", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before",
+    "must", "through", "back", "years", "where", "much", "your", "way", "well", "down",
+    "should", "because", "each", "just", "those", "people", "how", "too", "little", "good",
+    "very", "make", "world", "still", "see", "work", "long", "get", "here", "between", "life",
+    "day", "know", "while", "last", "great", "old", "year", "come", "go", "right", "take",
+    "three", "hello", "once", "upon", "story", "The", "I", "It", "He", "She", "In", "This",
+    "Hello", "Once", "There", "We", "You", "They", "A"};
+  static const char *const runs[] = {
+    "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", ".\n", ".\n\n", ",\"", ".\"", "!\"", "?\"",
+    "...", "--", "!!", "??", "?!", " (", " \"", " '", " -", " =", "==", " {", "{\n", "}\n",
+    "):", ");", "();", "()", " //", "/*", "*/", " */", "\n\n", "\n\n\n", "  ", "   ", "    ",
+    "        ", "\t\t", " \n", "\r\n"};
+  uint32_t cap = n_vocab - BPE_SPECIAL, slots = 1;
+  while (slots < 2 * cap)
+    slots <<= 1;
+  /* the longest piece: a word of the odometer's (at most 5 letters at 2^22 pieces) or of
+   * the lists above, with its leading space, and room for the next piece */
+  *b = (struct bpe_build){.n = BPE_BYTES, .cap = cap, .slot_mask = slots - 1};
+  b->text = malloc((size_t)cap * 10 + 32);
+  b->end = malloc(cap * sizeof(*b->end));
+  b->merge = malloc((cap - BPE_BYTES + 1) * sizeof(*b->merge));
+  b->slot = calloc(slots, sizeof(*b->slot));
+  if (!b->text || !b->end || !b->merge || !b->slot) {
+    bpe_build_free(b);
+    return GGUF_E_NO_MEMORY;
+  }
+  for (uint32_t i = 0; i < BPE_BYTES; i++) {
+    b->text[i] = (char)i;
+    b->end[i] = i + 1;
+    *bpe_find(b, b->text + i, 1) = i + 1;
+  }
+  char buf[16];
+  for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+    size_t len = strlen(words[i]);
+    buf[0] = ' ';
+    memcpy(buf + 1, words[i], len);
+    bpe_word(b, buf, len + 1);
+    bpe_word(b, words[i], len);
+  }
+  for (int d = 0; d < 100; d++) {
+    buf[0] = (char)('0' + d / 10), buf[1] = (char)('0' + d % 10);
+    bpe_word(b, buf, 2);
+  }
+  for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++)
+    bpe_word(b, runs[i], strlen(runs[i]));
+  /* the odometer: every word of len letters, in order, from its prefix's pieces */
+  for (uint32_t len = 1; b->n < b->cap; len++) {
+    uint8_t letter[8] = {0};
+    do {
+      buf[0] = ' ';
+      for (uint32_t i = 0; i < len; i++)
+        buf[1 + i] = (char)('a' + letter[i]);
+      uint32_t *with = bpe_find(b, buf, len), *without = bpe_find(b, buf + 1, len - 1);
+      if (len > 1 && *with && *without) { /* the prefixes: " wor" and "wor" of " word" */
+        bpe_merge(b, (int32_t)*with - 1, (uint8_t)buf[len]);
+        bpe_merge(b, (int32_t)*without - 1, (uint8_t)buf[len]);
+      } else if (len == 1) {
+        bpe_merge(b, ' ', (uint8_t)buf[1]);
+      }
+      uint32_t i = len;
+      while (i-- > 0 && ++letter[i] == 26)
+        letter[i] = 0;
+      if (i == UINT32_MAX)
+        break;
+    } while (b->n < b->cap);
+  }
+  return GGUF_OK;
+}
+
+/* A piece in GPT-2's characters (out: 2 bytes per byte). */
+static size_t bpe_chars(const struct bpe_build *b, int32_t id, char *out) {
+  uint32_t len;
+  const char *s = bpe_piece_text(b, id, &len);
+  size_t n = 0;
+  for (uint32_t i = 0; i < len; i++)
+    n += bpe_byte_utf8((uint8_t)s[i], out + n);
+  return n;
+}
+
+static void write_bpe_vocab(struct gguf_writer *w, const struct bpe_build *b, uint32_t n_vocab) {
+  char text[64];
+  gguf_writer_kv_str(w, "tokenizer.ggml.model", "gpt2");
+  gguf_writer_kv_str(w, "tokenizer.ggml.pre", "llama-bpe");
+  gguf_writer_kv_u32(w, "tokenizer.ggml.bos_token_id", b->n);
+  gguf_writer_kv_u32(w, "tokenizer.ggml.eos_token_id", b->n + 1);
+  gguf_writer_kv_u32(w, "tokenizer.ggml.eot_token_id", b->n + 2);
+  gguf_writer_kv_bool(w, "tokenizer.ggml.add_bos_token", true);
+  gguf_writer_kv_array(w, "tokenizer.ggml.tokens", GGUF_KV_STRING, n_vocab);
+  for (uint32_t i = 0; i < b->n; i++)
+    gguf_writer_str(w, text, bpe_chars(b, (int32_t)i, text));
+  for (uint32_t i = 0; i < BPE_SPECIAL; i++)
+    gguf_writer_str(w, bpe_special[i], strlen(bpe_special[i]));
+  gguf_writer_kv_array(w, "tokenizer.ggml.token_type", GGUF_KV_I32, n_vocab);
+  for (uint32_t i = 0; i < n_vocab; i++)
+    gguf_writer_u32(w, i < b->n ? TOKEN_NORMAL : TOKEN_CONTROL);
+  gguf_writer_kv_array(w, "tokenizer.ggml.merges", GGUF_KV_STRING, b->n - BPE_BYTES);
+  for (uint32_t i = 0; i < b->n - BPE_BYTES; i++) {
+    size_t n = bpe_chars(b, b->merge[i][0], text);
+    text[n++] = ' ';
+    n += bpe_chars(b, b->merge[i][1], text + n);
+    gguf_writer_str(w, text, n);
+  }
+}
+
 static int check_params(const struct llama_make_params *p, char *err, size_t err_size) {
   uint32_t block = vkrt_type_block(p->type);
   if (p->type != VKRT_TYPE_F32 && p->type != VKRT_TYPE_F16 && p->type != VKRT_TYPE_Q8_0 &&
@@ -112,9 +315,11 @@ static int check_params(const struct llama_make_params *p, char *err, size_t err
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "hidden %u and ffn %u must be multiples "
                      "of the %u-element %s block", p->n_embd, p->n_ff, block,
                      vkrt_type_str(p->type));
-  if (p->n_vocab < VOCAB_MIN || p->n_vocab > (1u << 22))
+  uint32_t vocab_min = p->vocab == LLAMA_VOCAB_BPE ? BPE_VOCAB_MIN : VOCAB_MIN;
+  if (p->n_vocab < vocab_min || p->n_vocab > (1u << 22))
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "a vocabulary of %u tokens (%u..%u: the "
-                     "special, byte and ASCII tokens first)", p->n_vocab, VOCAB_MIN, 1u << 22);
+                     "%s tokens first)", p->n_vocab, vocab_min, 1u << 22,
+                     p->vocab == LLAMA_VOCAB_BPE ? "byte and special" : "special, byte and ASCII");
   if (!(p->rope_factor == 0 || (p->rope_factor >= 1 && p->rope_factor <= 1024)) ||
       !(p->rope_linear == 0 || (p->rope_linear >= 1 && p->rope_linear <= 1024)))
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "RoPE scaling factors %g and %g (1..1024, "
@@ -234,14 +439,20 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
   uint8_t *row = malloc(BATCH_BYTES > widest * sizeof(float) ? BATCH_BYTES : widest * sizeof(float));
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   const uint32_t threads = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (uint32_t)cpus;
-  if (!plan || !row) {
+  struct bpe_build bpe = {0};
+  bool is_bpe = p->vocab == LLAMA_VOCAB_BPE;
+  if (!plan || !row || (is_bpe && bpe_build(&bpe, p->n_vocab))) {
     free(plan), free(row);
     return gguf_fail(err, err_size, GGUF_E_NO_MEMORY, "out of memory");
   }
   uint32_t n_tensors = plan_tensors(p, plan);
   struct gguf_writer w;
-  if ((r = gguf_writer_open(&w, path, n_tensors, p->rope_linear > 0 ? 21 : 19, err, err_size))) {
+  /* general and llama keys (two more for linear RoPE scaling), then the vocabulary's:
+   * SentencePiece 7, BPE 9 */
+  if ((r = gguf_writer_open(&w, path, n_tensors, 12 + (p->rope_linear > 0 ? 2 : 0) + (is_bpe ? 9 : 7),
+                            err, err_size))) {
     free(plan), free(row);
+    bpe_build_free(&bpe);
     return r;
   }
   char name[96];
@@ -262,25 +473,11 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
     gguf_writer_kv_f32(&w, "llama.rope.scaling.factor", p->rope_linear);
   }
   gguf_writer_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", p->eps);
-  gguf_writer_kv_str(&w, "tokenizer.ggml.model", "llama");
-  gguf_writer_kv_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
-  gguf_writer_kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
-  gguf_writer_kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
-  char piece[4 + WORD_MAX];
-  struct piece_gen g = {0};
-  gguf_writer_kv_array(&w, "tokenizer.ggml.tokens", GGUF_KV_STRING, p->n_vocab);
-  for (uint32_t i = 0; i < p->n_vocab; i++) {
-    next_piece(&g, piece);
-    gguf_writer_str(&w, piece, strlen(piece));
-  }
-  gguf_writer_kv_array(&w, "tokenizer.ggml.scores", GGUF_KV_F32, p->n_vocab);
-  for (uint32_t i = 0; i < p->n_vocab; i++)
-    gguf_writer_f32(&w, i < VOCAB_SPECIAL + VOCAB_BYTES ? 0.0f
-                                                        : -(float)(i - VOCAB_SPECIAL - VOCAB_BYTES));
-  gguf_writer_kv_array(&w, "tokenizer.ggml.token_type", GGUF_KV_I32, p->n_vocab);
-  g = (struct piece_gen){0};
-  for (uint32_t i = 0; i < p->n_vocab; i++)
-    gguf_writer_u32(&w, (uint32_t)next_piece(&g, piece));
+  if (is_bpe)
+    write_bpe_vocab(&w, &bpe, p->n_vocab);
+  else
+    write_spm_vocab(&w, p->n_vocab);
+  bpe_build_free(&bpe);
   for (uint32_t t = 0; t < n_tensors; t++)
     gguf_writer_tensor_info(&w, plan[t].name, plan[t].ne0, plan[t].ne1, plan[t].type);
   gguf_writer_align(&w);

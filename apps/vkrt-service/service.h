@@ -55,6 +55,8 @@ struct service_args {
   uint64_t chunk_cap;
   const char *preset;             /* --make-gguf of a whole llama model: --preset or --heads */
   uint64_t heads, kv_heads, vocab;
+  enum llama_vocab_type vocab_type; /* --vocab-type spm|gpt2 */
+  bool vocab_type_given;
   const char *make_only;          /* the first option given that only --make-gguf takes */
   bool verbose, fault_import, tokens_given, q8_activations, f16_activations;
   vkrt_type dtype;

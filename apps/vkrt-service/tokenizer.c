@@ -1,32 +1,18 @@
-/* The SentencePiece tokenizer of tokenizer.ggml.model = llama, as llama.cpp's
+/* The vocabulary of tokenizer.ggml.model = llama or gpt2 (tokens, types, BOS/EOS/EOT, a hash
+ * table of the pieces) and the SentencePiece tokenizer of "llama", as llama.cpp's
  * llm_tokenizer_spm: the text (a space prepended, spaces as U+2581) split into UTF-8
  * characters, adjacent pairs whose concatenation is a token merged highest score first (ties:
- * the leftmost pair), characters left without a token spelled as byte tokens <0xNN>.
+ * the leftmost pair), characters left without a token spelled as byte tokens <0xNN>. "gpt2"
+ * (byte-level BPE) tokenizes in tokenizer_bpe.c.
  * The pieces point into the GGUF file, which must outlive the vocabulary. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "llama.h"
-
-/* tokenizer.ggml.token_type values (llama.cpp's llama_token_type) */
-enum { TOKEN_NORMAL = 1, TOKEN_UNKNOWN = 2, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4,
-       TOKEN_UNUSED = 5, TOKEN_BYTE = 6 };
+#include "tokenizer.h"
 
 static const char SPACE_MARK[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's space */
-
-struct llama_vocab {
-  uint32_t n;
-  struct gguf_str *piece;
-  float *score;
-  int32_t *type;
-  int32_t bos, eos, unk;
-  bool add_space_prefix;
-  int32_t byte_token[256];
-  uint32_t *slot;      /* open-addressing table of id + 1 by piece (0: empty) */
-  uint32_t slot_mask;
-};
 
 static uint32_t hash_bytes(const char *s, size_t n) { /* FNV-1a */
   uint32_t h = 2166136261u;
@@ -35,8 +21,7 @@ static uint32_t hash_bytes(const char *s, size_t n) { /* FNV-1a */
   return h;
 }
 
-/* The id of the piece s[0..n), or -1. */
-static int32_t piece_id(const struct llama_vocab *v, const char *s, size_t n) {
+int32_t vocab_piece_id(const struct llama_vocab *v, const char *s, size_t n) {
   for (uint32_t i = hash_bytes(s, n) & v->slot_mask;; i = (i + 1) & v->slot_mask) {
     uint32_t e = v->slot[i];
     if (!e)
@@ -60,6 +45,19 @@ static int32_t meta_id(const struct gguf_file *f, const char *key, int32_t def, 
   return q ? -1 : (int32_t)id;
 }
 
+static void spm_byte_tokens(struct llama_vocab *v) {
+  for (int b = 0; b < 256; b++) { /* <0xNN>, else the byte itself, else <unk> */
+    char name[8];
+    snprintf(name, sizeof(name), "<0x%02X>", b);
+    int32_t id = vocab_piece_id(v, name, 6);
+    if (id < 0) {
+      char c = (char)b;
+      id = vocab_piece_id(v, &c, 1);
+    }
+    v->byte_token[b] = id >= 0 ? id : v->unk;
+  }
+}
+
 int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *err,
                      size_t err_size) {
   *out = NULL;
@@ -68,10 +66,16 @@ int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *
   int r = gguf_get_string(f, "tokenizer.ggml.model", &model, &model_len, err, err_size);
   if (r)
     return r;
-  if (model_len != 5 || memcmp(model, "llama", 5))
+  enum llama_vocab_type kind;
+  if (model_len == 5 && !memcmp(model, "llama", 5))
+    kind = LLAMA_VOCAB_SPM;
+  else if (model_len == 4 && !memcmp(model, "gpt2", 4))
+    kind = LLAMA_VOCAB_BPE;
+  else
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE,
                      "tokenizer.ggml.model is \"%.*s\"; vkrt-service tokenizes \"llama\" "
-                     "(SentencePiece)", (int)(model_len < 64 ? model_len : 64), model);
+                     "(SentencePiece) and \"gpt2\" (byte-level BPE)",
+                     (int)(model_len < 64 ? model_len : 64), model);
   if ((r = gguf_get_array_len(f, "tokenizer.ggml.tokens", GGUF_KV_STRING, &n, err, err_size)))
     return r;
   if (n < 1 || n > INT32_MAX / 4)
@@ -82,6 +86,7 @@ int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *
   while (cap < 2 * n)
     cap <<= 1;
   if (v) {
+    v->kind = kind;
     v->n = (uint32_t)n;
     v->piece = calloc(n, sizeof(*v->piece));
     v->score = calloc(n, sizeof(*v->score));
@@ -95,7 +100,8 @@ int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *
                      "-token vocabulary", n);
   }
   r = gguf_get_array_str(f, "tokenizer.ggml.tokens", v->piece, n, err, err_size);
-  /* scores and types are optional (0 and normal), <unk> is 0 unless given, as in llama.cpp */
+  /* scores and types are optional (0 and normal), SentencePiece's <unk> is 0 unless given, as
+   * in llama.cpp; BOS is added unless tokenizer.ggml.add_bos_token says not to */
   if (!r && gguf_kv_find(f, "tokenizer.ggml.scores"))
     r = gguf_get_array_f32(f, "tokenizer.ggml.scores", v->score, n, err, err_size);
   if (!r && gguf_kv_find(f, "tokenizer.ggml.token_type"))
@@ -107,12 +113,19 @@ int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *
   if (!r && gguf_kv_find(f, "tokenizer.ggml.add_space_prefix"))
     r = gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &prefix, err, err_size);
   v->add_space_prefix = prefix;
+  bool add_bos = true;
+  if (!r && gguf_kv_find(f, "tokenizer.ggml.add_bos_token"))
+    r = gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &add_bos, err, err_size);
+  v->add_bos = add_bos;
   if (!r)
     v->bos = meta_id(f, "tokenizer.ggml.bos_token_id", INT32_MIN, v->n, &r, err, err_size);
   if (!r)
     v->eos = meta_id(f, "tokenizer.ggml.eos_token_id", -1, v->n, &r, err, err_size);
   if (!r)
-    v->unk = meta_id(f, "tokenizer.ggml.unknown_token_id", 0, v->n, &r, err, err_size);
+    v->eot = meta_id(f, "tokenizer.ggml.eot_token_id", -1, v->n, &r, err, err_size);
+  if (!r)
+    v->unk = meta_id(f, "tokenizer.ggml.unknown_token_id", kind == LLAMA_VOCAB_SPM ? 0 : -1,
+                     v->n, &r, err, err_size);
   if (r) {
     llama_vocab_free(v);
     return r;
@@ -125,16 +138,12 @@ int llama_vocab_load(const struct gguf_file *f, struct llama_vocab **out, char *
       i = (i + 1) & v->slot_mask;
     v->slot[i] = id + 1;
   }
-  for (int b = 0; b < 256; b++) { /* <0xNN>, else the byte itself, else <unk> */
-    char name[8];
-    snprintf(name, sizeof(name), "<0x%02X>", b);
-    int32_t id = piece_id(v, name, 6);
-    if (id < 0) {
-      char c = (char)b;
-      id = piece_id(v, &c, 1);
-    }
-    v->byte_token[b] = id >= 0 ? id : v->unk;
+  if (kind == LLAMA_VOCAB_BPE && (r = bpe_vocab_load(f, v, err, err_size))) {
+    llama_vocab_free(v);
+    return r;
   }
+  if (kind == LLAMA_VOCAB_SPM)
+    spm_byte_tokens(v);
   *out = v;
   return GGUF_OK;
 }
@@ -146,38 +155,29 @@ void llama_vocab_free(struct llama_vocab *v) {
   free(v->score);
   free(v->type);
   free(v->slot);
+  bpe_vocab_free(v);
   free(v);
 }
 
+enum llama_vocab_type llama_vocab_kind(const struct llama_vocab *v) { return v->kind; }
 uint32_t llama_vocab_size(const struct llama_vocab *v) { return v->n; }
 int32_t llama_vocab_bos(const struct llama_vocab *v) { return v->bos; }
 int32_t llama_vocab_eos(const struct llama_vocab *v) { return v->eos; }
+int32_t llama_vocab_eot(const struct llama_vocab *v) { return v->eot; }
+bool llama_vocab_add_bos(const struct llama_vocab *v) { return v->add_bos; }
+bool llama_vocab_is_eog(const struct llama_vocab *v, int32_t id) {
+  return id >= 0 && (id == v->eos || id == v->eot);
+}
 
 /* ---- tokenize ------------------------------------------------------------------------ */
 
-struct symbol {
-  const char *text;
-  uint32_t n;
-  int32_t prev, next;
-};
-
-struct bigram {
-  float score;
-  int32_t left, right;
-  uint32_t size;
-};
-
-/* Heap order of llama.cpp's llm_bigram_spm::comparator: higher score, then lower left. */
+/* Heap order of llama.cpp's llm_bigram_spm::comparator (and llm_bigram_bpe's, whose score is
+ * minus the rank): higher score, then lower left. */
 static bool before(const struct bigram *a, const struct bigram *b) {
   return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-struct heap {
-  struct bigram *b;
-  size_t n;
-};
-
-static void heap_push(struct heap *h, struct bigram x) {
+void bigram_push(struct bigram_heap *h, struct bigram x) {
   size_t i = h->n++;
   while (i && before(&x, &h->b[(i - 1) / 2])) {
     h->b[i] = h->b[(i - 1) / 2];
@@ -186,7 +186,7 @@ static void heap_push(struct heap *h, struct bigram x) {
   h->b[i] = x;
 }
 
-static struct bigram heap_pop(struct heap *h) {
+static struct bigram bigram_pop(struct bigram_heap *h) {
   struct bigram top = h->b[0], x = h->b[--h->n];
   size_t i = 0;
   for (;;) {
@@ -205,14 +205,37 @@ static struct bigram heap_pop(struct heap *h) {
   return top;
 }
 
-static void try_add_bigram(const struct llama_vocab *v, const struct symbol *sym, struct heap *h,
-                           int32_t left, int32_t right) {
-  if (left < 0 || right < 0)
-    return;
+void symbols_merge(const struct llama_vocab *v, struct symbol *sym, int32_t n_sym,
+                   struct bigram_heap *h, bigram_fn add) {
+  h->n = 0;
+  for (int32_t i = 1; i < n_sym; i++)
+    add(v, sym, h, i - 1, i);
+  while (h->n) {
+    struct bigram b = bigram_pop(h);
+    struct symbol *l = &sym[b.left], *r = &sym[b.right];
+    if (!l->n || !r->n || l->n + r->n != b.size) /* one of them merged since */
+      continue;
+    l->n += r->n;
+    l->id = b.id;
+    r->n = 0;
+    l->next = r->next;
+    if (r->next >= 0)
+      sym[r->next].prev = b.left;
+    if (l->prev >= 0)
+      add(v, sym, h, l->prev, b.left);
+    if (l->next >= 0)
+      add(v, sym, h, b.left, l->next);
+  }
+}
+
+/* SentencePiece: a pair whose concatenation is a piece, by the piece's score. */
+static void spm_bigram(const struct llama_vocab *v, const struct symbol *sym,
+                       struct bigram_heap *h, int32_t left, int32_t right) {
   uint32_t size = sym[left].n + sym[right].n; /* adjacent: one run of bytes */
-  int32_t id = piece_id(v, sym[left].text, size);
+  int32_t id = vocab_piece_id(v, sym[left].text, size);
   if (id >= 0)
-    heap_push(h, (struct bigram){.score = v->score[id], .left = left, .right = right, .size = size});
+    bigram_push(h, (struct bigram){.score = v->score[id], .left = left, .right = right,
+                                   .size = size, .id = id});
 }
 
 static uint32_t utf8_len(uint8_t c) {
@@ -228,6 +251,10 @@ int32_t llama_tokenize(const struct llama_vocab *v, const char *text, bool add_b
       out[count] = v->bos;
     count++;
   }
+  if (v->kind == LLAMA_VOCAB_BPE) {
+    count = bpe_tokenize(v, text, out, out_cap, count);
+    return count <= out_cap ? count : -1;
+  }
   size_t len = strlen(text);
   if (!len)
     return count <= out_cap ? count : -1;
@@ -235,7 +262,7 @@ int32_t llama_tokenize(const struct llama_vocab *v, const char *text, bool add_b
   size_t cap = 3 * len + 3, n = 0;
   char *s = malloc(cap);
   struct symbol *sym = malloc(sizeof(*sym) * (len + 1));
-  struct heap h = {.b = malloc(sizeof(*h.b) * 3 * (len + 1))};
+  struct bigram_heap h = {.b = malloc(sizeof(*h.b) * 3 * (len + 1))};
   if (!s || !sym || !h.b) {
     free(s), free(sym), free(h.b);
     return -1;
@@ -258,24 +285,10 @@ int32_t llama_tokenize(const struct llama_vocab *v, const char *text, bool add_b
     sym[n_sym].next = at == n ? -1 : n_sym + 1;
     n_sym++;
   }
-  for (int32_t i = 1; i < n_sym; i++)
-    try_add_bigram(v, sym, &h, i - 1, i);
-  while (h.n) {
-    struct bigram b = heap_pop(&h);
-    struct symbol *l = &sym[b.left], *r = &sym[b.right];
-    if (!l->n || !r->n || l->n + r->n != b.size) /* one of them merged since */
-      continue;
-    l->n += r->n;
-    r->n = 0;
-    l->next = r->next;
-    if (r->next >= 0)
-      sym[r->next].prev = b.left;
-    try_add_bigram(v, sym, &h, l->prev, b.left);
-    try_add_bigram(v, sym, &h, b.left, l->next);
-  }
+  symbols_merge(v, sym, n_sym, &h, spm_bigram);
   /* Every merged symbol is a token; a character that is not falls back to its bytes. */
   for (int32_t i = 0; i != -1 && n_sym; i = sym[i].next) {
-    int32_t id = piece_id(v, sym[i].text, sym[i].n);
+    int32_t id = vocab_piece_id(v, sym[i].text, sym[i].n);
     if (id >= 0) {
       if (count < out_cap)
         out[count] = id;
@@ -303,6 +316,8 @@ size_t llama_token_piece(const struct llama_vocab *v, int32_t id, char *buf, siz
   size_t n = 0;
   if (!cap)
     return 0;
+  if (v->kind == LLAMA_VOCAB_BPE)
+    return bpe_token_piece(v, id, buf, cap);
   if (id >= 0 && (uint32_t)id < v->n) {
     const struct gguf_str *p = &v->piece[id];
     int32_t type = v->type[id];

@@ -20,6 +20,7 @@ static int make_llama(const struct service_args *a) {
   p.n_head = a->heads ? (uint32_t)a->heads : p.n_head;
   p.n_head_kv = a->kv_heads ? (uint32_t)a->kv_heads : a->heads ? p.n_head : p.n_head_kv;
   p.n_vocab = a->vocab ? (uint32_t)a->vocab : p.n_vocab;
+  p.vocab = a->vocab_type;
   if (a->layers > UINT32_MAX || a->hidden > UINT32_MAX || a->ffn > UINT32_MAX) {
     fprintf(stderr, "vkrt-service: --layers, --hidden and --ffn are 32-bit\n");
     return EXIT_USAGE;
@@ -31,10 +32,10 @@ static int make_llama(const struct service_args *a) {
     return r == GGUF_E_BAD_VALUE ? EXIT_USAGE : EXIT_WEIGHTS;
   }
   printf("vkrt-service: wrote %s (GGUF v3 llama%s%s: %u layers, hidden %u, ffn %u, %u/%u heads "
-         "of %u, vocabulary %u, %s%s%s)\n", a->make_path, a->preset ? " " : "",
+         "of %u, vocabulary %u %s, %s%s%s)\n", a->make_path, a->preset ? " " : "",
          a->preset ? a->preset : "", p.n_layer, p.n_embd, p.n_ff, p.n_head, p.n_head_kv,
-         p.n_embd / p.n_head, p.n_vocab, vkrt_type_str(p.type), p.q4_k_m ? "_M" : "",
-         p.tie_output ? ", tied head" : "");
+         p.n_embd / p.n_head, p.n_vocab, p.vocab == LLAMA_VOCAB_BPE ? "gpt2" : "spm",
+         vkrt_type_str(p.type), p.q4_k_m ? "_M" : "", p.tie_output ? ", tied head" : "");
   return 0;
 }
 
@@ -48,6 +49,11 @@ int weights_make(const struct service_args *a) {
   }
   if (!a->layers || !a->hidden) {
     fprintf(stderr, "vkrt-service: --make-gguf needs --layers and --hidden\n");
+    return EXIT_USAGE;
+  }
+  if (a->vocab_type_given) {
+    fprintf(stderr, "vkrt-service: --vocab-type is a llama model's (--preset or --heads); the "
+            "MLP stack has no vocabulary\n");
     return EXIT_USAGE;
   }
   if (a->layers > MAX_LAYERS || a->hidden > (1u << 20) || a->ffn > (1u << 22) ||

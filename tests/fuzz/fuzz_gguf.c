@@ -7,7 +7,9 @@
  * overrun). The seed seed-llama-tiny is a whole llama model with a vocabulary, as
  * `vkrt-service --make-gguf F --heads 2 --kv-heads 1 --layers 1 --hidden 8 --ffn 8 --vocab 360
  * --dtype f16` writes it; seed-llama-rope is the same with --rope-freqs 8 --rope-linear 2
- * (RoPE scaling: the rope_freqs.weight tensor and the linear scaling keys). */
+ * (RoPE scaling: the rope_freqs.weight tensor and the linear scaling keys); seed-llama-gpt2
+ * the same with `--vocab 300 --vocab-type gpt2` (a byte-level BPE vocabulary with merges and
+ * control tokens). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +61,7 @@ static unsigned metadata(const struct gguf_file *f) {
   struct llama_vocab *voc;
   if (!llama_vocab_load(f, &voc, err, sizeof(err))) {
     int32_t ids[64];
-    int32_t k = llama_tokenize(voc, "Once upon a time, \xc3\xbc!", true, ids, 64);
+    int32_t k = llama_tokenize(voc, "Once upon a time, \xc3\xbc! <|eot_id|>\xff\n", true, ids, 64);
     char piece[32];
     for (int32_t j = 0; j < k; j++) {
       assert(ids[j] >= 0 && ids[j] < (int32_t)llama_vocab_size(voc));

@@ -5,7 +5,8 @@
  * the cache rounding (f16, q8_0) is taken and moves the logits by a rounding's worth; each
  * kind of bad file (another architecture, a missing or mis-shaped tensor, head counts that do
  * not divide, a vocabulary without BOS) is refused with a message naming it; the sampler's
- * greedy, top-k, top-p and temperature draws behave as specified. The files are run from the
+ * greedy, top-k, top-p and temperature draws behave as specified; --make-gguf's models load,
+ * with a SentencePiece or a byte-level BPE vocabulary that round-trips text. The files are run from the
  * source root (tests/run does). */
 #include <math.h>
 #include <setjmp.h>
@@ -415,6 +416,29 @@ static void test_top_p_nucleus(void **state) {
 
 /* ---- --make-gguf ------------------------------------------------------------------------ */
 
+/* p written to a new temporary file named in path (28 bytes). */
+static void write_model(const struct llama_make_params *p, char *path) {
+  char err[512];
+  strcpy(path, "/tmp/vkrt-test-llama-XXXXXX");
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  if (llama_write_gguf(path, p, err, sizeof(err)))
+    fail_msg("write: %s", err);
+}
+
+/* path's model and (v not NULL) vocabulary, loaded; the test fails with the reason otherwise. */
+static struct llama_model *load_model(const char *path, struct gguf_file *f,
+                                      struct llama_vocab **v) {
+  char err[512];
+  struct llama_model *m = malloc(sizeof(*m));
+  assert_non_null(m);
+  if (gguf_open(path, f, err, sizeof(err)) || llama_model_load(f, m, err, sizeof(err)) ||
+      (v && llama_vocab_load(f, v, err, sizeof(err))))
+    fail_msg("%s: %s", path, err);
+  return m;
+}
+
 static void test_presets(void **state) {
   (void)state;
   struct llama_make_params p = {.type = VKRT_TYPE_Q4_K, .seed = 9};
@@ -450,18 +474,11 @@ static void test_written_model(void **state) {
                                   .rope_freq_base = 500000.0f, .eps = 1e-5f, .type = types[k],
                                   .seed = 5 + (uint64_t)k, .tie_output = k == 1 || k == 5,
                                   .q4_k_m = mix};
-    char path[] = "/tmp/vkrt-test-llama-XXXXXX", err[512];
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    if (llama_write_gguf(path, &p, err, sizeof(err)))
-      fail_msg("write: %s", err);
+    char path[28], err[512];
+    write_model(&p, path);
     struct gguf_file f;
-    struct llama_model *m = malloc(sizeof(*m));
     struct llama_vocab *v;
-    if (gguf_open(path, &f, err, sizeof(err)) || llama_model_load(&f, m, err, sizeof(err)) ||
-        llama_vocab_load(&f, &v, err, sizeof(err)))
-      fail_msg("%s: %s", vkrt_type_str(types[k]), err);
+    struct llama_model *m = load_model(path, &f, &v);
     const struct llama_hparams *hp = &m->hp;
     assert_true(hp->n_layer == p.n_layer && hp->n_embd == 256 && hp->n_ff == 512 && hp->n_head == 4 &&
                 hp->n_head_kv == 2 && hp->head_dim == 64 && hp->n_rot == 64 &&
@@ -607,6 +624,77 @@ static void test_rope_scaling(void **state) {
   unlink(path);
 }
 
+/* --vocab-type gpt2: a byte-level BPE vocabulary as Llama 3's files have it loads (the three
+ * control tokens last as BOS, EOS and EOT, BOS added), merges common words into few tokens,
+ * and any UTF-8 text (random code points of every plane) decodes back to itself; the 40000
+ * tokens take every lowercase word up to three letters. Too small a vocabulary is refused. */
+static void test_written_gpt2(void **state) {
+  (void)state;
+  struct llama_make_params p = {.n_layer = 1, .n_embd = 64, .n_ff = 64, .n_head = 2,
+                                .n_head_kv = 1, .n_vocab = 40000, .n_ctx = 64,
+                                .rope_freq_base = 500000.0f, .eps = 1e-5f,
+                                .type = VKRT_TYPE_F16, .seed = 3, .vocab = LLAMA_VOCAB_BPE};
+  char path[28], err[512];
+  write_model(&p, path);
+  struct gguf_file f;
+  struct llama_vocab *v;
+  struct llama_model *m = load_model(path, &f, &v);
+  assert_int_equal(llama_vocab_kind(v), LLAMA_VOCAB_BPE);
+  assert_int_equal(llama_vocab_size(v), 40000);
+  assert_int_equal(llama_vocab_bos(v), 39997);
+  assert_int_equal(llama_vocab_eos(v), 39998);
+  assert_int_equal(llama_vocab_eot(v), 39999);
+  assert_true(llama_vocab_add_bos(v) && llama_vocab_is_eog(v, 39998) &&
+              llama_vocab_is_eog(v, 39999) && !llama_vocab_is_eog(v, 39997));
+  int32_t ids[256];
+  char out[1024], piece[64];
+  int32_t n = llama_tokenize(v, "Once upon a time, the dog saw 42 cats.\n", true, ids, 256);
+  print_message("gpt2: %d ids for 39 bytes\n", n);
+  /* BOS Once ' upon' ' a' ' time' ',' ' the' ' dog' ' saw' ' ' 42 ' c' ats '.\n' (' cats' is
+   * no token: merged by rank, 'at' and then 'ats' come first) */
+  assert_int_equal(n, 14);
+  assert_int_equal(ids[0], 39997);
+  assert_int_equal(llama_token_piece(v, ids[0], piece, sizeof(piece)), 0);
+  assert_int_equal(llama_tokenize(v, "<|eot_id|>", false, ids, 256), 1);
+  assert_int_equal(ids[0], 39999);
+  assert_int_equal(llama_tokenize(v, " zqx", false, ids, 256), 1); /* three letters: a piece */
+  assert_int_equal(llama_tokenize(v, "zqx", false, ids, 256), 1);
+  uint64_t rng = 99;
+  for (int t = 0; t < 500; t++) {
+    char text[256];
+    size_t len = 0;
+    for (int k = (int)(vkrt_xorshift(&rng) % 40); k >= 0; k--) {
+      uint64_t r = vkrt_xorshift(&rng);
+      uint32_t cp = r % 4 ? (uint32_t)(r >> 8) % 0x80 : (uint32_t)(r >> 8) % 0x110000;
+      if (!cp || cp == '<' || (cp >= 0xD800 && cp <= 0xDFFF))
+        cp = ' ';
+      int bytes = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+      static const uint8_t lead[] = {0, 0, 0xC0, 0xE0, 0xF0};
+      text[len] = (char)(bytes == 1 ? cp : lead[bytes] | cp >> (6 * (bytes - 1)));
+      for (int i = 1; i < bytes; i++)
+        text[len + i] = (char)(0x80 | ((cp >> (6 * (bytes - 1 - i))) & 0x3F));
+      len += (size_t)bytes;
+    }
+    text[len] = '\0';
+    int32_t k = llama_tokenize(v, text, false, ids, 256);
+    assert_true(k >= 0 && (size_t)k <= len);
+    size_t o = 0;
+    for (int32_t i = 0; i < k; i++)
+      o += llama_token_piece(v, ids[i], out + o, sizeof(out) - o);
+    if (o != len || memcmp(out, text, len))
+      fail_msg("text %d (%zu bytes) came back as %zu bytes", t, len, o);
+  }
+  llama_vocab_free(v);
+  free(m);
+  gguf_close(&f);
+  unlink(path);
+  p.n_vocab = 258;
+  assert_int_equal(llama_write_gguf("/tmp/vkrt-test-never.gguf", &p, err, sizeof(err)),
+                   GGUF_E_BAD_VALUE);
+  assert_non_null(strstr(err, "a vocabulary of 258 tokens (259.."));
+  assert_int_equal(access("/tmp/vkrt-test-never.gguf", F_OK), -1);
+}
+
 /* A tied output head of 8192 x 256 = 2^21 weights is split across the reference's threads
  * (where the machine has more than one CPU): every row is written (the logits are poisoned
  * with NaN before each pass), and two references agree bit for bit. */
@@ -616,16 +704,10 @@ static void test_reference_threads(void **state) {
                                 .n_head_kv = 2, .n_vocab = 8192, .n_ctx = 16,
                                 .rope_freq_base = 10000.0f, .eps = 1e-5f,
                                 .type = VKRT_TYPE_F16, .seed = 11, .tie_output = true};
-  char path[] = "/tmp/vkrt-test-llama-XXXXXX", err[512];
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  close(fd);
-  if (llama_write_gguf(path, &p, err, sizeof(err)))
-    fail_msg("write: %s", err);
+  char path[28], err[512];
+  write_model(&p, path);
   struct gguf_file f;
-  struct llama_model *m = malloc(sizeof(*m));
-  if (gguf_open(path, &f, err, sizeof(err)) || llama_model_load(&f, m, err, sizeof(err)))
-    fail_msg("%s", err);
+  struct llama_model *m = load_model(path, &f, NULL);
   struct llama_ref *a, *b;
   assert_int_equal(llama_ref_create(m, 16, VKRT_TYPE_F16, &a, err, sizeof(err)), 0);
   assert_int_equal(llama_ref_create(m, 16, VKRT_TYPE_F16, &b, err, sizeof(err)), 0);
@@ -657,6 +739,7 @@ int main(void) {
       cmocka_unit_test(test_top_p_nucleus),
       cmocka_unit_test(test_presets),
       cmocka_unit_test(test_written_model),
+      cmocka_unit_test(test_written_gpt2),
       cmocka_unit_test(test_reference_threads),
       cmocka_unit_test(test_rope_scaling),
   };
