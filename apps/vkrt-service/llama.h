@@ -151,8 +151,8 @@ struct llama_make_params {
 };
 /* "llama3-8b", "llama3.2-1b", "qwen2.5-7b": real hyper-parameters (n_vocab as given by the
  * caller may shrink the vocabulary). false for an unknown name. Sets every field but type,
- * seed, q4_k_m and vocab (rope_factor: 32 for llama3.2-1b, whose RoPE is scaled; 0 for the
- * others). */
+ * seed, q4_k_m, rope_linear and vocab (rope_factor: 32 for llama3.2-1b, whose RoPE is
+ * scaled; 0 for the others). */
 bool llama_preset(const char *name, struct llama_make_params *out);
 /* Writes a llama-architecture GGUF with random weights and a valid vocabulary of n_vocab
  * tokens: SentencePiece (tokenizer.ggml.tokens/scores/token_type, bos/eos ids), or with

@@ -529,7 +529,7 @@ static void test_written_model(void **state) {
     gguf_close(&f);
     unlink(path);
   }
-  struct llama_make_params bad;
+  struct llama_make_params bad = {0}; /* llama_preset leaves type, seed and the options */
   char err[256];
   assert_true(llama_preset("llama3.2-1b", &bad));
   bad.type = VKRT_TYPE_F16;
