@@ -170,11 +170,10 @@ static int32_t bpe_merge(struct bpe_build *b, int32_t left, int32_t right) {
 }
 
 /* The bytes s[0..len) as a piece, built left to right (each prefix a piece too). */
-static int32_t bpe_word(struct bpe_build *b, const char *s, size_t len) {
+static void bpe_word(struct bpe_build *b, const char *s, size_t len) {
   int32_t id = (uint8_t)s[0];
   for (size_t i = 1; i < len && id >= 0; i++)
     id = bpe_merge(b, id, (uint8_t)s[i]);
-  return id;
 }
 
 static void bpe_build_free(struct bpe_build *b) {
@@ -206,9 +205,9 @@ static int bpe_build(struct bpe_build *b, uint32_t n_vocab) {
   uint32_t cap = n_vocab - BPE_SPECIAL, slots = 1;
   while (slots < 2 * cap)
     slots <<= 1;
-  /* the longest piece: a word of the odometer's (at most 5 letters at 2^22 pieces) or of
-   * the lists above, with its leading space, and room for the next piece */
   *b = (struct bpe_build){.n = BPE_BYTES, .cap = cap, .slot_mask = slots - 1};
+  /* at most 10 bytes a piece (a word of the lists above or of the odometer, 5 letters at
+   * most at 2^22 pieces, with its leading space) and room for the next one */
   b->text = malloc((size_t)cap * 10 + 32);
   b->end = malloc(cap * sizeof(*b->end));
   b->merge = malloc((cap - BPE_BYTES + 1) * sizeof(*b->merge));
