@@ -222,8 +222,8 @@ static int add_merge(struct llama_vocab *v, const struct gguf_str *m, uint64_t i
   int32_t a = vocab_piece_id(v, m->s, a_len), b = vocab_piece_id(v, space + 1, b_len),
           ab = vocab_piece_id(v, joined, a_len + b_len);
   if (a < 0 || b < 0 || ab < 0)
-    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "tokenizer.ggml.merges[%" PRIu64 "] \"%.*s\": "
-                     "%s is not a token", i, show, m->s,
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE,
+                     "tokenizer.ggml.merges[%" PRIu64 "] \"%.*s\": %s is not a token", i, show, m->s,
                      a < 0 ? "its left side" : b < 0 ? "its right side" : "their concatenation");
   struct bpe_merge *e = merge_slot(v, pair_key(a, b));
   if (e->pair == NO_PAIR) /* a repeated pair keeps its first rank */

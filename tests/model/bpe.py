@@ -225,7 +225,8 @@ def check_tokenize(test_bpe, path, bpe, rng):
     words = ["the", " the", " hello", "hello", " world", " 12", "345", ".\n\n", " (", "'s", "  "]
     items = ITEMS + words * 4 + SPECIALS
     texts = [random_text(rng, items, 40) for _ in range(600)]
-    out = run([test_bpe, "--tokenize", path], "".join(t.encode().hex() + "\n" for t in texts).encode())
+    out = run([test_bpe, "--tokenize", path],
+              "".join(t.encode().hex() + "\n" for t in texts).encode())
     specials = 0
     for text, line in zip(texts, out.decode().split("\n")):
         ids_text, decoded = line.split("\t")
