@@ -565,15 +565,11 @@ static void test_rope_scaling(void **state) {
                                 .n_head_kv = 1, .n_vocab = 400, .n_ctx = 64,
                                 .rope_freq_base = 10000.0f, .eps = 1e-5f,
                                 .type = VKRT_TYPE_F16, .seed = 3};
-  char path[] = "/tmp/vkrt-test-llama-XXXXXX", err[512];
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  close(fd);
+  char path[28], err[512];
   double plain[400], scaled[400];
   for (int k = 0; k < 3; k++) { /* none, linear 4, Llama 3.1 factors of 8 */
     p.rope_linear = k == 1 ? 4.0f : 0.0f, p.rope_factor = k == 2 ? 8.0f : 0.0f;
-    if (llama_write_gguf(path, &p, err, sizeof(err)))
-      fail_msg("write: %s", err);
+    write_model(&p, path);
     size_t size;
     uint8_t *b = read_file(path, &size);
     struct gguf_file f;
@@ -620,8 +616,8 @@ static void test_rope_scaling(void **state) {
     gguf_close(&f);
     free(m);
     free(b);
+    unlink(path);
   }
-  unlink(path);
 }
 
 /* --vocab-type gpt2: a byte-level BPE vocabulary as Llama 3's files have it loads (the three
