@@ -141,6 +141,13 @@ bool vkrt_lab_variant_usable(vkrt_appliance *app, uint32_t device, vkrt_lab_knob
   return vkrt_ops_kernel_usable(dev, transpose_variants[value - 1]);
 }
 
+bool vkrt_lab_quant_q6_k_variant_usable(vkrt_appliance *app, uint32_t device, int64_t value) {
+  struct vkrt_device *dev;
+  return value >= 1 && value <= VKRT_QUANT_VARIANTS &&
+         vkrt_lab_device_of(app, device, app, &dev) == VKRT_OK &&
+         vkrt_quant_q6_k_variant_usable(dev, (int)value);
+}
+
 _Static_assert(VKRT_LAB_QUANT_READ_COUNT == VKRT_QUANT_READ_PATTERNS,
                "the ops count every read pattern");
 

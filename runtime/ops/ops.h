@@ -474,7 +474,8 @@ static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t hea
 #endif
 
 /* Quantized weights (quant.c): matmul with Q8_0/Q4_K/Q6_K w, and the dequantizing copy. The
- * variants below are Q8_0's and Q4_K's; Q6_K has one kernel per column count. */
+ * variants below are Q8_0's and Q4_K's; Q6_K has one kernel per column count and, for one
+ * column, stream kernels some variant numbers force. */
 #define VKRT_QUANT_VARIANTS 16
 /* The read pattern (0 words, 1 vec16, 2 lanew, 3 kspace, 4 q8x) of 1-based variant v (the
  * prefetch and stream variants 10..15 take the vec16 layouts: rows and x 16-byte aligned;
@@ -493,6 +494,8 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
 enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M);
 /* The Q6_K kernel the op takes for M columns of x (one per column count: 1, 2, 4, 8). */
 enum vkrt_ops_kernel vkrt_quant_q6_k_kernel(uint32_t M);
+/* Whether `variant` forces a Q6_K kernel (one column, x 16-byte aligned) that dev can run. */
+bool vkrt_quant_q6_k_variant_usable(struct vkrt_device *dev, int variant);
 /* Whether dev can run variant `variant` for every quantized type in the build (its kernels are
  * compiled in and the device has what they need); the op still refuses a forced variant that
  * w or x are not aligned for. */
@@ -529,6 +532,10 @@ static inline enum vkrt_ops_kernel vkrt_quant_q6_k_kernel(uint32_t M) {
   return VKRT_OPS_KERNEL_COUNT;
 }
 static inline bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant) {
+  (void)dev, (void)variant;
+  return false;
+}
+static inline bool vkrt_quant_q6_k_variant_usable(struct vkrt_device *dev, int variant) {
   (void)dev, (void)variant;
   return false;
 }

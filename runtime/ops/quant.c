@@ -124,11 +124,39 @@ static unsigned cols_index(uint32_t M) {
 }
 
 /* Q6_K (kernels/matvec_q6_k.comp): one kernel per column count, any even row alignment and
- * any x offset, so no variants to choose among (the lab's variant knob leaves it alone). */
+ * any x offset; for one column with x 16-byte aligned, the stream layout (STREAM: 4 R rows
+ * per workgroup, the four lane groups sharing each x load). The lab's variant knob reaches
+ * the stream forms by these variant numbers (1-based, of vkrt_quant_variant_names: words,
+ * prefetch, prefetch-rows-a, prefetch-rows-b, stream); the others leave Q6_K to its choice. */
 #define Q6_K_ROWS 2u /* ROWS of matvec_q6_k.comp */
 static const enum vkrt_ops_kernel q6_k_kernels[4] = {
     VKRT_OPS_MATVEC_Q6_K, VKRT_OPS_MATVEC_Q6_K_COLS2, VKRT_OPS_MATVEC_Q6_K_COLS4,
     VKRT_OPS_MATVEC_Q6_K_COLS8};
+struct q6_k_variant {
+  int variant;
+  enum vkrt_ops_kernel k;
+  uint32_t rows;
+};
+static const struct q6_k_variant q6_k_variants[] = {
+  {11, VKRT_OPS_MATVEC_Q6_K_PREFETCH_R4, 16}, /* the default, first */
+  {1, VKRT_OPS_MATVEC_Q6_K, Q6_K_ROWS},
+  {10, VKRT_OPS_MATVEC_Q6_K_PREFETCH, 8},
+  {12, VKRT_OPS_MATVEC_Q6_K_PREFETCH_W8, 8},
+  {14, VKRT_OPS_MATVEC_Q6_K_STREAM, 8},
+};
+
+/* The Q6_K variant the lab forces as `variant` (NULL: none of that number). */
+static const struct q6_k_variant *q6_k_variant(int variant) {
+  for (size_t i = 0; i < VKRT_ARRAY_SIZE(q6_k_variants); i++)
+    if (q6_k_variants[i].variant == variant)
+      return &q6_k_variants[i];
+  return NULL;
+}
+
+bool vkrt_quant_q6_k_variant_usable(struct vkrt_device *dev, int variant) {
+  const struct q6_k_variant *v = q6_k_variant(variant);
+  return IS_ENABLED(CONFIG_VKRT_KERNEL_Q6_K) && v && vkrt_ops_kernel_usable(dev, v->k);
+}
 
 enum vkrt_ops_kernel vkrt_quant_q6_k_kernel(uint32_t M) {
   return q6_k_kernels[M <= 1 ? 0 : 1 + cols_index(M)];
@@ -339,6 +367,23 @@ static vkrt_status record_qmv(struct vkrt_device *dev, VkCommandBuffer cmd, enum
   return VKRT_OK;
 }
 
+/* Q6_K: one column with x 16-byte aligned takes a stream kernel (the forced one, else the
+ * first of q6_k_variants the device has), the rest matvec_q6_k.comp's kernel per column
+ * count. */
+static vkrt_status record_q6_k(struct vkrt_device *dev, VkCommandBuffer cmd,
+                               const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
+                               const struct vkrt_ops_view *x, bool accumulate) {
+  uint32_t M = x->ne[1];
+  const struct q6_k_variant *v = q6_k_variant(vkrt_ops_forces(dev)->quant_variant);
+  if (!v)
+    v = &q6_k_variants[0];
+  if (M == 1 && v->k != VKRT_OPS_MATVEC_Q6_K && x_aligned16(x) &&
+      vkrt_ops_kernel_usable(dev, v->k))
+    return record_qmv(dev, cmd, v->k, v->rows, 1, QMV_VEC16, d, w, x, accumulate);
+  return record_qmv(dev, cmd, vkrt_quant_q6_k_kernel(M), Q6_K_ROWS, q6_k_columns(M), QMV_WORDS,
+                    d, w, x, accumulate);
+}
+
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                      const struct vkrt_ops_view views[3], bool accumulate) {
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
@@ -355,8 +400,7 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
                       "%s: x must be dense along K for %s weights", op, vkrt_type_str(w.type));
   uint32_t M = x->ne[1];
   if (w.type == VKRT_TYPE_Q6_K) /* its own kernels, reading words at any layout */
-    return record_qmv(dev, cmd, vkrt_quant_q6_k_kernel(M), Q6_K_ROWS, q6_k_columns(M),
-                      QMV_WORDS, d, &w, x, accumulate);
+    return record_q6_k(dev, cmd, d, &w, x, accumulate);
   bool q8 = w.type == VKRT_TYPE_Q8_0;
   const struct qmv_variant *table = q8 ? q8_0_variants : q4_k_variants;
   const int *pref = vkrt_quant_preference[q8 ? 0 : 1];

@@ -298,9 +298,13 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
       c->M == 1 && c->K <= VKRT_ACTIVATIONS_Q8_MAX_K && x16 &&
           (wt == VKRT_TYPE_Q8_0 || (c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0)) &&
           vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant())};
-  /* Q6_K: its own kernels, words at any layout with x as given, whatever the variant knob
-   * and the activations option say */
-  int want = wt == VKRT_TYPE_Q6_K ? VKRT_LAB_QUANT_READ_WORDS
+  /* Q6_K: one column with x 16-byte aligned takes a stream kernel (counted vec16: the forced
+   * one, else prefetch-rows-a), unless the words variant is forced; the rest its kernel per
+   * column count (words), whatever the activations option says */
+  int q6_variant = vkrt_lab_quant_q6_k_variant_usable(app, 0, c->variant) ? c->variant : 11;
+  bool q6_stream = c->M == 1 && x16 && q6_variant != 1 &&
+                   vkrt_lab_quant_q6_k_variant_usable(app, 0, q6_variant);
+  int want = wt == VKRT_TYPE_Q6_K ? (q6_stream ? VKRT_LAB_QUANT_READ_VEC16 : VKRT_LAB_QUANT_READ_WORDS)
              : c->variant          ? vkrt_lab_quant_read_of(c->variant)
                                    : -1;
   if (want == VKRT_LAB_QUANT_READ_Q8X && c->M > 1) /* M > 1: kspace's kernel */
@@ -405,19 +409,36 @@ static void test_quant_matmul(void **state) {
       run_quant_matmul(app, wt, &c);
     }
     if (wt == VKRT_TYPE_Q6_K) {
-      /* one kernel per column count, so no variants: rows past a workgroup's 16 super-blocks
-       * per step (the last step part idle), at 2 mod 4 bytes; 5 and 6 columns (the 8-column
-       * kernel with clamped columns) with batches on w; a forced variant changes nothing
-       * (Q8_0 and Q4_K refuse vec16 on such rows) */
+      /* rows past a workgroup's 16 super-blocks per step (the last step part idle), at 2 mod
+       * 4 bytes; 5 and 6 columns (the 8-column kernel with clamped columns) with batches on
+       * w; x off 16 bytes (the words kernel); a forced variant with no Q6_K form (2: vec16)
+       * leaves the choice to the op (Q8_0 and Q4_K refuse vec16 on such rows) */
       const struct mm_case more[] = {
         {40 * B, 5, 1, 1, 1, 0, 2, 0, 0, SCALE_NORMAL},
         {40 * B, 5, 6, 2, 2, 0, 0, 0, 0, SCALE_NORMAL},
         {19 * B, 9, 5, 1, 1, 1, 6, 4, 0, SCALE_EXTREME},
         {6 * B, 7, 1, 1, 1, 1, 2, 12, 2, SCALE_NORMAL},
+        {6 * B, 7, 1, 1, 1, 1, 2, 4, 0, SCALE_NORMAL},
         {6 * B, 7, 3, 1, 1, 1, 2, 12, 2, SCALE_NORMAL, false, true},
       };
       for (unsigned i = 0; i < VKT_ARRAY_SIZE(more); i++)
         run_quant_matmul(app, wt, &more[i]);
+      /* every Q6_K variant (words and the stream kernels, with their row counts) on one
+       * column: rows in the last workgroup short of its 4 R, rows at 2 mod 4, several
+       * super-blocks per warp (the prefetching ones carry words a step), batches with a
+       * broadcast w and dst += w x */
+      for (int v = 1; v <= vkrt_lab_variant_count(VKRT_LAB_QUANT_VARIANT); v++) {
+        if (!vkrt_lab_quant_q6_k_variant_usable(app, 0, v))
+          continue;
+        const struct mm_case sweep[] = {
+          {16 * B, 37, 1, 1, 1, 0, 0, 0, v, SCALE_NORMAL},
+          {3 * B, 5, 1, 1, 1, 1, 2, 0, v, SCALE_EXTREME},
+          {40 * B, 21, 1, 1, 1, 0, 2, 16, v, SCALE_NORMAL},
+          {9 * B, 17, 1, 2, 4, 0, 16, 16, v, SCALE_NORMAL, false, true},
+        };
+        for (unsigned i = 0; i < VKT_ARRAY_SIZE(sweep); i++)
+          run_quant_matmul(app, wt, &sweep[i]);
+      }
       continue;
     }
     /* every variant on an aligned shape (those dev0 can run: the forcing-only kernels are

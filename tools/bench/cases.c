@@ -1463,17 +1463,19 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   }
   /* quantized matrix-vector variants (x in f32: q8x, which rounds x, is left to `vkrt-bench
    * quant`), each forced through the lab and verified; with M > 1 each runs its variant's
-   * several-column kernel (runtime/ops/quant.c says which). q6_K has one kernel per column
-   * count: nothing to sweep. */
+   * several-column kernel (runtime/ops/quant.c says which). q6_K: the variants with a Q6_K
+   * form (one column). */
+  bool q6 = bc->src[0].type == VKRT_TYPE_Q6_K;
   if (c->o.variants && bc->op == CASE_MUL_MAT && !strncmp(path, "matvec q", 8) && !c->o.q8 &&
-      bc->src[0].type != VKRT_TYPE_Q6_K) {
+      (!q6 || bc->src[1].ne[1] == 1)) {
     int nq = vkrt_lab_variant_count(VKRT_LAB_QUANT_VARIANT), nv = 0;
     double keep_warmup = c->o.warmup_ms;
     c->o.warmup_ms = fmin(keep_warmup, 30);
     if (c->o.json)
       printf(", \"quant_variants\": [");
     for (int v = 1; v < nq; v++) {
-      if (!vkrt_lab_variant_usable(c->app, c->o.device, VKRT_LAB_QUANT_VARIANT, v) ||
+      if (!(q6 ? vkrt_lab_quant_q6_k_variant_usable(c->app, c->o.device, v)
+               : vkrt_lab_variant_usable(c->app, c->o.device, VKRT_LAB_QUANT_VARIANT, v)) ||
           vkrt_lab_set(c->app, c->o.device, VKRT_LAB_QUANT_VARIANT, v) != VKRT_OK)
         continue;
       uint64_t vw = UINT64_MAX;

@@ -135,12 +135,20 @@ int vkrt_lab_variant_count(vkrt_lab_knob knob);
 const char *vkrt_lab_variant_name(vkrt_lab_knob knob, int64_t value);
 bool vkrt_lab_variant_usable(vkrt_appliance *appliance, uint32_t device,
                              vkrt_lab_knob knob, int64_t value);
+/* Whether QUANT_VARIANT `value` also forces a Q6_K kernel this device can run (words, and the
+ * one-column stream kernels: prefetch, prefetch-rows-a, prefetch-rows-b, stream); the other
+ * values leave Q6_K to its own choice. */
+bool vkrt_lab_quant_q6_k_variant_usable(vkrt_appliance *appliance, uint32_t device,
+                                        int64_t value);
 
 /* How a quant matrix-vector variant reads the rows of w (the counters' quant_read index). */
 typedef enum vkrt_lab_quant_read {
-  VKRT_LAB_QUANT_READ_WORDS = 0, /* any row alignment, rows looped (Q6_K's kernels: always) */
+  VKRT_LAB_QUANT_READ_WORDS = 0, /* any row alignment, rows looped (Q6_K: its kernel per
+                                    column count) */
   VKRT_LAB_QUANT_READ_VEC16,     /* 16 bytes of each row per invocation: rows and x 16-byte
-                                    aligned, Q8_0 rows of a multiple of 8 blocks */
+                                    aligned, Q8_0 rows of a multiple of 8 blocks (Q6_K's
+                                    one-column stream kernels: x 16-byte aligned, rows at
+                                    any even byte) */
   VKRT_LAB_QUANT_READ_LANEW,     /* one word of each row per invocation: rows 4-byte
                                     aligned, Q8_0 rows of an even block count, x 16-byte
                                     aligned */
