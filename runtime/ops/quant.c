@@ -127,7 +127,13 @@ static unsigned cols_index(uint32_t M) {
  * any x offset; for one column with x 16-byte aligned, the stream layout (STREAM: 4 R rows
  * per workgroup, the four lane groups sharing each x load). The lab's variant knob reaches
  * the stream forms by these variant numbers (1-based, of vkrt_quant_variant_names: words,
- * prefetch, prefetch-rows-a, prefetch-rows-b, stream); the others leave Q6_K to its choice. */
+ * prefetch, prefetch-rows-a, prefetch-rows-b, stream); the others leave Q6_K to its choice.
+ * Unforced: the first of the table that the device has and N fills (min_rows_per_unit).
+ * The H200 (GPU us, K x N; words = the kernel before the stream ones): output 4096 x 128256
+ * stream 206.3, prefetch-rows-a 210.2, prefetch 217.8, prefetch-rows-b 247.3, words 357.8;
+ * down 14336 x 4096 prefetch-rows-b 30.2, prefetch 31.6, stream 32.5, prefetch-rows-a 34.9,
+ * words 45.7; k-v 4096 x 1024 prefetch-rows-b 5.7, prefetch 6.0, stream 6.3, words 6.6,
+ * prefetch-rows-a 10.0. */
 #define Q6_K_ROWS 2u /* ROWS of matvec_q6_k.comp */
 static const enum vkrt_ops_kernel q6_k_kernels[4] = {
     VKRT_OPS_MATVEC_Q6_K, VKRT_OPS_MATVEC_Q6_K_COLS2, VKRT_OPS_MATVEC_Q6_K_COLS4,
@@ -135,14 +141,14 @@ static const enum vkrt_ops_kernel q6_k_kernels[4] = {
 struct q6_k_variant {
   int variant;
   enum vkrt_ops_kernel k;
-  uint32_t rows;
+  uint32_t rows, min_rows_per_unit;
 };
 static const struct q6_k_variant q6_k_variants[] = {
-  {11, VKRT_OPS_MATVEC_Q6_K_PREFETCH_R4, 16}, /* the default, first */
-  {1, VKRT_OPS_MATVEC_Q6_K, Q6_K_ROWS},
-  {10, VKRT_OPS_MATVEC_Q6_K_PREFETCH, 8},
-  {12, VKRT_OPS_MATVEC_Q6_K_PREFETCH_W8, 8},
-  {14, VKRT_OPS_MATVEC_Q6_K_STREAM, 8},
+  {14, VKRT_OPS_MATVEC_Q6_K_STREAM, 8, 32},
+  {12, VKRT_OPS_MATVEC_Q6_K_PREFETCH_W8, 8, 0},
+  {1, VKRT_OPS_MATVEC_Q6_K, Q6_K_ROWS, 0},
+  {10, VKRT_OPS_MATVEC_Q6_K_PREFETCH, 8, 0},
+  {11, VKRT_OPS_MATVEC_Q6_K_PREFETCH_R4, 16, 0},
 };
 
 /* The Q6_K variant the lab forces as `variant` (NULL: none of that number). */
@@ -368,16 +374,18 @@ static vkrt_status record_qmv(struct vkrt_device *dev, VkCommandBuffer cmd, enum
 }
 
 /* Q6_K: one column with x 16-byte aligned takes a stream kernel (the forced one, else the
- * first of q6_k_variants the device has), the rest matvec_q6_k.comp's kernel per column
- * count. */
+ * first of q6_k_variants the device has and N fills), the rest matvec_q6_k.comp's kernel per
+ * column count. */
 static vkrt_status record_q6_k(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
                                const struct vkrt_ops_view *x, bool accumulate) {
   uint32_t M = x->ne[1];
   const struct q6_k_variant *v = q6_k_variant(vkrt_ops_forces(dev)->quant_variant);
-  if (!v)
-    v = &q6_k_variants[0];
-  if (M == 1 && v->k != VKRT_OPS_MATVEC_Q6_K && x_aligned16(x) &&
+  for (size_t i = 0; !v && i < VKRT_ARRAY_SIZE(q6_k_variants); i++)
+    if (vkrt_ops_kernel_usable(dev, q6_k_variants[i].k) &&
+        vkrt_quant_rows_fill(&dev->caps, w->ne[1], q6_k_variants[i].min_rows_per_unit))
+      v = &q6_k_variants[i];
+  if (M == 1 && v && v->k != VKRT_OPS_MATVEC_Q6_K && x_aligned16(x) &&
       vkrt_ops_kernel_usable(dev, v->k))
     return record_qmv(dev, cmd, v->k, v->rows, 1, QMV_VEC16, d, w, x, accumulate);
   return record_qmv(dev, cmd, vkrt_quant_q6_k_kernel(M), Q6_K_ROWS, q6_k_columns(M), QMV_WORDS,

@@ -299,11 +299,13 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
           (wt == VKRT_TYPE_Q8_0 || (c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0)) &&
           vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant())};
   /* Q6_K: one column with x 16-byte aligned takes a stream kernel (counted vec16: the forced
-   * one, else prefetch-rows-a), unless the words variant is forced; the rest its kernel per
-   * column count (words), whatever the activations option says */
-  int q6_variant = vkrt_lab_quant_q6_k_variant_usable(app, 0, c->variant) ? c->variant : 11;
-  bool q6_stream = c->M == 1 && x16 && q6_variant != 1 &&
-                   vkrt_lab_quant_q6_k_variant_usable(app, 0, q6_variant);
+   * one, else stream or prefetch-rows-b by N), unless the words variant is forced; the rest
+   * its kernel per column count (words), whatever the activations option says */
+  bool q6_forced = vkrt_lab_quant_q6_k_variant_usable(app, 0, c->variant);
+  bool q6_stream = c->M == 1 && x16 &&
+                   (q6_forced ? c->variant != 1
+                              : vkrt_lab_quant_q6_k_variant_usable(app, 0, 14) ||
+                                    vkrt_lab_quant_q6_k_variant_usable(app, 0, 12));
   int want = wt == VKRT_TYPE_Q6_K ? (q6_stream ? VKRT_LAB_QUANT_READ_VEC16 : VKRT_LAB_QUANT_READ_WORDS)
              : c->variant          ? vkrt_lab_quant_read_of(c->variant)
                                    : -1;
