@@ -129,8 +129,8 @@ vkrt_status vkrt_lab_limits_set(vkrt_appliance *appliance, uint32_t device,
  * for the other knobs); the name of variant `value` (NULL outside 1..count: the transpose
  * kernel's name, or the quant read pattern, "-" when the quant kernels are compiled out);
  * whether this device can run it (transpose: its kernel is in the build and the device has
- * the features it needs; quant: the kernels are in the build, and the op itself refuses a
- * forced variant that w or x are not aligned for). */
+ * the features it needs; quant: the kernels are in the build, q8x's including Q6_K's, and
+ * the op itself refuses a forced variant that w or x are not aligned for). */
 int vkrt_lab_variant_count(vkrt_lab_knob knob);
 const char *vkrt_lab_variant_name(vkrt_lab_knob knob, int64_t value);
 bool vkrt_lab_variant_usable(vkrt_appliance *appliance, uint32_t device,
@@ -138,7 +138,7 @@ bool vkrt_lab_variant_usable(vkrt_appliance *appliance, uint32_t device,
 
 /* How a quant matrix-vector variant reads the rows of w (the counters' quant_read index). */
 typedef enum vkrt_lab_quant_read {
-  VKRT_LAB_QUANT_READ_WORDS = 0, /* any row alignment, rows looped (Q6_K's kernels: always) */
+  VKRT_LAB_QUANT_READ_WORDS = 0, /* any row alignment, rows looped (Q6_K's f32-x kernels) */
   VKRT_LAB_QUANT_READ_VEC16,     /* 16 bytes of each row per invocation: rows and x 16-byte
                                     aligned, Q8_0 rows of a multiple of 8 blocks */
   VKRT_LAB_QUANT_READ_LANEW,     /* one word of each row per invocation: rows 4-byte
@@ -148,7 +148,8 @@ typedef enum vkrt_lab_quant_read {
                                     16-byte aligned, Q4_K rows 8-byte aligned */
   VKRT_LAB_QUANT_READ_Q8X,       /* x rounded to 8 bits in shared memory, integer dot
                                     products (VKRT_ACTIVATIONS_Q8; M = 1, K <= 16384, x
-                                    and Q4_K rows 16-byte aligned) */
+                                    and Q4_K rows 16-byte aligned; Q6_K's too, rows at
+                                    any even byte) */
   VKRT_LAB_QUANT_READ_COUNT
 } vkrt_lab_quant_read;
 
