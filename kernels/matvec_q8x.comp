@@ -1,21 +1,22 @@
 #version 450
-// Quantized weights (Q4_K, or Q8_0 with -DQ8_0) x f32 activations -> f32 for one column of
-// x (M = 1, the decode case) with x rounded to 8 bits per 32 values, the way ggml's q8_1
-// path does it (vkrt_options.quant_activations = VKRT_ACTIVATIONS_Q8): each workgroup first
-// quantizes the whole x into shared memory (scale dx = max|x| / 127 per 32 values, round to
-// nearest; for Q4_K also the exact sum of x over each 32 values, for the mins), then takes
-// row groups gl_WorkGroupID.x, + gl_NumWorkGroups.x, ... with integer dot products of 4 int8
-// pairs (OpSDot, VK_KHR_shader_integer_dot_product):
+// Quantized weights (Q4_K, Q8_0 with -DQ8_0, or Q6_K with -DQ6_K) x f32 activations -> f32
+// for one column of x (M = 1, the decode case) with x rounded to 8 bits per 32 values, the
+// way ggml's q8_1 path does it (vkrt_options.quant_activations = VKRT_ACTIVATIONS_Q8): each
+// workgroup first quantizes the whole x into shared memory (scale dx = max|x| / 127 per 32
+// values, round to nearest; for Q4_K also the exact sum of x over each 32 values, for the
+// mins), then takes row groups gl_WorkGroupID.x, + gl_NumWorkGroups.x, ... with integer dot
+// products of 4 int8 pairs (OpSDot, VK_KHR_shader_integer_dot_product):
 //   Q8_0: sum_t d q_t x_t ~ d dx sum_t q_t qx_t
 //   Q4_K: sum_t (d sc q_t - dmin m) x_t ~ d sc dx sum_t q_t qx_t - dmin m sum_t x_t
+//   Q6_K: sum_t d sc (q_t - 32) x_t ~ d sc dx sum_t (q_t - 32) qx_t   (sc per 16 weights)
 // RG rows per group, THREADS / RG invocations per row, each walking that row's units in
 // order (coalesced 16-byte quant reads), UNROLL units' loads issued before their arithmetic
 // (the H200, K 14336 x N 4096: 26.1 us with 1, 21.2 with 2, 21.0 with 4; K 4096 x N 14336:
 // 24.9, 20.0, 18.8). Shared memory stays small (~21 KiB) so that the L1
 // cache beside it keeps the quant words the invocations share (KMAX 20480, 28 KiB: 40.8 us).
 // K <= KMAX, x 16-byte aligned;
-// Q4_K rows 16-byte aligned (Q8_0 rows: any). Offsets and strides of w are bytes; those of
-// x and dst elements.
+// Q4_K rows 16-byte aligned (Q8_0 rows: any; Q6_K rows: any even byte). Offsets and strides
+// of w are bytes; those of x and dst elements.
 #extension GL_EXT_spirv_intrinsics : require
 #extension GL_GOOGLE_include_directive : require
 
@@ -23,8 +24,17 @@
 #define THREADS 256u
 #define TPR (THREADS / RG)
 #define KMAX 16384u
+#if !defined(Q8_0) && !defined(Q6_K)
+#define Q4_K
+#endif
 #ifndef UNROLL
+#ifdef Q6_K
+// a Q6_K unit is 64 weights from 48 quant bytes: two in flight hold more bytes than Q4_K's
+// four of 16, and at K 4096 every invocation has just two (not yet timed on the H200)
+#define UNROLL 2u
+#else
 #define UNROLL 4u
+#endif
 #endif
 
 layout(local_size_x = 256) in;
@@ -46,6 +56,9 @@ layout(push_constant) uniform Push {
 #ifdef Q8_0
 layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
 #define KPB 32u // weights per block
+#elif defined(Q6_K)
+layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; }; // rows at any even byte
+#define KPB 256u
 #else
 layout(std430, set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
 #define KPB 256u
@@ -55,7 +68,7 @@ layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 
 shared uvec4 qx[KMAX / 16u]; // x as int8, 16 per entry
 shared float dx[KMAX / 32u]; // the scale of each 32
-#ifndef Q8_0
+#ifdef Q4_K
 shared float sx[KMAX / 32u]; // the exact sum of each 32
 #endif
 shared float red[THREADS];
@@ -68,10 +81,39 @@ uint pack4(vec4 v, float inv) {
 
 #ifdef Q8_0
 #define Q8_0_HALF_BLOCK
+#elif defined(Q6_K)
+#define Q6_K_QUANTS
 #else
 #define Q4_K_SCALES
 #endif
 #include "quant_blocks.glsl"
+
+#ifdef Q6_K
+// The 16 bytes of w at even byte b: words b / 4 .. + 3 as they are, or (b 2 mod 4) five
+// words shifted by 16 bits (the fifth clamped to the fourth when unused: nothing is read
+// past the word holding the last byte).
+uvec4 q6_bytes16(uint b) {
+  uint i = b >> 2;
+  bool odd = (b & 2u) != 0u;
+  uint a2 = w[i + 2u];
+  return uvec4(q6_words(w[i], w[i + 1u], a2, odd),
+               q6_words(a2, w[i + 3u], w[odd ? i + 4u : i + 3u], odd));
+}
+
+// Quarter j's 16 quants of a unit, each as the int8 4 (q - 32): the nibble (low for j < 2,
+// high else, of ql: the unit's low ql bytes for j even, high for j odd) in bits 2..5 and
+// qh's bit pair 2 j, 2 j + 1 in bits 6, 7 make 4 q; q - 32 is q with its bit 5 flipped read
+// as a signed 6-bit number, so with qh's high bits flipped beforehand (qh_flipped = qh ^
+// 0xaa per byte) the byte is 4 (q - 32) as an int8. That folds the -32 into the quants for
+// one XOR per qh word of a unit (subtracting (q | 0x80) - 0x20 ^ 0x80 per byte costs three
+// operations per word; 32 dot4(0x01010101, xq) four more OpSDot per quarter), and the
+// products stay exact: |4 (q - 32)| <= 128, 16 of them times |xq| <= 127 fit an int.
+uvec4 q6_quarter(uvec4 ql_lo, uvec4 ql_hi, uvec4 qh_flipped, uint j) {
+  uvec4 ql = (j & 1u) != 0u ? ql_hi : ql_lo;
+  uvec4 nib = (j < 2u ? ql << 2u : ql >> 2u) & 0x3c3c3c3cu;
+  return nib | ((qh_flipped << (6u - 2u * j)) & 0xc0c0c0c0u);
+}
+#endif
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -96,7 +138,7 @@ void main() {
     for (uint h = 0u; h < 2u; h++)
       qx[2u * b + h] = uvec4(pack4(v[4u * h], inv), pack4(v[4u * h + 1u], inv),
                              pack4(v[4u * h + 2u], inv), pack4(v[4u * h + 3u], inv));
-#ifndef Q8_0
+#ifdef Q4_K
     sx[b] = dot(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])), vec4(1.0));
 #endif
   }
@@ -106,6 +148,8 @@ void main() {
   uint rr = tid / TPR, lane = tid % TPR;
 #ifdef Q8_0
   uint units = pc.blocks * 2u; // half-blocks: 16 weights each
+#elif defined(Q6_K)
+  uint units = pc.blocks * 4u; // 64 weights each: half h, l = 16 a .. 16 a + 15 of its quarters
 #else
   uint units = pc.blocks * 8u; // 16 quant bytes: 32 weights each
 #endif
@@ -127,6 +171,50 @@ void main() {
         int s = dot4(q[j].x, xq.x, 0) + dot4(q[j].y, xq.y, 0) + dot4(q[j].z, xq.z, 0) +
                 dot4(q[j].w, xq.w, 0);
         acc += u0 + j * TPR < units ? dq[j] * dx[us[j] >> 1] * float(s) : 0.0; // a select
+      }
+    }
+#elif defined(Q6_K)
+    // Unit u of a super-block sb = u / 4 (210 bytes: ql[128], qh[64], int8 scales[16], f16 d
+    // at 208; ggml dequantize_row_q6_K): half h = (u / 2) % 2, a = u % 2, weights
+    // 128 h + 32 j + 16 a + 0..15 of its four quarters j: ql bytes 64 h + 16 a .. (j = 0, 2)
+    // and 64 h + 32 + 16 a .. (j = 1, 3), qh bytes 128 + 32 h + 16 a .., scale
+    // 8 h + a + 2 j. The four invocations of a super-block read its ql and qh in 16-byte
+    // pieces side by side, then the next four the next super-block's.
+    uint rb = wb + row * pc.w_row; // any even byte
+    for (uint u0 = lane; u0 < units; u0 += TPR * UNROLL) {
+      uvec4 lo[UNROLL], hi[UNROLL], qh[UNROLL];
+      uvec2 sc[UNROLL];
+      float dd[UNROLL];
+      uint us[UNROLL];
+      for (uint j = 0u; j < UNROLL; j++) {
+        uint u = us[j] = min(u0 + j * TPR, units - 1u);
+        uint bb = rb + 210u * (u >> 2), h = (u >> 1) & 1u, a = u & 1u;
+        lo[j] = q6_bytes16(bb + 64u * h + 16u * a);
+        hi[j] = q6_bytes16(bb + 64u * h + 32u + 16u * a);
+        qh[j] = q6_bytes16(bb + 128u + 32u * h + 16u * a);
+        uint sw = (bb + 192u + 8u * h) >> 2; // the word of half h's 8 scales
+        bool odd = (bb & 2u) != 0u;
+        sc[j] = q6_words(w[sw], w[sw + 1u], w[odd ? sw + 2u : sw + 1u], odd);
+        uint db = bb + 208u;
+        dd[j] = unpackHalf2x16(w[db >> 2] >> (8u * (db & 2u))).x;
+      }
+      for (uint j = 0u; j < UNROLL; j++) {
+        uint h = (us[j] >> 1) & 1u, a = us[j] & 1u;
+        uint k32 = (us[j] >> 2) * 8u + 4u * h; // sub-block of quarter 0; quarter t: k32 + t
+        uint k16 = 2u * k32 + a;               // x entry of quarter 0; quarter t: k16 + 2 t
+        uvec4 qhf = qh[j] ^ 0xaaaaaaaau;
+        ivec4 s;
+        for (uint t = 0u; t < 4u; t++) {
+          uvec4 q = q6_quarter(lo[j], hi[j], qhf, t), xq = qx[k16 + 2u * t];
+          s[t] = dot4(q.x, xq.x, 0) + dot4(q.y, xq.y, 0) + dot4(q.z, xq.z, 0) + dot4(q.w, xq.w, 0);
+        }
+        int is = int(8u * a); // scale a (+ 2, 4, 6) of the half: bytes a, a + 2 of each word
+        vec4 scale = vec4(bitfieldExtract(int(sc[j].x), is, 8), bitfieldExtract(int(sc[j].x), is + 16, 8),
+                          bitfieldExtract(int(sc[j].y), is, 8), bitfieldExtract(int(sc[j].y), is + 16, 8));
+        vec4 dxs = vec4(dx[k32], dx[k32 + 1u], dx[k32 + 2u], dx[k32 + 3u]);
+        // 0.25: the quants are 4 (q - 32)
+        float r = 0.25 * dd[j] * dot(scale * dxs, vec4(s));
+        acc += u0 + j * TPR < units ? r : 0.0; // a select: clamped units repeat the last
       }
     }
 #else

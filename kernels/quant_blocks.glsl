@@ -3,7 +3,7 @@
 // decode out, see there) and the tiled matmul (matmul.comp). Included after the kernel's
 // bindings, each part where the kernel defines its guard (Q8_0_HALF_BLOCK needs `uint w[]`;
 // Q4_K_FLOATS and Q8_0_PIECES: matvec_q_cols.comp, matvec_q_stream.comp keeps its own
-// copies; Q6_K_QUANTS: matvec_q6_k.comp and matmul.comp).
+// copies; Q6_K_QUANTS: matvec_q6_k.comp, matmul.comp and matvec_q8x.comp's q6_words).
 
 #ifdef Q8_0_HALF_BLOCK
 // Half-block u (weights 16 u .. 16 u + 15) of a Q8_0 row starting at byte row_byte (any even

@@ -60,10 +60,11 @@ static void q8_round(const double *x, double *xq, uint32_t k) {
 }
 
 /* Whether the device rounds x to 8 bits for this weight: --activations q8, a type the q8x
- * kernels take (q8_0, q4_K; q6_K keeps x as given), K within their shared memory (vkrt.h's
+ * kernels take (q8_0, q4_K, q6_K), K within their shared memory (vkrt.h's
  * VKRT_ACTIVATIONS_Q8). */
 static bool rounds_x(const struct service *s, const struct gguf_tensor *t, uint32_t k) {
-  return s->args->q8_activations && (t->type == VKRT_TYPE_Q8_0 || t->type == VKRT_TYPE_Q4_K) &&
+  return s->args->q8_activations &&
+         (t->type == VKRT_TYPE_Q8_0 || t->type == VKRT_TYPE_Q4_K || t->type == VKRT_TYPE_Q6_K) &&
          k <= VKRT_ACTIVATIONS_Q8_MAX_K;
 }
 

@@ -130,8 +130,8 @@ struct vkrt_ops_counters {
                                tiled one could not take w */
   uint64_t transpose_x2, reduce_vec4, copy_u4, copy_tiled;
   uint64_t quant_matvec, dequant;
-  uint64_t quant_read[VKRT_QUANT_READ_PATTERNS]; /* words (Q6_K's kernels too), vec16, lanew,
-                                                    kspace, q8x */
+  uint64_t quant_read[VKRT_QUANT_READ_PATTERNS]; /* words (Q6_K's f32-x kernels too), vec16,
+                                                    lanew, kspace, q8x (Q6_K's too) */
   uint64_t argmax_split;    /* argmax rows over several workgroups + a combine pass */
   uint64_t attention, attention_splits, attention_rounds;
   uint64_t attention_rows;     /* split pass with a row per invocation (attention_rows.comp) */
@@ -497,8 +497,8 @@ enum vkrt_ops_kernel vkrt_quant_q6_k_kernel(uint32_t M);
 /* Whether `variant` forces a Q6_K kernel (one column, x 16-byte aligned) that dev can run. */
 bool vkrt_quant_q6_k_variant_usable(struct vkrt_device *dev, int variant);
 /* Whether dev can run variant `variant` for every quantized type in the build (its kernels are
- * compiled in and the device has what they need); the op still refuses a forced variant that
- * w or x are not aligned for. */
+ * compiled in and the device has what they need; q8x: Q6_K's 8-bit-x kernel too); the op
+ * still refuses a forced variant that w or x are not aligned for. */
 bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant);
 /* Rows per compute unit the one-column kernel of `variant` needs to be preferred (0: none). */
 uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant);

@@ -1,7 +1,8 @@
 /* Quantized weights (Q8_0, Q4_K, Q6_K; ggml block layouts): vkrt_op_matmul with quantized w
  * on the matrix-vector kernels (kernels/matvec_q8_0.comp, matvec_q4_k.comp,
  * matvec_q_stream.comp; M > 1: matvec_q_cols.comp, 2, 4 or 8 columns of x per pass, grid y
- * walks groups of 8 beyond; Q6_K: matvec_q6_k.comp, one kernel per column count), and
+ * walks groups of 8 beyond; Q6_K: matvec_q6_k.comp, one kernel per column count; with
+ * VKRT_ACTIVATIONS_Q8 one column of any of them: matvec_q8x.comp), and
  * vkrt_op_copy dequantizing into f32/f16 (kernels/dequant.comp). Views of block types carry
  * byte offsets and strides (validate.c). matmul.c and copy.c hand block types here. */
 #include "ops/ops.h"
@@ -42,6 +43,7 @@ VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_Q6_K)
 VKRT_KERNEL_MATVEC_Q6_K_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q6_K_COLS8_CHECK_PUSH(struct qmv_push);
+VKRT_KERNEL_MATVEC_Q6_K_Q8X_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_DEQUANT_Q6_K_F32_CHECK_PUSH(struct dequant_push);
 #endif
 
@@ -72,7 +74,8 @@ VKRT_KERNEL_DEQUANT_Q6_K_F32_CHECK_PUSH(struct dequant_push);
  *            (kernels/matvec_q8x.comp): M = 1, K <= Q8X_MAX_K, x 16-byte aligned, Q4_K rows
  *            16-byte aligned, the device's shaderIntegerDotProduct. Changes the result by
  *            the rounding of x: taken unforced only with VKRT_ACTIVATIONS_Q8; with M > 1 a
- *            forced q8x runs kspace's M > 1 kernel.
+ *            forced q8x runs kspace's M > 1 kernel. Q6_K has a q8x kernel too (rows at any
+ *            even byte), counted here, though the knob does not force it.
  * ROWS must match the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
 enum qmv_kind { QMV_WORDS, QMV_VEC16, QMV_LANEW, QMV_KSPACE, QMV_Q8X };
 #define Q8X_MAX_K VKRT_ACTIVATIONS_Q8_MAX_K /* = KMAX of matvec_q8x.comp */
@@ -133,7 +136,8 @@ static unsigned cols_index(uint32_t M) {
  * stream 206.3, prefetch-rows-a 210.2, prefetch 217.8, prefetch-rows-b 247.3, words 357.8;
  * down 14336 x 4096 prefetch-rows-b 30.2, prefetch 31.6, stream 32.5, prefetch-rows-a 34.9,
  * words 45.7; k-v 4096 x 1024 prefetch-rows-b 5.7, prefetch 6.0, stream 6.3, words 6.6,
- * prefetch-rows-a 10.0. */
+ * prefetch-rows-a 10.0. With VKRT_ACTIVATIONS_Q8 and no forced Q6_K variant, one column
+ * where q8x fits takes matvec_q8x.comp's Q6_K form (rows at any even byte too). */
 #define Q6_K_ROWS 2u /* ROWS of matvec_q6_k.comp */
 static const enum vkrt_ops_kernel q6_k_kernels[4] = {
     VKRT_OPS_MATVEC_Q6_K, VKRT_OPS_MATVEC_Q6_K_COLS2, VKRT_OPS_MATVEC_Q6_K_COLS4,
@@ -233,9 +237,8 @@ const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   if (!dev->ops || !dev->ops->quant_activations_q8)
     return "f32 (vkrt_options.quant_activations = VKRT_ACTIVATIONS_F32)";
   return dev->ops->integer_dot
-             ? "8-bit for one column of q8_0/q4_K w, K <= 16384, x 16-byte aligned (q8x "
-               "kernels: integer dot products); f32 otherwise (q6_K w always: its kernels "
-               "take no 8-bit x)"
+             ? "8-bit for one column of q8_0/q4_K/q6_K w, K <= 16384, x (and q4_K rows) "
+               "16-byte aligned (q8x kernels: integer dot products); f32 otherwise"
              : "f32: 8-bit activations were asked for, but the device lacks shaderIntegerDotProduct";
 }
 
@@ -272,6 +275,9 @@ bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant) {
     if (type_enabled(type))
       usable = vkrt_ops_kernel_usable(dev, vkrt_quant_variant_kernel(type, variant, 1));
   }
+  /* q8x also stands for Q6_K's 8-bit-x kernel, which VKRT_ACTIVATIONS_Q8 takes unforced */
+  if (usable && variant == VKRT_QUANT_VARIANTS && type_enabled(VKRT_TYPE_Q6_K))
+    usable = vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q6_K_Q8X);
   return usable;
 }
 
@@ -373,14 +379,19 @@ static vkrt_status record_qmv(struct vkrt_device *dev, VkCommandBuffer cmd, enum
   return VKRT_OK;
 }
 
-/* Q6_K: one column with x 16-byte aligned takes a stream kernel (the forced one, else the
- * first of q6_k_variants the device has and N fills), the rest matvec_q6_k.comp's kernel per
- * column count. */
+/* Q6_K: a forced Q6_K variant; else one column under VKRT_ACTIVATIONS_Q8 where q8x fits
+ * takes the q8x kernel; else one column with x 16-byte aligned a stream kernel (the first of
+ * q6_k_variants the device has and N fills); the rest matvec_q6_k.comp's kernel per column
+ * count. */
 static vkrt_status record_q6_k(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
                                const struct vkrt_ops_view *x, bool accumulate) {
   uint32_t M = x->ne[1];
   const struct q6_k_variant *v = q6_k_variant(vkrt_ops_forces(dev)->quant_variant);
+  if (!v && dev->ops->quant_activations_q8 && M == 1 && variant_fits(QMV_Q8X, w, x) &&
+      vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q6_K_Q8X))
+    return record_qmv(dev, cmd, VKRT_OPS_MATVEC_Q6_K_Q8X, Q8X_ROWS, 1, QMV_Q8X, d, w, x,
+                      accumulate);
   for (size_t i = 0; !v && i < VKRT_ARRAY_SIZE(q6_k_variants); i++)
     if (vkrt_ops_kernel_usable(dev, q6_k_variants[i].k) &&
         vkrt_quant_rows_fill(&dev->caps, w->ne[1], q6_k_variants[i].min_rows_per_unit))

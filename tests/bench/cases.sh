@@ -64,10 +64,11 @@ out=$("$bench" cases --test-file "$quick" --json --activations q8) || { echo "$o
 for path in "matvec q8_0, 8-bit x" "matvec q4_K, 8-bit x"; do
   json "[r['path'] for r in d['results']]" <<< "$out" | grep -qF "$path" || { echo "$out"; echo "no case took the $path path"; exit 1; }
 done
-# q6_K has no 8-bit-x kernel: its lines keep f32 x (and the exact check)
-[ "$(json "sorted(set(r['path'] for r in d['results'] if r['name'].startswith('mv.q6_K')))" <<< "$out")" = "['matvec q6_K']" ] \
-  || { echo "$out"; echo "q6_K lines with --activations q8 did not take the f32-x q6_K kernels"; exit 1; }
-echo "quick subset with --activations q8: #wrong 0 (one-column q8_0/q4_K through the 8-bit-x kernels, q6_K with f32 x)"
+# q6_K: the one-column line through its 8-bit-x kernel (K 768: every other super-block at
+# 2 mod 4 bytes), the five-column one with f32 x
+[ "$(json "[r['path'] for r in d['results'] if r['name'] in ('mv.q6_K', 'mv.q6_K.m5.padded-rows')]" <<< "$out")" = "['matvec q6_K, 8-bit x', 'matvec q6_K']" ] \
+  || { echo "$out"; echo "q6_K lines with --activations q8: not the 8-bit-x kernel for one column and the f32-x one for five"; exit 1; }
+echo "quick subset with --activations q8: #wrong 0 (one-column q8_0/q4_K/q6_K through the 8-bit-x kernels)"
 
 # the prompt and small-batch shapes of prompt.txt, scaled down: M past the crossover through the
 # tiled kernel for every weight type, M 2..8 on the matrix-vector kernels; then with the

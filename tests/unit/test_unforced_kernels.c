@@ -54,7 +54,8 @@ static void test_quant_preference(void **state) {
   assert_false(blind); /* some variant is forcing-only: the check can fail */
 }
 
-/* Q6_K: one kernel per column count, none of them the lab's. */
+/* Q6_K: one kernel per column count and the 8-bit-x one (VKRT_ACTIVATIONS_Q8), none of them
+ * the lab's. */
 static void test_q6_k(void **state) {
   (void)state;
   if (vkrt_quant_q6_k_kernel(1) == VKRT_OPS_KERNEL_COUNT)
@@ -64,6 +65,7 @@ static void test_q6_k(void **state) {
     snprintf(what, sizeof(what), "q6_K with %u columns", M);
     expect_built(vkrt_quant_q6_k_kernel(M), what);
   }
+  expect_built(VKRT_OPS_MATVEC_Q6_K_Q8X, "q6_K with 8-bit activations");
 }
 
 /* Transpose: f32 takes the tiled kernel, f16 the tiled or the element-pair one; the plain tile

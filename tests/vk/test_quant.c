@@ -206,7 +206,7 @@ static int q8x_variant(void) {
 /* What the q8x kernels compute for one row, in double from their definition: x rounded to
  * 8 bits per 32 values (dx = max|x| / 127, q = round(x 127 / max|x|)) times the scaled
  * quants a_k, minus the Q4_K mins b_k times the exact x (w_k = a_k - b_k; `mins` holds -b,
- * NULL for Q8_0: b = 0).
+ * NULL for Q8_0 and Q6_K: b = 0).
  * *tol gets the worst-case f32 error (integer dot products are exact: at most K / 8 + 16
  * rounded float operations per result, 2^-24 each) plus |a_k| dx for every x that lies
  * within 1e-3 of a rounding tie (the device's 127 / max|x| may round the other way there). */
@@ -296,17 +296,21 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
       x16 && (wt == VKRT_TYPE_Q8_0 || (c->w_off % 8 == 0 && (uint64_t)w.nb[1] % 8 == 0)),
       /* q8x: one column, K <= 16384, Q4_K rows 16-byte aligned, integer dot products */
       c->M == 1 && c->K <= VKRT_ACTIVATIONS_Q8_MAX_K && x16 &&
-          (wt == VKRT_TYPE_Q8_0 || (c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0)) &&
+          (wt != VKRT_TYPE_Q4_K || (c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0)) &&
           vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant())};
-  /* Q6_K: one column with x 16-byte aligned takes a stream kernel (counted vec16: the forced
-   * one, else stream or prefetch-rows-b by N), unless the words variant is forced; the rest
-   * its kernel per column count (words), whatever the activations option says */
+  /* Q6_K: a forced Q6_K variant (the words kernel, or a stream kernel for one column with x
+   * 16-byte aligned: counted vec16); else the q8x kernel where 8-bit activations were asked
+   * for and it fits; else a stream kernel (stream or prefetch-rows-b by N) for one column
+   * with x 16-byte aligned; the rest its kernel per column count (words) */
   bool q6_forced = vkrt_lab_quant_q6_k_variant_usable(app, 0, c->variant);
   bool q6_stream = c->M == 1 && x16 &&
                    (q6_forced ? c->variant != 1
                               : vkrt_lab_quant_q6_k_variant_usable(app, 0, 14) ||
                                     vkrt_lab_quant_q6_k_variant_usable(app, 0, 12));
-  int want = wt == VKRT_TYPE_Q6_K ? (q6_stream ? VKRT_LAB_QUANT_READ_VEC16 : VKRT_LAB_QUANT_READ_WORDS)
+  int q6_want = !q6_forced && c->q8 && fits[VKRT_LAB_QUANT_READ_Q8X] ? VKRT_LAB_QUANT_READ_Q8X
+                : q6_stream                                          ? VKRT_LAB_QUANT_READ_VEC16
+                                                                     : VKRT_LAB_QUANT_READ_WORDS;
+  int want = wt == VKRT_TYPE_Q6_K ? q6_want
              : c->variant          ? vkrt_lab_quant_read_of(c->variant)
                                    : -1;
   if (want == VKRT_LAB_QUANT_READ_Q8X && c->M > 1) /* M > 1: kspace's kernel */
@@ -498,7 +502,8 @@ static void test_quant_matmul(void **state) {
 
 /* VKRT_ACTIVATIONS_Q8: one column of x takes the q8x kernel where it fits (the counters say
  * so), within the bound of rounding x; M > 1, K > 16384, x or Q4_K rows off 16 bytes take
- * the f32 kernels. A value outside the enum is refused by vkrt_open. */
+ * the f32 kernels (Q6_K rows at any even byte take q8x). A value outside the enum is
+ * refused by vkrt_open. */
 static void test_quant_q8_activations(void **state) {
   (void)state;
   vkrt_options o;
@@ -531,6 +536,22 @@ static void test_quant_q8_activations(void **state) {
     };
     for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
       run_quant_matmul(app, wt, &cases[i]);
+    if (wt == VKRT_TYPE_Q6_K) {
+      /* 210-byte super-blocks: an odd count per row puts every other row's start, and
+       * every other super-block in a row, at 2 mod 4 bytes; odd N, a row group cut short;
+       * dst += w x; a forced variant changes nothing */
+      const struct mm_case more[] = {
+        {5 * B, 33, 1, 1, 1, 0, 2, 0, 0, SCALE_NORMAL, true},
+        {19 * B, 9, 1, 1, 1, 1, 6, 16, 0, SCALE_EXTREME, true},
+        {57 * B, 11, 1, 1, 1, 0, 10, 0, 0, SCALE_NORMAL, true},
+        {3 * B, 13, 1, 2, 2, 0, 2, 0, 0, SCALE_NORMAL, true, true},
+        {7 * B, 7, 1, 1, 1, 1, 2, 0, 2, SCALE_NORMAL, true},
+        {7 * B, 5, 3, 1, 1, 1, 2, 0, 0, SCALE_NORMAL, true},        /* M = 3 */
+        {over, 3, 1, 1, 1, 1, 2, 0, 0, SCALE_NORMAL, true},         /* K > 16384 */
+      };
+      for (unsigned i = 0; i < VKT_ARRAY_SIZE(more); i++)
+        run_quant_matmul(app, wt, &more[i]);
+    }
   }
   vkt_close(app);
 }

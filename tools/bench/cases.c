@@ -1136,8 +1136,8 @@ static const char *path_name(const struct bench_case *bc, const vkrt_lab_counter
   if (after->matmul_coopmat > before->matmul_coopmat) return "tiled matmul, coopmat";
   if (after->quant_matvec > before->quant_matvec) {
     bool q8x = after->quant_read[VKRT_LAB_QUANT_READ_Q8X] > before->quant_read[VKRT_LAB_QUANT_READ_Q8X];
-    if (bc->src[0].type == VKRT_TYPE_Q6_K) /* no 8-bit-x kernel */
-      return "matvec q6_K";
+    if (bc->src[0].type == VKRT_TYPE_Q6_K)
+      return q8x ? "matvec q6_K, 8-bit x" : "matvec q6_K";
     if (bc->src[0].type == VKRT_TYPE_Q4_K)
       return q8x ? "matvec q4_K, 8-bit x" : "matvec q4_K";
     return q8x ? "matvec q8_0, 8-bit x" : "matvec q8_0";

@@ -118,9 +118,9 @@ typedef enum vkrt_pipelines {
   VKRT_PIPELINES_ON_FIRST_USE = 2,
 } vkrt_pipelines;
 
-/* How quantized-weight matmul (Q8_0, Q4_K w) takes its f32 activations x
- * (vkrt_options.quant_activations; Q6_K w always takes x as given). VKRT_ACTIVATIONS_Q8
- * rounds x only up to this K (the rounded x lives in the workgroup's shared memory). */
+/* How quantized-weight matmul (Q8_0, Q4_K, Q6_K w) takes its f32 activations x
+ * (vkrt_options.quant_activations). VKRT_ACTIVATIONS_Q8 rounds x only up to this K (the
+ * rounded x lives in the workgroup's shared memory). */
 #define VKRT_ACTIVATIONS_Q8_MAX_K 16384
 typedef enum vkrt_quant_activations {
   VKRT_ACTIVATIONS_F32 = 0, /* x as given: the result is the exact product up to f32 rounding

@@ -129,8 +129,8 @@ vkrt_status vkrt_lab_limits_set(vkrt_appliance *appliance, uint32_t device,
  * for the other knobs); the name of variant `value` (NULL outside 1..count: the transpose
  * kernel's name, or the quant read pattern, "-" when the quant kernels are compiled out);
  * whether this device can run it (transpose: its kernel is in the build and the device has
- * the features it needs; quant: the kernels are in the build, and the op itself refuses a
- * forced variant that w or x are not aligned for). */
+ * the features it needs; quant: the kernels are in the build, q8x's including Q6_K's, and
+ * the op itself refuses a forced variant that w or x are not aligned for). */
 int vkrt_lab_variant_count(vkrt_lab_knob knob);
 const char *vkrt_lab_variant_name(vkrt_lab_knob knob, int64_t value);
 bool vkrt_lab_variant_usable(vkrt_appliance *appliance, uint32_t device,
@@ -143,8 +143,8 @@ bool vkrt_lab_quant_q6_k_variant_usable(vkrt_appliance *appliance, uint32_t devi
 
 /* How a quant matrix-vector variant reads the rows of w (the counters' quant_read index). */
 typedef enum vkrt_lab_quant_read {
-  VKRT_LAB_QUANT_READ_WORDS = 0, /* any row alignment, rows looped (Q6_K: its kernel per
-                                    column count) */
+  VKRT_LAB_QUANT_READ_WORDS = 0, /* any row alignment, rows looped (Q6_K: its f32-x kernel
+                                    per column count) */
   VKRT_LAB_QUANT_READ_VEC16,     /* 16 bytes of each row per invocation: rows and x 16-byte
                                     aligned, Q8_0 rows of a multiple of 8 blocks (Q6_K's
                                     one-column stream kernels: x 16-byte aligned, rows at
@@ -156,7 +156,8 @@ typedef enum vkrt_lab_quant_read {
                                     16-byte aligned, Q4_K rows 8-byte aligned */
   VKRT_LAB_QUANT_READ_Q8X,       /* x rounded to 8 bits in shared memory, integer dot
                                     products (VKRT_ACTIVATIONS_Q8; M = 1, K <= 16384, x
-                                    and Q4_K rows 16-byte aligned) */
+                                    and Q4_K rows 16-byte aligned; Q6_K's too, rows at
+                                    any even byte) */
   VKRT_LAB_QUANT_READ_COUNT
 } vkrt_lab_quant_read;
 
