@@ -7,6 +7,8 @@
 // from the host; factor[p] ggml's freq_factors, 1 without them) the pair (2p, 2p + 1) in normal mode or (p, p + n_dims / 2) in neox mode; the other
 // invocations copy elements n_dims + 2 (p - n_dims / 2) and the one after (head_dim may be
 // odd). d may be x exactly: each element is read, then written, by one invocation.
+#extension GL_GOOGLE_include_directive : require
+
 layout(local_size_x = 256) in;
 
 layout(push_constant) uniform Push {
@@ -26,11 +28,7 @@ layout(std430, set = 0, binding = 1) readonly buffer P { int pos[]; };
 layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 layout(std430, set = 0, binding = 3) readonly buffer F { float f[]; }; // x's buffer when none
 
-// theta reduced to [-pi, pi] in two steps (2 pi split into a float and its remainder) before
-// cos and sin, whose accuracy GPUs guarantee only there: positions reach tens of thousands
-// of radians.
-const float TWO_PI_HI = 6.28318548202514648;   // float(2 pi)
-const float TWO_PI_LO = -1.7484556e-7;          // 2 pi - TWO_PI_HI
+#include "rope_angle.glsl"
 
 void main() {
   uint i = (pc.base_group + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * 256u +
@@ -52,13 +50,10 @@ void main() {
   }
   uint e0 = pc.neox != 0u ? p : 2u * p;
   uint e1 = pc.neox != 0u ? p + half_dims : 2u * p + 1u;
-  float theta = float(pos[pc.pos_offset + tok * pc.pos_stride]) * pc.freq_scale *
-                pow(pc.theta_scale, float(p));
-  if (pc.factors != 0u)
-    theta /= f[pc.factors_offset + p * pc.factors_stride];
-  float k = round(theta * (1.0 / TWO_PI_HI));
-  theta = fma(-k, TWO_PI_LO, fma(-k, TWO_PI_HI, theta));
-  float c = cos(theta), s = sin(theta);
+  vec2 cs = rope_cos_sin(pos[pc.pos_offset + tok * pc.pos_stride], p, pc.theta_scale,
+                         pc.freq_scale, pc.factors != 0u,
+                         f[pc.factors_offset + min(pc.factors, 1u) * p * pc.factors_stride]);
+  float c = cs.x, s = cs.y;
   float x0 = x[xr + e0 * pc.x_stride0], x1 = x[xr + e1 * pc.x_stride0];
   d[dr + e0 * pc.d_stride0] = x0 * c - x1 * s;
   d[dr + e1 * pc.d_stride0] = x0 * s + x1 * c;

@@ -6,8 +6,14 @@
 // CPU, without relying on a fused fma, and x id rounded before it is rounded to an integer). A row index outside [0, n_rows) is skipped. Source
 // offsets and strides are elements; destination ones elements (F32, F16) or bytes (Q8_0,
 // blocks dense along dim 0).
+// ROPE (vkrt_op_rope_set_rows): the source row of token i is its heads {head_dim, n_head}
+// (head h at s_stride_h), each turned as rope.comp turns it at position pos[i] before it is
+// converted: the KV-cache append of a roped K in one dispatch. Each element is computed
+// from its pair by the invocation that writes it (a Q8_0 block's 32 once, kept for both
+// passes).
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x = 256) in;
 
@@ -16,6 +22,12 @@ layout(push_constant) uniform Push {
   uint s_offset, s_stride0, s_stride1;
   uint d_offset, d_stride0, d_stride1;
   uint r_offset, r_stride, n_rows;
+#ifdef ROPE
+  uint s_stride_h, head_dim, n_dims, neox;
+  uint pos_offset, pos_stride;
+  float theta_scale, freq_scale;
+  uint factors, factors_offset, factors_stride; // factors 0: none (f is s's buffer)
+#endif
   uint base_group;
 } pc;
 
@@ -25,6 +37,28 @@ layout(std430, set = 0, binding = 1) readonly buffer R { int rows[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer D { uint d[]; };
 #else
 layout(std430, set = 0, binding = 2) writeonly buffer D { uint16_t d[]; };
+#endif
+#ifdef ROPE
+layout(std430, set = 0, binding = 3) readonly buffer P { int pos[]; };
+layout(std430, set = 0, binding = 4) readonly buffer F { float f[]; };
+#include "rope_angle.glsl"
+
+// Element e (0 .. n - 1: head e / head_dim) of token i1's source row, roped.
+float roped(uint i1, uint e) {
+  uint h = e / pc.head_dim, j = e % pc.head_dim;
+  uint base = pc.s_offset + i1 * pc.s_stride1 + h * pc.s_stride_h;
+  if (j >= pc.n_dims)
+    return uintBitsToFloat(s[base + j * pc.s_stride0]);
+  uint half_dims = pc.n_dims / 2u;
+  uint p = pc.neox != 0u ? j % half_dims : j / 2u;
+  uint e0 = pc.neox != 0u ? p : 2u * p, e1 = pc.neox != 0u ? p + half_dims : 2u * p + 1u;
+  vec2 cs = rope_cos_sin(pos[pc.pos_offset + i1 * pc.pos_stride], p, pc.theta_scale,
+                         pc.freq_scale, pc.factors != 0u,
+                         f[pc.factors_offset + min(pc.factors, 1u) * p * pc.factors_stride]);
+  float x0 = uintBitsToFloat(s[base + e0 * pc.s_stride0]);
+  float x1 = uintBitsToFloat(s[base + e1 * pc.s_stride0]);
+  return j == e0 ? x0 * cs.x - x1 * cs.y : x0 * cs.y + x1 * cs.x;
+}
 #endif
 
 // float bits -> IEEE half bits, rounded to nearest even (overflow to inf, NaN kept quiet)
@@ -108,23 +142,30 @@ void main() {
   if (row < 0 || uint(row) >= pc.n_rows)
     return;
   uint src = pc.s_offset + i1 * pc.s_stride1;
+#ifdef ROPE
+#define SRC_BITS(e) floatBitsToUint(roped(i1, e))
+#else
+#define SRC_BITS(e) s[src + (e) * pc.s_stride0]
+#endif
 #if defined(F32)
-  d[pc.d_offset + uint(row) * pc.d_stride1 + i0 * pc.d_stride0] = s[src + i0 * pc.s_stride0];
+  d[pc.d_offset + uint(row) * pc.d_stride1 + i0 * pc.d_stride0] = SRC_BITS(i0);
 #elif defined(F16)
   d[pc.d_offset + uint(row) * pc.d_stride1 + i0 * pc.d_stride0] =
-      uint16_t(f32_to_f16_bits(s[src + i0 * pc.s_stride0]));
+      uint16_t(f32_to_f16_bits(SRC_BITS(i0)));
 #else
-  src += 32u * i0 * pc.s_stride0;
+  float v[32];
   float amax = 0.0;
-  for (uint j = 0u; j < 32u; j++)
-    amax = max(amax, abs(uintBitsToFloat(s[src + j * pc.s_stride0])));
+  for (uint j = 0u; j < 32u; j++) {
+    v[j] = uintBitsToFloat(SRC_BITS(32u * i0 + j));
+    amax = max(amax, abs(v[j]));
+  }
   float dq = div_rn(amax, 127.0);
   float id = dq != 0.0 ? div_rn(1.0, dq) : 0.0;
   uint h = (pc.d_offset + uint(row) * pc.d_stride1 + 34u * i0) >> 1; // blocks are 2-byte aligned
   d[h] = uint16_t(f32_to_f16_bits(floatBitsToUint(dq)));
   for (uint j = 0u; j < 16u; j++) {
-    int q0 = round_away(uintBitsToFloat(s[src + 2u * j * pc.s_stride0]), id);
-    int q1 = round_away(uintBitsToFloat(s[src + (2u * j + 1u) * pc.s_stride0]), id);
+    int q0 = round_away(v[2u * j], id);
+    int q1 = round_away(v[2u * j + 1u], id);
     d[h + 1u + j] = uint16_t((uint(q0) & 255u) | ((uint(q1) & 255u) << 8));
   }
 #endif

@@ -543,14 +543,21 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
                            .freq_base = hp->rope_freq_base, .freq_scale = hp->rope_freq_scale};
   const vkrt_tensor factors = vec(dv->rope_freqs, VKRT_TYPE_F32, hp->n_rot / 2);
   const vkrt_tensor *ff = dv->rope_freqs ? &factors : NULL;
-  vkrt_tensor q, q_flat, k_flat, v_flat;
+  vkrt_tensor q, k, q_flat, k_flat, v_flat;
+  /* K roped on its way into the cache (one dependent step: q's rope runs beside it) */
+  bool rope_into_cache = vkrt_config_has("CONFIG_VKRT_KERNEL_ROPE_SET_ROWS");
   if (n == 1 && !gl->wk) { /* a token, fused weights: q, k, v one after the other */
     vkrt_tensor wqkv = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, (nh + 2 * nkv) * hd, 1, 1);
     vkrt_tensor qkv = cols_f32(dv->qkv, (nh + 2 * nkv) * hd, 0, 1);
     OP(d, "attn_qkv", vkrt_op_matmul(&qkv, &wqkv, &h));
-    vkrt_tensor qk = vkrt_tensor_contiguous(dv->qkv, 0, VKRT_TYPE_F32, hd, nh + nkv, 1, 1);
-    OP(d, "rope q k", vkrt_op_rope_ext(&qk, &qk, &pos, ff, &rope));
     q = vkrt_tensor_contiguous(dv->qkv, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
+    k = vkrt_tensor_contiguous(dv->qkv, (uint64_t)nh * hd * 4, VKRT_TYPE_F32, hd, nkv, 1, 1);
+    if (rope_into_cache) {
+      OP(d, "rope q", vkrt_op_rope_ext(&q, &q, &pos, ff, &rope));
+    } else {
+      vkrt_tensor qk = vkrt_tensor_contiguous(dv->qkv, 0, VKRT_TYPE_F32, hd, nh + nkv, 1, 1);
+      OP(d, "rope q k", vkrt_op_rope_ext(&qk, &qk, &pos, ff, &rope));
+    }
     k_flat = vkrt_tensor_contiguous(dv->qkv, (uint64_t)nh * hd * 4, VKRT_TYPE_F32, nkv * hd, 1, 1, 1);
     v_flat = vkrt_tensor_contiguous(dv->qkv, (uint64_t)(nh + nkv) * hd * 4, VKRT_TYPE_F32, nkv * hd,
                                     1, 1, 1);
@@ -561,7 +568,7 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
     vkrt_tensor wv = vkrt_tensor_contiguous(gl->wv ? gl->wv : gl->wq, gl->wv_at, L->wv->type, E,
                                             nkv * hd, 1, 1);
     q = vkrt_tensor_contiguous(dv->q, 0, VKRT_TYPE_F32, hd, nh, n, 1);
-    vkrt_tensor k = vkrt_tensor_contiguous(dv->k, 0, VKRT_TYPE_F32, hd, nkv, n, 1);
+    k = vkrt_tensor_contiguous(dv->k, 0, VKRT_TYPE_F32, hd, nkv, n, 1);
     q_flat = cols_f32(dv->q, nh * hd, 0, ps->n);
     k_flat = cols_f32(dv->k, nkv * hd, 0, ps->n);
     v_flat = cols_f32(dv->v, nkv * hd, 0, ps->n);
@@ -569,13 +576,17 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
     OP(d, "attn_k", vkrt_op_matmul(&k_flat, &wk, &h));
     OP(d, "attn_v", vkrt_op_matmul(&v_flat, &wv, &h));
     OP(d, "rope q", vkrt_op_rope_ext(&q, &q, &pos, ff, &rope));
-    OP(d, "rope k", vkrt_op_rope_ext(&k, &k, &pos, ff, &rope));
+    if (!rope_into_cache)
+      OP(d, "rope k", vkrt_op_rope_ext(&k, &k, &pos, ff, &rope));
   }
   /* cache rows: one token's KV heads each; row pos[j] takes column j's */
   int64_t ctx = g->p.n_ctx;
   vkrt_tensor k_rows = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
   vkrt_tensor v_rows = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
-  OP(d, "K cache row", vkrt_op_set_rows(&k_rows, &k_flat, &pos));
+  if (rope_into_cache)
+    OP(d, "K cache row (roped)", vkrt_op_rope_set_rows(&k_rows, &k, &pos, &pos, ff, &rope));
+  else
+    OP(d, "K cache row", vkrt_op_set_rows(&k_rows, &k_flat, &pos));
   OP(d, "V cache row", vkrt_op_set_rows(&v_rows, &v_flat, &pos));
   vkrt_tensor kc = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
   vkrt_tensor vc = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);

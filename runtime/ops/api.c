@@ -58,13 +58,14 @@ static vkrt_status begin(struct vkrt_device *dev, const struct vkrt_ops_view *vi
  * buffer and the record function (compiled out: the stub answers UNSUPPORTED). */
 enum op_kind {
   OP_COPY, OP_TRANSPOSE, OP_CONCAT, OP_ADD, OP_SWIGLU, OP_MATMUL,
-  OP_RMS_NORM, OP_ROPE, OP_GET_ROWS, OP_SET_ROWS, OP_ARGMAX, OP_ATTENTION,
+  OP_RMS_NORM, OP_ROPE, OP_GET_ROWS, OP_SET_ROWS, OP_ROPE_SET_ROWS, OP_ARGMAX, OP_ATTENTION,
 };
 struct op_call {
   enum op_kind kind;
   const vkrt_tensor *dst, *a, *b;    /* a: src, gate, w, x, table or q; b: concat's b, up, x,
                                         rms_norm's w, pos, ids, rows or k */
-  const vkrt_tensor *c, *d;          /* attention: v, kv_len; c: rope's frequency factors */
+  const vkrt_tensor *c, *d;          /* attention: v, kv_len; c: rope's frequency factors,
+                                        d: rope_set_rows' pos */
   float scale;                       /* attention */
   const vkrt_tensor *const *srcs;    /* add */
   uint32_t count;                    /* add */
@@ -88,6 +89,9 @@ static bool check_op(const struct op_call *c, const struct vkrt_ops_limits *lim,
     return vkrt_ops_check_rope(lim, c->dst, c->a, c->b, c->c, c->rope, v, why, size);
   case OP_GET_ROWS: return vkrt_ops_check_get_rows(lim, c->dst, c->a, c->b, v, why, size);
   case OP_SET_ROWS: return vkrt_ops_check_set_rows(lim, c->dst, c->a, c->b, v, why, size);
+  case OP_ROPE_SET_ROWS:
+    return vkrt_ops_check_rope_set_rows(lim, c->dst, c->a, c->b, c->d, c->c, c->rope, v, why,
+                                        size);
   case OP_ARGMAX: return vkrt_ops_check_argmax(lim, c->dst, c->a, v, why, size);
   case OP_ATTENTION:
     return vkrt_ops_check_attention(lim, c->dst, c->a, c->b, c->c, c->d, c->scale, v, why,
@@ -105,6 +109,7 @@ static uint32_t view_count(const struct op_call *c) {
   case OP_ADD: return 1 + c->count;
   case OP_RMS_NORM: return c->b ? 3 : 2;
   case OP_ROPE: return c->c ? 4 : 3;
+  case OP_ROPE_SET_ROWS: return c->c ? 5 : 4;
   case OP_CONCAT:
   case OP_SWIGLU:
   case OP_MATMUL:
@@ -127,6 +132,7 @@ static bool kernel_in_build(enum op_kind kind) {
   case OP_ROPE: return IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE);
   case OP_GET_ROWS: return IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS);
   case OP_SET_ROWS: return IS_ENABLED(CONFIG_VKRT_KERNEL_SET_ROWS);
+  case OP_ROPE_SET_ROWS: return IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE_SET_ROWS);
   case OP_ARGMAX: return IS_ENABLED(CONFIG_VKRT_KERNEL_ARGMAX);
   case OP_ATTENTION: return IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION);
   }
@@ -146,6 +152,7 @@ static vkrt_status record_op(struct vkrt_device *dev, VkCommandBuffer cmd,
   case OP_ROPE: return vkrt_rope_record(dev, cmd, v, c->c != NULL, c->rope);
   case OP_GET_ROWS: return vkrt_get_rows_record(dev, cmd, v);
   case OP_SET_ROWS: return vkrt_set_rows_record(dev, cmd, v);
+  case OP_ROPE_SET_ROWS: return vkrt_rope_set_rows_record(dev, cmd, v, c->c != NULL, c->rope);
   case OP_ARGMAX: return vkrt_argmax_record(dev, cmd, v);
   case OP_ATTENTION: return vkrt_attention_record(dev, v, c->scale);
   }
@@ -292,6 +299,13 @@ vkrt_status vkrt_op_get_rows(const vkrt_tensor *dst, const vkrt_tensor *table,
 vkrt_status vkrt_op_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src,
                              const vkrt_tensor *rows) {
   return run_op(&(struct op_call){.kind = OP_SET_ROWS, .dst = dst, .a = src, .b = rows});
+}
+
+vkrt_status vkrt_op_rope_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src,
+                                  const vkrt_tensor *rows, const vkrt_tensor *pos,
+                                  const vkrt_tensor *factors, const vkrt_rope_params *params) {
+  return run_op(&(struct op_call){.kind = OP_ROPE_SET_ROWS, .dst = dst, .a = src, .b = rows,
+                                  .c = factors, .d = pos, .rope = params});
 }
 
 vkrt_status vkrt_op_argmax(const vkrt_tensor *dst, const vkrt_tensor *x) {

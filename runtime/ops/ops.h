@@ -2,6 +2,8 @@
  * or a per-stream-slot pool ring), grid splitting, and the per-kernel record functions
  * (stubs when a kernel is compiled out, so api.c needs no #ifdef). */
 #pragma once
+#include <math.h>
+
 #include "device/device.h"
 #include "ops/validate.h"
 #include "vkrt_kernels/list.h"
@@ -610,6 +612,27 @@ static inline vkrt_status vkrt_set_rows_record(struct vkrt_device *dev, VkComman
   (void)cmd, (void)views;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "vkrt_op_set_rows: kernel not in this build (CONFIG_VKRT_KERNEL_SET_ROWS=n)");
+}
+#endif
+
+/* ggml's theta_scale: theta_p = pos * freq_scale * theta_scale^p */
+static inline float vkrt_rope_theta_scale(const vkrt_rope_params *params) {
+  return powf(params->freq_base, -2.0f / (float)params->n_dims);
+}
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE_SET_ROWS)
+/* views: dst, src, rows, pos, factors (factors only when `factors`). */
+vkrt_status vkrt_rope_set_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                      const struct vkrt_ops_view views[5], bool factors,
+                                      const vkrt_rope_params *params);
+#else
+static inline vkrt_status vkrt_rope_set_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                                    const struct vkrt_ops_view views[5],
+                                                    bool factors, const vkrt_rope_params *params) {
+  (void)cmd, (void)views, (void)factors, (void)params;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_rope_set_rows: kernel not in this build "
+                    "(CONFIG_VKRT_KERNEL_ROPE_SET_ROWS=n)");
 }
 #endif
 

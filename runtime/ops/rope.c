@@ -31,13 +31,12 @@ vkrt_status vkrt_rope_record(struct vkrt_device *dev, VkCommandBuffer cmd,
     return s;
   uint32_t pairs = (x->ne[0] + 1) / 2;
   uint64_t total = (uint64_t)pairs * x->ne[1] * x->ne[2]; /* <= elements < 2^31 */
-  /* ggml's theta_scale: theta_p = pos * freq_scale * theta_scale^p */
   struct rope_push push = {.pairs = pairs, .n_head = x->ne[1], .total = (uint32_t)total,
                            .head_dim = x->ne[0], .n_dims = params->n_dims,
                            .neox = params->mode == VKRT_ROPE_NEOX,
                            .x_offset = x->offset, .d_offset = d->offset,
                            .pos_offset = pos->offset, .pos_stride = pos->stride[0],
-                           .theta_scale = powf(params->freq_base, -2.0f / (float)params->n_dims),
+                           .theta_scale = vkrt_rope_theta_scale(params),
                            .freq_scale = params->freq_scale, .factors = factors,
                            .factors_offset = f->offset, .factors_stride = f->stride[0]};
   for (int i = 0; i < 3; i++) {

@@ -528,6 +528,29 @@ bool vkrt_ops_check_rms_norm(const struct vkrt_ops_limits *lim, const vkrt_tenso
   return in_place_or_disjoint(op, dst, x, &views[0], &views[1], "x", why, why_size);
 }
 
+/* RoPE's mode, n_dims (for heads of head_dim), freq_base, freq_scale and frequency factors. */
+static bool rope_params_ok(const char *op, const vkrt_rope_params *params, int64_t head_dim,
+                           const vkrt_tensor *factors, char *why, size_t why_size) {
+  if (params->mode != VKRT_ROPE_NORMAL && params->mode != VKRT_ROPE_NEOX)
+    FAIL("%s: mode %u is neither VKRT_ROPE_NORMAL (0) nor VKRT_ROPE_NEOX (2)", op, params->mode);
+  if (params->n_dims == 0 || params->n_dims % 2 || params->n_dims > head_dim)
+    FAIL("%s: n_dims = %u must be even, >= 2 and <= the head size %" PRId64, op,
+         params->n_dims, head_dim);
+  if (!(params->freq_base > 0.0f && params->freq_base <= 3.4e38f))
+    FAIL("%s: freq_base = %g must be finite and > 0", op, (double)params->freq_base);
+  if (!(params->freq_scale >= -3.4e38f && params->freq_scale <= 3.4e38f))
+    FAIL("%s: freq_scale = %g is not finite", op, (double)params->freq_scale);
+  if (factors) {
+    if (!of_type(op, "factors", factors, VKRT_TYPE_F32, why, why_size) ||
+        !at_most_dims(op, "factors", factors, 1, why, why_size))
+      return false;
+    if (factors->ne[0] < params->n_dims / 2)
+      FAIL("%s: factors has %" PRId64 " values for the %u pairs of n_dims = %u", op,
+           factors->ne[0], params->n_dims / 2, params->n_dims);
+  }
+  return true;
+}
+
 bool vkrt_ops_check_rope(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                          const vkrt_tensor *x, const vkrt_tensor *pos, const vkrt_tensor *factors,
                          const vkrt_rope_params *params, struct vkrt_ops_view views[4],
@@ -547,25 +570,9 @@ bool vkrt_ops_check_rope(const struct vkrt_ops_limits *lim, const vkrt_tensor *d
   if (pos->ne[0] != x->ne[2])
     FAIL("%s: pos has %" PRId64 " positions for %" PRId64 " tokens (x ne[2])", op, pos->ne[0],
          x->ne[2]);
-  if (params->mode != VKRT_ROPE_NORMAL && params->mode != VKRT_ROPE_NEOX)
-    FAIL("%s: mode %u is neither VKRT_ROPE_NORMAL (0) nor VKRT_ROPE_NEOX (2)", op, params->mode);
-  if (params->n_dims == 0 || params->n_dims % 2 || params->n_dims > x->ne[0])
-    FAIL("%s: n_dims = %u must be even, >= 2 and <= the head size %" PRId64, op,
-         params->n_dims, x->ne[0]);
-  if (!(params->freq_base > 0.0f && params->freq_base <= 3.4e38f))
-    FAIL("%s: freq_base = %g must be finite and > 0", op, (double)params->freq_base);
-  if (!(params->freq_scale >= -3.4e38f && params->freq_scale <= 3.4e38f))
-    FAIL("%s: freq_scale = %g is not finite", op, (double)params->freq_scale);
-  if (factors) {
-    if (!of_type(op, "factors", factors, VKRT_TYPE_F32, why, why_size) ||
-        !at_most_dims(op, "factors", factors, 1, why, why_size))
-      return false;
-    if (factors->ne[0] < params->n_dims / 2)
-      FAIL("%s: factors has %" PRId64 " values for the %u pairs of n_dims = %u", op,
-           factors->ne[0], params->n_dims / 2, params->n_dims);
-    if (!disjoint(op, &views[0], &views[3], "factors", why, why_size))
-      return false;
-  }
+  if (!rope_params_ok(op, params, x->ne[0], factors, why, why_size) ||
+      (factors && !disjoint(op, &views[0], &views[3], "factors", why, why_size)))
+    return false;
   return disjoint(op, &views[0], &views[2], "pos", why, why_size) &&
          in_place_or_disjoint(op, dst, x, &views[0], &views[1], "x", why, why_size);
 }
@@ -622,6 +629,46 @@ bool vkrt_ops_check_set_rows(const struct vkrt_ops_limits *lim, const vkrt_tenso
   }
   return disjoint(op, &views[0], &views[1], "src", why, why_size) &&
          disjoint(op, &views[0], &views[2], "rows", why, why_size);
+}
+
+bool vkrt_ops_check_rope_set_rows(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                                  const vkrt_tensor *src, const vkrt_tensor *rows,
+                                  const vkrt_tensor *pos, const vkrt_tensor *factors,
+                                  const vkrt_rope_params *params, struct vkrt_ops_view views[5],
+                                  char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_rope_set_rows";
+  static const char *const names[] = {"dst", "src", "rows", "pos", "factors"};
+  const vkrt_tensor *ts[5] = {dst, src, rows, pos, factors};
+  if (!params)
+    FAIL("%s: params is NULL", op);
+  if (!decode_views(lim, op, names, ts, factors ? 5 : 4, views, why, why_size) ||
+      !of_type(op, "src", src, VKRT_TYPE_F32, why, why_size) ||
+      !of_type(op, "rows", rows, VKRT_TYPE_I32, why, why_size) ||
+      !of_type(op, "pos", pos, VKRT_TYPE_I32, why, why_size))
+    return false;
+  if (dst->type != VKRT_TYPE_F32 && dst->type != VKRT_TYPE_F16 && dst->type != VKRT_TYPE_Q8_0)
+    FAIL("%s: dst is %s; the op writes f32, f16 or q8_0 rows", op, type_name(dst->type));
+  if (!at_most_dims(op, "dst", dst, 2, why, why_size) ||
+      !at_most_dims(op, "src", src, 3, why, why_size) ||
+      !at_most_dims(op, "rows", rows, 1, why, why_size) ||
+      !at_most_dims(op, "pos", pos, 1, why, why_size))
+    return false;
+  if (dst->ne[0] != src->ne[0] * src->ne[1] || rows->ne[0] != src->ne[2] ||
+      pos->ne[0] != src->ne[2]) {
+    char a[96], b[96], c[96], d[96];
+    format_ne(a, sizeof(a), dst->ne);
+    format_ne(b, sizeof(b), src->ne);
+    format_ne(c, sizeof(c), rows->ne);
+    format_ne(d, sizeof(d), pos->ne);
+    FAIL("%s: src ne %s {head_dim, n_head, n} needs dst {head_dim * n_head, n_rows}, rows and "
+         "pos {n} (dst %s, rows %s, pos %s)", op, b, a, c, d);
+  }
+  if (!rope_params_ok(op, params, src->ne[0], factors, why, why_size))
+    return false;
+  for (int i = 1; i < (factors ? 5 : 4); i++)
+    if (!disjoint(op, &views[0], &views[i], names[i], why, why_size))
+      return false;
+  return true;
 }
 
 bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,

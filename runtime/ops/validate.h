@@ -183,6 +183,13 @@ bool vkrt_ops_check_get_rows(const struct vkrt_ops_limits *lim, const vkrt_tenso
 bool vkrt_ops_check_set_rows(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                              const vkrt_tensor *src, const vkrt_tensor *rows,
                              struct vkrt_ops_view views[3], char *why, size_t why_size);
+/* rope_set_rows: src f32 {head_dim, n_head, n}; rows, pos I32 {n}; dst f32/f16/q8_0
+ * {head_dim * n_head, n_rows}, disjoint from every source; params and factors as rope's. */
+bool vkrt_ops_check_rope_set_rows(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                                  const vkrt_tensor *src, const vkrt_tensor *rows,
+                                  const vkrt_tensor *pos, const vkrt_tensor *factors,
+                                  const vkrt_rope_params *params, struct vkrt_ops_view views[5],
+                                  char *why, size_t why_size);
 /* argmax: x f32 {n, rows}; dst I32 {rows}. */
 bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                            const vkrt_tensor *x, struct vkrt_ops_view views[2], char *why,

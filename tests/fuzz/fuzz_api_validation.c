@@ -37,13 +37,21 @@ static float fuzz_float(struct fuzz_input *in) {
   return f;
 }
 
-/* Every accepted view must stay inside its buffer and the binding range. */
+/* RoPE's parameters: any mode, n_dims small or any, any freq_base and freq_scale. */
+static vkrt_rope_params fuzz_rope_params(struct fuzz_input *in) {
+  return (vkrt_rope_params){.mode = fuzz_u8(in) % 4,
+                            .n_dims = fuzz_u8(in) & 1 ? fuzz_u32(in) : fuzz_u8(in),
+                            .freq_base = fuzz_float(in), .freq_scale = fuzz_float(in)};
+}
+
+/* Every accepted view must stay inside its buffer and its binding range, which fits one
+ * binding unless the op takes it in several (copy, matmul's w: fits_binding false). */
 static void check_views(const struct vkrt_ops_view *v, int n, const struct vkrt_ops_limits *lim) {
   for (int i = 0; i < n; i++) {
     assert(v[i].lo <= v[i].hi);
     assert(v[i].hi <= v[i].buffer->size);
     assert(v[i].bind_offset <= v[i].lo && v[i].hi <= v[i].bind_offset + v[i].bind_range);
-    assert(v[i].bind_range <= lim->max_storage_buffer_range);
+    assert(!v[i].fits_binding || v[i].bind_range <= lim->max_storage_buffer_range);
     assert(v[i].bind_offset % lim->min_storage_buffer_offset_alignment == 0);
   }
 }
@@ -63,7 +71,7 @@ static void fuzz_ops(struct fuzz_input *in) {
     fuzz_tensor(in, &t[i], bufs);
   struct vkrt_ops_view views[9];
   char why[256];
-  switch (fuzz_u8(in) % 13) {
+  switch (fuzz_u8(in) % 14) {
   case 0:
     if (vkrt_ops_check_copy(&lim, &t[0], &t[1], views, why, sizeof(why)))
       check_views(views, 2, &lim);
@@ -103,8 +111,7 @@ static void fuzz_ops(struct fuzz_input *in) {
     break;
   }
   case 7: {
-    vkrt_rope_params rp = {.mode = fuzz_u8(in) % 4, .n_dims = fuzz_u8(in) & 1 ? fuzz_u32(in) : fuzz_u8(in),
-                           .freq_base = fuzz_float(in), .freq_scale = fuzz_float(in)};
+    vkrt_rope_params rp = fuzz_rope_params(in);
     const vkrt_tensor *factors = fuzz_u8(in) & 1 ? &t[3] : NULL;
     if (vkrt_ops_check_rope(&lim, &t[0], &t[1], &t[2], factors, fuzz_u8(in) & 7 ? &rp : NULL,
                             views, why, sizeof(why)))
@@ -123,6 +130,14 @@ static void fuzz_ops(struct fuzz_input *in) {
     if (vkrt_ops_check_argmax(&lim, &t[0], &t[1], views, why, sizeof(why)))
       check_views(views, 2, &lim);
     break;
+  case 11: {
+    vkrt_rope_params rp = fuzz_rope_params(in);
+    const vkrt_tensor *factors = fuzz_u8(in) & 1 ? &t[4] : NULL;
+    if (vkrt_ops_check_rope_set_rows(&lim, &t[0], &t[1], &t[2], &t[3], factors,
+                                     fuzz_u8(in) & 7 ? &rp : NULL, views, why, sizeof(why)))
+      check_views(views, factors ? 5 : 4, &lim);
+    break;
+  }
   default:
     if (vkrt_ops_check_attention(&lim, &t[0], &t[1], &t[2], &t[3], &t[4], fuzz_float(in), views,
                                  why, sizeof(why)))

@@ -74,7 +74,8 @@ grep -q "^vkrt-service: capturing a token failed; recording every token's work i
 echo "2 devices, capture failing: recorded per token, the same 200 ids"
 # --profile (a build with the lab): one more token timed op by op on device 0, each op of the
 # forward pass under its name as many times as the model has it (5 layers, q/k/v and gate/up
-# each one op on weights of one type, q and k roped in one; 2 allreduces per
+# each one op on weights of one type; with vkrt_op_rope_set_rows in the build q roped alone
+# and k roped into its cache row, else q and k roped in one; 2 allreduces per
 # layer and the logits' on 2 devices), the counts adding up to the ops timed, --json's line
 # still last; without the lab it is refused with exit 2.
 out=$("$svc" --weights "$model" --tokens 8 --devices 2 --warmup-ms 0 --verify 0 --profile --json 2>&1) && rc=0 || rc=$?
@@ -84,7 +85,12 @@ if grep -q "^#define CONFIG_VKRT_LAB 1" "$builddir/include/vkrt/config.h"; then
     echo "2 devices, --profile: no timestamps on this device (said so)"
   else
     count() { sed -n "s/^vkrt-service: profile: $1  *\([0-9][0-9]*\) .*/\1/p" <<< "$out"; }
-    for want in "token_embd 1" "attn_norm 5" "attn_qkv 5" "rope q k 5" "K cache row 5" "attention 5" \
+    if grep -q "^#define CONFIG_VKRT_KERNEL_ROPE_SET_ROWS 1" "$builddir/include/vkrt/config.h"; then
+      rope_ops=("rope q 5" "K cache row (roped) 5")
+    else
+      rope_ops=("rope q k 5" "K cache row 5")
+    fi
+    for want in "token_embd 1" "attn_norm 5" "attn_qkv 5" "${rope_ops[@]}" "attention 5" \
                 "attn_output + residual 5" "allreduce 11" "ffn_gate_up 5" "swiglu 5" \
                 "ffn_down + residual 5" "output 1" "argmax 1"; do
       [ "$(count "${want% *}")" = "${want##* }" ] ||

@@ -353,7 +353,7 @@ static void test_q6_k_views(void **state) {
 
 static void test_decode_ops(void **state) {
   (void)state;
-  struct vkrt_ops_view v[4];
+  struct vkrt_ops_view v[5];
   vkrt_tensor x = t4(&buf_a, 256, VKRT_TYPE_F32, 128, 32, 3, 1);
   vkrt_tensor w = t4(&buf_b, 0, VKRT_TYPE_F32, 128, 1, 1, 1);
   vkrt_tensor pos = t4(&buf_b, 4096, VKRT_TYPE_I32, 3, 1, 1, 1);
@@ -417,6 +417,23 @@ static void test_decode_ops(void **state) {
   assert_int_equal(v[0].offset % 64, 2);
   vkrt_tensor q4 = t4(&buf_a, 0, VKRT_TYPE_Q4_K, 512, 40, 1, 1);
   expect_fail(vkrt_ops_check_set_rows(&lim, &q4, &src, &ids, v, why, sizeof(why)), "f32, f16 or q8_0");
+  /* rope_set_rows: src's heads (strided) flattened into the cache rows, positions beside */
+  vkrt_rope_params krp = {VKRT_ROPE_NORMAL, 128, 500000.0f, 1.0f};
+  vkrt_tensor heads = t4(&buf_b, 65536, VKRT_TYPE_F32, 128, 4, 5, 1);
+  heads.nb[1] = 1024; /* heads 1 KiB apart */
+  heads.nb[2] = 4096;
+  vkrt_tensor kpos = t4(&buf_b, 8448, VKRT_TYPE_I32, 5, 1, 1, 1);
+  assert_true(vkrt_ops_check_rope_set_rows(&lim, &cache, &heads, &ids, &kpos, NULL, &krp, v, why,
+                                           sizeof(why)));
+  assert_int_equal(v[1].stride[1], 256); /* elements */
+  assert_int_equal(v[3].ne[0], 5);
+  krp.n_dims = 130;
+  expect_fail(vkrt_ops_check_rope_set_rows(&lim, &cache, &heads, &ids, &kpos, NULL, &krp, v, why,
+                                           sizeof(why)), "vkrt_op_rope_set_rows: n_dims = 130");
+  krp.n_dims = 128;
+  heads.ne[1] = 3;
+  expect_fail(vkrt_ops_check_rope_set_rows(&lim, &cache, &heads, &ids, &kpos, NULL, &krp, v, why,
+                                           sizeof(why)), "needs dst {head_dim * n_head, n_rows}");
   /* argmax: i32 out, one per row */
   vkrt_tensor am = t4(&buf_b, 0, VKRT_TYPE_I32, 32, 1, 1, 1);
   vkrt_tensor logits = t4(&buf_a, 0, VKRT_TYPE_F32, 1000, 32, 1, 1);

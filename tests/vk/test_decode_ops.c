@@ -620,6 +620,138 @@ static void test_set_rows(void **state) {
   vkt_close(app);
 }
 
+/* ---- rope_set_rows ------------------------------------------------------------------------- */
+
+/* vkrt_op_rope_set_rows: src {hd, heads, tokens} (head rows `pad` bytes apart) roped at
+ * positions unlike the rows they go to, written into a {hd * heads, n_rows} cache of dt at
+ * distinct rows (every fifth one out of range, skipped); positions, rows and factors
+ * rewritten after recording. Each written value against rope_ref's within its tolerance
+ * and dt's rounding (f16: half an ulp; q8_0: d within the tolerance of max |v| / 127, each
+ * q d within d / 2 and the f16 rounding of d); everything else of the cache untouched. */
+static void run_rope_set_rows(vkrt_appliance *app, vkrt_type dt, int64_t hd, int64_t heads,
+                              int64_t tokens, uint32_t n_dims, uint32_t mode, bool with_factors,
+                              int64_t n_rows, int64_t pad) {
+  vkrt_rope_params rp = {.mode = mode, .n_dims = n_dims, .freq_base = 500000.0f,
+                         .freq_scale = mode == VKRT_ROPE_NEOX ? 0.25f : 1.0f};
+  int64_t n = hd * heads;
+  vkrt_tensor src = mk(NULL, 12, VKRT_TYPE_F32, hd, heads, tokens, pad);
+  vkrt_tensor dst = mk(NULL, 2 * (int64_t)vkrt_type_size(dt), dt, n, n_rows, 1, 0);
+  vkrt_tensor rows = mk(NULL, 8, VKRT_TYPE_I32, tokens, 1, 1, 0), pos = rows;
+  rows.nb[0] = 8;
+  pos.offset = 12;
+  pos.nb[0] = 8;
+  const uint32_t pairs = n_dims / 2;
+  vkrt_tensor ff = mk(NULL, 4, VKRT_TYPE_F32, pairs, 1, 1, 0);
+  vkt_hbuf sb = vkt_hbuf_new(app, extent(&src)), db = vkt_hbuf_new(app, extent(&dst) + 64),
+           ib = vkt_hbuf_new(app, 16 + 8 * (uint64_t)tokens), fb = vkt_hbuf_new(app, 8 + 4 * (uint64_t)pairs);
+  src.buffer = sb.buf, dst.buffer = db.buf, rows.buffer = pos.buffer = ib.buf, ff.buffer = fb.buf;
+  vkt_fill_random(sb.map, sb.size, &rng);
+  fill_f32(sb.map, &src, -3.0f, 3.0f);
+  vkt_fill_random(db.map, db.size, &rng); /* old cache contents */
+  vkt_fill_random(ib.map, ib.size, &rng);
+  vkt_fill_random(fb.map, fb.size, &rng);
+  for (int64_t i = 0; i < tokens; i++) { /* recorded with other indices than it runs with */
+    wr_i32(ib.map, at(&rows, i, 0, 0), (int32_t)((i + 1) % n_rows));
+    wr_i32(ib.map, at(&pos, i, 0, 0), (int32_t)i);
+  }
+  vkt_check(app, vkrt_op_rope_set_rows(&dst, &src, &rows, &pos, with_factors ? &ff : NULL, &rp));
+  int32_t *row_run = malloc((size_t)tokens * 4), *pos_run = malloc((size_t)tokens * 4);
+  for (int64_t i = 0; i < tokens; i++) {
+    row_run[i] = i % 5 == 4 ? (i % 2 ? -1 : (int32_t)n_rows) : (int32_t)((n_rows - 1 - 3 * i) % n_rows);
+    pos_run[i] = (int32_t)(vkrt_xorshift(&rng) % 32768);
+    wr_i32(ib.map, at(&rows, i, 0, 0), row_run[i]);
+    wr_i32(ib.map, at(&pos, i, 0, 0), pos_run[i]);
+  }
+  double *factors = malloc(pairs * sizeof(double));
+  for (uint32_t p = 0; p < pairs; p++) {
+    float f = 1.0f + (float)(vkrt_xorshift(&rng) >> 40) / (float)(1 << 24) * 31.0f;
+    wr_f32(fb.map, at(&ff, p, 0, 0), f);
+    factors[p] = f;
+  }
+  uint8_t *expect = malloc(db.size);
+  memcpy(expect, db.map, db.size);
+  vkrt_tensor roped = vkrt_tensor_contiguous(NULL, 0, VKRT_TYPE_F32, hd, heads, tokens, 1);
+  uint8_t *ref = malloc((size_t)(n * tokens) * 4);
+  float *tol = malloc((size_t)(n * tokens) * sizeof(float));
+  rope_ref(sb.map, &src, ref, &roped, pos_run, &rp, with_factors ? factors : NULL, tol);
+  vkt_check(app, vkrt_finish(app, 0));
+  char what[160];
+  snprintf(what, sizeof(what), "rope_set_rows %s %s hd %lld heads %lld tokens %lld n_dims %u%s",
+           vkrt_type_str(dt), mode == VKRT_ROPE_NEOX ? "neox" : "normal", (long long)hd,
+           (long long)heads, (long long)tokens, n_dims, with_factors ? " with factors" : "");
+  for (int64_t i = 0; i < tokens; i++) {
+    if (row_run[i] < 0 || row_run[i] >= n_rows)
+      continue;
+    uint64_t out = at(&dst, 0, row_run[i], 0);
+    const float *v = (const float *)(void *)(ref + 4 * n * i);
+    const float *t = tol + n * i;
+    for (int64_t b0 = 0; b0 < n; b0 += 32) { /* q8_0 blocks; f32/f16 elements in runs of 32 */
+      int64_t len = VKT_MIN(32, n - b0);
+      double amax = 0, tmax = 0, d = 0;
+      for (int64_t e = b0; e < b0 + len; e++) {
+        amax = fmax(amax, fabs(v[e]));
+        tmax = fmax(tmax, t[e]);
+      }
+      if (dt == VKRT_TYPE_Q8_0) {
+        uint16_t h;
+        memcpy(&h, db.map + out + 34 * (b0 / 32), 2);
+        d = vkrt_f16_to_f32(h);
+        if (!(fabs(d - amax / 127) <= tmax / 127 + amax / 127 * 0x1p-10))
+          fail_msg("%s: row %d block %lld d = %.9g, expected %.9g", what, row_run[i],
+                   (long long)(b0 / 32), d, amax / 127);
+      }
+      for (int64_t e = b0; e < b0 + len; e++) {
+        double got, bound = t[e];
+        if (dt == VKRT_TYPE_F32) {
+          got = rd_f32(db.map, out + 4 * e);
+        } else if (dt == VKRT_TYPE_F16) {
+          uint16_t h;
+          memcpy(&h, db.map + out + 2 * e, 2);
+          got = vkrt_f16_to_f32(h);
+          bound += fabs(v[e]) * 0x1p-11 + 0x1p-24;
+        } else {
+          got = d * (int8_t)db.map[out + 34 * (e / 32) + 2 + e % 32];
+          bound += d / 2 + 127 * d * 0x1p-10; /* q rounds x / d; the stored d is f16 */
+        }
+        if (!(fabs(got - v[e]) <= bound))
+          fail_msg("%s: token %lld (row %d, position %d) element %lld = %.9g, expected %.9g "
+                   "(tolerance %.3g)", what, (long long)i, row_run[i], pos_run[i], (long long)e,
+                   got, v[e], bound);
+      }
+    }
+    memcpy(expect + out, db.map + out, (size_t)(n / vkrt_type_block(dt)) * vkrt_type_size(dt));
+  }
+  compare(db.map, expect, db.size, NULL, NULL, what); /* no other byte written */
+  free(row_run);
+  free(pos_run);
+  free(factors);
+  free(expect);
+  free(ref);
+  free(tol);
+  hb_free(&sb);
+  hb_free(&db);
+  hb_free(&ib);
+  hb_free(&fb);
+}
+
+static void test_rope_set_rows(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE_SET_ROWS));
+  vkrt_appliance *app = open_app();
+  static const vkrt_type types[] = {VKRT_TYPE_F32, VKRT_TYPE_F16, VKRT_TYPE_Q8_0};
+  for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
+    if (!type_in_build(types[t]))
+      continue;
+    for (uint32_t mode = 0; mode <= VKRT_ROPE_NEOX; mode += VKRT_ROPE_NEOX) {
+      run_rope_set_rows(app, types[t], 128, 8, 1, 128, mode, false, 40, 0); /* llama-3 K */
+      run_rope_set_rows(app, types[t], 128, 8, 1, 128, mode, true, 40, 0);
+      run_rope_set_rows(app, types[t], 64, 3, 7, 32, mode, true, 23, 16); /* n_dims < hd */
+      run_rope_set_rows(app, types[t], 32, 2, 6, 32, mode, false, 9, 4);
+    }
+  }
+  vkt_close(app);
+}
+
 /* ---- argmax -------------------------------------------------------------------------------- */
 
 static int32_t argmax_ref(const uint8_t *base, const vkrt_tensor *x, int64_t r) {
@@ -898,6 +1030,34 @@ static void test_bad_input(void **state) {
   expect_invalid(app, vkrt_op_set_rows(&bad, &src, &rows), "past the end");
   bad = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 64, 10, 1, 1); /* overlaps src */
   expect_invalid(app, vkrt_op_set_rows(&bad, &src, &rows), "overlap src");
+  /* rope_set_rows: src {64, 1, 4} into the q8_0 cache {64, 10}, positions beside the rows */
+  vkrt_tensor heads = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 64, 1, 4, 1);
+  vkrt_tensor at_pos = vkrt_tensor_contiguous(a.buf, 16400, VKRT_TYPE_I32, 4, 1, 1, 1);
+  expect_invalid(app, vkrt_op_rope_set_rows(&cache, &heads, &rows, &at_pos, NULL, NULL),
+                 "vkrt_op_rope_set_rows: params is NULL");
+  bad = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_Q4_K, 256, 10, 1, 1);
+  expect_invalid(app, vkrt_op_rope_set_rows(&bad, &heads, &rows, &at_pos, NULL, &rp),
+                 "dst is q4_K; the op writes f32, f16 or q8_0");
+  bad = heads, bad.ne[1] = 2, bad.ne[2] = 2;
+  expect_invalid(app, vkrt_op_rope_set_rows(&cache, &bad, &rows, &at_pos, NULL, &rp),
+                 "needs dst {head_dim * n_head, n_rows}, rows and pos {n}");
+  bad = at_pos, bad.ne[0] = 3;
+  expect_invalid(app, vkrt_op_rope_set_rows(&cache, &heads, &rows, &bad, NULL, &rp),
+                 "needs dst {head_dim * n_head, n_rows}, rows and pos {n}");
+  bad = at_pos, bad.type = VKRT_TYPE_F32;
+  expect_invalid(app, vkrt_op_rope_set_rows(&cache, &heads, &rows, &bad, NULL, &rp),
+                 "pos is f32; it must be i32");
+  {
+    vkrt_rope_params odd = rp;
+    odd.n_dims = 65;
+    expect_invalid(app, vkrt_op_rope_set_rows(&cache, &heads, &rows, &at_pos, NULL, &odd),
+                   "vkrt_op_rope_set_rows: n_dims = 65 must be even");
+  }
+  bad = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 8, 1, 1, 1);
+  expect_invalid(app, vkrt_op_rope_set_rows(&cache, &heads, &rows, &at_pos, &bad, &rp),
+                 "factors has 8 values for the 32 pairs");
+  bad = vkrt_tensor_contiguous(b.buf, 16, VKRT_TYPE_I32, 4, 1, 1, 1); /* inside the cache */
+  expect_invalid(app, vkrt_op_rope_set_rows(&cache, &heads, &rows, &bad, NULL, &rp), "overlap pos");
   /* argmax */
   vkrt_tensor am = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_I32, 4, 1, 1, 1);
   vkrt_tensor ax = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 100, 4, 1, 1);
@@ -956,6 +1116,10 @@ static void test_compiled_out(void **state) {
                      "CONFIG_VKRT_KERNEL_GET_ROWS=n");
   expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_SET_ROWS), vkrt_op_set_rows(&d, &x, &i32),
                      "CONFIG_VKRT_KERNEL_SET_ROWS=n");
+  vkrt_tensor k64 = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F32, 64, 1, 2, 1);
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE_SET_ROWS),
+                     vkrt_op_rope_set_rows(&d, &k64, &i32, &i32, NULL, &rp),
+                     "CONFIG_VKRT_KERNEL_ROPE_SET_ROWS=n");
   expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_ARGMAX), vkrt_op_argmax(&am, &x),
                      "CONFIG_VKRT_KERNEL_ARGMAX=n");
   /* f16 variants without the f16 element type */
@@ -978,6 +1142,7 @@ int main(void) {
       cmocka_unit_test(test_rope_positions_from_device),
       cmocka_unit_test(test_get_rows),
       cmocka_unit_test(test_set_rows),
+      cmocka_unit_test(test_rope_set_rows),
       cmocka_unit_test(test_argmax),
       cmocka_unit_test(test_argmax_back_to_back),
       cmocka_unit_test(test_i32_in_other_ops),

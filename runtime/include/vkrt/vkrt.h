@@ -550,6 +550,16 @@ vkrt_status vkrt_op_get_rows(const vkrt_tensor *dst, const vkrt_tensor *table,
  * leave that row unspecified (a q8_0 block may mix them). */
 vkrt_status vkrt_op_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src,
                              const vkrt_tensor *rows);
+/* RoPE and KV-cache append in one dispatch (ggml's ROPE then SET_ROWS, fused): src f32
+ * {head_dim, n_head, n} (token i's heads), each head turned as vkrt_op_rope_ext turns it at
+ * position pos[i] (factors NULL or as there), then written as vkrt_op_set_rows writes row i
+ * of a {head_dim * n_head, n} source: dst[:, rows[i]], dst f32, f16 or q8_0
+ * {head_dim * n_head, n_rows}. rows, pos I32 {n}; dst disjoint from every source. One
+ * dependent step instead of two: a layer's roped K goes into its cache while q is roped by
+ * another dispatch beside it. */
+vkrt_status vkrt_op_rope_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src,
+                                  const vkrt_tensor *rows, const vkrt_tensor *pos,
+                                  const vkrt_tensor *factors, const vkrt_rope_params *params);
 
 /* Decode attention over a KV cache (ggml FLASH_ATTN_EXT without mask beyond causality):
  * q f32 {head_dim, n_head, n_q}; k, v f16 or q8_0 {head_dim, n_head_kv, n_ctx} (row t of the
