@@ -7,7 +7,7 @@
 # off in these runs: the suite's own passes run the same programs with it and with
 # synchronization validation.
 . "$(dirname "$0")/lib.sh"
-all="COPY TRANSPOSE CONCAT MATMUL Q8_0 Q4_K Q6_K SWIGLU ATTENTION TYPE_F16 RMS_NORM ROPE GET_ROWS SET_ROWS ARGMAX"
+all="COPY TRANSPOSE CONCAT MATMUL Q8_0 Q4_K Q6_K SWIGLU ATTENTION TYPE_F16 RMS_NORM ROPE ROPE_SET_ROWS GET_ROWS SET_ROWS ARGMAX"
 case ${VKRT_KERNEL_SUBSETS:-quick} in
   quick) kernels="MATMUL Q4_K Q6_K ATTENTION ROPE TYPE_F16" ;;
   all) kernels=$all ;;
@@ -25,7 +25,7 @@ for kernel in $kernels; do
   filter=test_ops
   case $kernel in Q8_0|Q4_K|Q6_K|SWIGLU) filter=test_quant ;; ATTENTION) filter=test_attention ;; esac
   # the decode ops: the one compiled out answers UNSUPPORTED, the others still match the CPU
-  case $kernel in RMS_NORM|ROPE|GET_ROWS|SET_ROWS|ARGMAX) filter=test_decode_ops ;; TYPE_F16) filter="test_ops test_decode_ops" ;; esac
+  case $kernel in RMS_NORM|ROPE|ROPE_SET_ROWS|GET_ROWS|SET_ROWS|ARGMAX) filter=test_decode_ops ;; TYPE_F16) filter="test_ops test_decode_ops" ;; esac
   # the library, the tools and the test programs that run (the SPIR-V from the suite's own
   # build folder: lib.sh)
   targets=(lib tools)
