@@ -13,8 +13,8 @@
 // Each row's 32 quants become floats once (exact, less 32), then each column's x (read once
 // per super-block, as floats: any offset) is dotted with every row's, scaled by d scale per
 // quarter.
-// STREAM (one column, x 16-byte aligned): the layout of matvec_q_stream.comp. A workgroup
-// takes 4 R rows; its WARPS groups of 32 invocations split the row's super-blocks between
+// STREAM (x 16-byte aligned, NCOLS columns per pass): the layout of matvec_q_stream.comp.
+// A workgroup takes 4 R rows; its WARPS groups of 32 invocations split the row's super-blocks between
 // them; within 32, lanes 8 g .. 8 g + 7 take rows g, g + 4, .. (R rows each) at the same
 // super-block, each lane the same bytes as above, so the four groups load the same x (one
 // request serves them, as vec4) and x is read once per 4 R rows, not per 2. With PREFETCH the
@@ -103,7 +103,7 @@ float q6_dot(vec4 ds, vec4 f[8], vec4 xv[8]) {
 }
 
 #ifdef STREAM
-shared float red[WARPS * 8u][ROWS];
+shared float red[WARPS * 8u][ROWS * NCOLS];
 
 // The 13 words a lane reads of one super-block of a row starting at byte bb: three for each
 // of its 8-byte pieces (ql at 64 hf + l and + 32, qh at 128 + 32 hf + l, scales at
@@ -126,19 +126,24 @@ void main() {
   uint warp = tid >> 5, g = (tid >> 3) & 3u, p = tid & 7u;
   uint hf = p >> 2, l = 8u * (p & 3u);
   uint row0 = (pc.base_x + gl_WorkGroupID.x) * ROWS;
+  uint col0 = (pc.base_y + gl_WorkGroupID.y) * NCOLS;
   uint z = pc.base_z + gl_WorkGroupID.z;
   uint i2 = z % pc.ne2;
   uint i3 = z / pc.ne2;
   uint wb = pc.w_offset + (i2 / pc.r2) * pc.w_stride2 + (i3 / pc.r3) * pc.w_stride3;
-  uint xb = (pc.x_offset + i2 * pc.x_stride2 + i3 * pc.x_stride3) >> 2; // vec4, 16-byte aligned
+  uint xb = pc.x_offset + i2 * pc.x_stride2 + i3 * pc.x_stride3;
   uint rows = min(ROWS, pc.N - row0);
+  uint cols = min(uint(NCOLS), pc.M - col0);
   // this lane's rows (past N: the last row, read but not stored)
   uint row_byte[R];
   for (uint r = 0u; r < R; r++)
     row_byte[r] = wb + (min(4u * r + g, rows - 1u) + row0) * pc.w_row;
-  float acc[R];
-  for (uint r = 0u; r < R; r++)
-    acc[r] = 0.0;
+  uint xcol[NCOLS]; // vec4 index of each column (past M: the last, not stored)
+  for (uint c = 0u; c < NCOLS; c++)
+    xcol[c] = (xb + (col0 + min(c, cols - 1u)) * pc.x_col) >> 2; // 16-byte aligned
+  float acc[R * NCOLS];
+  for (uint i = 0u; i < R * NCOLS; i++)
+    acc[i] = 0.0;
   // the words of super-blocks s, s + WARPS, .. s + PREFETCH WARPS of each row (past the end:
   // the last one again, not used)
   uint raw[PREFETCH + 1][R][13];
@@ -149,35 +154,45 @@ void main() {
     for (uint r = 0u; r < R; r++)
       q6_raw(row_byte[r] + 210u * min(s + PREFETCH * WARPS, pc.blocks - 1u), hf, l,
              raw[PREFETCH][r]);
-    uint xi = xb + s * 64u + 32u * hf + (l >> 2);
-    vec4 xv[8];
-    for (uint j = 0u; j < 4u; j++) {
-      xv[2u * j] = x4[xi + 8u * j];
-      xv[2u * j + 1u] = x4[xi + 8u * j + 1u];
-    }
+    vec4 f[R][8], ds[R];
     for (uint r = 0u; r < R; r++) {
       bool odd = ((row_byte[r] + 210u * s) & 2u) != 0u;
       uint a[13] = raw[0][r];
       float dd = unpackHalf2x16(odd ? a[12] >> 16u : a[12]).x;
-      vec4 f[8];
-      vec4 ds = q6_decode(q6_words(a[0], a[1], a[2], odd), q6_words(a[3], a[4], a[5], odd),
-                          q6_words(a[6], a[7], a[8], odd), q6_words(a[9], a[10], a[11], odd),
-                          dd, l, f);
-      acc[r] += q6_dot(ds, f, xv);
+      ds[r] = q6_decode(q6_words(a[0], a[1], a[2], odd), q6_words(a[3], a[4], a[5], odd),
+                        q6_words(a[6], a[7], a[8], odd), q6_words(a[9], a[10], a[11], odd),
+                        dd, l, f[r]);
+    }
+    for (uint c = 0u; c < NCOLS; c++) {
+      if (NCOLS > 1 && c >= cols)
+        break;
+      uint xi = xcol[c] + s * 64u + 32u * hf + (l >> 2);
+      vec4 xv[8];
+      for (uint j = 0u; j < 4u; j++) {
+        xv[2u * j] = x4[xi + 8u * j];
+        xv[2u * j + 1u] = x4[xi + 8u * j + 1u];
+      }
+      for (uint r = 0u; r < R; r++)
+        acc[r * NCOLS + c] += q6_dot(ds[r], f[r], xv);
     }
     for (uint i = 0u; i < uint(PREFETCH); i++)
       raw[i] = raw[i + 1u];
   }
 
   for (uint r = 0u; r < R; r++)
-    red[warp * 8u + p][4u * r + g] = acc[r];
+    for (uint c = 0u; c < NCOLS; c++)
+      red[warp * 8u + p][(4u * r + g) * NCOLS + c] = acc[r * NCOLS + c];
   barrier();
-  if (tid < rows) {
-    float s = 0.0;
-    for (uint i = 0u; i < WARPS * 8u; i++)
-      s += red[i][tid];
-    uint at = pc.d_offset + (row0 + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
-    d[at] = pc.accumulate != 0u ? d[at] + s : s;
+  for (uint i = tid; i < ROWS * NCOLS; i += THREADS) {
+    uint r = i / NCOLS, c = i % NCOLS;
+    if (r < rows && c < cols) {
+      float sum = 0.0;
+      for (uint k = 0u; k < WARPS * 8u; k++)
+        sum += red[k][i];
+      uint at = pc.d_offset + (row0 + r) * pc.d_stride0 + (col0 + c) * pc.d_col +
+               i2 * pc.d_stride2 + i3 * pc.d_stride3;
+      d[at] = pc.accumulate != 0u ? d[at] + sum : sum;
+    }
   }
 }
 #else

@@ -168,6 +168,13 @@ bool vkrt_quant_q6_k_variant_usable(struct vkrt_device *dev, int variant) {
   return IS_ENABLED(CONFIG_VKRT_KERNEL_Q6_K) && v && vkrt_ops_kernel_usable(dev, v->k);
 }
 
+/* The stream layout's kernels for 2, 4 and 8 columns per pass (x 16-byte aligned), 8 rows per
+ * workgroup. */
+static const enum vkrt_ops_kernel q6_k_stream_cols[3] = {
+    VKRT_OPS_MATVEC_Q6_K_STREAM_COLS2, VKRT_OPS_MATVEC_Q6_K_STREAM_COLS4,
+    VKRT_OPS_MATVEC_Q6_K_STREAM_COLS8};
+#define Q6_K_STREAM_COLS_ROWS 8u
+
 enum vkrt_ops_kernel vkrt_quant_q6_k_kernel(uint32_t M) {
   return q6_k_kernels[M <= 1 ? 0 : 1 + cols_index(M)];
 }
@@ -380,9 +387,10 @@ static vkrt_status record_qmv(struct vkrt_device *dev, VkCommandBuffer cmd, enum
 }
 
 /* Q6_K: a forced Q6_K variant; else one column under VKRT_ACTIVATIONS_Q8 where q8x fits
- * takes the q8x kernel; else one column with x 16-byte aligned a stream kernel (the first of
- * q6_k_variants the device has and N fills); the rest matvec_q6_k.comp's kernel per column
- * count. */
+ * takes the q8x kernel; else with x 16-byte aligned a stream kernel (one column: the first of
+ * q6_k_variants the device has and N fills; more: the stream kernel for that many columns,
+ * whatever stream variant is forced); the rest matvec_q6_k.comp's kernel per column count
+ * (the words variant forces those). */
 static vkrt_status record_q6_k(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
                                const struct vkrt_ops_view *x, bool accumulate) {
@@ -399,6 +407,11 @@ static vkrt_status record_q6_k(struct vkrt_device *dev, VkCommandBuffer cmd,
   if (M == 1 && v && v->k != VKRT_OPS_MATVEC_Q6_K && x_aligned16(x) &&
       vkrt_ops_kernel_usable(dev, v->k))
     return record_qmv(dev, cmd, v->k, v->rows, 1, QMV_VEC16, d, w, x, accumulate);
+  enum vkrt_ops_kernel cols = q6_k_stream_cols[cols_index(M)];
+  if (M > 1 && v && v->k != VKRT_OPS_MATVEC_Q6_K && x_aligned16(x) &&
+      vkrt_ops_kernel_usable(dev, cols))
+    return record_qmv(dev, cmd, cols, Q6_K_STREAM_COLS_ROWS, q6_k_columns(M), QMV_VEC16, d, w,
+                      x, accumulate);
   return record_qmv(dev, cmd, vkrt_quant_q6_k_kernel(M), Q6_K_ROWS, q6_k_columns(M), QMV_WORDS,
                     d, w, x, accumulate);
 }

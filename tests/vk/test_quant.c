@@ -298,15 +298,15 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
       c->M == 1 && c->K <= VKRT_ACTIVATIONS_Q8_MAX_K && x16 &&
           (wt != VKRT_TYPE_Q4_K || (c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0)) &&
           vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant())};
-  /* Q6_K: a forced Q6_K variant (the words kernel, or a stream kernel for one column with x
-   * 16-byte aligned: counted vec16); else the q8x kernel where 8-bit activations were asked
-   * for and it fits; else a stream kernel (stream or prefetch-rows-b by N) for one column
-   * with x 16-byte aligned; the rest its kernel per column count (words) */
+  /* Q6_K: a forced Q6_K variant (the words kernel, or with x 16-byte aligned a stream kernel:
+   * counted vec16); else the q8x kernel where 8-bit activations were asked for and it fits;
+   * else with x 16-byte aligned a stream kernel (one column: stream or prefetch-rows-b by N;
+   * more: the one for that many columns, built where stream is); the rest its kernel per
+   * column count (words) */
   bool q6_forced = vkrt_lab_quant_q6_k_variant_usable(app, 0, c->variant);
-  bool q6_stream = c->M == 1 && x16 &&
-                   (q6_forced ? c->variant != 1
-                              : vkrt_lab_quant_q6_k_variant_usable(app, 0, 14) ||
-                                    vkrt_lab_quant_q6_k_variant_usable(app, 0, 12));
+  bool q6_stream = x16 && (q6_forced ? c->variant != 1
+                                     : vkrt_lab_quant_q6_k_variant_usable(app, 0, 14) ||
+                                           (c->M == 1 && vkrt_lab_quant_q6_k_variant_usable(app, 0, 12)));
   int q6_want = !q6_forced && c->q8 && fits[VKRT_LAB_QUANT_READ_Q8X] ? VKRT_LAB_QUANT_READ_Q8X
                 : q6_stream                                          ? VKRT_LAB_QUANT_READ_VEC16
                                                                      : VKRT_LAB_QUANT_READ_WORDS;
@@ -432,7 +432,7 @@ static void test_quant_matmul(void **state) {
       /* every Q6_K variant (words and the stream kernels, with their row counts) on one
        * column: rows in the last workgroup short of its 4 R, rows at 2 mod 4, several
        * super-blocks per warp (the prefetching ones carry words a step), batches with a
-       * broadcast w and dst += w x */
+       * broadcast w and dst += w x; and on 3 columns (words, or the stream 4-column kernel) */
       for (int v = 1; v <= vkrt_lab_variant_count(VKRT_LAB_QUANT_VARIANT); v++) {
         if (!vkrt_lab_quant_q6_k_variant_usable(app, 0, v))
           continue;
@@ -441,6 +441,7 @@ static void test_quant_matmul(void **state) {
           {3 * B, 5, 1, 1, 1, 1, 2, 0, v, SCALE_EXTREME},
           {40 * B, 21, 1, 1, 1, 0, 2, 16, v, SCALE_NORMAL},
           {9 * B, 17, 1, 2, 4, 0, 16, 16, v, SCALE_NORMAL, false, true},
+          {11 * B, 13, 3, 1, 2, 1, 2, 0, v, SCALE_NORMAL}, /* the 4-column kernel, forced */
         };
         for (unsigned i = 0; i < VKT_ARRAY_SIZE(sweep); i++)
           run_quant_matmul(app, wt, &sweep[i]);
