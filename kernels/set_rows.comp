@@ -1,7 +1,7 @@
 #version 450
 // KV-cache append (ggml SET_ROWS): row i of the f32 source goes to row rows[i] of d, one
-// invocation per element (F32: the bits moved; F16: rounded to nearest even) or per Q8_0
-// block of 32 (ggml quantize_row_q8_0: d = max|x| / 127, id = d ? 1 / d : 0, q = roundf(x id)
+// invocation per element (F32: the bits moved; F16: rounded to nearest even; Q8_0: by
+// blocks of 32, ggml quantize_row_q8_0: d = max|x| / 127, id = d ? 1 / d : 0, q = roundf(x id)
 // with halves away from zero, d stored as f16; both divisions correctly rounded as on the
 // CPU, without relying on a fused fma, and x id rounded before it is rounded to an integer). A row index outside [0, n_rows) is skipped. Source
 // offsets and strides are elements; destination ones elements (F32, F16) or bytes (Q8_0,
@@ -9,8 +9,7 @@
 // ROPE (vkrt_op_rope_set_rows): the source row of token i is its heads {head_dim, n_head}
 // (head h at s_stride_h), each turned as rope.comp turns it at position pos[i] before it is
 // converted: the KV-cache append of a roped K in one dispatch. Each element is computed
-// from its pair by the invocation that writes it (a Q8_0 block's 32 once, kept for both
-// passes).
+// from its pair by its own invocation.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #extension GL_GOOGLE_include_directive : require
@@ -127,46 +126,62 @@ int round_away(float x, float id) {
 }
 #endif
 
+#ifdef ROPE
+#define SRC_VALUE(i1, e) roped(i1, e)
+#else
+#define SRC_VALUE(i1, e) uintBitsToFloat(s[pc.s_offset + (i1) * pc.s_stride1 + (e) * pc.s_stride0])
+#endif
+
+#ifdef Q8_0
+shared float sv[256]; // the workgroup's values: 8 whole blocks (n is a multiple of 32)
+
+// One invocation per element: each computes its value into shared memory, then every one
+// of a block finds the block's max (so d and 1 / d are the same everywhere in it), and the
+// even ones write their pair of quants, the first the f16 d.
+void main() {
+  uint lid = gl_LocalInvocationID.x;
+  uint i = (pc.base_group + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * 256u + lid;
+  bool live = i < pc.total;
+  uint ic = min(i, pc.total - 1u); // past the end: the last element again, not written
+  uint i0 = ic % pc.n, i1 = ic / pc.n;
+  sv[lid] = SRC_VALUE(i1, i0);
+  barrier();
+  int row = rows[pc.r_offset + i1 * pc.r_stride];
+  if (!live || row < 0 || uint(row) >= pc.n_rows)
+    return;
+  uint b0 = lid & ~31u, e = i0 & 31u;
+  float amax = 0.0;
+  for (uint j = 0u; j < 32u; j++)
+    amax = max(amax, abs(sv[b0 + j]));
+  float dq = div_rn(amax, 127.0);
+  float id = dq != 0.0 ? div_rn(1.0, dq) : 0.0;
+  uint h = (pc.d_offset + uint(row) * pc.d_stride1 + 34u * (i0 >> 5)) >> 1; // 2-byte aligned
+  if (e == 0u)
+    d[h] = uint16_t(f32_to_f16_bits(floatBitsToUint(dq)));
+  if ((e & 1u) == 0u) {
+    int q0 = round_away(sv[lid], id), q1 = round_away(sv[lid + 1u], id);
+    d[h + 1u + (e >> 1)] = uint16_t((uint(q0) & 255u) | ((uint(q1) & 255u) << 8));
+  }
+}
+#else
 void main() {
   uint i = (pc.base_group + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * 256u +
            gl_LocalInvocationID.x;
   if (i >= pc.total)
     return;
-#ifdef Q8_0
-  uint per_row = pc.n / 32u;
-#else
-  uint per_row = pc.n;
-#endif
-  uint i0 = i % per_row, i1 = i / per_row;
+  uint i0 = i % pc.n, i1 = i / pc.n;
   int row = rows[pc.r_offset + i1 * pc.r_stride];
   if (row < 0 || uint(row) >= pc.n_rows)
     return;
-  uint src = pc.s_offset + i1 * pc.s_stride1;
 #ifdef ROPE
-#define SRC_BITS(e) floatBitsToUint(roped(i1, e))
+  uint bits = floatBitsToUint(roped(i1, i0));
 #else
-#define SRC_BITS(e) s[src + (e) * pc.s_stride0]
+  uint bits = s[pc.s_offset + i1 * pc.s_stride1 + i0 * pc.s_stride0]; // f32: moved bit for bit
 #endif
-#if defined(F32)
-  d[pc.d_offset + uint(row) * pc.d_stride1 + i0 * pc.d_stride0] = SRC_BITS(i0);
-#elif defined(F16)
-  d[pc.d_offset + uint(row) * pc.d_stride1 + i0 * pc.d_stride0] =
-      uint16_t(f32_to_f16_bits(SRC_BITS(i0)));
+#ifdef F32
+  d[pc.d_offset + uint(row) * pc.d_stride1 + i0 * pc.d_stride0] = bits;
 #else
-  float v[32];
-  float amax = 0.0;
-  for (uint j = 0u; j < 32u; j++) {
-    v[j] = uintBitsToFloat(SRC_BITS(32u * i0 + j));
-    amax = max(amax, abs(v[j]));
-  }
-  float dq = div_rn(amax, 127.0);
-  float id = dq != 0.0 ? div_rn(1.0, dq) : 0.0;
-  uint h = (pc.d_offset + uint(row) * pc.d_stride1 + 34u * i0) >> 1; // blocks are 2-byte aligned
-  d[h] = uint16_t(f32_to_f16_bits(floatBitsToUint(dq)));
-  for (uint j = 0u; j < 16u; j++) {
-    int q0 = round_away(v[2u * j], id);
-    int q1 = round_away(v[2u * j + 1u], id);
-    d[h + 1u + j] = uint16_t((uint(q0) & 255u) | ((uint(q1) & 255u) << 8));
-  }
+  d[pc.d_offset + uint(row) * pc.d_stride1 + i0 * pc.d_stride0] = uint16_t(f32_to_f16_bits(bits));
 #endif
 }
+#endif

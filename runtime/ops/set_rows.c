@@ -1,6 +1,6 @@
 /* vkrt_op_set_rows: the KV-cache append, f32 rows written at device-side row indices into
- * an f32, f16 or q8_0 tensor (kernels/set_rows.comp): one invocation per element, or per
- * q8_0 block of 32. vkrt_op_rope_set_rows: the same kernel's ROPE form, each source row's
+ * an f32, f16 or q8_0 tensor (kernels/set_rows.comp): one invocation per element (q8_0: the
+ * block's 32 share their max through shared memory). vkrt_op_rope_set_rows: the same kernel's ROPE form, each source row's
  * heads roped on the way. */
 #include "ops/ops.h"
 #include "vkrt_kernels/registry.h"
@@ -63,7 +63,7 @@ vkrt_status vkrt_rope_set_rows_record(struct vkrt_device *dev, VkCommandBuffer c
   if (s != VKRT_OK)
     return s;
   uint32_t n = src->ne[0] * src->ne[1];
-  uint64_t total = (uint64_t)(n / d->block) * src->ne[2];
+  uint64_t total = (uint64_t)n * src->ne[2]; /* an invocation per element */
   struct rope_set_rows_push push = {
       .n = n, .total = (uint32_t)total,
       .s_offset = src->offset, .s_stride0 = src->stride[0], .s_stride1 = src->stride[2],
@@ -93,7 +93,7 @@ vkrt_status vkrt_set_rows_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   vkrt_status s = vkrt_ops_use(dev, cmd, k, b, 3, &p);
   if (s != VKRT_OK)
     return s;
-  uint64_t total = (uint64_t)(src->ne[0] / d->block) * src->ne[1];
+  uint64_t total = (uint64_t)src->ne[0] * src->ne[1]; /* an invocation per element */
   struct set_rows_push push = {.n = src->ne[0], .total = (uint32_t)total,
                                .s_offset = src->offset, .s_stride0 = src->stride[0],
                                .s_stride1 = src->stride[1],
