@@ -99,7 +99,9 @@ static bool rows_possible(const struct vkrt_device *dev, const char **why_not) {
  * 8 per KV head, 7680 tokens: rows 21.3 / 21.5 against 12.7 / 13.1. Lavapipe (2 CPU cores)
  * head 256 at 20000 tokens: rows 97-116 ms against 180-229 ms. */
 #define ROWS_MAX_PER_KV 4
-/* ... and from this many cached tokens (the capacity the plan sees): below, the tiles win.
+/* ... and on GPUs from this many cached tokens (the capacity the plan sees): below, the
+ * tiles win there. CPU devices keep the rows at every length (lavapipe, above; its short
+ * contexts unmeasured).
  * H200, head 128, 4 per KV head, best split count of each, tiles against rows, q8_0 (f16):
  * 64 tokens 6.2 (6.9) against 9.8 (11.0) us; 544 10.9 (11.0) against 15.3 (16.7); 2048 13.6
  * against 17.8; 4096 17.7 (16.5) against 19.8 (18.6); 8192 25.4 against 26.6; 16384 43.3
@@ -116,8 +118,9 @@ const char *vkrt_attention_kernel_choice(const struct vkrt_device *dev, bool *ro
   if (!can)
     return why_not;
   return forced == 2 ? "rows forced"
-                     : "rows up to 4 query heads per KV head from 16384 cached tokens, tiles "
-                       "otherwise: the device has subgroup arithmetic at a fixed size";
+                     : "rows up to 4 query heads per KV head (on GPUs from 16384 cached "
+                       "tokens), tiles otherwise: the device has subgroup arithmetic at a fixed "
+                       "size";
 }
 
 bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_t n_head,
@@ -128,7 +131,7 @@ bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_
   bool rows;
   vkrt_attention_kernel_choice(dev, &rows);
   if (rows && vkrt_ops_forces(dev)->attention_kernel != 2 && n_head_kv &&
-      (n_head / n_head_kv > ROWS_MAX_PER_KV || n_ctx < ROWS_MIN_CTX))
+      (n_head / n_head_kv > ROWS_MAX_PER_KV || (!dev->caps.is_cpu && n_ctx < ROWS_MIN_CTX)))
     rows = false;
   if (rows)
     return vkrt_ops_attention_rows_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
