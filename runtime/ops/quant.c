@@ -404,14 +404,12 @@ static vkrt_status record_q6_k(struct vkrt_device *dev, VkCommandBuffer cmd,
     if (vkrt_ops_kernel_usable(dev, q6_k_variants[i].k) &&
         vkrt_quant_rows_fill(&dev->caps, w->ne[1], q6_k_variants[i].min_rows_per_unit))
       v = &q6_k_variants[i];
-  if (M == 1 && v && v->k != VKRT_OPS_MATVEC_Q6_K && x_aligned16(x) &&
-      vkrt_ops_kernel_usable(dev, v->k))
-    return record_qmv(dev, cmd, v->k, v->rows, 1, QMV_VEC16, d, w, x, accumulate);
-  enum vkrt_ops_kernel cols = q6_k_stream_cols[cols_index(M)];
-  if (M > 1 && v && v->k != VKRT_OPS_MATVEC_Q6_K && x_aligned16(x) &&
-      vkrt_ops_kernel_usable(dev, cols))
-    return record_qmv(dev, cmd, cols, Q6_K_STREAM_COLS_ROWS, q6_k_columns(M), QMV_VEC16, d, w,
-                      x, accumulate);
+  if (v && v->k != VKRT_OPS_MATVEC_Q6_K && x_aligned16(x)) {
+    enum vkrt_ops_kernel k = M == 1 ? v->k : q6_k_stream_cols[cols_index(M)];
+    if (vkrt_ops_kernel_usable(dev, k))
+      return record_qmv(dev, cmd, k, M == 1 ? v->rows : Q6_K_STREAM_COLS_ROWS, q6_k_columns(M),
+                        QMV_VEC16, d, w, x, accumulate);
+  }
   return record_qmv(dev, cmd, vkrt_quant_q6_k_kernel(M), Q6_K_ROWS, q6_k_columns(M), QMV_WORDS,
                     d, w, x, accumulate);
 }
