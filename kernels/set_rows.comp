@@ -21,12 +21,11 @@ layout(push_constant) uniform Push {
   uint s_offset, s_stride0, s_stride1;
   uint d_offset, d_stride0, d_stride1;
   uint r_offset, r_stride, n_rows;
-#ifdef ROPE
+  // ROPE only (declared in every form, so that one host struct pushes them all)
   uint s_stride_h, head_dim, n_dims, neox;
   uint pos_offset, pos_stride;
   float theta_scale, freq_scale;
   uint factors, factors_offset, factors_stride; // factors 0: none (f is s's buffer)
-#endif
   uint base_group;
 } pc;
 
