@@ -85,6 +85,7 @@ struct llama_gpu {
   vkrt_graph *graph[2];          /* captured token: [want_logits] */
   uint32_t cols;                 /* activation columns: the ubatch, at least 1 */
   uint32_t logit_rows;           /* rows of logits a pass may produce */
+  bool rope_into_cache;          /* K roped on its way into the cache (vkrt_op_rope_set_rows) */
   struct pass last_batch;        /* the prompt pass recorded last */
   const char *failed;
   vkrt_load_range *loads;        /* every device's weights, loaded at once after creation */
@@ -390,6 +391,7 @@ int llama_gpu_create(vkrt_appliance *app, const struct llama_model *m,
   g->m = m;
   g->p = *p;
   g->cols = p->ubatch ? p->ubatch : 1;
+  g->rope_into_cache = vkrt_config_has("CONFIG_VKRT_KERNEL_ROPE_SET_ROWS");
   g->logit_rows = p->ubatch && p->ubatch_logits ? p->ubatch_logits : 1;
   g->logit_rows = g->logit_rows < g->cols ? g->logit_rows : g->cols;
   g->n = vkrt_device_count(app);
@@ -544,8 +546,8 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   const vkrt_tensor factors = vec(dv->rope_freqs, VKRT_TYPE_F32, hp->n_rot / 2);
   const vkrt_tensor *ff = dv->rope_freqs ? &factors : NULL;
   vkrt_tensor q, k, q_flat, k_flat, v_flat;
-  /* K roped on its way into the cache (one dependent step: q's rope runs beside it) */
-  bool rope_into_cache = vkrt_config_has("CONFIG_VKRT_KERNEL_ROPE_SET_ROWS");
+  /* K roped on its way into the cache: one dependent step, q's rope runs beside it */
+  bool rope_into_cache = g->rope_into_cache;
   if (n == 1 && !gl->wk) { /* a token, fused weights: q, k, v one after the other */
     vkrt_tensor wqkv = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, (nh + 2 * nkv) * hd, 1, 1);
     vkrt_tensor qkv = cols_f32(dv->qkv, (nh + 2 * nkv) * hd, 0, 1);
