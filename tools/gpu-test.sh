@@ -28,7 +28,8 @@ pack)
   cp "$root/tools/gpu-test.sh" "$dest/tools/"
   cp -r "$root/tests/fuzz/corpus" "$root/tests/fuzz/regressions" "$dest/tests/fuzz/"
   cp -r "$root/tests/data" "$dest/tests/"
-  cp "$root/tests/model/stories.sh" "$root/tests/model/llama-types.sh" "$dest/tests/model/"
+  cp "$root/tests/model/lib.sh" "$root/tests/model/stories.sh" "$root/tests/model/llama-types.sh" \
+     "$dest/tests/model/"
   out="$dest/$(basename "$B")"
   cp "$B/tests.list" "$out/tests.list"
   while read -r kind name; do

@@ -10,15 +10,8 @@
 # decodes them back to the text; vkrt-service runs it with a prompt (its 'prompt ids:' are
 # BOS and the Python ids, its text the generated ids decoded) and stops at EOT and at EOS (the
 # file patched so that a token the model generates is one).
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-builddir=${VKRT_BUILDDIR:-build}
-case "$builddir" in /*) ;; *) builddir="$root/$builddir" ;; esac
-[ -x "$builddir/bin/vkrt-service" ] || { echo "skipped: vkrt-service is not in this configuration"; exit 77; }
-for k in RMS_NORM ROPE GET_ROWS SET_ROWS ATTENTION ARGMAX; do
-  grep -q "^#define CONFIG_VKRT_KERNEL_$k 1" "$builddir/include/vkrt/config.h" ||
-    { echo "skipped: CONFIG_VKRT_KERNEL_$k is not set: the llama forward pass needs it"; exit 77; }
-done
+. "$(dirname "$0")/lib.sh"
+require_llama
 /usr/bin/python3 -c "import regex" 2>/dev/null ||
   { echo "skipped: the Debian package python3-regex (the reference's \\p{L}) is not installed"; exit 77; }
 exec /usr/bin/python3 "$root/tests/model/bpe.py" "$builddir"

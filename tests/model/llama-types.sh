@@ -8,16 +8,8 @@
 # logit difference under 1e-3 of the largest logit (a device that ignored the RoPE factors
 # is ~1e-2 off at these positions, one that ignored linear scaling chooses other tokens);
 # the model line says what the file holds.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-builddir=${VKRT_BUILDDIR:-build}
-case "$builddir" in /*) ;; *) builddir="$root/$builddir" ;; esac
-svc="$builddir/bin/vkrt-service"
-[ -x "$svc" ] || { echo "skipped: vkrt-service is not in this configuration"; exit 77; }
-for k in RMS_NORM ROPE GET_ROWS SET_ROWS ATTENTION ARGMAX Q8_0 Q4_K Q6_K; do
-  grep -q "^#define CONFIG_VKRT_KERNEL_$k 1" "$builddir/include/vkrt/config.h" ||
-    { echo "skipped: CONFIG_VKRT_KERNEL_$k is not set"; exit 77; }
-done
+. "$(dirname "$0")/lib.sh"
+require_llama Q8_0 Q4_K Q6_K
 work=$(mktemp -d /tmp/vkrt-types.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 shape=(--heads 4 --kv-heads 2 --hidden 512 --ffn 1024 --vocab 1000)

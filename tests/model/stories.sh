@@ -16,16 +16,8 @@
 # --hidden/--layers/--ffn that disagree with the model exit 3 naming the flag (a value that
 # agrees runs); --make-gguf's own options with --weights exit 2 naming the option.
 # --profile names each op of one token with its count (or is refused without the lab).
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-builddir=${VKRT_BUILDDIR:-build}
-case "$builddir" in /*) ;; *) builddir="$root/$builddir" ;; esac
-svc="$builddir/bin/vkrt-service"
-[ -x "$svc" ] || { echo "skipped: vkrt-service is not in this configuration"; exit 77; }
-for k in RMS_NORM ROPE GET_ROWS SET_ROWS ATTENTION ARGMAX; do
-  grep -q "^#define CONFIG_VKRT_KERNEL_$k 1" "$builddir/include/vkrt/config.h" ||
-    { echo "skipped: CONFIG_VKRT_KERNEL_$k is not set: the llama forward pass needs it"; exit 77; }
-done
+. "$(dirname "$0")/lib.sh"
+require_llama
 model="$root/tests/data/stories260K.gguf"
 echo "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d  $model" | sha256sum -c --quiet
 work=$(mktemp -d /tmp/vkrt-model.XXXXXX)
