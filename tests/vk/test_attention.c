@@ -540,6 +540,42 @@ static void test_attention_refusals(void **state) {
   vkt_close(app);
 }
 
+/* Which split pass the device takes without forcing: the row kernel up to 4 query heads per
+ * KV head, the tiles above; on GPUs the rows only from 16384 cached tokens (shorter caches
+ * ran faster on the tiles), on CPU devices at every length. A plan, then the op on a short
+ * cache, whose counters say which pass ran. */
+static void test_attention_kernel_choice(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  if (!type_in_build(VKRT_TYPE_Q8_0)) {
+    vkt_close(app);
+    vkt_skip("no attention kernels in this build");
+    return;
+  }
+  vkrt_lab_device dev;
+  vkt_check(app, vkrt_lab_device_get(app, 0, &dev));
+  vkrt_lab_attention plan;
+  /* whether the row kernel runs here at all: forced, the plan says */
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_KERNEL, 2));
+  vkt_check(app, vkrt_lab_attention_plan(app, 0, 128, 32, 8, 1, 1024, &plan));
+  bool rows_run = plan.rows;
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_KERNEL, 0));
+  static const uint32_t lengths[] = {64, 1024, 16383, 16384, 32768};
+  for (unsigned i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
+    uint32_t n = lengths[i];
+    vkt_check(app, vkrt_lab_attention_plan(app, 0, 128, 32, 8, 1, n, &plan));
+    assert_int_equal(plan.rows, rows_run && (dev.is_cpu || n >= 16384));
+    /* 8 query heads per KV head: the tiles at every length */
+    vkt_check(app, vkrt_lab_attention_plan(app, 0, 128, 64, 8, 1, n, &plan));
+    assert_false(plan.rows);
+  }
+  struct att_case c = {VKRT_TYPE_Q8_0, 128, 8, 2, 1, 300, {300}, 0, 0, false};
+  int rows0 = kernels[1];
+  run_case(app, &c);
+  assert_int_equal(kernels[1] - rows0, rows_run && dev.is_cpu);
+  vkt_close(app);
+}
+
 int main(void) {
   rng = vkt_seed(0);
   const struct CMUnitTest tests[] = {
@@ -547,6 +583,7 @@ int main(void) {
       cmocka_unit_test(test_attention_splits),
       cmocka_unit_test(test_attention_device_length),
       cmocka_unit_test(test_attention_queries),
+      cmocka_unit_test(test_attention_kernel_choice),
       cmocka_unit_test(test_attention_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
