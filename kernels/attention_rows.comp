@@ -2,9 +2,10 @@
 // Decode attention, the split pass of flash-decoding with a row per invocation: the same
 // work, push constants, bindings and results as attention_split.comp (workgroup (y, s, jj)
 // attends query q0 + jj over cache tokens [s * split_len, (s + 1) * split_len) cut at that
-// query's kv_len, for the G query heads of head group y % head_groups of KV head
-// y / head_groups; per head it writes the split's max m, sum l and unnormalized o, or o / l
-// to dst when direct), laid out so that no step waits for the rest of the workgroup:
+// query's kv_len (split_len = ceil(kv_len / n_split)), for the G query heads of head group
+// y % head_groups of KV head y / head_groups; per head it writes the split's max m, sum l
+// and unnormalized o, or o / l to dst when direct), laid out so that no step waits for the
+// rest of the workgroup:
 // - each subgroup of S invocations walks its own runs of S tokens (runs interleaved over
 //   the W subgroups) with its own online softmax; barriers only at the start (queries into
 //   shared memory) and at the end (the W subgroups merged);
@@ -81,7 +82,9 @@ void main() {
   uint h0 = hk * pc.g_total + (y % pc.head_groups) * G;
   uint j = pc.q0 + jj;
   uint len = uint(clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx)));
-  uint t0 = s * pc.split_len;
+  // the query's length in n_split equal parts, so that a short one spreads over every split
+  uint split_len = (len + pc.n_split - 1u) / pc.n_split;
+  uint t0 = s * split_len;
   uint tid = gl_LocalInvocationID.x;
   if (t0 >= len) {
     // past this query's length: the combine ignores the split; alone, it is the answer: 0
@@ -90,7 +93,7 @@ void main() {
         part[pc.d_off + (h0 + i / D) * pc.d_s1 + j * pc.d_s2 + i % D] = 0.0;
     return;
   }
-  uint n = min(pc.split_len, len - t0);
+  uint n = min(split_len, len - t0);
   uint w = tid / S, lane = tid % S;
   uint k_base = pc.k_off + hk * pc.k_s1, v_base = pc.v_off + hk * pc.v_s1;
 

@@ -1,7 +1,8 @@
 #version 450
 // Decode attention, the split pass of flash-decoding: workgroup (y, s, jj) attends query jj
 // of the round (query q0 + jj) over cache tokens [s * split_len, (s + 1) * split_len) cut
-// at that query's kv_len (read here, so recorded work replays for the next token), for the
+// at that query's kv_len (read here, so recorded work replays for the next token; split_len
+// = ceil(kv_len / n_split): every split gets a share of a short query), for the
 // G query heads of head group y % head_groups of KV head y / head_groups. Each K and V row
 // is read once for all G heads. The KV heads of a split are neighbouring workgroups, so
 // the cache rows of a token (every KV head's, side by side in the service's layout) are
@@ -92,7 +93,9 @@ void main() {
   uint h0 = hk * pc.g_total + (y % pc.head_groups) * G;
   uint j = pc.q0 + jj;
   uint len = uint(clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx)));
-  uint t0 = s * pc.split_len;
+  // the query's length in n_split equal parts, so that a short one spreads over every split
+  uint split_len = (len + pc.n_split - 1u) / pc.n_split;
+  uint t0 = s * split_len;
   uint tid = gl_LocalInvocationID.x;
   if (t0 >= len) {
     // past this query's length: the combine ignores the split; alone, it is the answer: 0
@@ -101,7 +104,7 @@ void main() {
         part[pc.d_off + (h0 + i / D) * pc.d_s1 + j * pc.d_s2 + i % D] = 0.0;
     return;
   }
-  uint n = min(pc.split_len, len - t0);
+  uint n = min(split_len, len - t0);
   // loads and weighted V: chunk c of slot `slot` (invocations past TT * NC only help with
   // the shared-memory passes)
   uint c = tid % NC, slot = tid / NC;
