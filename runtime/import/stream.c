@@ -6,8 +6,9 @@
  * in file order, however many devices need it.
  *
  * Run: a ring of `slots` chunks of anonymous memory, each imported into every device of the
- * load (a device that cannot import gets host-visible chunks of its own, filled by a
- * memcpy after each read). Reader threads take blocks in order, from any chunk whose slot
+ * load (the first at setup, the others by all the threads at once as they start; a device
+ * that cannot import gets host-visible chunks of its own, filled by a memcpy after each
+ * read). Reader threads take blocks in order, from any chunk whose slot
  * is free (the chunk `slots` before it retired on every device), so chunk i + 1 is read
  * while chunk i is DMA'd and no reader waits for another. The calling thread records every
  * device's copies out of a chunk as soon as its slot is free, ahead of the chunks waiting
@@ -83,7 +84,7 @@ struct slot {
   uint64_t gather_used;           /* bytes of the gather area taken */
   uint64_t bytes;                 /* range bytes recorded from the chunk (progress) */
   uint32_t recorded_mask;         /* devices with copies recorded from the chunk */
-  bool imported;
+  atomic_uint imports_left;       /* devices still importing the slot (0: usable) */
 };
 
 struct sdev {
@@ -145,6 +146,12 @@ struct stream {
   atomic_uint vk_device;
   atomic_uint_fast64_t error_offset, short_at;
   atomic_bool direct_failed;
+  /* slot imports after the first: task t is slot 1 + t / import_devices on device
+     import_dev[t % import_devices] */
+  uint32_t import_tasks, import_devices, import_dev[VKRT_MAX_DEVICES];
+  atomic_uint import_next;
+  atomic_int import_result;
+  atomic_uint import_device;
   atomic_uint_fast64_t read_bytes, read_busy_ns, wait_dma_ns, packed_while_reading;
   /* the submitter's */
   vkrt_status status;
@@ -303,6 +310,48 @@ static void fail_vk(struct stream *st, uint32_t d, VkResult r) {
   wake_all(st);
 }
 
+/* Takes the next slot import (a slot on one device), if any is left, and makes it. The
+ * slots after the first are imported by every thread at once, the readers and the retiring
+ * thread first thing, the submitter while it waits for one: pinning fresh memory is most of
+ * a load's setup, and one slot after another on the submitter held the first DMAs back. */
+static bool import_help(struct stream *st) {
+  const uint32_t t = atomic_fetch_add(&st->import_next, 1);
+  if (t >= st->import_tasks)
+    return false;
+  const uint32_t s = 1 + t / st->import_devices, d = st->import_dev[t % st->import_devices];
+  struct sdev *sd = &st->dev[d];
+  VkResult r = VK_ERROR_UNKNOWN;
+  if (!atomic_load(&st->abort))
+    r = vkrt_device_import_host_pointer(sd->dev, st->ring + (uint64_t)s * st->slot_stride,
+                                        st->slot_stride, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 0,
+                                        &sd->slot_buffer[s], &sd->slot_memory[s]);
+  if (r == VK_SUCCESS) {
+    atomic_fetch_add(&st->reg->live_chunks, 1);
+  } else if (!atomic_load(&st->abort)) {
+    int zero = 0;
+    if (atomic_compare_exchange_strong(&st->import_result, &zero, (int)r))
+      atomic_store(&st->import_device, d);
+    atomic_store(&st->abort, true);
+  }
+  if (atomic_fetch_sub(&st->slot[s].imports_left, 1) == 1 || r != VK_SUCCESS)
+    wake_all(st);
+  return true;
+}
+
+/* Waits until slot s is imported into every device, making imports meanwhile (alone, with
+ * no helper threads, it makes them all). false when the load is aborted. */
+static bool import_wait(struct stream *st, uint32_t s) {
+  while (atomic_load(&st->slot[s].imports_left) && !atomic_load(&st->abort)) {
+    if (import_help(st))
+      continue;
+    pthread_mutex_lock(&st->lock);
+    while (atomic_load(&st->slot[s].imports_left) && !atomic_load(&st->abort))
+      pthread_cond_wait(&st->cond, &st->lock);
+    pthread_mutex_unlock(&st->lock);
+  }
+  return !atomic_load(&st->abort);
+}
+
 /* Packs gather i of slot s: its chunk bytes to their place in the slot's gather area. */
 static void gather_copy(struct stream *st, uint32_t s, uint32_t i) {
   uint8_t *base = st->ring + (uint64_t)s * st->slot_stride;
@@ -392,6 +441,8 @@ static bool retire_chunk(struct stream *st, uint64_t k) {
 /* The retiring thread: waits for each submitted chunk's copies on every device, in order,
  * and publishes `retired` (the one thread of the load that waits in the driver). */
 static void retirer(struct stream *st) {
+  while (import_help(st))
+    ;
   for (uint64_t k = 0; k < st->chunk_count; k++) {
     pthread_mutex_lock(&st->lock);
     while (st->submitted <= k && !st->finished && !atomic_load(&st->abort))
@@ -522,6 +573,8 @@ static void block_run(struct stream *st, uint64_t b) {
 }
 
 static void reader(struct stream *st) {
+  while (import_help(st))
+    ;
   for (;;) {
     if (gather_help(st))
       continue;
@@ -718,23 +771,6 @@ static uint64_t emit_chunk(struct stream *st, uint64_t k) {
   return bytes;
 }
 
-/* Imports slot s into every device that imports (the first use of the slot). */
-static vkrt_status slot_import(struct stream *st, uint32_t s) {
-  for (uint32_t d = 0; d < st->sys->device_count; d++) {
-    struct sdev *sd = &st->dev[d];
-    if (!sd->in || sd->host_copy || sd->slot_buffer[s])
-      continue;
-    VkResult r = vkrt_device_import_host_pointer(
-        sd->dev, st->ring + (uint64_t)s * st->slot_stride, st->slot_stride,
-        VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 0, &sd->slot_buffer[s], &sd->slot_memory[s]);
-    if (r != VK_SUCCESS)
-      return vkrt_vk_error(sd->dev, r, "load: import of a pinned chunk");
-    atomic_fetch_add(&st->reg->live_chunks, 1);
-  }
-  st->slot[s].imported = true;
-  return VKRT_OK;
-}
-
 /* Whether chunk k's slot is free (chunk k - slots retired on every device). */
 static bool slot_free(struct stream *st, uint64_t k) {
   return k < st->slots || atomic_load(&st->retired) > k - st->slots;
@@ -770,11 +806,11 @@ static bool record_chunk(struct stream *st, uint64_t k) {
   struct slot *sl = &st->slot[s];
   if (!slot_wait(st, k)) /* its command buffers are free once its last chunk retired */
     return false;
-  if (!sl->imported) {
+  if (atomic_load(&sl->imports_left)) {
     const uint64_t t0 = vkrt_now_ns();
-    st->status = slot_import(st, s);
+    const bool ok = import_wait(st, s);
     st->import_ns += vkrt_now_ns() - t0;
-    if (st->status != VKRT_OK)
+    if (!ok)
       return false;
   }
   sl->gather_count = 0;
@@ -1161,7 +1197,13 @@ static vkrt_status stream_open(struct stream *st) {
     if (s != VKRT_OK)
       return s;
   }
-  st->slot[0].imported = true;
+  /* the other slots: tasks for the threads (import_help) */
+  for (uint32_t d = 0; d < sys->device_count; d++)
+    if (st->dev[d].in && !st->dev[d].host_copy)
+      st->import_dev[st->import_devices++] = d;
+  st->import_tasks = (st->slots - 1) * st->import_devices;
+  for (uint32_t i = 1; i < st->slots; i++)
+    atomic_store(&st->slot[i].imports_left, st->import_devices);
   st->import_ns = vkrt_now_ns() - t_import;
   return VKRT_OK;
 }
@@ -1226,7 +1268,7 @@ vkrt_status vkrt_load_stream(struct vkrt_import_registry *reg, struct vkrt_load_
     }
     info->tail_ns = vkrt_now_ns() - t_tail;
     const int read_errno = atomic_load(&st->read_errno);
-    const int vk = atomic_load(&st->vk_result);
+    const int vk = atomic_load(&st->vk_result), imported = atomic_load(&st->import_result);
     const uint64_t short_at = atomic_load(&st->short_at);
     if (s == VKRT_OK && read_errno)
       s = vkrt_error(&sys->base, VKRT_ERROR_IO, "load %s: read at offset %" PRIu64 ": %s",
@@ -1234,6 +1276,9 @@ vkrt_status vkrt_load_stream(struct vkrt_import_registry *reg, struct vkrt_load_
     else if (s == VKRT_OK && short_at != UINT64_MAX)
       s = vkrt_error(&sys->base, VKRT_ERROR_IO, "load %s: the file ends at offset %" PRIu64
                      ", inside a range (truncated while loading)", job->name, short_at);
+    else if (s == VKRT_OK && imported)
+      s = vkrt_vk_error(&sys->devices[atomic_load(&st->import_device)], (VkResult)imported,
+                        "load: import of a pinned chunk");
     else if (s == VKRT_OK && vk)
       s = vkrt_vk_error(&sys->devices[atomic_load(&st->vk_device)], (VkResult)vk,
                         "load: waiting for a chunk's copies");

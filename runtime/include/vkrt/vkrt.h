@@ -374,8 +374,9 @@ typedef struct vkrt_load_info {
   uint64_t row_region_bytes; /* bytes of narrow rows left in the chunk where the file has
                                 them, one DMA region per row (not packed) */
   uint64_t resident_ns;    /* in setup_ns: measuring the page cache's share of the file */
-  uint64_t import_ns;      /* importing the pinned chunks into the devices (the first in
-                              setup_ns, the others on their first use) */
+  uint64_t import_ns;      /* importing the pinned chunks into the devices: the first in
+                              setup_ns, then the submitting thread's waits for the others
+                              (every thread of the load imports them as it starts) */
   uint64_t packed_while_reading_bytes; /* of gathered_bytes, those packed by the reading
                                           threads right after reading their block (the rest
                                           was packed once its whole chunk was read) */
