@@ -49,6 +49,16 @@ grep -qE "attention rows, [0-9]+ splits" <<< "$fa_paths" && grep -qE "attention 
 json "min(r['kv_roofline_ratio'] for r in d['results'] if r['op'] == 'FLASH_ATTN_EXT') > 0" <<< "$out" | grep -q True \
   || { echo "$out"; echo "no K/V roofline ratio"; exit 1; }
 echo "quick subset: $want cases, #wrong 0 (q8_0, q4_K and q6_K through the quantized matrix-vector kernels, FLASH_ATTN_EXT through the attention)"
+# a short context in a larger cache (--kv-len): each query attends its first 37 rows while the
+# split plan stays the capacity's; every split count --variants forces verified too
+fa_lines=$(mktemp)
+grep '^FLASH_ATTN_EXT' "$quick" > "$fa_lines"
+out=$("$bench" cases --test-file "$fa_lines" --json --kv-len 37 --variants) \
+  || { rm -f "$fa_lines"; echo "$out"; echo "--kv-len run failed (#wrong > 0?)"; exit 1; }
+rm -f "$fa_lines"
+[ "$(json "d['wrong_total'] == 0 and len(d['results']) > 0 and all(r['kv_len'] == 37 for r in d['results'])" <<< "$out")" = True ] \
+  || { echo "$out"; echo "--kv-len 37: #wrong > 0 or kv_len not 37"; exit 1; }
+echo "FLASH_ATTN_EXT lines attending 37 rows of their cache (--kv-len), every split count: #wrong 0"
 # the GPU paths (transposed-view copies through the tiled transpose, concat as per-source
 # copies) verified here too: lavapipe itself prefers the per-element kernels
 out=$("$bench" cases --test-file "$quick" --json --tiled-copies on) || { echo "$out"; echo "tiled-copies run failed"; exit 1; }

@@ -21,7 +21,7 @@
  * v {hsv, n_kv, n_head_kv, 1} (f16 or q8_0, one type; ggml's dims 1 and 2 are the op's dims
  * 2 and 1, so any permutation of the cache maps through the strides) and optionally the
  * mask f16 {n_kv, >= n_batch}, which is uploaded and not read: every query attends all n_kv
- * rows (kv_len = n_kv). hsk = hsv, max_bias = logit_softcap = 0. Its ratio column is the
+ * rows (kv_len = n_kv), or the first --kv-len of them (a short context in a large cache). hsk = hsv, max_bias = logit_softcap = 0. Its ratio column is the
  * KV-read roofline: the time over (bytes of K and V) / (the copy rate).
  *
  * Decode ops: RMS_NORM 25 (op param 0 eps as float bits; nsrc 2 adds src1, an f32 {ne0}
@@ -810,9 +810,10 @@ static float *cache_rows(const struct case_tensor *t, const uint8_t *base) {
  * off by up to about D 2^-24 sum |scale q k|, which moves the output by that times the spread
  * of v; exp and sums in f32. */
 static bool attention_reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC],
-                                float *ref, float *tol) {
+                                int64_t attended, float *ref, float *tol) {
   const struct case_tensor *q = &bc->src[0], *k = &bc->src[1], *v = &bc->src[2];
   int64_t D = q->ne[0], NB = q->ne[1], H = q->ne[2], NKV = k->ne[1], G = H / k->ne[2];
+  const int64_t T = attended; /* the rows each query attends, the first of the cache's */
   double scale = param_f32(bc, 0);
   float *kf = cache_rows(k, host[1]), *vf = cache_rows(v, host[2]);
   double *sc = malloc((size_t)NKV * sizeof(double)), *qd = malloc((size_t)D * sizeof(double));
@@ -823,7 +824,7 @@ static bool attention_reference(const struct bench_case *bc, uint8_t *const host
         qd[d] = load(host[0], VKRT_TYPE_F32, (uint64_t)(d * q->nb[0] + j * q->nb[1] + h * q->nb[2]));
       const float *kh = kf + (h / G) * NKV * D, *vh = vf + (h / G) * NKV * D;
       double m = -INFINITY, l = 0, sabs = 0;
-      for (int64_t t = 0; t < NKV; t++) {
+      for (int64_t t = 0; t < T; t++) {
         double s = 0, a = 0;
         for (int64_t d = 0; d < D; d++) {
           s += qd[d] * kh[t * D + d];
@@ -833,11 +834,11 @@ static bool attention_reference(const struct bench_case *bc, uint8_t *const host
         sabs = fmax(sabs, a * scale);
         m = fmax(m, sc[t]);
       }
-      for (int64_t t = 0; t < NKV; t++)
+      for (int64_t t = 0; t < T; t++)
         l += (sc[t] = exp(sc[t] - m));
       for (int64_t d = 0; d < D; d++) {
         double o = 0, mag = 0;
-        for (int64_t t = 0; t < NKV; t++) {
+        for (int64_t t = 0; t < T; t++) {
           o += sc[t] / l * vh[t * D + d];
           mag += sc[t] / l * fabs(vh[t * D + d]);
         }
@@ -857,12 +858,12 @@ static bool attention_reference(const struct bench_case *bc, uint8_t *const host
  * FLASH_ATTN_EXT also the per-element error bound, for MUL_MAT sum_k |w_k x_k| in mag (0
  * elsewhere). False when out of host memory. */
 static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC], float *ref,
-                      float *tol, float *mag, bool q8) {
+                      float *tol, float *mag, bool q8, int64_t attended) {
   const struct case_tensor *d = &bc->dst, *a = &bc->src[0], *b = &bc->src[1];
   uint64_t o = 0;
   int64_t i[4];
   if (bc->op == CASE_FLASH_ATTN_EXT)
-    return attention_reference(bc, host, ref, tol);
+    return attention_reference(bc, host, attended, ref, tol);
   if (bc->op == CASE_MUL_MAT)
     return mul_mat_reference(bc, host, ref, tol, mag, q8);
   if (bc->op >= CASE_RMS_NORM)
@@ -955,6 +956,7 @@ struct cases_opts {
   bool parts;     /* --parts: each swept tile also without its multiply, and without its loads */
   int min_m;      /* --min-m: the tiled crossover (0: the device's) */
   int coopmat;    /* --coopmat on|off (-1: the device's choice) */
+  int64_t kv_len; /* --kv-len: FLASH_ATTN_EXT queries attend this many cached rows (0: n_kv) */
 };
 
 struct cases_ctx {
@@ -1107,11 +1109,11 @@ static uint64_t bytes_moved(const struct bench_case *bc) {
   return b + e * vkrt_type_size(bc->dst.type);
 }
 
-/* Bytes of K and V an attention reads: what bounds it. */
-static uint64_t kv_bytes(const struct bench_case *bc) {
+/* Bytes of K and V an attention reads (the attended rows of each): what bounds it. */
+static uint64_t kv_bytes(const struct bench_case *bc, int64_t attended) {
   uint64_t b = 0;
   for (int s = 1; s <= 2; s++)
-    b += (uint64_t)(bc->src[s].ne[0] / vkrt_type_block(bc->src[s].type)) * bc->src[s].ne[1] *
+    b += (uint64_t)(bc->src[s].ne[0] / vkrt_type_block(bc->src[s].type)) * (uint64_t)attended *
          bc->src[s].ne[2] * vkrt_type_size(bc->src[s].type);
   return b;
 }
@@ -1279,6 +1281,9 @@ static void sweep_tiles(struct cases_ctx *c, struct live_case *lc, bool cm, uint
 /* Uploads, verifies and times one parsed case. */
 static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   struct live_case lc = {.bc = *bc};
+  /* FLASH_ATTN_EXT: the cached rows every query attends */
+  const int64_t n_kv = bc->op == CASE_FLASH_ATTN_EXT ? bc->src[1].ne[1] : 0;
+  const int64_t attended = c->o.kv_len > 0 && c->o.kv_len < n_kv ? c->o.kv_len : n_kv;
   uint8_t *host[CASE_MAX_SRC] = {0}, *got = NULL;
   float *ref = NULL, *tol = NULL, *mag = NULL;
   char msg[1024 + 64]; /* a vkrt_last_error message (at most 1024 bytes) and context */
@@ -1323,7 +1328,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     int64_t nq = bc->src[0].ne[1];
     int32_t *lens = malloc((size_t)nq * 4);
     for (int64_t j = 0; lens && j < nq; j++)
-      lens[j] = (int32_t)bc->src[1].ne[1];
+      lens[j] = (int32_t)attended;
     if (!lens || vkrt_buffer_create(c->app, c->o.device, (uint64_t)nq * 4, VKRT_BUFFER_DEVICE_LOCAL,
                                     &lc.len) != VKRT_OK ||
         vkrt_upload(lc.len, 0, lens, (uint64_t)nq * 4) != VKRT_OK) {
@@ -1337,7 +1342,7 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
     lc.fa[3] = vkrt_tensor_contiguous(lc.len, 0, VKRT_TYPE_I32, nq, 1, 1, 1);
     lc.scale = param_f32(bc, 0);
   }
-  if (!reference(bc, host, ref, tol, mag, c->o.q8)) {
+  if (!reference(bc, host, ref, tol, mag, c->o.q8, attended)) {
     snprintf(msg, sizeof(msg), "the CPU reference: out of host memory");
     goto fail;
   }
@@ -1372,7 +1377,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
   double ratio = c->copy_gbps > 0 ? gbps / c->copy_gbps : 0;
   /* attention: the time over the K/V-read roofline (bytes of K and V at the copy rate) */
   bool fa = bc->op == CASE_FLASH_ATTN_EXT;
-  double roof_us = fa && c->copy_gbps > 0 ? (double)kv_bytes(bc) / (c->copy_gbps * 1e3) : 0;
+  double roof_us =
+      fa && c->copy_gbps > 0 ? (double)kv_bytes(bc, attended) / (c->copy_gbps * 1e3) : 0;
   double roof_ratio = roof_us > 0 && t > 0 ? t * 1e6 / roof_us : 0;
   double wall_ratio = t > 0 ? wall / t : 0;
   bool wall_checked = c->timer && t * 1e6 >= WALL_MIN_US; /* GPU time to compare with */
@@ -1396,8 +1402,8 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
            case_ops[bc->op].name, path, bytes, t * 1e6, gbps, ratio, reps, out_elems, wrong, max_err,
            wall * 1e6, rec * 1e6, wall_ratio, wall_checked ? "true" : "false");
     if (fa)
-      printf(", \"kv_bytes\": %" PRIu64 ", \"kv_roofline_us\": %.3f, \"kv_roofline_ratio\": %.3f",
-             kv_bytes(bc), roof_us, roof_ratio);
+      printf(", \"kv_len\": %" PRId64 ", \"kv_bytes\": %" PRIu64 ", \"kv_roofline_us\": %.3f, "
+             "\"kv_roofline_ratio\": %.3f", attended, kv_bytes(bc, attended), roof_us, roof_ratio);
   } else if (fa) {
     printf("%-40.40s %-24.24s %10.2f us %9.1f GB/s %6.3f R %9" PRIu64
            "   wall %8.2f us (%5.3f x)%s record %6.2f us\n", bc->name, path, t * 1e6, gbps,
@@ -1677,7 +1683,7 @@ static void usage(void) {
   printf("usage: vkrt-bench cases --test-file FILE [--json] [--iters N] [--device D] [--variants]\n"
          "                        [--target-ms MS] [--warmup-ms MS] [--tiled-copies on|off]\n"
          "                        [--activations f32|q8|f16|q8,f16] [--tiles] [--min-m M]\n"
-         "                        [--coopmat on|off] [--parts]\n"
+         "                        [--coopmat on|off] [--parts] [--kv-len N]\n"
          "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT,\n"
          "  FLASH_ATTN_EXT; f32, f16, q8_0/q4_K/q6_K as MUL_MAT weights, q8_0 as FLASH_ATTN_EXT's\n"
          "  K and V; the decode ops RMS_NORM (+ MUL fused), ROPE, GET_ROWS, SET_ROWS, ARGMAX), each\n"
@@ -1703,7 +1709,9 @@ static void usage(void) {
          "  without their loads after the first k step (wrong results, not counted);\n"
          "  --min-m sets the crossover (M from which the tiled kernel runs, for every type);\n"
          "  --coopmat on|off overrides whether the cooperative-matrix tiles run (where the device\n"
-         "  has them).\n");
+         "  has them).\n"
+         "  --kv-len N: FLASH_ATTN_EXT queries attend the first N cached rows (the line's n_kv stays\n"
+         "  the cache's capacity, which the split plan sees), a short context in a large cache.\n");
 }
 
 static int cmd_cases(int argc, char **argv) {
@@ -1715,7 +1723,7 @@ static int cmd_cases(int argc, char **argv) {
       {"activations", required_argument, 0, 'a'}, {"help", no_argument, 0, 'h'},
       {"tiles", no_argument, 0, 'T'}, {"min-m", required_argument, 0, 'm'},
       {"coopmat", required_argument, 0, 'C'},
-      {"parts", no_argument, 0, 'P'},
+      {"parts", no_argument, 0, 'P'},         {"kv-len", required_argument, 0, 'K'},
       {0, 0, 0, 0}};
   struct cases_ctx c;
   memset(&c, 0, sizeof(c));
@@ -1743,6 +1751,13 @@ static int cmd_cases(int argc, char **argv) {
       break;
     case 'T': c.o.tiles = true; break;
     case 'P': c.o.tiles = c.o.parts = true; break;
+    case 'K':
+      c.o.kv_len = atoll(optarg);
+      if (c.o.kv_len <= 0) {
+        usage();
+        return 2;
+      }
+      break;
     case 'm': c.o.min_m = atoi(optarg); break;
     case 'C': c.o.coopmat = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : -1; break;
     case 'h': usage(); return 0;
