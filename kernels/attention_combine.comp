@@ -2,7 +2,8 @@
 // Decode attention, the combine pass of flash-decoding: workgroup (h, jj, z) merges the
 // splits attention_split.comp wrote for query head h of query q0 + jj, elements
 // 32 z .. 32 z + 31 of the head. Only the splits that start below that query's kv_len
-// (read here again; the split pass cut it into splits of ceil(kv_len / n_split)) exist; with M the largest split max, dst[d] = sum_s e^(m_s - M) o_s[d] /
+// (read here again; the split pass cut it into splits of max(ceil(kv_len / n_split),
+// min_split)) exist; with M the largest split max, dst[d] = sum_s e^(m_s - M) o_s[d] /
 // sum_s e^(m_s - M) l_s. kv_len <= 0 writes zeros. The weights e^(m_s - M) are computed once
 // per split into shared memory (CHUNK at a time); invocation t then takes element t % 32 of
 // every (WG / 32)-th split (128-byte rows, all of them in flight at once) and the split
@@ -18,7 +19,7 @@ const uint CHUNK = 1024u; // split weights held at once
 layout(push_constant) uniform Push {
   uint len_off, len_s0;   // I32 elements
   uint d_off, d_s1, d_s2; // f32 elements
-  uint n_ctx, n_split;
+  uint n_ctx, n_split, min_split;
   uint q0, n_head;
   uint ml_base;           // floats
   uint base_x, base_y, base_z;
@@ -53,8 +54,8 @@ void main() {
   uint j = pc.q0 + jj;
   uint tid = gl_LocalInvocationID.x;
   int len = clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx));
-  // as the split pass cut it: splits of ceil(len / n_split) tokens
-  uint split_len = (uint(len) + pc.n_split - 1u) / pc.n_split;
+  // as the split pass cut it: splits of max(ceil(len / n_split), min_split) tokens
+  uint split_len = max((uint(len) + pc.n_split - 1u) / pc.n_split, pc.min_split);
   uint n_live = len > 0 ? (uint(len) + split_len - 1u) / split_len : 0u;
   uint e0 = (jj * pc.n_head + h) * pc.n_split; // this head's first split
   uint ml = pc.ml_base + 2u * e0;

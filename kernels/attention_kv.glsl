@@ -9,7 +9,8 @@ layout(push_constant) uniform Push {
   uint k_off, k_s1, k_s2;   // f16: 16-byte units; q8_0: bytes
   uint v_off, v_s1, v_s2;
   uint len_off, len_s0;     // I32 elements
-  uint n_ctx, n_split;       // a query of kv_len L: n_split splits of ceil(L / n_split)
+  uint n_ctx, n_split;       // a query of kv_len L: splits of max(ceil(L / n_split), min_split)
+  uint min_split;
   uint q0, n_head, head_groups, g_total;
   uint ml_base;             // floats: where the (m, l) pairs start in the scratch
   float scale;

@@ -2,10 +2,10 @@
 // Decode attention, the split pass of flash-decoding with a row per invocation: the same
 // work, push constants, bindings and results as attention_split.comp (workgroup (y, s, jj)
 // attends query q0 + jj over cache tokens [s * split_len, (s + 1) * split_len) cut at that
-// query's kv_len (split_len = ceil(kv_len / n_split)), for the G query heads of head group
-// y % head_groups of KV head y / head_groups; per head it writes the split's max m, sum l
-// and unnormalized o, or o / l to dst when direct), laid out so that no step waits for the
-// rest of the workgroup:
+// query's kv_len (split_len = max(ceil(kv_len / n_split), min_split)), for the G query heads
+// of head group y % head_groups of KV head y / head_groups; per head it writes the split's
+// max m, sum l and unnormalized o, or o / l to dst when direct), laid out so that no step
+// waits for the rest of the workgroup:
 // - each subgroup of S invocations walks its own runs of S tokens (runs interleaved over
 //   the W subgroups) with its own online softmax; barriers only at the start (queries into
 //   shared memory) and at the end (the W subgroups merged);
@@ -82,8 +82,9 @@ void main() {
   uint h0 = hk * pc.g_total + (y % pc.head_groups) * G;
   uint j = pc.q0 + jj;
   uint len = uint(clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx)));
-  // the query's length in n_split equal parts, so that a short one spreads over every split
-  uint split_len = (len + pc.n_split - 1u) / pc.n_split;
+  // the query's length in n_split equal parts (of min_split tokens at least: the split the
+  // plan would give a cache of this length), so that a short one spreads over the splits
+  uint split_len = max((len + pc.n_split - 1u) / pc.n_split, pc.min_split);
   uint t0 = s * split_len;
   uint tid = gl_LocalInvocationID.x;
   if (t0 >= len) {

@@ -2,7 +2,7 @@
 // Decode attention, the split pass of flash-decoding: workgroup (y, s, jj) attends query jj
 // of the round (query q0 + jj) over cache tokens [s * split_len, (s + 1) * split_len) cut
 // at that query's kv_len (read here, so recorded work replays for the next token; split_len
-// = ceil(kv_len / n_split): every split gets a share of a short query), for the
+// = max(ceil(kv_len / n_split), min_split): a short query spreads over the splits), for the
 // G query heads of head group y % head_groups of KV head y / head_groups. Each K and V row
 // is read once for all G heads. The KV heads of a split are neighbouring workgroups, so
 // the cache rows of a token (every KV head's, side by side in the service's layout) are
@@ -93,8 +93,9 @@ void main() {
   uint h0 = hk * pc.g_total + (y % pc.head_groups) * G;
   uint j = pc.q0 + jj;
   uint len = uint(clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx)));
-  // the query's length in n_split equal parts, so that a short one spreads over every split
-  uint split_len = (len + pc.n_split - 1u) / pc.n_split;
+  // the query's length in n_split equal parts (of min_split tokens at least: the split the
+  // plan would give a cache of this length), so that a short one spreads over the splits
+  uint split_len = max((len + pc.n_split - 1u) / pc.n_split, pc.min_split);
   uint t0 = s * split_len;
   uint tid = gl_LocalInvocationID.x;
   if (t0 >= len) {

@@ -7,8 +7,9 @@
  * vkrt_ops_attention_plan (validate.c), from the cache capacity n_ctx, since the attended
  * lengths are only known on the device, aiming at a few split workgroups per compute unit;
  * the passes cut each query's length, read on the device, into that many splits of equal
- * length, so a short query in a long cache still spreads over every split (splits past its
- * length, when it is shorter than the split count, exit at once). Queries whose
+ * length, of the plan's min_split tokens at least (the split it would give a cache that
+ * long), so a short query in a long cache still spreads over the splits (those past its
+ * length exit at once). Queries whose
  * partials do not fit the scratch at once run in rounds, each pass asking the stream for its
  * operands so the scratch is reused in order. The split pass runs in tiles of cache rows
  * with an online softmax: K rows staged in shared memory, one invocation per token and part
@@ -22,6 +23,7 @@ struct attention_split_push {
   uint32_t v_off, v_s1, v_s2;
   uint32_t len_off, len_s0;
   uint32_t n_ctx, n_split;
+  uint32_t min_split;
   uint32_t q0, n_head, head_groups, g_total;
   uint32_t ml_base;
   float scale;
@@ -32,7 +34,7 @@ struct attention_split_push {
 struct attention_combine_push {
   uint32_t len_off, len_s0;
   uint32_t d_off, d_s1, d_s2;
-  uint32_t n_ctx, n_split;
+  uint32_t n_ctx, n_split, min_split;
   uint32_t q0, n_head;
   uint32_t ml_base;
   uint32_t base_x, base_y, base_z;
@@ -190,7 +192,7 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
       .k_off = k.offset / kv_unit, .k_s1 = k.stride[1] / kv_div, .k_s2 = k.stride[2] / kv_div,
       .v_off = v.offset / kv_unit, .v_s1 = v.stride[1] / kv_div, .v_s2 = v.stride[2] / kv_div,
       .len_off = len->offset, .len_s0 = len->stride[0],
-      .n_ctx = n_ctx, .n_split = plan.splits,
+      .n_ctx = n_ctx, .n_split = plan.splits, .min_split = plan.min_split,
       .n_head = H, .head_groups = plan.head_groups, .g_total = H / HKV,
       .ml_base = (uint32_t)(plan.scratch_used / sizeof(float) / (D + 2) * D),
       .scale = scale, .direct = direct,
@@ -198,7 +200,7 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   struct attention_combine_push cp = {
       .len_off = len->offset, .len_s0 = len->stride[0],
       .d_off = dst->offset, .d_s1 = dst->stride[1], .d_s2 = dst->stride[2],
-      .n_ctx = n_ctx, .n_split = plan.splits,
+      .n_ctx = n_ctx, .n_split = plan.splits, .min_split = plan.min_split,
       .n_head = H, .ml_base = sp.ml_base};
   struct vkrt_buffer *scratch = ops->attention_scratch;
   for (uint32_t q0 = 0; q0 < NQ; q0 += plan.queries_per_round) {

@@ -776,6 +776,7 @@ static bool plan_splits(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv, 
   want = VKRT_MIN(want, (uint32_t)VKRT_MIN(scratch_bytes / per_split, UINT32_MAX));
   out->split_len = div_up(n_ctx, want);
   out->splits = div_up(n_ctx, out->split_len);
+  out->min_split = forced_splits ? 1 : VKRT_MIN(min_split, out->split_len);
   out->queries_per_round = (uint32_t)VKRT_MIN((uint64_t)n_q, scratch_bytes / (out->splits * per_split));
   out->rounds = div_up(n_q, out->queries_per_round);
   out->scratch_used = (uint64_t)out->queries_per_round * out->splits * per_split;

@@ -120,7 +120,10 @@ struct vkrt_attention_plan {
   uint32_t shared_bytes;      /* the split pass's shared memory */
   uint32_t heads_per_group;
   uint32_t head_groups;       /* workgroups per KV head */
-  uint32_t split_len;         /* cache tokens per split */
+  uint32_t split_len;         /* cache tokens per split (at the full capacity) */
+  uint32_t min_split;         /* the passes cut a query of length L into splits of
+                                 max(ceil(L / splits), min_split) tokens: the split this plan
+                                 would give a cache of L tokens (1 when the count is forced) */
   uint32_t splits;            /* over the capacity n_ctx */
   uint32_t queries_per_round;
   uint32_t rounds;

@@ -511,11 +511,14 @@ static void test_attention_check_and_plan(void **state) {
   assert_int_equal(p.split_len, 512);
   assert_int_equal(p.splits, 64);
   assert_int_equal(p.rounds, 1);
+  /* a query of L tokens in that cache: splits of max(ceil(L / 64), 64), the tiles' least */
+  assert_int_equal(p.min_split, 64);
   /* head 64, 8 heads over 1, 7680 tokens: 512 groups would be splits of 15: held at 64 */
   assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.heads_per_group, 8);
   assert_int_equal(p.split_len, 64);
   assert_int_equal(p.splits, 120);
+  assert_int_equal(p.min_split, 64);
   /* head 256, 16 heads over 2, 20000 tokens: 256 splits of 79 */
   assert_true(vkrt_ops_attention_plan(256, 16, 2, 1, 20000, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.split_len, 79);
@@ -523,10 +526,13 @@ static void test_attention_check_and_plan(void **state) {
   /* a short context: at least one token per split, a split count under the target */
   assert_true(vkrt_ops_attention_plan(64, 2, 1, 1, 10, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.splits, 1);
-  /* forced: any count down to one token a split, and splits of any length */
+  assert_int_equal(p.min_split, 10);
+  /* forced: any count down to one token a split, and splits of any length (whatever the
+   * query's length: min_split 1) */
   assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 32768, 512, 0, 7, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.splits, 7);
   assert_int_equal(p.split_len, 4682);
+  assert_int_equal(p.min_split, 1);
   assert_true(vkrt_ops_attention_plan(64, 2, 1, 1, 100, 512, 0, 1000, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.splits, 100);
   assert_int_equal(p.split_len, 1);
@@ -572,6 +578,7 @@ static void test_attention_check_and_plan(void **state) {
   assert_int_equal(p.head_groups, 1);
   assert_int_equal(p.splits, 66);
   assert_int_equal(p.split_len, 497);
+  assert_int_equal(p.min_split, 32); /* a subgroup's run: a short query's splits */
   /* the queries, a run's probabilities per subgroup, max and sum per subgroup and head */
   assert_int_equal(p.shared_bytes, 4 * (4 * 128 + 4 * (4 * 32 + 2 * 4)));
   /* head 64, 8 heads over 1, 7680 tokens: at least one run of 32 tokens a split */
