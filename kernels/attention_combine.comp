@@ -9,6 +9,7 @@
 // every (WG / 32)-th split (128-byte rows, all of them in flight at once) and the split
 // groups are summed through shared memory. Specialization constants: 0 workgroup size (a
 // power of two, 64..256), 1 D (head dim).
+#extension GL_GOOGLE_include_directive : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint D = 128u;
 const uint WG = gl_WorkGroupSize.x;
@@ -28,6 +29,8 @@ layout(push_constant) uniform Push {
 layout(std430, set = 0, binding = 0) readonly buffer Len { int kv_len[]; };
 layout(std430, set = 0, binding = 1) readonly buffer P { float part[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Dst { float dst[]; };
+
+#include "attention_split_len.glsl"
 
 shared float red[WG];
 shared float wt[CHUNK];
@@ -54,8 +57,7 @@ void main() {
   uint j = pc.q0 + jj;
   uint tid = gl_LocalInvocationID.x;
   int len = clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx));
-  // as the split pass cut it: splits of max(ceil(len / n_split), min_split) tokens
-  uint split_len = max((uint(len) + pc.n_split - 1u) / pc.n_split, pc.min_split);
+  uint split_len = attention_split_len(uint(len), pc.n_split, pc.min_split);
   uint n_live = len > 0 ? (uint(len) + split_len - 1u) / split_len : 0u;
   uint e0 = (jj * pc.n_head + h) * pc.n_split; // this head's first split
   uint ml = pc.ml_base + 2u * e0;

@@ -46,6 +46,7 @@ const float LOW = -3.402823466e38;       // the max before any score
 
 
 #include "attention_kv.glsl"
+#include "attention_split_len.glsl"
 
 shared vec4 sq[G * D / 4u]; // the scaled queries; at the end the merged o
 shared float sp[W * S * G]; // per subgroup: the run's probabilities [token][head]
@@ -82,9 +83,7 @@ void main() {
   uint h0 = hk * pc.g_total + (y % pc.head_groups) * G;
   uint j = pc.q0 + jj;
   uint len = uint(clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx)));
-  // the query's length in n_split equal parts (of min_split tokens at least: the split the
-  // plan would give a cache of this length), so that a short one spreads over the splits
-  uint split_len = max((len + pc.n_split - 1u) / pc.n_split, pc.min_split);
+  uint split_len = attention_split_len(len, pc.n_split, pc.min_split);
   uint t0 = s * split_len;
   uint tid = gl_LocalInvocationID.x;
   if (t0 >= len) {

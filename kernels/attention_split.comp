@@ -61,6 +61,7 @@ shared float shead[2u * G];   // per head: the split's max and sum
 shared float red[8u * WG];    // the slot merge of one head
 
 #include "attention_kv.glsl"
+#include "attention_split_len.glsl"
 
 // The K chunk as kept in shared memory (k_keep) and read back (k_use): f16 as loaded;
 // q8_0 its two quant words and the scale.
@@ -93,9 +94,7 @@ void main() {
   uint h0 = hk * pc.g_total + (y % pc.head_groups) * G;
   uint j = pc.q0 + jj;
   uint len = uint(clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx)));
-  // the query's length in n_split equal parts (of min_split tokens at least: the split the
-  // plan would give a cache of this length), so that a short one spreads over the splits
-  uint split_len = max((len + pc.n_split - 1u) / pc.n_split, pc.min_split);
+  uint split_len = attention_split_len(len, pc.n_split, pc.min_split);
   uint t0 = s * split_len;
   uint tid = gl_LocalInvocationID.x;
   if (t0 >= len) {

@@ -21,8 +21,9 @@
  * v {hsv, n_kv, n_head_kv, 1} (f16 or q8_0, one type; ggml's dims 1 and 2 are the op's dims
  * 2 and 1, so any permutation of the cache maps through the strides) and optionally the
  * mask f16 {n_kv, >= n_batch}, which is uploaded and not read: every query attends all n_kv
- * rows (kv_len = n_kv), or the first --kv-len of them (a short context in a large cache). hsk = hsv, max_bias = logit_softcap = 0. Its ratio column is the
- * KV-read roofline: the time over (bytes of K and V) / (the copy rate).
+ * rows (kv_len = n_kv), or the first --kv-len of them (a short context in a large cache).
+ * hsk = hsv, max_bias = logit_softcap = 0. Its ratio column is the KV-read roofline: the
+ * time over (bytes of K and V the queries attend) / (the copy rate).
  *
  * Decode ops: RMS_NORM 25 (op param 0 eps as float bits; nsrc 2 adds src1, an f32 {ne0}
  * weight: RMS_NORM followed by MUL, fused), ROPE 48 (ggml_rope's 15 op params: n_dims 1,
@@ -806,14 +807,13 @@ static float *cache_rows(const struct case_tensor *t, const uint8_t *base) {
   return out;
 }
 
-/* FLASH_ATTN_EXT in float64: every query attends all n_kv rows. The bound: each f32 score is
- * off by up to about D 2^-24 sum |scale q k|, which moves the output by that times the spread
- * of v; exp and sums in f32. */
+/* FLASH_ATTN_EXT in float64: every query attends the first T of the n_kv rows. The bound:
+ * each f32 score is off by up to about D 2^-24 sum |scale q k|, which moves the output by that
+ * times the spread of v; exp and sums in f32. */
 static bool attention_reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC],
-                                int64_t attended, float *ref, float *tol) {
+                                int64_t T, float *ref, float *tol) {
   const struct case_tensor *q = &bc->src[0], *k = &bc->src[1], *v = &bc->src[2];
   int64_t D = q->ne[0], NB = q->ne[1], H = q->ne[2], NKV = k->ne[1], G = H / k->ne[2];
-  const int64_t T = attended; /* the rows each query attends, the first of the cache's */
   double scale = param_f32(bc, 0);
   float *kf = cache_rows(k, host[1]), *vf = cache_rows(v, host[2]);
   double *sc = malloc((size_t)NKV * sizeof(double)), *qd = malloc((size_t)D * sizeof(double));
