@@ -104,6 +104,19 @@ int appliance_open(struct service *s) {
     if (rc)
       return rc;
   }
+  for (int i = 0; i < a->labs; i++) {
+#if IS_ENABLED(CONFIG_VKRT_LAB)
+    for (uint32_t d = 0; d < vkrt_device_count(app); d++)
+      if (vkrt_lab_set_text(app, d, a->lab[i]) != VKRT_OK) {
+        fprintf(stderr, "vkrt-service: --lab %s: %s\n", a->lab[i], vkrt_last_error(app));
+        return EXIT_USAGE;
+      }
+#else
+    fprintf(stderr, "vkrt-service: --lab needs a build with the lab (make <board>_defconfig "
+            "lab.config)\n");
+    return EXIT_USAGE;
+#endif
+  }
   if (a->profile && !IS_ENABLED(CONFIG_VKRT_LAB)) {
     fprintf(stderr, "vkrt-service: --profile needs a build with the lab (make <board>_defconfig "
             "lab.config): its GPU timers\n");

@@ -14,6 +14,7 @@ static void usage(FILE *f) {
           "                    [--fault import-fails] [--import-chunk-cap BYTES]\n"
           "                    [--activations f32|q8|f16|q8,f16]\n"
           "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
+          "                    [--lab NAME=VALUE]...\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K|q6_K] [--seed N]   (--make-weights: the same)\n"
           "       vkrt-service --make-gguf FILE --preset llama3-8b|llama3.2-1b|qwen2.5-7b\n"
@@ -70,6 +71,9 @@ static void usage(FILE *f) {
           "board's), PACK: rows of split tensors narrower than PACK bytes packed by the host for\n"
           "the DMA (0 or left out: 64 KiB; 1: none, one DMA region per row) and AFTER: 1 packs\n"
           "them once their whole chunk is read, 0 or left out by each reader right after its block.\n"
+          "--lab NAME=VALUE (a build with the lab; up to 8): a knob of vkrt/vkrt_lab.h by its name\n"
+          "without VKRT_LAB_ (any case), set on every device once the appliance is open, so one\n"
+          "binary compares a path with another (e.g. --lab barrier_stages=1).\n"
           "--profile (a build with the lab): after the run, one more token at the last position\n"
           "recorded directly with GPU timestamps around each op on device 0: its ops by name,\n"
           "count, time and share of the token.\n"
@@ -225,6 +229,12 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
   if (!strcmp(a, "--load-knobs")) {
     o->load_knobs = v;
     return true; /* parsed where the appliance is open (appliance.c) */
+  }
+  if (!strcmp(a, "--lab")) { /* set where the appliance is open (appliance.c) */
+    if (o->labs == (int)(sizeof(o->lab) / sizeof(o->lab[0])))
+      return false;
+    o->lab[o->labs++] = v;
+    return true;
   }
   if (!strcmp(a, "--import-chunk-cap"))
     return parse_u64(v, &o->chunk_cap) && o->chunk_cap > 0;

@@ -78,6 +78,8 @@ struct service_args {
   bool json;                     /* --json: the summary also as one JSON object */
   vkrt_load_path load_path;      /* --load-path: vkrt_load_file's path (auto by default) */
   const char *load_knobs;        /* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK] (a lab build) */
+  const char *lab[8];            /* --lab NAME=VALUE: lab knobs on every device (a lab build) */
+  int labs;
   bool profile;                  /* --profile: a token's ops timed on the GPU (a lab build) */
 };
 #define SECONDS_MAX_TOKENS 1000000u

@@ -92,8 +92,14 @@ struct vkrt_stream {
    * that touches none of it the way a hazard needs runs without a barrier before it. */
   uint32_t unsynced;
   bool unsynced_unknown; /* a raw caller recorded since the last barrier */
+  /* The pipeline stages of those commands (compute for dispatches, transfer for copies and
+   * fills): the first scope of the next barrier, so a barrier between dispatches waits for
+   * dispatches only. full_barrier_stages (the lab's) names compute and transfer always. */
+  VkPipelineStageFlags unsynced_stages;
+  bool full_barrier_stages;
   struct vkrt_stream_access unsynced_access[VKRT_STREAM_MAX_ACCESS];
   uint64_t barriers, barriers_elided; /* tracked commands with and without one (vkrt_lab) */
+  uint64_t barriers_compute; /* barriers whose first scope was the compute stage alone */
   /* Overlap (vkrt_stream_next): commands and bytes recorded since the last submit, the
    * command count that flushes the next piece, and its cap (0: never flush). */
   uint32_t pending_ops, flush_at, flush_ops;
@@ -268,9 +274,17 @@ vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_a
 vkrt_status vkrt_stream_next_copy(struct vkrt_device *dev, const struct vkrt_buffer *dst,
                                   uint64_t dst_offset, const struct vkrt_buffer *src,
                                   uint64_t src_offset, uint64_t size, VkCommandBuffer *out);
-/* A full memory barrier between commands in the stream (compute + transfer, read + write);
- * none before the first command of a buffer (vkrt_stream_close_barrier ordered it). */
+/* A memory barrier between commands in the stream: it waits for the stages the commands
+ * since the last barrier used (compute, transfer or both; both after a raw caller) and
+ * makes their writes visible to compute and transfer reads and writes after it; none
+ * before the first command of a buffer (vkrt_stream_close_barrier ordered it). */
 void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd);
+/* A transfer command (copy, fill) recorded after vkrt_stream_next: the next barrier waits
+ * for the transfer stage too (vkrt_stream_next counts a tracked command as a dispatch). */
+void vkrt_stream_note_transfer(struct vkrt_device *dev);
+/* The lab's: barriers wait for compute and transfer whatever ran before them (true), or
+ * for the stages used since the last one (false, the default). */
+void vkrt_stream_set_full_barrier_stages(struct vkrt_device *dev, bool full);
 /* The barrier every submitted command buffer ends with (stream and uploads): all writes
  * before it are visible to every later command on the queue and, with `host`, to the host. */
 void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, bool host);

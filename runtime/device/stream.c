@@ -168,6 +168,7 @@ static void reset_recording_state(struct vkrt_stream *st) {
   st->host_reads = false;
   st->unsynced = 0;
   st->unsynced_unknown = false;
+  st->unsynced_stages = 0;
 }
 
 /* Capture: the open batch's command buffer, or a new one from the capture's pool, recorded
@@ -313,13 +314,36 @@ void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, boo
                                &barrier, 0, NULL, 0, NULL);
 }
 
+/* The first scope names only the stages the commands since the last barrier used: earlier
+ * commands are ordered by that barrier already (its second scope names both stages, so the
+ * chain holds), and a compute-to-compute barrier need not wait for the copy engine. */
 void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
-  dev->stream.unsynced = 0; /* raw callers' own commands after it keep unsynced_unknown */
-  if (dev->stream.fresh) { /* the previous buffer's closing barrier orders this command */
-    dev->stream.fresh = false;
+  struct vkrt_stream *st = &dev->stream;
+  VkPipelineStageFlags src = st->unsynced_stages;
+  if (st->unsynced_unknown || st->full_barrier_stages || !src)
+    src = VKRT_STREAM_STAGES;
+  st->unsynced = 0; /* raw callers' own commands after it keep unsynced_unknown */
+  st->unsynced_stages = 0;
+  if (st->fresh) { /* the previous buffer's closing barrier orders this command */
+    st->fresh = false;
     return;
   }
-  vkrt_stream_close_barrier(dev, cmd, false); /* the same barrier, inside the buffer */
+  st->barriers_compute += src == VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+  VkMemoryBarrier barrier = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+      .srcAccessMask = (src & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT ? VK_ACCESS_SHADER_WRITE_BIT : 0) |
+                       (src & VK_PIPELINE_STAGE_TRANSFER_BIT ? VK_ACCESS_TRANSFER_WRITE_BIT : 0),
+      .dstAccessMask = VKRT_STREAM_READS | VKRT_STREAM_WRITES,
+  };
+  dev->vk.vkCmdPipelineBarrier(cmd, src, VKRT_STREAM_STAGES, 0, 1, &barrier, 0, NULL, 0, NULL);
+}
+
+void vkrt_stream_note_transfer(struct vkrt_device *dev) {
+  dev->stream.unsynced_stages |= VK_PIPELINE_STAGE_TRANSFER_BIT;
+}
+
+void vkrt_stream_set_full_barrier_stages(struct vkrt_device *dev, bool full) {
+  dev->stream.full_barrier_stages = full;
 }
 
 /* Appends (sem, value) to one of the stream's attachment lists. */
@@ -915,6 +939,7 @@ vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_a
   }
   for (uint32_t i = 0; i < count; i++)
     st->unsynced_access[st->unsynced++] = access[i];
+  st->unsynced_stages |= VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
   return VKRT_OK;
 }
 

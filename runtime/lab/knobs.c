@@ -1,6 +1,10 @@
 /* vkrt/vkrt_lab.h: the forcing knobs, the kernel variants they name, the matrix-vector
  * shapes and matmul tiles chosen at open, and a byte copy on a forced path. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "lab/lab.h"
 
@@ -23,6 +27,7 @@ static const struct {
   [VKRT_LAB_PIPELINE_REBIND] = {"PIPELINE_REBIND", 0, 1},
   [VKRT_LAB_ATTENTION_KERNEL] = {"ATTENTION_KERNEL", 0, 2},
   [VKRT_LAB_MATMUL_X16] = {"MATMUL_X16", 0, 1},
+  [VKRT_LAB_BARRIER_STAGES] = {"BARRIER_STAGES", 0, 1},
 };
 
 vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
@@ -64,9 +69,36 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_ATTENTION_KERNEL: force->attention_kernel = (int)value; break;
   case VKRT_LAB_MATMUL_X16: force->matmul_x_f32 = !value; break;
   case VKRT_LAB_PIPELINE_REBIND: force->rebind_pipeline = value; break;
+  case VKRT_LAB_BARRIER_STAGES: vkrt_stream_set_full_barrier_stages(dev, value); break;
   default: force->matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
+}
+
+vkrt_status vkrt_lab_set_text(vkrt_appliance *app, uint32_t device, const char *assignment) {
+  struct vkrt_device *dev;
+  vkrt_status s = vkrt_lab_device_of(app, device, assignment, &dev);
+  if (s != VKRT_OK)
+    return s;
+  const char *eq = strchr(assignment, '=');
+  size_t len = eq ? (size_t)(eq - assignment) : 0;
+  for (int k = 0; eq && k < VKRT_LAB_KNOB_COUNT; k++) {
+    if (strlen(knobs[k].name) != len || strncasecmp(knobs[k].name, assignment, len))
+      continue;
+    char *end = NULL;
+    errno = 0;
+    long long value = strtoll(eq + 1, &end, 0);
+    if (end == eq + 1 || *end || errno == ERANGE)
+      return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                        "lab: %s: the value '%s' is not a whole number", knobs[k].name, eq + 1);
+    return vkrt_lab_set(app, device, (vkrt_lab_knob)k, value);
+  }
+  char names[1024] = "";
+  size_t at = 0;
+  for (int k = 0; k < VKRT_LAB_KNOB_COUNT && at < sizeof(names); k++)
+    at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s", k ? ", " : "", knobs[k].name);
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                    "lab: '%s' is not NAME=VALUE with a knob's name (%s)", assignment, names);
 }
 
 vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
@@ -96,6 +128,7 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_ATTENTION_KERNEL: *out = force->attention_kernel; break;
   case VKRT_LAB_MATMUL_X16: *out = ops->matmul_x16 && !force->matmul_x_f32; break;
   case VKRT_LAB_PIPELINE_REBIND: *out = force->rebind_pipeline; break;
+  case VKRT_LAB_BARRIER_STAGES: *out = dev->stream.full_barrier_stages; break;
   default: *out = force->matmul_kernel; break;
   }
   return VKRT_OK;

@@ -237,6 +237,7 @@ vkrt_status vkrt_cmd_fill(vkrt_buffer *dst, uint64_t offset, uint64_t size, uint
   /* vkCmdFillBuffer even for a few bytes: on the H200 a recorded 4-byte vkCmdUpdateBuffer
    * closed by the device-only barrier took 0.9 us longer (docs/perf.md, 2026-12-03) */
   dev->vk.vkCmdFillBuffer(cmd, dst->handle, offset, size, value);
+  vkrt_stream_note_transfer(dev);
   return VKRT_OK;
 }
 

@@ -711,6 +711,7 @@ static void transfer_copy(struct vkrt_device *dev, VkCommandBuffer cmd, VkBuffer
     return;
   VkBufferCopy region = {src_offset, dst_offset, size};
   dev->vk.vkCmdCopyBuffer(cmd, src, dst, 1, &region);
+  vkrt_stream_note_transfer(dev);
 }
 
 vkrt_status vkrt_ops_copy_bytes(struct vkrt_device *dev, VkCommandBuffer cmd, VkBuffer dst,

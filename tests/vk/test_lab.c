@@ -323,6 +323,80 @@ static void test_barrier_only_for_hazards(void **state) {
   vkt_close(app);
 }
 
+/* A barrier waits for the stages the commands since the one before used (the default,
+ * VKRT_LAB_BARRIER_STAGES 0): between dispatches the compute stage alone; after a fill (a
+ * transfer) compute and transfer, so the dispatch reading the filled bytes sees them. With
+ * the knob at 1 every barrier names both. The values are program order's either way (and
+ * the sync-validation pass checks that each barrier covers its hazard). */
+static void test_barrier_waits_for_stages_used(void **state) {
+  (void)state;
+  enum { N = 1000 };
+  const float eps = 1e-6f;
+  for (int full = 0; full <= 1; full++) {
+    vkrt_options o;
+    vkt_options(&o);
+    vkrt_appliance *app = vkt_open(&o);
+    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_STREAM_FLUSH_OPS, 0)); /* one buffer */
+    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_BARRIER_STAGES, full));
+    int64_t got_knob = -1;
+    vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_BARRIER_STAGES, &got_knob));
+    assert_int_equal(got_knob, full);
+    uint64_t seed = vkt_seed((uint64_t)full);
+    static float a_host[N], got[N];
+    vkt_fill_random_f32(a_host, N, -2.0f, 2.0f, &seed);
+    uint32_t bits = 0x3f000000u | (uint32_t)(vkrt_xorshift(&seed) & 0xffffu); /* 0.5 + a bit */
+    float fill;
+    memcpy(&fill, &bits, 4);
+    vkrt_buffer *buf[5];
+    for (int i = 0; i < 5; i++) {
+      vkt_check(app, vkrt_buffer_create(app, 0, N * 4, VKRT_BUFFER_DEVICE_LOCAL, &buf[i]));
+      vkt_poison(got, sizeof(got));
+      vkt_check(app, vkrt_upload(buf[i], 0, i ? got : a_host, N * 4));
+    }
+    vkrt_tensor t[5];
+    for (int i = 0; i < 5; i++)
+      t[i] = vkrt_tensor_contiguous(buf[i], 0, VKRT_TYPE_F32, N, 1, 1, 1);
+    vkt_check(app, vkrt_finish(app, 0)); /* the next command starts a buffer */
+    vkrt_lab_stream before, after;
+    vkt_check(app, vkrt_lab_stream_get(app, 0, &before));
+    const vkrt_tensor *sum[2] = {&t[2], &t[3]};
+    vkt_check(app, vkrt_op_rms_norm(&t[1], &t[0], NULL, eps)); /* first of its buffer */
+    vkt_check(app, vkrt_op_rms_norm(&t[2], &t[1], NULL, eps)); /* after a dispatch: compute */
+    vkt_check(app, vkrt_cmd_fill(buf[3], 0, N * 4, bits));    /* independent: none */
+    vkt_check(app, vkrt_op_add(&t[4], sum, 2));                 /* after the fill: both */
+    vkt_check(app, vkrt_op_rms_norm(&t[1], &t[4], NULL, eps)); /* after the add: compute */
+    vkt_check(app, vkrt_finish(app, 0));
+    vkt_check(app, vkrt_lab_stream_get(app, 0, &after));
+    uint64_t barriers = after.barriers - before.barriers;
+    uint64_t compute = after.barriers_compute - before.barriers_compute;
+    if (barriers != 3 || compute != (full ? 0u : 2u))
+      fail_msg("BARRIER_STAGES %d: %llu barriers, %llu of them compute alone; want 3 and %d", full,
+               (unsigned long long)barriers, (unsigned long long)compute, full ? 0 : 2);
+    /* the float64 chain: rms_norm twice, + fill, rms_norm */
+    static double x[N];
+    for (int i = 0; i < N; i++)
+      x[i] = a_host[i];
+    for (int step = 0; step < 3; step++) {
+      if (step == 2)
+        for (int i = 0; i < N; i++)
+          x[i] += fill;
+      double ss = 0;
+      for (int i = 0; i < N; i++)
+        ss += x[i] * x[i];
+      double r = 1.0 / sqrt(ss / N + eps);
+      for (int i = 0; i < N; i++)
+        x[i] *= r;
+    }
+    vkt_check(app, vkrt_download(got, buf[1], 0, N * 4));
+    for (int i = 0; i < N; i++)
+      if (fabs(got[i] - x[i]) > 1e-5 * (1 + fabs(x[i])))
+        fail_msg("BARRIER_STAGES %d: element %d is %.9g, want %.9g", full, i, got[i], x[i]);
+    for (int i = 0; i < 5; i++)
+      vkrt_buffer_destroy(buf[i]);
+    vkt_close(app);
+  }
+}
+
 /* Barriers and elisions the stream counted while `record` ran (from a fresh buffer). */
 struct barrier_count {
   uint64_t barriers, elided;
@@ -703,6 +777,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_timer_and_raw_floors),
       cmocka_unit_test(test_host_barrier_only_for_mapped_writes),
       cmocka_unit_test(test_barrier_only_for_hazards),
+      cmocka_unit_test(test_barrier_waits_for_stages_used),
       cmocka_unit_test(test_hazard_overlap_both_sides),
       cmocka_unit_test(test_hazard_list_full_forces_barrier),
       cmocka_unit_test(test_short_byte_copies),

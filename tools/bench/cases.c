@@ -957,6 +957,8 @@ struct cases_opts {
   int min_m;      /* --min-m: the tiled crossover (0: the device's) */
   int coopmat;    /* --coopmat on|off (-1: the device's choice) */
   int64_t kv_len; /* --kv-len: FLASH_ATTN_EXT queries attend this many cached rows (0: n_kv) */
+  const char *lab[8]; /* --lab NAME=VALUE: lab knobs set on the device after open */
+  int labs;
 };
 
 struct cases_ctx {
@@ -1683,7 +1685,7 @@ static void usage(void) {
   printf("usage: vkrt-bench cases --test-file FILE [--json] [--iters N] [--device D] [--variants]\n"
          "                        [--target-ms MS] [--warmup-ms MS] [--tiled-copies on|off]\n"
          "                        [--activations f32|q8|f16|q8,f16] [--tiles] [--min-m M]\n"
-         "                        [--coopmat on|off] [--parts] [--kv-len N]\n"
+         "                        [--coopmat on|off] [--parts] [--kv-len N] [--lab NAME=VALUE]...\n"
          "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT,\n"
          "  FLASH_ATTN_EXT; f32, f16, q8_0/q4_K/q6_K as MUL_MAT weights, q8_0 as FLASH_ATTN_EXT's\n"
          "  K and V; the decode ops RMS_NORM (+ MUL fused), ROPE, GET_ROWS, SET_ROWS, ARGMAX), each\n"
@@ -1711,7 +1713,9 @@ static void usage(void) {
          "  --coopmat on|off overrides whether the cooperative-matrix tiles run (where the device\n"
          "  has them).\n"
          "  --kv-len N: FLASH_ATTN_EXT queries attend the first N cached rows (the line's n_kv stays\n"
-         "  the cache's capacity, which the split plan sees), a short context in a large cache.\n");
+         "  the cache's capacity, which the split plan sees), a short context in a large cache.\n"
+         "  --lab NAME=VALUE sets a lab knob (vkrt/vkrt_lab.h, the name without VKRT_LAB_, e.g.\n"
+         "  barrier_stages=1) on the device before the cases run; up to 8.\n");
 }
 
 static int cmd_cases(int argc, char **argv) {
@@ -1724,6 +1728,7 @@ static int cmd_cases(int argc, char **argv) {
       {"tiles", no_argument, 0, 'T'}, {"min-m", required_argument, 0, 'm'},
       {"coopmat", required_argument, 0, 'C'},
       {"parts", no_argument, 0, 'P'},         {"kv-len", required_argument, 0, 'K'},
+      {"lab", required_argument, 0, 'L'},
       {0, 0, 0, 0}};
   struct cases_ctx c;
   memset(&c, 0, sizeof(c));
@@ -1759,6 +1764,13 @@ static int cmd_cases(int argc, char **argv) {
       }
       break;
     case 'm': c.o.min_m = atoi(optarg); break;
+    case 'L':
+      if (c.o.labs == (int)(sizeof(c.o.lab) / sizeof(c.o.lab[0]))) {
+        usage();
+        return 2;
+      }
+      c.o.lab[c.o.labs++] = optarg;
+      break;
     case 'C': c.o.coopmat = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : -1; break;
     case 'h': usage(); return 0;
     default: usage(); return 2;
@@ -1788,7 +1800,11 @@ static int cmd_cases(int argc, char **argv) {
   }
   if (c.o.tiled_copies >= 0)
     vkrt_lab_set(c.app, c.o.device, VKRT_LAB_COPY_TRANSPOSED_TILED, c.o.tiled_copies);
-  if ((c.o.min_m > 0 &&
+  bool lab_ok = true;
+  for (int i = 0; i < c.o.labs && lab_ok; i++)
+    lab_ok = vkrt_lab_set_text(c.app, c.o.device, c.o.lab[i]) == VKRT_OK;
+  if (!lab_ok ||
+      (c.o.min_m > 0 &&
        vkrt_lab_set(c.app, c.o.device, VKRT_LAB_MATMUL_TILED_MIN_M, c.o.min_m) != VKRT_OK) ||
       (c.o.coopmat >= 0 &&
        vkrt_lab_set(c.app, c.o.device, VKRT_LAB_MATMUL_COOPMAT, c.o.coopmat) != VKRT_OK)) {

@@ -59,6 +59,9 @@ typedef struct vkrt_lab_stream {
    * (a caller woke it) */
   uint64_t submitter_cpu_ns;
   uint64_t caught_spinning, caught_dozing, woken;
+  uint64_t barriers_compute; /* barriers (of `barriers`) that waited for the compute stage
+                                alone: only dispatches since the one before (the default,
+                                VKRT_LAB_BARRIER_STAGES) */
 } vkrt_lab_stream;
 
 vkrt_status vkrt_lab_stream_get(const vkrt_appliance *appliance, uint32_t device,
@@ -106,6 +109,10 @@ typedef enum vkrt_lab_knob {
                                         has the scratch and x fits it), or round it as they
                                         load it (0); get: 1 where the path is on and the
                                         device has the scratch */
+  VKRT_LAB_BARRIER_STAGES,           /* 0/1: a barrier between commands waits for the stages
+                                        the commands since the last one used (0, the
+                                        default: compute alone between dispatches), or for
+                                        compute and transfer always (1) */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
@@ -113,6 +120,10 @@ vkrt_status vkrt_lab_set(vkrt_appliance *appliance, uint32_t device, vkrt_lab_kn
                          int64_t value);
 vkrt_status vkrt_lab_get(const vkrt_appliance *appliance, uint32_t device,
                          vkrt_lab_knob knob, int64_t *out);
+/* A knob by its name, for command lines: "NAME=VALUE" (the enum name without VKRT_LAB_,
+ * any case, e.g. "barrier_stages=1"), set on `device` as vkrt_lab_set does; an unknown name
+ * or a value that is not a whole number fails with a message listing the names. */
+vkrt_status vkrt_lab_set_text(vkrt_appliance *appliance, uint32_t device, const char *assignment);
 
 /* Test limits, below the device's: workgroups per dimension of one dispatch
  * (max_group_count, to split grids over several dispatches on small tensors; 0 = the
