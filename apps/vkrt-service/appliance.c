@@ -117,6 +117,11 @@ int appliance_open(struct service *s) {
     return EXIT_USAGE;
 #endif
   }
+  if (a->prefetch_mb && !IS_ENABLED(CONFIG_VKRT_LAB)) {
+    fprintf(stderr, "vkrt-service: --prefetch-mb needs a build with the lab (make <board>_defconfig "
+            "lab.config): vkrt_lab_prefetch\n");
+    return EXIT_USAGE;
+  }
   if (a->profile && !IS_ENABLED(CONFIG_VKRT_LAB)) {
     fprintf(stderr, "vkrt-service: --profile needs a build with the lab (make <board>_defconfig "
             "lab.config): its GPU timers\n");

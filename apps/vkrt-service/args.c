@@ -14,7 +14,7 @@ static void usage(FILE *f) {
           "                    [--fault import-fails] [--import-chunk-cap BYTES]\n"
           "                    [--activations f32|q8|f16|q8,f16]\n"
           "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
-          "                    [--lab NAME=VALUE]...\n"
+          "                    [--lab NAME=VALUE]... [--prefetch-mb N]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K|q6_K] [--seed N]   (--make-weights: the same)\n"
           "       vkrt-service --make-gguf FILE --preset llama3-8b|llama3.2-1b|qwen2.5-7b\n"
@@ -74,6 +74,9 @@ static void usage(FILE *f) {
           "--lab NAME=VALUE (a build with the lab; up to 8): a knob of vkrt/vkrt_lab.h by its name\n"
           "without VKRT_LAB_ (any case), set on every device once the appliance is open, so one\n"
           "binary compares a path with another (e.g. --lab barrier_stages=1).\n"
+          "--prefetch-mb N (a build with the lab, llama models): beside each small step of a\n"
+          "token (a norm, the cache rows, the attention, swiglu) the first N MiB of the next\n"
+          "matrix are read into the GPU's caches (vkrt_lab_prefetch); 0 (the default): none.\n"
           "--profile (a build with the lab): after the run, one more token at the last position\n"
           "recorded directly with GPU timestamps around each op on device 0: its ops by name,\n"
           "count, time and share of the token.\n"
@@ -229,6 +232,13 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
   if (!strcmp(a, "--load-knobs")) {
     o->load_knobs = v;
     return true; /* parsed where the appliance is open (appliance.c) */
+  }
+  if (!strcmp(a, "--prefetch-mb")) {
+    uint64_t mb;
+    if (!parse_u64(v, &mb) || mb > 4096)
+      return false;
+    o->prefetch_mb = (uint32_t)mb;
+    return true;
   }
   if (!strcmp(a, "--lab")) { /* set where the appliance is open (appliance.c) */
     if (o->labs == (int)(sizeof(o->lab) / sizeof(o->lab[0])))

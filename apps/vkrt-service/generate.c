@@ -96,7 +96,8 @@ int model_setup(struct service *s, struct generation *gen) {
                                .first_rank = s->first_rank, .ranks = s->ranks,
                                .path = a->weights_path, .progress = shards_load_progress,
                                .progress_user = s, .load_info = &s->load,
-                               .load_path = a->load_path};
+                               .load_path = a->load_path,
+                               .prefetch_bytes = (uint64_t)a->prefetch_mb << 20};
   char err[1024];
   double t_up = now_s();
   s->load_t0 = t_up;
@@ -149,6 +150,10 @@ int model_setup(struct service *s, struct generation *gen) {
     fprintf(stderr, "vkrt-service: capturing a token failed; recording every token's work "
             "instead (%s)\n", gen->graph_why);
   }
+  if (a->prefetch_mb)
+    printf("vkrt-service: prefetch: %u reads of up to %u MiB per token and device, each of the "
+           "matrix after a small step, beside that step (vkrt_lab_prefetch)\n",
+           llama_gpu_prefetches(s->gpu), a->prefetch_mb);
   if (st == VKRT_OK)
     printf("vkrt-service: a token's work: captured once as a graph, launched per token\n");
   else

@@ -204,6 +204,8 @@ struct llama_gpu_params {
   void *progress_user;
   vkrt_load_info *load_info; /* how the load went (may be NULL) */
   vkrt_load_path load_path;  /* vkrt_load_file's path (VKRT_LOAD_PATH_AUTO: its choice) */
+  uint64_t prefetch_bytes;   /* a token's small steps each read the first this many bytes of
+                                the next matrix beside them (vkrt_lab_prefetch; 0: none) */
 };
 struct llama_gpu;
 /* Loads every local device's shard from the model file (one vkrt_load_file: every device in
@@ -226,6 +228,9 @@ void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos);
  * appliance's vkrt_last_error says why). */
 vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits);
 const char *llama_gpu_failed(const struct llama_gpu *g);
+/* The prefetches (vkrt_lab_prefetch, llama_gpu_params.prefetch_bytes) device 0's work of the
+ * token recorded last holds. */
+uint32_t llama_gpu_prefetches(const struct llama_gpu *g);
 /* Calls around each op the records make (vkrt-service --profile times them): before(device,
  * what) and after(device), device UINT32_MAX for a collective of every device; a status other
  * than VKRT_OK fails the recording. NULL or zeroed hooks: none. */

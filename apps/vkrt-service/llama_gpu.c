@@ -30,6 +30,10 @@
 #include <string.h>
 
 #include "llama.h"
+#include "vkrt/kconfig.h"
+#if IS_ENABLED(CONFIG_VKRT_LAB)
+#include "vkrt/vkrt_lab.h"
+#endif
 
 /* A step buffer of c columns (1: a token; the ubatch size: the prompt pass) holds four I32
  * fields of c entries each, field f at f * c * 4 bytes: the tokens, their positions, their
@@ -86,6 +90,7 @@ struct llama_gpu {
   uint32_t cols;                 /* activation columns: the ubatch, at least 1 */
   uint32_t logit_rows;           /* rows of logits a pass may produce */
   bool rope_into_cache;          /* K roped on its way into the cache (vkrt_op_rope_set_rows) */
+  uint32_t prefetches;           /* device 0's prefetches in the token recorded last */
   struct pass last_batch;        /* the prompt pass recorded last */
   const char *failed;
   vkrt_load_range *loads;        /* every device's weights, loaded at once after creation */
@@ -162,6 +167,26 @@ bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank
     if (g->hooks.after)                                                                   \
       TRY(g->hooks.after(g->hooks.user, (d)));                                            \
   } while (0)
+
+/* --prefetch-mb: a token's small step (a norm, the cache rows, swiglu) just recorded, the
+ * first prefetch_bytes of the n rows of k elements of the matrix after it, read beside it
+ * (vkrt_lab_prefetch: no barrier against the step), so that matrix starts from L2. */
+static vkrt_status prefetch(struct llama_gpu *g, uint32_t d, const struct pass *ps,
+                            vkrt_buffer *w, uint64_t at, vkrt_type type, int64_t k, int64_t n) {
+  if (!g->p.prefetch_bytes || ps->n != 1)
+    return VKRT_OK;
+  uint64_t bytes = (uint64_t)k / vkrt_type_block(type) * vkrt_type_size(type) * (uint64_t)n;
+  bytes = (bytes < g->p.prefetch_bytes ? bytes : g->p.prefetch_bytes) & ~(uint64_t)3;
+#if IS_ENABLED(CONFIG_VKRT_LAB)
+  if (bytes && at % 4 == 0) {
+    OP(d, "prefetch", vkrt_lab_prefetch(w, at, bytes));
+    g->prefetches += d == 0;
+  }
+#else
+  (void)d, (void)w, (void)at;
+#endif
+  return VKRT_OK;
+}
 
 static uint64_t tensor_offset(const struct llama_model *m, const struct gguf_tensor *t) {
   return (uint64_t)(gguf_data(m->file, t) - m->file->buf);
@@ -539,6 +564,7 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   vkrt_tensor x = cols_f32(dv->x, E, 0, ps->n), h = cols_f32(dv->xn, E, 0, ps->n);
   vkrt_tensor norm = vec(gl->attn_norm, VKRT_TYPE_F32, E);
   OP(d, "attn_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
+  TRY(prefetch(g, d, ps, gl->wq, 0, L->wq->type, E, (nh + (gl->wk ? 0 : 2 * nkv)) * hd));
   vkrt_tensor pos = step_i32(g, dv, ps, STEP_POS, ps->n);
   vkrt_tensor kv_len = step_i32(g, dv, ps, STEP_KV_LEN, ps->n);
   vkrt_rope_params rope = {.mode = VKRT_ROPE_NORMAL, .n_dims = hp->n_rot,
@@ -590,6 +616,7 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   else
     OP(d, "K cache row", vkrt_op_set_rows(&k_rows, &k_flat, &pos));
   OP(d, "V cache row", vkrt_op_set_rows(&v_rows, &v_flat, &pos));
+  TRY(prefetch(g, d, ps, gl->wo, 0, L->wo->type, nh * hd, E));
   vkrt_tensor kc = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
   vkrt_tensor vc = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
   vkrt_tensor a = vkrt_tensor_contiguous(dv->att, 0, VKRT_TYPE_F32, hd, nh, n, 1);
@@ -608,6 +635,7 @@ static vkrt_status feed_forward(struct llama_gpu *g, uint32_t d, uint32_t l,
   vkrt_tensor x = cols_f32(dv->x, E, 0, ps->n), h = cols_f32(dv->xn, E, 0, ps->n);
   vkrt_tensor norm = vec(gl->ffn_norm, VKRT_TYPE_F32, E);
   OP(d, "ffn_norm", vkrt_op_rms_norm(&h, &x, &norm, m->hp.eps));
+  TRY(prefetch(g, d, ps, gl->gate, 0, L->ffn_gate->type, E, (gl->up ? 1 : 2) * F));
   vkrt_tensor gt = cols_f32(dv->g, F, 0, ps->n);
   if (ps->n == 1 && !gl->up) { /* a token, fused weights: gate then up in one op */
     vkrt_tensor wgu = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, 2 * F, 1, 1);
@@ -616,6 +644,7 @@ static vkrt_status feed_forward(struct llama_gpu *g, uint32_t d, uint32_t l,
     vkrt_tensor gate = vkrt_tensor_contiguous(dv->gu, 0, VKRT_TYPE_F32, F, 1, 1, 1);
     vkrt_tensor up = vkrt_tensor_contiguous(dv->gu, (uint64_t)F * 4, VKRT_TYPE_F32, F, 1, 1, 1);
     OP(d, "swiglu", vkrt_op_swiglu(&gt, &gate, &up));
+    TRY(prefetch(g, d, ps, gl->down, 0, L->ffn_down->type, F, E));
     return VKRT_OK;
   }
   vkrt_tensor wg = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, F, 1, 1);
@@ -642,6 +671,7 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
     vkrt_tensor x = cols_f32(dv->x, E, ps->r0, rows), h = cols_f32(dv->xn, E, 0, rows);
     vkrt_tensor norm = vec(dv->output_norm, VKRT_TYPE_F32, E);
     OP(d, "output_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
+    TRY(prefetch(g, d, ps, dv->output, dv->output_offset, m->output->type, E, dv->sp.n_vocab));
     vkrt_tensor w = vkrt_tensor_contiguous(dv->output, dv->output_offset, m->output->type, E,
                                            dv->sp.n_vocab, 1, 1);
     /* this rank's rows of each row of logits: n_vocab apart */
@@ -707,8 +737,11 @@ static vkrt_status record_pass(struct llama_gpu *g, const struct pass *ps) {
 
 vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits) {
   struct pass ps = {.n = 1, .r0 = 0, .batch = false, .want_logits = want_logits};
+  g->prefetches = 0;
   return record_pass(g, &ps);
 }
+
+uint32_t llama_gpu_prefetches(const struct llama_gpu *g) { return g->prefetches; }
 
 vkrt_status llama_gpu_record_batch(struct llama_gpu *g, uint32_t n, uint32_t out_rows,
                                    bool want_logits) {

@@ -144,6 +144,11 @@ struct vkrt_ops_counters {
 struct vkrt_ops_lab {
   struct vkrt_ops_forces force;
   struct vkrt_ops_counters count;
+  /* vkrt_lab_prefetch: the word its kernel's dead store names (a small buffer made at open
+   * where the kernel is built), the next of them, and the bytes prefetched */
+  struct vkrt_buffer *prefetch_sink;
+  uint32_t prefetch_slot;
+  uint64_t prefetch_bytes;
 };
 
 /* A device's ops: what the device can run, the pipeline cache and the plans chosen at open. */

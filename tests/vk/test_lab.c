@@ -397,6 +397,72 @@ static void test_barrier_waits_for_stages_used(void **state) {
   }
 }
 
+/* vkrt_lab_prefetch reads a range and writes nothing: beside an op that writes another
+ * buffer it gets no barrier, the op's result is program order's, the range's bytes are
+ * untouched, a range longer than one binding goes in pieces (each without a barrier), and
+ * bad ranges are refused with a message. */
+static void test_prefetch_runs_beside(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_STREAM_FLUSH_OPS, 0)); /* one buffer */
+  enum { N = 1024, W = 64 * 1024 };
+  const float eps = 1e-5f;
+  uint64_t seed = vkt_seed(0);
+  static float x_host[N], got[N];
+  static uint8_t w_host[W], w_got[W];
+  vkt_fill_random_f32(x_host, N, -1.0f, 1.0f, &seed);
+  vkt_fill_random(w_host, W, &seed);
+  vkrt_buffer *x, *y, *w;
+  vkt_check(app, vkrt_buffer_create(app, 0, N * 4, VKRT_BUFFER_DEVICE_LOCAL, &x));
+  vkt_check(app, vkrt_buffer_create(app, 0, N * 4, VKRT_BUFFER_DEVICE_LOCAL, &y));
+  vkt_check(app, vkrt_buffer_create(app, 0, W, VKRT_BUFFER_DEVICE_LOCAL, &w));
+  vkt_check(app, vkrt_upload(x, 0, x_host, N * 4));
+  vkt_poison(got, sizeof(got));
+  vkt_check(app, vkrt_upload(y, 0, got, N * 4));
+  vkt_check(app, vkrt_upload(w, 0, w_host, W));
+  /* a binding of at most 8 KiB: the 60 KiB prefetch below goes in pieces */
+  vkt_check(app, vkrt_lab_limits_set(app, 0, 0, false, 8192));
+  vkt_check(app, vkrt_finish(app, 0));
+  vkrt_lab_stream before, after;
+  vkrt_lab_counters c0, c1;
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &before));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
+  vkrt_tensor tx = vkrt_tensor_contiguous(x, 0, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkrt_tensor ty = vkrt_tensor_contiguous(y, 0, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkt_check(app, vkrt_op_rms_norm(&ty, &tx, NULL, eps)); /* first of its buffer */
+  vkt_check(app, vkrt_lab_prefetch(w, 4096, W - 8192)); /* beside it: no barrier */
+  vkt_check(app, vkrt_finish(app, 0));
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &after));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
+  if (after.barriers != before.barriers || after.barriers_elided - before.barriers_elided < 8)
+    fail_msg("prefetch in 8 KiB pieces beside an rms_norm: %llu barriers and %llu elided, want "
+             "none and at least 8", (unsigned long long)(after.barriers - before.barriers),
+             (unsigned long long)(after.barriers_elided - before.barriers_elided));
+  assert_int_equal(c1.prefetch_bytes - c0.prefetch_bytes, W - 8192);
+  double ss = 0;
+  for (int i = 0; i < N; i++)
+    ss += (double)x_host[i] * x_host[i];
+  double r = 1.0 / sqrt(ss / N + eps);
+  vkt_check(app, vkrt_download(got, y, 0, N * 4));
+  for (int i = 0; i < N; i++)
+    if (fabs(got[i] - x_host[i] * r) > 1e-5 * (1 + fabs(x_host[i] * r)))
+      fail_msg("element %d is %.9g, want %.9g", i, got[i], x_host[i] * r);
+  vkt_check(app, vkrt_download(w_got, w, 0, W));
+  assert_memory_equal(w_got, w_host, W);
+  expect_refused(app, vkrt_lab_prefetch(w, 2, 64), "offset 2");
+  expect_refused(app, vkrt_lab_prefetch(w, 0, 6), "size 6");
+  expect_refused(app, vkrt_lab_prefetch(w, 0, 0), "size 0");
+  expect_refused(app, vkrt_lab_prefetch(w, W - 64, 128), "past the end");
+  assert_int_equal(vkrt_lab_prefetch(NULL, 0, 64), VKRT_ERROR_INVALID_ARGUMENT);
+  vkt_check(app, vkrt_lab_limits_set(app, 0, 0, false, 0));
+  vkrt_buffer_destroy(x);
+  vkrt_buffer_destroy(y);
+  vkrt_buffer_destroy(w);
+  vkt_close(app);
+}
+
 /* Barriers and elisions the stream counted while `record` ran (from a fresh buffer). */
 struct barrier_count {
   uint64_t barriers, elided;
@@ -778,6 +844,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_host_barrier_only_for_mapped_writes),
       cmocka_unit_test(test_barrier_only_for_hazards),
       cmocka_unit_test(test_barrier_waits_for_stages_used),
+      cmocka_unit_test(test_prefetch_runs_beside),
       cmocka_unit_test(test_hazard_overlap_both_sides),
       cmocka_unit_test(test_hazard_list_full_forces_barrier),
       cmocka_unit_test(test_short_byte_copies),
