@@ -206,6 +206,18 @@ void appliance_describe(const struct service *s) {
            vkrt_type_str(L->ffn_up->type), vkrt_type_str(L->ffn_down->type),
            vkrt_type_str(s->model->output->type), s->model->output_tied ? " (tied to token_embd)" : "",
            s->n, vkrt_transport_str(vkrt_transport(s->app)));
+    /* matrices of types without kernels: converted on the host when the model loaded */
+    char conv[256];
+    size_t at = 0;
+    for (uint32_t t = 0; t < GGML_TYPE_COUNT && at < sizeof(conv); t++) {
+      vkrt_type to;
+      if (s->model->converted[t] && gguf_foreign_target(t, &to))
+        at += (size_t)snprintf(conv + at, sizeof(conv) - at, "%s%u %s -> %s", at ? ", " : "",
+                               s->model->converted[t], gguf_ggml_type_str(t), vkrt_type_str(to));
+    }
+    if (at)
+      printf("vkrt-service: converted on the host (no kernels for their types; the values as "
+             "ggml dequantizes them): %s\n", conv);
     return;
   }
   printf("vkrt-service: %s: GGUF v%u%s%s, %u tensors, layers %u hidden %u ffn %u, "

@@ -18,7 +18,8 @@ static void usage(FILE *f) {
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K|q6_K] [--seed N]   (--make-weights: the same)\n"
           "       vkrt-service --make-gguf FILE --preset llama3-8b|llama3.2-1b|qwen2.5-7b\n"
-          "                    [--dtype f16|q8_0|q4_K|q6_K|q4_K_M] [--vocab V]\n"
+          "                    [--dtype f16|q8_0|q4_K|q6_K|q4_K_M|q4_0|q4_1|q5_0|q5_1|q2_K|q3_K|\n"
+          "                             q5_K|bf16] [--vocab V]\n"
           "                    [--vocab-type spm|gpt2] [--seed N]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H --ffn F --heads N\n"
           "                    [--kv-heads N] [--vocab V] [--vocab-type spm|gpt2] [--dtype ...]\n"
@@ -30,6 +31,9 @@ static void usage(FILE *f) {
           "(tokenizer.ggml.model llama); gpt2: a byte-level BPE one as Llama 3's (model gpt2,\n"
           "pre llama-bpe: the 256 byte characters, pieces built by tokenizer.ggml.merges,\n"
           "<|begin_of_text|> BOS, <|end_of_text|> EOS and <|eot_id|> EOT last).\n"
+          "q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q5_K, bf16: every matrix of a ggml type libvkrt has\n"
+          "no kernels for (random blocks); --weights converts them on the host when the model\n"
+          "loads: q4_0 and q5_0 into q8_0, the others into f32, every value as ggml gives it.\n"
           "q4_K_M: q4_K with q6_K where llama.cpp's Q4_K_M puts it (the output head, attn_v and\n"
           "ffn_down of the first and last eighth of the layers and every third between).\n"
           "--rope-freqs F writes rope_freqs.weight, RoPE scaled as Llama 3.1 does (factor F: 8\n"
@@ -153,6 +157,12 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     return parse_u64(v, &o->devices) && o->devices >= 1 && o->devices <= VKRT_MAX_DEVICES;
   if (!strcmp(a, "--dtype")) {
     o->q4_k_m = !strcmp(v, "q4_K_M");
+    o->foreign = 0;
+    for (uint32_t t = 0; t < GGML_TYPE_COUNT && !o->q4_k_m; t++) {
+      vkrt_type to;
+      if (gguf_foreign_target(t, &to) && !strcasecmp(v, gguf_ggml_type_str(t)))
+        return o->foreign = t, o->dtype = to, true;
+    }
     return o->q4_k_m ? (o->dtype = VKRT_TYPE_Q4_K, true) : parse_dtype(v, &o->dtype);
   }
   if (!strcmp(a, "--activations")) {

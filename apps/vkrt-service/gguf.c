@@ -372,6 +372,8 @@ bad:
 void gguf_close(struct gguf_file *f) {
   if (!f)
     return;
+  for (uint32_t i = 0; f->tensors && i < f->tensor_count; i++)
+    free(f->tensors[i].converted);
   free(f->tensors);
   free(f->names);
   free(f->kvs);
@@ -427,11 +429,18 @@ const struct gguf_tensor *gguf_find(const struct gguf_file *f, const char *name)
 }
 
 const uint8_t *gguf_data(const struct gguf_file *f, const struct gguf_tensor *t) {
-  return f->buf + f->data_offset + t->offset;
+  return t->converted ? t->converted : f->buf + f->data_offset + t->offset;
 }
 
 uint64_t gguf_row_bytes(const struct gguf_tensor *t) {
+  if (t->converted)
+    return t->ne[0] / vkrt_type_block(t->type) * vkrt_type_size(t->type);
   return t->ne[0] / ggml_types[t->ggml_type].block * ggml_types[t->ggml_type].bytes;
+}
+
+uint32_t gguf_ggml_block(uint32_t ggml) { return ggml < GGML_TYPE_COUNT ? ggml_types[ggml].block : 0; }
+uint32_t gguf_ggml_block_bytes(uint32_t ggml) {
+  return ggml < GGML_TYPE_COUNT ? ggml_types[ggml].bytes : 0;
 }
 
 /* ---- metadata getters ----------------------------------------------------------------- */
@@ -761,16 +770,23 @@ static const uint32_t ggml_id[VKRT_TYPE_COUNT] = {
   [VKRT_TYPE_Q8_0] = GGML_TYPE_Q8_0, [VKRT_TYPE_Q4_K] = GGML_TYPE_Q4_K,
   [VKRT_TYPE_Q6_K] = GGML_TYPE_Q6_K};
 
+uint32_t gguf_ggml_id(vkrt_type type) { return ggml_id[type]; }
+
 uint64_t gguf_writer_tensor_info(struct gguf_writer *w, const char *name, uint64_t ne0,
                                  uint64_t ne1, vkrt_type type) {
+  return gguf_writer_tensor_info_ggml(w, name, ne0, ne1, ggml_id[type]);
+}
+
+uint64_t gguf_writer_tensor_info_ggml(struct gguf_writer *w, const char *name, uint64_t ne0,
+                                      uint64_t ne1, uint32_t ggml) {
   gguf_writer_str(w, name, strlen(name));
   put_u(w, ne1 ? 2 : 1, 4);
   put_u(w, ne0, 8);
   if (ne1)
     put_u(w, ne1, 8);
-  put_u(w, ggml_id[type], 4);
+  put_u(w, ggml, 4);
   put_u(w, w->data_offset, 8);
-  uint64_t row = ne0 / vkrt_type_block(type) * vkrt_type_size(type), bytes = row * (ne1 ? ne1 : 1);
+  uint64_t row = ne0 / ggml_types[ggml].block * ggml_types[ggml].bytes, bytes = row * (ne1 ? ne1 : 1);
   w->data_offset += (bytes + GGUF_DEFAULT_ALIGNMENT - 1) / GGUF_DEFAULT_ALIGNMENT * GGUF_DEFAULT_ALIGNMENT;
   return row;
 }

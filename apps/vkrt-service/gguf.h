@@ -33,13 +33,21 @@ enum {
   GGUF_KV_COUNT
 };
 
-/* ggml type ids (ggml.h enum ggml_type) this service loads. */
+/* ggml type ids (ggml.h enum ggml_type) this service loads, runs or converts (foreign.c). */
 enum {
   GGML_TYPE_F32 = 0,
   GGML_TYPE_F16 = 1,
+  GGML_TYPE_Q4_0 = 2,
+  GGML_TYPE_Q4_1 = 3,
+  GGML_TYPE_Q5_0 = 6,
+  GGML_TYPE_Q5_1 = 7,
   GGML_TYPE_Q8_0 = 8,
+  GGML_TYPE_Q2_K = 10,
+  GGML_TYPE_Q3_K = 11,
   GGML_TYPE_Q4_K = 12,
+  GGML_TYPE_Q5_K = 13,
   GGML_TYPE_Q6_K = 14,
+  GGML_TYPE_BF16 = 30,
   GGML_TYPE_COUNT = 40, /* ids at or past this are unknown */
 };
 
@@ -65,8 +73,12 @@ struct gguf_tensor {
   uint32_t ggml_type;
   uint64_t offset;      /* in the data section */
   uint64_t size;        /* bytes; 0 when the type's block size is not known here */
-  bool supported;       /* f32, f16, q8_0, q4_K or q6_K (vkrt_type below) */
+  bool supported;       /* f32, f16, q8_0, q4_K or q6_K (vkrt_type below), or converted */
   vkrt_type type;
+  /* A tensor of a type without kernels, converted on the host (gguf_convert): its bytes in
+   * `type`'s layout (size and gguf_row_bytes count them; gguf_data points here); NULL when
+   * the file's bytes are used. Freed by gguf_close. */
+  uint8_t *converted;
 };
 
 /* One metadata entry: the key and where its value lies in the file (checked by the parse). */
@@ -147,9 +159,23 @@ struct gguf_mlp {
   const struct gguf_tensor *gate[GGUF_MAX_LAYERS], *up[GGUF_MAX_LAYERS], *down[GGUF_MAX_LAYERS];
 };
 int gguf_mlp(const struct gguf_file *f, struct gguf_mlp *out, char *err, size_t err_size);
-/* Pointer to a tensor's data and its row stride in bytes (ne[0] elements). */
+/* Pointer to a tensor's data and its row stride in bytes (ne[0] elements): the converted
+ * bytes once converted. */
 const uint8_t *gguf_data(const struct gguf_file *f, const struct gguf_tensor *t);
 uint64_t gguf_row_bytes(const struct gguf_tensor *t);
+/* Elements and bytes per block of a ggml type id (0: not sized here). */
+uint32_t gguf_ggml_block(uint32_t ggml);
+uint32_t gguf_ggml_block_bytes(uint32_t ggml);
+
+/* foreign.c: types without kernels. The type a foreign one converts to, exactly (q4_0, q5_0 ->
+ * q8_0; q4_1, q5_1, q2_K, q3_K, q5_K, bf16 -> f32), false for the others; its name; the
+ * conversion of t in place (its bytes dequantized into malloc'd memory, t->type, size,
+ * supported updated; a tensor already supported is left alone); and random blocks of a
+ * foreign type with weights of about 1 / sqrt(K) for --make-gguf. */
+bool gguf_foreign_target(uint32_t ggml, vkrt_type *to);
+const char *gguf_ggml_type_str(uint32_t ggml);
+int gguf_convert(struct gguf_file *f, struct gguf_tensor *t, char *err, size_t err_size);
+void gguf_foreign_synth_row(uint8_t *out, uint32_t ggml, uint64_t K, uint64_t *rng);
 
 /* Pseudo-random numbers and float -> IEEE half: vkrt_xorshift and vkrt_f32_to_f16 of
  * base/numbers.h, the tree's one generator and conversion. */
@@ -181,6 +207,10 @@ void gguf_writer_f32(struct gguf_writer *w, float v);
  * blocks); returns the bytes of one row. */
 uint64_t gguf_writer_tensor_info(struct gguf_writer *w, const char *name, uint64_t ne0,
                                  uint64_t ne1, vkrt_type type);
+/* The same for a ggml type id (one gguf_ggml_block sizes), and the id of a vkrt type. */
+uint64_t gguf_writer_tensor_info_ggml(struct gguf_writer *w, const char *name, uint64_t ne0,
+                                      uint64_t ne1, uint32_t ggml);
+uint32_t gguf_ggml_id(vkrt_type type);
 void gguf_writer_data(struct gguf_writer *w, const void *p, size_t n);
 void gguf_writer_align(struct gguf_writer *w);
 int gguf_writer_close(struct gguf_writer *w, const char *path, char *err, size_t err_size);

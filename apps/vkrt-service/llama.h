@@ -49,14 +49,15 @@ struct llama_model {
                                                       when the file has none */
   bool output_tied;
   struct llama_layer layer[LLAMA_MAX_LAYERS];
+  uint32_t converted[GGML_TYPE_COUNT]; /* matrices converted on the host, by their file type */
 };
 
 /* Reads the hyper-parameters and finds every tensor, checking architecture ("llama"), the
  * presence, type (f32, f16, q8_0, q4_K, q6_K; norms f32) and shape of each against the metadata,
- * and that n_head is a multiple of n_head_kv. Returns 0 or GGUF_E_* with a message naming the
- * key or tensor in err. */
-int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *err,
-                     size_t err_size);
+ * and that n_head is a multiple of n_head_kv; matrices of q4_0, q4_1, q5_0, q5_1, q2_K, q3_K,
+ * q5_K or bf16 are converted on the host (gguf_convert: q8_0 or f32, exactly) and counted in
+ * converted[]. Returns 0 or GGUF_E_* with a message naming the key or tensor in err. */
+int llama_model_load(struct gguf_file *f, struct llama_model *out, char *err, size_t err_size);
 /* Bytes of weights read per token (every tensor once; the output head once). */
 uint64_t llama_weight_bytes(const struct llama_model *m);
 
@@ -148,6 +149,8 @@ struct llama_make_params {
                          head (token_embd when tied), attn_v and ffn_down of the first and
                          last eighth of the layers and every third between */
   enum llama_vocab_type vocab; /* SentencePiece (the default) or GPT-2 byte-level BPE */
+  uint32_t foreign;   /* a ggml type without kernels (q4_0 ... bf16, foreign.c) for every
+                         matrix instead of `type` (which is then what it converts to); 0: none */
 };
 /* "llama3-8b", "llama3.2-1b", "qwen2.5-7b": real hyper-parameters (n_vocab as given by the
  * caller may shrink the vocabulary). false for an unknown name. Sets every field but type,

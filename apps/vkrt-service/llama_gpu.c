@@ -208,12 +208,29 @@ static vkrt_status load_add(struct llama_gpu *g, vkrt_load_range r) {
   return VKRT_OK;
 }
 
+/* Bytes of t from `from` (relative to its data; rows of r.size bytes r.file_pitch apart when
+ * r.rows is set) into r.dst: queued for the load from the file, or, for a tensor converted
+ * on the host (its bytes are not the file's), uploaded from memory now. */
+static vkrt_status load_tensor(struct llama_gpu *g, const struct gguf_tensor *t, uint64_t from,
+                               vkrt_load_range r) {
+  if (!t->converted) {
+    r.file_offset = tensor_offset(g->m, t) + from;
+    return load_add(g, r);
+  }
+  const uint8_t *src = t->converted + from;
+  vkrt_status s = r.rows ? vkrt_upload_2d(r.dst, r.dst_offset, r.dst_pitch, src, r.file_pitch,
+                                          r.size, r.rows)
+                         : vkrt_upload(r.dst, r.dst_offset, src, r.size);
+  if (s != VKRT_OK)
+    g->failed = "vkrt_upload (a converted tensor)";
+  return s;
+}
+
 /* Rows [row0, row0 + rows) of t, contiguous in the file, into buf at byte `at`. */
 static vkrt_status upload_rows_at(struct llama_gpu *g, uint32_t d, const struct gguf_tensor *t,
                                   uint64_t row0, uint64_t rows, vkrt_buffer *buf, uint64_t at) {
   uint64_t rb = gguf_row_bytes(t);
-  TRY(load_add(g, (vkrt_load_range){.file_offset = tensor_offset(g->m, t) + row0 * rb,
-                                     .size = rows * rb, .dst = buf, .dst_offset = at}));
+  TRY(load_tensor(g, t, row0 * rb, (vkrt_load_range){.size = rows * rb, .dst = buf, .dst_offset = at}));
   g->dev[d].weight_bytes += rows * rb;
   g->dev[d].uploaded += rows * rb;
   return VKRT_OK;
@@ -249,9 +266,9 @@ static vkrt_status upload_cols(struct llama_gpu *g, uint32_t d, const struct ggu
   uint64_t bs = vkrt_type_size(t->type), bl = vkrt_type_block(t->type);
   uint64_t width = cols / bl * bs, rows = t->ne[1];
   TRY(vkrt_buffer_create(g->app, d, width * rows + 16, VKRT_BUFFER_DEVICE_LOCAL, out));
-  TRY(load_add(g, (vkrt_load_range){.file_offset = tensor_offset(g->m, t) + col0 / bl * bs,
-                                     .size = width, .dst = *out, .rows = rows,
-                                     .file_pitch = gguf_row_bytes(t), .dst_pitch = width}));
+  TRY(load_tensor(g, t, col0 / bl * bs, (vkrt_load_range){.size = width, .dst = *out, .rows = rows,
+                                                          .file_pitch = gguf_row_bytes(t),
+                                                          .dst_pitch = width}));
   g->dev[d].weight_bytes += width * rows;
   g->dev[d].uploaded += width * rows;
   return VKRT_OK;

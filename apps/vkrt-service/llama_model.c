@@ -15,9 +15,13 @@ static int find_tensor(const struct gguf_file *f, const char *name, bool norm, u
   *out = NULL;
   if (!t)
     return gguf_fail(err, err_size, GGUF_E_MISSING, "missing tensor %s", name);
-  if (norm ? t->ggml_type != GGML_TYPE_F32 : !t->supported)
-    return gguf_fail(err, err_size, GGUF_E_TYPE, "tensor %s has ggml type %u; %s", name, t->ggml_type,
-                     norm ? "vectors (norms, rope_freqs) are f32" : "matrices are f32, f16, q8_0, q4_K or q6_K");
+  vkrt_type to;
+  if (norm ? t->ggml_type != GGML_TYPE_F32 : !t->supported && !gguf_foreign_target(t->ggml_type, &to))
+    return gguf_fail(err, err_size, GGUF_E_TYPE, "tensor %s has ggml type %u (%s); %s", name,
+                     t->ggml_type, gguf_ggml_type_str(t->ggml_type),
+                     norm ? "vectors (norms, rope_freqs) are f32"
+                          : "matrices are f32, f16, q8_0, q4_K or q6_K, or q4_0, q4_1, q5_0, q5_1, "
+                            "q2_K, q3_K, q5_K or bf16 (converted on the host)");
   uint64_t want1 = ne1 ? ne1 : 1;
   if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1) {
     if (ne1)
@@ -126,8 +130,32 @@ static int load_hparams(const struct gguf_file *f, struct llama_hparams *hp, cha
   return r ? r : load_rope_scaling(f, hp, err, err_size);
 }
 
-int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *err,
-                     size_t err_size) {
+/* The matrices of types without kernels converted on the host (foreign.c), counted by type
+ * in m->converted. */
+static int convert_matrices(struct gguf_file *f, struct llama_model *m, char *err, size_t err_size) {
+  const struct gguf_tensor *mats[3 + 7 * LLAMA_MAX_LAYERS];
+  uint32_t n = 0;
+  mats[n++] = m->tok_embd;
+  mats[n++] = m->output;
+  for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+    const struct llama_layer *L = &m->layer[l];
+    const struct gguf_tensor *w[7] = {L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down};
+    for (int i = 0; i < 7; i++)
+      mats[n++] = w[i];
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    struct gguf_tensor *t = &f->tensors[mats[i] - f->tensors]; /* the file's own, to convert */
+    if (t->supported)
+      continue;
+    int r = gguf_convert(f, t, err, err_size);
+    if (r)
+      return r;
+    m->converted[t->ggml_type]++;
+  }
+  return GGUF_OK;
+}
+
+int llama_model_load(struct gguf_file *f, struct llama_model *out, char *err, size_t err_size) {
   memset(out, 0, sizeof(*out));
   if (strcmp(f->architecture, "llama"))
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "general.architecture is \"%s\"; vkrt-service "
@@ -185,7 +213,7 @@ int llama_model_load(const struct gguf_file *f, struct llama_model *out, char *e
       return r;
   }
   out->file = f;
-  return GGUF_OK;
+  return convert_matrices(f, out, err, err_size);
 }
 
 uint64_t llama_weight_bytes(const struct llama_model *m) {

@@ -295,7 +295,11 @@ static void write_bpe_vocab(struct gguf_writer *w, const struct bpe_build *b, ui
 }
 
 static int check_params(const struct llama_make_params *p, char *err, size_t err_size) {
-  uint32_t block = vkrt_type_block(p->type);
+  uint32_t block = p->foreign ? gguf_ggml_block(p->foreign) : vkrt_type_block(p->type);
+  vkrt_type to;
+  if (p->foreign && (!gguf_foreign_target(p->foreign, &to) || p->q4_k_m))
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "ggml type %u is not one converted on the "
+                     "host, or mixed with Q4_K_M", p->foreign);
   if (p->type != VKRT_TYPE_F32 && p->type != VKRT_TYPE_F16 && p->type != VKRT_TYPE_Q8_0 &&
       p->type != VKRT_TYPE_Q4_K && p->type != VKRT_TYPE_Q6_K)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "matrices are f32, f16, q8_0, q4_K or q6_K");
@@ -313,7 +317,7 @@ static int check_params(const struct llama_make_params *p, char *err, size_t err
   if (!p->n_embd || !p->n_ff || p->n_embd % block || p->n_ff % block)
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "hidden %u and ffn %u must be multiples "
                      "of the %u-element %s block", p->n_embd, p->n_ff, block,
-                     vkrt_type_str(p->type));
+                     p->foreign ? gguf_ggml_type_str(p->foreign) : vkrt_type_str(p->type));
   uint32_t vocab_min = p->vocab == LLAMA_VOCAB_BPE ? BPE_VOCAB_MIN : VOCAB_MIN;
   if (p->n_vocab < vocab_min || p->n_vocab > (1u << 22))
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "a vocabulary of %u tokens (%u..%u: the "
@@ -334,6 +338,7 @@ struct tensor_plan {
   char name[48];
   uint64_t ne0, ne1;   /* ne1 0: a norm or the RoPE factors (f32 vectors) */
   vkrt_type type;
+  uint32_t foreign;    /* the ggml type written instead of `type` (0: type's) */
 };
 
 /* Llama 3.1's RoPE factors for pair i of n_rot (convert_hf_to_gguf's llama3 rope_freqs):
@@ -384,6 +389,8 @@ static uint32_t plan_tensors(const struct llama_make_params *p, struct tensor_pl
       n++;
     }
   }
+  for (uint32_t i = 0; i < n; i++) /* every matrix of the foreign type */
+    t[i].foreign = t[i].ne1 ? p->foreign : 0;
   return n;
 }
 
@@ -394,6 +401,7 @@ static uint32_t plan_tensors(const struct llama_make_params *p, struct tensor_pl
 struct batch {
   uint8_t *buf;
   vkrt_type type;
+  uint32_t foreign; /* rows of this ggml type instead (foreign.c), 0: type's */
   uint64_t ne0, row_bytes, row0, rows, seed;
   uint32_t tensor;
   atomic_uint_fast64_t next;
@@ -410,7 +418,10 @@ static void *batch_rows(void *arg) {
   struct batch *b = arg;
   for (uint64_t i; (i = atomic_fetch_add(&b->next, 1)) < b->rows;) {
     uint64_t rng = row_seed(b->seed, b->tensor, b->row0 + i);
-    gguf_synth_row(b->buf + i * b->row_bytes, b->type, b->ne0, &rng);
+    if (b->foreign)
+      gguf_foreign_synth_row(b->buf + i * b->row_bytes, b->foreign, b->ne0, &rng);
+    else
+      gguf_synth_row(b->buf + i * b->row_bytes, b->type, b->ne0, &rng);
   }
   return NULL;
 }
@@ -456,7 +467,8 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
   }
   char name[96];
   snprintf(name, sizeof(name), "vkrt-service synthetic llama (%u layers, hidden %u, %s%s)",
-           p->n_layer, p->n_embd, vkrt_type_str(p->type), p->q4_k_m ? "_M" : "");
+           p->n_layer, p->n_embd, p->foreign ? gguf_ggml_type_str(p->foreign) : vkrt_type_str(p->type),
+           p->q4_k_m ? "_M" : "");
   gguf_writer_kv_str(&w, "general.architecture", "llama");
   gguf_writer_kv_str(&w, "general.name", name);
   gguf_writer_kv_u32(&w, "llama.block_count", p->n_layer);
@@ -478,7 +490,8 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
     write_spm_vocab(&w, p->n_vocab);
   bpe_build_free(&bpe);
   for (uint32_t t = 0; t < n_tensors; t++)
-    gguf_writer_tensor_info(&w, plan[t].name, plan[t].ne0, plan[t].ne1, plan[t].type);
+    gguf_writer_tensor_info_ggml(&w, plan[t].name, plan[t].ne0, plan[t].ne1,
+                                 plan[t].foreign ? plan[t].foreign : gguf_ggml_id(plan[t].type));
   gguf_writer_align(&w);
   uint64_t rng = p->seed * 0x9e3779b97f4a7c15ull + 1;
   for (uint32_t t = 0; t < n_tensors && w.ok; t++) {
@@ -491,9 +504,10 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
       }
       gguf_writer_data(&w, row, plan[t].ne0 * 4);
     } else {
-      struct batch b = {.buf = row, .type = plan[t].type, .ne0 = plan[t].ne0, .seed = p->seed,
-                        .tensor = t};
-      b.row_bytes = plan[t].ne0 / vkrt_type_block(b.type) * vkrt_type_size(b.type);
+      struct batch b = {.buf = row, .type = plan[t].type, .foreign = plan[t].foreign,
+                        .ne0 = plan[t].ne0, .seed = p->seed, .tensor = t};
+      b.row_bytes = b.foreign ? plan[t].ne0 / gguf_ggml_block(b.foreign) * gguf_ggml_block_bytes(b.foreign)
+                              : plan[t].ne0 / vkrt_type_block(b.type) * vkrt_type_size(b.type);
       const uint64_t per_batch = BATCH_BYTES / b.row_bytes ? BATCH_BYTES / b.row_bytes : 1;
       for (b.row0 = 0; b.row0 < plan[t].ne1 && w.ok; b.row0 += b.rows) {
         b.rows = plan[t].ne1 - b.row0 < per_batch ? plan[t].ne1 - b.row0 : per_batch;

@@ -61,6 +61,8 @@ struct service_args {
   bool verbose, fault_import, tokens_given, q8_activations, f16_activations;
   vkrt_type dtype;
   bool q4_k_m;                    /* --dtype q4_K_M: q4_K with q6_K where llama.cpp puts it */
+  uint32_t foreign;               /* --dtype q4_0, q5_K, bf16, ...: a ggml type without kernels
+                                     (foreign.c) for a llama model's matrices; 0: dtype's */
   float rope_factor;              /* --rope-freqs F (-1: not given, the preset's) */
   float rope_linear;              /* --rope-linear F */
   /* llama mode */

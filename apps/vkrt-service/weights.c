@@ -11,7 +11,7 @@ static int make_llama(const struct service_args *a) {
                                 .eps = 1e-5f};
   if (a->preset)
     llama_preset(a->preset, &p);
-  p.type = a->dtype, p.seed = a->seed, p.q4_k_m = a->q4_k_m;
+  p.type = a->dtype, p.seed = a->seed, p.q4_k_m = a->q4_k_m, p.foreign = a->foreign;
   p.rope_factor = a->rope_factor >= 0 ? a->rope_factor : p.rope_factor;
   p.rope_linear = a->rope_linear;
   p.n_layer = a->layers ? (uint32_t)a->layers : p.n_layer;
@@ -35,7 +35,8 @@ static int make_llama(const struct service_args *a) {
          "of %u, vocabulary %u %s, %s%s%s)\n", a->make_path, a->preset ? " " : "",
          a->preset ? a->preset : "", p.n_layer, p.n_embd, p.n_ff, p.n_head, p.n_head_kv,
          p.n_embd / p.n_head, p.n_vocab, p.vocab == LLAMA_VOCAB_BPE ? "gpt2" : "spm",
-         vkrt_type_str(p.type), p.q4_k_m ? "_M" : "", p.tie_output ? ", tied head" : "");
+         p.foreign ? gguf_ggml_type_str(p.foreign) : vkrt_type_str(p.type), p.q4_k_m ? "_M" : "",
+         p.tie_output ? ", tied head" : "");
   return 0;
 }
 
@@ -45,6 +46,12 @@ int weights_make(const struct service_args *a) {
   if (a->q4_k_m) {
     fprintf(stderr, "vkrt-service: --dtype q4_K_M mixes types across a llama model's tensors: "
             "give --preset or --heads\n");
+    return EXIT_USAGE;
+  }
+  if (a->foreign) {
+    fprintf(stderr, "vkrt-service: --dtype %s is for a llama model's matrices (--preset or "
+            "--heads): the MLP stack runs f32, f16, q8_0, q4_K and q6_K only\n",
+            gguf_ggml_type_str(a->foreign));
     return EXIT_USAGE;
   }
   if (!a->layers || !a->hidden) {

@@ -18,7 +18,7 @@
 
 /* Every metadata entry through its getter (arrays read to the last element), then the llama
  * model and vocabulary (a short text tokenized and decoded when they load). */
-static unsigned metadata(const struct gguf_file *f) {
+static unsigned metadata(struct gguf_file *f) {
   unsigned sum = 0;
   char err[512], key[256];
   for (uint64_t i = 0; i < f->kv_count; i++) {

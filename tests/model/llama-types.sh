@@ -7,7 +7,8 @@
 # against the float64 reference, the same ids on both, the ranks bit-identical, the largest
 # logit difference under 1e-3 of the largest logit (a device that ignored the RoPE factors
 # is ~1e-2 off at these positions, one that ignored linear scaling chooses other tokens);
-# the model line says what the file holds.
+# the model line says what the file holds. Files of q4_0, q5_0, q4_1, q5_1, q2_K, q3_K, q5_K
+# and bf16 matrices run converted on the host (q8_0 or f32), 24 tokens each, checked the same.
 . "$(dirname "$0")/lib.sh"
 require_llama Q8_0 Q4_K Q6_K
 work=$(mktemp -d /tmp/vkrt-types.XXXXXX)
@@ -44,6 +45,14 @@ for dtype in q8_0 q4_K q6_K q4_K_M; do
     *) want="matrices all $dtype (layer 0: q/k/v/o $dtype/$dtype/$dtype/$dtype, gate/up/down $dtype/$dtype/$dtype), output $dtype," ;;
   esac
   run $dtype 24 "$want"
+done
+# Types without kernels, converted on the host when the model loads: q4_0 and q5_0 into q8_0
+# (the same d, the quants as int8: exact), the others into f32; the model line says so and
+# every position is checked against the float64 reference of the file's own values.
+for dtype in q4_0 q5_0 q4_1 q5_1 q2_K q3_K q5_K bf16; do
+  case $dtype in q4_0|q5_0) to=q8_0 ;; *) to=f32 ;; esac
+  "$svc" --make-gguf "$work/$dtype.gguf" "${shape[@]}" --layers 2 --dtype $dtype --seed 7 >/dev/null
+  run $dtype 24 "converted on the host (no kernels for their types; the values as ggml dequantizes them): 16 $dtype -> $to"
 done
 "$svc" --make-gguf "$work/rope_freqs.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-freqs 32 --seed 5 >/dev/null
 run rope_freqs 64 "RoPE base 10000 with rope_freqs.weight, matrices"

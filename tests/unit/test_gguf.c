@@ -5,6 +5,7 @@
  * data, unknown types, partial blocks, overflowing dims, duplicate and missing tensors) fails
  * with its own code and a message. VKRT_GGUF_SEED_DIR=dir also writes the inputs there (the
  * fuzz seed corpus tests/fuzz/corpus/fuzz_gguf was made so). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -83,6 +84,198 @@ static void expect(const struct buf *b, int code, const char *needle) {
   }
   if (!strstr(err, needle))
     fail_msg("message '%s' lacks '%s'", err, needle);
+}
+
+/* ---- types converted on the host (foreign.c) ------------------------------------------ */
+
+/* A tensor of one row of K elements of ggml type `ggml` over the block bytes `b`, converted;
+ * the converted row as floats in y (q8_0 results: d * q per element, and the int8 quants). */
+static void convert_row(uint32_t ggml, const uint8_t *b, uint32_t K, float *y, int8_t *q8) {
+  struct gguf_file f;
+  memset(&f, 0, sizeof(f));
+  struct gguf_tensor t = {.name = "t", .n_dims = 1, .ne = {K, 1, 1, 1}, .ggml_type = ggml,
+                          .size = K / gguf_ggml_block(ggml) * gguf_ggml_block_bytes(ggml)};
+  f.buf = b;
+  f.tensors = &t;
+  char err[256];
+  assert_int_equal(gguf_convert(&f, &t, err, sizeof(err)), GGUF_OK);
+  assert_true(t.supported && t.converted);
+  vkrt_type to;
+  assert_true(gguf_foreign_target(ggml, &to));
+  assert_int_equal(t.type, to);
+  assert_int_equal(gguf_row_bytes(&t), K / vkrt_type_block(to) * vkrt_type_size(to));
+  for (uint32_t k = 0; k < K; k++) {
+    if (to == VKRT_TYPE_F32) {
+      memcpy(&y[k], t.converted + 4 * k, 4);
+      continue;
+    }
+    const uint8_t *blk = t.converted + 34 * (k / 32);
+    q8[k] = (int8_t)blk[2 + k % 32];
+    y[k] = vkrt_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8)) * q8[k];
+  }
+  free(t.converted);
+}
+
+static void put_f16(uint8_t *p, float v) {
+  uint16_t h = vkrt_f32_to_f16(v);
+  p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+}
+static float f16_of(float v) { return vkrt_f16_to_f32(vkrt_f32_to_f16(v)); }
+
+static void expect_close(const float *got, const double *want, int n, const char *what) {
+  for (int i = 0; i < n; i++)
+    if (fabs(got[i] - want[i]) > 1e-6 * (1 + fabs(want[i])))
+      fail_msg("%s: element %d is %.9g, want %.9g", what, i, (double)got[i], want[i]);
+}
+
+/* Each converted type against blocks packed here the way ggml's quantizers pack them (from
+ * chosen quants, scales and mins): every element comes back as d * sc * q - dmin * m. q4_0
+ * and q5_0 become q8_0 with the same d and q - 8 / q - 16 as the quants, exactly. */
+static void test_foreign_conversions(void **state) {
+  (void)state;
+  uint64_t rng = 0x1234567ull;
+  uint8_t b[256 * 2];
+  float y[256];
+  int8_t q8[256];
+  double want[256];
+  int v[256];
+  /* q4_0 {d; qs[16]}: element j < 16 in the low nibble of qs[j], j + 16 in its high one */
+  memset(b, 0, sizeof(b));
+  put_f16(b, 0.375f);
+  for (int j = 0; j < 32; j++)
+    v[j] = (int)(vkrt_xorshift(&rng) % 16) - 8;
+  for (int j = 0; j < 16; j++)
+    b[2 + j] = (uint8_t)((v[j] + 8) | (v[j + 16] + 8) << 4);
+  convert_row(GGML_TYPE_Q4_0, b, 32, y, q8);
+  for (int j = 0; j < 32; j++) {
+    assert_int_equal(q8[j], v[j]);
+    want[j] = 0.375 * v[j];
+  }
+  expect_close(y, want, 32, "q4_0");
+  /* q5_0 {d; qh[4]; qs[16]}: the fifth bit of element j is bit j of qh */
+  memset(b, 0, sizeof(b));
+  put_f16(b, 0.25f);
+  uint32_t qh = 0;
+  for (int j = 0; j < 32; j++) {
+    v[j] = (int)(vkrt_xorshift(&rng) % 32) - 16;
+    qh |= (uint32_t)((v[j] + 16) >> 4) << j;
+  }
+  for (int j = 0; j < 16; j++)
+    b[6 + j] = (uint8_t)(((v[j] + 16) & 15) | ((v[j + 16] + 16) & 15) << 4);
+  memcpy(b + 2, &qh, 4);
+  convert_row(GGML_TYPE_Q5_0, b, 32, y, q8);
+  for (int j = 0; j < 32; j++)
+    assert_int_equal(q8[j], v[j]);
+  /* q4_1 {d; m; qs[16]} and q5_1 {d; m; qh[4]; qs[16]}: q d + m */
+  for (int five = 0; five < 2; five++) {
+    memset(b, 0, sizeof(b));
+    put_f16(b, 0.125f), put_f16(b + 2, -0.8125f);
+    qh = 0;
+    for (int j = 0; j < 32; j++) {
+      v[j] = (int)(vkrt_xorshift(&rng) % (five ? 32 : 16));
+      qh |= (uint32_t)(v[j] >> 4) << j;
+      want[j] = 0.125 * v[j] - 0.8125;
+    }
+    uint8_t *qs = b + (five ? 8 : 4);
+    for (int j = 0; j < 16; j++)
+      qs[j] = (uint8_t)((v[j] & 15) | (v[j + 16] & 15) << 4);
+    if (five)
+      memcpy(b + 4, &qh, 4);
+    convert_row(five ? GGML_TYPE_Q5_1 : GGML_TYPE_Q4_1, b, 32, y, q8);
+    expect_close(y, want, 32, five ? "q5_1" : "q4_1");
+  }
+  /* q5_K {d; dmin; scales[12]; qh[32]; qs[128]}: sub-block s (32 elements) with 6-bit scale
+   * and min packed as q4_K's; sub-blocks 2 i and 2 i + 1 share qs[32 i ..] (low, high
+   * nibbles); the fifth bit of element 32 s + l is bit s of qh[l] */
+  {
+    memset(b, 0, sizeof(b));
+    const float d = f16_of(0.0078125f), dmin = f16_of(0.01953125f);
+    put_f16(b, d), put_f16(b + 2, dmin);
+    int sc[8], mn[8];
+    for (int s = 0; s < 8; s++)
+      sc[s] = (int)(vkrt_xorshift(&rng) % 64), mn[s] = (int)(vkrt_xorshift(&rng) % 64);
+    uint8_t *h = b + 4;
+    for (int j = 0; j < 4; j++) {
+      h[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+      h[j + 4] = (uint8_t)(mn[j] | (mn[j + 4] >> 4) << 6);
+      h[j + 8] = (uint8_t)((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
+    }
+    for (int i = 0; i < 256; i++) {
+      int s = i / 32, l = i % 32;
+      v[i] = (int)(vkrt_xorshift(&rng) % 32);
+      b[48 + 32 * (s / 2) + l] |= (uint8_t)((v[i] & 15) << (s % 2 ? 4 : 0));
+      b[16 + l] |= (uint8_t)((v[i] >> 4) << s);
+      want[i] = (double)d * sc[s] * v[i] - (double)dmin * mn[s];
+    }
+    convert_row(GGML_TYPE_Q5_K, b, 256, y, q8);
+    expect_close(y, want, 256, "q5_K");
+  }
+  /* q2_K {scales[16]; qs[64]; d; dmin}: group g (16 elements) scale g low nibble, min high;
+   * element 128 h + 32 j + l: bits 2 j of qs[32 h + l] */
+  {
+    memset(b, 0, sizeof(b));
+    const float d = f16_of(0.046875f), dmin = f16_of(0.0234375f);
+    put_f16(b + 80, d), put_f16(b + 82, dmin);
+    int sc[16], mn[16];
+    for (int g = 0; g < 16; g++) {
+      sc[g] = (int)(vkrt_xorshift(&rng) % 16), mn[g] = (int)(vkrt_xorshift(&rng) % 16);
+      b[g] = (uint8_t)(sc[g] | mn[g] << 4);
+    }
+    for (int i = 0; i < 256; i++) {
+      int hh = i / 128, j = (i % 128) / 32, l = i % 32;
+      v[i] = (int)(vkrt_xorshift(&rng) % 4);
+      b[16 + 32 * hh + l] |= (uint8_t)(v[i] << (2 * j));
+      want[i] = (double)d * sc[i / 16] * v[i] - (double)dmin * mn[i / 16];
+    }
+    convert_row(GGML_TYPE_Q2_K, b, 256, y, q8);
+    expect_close(y, want, 256, "q2_K");
+  }
+  /* q3_K {hmask[32]; qs[64]; scales[12]; d}: group g's 6-bit scale (minus 32): low nibble in
+   * byte g (g < 8) or the high nibble of byte g - 8, top two bits at bits 2 (g / 4) of byte
+   * 8 + g % 4; element i = q - 4 (q 3 bits): low two bits as q2_K's, the third bit i / 32 of
+   * hmask[i % 32] */
+  {
+    memset(b, 0, sizeof(b));
+    const float d = f16_of(0.0625f);
+    put_f16(b + 108, d);
+    int sc[16];
+    uint8_t *s12 = b + 96;
+    for (int g = 0; g < 16; g++) {
+      sc[g] = (int)(vkrt_xorshift(&rng) % 64);
+      s12[g < 8 ? g : g - 8] |= (uint8_t)((sc[g] & 15) << (g < 8 ? 0 : 4));
+      s12[8 + g % 4] |= (uint8_t)((sc[g] >> 4) << (2 * (g / 4)));
+    }
+    for (int i = 0; i < 256; i++) {
+      int hh = i / 128, j = (i % 128) / 32, l = i % 32, q = (int)(vkrt_xorshift(&rng) % 8);
+      b[32 + 32 * hh + l] |= (uint8_t)((q & 3) << (2 * j));
+      b[l] |= (uint8_t)((q >> 2) << (i / 32));
+      want[i] = (double)d * (sc[i / 16] - 32) * (q - 4);
+    }
+    convert_row(GGML_TYPE_Q3_K, b, 256, y, q8);
+    expect_close(y, want, 256, "q3_K");
+  }
+  /* bf16: the high half of an f32 */
+  for (int i = 0; i < 64; i++) {
+    float x = ((float)(vkrt_xorshift(&rng) >> 40) / (float)(1 << 24) - 0.5f) * 100.0f;
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    b[2 * i] = (uint8_t)(u >> 16), b[2 * i + 1] = (uint8_t)(u >> 24);
+    want[i] = x;
+  }
+  convert_row(GGML_TYPE_BF16, b, 64, y, q8);
+  expect_close(y, want, 64, "bf16");
+  /* a type neither run nor converted: refused with its name */
+  struct gguf_file f;
+  memset(&f, 0, sizeof(f));
+  struct gguf_tensor t = {.name = "iq", .n_dims = 1, .ne = {256, 1, 1, 1}, .ggml_type = 16};
+  f.buf = b;
+  f.tensors = &t;
+  char err[256];
+  assert_int_equal(gguf_convert(&f, &t, err, sizeof(err)), GGUF_E_TYPE);
+  assert_non_null(strstr(err, "iq"));
+  assert_null(t.converted);
 }
 
 /* A valid file of one 64 x 2 q8_0 tensor and 3 key/values (one an array of strings). */
@@ -406,6 +599,7 @@ int main(void) {
       cmocka_unit_test(test_handmade),
       cmocka_unit_test(test_writer_round_trip),
       cmocka_unit_test(test_metadata),
+      cmocka_unit_test(test_foreign_conversions),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
