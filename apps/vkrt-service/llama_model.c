@@ -164,6 +164,13 @@ int llama_model_load(struct gguf_file *f, struct llama_model *out, char *err, si
   int r = load_hparams(f, hp, err, err_size);
   if (r)
     return r;
+  uint32_t experts = 0;
+  r = gguf_get_u32(f, "llama.expert_count", &experts, err, err_size);
+  if (r && r != GGUF_E_MISSING)
+    return r;
+  if (!r && experts > 0)
+    return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "llama.expert_count = %u: a mixture of "
+                     "experts (Mixtral-style); vkrt-service runs dense llama models", experts);
   const struct gguf_tensor *te = gguf_find(f, "token_embd.weight");
   if (!te)
     return gguf_fail(err, err_size, GGUF_E_MISSING, "missing tensor token_embd.weight");
@@ -211,6 +218,23 @@ int llama_model_load(struct gguf_file *f, struct llama_model *out, char *err, si
         (r = layer_tensor(f, l, "ffn_up", false, E, F, &L->ffn_up, err, err_size)) ||
         (r = layer_tensor(f, l, "ffn_down", false, F, E, &L->ffn_down, err, err_size)))
       return r;
+  }
+  /* every tensor of the file is one of these: a file with more (biases, experts, other
+   * architectures' norms) is a model this service would run wrong, so it is refused by name */
+  for (uint32_t i = 0; i < f->tensor_count; i++) {
+    const struct gguf_tensor *t = &f->tensors[i];
+    bool used = t == out->tok_embd || t == out->output_norm || t == out->output ||
+                t == out->rope_freqs;
+    for (uint32_t l = 0; l < hp->n_layer && !used; l++) {
+      const struct llama_layer *L = &out->layer[l];
+      used = t == L->attn_norm || t == L->wq || t == L->wk || t == L->wv || t == L->wo ||
+             t == L->ffn_norm || t == L->ffn_gate || t == L->ffn_up || t == L->ffn_down;
+    }
+    if (!used)
+      return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "tensor %s is not part of the llama model "
+                       "vkrt-service runs (token_embd, output_norm, output, rope_freqs and per layer "
+                       "attn_norm, attn_q/k/v/output, ffn_norm, ffn_gate/up/down weights; no biases "
+                       "or experts)", t->name);
   }
   out->file = f;
   return convert_matrices(f, out, err, err_size);

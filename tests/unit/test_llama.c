@@ -263,6 +263,11 @@ static void test_bad_files(void **state) {
   memcpy(b, orig, size);
   memcpy(find_bytes(b, size, "general.architecture") + 20 + 4 + 8, "gpt2x", 5);
   expect_refused(b, size, GGUF_E_BAD_VALUE, "general.architecture is \"gpt2x\"");
+  /* a tensor the model does not use (output.weight renamed: the head ties to token_embd and
+   * output.bias1 is left over): refused by name rather than ignored */
+  memcpy(b, orig, size);
+  memcpy(find_bytes(b, size, "output.weight"), "output.bias1", 12);
+  expect_refused(b, size, GGUF_E_BAD_VALUE, "tensor output.bias1t is not part of the llama model");
   /* a missing tensor: blk.3.attn_k.weight renamed */
   memcpy(b, orig, size);
   memcpy(find_bytes(b, size, "blk.3.attn_k.weight"), "blk.3.attn_x", 12);
