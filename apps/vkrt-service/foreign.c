@@ -10,8 +10,11 @@
  * The block layouts are ggml's (ggml-common.h); the --make-gguf writer's random blocks are
  * here too. */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf.h"
 
@@ -138,6 +141,38 @@ const char *gguf_ggml_type_str(uint32_t ggml) {
   }
 }
 
+#define CONVERT_THREADS 32
+#define CONVERT_SLICE 1024 /* blocks a thread takes at a time */
+
+struct convert_job {
+  uint32_t ggml;
+  vkrt_type to;
+  const uint8_t *in;
+  uint8_t *out;
+  uint64_t bytes, out_block, blocks;
+  atomic_uint_fast64_t next; /* the next slice */
+};
+
+static void *convert_slices(void *arg) {
+  struct convert_job *j = arg;
+  for (uint64_t s; (s = atomic_fetch_add(&j->next, 1)) * CONVERT_SLICE < j->blocks;) {
+    uint64_t end = (s + 1) * CONVERT_SLICE < j->blocks ? (s + 1) * CONVERT_SLICE : j->blocks;
+    for (uint64_t i = s * CONVERT_SLICE; i < end; i++) {
+      const uint8_t *b = j->in + i * j->bytes;
+      uint8_t *o = j->out + i * j->out_block;
+      if (j->to == VKRT_TYPE_Q8_0) { /* the same d; q - 8 or q - 16 as int8 */
+        o[0] = b[0], o[1] = b[1];
+        for (int k = 0; k < 32; k++)
+          o[2 + k] = (uint8_t)(int8_t)(j->ggml == GGML_TYPE_Q4_0 ? q4_0_quant(b, k)
+                                                                 : q5_quant(b + 2, b + 6, k) - 16);
+      } else {
+        dequantize_block(j->ggml, b, (float *)(void *)o);
+      }
+    }
+  }
+  return NULL;
+}
+
 int gguf_convert(struct gguf_file *f, struct gguf_tensor *t, char *err, size_t err_size) {
   vkrt_type to;
   if (t->converted || t->supported)
@@ -155,19 +190,21 @@ int gguf_convert(struct gguf_file *f, struct gguf_tensor *t, char *err, size_t e
     return gguf_fail(err, err_size, GGUF_E_NO_MEMORY, "tensor %s: no memory for its %s form "
                      "(%llu bytes)", t->name, vkrt_type_str(to),
                      (unsigned long long)(blocks * out_block));
-  const uint8_t *in = gguf_data(f, t);
-  for (uint64_t i = 0; i < blocks; i++) {
-    const uint8_t *b = in + i * bytes;
-    uint8_t *o = out + i * out_block;
-    if (to == VKRT_TYPE_Q8_0) { /* the same d; q - 8 or q - 16 as int8 */
-      o[0] = b[0], o[1] = b[1];
-      for (int j = 0; j < 32; j++)
-        o[2 + j] = (uint8_t)(int8_t)(t->ggml_type == GGML_TYPE_Q4_0 ? q4_0_quant(b, j)
-                                                                     : q5_quant(b + 2, b + 6, j) - 16);
-    } else {
-      dequantize_block(t->ggml_type, b, (float *)(void *)o);
-    }
-  }
+  /* blocks in slices over the machine's cores (an 8B model's q5_K is ~5 GB of blocks) */
+  struct convert_job job = {.ggml = t->ggml_type, .to = to, .in = gguf_data(f, t), .out = out,
+                            .bytes = bytes, .out_block = out_block, .blocks = blocks};
+  atomic_init(&job.next, 0);
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  uint32_t threads = cpus < 1 ? 1 : cpus > CONVERT_THREADS ? CONVERT_THREADS : (uint32_t)cpus;
+  if (blocks < 4096)
+    threads = 1;
+  pthread_t tid[CONVERT_THREADS];
+  uint32_t started = 0;
+  while (started + 1 < threads && pthread_create(&tid[started], NULL, convert_slices, &job) == 0)
+    started++;
+  convert_slices(&job);
+  for (uint32_t i = 0; i < started; i++)
+    pthread_join(tid[i], NULL);
   t->converted = out;
   t->type = to;
   t->supported = true;
