@@ -60,10 +60,12 @@ static void usage(FILE *f) {
           "EOS or EOT):\n"
           "  vkrt-service --weights MODEL.gguf [--prompt TEXT] [--tokens N] [--temperature T]\n"
           "               [--top-k K] [--top-p P] [--seed N] [--ctx N] [--kv-type f16|q8_0]\n"
-          "               [--print-ids] [--verify all|N] [--graph on|off] [--devices N]\n"
+          "               [--print-ids] [--stream] [--verify all|N] [--graph on|off] [--devices N]\n"
           "               [--depth D] [--prompt-tokens N] [--prompt-mode batch|token] [--ubatch N]\n"
           "from BOS without a prompt; --temperature 0 (the default) is greedy, on the device.\n"
-          "--print-ids adds the lines 'prompt ids: ...' and 'ids: ...'. --verify N: the first N\n"
+          "--print-ids adds the lines 'prompt ids: ...' and 'ids: ...'. --stream writes each generated\n"
+          "token's text to stderr as soon as it is chosen (stdout keeps the whole text's line).\n"
+          "--verify N: the first N\n"
           "positions are checked against the float64 reference (teacher-forced; default all).\n"
           "--graph off records every token's work instead of launching it captured once; when\n"
           "capturing fails the service says why and records every token's work too (--fault\n"
@@ -289,6 +291,10 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
     }
     if (!strcmp(a, "--print-ids")) {
       o->print_ids = true;
+      continue;
+    }
+    if (!strcmp(a, "--stream")) {
+      o->stream = true;
       continue;
     }
     if (!strcmp(a, "--profile")) {

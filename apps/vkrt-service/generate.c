@@ -376,10 +376,19 @@ int model_run(struct service *s, struct generation *gen) {
     gen->n_gen++;
     if (gen->n_gen == 1)
       s->t_first_token = now_s();
+    if (a->stream && s->vocab) { /* the token's text at once (its bytes: a UTF-8 character
+                                  * split over tokens completes with the next) */
+      char piece[256];
+      size_t n = llama_token_piece(s->vocab, next, piece, sizeof(piece));
+      fwrite(piece, 1, n, stderr);
+      fflush(stderr);
+    }
     if (gen->n_gen == a->tokens || llama_vocab_is_eog(s->vocab, next))
       break;
   }
   gen->t_total = now_s() - t0;
+  if (a->stream)
+    fputc('\n', stderr);
   if (s->t_first_token > 0)
     printf("vkrt-service: time to first token: %.3f s from process start: file parsed %.3f s, "
            "appliance open %.3f s, pinned probe %.3f s, shards created and loaded %.3f s "

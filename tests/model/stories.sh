@@ -121,6 +121,12 @@ for extra in "--prefetch-mb 1" "--lab barrier_stages=1"; do
     echo "$extra: refused without the lab"
   fi
 done
+# --stream: each token's text on stderr as it is chosen, the same text as stdout's line.
+streamed=$("$svc" --weights "$model" --tokens 40 --devices 1 --warmup-ms 0 --verify 0 --stream 2>&1 >"$work/stream.out") ||
+  { echo "$streamed"; echo "--stream failed"; exit 1; }
+[ "$(tail -1 <<< "$streamed")" = "$(sed -n 's/^text: //p' "$work/stream.out")" ] ||
+  { echo "stderr: $streamed"; cat "$work/stream.out"; echo "--stream: not the text of the run"; exit 1; }
+echo "--stream: the 40 tokens' text as they came"
 # Every load path (pinned chunks read by pread, O_DIRECT or memcpy; the mapped path): the
 # same ids, the path named, and the load's rate, its ratio to the pinned upload and the time
 # to the first token in the JSON.
