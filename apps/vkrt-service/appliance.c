@@ -213,11 +213,13 @@ void appliance_describe(const struct service *s) {
       vkrt_type to;
       if (s->model->converted[t] && gguf_foreign_target(t, &to))
         at += (size_t)snprintf(conv + at, sizeof(conv) - at, "%s%u %s -> %s", at ? ", " : "",
-                               s->model->converted[t], gguf_ggml_type_str(t), vkrt_type_str(to));
+                               s->model->converted[t], gguf_ggml_type_str(t),
+                               vkrt_type_str(to == VKRT_TYPE_F32 && wf->convert_f16 ? VKRT_TYPE_F16 : to));
     }
     if (at)
       printf("vkrt-service: converted on the host (no kernels for their types; the values as "
-             "ggml dequantizes them): %s\n", conv);
+             "ggml dequantizes them%s): %s\n", wf->convert_f16 ? ", rounded to f16 (--convert f16)" : "",
+             conv);
     return;
   }
   printf("vkrt-service: %s: GGUF v%u%s%s, %u tensors, layers %u hidden %u ffn %u, "

@@ -14,7 +14,7 @@ static void usage(FILE *f) {
           "                    [--fault import-fails] [--import-chunk-cap BYTES]\n"
           "                    [--activations f32|q8|f16|q8,f16]\n"
           "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
-          "                    [--lab NAME=VALUE]... [--prefetch-mb N]\n"
+          "                    [--lab NAME=VALUE]... [--prefetch-mb N] [--convert f32|f16]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K|q6_K] [--seed N]   (--make-weights: the same)\n"
           "       vkrt-service --make-gguf FILE --preset llama3-8b|llama3.2-1b|qwen2.5-7b\n"
@@ -33,7 +33,8 @@ static void usage(FILE *f) {
           "<|begin_of_text|> BOS, <|end_of_text|> EOS and <|eot_id|> EOT last).\n"
           "q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q5_K, bf16: every matrix of a ggml type libvkrt has\n"
           "no kernels for (random blocks); --weights converts them on the host when the model\n"
-          "loads: q4_0 and q5_0 into q8_0, the others into f32, every value as ggml gives it.\n"
+          "loads: q4_0 and q5_0 into q8_0, the others into f32, every value as ggml gives it\n"
+          "(--convert f16: into f16, half the memory, each value rounded to f16).\n"
           "q4_K_M: q4_K with q6_K where llama.cpp's Q4_K_M puts it (the output head, attn_v and\n"
           "ffn_down of the first and last eighth of the layers and every third between).\n"
           "--rope-freqs F writes rope_freqs.weight, RoPE scaled as Llama 3.1 does (factor F: 8\n"
@@ -244,6 +245,10 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
   if (!strcmp(a, "--load-knobs")) {
     o->load_knobs = v;
     return true; /* parsed where the appliance is open (appliance.c) */
+  }
+  if (!strcmp(a, "--convert")) {
+    o->convert_f16 = !strcmp(v, "f16");
+    return o->convert_f16 || !strcmp(v, "f32");
   }
   if (!strcmp(a, "--prefetch-mb")) {
     uint64_t mb;

@@ -165,8 +165,13 @@ static void *convert_slices(void *arg) {
         for (int k = 0; k < 32; k++)
           o[2 + k] = (uint8_t)(int8_t)(j->ggml == GGML_TYPE_Q4_0 ? q4_0_quant(b, k)
                                                                  : q5_quant(b + 2, b + 6, k) - 16);
-      } else {
+      } else if (j->to == VKRT_TYPE_F32) {
         dequantize_block(j->ggml, b, (float *)(void *)o);
+      } else { /* f16: the f32 values rounded */
+        float y[256];
+        dequantize_block(j->ggml, b, y);
+        for (uint64_t k = 0; k < j->out_block / 2; k++)
+          put_half(o + 2 * k, y[k]);
       }
     }
   }
@@ -181,8 +186,11 @@ int gguf_convert(struct gguf_file *f, struct gguf_tensor *t, char *err, size_t e
     return gguf_fail(err, err_size, GGUF_E_TYPE, "tensor %s has ggml type %u (%s), which "
                      "vkrt-service neither runs nor converts", t->name, t->ggml_type,
                      gguf_ggml_type_str(t->ggml_type));
+  if (to == VKRT_TYPE_F32 && f->convert_f16)
+    to = VKRT_TYPE_F16;
   uint64_t block = gguf_ggml_block(t->ggml_type), bytes = gguf_ggml_block_bytes(t->ggml_type);
-  uint64_t blocks = t->size / bytes, out_block = to == VKRT_TYPE_Q8_0 ? 34 : 4 * block;
+  uint64_t blocks = t->size / bytes;
+  uint64_t out_block = to == VKRT_TYPE_Q8_0 ? 34 : (to == VKRT_TYPE_F16 ? 2 : 4) * block;
   if (blocks > UINT64_MAX / out_block)
     return gguf_fail(err, err_size, GGUF_E_OVERFLOW, "tensor %s: too large to convert", t->name);
   uint8_t *out = malloc(blocks * out_block);

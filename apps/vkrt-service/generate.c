@@ -23,6 +23,7 @@ int model_load(struct service *s) {
     fprintf(stderr, "vkrt-service: out of host memory\n");
     return EXIT_RUNTIME;
   }
+  s->wf.convert_f16 = s->args->convert_f16;
   int rc = llama_model_load(&s->wf, s->model, err, sizeof(err));
   if (!rc)
     rc = llama_vocab_load(&s->wf, &s->vocab, err, sizeof(err));

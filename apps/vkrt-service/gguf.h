@@ -104,6 +104,9 @@ struct gguf_file {
   char *names;          /* storage of the tensor names */
   char architecture[64]; /* general.architecture ("" when absent) */
   struct gguf_kv *kvs;  /* kv_count entries, in file order */
+  bool convert_f16;     /* gguf_convert makes f16 rather than f32 of the types that do not go
+                           to q8_0 exactly: half the memory, each value rounded to f16 (the
+                           caller sets it before converting) */
 };
 
 /* Parses buf (which must outlive out). 0 or a GGUF_E_* code with the reason in err. */
@@ -168,7 +171,8 @@ uint32_t gguf_ggml_block(uint32_t ggml);
 uint32_t gguf_ggml_block_bytes(uint32_t ggml);
 
 /* foreign.c: types without kernels. The type a foreign one converts to, exactly (q4_0, q5_0 ->
- * q8_0; q4_1, q5_1, q2_K, q3_K, q5_K, bf16 -> f32), false for the others; its name; the
+ * q8_0; q4_1, q5_1, q2_K, q3_K, q5_K, bf16 -> f32, or f16 when f->convert_f16 asks for
+ * it), false for the others; its name; the
  * conversion of t in place (its bytes dequantized into malloc'd memory, t->type, size,
  * supported updated; a tensor already supported is left alone); and random blocks of a
  * foreign type with weights of about 1 / sqrt(K) for --make-gguf. */

@@ -77,6 +77,7 @@ struct service_args {
   vkrt_type kv_type;
   bool print_ids, no_graph;      /* no_graph: record every token's work (--graph off) */
   bool stream;                   /* --stream: each generated token's text to stderr at once */
+  bool convert_f16;              /* --convert f16: types without kernels into f16, not f32 */
   bool fault_capture;            /* --fault capture-fails: the token's capture is refused */
   bool json;                     /* --json: the summary also as one JSON object */
   vkrt_load_path load_path;      /* --load-path: vkrt_load_file's path (auto by default) */

@@ -18,7 +18,8 @@ shape=(--heads 4 --kv-heads 2 --hidden 512 --ffn 1024 --vocab 1000)
 run() {
   local name=$1 tokens=$2 want=$3 ids_one="" devices out ids err
   for devices in 1 2; do
-    out=$("$svc" --weights "$work/$name.gguf" --tokens "$tokens" --print-ids --devices $devices --warmup-ms 0 2>&1) ||
+    # shellcheck disable=SC2086 # RUN_ARGS: extra arguments, split on purpose
+    out=$("$svc" --weights "$work/$name.gguf" --tokens "$tokens" --print-ids --devices $devices --warmup-ms 0 ${RUN_ARGS:-} 2>&1) ||
       { echo "$out"; echo "$name on $devices devices failed"; exit 1; }
     grep -q "verified $tokens positions against float64 (teacher-forced): greedy choice the same at every position: passed; .* ranks bit-identical: yes ($devices rank" <<< "$out" ||
       { echo "$out"; echo "$name on $devices devices: not verified"; exit 1; }
@@ -54,6 +55,9 @@ for dtype in q4_0 q5_0 q4_1 q5_1 q2_K q3_K q5_K bf16; do
   "$svc" --make-gguf "$work/$dtype.gguf" "${shape[@]}" --layers 2 --dtype $dtype --seed 7 >/dev/null
   run $dtype 24 "converted on the host (no kernels for their types; the values as ggml dequantizes them): 16 $dtype -> $to"
 done
+# --convert f16: the same file's q5_K into f16 instead (half the memory), checked the same
+cp "$work/q5_K.gguf" "$work/q5_K_f16.gguf"
+RUN_ARGS="--convert f16" run q5_K_f16 24 "rounded to f16 (--convert f16)): 16 q5_K -> f16"
 "$svc" --make-gguf "$work/rope_freqs.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-freqs 32 --seed 5 >/dev/null
 run rope_freqs 64 "RoPE base 10000 with rope_freqs.weight, matrices"
 "$svc" --make-gguf "$work/rope_linear.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-linear 4 --seed 5 >/dev/null
