@@ -61,7 +61,8 @@ layout(push_constant) uniform Push {
   uint x_offset, x_col, x_stride2, x_stride3;                  // elements
   uint d_offset, d_stride0, d_col, d_stride2, d_stride3;       // elements
   uint ne2, r2, r3;
-  uint accumulate;          // 1: dst += the product (vkrt_op_matmul_add)
+  uint accumulate;          // bit 0: dst += the product (vkrt_op_matmul_add); bit 1: SwiGLU
+                            // pairs (the lab's fused gate/up, below)
   uint base_x, base_y, base_z;
 } pc;
 
@@ -135,6 +136,13 @@ piece_t piece(uint u, uint pieces) {
 }
 #endif
 
+// Bit 1 of accumulate (vkrt_lab_matmul_swiglu, Q4_K): w holds N / 2 gate rows then N / 2 up
+// rows; row 2 i of the N this kernel walks is gate row i, row 2 i + 1 up row i, so a
+// workgroup's rows come in pairs and it writes dst[i] = silu(gate_i x) (up_i x) itself, the
+// swiglu op's own formula on the same sums (the result is the unfused pair's, bit for bit).
+bool glu() { return (pc.accumulate & 2u) != 0u; }
+uint w_row_of(uint n) { return glu() ? (n >> 1) + (n & 1u) * (pc.N >> 1) : n; }
+
 void main() {
   uint tid = gl_LocalInvocationID.x;
   uint warp = tid >> 5, l = tid & 31u, g = l >> 3, p = l & 7u;
@@ -149,7 +157,7 @@ void main() {
   // this lane's rows (past N: the last row, read but not stored), in 16-byte units
   uint row_u4[R];
   for (uint r = 0u; r < R; r++)
-    row_u4[r] = (wb + (min(4u * r + g, rows - 1u) + row0) * pc.w_row) >> 4;
+    row_u4[r] = (wb + w_row_of(min(4u * r + g, rows - 1u) + row0) * pc.w_row) >> 4;
   float acc[R];
   for (uint r = 0u; r < R; r++)
     acc[r] = 0.0;
@@ -202,7 +210,7 @@ void main() {
   // super-blocks t % WARPS + WARPS i (clamped to the last)
   bool loader = tid < ROWS * WARPS;
   uint lrow = min(tid / WARPS, ROWS - 1u), lslot = tid % WARPS;
-  uint lbase = (wb + (min(lrow, rows - 1u) + row0) * pc.w_row) >> 4;
+  uint lbase = (wb + w_row_of(min(lrow, rows - 1u) + row0) * pc.w_row) >> 4;
   uvec4 hn = uvec4(0u);
   if (loader) {
     hn = w4[lbase + min(lslot, pc.blocks - 1u) * 9u];
@@ -288,6 +296,18 @@ void main() {
   for (uint r = 0u; r < R; r++)
     red[warp * 8u + p][4u * r + g] = acc[r];
   barrier();
+  if (glu()) {
+    if (2u * tid < rows) {
+      float sg = 0.0, su = 0.0;
+      for (uint i = 0u; i < WARPS * 8u; i++) {
+        sg += red[i][2u * tid];
+        su += red[i][2u * tid + 1u];
+      }
+      uint at = pc.d_offset + (row0 / 2u + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
+      d[at] = sg / (1.0 + exp(-sg)) * su;
+    }
+    return;
+  }
   if (tid < rows) {
     float s = 0.0;
     for (uint i = 0u; i < WARPS * 8u; i++)

@@ -14,7 +14,8 @@ static void usage(FILE *f) {
           "                    [--fault import-fails] [--import-chunk-cap BYTES]\n"
           "                    [--activations f32|q8|f16|q8,f16]\n"
           "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
-          "                    [--lab NAME=VALUE]... [--prefetch-mb N] [--convert f32|f16]\n"
+          "                    [--lab NAME=VALUE]... [--prefetch-mb N] [--fuse-swiglu]\n"
+          "                    [--convert f32|f16]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K|q6_K] [--seed N]   (--make-weights: the same)\n"
           "       vkrt-service --make-gguf FILE --preset llama3-8b|llama3.2-1b|qwen2.5-7b\n"
@@ -81,6 +82,9 @@ static void usage(FILE *f) {
           "--lab NAME=VALUE (a build with the lab; up to 8): a knob of vkrt/vkrt_lab.h by its name\n"
           "without VKRT_LAB_ (any case), set on every device once the appliance is open, so one\n"
           "binary compares a path with another (e.g. --lab barrier_stages=1).\n"
+          "--fuse-swiglu (a build with the lab, llama models): a token's q4_K gate/up and the\n"
+          "swiglu after them in one dispatch (vkrt_lab_matmul_swiglu), one dependent step fewer\n"
+          "per layer; other gate/up types as before.\n"
           "--prefetch-mb N (a build with the lab, llama models): beside each small step of a\n"
           "token (a norm, the cache rows, the attention, swiglu) the first N MiB of the next\n"
           "matrix are read into the GPU's caches (vkrt_lab_prefetch); 0 (the default): none.\n"
@@ -300,6 +304,10 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
     }
     if (!strcmp(a, "--stream")) {
       o->stream = true;
+      continue;
+    }
+    if (!strcmp(a, "--fuse-swiglu")) {
+      o->fuse_swiglu = true;
       continue;
     }
     if (!strcmp(a, "--profile")) {

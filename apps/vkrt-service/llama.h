@@ -209,6 +209,8 @@ struct llama_gpu_params {
   vkrt_load_path load_path;  /* vkrt_load_file's path (VKRT_LOAD_PATH_AUTO: its choice) */
   uint64_t prefetch_bytes;   /* a token's small steps each read the first this many bytes of
                                 the next matrix beside them (vkrt_lab_prefetch; 0: none) */
+  bool fuse_swiglu;          /* a token's q4_K gate/up and swiglu in one dispatch
+                                (vkrt_lab_matmul_swiglu) */
 };
 struct llama_gpu;
 /* Loads every local device's shard from the model file (one vkrt_load_file: every device in
@@ -234,6 +236,9 @@ const char *llama_gpu_failed(const struct llama_gpu *g);
 /* The prefetches (vkrt_lab_prefetch, llama_gpu_params.prefetch_bytes) device 0's work of the
  * token recorded last holds. */
 uint32_t llama_gpu_prefetches(const struct llama_gpu *g);
+/* The layers whose gate/up and swiglu device 0 ran as one dispatch in the token recorded last
+ * (llama_gpu_params.fuse_swiglu; q4_K gate/up only). */
+uint32_t llama_gpu_fused_swiglu(const struct llama_gpu *g);
 /* Calls around each op the records make (vkrt-service --profile times them): before(device,
  * what) and after(device), device UINT32_MAX for a collective of every device; a status other
  * than VKRT_OK fails the recording. NULL or zeroed hooks: none. */

@@ -91,6 +91,7 @@ struct llama_gpu {
   uint32_t logit_rows;           /* rows of logits a pass may produce */
   bool rope_into_cache;          /* K roped on its way into the cache (vkrt_op_rope_set_rows) */
   uint32_t prefetches;           /* device 0's prefetches in the token recorded last */
+  uint32_t fused_swiglu;         /* device 0's fused gate/up + swiglu in it */
   struct pass last_batch;        /* the prompt pass recorded last */
   const char *failed;
   vkrt_load_range *loads;        /* every device's weights, loaded at once after creation */
@@ -656,6 +657,14 @@ static vkrt_status feed_forward(struct llama_gpu *g, uint32_t d, uint32_t l,
   vkrt_tensor gt = cols_f32(dv->g, F, 0, ps->n);
   if (ps->n == 1 && !gl->up) { /* a token, fused weights: gate then up in one op */
     vkrt_tensor wgu = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, 2 * F, 1, 1);
+#if IS_ENABLED(CONFIG_VKRT_LAB)
+    if (g->p.fuse_swiglu && L->ffn_gate->type == VKRT_TYPE_Q4_K) {
+      OP(d, "ffn_gate_up + swiglu", vkrt_lab_matmul_swiglu(&gt, &wgu, &h));
+      g->fused_swiglu += d == 0;
+      TRY(prefetch(g, d, ps, gl->down, 0, L->ffn_down->type, F, E));
+      return VKRT_OK;
+    }
+#endif
     vkrt_tensor gu = cols_f32(dv->gu, 2 * F, 0, 1);
     OP(d, "ffn_gate_up", vkrt_op_matmul(&gu, &wgu, &h));
     vkrt_tensor gate = vkrt_tensor_contiguous(dv->gu, 0, VKRT_TYPE_F32, F, 1, 1, 1);
@@ -754,11 +763,12 @@ static vkrt_status record_pass(struct llama_gpu *g, const struct pass *ps) {
 
 vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits) {
   struct pass ps = {.n = 1, .r0 = 0, .batch = false, .want_logits = want_logits};
-  g->prefetches = 0;
+  g->prefetches = g->fused_swiglu = 0;
   return record_pass(g, &ps);
 }
 
 uint32_t llama_gpu_prefetches(const struct llama_gpu *g) { return g->prefetches; }
+uint32_t llama_gpu_fused_swiglu(const struct llama_gpu *g) { return g->fused_swiglu; }
 
 vkrt_status llama_gpu_record_batch(struct llama_gpu *g, uint32_t n, uint32_t out_rows,
                                    bool want_logits) {

@@ -496,6 +496,11 @@ extern const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 /* dst = w x, or dst += w x with accumulate (vkrt_op_matmul_add), on the matrix-vector kernels. */
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                      const struct vkrt_ops_view views[3], bool accumulate);
+/* The lab's fused gate/up (vkrt_lab_matmul_swiglu): views dst {F, 1}, w {K, 2F} q4_K (gate
+ * rows then up rows), x {K, 1} f32 checked by the caller; dst[i] = silu(gate_i x) (up_i x)
+ * from the q4_K stream kernel in one dispatch, or UNAVAILABLE with the reason. */
+vkrt_status vkrt_quant_swiglu_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                     const struct vkrt_ops_view views[3]);
 /* The kernel variant `variant` (1-based) of type Q8_0 or Q4_K runs for M columns of x
  * (VKRT_OPS_KERNEL_COUNT outside); the forcing-only ones are compiled with the lab only. */
 enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M);
@@ -554,6 +559,12 @@ static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCo
                     "vkrt_op_matmul: %s kernels not in this build (CONFIG_VKRT_KERNEL_Q8_0=n, "
                     "CONFIG_VKRT_KERNEL_Q4_K=n, CONFIG_VKRT_KERNEL_Q6_K=n)",
                     vkrt_type_str(views[1].type));
+}
+static inline vkrt_status vkrt_quant_swiglu_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                                   const struct vkrt_ops_view views[3]) {
+  (void)cmd, (void)views;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
+                    "vkrt_lab_matmul_swiglu: no q4_K kernels in this build");
 }
 static inline vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                                  const struct vkrt_ops_view *dst,

@@ -339,7 +339,7 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
 static vkrt_status record_qmv(struct vkrt_device *dev, VkCommandBuffer cmd, enum vkrt_ops_kernel k,
                               uint32_t rows, uint32_t mt, enum qmv_kind kind,
                               const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
-                              const struct vkrt_ops_view *x, bool accumulate) {
+                              const struct vkrt_ops_view *x, uint32_t accumulate) {
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
   if (s != VKRT_OK)
@@ -466,6 +466,26 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   }
   enum qmv_kind kind = v->kind == QMV_Q8X && M > 1 ? QMV_KSPACE : v->kind;
   return record_qmv(dev, cmd, k, rows, mt, kind, d, &w, x, accumulate);
+}
+
+#define QMV_SWIGLU 2u /* push accumulate bit 1: gate/up row pairs, silu(g) u written */
+
+vkrt_status vkrt_quant_swiglu_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                     const struct vkrt_ops_view views[3]) {
+  static const char *const op = "vkrt_lab_matmul_swiglu";
+  const struct vkrt_ops_view *d = &views[0], *x = &views[2];
+  struct vkrt_ops_view w = views[1];
+  const enum vkrt_ops_kernel k = VKRT_OPS_MATVEC_Q4_K_PREFETCH_R4; /* rows of 16: whole pairs */
+  if (w.type != VKRT_TYPE_Q4_K || !type_enabled(w.type) || !vkrt_ops_kernel_usable(dev, k))
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
+                      "%s: the fused gate/up runs on q4_K weights and the q4_K stream kernel "
+                      "(w is %s%s)", op, vkrt_type_str(w.type),
+                      w.type == VKRT_TYPE_Q4_K ? ", its kernel not in this build" : "");
+  if (!vkrt_ops_widen_words(dev, &w) || !variant_fits(QMV_VEC16, &w, x) || x->ne[1] != 1)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
+                      "%s: one column of x, w rows and x 16-byte aligned (the stream kernel's "
+                      "loads)", op);
+  return record_qmv(dev, cmd, k, q4_k_variants[10].rows_m1, 1, QMV_VEC16, d, &w, x, QMV_SWIGLU);
 }
 
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,

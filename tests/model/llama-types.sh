@@ -58,6 +58,12 @@ done
 # --convert f16: the same file's q5_K into f16 instead (half the memory), checked the same
 cp "$work/q5_K.gguf" "$work/q5_K_f16.gguf"
 RUN_ARGS="--convert f16" run q5_K_f16 24 "rounded to f16 (--convert f16)): 16 q5_K -> f16"
+# --fuse-swiglu (a build with the lab): the q4_K file's gate/up and swiglu in one dispatch per
+# layer (vkrt_lab_matmul_swiglu), checked the same, the same ids as without
+if grep -q "^#define CONFIG_VKRT_LAB 1" "$builddir/include/vkrt/config.h"; then
+  cp "$work/q4_K.gguf" "$work/q4_K_fused.gguf"
+  RUN_ARGS="--fuse-swiglu" run q4_K_fused 24 "fused gate/up + swiglu: 2 layers of 2 per token"
+fi
 "$svc" --make-gguf "$work/rope_freqs.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-freqs 32 --seed 5 >/dev/null
 run rope_freqs 64 "RoPE base 10000 with rope_freqs.weight, matrices"
 "$svc" --make-gguf "$work/rope_linear.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-linear 4 --seed 5 >/dev/null

@@ -463,6 +463,92 @@ static void test_prefetch_runs_beside(void **state) {
   vkt_close(app);
 }
 
+/* vkrt_lab_matmul_swiglu: silu(gate x) (up x) in one dispatch of the q4_K stream kernel,
+ * against vkrt_op_matmul + vkrt_op_swiglu on the same operands and a float64 reference, with
+ * an odd F (the last workgroup's pairs short); other types and shapes refused. */
+static void test_matmul_swiglu_fused(void **state) {
+  (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K) || !IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU))
+    skip();
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  enum { K = 512, F = 37, N = 2 * F, ROW = K / 256 * 144 };
+  uint64_t seed = vkt_seed(0);
+  static float wq[N][K], xh[K], fused[F], twostep[F];
+  static uint8_t wb[N * ROW];
+  /* random q4_K blocks: any quants and 6-bit scales, d and dmin small halves */
+  vkt_fill_random(wb, sizeof(wb), &seed);
+  for (int b = 0; b < N * ROW / 144; b++) {
+    uint16_t dh = vkrt_f32_to_f16(0.002f + 0.001f * (float)(b % 7));
+    uint16_t mh = vkrt_f32_to_f16(0.001f + 0.0005f * (float)(b % 5));
+    memcpy(wb + 144 * b, &dh, 2);
+    memcpy(wb + 144 * b + 2, &mh, 2);
+  }
+  vkt_fill_random_f32(xh, K, -1.0f, 1.0f, &seed);
+  for (int n = 0; n < N; n++)
+    assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_Q4_K, wb + n * ROW, wq[n], K), VKRT_OK);
+  vkrt_buffer *w, *x, *d, *gu, *d2;
+  vkt_check(app, vkrt_buffer_create(app, 0, sizeof(wb), VKRT_BUFFER_DEVICE_LOCAL, &w));
+  vkt_check(app, vkrt_buffer_create(app, 0, K * 4, VKRT_BUFFER_DEVICE_LOCAL, &x));
+  vkt_check(app, vkrt_buffer_create(app, 0, F * 4, VKRT_BUFFER_DEVICE_LOCAL, &d));
+  vkt_check(app, vkrt_buffer_create(app, 0, N * 4, VKRT_BUFFER_DEVICE_LOCAL, &gu));
+  vkt_check(app, vkrt_buffer_create(app, 0, F * 4, VKRT_BUFFER_DEVICE_LOCAL, &d2));
+  vkt_check(app, vkrt_upload(w, 0, wb, sizeof(wb)));
+  vkt_check(app, vkrt_upload(x, 0, xh, K * 4));
+  vkt_poison(fused, sizeof(fused));
+  vkt_check(app, vkrt_upload(d, 0, fused, F * 4));
+  vkrt_tensor tw = vkrt_tensor_contiguous(w, 0, VKRT_TYPE_Q4_K, K, N, 1, 1);
+  vkrt_tensor tx = vkrt_tensor_contiguous(x, 0, VKRT_TYPE_F32, K, 1, 1, 1);
+  vkrt_tensor td = vkrt_tensor_contiguous(d, 0, VKRT_TYPE_F32, F, 1, 1, 1);
+  vkrt_lab_counters c0, c1;
+  vkt_check(app, vkrt_finish(app, 0));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
+  vkt_check(app, vkrt_lab_matmul_swiglu(&td, &tw, &tx));
+  vkt_check(app, vkrt_finish(app, 0));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
+  assert_int_equal(c1.quant_matvec - c0.quant_matvec, 1); /* one dispatch */
+  assert_int_equal(c1.quant_read[VKRT_LAB_QUANT_READ_VEC16] - c0.quant_read[VKRT_LAB_QUANT_READ_VEC16], 1);
+  vkt_check(app, vkrt_download(fused, d, 0, F * 4));
+  /* the two-step path on the same operands */
+  vkrt_tensor tgu = vkrt_tensor_contiguous(gu, 0, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkrt_tensor tg = vkrt_tensor_contiguous(gu, 0, VKRT_TYPE_F32, F, 1, 1, 1);
+  vkrt_tensor tu = vkrt_tensor_contiguous(gu, F * 4, VKRT_TYPE_F32, F, 1, 1, 1);
+  vkrt_tensor td2 = vkrt_tensor_contiguous(d2, 0, VKRT_TYPE_F32, F, 1, 1, 1);
+  vkt_check(app, vkrt_op_matmul(&tgu, &tw, &tx));
+  vkt_check(app, vkrt_op_swiglu(&td2, &tg, &tu));
+  vkt_check(app, vkrt_finish(app, 0));
+  vkt_check(app, vkrt_download(twostep, d2, 0, F * 4));
+  for (int i = 0; i < F; i++) {
+    double g = 0, u = 0, mag = 0;
+    for (int k = 0; k < K; k++) {
+      g += (double)wq[i][k] * xh[k];
+      u += (double)wq[F + i][k] * xh[k];
+      mag += fabs((double)wq[i][k] * xh[k]) + fabs((double)wq[F + i][k] * xh[k]);
+    }
+    double want = g / (1.0 + exp(-g)) * u;
+    if (fabs(fused[i] - want) > 1e-5 * mag * (1 + fabs(g) + fabs(u)))
+      fail_msg("dst[%d] = %.9g, float64 %.9g", i, (double)fused[i], want);
+    if (fabs(fused[i] - twostep[i]) > 1e-6 * (1 + fabs(twostep[i])))
+      fail_msg("dst[%d] = %.9g fused, %.9g by matmul + swiglu", i, (double)fused[i],
+               (double)twostep[i]);
+  }
+  /* refused: f16 weights (no fused kernel), an odd row count, a dst of the wrong size */
+  vkrt_tensor tw16 = vkrt_tensor_contiguous(w, 0, VKRT_TYPE_F16, K, 2 * 8, 1, 1);
+  vkrt_tensor td8 = vkrt_tensor_contiguous(d, 0, VKRT_TYPE_F32, 8, 1, 1, 1);
+  assert_int_equal(vkrt_lab_matmul_swiglu(&td8, &tw16, &tx), VKRT_ERROR_UNAVAILABLE);
+  vkrt_tensor td36 = vkrt_tensor_contiguous(d, 0, VKRT_TYPE_F32, 36, 1, 1, 1);
+  vkrt_tensor tw73 = vkrt_tensor_contiguous(w, 0, VKRT_TYPE_Q4_K, K, N - 1, 1, 1);
+  expect_refused(app, vkrt_lab_matmul_swiglu(&td36, &tw73, &tx), "odd rows");
+  expect_refused(app, vkrt_lab_matmul_swiglu(&td36, &tw, &tx), "dst of 36");
+  vkrt_buffer_destroy(w);
+  vkrt_buffer_destroy(x);
+  vkrt_buffer_destroy(d);
+  vkrt_buffer_destroy(gu);
+  vkrt_buffer_destroy(d2);
+  vkt_close(app);
+}
+
 /* Barriers and elisions the stream counted while `record` ran (from a fresh buffer). */
 struct barrier_count {
   uint64_t barriers, elided;
@@ -845,6 +931,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_barrier_only_for_hazards),
       cmocka_unit_test(test_barrier_waits_for_stages_used),
       cmocka_unit_test(test_prefetch_runs_beside),
+      cmocka_unit_test(test_matmul_swiglu_fused),
       cmocka_unit_test(test_hazard_overlap_both_sides),
       cmocka_unit_test(test_hazard_list_full_forces_barrier),
       cmocka_unit_test(test_short_byte_copies),

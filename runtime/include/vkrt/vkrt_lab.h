@@ -135,6 +135,17 @@ vkrt_status vkrt_lab_set_text(vkrt_appliance *appliance, uint32_t device, const 
  * --prefetch-mb N puts one beside each small step of a token for the matrix after it. */
 vkrt_status vkrt_lab_prefetch(vkrt_buffer *buffer, uint64_t offset, uint64_t size);
 
+/* ---- fused gate/up (an experiment) ------------------------------------------------------- */
+
+/* dst[i] = silu(sum_k w[k, i] x[k]) * sum_k w[k, F + i] x[k] (silu(g) = g / (1 + e^-g)):
+ * SwiGLU's gate and up products of a decode token and the swiglu between them in one
+ * dispatch, on the q4_K stream kernel (rows taken in gate/up pairs). w {K, 2F} q4_K (F gate
+ * rows, then F up rows; rows and x 16-byte aligned), x {K, 1} f32, dst {F, 1} f32; the same
+ * values as vkrt_op_matmul then vkrt_op_swiglu. Other types or layouts: UNAVAILABLE with the
+ * reason. vkrt-service --fuse-swiglu takes it for q4_K gate/up. */
+vkrt_status vkrt_lab_matmul_swiglu(const vkrt_tensor *dst, const vkrt_tensor *w,
+                                   const vkrt_tensor *x);
+
 /* Test limits, below the device's: workgroups per dimension of one dispatch
  * (max_group_count, to split grids over several dispatches on small tensors; 0 = the
  * device's), push descriptors off (the descriptor-pool ring instead), and the bytes one
