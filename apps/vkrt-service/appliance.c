@@ -216,10 +216,9 @@ void appliance_describe(const struct service *s) {
     size_t at = 0;
     for (uint32_t t = 0; t < GGML_TYPE_COUNT && at < sizeof(conv); t++) {
       vkrt_type to;
-      if (s->model->converted[t] && gguf_foreign_target(t, &to))
+      if (s->model->converted[t] && gguf_foreign_target(t, wf->convert_f16, &to))
         at += (size_t)snprintf(conv + at, sizeof(conv) - at, "%s%u %s -> %s", at ? ", " : "",
-                               s->model->converted[t], gguf_ggml_type_str(t),
-                               vkrt_type_str(to == VKRT_TYPE_F32 && wf->convert_f16 ? VKRT_TYPE_F16 : to));
+                               s->model->converted[t], gguf_ggml_type_str(t), vkrt_type_str(to));
     }
     if (at)
       printf("vkrt-service: converted on the host (no kernels for their types; the values as "

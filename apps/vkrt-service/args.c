@@ -167,7 +167,7 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     o->foreign = 0;
     for (uint32_t t = 0; t < GGML_TYPE_COUNT && !o->q4_k_m; t++) {
       vkrt_type to;
-      if (gguf_foreign_target(t, &to) && !strcasecmp(v, gguf_ggml_type_str(t)))
+      if (gguf_foreign_target(t, false, &to) && !strcasecmp(v, gguf_ggml_type_str(t)))
         return o->foreign = t, o->dtype = to, true;
     }
     return o->q4_k_m ? (o->dtype = VKRT_TYPE_Q4_K, true) : parse_dtype(v, &o->dtype);

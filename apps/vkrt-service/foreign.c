@@ -10,11 +10,9 @@
  * The block layouts are ggml's (ggml-common.h); the --make-gguf writer's random blocks are
  * here too. */
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "gguf.h"
 
@@ -47,7 +45,8 @@ static void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
   }
 }
 
-/* One block of `ggml` type at b into f32 y (q8_0 targets are written by convert_q8_0). */
+/* One block of a type converted to f32 or f16 at b into f32 y (q4_0 and q5_0, which go to
+ * q8_0, are converted by convert_slices itself). */
 static void dequantize_block(uint32_t ggml, const uint8_t *b, float *y) {
   switch (ggml) {
   case GGML_TYPE_Q4_1: /* {d; m; qs[16]} */
@@ -103,7 +102,7 @@ static void dequantize_block(uint32_t ggml, const uint8_t *b, float *y) {
   }
 }
 
-bool gguf_foreign_target(uint32_t ggml, vkrt_type *to) {
+bool gguf_foreign_target(uint32_t ggml, bool f16, vkrt_type *to) {
   switch (ggml) {
   case GGML_TYPE_Q4_0:
   case GGML_TYPE_Q5_0:
@@ -115,7 +114,7 @@ bool gguf_foreign_target(uint32_t ggml, vkrt_type *to) {
   case GGML_TYPE_Q3_K:
   case GGML_TYPE_Q5_K:
   case GGML_TYPE_BF16:
-    *to = VKRT_TYPE_F32;
+    *to = f16 ? VKRT_TYPE_F16 : VKRT_TYPE_F32;
     return true;
   default:
     return false;
@@ -141,7 +140,6 @@ const char *gguf_ggml_type_str(uint32_t ggml) {
   }
 }
 
-#define CONVERT_THREADS 32
 #define CONVERT_SLICE 1024 /* blocks a thread takes at a time */
 
 struct convert_job {
@@ -180,14 +178,12 @@ static void *convert_slices(void *arg) {
 
 int gguf_convert(struct gguf_file *f, struct gguf_tensor *t, char *err, size_t err_size) {
   vkrt_type to;
-  if (t->converted || t->supported)
+  if (t->supported) /* a type with kernels, or converted already */
     return GGUF_OK;
-  if (!gguf_foreign_target(t->ggml_type, &to) || !t->size)
+  if (!gguf_foreign_target(t->ggml_type, f->convert_f16, &to) || !t->size)
     return gguf_fail(err, err_size, GGUF_E_TYPE, "tensor %s has ggml type %u (%s), which "
                      "vkrt-service neither runs nor converts", t->name, t->ggml_type,
                      gguf_ggml_type_str(t->ggml_type));
-  if (to == VKRT_TYPE_F32 && f->convert_f16)
-    to = VKRT_TYPE_F16;
   uint64_t block = gguf_ggml_block(t->ggml_type), bytes = gguf_ggml_block_bytes(t->ggml_type);
   uint64_t blocks = t->size / bytes;
   uint64_t out_block = to == VKRT_TYPE_Q8_0 ? 34 : (to == VKRT_TYPE_F16 ? 2 : 4) * block;
@@ -202,17 +198,7 @@ int gguf_convert(struct gguf_file *f, struct gguf_tensor *t, char *err, size_t e
   struct convert_job job = {.ggml = t->ggml_type, .to = to, .in = gguf_data(f, t), .out = out,
                             .bytes = bytes, .out_block = out_block, .blocks = blocks};
   atomic_init(&job.next, 0);
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  uint32_t threads = cpus < 1 ? 1 : cpus > CONVERT_THREADS ? CONVERT_THREADS : (uint32_t)cpus;
-  if (blocks < 4096)
-    threads = 1;
-  pthread_t tid[CONVERT_THREADS];
-  uint32_t started = 0;
-  while (started + 1 < threads && pthread_create(&tid[started], NULL, convert_slices, &job) == 0)
-    started++;
-  convert_slices(&job);
-  for (uint32_t i = 0; i < started; i++)
-    pthread_join(tid[i], NULL);
+  gguf_run_threads(convert_slices, &job, blocks < 4096 ? 1 : gguf_threads());
   t->converted = out;
   t->type = to;
   t->supported = true;

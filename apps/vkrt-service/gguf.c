@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -436,6 +437,22 @@ uint64_t gguf_row_bytes(const struct gguf_tensor *t) {
   if (t->converted)
     return t->ne[0] / vkrt_type_block(t->type) * vkrt_type_size(t->type);
   return t->ne[0] / ggml_types[t->ggml_type].block * ggml_types[t->ggml_type].bytes;
+}
+
+uint32_t gguf_threads(void) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus < 1 ? 1 : cpus > (long)GGUF_MAX_THREADS ? GGUF_MAX_THREADS : (uint32_t)cpus;
+}
+
+void gguf_run_threads(void *(*fn)(void *), void *arg, uint32_t threads) {
+  pthread_t tid[GGUF_MAX_THREADS];
+  uint32_t started = 0;
+  while (started + 1 < threads && started + 1 < GGUF_MAX_THREADS &&
+         pthread_create(&tid[started], NULL, fn, arg) == 0)
+    started++;
+  fn(arg);
+  for (uint32_t i = 0; i < started; i++)
+    pthread_join(tid[i], NULL);
 }
 
 uint32_t gguf_ggml_block(uint32_t ggml) { return ggml < GGML_TYPE_COUNT ? ggml_types[ggml].block : 0; }

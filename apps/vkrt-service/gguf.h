@@ -166,17 +166,23 @@ int gguf_mlp(const struct gguf_file *f, struct gguf_mlp *out, char *err, size_t 
  * bytes once converted. */
 const uint8_t *gguf_data(const struct gguf_file *f, const struct gguf_tensor *t);
 uint64_t gguf_row_bytes(const struct gguf_tensor *t);
+/* Bulk work on every core: the machine's cores (1 .. GGUF_MAX_THREADS), and fn(arg) run on
+ * `threads` threads at once, the caller's among them (fewer when one cannot start), each
+ * taking work from arg until none is left; returns when all have finished. */
+#define GGUF_MAX_THREADS 32u
+uint32_t gguf_threads(void);
+void gguf_run_threads(void *(*fn)(void *), void *arg, uint32_t threads);
 /* Elements and bytes per block of a ggml type id (0: not sized here). */
 uint32_t gguf_ggml_block(uint32_t ggml);
 uint32_t gguf_ggml_block_bytes(uint32_t ggml);
 
 /* foreign.c: types without kernels. The type a foreign one converts to, exactly (q4_0, q5_0 ->
- * q8_0; q4_1, q5_1, q2_K, q3_K, q5_K, bf16 -> f32, or f16 when f->convert_f16 asks for
- * it), false for the others; its name; the
+ * q8_0; q4_1, q5_1, q2_K, q3_K, q5_K, bf16 -> f32, or f16 with f16: what gguf_convert makes
+ * of them under f->convert_f16), false for the others; its name; the
  * conversion of t in place (its bytes dequantized into malloc'd memory, t->type, size,
  * supported updated; a tensor already supported is left alone); and random blocks of a
  * foreign type with weights of about 1 / sqrt(K) for --make-gguf. */
-bool gguf_foreign_target(uint32_t ggml, vkrt_type *to);
+bool gguf_foreign_target(uint32_t ggml, bool f16, vkrt_type *to);
 const char *gguf_ggml_type_str(uint32_t ggml);
 int gguf_convert(struct gguf_file *f, struct gguf_tensor *t, char *err, size_t err_size);
 void gguf_foreign_synth_row(uint8_t *out, uint32_t ggml, uint64_t K, uint64_t *rng);

@@ -16,7 +16,7 @@ static int find_tensor(const struct gguf_file *f, const char *name, bool norm, u
   if (!t)
     return gguf_fail(err, err_size, GGUF_E_MISSING, "missing tensor %s", name);
   vkrt_type to;
-  if (norm ? t->ggml_type != GGML_TYPE_F32 : !t->supported && !gguf_foreign_target(t->ggml_type, &to))
+  if (norm ? t->ggml_type != GGML_TYPE_F32 : !t->supported && !gguf_foreign_target(t->ggml_type, false, &to))
     return gguf_fail(err, err_size, GGUF_E_TYPE, "tensor %s has ggml type %u (%s); %s", name,
                      t->ggml_type, gguf_ggml_type_str(t->ggml_type),
                      norm ? "vectors (norms, rope_freqs) are f32"

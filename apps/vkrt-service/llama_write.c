@@ -5,12 +5,10 @@
  * from its own seed (the file's seed, the tensor, the row), so the bytes do not depend on the
  * number of threads. */
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "tokenizer.h"
 
@@ -297,7 +295,7 @@ static void write_bpe_vocab(struct gguf_writer *w, const struct bpe_build *b, ui
 static int check_params(const struct llama_make_params *p, char *err, size_t err_size) {
   uint32_t block = p->foreign ? gguf_ggml_block(p->foreign) : vkrt_type_block(p->type);
   vkrt_type to;
-  if (p->foreign && (!gguf_foreign_target(p->foreign, &to) || p->q4_k_m))
+  if (p->foreign && (!gguf_foreign_target(p->foreign, false, &to) || p->q4_k_m))
     return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "ggml type %u is not one converted on the "
                      "host, or mixed with Q4_K_M", p->foreign);
   if (p->type != VKRT_TYPE_F32 && p->type != VKRT_TYPE_F16 && p->type != VKRT_TYPE_Q8_0 &&
@@ -395,7 +393,6 @@ static uint32_t plan_tensors(const struct llama_make_params *p, struct tensor_pl
 }
 
 #define BATCH_BYTES (64u << 20) /* rows generated in parallel, then written */
-#define MAX_THREADS 32
 
 /* A batch of rows of one tensor, handed out row by row to the threads. */
 struct batch {
@@ -428,14 +425,8 @@ static void *batch_rows(void *arg) {
 
 /* Rows [row0, row0 + rows) of tensor t into buf, on `threads` threads (the caller one). */
 static void batch_run(struct batch *b, uint32_t threads) {
-  pthread_t tid[MAX_THREADS];
-  uint32_t started = 0;
   atomic_init(&b->next, 0);
-  while (started + 1 < threads && pthread_create(&tid[started], NULL, batch_rows, b) == 0)
-    started++;
-  batch_rows(b);
-  for (uint32_t i = 0; i < started; i++)
-    pthread_join(tid[i], NULL);
+  gguf_run_threads(batch_rows, b, threads);
 }
 
 int llama_write_gguf(const char *path, const struct llama_make_params *p, char *err,
@@ -447,8 +438,7 @@ int llama_write_gguf(const char *path, const struct llama_make_params *p, char *
   struct tensor_plan *plan = malloc(sizeof(*plan) * (4 + 9 * (size_t)p->n_layer));
   uint64_t widest = p->n_embd > p->n_ff ? p->n_embd : p->n_ff;
   uint8_t *row = malloc(BATCH_BYTES > widest * sizeof(float) ? BATCH_BYTES : widest * sizeof(float));
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  const uint32_t threads = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (uint32_t)cpus;
+  const uint32_t threads = gguf_threads();
   struct bpe_build bpe = {0};
   bool is_bpe = p->vocab == LLAMA_VOCAB_BPE;
   if (!plan || !row || (is_bpe && bpe_build(&bpe, p->n_vocab))) {

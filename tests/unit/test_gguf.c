@@ -101,7 +101,7 @@ static void convert_row(uint32_t ggml, const uint8_t *b, uint32_t K, float *y, i
   assert_int_equal(gguf_convert(&f, &t, err, sizeof(err)), GGUF_OK);
   assert_true(t.supported && t.converted);
   vkrt_type to;
-  assert_true(gguf_foreign_target(ggml, &to));
+  assert_true(gguf_foreign_target(ggml, false, &to));
   assert_int_equal(t.type, to);
   assert_int_equal(gguf_row_bytes(&t), K / vkrt_type_block(to) * vkrt_type_size(to));
   for (uint32_t k = 0; k < K; k++) {
