@@ -31,10 +31,7 @@ vkrt_status vkrt_lab_matmul_swiglu(const vkrt_tensor *dst, const vkrt_tensor *w,
                       "not w {%lld, %lld}, x {%lld, %lld}, dst {%lld, %lld}", op,
                       (long long)w->ne[0], (long long)w->ne[1], (long long)x->ne[0],
                       (long long)x->ne[1], (long long)dst->ne[0], (long long)dst->ne[1]);
-  struct vkrt_stream_access access[3];
-  for (int i = 0; i < 3; i++)
-    access[i] = (struct vkrt_stream_access){v[i].buffer, v[i].lo, v[i].hi, i == 0};
   VkCommandBuffer cmd;
-  s = vkrt_ops_begin(dev, access, 3, &cmd);
+  s = vkrt_ops_begin_views(dev, v, 3, &cmd);
   return s != VKRT_OK ? s : vkrt_quant_swiglu_record(dev, cmd, v);
 }

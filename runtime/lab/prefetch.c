@@ -13,10 +13,6 @@ struct prefetch_push {
 VKRT_KERNEL_PREFETCH_CHECK_PUSH(struct prefetch_push);
 #endif
 
-/* The sink: slots of 256 bytes (the largest storage-buffer offset alignment), one per
- * prefetch in turn and each bound alone, so no two prefetches between barriers share one */
-#define SINK_SLOTS 64
-#define SINK_SLOT_BYTES 256
 
 vkrt_status vkrt_lab_prefetch(vkrt_buffer *buffer, uint64_t offset, uint64_t size) {
   if (!buffer)
@@ -49,7 +45,8 @@ vkrt_status vkrt_lab_prefetch(vkrt_buffer *buffer, uint64_t offset, uint64_t siz
   for (uint64_t done = 0; done < size;) {
     uint64_t at = offset + done, piece = VKRT_MIN(size - done, piece_max);
     uint64_t bind = vkrt_align_down(at, align);
-    uint64_t slot = (uint64_t)(lab->prefetch_slot++ % SINK_SLOTS) * SINK_SLOT_BYTES;
+    uint64_t slot = (uint64_t)(lab->prefetch_slot++ % VKRT_OPS_PREFETCH_SINK_SLOTS) *
+                    VKRT_OPS_PREFETCH_SINK_SLOT_BYTES;
     struct vkrt_stream_access access[2] = {{buffer, at, at + piece, false},
                                            {lab->prefetch_sink, slot, slot + 4, true}};
     VkCommandBuffer cmd;

@@ -42,8 +42,8 @@ static vkrt_status check_lost(struct vkrt_device *dev) {
                    : VKRT_OK;
 }
 
-static vkrt_status begin(struct vkrt_device *dev, const struct vkrt_ops_view *views,
-                         uint32_t count, VkCommandBuffer *cmd) {
+vkrt_status vkrt_ops_begin_views(struct vkrt_device *dev, const struct vkrt_ops_view *views,
+                                 uint32_t count, VkCommandBuffer *cmd) {
   vkrt_status s = check_lost(dev);
   if (s != VKRT_OK)
     return s;
@@ -174,7 +174,8 @@ static vkrt_status run_op(const struct op_call *c) {
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   if (kernel_in_build(c->kind)) {
     /* attention asks the stream for each of its passes (attention.c) */
-    vkrt_status s = c->kind == OP_ATTENTION ? check_lost(dev) : begin(dev, v, view_count(c), &cmd);
+    vkrt_status s = c->kind == OP_ATTENTION ? check_lost(dev)
+                                                 : vkrt_ops_begin_views(dev, v, view_count(c), &cmd);
     if (s != VKRT_OK)
       return s;
   }

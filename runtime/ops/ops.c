@@ -253,7 +253,8 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   if (s == VKRT_OK)
     s = vkrt_matmul_x16_open(dev);
   if (s == VKRT_OK && IS_ENABLED(CONFIG_VKRT_KERNEL_PREFETCH_LAB))
-    s = vkrt_buffer_create_internal(dev, 64 * 256, 0, 0, &ops->lab->prefetch_sink); /* prefetch.c */
+    s = vkrt_buffer_create_internal(dev, VKRT_OPS_PREFETCH_SINK_SLOTS * VKRT_OPS_PREFETCH_SINK_SLOT_BYTES,
+                                    0, 0, &ops->lab->prefetch_sink);
   if (s != VKRT_OK)
     vkrt_ops_close(dev);
   return s;

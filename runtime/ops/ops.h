@@ -141,11 +141,15 @@ struct vkrt_ops_counters {
 };
 
 /* The lab's part of a device's ops: made with the ops state only with CONFIG_VKRT_LAB. */
+#define VKRT_OPS_PREFETCH_SINK_SLOTS 64
+#define VKRT_OPS_PREFETCH_SINK_SLOT_BYTES 256
 struct vkrt_ops_lab {
   struct vkrt_ops_forces force;
   struct vkrt_ops_counters count;
   /* vkrt_lab_prefetch: the word its kernel's dead store names (a small buffer made at open
-   * where the kernel is built), the next of them, and the bytes prefetched */
+   * where the kernel is built: VKRT_OPS_PREFETCH_SINK_SLOTS slots of 256 bytes, the largest
+   * storage-buffer offset alignment, one per prefetch in turn and each bound alone, so no two
+   * prefetches between barriers share one), the next slot, and the bytes prefetched */
   struct vkrt_buffer *prefetch_sink;
   uint32_t prefetch_slot;
   uint64_t prefetch_bytes;
@@ -302,6 +306,10 @@ void vkrt_ops_scratch_destroy(struct vkrt_buffer **scratch);
  * before it when earlier work since the last one is a hazard to it (vkrt_stream_next). */
 vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_stream_access *access,
                            uint32_t count, VkCommandBuffer *cmd);
+/* The same for an op's checked operands (dst first, then what it reads), refused once the
+ * device is lost (api.c: every op, and the lab's fused gate/up). */
+vkrt_status vkrt_ops_begin_views(struct vkrt_device *dev, const struct vkrt_ops_view *views,
+                                 uint32_t count, VkCommandBuffer *cmd);
 
 /* How the ops hand buffers to their kernels on this device, and why (vkrt-probe). */
 const char *vkrt_ops_binding_path(const struct vkrt_device *dev);

@@ -469,23 +469,26 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
 }
 
 #define QMV_SWIGLU 2u /* push accumulate bit 1: gate/up row pairs, silu(g) u written */
+#define PREFETCH_ROWS_A 11 /* the variant number (vkrt_quant_variant_names) */
 
 vkrt_status vkrt_quant_swiglu_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                      const struct vkrt_ops_view views[3]) {
   static const char *const op = "vkrt_lab_matmul_swiglu";
   const struct vkrt_ops_view *d = &views[0], *x = &views[2];
   struct vkrt_ops_view w = views[1];
-  const enum vkrt_ops_kernel k = VKRT_OPS_MATVEC_Q4_K_PREFETCH_R4; /* rows of 16: whole pairs */
+  /* prefetch-rows-a (the op's one-column choice on the H200): 16 rows a workgroup, whole pairs */
+  const struct qmv_variant *v = &q4_k_variants[PREFETCH_ROWS_A - 1];
+  const enum vkrt_ops_kernel k = v->m1;
   if (w.type != VKRT_TYPE_Q4_K || !type_enabled(w.type) || !vkrt_ops_kernel_usable(dev, k))
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "%s: the fused gate/up runs on q4_K weights and the q4_K stream kernel "
                       "(w is %s%s)", op, vkrt_type_str(w.type),
                       w.type == VKRT_TYPE_Q4_K ? ", its kernel not in this build" : "");
-  if (!vkrt_ops_widen_words(dev, &w) || !variant_fits(QMV_VEC16, &w, x) || x->ne[1] != 1)
+  if (!vkrt_ops_widen_words(dev, &w) || !variant_fits(v->kind, &w, x) || x->ne[1] != 1)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                       "%s: one column of x, w rows and x 16-byte aligned (the stream kernel's "
                       "loads)", op);
-  return record_qmv(dev, cmd, k, q4_k_variants[10].rows_m1, 1, QMV_VEC16, d, &w, x, QMV_SWIGLU);
+  return record_qmv(dev, cmd, k, v->rows_m1, 1, v->kind, d, &w, x, QMV_SWIGLU);
 }
 
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
