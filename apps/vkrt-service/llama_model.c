@@ -130,22 +130,48 @@ static int load_hparams(const struct gguf_file *f, struct llama_hparams *hp, cha
   return r ? r : load_rope_scaling(f, hp, err, err_size);
 }
 
-/* The matrices of types without kernels converted on the host (foreign.c), counted by type
- * in m->converted. */
-static int convert_matrices(struct gguf_file *f, struct llama_model *m, char *err, size_t err_size) {
-  const struct gguf_tensor *mats[3 + 7 * LLAMA_MAX_LAYERS];
+#define MODEL_TENSORS (4 + 9 * LLAMA_MAX_LAYERS)
+
+/* Every tensor the model uses, in one list: token_embd, output_norm, output (token_embd again
+ * when tied), rope_freqs when there, then each layer's nine. Returns the count. */
+static uint32_t model_tensors(const struct llama_model *m, const struct gguf_tensor **out) {
   uint32_t n = 0;
-  mats[n++] = m->tok_embd;
-  mats[n++] = m->output;
+  out[n++] = m->tok_embd;
+  out[n++] = m->output_norm;
+  out[n++] = m->output;
+  if (m->rope_freqs)
+    out[n++] = m->rope_freqs;
   for (uint32_t l = 0; l < m->hp.n_layer; l++) {
     const struct llama_layer *L = &m->layer[l];
-    const struct gguf_tensor *w[7] = {L->wq, L->wk, L->wv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down};
-    for (int i = 0; i < 7; i++)
-      mats[n++] = w[i];
+    const struct gguf_tensor *t[9] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo,
+                                      L->ffn_norm, L->ffn_gate, L->ffn_up, L->ffn_down};
+    for (int i = 0; i < 9; i++)
+      out[n++] = t[i];
   }
-  for (uint32_t i = 0; i < n; i++) {
-    struct gguf_tensor *t = &f->tensors[mats[i] - f->tensors]; /* the file's own, to convert */
-    if (t->supported)
+  return n;
+}
+
+/* A file whose every tensor is one of the model's (a file with more, such as biases,
+ * experts or other architectures' norms, is a model this service would run wrong, so it is
+ * refused by name); then its matrices of types without kernels converted on the host
+ * (foreign.c), counted by type in m->converted (norms are f32: never converted). */
+static int check_and_convert(struct gguf_file *f, struct llama_model *m, char *err,
+                             size_t err_size) {
+  const struct gguf_tensor *used[MODEL_TENSORS];
+  uint32_t n = model_tensors(m, used);
+  for (uint32_t i = 0; i < f->tensor_count; i++) {
+    uint32_t u = 0;
+    while (u < n && used[u] != &f->tensors[i])
+      u++;
+    if (u == n)
+      return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "tensor %s is not part of the llama model "
+                       "vkrt-service runs (token_embd, output_norm, output, rope_freqs and per layer "
+                       "attn_norm, attn_q/k/v/output, ffn_norm, ffn_gate/up/down weights; no biases "
+                       "or experts)", f->tensors[i].name);
+  }
+  for (uint32_t u = 0; u < n; u++) {
+    struct gguf_tensor *t = &f->tensors[used[u] - f->tensors]; /* the file's own, to convert */
+    if (t->supported) /* a type with kernels, or converted already (a tied head) */
       continue;
     int r = gguf_convert(f, t, err, err_size);
     if (r)
@@ -219,25 +245,8 @@ int llama_model_load(struct gguf_file *f, struct llama_model *out, char *err, si
         (r = layer_tensor(f, l, "ffn_down", false, F, E, &L->ffn_down, err, err_size)))
       return r;
   }
-  /* every tensor of the file is one of these: a file with more (biases, experts, other
-   * architectures' norms) is a model this service would run wrong, so it is refused by name */
-  for (uint32_t i = 0; i < f->tensor_count; i++) {
-    const struct gguf_tensor *t = &f->tensors[i];
-    bool used = t == out->tok_embd || t == out->output_norm || t == out->output ||
-                t == out->rope_freqs;
-    for (uint32_t l = 0; l < hp->n_layer && !used; l++) {
-      const struct llama_layer *L = &out->layer[l];
-      used = t == L->attn_norm || t == L->wq || t == L->wk || t == L->wv || t == L->wo ||
-             t == L->ffn_norm || t == L->ffn_gate || t == L->ffn_up || t == L->ffn_down;
-    }
-    if (!used)
-      return gguf_fail(err, err_size, GGUF_E_BAD_VALUE, "tensor %s is not part of the llama model "
-                       "vkrt-service runs (token_embd, output_norm, output, rope_freqs and per layer "
-                       "attn_norm, attn_q/k/v/output, ffn_norm, ffn_gate/up/down weights; no biases "
-                       "or experts)", t->name);
-  }
   out->file = f;
-  return convert_matrices(f, out, err, err_size);
+  return check_and_convert(f, out, err, err_size);
 }
 
 uint64_t llama_weight_bytes(const struct llama_model *m) {
