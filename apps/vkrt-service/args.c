@@ -290,30 +290,16 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
       *exit_status = 0;
       return false;
     }
-    if (!strcmp(a, "--json")) {
-      o->json = true;
+    /* the options without a value */
+    const struct { const char *name; bool *set; } flags[] = {
+        {"--json", &o->json},     {"--verbose", &o->verbose},         {"--print-ids", &o->print_ids},
+        {"--stream", &o->stream}, {"--fuse-swiglu", &o->fuse_swiglu}, {"--profile", &o->profile}};
+    bool flag = false;
+    for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]) && !flag; f++)
+      if (!strcmp(a, flags[f].name))
+        *flags[f].set = flag = true;
+    if (flag)
       continue;
-    }
-    if (!strcmp(a, "--verbose")) {
-      o->verbose = true;
-      continue;
-    }
-    if (!strcmp(a, "--print-ids")) {
-      o->print_ids = true;
-      continue;
-    }
-    if (!strcmp(a, "--stream")) {
-      o->stream = true;
-      continue;
-    }
-    if (!strcmp(a, "--fuse-swiglu")) {
-      o->fuse_swiglu = true;
-      continue;
-    }
-    if (!strcmp(a, "--profile")) {
-      o->profile = true;
-      continue;
-    }
     if (!strcmp(a, "--dtype") || !strcmp(a, "--preset") || !strcmp(a, "--heads") ||
         !strcmp(a, "--kv-heads") || !strcmp(a, "--vocab") || !strcmp(a, "--vocab-type") ||
         !strcmp(a, "--rope-freqs") || !strcmp(a, "--rope-linear"))
