@@ -53,15 +53,7 @@ layout(local_size_x = 128) in;
 #endif
 #define MAX_SUBGROUPS 64u
 
-layout(push_constant) uniform Push {
-  uint N, M, blocks;        // rows, columns of x, super-blocks per row (K / 256)
-  uint w_offset, w_row, w_stride2, w_stride3;                  // bytes
-  uint x_offset, x_col, x_stride2, x_stride3;                  // elements
-  uint d_offset, d_stride0, d_col, d_stride2, d_stride3;       // elements
-  uint ne2, r2, r3;
-  uint accumulate;          // 1: dst += the product (vkrt_op_matmul_add)
-  uint base_x, base_y, base_z;
-} pc;
+#include "matvec_push.glsl"
 
 layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
 #ifdef STREAM

@@ -1,4 +1,5 @@
 #version 450
+#extension GL_GOOGLE_include_directive : require
 // Q8_0 weights x f32 activations -> f32 (ggml mul_mat, w ne = {K, N}, x ne = {K, M}):
 //   dst[n, m] = sum_k w[k, n] * x[k, m]   for M <= MT columns per workgroup row (grid y walks
 // groups of MT columns), every batch (i2, i3) on z, w broadcast over batches.
@@ -29,15 +30,7 @@
 
 layout(local_size_x = 128) in;
 
-layout(push_constant) uniform Push {
-  uint N, M, blocks;        // rows, columns of x, blocks per row (K / 32)
-  uint w_offset, w_row, w_stride2, w_stride3;                  // bytes
-  uint x_offset, x_col, x_stride2, x_stride3;                  // elements
-  uint d_offset, d_stride0, d_col, d_stride2, d_stride3;       // elements
-  uint ne2, r2, r3;
-  uint accumulate;          // 1: dst += the product (vkrt_op_matmul_add)
-  uint base_x, base_y, base_z;
-} pc;
+#include "matvec_push.glsl"
 
 layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
 #if defined(KSPACE)

@@ -43,15 +43,7 @@ layout(local_size_x = 256) in;
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
 int dot4(uint a, uint b, spirv_literal int packed_4x8);
 
-layout(push_constant) uniform Push {
-  uint N, M, blocks;        // rows, columns of x (1), blocks per row (K / 32 or K / 256)
-  uint w_offset, w_row, w_stride2, w_stride3;                  // bytes
-  uint x_offset, x_col, x_stride2, x_stride3;                  // elements
-  uint d_offset, d_stride0, d_col, d_stride2, d_stride3;       // elements
-  uint ne2, r2, r3;
-  uint accumulate;          // 1: dst += the product (vkrt_op_matmul_add)
-  uint base_x, base_y, base_z;
-} pc;
+#include "matvec_push.glsl"
 
 #ifdef Q8_0
 layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };

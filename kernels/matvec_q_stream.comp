@@ -55,16 +55,7 @@ layout(local_size_x = 128) in;
 #error "WARPS: 4 or 8"
 #endif
 
-layout(push_constant) uniform Push {
-  uint N, M, blocks;        // rows, columns of x (1), blocks per row (K / 32 or K / 256)
-  uint w_offset, w_row, w_stride2, w_stride3;                  // bytes
-  uint x_offset, x_col, x_stride2, x_stride3;                  // elements
-  uint d_offset, d_stride0, d_col, d_stride2, d_stride3;       // elements
-  uint ne2, r2, r3;
-  uint accumulate;          // bit 0: dst += the product (vkrt_op_matmul_add); bit 1: SwiGLU
-                            // pairs (the lab's fused gate/up, below)
-  uint base_x, base_y, base_z;
-} pc;
+#include "matvec_push.glsl"
 
 layout(std430, set = 0, binding = 0) readonly buffer W4 { uvec4 w4[]; };
 #ifdef Q8_0
@@ -75,9 +66,13 @@ layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 #ifdef Q8_0
 layout(std430, set = 0, binding = 3) readonly buffer W { uint w[]; };
+#else
+// the RMS norm's weight (accumulate & 4; otherwise any buffer, not read)
+layout(std430, set = 0, binding = 3) readonly buffer G { vec4 g4[]; };
 #endif
 
 shared float red[WARPS * 8u][ROWS];
+shared float squares[WARPS * 8u]; // the RMS norm's sum of x^2, by lane of group 0
 #ifdef SCALES
 // (d sc, dmin m) of sub-blocks 2 j and 2 j + 1 at [step & 1][row][warp][j]
 shared vec4 scl[2][ROWS][WARPS][4];
@@ -136,11 +131,17 @@ piece_t piece(uint u, uint pieces) {
 }
 #endif
 
-// Bit 1 of accumulate (vkrt_lab_matmul_swiglu, Q4_K): w holds N / 2 gate rows then N / 2 up
+// Bit 1 of accumulate (vkrt_op_matmul_fused with swiglu, Q4_K): w holds N / 2 gate rows then N / 2 up
 // rows; row 2 i of the N this kernel walks is gate row i, row 2 i + 1 up row i, so a
 // workgroup's rows come in pairs and it writes dst[i] = silu(gate_i x) (up_i x) itself, the
 // swiglu op's own formula on the same sums (the result is the unfused pair's, bit for bit).
 bool glu() { return (pc.accumulate & 2u) != 0u; }
+// Bit 2 (vkrt_op_matmul_fused with a norm, Q4_K): x RMS-normalized with weight g first,
+//   dst[n] = sum_k w[k, n] x[k] g[k] / sqrt(sum_k x[k]^2 / K + eps)
+// the product taken with x g, the scale applied to the row sums; the lanes of group 0 see
+// every x of the row once between them and sum its squares on the way, so the workgroup
+// needs no pass of its own over x, and every workgroup sums them in the same order.
+bool norm() { return (pc.accumulate & 4u) != 0u; }
 uint w_row_of(uint n) { return glu() ? (n >> 1) + (n & 1u) * (pc.N >> 1) : n; }
 
 void main() {
@@ -161,6 +162,7 @@ void main() {
   float acc[R];
   for (uint r = 0u; r < R; r++)
     acc[r] = 0.0;
+  float sq = 0.0;
 
 #ifdef Q8_0
   uint pieces = pc.blocks * 17u / 8u; // 16-byte pieces per row
@@ -240,6 +242,7 @@ void main() {
       q[i][r] = w4[base + 1u + p];
     }
   for (uint s = warp; s < pc.blocks; s += WARPS) {
+    const bool valid = true;
     for (uint r = 0u; r < R; r++) {
       uint base = row_u4[r] + min(s + PREFETCH * WARPS, pc.blocks - 1u) * 9u;
       h[PREFETCH][r] = w4[base];
@@ -251,6 +254,14 @@ void main() {
     for (uint i = 0u; i < 4u; i++) {
       xl[i] = x4[xi + i];
       xh[i] = x4[xi + 8u + i];
+    }
+    if (norm()) {
+      uint gi = (pc.norm_offset >> 2) + s * 64u + 16u * (p >> 1) + 4u * (p & 1u);
+      for (uint i = 0u; i < 4u; i++) {
+        sq += g == 0u && valid ? dot(xl[i], xl[i]) + dot(xh[i], xh[i]) : 0.0;
+        xl[i] *= g4[gi + i];
+        xh[i] *= g4[gi + 8u + i];
+      }
     }
     float sl = dot(xl[0] + xl[1] + xl[2] + xl[3], vec4(1.0));
     float sh = dot(xh[0] + xh[1] + xh[2] + xh[3], vec4(1.0));
@@ -295,7 +306,16 @@ void main() {
 
   for (uint r = 0u; r < R; r++)
     red[warp * 8u + p][4u * r + g] = acc[r];
+  if (g == 0u)
+    squares[warp * 8u + p] = sq;
   barrier();
+  float scale = 1.0;
+  if (norm()) {
+    float t = 0.0;
+    for (uint i = 0u; i < WARPS * 8u; i++)
+      t += squares[i];
+    scale = inversesqrt(t / float(pc.blocks * 256u) + pc.eps);
+  }
   if (glu()) {
     if (2u * tid < rows) {
       float sg = 0.0, su = 0.0;
@@ -304,6 +324,8 @@ void main() {
         su += red[i][2u * tid + 1u];
       }
       uint at = pc.d_offset + (row0 / 2u + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
+      sg *= scale;
+      su *= scale;
       d[at] = sg / (1.0 + exp(-sg)) * su;
     }
     return;
@@ -313,6 +335,7 @@ void main() {
     for (uint i = 0u; i < WARPS * 8u; i++)
       s += red[i][tid];
     uint at = pc.d_offset + (row0 + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
-    d[at] = pc.accumulate != 0u ? d[at] + s : s;
+    s *= scale;
+    d[at] = (pc.accumulate & 1u) != 0u ? d[at] + s : s;
   }
 }

@@ -67,13 +67,21 @@ def _user_values_that_did_not_stick(kconf):
     return problems
 
 
-def load_config(kconf, path, strict=True):
-    """Load a .config or defconfig; warnings and values that did not stick are errors."""
+def load_config(kconf, path, strict=True, drop_removed=False):
+    """Load a .config or defconfig; warnings and values that did not stick are errors. With
+    drop_removed (olddefconfig: bringing an older configuration up to date), values of
+    symbols the Kconfig tree no longer defines are dropped with a note instead."""
     if not os.path.exists(path):
         raise ConfigError(f"{path}: no such configuration (run `make <board>_defconfig`)")
     kconf.warnings.clear()
     kconf.load_config(path, replace=True)
     problems = list(kconf.warnings)
+    if drop_removed:
+        removed = [w for w in problems if "undefined symbol" in w]
+        for w in removed:
+            print(f"kconfig: note: {w.split('warning: ', 1)[-1]} (no longer in the Kconfig "
+                  "tree: dropped)", file=sys.stderr)
+        problems = [w for w in problems if w not in removed]
     if strict:
         problems += _user_values_that_did_not_stick(kconf)
     if problems:
@@ -201,7 +209,7 @@ def main(argv):
             check_combinations(kconf)
             print(kconf.write_config(a.config))
         elif a.cmd == "olddefconfig":
-            load_config(kconf, a.config, strict=False)
+            load_config(kconf, a.config, strict=False, drop_removed=True)
             print(kconf.write_config(a.config))
         elif a.cmd == "savedefconfig":
             load_config(kconf, a.config, strict=False)

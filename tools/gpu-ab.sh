@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # One binary, several paths, the same model, alternated: vkrt-service's generation speed with
-# each variant's extra arguments (lab knobs, --prefetch-mb, --activations ...), ROUNDS rounds
+# each variant's extra arguments (lab knobs, --fuse, --activations ...), ROUNDS rounds
 # of every variant in turn (so clocks and the neighbours' load drift over all of them alike),
 # then per variant the median tg tok/s, p50 ms and × roofline, and the ratio to the first.
 #   tools/gpu-ab.sh BUILDDIR MODEL.gguf 'VARIANT' ['VARIANT' ...]
 # VARIANT: a label, a colon, the extra arguments ("base:" for none), e.g.
 #   tools/gpu-ab.sh build-h200 /tmp/q.gguf 'base:' 'old-barrier:--lab barrier_stages=1' \
-#       'prefetch-8:--prefetch-mb 8'
+#       'unfused:--fuse none'
 # ARGS: the arguments every run takes (default: one device, a 512-token prompt, 64 tokens,
 # context 1024, q8_0 K/V, no verification); ROUNDS (default 3). Output: a table on stdout
 # and each run's JSON line in $OUT/ab.jsonl (default OUT=/tmp/vkrt-gpu-out). The variants'
-# knobs must exist in the build (a lab build for --lab and --prefetch-mb).
+# knobs must exist in the build (a lab build for --lab).
 set -u
 B=${1:?usage: tools/gpu-ab.sh BUILDDIR MODEL.gguf 'LABEL:ARGS' ...}
 model=${2:?usage: tools/gpu-ab.sh BUILDDIR MODEL.gguf 'LABEL:ARGS' ...}

@@ -117,16 +117,6 @@ int appliance_open(struct service *s) {
     return EXIT_USAGE;
 #endif
   }
-  if (a->fuse_swiglu && !IS_ENABLED(CONFIG_VKRT_LAB)) {
-    fprintf(stderr, "vkrt-service: --fuse-swiglu needs a build with the lab (make <board>_defconfig "
-            "lab.config): vkrt_lab_matmul_swiglu\n");
-    return EXIT_USAGE;
-  }
-  if (a->prefetch_mb && !IS_ENABLED(CONFIG_VKRT_LAB)) {
-    fprintf(stderr, "vkrt-service: --prefetch-mb needs a build with the lab (make <board>_defconfig "
-            "lab.config): vkrt_lab_prefetch\n");
-    return EXIT_USAGE;
-  }
   if (a->profile && !IS_ENABLED(CONFIG_VKRT_LAB)) {
     fprintf(stderr, "vkrt-service: --profile needs a build with the lab (make <board>_defconfig "
             "lab.config): its GPU timers\n");

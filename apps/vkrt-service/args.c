@@ -14,7 +14,7 @@ static void usage(FILE *f) {
           "                    [--fault import-fails] [--import-chunk-cap BYTES]\n"
           "                    [--activations f32|q8|f16|q8,f16]\n"
           "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
-          "                    [--lab NAME=VALUE]... [--prefetch-mb N] [--fuse-swiglu]\n"
+          "                    [--lab NAME=VALUE]... [--fuse all|norm|swiglu|none]\n"
           "                    [--convert f32|f16]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K|q6_K] [--seed N]   (--make-weights: the same)\n"
@@ -82,12 +82,11 @@ static void usage(FILE *f) {
           "--lab NAME=VALUE (a build with the lab; up to 8): a knob of vkrt/vkrt_lab.h by its name\n"
           "without VKRT_LAB_ (any case), set on every device once the appliance is open, so one\n"
           "binary compares a path with another (e.g. --lab barrier_stages=1).\n"
-          "--fuse-swiglu (a build with the lab, llama models): a token's q4_K gate/up and the\n"
-          "swiglu after them in one dispatch (vkrt_lab_matmul_swiglu), one dependent step fewer\n"
-          "per layer; other gate/up types as before.\n"
-          "--prefetch-mb N (a build with the lab, llama models): beside each small step of a\n"
-          "token (a norm, the cache rows, the attention, swiglu) the first N MiB of the next\n"
-          "matrix are read into the GPU's caches (vkrt_lab_prefetch); 0 (the default): none.\n"
+          "--fuse all|norm|swiglu|none (llama models; default all): a token's q4_K q/k/v and\n"
+          "gate/up products take the RMS norm before them (norm) and gate/up the swiglu after\n"
+          "them (swiglu) in their own dispatch (vkrt_op_matmul_fused), up to three dependent\n"
+          "steps fewer per layer; other types, separate q/k/v or gate/up, and prompt batches as\n"
+          "separate ops.\n"
           "--profile (a build with the lab): after the run, one more token at the last position\n"
           "recorded directly with GPU timestamps around each op on device 0: its ops by name,\n"
           "count, time and share of the token.\n"
@@ -250,16 +249,16 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     o->load_knobs = v;
     return true; /* parsed where the appliance is open (appliance.c) */
   }
+  if (!strcmp(a, "--fuse")) {
+    static const char *const names[] = {"none", "norm", "swiglu", "all"}; /* LLAMA_FUSE_* bits */
+    for (unsigned i = 0; i < 4; i++)
+      if (!strcmp(v, names[i]))
+        return o->fuse = i, true;
+    return false;
+  }
   if (!strcmp(a, "--convert")) {
     o->convert_f16 = !strcmp(v, "f16");
     return o->convert_f16 || !strcmp(v, "f32");
-  }
-  if (!strcmp(a, "--prefetch-mb")) {
-    uint64_t mb;
-    if (!parse_u64(v, &mb) || mb > 4096)
-      return false;
-    o->prefetch_mb = (uint32_t)mb;
-    return true;
   }
   if (!strcmp(a, "--lab")) { /* set where the appliance is open (appliance.c) */
     if (o->labs == (int)(sizeof(o->lab) / sizeof(o->lab[0])))
@@ -273,7 +272,7 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
 }
 
 bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status) {
-  *o = (struct service_args){.tokens = 64, .seed = 1234, .warmup_ms = 500, .dtype = VKRT_TYPE_F16,
+  *o = (struct service_args){.fuse = LLAMA_FUSE_NORM | LLAMA_FUSE_SWIGLU, .tokens = 64, .seed = 1234, .warmup_ms = 500, .dtype = VKRT_TYPE_F16,
                              .kv_type = VKRT_TYPE_F16, .top_p = 1, .verify = UINT64_MAX, .rope_factor = -1,
                              .ubatch = 512};
   for (int i = 1; i < argc; i++) {
@@ -293,7 +292,7 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
     /* the options without a value */
     const struct { const char *name; bool *set; } flags[] = {
         {"--json", &o->json},     {"--verbose", &o->verbose},         {"--print-ids", &o->print_ids},
-        {"--stream", &o->stream}, {"--fuse-swiglu", &o->fuse_swiglu}, {"--profile", &o->profile}};
+        {"--stream", &o->stream}, {"--profile", &o->profile}};
     bool flag = false;
     for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]) && !flag; f++)
       if (!strcmp(a, flags[f].name))

@@ -98,8 +98,7 @@ int model_setup(struct service *s, struct generation *gen) {
                                .path = a->weights_path, .progress = shards_load_progress,
                                .progress_user = s, .load_info = &s->load,
                                .load_path = a->load_path,
-                               .prefetch_bytes = (uint64_t)a->prefetch_mb << 20,
-                               .fuse_swiglu = a->fuse_swiglu};
+                               .fuse = a->fuse};
   char err[1024];
   double t_up = now_s();
   s->load_t0 = t_up;
@@ -152,14 +151,11 @@ int model_setup(struct service *s, struct generation *gen) {
     fprintf(stderr, "vkrt-service: capturing a token failed; recording every token's work "
             "instead (%s)\n", gen->graph_why);
   }
-  if (a->fuse_swiglu)
-    printf("vkrt-service: fused gate/up + swiglu: %u layers of %u per token (q4_K gate/up in one "
-           "dispatch with the swiglu, vkrt_lab_matmul_swiglu)\n", llama_gpu_fused_swiglu(s->gpu),
-           s->model->hp.n_layer);
-  if (a->prefetch_mb)
-    printf("vkrt-service: prefetch: %u reads of up to %u MiB per token and device, each of the "
-           "matrix after a small step, beside that step (vkrt_lab_prefetch)\n",
-           llama_gpu_prefetches(s->gpu), a->prefetch_mb);
+  struct llama_gpu_fused fz = llama_gpu_fused(s->gpu);
+  printf("vkrt-service: fused products (--fuse %s): the RMS norm into %u and the swiglu into %u "
+         "per token on device 0 (vkrt_op_matmul_fused; %u layers)\n",
+         (const char *[]){"none", "norm", "swiglu", "all"}[a->fuse & 3], fz.norm, fz.swiglu,
+         s->model->hp.n_layer);
   if (st == VKRT_OK)
     printf("vkrt-service: a token's work: captured once as a graph, launched per token\n");
   else

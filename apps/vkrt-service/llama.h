@@ -194,6 +194,10 @@ struct llama_split {
 bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank,
                       struct llama_split *out, char *err, size_t err_size);
 
+/* What a token's q4_K products fold into their dispatch (vkrt_op_matmul_fused) */
+#define LLAMA_FUSE_NORM 1u   /* the RMS norm before q/k/v and before gate/up */
+#define LLAMA_FUSE_SWIGLU 2u /* the swiglu after gate/up */
+
 struct llama_gpu_params {
   uint32_t n_ctx;       /* KV-cache rows (tokens) */
   uint32_t depth;       /* rows before the first token: filled with a constant, not zeros */
@@ -207,10 +211,8 @@ struct llama_gpu_params {
   void *progress_user;
   vkrt_load_info *load_info; /* how the load went (may be NULL) */
   vkrt_load_path load_path;  /* vkrt_load_file's path (VKRT_LOAD_PATH_AUTO: its choice) */
-  uint64_t prefetch_bytes;   /* a token's small steps each read the first this many bytes of
-                                the next matrix beside them (vkrt_lab_prefetch; 0: none) */
-  bool fuse_swiglu;          /* a token's q4_K gate/up and swiglu in one dispatch
-                                (vkrt_lab_matmul_swiglu) */
+  unsigned fuse;             /* LLAMA_FUSE_* bits: what a token's q4_K products take into
+                                their dispatch (vkrt_op_matmul_fused) */
 };
 struct llama_gpu;
 /* Loads every local device's shard from the model file (one vkrt_load_file: every device in
@@ -233,12 +235,12 @@ void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos);
  * appliance's vkrt_last_error says why). */
 vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits);
 const char *llama_gpu_failed(const struct llama_gpu *g);
-/* The prefetches (vkrt_lab_prefetch, llama_gpu_params.prefetch_bytes) device 0's work of the
- * token recorded last holds. */
-uint32_t llama_gpu_prefetches(const struct llama_gpu *g);
-/* The layers whose gate/up and swiglu device 0 ran as one dispatch in the token recorded last
- * (llama_gpu_params.fuse_swiglu; q4_K gate/up only). */
-uint32_t llama_gpu_fused_swiglu(const struct llama_gpu *g);
+/* The products device 0 ran with the RMS norm (qkv, gate/up) and with the swiglu (gate/up)
+ * folded into their dispatch in the token recorded last (llama_gpu_params.fuse). */
+struct llama_gpu_fused {
+  uint32_t norm, swiglu;
+};
+struct llama_gpu_fused llama_gpu_fused(const struct llama_gpu *g);
 /* Calls around each op the records make (vkrt-service --profile times them): before(device,
  * what) and after(device), device UINT32_MAX for a collective of every device; a status other
  * than VKRT_OK fails the recording. NULL or zeroed hooks: none. */

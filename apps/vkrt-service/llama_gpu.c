@@ -90,8 +90,7 @@ struct llama_gpu {
   uint32_t cols;                 /* activation columns: the ubatch, at least 1 */
   uint32_t logit_rows;           /* rows of logits a pass may produce */
   bool rope_into_cache;          /* K roped on its way into the cache (vkrt_op_rope_set_rows) */
-  uint32_t prefetches;           /* device 0's prefetches in the token recorded last */
-  uint32_t fused_swiglu;         /* device 0's fused gate/up + swiglu in it */
+  struct llama_gpu_fused fused;  /* device 0's fused products in it */
   struct pass last_batch;        /* the prompt pass recorded last */
   const char *failed;
   vkrt_load_range *loads;        /* every device's weights, loaded at once after creation */
@@ -168,26 +167,6 @@ bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank
     if (g->hooks.after)                                                                   \
       TRY(g->hooks.after(g->hooks.user, (d)));                                            \
   } while (0)
-
-/* --prefetch-mb: a token's small step (a norm, the cache rows, swiglu) just recorded, the
- * first prefetch_bytes of the n rows of k elements of the matrix after it, read beside it
- * (vkrt_lab_prefetch: no barrier against the step), so that matrix starts from L2. */
-static vkrt_status prefetch(struct llama_gpu *g, uint32_t d, const struct pass *ps,
-                            vkrt_buffer *w, uint64_t at, vkrt_type type, int64_t k, int64_t n) {
-  if (!g->p.prefetch_bytes || ps->n != 1)
-    return VKRT_OK;
-  uint64_t bytes = (uint64_t)k / vkrt_type_block(type) * vkrt_type_size(type) * (uint64_t)n;
-  bytes = (bytes < g->p.prefetch_bytes ? bytes : g->p.prefetch_bytes) & ~(uint64_t)3;
-#if IS_ENABLED(CONFIG_VKRT_LAB)
-  if (bytes && at % 4 == 0) {
-    OP(d, "prefetch", vkrt_lab_prefetch(w, at, bytes));
-    g->prefetches += d == 0;
-  }
-#else
-  (void)d, (void)w, (void)at;
-#endif
-  return VKRT_OK;
-}
 
 static uint64_t tensor_offset(const struct llama_model *m, const struct gguf_tensor *t) {
   return (uint64_t)(gguf_data(m->file, t) - m->file->buf);
@@ -309,6 +288,11 @@ static bool qkv_fused(const struct llama_layer *L) {
 }
 static bool gate_up_fused(const struct llama_layer *L) {
   return L->ffn_gate->type == L->ffn_up->type;
+}
+/* Whether a token's product of one matrix of `type` takes `what` (LLAMA_FUSE_*) into its
+ * dispatch: the fused kernel is q4_K's (vkrt_op_matmul_fused). */
+static bool fuse(const struct llama_gpu *g, const struct pass *ps, vkrt_type type, unsigned what) {
+  return ps->n == 1 && (g->p.fuse & what) && type == VKRT_TYPE_Q4_K;
 }
 
 static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
@@ -581,8 +565,10 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   int64_t n = ps->n;
   vkrt_tensor x = cols_f32(dv->x, E, 0, ps->n), h = cols_f32(dv->xn, E, 0, ps->n);
   vkrt_tensor norm = vec(gl->attn_norm, VKRT_TYPE_F32, E);
-  OP(d, "attn_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
-  TRY(prefetch(g, d, ps, gl->wq, 0, L->wq->type, E, (nh + (gl->wk ? 0 : 2 * nkv)) * hd));
+  /* a token, q/k/v in one q4_K matrix: the norm in the product's dispatch */
+  bool fold_norm = n == 1 && !gl->wk && fuse(g, ps, L->wq->type, LLAMA_FUSE_NORM);
+  if (!fold_norm)
+    OP(d, "attn_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
   vkrt_tensor pos = step_i32(g, dv, ps, STEP_POS, ps->n);
   vkrt_tensor kv_len = step_i32(g, dv, ps, STEP_KV_LEN, ps->n);
   vkrt_rope_params rope = {.mode = VKRT_ROPE_NORMAL, .n_dims = hp->n_rot,
@@ -595,7 +581,13 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   if (n == 1 && !gl->wk) { /* a token, fused weights: q, k, v one after the other */
     vkrt_tensor wqkv = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, (nh + 2 * nkv) * hd, 1, 1);
     vkrt_tensor qkv = cols_f32(dv->qkv, (nh + 2 * nkv) * hd, 0, 1);
-    OP(d, "attn_qkv", vkrt_op_matmul(&qkv, &wqkv, &h));
+    if (fold_norm) {
+      vkrt_matmul_fusion fz = {.norm = &norm, .eps = hp->eps};
+      OP(d, "attn_norm + attn_qkv", vkrt_op_matmul_fused(&qkv, &wqkv, &x, &fz));
+      g->fused.norm += d == 0;
+    } else {
+      OP(d, "attn_qkv", vkrt_op_matmul(&qkv, &wqkv, &h));
+    }
     q = vkrt_tensor_contiguous(dv->qkv, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
     k = vkrt_tensor_contiguous(dv->qkv, (uint64_t)nh * hd * 4, VKRT_TYPE_F32, hd, nkv, 1, 1);
     if (rope_into_cache) {
@@ -634,7 +626,6 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   else
     OP(d, "K cache row", vkrt_op_set_rows(&k_rows, &k_flat, &pos));
   OP(d, "V cache row", vkrt_op_set_rows(&v_rows, &v_flat, &pos));
-  TRY(prefetch(g, d, ps, gl->wo, 0, L->wo->type, nh * hd, E));
   vkrt_tensor kc = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
   vkrt_tensor vc = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
   vkrt_tensor a = vkrt_tensor_contiguous(dv->att, 0, VKRT_TYPE_F32, hd, nh, n, 1);
@@ -652,25 +643,36 @@ static vkrt_status feed_forward(struct llama_gpu *g, uint32_t d, uint32_t l,
   int64_t E = m->hp.n_embd, F = dv->sp.n_ff;
   vkrt_tensor x = cols_f32(dv->x, E, 0, ps->n), h = cols_f32(dv->xn, E, 0, ps->n);
   vkrt_tensor norm = vec(gl->ffn_norm, VKRT_TYPE_F32, E);
-  OP(d, "ffn_norm", vkrt_op_rms_norm(&h, &x, &norm, m->hp.eps));
-  TRY(prefetch(g, d, ps, gl->gate, 0, L->ffn_gate->type, E, (gl->up ? 1 : 2) * F));
+  /* a token, gate and up in one q4_K matrix: the norm and the swiglu in the product's
+   * dispatch, as --fuse asks */
+  bool one = ps->n == 1 && !gl->up;
+  vkrt_matmul_fusion fz = {.eps = m->hp.eps};
+  if (one && fuse(g, ps, L->ffn_gate->type, LLAMA_FUSE_NORM))
+    fz.norm = &norm;
+  fz.swiglu = one && fuse(g, ps, L->ffn_gate->type, LLAMA_FUSE_SWIGLU);
+  if (!fz.norm)
+    OP(d, "ffn_norm", vkrt_op_rms_norm(&h, &x, &norm, m->hp.eps));
   vkrt_tensor gt = cols_f32(dv->g, F, 0, ps->n);
-  if (ps->n == 1 && !gl->up) { /* a token, fused weights: gate then up in one op */
+  if (fz.swiglu) {
     vkrt_tensor wgu = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, 2 * F, 1, 1);
-#if IS_ENABLED(CONFIG_VKRT_LAB)
-    if (g->p.fuse_swiglu && L->ffn_gate->type == VKRT_TYPE_Q4_K) {
-      OP(d, "ffn_gate_up + swiglu", vkrt_lab_matmul_swiglu(&gt, &wgu, &h));
-      g->fused_swiglu += d == 0;
-      TRY(prefetch(g, d, ps, gl->down, 0, L->ffn_down->type, F, E));
-      return VKRT_OK;
-    }
-#endif
+    OP(d, fz.norm ? "ffn_norm + ffn_gate_up + swiglu" : "ffn_gate_up + swiglu",
+       vkrt_op_matmul_fused(&gt, &wgu, fz.norm ? &x : &h, &fz));
+    g->fused.norm += d == 0 && fz.norm;
+    g->fused.swiglu += d == 0;
+    return VKRT_OK;
+  }
+  if (one) { /* a token, fused weights: gate then up in one op */
+    vkrt_tensor wgu = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, 2 * F, 1, 1);
     vkrt_tensor gu = cols_f32(dv->gu, 2 * F, 0, 1);
-    OP(d, "ffn_gate_up", vkrt_op_matmul(&gu, &wgu, &h));
+    if (fz.norm) {
+      OP(d, "ffn_norm + ffn_gate_up", vkrt_op_matmul_fused(&gu, &wgu, &x, &fz));
+      g->fused.norm += d == 0;
+    } else {
+      OP(d, "ffn_gate_up", vkrt_op_matmul(&gu, &wgu, &h));
+    }
     vkrt_tensor gate = vkrt_tensor_contiguous(dv->gu, 0, VKRT_TYPE_F32, F, 1, 1, 1);
     vkrt_tensor up = vkrt_tensor_contiguous(dv->gu, (uint64_t)F * 4, VKRT_TYPE_F32, F, 1, 1, 1);
     OP(d, "swiglu", vkrt_op_swiglu(&gt, &gate, &up));
-    TRY(prefetch(g, d, ps, gl->down, 0, L->ffn_down->type, F, E));
     return VKRT_OK;
   }
   vkrt_tensor wg = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, F, 1, 1);
@@ -697,7 +699,6 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
     vkrt_tensor x = cols_f32(dv->x, E, ps->r0, rows), h = cols_f32(dv->xn, E, 0, rows);
     vkrt_tensor norm = vec(dv->output_norm, VKRT_TYPE_F32, E);
     OP(d, "output_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
-    TRY(prefetch(g, d, ps, dv->output, dv->output_offset, m->output->type, E, dv->sp.n_vocab));
     vkrt_tensor w = vkrt_tensor_contiguous(dv->output, dv->output_offset, m->output->type, E,
                                            dv->sp.n_vocab, 1, 1);
     /* this rank's rows of each row of logits: n_vocab apart */
@@ -763,12 +764,11 @@ static vkrt_status record_pass(struct llama_gpu *g, const struct pass *ps) {
 
 vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits) {
   struct pass ps = {.n = 1, .r0 = 0, .batch = false, .want_logits = want_logits};
-  g->prefetches = g->fused_swiglu = 0;
+  g->fused = (struct llama_gpu_fused){0};
   return record_pass(g, &ps);
 }
 
-uint32_t llama_gpu_prefetches(const struct llama_gpu *g) { return g->prefetches; }
-uint32_t llama_gpu_fused_swiglu(const struct llama_gpu *g) { return g->fused_swiglu; }
+struct llama_gpu_fused llama_gpu_fused(const struct llama_gpu *g) { return g->fused; }
 
 vkrt_status llama_gpu_record_batch(struct llama_gpu *g, uint32_t n, uint32_t out_rows,
                                    bool want_logits) {
@@ -868,10 +868,18 @@ uint32_t llama_gpu_ops_per_token(const struct llama_gpu *g) {
   const struct llama_model *m = g->m;
   /* step copy, get_rows; per layer norm, q/k/v (one op fused), 2 rope (one fused), 2
    * set_rows, attention, norm, gate and up (one fused), swiglu and the two residuals (one
-   * matmul_add each); norm, head, argmax, the argmax copy (+ the logits copy) */
+   * matmul_add each), less the norms and the swiglu folded into the q4_K products; norm,
+   * head, argmax, the argmax copy (+ the logits copy) */
+  const struct pass token = {.n = 1};
   uint32_t ops = 2 + 5;
-  for (uint32_t l = 0; l < m->hp.n_layer; l++)
-    ops += 15 - (qkv_fused(&m->layer[l]) ? 3 : 0) - (gate_up_fused(&m->layer[l]) ? 1 : 0);
+  for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+    const struct llama_layer *L = &m->layer[l];
+    ops += 15 - (qkv_fused(L) ? 3 : 0) - (gate_up_fused(L) ? 1 : 0);
+    ops -= qkv_fused(L) && fuse(g, &token, L->wq->type, LLAMA_FUSE_NORM);
+    ops -= gate_up_fused(L) ? fuse(g, &token, L->ffn_gate->type, LLAMA_FUSE_NORM) +
+                                  fuse(g, &token, L->ffn_gate->type, LLAMA_FUSE_SWIGLU)
+                            : 0;
+  }
   return ops;
 }
 

@@ -83,8 +83,7 @@ struct service_args {
   vkrt_load_path load_path;      /* --load-path: vkrt_load_file's path (auto by default) */
   const char *load_knobs;        /* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK] (a lab build) */
   const char *lab[8];            /* --lab NAME=VALUE: lab knobs on every device (a lab build) */
-  uint32_t prefetch_mb;          /* --prefetch-mb N: vkrt_lab_prefetch beside small steps */
-  bool fuse_swiglu;              /* --fuse-swiglu: vkrt_lab_matmul_swiglu for q4_K gate/up */
+  unsigned fuse;                 /* --fuse: LLAMA_FUSE_* bits (default both) */
   int labs;
   bool profile;                  /* --profile: a token's ops timed on the GPU (a lab build) */
 };

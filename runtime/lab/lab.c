@@ -102,7 +102,8 @@ vkrt_status vkrt_lab_counters_get(const vkrt_appliance *app, uint32_t device,
                              .attention_rounds = c->attention_rounds,
                              .attention_rows = c->attention_rows,
                              .attention_direct = c->attention_direct,
-                             .prefetch_bytes = dev->ops->lab->prefetch_bytes};
+                             .matmul_fused_norm = c->matmul_fused_norm,
+                             .matmul_fused_swiglu = c->matmul_fused_swiglu};
   _Static_assert(sizeof(out->quant_read) == sizeof(c->quant_read), "one counter per read pattern");
   memcpy(out->quant_read, c->quant_read, sizeof(out->quant_read));
   return VKRT_OK;

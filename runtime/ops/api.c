@@ -57,7 +57,7 @@ vkrt_status vkrt_ops_begin_views(struct vkrt_device *dev, const struct vkrt_ops_
  * descriptor check into views, then, when its kernel is in the build, the stream's command
  * buffer and the record function (compiled out: the stub answers UNSUPPORTED). */
 enum op_kind {
-  OP_COPY, OP_TRANSPOSE, OP_CONCAT, OP_ADD, OP_SWIGLU, OP_MATMUL,
+  OP_COPY, OP_TRANSPOSE, OP_CONCAT, OP_ADD, OP_SWIGLU, OP_MATMUL, OP_MATMUL_FUSED,
   OP_RMS_NORM, OP_ROPE, OP_GET_ROWS, OP_SET_ROWS, OP_ROPE_SET_ROWS, OP_ARGMAX, OP_ATTENTION,
 };
 struct op_call {
@@ -71,6 +71,7 @@ struct op_call {
   uint32_t count;                    /* add */
   int dim;                           /* concat */
   bool accumulate;                   /* matmul_add */
+  const vkrt_matmul_fusion *fusion;  /* matmul_fused */
   float eps;                         /* rms_norm */
   const vkrt_rope_params *rope;      /* rope */
 };
@@ -84,6 +85,8 @@ static bool check_op(const struct op_call *c, const struct vkrt_ops_limits *lim,
   case OP_ADD: return vkrt_ops_check_add(lim, c->dst, c->srcs, c->count, v, why, size);
   case OP_SWIGLU: return vkrt_ops_check_swiglu(lim, c->dst, c->a, c->b, v, why, size);
   case OP_MATMUL: return vkrt_ops_check_matmul(lim, c->dst, c->a, c->b, v, why, size);
+  case OP_MATMUL_FUSED:
+    return vkrt_ops_check_matmul_fused(lim, c->dst, c->a, c->b, c->fusion, v, why, size);
   case OP_RMS_NORM: return vkrt_ops_check_rms_norm(lim, c->dst, c->a, c->b, c->eps, v, why, size);
   case OP_ROPE:
     return vkrt_ops_check_rope(lim, c->dst, c->a, c->b, c->c, c->rope, v, why, size);
@@ -108,6 +111,7 @@ static uint32_t view_count(const struct op_call *c) {
   case OP_ARGMAX: return 2;
   case OP_ADD: return 1 + c->count;
   case OP_RMS_NORM: return c->b ? 3 : 2;
+  case OP_MATMUL_FUSED: return c->fusion->norm ? 4 : 3;
   case OP_ROPE: return c->c ? 4 : 3;
   case OP_ROPE_SET_ROWS: return c->c ? 5 : 4;
   case OP_CONCAT:
@@ -128,6 +132,7 @@ static bool kernel_in_build(enum op_kind kind) {
   case OP_ADD: return IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE);
   case OP_SWIGLU: return IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU);
   case OP_MATMUL: return IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL);
+  case OP_MATMUL_FUSED: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
   case OP_RMS_NORM: return IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM);
   case OP_ROPE: return IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE);
   case OP_GET_ROWS: return IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS);
@@ -148,6 +153,7 @@ static vkrt_status record_op(struct vkrt_device *dev, VkCommandBuffer cmd,
   case OP_ADD: return vkrt_add_record(dev, cmd, v, c->count);
   case OP_SWIGLU: return vkrt_swiglu_record(dev, cmd, v);
   case OP_MATMUL: return vkrt_matmul_record(dev, cmd, v, c->accumulate);
+  case OP_MATMUL_FUSED: return vkrt_quant_fused_record(dev, cmd, v, c->fusion);
   case OP_RMS_NORM: return vkrt_rms_norm_record(dev, cmd, v, c->b != NULL, c->eps);
   case OP_ROPE: return vkrt_rope_record(dev, cmd, v, c->c != NULL, c->rope);
   case OP_GET_ROWS: return vkrt_get_rows_record(dev, cmd, v);
@@ -173,9 +179,12 @@ static vkrt_status run_op(const struct op_call *c) {
     return invalid(dev, why);
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   if (kernel_in_build(c->kind)) {
+    /* a fused product its kernel cannot take is refused before anything is recorded */
+    vkrt_status s = c->kind == OP_MATMUL_FUSED ? vkrt_quant_fused_check(dev, v, c->fusion) : VKRT_OK;
+    if (s != VKRT_OK)
+      return s;
     /* attention asks the stream for each of its passes (attention.c) */
-    vkrt_status s = c->kind == OP_ATTENTION ? check_lost(dev)
-                                                 : vkrt_ops_begin_views(dev, v, view_count(c), &cmd);
+    s = c->kind == OP_ATTENTION ? check_lost(dev) : vkrt_ops_begin_views(dev, v, view_count(c), &cmd);
     if (s != VKRT_OK)
       return s;
   }
@@ -209,6 +218,12 @@ vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const v
 
 vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x) {
   return run_op(&(struct op_call){.kind = OP_MATMUL, .dst = dst, .a = w, .b = x, .accumulate = true});
+}
+
+vkrt_status vkrt_op_matmul_fused(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x,
+                                 const vkrt_matmul_fusion *fusion) {
+  return run_op(&(struct op_call){.kind = OP_MATMUL_FUSED, .dst = dst, .a = w, .b = x,
+                                  .fusion = fusion});
 }
 
 vkrt_status vkrt_op_attention(const vkrt_tensor *dst, const vkrt_tensor *q, const vkrt_tensor *k,

@@ -56,8 +56,6 @@ void vkrt_ops_close(struct vkrt_device *dev) {
   vkrt_argmax_close(dev);
   vkrt_attention_close(dev);
   vkrt_matmul_x16_close(dev);
-  if (ops->lab && ops->lab->prefetch_sink)
-    vkrt_buffer_destroy(ops->lab->prefetch_sink);
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++)
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
@@ -252,9 +250,6 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
     s = vkrt_attention_open(dev);
   if (s == VKRT_OK)
     s = vkrt_matmul_x16_open(dev);
-  if (s == VKRT_OK && IS_ENABLED(CONFIG_VKRT_KERNEL_PREFETCH_LAB))
-    s = vkrt_buffer_create_internal(dev, VKRT_OPS_PREFETCH_SINK_SLOTS * VKRT_OPS_PREFETCH_SINK_SLOT_BYTES,
-                                    0, 0, &ops->lab->prefetch_sink);
   if (s != VKRT_OK)
     vkrt_ops_close(dev);
   return s;

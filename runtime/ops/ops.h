@@ -138,21 +138,13 @@ struct vkrt_ops_counters {
   uint64_t attention, attention_splits, attention_rounds;
   uint64_t attention_rows;     /* split pass with a row per invocation (attention_rows.comp) */
   uint64_t attention_direct;   /* one split: no combine pass */
+  uint64_t matmul_fused_norm, matmul_fused_swiglu; /* vkrt_op_matmul_fused's folded steps */
 };
 
 /* The lab's part of a device's ops: made with the ops state only with CONFIG_VKRT_LAB. */
-#define VKRT_OPS_PREFETCH_SINK_SLOTS 64
-#define VKRT_OPS_PREFETCH_SINK_SLOT_BYTES 256
 struct vkrt_ops_lab {
   struct vkrt_ops_forces force;
   struct vkrt_ops_counters count;
-  /* vkrt_lab_prefetch: the word its kernel's dead store names (a small buffer made at open
-   * where the kernel is built: VKRT_OPS_PREFETCH_SINK_SLOTS slots of 256 bytes, the largest
-   * storage-buffer offset alignment, one per prefetch in turn and each bound alone, so no two
-   * prefetches between barriers share one), the next slot, and the bytes prefetched */
-  struct vkrt_buffer *prefetch_sink;
-  uint32_t prefetch_slot;
-  uint64_t prefetch_bytes;
 };
 
 /* A device's ops: what the device can run, the pipeline cache and the plans chosen at open. */
@@ -504,11 +496,13 @@ extern const int vkrt_quant_preference[2][VKRT_QUANT_READ_PATTERNS - 1];
 /* dst = w x, or dst += w x with accumulate (vkrt_op_matmul_add), on the matrix-vector kernels. */
 vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                      const struct vkrt_ops_view views[3], bool accumulate);
-/* The lab's fused gate/up (vkrt_lab_matmul_swiglu): views dst {F, 1}, w {K, 2F} q4_K (gate
- * rows then up rows), x {K, 1} f32 checked by the caller; dst[i] = silu(gate_i x) (up_i x)
- * from the q4_K stream kernel in one dispatch, or UNAVAILABLE with the reason. */
-vkrt_status vkrt_quant_swiglu_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                     const struct vkrt_ops_view views[3]);
+/* vkrt_op_matmul_fused on views dst, w, x, norm (validated): whether the fused q4_K kernel
+ * takes them (VKRT_OK) or why not (UNSUPPORTED, nothing recorded), then the one dispatch. */
+vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
+                                   const vkrt_matmul_fusion *fusion);
+vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                    const struct vkrt_ops_view views[4],
+                                    const vkrt_matmul_fusion *fusion);
 /* The kernel variant `variant` (1-based) of type Q8_0 or Q4_K runs for M columns of x
  * (VKRT_OPS_KERNEL_COUNT outside); the forcing-only ones are compiled with the lab only. */
 enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M);
@@ -568,11 +562,18 @@ static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCo
                     "CONFIG_VKRT_KERNEL_Q4_K=n, CONFIG_VKRT_KERNEL_Q6_K=n)",
                     vkrt_type_str(views[1].type));
 }
-static inline vkrt_status vkrt_quant_swiglu_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                                   const struct vkrt_ops_view views[3]) {
-  (void)cmd, (void)views;
-  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
-                    "vkrt_lab_matmul_swiglu: no q4_K kernels in this build");
+static inline vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev,
+                                                 const struct vkrt_ops_view views[4],
+                                                 const vkrt_matmul_fusion *fusion) {
+  (void)views, (void)fusion;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_matmul_fused: q4_K kernels not in this build (CONFIG_VKRT_KERNEL_Q4_K=n)");
+}
+static inline vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                                  const struct vkrt_ops_view views[4],
+                                                  const vkrt_matmul_fusion *fusion) {
+  (void)cmd;
+  return vkrt_quant_fused_check(dev, views, fusion);
 }
 static inline vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                                  const struct vkrt_ops_view *dst,

@@ -14,7 +14,9 @@ struct qmv_push {
   uint32_t x_offset, x_col, x_stride2, x_stride3;
   uint32_t d_offset, d_stride0, d_col, d_stride2, d_stride3;
   uint32_t ne2, r2, r3;
-  uint32_t accumulate;
+  uint32_t accumulate; /* QMV_ACCUMULATE | QMV_SWIGLU | QMV_NORM */
+  uint32_t norm_offset; /* QMV_NORM: the norm weight's first element, and eps */
+  float eps;
   uint32_t base_x, base_y, base_z;
 };
 
@@ -334,20 +336,30 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
   return false;
 }
 
+/* The push's accumulate bits (kernels/matvec_push.glsl) */
+#define QMV_ACCUMULATE 1u /* dst += the product */
+#define QMV_SWIGLU 2u     /* gate/up row pairs, silu(g) u written (the Q4_K stream kernel) */
+#define QMV_NORM 4u       /* x RMS-normalized first (the Q4_K stream kernel) */
+
 /* One matrix-vector dispatch of kernel k over w (bound in words) and x: `rows` rows of w and
- * `mt` columns of x per workgroup, counted under read pattern `kind`. */
-static vkrt_status record_qmv(struct vkrt_device *dev, VkCommandBuffer cmd, enum vkrt_ops_kernel k,
-                              uint32_t rows, uint32_t mt, enum qmv_kind kind,
-                              const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
-                              const struct vkrt_ops_view *x, uint32_t accumulate) {
+ * `mt` columns of x per workgroup, counted under read pattern `kind`; with QMV_NORM in
+ * `accumulate`, norm and eps the RMS norm's weight and epsilon. */
+static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                   enum vkrt_ops_kernel k, uint32_t rows, uint32_t mt,
+                                   enum qmv_kind kind, const struct vkrt_ops_view *d,
+                                   const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
+                                   uint32_t accumulate, const struct vkrt_ops_view *norm,
+                                   float eps) {
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
   if (s != VKRT_OK)
     return s;
-  /* VEC16 kernels also read w as uvec4 (binding 3); VEC16, LANEW and KSPACE read x as
+  /* binding 3: VEC16 kernels read w as uvec4 there, the Q4_K stream kernels the norm's
+   * weight (w when there is none: bound, not read); VEC16, LANEW and KSPACE read x as
    * vec2/vec4 */
   struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
-                                  vkrt_ops_view_binding(d), vkrt_ops_view_binding(w)};
+                                  vkrt_ops_view_binding(d),
+                                  vkrt_ops_view_binding(norm ? norm : w)};
   s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
   if (s != VKRT_OK)
     return s;
@@ -373,6 +385,8 @@ static vkrt_status record_qmv(struct vkrt_device *dev, VkCommandBuffer cmd, enum
       .r2 = x->ne[2] / w->ne[2],
       .r3 = x->ne[3] / w->ne[3],
       .accumulate = accumulate,
+      .norm_offset = norm ? (uint32_t)norm->offset : 0,
+      .eps = eps,
   };
   uint64_t groups = (w->ne[1] + rows - 1) / rows;
   /* q8x: every workgroup quantizes all of x, then walks row groups: about Q8X_WORKGROUPS
@@ -384,6 +398,13 @@ static vkrt_status record_qmv(struct vkrt_device *dev, VkCommandBuffer cmd, enum
   vkrt_ops_dispatch_3d(dev, cmd, p, &push, groups, (M + mt - 1) / mt,
                        (uint64_t)d->ne[2] * d->ne[3]);
   return VKRT_OK;
+}
+
+static vkrt_status record_qmv(struct vkrt_device *dev, VkCommandBuffer cmd, enum vkrt_ops_kernel k,
+                              uint32_t rows, uint32_t mt, enum qmv_kind kind,
+                              const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
+                              const struct vkrt_ops_view *x, uint32_t accumulate) {
+  return record_qmv_norm(dev, cmd, k, rows, mt, kind, d, w, x, accumulate, NULL, 0.0f);
 }
 
 /* Q6_K: a forced Q6_K variant; else one column under VKRT_ACTIVATIONS_Q8 where q8x fits
@@ -468,27 +489,55 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   return record_qmv(dev, cmd, k, rows, mt, kind, d, &w, x, accumulate);
 }
 
-#define QMV_SWIGLU 2u /* push accumulate bit 1: gate/up row pairs, silu(g) u written */
 #define PREFETCH_ROWS_A 11 /* the variant number (vkrt_quant_variant_names) */
 
-vkrt_status vkrt_quant_swiglu_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                     const struct vkrt_ops_view views[3]) {
-  static const char *const op = "vkrt_lab_matmul_swiglu";
-  const struct vkrt_ops_view *d = &views[0], *x = &views[2];
+/* vkrt_op_matmul_fused's kernel: the Q4_K stream kernel of prefetch-rows-a (the op's
+ * one-column choice on the H200), 16 rows a workgroup, so gate/up pairs stay whole. */
+static const struct qmv_variant *fused_variant(void) {
+  return &q4_k_variants[PREFETCH_ROWS_A - 1];
+}
+
+vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
+                                   const vkrt_matmul_fusion *fusion) {
+  static const char *const op = "vkrt_op_matmul_fused";
+  static const char *const instead = "record vkrt_op_rms_norm, vkrt_op_matmul and vkrt_op_swiglu "
+                                     "one by one";
+  const struct vkrt_ops_view *x = &views[2], *norm = &views[3];
   struct vkrt_ops_view w = views[1];
-  /* prefetch-rows-a (the op's one-column choice on the H200): 16 rows a workgroup, whole pairs */
-  const struct qmv_variant *v = &q4_k_variants[PREFETCH_ROWS_A - 1];
-  const enum vkrt_ops_kernel k = v->m1;
-  if (w.type != VKRT_TYPE_Q4_K || !type_enabled(w.type) || !vkrt_ops_kernel_usable(dev, k))
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
-                      "%s: the fused gate/up runs on q4_K weights and the q4_K stream kernel "
-                      "(w is %s%s)", op, vkrt_type_str(w.type),
-                      w.type == VKRT_TYPE_Q4_K ? ", its kernel not in this build" : "");
-  if (!vkrt_ops_widen_words(dev, &w) || !variant_fits(v->kind, &w, x) || x->ne[1] != 1)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
-                      "%s: one column of x, w rows and x 16-byte aligned (the stream kernel's "
-                      "loads)", op);
-  return record_qmv(dev, cmd, k, v->rows_m1, 1, v->kind, d, &w, x, QMV_SWIGLU);
+  const struct qmv_variant *v = fused_variant();
+  if (w.type != VKRT_TYPE_Q4_K)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "%s: w is %s; the fused kernel takes q4_K weights (%s)", op,
+                      vkrt_type_str(w.type), instead);
+  if (!vkrt_ops_kernel_usable(dev, v->m1))
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "%s: dev%u cannot run the q4_K stream kernel (%s)", op, dev->index, instead);
+  if (x->ne[1] != 1)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "%s: %u columns of x; the fused kernel takes one (a decode token) (%s)", op,
+                      (unsigned)x->ne[1], instead);
+  if (!vkrt_ops_widen_words(dev, &w) || !variant_fits(v->kind, &w, x))
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "%s: w rows and x must start 16-byte aligned, x dense (the kernel's 16-byte "
+                      "loads) (%s)", op, instead);
+  if (fusion->norm && !x_aligned16(norm))
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "%s: fusion->norm must start 16-byte aligned (the kernel's 16-byte loads) "
+                      "(%s)", op, instead);
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                    const struct vkrt_ops_view views[4],
+                                    const vkrt_matmul_fusion *fusion) {
+  const struct qmv_variant *v = fused_variant();
+  struct vkrt_ops_view w = views[1];
+  vkrt_ops_widen_words(dev, &w); /* checked by vkrt_quant_fused_check */
+  uint32_t bits = (fusion->swiglu ? QMV_SWIGLU : 0) | (fusion->norm ? QMV_NORM : 0);
+  vkrt_ops_count(dev, matmul_fused_norm, fusion->norm != NULL);
+  vkrt_ops_count(dev, matmul_fused_swiglu, fusion->swiglu != 0);
+  return record_qmv_norm(dev, cmd, v->m1, v->rows_m1, 1, v->kind, &views[0], &w, &views[2], bits,
+                         fusion->norm ? &views[3] : NULL, fusion->eps);
 }
 
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,

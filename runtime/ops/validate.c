@@ -502,6 +502,50 @@ static bool decode_views(const struct vkrt_ops_limits *lim, const char *op,
   return same_device(op, views, names, count, why, why_size);
 }
 
+bool vkrt_ops_check_matmul_fused(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
+                                 const vkrt_tensor *w, const vkrt_tensor *x,
+                                 const vkrt_matmul_fusion *fusion, struct vkrt_ops_view views[4],
+                                 char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_matmul_fused";
+  static const char *const names[] = {"dst", "w", "x", "fusion->norm"};
+  if (!fusion)
+    FAIL("%s: fusion is NULL (a zeroed vkrt_matmul_fusion folds nothing)", op);
+  const vkrt_tensor *ts[4] = {dst, w, x, fusion->norm};
+  memset(&views[3], 0, sizeof(views[3]));
+  if (!decode_views(lim, op, names, ts, fusion->norm ? 4 : 3, views, why, why_size) ||
+      !of_type(op, "dst", dst, VKRT_TYPE_F32, why, why_size) ||
+      !of_type(op, "x", x, VKRT_TYPE_F32, why, why_size) ||
+      !at_most_dims(op, "w", w, 2, why, why_size) || !at_most_dims(op, "x", x, 2, why, why_size) ||
+      !at_most_dims(op, "dst", dst, 2, why, why_size))
+    return false;
+  if (w->type == VKRT_TYPE_I32)
+    FAIL("%s: w is i32; weights are f32, f16, q8_0, q4_K or q6_K", op);
+  if (w->ne[0] != x->ne[0])
+    FAIL("%s: inner sizes differ: w ne " NE_FMT ", x ne " NE_FMT " (ne[0] is K)", op, NE(w),
+         NE(x));
+  if (fusion->swiglu && w->ne[1] % 2)
+    FAIL("%s: with swiglu w holds gate rows then up rows: an even row count, not %" PRId64, op,
+         w->ne[1]);
+  int64_t n = fusion->swiglu ? w->ne[1] / 2 : w->ne[1];
+  if (dst->ne[0] != n || dst->ne[1] != x->ne[1])
+    FAIL("%s: dst ne " NE_FMT " must be {%s, x.ne[1]} (w " NE_FMT ", x " NE_FMT ")", op,
+         NE(dst), fusion->swiglu ? "w.ne[1] / 2" : "w.ne[1]", NE(w), NE(x));
+  if (fusion->norm) {
+    const vkrt_tensor *g = fusion->norm;
+    if (!of_type(op, "fusion->norm", g, VKRT_TYPE_F32, why, why_size) ||
+        !at_most_dims(op, "fusion->norm", g, 1, why, why_size))
+      return false;
+    if (g->ne[0] != x->ne[0])
+      FAIL("%s: fusion->norm has %" PRId64 " elements, x %" PRId64, op, g->ne[0], x->ne[0]);
+    if (!(fusion->eps >= 0.0f && fusion->eps <= 3.4e38f))
+      FAIL("%s: fusion->eps = %g must be finite and >= 0", op, (double)fusion->eps);
+    if (!disjoint(op, &views[0], &views[3], "fusion->norm", why, why_size))
+      return false;
+  }
+  return disjoint(op, &views[0], &views[1], "w", why, why_size) &&
+         disjoint(op, &views[0], &views[2], "x", why, why_size);
+}
+
 bool vkrt_ops_check_rms_norm(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                              const vkrt_tensor *x, const vkrt_tensor *w, float eps,
                              struct vkrt_ops_view views[3], char *why, size_t why_size) {

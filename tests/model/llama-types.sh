@@ -36,6 +36,7 @@ run() {
     fi
     echo "$name, $devices devices: $(grep -m1 '^vkrt-service: verified' <<< "$out")"
   done
+  run_ids=$ids_one
 }
 for dtype in q8_0 q4_K q6_K q4_K_M; do
   layers=2
@@ -46,6 +47,7 @@ for dtype in q8_0 q4_K q6_K q4_K_M; do
     *) want="matrices all $dtype (layer 0: q/k/v/o $dtype/$dtype/$dtype/$dtype, gate/up/down $dtype/$dtype/$dtype), output $dtype," ;;
   esac
   run $dtype 24 "$want"
+  [ $dtype = q4_K ] && q4_k_ids=$run_ids
 done
 # Types without kernels, converted on the host when the model loads: q4_0 and q5_0 into q8_0
 # (the same d, the quants as int8: exact), the others into f32; the model line says so and
@@ -58,12 +60,15 @@ done
 # --convert f16: the same file's q5_K into f16 instead (half the memory), checked the same
 cp "$work/q5_K.gguf" "$work/q5_K_f16.gguf"
 RUN_ARGS="--convert f16" run q5_K_f16 24 "rounded to f16 (--convert f16)): 16 q5_K -> f16"
-# --fuse-swiglu (a build with the lab): the q4_K file's gate/up and swiglu in one dispatch per
-# layer (vkrt_lab_matmul_swiglu), checked the same, the same ids as without
-if grep -q "^#define CONFIG_VKRT_LAB 1" "$builddir/include/vkrt/config.h"; then
-  cp "$work/q4_K.gguf" "$work/q4_K_fused.gguf"
-  RUN_ARGS="--fuse-swiglu" run q4_K_fused 24 "fused gate/up + swiglu: 2 layers of 2 per token"
-fi
+# The q4_K file above ran its q/k/v and gate/up products with the norms and the swiglu in
+# their dispatch (vkrt_op_matmul_fused, the default); --fuse none records them one by one:
+# checked the same, the same ids; and the default run said it fused.
+cp "$work/q4_K.gguf" "$work/q4_K_unfused.gguf"
+RUN_ARGS="--fuse none" run q4_K_unfused 24 "fused products (--fuse none): the RMS norm into 0 and the swiglu into 0 per token"
+[ "$run_ids" = "$q4_k_ids" ] || { echo "q4_K --fuse none: $run_ids, fused: $q4_k_ids"; exit 1; }
+out=$("$svc" --weights "$work/q4_K.gguf" --tokens 2 --devices 1 --warmup-ms 0 --verify 0 2>&1)
+grep -q "fused products (--fuse all): the RMS norm into 4 and the swiglu into 2 per token" <<< "$out" ||
+  { echo "$out"; echo "q4_K: the products not fused by default"; exit 1; }
 "$svc" --make-gguf "$work/rope_freqs.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-freqs 32 --seed 5 >/dev/null
 run rope_freqs 64 "RoPE base 10000 with rope_freqs.weight, matrices"
 "$svc" --make-gguf "$work/rope_linear.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-linear 4 --seed 5 >/dev/null

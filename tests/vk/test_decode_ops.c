@@ -184,6 +184,183 @@ static void test_rms_norm(void **state) {
   vkt_close(app);
 }
 
+/* ---- matmul_fused ------------------------------------------------------------------------ */
+
+static void expect_invalid(vkrt_appliance *app, vkrt_status s, const char *needle);
+
+/* Random q4_K rows (any quants and 6-bit scales, small d and dmin) and their values. */
+static void q4_k_rows(uint8_t *w, float *wf, int64_t k, int64_t rows) {
+  int64_t row_bytes = k / 256 * 144;
+  vkt_fill_random(w, (size_t)(row_bytes * rows), &rng);
+  for (int64_t b = 0; b < row_bytes * rows / 144; b++) {
+    uint16_t d = vkrt_f32_to_f16(rnd(0.0002f, 0.0008f)), m = vkrt_f32_to_f16(rnd(0.0001f, 0.0004f));
+    memcpy(w + 144 * b, &d, 2);
+    memcpy(w + 144 * b + 2, &m, 2);
+  }
+  for (int64_t n = 0; n < rows; n++)
+    assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_Q4_K, w + n * row_bytes, wf + n * k, k), VKRT_OK);
+}
+
+/* vkrt_op_matmul_fused with and without the norm and the swiglu on q4_K w {K, N}: dst
+ * against a float64 reference and against the separate ops on the same operands; one
+ * dispatch (the counters); the bytes after dst keep their poison. */
+static void run_matmul_fused(vkrt_appliance *app, int64_t K, int64_t N, bool with_norm,
+                             bool swiglu) {
+  const int64_t rows_out = swiglu ? N / 2 : N, row_bytes = K / 256 * 144;
+  const uint64_t x_at = 64, g_at = 32 + 4 * (uint64_t)K + 16 * 5, pad = 64;
+  const float eps = K == 768 ? 0.5f : 1e-5f; /* one where eps moves the scale */
+  vkt_hbuf w = vkt_hbuf_new(app, (uint64_t)(row_bytes * N));
+  vkt_hbuf xg = vkt_hbuf_new(app, g_at + 4 * (uint64_t)K);
+  vkt_hbuf d = vkt_hbuf_new(app, 4 * (uint64_t)rows_out + pad);
+  vkt_hbuf tmp = vkt_hbuf_new(app, 4 * ((uint64_t)K + 2 * (uint64_t)N));
+  float *wf = malloc(sizeof(float) * (size_t)(K * N));
+  float *sep = malloc(sizeof(float) * (size_t)rows_out);
+  assert_non_null(wf);
+  assert_non_null(sep);
+  q4_k_rows(w.map, wf, K, N);
+  float *x = (float *)(xg.map + x_at), *g = (float *)(xg.map + g_at);
+  for (int64_t k = 0; k < K; k++) {
+    /* mean 0 (products of both signs, so silu does not saturate), mean(x^2) well away from 1 */
+    x[k] = rnd(-2.0f, 2.0f) + (k % 7 == 0 ? (k % 2 ? 3.0f : -3.0f) : 0.0f);
+    g[k] = rnd(0.5f, 1.5f);
+  }
+  vkt_poison(d.map, d.size);
+  vkrt_tensor tw = vkrt_tensor_contiguous(w.buf, 0, VKRT_TYPE_Q4_K, K, N, 1, 1);
+  vkrt_tensor tx = vkrt_tensor_contiguous(xg.buf, x_at, VKRT_TYPE_F32, K, 1, 1, 1);
+  vkrt_tensor tg = vkrt_tensor_contiguous(xg.buf, g_at, VKRT_TYPE_F32, K, 1, 1, 1);
+  vkrt_tensor td = vkrt_tensor_contiguous(d.buf, 0, VKRT_TYPE_F32, rows_out, 1, 1, 1);
+  vkrt_matmul_fusion fz = {.norm = with_norm ? &tg : NULL, .eps = eps, .swiglu = swiglu};
+  vkrt_lab_counters c0 = {0}, c1 = {0};
+  if (IS_ENABLED(CONFIG_VKRT_LAB))
+    vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
+  vkt_check(app, vkrt_op_matmul_fused(&td, &tw, &tx, &fz));
+  vkt_check(app, vkrt_finish(app, 0));
+  if (IS_ENABLED(CONFIG_VKRT_LAB)) {
+    vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
+    assert_int_equal(c1.quant_matvec - c0.quant_matvec, 1); /* one dispatch */
+    assert_int_equal(c1.matmul_fused_norm - c0.matmul_fused_norm, with_norm);
+    assert_int_equal(c1.matmul_fused_swiglu - c0.matmul_fused_swiglu, swiglu);
+  }
+  /* the separate ops: rms_norm, matmul, swiglu */
+  vkrt_tensor th = vkrt_tensor_contiguous(tmp.buf, 0, VKRT_TYPE_F32, K, 1, 1, 1);
+  vkrt_tensor tp = vkrt_tensor_contiguous(tmp.buf, 4 * (uint64_t)K, VKRT_TYPE_F32, N, 1, 1, 1);
+  if (with_norm)
+    vkt_check(app, vkrt_op_rms_norm(&th, &tx, &tg, eps));
+  vkt_check(app, vkrt_op_matmul(&tp, &tw, with_norm ? &th : &tx));
+  if (swiglu) {
+    vkrt_tensor gate = vkrt_tensor_contiguous(tmp.buf, 4 * (uint64_t)K, VKRT_TYPE_F32, N / 2, 1, 1, 1);
+    vkrt_tensor up = vkrt_tensor_contiguous(tmp.buf, 4 * (uint64_t)(K + N / 2), VKRT_TYPE_F32, N / 2, 1, 1, 1);
+    vkrt_tensor out = vkrt_tensor_contiguous(tmp.buf, 4 * (uint64_t)(K + N), VKRT_TYPE_F32, N / 2, 1, 1, 1);
+    vkt_check(app, vkrt_op_swiglu(&out, &gate, &up));
+    vkt_check(app, vkrt_finish(app, 0));
+    memcpy(sep, tmp.map + 4 * (K + N), 4 * (size_t)rows_out);
+  } else {
+    vkt_check(app, vkrt_finish(app, 0));
+    memcpy(sep, tmp.map + 4 * K, 4 * (size_t)rows_out);
+  }
+  double ss = 0;
+  for (int64_t k = 0; k < K; k++)
+    ss += (double)x[k] * x[k];
+  double scale = with_norm ? 1.0 / sqrt(ss / (double)K + eps) : 1.0;
+  const float *got = (const float *)d.map;
+  for (int64_t i = 0; i < rows_out; i++) {
+    double y[2] = {0, 0}, mag = 0;
+    for (int r = 0; r < (swiglu ? 2 : 1); r++) {
+      const float *wr = wf + (i + r * rows_out) * K;
+      for (int64_t k = 0; k < K; k++) {
+        double h = x[k] * (with_norm ? scale * g[k] : 1.0);
+        y[r] += wr[k] * h;
+        mag += fabs(wr[k] * h);
+      }
+    }
+    double want = swiglu ? y[0] / (1.0 + exp(-y[0])) * y[1] : y[0];
+    double tol = 2e-6 * mag * (swiglu ? 1.0 + fabs(y[0]) + fabs(y[1]) : 1.0) + 1e-30;
+    if (!(fabs(got[i] - want) <= tol))
+      fail_msg("K %lld N %lld norm %d swiglu %d: dst[%lld] = %.9g, float64 %.9g", (long long)K,
+               (long long)N, with_norm, swiglu, (long long)i, (double)got[i], want);
+    if (!(fabs(got[i] - sep[i]) <= tol))
+      fail_msg("K %lld N %lld norm %d swiglu %d: dst[%lld] = %.9g fused, %.9g by the separate "
+               "ops", (long long)K, (long long)N, with_norm, swiglu, (long long)i,
+               (double)got[i], (double)sep[i]);
+  }
+  uint8_t poison[64];
+  vkt_poison(poison, sizeof(poison));
+  if (memcmp(d.map + 4 * rows_out, poison, pad))
+    fail_msg("K %lld N %lld: bytes after dst written", (long long)K, (long long)N);
+  free(wf);
+  free(sep);
+  hb_free(&w);
+  hb_free(&xg);
+  hb_free(&d);
+  hb_free(&tmp);
+}
+
+static void test_matmul_fused(void **state) {
+  (void)state;
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K) || !IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM) ||
+      !IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU))
+    skip();
+  vkrt_appliance *app = open_app();
+  /* 3 super-blocks: a warp of the workgroup without one; odd N; F 37: the last workgroup's
+   * pairs short */
+  for (int norm = 0; norm < 2; norm++)
+    for (int sw = 0; sw < 2; sw++) {
+      run_matmul_fused(app, 768, sw ? 74 : 41, norm, sw);
+      run_matmul_fused(app, 2048, sw ? 2 * 53 : 67, norm, sw);
+    }
+  /* what the fused kernel does not take: UNSUPPORTED, with the reason, nothing recorded */
+  vkt_hbuf a = vkt_hbuf_new(app, 65536), b = vkt_hbuf_new(app, 4096);
+  vkrt_tensor w = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_Q4_K, 512, 8, 1, 1);
+  vkrt_tensor w16 = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F16, 512, 8, 1, 1);
+  vkrt_tensor x = vkrt_tensor_contiguous(a.buf, 32768, VKRT_TYPE_F32, 512, 1, 1, 1);
+  vkrt_tensor x2 = vkrt_tensor_contiguous(a.buf, 32768, VKRT_TYPE_F32, 512, 2, 1, 1);
+  vkrt_tensor x4 = vkrt_tensor_contiguous(a.buf, 32772, VKRT_TYPE_F32, 512, 1, 1, 1);
+  vkrt_tensor g = vkrt_tensor_contiguous(a.buf, 40960, VKRT_TYPE_F32, 512, 1, 1, 1);
+  vkrt_tensor g4 = vkrt_tensor_contiguous(a.buf, 40964, VKRT_TYPE_F32, 512, 1, 1, 1);
+  vkrt_tensor d8 = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 8, 1, 1, 1);
+  vkrt_tensor d4 = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 4, 1, 1, 1);
+  vkrt_tensor d82 = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 8, 2, 1, 1);
+  vkrt_matmul_fusion none = {0}, fn = {.norm = &g, .eps = 1e-6f}, fn4 = {.norm = &g4, .eps = 1e-6f};
+  vkrt_lab_stream s0 = {0}, s1 = {0};
+  vkt_check(app, vkrt_finish(app, 0));
+  if (IS_ENABLED(CONFIG_VKRT_LAB))
+    vkt_check(app, vkrt_lab_stream_get(app, 0, &s0));
+  const struct {
+    const vkrt_tensor *d, *w, *x;
+    const vkrt_matmul_fusion *f;
+    const char *needle;
+  } unsupported[] = {
+      {&d8, &w16, &x, &fn, "f16"}, {&d82, &w, &x2, &none, "2 columns"},
+      {&d8, &w, &x4, &none, "16-byte aligned"}, {&d8, &w, &x, &fn4, "norm must start 16-byte"}};
+  for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++) {
+    vkrt_status s = vkrt_op_matmul_fused(unsupported[i].d, unsupported[i].w, unsupported[i].x,
+                                         unsupported[i].f);
+    if (s != VKRT_ERROR_UNSUPPORTED || !strstr(vkrt_last_error(app), unsupported[i].needle) ||
+        !strstr(vkrt_last_error(app), "one by one"))
+      fail_msg("case %zu: %s (%s), want UNSUPPORTED naming '%s'", i, vkrt_status_str(s),
+               vkrt_last_error(app), unsupported[i].needle);
+  }
+  if (IS_ENABLED(CONFIG_VKRT_LAB)) {
+    vkt_check(app, vkrt_lab_stream_get(app, 0, &s1));
+    assert_int_equal(s1.barriers + s1.barriers_elided, s0.barriers + s0.barriers_elided);
+  }
+  /* invalid descriptors: INVALID_ARGUMENT with the reason */
+  vkrt_matmul_fusion sw = {.swiglu = 1}, bad_eps = {.norm = &g, .eps = -1.0f};
+  vkrt_tensor w7 = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_Q4_K, 512, 7, 1, 1);
+  vkrt_tensor g256 = vkrt_tensor_contiguous(a.buf, 40960, VKRT_TYPE_F32, 256, 1, 1, 1);
+  vkrt_matmul_fusion short_norm = {.norm = &g256};
+  vkrt_tensor d3 = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 3, 1, 1, 1);
+  expect_invalid(app, vkrt_op_matmul_fused(&d4, &w, &x, NULL), "fusion is NULL");
+  expect_invalid(app, vkrt_op_matmul_fused(&d3, &w7, &x, &sw), "even row count");
+  expect_invalid(app, vkrt_op_matmul_fused(&d8, &w, &x, &sw), "w.ne[1] / 2");
+  expect_invalid(app, vkrt_op_matmul_fused(&d4, &w, &x, &none), "w.ne[1]");
+  expect_invalid(app, vkrt_op_matmul_fused(&d8, &w, &x, &short_norm), "256 elements");
+  expect_invalid(app, vkrt_op_matmul_fused(&d8, &w, &x, &bad_eps), "eps");
+  hb_free(&a);
+  hb_free(&b);
+  vkt_close(app);
+}
+
 /* ---- rope ----------------------------------------------------------------------------------- */
 
 /* ggml's rope from its definition, in double: theta_p = pos freq_scale base^(-2p / n_dims)
@@ -1128,6 +1305,12 @@ static void test_compiled_out(void **state) {
   vkrt_tensor t16 = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F16, 64, 2, 1, 1);
   expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS_F16) || !IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS),
                      vkrt_op_get_rows(&d, &t16, &i32), "CONFIG_VKRT_KERNEL_GET_ROWS_F16=n");
+  vkrt_tensor q = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_Q4_K, 256, 2, 1, 1);
+  vkrt_tensor x256 = vkrt_tensor_contiguous(a.buf, 4096, VKRT_TYPE_F32, 256, 1, 1, 1);
+  vkrt_tensor d2 = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 2, 1, 1, 1);
+  expect_unsupported(app, IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K),
+                     vkrt_op_matmul_fused(&d2, &q, &x256, &(vkrt_matmul_fusion){0}),
+                     "CONFIG_VKRT_KERNEL_Q4_K=n");
   vkt_check(app, vkrt_finish(app, 0));
   hb_free(&a);
   hb_free(&b);
@@ -1138,6 +1321,7 @@ int main(void) {
   rng = vkt_seed(0);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rms_norm),
+      cmocka_unit_test(test_matmul_fused),
       cmocka_unit_test(test_rope),
       cmocka_unit_test(test_rope_positions_from_device),
       cmocka_unit_test(test_get_rows),

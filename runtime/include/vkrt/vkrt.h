@@ -498,6 +498,29 @@ vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const v
  * weight type, the f32 sum of w x added to dst's value once. */
 vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
 
+/* The steps vkrt_op_matmul_fused folds into its product (zeroed: none). */
+typedef struct vkrt_matmul_fusion {
+  /* x RMS-normalized first, as vkrt_op_rms_norm(x, norm, eps) would: f32 {K}, dense; NULL:
+   * x as it is */
+  const vkrt_tensor *norm;
+  float eps;
+  /* w holds F gate rows, then F up rows ({K, 2F}); dst {F, 1} = silu(gate x) * (up x), the
+   * formula of vkrt_op_swiglu */
+  int swiglu;
+} vkrt_matmul_fusion;
+
+/* A decode token's matrix-vector product with the RMS norm before it and the SwiGLU after it
+ * in the same dispatch: one dependent GPU step where vkrt_op_rms_norm, vkrt_op_matmul and
+ * vkrt_op_swiglu take three (on the H200 each dependent step costs a few microseconds of
+ * its own; a llama layer has four such steps to save). dst f32 {N, 1} ({F, 1} with swiglu),
+ * x f32 {K, 1}, w {K, N}. The fused kernel is q4_K's: q4_K w with rows 16-byte aligned, x
+ * (and norm) dense and 16-byte aligned, one column; any other valid call returns
+ * VKRT_ERROR_UNSUPPORTED with the reason and records nothing (record the ops one by one).
+ * The values: those of the separate ops up to f32 rounding (the norm's scale multiplies the
+ * row sums instead of x; the sum of squares is the kernel's own). */
+vkrt_status vkrt_op_matmul_fused(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x,
+                                 const vkrt_matmul_fusion *fusion);
+
 /* dst = silu(gate) * up element-wise, silu(g) = g / (1 + e^-g) (the SwiGLU gate of a llama-style
  * MLP); f32, dense tensors of one shape; dst may be gate or up exactly (in place). */
 vkrt_status vkrt_op_swiglu(const vkrt_tensor *dst, const vkrt_tensor *gate, const vkrt_tensor *up);

@@ -125,27 +125,6 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *appliance, uint32_t device,
  * or a value that is not a whole number fails with a message listing the names. */
 vkrt_status vkrt_lab_set_text(vkrt_appliance *appliance, uint32_t device, const char *assignment);
 
-/* ---- cache prefetch (an experiment) ------------------------------------------------------ */
-
-/* Records into the stream of buffer's device a kernel that reads [offset, offset + size)
- * (one word of every 32-byte sector) and writes nothing, so the range sits in the device's
- * caches (L2 on GPUs) for the next op that reads it. It touches nothing the work before it
- * writes, so it gets no barrier and runs beside that work; the next barrier waits for it.
- * offset and size multiples of 4, size not 0, inside the buffer. vkrt-service
- * --prefetch-mb N puts one beside each small step of a token for the matrix after it. */
-vkrt_status vkrt_lab_prefetch(vkrt_buffer *buffer, uint64_t offset, uint64_t size);
-
-/* ---- fused gate/up (an experiment) ------------------------------------------------------- */
-
-/* dst[i] = silu(sum_k w[k, i] x[k]) * sum_k w[k, F + i] x[k] (silu(g) = g / (1 + e^-g)):
- * SwiGLU's gate and up products of a decode token and the swiglu between them in one
- * dispatch, on the q4_K stream kernel (rows taken in gate/up pairs). w {K, 2F} q4_K (F gate
- * rows, then F up rows; rows and x 16-byte aligned), x {K, 1} f32, dst {F, 1} f32; the same
- * values as vkrt_op_matmul then vkrt_op_swiglu. Other types or layouts: UNAVAILABLE with the
- * reason. vkrt-service --fuse-swiglu takes it for q4_K gate/up. */
-vkrt_status vkrt_lab_matmul_swiglu(const vkrt_tensor *dst, const vkrt_tensor *w,
-                                   const vkrt_tensor *x);
-
 /* Test limits, below the device's: workgroups per dimension of one dispatch
  * (max_group_count, to split grids over several dispatches on small tensors; 0 = the
  * device's), push descriptors off (the descriptor-pool ring instead), and the bytes one
@@ -279,7 +258,8 @@ typedef struct vkrt_lab_counters {
   uint64_t attention_rows;   /* ... those whose split pass ran a row per invocation */
   uint64_t attention_direct;   /* ... those with one split, written by the split pass alone
                                   (no combine pass) */
-  uint64_t prefetch_bytes;     /* bytes vkrt_lab_prefetch recorded reads of */
+  uint64_t matmul_fused_norm;   /* vkrt_op_matmul_fused dispatches with the RMS norm folded in */
+  uint64_t matmul_fused_swiglu; /* ... with the SwiGLU */
 } vkrt_lab_counters;
 
 /* How vkrt_op_attention would split an attention of these shapes on this device (with the
