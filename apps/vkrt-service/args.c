@@ -82,11 +82,12 @@ static void usage(FILE *f) {
           "--lab NAME=VALUE (a build with the lab; up to 8): a knob of vkrt/vkrt_lab.h by its name\n"
           "without VKRT_LAB_ (any case), set on every device once the appliance is open, so one\n"
           "binary compares a path with another (e.g. --lab barrier_stages=1).\n"
-          "--fuse all|norm|swiglu|none (llama models; default all): a token's q4_K q/k/v and\n"
-          "gate/up products take the RMS norm before them (norm) and gate/up the swiglu after\n"
-          "them (swiglu) in their own dispatch (vkrt_op_matmul_fused), up to three dependent\n"
-          "steps fewer per layer; other types, separate q/k/v or gate/up, and prompt batches as\n"
-          "separate ops.\n"
+          "--fuse all|norm|swiglu|none (llama models; default all): a token's q4_K q/k/v,\n"
+          "gate/up and output products take the RMS norm before them (norm) and gate/up the\n"
+          "swiglu after them (swiglu) in their own dispatch (vkrt_op_matmul_fused), three\n"
+          "dependent steps fewer per layer; other types, separate q/k/v or gate/up, and prompt\n"
+          "batches as separate ops. The fused kernel takes x in f32: with --activations q8 the\n"
+          "default is none (the 8-bit-x kernels for every product).\n"
           "--profile (a build with the lab): after the run, one more token at the last position\n"
           "recorded directly with GPU timestamps around each op on device 0: its ops by name,\n"
           "count, time and share of the token.\n"
@@ -253,7 +254,7 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     static const char *const names[] = {"none", "norm", "swiglu", "all"}; /* LLAMA_FUSE_* bits */
     for (unsigned i = 0; i < 4; i++)
       if (!strcmp(v, names[i]))
-        return o->fuse = i, true;
+        return o->fuse = i, o->fuse_given = true, true;
     return false;
   }
   if (!strcmp(a, "--convert")) {
@@ -313,6 +314,8 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
   }
   if (o->seconds > 0 && !o->tokens_given)
     o->tokens = SECONDS_MAX_TOKENS; /* --seconds alone: the time ends the run */
+  if (o->q8_activations && !o->fuse_given)
+    o->fuse = 0; /* the fused kernel takes x in f32; 8-bit x keeps the q8x kernels */
   if (o->depth && o->verify_given && o->verify) {
     fprintf(stderr, "vkrt-service: --depth fills the K/V rows before the first token with a "
             "constant, so nothing can be checked against float64: drop --verify or give "

@@ -195,7 +195,7 @@ bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank
                       struct llama_split *out, char *err, size_t err_size);
 
 /* What a token's q4_K products fold into their dispatch (vkrt_op_matmul_fused) */
-#define LLAMA_FUSE_NORM 1u   /* the RMS norm before q/k/v and before gate/up */
+#define LLAMA_FUSE_NORM 1u   /* the RMS norm before q/k/v, gate/up and the output head */
 #define LLAMA_FUSE_SWIGLU 2u /* the swiglu after gate/up */
 
 struct llama_gpu_params {
@@ -235,7 +235,7 @@ void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos);
  * appliance's vkrt_last_error says why). */
 vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits);
 const char *llama_gpu_failed(const struct llama_gpu *g);
-/* The products device 0 ran with the RMS norm (qkv, gate/up) and with the swiglu (gate/up)
+/* The products device 0 ran with the RMS norm (qkv, gate/up, head) and with the swiglu (gate/up)
  * folded into their dispatch in the token recorded last (llama_gpu_params.fuse). */
 struct llama_gpu_fused {
   uint32_t norm, swiglu;

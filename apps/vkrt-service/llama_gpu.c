@@ -698,7 +698,10 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
     struct gpu_device *dv = &g->dev[d];
     vkrt_tensor x = cols_f32(dv->x, E, ps->r0, rows), h = cols_f32(dv->xn, E, 0, rows);
     vkrt_tensor norm = vec(dv->output_norm, VKRT_TYPE_F32, E);
-    OP(d, "output_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
+    /* a token's q4_K head: the norm in its dispatch */
+    bool fold_norm = rows == 1 && fuse(g, ps, m->output->type, LLAMA_FUSE_NORM);
+    if (!fold_norm)
+      OP(d, "output_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
     vkrt_tensor w = vkrt_tensor_contiguous(dv->output, dv->output_offset, m->output->type, E,
                                            dv->sp.n_vocab, 1, 1);
     /* this rank's rows of each row of logits: n_vocab apart */
@@ -707,7 +710,13 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
                                               dv->sp.n_vocab, rows, 1, 1);
     part.nb[1] = V * 4;
     part.nb[2] = part.nb[3] = V * 4 * rows;
-    OP(d, "output", vkrt_op_matmul(&part, &w, &h));
+    if (fold_norm) {
+      vkrt_matmul_fusion fz = {.norm = &norm, .eps = hp->eps};
+      OP(d, "output_norm + output", vkrt_op_matmul_fused(&part, &w, &x, &fz));
+      g->fused.norm += d == 0;
+    } else {
+      OP(d, "output", vkrt_op_matmul(&part, &w, &h));
+    }
     ar.send[d] = dv->logits_part;
     ar.recv[d] = dv->logits;
   }
@@ -868,10 +877,10 @@ uint32_t llama_gpu_ops_per_token(const struct llama_gpu *g) {
   const struct llama_model *m = g->m;
   /* step copy, get_rows; per layer norm, q/k/v (one op fused), 2 rope (one fused), 2
    * set_rows, attention, norm, gate and up (one fused), swiglu and the two residuals (one
-   * matmul_add each), less the norms and the swiglu folded into the q4_K products; norm,
-   * head, argmax, the argmax copy (+ the logits copy) */
+   * matmul_add each), less the norms and the swiglu folded into the q4_K products; norm
+   * (folded into a q4_K head), head, argmax, the argmax copy (+ the logits copy) */
   const struct pass token = {.n = 1};
-  uint32_t ops = 2 + 5;
+  uint32_t ops = 2 + 5 - fuse(g, &token, m->output->type, LLAMA_FUSE_NORM);
   for (uint32_t l = 0; l < m->hp.n_layer; l++) {
     const struct llama_layer *L = &m->layer[l];
     ops += 15 - (qkv_fused(L) ? 3 : 0) - (gate_up_fused(L) ? 1 : 0);

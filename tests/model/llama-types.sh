@@ -67,7 +67,7 @@ cp "$work/q4_K.gguf" "$work/q4_K_unfused.gguf"
 RUN_ARGS="--fuse none" run q4_K_unfused 24 "fused products (--fuse none): the RMS norm into 0 and the swiglu into 0 per token"
 [ "$run_ids" = "$q4_k_ids" ] || { echo "q4_K --fuse none: $run_ids, fused: $q4_k_ids"; exit 1; }
 out=$("$svc" --weights "$work/q4_K.gguf" --tokens 2 --devices 1 --warmup-ms 0 --verify 0 2>&1)
-grep -q "fused products (--fuse all): the RMS norm into 4 and the swiglu into 2 per token" <<< "$out" ||
+grep -q "fused products (--fuse all): the RMS norm into 5 and the swiglu into 2 per token" <<< "$out" ||
   { echo "$out"; echo "q4_K: the products not fused by default"; exit 1; }
 "$svc" --make-gguf "$work/rope_freqs.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-freqs 32 --seed 5 >/dev/null
 run rope_freqs 64 "RoPE base 10000 with rope_freqs.weight, matrices"
