@@ -14,7 +14,7 @@ static void usage(FILE *f) {
           "                    [--fault import-fails] [--import-chunk-cap BYTES]\n"
           "                    [--activations f32|q8|f16|q8,f16]\n"
           "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
-          "                    [--lab NAME=VALUE]... [--fuse all|norm|swiglu|none]\n"
+          "                    [--lab NAME=VALUE]... [--fuse auto|all|norm|swiglu|none]\n"
           "                    [--convert f32|f16]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K|q6_K] [--seed N]   (--make-weights: the same)\n"
@@ -82,12 +82,13 @@ static void usage(FILE *f) {
           "--lab NAME=VALUE (a build with the lab; up to 8): a knob of vkrt/vkrt_lab.h by its name\n"
           "without VKRT_LAB_ (any case), set on every device once the appliance is open, so one\n"
           "binary compares a path with another (e.g. --lab barrier_stages=1).\n"
-          "--fuse all|norm|swiglu|none (llama models; default all): a token's q4_K q/k/v,\n"
-          "gate/up and output products take the RMS norm before them (norm) and gate/up the\n"
-          "swiglu after them (swiglu) in their own dispatch (vkrt_op_matmul_fused), three\n"
-          "dependent steps fewer per layer; other types, separate q/k/v or gate/up, and prompt\n"
-          "batches as separate ops. The fused kernel takes x in f32: with --activations q8 the\n"
-          "default is none (the 8-bit-x kernels for every product).\n"
+          "--fuse auto|all|norm|swiglu|none (llama models): a token's q4_K q/k/v, gate/up and\n"
+          "output products take the RMS norm before them (norm) and gate/up the swiglu after\n"
+          "them (swiglu) in their own dispatch (vkrt_op_matmul_fused), up to three dependent\n"
+          "steps fewer per layer; other types, separate q/k/v or gate/up, and prompt batches as\n"
+          "separate ops. auto (the default): the swiglu, and the norm where the hidden size is\n"
+          "at most 2048 (measured: it pays on small matrices only). The fused kernel takes x in\n"
+          "f32: with --activations q8 the default is none (the 8-bit-x kernels).\n"
           "--profile (a build with the lab): after the run, one more token at the last position\n"
           "recorded directly with GPU timestamps around each op on device 0: its ops by name,\n"
           "count, time and share of the token.\n"
@@ -251,10 +252,9 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     return true; /* parsed where the appliance is open (appliance.c) */
   }
   if (!strcmp(a, "--fuse")) {
-    static const char *const names[] = {"none", "norm", "swiglu", "all"}; /* LLAMA_FUSE_* bits */
-    for (unsigned i = 0; i < 4; i++)
-      if (!strcmp(v, names[i]))
-        return o->fuse = i, o->fuse_given = true, true;
+    for (unsigned i = 0; i < 5; i++)
+      if (!strcmp(v, llama_fuse_names[i]))
+        return o->fuse = i == 4 ? LLAMA_FUSE_AUTO : i, o->fuse_given = true, true;
     return false;
   }
   if (!strcmp(a, "--convert")) {
@@ -273,7 +273,7 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
 }
 
 bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status) {
-  *o = (struct service_args){.fuse = LLAMA_FUSE_NORM | LLAMA_FUSE_SWIGLU, .tokens = 64, .seed = 1234, .warmup_ms = 500, .dtype = VKRT_TYPE_F16,
+  *o = (struct service_args){.fuse = LLAMA_FUSE_AUTO, .tokens = 64, .seed = 1234, .warmup_ms = 500, .dtype = VKRT_TYPE_F16,
                              .kv_type = VKRT_TYPE_F16, .top_p = 1, .verify = UINT64_MAX, .rope_factor = -1,
                              .ubatch = 512};
   for (int i = 1; i < argc; i++) {

@@ -154,7 +154,7 @@ int model_setup(struct service *s, struct generation *gen) {
   struct llama_gpu_fused fz = llama_gpu_fused(s->gpu);
   printf("vkrt-service: fused products (--fuse %s): the RMS norm into %u and the swiglu into %u "
          "per token on device 0 (vkrt_op_matmul_fused; %u layers)\n",
-         (const char *[]){"none", "norm", "swiglu", "all"}[a->fuse & 3], fz.norm, fz.swiglu,
+         llama_fuse_names[a->fuse & LLAMA_FUSE_AUTO ? 4 : a->fuse & 3], fz.norm, fz.swiglu,
          s->model->hp.n_layer);
   if (st == VKRT_OK)
     printf("vkrt-service: a token's work: captured once as a graph, launched per token\n");

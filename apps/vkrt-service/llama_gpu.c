@@ -292,7 +292,10 @@ static bool gate_up_fused(const struct llama_layer *L) {
 /* Whether a token's product of one matrix of `type` takes `what` (LLAMA_FUSE_*) into its
  * dispatch: the fused kernel is q4_K's (vkrt_op_matmul_fused). */
 static bool fuse(const struct llama_gpu *g, const struct pass *ps, vkrt_type type, unsigned what) {
-  return ps->n == 1 && (g->p.fuse & what) && type == VKRT_TYPE_Q4_K;
+  unsigned f = g->p.fuse;
+  if (f & LLAMA_FUSE_AUTO)
+    f = LLAMA_FUSE_SWIGLU | (g->m->hp.n_embd <= LLAMA_FUSE_NORM_MAX_HIDDEN ? LLAMA_FUSE_NORM : 0);
+  return ps->n == 1 && (f & what) && type == VKRT_TYPE_Q4_K;
 }
 
 static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
