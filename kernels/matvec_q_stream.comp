@@ -72,7 +72,11 @@ layout(std430, set = 0, binding = 3) readonly buffer G { vec4 g4[]; };
 #endif
 
 shared float red[WARPS * 8u][ROWS];
-shared float squares[WARPS * 8u]; // the RMS norm's sum of x^2, by lane of group 0
+shared float squares[THREADS]; // the RMS norm's sum of x^2, by invocation
+#ifndef Q8_0
+#define STAGE_MAX_K 4096u
+shared vec4 xg[STAGE_MAX_K / 4u]; // the RMS norm's x g, where K <= STAGE_MAX_K
+#endif
 #ifdef SCALES
 // (d sc, dmin m) of sub-blocks 2 j and 2 j + 1 at [step & 1][row][warp][j]
 shared vec4 scl[2][ROWS][WARPS][4];
@@ -138,11 +142,34 @@ piece_t piece(uint u, uint pieces) {
 bool glu() { return (pc.accumulate & 2u) != 0u; }
 // Bit 2 (vkrt_op_matmul_fused with a norm, Q4_K): x RMS-normalized with weight g first,
 //   dst[n] = sum_k w[k, n] x[k] g[k] / sqrt(sum_k x[k]^2 / K + eps)
-// the product taken with x g, the scale applied to the row sums; the lanes of group 0 see
-// every x of the row once between them and sum its squares on the way, so the workgroup
-// needs no pass of its own over x, and every workgroup sums them in the same order.
+// the product taken with x g, the scale applied to the row sums (every workgroup sums the
+// squares in the same order). x g is staged in shared memory once per workgroup (K up to
+// STAGE_MAX_K; beyond, each load of x is multiplied by g in the loop): multiplying in the
+// loop cost the Llama-3-8B products more than the dependent step the fusion saves.
 bool norm() { return (pc.accumulate & 4u) != 0u; }
 uint w_row_of(uint n) { return glu() ? (n >> 1) + (n & 1u) * (pc.N >> 1) : n; }
+
+#ifndef Q8_0
+// The norm's first pass (dynamically uniform: norm() is a push constant): every invocation
+// sums the squares of its share of x into squares[] and, where K <= STAGE_MAX_K, stores x g
+// into xg; true when the loop reads x g from xg.
+bool stage_norm(uint xb, uint tid) {
+  if (!norm())
+    return false;
+  uint n4 = pc.blocks * 64u;
+  bool staged = n4 <= STAGE_MAX_K / 4u;
+  float t = 0.0;
+  for (uint i = tid; i < n4; i += THREADS) {
+    vec4 v = x4[(xb >> 2) + i];
+    t += dot(v, v);
+    if (staged)
+      xg[i] = v * g4[(pc.norm_offset >> 2) + i];
+  }
+  squares[tid] = t;
+  barrier();
+  return staged;
+}
+#endif
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -162,7 +189,6 @@ void main() {
   float acc[R];
   for (uint r = 0u; r < R; r++)
     acc[r] = 0.0;
-  float sq = 0.0;
 
 #ifdef Q8_0
   uint pieces = pc.blocks * 17u / 8u; // 16-byte pieces per row
@@ -223,6 +249,7 @@ void main() {
   uvec4 q[2][R];
   for (uint r = 0u; r < R; r++)
     q[0][r] = w4[row_u4[r] + min(warp, pc.blocks - 1u) * 9u + 1u + p];
+  bool staged = stage_norm(xb, tid);
   barrier();
   for (uint i = 0u; i < (pc.blocks + WARPS - 1u) / WARPS; i++) {
     bool valid = warp + i * WARPS < pc.blocks;
@@ -241,26 +268,32 @@ void main() {
       h[i][r] = w4[base];
       q[i][r] = w4[base + 1u + p];
     }
+  bool staged = stage_norm(xb, tid); // with the first loads in flight
   for (uint s = warp; s < pc.blocks; s += WARPS) {
-    const bool valid = true;
     for (uint r = 0u; r < R; r++) {
       uint base = row_u4[r] + min(s + PREFETCH * WARPS, pc.blocks - 1u) * 9u;
       h[PREFETCH][r] = w4[base];
       q[PREFETCH][r] = w4[base + 1u + p];
     }
 #endif
-    uint xi = (xb >> 2) + s * 64u + 16u * (p >> 1) + 4u * (p & 1u); // x 16-byte aligned
+    uint xs = s * 64u + 16u * (p >> 1) + 4u * (p & 1u), xi = (xb >> 2) + xs; // x 16-byte aligned
     vec4 xl[4], xh[4];
-    for (uint i = 0u; i < 4u; i++) {
-      xl[i] = x4[xi + i];
-      xh[i] = x4[xi + 8u + i];
-    }
-    if (norm()) {
-      uint gi = (pc.norm_offset >> 2) + s * 64u + 16u * (p >> 1) + 4u * (p & 1u);
+    if (staged) {
       for (uint i = 0u; i < 4u; i++) {
-        sq += g == 0u && valid ? dot(xl[i], xl[i]) + dot(xh[i], xh[i]) : 0.0;
-        xl[i] *= g4[gi + i];
-        xh[i] *= g4[gi + 8u + i];
+        xl[i] = xg[xs + i];
+        xh[i] = xg[xs + 8u + i];
+      }
+    } else {
+      for (uint i = 0u; i < 4u; i++) {
+        xl[i] = x4[xi + i];
+        xh[i] = x4[xi + 8u + i];
+      }
+      if (norm()) { // K past STAGE_MAX_K
+        uint gi = (pc.norm_offset >> 2) + xs;
+        for (uint i = 0u; i < 4u; i++) {
+          xl[i] *= g4[gi + i];
+          xh[i] *= g4[gi + 8u + i];
+        }
       }
     }
     float sl = dot(xl[0] + xl[1] + xl[2] + xl[3], vec4(1.0));
@@ -306,13 +339,11 @@ void main() {
 
   for (uint r = 0u; r < R; r++)
     red[warp * 8u + p][4u * r + g] = acc[r];
-  if (g == 0u)
-    squares[warp * 8u + p] = sq;
   barrier();
   float scale = 1.0;
   if (norm()) {
     float t = 0.0;
-    for (uint i = 0u; i < WARPS * 8u; i++)
+    for (uint i = 0u; i < THREADS; i++)
       t += squares[i];
     scale = inversesqrt(t / float(pc.blocks * 256u) + pc.eps);
   }

@@ -302,11 +302,12 @@ static void test_matmul_fused(void **state) {
     skip();
   vkrt_appliance *app = open_app();
   /* 3 super-blocks: a warp of the workgroup without one; odd N; F 37: the last workgroup's
-   * pairs short */
+   * pairs short; K 4352: x g not staged in shared memory (K > 4096), multiplied in the loop */
   for (int norm = 0; norm < 2; norm++)
     for (int sw = 0; sw < 2; sw++) {
       run_matmul_fused(app, 768, sw ? 74 : 41, norm, sw);
       run_matmul_fused(app, 2048, sw ? 2 * 53 : 67, norm, sw);
+      run_matmul_fused(app, 4352, sw ? 18 : 23, norm, sw); /* past the kernel's staged x g */
     }
   /* what the fused kernel does not take: UNSUPPORTED, with the reason, nothing recorded */
   vkt_hbuf a = vkt_hbuf_new(app, 65536), b = vkt_hbuf_new(app, 4096);
