@@ -197,14 +197,15 @@ bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank
 /* What a token's q4_K products fold into their dispatch (vkrt_op_matmul_fused) */
 #define LLAMA_FUSE_NORM 1u   /* the RMS norm before q/k/v, gate/up and the output head */
 #define LLAMA_FUSE_SWIGLU 2u /* the swiglu after gate/up */
-/* The swiglu always, the norm where the hidden size is at most LLAMA_FUSE_NORM_MAX_HIDDEN:
- * the fused norm saves a dependent step but slows the product itself (the norm weight's
- * loads and multiplies in the kernel's loop), which pays on small matrices only. An H100,
- * tools/gpu-ab.sh, tg tok/s against no fusion: Llama-3.2-1B q4_K (hidden 2048) swiglu
- * +3.7 %, swiglu and norm +8.3 %; Llama-3-8B q4_K (hidden 4096) swiglu +2.2 %, swiglu and
- * norm -2.1 %. */
+/* The swiglu always, the norm where the hidden size is at most LLAMA_FUSE_NORM_MAX_HIDDEN,
+ * the K up to which the fused kernel stages x g in shared memory once per workgroup
+ * (kernels/matvec_q_stream.comp STAGE_MAX_K); past it the kernel multiplies x by g in its
+ * loop, which slowed the products more than the dependent step saves (Llama-3-8B q4_K on
+ * an H100, that form: -2.1 % against no fusion). Staged, the same H100 (tools/gpu-ab.sh,
+ * tg tok/s against no fusion): Llama-3-8B q4_K swiglu +2.3 %, swiglu and norm +4.4 %;
+ * Llama-3.2-1B q4_K +3.8 % and +12.7 %. */
 #define LLAMA_FUSE_AUTO 4u
-#define LLAMA_FUSE_NORM_MAX_HIDDEN 2048u
+#define LLAMA_FUSE_NORM_MAX_HIDDEN 4096u
 /* --fuse's names: index = the LLAMA_FUSE_* bits, 4 = auto */
 static const char *const llama_fuse_names[5] = {"none", "norm", "swiglu", "all", "auto"};
 

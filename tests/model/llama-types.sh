@@ -69,13 +69,13 @@ RUN_ARGS="--fuse none" run q4_K_unfused 24 "fused products (--fuse none): the RM
 out=$("$svc" --weights "$work/q4_K.gguf" --tokens 2 --devices 1 --warmup-ms 0 --verify 0 2>&1)
 grep -q "fused products (--fuse auto): the RMS norm into 5 and the swiglu into 2 per token" <<< "$out" ||
   { echo "$out"; echo "q4_K: the products not fused by default"; exit 1; }
-# auto folds the norm only up to hidden 2048: a hidden-2304 file gets the swiglu alone
-"$svc" --make-gguf "$work/wide.gguf" --heads 18 --kv-heads 6 --hidden 2304 --ffn 512 --vocab 400 --layers 1 --dtype q4_K --seed 3 >/dev/null
+# auto folds the norm only up to hidden 4096: a hidden-4352 file gets the swiglu alone
+"$svc" --make-gguf "$work/wide.gguf" --heads 34 --kv-heads 2 --hidden 4352 --ffn 512 --vocab 400 --layers 1 --dtype q4_K --seed 3 >/dev/null
 out=$("$svc" --weights "$work/wide.gguf" --tokens 4 --devices 1 --warmup-ms 0 --verify 4 2>&1)
 grep -q "fused products (--fuse auto): the RMS norm into 0 and the swiglu into 1 per token" <<< "$out" &&
   grep -q "verified 4 positions against float64 (teacher-forced): greedy choice the same at every position: passed" <<< "$out" ||
-  { echo "$out"; echo "hidden 2304: not the swiglu alone, verified"; exit 1; }
-echo "fusion: auto folds norm and swiglu at hidden 512, the swiglu alone at 2304; --fuse none the same ids"
+  { echo "$out"; echo "hidden 4352: not the swiglu alone, verified"; exit 1; }
+echo "fusion: auto folds norm and swiglu at hidden 512, the swiglu alone at 4352; --fuse none the same ids"
 
 "$svc" --make-gguf "$work/rope_freqs.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-freqs 32 --seed 5 >/dev/null
 run rope_freqs 64 "RoPE base 10000 with rope_freqs.weight, matrices"
