@@ -298,6 +298,22 @@ static bool fuse(const struct llama_gpu *g, const struct pass *ps, vkrt_type typ
   return ps->n == 1 && (f & what) && type == VKRT_TYPE_Q4_K;
 }
 
+/* dst = w h with h = rms_norm(x) * norm: with fold in the product's own dispatch
+ * (vkrt_op_matmul_fused, counted), else from the h the norm recorded before it wrote. */
+static vkrt_status normed_product(struct llama_gpu *g, uint32_t d, const char *fused_name,
+                                  const char *name, const vkrt_tensor *dst, const vkrt_tensor *w,
+                                  const vkrt_tensor *x, const vkrt_tensor *h,
+                                  const vkrt_tensor *norm, bool fold) {
+  if (!fold) {
+    OP(d, name, vkrt_op_matmul(dst, w, h));
+    return VKRT_OK;
+  }
+  vkrt_matmul_fusion fz = {.norm = norm, .eps = g->m->hp.eps};
+  OP(d, fused_name, vkrt_op_matmul_fused(dst, w, x, &fz));
+  g->fused.norm += d == 0;
+  return VKRT_OK;
+}
+
 static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
   const struct llama_model *m = g->m;
   const struct llama_hparams *hp = &m->hp;
@@ -569,7 +585,7 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   vkrt_tensor x = cols_f32(dv->x, E, 0, ps->n), h = cols_f32(dv->xn, E, 0, ps->n);
   vkrt_tensor norm = vec(gl->attn_norm, VKRT_TYPE_F32, E);
   /* a token, q/k/v in one q4_K matrix: the norm in the product's dispatch */
-  bool fold_norm = n == 1 && !gl->wk && fuse(g, ps, L->wq->type, LLAMA_FUSE_NORM);
+  bool fold_norm = !gl->wk && fuse(g, ps, L->wq->type, LLAMA_FUSE_NORM);
   if (!fold_norm)
     OP(d, "attn_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
   vkrt_tensor pos = step_i32(g, dv, ps, STEP_POS, ps->n);
@@ -584,13 +600,8 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   if (n == 1 && !gl->wk) { /* a token, fused weights: q, k, v one after the other */
     vkrt_tensor wqkv = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, (nh + 2 * nkv) * hd, 1, 1);
     vkrt_tensor qkv = cols_f32(dv->qkv, (nh + 2 * nkv) * hd, 0, 1);
-    if (fold_norm) {
-      vkrt_matmul_fusion fz = {.norm = &norm, .eps = hp->eps};
-      OP(d, "attn_norm + attn_qkv", vkrt_op_matmul_fused(&qkv, &wqkv, &x, &fz));
-      g->fused.norm += d == 0;
-    } else {
-      OP(d, "attn_qkv", vkrt_op_matmul(&qkv, &wqkv, &h));
-    }
+    TRY(normed_product(g, d, "attn_norm + attn_qkv", "attn_qkv", &qkv, &wqkv, &x, &h, &norm,
+                       fold_norm));
     q = vkrt_tensor_contiguous(dv->qkv, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
     k = vkrt_tensor_contiguous(dv->qkv, (uint64_t)nh * hd * 4, VKRT_TYPE_F32, hd, nkv, 1, 1);
     if (rope_into_cache) {
@@ -656,8 +667,8 @@ static vkrt_status feed_forward(struct llama_gpu *g, uint32_t d, uint32_t l,
   if (!fz.norm)
     OP(d, "ffn_norm", vkrt_op_rms_norm(&h, &x, &norm, m->hp.eps));
   vkrt_tensor gt = cols_f32(dv->g, F, 0, ps->n);
+  vkrt_tensor wgu = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, 2 * F, 1, 1);
   if (fz.swiglu) {
-    vkrt_tensor wgu = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, 2 * F, 1, 1);
     OP(d, fz.norm ? "ffn_norm + ffn_gate_up + swiglu" : "ffn_gate_up + swiglu",
        vkrt_op_matmul_fused(&gt, &wgu, fz.norm ? &x : &h, &fz));
     g->fused.norm += d == 0 && fz.norm;
@@ -665,14 +676,9 @@ static vkrt_status feed_forward(struct llama_gpu *g, uint32_t d, uint32_t l,
     return VKRT_OK;
   }
   if (one) { /* a token, fused weights: gate then up in one op */
-    vkrt_tensor wgu = vkrt_tensor_contiguous(gl->gate, 0, L->ffn_gate->type, E, 2 * F, 1, 1);
     vkrt_tensor gu = cols_f32(dv->gu, 2 * F, 0, 1);
-    if (fz.norm) {
-      OP(d, "ffn_norm + ffn_gate_up", vkrt_op_matmul_fused(&gu, &wgu, &x, &fz));
-      g->fused.norm += d == 0;
-    } else {
-      OP(d, "ffn_gate_up", vkrt_op_matmul(&gu, &wgu, &h));
-    }
+    TRY(normed_product(g, d, "ffn_norm + ffn_gate_up", "ffn_gate_up", &gu, &wgu, &x, &h, &norm,
+                       fz.norm != NULL));
     vkrt_tensor gate = vkrt_tensor_contiguous(dv->gu, 0, VKRT_TYPE_F32, F, 1, 1, 1);
     vkrt_tensor up = vkrt_tensor_contiguous(dv->gu, (uint64_t)F * 4, VKRT_TYPE_F32, F, 1, 1, 1);
     OP(d, "swiglu", vkrt_op_swiglu(&gt, &gate, &up));
@@ -702,7 +708,7 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
     vkrt_tensor x = cols_f32(dv->x, E, ps->r0, rows), h = cols_f32(dv->xn, E, 0, rows);
     vkrt_tensor norm = vec(dv->output_norm, VKRT_TYPE_F32, E);
     /* a token's q4_K head: the norm in its dispatch */
-    bool fold_norm = rows == 1 && fuse(g, ps, m->output->type, LLAMA_FUSE_NORM);
+    bool fold_norm = fuse(g, ps, m->output->type, LLAMA_FUSE_NORM); /* ps->n 1: one row */
     if (!fold_norm)
       OP(d, "output_norm", vkrt_op_rms_norm(&h, &x, &norm, hp->eps));
     vkrt_tensor w = vkrt_tensor_contiguous(dv->output, dv->output_offset, m->output->type, E,
@@ -713,13 +719,8 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
                                               dv->sp.n_vocab, rows, 1, 1);
     part.nb[1] = V * 4;
     part.nb[2] = part.nb[3] = V * 4 * rows;
-    if (fold_norm) {
-      vkrt_matmul_fusion fz = {.norm = &norm, .eps = hp->eps};
-      OP(d, "output_norm + output", vkrt_op_matmul_fused(&part, &w, &x, &fz));
-      g->fused.norm += d == 0;
-    } else {
-      OP(d, "output", vkrt_op_matmul(&part, &w, &h));
-    }
+    TRY(normed_product(g, d, "output_norm + output", "output", &part, &w, &x, &h, &norm,
+                       fold_norm));
     ar.send[d] = dv->logits_part;
     ar.recv[d] = dv->logits;
   }
