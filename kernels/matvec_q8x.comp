@@ -17,6 +17,11 @@
 // K <= KMAX, x 16-byte aligned;
 // Q4_K rows 16-byte aligned (Q8_0 rows: any; Q6_K rows: any even byte). Offsets and strides
 // of w are bytes; those of x and dst elements.
+// Q4_K also takes vkrt_op_matmul_fused's bits (accumulate & 4: x RMS-normalized with weight g
+// first; & 2: SwiGLU row pairs, as matvec_q_stream.comp): x g is what gets rounded (the
+// norm's scale is one factor for the whole of x, so it multiplies the row sums instead), the
+// squares of x are summed while x is quantized, and a group's RG rows are RG / 2 gate/up
+// pairs whose silu(g) u the group writes.
 #extension GL_EXT_spirv_intrinsics : require
 #extension GL_GOOGLE_include_directive : require
 
@@ -57,6 +62,10 @@ layout(std430, set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
 #endif
 layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 layout(std430, set = 0, binding = 2) buffer D { float d[]; };
+#ifdef Q4_K
+// the RMS norm's weight (accumulate & 4; otherwise any buffer, not read)
+layout(std430, set = 0, binding = 3) readonly buffer G { vec4 g4[]; };
+#endif
 
 shared uvec4 qx[KMAX / 16u]; // x as int8, 16 per entry
 shared float dx[KMAX / 32u]; // the scale of each 32
@@ -64,6 +73,11 @@ shared float dx[KMAX / 32u]; // the scale of each 32
 shared float sx[KMAX / 32u]; // the exact sum of each 32
 #endif
 shared float red[THREADS];
+
+bool glu() { return (pc.accumulate & 2u) != 0u; }
+bool norm() { return (pc.accumulate & 4u) != 0u; }
+// row n of the N this kernel walks: under glu() gate row n / 2 (n even) or up row n / 2
+uint w_row_of(uint n) { return glu() ? (n >> 1) + (n & 1u) * (pc.N >> 1) : n; }
 
 uint pack4(vec4 v, float inv) {
   ivec4 q = clamp(ivec4(round(v * inv)), ivec4(-127), ivec4(127));
@@ -116,12 +130,20 @@ void main() {
   uint xb = (pc.x_offset + i2 * pc.x_stride2 + i3 * pc.x_stride3) / 4u; // vec4, 16-byte aligned
   uint K = pc.blocks * KPB;
 
-  // x -> shared: one 32-value block per invocation step
+  // x -> shared: one 32-value block per invocation step (with the norm: x g, and the
+  // squares of x summed)
+  float squares = 0.0;
   for (uint b = tid; b < K / 32u; b += THREADS) {
     vec4 v[8];
     float amax = 0.0;
     for (uint i = 0u; i < 8u; i++) {
       v[i] = x4[xb + 8u * b + i];
+#ifdef Q4_K
+      if (norm()) {
+        squares += dot(v[i], v[i]);
+        v[i] *= g4[(pc.norm_offset >> 2) + 8u * b + i];
+      }
+#endif
       vec4 a = abs(v[i]);
       amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
     }
@@ -133,6 +155,18 @@ void main() {
 #ifdef Q4_K
     sx[b] = dot(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])), vec4(1.0));
 #endif
+  }
+  // the norm's scale: the squares summed by a tree in the same order in every workgroup
+  float scale = 1.0;
+  if (norm()) {
+    red[tid] = squares;
+    for (uint h = THREADS / 2u; h > 0u; h >>= 1) {
+      barrier();
+      if (tid < h)
+        red[tid] += red[tid + h];
+    }
+    barrier();
+    scale = inversesqrt(red[0] / float(K) + pc.eps);
   }
   barrier();
 
@@ -210,7 +244,7 @@ void main() {
       }
     }
 #else
-    uint rb = (wb + row * pc.w_row) / 16u; // uvec4 index, rows 16-byte aligned
+    uint rb = (wb + w_row_of(row) * pc.w_row) / 16u; // uvec4 index, rows 16-byte aligned
     for (uint u0 = lane; u0 < units; u0 += TPR * UNROLL) {
       uvec4 h[UNROLL], q[UNROLL];
       uint us[UNROLL];
@@ -238,12 +272,25 @@ void main() {
 #endif
     red[tid] = acc;
     barrier();
-    if (tid < RG && g * RG + tid < pc.N) {
+    if (glu()) { // rows 2 t, 2 t + 1 of the group: gate and up row g RG / 2 + t
+      if (tid < RG / 2u && g * RG + 2u * tid < pc.N) {
+        float sg = 0.0, su = 0.0;
+        for (uint i = 0u; i < TPR; i++) {
+          sg += red[2u * tid * TPR + i];
+          su += red[(2u * tid + 1u) * TPR + i];
+        }
+        sg *= scale;
+        su *= scale;
+        uint at = pc.d_offset + (g * RG / 2u + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
+        d[at] = sg / (1.0 + exp(-sg)) * su;
+      }
+    } else if (tid < RG && g * RG + tid < pc.N) {
       float s = 0.0;
       for (uint i = 0u; i < TPR; i++)
         s += red[tid * TPR + i];
+      s *= scale;
       uint at = pc.d_offset + (g * RG + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
-      d[at] = pc.accumulate != 0u ? d[at] + s : s;
+      d[at] = (pc.accumulate & 1u) != 0u ? d[at] + s : s;
     }
     barrier();
   }

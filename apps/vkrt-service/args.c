@@ -88,8 +88,9 @@ static void usage(FILE *f) {
           "steps fewer per layer; other types, separate q/k/v or gate/up, and prompt batches as\n"
           "separate ops. auto (the default): the swiglu, and the norm where the hidden size is\n"
           "at most 4096 (the kernel stages the normalized x in shared memory up to there;\n"
-          "measured: beyond, the norm costs more than it saves). The fused kernel takes x in\n"
-          "f32: with --activations q8 the default is none (the 8-bit-x kernels).\n"
+          "measured: beyond, the norm costs more than it saves); with --activations q8 the\n"
+          "fused kernel is the 8-bit-x one, which rounds x g (not the normalized x): the norm\n"
+          "up to a hidden size of 16384.\n"
           "--profile (a build with the lab): after the run, one more token at the last position\n"
           "recorded directly with GPU timestamps around each op on device 0: its ops by name,\n"
           "count, time and share of the token.\n"
@@ -255,7 +256,7 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
   if (!strcmp(a, "--fuse")) {
     for (unsigned i = 0; i < 5; i++)
       if (!strcmp(v, llama_fuse_names[i]))
-        return o->fuse = i == 4 ? LLAMA_FUSE_AUTO : i, o->fuse_given = true, true;
+        return o->fuse = i == 4 ? LLAMA_FUSE_AUTO : i, true;
     return false;
   }
   if (!strcmp(a, "--convert")) {
@@ -315,8 +316,6 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
   }
   if (o->seconds > 0 && !o->tokens_given)
     o->tokens = SECONDS_MAX_TOKENS; /* --seconds alone: the time ends the run */
-  if (o->q8_activations && !o->fuse_given)
-    o->fuse = 0; /* the fused kernel takes x in f32; 8-bit x keeps the q8x kernels */
   if (o->depth && o->verify_given && o->verify) {
     fprintf(stderr, "vkrt-service: --depth fills the K/V rows before the first token with a "
             "constant, so nothing can be checked against float64: drop --verify or give "

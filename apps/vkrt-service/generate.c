@@ -98,7 +98,7 @@ int model_setup(struct service *s, struct generation *gen) {
                                .path = a->weights_path, .progress = shards_load_progress,
                                .progress_user = s, .load_info = &s->load,
                                .load_path = a->load_path,
-                               .fuse = a->fuse};
+                               .fuse = a->fuse, .q8_activations = a->q8_activations};
   char err[1024];
   double t_up = now_s();
   s->load_t0 = t_up;

@@ -203,7 +203,9 @@ bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank
  * loop, which slowed the products more than the dependent step saves (Llama-3-8B q4_K on
  * an H100, that form: -2.1 % against no fusion). Staged, the same H100 (tools/gpu-ab.sh,
  * tg tok/s against no fusion): Llama-3-8B q4_K swiglu +2.3 %, swiglu and norm +4.4 %;
- * Llama-3.2-1B q4_K +3.8 % and +12.7 %. */
+ * Llama-3.2-1B q4_K +3.8 % and +12.7 %. With 8-bit x (VKRT_ACTIVATIONS_Q8) the fused kernel
+ * is the q8x one, which rounds x g in shared memory for any K it takes: the norm up to
+ * VKRT_ACTIVATIONS_Q8_MAX_K. */
 #define LLAMA_FUSE_AUTO 4u
 #define LLAMA_FUSE_NORM_MAX_HIDDEN 4096u
 /* --fuse's names: index = the LLAMA_FUSE_* bits, 4 = auto */
@@ -224,6 +226,7 @@ struct llama_gpu_params {
   vkrt_load_path load_path;  /* vkrt_load_file's path (VKRT_LOAD_PATH_AUTO: its choice) */
   unsigned fuse;             /* LLAMA_FUSE_* bits: what a token's q4_K products take into
                                 their dispatch (vkrt_op_matmul_fused) */
+  bool q8_activations;       /* the appliance rounds x to 8 bits (VKRT_ACTIVATIONS_Q8) */
 };
 struct llama_gpu;
 /* Loads every local device's shard from the model file (one vkrt_load_file: every device in

@@ -293,8 +293,9 @@ static bool gate_up_fused(const struct llama_layer *L) {
  * dispatch: the fused kernel is q4_K's (vkrt_op_matmul_fused). */
 static bool fuse(const struct llama_gpu *g, const struct pass *ps, vkrt_type type, unsigned what) {
   unsigned f = g->p.fuse;
+  uint32_t norm_max = g->p.q8_activations ? VKRT_ACTIVATIONS_Q8_MAX_K : LLAMA_FUSE_NORM_MAX_HIDDEN;
   if (f & LLAMA_FUSE_AUTO)
-    f = LLAMA_FUSE_SWIGLU | (g->m->hp.n_embd <= LLAMA_FUSE_NORM_MAX_HIDDEN ? LLAMA_FUSE_NORM : 0);
+    f = LLAMA_FUSE_SWIGLU | (g->m->hp.n_embd <= norm_max ? LLAMA_FUSE_NORM : 0);
   return ps->n == 1 && (f & what) && type == VKRT_TYPE_Q4_K;
 }
 

@@ -83,8 +83,7 @@ struct service_args {
   vkrt_load_path load_path;      /* --load-path: vkrt_load_file's path (auto by default) */
   const char *load_knobs;        /* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK] (a lab build) */
   const char *lab[8];            /* --lab NAME=VALUE: lab knobs on every device (a lab build) */
-  unsigned fuse;                 /* --fuse: LLAMA_FUSE_* bits (default auto; none with 8-bit x) */
-  bool fuse_given;
+  unsigned fuse;                 /* --fuse: LLAMA_FUSE_* bits (default auto) */
   int labs;
   bool profile;                  /* --profile: a token's ops timed on the GPU (a lab build) */
 };

@@ -338,8 +338,8 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
 
 /* The push's accumulate bits (kernels/matvec_push.glsl) */
 #define QMV_ACCUMULATE 1u /* dst += the product */
-#define QMV_SWIGLU 2u     /* gate/up row pairs, silu(g) u written (the Q4_K stream kernel) */
-#define QMV_NORM 4u       /* x RMS-normalized first (the Q4_K stream kernel) */
+#define QMV_SWIGLU 2u     /* gate/up row pairs, silu(g) u written (the Q4_K stream and q8x kernels) */
+#define QMV_NORM 4u       /* x RMS-normalized first (the Q4_K stream and q8x kernels) */
 
 /* One matrix-vector dispatch of kernel k over w (bound in words) and x: `rows` rows of w and
  * `mt` columns of x per workgroup, counted under read pattern `kind`; with QMV_NORM in
@@ -491,10 +491,18 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
 
 #define PREFETCH_ROWS_A 11 /* the variant number (vkrt_quant_variant_names) */
 
-/* vkrt_op_matmul_fused's kernel: the Q4_K stream kernel of prefetch-rows-a (the op's
- * one-column choice on the H200), 16 rows a workgroup, so gate/up pairs stay whole. */
+/* vkrt_op_matmul_fused's kernels: under VKRT_ACTIVATIONS_Q8 the Q4_K q8x kernel where it
+ * fits (x g rounded to 8 bits, as every one-column product of such an appliance rounds x;
+ * groups of 8 rows, 4 gate/up pairs); else the Q4_K stream kernel of prefetch-rows-a (the
+ * op's one-column choice on the H200), 16 rows a workgroup, so gate/up pairs stay whole. */
 static const struct qmv_variant *fused_variant(void) {
   return &q4_k_variants[PREFETCH_ROWS_A - 1];
+}
+
+static bool fused_q8x(struct vkrt_device *dev, const struct vkrt_ops_view *w,
+                      const struct vkrt_ops_view *x) {
+  return dev->ops->quant_activations_q8 && x->ne[1] == 1 && variant_fits(QMV_Q8X, w, x) &&
+         vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q4_K_Q8X);
 }
 
 vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
@@ -509,14 +517,15 @@ vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_op
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "%s: w is %s; the fused kernel takes q4_K weights (%s)", op,
                       vkrt_type_str(w.type), instead);
-  if (!vkrt_ops_kernel_usable(dev, v->m1))
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "%s: dev%u cannot run the q4_K stream kernel (%s)", op, dev->index, instead);
   if (x->ne[1] != 1)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "%s: %u columns of x; the fused kernel takes one (a decode token) (%s)", op,
                       (unsigned)x->ne[1], instead);
-  if (!vkrt_ops_widen_words(dev, &w) || !variant_fits(v->kind, &w, x))
+  bool widened = vkrt_ops_widen_words(dev, &w);
+  if (!(widened && fused_q8x(dev, &w, x)) && !vkrt_ops_kernel_usable(dev, v->m1))
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "%s: dev%u cannot run the q4_K stream kernel (%s)", op, dev->index, instead);
+  if (!widened || !variant_fits(v->kind, &w, x))
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "%s: w rows and x must start 16-byte aligned, x dense (the kernel's 16-byte "
                       "loads) (%s)", op, instead);
@@ -536,8 +545,12 @@ vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd
   uint32_t bits = (fusion->swiglu ? QMV_SWIGLU : 0) | (fusion->norm ? QMV_NORM : 0);
   vkrt_ops_count(dev, matmul_fused_norm, fusion->norm != NULL);
   vkrt_ops_count(dev, matmul_fused_swiglu, fusion->swiglu != 0);
+  const struct vkrt_ops_view *norm = fusion->norm ? &views[3] : NULL;
+  if (fused_q8x(dev, &w, &views[2]))
+    return record_qmv_norm(dev, cmd, VKRT_OPS_MATVEC_Q4_K_Q8X, Q8X_ROWS, 1, QMV_Q8X, &views[0],
+                           &w, &views[2], bits, norm, fusion->eps);
   return record_qmv_norm(dev, cmd, v->m1, v->rows_m1, 1, v->kind, &views[0], &w, &views[2], bits,
-                         fusion->norm ? &views[3] : NULL, fusion->eps);
+                         norm, fusion->eps);
 }
 
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,

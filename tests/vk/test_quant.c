@@ -232,6 +232,20 @@ static double q8x_reference(const float *w, const float *mins, const float *x, i
   return sum;
 }
 
+/* Q4_K's mins alone (-b) of the rows of w (in wb): its blocks with every quant 0 */
+static float *q4_k_mins(const vkt_hbuf *wb, const vkrt_tensor *w) {
+  uint8_t *z = malloc(wb->size);
+  assert_non_null(z);
+  memcpy(z, wb->map, wb->size);
+  for (int64_t i = 0; i < w->ne[1] * w->ne[2]; i++)
+    for (int64_t blk = 0; blk < w->ne[0] / 256; blk++)
+      memset(z + w->offset + (i % w->ne[1]) * w->nb[1] + (i / w->ne[1]) * w->nb[2] + blk * 144 + 16,
+             0, 128);
+  float *mins = dequant_rows(z, w);
+  free(z);
+  return mins;
+}
+
 static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_case *c) {
   vkrt_tensor w = block_tensor(NULL, c->w_off, wt, c->K, c->N, c->w2, c->pad);
   vkrt_tensor x = vkrt_tensor_contiguous(NULL, c->x_off, VKRT_TYPE_F32, c->K, c->M, c->b2, 1);
@@ -256,18 +270,7 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
   memcpy(before, db.map, db.size);
   float *wf = dequant_rows(wb.map, &w);
   const float *xf = (const float *)(xb.map + c->x_off);
-  /* Q4_K's mins alone (-b): the blocks with every quant 0 */
-  float *mins = NULL;
-  if (wt == VKRT_TYPE_Q4_K) {
-    uint8_t *z = malloc(wb.size);
-    memcpy(z, wb.map, wb.size);
-    for (int64_t i = 0; i < w.ne[1] * w.ne[2]; i++)
-      for (int64_t blk = 0; blk < c->K / 256; blk++)
-        memset(z + w.offset + (i % w.ne[1]) * w.nb[1] + (i / w.ne[1]) * w.nb[2] + blk * 144 + 16, 0,
-               128);
-    mins = dequant_rows(z, &w);
-    free(z);
-  }
+  float *mins = wt == VKRT_TYPE_Q4_K ? q4_k_mins(&wb, &w) : NULL;
 
   vkrt_lab_counters ran0, ran1;
   vkt_check(app, vkrt_lab_counters_get(app, 0, &ran0));
@@ -557,6 +560,115 @@ static void test_quant_q8_activations(void **state) {
   vkt_close(app);
 }
 
+/* vkrt_op_matmul_fused on an appliance opened with VKRT_ACTIVATIONS_Q8: one column of q4_K
+ * takes the q8x kernel where it fits (the counters: one dispatch, read pattern q8x, the
+ * fused steps), rounding x g to 8 bits: against that definition in float64 (q8x_reference of
+ * x g, times the norm's scale from x, then silu(gate) up); K past VKRT_ACTIVATIONS_Q8_MAX_K
+ * takes the stream kernel with x in f32. The bytes after dst keep their poison. */
+static void run_fused_q8(vkrt_appliance *app, int64_t K, int64_t N, bool with_norm, bool swiglu) {
+  const int64_t rows_out = swiglu ? N / 2 : N;
+  const float eps = K == 768 ? 0.5f : 1e-5f; /* one where eps moves the scale */
+  vkrt_tensor w = block_tensor(NULL, 0, VKRT_TYPE_Q4_K, K, N, 1, 0);
+  vkt_hbuf wb = vkt_hbuf_new(app, block_extent(&w)), xb = vkt_hbuf_new(app, 8 * (uint64_t)K + 32),
+           db = vkt_hbuf_new(app, 4 * (uint64_t)rows_out + 64);
+  w.buffer = wb.buf;
+  vkt_fill_random(wb.map, wb.size, &rng);
+  fill_blocks(wb.map, &w, SCALE_NORMAL);
+  float *wf = dequant_rows(wb.map, &w), *mins = q4_k_mins(&wb, &w);
+  float *x = (float *)(xb.map + 16), *g = x + K, *u = malloc(sizeof(float) * (size_t)K);
+  assert_non_null(u);
+  for (int64_t k = 0; k < K; k++) {
+    vkt_fill_random_f32(&x[k], 1, -2.0f, 2.0f, &rng);
+    x[k] += k % 7 == 0 ? (k % 2 ? 3.0f : -3.0f) : 0.0f; /* mean(x^2) well away from 1 */
+    vkt_fill_random_f32(&g[k], 1, 0.5f, 1.5f, &rng);
+    u[k] = with_norm ? x[k] * g[k] : x[k]; /* what gets rounded: one f32 product, as there */
+  }
+  vkt_poison(db.map, db.size);
+  vkrt_tensor tx = vkrt_tensor_contiguous(xb.buf, 16, VKRT_TYPE_F32, K, 1, 1, 1);
+  vkrt_tensor tg = vkrt_tensor_contiguous(xb.buf, 16 + 4 * (uint64_t)K, VKRT_TYPE_F32, K, 1, 1, 1);
+  vkrt_tensor td = vkrt_tensor_contiguous(db.buf, 0, VKRT_TYPE_F32, rows_out, 1, 1, 1);
+  vkrt_matmul_fusion fz = {.norm = with_norm ? &tg : NULL, .eps = eps, .swiglu = swiglu};
+  bool q8x = K <= VKRT_ACTIVATIONS_Q8_MAX_K &&
+             vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant());
+  vkrt_lab_counters c0, c1;
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
+  vkt_check(app, vkrt_op_matmul_fused(&td, &w, &tx, &fz));
+  vkt_check(app, vkrt_finish(app, 0));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
+  assert_int_equal(c1.quant_matvec - c0.quant_matvec, 1);
+  int want = q8x ? VKRT_LAB_QUANT_READ_Q8X : VKRT_LAB_QUANT_READ_VEC16;
+  for (int i = 0; i < VKRT_LAB_QUANT_READ_COUNT; i++)
+    if (c1.quant_read[i] - c0.quant_read[i] != (i == want ? 1u : 0u))
+      fail_msg("fused K %lld N %lld: read pattern %d not taken", (long long)K, (long long)N, want);
+  assert_int_equal(c1.matmul_fused_norm - c0.matmul_fused_norm, with_norm);
+  assert_int_equal(c1.matmul_fused_swiglu - c0.matmul_fused_swiglu, swiglu);
+  double ss = 0;
+  for (int64_t k = 0; k < K; k++)
+    ss += (double)x[k] * x[k];
+  double scale = with_norm ? 1.0 / sqrt(ss / (double)K + eps) : 1.0;
+  const float *got = (const float *)db.map;
+  for (int64_t i = 0; i < rows_out; i++) {
+    double y[2] = {0, 0}, tol[2] = {0, 0};
+    for (int r = 0; r < (swiglu ? 2 : 1); r++) {
+      int64_t row = i + r * rows_out;
+      const float *wr = wf + row * K;
+      if (q8x) {
+        y[r] = q8x_reference(wr, mins + row * K, u, K, &tol[r]);
+      } else {
+        double mag = 0;
+        for (int64_t k = 0; k < K; k++) {
+          y[r] += (double)wr[k] * u[k];
+          mag += fabs((double)wr[k] * u[k]);
+        }
+        tol[r] = 4e-6 * mag * sqrt((double)K);
+      }
+      /* the kernel's own sum of squares and inverse square root: a few f32 roundings */
+      y[r] *= scale;
+      tol[r] = tol[r] * scale + 1e-5 * fabs(y[r]) + 1e-30;
+    }
+    double want_v = swiglu ? y[0] / (1.0 + exp(-y[0])) * y[1] : y[0];
+    double t = swiglu ? (tol[0] + tol[1]) * (1.0 + fabs(y[0]) + fabs(y[1])) : tol[0];
+    if (!(fabs(got[i] - want_v) <= t))
+      fail_msg("fused q8 K %lld N %lld norm %d swiglu %d: dst[%lld] = %.9g, expected %.9g (tol %.3g)",
+               (long long)K, (long long)N, with_norm, swiglu, (long long)i, (double)got[i], want_v, t);
+  }
+  uint8_t poison[64];
+  vkt_poison(poison, sizeof(poison));
+  if (memcmp(db.map + 4 * rows_out, poison, 64))
+    fail_msg("fused q8 K %lld N %lld: bytes after dst written", (long long)K, (long long)N);
+  free(wf);
+  free(mins);
+  free(u);
+  vkrt_buffer_destroy(wb.buf);
+  vkrt_buffer_destroy(xb.buf);
+  vkrt_buffer_destroy(db.buf);
+}
+
+static void test_fused_q8_activations(void **state) {
+  (void)state;
+  if (!qtype_enabled(VKRT_TYPE_Q4_K) || !IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM))
+    skip();
+  vkrt_options o;
+  vkt_options(&o);
+  o.quant_activations = VKRT_ACTIVATIONS_Q8;
+  vkrt_appliance *app = vkt_open(&o);
+  if (!vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant()))
+    print_message("dev0 has no integer dot products: the fused products take the stream kernel\n");
+  /* 2 super-blocks with many row groups per workgroup; 3 (odd N: a row group cut short; 37
+   * pairs: the last group's pairs short), 8, 17; K past the q8x kernel's limit: the stream
+   * kernel, x in f32 */
+  int64_t over = (VKRT_ACTIVATIONS_Q8_MAX_K / 256 + 1) * 256;
+  for (int norm = 0; norm < 2; norm++)
+    for (int sw = 0; sw < 2; sw++) {
+      run_fused_q8(app, 512, sw ? 2 * 300 : 301, norm, sw); /* a Llama-sized head's shape, scaled down */
+      run_fused_q8(app, 768, sw ? 74 : 41, norm, sw);
+      run_fused_q8(app, 2048, sw ? 2 * 53 : 67, norm, sw);
+      run_fused_q8(app, 4352, sw ? 18 : 23, norm, sw);
+      run_fused_q8(app, over, sw ? 6 : 5, norm, sw);
+    }
+  vkt_close(app);
+}
+
 /* ---- dequantizing copy ----------------------------------------------------------------- */
 
 static void run_dequant(vkrt_appliance *app, vkrt_type st, vkrt_type dt, int64_t K, int64_t N,
@@ -781,6 +893,7 @@ int main(void) {
       cmocka_unit_test(test_reference),
       cmocka_unit_test(test_quant_matmul),
       cmocka_unit_test(test_quant_q8_activations),
+      cmocka_unit_test(test_fused_q8_activations),
       cmocka_unit_test(test_dequant_copy),
       cmocka_unit_test(test_block_descriptors),
       cmocka_unit_test(test_swiglu),
