@@ -7,6 +7,8 @@
 # VARIANT: a label, a colon, the extra arguments ("base:" for none), e.g.
 #   tools/gpu-ab.sh build-h200 /tmp/q.gguf 'base:' 'old-barrier:--lab barrier_stages=1' \
 #       'unfused:--fuse none'
+# A label LABEL@DIR runs DIR/bin/vkrt-service instead of BUILDDIR's (two builds compared in
+# one run: 'new:' 'old@build-old:').
 # ARGS: the arguments every run takes (default: one device, a 512-token prompt, 64 tokens,
 # context 1024, q8_0 K/V, no verification); ROUNDS (default 3). Output: a table on stdout
 # and each run's JSON line in $OUT/ab.jsonl (default OUT=/tmp/vkrt-gpu-out). The variants'
@@ -22,15 +24,18 @@ OUT=${OUT:-/tmp/vkrt-gpu-out}
 mkdir -p "$OUT"
 jsonl="$OUT/ab.jsonl"
 : > "$jsonl"
-labels=() extras=()
+labels=() extras=() bins=()
 for v in "$@"; do
   case "$v" in *:*) ;; *) echo "tools/gpu-ab.sh: '$v' is not LABEL:ARGS"; exit 2 ;; esac
-  labels+=("${v%%:*}") extras+=("${v#*:}")
+  label=${v%%:*} dir=$B
+  case "$label" in *@*) dir=${label#*@} label=${label%%@*} ;; esac
+  [ -x "$dir/bin/vkrt-service" ] || { echo "tools/gpu-ab.sh: no $dir/bin/vkrt-service"; exit 2; }
+  labels+=("$label") extras+=("${v#*:}") bins+=("$dir/bin/vkrt-service")
 done
 for ((r = 1; r <= ROUNDS; r++)); do
   for i in "${!labels[@]}"; do
     # shellcheck disable=SC2086 # the arguments split into words on purpose
-    out=$("$B/bin/vkrt-service" --weights "$model" $ARGS ${extras[$i]} --json 2>&1) ||
+    out=$("${bins[$i]}" --weights "$model" $ARGS ${extras[$i]} --json 2>&1) ||
       { echo "$out" | tail -5; echo "tools/gpu-ab.sh: ${labels[$i]} (round $r) failed"; exit 1; }
     line=$(tail -1 <<< "$out")
     /usr/bin/env python3 -c "import json, sys; d = json.loads(sys.argv[1]); d['variant'] = sys.argv[2]; \

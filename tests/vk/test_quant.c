@@ -536,6 +536,7 @@ static void test_quant_q8_activations(void **state) {
       {3 * B, 7, 1, 1, 1, 1, 2 + 2 * (t == 1), 0, 0, SCALE_NORMAL, true}, /* rows off 16 */
       {8 * B, 13, 1, 1, 1, 0, 0, 4, 0, SCALE_NORMAL, true},        /* x off 16 */
       {8 * B, 13, 2, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},        /* M = 2 */
+      {2 * B, 2109, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},      /* row groups past the grid */
       {over, 3, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},          /* K > 16384 */
     };
     for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -654,13 +655,14 @@ static void test_fused_q8_activations(void **state) {
   vkrt_appliance *app = vkt_open(&o);
   if (!vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant()))
     print_message("dev0 has no integer dot products: the fused products take the stream kernel\n");
-  /* 2 super-blocks with many row groups per workgroup; 3 (odd N: a row group cut short; 37
+  /* 2 super-blocks, one row group a workgroup and then several; 3 (odd N: a row group cut short; 37
    * pairs: the last group's pairs short), 8, 17; K past the q8x kernel's limit: the stream
    * kernel, x in f32 */
   int64_t over = (VKRT_ACTIVATIONS_Q8_MAX_K / 256 + 1) * 256;
   for (int norm = 0; norm < 2; norm++)
     for (int sw = 0; sw < 2; sw++) {
-      run_fused_q8(app, 512, sw ? 2 * 300 : 301, norm, sw); /* a Llama-sized head's shape, scaled down */
+      run_fused_q8(app, 512, sw ? 2 * 300 : 301, norm, sw);
+      run_fused_q8(app, 512, sw ? 2 * 1100 : 2105, norm, sw); /* 2-3 row groups a workgroup */
       run_fused_q8(app, 768, sw ? 74 : 41, norm, sw);
       run_fused_q8(app, 2048, sw ? 2 * 53 : 67, norm, sw);
       run_fused_q8(app, 4352, sw ? 18 : 23, norm, sw);
