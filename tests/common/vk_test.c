@@ -1,5 +1,6 @@
 #include "vk_test.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -112,6 +113,13 @@ void vkt_fill_random(void *ptr, size_t bytes, uint64_t *state) {
 void vkt_fill_random_f32(float *out, size_t count, float lo, float hi, uint64_t *state) {
   for (size_t i = 0; i < count; i++)
     out[i] = lo + (hi - lo) * (float)((vkrt_xorshift(state) >> 40) * (1.0 / 16777216.0));
+}
+
+double vkt_rms_scale(const float *x, int64_t n, double eps) {
+  double ss = 0;
+  for (int64_t k = 0; k < n; k++)
+    ss += (double)x[k] * x[k];
+  return 1.0 / sqrt(ss / (double)n + eps);
 }
 
 void vkt_poison(void *ptr, size_t bytes) {

@@ -76,6 +76,8 @@ uint64_t vkt_seed(uint64_t seed);
 void vkt_fill_random(void *ptr, size_t bytes, uint64_t *state);
 /* Uniform floats in [lo, hi). */
 void vkt_fill_random_f32(float *out, size_t count, float lo, float hi, uint64_t *state);
+/* The RMS norm's scale of x[0..n) in float64: 1 / sqrt(mean(x^2) + eps). */
+double vkt_rms_scale(const float *x, int64_t n, double eps);
 /* Fills outputs with a recognizable pattern (0xDEADBEEF words) before a kernel writes them. */
 void vkt_poison(void *ptr, size_t bytes);
 

@@ -258,10 +258,7 @@ static void run_matmul_fused(vkrt_appliance *app, int64_t K, int64_t N, bool wit
     vkt_check(app, vkrt_finish(app, 0));
     memcpy(sep, tmp.map + 4 * K, 4 * (size_t)rows_out);
   }
-  double ss = 0;
-  for (int64_t k = 0; k < K; k++)
-    ss += (double)x[k] * x[k];
-  double scale = with_norm ? 1.0 / sqrt(ss / (double)K + eps) : 1.0;
+  double scale = with_norm ? vkt_rms_scale(x, K, eps) : 1.0;
   const float *got = (const float *)d.map;
   for (int64_t i = 0; i < rows_out; i++) {
     double y[2] = {0, 0}, mag = 0;

@@ -603,10 +603,7 @@ static void run_fused_q8(vkrt_appliance *app, int64_t K, int64_t N, bool with_no
       fail_msg("fused K %lld N %lld: read pattern %d not taken", (long long)K, (long long)N, want);
   assert_int_equal(c1.matmul_fused_norm - c0.matmul_fused_norm, with_norm);
   assert_int_equal(c1.matmul_fused_swiglu - c0.matmul_fused_swiglu, swiglu);
-  double ss = 0;
-  for (int64_t k = 0; k < K; k++)
-    ss += (double)x[k] * x[k];
-  double scale = with_norm ? 1.0 / sqrt(ss / (double)K + eps) : 1.0;
+  double scale = with_norm ? vkt_rms_scale(x, K, eps) : 1.0;
   const float *got = (const float *)db.map;
   for (int64_t i = 0; i < rows_out; i++) {
     double y[2] = {0, 0}, tol[2] = {0, 0};
