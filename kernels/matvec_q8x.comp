@@ -32,9 +32,6 @@
 #if !defined(Q8_0) && !defined(Q6_K)
 #define Q4_K
 #endif
-#ifndef Q8X_PIPE
-#define Q8X_PIPE 1 // Q4_K: the next step's loads (the next group's at a group's end) ahead
-#endif
 #ifndef UNROLL
 #ifdef Q6_K
 // a Q6_K unit is 64 weights from 48 quant bytes: two in flight hold more bytes than Q4_K's
@@ -81,51 +78,6 @@ bool glu() { return (pc.accumulate & 2u) != 0u; }
 bool norm() { return (pc.accumulate & 4u) != 0u; }
 // row n of the N this kernel walks: under glu() gate row n / 2 (n even) or up row n / 2
 uint w_row_of(uint n) { return glu() ? (n >> 1) + (n & 1u) * (pc.N >> 1) : n; }
-
-// Row group g's sums (acc: this invocation's share of row rr) into dst: its RG rows, or under
-// glu() its RG / 2 gate/up pairs, each times the norm's scale; barriers on both sides.
-void store_group(uint g, float acc, float scale, uint i2, uint i3) {
-  uint tid = gl_LocalInvocationID.x;
-  red[tid] = acc;
-  barrier();
-  if (glu()) { // rows 2 t, 2 t + 1 of the group: gate and up row g RG / 2 + t
-    if (tid < RG / 2u && g * RG + 2u * tid < pc.N) {
-      float sg = 0.0, su = 0.0;
-      for (uint i = 0u; i < TPR; i++) {
-        sg += red[2u * tid * TPR + i];
-        su += red[(2u * tid + 1u) * TPR + i];
-      }
-      sg *= scale;
-      su *= scale;
-      uint at = pc.d_offset + (g * RG / 2u + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
-      d[at] = sg / (1.0 + exp(-sg)) * su;
-    }
-  } else if (tid < RG && g * RG + tid < pc.N) {
-    float s = 0.0;
-    for (uint i = 0u; i < TPR; i++)
-      s += red[tid * TPR + i];
-    s *= scale;
-    uint at = pc.d_offset + (g * RG + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
-    d[at] = (pc.accumulate & 1u) != 0u ? d[at] + s : s;
-  }
-  barrier();
-}
-
-#if defined(Q4_K) && Q8X_PIPE
-// Step s of a workgroup's walk (group g0 + (s / per) nwg, its units from (s % per) TPR UNROLL):
-// row rr's header and quant words of each of its UNROLL units
-void q4_k_step_load(uint s, uint per, uint g0, uint nwg, uint rr, uint lane, uint units, uint wb,
-                    out uvec4 h[UNROLL], out uvec4 q[UNROLL]) {
-  uint g = g0 + (s / per) * nwg, u0 = lane + (s % per) * TPR * UNROLL;
-  uint row = min(g * RG + rr, pc.N - 1u); // rows past N: valid reads, never stored
-  uint rb = (wb + w_row_of(row) * pc.w_row) / 16u; // uvec4 index, rows 16-byte aligned
-  for (uint j = 0u; j < UNROLL; j++) {
-    uint u = min(u0 + j * TPR, units - 1u);
-    h[j] = w4[rb + (u >> 3) * 9u];
-    q[j] = w4[rb + (u >> 3) * 9u + 1u + (u & 7u)];
-  }
-}
-#endif
 
 uint pack4(vec4 v, float inv) {
   ivec4 q = clamp(ivec4(round(v * inv)), ivec4(-127), ivec4(127));
@@ -227,41 +179,6 @@ void main() {
 #else
   uint units = pc.blocks * 8u; // 16 quant bytes: 32 weights each
 #endif
-#if defined(Q4_K) && Q8X_PIPE
-  // this workgroup's groups g0, g0 + nwg, .. each in `per` steps of TPR UNROLL units; step
-  // s + 1's loads are issued before step s's arithmetic and its group's reduction, so a
-  // group's end does not drain the loads in flight
-  uint nwg = gl_NumWorkGroups.x, g0 = pc.base_x + gl_WorkGroupID.x;
-  uint per = (units + TPR * UNROLL - 1u) / (TPR * UNROLL);
-  uint steps = g0 < groups ? (groups - g0 + nwg - 1u) / nwg * per : 0u;
-  uvec4 hn[UNROLL], qn[UNROLL];
-  if (steps > 0u)
-    q4_k_step_load(0u, per, g0, nwg, rr, lane, units, wb, hn, qn);
-  float acc = 0.0;
-  for (uint s = 0u; s < steps; s++) {
-    uvec4 h[UNROLL] = hn, q[UNROLL] = qn;
-    if (s + 1u < steps)
-      q4_k_step_load(s + 1u, per, g0, nwg, rr, lane, units, wb, hn, qn);
-    uint u0 = lane + (s % per) * TPR * UNROLL;
-    for (uint j = 0u; j < UNROLL; j++) {
-      uint u = min(u0 + j * TPR, units - 1u);
-      uint sb = u >> 3, p = u & 7u;
-      uint k16 = sb * 16u + 4u * (p >> 1) + (p & 1u), k32 = k16 >> 1;
-      uvec4 xl = qx[k16], xh = qx[k16 + 2u];
-      uvec4 lo = q[j] & 0x0f0f0f0fu, hi = (q[j] >> 4u) & 0x0f0f0f0fu;
-      int il = dot4(lo.x, xl.x, 0) + dot4(lo.y, xl.y, 0) + dot4(lo.z, xl.z, 0) + dot4(lo.w, xl.w, 0);
-      int ih = dot4(hi.x, xh.x, 0) + dot4(hi.y, xh.y, 0) + dot4(hi.z, xh.z, 0) + dot4(hi.w, xh.w, 0);
-      vec4 dm = pair_scales(h[j], 2u * (p >> 1));
-      float mins = (p & 1u) == 0u ? dm.y * sx[k32] + dm.w * sx[k32 + 1u] : 0.0;
-      float t = dm.x * dx[k32] * float(il) + dm.z * dx[k32 + 1u] * float(ih) - mins;
-      acc += u0 + j * TPR < units ? t : 0.0; // a select: clamped units repeat the last
-    }
-    if (s % per == per - 1u) { // the group's last step (uniform: barriers inside)
-      store_group(g0 + (s / per) * nwg, acc, scale, i2, i3);
-      acc = 0.0;
-    }
-  }
-#else
   for (uint g = pc.base_x + gl_WorkGroupID.x; g < groups; g += gl_NumWorkGroups.x) {
     uint row = min(g * RG + rr, pc.N - 1u); // rows past N: valid reads, never stored
     float acc = 0.0;
@@ -353,7 +270,28 @@ void main() {
       }
     }
 #endif
-    store_group(g, acc, scale, i2, i3);
+    red[tid] = acc;
+    barrier();
+    if (glu()) { // rows 2 t, 2 t + 1 of the group: gate and up row g RG / 2 + t
+      if (tid < RG / 2u && g * RG + 2u * tid < pc.N) {
+        float sg = 0.0, su = 0.0;
+        for (uint i = 0u; i < TPR; i++) {
+          sg += red[2u * tid * TPR + i];
+          su += red[(2u * tid + 1u) * TPR + i];
+        }
+        sg *= scale;
+        su *= scale;
+        uint at = pc.d_offset + (g * RG / 2u + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
+        d[at] = sg / (1.0 + exp(-sg)) * su;
+      }
+    } else if (tid < RG && g * RG + tid < pc.N) {
+      float s = 0.0;
+      for (uint i = 0u; i < TPR; i++)
+        s += red[tid * TPR + i];
+      s *= scale;
+      uint at = pc.d_offset + (g * RG + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
+      d[at] = (pc.accumulate & 1u) != 0u ? d[at] + s : s;
+    }
+    barrier();
   }
-#endif
 }
