@@ -17,7 +17,7 @@
 // K <= KMAX, x 16-byte aligned;
 // Q4_K rows 16-byte aligned (Q8_0 rows: any; Q6_K rows: any even byte). Offsets and strides
 // of w are bytes; those of x and dst elements.
-// Q4_K also takes vkrt_op_matmul_fused's bits (accumulate & 4: x RMS-normalized with weight g
+// Q4_K and Q8_0 (FUSED) also take vkrt_op_matmul_fused's bits (accumulate & 4: x RMS-normalized with weight g
 // first; & 2: SwiGLU row pairs, as matvec_q_stream.comp): x g is what gets rounded (the
 // norm's scale is one factor for the whole of x, so it multiplies the row sums instead), the
 // squares of x are summed while x is quantized, and a group's RG rows are RG / 2 gate/up
@@ -31,6 +31,9 @@
 #define KMAX 16384u
 #if !defined(Q8_0) && !defined(Q6_K)
 #define Q4_K
+#endif
+#ifndef Q6_K
+#define FUSED // takes vkrt_op_matmul_fused's norm and swiglu (binding 3: the norm's weight)
 #endif
 #ifndef UNROLL
 #ifdef Q6_K
@@ -62,7 +65,7 @@ layout(std430, set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
 #endif
 layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 layout(std430, set = 0, binding = 2) buffer D { float d[]; };
-#ifdef Q4_K
+#ifdef FUSED
 // the RMS norm's weight (accumulate & 4; otherwise any buffer, not read)
 layout(std430, set = 0, binding = 3) readonly buffer G { vec4 g4[]; };
 #endif
@@ -138,7 +141,7 @@ void main() {
     float amax = 0.0;
     for (uint i = 0u; i < 8u; i++) {
       v[i] = x4[xb + 8u * b + i];
-#ifdef Q4_K
+#ifdef FUSED
       if (norm()) {
         squares += dot(v[i], v[i]);
         v[i] *= g4[(pc.norm_offset >> 2) + 8u * b + i];
@@ -183,7 +186,7 @@ void main() {
     uint row = min(g * RG + rr, pc.N - 1u); // rows past N: valid reads, never stored
     float acc = 0.0;
 #ifdef Q8_0
-    uint rb = wb + row * pc.w_row;
+    uint rb = wb + w_row_of(row) * pc.w_row;
     for (uint u0 = lane; u0 < units; u0 += TPR * UNROLL) {
       uvec4 q[UNROLL];
       float dq[UNROLL];

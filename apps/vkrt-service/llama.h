@@ -194,7 +194,8 @@ struct llama_split {
 bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank,
                       struct llama_split *out, char *err, size_t err_size);
 
-/* What a token's q4_K products fold into their dispatch (vkrt_op_matmul_fused) */
+/* What a token's q4_K products (with 8-bit x also q8_0) fold into their dispatch
+ * (vkrt_op_matmul_fused) */
 #define LLAMA_FUSE_NORM 1u   /* the RMS norm before q/k/v, gate/up and the output head */
 #define LLAMA_FUSE_SWIGLU 2u /* the swiglu after gate/up */
 /* The swiglu always, the norm where the hidden size is at most LLAMA_FUSE_NORM_MAX_HIDDEN,

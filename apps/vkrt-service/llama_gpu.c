@@ -296,7 +296,8 @@ static bool fuse(const struct llama_gpu *g, const struct pass *ps, vkrt_type typ
   uint32_t norm_max = g->p.q8_activations ? VKRT_ACTIVATIONS_Q8_MAX_K : LLAMA_FUSE_NORM_MAX_HIDDEN;
   if (f & LLAMA_FUSE_AUTO)
     f = LLAMA_FUSE_SWIGLU | (g->m->hp.n_embd <= norm_max ? LLAMA_FUSE_NORM : 0);
-  return ps->n == 1 && (f & what) && type == VKRT_TYPE_Q4_K;
+  return ps->n == 1 && (f & what) &&
+         (type == VKRT_TYPE_Q4_K || (g->p.q8_activations && type == VKRT_TYPE_Q8_0));
 }
 
 /* dst = w h with h = rms_norm(x) * norm: with fold in the product's own dispatch

@@ -491,18 +491,23 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
 
 #define PREFETCH_ROWS_A 11 /* the variant number (vkrt_quant_variant_names) */
 
-/* vkrt_op_matmul_fused's kernels: under VKRT_ACTIVATIONS_Q8 the Q4_K q8x kernel where it
- * fits (x g rounded to 8 bits, as every one-column product of such an appliance rounds x;
- * groups of 8 rows, 4 gate/up pairs); else the Q4_K stream kernel of prefetch-rows-a (the
- * op's one-column choice on the H200), 16 rows a workgroup, so gate/up pairs stay whole. */
+/* vkrt_op_matmul_fused's kernels: under VKRT_ACTIVATIONS_Q8 the Q4_K or Q8_0 q8x kernel
+ * where it fits (x g rounded to 8 bits, as every one-column product of such an appliance
+ * rounds x; groups of 8 rows, 4 gate/up pairs); else, for Q4_K, the stream kernel of
+ * prefetch-rows-a (the op's one-column choice on the H200), 16 rows a workgroup, so gate/up
+ * pairs stay whole. */
 static const struct qmv_variant *fused_variant(void) {
   return &q4_k_variants[PREFETCH_ROWS_A - 1];
+}
+
+static enum vkrt_ops_kernel fused_q8x_kernel(vkrt_type type) {
+  return type == VKRT_TYPE_Q8_0 ? VKRT_OPS_MATVEC_Q8_0_Q8X : VKRT_OPS_MATVEC_Q4_K_Q8X;
 }
 
 static bool fused_q8x(struct vkrt_device *dev, const struct vkrt_ops_view *w,
                       const struct vkrt_ops_view *x) {
   return dev->ops->quant_activations_q8 && x->ne[1] == 1 && variant_fits(QMV_Q8X, w, x) &&
-         vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q4_K_Q8X);
+         vkrt_ops_kernel_usable(dev, fused_q8x_kernel(w->type));
 }
 
 vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
@@ -513,19 +518,24 @@ vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_op
   const struct vkrt_ops_view *x = &views[2], *norm = &views[3];
   struct vkrt_ops_view w = views[1];
   const struct qmv_variant *v = fused_variant();
-  if (w.type != VKRT_TYPE_Q4_K)
+  if (w.type != VKRT_TYPE_Q4_K && w.type != VKRT_TYPE_Q8_0)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "%s: w is %s; the fused kernel takes q4_K weights (%s)", op,
-                      vkrt_type_str(w.type), instead);
+                      "%s: w is %s; the fused kernels take q4_K weights (and q8_0 where x is "
+                      "rounded to 8 bits) (%s)", op, vkrt_type_str(w.type), instead);
   if (x->ne[1] != 1)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "%s: %u columns of x; the fused kernel takes one (a decode token) (%s)", op,
                       (unsigned)x->ne[1], instead);
-  bool widened = vkrt_ops_widen_words(dev, &w);
-  if (!(widened && fused_q8x(dev, &w, x)) && !vkrt_ops_kernel_usable(dev, v->m1))
+  bool widened = vkrt_ops_widen_words(dev, &w), q8x = widened && fused_q8x(dev, &w, x);
+  if (w.type == VKRT_TYPE_Q8_0 && !q8x)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "%s: q8_0 w takes the 8-bit-x kernel only: an appliance opened with "
+                      "VKRT_ACTIVATIONS_Q8, K up to %u, x dense and 16-byte aligned, a device "
+                      "with integer dot products (%s)", op, (unsigned)Q8X_MAX_K, instead);
+  if (!q8x && !vkrt_ops_kernel_usable(dev, v->m1))
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "%s: dev%u cannot run the q4_K stream kernel (%s)", op, dev->index, instead);
-  if (!widened || !variant_fits(v->kind, &w, x))
+  if (!q8x && (!widened || !variant_fits(v->kind, &w, x)))
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "%s: w rows and x must start 16-byte aligned, x dense (the kernel's 16-byte "
                       "loads) (%s)", op, instead);
@@ -547,7 +557,7 @@ vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd
   vkrt_ops_count(dev, matmul_fused_swiglu, fusion->swiglu != 0);
   const struct vkrt_ops_view *norm = fusion->norm ? &views[3] : NULL;
   if (fused_q8x(dev, &w, &views[2]))
-    return record_qmv_norm(dev, cmd, VKRT_OPS_MATVEC_Q4_K_Q8X, Q8X_ROWS, 1, QMV_Q8X, &views[0],
+    return record_qmv_norm(dev, cmd, fused_q8x_kernel(w.type), Q8X_ROWS, 1, QMV_Q8X, &views[0],
                            &w, &views[2], bits, norm, fusion->eps);
   return record_qmv_norm(dev, cmd, v->m1, v->rows_m1, 1, v->kind, &views[0], &w, &views[2], bits,
                          norm, fusion->eps);

@@ -75,15 +75,17 @@ out=$("$svc" --weights "$work/wide.gguf" --tokens 4 --devices 1 --warmup-ms 0 --
 grep -q "fused products (--fuse auto): the RMS norm into 0 and the swiglu into 1 per token" <<< "$out" &&
   grep -q "verified 4 positions against float64 (teacher-forced): greedy choice the same at every position: passed" <<< "$out" ||
   { echo "$out"; echo "hidden 4352: not the swiglu alone, verified"; exit 1; }
-# 8-bit x (--activations q8): auto folds both into the q8x kernel, which rounds x g (the
+# 8-bit x (--activations q8): auto folds both into the q8x kernel (q4_K and q8_0), which rounds x g (the
 # separate ops round the normalized x: values at a rounding tie may fall the other way, and
 # the 8-bit rounding moves the logits far more than the margins here, so neither run is held
 # to float64's choices; test_quant checks the kernel against its float64 definition)
-out=$("$svc" --weights "$work/q4_K.gguf" --tokens 24 --print-ids --devices 2 --warmup-ms 0 --verify 0 --activations q8 2>&1) ||
-  { echo "$out"; echo "q4_K --activations q8 failed"; exit 1; }
-grep -q "fused products (--fuse auto): the RMS norm into 5 and the swiglu into 2 per token" <<< "$out" &&
-  [ "$(sed -n 's/^ids: //p' <<< "$out" | tr ',' '\n' | wc -l)" -eq 24 ] ||
-  { echo "$out"; echo "q4_K --activations q8: the products not fused by default, or not 24 ids"; exit 1; }
+for dtype in q4_K q8_0; do
+  out=$("$svc" --weights "$work/$dtype.gguf" --tokens 24 --print-ids --devices 2 --warmup-ms 0 --verify 0 --activations q8 2>&1) ||
+    { echo "$out"; echo "$dtype --activations q8 failed"; exit 1; }
+  grep -q "fused products (--fuse auto): the RMS norm into 5 and the swiglu into 2 per token" <<< "$out" &&
+    [ "$(sed -n 's/^ids: //p' <<< "$out" | tr ',' '\n' | wc -l)" -eq 24 ] ||
+    { echo "$out"; echo "$dtype --activations q8: the products not fused by default, or not 24 ids"; exit 1; }
+done
 echo "fusion: auto folds norm and swiglu at hidden 512 (f32 and 8-bit x), the swiglu alone at 4352; --fuse none the same ids"
 
 "$svc" --make-gguf "$work/rope_freqs.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-freqs 32 --seed 5 >/dev/null

@@ -562,20 +562,22 @@ static void test_quant_q8_activations(void **state) {
 }
 
 /* vkrt_op_matmul_fused on an appliance opened with VKRT_ACTIVATIONS_Q8: one column of q4_K
- * takes the q8x kernel where it fits (the counters: one dispatch, read pattern q8x, the
- * fused steps), rounding x g to 8 bits: against that definition in float64 (q8x_reference of
- * x g, times the norm's scale from x, then silu(gate) up); K past VKRT_ACTIVATIONS_Q8_MAX_K
- * takes the stream kernel with x in f32. The bytes after dst keep their poison. */
-static void run_fused_q8(vkrt_appliance *app, int64_t K, int64_t N, bool with_norm, bool swiglu) {
+ * or q8_0 takes the q8x kernel where it fits (the counters: one dispatch, read pattern q8x,
+ * the fused steps), rounding x g to 8 bits: against that definition in float64
+ * (q8x_reference of x g, times the norm's scale from x, then silu(gate) up); K past
+ * VKRT_ACTIVATIONS_Q8_MAX_K: q4_K takes the stream kernel with x in f32, q8_0 is refused
+ * (UNSUPPORTED, the reason). The bytes after dst keep their poison. */
+static void run_fused_q8(vkrt_appliance *app, vkrt_type wt, int64_t K, int64_t N, bool with_norm,
+                         bool swiglu) {
   const int64_t rows_out = swiglu ? N / 2 : N;
   const float eps = K == 768 ? 0.5f : 1e-5f; /* one where eps moves the scale */
-  vkrt_tensor w = block_tensor(NULL, 0, VKRT_TYPE_Q4_K, K, N, 1, 0);
+  vkrt_tensor w = block_tensor(NULL, 0, wt, K, N, 1, 0);
   vkt_hbuf wb = vkt_hbuf_new(app, block_extent(&w)), xb = vkt_hbuf_new(app, 8 * (uint64_t)K + 32),
            db = vkt_hbuf_new(app, 4 * (uint64_t)rows_out + 64);
   w.buffer = wb.buf;
   vkt_fill_random(wb.map, wb.size, &rng);
   fill_blocks(wb.map, &w, SCALE_NORMAL);
-  float *wf = dequant_rows(wb.map, &w), *mins = q4_k_mins(&wb, &w);
+  float *wf = dequant_rows(wb.map, &w), *mins = wt == VKRT_TYPE_Q4_K ? q4_k_mins(&wb, &w) : NULL;
   float *x = (float *)(xb.map + 16), *g = x + K, *u = malloc(sizeof(float) * (size_t)K);
   assert_non_null(u);
   for (int64_t k = 0; k < K; k++) {
@@ -591,6 +593,19 @@ static void run_fused_q8(vkrt_appliance *app, int64_t K, int64_t N, bool with_no
   vkrt_matmul_fusion fz = {.norm = with_norm ? &tg : NULL, .eps = eps, .swiglu = swiglu};
   bool q8x = K <= VKRT_ACTIVATIONS_Q8_MAX_K &&
              vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant());
+  if (wt == VKRT_TYPE_Q8_0 && !q8x) { /* no f32-x fused kernel for q8_0: refused, nothing run */
+    vkrt_tensor tx0 = vkrt_tensor_contiguous(xb.buf, 16, VKRT_TYPE_F32, K, 1, 1, 1);
+    vkrt_tensor td0 = vkrt_tensor_contiguous(db.buf, 0, VKRT_TYPE_F32, rows_out, 1, 1, 1);
+    vkrt_matmul_fusion f0 = {.swiglu = swiglu};
+    assert_int_equal(vkrt_op_matmul_fused(&td0, &w, &tx0, &f0), VKRT_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(vkrt_last_error(app), "8-bit-x kernel only"));
+    free(wf);
+    free(u);
+    vkrt_buffer_destroy(wb.buf);
+    vkrt_buffer_destroy(xb.buf);
+    vkrt_buffer_destroy(db.buf);
+    return;
+  }
   vkrt_lab_counters c0, c1;
   vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
   vkt_check(app, vkrt_op_matmul_fused(&td, &w, &tx, &fz));
@@ -600,7 +615,8 @@ static void run_fused_q8(vkrt_appliance *app, int64_t K, int64_t N, bool with_no
   int want = q8x ? VKRT_LAB_QUANT_READ_Q8X : VKRT_LAB_QUANT_READ_VEC16;
   for (int i = 0; i < VKRT_LAB_QUANT_READ_COUNT; i++)
     if (c1.quant_read[i] - c0.quant_read[i] != (i == want ? 1u : 0u))
-      fail_msg("fused K %lld N %lld: read pattern %d not taken", (long long)K, (long long)N, want);
+      fail_msg("fused %s K %lld N %lld: read pattern %d not taken", vkrt_type_str(wt), (long long)K,
+               (long long)N, want);
   assert_int_equal(c1.matmul_fused_norm - c0.matmul_fused_norm, with_norm);
   assert_int_equal(c1.matmul_fused_swiglu - c0.matmul_fused_swiglu, swiglu);
   double scale = with_norm ? vkt_rms_scale(x, K, eps) : 1.0;
@@ -611,7 +627,7 @@ static void run_fused_q8(vkrt_appliance *app, int64_t K, int64_t N, bool with_no
       int64_t row = i + r * rows_out;
       const float *wr = wf + row * K;
       if (q8x) {
-        y[r] = q8x_reference(wr, mins + row * K, u, K, &tol[r]);
+        y[r] = q8x_reference(wr, mins ? mins + row * K : NULL, u, K, &tol[r]);
       } else {
         double mag = 0;
         for (int64_t k = 0; k < K; k++) {
@@ -627,8 +643,9 @@ static void run_fused_q8(vkrt_appliance *app, int64_t K, int64_t N, bool with_no
     double want_v = swiglu ? y[0] / (1.0 + exp(-y[0])) * y[1] : y[0];
     double t = swiglu ? (tol[0] + tol[1]) * (1.0 + fabs(y[0]) + fabs(y[1])) : tol[0];
     if (!(fabs(got[i] - want_v) <= t))
-      fail_msg("fused q8 K %lld N %lld norm %d swiglu %d: dst[%lld] = %.9g, expected %.9g (tol %.3g)",
-               (long long)K, (long long)N, with_norm, swiglu, (long long)i, (double)got[i], want_v, t);
+      fail_msg("fused q8 %s K %lld N %lld norm %d swiglu %d: dst[%lld] = %.9g, expected %.9g "
+               "(tol %.3g)", vkrt_type_str(wt), (long long)K, (long long)N, with_norm, swiglu,
+               (long long)i, (double)got[i], want_v, t);
   }
   uint8_t poison[64];
   vkt_poison(poison, sizeof(poison));
@@ -644,7 +661,8 @@ static void run_fused_q8(vkrt_appliance *app, int64_t K, int64_t N, bool with_no
 
 static void test_fused_q8_activations(void **state) {
   (void)state;
-  if (!qtype_enabled(VKRT_TYPE_Q4_K) || !IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM))
+  if ((!qtype_enabled(VKRT_TYPE_Q4_K) && !qtype_enabled(VKRT_TYPE_Q8_0)) ||
+      !IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM))
     skip();
   vkrt_options o;
   vkt_options(&o);
@@ -656,15 +674,20 @@ static void test_fused_q8_activations(void **state) {
    * pairs: the last group's pairs short), 8, 17; K past the q8x kernel's limit: the stream
    * kernel, x in f32 */
   int64_t over = (VKRT_ACTIVATIONS_Q8_MAX_K / 256 + 1) * 256;
-  for (int norm = 0; norm < 2; norm++)
-    for (int sw = 0; sw < 2; sw++) {
-      run_fused_q8(app, 512, sw ? 2 * 300 : 301, norm, sw);
-      run_fused_q8(app, 512, sw ? 2 * 1100 : 2105, norm, sw); /* 2-3 row groups a workgroup */
-      run_fused_q8(app, 768, sw ? 74 : 41, norm, sw);
-      run_fused_q8(app, 2048, sw ? 2 * 53 : 67, norm, sw);
-      run_fused_q8(app, 4352, sw ? 18 : 23, norm, sw);
-      run_fused_q8(app, over, sw ? 6 : 5, norm, sw);
-    }
+  const vkrt_type types[2] = {VKRT_TYPE_Q4_K, VKRT_TYPE_Q8_0};
+  for (int t = 0; t < 2; t++) {
+    if (!qtype_enabled(types[t]))
+      continue;
+    for (int norm = 0; norm < 2; norm++)
+      for (int sw = 0; sw < 2; sw++) {
+        run_fused_q8(app, types[t], 512, sw ? 2 * 300 : 301, norm, sw);
+        run_fused_q8(app, types[t], 512, sw ? 2 * 1100 : 2105, norm, sw); /* 2-3 row groups a workgroup */
+        run_fused_q8(app, types[t], 768, sw ? 74 : 41, norm, sw);
+        run_fused_q8(app, types[t], 2048, sw ? 2 * 53 : 67, norm, sw);
+        run_fused_q8(app, types[t], 4352, sw ? 18 : 23, norm, sw);
+        run_fused_q8(app, types[t], over, sw ? 6 : 5, norm, sw);
+      }
+  }
   vkt_close(app);
 }
 

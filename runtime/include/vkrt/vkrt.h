@@ -513,15 +513,16 @@ typedef struct vkrt_matmul_fusion {
  * in the same dispatch: one dependent GPU step where vkrt_op_rms_norm, vkrt_op_matmul and
  * vkrt_op_swiglu take three (on the H200 each dependent step costs a few microseconds of
  * its own; a llama layer has four such steps to save). dst f32 {N, 1} ({F, 1} with swiglu),
- * x f32 {K, 1}, w {K, N}. The fused kernels are q4_K's: q4_K w with rows 16-byte aligned,
- * x (and norm) dense and 16-byte aligned, one column; any other valid call returns
- * VKRT_ERROR_UNSUPPORTED with the reason and records nothing (record the ops one by one).
- * The values: those of the separate ops up to f32 rounding (the norm's scale multiplies the
- * row sums instead of x; the sum of squares is the kernel's own). An appliance opened with
- * quant_activations = VKRT_ACTIVATIONS_Q8 rounds x g to 8 bits per 32 values where its
- * one-column products would round x (K up to VKRT_ACTIVATIONS_Q8_MAX_K): the same rounding
- * as the separate ops' but of x g instead of the normalized x, so a value at a rounding tie
- * may fall the other way. */
+ * x f32 {K, 1}, w {K, N}. The fused kernels: q4_K w with rows 16-byte aligned, x (and
+ * norm) dense and 16-byte aligned, one column; q8_0 w (rows at any alignment) too on an
+ * appliance opened with quant_activations = VKRT_ACTIVATIONS_Q8, K up to
+ * VKRT_ACTIVATIONS_Q8_MAX_K; any other valid call returns VKRT_ERROR_UNSUPPORTED with the
+ * reason and records nothing (record the ops one by one). The values: those of the separate
+ * ops up to f32 rounding (the norm's scale multiplies the row sums instead of x; the sum of
+ * squares is the kernel's own). With VKRT_ACTIVATIONS_Q8, x g is rounded to 8 bits per 32
+ * values where the one-column products would round x (K up to VKRT_ACTIVATIONS_Q8_MAX_K):
+ * the same rounding as the separate ops' but of x g instead of the normalized x, so a value
+ * at a rounding tie may fall the other way. */
 vkrt_status vkrt_op_matmul_fused(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x,
                                  const vkrt_matmul_fusion *fusion);
 
