@@ -518,6 +518,8 @@ bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant);
 uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant);
 /* How quantized matvec takes x on this device, and why (vkrt-probe, describe). */
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev);
+/* Which kernel vkrt_op_matmul_fused takes on this device, for which weights (vkrt-probe). */
+const char *vkrt_quant_fused_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                    const struct vkrt_ops_view *dst,
                                    const struct vkrt_ops_view *src);
@@ -535,6 +537,10 @@ static inline uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant)
 static inline const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   (void)dev;
   return "none: no quantized kernels in this build";
+}
+static inline const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
+  (void)dev;
+  return "none: no quantized kernels in this build (UNSUPPORTED)";
 }
 static inline enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant,
                                                              uint32_t M) {

@@ -510,6 +510,28 @@ static bool fused_q8x(struct vkrt_device *dev, const struct vkrt_ops_view *w,
          vkrt_ops_kernel_usable(dev, fused_q8x_kernel(w->type));
 }
 
+const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
+  bool q4_k_q8x = vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q4_K_Q8X);
+  bool q8_0_q8x = vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q8_0_Q8X);
+  bool stream = vkrt_ops_kernel_usable(dev, fused_variant()->m1);
+  if (dev->ops && dev->ops->quant_activations_q8 && (q4_k_q8x || q8_0_q8x)) {
+    if (q4_k_q8x && q8_0_q8x)
+      return stream ? "q4_K and q8_0 w, one column: the q8x kernels, x g rounded to 8 bits (K "
+                      "<= 16384; q4_K past it: the stream kernel, x in f32); other types "
+                      "UNSUPPORTED"
+                    : "q4_K and q8_0 w, one column: the q8x kernels, x g rounded to 8 bits (K "
+                      "<= 16384); other types and K UNSUPPORTED";
+    return q4_k_q8x ? "q4_K w, one column: the q8x kernel, x g rounded to 8 bits (K <= 16384); "
+                      "other types UNSUPPORTED"
+                    : "q8_0 w, one column: the q8x kernel, x g rounded to 8 bits (K <= 16384); "
+                      "other types UNSUPPORTED";
+  }
+  return stream ? "q4_K w, one column: the stream kernel, x in f32 (x g staged in shared memory "
+                  "up to K 4096); other types UNSUPPORTED (q8_0 with 8-bit activations only)"
+                : "none: the q4_K stream kernel is not in this build or not usable here "
+                  "(UNSUPPORTED)";
+}
+
 vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
                                    const vkrt_matmul_fusion *fusion) {
   static const char *const op = "vkrt_op_matmul_fused";
