@@ -132,7 +132,8 @@ static bool kernel_in_build(enum op_kind kind) {
   case OP_ADD: return IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE);
   case OP_SWIGLU: return IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU);
   case OP_MATMUL: return IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL);
-  case OP_MATMUL_FUSED: return IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K);
+  case OP_MATMUL_FUSED:
+    return IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K) || IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0);
   case OP_RMS_NORM: return IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM);
   case OP_ROPE: return IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE);
   case OP_GET_ROWS: return IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS);
@@ -178,11 +179,12 @@ static vkrt_status run_op(const struct op_call *c) {
   if (!check_op(c, &lim, v, why, sizeof(why)))
     return invalid(dev, why);
   VkCommandBuffer cmd = VK_NULL_HANDLE;
+  /* a fused product its kernels cannot take (or whose type's kernels are compiled out) is
+   * refused before anything is recorded */
+  vkrt_status s = c->kind == OP_MATMUL_FUSED ? vkrt_quant_fused_check(dev, v, c->fusion) : VKRT_OK;
+  if (s != VKRT_OK)
+    return s;
   if (kernel_in_build(c->kind)) {
-    /* a fused product its kernel cannot take is refused before anything is recorded */
-    vkrt_status s = c->kind == OP_MATMUL_FUSED ? vkrt_quant_fused_check(dev, v, c->fusion) : VKRT_OK;
-    if (s != VKRT_OK)
-      return s;
     /* attention asks the stream for each of its passes (attention.c) */
     s = c->kind == OP_ATTENTION ? check_lost(dev) : vkrt_ops_begin_views(dev, v, view_count(c), &cmd);
     if (s != VKRT_OK)

@@ -573,7 +573,8 @@ static inline vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev,
                                                  const vkrt_matmul_fusion *fusion) {
   (void)views, (void)fusion;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                    "vkrt_op_matmul_fused: q4_K kernels not in this build (CONFIG_VKRT_KERNEL_Q4_K=n)");
+                    "vkrt_op_matmul_fused: q4_K and q8_0 kernels not in this build "
+                    "(CONFIG_VKRT_KERNEL_Q4_K=n, CONFIG_VKRT_KERNEL_Q8_0=n)");
 }
 static inline vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                                   const struct vkrt_ops_view views[4],

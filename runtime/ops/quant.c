@@ -544,6 +544,8 @@ vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_op
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "%s: w is %s; the fused kernels take q4_K weights (and q8_0 where x is "
                       "rounded to 8 bits) (%s)", op, vkrt_type_str(w.type), instead);
+  if (!type_enabled(w.type))
+    return compiled_out(dev, w.type, op);
   if (x->ne[1] != 1)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "%s: %u columns of x; the fused kernel takes one (a decode token) (%s)", op,

@@ -661,13 +661,29 @@ static void run_fused_q8(vkrt_appliance *app, vkrt_type wt, int64_t K, int64_t N
 
 static void test_fused_q8_activations(void **state) {
   (void)state;
-  if ((!qtype_enabled(VKRT_TYPE_Q4_K) && !qtype_enabled(VKRT_TYPE_Q8_0)) ||
-      !IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM))
-    skip();
   vkrt_options o;
   vkt_options(&o);
   o.quant_activations = VKRT_ACTIVATIONS_Q8;
   vkrt_appliance *app = vkt_open(&o);
+  /* a type whose kernels are compiled out: UNSUPPORTED, saying so, nothing recorded */
+  const vkrt_type fused_types[2] = {VKRT_TYPE_Q4_K, VKRT_TYPE_Q8_0};
+  for (int t = 0; t < 2; t++) {
+    if (qtype_enabled(fused_types[t]))
+      continue;
+    vkt_hbuf b = vkt_hbuf_new(app, 65536);
+    vkrt_tensor w = vkrt_tensor_contiguous(b.buf, 0, fused_types[t], 512, 8, 1, 1);
+    vkrt_tensor x = vkrt_tensor_contiguous(b.buf, 32768, VKRT_TYPE_F32, 512, 1, 1, 1);
+    vkrt_tensor d = vkrt_tensor_contiguous(b.buf, 40960, VKRT_TYPE_F32, 8, 1, 1, 1);
+    vkrt_matmul_fusion none = {0};
+    assert_int_equal(vkrt_op_matmul_fused(&d, &w, &x, &none), VKRT_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(vkrt_last_error(app), "not in this build"));
+    vkrt_buffer_destroy(b.buf);
+  }
+  if ((!qtype_enabled(VKRT_TYPE_Q4_K) && !qtype_enabled(VKRT_TYPE_Q8_0)) ||
+      !IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM)) {
+    vkt_close(app);
+    skip();
+  }
   if (!vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant()))
     print_message("dev0 has no integer dot products: the fused products take the stream kernel\n");
   /* 2 super-blocks, one row group a workgroup and then several; 3 (odd N: a row group cut short; 37
