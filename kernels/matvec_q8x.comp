@@ -17,8 +17,9 @@
 // K <= KMAX, x 16-byte aligned;
 // Q4_K rows 16-byte aligned (Q8_0 rows: any; Q6_K rows: any even byte). Offsets and strides
 // of w are bytes; those of x and dst elements.
-// Q4_K and Q8_0 (FUSED) also take vkrt_op_matmul_fused's bits (accumulate & 4: x RMS-normalized with weight g
-// first; & 2: SwiGLU row pairs, as matvec_q_stream.comp): x g is what gets rounded (the
+// Q4_K and Q8_0 (FUSED) also take vkrt_op_matmul_fused's bits (accumulate & 4: x
+// RMS-normalized with weight g first; & 2: SwiGLU row pairs, as matvec_q_stream.comp): x g
+// is what gets rounded (the
 // norm's scale is one factor for the whole of x, so it multiplies the row sums instead), the
 // squares of x are summed while x is quantized, and a group's RG rows are RG / 2 gate/up
 // pairs whose silu(g) u the group writes.

@@ -290,7 +290,7 @@ static bool gate_up_fused(const struct llama_layer *L) {
   return L->ffn_gate->type == L->ffn_up->type;
 }
 /* Whether a token's product of one matrix of `type` takes `what` (LLAMA_FUSE_*) into its
- * dispatch: the fused kernel is q4_K's (vkrt_op_matmul_fused). */
+ * dispatch: the fused kernels take q4_K, and q8_0 with 8-bit x (vkrt_op_matmul_fused). */
 static bool fuse(const struct llama_gpu *g, const struct pass *ps, vkrt_type type, unsigned what) {
   unsigned f = g->p.fuse;
   uint32_t norm_max = g->p.q8_activations ? VKRT_ACTIVATIONS_Q8_MAX_K : LLAMA_FUSE_NORM_MAX_HIDDEN;
