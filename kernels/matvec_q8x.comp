@@ -4,31 +4,33 @@
 // way ggml's q8_1 path does it (vkrt_options.quant_activations = VKRT_ACTIVATIONS_Q8): each
 // workgroup first quantizes the whole x into shared memory (scale dx = max|x| / 127 per 32
 // values, round to nearest; for Q4_K also the exact sum of x over each 32 values, for the
-// mins), then takes row groups gl_WorkGroupID.x, + gl_NumWorkGroups.x, ... with integer dot
-// products of 4 int8 pairs (OpSDot, VK_KHR_shader_integer_dot_product):
+// mins), then its subgroups take rows (a grid-stride walk over every subgroup of the
+// dispatch) with integer dot products of 4 int8 pairs (OpSDot, VK_KHR_shader_integer_dot_product):
 //   Q8_0: sum_t d q_t x_t ~ d dx sum_t q_t qx_t
 //   Q4_K: sum_t (d sc q_t - dmin m) x_t ~ d sc dx sum_t q_t qx_t - dmin m sum_t x_t
 //   Q6_K: sum_t d sc (q_t - 32) x_t ~ d sc dx sum_t (q_t - 32) qx_t   (sc per 16 weights)
-// RG rows per group, THREADS / RG invocations per row, each walking that row's units in
-// order (coalesced 16-byte quant reads), UNROLL units' loads issued before their arithmetic
-// (the H200, K 14336 x N 4096: 26.1 us with 1, 21.2 with 2, 21.0 with 4; K 4096 x N 14336:
-// 24.9, 20.0, 18.8). Shared memory stays small (~21 KiB) so that the L1
-// cache beside it keeps the quant words the invocations share (KMAX 20480, 28 KiB: 40.8 us).
+// Every subgroup walks whole rows on its own: its S invocations take a row's units in order
+// (coalesced 16-byte quant reads), UNROLL units' loads issued before their arithmetic (the
+// H200, K 14336 x N 4096: 26.1 us with 1, 21.2 with 2, 21.0 with 4; K 4096 x N 14336:
+// 24.9, 20.0, 18.8), and one subgroupAdd sums the row: no barrier between rows, so a
+// subgroup's next loads do not wait for the slowest of the workgroup. Shared memory stays
+// small (~21 KiB) so that the L1 cache beside it keeps the quant words the invocations share
+// (KMAX 20480, 28 KiB: 40.8 us).
 // K <= KMAX, x 16-byte aligned;
 // Q4_K rows 16-byte aligned (Q8_0 rows: any; Q6_K rows: any even byte). Offsets and strides
 // of w are bytes; those of x and dst elements.
 // Q4_K and Q8_0 (FUSED) also take vkrt_op_matmul_fused's bits (accumulate & 4: x
 // RMS-normalized with weight g first; & 2: SwiGLU row pairs, as matvec_q_stream.comp): x g
-// is what gets rounded (the
-// norm's scale is one factor for the whole of x, so it multiplies the row sums instead), the
-// squares of x are summed while x is quantized, and a group's RG rows are RG / 2 gate/up
-// pairs whose silu(g) u the group writes.
+// is what gets rounded (the norm's scale is one factor for the whole of x, so it multiplies
+// the row sums instead), the
+// squares of x are summed while x is quantized, and each subgroup sums a gate row and its
+// up row and writes silu(g) u.
 #extension GL_EXT_spirv_intrinsics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_GOOGLE_include_directive : require
 
-#define RG 8u
 #define THREADS 256u
-#define TPR (THREADS / RG)
 #define KMAX 16384u
 #if !defined(Q8_0) && !defined(Q6_K)
 #define Q4_K
@@ -80,8 +82,6 @@ shared float red[THREADS];
 
 bool glu() { return (pc.accumulate & 2u) != 0u; }
 bool norm() { return (pc.accumulate & 4u) != 0u; }
-// row n of the N this kernel walks: under glu() gate row n / 2 (n even) or up row n / 2
-uint w_row_of(uint n) { return glu() ? (n >> 1) + (n & 1u) * (pc.N >> 1) : n; }
 
 uint pack4(vec4 v, float inv) {
   ivec4 q = clamp(ivec4(round(v * inv)), ivec4(-127), ivec4(127));
@@ -124,6 +124,104 @@ uvec4 q6_quarter(uvec4 ql_lo, uvec4 ql_hi, uvec4 qh_flipped, uint j) {
   return nib | ((qh_flipped << (6u - 2u * j)) & 0xc0c0c0c0u);
 }
 #endif
+
+// This invocation's part of w row `row` (of the batch whose w starts at byte wb) times the
+// rounded x: units lane, lane + S, ... of the row, UNROLL loaded before their arithmetic.
+float row_part(uint wb, uint row, uint lane, uint S) {
+  float acc = 0.0;
+#ifdef Q8_0
+  uint units = pc.blocks * 2u; // half-blocks: 16 weights each
+  uint rb = wb + row * pc.w_row;
+  for (uint u0 = lane; u0 < units; u0 += S * UNROLL) {
+    uvec4 q[UNROLL];
+    float dq[UNROLL];
+    uint us[UNROLL];
+    for (uint j = 0u; j < UNROLL; j++) {
+      us[j] = min(u0 + j * S, units - 1u);
+      q[j] = q8_0_half_block(rb, us[j], dq[j]);
+    }
+    for (uint j = 0u; j < UNROLL; j++) {
+      uvec4 xq = qx[us[j]];
+      int s = dot4(q[j].x, xq.x, 0) + dot4(q[j].y, xq.y, 0) + dot4(q[j].z, xq.z, 0) +
+              dot4(q[j].w, xq.w, 0);
+      acc += u0 + j * S < units ? dq[j] * dx[us[j] >> 1] * float(s) : 0.0; // a select
+    }
+  }
+#elif defined(Q6_K)
+  // Unit u of a super-block sb = u / 4 (210 bytes: ql[128], qh[64], int8 scales[16], f16 d
+  // at 208; ggml dequantize_row_q6_K): half h = (u / 2) % 2, a = u % 2, weights
+  // 128 h + 32 j + 16 a + 0..15 of its four quarters j: ql bytes 64 h + 16 a .. (j = 0, 2)
+  // and 64 h + 32 + 16 a .. (j = 1, 3), qh bytes 128 + 32 h + 16 a .., scale
+  // 8 h + a + 2 j. The four invocations of a super-block read its ql and qh in 16-byte
+  // pieces side by side, then the next four the next super-block's.
+  uint units = pc.blocks * 4u; // 64 weights each: half h, l = 16 a .. 16 a + 15 of its quarters
+  uint rb = wb + row * pc.w_row; // any even byte
+  for (uint u0 = lane; u0 < units; u0 += S * UNROLL) {
+    uvec4 lo[UNROLL], hi[UNROLL], qh[UNROLL];
+    uvec2 sc[UNROLL];
+    float dd[UNROLL];
+    uint us[UNROLL];
+    for (uint j = 0u; j < UNROLL; j++) {
+      uint u = us[j] = min(u0 + j * S, units - 1u);
+      uint bb = rb + 210u * (u >> 2), h = (u >> 1) & 1u, a = u & 1u;
+      lo[j] = q6_bytes16(bb + 64u * h + 16u * a);
+      hi[j] = q6_bytes16(bb + 64u * h + 32u + 16u * a);
+      qh[j] = q6_bytes16(bb + 128u + 32u * h + 16u * a);
+      uint sw = (bb + 192u + 8u * h) >> 2; // the word of half h's 8 scales
+      bool odd = (bb & 2u) != 0u;
+      sc[j] = q6_words(w[sw], w[sw + 1u], w[odd ? sw + 2u : sw + 1u], odd);
+      uint db = bb + 208u;
+      dd[j] = unpackHalf2x16(w[db >> 2] >> (8u * (db & 2u))).x;
+    }
+    for (uint j = 0u; j < UNROLL; j++) {
+      uint h = (us[j] >> 1) & 1u, a = us[j] & 1u;
+      uint k32 = (us[j] >> 2) * 8u + 4u * h; // sub-block of quarter 0; quarter t: k32 + t
+      uint k16 = 2u * k32 + a;               // x entry of quarter 0; quarter t: k16 + 2 t
+      uvec4 qhf = qh[j] ^ 0xaaaaaaaau;
+      ivec4 s;
+      for (uint t = 0u; t < 4u; t++) {
+        uvec4 q = q6_quarter(lo[j], hi[j], qhf, t), xq = qx[k16 + 2u * t];
+        s[t] = dot4(q.x, xq.x, 0) + dot4(q.y, xq.y, 0) + dot4(q.z, xq.z, 0) + dot4(q.w, xq.w, 0);
+      }
+      int is = int(8u * a); // scale a (+ 2, 4, 6) of the half: bytes a, a + 2 of each word
+      vec4 scale = vec4(bitfieldExtract(int(sc[j].x), is, 8), bitfieldExtract(int(sc[j].x), is + 16, 8),
+                        bitfieldExtract(int(sc[j].y), is, 8), bitfieldExtract(int(sc[j].y), is + 16, 8));
+      vec4 dxs = vec4(dx[k32], dx[k32 + 1u], dx[k32 + 2u], dx[k32 + 3u]);
+      // 0.25: the quants are 4 (q - 32)
+      float r = 0.25 * dd[j] * dot(scale * dxs, vec4(s));
+      acc += u0 + j * S < units ? r : 0.0; // a select: clamped units repeat the last
+    }
+  }
+#else
+  uint units = pc.blocks * 8u; // 16 quant bytes: 32 weights each
+  uint rb = (wb + row * pc.w_row) / 16u; // uvec4 index, rows 16-byte aligned
+  for (uint u0 = lane; u0 < units; u0 += S * UNROLL) {
+    uvec4 h[UNROLL], q[UNROLL];
+    uint us[UNROLL];
+    for (uint j = 0u; j < UNROLL; j++) {
+      uint u = us[j] = min(u0 + j * S, units - 1u);
+      h[j] = w4[rb + (u >> 3) * 9u];
+      q[j] = w4[rb + (u >> 3) * 9u + 1u + (u & 7u)];
+    }
+    for (uint j = 0u; j < UNROLL; j++) {
+      uint sb = us[j] >> 3, p = us[j] & 7u;
+      // low nibbles: weights 64 (p / 2) + 16 (p % 2) + 0..15 = x entry k16 of sub-block
+      // k32 = k16 / 2; high nibbles: k16 + 2 of sub-block k32 + 1
+      uint k16 = sb * 16u + 4u * (p >> 1) + (p & 1u), k32 = k16 >> 1;
+      uvec4 xl = qx[k16], xh = qx[k16 + 2u];
+      uvec4 lo = q[j] & 0x0f0f0f0fu, hi = (q[j] >> 4u) & 0x0f0f0f0fu;
+      int il = dot4(lo.x, xl.x, 0) + dot4(lo.y, xl.y, 0) + dot4(lo.z, xl.z, 0) + dot4(lo.w, xl.w, 0);
+      int ih = dot4(hi.x, xh.x, 0) + dot4(hi.y, xh.y, 0) + dot4(hi.z, xh.z, 0) + dot4(hi.w, xh.w, 0);
+      vec4 dm = pair_scales(h[j], 2u * (p >> 1));
+      // the mins of both sub-blocks once, by the invocation of the low 16 (p even)
+      float mins = (p & 1u) == 0u ? dm.y * sx[k32] + dm.w * sx[k32 + 1u] : 0.0;
+      float s = dm.x * dx[k32] * float(il) + dm.z * dx[k32 + 1u] * float(ih) - mins;
+      acc += u0 + j * S < units ? s : 0.0; // a select: clamped units repeat the last
+    }
+  }
+#endif
+  return acc;
+}
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -174,128 +272,26 @@ void main() {
   }
   barrier();
 
-  uint groups = (pc.N + RG - 1u) / RG;
-  uint rr = tid / TPR, lane = tid % TPR;
-#ifdef Q8_0
-  uint units = pc.blocks * 2u; // half-blocks: 16 weights each
-#elif defined(Q6_K)
-  uint units = pc.blocks * 4u; // 64 weights each: half h, l = 16 a .. 16 a + 15 of its quarters
-#else
-  uint units = pc.blocks * 8u; // 16 quant bytes: 32 weights each
-#endif
-  for (uint g = pc.base_x + gl_WorkGroupID.x; g < groups; g += gl_NumWorkGroups.x) {
-    uint row = min(g * RG + rr, pc.N - 1u); // rows past N: valid reads, never stored
-    float acc = 0.0;
-#ifdef Q8_0
-    uint rb = wb + w_row_of(row) * pc.w_row;
-    for (uint u0 = lane; u0 < units; u0 += TPR * UNROLL) {
-      uvec4 q[UNROLL];
-      float dq[UNROLL];
-      uint us[UNROLL];
-      for (uint j = 0u; j < UNROLL; j++) {
-        us[j] = min(u0 + j * TPR, units - 1u);
-        q[j] = q8_0_half_block(rb, us[j], dq[j]);
+  // Each subgroup walks whole rows on its own (no barrier after x is in shared memory): its
+  // S invocations take a row's units lane, lane + S, ... (coalesced 16-byte quant reads),
+  // UNROLL of them loaded before their arithmetic, and one subgroupAdd sums the row. Under
+  // glu() an item is a gate/up pair (gate row i, up row i + N / 2), both summed by the same
+  // subgroup, which writes silu(g) u.
+  uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+  uint items = glu() ? pc.N >> 1 : pc.N;
+  uint first = (pc.base_x + gl_WorkGroupID.x) * gl_NumSubgroups + gl_SubgroupID;
+  uint stride = gl_NumWorkGroups.x * gl_NumSubgroups;
+  for (uint item = first; item < items; item += stride) {
+    float s = subgroupAdd(row_part(wb, item, lane, S)) * scale;
+    if (glu()) {
+      float su = subgroupAdd(row_part(wb, item + items, lane, S)) * scale;
+      if (subgroupElect()) {
+        uint at = pc.d_offset + item * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
+        d[at] = s / (1.0 + exp(-s)) * su;
       }
-      for (uint j = 0u; j < UNROLL; j++) {
-        uvec4 xq = qx[us[j]];
-        int s = dot4(q[j].x, xq.x, 0) + dot4(q[j].y, xq.y, 0) + dot4(q[j].z, xq.z, 0) +
-                dot4(q[j].w, xq.w, 0);
-        acc += u0 + j * TPR < units ? dq[j] * dx[us[j] >> 1] * float(s) : 0.0; // a select
-      }
-    }
-#elif defined(Q6_K)
-    // Unit u of a super-block sb = u / 4 (210 bytes: ql[128], qh[64], int8 scales[16], f16 d
-    // at 208; ggml dequantize_row_q6_K): half h = (u / 2) % 2, a = u % 2, weights
-    // 128 h + 32 j + 16 a + 0..15 of its four quarters j: ql bytes 64 h + 16 a .. (j = 0, 2)
-    // and 64 h + 32 + 16 a .. (j = 1, 3), qh bytes 128 + 32 h + 16 a .., scale
-    // 8 h + a + 2 j. The four invocations of a super-block read its ql and qh in 16-byte
-    // pieces side by side, then the next four the next super-block's.
-    uint rb = wb + row * pc.w_row; // any even byte
-    for (uint u0 = lane; u0 < units; u0 += TPR * UNROLL) {
-      uvec4 lo[UNROLL], hi[UNROLL], qh[UNROLL];
-      uvec2 sc[UNROLL];
-      float dd[UNROLL];
-      uint us[UNROLL];
-      for (uint j = 0u; j < UNROLL; j++) {
-        uint u = us[j] = min(u0 + j * TPR, units - 1u);
-        uint bb = rb + 210u * (u >> 2), h = (u >> 1) & 1u, a = u & 1u;
-        lo[j] = q6_bytes16(bb + 64u * h + 16u * a);
-        hi[j] = q6_bytes16(bb + 64u * h + 32u + 16u * a);
-        qh[j] = q6_bytes16(bb + 128u + 32u * h + 16u * a);
-        uint sw = (bb + 192u + 8u * h) >> 2; // the word of half h's 8 scales
-        bool odd = (bb & 2u) != 0u;
-        sc[j] = q6_words(w[sw], w[sw + 1u], w[odd ? sw + 2u : sw + 1u], odd);
-        uint db = bb + 208u;
-        dd[j] = unpackHalf2x16(w[db >> 2] >> (8u * (db & 2u))).x;
-      }
-      for (uint j = 0u; j < UNROLL; j++) {
-        uint h = (us[j] >> 1) & 1u, a = us[j] & 1u;
-        uint k32 = (us[j] >> 2) * 8u + 4u * h; // sub-block of quarter 0; quarter t: k32 + t
-        uint k16 = 2u * k32 + a;               // x entry of quarter 0; quarter t: k16 + 2 t
-        uvec4 qhf = qh[j] ^ 0xaaaaaaaau;
-        ivec4 s;
-        for (uint t = 0u; t < 4u; t++) {
-          uvec4 q = q6_quarter(lo[j], hi[j], qhf, t), xq = qx[k16 + 2u * t];
-          s[t] = dot4(q.x, xq.x, 0) + dot4(q.y, xq.y, 0) + dot4(q.z, xq.z, 0) + dot4(q.w, xq.w, 0);
-        }
-        int is = int(8u * a); // scale a (+ 2, 4, 6) of the half: bytes a, a + 2 of each word
-        vec4 scale = vec4(bitfieldExtract(int(sc[j].x), is, 8), bitfieldExtract(int(sc[j].x), is + 16, 8),
-                          bitfieldExtract(int(sc[j].y), is, 8), bitfieldExtract(int(sc[j].y), is + 16, 8));
-        vec4 dxs = vec4(dx[k32], dx[k32 + 1u], dx[k32 + 2u], dx[k32 + 3u]);
-        // 0.25: the quants are 4 (q - 32)
-        float r = 0.25 * dd[j] * dot(scale * dxs, vec4(s));
-        acc += u0 + j * TPR < units ? r : 0.0; // a select: clamped units repeat the last
-      }
-    }
-#else
-    uint rb = (wb + w_row_of(row) * pc.w_row) / 16u; // uvec4 index, rows 16-byte aligned
-    for (uint u0 = lane; u0 < units; u0 += TPR * UNROLL) {
-      uvec4 h[UNROLL], q[UNROLL];
-      uint us[UNROLL];
-      for (uint j = 0u; j < UNROLL; j++) {
-        uint u = us[j] = min(u0 + j * TPR, units - 1u);
-        h[j] = w4[rb + (u >> 3) * 9u];
-        q[j] = w4[rb + (u >> 3) * 9u + 1u + (u & 7u)];
-      }
-      for (uint j = 0u; j < UNROLL; j++) {
-        uint sb = us[j] >> 3, p = us[j] & 7u;
-        // low nibbles: weights 64 (p / 2) + 16 (p % 2) + 0..15 = x entry k16 of sub-block
-        // k32 = k16 / 2; high nibbles: k16 + 2 of sub-block k32 + 1
-        uint k16 = sb * 16u + 4u * (p >> 1) + (p & 1u), k32 = k16 >> 1;
-        uvec4 xl = qx[k16], xh = qx[k16 + 2u];
-        uvec4 lo = q[j] & 0x0f0f0f0fu, hi = (q[j] >> 4u) & 0x0f0f0f0fu;
-        int il = dot4(lo.x, xl.x, 0) + dot4(lo.y, xl.y, 0) + dot4(lo.z, xl.z, 0) + dot4(lo.w, xl.w, 0);
-        int ih = dot4(hi.x, xh.x, 0) + dot4(hi.y, xh.y, 0) + dot4(hi.z, xh.z, 0) + dot4(hi.w, xh.w, 0);
-        vec4 dm = pair_scales(h[j], 2u * (p >> 1));
-        // the mins of both sub-blocks once, by the invocation of the low 16 (p even)
-        float mins = (p & 1u) == 0u ? dm.y * sx[k32] + dm.w * sx[k32 + 1u] : 0.0;
-        float s = dm.x * dx[k32] * float(il) + dm.z * dx[k32 + 1u] * float(ih) - mins;
-        acc += u0 + j * TPR < units ? s : 0.0; // a select: clamped units repeat the last
-      }
-    }
-#endif
-    red[tid] = acc;
-    barrier();
-    if (glu()) { // rows 2 t, 2 t + 1 of the group: gate and up row g RG / 2 + t
-      if (tid < RG / 2u && g * RG + 2u * tid < pc.N) {
-        float sg = 0.0, su = 0.0;
-        for (uint i = 0u; i < TPR; i++) {
-          sg += red[2u * tid * TPR + i];
-          su += red[(2u * tid + 1u) * TPR + i];
-        }
-        sg *= scale;
-        su *= scale;
-        uint at = pc.d_offset + (g * RG / 2u + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
-        d[at] = sg / (1.0 + exp(-sg)) * su;
-      }
-    } else if (tid < RG && g * RG + tid < pc.N) {
-      float s = 0.0;
-      for (uint i = 0u; i < TPR; i++)
-        s += red[tid * TPR + i];
-      s *= scale;
-      uint at = pc.d_offset + (g * RG + tid) * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
+    } else if (subgroupElect()) {
+      uint at = pc.d_offset + item * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
       d[at] = (pc.accumulate & 1u) != 0u ? d[at] + s : s;
     }
-    barrier();
   }
 }

@@ -28,6 +28,7 @@ static const struct {
   [VKRT_LAB_ATTENTION_KERNEL] = {"ATTENTION_KERNEL", 0, 2},
   [VKRT_LAB_MATMUL_X16] = {"MATMUL_X16", 0, 1},
   [VKRT_LAB_BARRIER_STAGES] = {"BARRIER_STAGES", 0, 1},
+  [VKRT_LAB_Q8X_WORKGROUPS] = {"Q8X_WORKGROUPS", 1, 65535},
 };
 
 vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
@@ -70,6 +71,7 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_MATMUL_X16: force->matmul_x_f32 = !value; break;
   case VKRT_LAB_PIPELINE_REBIND: force->rebind_pipeline = value; break;
   case VKRT_LAB_BARRIER_STAGES: vkrt_stream_set_full_barrier_stages(dev, value); break;
+  case VKRT_LAB_Q8X_WORKGROUPS: ops->q8x_workgroups = (uint32_t)value; break;
   default: force->matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
@@ -129,6 +131,7 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_MATMUL_X16: *out = ops->matmul_x16 && !force->matmul_x_f32; break;
   case VKRT_LAB_PIPELINE_REBIND: *out = force->rebind_pipeline; break;
   case VKRT_LAB_BARRIER_STAGES: *out = dev->stream.full_barrier_stages; break;
+  case VKRT_LAB_Q8X_WORKGROUPS: *out = ops->q8x_workgroups; break;
   default: *out = force->matmul_kernel; break;
   }
   return VKRT_OK;

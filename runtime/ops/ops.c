@@ -223,6 +223,7 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   /* H200: one 16-byte load per invocation (65535 groups) 4.21 TB/s; a grid-stride loop
    * over 8192 groups 4.01 TB/s (same run) */
   ops->copy_vec4_max_groups = 65535;
+  ops->q8x_workgroups = VKRT_QUANT_Q8X_WORKGROUPS;
   ops->push_descriptor = caps->push_descriptor && dev->vk.vkCmdPushDescriptorSetKHR;
   ops->subgroup_arithmetic = query_subgroup_ops(dev, VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   ops->subgroup_shuffle = query_subgroup_ops(dev, VK_SUBGROUP_FEATURE_SHUFFLE_BIT);

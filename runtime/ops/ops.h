@@ -153,6 +153,7 @@ struct vkrt_ops_state {
   struct vkrt_ops_limits limits;
   uint32_t max_groups[3];         /* maxComputeWorkGroupCount (tests may lower it) */
   uint32_t copy_vec4_max_groups;  /* grid-stride copy: workgroups per dispatch */
+  uint32_t q8x_workgroups;        /* the q8x kernels' grid: workgroups at most */
   bool push_descriptor;           /* VK_KHR_push_descriptor usable */
   bool subgroup_arithmetic;       /* compute-stage subgroupAdd (matvec) */
   bool subgroup_shuffle;          /* compute-stage subgroupShuffleXor */
@@ -484,6 +485,8 @@ static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t hea
  * variants below are Q8_0's and Q4_K's; Q6_K has one kernel per column count and, for one
  * column, stream kernels some variant numbers force. */
 #define VKRT_QUANT_VARIANTS 16
+/* The q8x kernels' grid: workgroups at most (each rounds all of x once; VKRT_LAB_Q8X_WORKGROUPS). */
+#define VKRT_QUANT_Q8X_WORKGROUPS 256u
 /* The read pattern (0 words, 1 vec16, 2 lanew, 3 kspace, 4 q8x) of 1-based variant v (the
  * prefetch and stream variants 10..15 take the vec16 layouts: rows and x 16-byte aligned;
  * q8x is the last). */

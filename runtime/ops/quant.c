@@ -81,8 +81,7 @@ VKRT_KERNEL_DEQUANT_Q6_K_F32_CHECK_PUSH(struct dequant_push);
  * ROWS must match the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
 enum qmv_kind { QMV_WORDS, QMV_VEC16, QMV_LANEW, QMV_KSPACE, QMV_Q8X };
 #define Q8X_MAX_K VKRT_ACTIVATIONS_Q8_MAX_K /* = KMAX of matvec_q8x.comp */
-#define Q8X_ROWS 8u      /* RG of matvec_q8x.comp: rows per group */
-#define Q8X_WORKGROUPS 256u
+#define Q8X_ROWS 8u /* matvec_q8x.comp: rows a workgroup of 32-invocation subgroups walks at once */
 struct qmv_variant {
   enum vkrt_ops_kernel m1, m8; /* M == 1, M > 1 (8 columns per workgroup) */
   uint32_t rows_m1, rows_m8;
@@ -388,11 +387,12 @@ static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
       .norm_offset = norm ? (uint32_t)norm->offset : 0,
       .eps = eps,
   };
-  uint64_t groups = (w->ne[1] + rows - 1) / rows;
-  /* q8x: every workgroup quantizes all of x, then walks row groups: about Q8X_WORKGROUPS
-   * of them, not one per group */
+  /* q8x: every workgroup rounds all of x, then its subgroups walk rows (a gate/up pair each
+   * under QMV_SWIGLU): at most ops->q8x_workgroups of them, not one per `rows` rows */
+  uint64_t items = kind == QMV_Q8X && (accumulate & QMV_SWIGLU) ? w->ne[1] / 2 : w->ne[1];
+  uint64_t groups = (items + rows - 1) / rows;
   if (kind == QMV_Q8X)
-    groups = VKRT_MIN(groups, Q8X_WORKGROUPS);
+    groups = VKRT_MIN(groups, dev->ops->q8x_workgroups);
   vkrt_ops_count(dev, quant_read[kind], 1);
   vkrt_ops_count(dev, quant_matvec, 1);
   vkrt_ops_dispatch_3d(dev, cmd, p, &push, groups, (M + mt - 1) / mt,

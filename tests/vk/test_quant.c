@@ -536,11 +536,22 @@ static void test_quant_q8_activations(void **state) {
       {3 * B, 7, 1, 1, 1, 1, 2 + 2 * (t == 1), 0, 0, SCALE_NORMAL, true}, /* rows off 16 */
       {8 * B, 13, 1, 1, 1, 0, 0, 4, 0, SCALE_NORMAL, true},        /* x off 16 */
       {8 * B, 13, 2, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},        /* M = 2 */
-      {2 * B, 2109, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},      /* row groups past the grid */
+      {2 * B, 2109, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},      /* rows past the grid */
       {over, 3, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},          /* K > 16384 */
     };
     for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
       run_quant_matmul(app, wt, &cases[i]);
+    /* a grid of 2 workgroups: every subgroup walks many rows (batches too) */
+    const struct mm_case few[] = {
+      {2 * B, 2109, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},
+      {8 * B, 17, 1, 2, 4, 0, 16, 16, 0, SCALE_NORMAL, true},
+    };
+    int64_t grid;
+    vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_Q8X_WORKGROUPS, &grid));
+    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_WORKGROUPS, 2));
+    for (unsigned i = 0; i < VKT_ARRAY_SIZE(few); i++)
+      run_quant_matmul(app, wt, &few[i]);
+    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_WORKGROUPS, grid));
     if (wt == VKRT_TYPE_Q6_K) {
       /* 210-byte super-blocks: an odd count per row puts every other row's start, and
        * every other super-block in a row, at 2 mod 4 bytes; odd N, a row group cut short;
@@ -686,8 +697,8 @@ static void test_fused_q8_activations(void **state) {
   }
   if (!vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant()))
     print_message("dev0 has no integer dot products: the fused products take the stream kernel\n");
-  /* 2 super-blocks, one row group a workgroup and then several; 3 (odd N: a row group cut short; 37
-   * pairs: the last group's pairs short), 8, 17; K past the q8x kernel's limit: the stream
+  /* 2 super-blocks, fewer rows (or pairs) than the grid's subgroups and more; 3 (odd N, 37
+   * pairs), 8, 17; K past the q8x kernel's limit: the stream
    * kernel, x in f32 */
   int64_t over = (VKRT_ACTIVATIONS_Q8_MAX_K / 256 + 1) * 256;
   const vkrt_type types[2] = {VKRT_TYPE_Q4_K, VKRT_TYPE_Q8_0};
@@ -697,11 +708,18 @@ static void test_fused_q8_activations(void **state) {
     for (int norm = 0; norm < 2; norm++)
       for (int sw = 0; sw < 2; sw++) {
         run_fused_q8(app, types[t], 512, sw ? 2 * 300 : 301, norm, sw);
-        run_fused_q8(app, types[t], 512, sw ? 2 * 1100 : 2105, norm, sw); /* 2-3 row groups a workgroup */
+        run_fused_q8(app, types[t], 512, sw ? 2 * 1100 : 2105, norm, sw);
         run_fused_q8(app, types[t], 768, sw ? 74 : 41, norm, sw);
         run_fused_q8(app, types[t], 2048, sw ? 2 * 53 : 67, norm, sw);
         run_fused_q8(app, types[t], 4352, sw ? 18 : 23, norm, sw);
         run_fused_q8(app, types[t], over, sw ? 6 : 5, norm, sw);
+        /* a grid of 3 workgroups: every subgroup walks many rows or gate/up pairs */
+        int64_t grid;
+        vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_Q8X_WORKGROUPS, &grid));
+        vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_WORKGROUPS, 3));
+        run_fused_q8(app, types[t], 512, sw ? 2 * 1100 : 2105, norm, sw);
+        run_fused_q8(app, types[t], 2048, sw ? 2 * 53 : 67, norm, sw);
+        vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_WORKGROUPS, grid));
       }
   }
   vkt_close(app);

@@ -113,6 +113,8 @@ typedef enum vkrt_lab_knob {
                                         the commands since the last one used (0, the
                                         default: compute alone between dispatches), or for
                                         compute and transfer always (1) */
+  VKRT_LAB_Q8X_WORKGROUPS,           /* the 8-bit-x matrix-vector kernels' grid: at most this
+                                        many workgroups, each rounding x once (256) */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
