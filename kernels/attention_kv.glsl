@@ -16,6 +16,8 @@ layout(push_constant) uniform Push {
   float scale;
   uint direct;              // one split: o / l into binding 4 = dst at d_off, d_s1, d_s2
   uint d_off, d_s1, d_s2;   // f32 elements
+  uint k_vec;               // q8_0 K rows 4-byte aligned, every row of a workgroup in the same
+                            // 16-byte phase: attention_rows.comp reads them in 16-byte words
   uint base_x, base_y, base_z;
 } pc;
 

@@ -54,6 +54,32 @@ shared float sm[W * G];     // per subgroup and head: max and sum, for the merge
 shared float sl[W * G];
 
 #ifndef KV_F16
+// q8_0 K rows as 16-byte words where pc.k_vec says they may be (D a multiple of 64): a row in
+// parts of HB dimensions (HBB bytes, HW words, a whole number of each), each part's words
+// from the first 16-byte boundary in it by 16-byte loads (the LEAD words before it and the
+// ones after the last one by 4-byte loads), so a row costs about a quarter of the loads of
+// its words one by one. The parts of a workgroup's rows share their 16-byte phase.
+layout(std430, set = 0, binding = 5) readonly buffer K4 { uvec4 k4[]; }; // binding 2 again
+const bool K16 = D % 64u == 0u;
+const uint HB = D % 128u == 0u ? 128u : 64u;
+const uint HBB = 34u * HB / 32u;
+const uint HW = HBB / 4u;
+// wd[0 .. HW) = the HW words at byte a (4-byte aligned, a + 4 LEAD on a 16-byte boundary)
+#define K_WORDS(LEAD)                                                                         \
+  {                                                                                          \
+    [[unroll]] for (uint i = 0u; i < (LEAD); i++)                                            \
+      wd[i] = k[(a >> 2u) + i];                                                              \
+    [[unroll]] for (uint i = 0u; i < (HW - (LEAD)) / 4u; i++) {                              \
+      uvec4 u = k4[((a >> 2u) + (LEAD)) / 4u + i];                                           \
+      wd[(LEAD) + 4u * i] = u.x;                                                             \
+      wd[(LEAD) + 4u * i + 1u] = u.y;                                                        \
+      wd[(LEAD) + 4u * i + 2u] = u.z;                                                        \
+      wd[(LEAD) + 4u * i + 3u] = u.w;                                                        \
+    }                                                                                        \
+    [[unroll]] for (uint i = (LEAD) + (HW - (LEAD)) / 4u * 4u; i < HW; i++)                  \
+      wd[i] = k[(a >> 2u) + i];                                                              \
+  }
+
 // The 9 words holding block b (32 quants, 34 bytes from a 2-byte boundary) of a q8_0 row
 // at byte `row`, from the one holding its first byte; q8_block decodes them.
 void q8_block_load(uint row, uint b, out uint ws[9]) {
@@ -146,6 +172,31 @@ void main() {
     }
 #else
     uint kr = k_base + row * pc.k_s2;
+    if (K16 && pc.k_vec != 0u) {
+      [[unroll]] for (uint pt = 0u; pt < D / HB; pt++) {
+        uint a = kr + HBB * pt, wd[34]; // HW of them
+        switch ((a >> 2u) & 3u) { // uniform in the workgroup (pc.k_vec)
+        case 0u: K_WORDS(0u); break;
+        case 1u: K_WORDS(3u); break;
+        case 2u: K_WORDS(2u); break;
+        default: K_WORDS(1u); break;
+        }
+        [[unroll]] for (uint bb = 0u; bb < HB / 32u; bb++) {
+          uint ws[9], qw[8];
+          [[unroll]] for (uint i = 0u; i < 9u; i++)
+            ws[i] = wd[((34u * bb) >> 2u) + i];
+          uint b = pt * (HB / 32u) + bb;
+          float dk;
+          q8_block(kr, b, ws, qw, dk);
+          [[unroll]] for (uint g = 0u; g < G; g++) {
+            float acc = 0.0;
+            [[unroll]] for (uint j = 0u; j < 8u; j++)
+              acc += dot(sq[(g * D) / 4u + 8u * b + j], unpack_i8(qw[j]));
+            sc[g] += dk * acc;
+          }
+        }
+      }
+    } else
     // the row in batches of QB blocks, each batch's loads issued before its arithmetic
     for (uint b0 = 0u; b0 < D / 32u; b0 += QB) {
       uint ws[QB][9];

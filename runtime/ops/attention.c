@@ -29,6 +29,7 @@ struct attention_split_push {
   float scale;
   uint32_t direct;
   uint32_t d_off, d_s1, d_s2;
+  uint32_t k_vec;
   uint32_t base_x, base_y, base_z;
 };
 struct attention_combine_push {
@@ -197,6 +198,10 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
       .ml_base = (uint32_t)(plan.scratch_used / sizeof(float) / (D + 2) * D),
       .scale = scale, .direct = direct,
       .d_off = dst->offset, .d_s1 = dst->stride[1], .d_s2 = dst->stride[2]};
+  /* the row kernel reads q8_0 K rows in 16-byte words where every row starts 4-byte aligned
+   * and the rows of one KV head share their 16-byte phase (offsets in bytes here) */
+  sp.k_vec = plan.rows && !f16 && D % 64 == 0 && k.offset % 4 == 0 && k.stride[1] % 4 == 0 &&
+             k.stride[2] % 16 == 0;
   struct attention_combine_push cp = {
       .len_off = len->offset, .len_s0 = len->stride[0],
       .d_off = dst->offset, .d_s1 = dst->stride[1], .d_s2 = dst->stride[2],
@@ -221,11 +226,13 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
     s = vkrt_ops_begin(dev, a1, 5, &cmd);
     if (s != VKRT_OK)
       return s;
-    struct vkrt_ops_binding b1[5] = {vkrt_ops_view_binding(q), vkrt_ops_view_binding(len),
+    /* binding 5: k again, as 16-byte words (the q8_0 row kernel) */
+    struct vkrt_ops_binding b1[6] = {vkrt_ops_view_binding(q), vkrt_ops_view_binding(len),
                                      vkrt_ops_view_binding(&k), vkrt_ops_view_binding(&v),
                                      direct ? vkrt_ops_view_binding(dst)
-                                            : (struct vkrt_ops_binding){scratch->handle, 0, used}};
-    s = vkrt_ops_bind(dev, cmd, split, b1, 5);
+                                            : (struct vkrt_ops_binding){scratch->handle, 0, used},
+                                     vkrt_ops_view_binding(&k)};
+    s = vkrt_ops_bind(dev, cmd, split, b1, split->binding_count);
     if (s != VKRT_OK)
       return s;
     sp.q0 = q0;
@@ -252,5 +259,6 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   vkrt_ops_count(dev, attention_splits, plan.splits);
   vkrt_ops_count(dev, attention_direct, direct);
   vkrt_ops_count(dev, attention_rows, plan.rows);
+  vkrt_ops_count(dev, attention_k16, sp.k_vec);
   return VKRT_OK;
 }

@@ -137,6 +137,7 @@ struct vkrt_ops_counters {
   uint64_t argmax_split;    /* argmax rows over several workgroups + a combine pass */
   uint64_t attention, attention_splits, attention_rounds;
   uint64_t attention_rows;     /* split pass with a row per invocation (attention_rows.comp) */
+  uint64_t attention_k16;      /* ... reading q8_0 K rows in 16-byte words */
   uint64_t attention_direct;   /* one split: no combine pass */
   uint64_t matmul_fused_norm, matmul_fused_swiglu; /* vkrt_op_matmul_fused's folded steps */
 };

@@ -189,6 +189,9 @@ static bool type_in_build(vkrt_type t) {
 
 /* How many cases ran on each path: [one split, no combine]; split passes [tiles, rows] */
 static int paths[2], kernels[2];
+/* Row-kernel q8_0 cases that read K in 16-byte words: their KV heads by the 4-byte phase of
+ * the rows' start (how many words come before the first 16-byte boundary) */
+static int k16_phases[4];
 /* The split pass of cases that name none (0: the device's choice). */
 static int kernel_default;
 
@@ -228,6 +231,13 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   paths[plan.direct]++;
   /* the split pass the plan named ran; forced tiles are tiles */
   assert_int_equal(c1.attention_rows - c0.attention_rows, plan.rows);
+  /* q8_0 K in 16-byte words: the row kernel, D a multiple of 64, rows 4-byte aligned and a
+   * 16-byte step from token to token */
+  bool k16 = plan.rows && c->type == VKRT_TYPE_Q8_0 && c->D % 64 == 0 && b.k.offset % 4 == 0 &&
+             b.k.nb[1] % 4 == 0 && b.k.nb[2] % 16 == 0;
+  assert_int_equal(c1.attention_k16 - c0.attention_k16, k16);
+  for (int h = 0; k16 && h < c->HKV; h++)
+    k16_phases[(b.k.offset + (uint64_t)h * b.k.nb[1]) / 4 % 4]++;
   if (kernel == 1)
     assert_false(plan.rows);
   kernels[plan.rows]++;
@@ -308,6 +318,31 @@ static void test_attention_shapes(void **state) {
 
 /* Split boundaries: forced split counts with lengths just below, at and just past them, and
  * split counts beyond the length (splits that exit at once). */
+/* The q8_0 row kernel's K rows by 16-byte loads at every 4-byte phase of a row's start
+ * (head 64: KV heads 68 bytes apart; head 128 and 256: 136-byte parts), Llama's layouts
+ * (a token's KV heads side by side), and a layout that cannot take them (a 2-byte offset). */
+static void test_attention_k16(void **state) {
+  (void)state;
+  vkt_skip_if(!type_in_build(VKRT_TYPE_Q8_0));
+  vkrt_appliance *app = open_app();
+  memset(k16_phases, 0, sizeof(k16_phases));
+  for (int hkv = 1; hkv <= 4; hkv++) {
+    struct att_case c = {VKRT_TYPE_Q8_0, 64, 2 * hkv, hkv, 2, 96 * hkv, {96 * hkv, 50}, 0, 0,
+                         false, 0, 2};
+    run_case(app, &c);
+  }
+  struct att_case l8 = {VKRT_TYPE_Q8_0, 128, 32, 8, 1, 333, {301}, 0, 0, false, 0, 2};
+  run_case(app, &l8);
+  struct att_case d256 = {VKRT_TYPE_Q8_0, 256, 4, 2, 2, 140, {140, 3}, 0, 0, false, 0, 2};
+  run_case(app, &d256);
+  struct att_case odd = {VKRT_TYPE_Q8_0, 128, 4, 2, 1, 100, {100}, 0, 0, true, 0, 2};
+  run_case(app, &odd);
+  for (int p = 0; p < 4; p++)
+    if (!k16_phases[p])
+      fail_msg("no case read K rows in 16-byte words from 4-byte phase %d", p);
+  vkt_close(app);
+}
+
 static void test_attention_splits(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
@@ -581,6 +616,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attention_shapes),
       cmocka_unit_test(test_attention_splits),
+      cmocka_unit_test(test_attention_k16),
       cmocka_unit_test(test_attention_device_length),
       cmocka_unit_test(test_attention_queries),
       cmocka_unit_test(test_attention_kernel_choice),
