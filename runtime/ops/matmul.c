@@ -350,16 +350,15 @@ static const struct matmul_kind {
 
 /* Every pipeline the device's configuration uses with specialization constants: the
  * matrix-vector shapes and the tiled kernels' tiles (vkrt_ops_build_pipelines). */
-vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
+vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn fn, void *ctx) {
   for (int t = 0; t < VKRT_TYPE_COUNT; t++) {
     enum vkrt_ops_kernel k = matmul_kinds[t].matvec_kernel;
     if (!matmul_kinds[t].present || !vkrt_ops_kernel_usable(dev, k))
       continue;
     for (uint32_t cols = 1; cols <= MATVEC_MAX_COLS; cols *= 2) {
       uint32_t spec[VKRT_OPS_MAX_SPEC];
-      const struct vkrt_ops_pipeline *p;
       matvec_spec(dev, (vkrt_type)t, cols, spec);
-      vkrt_status s = vkrt_ops_pipeline_spec(dev, k, spec, &p);
+      vkrt_status s = fn(dev, (int)k, spec, ctx);
       if (s != VKRT_OK)
         return s;
     }
@@ -378,9 +377,8 @@ vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
         for (int x16 = 0; x16 <= x16_too; x16++) {
           uint32_t spec[VKRT_OPS_MAX_SPEC];
           tile_spec(&dev->ops->matmul.tile[cm][size], x16, spec);
-          const struct vkrt_ops_pipeline *p;
-          vkrt_status s = vkrt_ops_pipeline_spec(
-              dev, cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable, spec, &p);
+          vkrt_status s =
+              fn(dev, (int)(cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable), spec, ctx);
           if (s != VKRT_OK)
             return s;
         }

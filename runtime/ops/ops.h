@@ -27,6 +27,10 @@ enum vkrt_ops_copy_path {
 
 #define VKRT_OPS_MAX_BINDINGS 9
 #define VKRT_OPS_MAX_SPEC 9      /* specialization constants 0..8 of a pipeline variant */
+struct vkrt_device;
+/* A visitor of specialized pipelines (kernel, constants) */
+typedef vkrt_status (*vkrt_ops_spec_fn)(struct vkrt_device *dev, int kernel,
+                                        const uint32_t spec[VKRT_OPS_MAX_SPEC], void *ctx);
 #define VKRT_OPS_MAX_VARIANTS 96 /* specialized pipelines per device */
 #define VKRT_OPS_POOL_SETS 256 /* descriptor sets per stream slot without push descriptors */
 
@@ -171,6 +175,7 @@ struct vkrt_ops_state {
   uint64_t pool_epoch[VKRT_STREAM_DEPTH];
   bool pool_used[VKRT_STREAM_DEPTH];
   bool pipelines_at_open;          /* vkrt_ops_build_pipelines ran (vkrt_options.pipelines) */
+  char pipelines_built[64];        /* ... how: "built at open on N threads in T ms" */
   /* vkrt_options.quant_activations == VKRT_ACTIVATIONS_Q8: M = 1 quant matvec rounds x to
    * 8 bits (the q8x kernels) where it can */
   bool quant_activations_q8;
@@ -184,6 +189,8 @@ struct vkrt_ops_state {
   bool matmul_fallback_logged;
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
+  VkPipelineCache pipeline_cache; /* every pipeline of the device goes through it (the variants
+                                     compiled in parallel at open, then made from it) */
   /* Device-local scratch made at open for ops that combine partial results in a second
    * pass (argmax: VKRT_OPS_SCRATCH_PARTIALS (value, index) pairs); NULL without them. */
   struct vkrt_buffer *scratch;
@@ -411,10 +418,13 @@ static inline vkrt_status vkrt_add_record(struct vkrt_device *dev, VkCommandBuff
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)
 vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                const struct vkrt_ops_view views[3], bool accumulate);
-vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev);
+/* Calls fn for every specialized pipeline the device's matrix products take (the
+ * matrix-vector shapes and the tiles chosen at open); stops at the first failure. */
+vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn fn, void *ctx);
 #else
-static inline vkrt_status vkrt_matmul_build_pipelines(struct vkrt_device *dev) {
-  (void)dev;
+static inline vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn fn,
+                                                     void *ctx) {
+  (void)dev, (void)fn, (void)ctx;
   return VKRT_OK;
 }
 static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,

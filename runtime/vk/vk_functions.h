@@ -50,6 +50,8 @@
   X(vkCreateShaderModule)             \
   X(vkDestroyShaderModule)            \
   X(vkCreateComputePipelines)         \
+  X(vkCreatePipelineCache)            \
+  X(vkDestroyPipelineCache)           \
   X(vkDestroyPipeline)                \
   X(vkCreatePipelineLayout)           \
   X(vkDestroyPipelineLayout)          \
