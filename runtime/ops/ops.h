@@ -175,7 +175,7 @@ struct vkrt_ops_state {
   uint64_t pool_epoch[VKRT_STREAM_DEPTH];
   bool pool_used[VKRT_STREAM_DEPTH];
   bool pipelines_at_open;          /* vkrt_ops_build_pipelines ran (vkrt_options.pipelines) */
-  char pipelines_built[64];        /* ... how: "built at open on N threads in T ms" */
+  char pipelines_built[96];        /* ... how: "built at open on N threads in T ms" */
   /* vkrt_options.quant_activations == VKRT_ACTIVATIONS_Q8: M = 1 quant matvec rounds x to
    * 8 bits (the q8x kernels) where it can */
   bool quant_activations_q8;
