@@ -1,12 +1,12 @@
 /* Per-device ops state: kernel slots resolved against the generated registry, lazily
  * created pipelines, descriptor binding, grid splitting, and the contiguous copy path. */
-#include <unistd.h>
-
 #include "ops/ops.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/workers.h"
 #include "vkrt_kernels/registry.h"
 
 static const struct {
@@ -61,8 +61,6 @@ void vkrt_ops_close(struct vkrt_device *dev) {
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++)
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
-  if (ops->pipeline_cache)
-    dev->vk.vkDestroyPipelineCache(dev->handle, ops->pipeline_cache, ac);
   pthread_mutex_destroy(&ops->lock);
   vkrt_free(&dev->sys->base, ops->lab);
   vkrt_free(&dev->sys->base, ops);
@@ -248,12 +246,7 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   vkrt_matmul_setup_init(caps, &ops->matmul);
   ops->use_coopmat = false;
   dev->ops = ops;
-  VkPipelineCacheCreateInfo pc = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
-  VkResult r = dev->vk.vkCreatePipelineCache(dev->handle, &pc, &dev->sys->vk_allocator,
-                                             &ops->pipeline_cache);
-  vkrt_status s = r == VK_SUCCESS ? VKRT_OK : vkrt_vk_error(dev, r, "vkCreatePipelineCache");
-  if (s == VKRT_OK && !ops->push_descriptor)
-    s = create_pools(dev, ops);
+  vkrt_status s = ops->push_descriptor ? VKRT_OK : create_pools(dev, ops);
   if (s == VKRT_OK)
     s = vkrt_argmax_open(dev);
   if (s == VKRT_OK)
@@ -331,9 +324,6 @@ static void log_pipeline_stats(struct vkrt_device *dev, const char *name, const 
 static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
                                    enum vkrt_ops_kernel k, const uint32_t *spec,
                                    struct vkrt_ops_pipeline *p);
-static vkrt_status compile_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
-                                    enum vkrt_ops_kernel k, const uint32_t *spec,
-                                    VkPipelineLayout layout, VkPipeline *out);
 
 const char *vkrt_ops_pipelines_when(const struct vkrt_device *dev) {
   if (dev->ops && dev->ops->pipelines_at_open)
@@ -355,9 +345,8 @@ uint32_t vkrt_ops_pipelines_ready(const struct vkrt_device *dev) {
 
 /* Pipelines built at open, on several threads: on a GPU whose driver has no cached binaries
  * each takes a compiler run, tens to hundreds of milliseconds, and a device has a hundred of
- * them. First every usable kernel's own pipeline (each thread a kernel at a time), then the
- * specialized variants compiled into the pipeline cache and dropped, so that making them
- * afterwards, in order on this thread, finds them there. */
+ * them. First every usable kernel's own pipeline, then the specialized variants the matrix
+ * products take (straight into the variant table), each thread a pipeline at a time. */
 #define BUILD_THREADS 16 /* threads at most, the calling one included */
 /* The largest kernel built first, alone: a driver whose cache has its binary answers well
  * within this (an H100, 580.159: 0.2-0.3 ms a pipeline), and then more threads only contend
@@ -367,101 +356,73 @@ uint32_t vkrt_ops_pipelines_ready(const struct vkrt_device *dev) {
 
 struct build_job {
   struct vkrt_device *dev;
-  uint32_t count;
-  enum vkrt_ops_kernel kernel[VKRT_OPS_KERNEL_COUNT + VKRT_OPS_MAX_VARIANTS];
-  uint32_t spec[VKRT_OPS_MAX_VARIANTS][VKRT_OPS_MAX_SPEC];
-  bool variants; /* the items are (kernel, spec) variants to compile into the cache */
-  uint32_t threads; /* builder threads at most, this one included */
-  uint32_t first;   /* the items from this one on */
+  uint32_t first, count; /* the items [first, count) */
+  enum vkrt_ops_kernel kernel[VKRT_OPS_KERNEL_COUNT];
+  bool variants;     /* the items are ops->variant[variant0 + i] (kernel and spec set) */
+  uint32_t variant0;
   atomic_uint next;
   atomic_int status;
-  pthread_mutex_t lock;
   char message[VKRT_ERROR_MESSAGE_SIZE]; /* the first failure's (errors are per thread) */
+  struct vkrt_workers pool;
 };
 
-static void build_items(struct build_job *job) {
+static void build_items(void *arg, uint32_t part, uint32_t parts) {
+  (void)part, (void)parts; /* every thread takes the next item */
+  struct build_job *job = arg;
   struct vkrt_device *dev = job->dev;
   struct vkrt_ops_state *ops = dev->ops;
   for (;;) {
     uint32_t i = atomic_fetch_add(&job->next, 1);
     if (i >= job->count || atomic_load(&job->status) != VKRT_OK)
       return;
-    enum vkrt_ops_kernel k = job->kernel[i];
-    vkrt_status s;
-    if (job->variants) {
-      VkPipeline pipeline;
-      s = compile_pipeline(dev, ops, k, job->spec[i], ops->pipe[k].layout, &pipeline);
-      if (s == VKRT_OK)
-        dev->vk.vkDestroyPipeline(dev->handle, pipeline, &dev->sys->vk_allocator);
-    } else {
-      struct vkrt_ops_pipeline *p = &ops->pipe[k];
-      s = create_pipeline(dev, ops, k, NULL, p);
-      if (s == VKRT_OK)
-        atomic_store_explicit(&p->ready, true, memory_order_release);
-      else
-        destroy_pipeline(dev, p);
+    struct vkrt_ops_variant *v = job->variants ? &ops->variant[job->variant0 + i] : NULL;
+    struct vkrt_ops_pipeline *p = v ? &v->p : &ops->pipe[job->kernel[i]];
+    vkrt_status s = v ? create_pipeline(dev, ops, v->kernel, v->spec, p)
+                      : create_pipeline(dev, ops, job->kernel[i], NULL, p);
+    if (s == VKRT_OK) {
+      atomic_store_explicit(&p->ready, true, memory_order_release);
+      continue;
     }
-    if (s != VKRT_OK) {
-      pthread_mutex_lock(&job->lock);
-      if (atomic_load(&job->status) == VKRT_OK) {
-        vkrt_format(job->message, sizeof(job->message), "%s", vkrt_base_last_error(&dev->sys->base));
-        atomic_store(&job->status, (int)s);
-      }
-      pthread_mutex_unlock(&job->lock);
-    }
+    destroy_pipeline(dev, p);
+    int ok = VKRT_OK;
+    if (atomic_compare_exchange_strong(&job->status, &ok, (int)s)) /* the caller reads it after the join */
+      vkrt_format(job->message, sizeof(job->message), "%s", vkrt_base_last_error(&dev->sys->base));
   }
 }
 
-static void *build_thread(void *arg) {
-  pthread_setname_np(pthread_self(), "vkrt-pipelines");
-  build_items(arg);
-  return NULL;
-}
-
-static uint32_t build_threads(void) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return (uint32_t)VKRT_MIN((long)BUILD_THREADS, cpus > 0 ? cpus : 1);
-}
-
-static vkrt_status build_parallel(struct build_job *job) {
-  uint32_t threads = VKRT_MIN(job->threads, job->count - job->first);
-  pthread_t tid[BUILD_THREADS];
-  uint32_t started = 0;
-  atomic_init(&job->next, job->first);
-  atomic_init(&job->status, VKRT_OK);
-  job->message[0] = '\0';
-  pthread_mutex_init(&job->lock, NULL);
-  for (uint32_t t = 1; t < threads; t++) /* fewer when one cannot start: the rest do its share */
-    if (pthread_create(&tid[started], NULL, build_thread, job) == 0)
-      started++;
-  build_items(job);
-  for (uint32_t t = 0; t < started; t++)
-    pthread_join(tid[t], NULL);
-  pthread_mutex_destroy(&job->lock);
+/* The items on the pool's threads, or on this one alone */
+static vkrt_status build_run(struct build_job *job, bool pool) {
+  atomic_store(&job->next, job->first);
+  if (pool)
+    vkrt_workers_run(&job->pool, build_items, job);
+  else
+    build_items(job, 0, 1);
   vkrt_status s = (vkrt_status)atomic_load(&job->status);
   return s == VKRT_OK ? s : vkrt_error(&job->dev->sys->base, s, "%s", job->message);
 }
 
+/* A variant the matrix products take, into the table after the published ones (once) */
 static vkrt_status list_variant(struct vkrt_device *dev, int kernel,
                                 const uint32_t spec[VKRT_OPS_MAX_SPEC], void *ctx) {
   struct build_job *job = ctx;
-  if (job->count == VKRT_OPS_MAX_VARIANTS)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL,
-                      "dev%u: more than %d specialized pipelines", dev->index,
-                      VKRT_OPS_MAX_VARIANTS);
-  job->kernel[job->count] = (enum vkrt_ops_kernel)kernel;
-  memcpy(job->spec[job->count++], spec, sizeof(job->spec[0]));
+  struct vkrt_ops_variant *table = dev->ops->variant;
+  uint32_t n = job->variant0 + job->count;
+  for (uint32_t i = 0; i < n; i++)
+    if (table[i].kernel == (enum vkrt_ops_kernel)kernel &&
+        !memcmp(table[i].spec, spec, sizeof(table[i].spec)))
+      return VKRT_OK;
+  if (n == VKRT_OPS_MAX_VARIANTS)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
+                      "dev%u: more than %d specialized pipelines (kernel %s)", dev->index,
+                      VKRT_OPS_MAX_VARIANTS, kernel_info[kernel].name);
+  memset(&table[n], 0, sizeof(table[n]));
+  table[n].kernel = (enum vkrt_ops_kernel)kernel;
+  memcpy(table[n].spec, spec, sizeof(table[n].spec));
+  job->count++;
   return VKRT_OK;
 }
 
-static vkrt_status make_variant(struct vkrt_device *dev, int kernel,
-                                const uint32_t spec[VKRT_OPS_MAX_SPEC], void *ctx) {
-  (void)ctx;
-  const struct vkrt_ops_pipeline *p;
-  return vkrt_ops_pipeline_spec(dev, (enum vkrt_ops_kernel)kernel, spec, &p);
-}
-
-static vkrt_status build_device(struct vkrt_device *dev, uint32_t threads) {
+vkrt_status vkrt_ops_build_pipelines(struct vkrt_device *dev) {
   struct vkrt_ops_state *ops = dev->ops;
   uint64_t t0 = vkrt_now_ns();
   struct build_job *job = vkrt_calloc(&dev->sys->base, 1, sizeof(*job));
@@ -469,7 +430,6 @@ static vkrt_status build_device(struct vkrt_device *dev, uint32_t threads) {
     return vkrt_error(&dev->sys->base, VKRT_ERROR_OUT_OF_HOST_MEMORY,
                       "dev%u: out of host memory for the pipeline builders", dev->index);
   job->dev = dev;
-  job->threads = threads;
   for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
     if (vkrt_ops_kernel_usable(dev, (enum vkrt_ops_kernel)k) &&
         !atomic_load(&ops->pipe[k].ready)) {
@@ -483,36 +443,40 @@ static vkrt_status build_device(struct vkrt_device *dev, uint32_t threads) {
   uint32_t all = job->count;
   job->count = VKRT_MIN(all, 1);
   uint64_t t1 = vkrt_now_ns();
-  vkrt_status s = build_parallel(job);
+  vkrt_status s = build_run(job, false);
   bool cached = vkrt_now_ns() - t1 < BUILD_CACHED_NS;
-  if (cached)
-    threads = 1;
-  job->threads = threads;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  uint32_t helpers = cached ? 0 : (uint32_t)VKRT_MIN((long)BUILD_THREADS, cpus > 0 ? cpus : 1) - 1;
+  if (helpers)
+    vkrt_workers_init(&job->pool, helpers, "vkrt-pipelines");
   job->first = job->count;
   job->count = all;
   if (s == VKRT_OK)
-    s = build_parallel(job);
+    s = build_run(job, helpers);
   if (s == VKRT_OK) {
-    job->count = job->first = 0;
     job->variants = true;
+    job->first = job->count = 0;
+    job->variant0 = atomic_load(&ops->variant_count);
     s = vkrt_matmul_pipeline_specs(dev, list_variant, job);
+    if (s == VKRT_OK)
+      s = build_run(job, helpers);
+    if (s == VKRT_OK) /* lookups (vkrt_ops_pipeline_spec) see them from here on */
+      atomic_store_explicit(&ops->variant_count, job->variant0 + job->count,
+                            memory_order_release);
+    else
+      for (uint32_t i = 0; i < job->count; i++)
+        destroy_pipeline(dev, &ops->variant[job->variant0 + i].p);
   }
-  if (s == VKRT_OK)
-    s = build_parallel(job);
+  uint32_t threads = helpers ? vkrt_workers_parts(&job->pool) : 1;
+  if (helpers)
+    vkrt_workers_finish(&job->pool);
   vkrt_free(&dev->sys->base, job);
-  if (s == VKRT_OK)
-    s = vkrt_matmul_pipeline_specs(dev, make_variant, NULL);
   ops->pipelines_at_open = s == VKRT_OK;
   vkrt_format(ops->pipelines_built, sizeof(ops->pipelines_built),
               "built at open on %u thread%s in %.0f ms%s", threads, threads == 1 ? "" : "s",
               (double)(vkrt_now_ns() - t0) / 1e6, cached ? " (the driver had them)" : "");
   return s;
 }
-
-vkrt_status vkrt_ops_build_pipelines(struct vkrt_device *dev) {
-  return build_device(dev, build_threads());
-}
-
 
 static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
                                    enum vkrt_ops_kernel k, const uint32_t *spec,
@@ -545,30 +509,11 @@ static vkrt_status create_pipeline(struct vkrt_device *dev, struct vkrt_ops_stat
   r = dev->vk.vkCreatePipelineLayout(dev->handle, &pl, ac, &p->layout);
   if (r != VK_SUCCESS)
     return vkrt_vk_error(dev, r, "vkCreatePipelineLayout");
-  vkrt_status s = compile_pipeline(dev, ops, k, spec, p->layout, &p->pipeline);
-  if (s != VKRT_OK)
-    return s;
-  p->binding_count = d->binding_count;
-  p->push_size = d->push_size;
-  for (int i = 0; i < 3; i++)
-    p->local_size[i] = d->local_size[i];
-  if (spec)
-    p->local_size[0] = spec[0];
-  return VKRT_OK;
-}
-
-/* Kernel k's pipeline with layout `layout` (and specialization `spec`, or none), through the
- * device's pipeline cache. */
-static vkrt_status compile_pipeline(struct vkrt_device *dev, struct vkrt_ops_state *ops,
-                                    enum vkrt_ops_kernel k, const uint32_t *spec,
-                                    VkPipelineLayout layout, VkPipeline *out) {
-  const struct vkrt_kernel_desc *d = ops->desc[k];
-  const VkAllocationCallbacks *ac = &dev->sys->vk_allocator;
   VkShaderModuleCreateInfo sm = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                  .codeSize = d->code_size,
                                  .pCode = d->code};
   VkShaderModule module = VK_NULL_HANDLE;
-  VkResult r = dev->vk.vkCreateShaderModule(dev->handle, &sm, ac, &module);
+  r = dev->vk.vkCreateShaderModule(dev->handle, &sm, ac, &module);
   if (r != VK_SUCCESS)
     return vkrt_vk_error(dev, r, "vkCreateShaderModule");
   /* Variants: constant_id i = spec[i] (0 is the workgroup size by convention). */
@@ -586,15 +531,19 @@ static vkrt_status compile_pipeline(struct vkrt_device *dev, struct vkrt_ops_sta
                 .module = module,
                 .pName = "main",
                 .pSpecializationInfo = spec ? &si : NULL},
-      .layout = layout};
-  r = dev->vk.vkCreateComputePipelines(dev->handle, ops->pipeline_cache, 1, &ci, ac, out);
+      .layout = p->layout};
+  r = dev->vk.vkCreateComputePipelines(dev->handle, VK_NULL_HANDLE, 1, &ci, ac, &p->pipeline);
   dev->vk.vkDestroyShaderModule(dev->handle, module, ac);
-  if (r != VK_SUCCESS) {
-    *out = VK_NULL_HANDLE;
+  if (r != VK_SUCCESS)
     return vkrt_vk_error(dev, r, "vkCreateComputePipelines");
-  }
   if (stats)
-    log_pipeline_stats(dev, d->name, spec, *out);
+    log_pipeline_stats(dev, d->name, spec, p->pipeline);
+  p->binding_count = d->binding_count;
+  p->push_size = d->push_size;
+  for (int i = 0; i < 3; i++)
+    p->local_size[i] = d->local_size[i];
+  if (spec)
+    p->local_size[0] = spec[0];
   return VKRT_OK;
 }
 

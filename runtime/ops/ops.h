@@ -189,8 +189,6 @@ struct vkrt_ops_state {
   bool matmul_fallback_logged;
   struct vkrt_ops_variant variant[VKRT_OPS_MAX_VARIANTS];
   atomic_uint variant_count;
-  VkPipelineCache pipeline_cache; /* every pipeline of the device goes through it (the variants
-                                     compiled in parallel at open, then made from it) */
   /* Device-local scratch made at open for ops that combine partial results in a second
    * pass (argmax: VKRT_OPS_SCRATCH_PARTIALS (value, index) pairs); NULL without them. */
   struct vkrt_buffer *scratch;

@@ -50,8 +50,6 @@
   X(vkCreateShaderModule)             \
   X(vkDestroyShaderModule)            \
   X(vkCreateComputePipelines)         \
-  X(vkCreatePipelineCache)            \
-  X(vkDestroyPipelineCache)           \
   X(vkDestroyPipeline)                \
   X(vkCreatePipelineLayout)           \
   X(vkDestroyPipelineLayout)          \
