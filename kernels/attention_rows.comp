@@ -99,6 +99,14 @@ void q8_block(uint row, uint b, uint ws[9], out uint qw[8], out float d) {
       qw[i] = (ws[i] >> 16u) | (ws[i + 1u] << 16u);
   }
 }
+
+// Query g's dot product with the 32 quants of block b (before the block's scale)
+float q8_block_dot(uint g, uint b, uint qw[8]) {
+  float acc = 0.0;
+  [[unroll]] for (uint j = 0u; j < 8u; j++)
+    acc += dot(sq[(g * D) / 4u + 8u * b + j], unpack_i8(qw[j]));
+  return acc;
+}
 #endif
 
 void main() {
@@ -188,12 +196,8 @@ void main() {
           uint b = pt * (HB / 32u) + bb;
           float dk;
           q8_block(kr, b, ws, qw, dk);
-          [[unroll]] for (uint g = 0u; g < G; g++) {
-            float acc = 0.0;
-            [[unroll]] for (uint j = 0u; j < 8u; j++)
-              acc += dot(sq[(g * D) / 4u + 8u * b + j], unpack_i8(qw[j]));
-            sc[g] += dk * acc;
-          }
+          [[unroll]] for (uint g = 0u; g < G; g++)
+            sc[g] += dk * q8_block_dot(g, b, qw);
         }
       }
     } else
@@ -209,12 +213,8 @@ void main() {
           uint qw[8];
           float dk;
           q8_block(kr, b, ws[i], qw, dk);
-          [[unroll]] for (uint g = 0u; g < G; g++) {
-            float acc = 0.0;
-            [[unroll]] for (uint j = 0u; j < 8u; j++)
-              acc += dot(sq[(g * D) / 4u + 8u * b + j], unpack_i8(qw[j]));
-            sc[g] += dk * acc;
-          }
+          [[unroll]] for (uint g = 0u; g < G; g++)
+            sc[g] += dk * q8_block_dot(g, b, qw);
         }
       }
     }

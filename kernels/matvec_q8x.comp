@@ -283,14 +283,12 @@ void main() {
   uint stride = gl_NumWorkGroups.x * gl_NumSubgroups;
   for (uint item = first; item < items; item += stride) {
     float s = subgroupAdd(row_part(wb, item, lane, S)) * scale;
+    uint at = pc.d_offset + item * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
     if (glu()) {
       float su = subgroupAdd(row_part(wb, item + items, lane, S)) * scale;
-      if (subgroupElect()) {
-        uint at = pc.d_offset + item * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
+      if (subgroupElect())
         d[at] = s / (1.0 + exp(-s)) * su;
-      }
     } else if (subgroupElect()) {
-      uint at = pc.d_offset + item * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
       d[at] = (pc.accumulate & 1u) != 0u ? d[at] + s : s;
     }
   }

@@ -203,6 +203,14 @@ static int q8x_variant(void) {
   return vkrt_lab_variant_count(VKRT_LAB_QUANT_VARIANT);
 }
 
+/* Sets dev0's q8x grid to `workgroups` (VKRT_LAB_Q8X_WORKGROUPS) and returns the one before */
+static int64_t set_q8x_grid(vkrt_appliance *app, int64_t workgroups) {
+  int64_t before;
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_Q8X_WORKGROUPS, &before));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_WORKGROUPS, workgroups));
+  return before;
+}
+
 /* What the q8x kernels compute for one row, in double from their definition: x rounded to
  * 8 bits per 32 values (dx = max|x| / 127, q = round(x 127 / max|x|)) times the scaled
  * quants a_k, minus the Q4_K mins b_k times the exact x (w_k = a_k - b_k; `mins` holds -b,
@@ -546,12 +554,10 @@ static void test_quant_q8_activations(void **state) {
       {2 * B, 2109, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},
       {8 * B, 17, 1, 2, 4, 0, 16, 16, 0, SCALE_NORMAL, true},
     };
-    int64_t grid;
-    vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_Q8X_WORKGROUPS, &grid));
-    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_WORKGROUPS, 2));
+    int64_t grid = set_q8x_grid(app, 2);
     for (unsigned i = 0; i < VKT_ARRAY_SIZE(few); i++)
       run_quant_matmul(app, wt, &few[i]);
-    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_WORKGROUPS, grid));
+    set_q8x_grid(app, grid);
     if (wt == VKRT_TYPE_Q6_K) {
       /* 210-byte super-blocks: an odd count per row puts every other row's start, and
        * every other super-block in a row, at 2 mod 4 bytes; odd N, a row group cut short;
@@ -714,12 +720,10 @@ static void test_fused_q8_activations(void **state) {
         run_fused_q8(app, types[t], 4352, sw ? 18 : 23, norm, sw);
         run_fused_q8(app, types[t], over, sw ? 6 : 5, norm, sw);
         /* a grid of 3 workgroups: every subgroup walks many rows or gate/up pairs */
-        int64_t grid;
-        vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_Q8X_WORKGROUPS, &grid));
-        vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_WORKGROUPS, 3));
+        int64_t grid = set_q8x_grid(app, 3);
         run_fused_q8(app, types[t], 512, sw ? 2 * 1100 : 2105, norm, sw);
         run_fused_q8(app, types[t], 2048, sw ? 2 * 53 : 67, norm, sw);
-        vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_WORKGROUPS, grid));
+        set_q8x_grid(app, grid);
       }
   }
   vkt_close(app);
