@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/vk_test.h"
 
@@ -343,6 +344,31 @@ static uint32_t pipelines_ready(vkrt_appliance *app) {
   return n;
 }
 
+/* Pipelines built at open say how ("built at open on <n> thread(s) in <t> ms"): on more
+ * than one thread where the machine has several CPUs, unless the driver already had the
+ * binaries ("(the driver had them)": then one, as the threads would only contend). */
+static void check_build_threads(vkrt_appliance *app) {
+  static char text[1 << 16];
+  vkrt_describe(app, false, text, sizeof(text));
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  for (uint32_t d = 0; d < NDEV; d++) {
+    char key[48];
+    snprintf(key, sizeof(key), "vkrt: dev%u pipelines built at open on ", d);
+    const char *line = strstr(text, key), *end = line ? strchr(line, '\n') : NULL;
+    unsigned threads = 0;
+    if (!line || sscanf(line + strlen(key), "%u thread", &threads) != 1 || !threads)
+      fail_msg("vkrt_describe has no '%s<n> thread(s) ...' line", key);
+    const char *had = strstr(line, "(the driver had them)");
+    bool cached = had && (!end || had < end);
+    print_message("vkrt-test: dev%u pipelines on %u thread(s)%s, %ld CPUs\n", d, threads,
+                  cached ? " (the driver had them)" : "", cpus);
+    if (cached)
+      assert_int_equal(threads, 1);
+    else if (cpus > 1)
+      assert_true(threads > 1);
+  }
+}
+
 /* One appliance's first cycle: libvkrt's allocations during it and the pipelines it built. */
 static void first_cycle(uint32_t pipelines, unsigned *own_host, unsigned *own_vulkan,
                         uint32_t *built_at_open, uint32_t *built_by_cycle) {
@@ -366,6 +392,8 @@ static void first_cycle(uint32_t pipelines, unsigned *own_host, unsigned *own_vu
       put(app, bufs[i], v, vkrt_buffer_size(bufs[i]) / 4);
   }
   *built_at_open = pipelines_ready(app);
+  if (pipelines == VKRT_PIPELINES_AT_OPEN)
+    check_build_threads(app);
   vkt_check(app, vkrt_fault_arm_allocations(app, 0, 0)); /* libvkrt's counters restart */
   cycle(app, db);
   vkt_check(app, vkrt_fault_allocation_counts(app, own_host, own_vulkan));
