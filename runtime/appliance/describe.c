@@ -125,7 +125,7 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     vkrt_text_put(&o, "vkrt: dev%u queues: ops, fills, stream copies, collectives and graph "
         "launches on the compute queue (family %u)%s; vkrt_upload/vkrt_download on %s\n", i,
         d->compute_family, d->stream.defer_waits ? ", collective submits made by the device's "
-        "submitter thread" : "", d->transfer_queue != d->compute_queue
+        "submitter thread, which also records the reduce or copy after a collective's wait" : "", d->transfer_queue != d->compute_queue
             ? "the transfer queue (a hand-over to another queue: per-token inputs and outputs "
               "belong in HOST_VISIBLE buffers, mapped, or stream copies)"
             : "the same compute queue");

@@ -206,7 +206,7 @@ vkrt_status vkrt_graph_end(vkrt_appliance *app, vkrt_graph **out) {
  * submit goes first, so the launch runs after it. */
 static bool stream_pending(const struct vkrt_device *dev) {
   const struct vkrt_stream *st = &dev->stream;
-  return (st->recording && st->used) || st->wait_count || st->signal_count;
+  return (st->recording && st->used) || st->wait_count || st->signal_count || st->tail_pending;
 }
 
 vkrt_status vkrt_graph_launch(vkrt_graph *g, uint64_t *tickets) {

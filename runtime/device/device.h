@@ -39,10 +39,25 @@ struct vkrt_stream_access {
   bool write;
 };
 
+/* Commands a transport attaches to the next deferred submit, to run right after its waits
+ * and before anything recorded since (a collective's reduce or copy-out): the submitter
+ * thread records them into a command buffer of its own, so the caller's thread does not
+ * pay for their recording. `record` calls Vulkan through `vk` and uses only `data` (the
+ * caller resolves pipelines into it), no device or stream state. */
+#define VKRT_STREAM_TAIL_BYTES 320
+struct vkrt_stream_tail {
+  void (*record)(const struct vkrt_device_table *vk, VkCommandBuffer cmd, const void *data);
+  bool host; /* the commands may write memory the host reads: closed by the host barrier */
+  _Alignas(8) unsigned char data[VKRT_STREAM_TAIL_BYTES];
+};
+
 /* One vkQueueSubmit batch of the stream: its command buffer (NULL: an empty submit) and what
  * it waits for and signals (the stream timeline first). */
 struct vkrt_stream_batch {
   VkCommandBuffer cmd;
+  bool has_tail;            /* `tail` runs first, from tail_cmd (the submitter records it) */
+  VkCommandBuffer tail_cmd;
+  struct vkrt_stream_tail tail;
   bool end; /* cmd is still open: the submitter thread ends it (a deferred stream submit) */
   /* 1 + a ring slot the submitter thread begins for the caller before it submits (0: none),
    * once the timeline reached begin_retire (the slot's last use) */
@@ -86,8 +101,9 @@ struct vkrt_stream {
    * and begins it itself. */
   atomic_int prep[VKRT_STREAM_DEPTH];
   uint64_t prepared; /* buffers the caller took begun by the submitter (vkrt_lab) */
-  PFN_vkResetCommandPool submitter_reset_pool; /* the table's, kept at init: the submitter */
-  PFN_vkBeginCommandBuffer submitter_begin;    /* never calls through swapped entries */
+  /* The device's function table as it was at init: the submitter thread calls through it,
+   * never through entries the lab's profile swaps on the recording thread */
+  struct vkrt_device_table submitter_vk;
   /* What the commands recorded since the last barrier touch (vkrt_stream_next): a command
    * that touches none of it the way a hazard needs runs without a barrier before it. */
   uint32_t unsynced;
@@ -139,6 +155,15 @@ struct vkrt_stream {
   atomic_int deferred_error;      /* first failed deferred submit (vkrt_status), sticky */
   char deferred_message[160];
   struct vkrt_stream_batch defer_ring[VKRT_STREAM_DEPTH];
+  /* Tails (vkrt_stream_add_tail): the one attached to the next submit, and the submitter's
+   * command buffers for them, one pool each, by defer-ring position; tail_retire[i] is the
+   * timeline value whose completion frees tail_cmd[i]. Made with the submitter. */
+  bool tail_pending;
+  struct vkrt_stream_tail tail;
+  VkCommandPool tail_pool[VKRT_STREAM_DEPTH];
+  VkCommandBuffer tail_cmd[VKRT_STREAM_DEPTH];
+  uint64_t tail_retire[VKRT_STREAM_DEPTH];
+  atomic_uint_fast64_t tails; /* tails the submitter recorded (vkrt_lab) */
   struct vkrt_stream_capture *capture; /* non-NULL while a graph captures this device */
 };
 
@@ -308,6 +333,12 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value);
  * signal (NVIDIA blocks there for a semaphore of another VkDevice: one queue hand-over,
  * ~357 us, inside vkrt_allreduce). */
 vkrt_status vkrt_stream_defer_waits(struct vkrt_device *dev);
+/* Whether the stream can take a tail now: it defers, is not capturing (a graph records
+ * everything inline), has nothing recorded since its last submit and no tail attached. */
+bool vkrt_stream_tail_ok(const struct vkrt_device *dev);
+/* Attaches `tail` to the next submit (vkrt_stream_tail_ok first): its commands run after
+ * that submit's waits, before the commands recorded from now on. */
+void vkrt_stream_add_tail(struct vkrt_device *dev, const struct vkrt_stream_tail *tail);
 /* Returns once every deferred submit of dev was made (before waiting for the queue to go
  * idle or destroying semaphores a queued batch names). */
 void vkrt_stream_drain(struct vkrt_device *dev);

@@ -7,6 +7,37 @@
 #include "device/device.h"
 #include "device/device_internal.h"
 
+/* A transient command pool of the compute family with one primary command buffer; on
+ * failure what was made is left for the caller's destroy (the other one NULL). */
+static vkrt_status create_pool(struct vkrt_device *dev, VkCommandPool *pool,
+                               VkCommandBuffer *cmd, const char *what) {
+  VkCommandPoolCreateInfo pool_info = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+      .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
+      .queueFamilyIndex = dev->compute_family,
+  };
+  char call[96];
+  VkResult r = dev->vk.vkCreateCommandPool(dev->handle, &pool_info, &dev->sys->vk_allocator, pool);
+  if (r != VK_SUCCESS) {
+    *pool = VK_NULL_HANDLE;
+    vkrt_format(call, sizeof(call), "vkCreateCommandPool %s", what);
+    return vkrt_vk_error(dev, r, call);
+  }
+  VkCommandBufferAllocateInfo cmd_info = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+      .commandPool = *pool,
+      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+      .commandBufferCount = 1,
+  };
+  r = dev->vk.vkAllocateCommandBuffers(dev->handle, &cmd_info, cmd);
+  if (r != VK_SUCCESS) {
+    *cmd = VK_NULL_HANDLE;
+    vkrt_format(call, sizeof(call), "vkAllocateCommandBuffers %s", what);
+    return vkrt_vk_error(dev, r, call);
+  }
+  return VKRT_OK;
+}
+
 vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
   struct vkrt_stream *st = &dev->stream;
   memset(st, 0, sizeof(*st));
@@ -20,34 +51,15 @@ vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
   atomic_init(&st->caught_spinning, 0);
   atomic_init(&st->caught_dozing, 0);
   atomic_init(&st->woken, 0);
+  atomic_init(&st->tails, 0);
   for (uint32_t i = 0; i < VKRT_STREAM_DEPTH; i++)
     atomic_init(&st->prep[i], VKRT_STREAM_PREP_NONE);
-  st->submitter_reset_pool = dev->vk.vkResetCommandPool;
-  st->submitter_begin = dev->vk.vkBeginCommandBuffer;
+  st->submitter_vk = dev->vk;
   atomic_init(&st->deferred_error, VKRT_OK);
-  VkCommandPoolCreateInfo pool_info = {
-      .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-      .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
-      .queueFamilyIndex = dev->compute_family,
-  };
   for (uint32_t i = 0; i < VKRT_STREAM_DEPTH; i++) {
-    VkResult r = dev->vk.vkCreateCommandPool(dev->handle, &pool_info, &dev->sys->vk_allocator,
-                                             &st->pool[i]);
-    if (r != VK_SUCCESS) {
-      st->pool[i] = VK_NULL_HANDLE;
-      return vkrt_vk_error(dev, r, "vkCreateCommandPool for the stream");
-    }
-    VkCommandBufferAllocateInfo cmd_info = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-        .commandPool = st->pool[i],
-        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-        .commandBufferCount = 1,
-    };
-    r = dev->vk.vkAllocateCommandBuffers(dev->handle, &cmd_info, &st->cmd[i]);
-    if (r != VK_SUCCESS) {
-      st->cmd[i] = VK_NULL_HANDLE;
-      return vkrt_vk_error(dev, r, "vkAllocateCommandBuffers for the stream");
-    }
+    vkrt_status s = create_pool(dev, &st->pool[i], &st->cmd[i], "for the stream");
+    if (s != VKRT_OK)
+      return s;
   }
   vkrt_status s = vkrt_timeline_create(dev, NULL, "vkCreateSemaphore for the stream timeline",
                                         &st->timeline);
@@ -71,9 +83,12 @@ void vkrt_stream_finish(struct vkrt_device *dev) {
   }
   if (st->timeline)
     dev->vk.vkDestroySemaphore(dev->handle, st->timeline, &dev->sys->vk_allocator);
-  for (uint32_t i = 0; i < VKRT_STREAM_DEPTH; i++)
-    if (st->pool[i]) /* frees its command buffer too */
+  for (uint32_t i = 0; i < VKRT_STREAM_DEPTH; i++) { /* a pool frees its command buffer too */
+    if (st->pool[i])
       dev->vk.vkDestroyCommandPool(dev->handle, st->pool[i], &dev->sys->vk_allocator);
+    if (st->tail_pool[i])
+      dev->vk.vkDestroyCommandPool(dev->handle, st->tail_pool[i], &dev->sys->vk_allocator);
+  }
   pthread_cond_destroy(&st->defer_space);
   pthread_cond_destroy(&st->defer_wake);
   pthread_mutex_destroy(&st->defer_lock);
@@ -302,16 +317,20 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out) {
  * reached. The host stage only when needed: on the H200 a pre-recorded 4-byte fill closed
  * by a host barrier took ~1.9 us longer than closed by the compute/transfer one
  * (CHANGELOG.md, performance record of 2026-12-03). */
-void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, bool host) {
+static void close_barrier(const struct vkrt_device_table *vk, VkCommandBuffer cmd, bool host) {
   VkMemoryBarrier barrier = {
       .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
       .srcAccessMask = VKRT_STREAM_WRITES,
       .dstAccessMask = VKRT_STREAM_READS | VKRT_STREAM_WRITES |
                        (host ? VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT : 0),
   };
-  dev->vk.vkCmdPipelineBarrier(cmd, VKRT_STREAM_STAGES,
-                               VKRT_STREAM_STAGES | (host ? VK_PIPELINE_STAGE_HOST_BIT : 0), 0, 1,
-                               &barrier, 0, NULL, 0, NULL);
+  vk->vkCmdPipelineBarrier(cmd, VKRT_STREAM_STAGES,
+                           VKRT_STREAM_STAGES | (host ? VK_PIPELINE_STAGE_HOST_BIT : 0), 0, 1,
+                           &barrier, 0, NULL, 0, NULL);
+}
+
+void vkrt_stream_close_barrier(struct vkrt_device *dev, VkCommandBuffer cmd, bool host) {
+  close_barrier(&dev->vk, cmd, host);
 }
 
 /* The first scope names only the stages the commands since the last barrier used: earlier
@@ -389,7 +408,13 @@ static VkResult queue_submit(struct vkrt_device *dev, const struct vkrt_stream_b
       [0 ... VKRT_STREAM_MAX_SYNC - 1] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT};
   VkTimelineSemaphoreSubmitInfo ts[QUEUE_SUBMIT_MAX];
   VkSubmitInfo si[QUEUE_SUBMIT_MAX];
+  VkCommandBuffer cmds[QUEUE_SUBMIT_MAX][2]; /* the tail's, then the stream's */
   for (uint32_t i = 0; i < n; i++) {
+    uint32_t c = 0;
+    if (b[i].has_tail)
+      cmds[i][c++] = b[i].tail_cmd;
+    if (b[i].cmd)
+      cmds[i][c++] = b[i].cmd;
     ts[i] = (VkTimelineSemaphoreSubmitInfo){
         .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
         .waitSemaphoreValueCount = b[i].wait_count,
@@ -401,8 +426,8 @@ static VkResult queue_submit(struct vkrt_device *dev, const struct vkrt_stream_b
                            .waitSemaphoreCount = b[i].wait_count,
                            .pWaitSemaphores = b[i].wait_sem,
                            .pWaitDstStageMask = stages,
-                           .commandBufferCount = b[i].cmd ? 1 : 0,
-                           .pCommandBuffers = &b[i].cmd,
+                           .commandBufferCount = c,
+                           .pCommandBuffers = cmds[i],
                            .signalSemaphoreCount = b[i].signal_count,
                            .pSignalSemaphores = b[i].signal_sem};
   }
@@ -417,6 +442,10 @@ static VkResult queue_submit(struct vkrt_device *dev, const struct vkrt_stream_b
 static void fill_batch(const struct vkrt_stream *st, struct vkrt_stream_batch *b,
                        VkCommandBuffer cmd, uint64_t value) {
   b->cmd = cmd;
+  b->has_tail = st->tail_pending;
+  b->tail_cmd = VK_NULL_HANDLE;
+  if (st->tail_pending)
+    b->tail = st->tail;
   b->end = false;
   b->begin_slot = 0;
   b->begin_retire = 0;
@@ -515,10 +544,52 @@ static void prepare_slot(struct vkrt_device *dev, uint32_t slot, uint64_t retire
       .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
   };
-  ok = ok && st->submitter_reset_pool(dev->handle, st->pool[slot], 0) == VK_SUCCESS &&
-       st->submitter_begin(st->cmd[slot], &begin) == VK_SUCCESS;
+  ok = ok && st->submitter_vk.vkResetCommandPool(dev->handle, st->pool[slot], 0) == VK_SUCCESS &&
+       st->submitter_vk.vkBeginCommandBuffer(st->cmd[slot], &begin) == VK_SUCCESS;
   atomic_store_explicit(&st->prep[slot], ok ? VKRT_STREAM_PREP_BEGUN : VKRT_STREAM_PREP_FAILED,
                         memory_order_release);
+}
+
+/* Records batch b's tail into the submitter's command buffer at defer-ring position i, once
+ * the batch that used it last has retired (16 submits ago: normally long done). */
+static VkResult record_tail(struct vkrt_device *dev, struct vkrt_stream_batch *b, uint32_t i,
+                            const char **what) {
+  struct vkrt_stream *st = &dev->stream;
+  VkResult r = VK_SUCCESS;
+  if (st->tail_retire[i]) {
+    VkSemaphoreWaitInfo wait = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                .semaphoreCount = 1,
+                                .pSemaphores = &st->timeline,
+                                .pValues = &st->tail_retire[i]};
+    *what = "vkWaitSemaphores (a collective tail's command buffer)";
+    r = st->submitter_vk.vkWaitSemaphores(dev->handle, &wait, UINT64_MAX);
+    if (r != VK_SUCCESS)
+      return r;
+  }
+  *what = "vkResetCommandPool (a collective tail)";
+  r = st->submitter_vk.vkResetCommandPool(dev->handle, st->tail_pool[i], 0);
+  VkCommandBufferBeginInfo begin = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+  };
+  if (r == VK_SUCCESS) {
+    *what = "vkBeginCommandBuffer (a collective tail)";
+    r = st->submitter_vk.vkBeginCommandBuffer(st->tail_cmd[i], &begin);
+  }
+  if (r != VK_SUCCESS)
+    return r;
+  /* The batch before ended with vkrt_stream_close_barrier: the tail's first command is
+   * ordered after it; its own closing barrier orders the stream's commands after it. */
+  b->tail.record(&st->submitter_vk, st->tail_cmd[i], b->tail.data);
+  close_barrier(&st->submitter_vk, st->tail_cmd[i], b->tail.host);
+  *what = "vkEndCommandBuffer (a collective tail)";
+  r = st->submitter_vk.vkEndCommandBuffer(st->tail_cmd[i]);
+  if (r == VK_SUCCESS) {
+    st->tail_retire[i] = b->signal_value[0];
+    b->tail_cmd = st->tail_cmd[i];
+    atomic_fetch_add_explicit(&st->tails, 1, memory_order_relaxed);
+  }
+  return r;
 }
 
 static void *submitter_main(void *arg) {
@@ -546,6 +617,9 @@ static void *submitter_main(void *arg) {
       }
     VkResult r = VK_SUCCESS;
     const char *what = "vkQueueSubmit";
+    for (uint32_t i = 0; i < n && r == VK_SUCCESS; i++)
+      if (b[i].has_tail)
+        r = record_tail(dev, &b[i], first + i, &what);
     for (uint32_t i = 0; i < n && r == VK_SUCCESS; i++)
       if (b[i].end) {
         r = dev->vk.vkEndCommandBuffer(b[i].cmd);
@@ -584,6 +658,13 @@ static void *submitter_main(void *arg) {
 
 vkrt_status vkrt_stream_defer_waits(struct vkrt_device *dev) {
   struct vkrt_stream *st = &dev->stream;
+  for (uint32_t i = 0; i < VKRT_STREAM_DEPTH; i++) {
+    vkrt_status s = st->tail_cmd[i] ? VKRT_OK
+                                    : create_pool(dev, &st->tail_pool[i], &st->tail_cmd[i],
+                                                  "for the collective tails");
+    if (s != VKRT_OK)
+      return s;
+  }
   if (!st->submitter_started) {
     int e = pthread_create(&st->submitter, NULL, submitter_main, dev);
     if (e != 0)
@@ -593,6 +674,17 @@ vkrt_status vkrt_stream_defer_waits(struct vkrt_device *dev) {
   }
   st->defer_waits = true;
   return VKRT_OK;
+}
+
+bool vkrt_stream_tail_ok(const struct vkrt_device *dev) {
+  const struct vkrt_stream *st = &dev->stream;
+  return st->defer_waits && st->submitter_started && !st->capture && !st->tail_pending &&
+         !(st->recording && st->used) && st->tail_cmd[VKRT_STREAM_DEPTH - 1];
+}
+
+void vkrt_stream_add_tail(struct vkrt_device *dev, const struct vkrt_stream_tail *tail) {
+  dev->stream.tail = *tail;
+  dev->stream.tail_pending = true;
 }
 
 void vkrt_stream_drain(struct vkrt_device *dev) {
@@ -694,7 +786,7 @@ uint64_t vkrt_stream_done(struct vkrt_device *dev) {
 void vkrt_stream_note_use(struct vkrt_device *dev, const struct vkrt_buffer *b) {
   const struct vkrt_stream *st = &dev->stream;
   if (b && !st->capture) /* the recording's submit, or the last one when nothing is pending */
-    vkrt_buffer_note_use(b, st->submitted + (st->recording && st->used));
+    vkrt_buffer_note_use(b, st->submitted + ((st->recording && st->used) || st->tail_pending));
 }
 
 void vkrt_stream_capture_use(struct vkrt_device *dev, const struct vkrt_buffer *b) {
@@ -759,7 +851,8 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   bool has_cmd = st->recording && st->used; /* a buffer begun ahead and unused stays begun */
   /* A collective's submit (and those queued behind one) goes to the submitter thread, which
    * also ends the command buffer: vkEndCommandBuffer is off the caller's thread too. */
-  bool deferred = st->defer_waits && (st->wait_count || st->signal_count || deferred_pending(st));
+  bool deferred = st->defer_waits && (st->wait_count || st->signal_count || st->tail_pending ||
+                                      deferred_pending(st));
   if (has_cmd) {
     vkrt_stream_close_barrier(dev, st->cmd[slot], st->host_reads);
     st->host_closes += st->host_reads;
@@ -817,9 +910,11 @@ vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value) {
   if (out_value)
     *out_value = value;
 out:
-  /* Attached waits/signals belong to this submit whether or not it went through. */
+  /* Attached waits/signals (and the tail) belong to this submit whether or not it went
+   * through. */
   st->wait_count = 0;
   st->signal_count = 0;
+  st->tail_pending = false;
   return s;
 }
 

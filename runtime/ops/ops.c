@@ -698,12 +698,9 @@ static void bind_pipeline(struct vkrt_device *dev, VkCommandBuffer cmd,
   st->bound_pipeline = p->pipeline;
 }
 
-vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
-                          const struct vkrt_ops_pipeline *p, const struct vkrt_ops_binding *b,
-                          uint32_t count) {
-  struct vkrt_ops_state *ops = dev->ops;
-  VkDescriptorBufferInfo infos[VKRT_OPS_MAX_BINDINGS];
-  VkWriteDescriptorSet writes[VKRT_OPS_MAX_BINDINGS];
+/* The descriptor writes of b[0..count) (dstSet left for a set). */
+static void binding_writes(const struct vkrt_ops_binding *b, uint32_t count,
+                           VkDescriptorBufferInfo *infos, VkWriteDescriptorSet *writes) {
   for (uint32_t i = 0; i < count; i++) {
     infos[i] = (VkDescriptorBufferInfo){b[i].buffer, b[i].offset, b[i].range};
     writes[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
@@ -712,12 +709,29 @@ vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
                                        .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                        .pBufferInfo = &infos[i]};
   }
+}
+
+void vkrt_ops_push_bindings(const struct vkrt_device_table *vk, VkCommandBuffer cmd,
+                            VkPipelineLayout layout, const struct vkrt_ops_binding *b,
+                            uint32_t count) {
+  VkDescriptorBufferInfo infos[VKRT_OPS_MAX_BINDINGS];
+  VkWriteDescriptorSet writes[VKRT_OPS_MAX_BINDINGS];
+  binding_writes(b, count, infos, writes);
+  vk->vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, count, writes);
+}
+
+vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
+                          const struct vkrt_ops_pipeline *p, const struct vkrt_ops_binding *b,
+                          uint32_t count) {
+  struct vkrt_ops_state *ops = dev->ops;
   if (ops->push_descriptor) {
     bind_pipeline(dev, cmd, p);
-    dev->vk.vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, count,
-                                      writes);
+    vkrt_ops_push_bindings(&dev->vk, cmd, p->layout, b, count);
     return VKRT_OK;
   }
+  VkDescriptorBufferInfo infos[VKRT_OPS_MAX_BINDINGS];
+  VkWriteDescriptorSet writes[VKRT_OPS_MAX_BINDINGS];
+  binding_writes(b, count, infos, writes);
   /* Pool ring: the pool of the stream slot being recorded. The slot's previous recording
    * retired before vkrt_stream_cmd began this one, so its sets can be recycled; the first
    * use after a submit (the stream's submit counter moved) resets the pool. */
@@ -755,18 +769,24 @@ vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
   return VKRT_OK;
 }
 
-void vkrt_ops_dispatch_linear(struct vkrt_device *dev, VkCommandBuffer cmd,
-                              const struct vkrt_ops_pipeline *p, void *push, uint64_t groups) {
-  struct vkrt_ops_state *ops = dev->ops;
-  uint32_t *base = (uint32_t *)((char *)push + p->push_size - sizeof(uint32_t));
+void vkrt_ops_dispatch_linear_raw(const struct vkrt_device_table *vk, VkCommandBuffer cmd,
+                                  VkPipelineLayout layout, uint32_t push_size, void *push,
+                                  uint64_t groups, const uint32_t max_groups[2]) {
+  uint32_t *base = (uint32_t *)((char *)push + push_size - sizeof(uint32_t));
   for (uint64_t first = 0; first < groups;) {
     uint32_t x, y;
-    vkrt_ops_linear_split(groups, first, ops->max_groups[0], ops->max_groups[1], &x, &y);
+    vkrt_ops_linear_split(groups, first, max_groups[0], max_groups[1], &x, &y);
     *base = (uint32_t)first;
-    dev->vk.vkCmdPushConstants(cmd, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_size, push);
-    dev->vk.vkCmdDispatch(cmd, x, y, 1);
+    vk->vkCmdPushConstants(cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+    vk->vkCmdDispatch(cmd, x, y, 1);
     first += (uint64_t)x * y;
   }
+}
+
+void vkrt_ops_dispatch_linear(struct vkrt_device *dev, VkCommandBuffer cmd,
+                              const struct vkrt_ops_pipeline *p, void *push, uint64_t groups) {
+  vkrt_ops_dispatch_linear_raw(&dev->vk, cmd, p->layout, p->push_size, push, groups,
+                               dev->ops->max_groups);
 }
 
 void vkrt_ops_dispatch_3d(struct vkrt_device *dev, VkCommandBuffer cmd,

@@ -289,6 +289,16 @@ static inline struct vkrt_ops_binding vkrt_ops_view_binding(const struct vkrt_op
  * linear group of each dispatch (the shader adds wg.x + wg.y * numWorkGroups.x). */
 void vkrt_ops_dispatch_linear(struct vkrt_device *dev, VkCommandBuffer cmd,
                               const struct vkrt_ops_pipeline *p, void *push, uint64_t groups);
+/* The same through a given function table with the layout, push size and limits given:
+ * no device state (a collective's tail, recorded on the submitter thread). */
+void vkrt_ops_dispatch_linear_raw(const struct vkrt_device_table *vk, VkCommandBuffer cmd,
+                                  VkPipelineLayout layout, uint32_t push_size, void *push,
+                                  uint64_t groups, const uint32_t max_groups[2]);
+/* Push descriptors of b[0..count) for `layout` through `vk` (the device has
+ * VK_KHR_push_descriptor); no device state. */
+void vkrt_ops_push_bindings(const struct vkrt_device_table *vk, VkCommandBuffer cmd,
+                            VkPipelineLayout layout, const struct vkrt_ops_binding *b,
+                            uint32_t count);
 /* 3-D grid of gx * gy * gz workgroups, split per axis within the limits; the push struct
  * ends with uint32 base_x, base_y, base_z, the first group of each dispatch per axis. */
 void vkrt_ops_dispatch_3d(struct vkrt_device *dev, VkCommandBuffer cmd,

@@ -1,6 +1,8 @@
 /* The reduce kernel: vkrt_op_add and vkrt_reduce_record (the collectives' sum). */
 #include "ops/reduce.h"
 
+#include <string.h>
+
 #include "ops/ops.h"
 #include "vkrt_kernels/registry.h"
 
@@ -23,51 +25,63 @@ vkrt_status vkrt_reduce_prepare(struct vkrt_device *dev, vkrt_type type) {
                            &p);
 }
 
-/* One kernel over `count` units of `unit` bytes, starting `skip` bytes into every
- * operand, in passes whose bindings (plus alignment slop) fit maxStorageBufferRange. */
-static vkrt_status reduce_pass(struct vkrt_device *dev, VkCommandBuffer cmd,
-                               enum vkrt_ops_kernel kernel, uint64_t unit, uint64_t count,
-                               VkBuffer dst, uint64_t dst_offset, const VkBuffer *srcs,
-                               const uint64_t *src_offsets, uint32_t src_count, uint64_t skip) {
-  const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(dev, kernel, &p);
-  if (s != VKRT_OK)
-    return s;
-  struct vkrt_ops_state *ops = dev->ops;
-  uint64_t align = ops->limits.min_storage_buffer_offset_alignment;
-  uint64_t range = ops->limits.max_storage_buffer_range;
-  uint64_t chunk = range > align + unit ? (range - align) / unit : 1;
-  chunk = VKRT_MIN(chunk, 1ull << 30); /* linear indices stay far from 2^32 */
-  for (uint64_t done = 0; done < count;) {
-    uint64_t n = VKRT_MIN(count - done, chunk);
-    struct vkrt_ops_binding b[VKRT_REDUCE_MAX_INPUTS + 1];
-    struct reduce_push push = {.src_count = src_count, .count = (uint32_t)n};
-    for (uint32_t i = 0; i <= VKRT_REDUCE_MAX_INPUTS; i++) {
-      bool is_dst = i == VKRT_REDUCE_MAX_INPUTS;
-      uint32_t from = (is_dst || i < src_count) ? i : 0; /* unused inputs alias input 0 */
-      uint64_t lo = (is_dst ? dst_offset : src_offsets[from]) + skip + done * unit;
-      b[i].buffer = is_dst ? dst : srcs[from];
-      b[i].offset = vkrt_align_down(lo, align);
-      b[i].range = lo + n * unit - b[i].offset;
-      uint32_t rel = (uint32_t)((lo - b[i].offset) / unit); /* exact: lo is unit-aligned */
-      if (is_dst)
-        push.dst_offset = rel;
-      else
-        push.src_offset[i] = rel;
+/* The bindings and push constants of the dispatches of plan pass `k` over units
+ * [done, done + n) (n within one binding), for emit(). */
+static void pass_bindings(const struct vkrt_reduce_plan *plan, uint32_t k, uint64_t done,
+                          uint64_t n, struct vkrt_ops_binding *b, struct reduce_push *push) {
+  const uint64_t unit = plan->pass[k].unit, skip = plan->pass[k].skip;
+  *push = (struct reduce_push){.src_count = plan->src_count, .count = (uint32_t)n};
+  for (uint32_t i = 0; i <= VKRT_REDUCE_MAX_INPUTS; i++) {
+    bool is_dst = i == VKRT_REDUCE_MAX_INPUTS;
+    uint32_t from = (is_dst || i < plan->src_count) ? i : 0; /* unused inputs alias input 0 */
+    uint64_t lo = (is_dst ? plan->dst_offset : plan->src_offsets[from]) + skip + done * unit;
+    b[i].buffer = is_dst ? plan->dst : plan->srcs[from];
+    b[i].offset = vkrt_align_down(lo, plan->align);
+    b[i].range = lo + n * unit - b[i].offset;
+    uint32_t rel = (uint32_t)((lo - b[i].offset) / unit); /* exact: lo is unit-aligned */
+    if (is_dst)
+      push->dst_offset = rel;
+    else
+      push->src_offset[i] = rel;
+  }
+}
+
+/* Records the plan's passes, each in dispatches whose bindings (plus alignment slop) fit
+ * maxStorageBufferRange: through the ops' binding (dev given: the stream's bound-pipeline
+ * memory, descriptor sets without push descriptors) or, without dev, straight through `vk`
+ * with push descriptors (a tail on the submitter thread). */
+static vkrt_status emit(const struct vkrt_reduce_plan *plan, struct vkrt_device *dev,
+                        const struct vkrt_device_table *vk, VkCommandBuffer cmd) {
+  for (uint32_t k = 0; k < plan->passes; k++) {
+    const struct vkrt_reduce_pass *pass = &plan->pass[k];
+    uint64_t chunk = plan->range > plan->align + pass->unit
+                         ? (plan->range - plan->align) / pass->unit : 1;
+    chunk = VKRT_MIN(chunk, 1ull << 30); /* linear indices stay far from 2^32 */
+    for (uint64_t done = 0; done < pass->units;) {
+      uint64_t n = VKRT_MIN(pass->units - done, chunk);
+      struct vkrt_ops_binding b[VKRT_REDUCE_MAX_INPUTS + 1];
+      struct reduce_push push;
+      pass_bindings(plan, k, done, n, b, &push);
+      if (dev) {
+        vkrt_status s = vkrt_ops_bind(dev, cmd, pass->p, b, VKRT_REDUCE_MAX_INPUTS + 1);
+        if (s != VKRT_OK)
+          return s;
+      } else {
+        vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pass->pipeline);
+        vkrt_ops_push_bindings(vk, cmd, pass->layout, b, VKRT_REDUCE_MAX_INPUTS + 1);
+      }
+      vkrt_ops_dispatch_linear_raw(vk, cmd, pass->layout, pass->push_size, &push,
+                                   (n + 255) / 256, plan->max_groups);
+      done += n;
     }
-    s = vkrt_ops_bind(dev, cmd, p, b, VKRT_REDUCE_MAX_INPUTS + 1);
-    if (s != VKRT_OK)
-      return s;
-    vkrt_ops_dispatch_linear(dev, cmd, p, &push, (n + 255) / 256);
-    done += n;
   }
   return VKRT_OK;
 }
 
-vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkrt_type type,
-                               uint64_t count, VkBuffer dst, uint64_t dst_offset,
-                               const VkBuffer *srcs, const uint64_t *src_offsets,
-                               uint32_t src_count) {
+vkrt_status vkrt_reduce_plan(struct vkrt_device *dev, vkrt_type type, uint64_t count,
+                             VkBuffer dst, uint64_t dst_offset, const VkBuffer *srcs,
+                             const uint64_t *src_offsets, uint32_t src_count,
+                             struct vkrt_reduce_plan *plan) {
   struct vkrt_base *base = &dev->sys->base;
   if (type != VKRT_TYPE_F32 && type != VKRT_TYPE_F16)
     return vkrt_error(base, VKRT_ERROR_INVALID_ARGUMENT, "dev%u: reduce: invalid type %d",
@@ -98,16 +112,62 @@ vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkr
   for (uint32_t i = 0; vec && i < src_count; i++)
     vec = src_offsets[i] % unit4 == 0;
   uint64_t quads = vec ? count / 4 : 0, rest = count - quads * 4;
-  vkrt_status s = VKRT_OK;
+  memset(plan, 0, sizeof(*plan));
+  const struct {
+    enum vkrt_ops_kernel kernel;
+    uint64_t unit, units, skip;
+  } want[2] = {{vec_kernel, unit4, quads, 0},
+               {f16 ? VKRT_OPS_REDUCE_F16 : VKRT_OPS_REDUCE_F32, ts, rest, quads * unit4}};
+  for (uint32_t k = 0; k < 2; k++) {
+    if (!want[k].units)
+      continue;
+    struct vkrt_reduce_pass *pass = &plan->pass[plan->passes++];
+    vkrt_status s = vkrt_ops_pipeline(dev, want[k].kernel, &pass->p);
+    if (s != VKRT_OK)
+      return s;
+    pass->pipeline = pass->p->pipeline;
+    pass->layout = pass->p->layout;
+    pass->push_size = pass->p->push_size;
+    pass->unit = want[k].unit;
+    pass->units = want[k].units;
+    pass->skip = want[k].skip;
+  }
   if (quads)
     vkrt_ops_count(dev, reduce_vec4, 1);
-  if (quads)
-    s = reduce_pass(dev, cmd, vec_kernel, unit4, quads, dst, dst_offset, srcs, src_offsets,
-                    src_count, 0);
-  if (s == VKRT_OK && rest)
-    s = reduce_pass(dev, cmd, f16 ? VKRT_OPS_REDUCE_F16 : VKRT_OPS_REDUCE_F32, ts, rest, dst,
-                    dst_offset, srcs, src_offsets, src_count, quads * unit4);
-  return s;
+  struct vkrt_ops_state *ops = dev->ops;
+  plan->push_descriptor = ops->push_descriptor;
+  plan->align = ops->limits.min_storage_buffer_offset_alignment;
+  plan->range = ops->limits.max_storage_buffer_range;
+  plan->max_groups[0] = ops->max_groups[0];
+  plan->max_groups[1] = ops->max_groups[1];
+  plan->dst = dst;
+  plan->dst_offset = dst_offset;
+  plan->src_count = src_count;
+  for (uint32_t i = 0; i < src_count; i++) {
+    plan->srcs[i] = srcs[i];
+    plan->src_offsets[i] = src_offsets[i];
+  }
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_reduce_emit(struct vkrt_device *dev, VkCommandBuffer cmd,
+                             const struct vkrt_reduce_plan *plan) {
+  return emit(plan, dev, &dev->vk, cmd);
+}
+
+void vkrt_reduce_emit_raw(const struct vkrt_device_table *vk, VkCommandBuffer cmd,
+                          const void *plan) {
+  (void)emit(plan, NULL, vk, cmd); /* without a device: nothing that can fail */
+}
+
+vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkrt_type type,
+                               uint64_t count, VkBuffer dst, uint64_t dst_offset,
+                               const VkBuffer *srcs, const uint64_t *src_offsets,
+                               uint32_t src_count) {
+  struct vkrt_reduce_plan plan;
+  vkrt_status s = vkrt_reduce_plan(dev, type, count, dst, dst_offset, srcs, src_offsets,
+                                   src_count, &plan);
+  return s != VKRT_OK ? s : emit(&plan, dev, &dev->vk, cmd);
 }
 
 vkrt_status vkrt_add_record(struct vkrt_device *dev, VkCommandBuffer cmd,

@@ -19,7 +19,38 @@
  * is the device stream). `cmd` may be any command buffer of `dev` in the recording state;
  * outside the device stream it needs VK_KHR_push_descriptor (else VKRT_ERROR_UNAVAILABLE).
  * Record one device from one thread at a time, like the ops. */
+/* A reduce planned on the recording thread (the checks, the kernels, every operand) and
+ * recorded later on any thread: a collective's tail (vkrt_stream_add_tail) that the
+ * device's submitter thread records. */
+struct vkrt_reduce_pass {
+  const struct vkrt_ops_pipeline *p;
+  VkPipeline pipeline;
+  VkPipelineLayout layout;
+  uint32_t push_size;
+  uint64_t unit, units, skip; /* bytes per invocation, invocations, bytes before the first */
+};
+struct vkrt_reduce_plan {
+  struct vkrt_reduce_pass pass[2]; /* four elements per invocation, then the rest */
+  uint32_t passes, src_count, max_groups[2];
+  bool push_descriptor;            /* only then may the plan be recorded off the stream */
+  uint64_t align, range;           /* the binding offset alignment and range limit */
+  VkBuffer dst, srcs[VKRT_REDUCE_MAX_INPUTS];
+  uint64_t dst_offset, src_offsets[VKRT_REDUCE_MAX_INPUTS];
+};
+
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_REDUCE)
+/* The checks and kernels of vkrt_reduce_record, nothing recorded. */
+vkrt_status vkrt_reduce_plan(struct vkrt_device *dev, vkrt_type type, uint64_t count,
+                             VkBuffer dst, uint64_t dst_offset, const VkBuffer *srcs,
+                             const uint64_t *src_offsets, uint32_t src_count,
+                             struct vkrt_reduce_plan *plan);
+/* Records a plan into cmd as vkrt_reduce_record does. */
+vkrt_status vkrt_reduce_emit(struct vkrt_device *dev, VkCommandBuffer cmd,
+                             const struct vkrt_reduce_plan *plan);
+/* Records a plan (a struct vkrt_reduce_plan whose push_descriptor is true) into cmd through
+ * vk: no device or stream state (a struct vkrt_stream_tail's record). */
+void vkrt_reduce_emit_raw(const struct vkrt_device_table *vk, VkCommandBuffer cmd,
+                          const void *plan);
 vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkrt_type type,
                                uint64_t count, VkBuffer dst, uint64_t dst_offset,
                                const VkBuffer *srcs, const uint64_t *src_offsets,
@@ -29,6 +60,27 @@ vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkr
  * use), so a collective's first allreduce does not compile a shader. */
 vkrt_status vkrt_reduce_prepare(struct vkrt_device *dev, vkrt_type type);
 #else
+static inline vkrt_status vkrt_reduce_plan(struct vkrt_device *dev, vkrt_type type,
+                                           uint64_t count, VkBuffer dst, uint64_t dst_offset,
+                                           const VkBuffer *srcs, const uint64_t *src_offsets,
+                                           uint32_t src_count, struct vkrt_reduce_plan *plan) {
+  (void)type, (void)count, (void)dst, (void)dst_offset, (void)srcs, (void)src_offsets,
+      (void)src_count, (void)plan;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "dev%u: reduce kernel not in this build (CONFIG_VKRT_KERNEL_REDUCE=n)",
+                    dev->index);
+}
+static inline vkrt_status vkrt_reduce_emit(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                           const struct vkrt_reduce_plan *plan) {
+  (void)cmd, (void)plan;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "dev%u: reduce kernel not in this build (CONFIG_VKRT_KERNEL_REDUCE=n)",
+                    dev->index);
+}
+static inline void vkrt_reduce_emit_raw(const struct vkrt_device_table *vk,
+                                        VkCommandBuffer cmd, const void *plan) {
+  (void)vk, (void)cmd, (void)plan;
+}
 static inline vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                              vkrt_type type, uint64_t count, VkBuffer dst,
                                              uint64_t dst_offset, const VkBuffer *srcs,
@@ -46,3 +98,6 @@ static inline vkrt_status vkrt_reduce_prepare(struct vkrt_device *dev, vkrt_type
                     dev->index);
 }
 #endif
+
+_Static_assert(sizeof(struct vkrt_reduce_plan) <= VKRT_STREAM_TAIL_BYTES,
+               "a reduce plan rides in a stream tail's data");

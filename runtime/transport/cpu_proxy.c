@@ -318,16 +318,17 @@ static vkrt_status proxy_create(struct vkrt_collective *coll, struct vkrt_transp
   return VKRT_OK;
 }
 
-/* Attaches "wait for the proxy's result `seq`" to every device's next submit and records the
- * copy of the result slot into recv at byte `at`. */
+/* Attaches "wait for the proxy's result `seq`" to every device's next submit and the copy of
+ * the result slot into recv at byte `at` after it (a tail the submitter thread records). */
 static vkrt_status record_copy_out(struct cpu_proxy *p, const vkrt_allreduce_args *a, uint64_t seq,
                                    uint64_t at, uint64_t bytes) {
   for (uint32_t d = 0; d < p->n; d++) {
     struct vkrt_device *dev = &p->sys->devices[d];
     vkrt_status s = vkrt_stream_add_wait(dev, p->dev[d].result, seq);
     if (s == VKRT_OK)
-      s = vkrt_collective_record_copy(dev, a->recv[d]->handle, a->recv_offset[d] + at,
-                                      slot_buffer(p, d, seq), slot_offset(p, p->n), bytes);
+      s = vkrt_collective_copy_after_waits(dev, a->recv[d]->handle, a->recv_offset[d] + at,
+                                           slot_buffer(p, d, seq), slot_offset(p, p->n), bytes,
+                                           a->recv[d]->mapped != NULL);
     if (s != VKRT_OK)
       return s;
   }

@@ -342,8 +342,8 @@ static vkrt_status fail_piece(struct native_fd *f, uint32_t d, uint64_t seq, vkr
  * every earlier command of the queue, the reduce of piece seq - 1 included. */
 static vkrt_status record_piece(struct native_fd *f, uint64_t seq, VkBuffer const *send,
                                 const uint64_t *send_offset, VkBuffer const *recv,
-                                const uint64_t *recv_offset, uint64_t count, vkrt_type type,
-                                uint64_t elem_size) {
+                                const uint64_t *recv_offset, const bool *recv_host,
+                                uint64_t count, vkrt_type type, uint64_t elem_size) {
   struct vkrt_system *sys = f->sys;
   uint64_t bytes = count * elem_size;
   for (uint32_t d = 0; d < f->n; d++) {
@@ -366,18 +366,26 @@ static vkrt_status record_piece(struct native_fd *f, uint64_t seq, VkBuffer cons
       if (e != d)
         s = vkrt_stream_add_wait(dev, f->peer[d][e], seq);
     if (s == VKRT_OK && recv) {
-      VkCommandBuffer cmd;
-      s = vkrt_stream_cmd(dev, &cmd);
-      if (s == VKRT_OK) {
-        VkBuffer srcs[VKRT_MAX_DEVICES];
-        uint64_t offsets[VKRT_MAX_DEVICES];
-        for (uint32_t e = 0; e < f->n; e++) {
-          srcs[e] = f->buffer[d];
-          offsets[e] = slot_offset(f, seq, e);
+      VkBuffer srcs[VKRT_MAX_DEVICES];
+      uint64_t offsets[VKRT_MAX_DEVICES];
+      for (uint32_t e = 0; e < f->n; e++) {
+        srcs[e] = f->buffer[d];
+        offsets[e] = slot_offset(f, seq, e);
+      }
+      struct vkrt_stream_tail tail = {.record = vkrt_reduce_emit_raw, .host = recv_host[d]};
+      struct vkrt_reduce_plan *plan = (struct vkrt_reduce_plan *)tail.data;
+      s = vkrt_reduce_plan(dev, type, count, recv[d], recv_offset[d], srcs, offsets, f->n, plan);
+      /* The reduce as the tail of the next submit, recorded by the submitter thread; while
+       * capturing (or without push descriptors) into the stream here. */
+      if (s == VKRT_OK && plan->push_descriptor && vkrt_stream_tail_ok(dev)) {
+        vkrt_stream_add_tail(dev, &tail);
+      } else if (s == VKRT_OK) {
+        VkCommandBuffer cmd;
+        s = vkrt_stream_cmd(dev, &cmd);
+        if (s == VKRT_OK) {
+          vkrt_stream_barrier(dev, cmd);
+          s = vkrt_reduce_emit(dev, cmd, plan);
         }
-        vkrt_stream_barrier(dev, cmd);
-        s = vkrt_reduce_record(dev, cmd, type, count, recv[d], recv_offset[d], srcs, offsets,
-                               f->n);
       }
     }
     if (s != VKRT_OK)
@@ -400,6 +408,7 @@ static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_
   struct vkrt_collective *coll = f->base.coll;
   VkBuffer send[VKRT_MAX_DEVICES], recv[VKRT_MAX_DEVICES];
   uint64_t so[VKRT_MAX_DEVICES], ro[VKRT_MAX_DEVICES];
+  bool recv_host[VKRT_MAX_DEVICES];
   uint64_t per_piece = f->slot_bytes / job->elem_size;
   for (uint64_t first = 0; first < a->count; first += per_piece) {
     uint64_t count = VKRT_MIN(per_piece, a->count - first), at = first * job->elem_size;
@@ -411,10 +420,11 @@ static vkrt_status native_allreduce(struct vkrt_transport *t, const struct vkrt_
     for (uint32_t d = 0; d < f->n; d++) {
       send[d] = a->send[d]->handle;
       recv[d] = a->recv[d]->handle;
+      recv_host[d] = a->recv[d]->mapped != NULL;
       so[d] = a->send_offset[d] + at;
       ro[d] = a->recv_offset[d] + at;
     }
-    vkrt_status s = record_piece(f, f->seq + 1, send, so, recv, ro, count, a->type,
+    vkrt_status s = record_piece(f, f->seq + 1, send, so, recv, ro, recv_host, count, a->type,
                                  job->elem_size);
     if (s != VKRT_OK)
       return s;
@@ -433,7 +443,7 @@ static vkrt_status parity_piece(struct native_fd *f) {
     if (s != VKRT_OK)
       return s;
   }
-  vkrt_status s = record_piece(f, f->seq + 1, NULL, NULL, NULL, NULL, 0, VKRT_TYPE_F32, 4);
+  vkrt_status s = record_piece(f, f->seq + 1, NULL, NULL, NULL, NULL, NULL, 0, VKRT_TYPE_F32, 4);
   if (s == VKRT_OK && !coll->capture)
     watch(f, f->seq);
   return s;

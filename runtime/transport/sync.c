@@ -111,6 +111,32 @@ vkrt_status vkrt_collective_record_copy(struct vkrt_device *dev, VkBuffer dst, u
   return VKRT_OK;
 }
 
+struct copy_tail {
+  VkBuffer src, dst;
+  VkBufferCopy region;
+};
+
+static void record_copy_tail(const struct vkrt_device_table *vk, VkCommandBuffer cmd,
+                             const void *data) {
+  const struct copy_tail *c = data;
+  vk->vkCmdCopyBuffer(cmd, c->src, c->dst, 1, &c->region);
+}
+
+vkrt_status vkrt_collective_copy_after_waits(struct vkrt_device *dev, VkBuffer dst,
+                                             uint64_t dst_offset, VkBuffer src,
+                                             uint64_t src_offset, uint64_t size, bool host) {
+  if (!vkrt_stream_tail_ok(dev))
+    return vkrt_collective_record_copy(dev, dst, dst_offset, src, src_offset, size);
+  struct vkrt_stream_tail tail = {.record = record_copy_tail, .host = host};
+  _Static_assert(sizeof(struct copy_tail) <= VKRT_STREAM_TAIL_BYTES, "a copy fits a tail");
+  *(struct copy_tail *)tail.data = (struct copy_tail){
+      .src = src,
+      .dst = dst,
+      .region = {.srcOffset = src_offset, .dstOffset = dst_offset, .size = size}};
+  vkrt_stream_add_tail(dev, &tail);
+  return VKRT_OK;
+}
+
 vkrt_status vkrt_collective_import_host(struct vkrt_device *dev, void *host, uint64_t size,
                                         VkBuffer *buffer, VkDeviceMemory *memory) {
   *buffer = VK_NULL_HANDLE;

@@ -266,6 +266,12 @@ bool vkrt_collective_stalled(const struct vkrt_device *dev);
  * command starts with a barrier; the submit ends with one towards the host). */
 vkrt_status vkrt_collective_record_copy(struct vkrt_device *dev, VkBuffer dst, uint64_t dst_offset,
                                         VkBuffer src, uint64_t src_offset, uint64_t size);
+/* The same copy to run right after the waits attached to the next submit, before anything
+ * recorded later: the stream's tail (recorded by the device's submitter thread) when it can
+ * take one, else recorded here. `host`: dst is memory the host reads. */
+vkrt_status vkrt_collective_copy_after_waits(struct vkrt_device *dev, VkBuffer dst,
+                                             uint64_t dst_offset, VkBuffer src,
+                                             uint64_t src_offset, uint64_t size, bool host);
 /* Imports [host, host + size) (page-aligned, size a multiple of the import alignment) into
  * dev as one buffer usable for transfers and storage. VKRT_ERROR_UNAVAILABLE (message set)
  * when the import fails, so the caller can fall back. On failure the caller destroys what

@@ -837,10 +837,13 @@ static void test_fallbacks(void **state) {
   }
 }
 
-/* The submitter thread begins the caller's next command buffer: once allreduces alternate
- * with finishes, every device took buffers it began (the lab's `prepared`), dev0's
- * vkrt_allreduce resets no command pool and begins no command buffer on the caller's
- * thread, and every sum is right (outputs poisoned first, fresh random inputs). */
+/* The submitter thread begins the caller's next command buffer and records what follows a
+ * collective's wait (the reduce, or the result's copy-out): once allreduces alternate with
+ * finishes, every device took buffers it began (the lab's `prepared`) and had its tails
+ * recorded by the submitter (`tails`), dev0's vkrt_allreduce resets no command pool, begins
+ * no command buffer and records only its contribution's copy on the caller's thread (no
+ * dispatch, no second copy), and every sum is right (outputs poisoned first, fresh random
+ * inputs). */
 static void test_next_buffer_begun_by_submitter(void **state) {
   (void)state;
   if (!IS_ENABLED(CONFIG_VKRT_LAB)) { /* the Vulkan-call counters live in the lab */
@@ -900,11 +903,19 @@ static void test_next_buffer_begun_by_submitter(void **state) {
              vkrt_transport_str(vkrt_transport(app)),
              (unsigned long long)calls.count[VKRT_LAB_VK_RESET_POOL],
              (unsigned long long)calls.count[VKRT_LAB_VK_BEGIN], PROFILED);
+  if (calls.count[VKRT_LAB_VK_COPY] != PROFILED || calls.count[VKRT_LAB_VK_DISPATCH])
+    fail_msg("%s: %llu copies and %llu dispatches on the caller's thread in %d allreduces "
+             "(want its contributions' copies alone)", vkrt_transport_str(vkrt_transport(app)),
+             (unsigned long long)calls.count[VKRT_LAB_VK_COPY],
+             (unsigned long long)calls.count[VKRT_LAB_VK_DISPATCH], PROFILED);
   for (uint32_t d = 0; d < n; d++) {
     vkt_check(app, vkrt_lab_stream_get(app, d, &after));
     if (after.prepared - before[d].prepared < PROFILED)
       fail_msg("dev%u: %llu buffers begun by the submitter in %d allreduces", d,
                (unsigned long long)(after.prepared - before[d].prepared), ITERS);
+    if (after.tails - before[d].tails != ITERS)
+      fail_msg("dev%u: %llu tails recorded by the submitter in %d allreduces", d,
+               (unsigned long long)(after.tails - before[d].tails), ITERS);
   }
   for (uint32_t d = 0; d < n; d++) {
     vkrt_buffer_destroy(send[d]);

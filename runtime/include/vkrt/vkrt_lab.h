@@ -62,6 +62,8 @@ typedef struct vkrt_lab_stream {
   uint64_t barriers_compute; /* barriers (of `barriers`) that waited for the compute stage
                                 alone: only dispatches since the one before (the default,
                                 VKRT_LAB_BARRIER_STAGES) */
+  uint64_t tails; /* collectives' reduces and copies after their waits that the submitter
+                     thread recorded into command buffers of its own (not the caller) */
 } vkrt_lab_stream;
 
 vkrt_status vkrt_lab_stream_get(const vkrt_appliance *appliance, uint32_t device,
