@@ -16,6 +16,12 @@
 // subgroup's next loads do not wait for the slowest of the workgroup. Shared memory stays
 // small (~21 KiB) so that the L1 cache beside it keeps the quant words the invocations share
 // (KMAX 20480, 28 KiB: 40.8 us).
+// COLS columns of x per workgroup (-DCOLS=2, 4, 8; Q4_K and Q8_0; columns
+// COLS y .. COLS y + COLS - 1 of grid row y): every column's x rounded into shared memory,
+// every row's quant words read once for all of them (the small batches, M 2..8; more in
+// groups of COLS on grid y). The shared memory holds COLS x KMAX rounded values: KMAX 16384
+// for one column, 24576 / COLS for more (30 KiB with the scales and sums: within the 32 KiB
+// of maxComputeSharedMemorySize that lavapipe has, and every GPU this runs on).
 // K <= KMAX, x 16-byte aligned;
 // Q4_K rows 16-byte aligned (Q8_0 rows: any; Q6_K rows: any even byte). Offsets and strides
 // of w are bytes; those of x and dst elements.
@@ -31,11 +37,23 @@
 #extension GL_GOOGLE_include_directive : require
 
 #define THREADS 256u
+#ifndef COLS
+#define COLS 1
+#endif
+#if COLS == 1
 #define KMAX 16384u
+#else
+#define KMAX (24576u / uint(COLS))
+#endif
+#define QC (KMAX / 16u) // shared entries of one column's rounded x
+#define DC (KMAX / 32u) // ... and of its scales (and sums)
 #if !defined(Q8_0) && !defined(Q6_K)
 #define Q4_K
 #endif
-#ifndef Q6_K
+#if defined(Q6_K) && COLS != 1
+#error "Q6_K: one column"
+#endif
+#if !defined(Q6_K) && COLS == 1
 #define FUSED // takes vkrt_op_matmul_fused's norm and swiglu (binding 3: the norm's weight)
 #endif
 #ifndef UNROLL
@@ -73,12 +91,14 @@ layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 layout(std430, set = 0, binding = 3) readonly buffer G { vec4 g4[]; };
 #endif
 
-shared uvec4 qx[KMAX / 16u]; // x as int8, 16 per entry
-shared float dx[KMAX / 32u]; // the scale of each 32
+shared uvec4 qx[COLS * QC]; // x as int8, 16 per entry; column c from c QC
+shared float dx[COLS * DC];  // the scale of each 32
 #ifdef Q4_K
-shared float sx[KMAX / 32u]; // the exact sum of each 32
+shared float sx[COLS * DC];  // the exact sum of each 32
 #endif
-shared float red[THREADS];
+#ifdef FUSED
+shared float red[THREADS]; // the norm's sum of squares
+#endif
 
 bool glu() { return (pc.accumulate & 2u) != 0u; }
 bool norm() { return (pc.accumulate & 4u) != 0u; }
@@ -125,10 +145,10 @@ uvec4 q6_quarter(uvec4 ql_lo, uvec4 ql_hi, uvec4 qh_flipped, uint j) {
 }
 #endif
 
-// This invocation's part of w row `row` (of the batch whose w starts at byte wb) times the
-// rounded x: units lane, lane + S, ... of the row, UNROLL loaded before their arithmetic.
-float row_part(uint wb, uint row, uint lane, uint S) {
-  float acc = 0.0;
+// This invocation's part of w row `row` (of the batch whose w starts at byte wb) times each
+// column's rounded x, added to acc: units lane, lane + S, ... of the row, UNROLL loaded
+// before their arithmetic.
+void row_part(uint wb, uint row, uint lane, uint S, inout float acc[COLS]) {
 #ifdef Q8_0
   uint units = pc.blocks * 2u; // half-blocks: 16 weights each
   uint rb = wb + row * pc.w_row;
@@ -141,10 +161,13 @@ float row_part(uint wb, uint row, uint lane, uint S) {
       q[j] = q8_0_half_block(rb, us[j], dq[j]);
     }
     for (uint j = 0u; j < UNROLL; j++) {
-      uvec4 xq = qx[us[j]];
-      int s = dot4(q[j].x, xq.x, 0) + dot4(q[j].y, xq.y, 0) + dot4(q[j].z, xq.z, 0) +
-              dot4(q[j].w, xq.w, 0);
-      acc += u0 + j * S < units ? dq[j] * dx[us[j] >> 1] * float(s) : 0.0; // a select
+      bool live = u0 + j * S < units;
+      for (uint c = 0u; c < COLS; c++) {
+        uvec4 xq = qx[c * QC + us[j]];
+        int s = dot4(q[j].x, xq.x, 0) + dot4(q[j].y, xq.y, 0) + dot4(q[j].z, xq.z, 0) +
+                dot4(q[j].w, xq.w, 0);
+        acc[c] += live ? dq[j] * dx[c * DC + (us[j] >> 1)] * float(s) : 0.0; // a select
+      }
     }
   }
 #elif defined(Q6_K)
@@ -189,7 +212,7 @@ float row_part(uint wb, uint row, uint lane, uint S) {
       vec4 dxs = vec4(dx[k32], dx[k32 + 1u], dx[k32 + 2u], dx[k32 + 3u]);
       // 0.25: the quants are 4 (q - 32)
       float r = 0.25 * dd[j] * dot(scale * dxs, vec4(s));
-      acc += u0 + j * S < units ? r : 0.0; // a select: clamped units repeat the last
+      acc[0] += u0 + j * S < units ? r : 0.0; // a select: clamped units repeat the last
     }
   }
 #else
@@ -208,19 +231,22 @@ float row_part(uint wb, uint row, uint lane, uint S) {
       // low nibbles: weights 64 (p / 2) + 16 (p % 2) + 0..15 = x entry k16 of sub-block
       // k32 = k16 / 2; high nibbles: k16 + 2 of sub-block k32 + 1
       uint k16 = sb * 16u + 4u * (p >> 1) + (p & 1u), k32 = k16 >> 1;
-      uvec4 xl = qx[k16], xh = qx[k16 + 2u];
       uvec4 lo = q[j] & 0x0f0f0f0fu, hi = (q[j] >> 4u) & 0x0f0f0f0fu;
-      int il = dot4(lo.x, xl.x, 0) + dot4(lo.y, xl.y, 0) + dot4(lo.z, xl.z, 0) + dot4(lo.w, xl.w, 0);
-      int ih = dot4(hi.x, xh.x, 0) + dot4(hi.y, xh.y, 0) + dot4(hi.z, xh.z, 0) + dot4(hi.w, xh.w, 0);
       vec4 dm = pair_scales(h[j], 2u * (p >> 1));
-      // the mins of both sub-blocks once, by the invocation of the low 16 (p even)
-      float mins = (p & 1u) == 0u ? dm.y * sx[k32] + dm.w * sx[k32 + 1u] : 0.0;
-      float s = dm.x * dx[k32] * float(il) + dm.z * dx[k32 + 1u] * float(ih) - mins;
-      acc += u0 + j * S < units ? s : 0.0; // a select: clamped units repeat the last
+      bool live = u0 + j * S < units;
+      for (uint c = 0u; c < COLS; c++) {
+        uvec4 xl = qx[c * QC + k16], xh = qx[c * QC + k16 + 2u];
+        int il = dot4(lo.x, xl.x, 0) + dot4(lo.y, xl.y, 0) + dot4(lo.z, xl.z, 0) + dot4(lo.w, xl.w, 0);
+        int ih = dot4(hi.x, xh.x, 0) + dot4(hi.y, xh.y, 0) + dot4(hi.z, xh.z, 0) + dot4(hi.w, xh.w, 0);
+        uint e = c * DC + k32;
+        // the mins of both sub-blocks once, by the invocation of the low 16 (p even)
+        float mins = (p & 1u) == 0u ? dm.y * sx[e] + dm.w * sx[e + 1u] : 0.0;
+        float s = dm.x * dx[e] * float(il) + dm.z * dx[e + 1u] * float(ih) - mins;
+        acc[c] += live ? s : 0.0; // a select: clamped units repeat the last
+      }
     }
   }
 #endif
-  return acc;
 }
 
 void main() {
@@ -231,15 +257,22 @@ void main() {
   uint wb = pc.w_offset + (i2 / pc.r2) * pc.w_stride2 + (i3 / pc.r3) * pc.w_stride3;
   uint xb = (pc.x_offset + i2 * pc.x_stride2 + i3 * pc.x_stride3) / 4u; // vec4, 16-byte aligned
   uint K = pc.blocks * KPB;
+  uint col0 = (pc.base_y + gl_WorkGroupID.y) * uint(COLS); // this workgroup's first column
 
-  // x -> shared: one 32-value block per invocation step (with the norm: x g, and the
-  // squares of x summed)
+  // x -> shared: one 32-value block of a column per invocation step (with the norm: x g,
+  // and the squares of x summed); columns past M repeat the last (never stored)
   float squares = 0.0;
-  for (uint b = tid; b < K / 32u; b += THREADS) {
+  for (uint t = tid; t < uint(COLS) * (K / 32u); t += THREADS) {
+#if COLS == 1
+    uint b = t, e = t, xc = xb;
+#else
+    uint c = t / (K / 32u), b = t - c * (K / 32u), e = c * DC + b;
+    uint xc = xb + min(col0 + c, pc.M - 1u) * (pc.x_col / 4u); // x_col: a multiple of 4
+#endif
     vec4 v[8];
     float amax = 0.0;
     for (uint i = 0u; i < 8u; i++) {
-      v[i] = x4[xb + 8u * b + i];
+      v[i] = x4[xc + 8u * b + i];
 #ifdef FUSED
       if (norm()) {
         squares += dot(v[i], v[i]);
@@ -250,16 +283,17 @@ void main() {
       amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
     }
     float inv = amax > 0.0 ? 127.0 / amax : 0.0;
-    dx[b] = amax / 127.0;
+    dx[e] = amax / 127.0;
     for (uint h = 0u; h < 2u; h++)
-      qx[2u * b + h] = uvec4(pack4(v[4u * h], inv), pack4(v[4u * h + 1u], inv),
+      qx[2u * e + h] = uvec4(pack4(v[4u * h], inv), pack4(v[4u * h + 1u], inv),
                              pack4(v[4u * h + 2u], inv), pack4(v[4u * h + 3u], inv));
 #ifdef Q4_K
-    sx[b] = dot(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])), vec4(1.0));
+    sx[e] = dot(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])), vec4(1.0));
 #endif
   }
   // the norm's scale: the squares summed by a tree in the same order in every workgroup
   float scale = 1.0;
+#ifdef FUSED
   if (norm()) {
     red[tid] = squares;
     for (uint h = THREADS / 2u; h > 0u; h >>= 1) {
@@ -270,6 +304,7 @@ void main() {
     barrier();
     scale = inversesqrt(red[0] / float(K) + pc.eps);
   }
+#endif
   barrier();
 
   // Each subgroup walks whole rows on its own (no barrier after x is in shared memory): its
@@ -282,14 +317,27 @@ void main() {
   uint first = (pc.base_x + gl_WorkGroupID.x) * gl_NumSubgroups + gl_SubgroupID;
   uint stride = gl_NumWorkGroups.x * gl_NumSubgroups;
   for (uint item = first; item < items; item += stride) {
-    float s = subgroupAdd(row_part(wb, item, lane, S)) * scale;
+    float acc[COLS];
+    for (uint c = 0u; c < COLS; c++)
+      acc[c] = 0.0;
+    row_part(wb, item, lane, S, acc);
     uint at = pc.d_offset + item * pc.d_stride0 + i2 * pc.d_stride2 + i3 * pc.d_stride3;
+#ifdef FUSED
     if (glu()) {
-      float su = subgroupAdd(row_part(wb, item + items, lane, S)) * scale;
+      float s = subgroupAdd(acc[0]) * scale, up[COLS];
+      up[0] = 0.0;
+      row_part(wb, item + items, lane, S, up);
+      float su = subgroupAdd(up[0]) * scale;
       if (subgroupElect())
         d[at] = s / (1.0 + exp(-s)) * su;
-    } else if (subgroupElect()) {
-      d[at] = (pc.accumulate & 1u) != 0u ? d[at] + s : s;
+      continue;
+    }
+#endif
+    for (uint c = 0u; c < COLS; c++) {
+      float s = subgroupAdd(acc[c]) * scale;
+      uint a = at + (col0 + c) * pc.d_col; // col0 is 0 for one column
+      if (col0 + c < pc.M && subgroupElect())
+        d[a] = (pc.accumulate & 1u) != 0u ? d[a] + s : s;
     }
   }
 }

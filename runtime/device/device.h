@@ -156,13 +156,15 @@ struct vkrt_stream {
   char deferred_message[160];
   struct vkrt_stream_batch defer_ring[VKRT_STREAM_DEPTH];
   /* Tails (vkrt_stream_add_tail): the one attached to the next submit, and the submitter's
-   * command buffers for them, one pool each, by defer-ring position; tail_retire[i] is the
-   * timeline value whose completion frees tail_cmd[i]. Made with the submitter. */
+   * command buffers for them, one pool each, taken in turn (tail_next, the submitter's);
+   * tail_retire[i] is the timeline value whose completion frees tail_cmd[i]. Made with the
+   * submitter. */
   bool tail_pending;
   struct vkrt_stream_tail tail;
   VkCommandPool tail_pool[VKRT_STREAM_DEPTH];
   VkCommandBuffer tail_cmd[VKRT_STREAM_DEPTH];
   uint64_t tail_retire[VKRT_STREAM_DEPTH];
+  uint64_t tail_next;
   atomic_uint_fast64_t tails; /* tails the submitter recorded (vkrt_lab) */
   struct vkrt_stream_capture *capture; /* non-NULL while a graph captures this device */
 };

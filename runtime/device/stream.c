@@ -550,11 +550,13 @@ static void prepare_slot(struct vkrt_device *dev, uint32_t slot, uint64_t retire
                         memory_order_release);
 }
 
-/* Records batch b's tail into the submitter's command buffer at defer-ring position i, once
- * the batch that used it last has retired (16 submits ago: normally long done). */
-static VkResult record_tail(struct vkrt_device *dev, struct vkrt_stream_batch *b, uint32_t i,
+/* Records batch b's tail into the submitter's next command buffer (in turn, so every one
+ * of them reaches its size in the first tails), once the batch that used it last has
+ * retired (16 tails ago: normally long done). */
+static VkResult record_tail(struct vkrt_device *dev, struct vkrt_stream_batch *b,
                             const char **what) {
   struct vkrt_stream *st = &dev->stream;
+  const uint32_t i = (uint32_t)(st->tail_next++ % VKRT_STREAM_DEPTH);
   VkResult r = VK_SUCCESS;
   if (st->tail_retire[i]) {
     VkSemaphoreWaitInfo wait = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
@@ -619,7 +621,7 @@ static void *submitter_main(void *arg) {
     const char *what = "vkQueueSubmit";
     for (uint32_t i = 0; i < n && r == VK_SUCCESS; i++)
       if (b[i].has_tail)
-        r = record_tail(dev, &b[i], first + i, &what);
+        r = record_tail(dev, &b[i], &what);
     for (uint32_t i = 0; i < n && r == VK_SUCCESS; i++)
       if (b[i].end) {
         r = dev->vk.vkEndCommandBuffer(b[i].cmd);

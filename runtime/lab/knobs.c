@@ -8,6 +8,9 @@
 
 #include "lab/lab.h"
 
+_Static_assert(VKRT_LAB_Q8X_COLUMNS_MAX_K == VKRT_QUANT_Q8X_COLUMNS_MAX_K,
+               "the forced q8x variant's K on several columns");
+
 static const struct {
   const char *name;
   int64_t min, max;

@@ -506,6 +506,9 @@ static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t hea
 #define VKRT_QUANT_VARIANTS 16
 /* The q8x kernels' grid: workgroups at most (each rounds all of x once; VKRT_LAB_Q8X_WORKGROUPS). */
 #define VKRT_QUANT_Q8X_WORKGROUPS 256u
+/* The K up to which the q8x kernels for 2, 4 or 8 columns hold the rounded x (24576 values
+ * of shared memory: 12288 for two columns; vkrt_lab.h's VKRT_LAB_Q8X_COLUMNS_MAX_K). */
+#define VKRT_QUANT_Q8X_COLUMNS_MAX_K 12288u
 /* The read pattern (0 words, 1 vec16, 2 lanew, 3 kspace, 4 q8x) of 1-based variant v (the
  * prefetch and stream variants 10..15 take the vec16 layouts: rows and x 16-byte aligned;
  * q8x is the last). */

@@ -73,11 +73,14 @@ VKRT_KERNEL_DEQUANT_Q6_K_F32_CHECK_PUSH(struct dequant_push);
  *            per row (into shared memory, a step ahead) instead of by each of the 8 lanes on
  *            it; Q8_0 has no such header and runs prefetch-rows-a's kernel
  *   q8x    : x rounded to 8 bits per 32 values in shared memory, integer dot products
- *            (kernels/matvec_q8x.comp): M = 1, K <= Q8X_MAX_K, x 16-byte aligned, Q4_K rows
- *            16-byte aligned, the device's shaderIntegerDotProduct. Changes the result by
- *            the rounding of x: taken unforced only with VKRT_ACTIVATIONS_Q8; with M > 1 a
- *            forced q8x runs kspace's M > 1 kernel. Q6_K has a q8x kernel too (rows at any
- *            even byte), counted here, though the knob does not force it.
+ *            (kernels/matvec_q8x.comp): M = 1 with K <= Q8X_MAX_K, or M > 1 columns 2, 4 or
+ *            8 a pass over w (q8x_columns: K <= 12288), x 16-byte aligned, Q4_K rows 16-byte
+ *            aligned, the device's shaderIntegerDotProduct. Changes the result by the
+ *            rounding of x: taken unforced only with VKRT_ACTIVATIONS_Q8 and for one column
+ *            (the columns' kernels are not yet timed against the f32-x ones on a GPU); a
+ *            forced q8x on columns past its K runs kspace's M > 1 kernel. Q6_K has a
+ *            one-column q8x kernel too (rows at any even byte), counted here, though the
+ *            knob does not force it.
  * ROWS must match the -DROWS of kernels/Sources (the shader defaults: 2 for Q8_0, 4 for Q4_K). */
 enum qmv_kind { QMV_WORDS, QMV_VEC16, QMV_LANEW, QMV_KSPACE, QMV_Q8X };
 #define Q8X_MAX_K VKRT_ACTIVATIONS_Q8_MAX_K /* = KMAX of matvec_q8x.comp */
@@ -125,6 +128,28 @@ static const struct qmv_cols q4_k_cols[COLS_KINDS] = {
 /* The columns one multi-column kernel takes for M columns: 2, 4 or 8 (index 0, 1, 2). */
 static unsigned cols_index(uint32_t M) {
   return M <= 2 ? 0 : M <= 4 ? 1 : 2;
+}
+
+/* Columns per workgroup of the q8x kernels (kernels/matvec_q8x.comp) for M > 1 columns of
+ * K: 2, 4 or 8, the fewest passes over w whose rounded x fits their shared memory (24576
+ * values: KMAX there), fewer columns a pass where K needs it; 0 when not even 2 fit. */
+#define Q8X_COLS_VALUES 24576u
+_Static_assert(Q8X_COLS_VALUES / 2 == VKRT_QUANT_Q8X_COLUMNS_MAX_K, "two columns' K");
+static uint32_t q8x_columns(uint32_t M, uint64_t K) {
+  uint32_t c = 2u << cols_index(M);
+  while (c > 2 && K > Q8X_COLS_VALUES / c)
+    c >>= 1;
+  return K <= Q8X_COLS_VALUES / c ? c : 0;
+}
+
+/* The q8x kernel for M columns of K (M = 1: one column; else q8x_columns of them). */
+static enum vkrt_ops_kernel q8x_kernel(vkrt_type type, uint32_t M, uint64_t K) {
+  static const enum vkrt_ops_kernel k[2][4] = {
+      {VKRT_OPS_MATVEC_Q8_0_Q8X, VKRT_OPS_MATVEC_Q8_0_Q8X_COLS2, VKRT_OPS_MATVEC_Q8_0_Q8X_COLS4,
+       VKRT_OPS_MATVEC_Q8_0_Q8X_COLS8},
+      {VKRT_OPS_MATVEC_Q4_K_Q8X, VKRT_OPS_MATVEC_Q4_K_Q8X_COLS2, VKRT_OPS_MATVEC_Q4_K_Q8X_COLS4,
+       VKRT_OPS_MATVEC_Q4_K_Q8X_COLS8}};
+  return k[type == VKRT_TYPE_Q4_K][M == 1 ? 0 : 1 + cols_index(VKRT_MAX(q8x_columns(M, K), 2))];
 }
 
 /* Q6_K (kernels/matvec_q6_k.comp): one kernel per column count, any even row alignment and
@@ -311,10 +336,9 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
                          const struct vkrt_ops_view *x) {
   uint32_t blocks = w->ne[0] / w->block;
   switch (kind) {
-  case QMV_Q8X: /* M = 1 only (M > 1 takes kspace's kernel), x in shared memory */
-    if (x->ne[1] > 1)
-      return variant_fits(QMV_KSPACE, w, x);
-    if (w->ne[0] > Q8X_MAX_K || (w->type == VKRT_TYPE_Q4_K && !rows_aligned(w, 16)))
+  case QMV_Q8X: /* x rounded into shared memory: K up to what it holds for M columns */
+    if ((x->ne[1] == 1 ? w->ne[0] > Q8X_MAX_K : !q8x_columns(x->ne[1], w->ne[0])) ||
+        (w->type == VKRT_TYPE_Q4_K && !rows_aligned(w, 16)))
       return false;
     return x_aligned16(x);
   case QMV_WORDS:
@@ -458,16 +482,20 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   _Static_assert(QMV_Q8X + 1 == VKRT_QUANT_READ_PATTERNS, "q8x last, the others one preference each");
   int forced = vkrt_ops_forces(dev)->quant_variant, chosen = 1;
   const int q8x = VKRT_QUANT_VARIANTS; /* the last variant */
+  bool q8x_fits = variant_fits(QMV_Q8X, &w, x) &&
+                  vkrt_ops_kernel_usable(dev, q8x_kernel(w.type, M, w.ne[0]));
   if (forced > 0) {
     chosen = (forced - 1) % VKRT_QUANT_VARIANTS + 1;
-    if (!variant_fits(table[chosen - 1].kind, &w, x))
+    /* a forced q8x on columns its kernels cannot hold runs kspace's M > 1 kernel */
+    bool fits = chosen == q8x && M > 1 ? q8x_fits || variant_fits(QMV_KSPACE, &w, x)
+                                       : variant_fits(table[chosen - 1].kind, &w, x);
+    if (!fits)
       return vkrt_error(&dev->sys->base, VKRT_ERROR_UNAVAILABLE,
                         "%s: variant %s forced but w rows or x are not aligned for it%s", op,
                         vkrt_quant_variant_names[chosen - 1],
                         chosen == q8x ? " (or K is over 16384)" : "");
-  } else if (dev->ops->quant_activations_q8 && x->ne[1] == 1 &&
-             variant_fits(QMV_Q8X, &w, x) && vkrt_ops_kernel_usable(dev, table[q8x - 1].m1)) {
-    chosen = q8x;
+  } else if (dev->ops->quant_activations_q8 && M == 1 && q8x_fits) {
+    chosen = q8x; /* (M > 1: the f32-x kernels until the q8x ones for columns are timed) */
   } else {
     for (int i = 0; i < VKRT_QUANT_READ_PATTERNS - 1; i++) {
       const struct qmv_variant *c = &table[pref[i] - 1];
@@ -485,7 +513,14 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
     rows = (q8 ? q8_0_cols : q4_k_cols)[v->cols].rows[cols_index(M)];
     mt = 2u << cols_index(M);
   }
-  enum qmv_kind kind = v->kind == QMV_Q8X && M > 1 ? QMV_KSPACE : v->kind;
+  enum qmv_kind kind = v->kind;
+  if (kind == QMV_Q8X && q8x_fits) { /* one column, or 2, 4, 8 per workgroup */
+    k = q8x_kernel(w.type, M, w.ne[0]);
+    rows = Q8X_ROWS;
+    mt = M == 1 ? 1 : q8x_columns(M, w.ne[0]);
+  } else if (kind == QMV_Q8X) {
+    kind = QMV_KSPACE;
+  }
   return record_qmv(dev, cmd, k, rows, mt, kind, d, &w, x, accumulate);
 }
 

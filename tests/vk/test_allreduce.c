@@ -843,7 +843,8 @@ static void test_fallbacks(void **state) {
  * recorded by the submitter (`tails`), dev0's vkrt_allreduce resets no command pool, begins
  * no command buffer and records only its contribution's copy on the caller's thread (no
  * dispatch, no second copy), and every sum is right (outputs poisoned first, fresh random
- * inputs). */
+ * inputs), also as read by a copy recorded right after the allreduce (program order: the
+ * tail runs before what the caller records after it). */
 static void test_next_buffer_begun_by_submitter(void **state) {
   (void)state;
   if (!IS_ENABLED(CONFIG_VKRT_LAB)) { /* the Vulkan-call counters live in the lab */
@@ -853,11 +854,12 @@ static void test_next_buffer_begun_by_submitter(void **state) {
   enum { N = 256, ITERS = 8, PROFILED = 4 };
   vkrt_appliance *app = open_with(2, VKRT_TRANSPORT_NONE, NULL);
   uint32_t n = vkrt_device_count(app);
-  vkrt_buffer *send[VKRT_MAX_DEVICES], *recv[VKRT_MAX_DEVICES];
+  vkrt_buffer *send[VKRT_MAX_DEVICES], *recv[VKRT_MAX_DEVICES], *copied[VKRT_MAX_DEVICES];
   vkrt_allreduce_args args = {.count = N, .type = VKRT_TYPE_F32};
   for (uint32_t d = 0; d < n; d++) {
     vkt_check(app, vkrt_buffer_create(app, d, N * 4, VKRT_BUFFER_DEVICE_LOCAL, &send[d]));
     vkt_check(app, vkrt_buffer_create(app, d, N * 4, VKRT_BUFFER_DEVICE_LOCAL, &recv[d]));
+    vkt_check(app, vkrt_buffer_create(app, d, N * 4, VKRT_BUFFER_DEVICE_LOCAL, &copied[d]));
     args.send[d] = send[d];
     args.recv[d] = recv[d];
   }
@@ -872,6 +874,7 @@ static void test_next_buffer_begun_by_submitter(void **state) {
       vkt_check(app, vkrt_upload(send[d], 0, in[d], sizeof(in[d])));
       vkt_poison(poison, sizeof(poison));
       vkt_check(app, vkrt_upload(recv[d], 0, poison, sizeof(poison)));
+      vkt_check(app, vkrt_upload(copied[d], 0, poison, sizeof(poison)));
     }
     bool profiled = it >= ITERS - PROFILED;
     if (it == ITERS - PROFILED)
@@ -882,16 +885,18 @@ static void test_next_buffer_begun_by_submitter(void **state) {
     if (profiled)
       vkrt_lab_vk_calls_mark(false);
     for (uint32_t d = 0; d < n; d++)
+      vkt_check(app, vkrt_cmd_copy_buffer(copied[d], 0, recv[d], 0, N * 4));
+    for (uint32_t d = 0; d < n; d++)
       vkt_check(app, vkrt_finish(app, d));
-    for (uint32_t d = 0; d < n; d++) {
-      vkt_check(app, vkrt_download(got, recv[d], 0, sizeof(got)));
+    for (uint32_t d = 0; d < 2 * n; d++) {
+      vkt_check(app, vkrt_download(got, d < n ? recv[d] : copied[d - n], 0, sizeof(got)));
       for (int i = 0; i < N; i++) {
         float want = 0;
         for (uint32_t e = 0; e < n; e++) /* rank order */
           want += in[e][i];
         if (fabsf(got[i] - want) > 1e-6f * (1 + fabsf(want)))
-          fail_msg("iteration %d, dev%u, element %d: %g, want %g", it, d, i, (double)got[i],
-                   (double)want);
+          fail_msg("iteration %d, dev%u, element %d%s: %g, want %g", it, d % n, i,
+                   d < n ? "" : " (copied after the allreduce)", (double)got[i], (double)want);
       }
     }
   }
@@ -920,6 +925,7 @@ static void test_next_buffer_begun_by_submitter(void **state) {
   for (uint32_t d = 0; d < n; d++) {
     vkrt_buffer_destroy(send[d]);
     vkrt_buffer_destroy(recv[d]);
+    vkrt_buffer_destroy(copied[d]);
   }
   vkt_close(app);
 }

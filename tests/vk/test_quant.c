@@ -305,8 +305,10 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
       c->w_off % 4 == 0 && (uint64_t)w.nb[1] % 4 == 0 && x16 &&
           (wt != VKRT_TYPE_Q8_0 || blocks % 2 == 0),
       x16 && (wt == VKRT_TYPE_Q8_0 || (c->w_off % 8 == 0 && (uint64_t)w.nb[1] % 8 == 0)),
-      /* q8x: one column, K <= 16384, Q4_K rows 16-byte aligned, integer dot products */
-      c->M == 1 && c->K <= VKRT_ACTIVATIONS_Q8_MAX_K && x16 &&
+      /* q8x: K <= 16384 for one column (Q6_K: one column only), 12288 for more,
+         Q4_K rows 16-byte aligned, integer dot products */
+      (c->M == 1 || wt != VKRT_TYPE_Q6_K) &&
+          c->K <= (c->M == 1 ? VKRT_ACTIVATIONS_Q8_MAX_K : VKRT_LAB_Q8X_COLUMNS_MAX_K) && x16 &&
           (wt != VKRT_TYPE_Q4_K || (c->w_off % 16 == 0 && (uint64_t)w.nb[1] % 16 == 0)) &&
           vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant())};
   /* Q6_K: a forced Q6_K variant (the words kernel, or with x 16-byte aligned a stream kernel:
@@ -324,9 +326,9 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
   int want = wt == VKRT_TYPE_Q6_K ? q6_want
              : c->variant          ? vkrt_lab_quant_read_of(c->variant)
                                    : -1;
-  if (want == VKRT_LAB_QUANT_READ_Q8X && c->M > 1) /* M > 1: kspace's kernel */
+  if (want == VKRT_LAB_QUANT_READ_Q8X && !fits[want]) /* columns past its K: kspace's kernel */
     want = VKRT_LAB_QUANT_READ_KSPACE;
-  if (want < 0 && c->q8 && fits[VKRT_LAB_QUANT_READ_Q8X])
+  if (want < 0 && c->q8 && c->M == 1 && fits[VKRT_LAB_QUANT_READ_Q8X]) /* unforced: one column */
     want = VKRT_LAB_QUANT_READ_Q8X;
   /* a variant that wants rows on every compute unit only where N gives them (one column) */
   vkrt_lab_device info;
@@ -514,8 +516,10 @@ static void test_quant_matmul(void **state) {
 
 /* VKRT_ACTIVATIONS_Q8: one column of x takes the q8x kernel where it fits (the counters say
  * so), within the bound of rounding x; M > 1, K > 16384, x or Q4_K rows off 16 bytes take
- * the f32 kernels (Q6_K rows at any even byte take q8x). A value outside the enum is
- * refused by vkrt_open. */
+ * the f32 kernels (Q6_K rows at any even byte take q8x). The forced q8x variant on 2..8
+ * columns of q8_0 and q4_K w (more in groups of 8) takes the q8x kernels for columns (2, 4
+ * or 8 a pass over w, fewer where K needs it), up to K 12288, kspace's kernel past it. A
+ * value outside the enum is refused by vkrt_open. */
 static void test_quant_q8_activations(void **state) {
   (void)state;
   vkrt_options o;
@@ -536,6 +540,7 @@ static void test_quant_q8_activations(void **state) {
       continue;
     int64_t B = vkrt_type_block(wt);
     int64_t over = (VKRT_ACTIVATIONS_Q8_MAX_K / B + 1) * B; /* the first K past it */
+    const int v = wt == VKRT_TYPE_Q6_K ? 0 : q8x_variant();
     const struct mm_case cases[] = {
       {16 * B, 37, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},
       {(wt == VKRT_TYPE_Q8_0 ? 512 : 64) * B, 45, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},
@@ -544,6 +549,14 @@ static void test_quant_q8_activations(void **state) {
       {3 * B, 7, 1, 1, 1, 1, 2 + 2 * (t == 1), 0, 0, SCALE_NORMAL, true}, /* rows off 16 */
       {8 * B, 13, 1, 1, 1, 0, 0, 4, 0, SCALE_NORMAL, true},        /* x off 16 */
       {8 * B, 13, 2, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},        /* M = 2 */
+      /* the forced q8x variant on several columns (Q6_K: not forced, its f32 kernels) */
+      {16 * B, 21, 3, 1, 1, 0, 0, 0, v, SCALE_NORMAL, true},       /* M = 3: 4 a pass */
+      {8 * B, 9, 5, 1, 2, 0, 16, 16, v, SCALE_EXTREME, true},      /* M = 5, batches */
+      {8 * B, 11, 8, 1, 1, 0, 0, 0, v, SCALE_NORMAL, true, true},  /* M = 8, dst += */
+      {4 * B, 7, 11, 1, 1, 0, 0, 0, v, SCALE_NORMAL, true},        /* 8 + 3 columns */
+      {(12288 / B + 1) * B, 5, 5, 1, 1, 0, 0, 0, v, SCALE_NORMAL, true}, /* K > 12288: kspace */
+      {(8192 / B) * B, 3, 3, 1, 1, 0, 0, 0, v, SCALE_NORMAL, true},  /* K 8192 at M 3: 2 a pass */
+      {(4096 / B) * B, 3, 8, 1, 1, 0, 0, 0, v, SCALE_NORMAL, true},  /* K 4096 at M 8: 4 a pass */
       {2 * B, 2109, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},      /* rows past the grid */
       {over, 3, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},          /* K > 16384 */
     };
@@ -553,6 +566,8 @@ static void test_quant_q8_activations(void **state) {
     const struct mm_case few[] = {
       {2 * B, 2109, 1, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true},
       {8 * B, 17, 1, 2, 4, 0, 16, 16, 0, SCALE_NORMAL, true},
+      {2 * B, 1031, 4, 1, 1, 0, 0, 0, v, SCALE_NORMAL, true},
+      {8 * B, 17, 6, 2, 4, 0, 16, 16, v, SCALE_NORMAL, true},
     };
     int64_t grid = set_q8x_grid(app, 2);
     for (unsigned i = 0; i < VKT_ARRAY_SIZE(few); i++)

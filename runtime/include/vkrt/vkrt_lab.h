@@ -79,7 +79,11 @@ typedef enum vkrt_lab_knob {
   VKRT_LAB_FORCE_TRANSPOSE_SCALAR,   /* 0/1: never the element-pair transpose kernels */
   VKRT_LAB_TRANSPOSE_VARIANT,        /* f32 transpose: 0 = default, else a variant */
   VKRT_LAB_QUANT_VARIANT,            /* Q8_0/Q4_K matrix-vector: 0 = choose, else a variant
-                                        (Q6_K has one kernel per column count: not forced) */
+                                        (Q6_K has one kernel per column count: not forced);
+                                        the q8x variant (the last) on M > 1 columns takes the
+                                        q8x kernels for 2, 4 or 8 columns a pass where K <=
+                                        VKRT_LAB_Q8X_COLUMNS_MAX_K, kspace's M > 1 kernel
+                                        elsewhere */
   VKRT_LAB_FORCE_MATMUL_KERNEL,      /* 0 = choose, 1 = matrix-vector only, 2 = tiled only */
   VKRT_LAB_STREAM_FLUSH_OPS,         /* the stream submits a piece after at most this many
                                         recorded commands (64; the first after an explicit
@@ -175,6 +179,11 @@ typedef enum vkrt_lab_quant_read {
                                     any even byte) */
   VKRT_LAB_QUANT_READ_COUNT
 } vkrt_lab_quant_read;
+
+/* The K up to which the forced q8x variant takes 8-bit x on M > 1 columns (its kernels hold
+ * the rounded x of 2, 4 or 8 columns in shared memory: 24576 values). Not taken unforced
+ * until timed against the f32-x kernels for several columns. */
+#define VKRT_LAB_Q8X_COLUMNS_MAX_K 12288
 
 /* The read pattern of QUANT_VARIANT `variant` (1..count); -1 outside. */
 int vkrt_lab_quant_read_of(int64_t variant);
