@@ -4,8 +4,10 @@
  * imported into every device: two sets of one slot per device, alternating by piece. For
  * piece `seq` device d records
  *   [copy send -> slot d of set seq % 2], signal own = seq, submit;
- *   then attaches "wait every peer >= seq" to its next submit and records the reduce of the
- *   set's slots 0..n-1, in rank order, into recv with the reduce kernel.
+ *   then attaches "wait every peer >= seq" to its next submit and, as that submit's tail
+ *   (vkrt_stream_add_tail: recorded by the device's submitter thread, not the caller), the
+ *   reduce of the set's slots 0..n-1, in rank order, into recv with the reduce kernel
+ *   (recorded here instead while a graph captures).
  * One submit per device per piece, no host hop: the reduce and what follows it ride in the
  * next submit (the next collective's, a flush or vkrt_submit). Reuse of a set needs no wait
  * of its own: piece seq + 2 writes the set of piece seq in a submit that waited for every
