@@ -756,7 +756,7 @@ out:
 
 vkrt_status vkrt_stream_capture_begin(struct vkrt_device *dev, struct vkrt_stream_capture *cap) {
   struct vkrt_stream *st = &dev->stream;
-  if ((st->recording && st->used) || st->wait_count || st->signal_count) {
+  if ((st->recording && st->used) || st->wait_count || st->signal_count || st->tail_pending) {
     vkrt_status s = vkrt_stream_submit(dev, NULL);
     if (s != VKRT_OK)
       return s;
