@@ -202,12 +202,6 @@ vkrt_status vkrt_graph_end(vkrt_appliance *app, vkrt_graph **out) {
   return VKRT_OK;
 }
 
-/* Work recorded on the stream (or waits a collective left attached to it) since its last
- * submit goes first, so the launch runs after it. */
-static bool stream_pending(const struct vkrt_device *dev) {
-  const struct vkrt_stream *st = &dev->stream;
-  return (st->recording && st->used) || st->wait_count || st->signal_count || st->tail_pending;
-}
 
 vkrt_status vkrt_graph_launch(vkrt_graph *g, uint64_t *tickets) {
   if (!g)
@@ -242,7 +236,7 @@ vkrt_status vkrt_graph_launch(vkrt_graph *g, uint64_t *tickets) {
   for (uint32_t d = 0; d < g->device_count && s == VKRT_OK; d++) {
     struct vkrt_device *dev = &sys->devices[d];
     struct graph_device *gd = &g->dev[d];
-    if (stream_pending(dev))
+    if (vkrt_stream_pending(dev)) /* recorded work and attached waits go first */
       s = vkrt_stream_submit(dev, NULL);
     uint64_t ticket = 0;
     if (s == VKRT_OK && gd->cap.batch_count)

@@ -329,14 +329,17 @@ void vkrt_stream_detach_waits(struct vkrt_device *dev, VkSemaphore sem);
 /* Ends and submits what was recorded (an empty submit when nothing was, so attached
  * waits/signals still happen); *out_value (may be NULL) is the timeline value. */
 vkrt_status vkrt_stream_submit(struct vkrt_device *dev, uint64_t *out_value);
+/* Whether a submit would send anything: commands, attached waits, signals or a tail. */
+bool vkrt_stream_pending(const struct vkrt_device *dev);
 /* From now on the submits of dev with waits or signals attached (a collective's), and those
  * after them while any is queued, are made by the device's submitter thread (started here; joined by the
  * stream's finish). For transports whose waits can block vkQueueSubmit until the peer's
  * signal (NVIDIA blocks there for a semaphore of another VkDevice: one queue hand-over,
  * ~357 us, inside vkrt_allreduce). */
 vkrt_status vkrt_stream_defer_waits(struct vkrt_device *dev);
-/* Whether the stream can take a tail now: it defers, is not capturing (a graph records
- * everything inline), has nothing recorded since its last submit and no tail attached. */
+/* Whether the stream can take a tail now: it defers (its submitter and the tails' command
+ * buffers exist), is not capturing (a graph records everything inline), has nothing recorded
+ * since its last submit and no tail attached. */
 bool vkrt_stream_tail_ok(const struct vkrt_device *dev);
 /* Attaches `tail` to the next submit (vkrt_stream_tail_ok first): its commands run after
  * that submit's waits, before the commands recorded from now on. */

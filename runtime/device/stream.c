@@ -153,12 +153,12 @@ static vkrt_status wait_value(struct vkrt_device *dev, uint64_t value, uint64_t 
 
 static void reset_recording_state(struct vkrt_stream *st);
 
-/* Resets the current slot's pool and begins its command buffer (the slot is free); on
- * failure *what names the call. */
-static VkResult begin_slot(struct vkrt_device *dev, const char **what) {
-  struct vkrt_stream *st = &dev->stream;
+/* Resets `pool` (free: its last submit retired) and begins its command buffer `cmd` for one
+ * submit, through `vk`; on failure *what names the call. */
+static VkResult reset_and_begin(const struct vkrt_device_table *vk, VkDevice device,
+                                VkCommandPool pool, VkCommandBuffer cmd, const char **what) {
   *what = "vkResetCommandPool";
-  VkResult r = dev->vk.vkResetCommandPool(dev->handle, st->pool[st->current], 0);
+  VkResult r = vk->vkResetCommandPool(device, pool, 0);
   if (r != VK_SUCCESS)
     return r;
   VkCommandBufferBeginInfo begin = {
@@ -166,7 +166,15 @@ static VkResult begin_slot(struct vkrt_device *dev, const char **what) {
       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
   };
   *what = "vkBeginCommandBuffer";
-  r = dev->vk.vkBeginCommandBuffer(st->cmd[st->current], &begin);
+  return vk->vkBeginCommandBuffer(cmd, &begin);
+}
+
+/* Resets the current slot's pool and begins its command buffer (the slot is free); on
+ * failure *what names the call. */
+static VkResult begin_slot(struct vkrt_device *dev, const char **what) {
+  struct vkrt_stream *st = &dev->stream;
+  VkResult r = reset_and_begin(&dev->vk, dev->handle, st->pool[st->current],
+                               st->cmd[st->current], what);
   if (r != VK_SUCCESS)
     return r;
   st->recording = true;
@@ -540,12 +548,9 @@ static void prepare_slot(struct vkrt_device *dev, uint32_t slot, uint64_t retire
   uint64_t reached = 0;
   bool ok = !retire || (dev->vk.vkGetSemaphoreCounterValue(dev->handle, st->timeline, &reached) ==
                             VK_SUCCESS && reached >= retire);
-  VkCommandBufferBeginInfo begin = {
-      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-  };
-  ok = ok && st->submitter_vk.vkResetCommandPool(dev->handle, st->pool[slot], 0) == VK_SUCCESS &&
-       st->submitter_vk.vkBeginCommandBuffer(st->cmd[slot], &begin) == VK_SUCCESS;
+  const char *what;
+  ok = ok && reset_and_begin(&st->submitter_vk, dev->handle, st->pool[slot], st->cmd[slot],
+                             &what) == VK_SUCCESS;
   atomic_store_explicit(&st->prep[slot], ok ? VKRT_STREAM_PREP_BEGUN : VKRT_STREAM_PREP_FAILED,
                         memory_order_release);
 }
@@ -568,16 +573,7 @@ static VkResult record_tail(struct vkrt_device *dev, struct vkrt_stream_batch *b
     if (r != VK_SUCCESS)
       return r;
   }
-  *what = "vkResetCommandPool (a collective tail)";
-  r = st->submitter_vk.vkResetCommandPool(dev->handle, st->tail_pool[i], 0);
-  VkCommandBufferBeginInfo begin = {
-      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-  };
-  if (r == VK_SUCCESS) {
-    *what = "vkBeginCommandBuffer (a collective tail)";
-    r = st->submitter_vk.vkBeginCommandBuffer(st->tail_cmd[i], &begin);
-  }
+  r = reset_and_begin(&st->submitter_vk, dev->handle, st->tail_pool[i], st->tail_cmd[i], what);
   if (r != VK_SUCCESS)
     return r;
   /* The batch before ended with vkrt_stream_close_barrier: the tail's first command is
@@ -624,7 +620,7 @@ static void *submitter_main(void *arg) {
         r = record_tail(dev, &b[i], &what);
     for (uint32_t i = 0; i < n && r == VK_SUCCESS; i++)
       if (b[i].end) {
-        r = dev->vk.vkEndCommandBuffer(b[i].cmd);
+        r = st->submitter_vk.vkEndCommandBuffer(b[i].cmd);
         b[i].end = false;
         what = "vkEndCommandBuffer";
       }
@@ -680,8 +676,7 @@ vkrt_status vkrt_stream_defer_waits(struct vkrt_device *dev) {
 
 bool vkrt_stream_tail_ok(const struct vkrt_device *dev) {
   const struct vkrt_stream *st = &dev->stream;
-  return st->defer_waits && st->submitter_started && !st->capture && !st->tail_pending &&
-         !(st->recording && st->used) && st->tail_cmd[VKRT_STREAM_DEPTH - 1];
+  return st->defer_waits && !st->capture && !st->tail_pending && !(st->recording && st->used);
 }
 
 void vkrt_stream_add_tail(struct vkrt_device *dev, const struct vkrt_stream_tail *tail) {
@@ -754,9 +749,14 @@ out:
   return s;
 }
 
+bool vkrt_stream_pending(const struct vkrt_device *dev) {
+  const struct vkrt_stream *st = &dev->stream;
+  return (st->recording && st->used) || st->wait_count || st->signal_count || st->tail_pending;
+}
+
 vkrt_status vkrt_stream_capture_begin(struct vkrt_device *dev, struct vkrt_stream_capture *cap) {
   struct vkrt_stream *st = &dev->stream;
-  if ((st->recording && st->used) || st->wait_count || st->signal_count || st->tail_pending) {
+  if (vkrt_stream_pending(dev)) {
     vkrt_status s = vkrt_stream_submit(dev, NULL);
     if (s != VKRT_OK)
       return s;

@@ -67,10 +67,10 @@ static vkrt_status emit(const struct vkrt_reduce_plan *plan, struct vkrt_device 
         if (s != VKRT_OK)
           return s;
       } else {
-        vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pass->pipeline);
-        vkrt_ops_push_bindings(vk, cmd, pass->layout, b, VKRT_REDUCE_MAX_INPUTS + 1);
+        vk->vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pass->p->pipeline);
+        vkrt_ops_push_bindings(vk, cmd, pass->p->layout, b, VKRT_REDUCE_MAX_INPUTS + 1);
       }
-      vkrt_ops_dispatch_linear_raw(vk, cmd, pass->layout, pass->push_size, &push,
+      vkrt_ops_dispatch_linear_raw(vk, cmd, pass->p->layout, pass->p->push_size, &push,
                                    (n + 255) / 256, plan->max_groups);
       done += n;
     }
@@ -125,9 +125,6 @@ vkrt_status vkrt_reduce_plan(struct vkrt_device *dev, vkrt_type type, uint64_t c
     vkrt_status s = vkrt_ops_pipeline(dev, want[k].kernel, &pass->p);
     if (s != VKRT_OK)
       return s;
-    pass->pipeline = pass->p->pipeline;
-    pass->layout = pass->p->layout;
-    pass->push_size = pass->p->push_size;
     pass->unit = want[k].unit;
     pass->units = want[k].units;
     pass->skip = want[k].skip;
@@ -167,7 +164,7 @@ vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkr
   struct vkrt_reduce_plan plan;
   vkrt_status s = vkrt_reduce_plan(dev, type, count, dst, dst_offset, srcs, src_offsets,
                                    src_count, &plan);
-  return s != VKRT_OK ? s : emit(&plan, dev, &dev->vk, cmd);
+  return s != VKRT_OK ? s : vkrt_reduce_emit(dev, cmd, &plan);
 }
 
 vkrt_status vkrt_add_record(struct vkrt_device *dev, VkCommandBuffer cmd,

@@ -7,26 +7,11 @@
 
 #define VKRT_REDUCE_MAX_INPUTS 8
 
-/* Records dst[i] = srcs[0][i] + ... + srcs[src_count-1][i] for i < count, accumulated in
- * f32; every operand has element type `type` (f32, or f16 with CONFIG_VKRT_TYPE_F16).
- *   - offsets are bytes, multiples of the element size; each [offset, offset + count *
- *     size) must lie inside its buffer (not checked: raw buffers carry no size), and each
- *     buffer needs VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
- *   - dst may be exactly one of the sources (in place); other overlaps are undefined;
- *   - 1 <= src_count <= VKRT_REDUCE_MAX_INPUTS; count >= 1.
- * Records only dispatches (split as the device limits need), no barriers: the caller makes
- * the sources visible before and the result visible after (vkrt_stream_barrier when cmd
- * is the device stream). `cmd` may be any command buffer of `dev` in the recording state;
- * outside the device stream it needs VK_KHR_push_descriptor (else VKRT_ERROR_UNAVAILABLE).
- * Record one device from one thread at a time, like the ops. */
 /* A reduce planned on the recording thread (the checks, the kernels, every operand) and
  * recorded later on any thread: a collective's tail (vkrt_stream_add_tail) that the
  * device's submitter thread records. */
 struct vkrt_reduce_pass {
-  const struct vkrt_ops_pipeline *p;
-  VkPipeline pipeline;
-  VkPipelineLayout layout;
-  uint32_t push_size;
+  const struct vkrt_ops_pipeline *p; /* the device's, in place while it is open */
   uint64_t unit, units, skip; /* bytes per invocation, invocations, bytes before the first */
 };
 struct vkrt_reduce_plan {
@@ -51,6 +36,18 @@ vkrt_status vkrt_reduce_emit(struct vkrt_device *dev, VkCommandBuffer cmd,
  * vk: no device or stream state (a struct vkrt_stream_tail's record). */
 void vkrt_reduce_emit_raw(const struct vkrt_device_table *vk, VkCommandBuffer cmd,
                           const void *plan);
+/* Records dst[i] = srcs[0][i] + ... + srcs[src_count-1][i] for i < count, accumulated in
+ * f32; every operand has element type `type` (f32, or f16 with CONFIG_VKRT_TYPE_F16).
+ *   - offsets are bytes, multiples of the element size; each [offset, offset + count *
+ *     size) must lie inside its buffer (not checked: raw buffers carry no size), and each
+ *     buffer needs VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+ *   - dst may be exactly one of the sources (in place); other overlaps are undefined;
+ *   - 1 <= src_count <= VKRT_REDUCE_MAX_INPUTS; count >= 1.
+ * Records only dispatches (split as the device limits need), no barriers: the caller makes
+ * the sources visible before and the result visible after (vkrt_stream_barrier when cmd
+ * is the device stream). `cmd` may be any command buffer of `dev` in the recording state;
+ * outside the device stream it needs VK_KHR_push_descriptor (else VKRT_ERROR_UNAVAILABLE).
+ * Record one device from one thread at a time, like the ops. */
 vkrt_status vkrt_reduce_record(struct vkrt_device *dev, VkCommandBuffer cmd, vkrt_type type,
                                uint64_t count, VkBuffer dst, uint64_t dst_offset,
                                const VkBuffer *srcs, const uint64_t *src_offsets,
