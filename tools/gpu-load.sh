@@ -154,16 +154,18 @@ python3 - "$jsonl" "$OUT/load.md" <<'PY' | tee -a "$log"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 out = ["| file | GB | devices | cache | knobs | page cache | path | load GB/s | x pinned (GB/s) | "
-       "x disk | time to first token s | target s |",
-       "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+       "x pinned into every device at once (GB/s) | x disk | time to first token s | target s |",
+       "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for r in rows:
     gb = r["file_bytes"] / 1e9
     disk = r["disk_gbps"]
     target = 1.2 * gb / disk + 1 if disk > 0 else 0
-    out.append("| %s | %.1f | %d | %s | %s | %s | %s | %.2f | %.2f (%.1f) | %.2f | %.2f | %s |" % (
+    every = r.get("pinned_all_devices_gbps", 0)
+    out.append("| %s | %.1f | %d | %s | %s | %s | %s | %.2f | %.2f (%.1f) | %s | %.2f | %.2f | %s |" % (
         r["type"], gb, r["devices"], r["cache"], r["knobs"],
         "%.0f%%" % (r["resident"] * 100) if r["resident"] >= 0 else "-", r["load_path"],
         r["load_gbps"], r["load_vs_pinned"], r["pinned_h2d_gbps"],
+        "%.2f (%.1f)" % (r["load_vs_pinned_all"], every) if every > 0 else "-",
         r["load_gbps"] / disk if disk > 0 else 0, r["ttft_s"],
         "%.1f" % target if r["cache"] == "cold" else "-"))
 text = "\n".join(out)

@@ -115,6 +115,7 @@ struct service {
   uint64_t uploaded, shard_bytes; /* shard_bytes: the largest device's, per token */
   double t_up;                   /* seconds of the shards' upload */
   double h2d_bw;                 /* bytes per second of a pinned host-to-device upload, this run */
+  double h2d_all_bw;             /* the same into every device at once (0: one device) */
   double t_start;                /* now_s() when main began */
   /* now_s() after each step on the way to the first token (0: not reached) */
   double t_parsed, t_opened, t_probed, t_loaded, t_setup, t_warm;
@@ -174,7 +175,8 @@ void appliance_close(struct service *s);
 /* shards.c */
 int shards_cut(struct service *s);
 int shards_upload(struct service *s);
-/* The pinned host-to-device rate of this run (h2d_bw), the yardstick of the load rate. */
+/* The pinned host-to-device rate of this run (h2d_bw, and h2d_all_bw into every device at
+ * once), the yardsticks of the load rate. */
 int shards_measure_h2d(struct service *s);
 /* vkrt_load_file's progress: a line on a terminal (bytes, GB/s, ETA); user: the service. */
 void shards_load_progress(void *user, uint64_t done, uint64_t total);

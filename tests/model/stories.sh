@@ -122,8 +122,8 @@ streamed=$("$svc" --weights "$model" --tokens 40 --devices 1 --warmup-ms 0 --ver
   { echo "stderr: $streamed"; cat "$work/stream.out"; echo "--stream: not the text of the run"; exit 1; }
 echo "--stream: the 40 tokens' text as they came"
 # Every load path (pinned chunks read by pread, O_DIRECT or memcpy; the mapped path): the
-# same ids, the path named, and the load's rate, its ratio to the pinned upload and the time
-# to the first token in the JSON.
+# same ids, the path named, and the load's rate, its ratios to the pinned upload (dev0, and
+# both devices at once) and the time to the first token in the JSON.
 first40=$(tr ',' '\n' <<< "$ids_ref" | head -40 | paste -sd,)
 for path in read direct memcpy mapped; do
   out=$("$svc" --weights "$model" --tokens 40 --print-ids --devices 2 --warmup-ms 0 --verify 40 \
@@ -139,6 +139,8 @@ for path in read direct memcpy mapped; do
   tail -1 <<< "$out" | /usr/bin/python3 -c "import json, sys; d = json.load(sys.stdin); \
     sys.exit(not (d['load_gbps'] > 0 and d['pinned_h2d_gbps'] > 0 and d['ttft_s'] > 0 and \
                   abs(d['load_vs_pinned'] - d['load_gbps'] / d['pinned_h2d_gbps']) < 1e-2 and \
+                  d['pinned_all_devices_gbps'] > 0 and \
+                  abs(d['load_vs_pinned_all'] - d['load_gbps'] / d['pinned_all_devices_gbps']) < 1e-2 and \
                   d['load_path'] == '$took'))" ||
     { echo "$out"; echo "--load-path $path: --json lacks the load's facts"; exit 1; }
   echo "2 devices, --load-path $path: the same 40 ids; $(grep -m1 '^vkrt-service: loaded' <<< "$out")"

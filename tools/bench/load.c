@@ -146,11 +146,29 @@ static double host_read_rate(const char *path, uint32_t threads) {
   return r;
 }
 
+/* One device's share of a pinned upload, on a thread of its own. */
+struct pinned_part {
+  vkrt_buffer *dst;
+  const uint8_t *host;
+  uint64_t size;
+  vkrt_status status;
+  pthread_t tid;
+};
+
+static void *pinned_part_run(void *arg) {
+  struct pinned_part *p = arg;
+  p->status = vkrt_upload(p->dst, 0, p->host, p->size);
+  return NULL;
+}
+
 /* The pinned host-to-device rate: 256 MiB of anonymous memory (transparent huge pages when
- * `huge`, as a load's chunks) registered (imported), then uploaded to dev0 four times; the
- * best of the last three. With `busy`, `threads` threads pread that file meanwhile, as a
- * load's readers do. 0 when it cannot be measured. */
-static double pinned_rate(vkrt_appliance *app, bool huge, const char *busy, uint32_t threads) {
+ * `huge`, as a load's chunks) registered (imported), then uploaded four times; the best of
+ * the last three. Over `devices` devices each takes an equal part on a thread of its own, all
+ * at once (what a load into those devices can at most expect from the copy engines: devices
+ * that share a GPU share them). With `busy`, `threads` threads pread that file meanwhile, as
+ * a load's readers do. 0 when it cannot be measured. */
+static double pinned_rate(vkrt_appliance *app, uint32_t devices, bool huge, const char *busy,
+                          uint32_t threads) {
   const uint64_t size = 256ull << 20, align = 2ull << 20;
   uint8_t *map = mmap(NULL, size + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                       -1, 0);
@@ -160,23 +178,39 @@ static double pinned_rate(vkrt_appliance *app, bool huge, const char *busy, uint
   if (huge)
     madvise(host, size, MADV_HUGEPAGE);
   memset(host, 0x3c, size);
-  vkrt_buffer *dst = NULL;
+  struct pinned_part part[VKRT_MAX_DEVICES] = {0};
+  devices = devices < 1 ? 1 : BENCH_MIN(devices, (uint32_t)VKRT_MAX_DEVICES);
   double best = 0;
   struct host_read h;
   const bool reading = busy && host_read_start(&h, busy, threads, true);
-  if (vkrt_host_register(app, host, size, NULL, NULL, NULL) == VKRT_OK) {
-    if (vkrt_buffer_create(app, 0, size, VKRT_BUFFER_DEVICE_LOCAL, &dst) == VKRT_OK) {
-      for (int i = 0; i < 4; i++) {
-        double t0 = bench_now_s();
-        if (vkrt_upload(dst, 0, host, size) != VKRT_OK)
-          break;
-        const double r = rate(size, bench_now_s() - t0);
-        best = i && r > best ? r : best;
-      }
-      vkrt_buffer_destroy(dst);
-    }
-    vkrt_host_unregister(app, host);
+  bool made = vkrt_host_register(app, host, size, NULL, NULL, NULL) == VKRT_OK;
+  const bool registered = made;
+  for (uint32_t d = 0; made && d < devices; d++) {
+    part[d].host = host + size * d / devices;
+    part[d].size = size * (d + 1) / devices - size * d / devices;
+    made = vkrt_buffer_create(app, d, part[d].size, VKRT_BUFFER_DEVICE_LOCAL, &part[d].dst) ==
+           VKRT_OK;
   }
+  for (int i = 0; made && i < 4; i++) {
+    double t0 = bench_now_s();
+    uint32_t started = 0;
+    if (devices == 1)
+      pinned_part_run(&part[0]);
+    else
+      while (started < devices &&
+             pthread_create(&part[started].tid, NULL, pinned_part_run, &part[started]) == 0)
+        started++;
+    for (uint32_t d = 0; d < started; d++)
+      pthread_join(part[d].tid, NULL);
+    const double r = rate(size, bench_now_s() - t0);
+    for (uint32_t d = 0; d < devices; d++)
+      made = made && (devices == 1 || started == devices) && part[d].status == VKRT_OK;
+    best = made && i && r > best ? r : best;
+  }
+  for (uint32_t d = 0; d < devices; d++)
+    vkrt_buffer_destroy(part[d].dst);
+  if (registered)
+    vkrt_host_unregister(app, host);
   if (reading)
     host_read_stop(&h);
   munmap(map, size + align);
@@ -234,7 +268,8 @@ static vkrt_load_range *make_ranges(const struct load_opts *o, vkrt_appliance *a
 }
 
 struct yardsticks {
-  double direct_cold, direct_warm, buffered, host_read, pinned, pinned_huge, pinned_busy;
+  double direct_cold, direct_warm, buffered, host_read, pinned, pinned_huge, pinned_busy,
+      pinned_all; /* every device of the load at once (0: one device) */
   uint32_t host_threads;
 };
 
@@ -247,7 +282,8 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
                                      : 0;
   if (o->json) {
     printf("%s\n    {\"path\": \"%s\", \"took\": \"%s\", \"cache\": \"%s\", \"resident\": %.3f, "
-           "\"gbps\": %.3f, \"vs_pinned\": %.3f, \"vs_direct_read\": %.3f, \"threads\": %u, "
+           "\"gbps\": %.3f, \"vs_pinned\": %.3f, \"vs_pinned_all\": %.3f, \"vs_direct_read\": %.3f, "
+           "\"threads\": %u, "
            "\"chunk_bytes\": %" PRIu64 ", \"chunks\": %u, \"chunk_fills\": %u, \"dma_regions\": %"
            PRIu64 ", \"packed_bytes\": %" PRIu64 ", \"packed_while_reading_bytes\": %" PRIu64
            ", \"row_region_bytes\": %" PRIu64 ", "
@@ -255,8 +291,8 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
            "%.3f, \"wait_dma_ms\": %.3f, \"wait_read_ms\": %.3f, "
            "\"tail_ms\": %.3f}", first ? "" : ",", vkrt_load_path_str(p),
            vkrt_load_path_str(info->path[0]), cold ? "cold" : "warm", info->resident, best,
-           y->pinned > 0 ? best / y->pinned : 0, dd > 0 ? best / dd : 0, info->threads,
-           info->pinned_chunk_bytes, info->pinned_chunks, info->chunk_fills, info->copies,
+           y->pinned > 0 ? best / y->pinned : 0, y->pinned_all > 0 ? best / y->pinned_all : 0,
+           dd > 0 ? best / dd : 0, info->threads, info->pinned_chunk_bytes, info->pinned_chunks, info->chunk_fills, info->copies,
            info->gathered_bytes, info->packed_while_reading_bytes, info->row_region_bytes,
            info->read_bytes,
            (double)info->setup_ns * ms, (double)info->import_ns * ms, busy,
@@ -264,10 +300,13 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
            (double)info->tail_ns * ms);
     return;
   }
-  printf("  %-6s %s (dev0 took %s, page cache %3.0f%%): %7.2f GB/s = %.2f x pinned, %.2f x the "
-         "O_DIRECT read\n", vkrt_load_path_str(p), cold ? "cold" : "warm",
-         vkrt_load_path_str(info->path[0]), info->resident < 0 ? -1.0 : info->resident * 100,
-         best, y->pinned > 0 ? best / y->pinned : 0, dd > 0 ? best / dd : 0);
+  printf("  %-6s %s (dev0 took %s, page cache %3.0f%%): %7.2f GB/s = %.2f x pinned",
+         vkrt_load_path_str(p), cold ? "cold" : "warm", vkrt_load_path_str(info->path[0]),
+         info->resident < 0 ? -1.0 : info->resident * 100, best,
+         y->pinned > 0 ? best / y->pinned : 0);
+  if (y->pinned_all > 0)
+    printf(" (%.2f x pinned into every device at once)", best / y->pinned_all);
+  printf(", %.2f x the O_DIRECT read\n", dd > 0 ? best / dd : 0);
   if (iters > 1) {
     printf("         each load:");
     for (int i = 0; i < iters; i++)
@@ -339,31 +378,35 @@ static int run(const struct load_opts *o) {
     y.buffered = o->no_disk ? 0 : read_through(o->file, false);
     y.host_threads = k.threads ? k.threads : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
     y.host_read = host_read_rate(o->file, y.host_threads);
-    y.pinned = pinned_rate(app, false, NULL, 0);
-    y.pinned_huge = pinned_rate(app, true, NULL, 0);
-    y.pinned_busy = pinned_rate(app, false, o->file, y.host_threads);
+    y.pinned = pinned_rate(app, 1, false, NULL, 0);
+    y.pinned_huge = pinned_rate(app, 1, true, NULL, 0);
+    y.pinned_busy = pinned_rate(app, 1, false, o->file, y.host_threads);
+    y.pinned_all = n > 1 ? pinned_rate(app, n, false, NULL, 0) : 0;
   }
   if (ranges && o->json)
     printf("{\"bench\": \"upload-file\", \"file\": \"%s\", \"size_bytes\": %" PRIu64 ", "
            "\"devices\": %u, \"split\": \"%s\", \"load_bytes\": %" PRIu64 ", \"direct_read_gbps\": "
            "%.3f, \"direct_read_cold_gbps\": %.3f, \"buffered_read_gbps\": %.3f, "
            "\"host_read_gbps\": %.3f, \"host_read_threads\": %u, \"pinned_huge_gbps\": %.3f, "
-           "\"pinned_while_reading_gbps\": %.3f, "
+           "\"pinned_while_reading_gbps\": %.3f, \"pinned_all_devices_gbps\": %.3f, "
            "\"pinned_h2d_gbps\": %.3f, \"threads\": %u, \"chunk_bytes\": %" PRIu64 ", \"chunks\": "
            "%u, \"block_bytes\": %" PRIu64 ", \"gather_below\": %" PRIu64 ", \"pack\": \"%s\", "
            "\"cases\": [",
            o->file, size, n, o->columns ? "columns" : "rows", bytes, y.direct_warm, y.direct_cold,
-           y.buffered, y.host_read, y.host_threads, y.pinned_huge, y.pinned_busy, y.pinned, k.threads, k.chunk_bytes, k.chunks, k.block_bytes,
+           y.buffered, y.host_read, y.host_threads, y.pinned_huge, y.pinned_busy, y.pinned_all, y.pinned,
+           k.threads, k.chunk_bytes, k.chunks, k.block_bytes,
            k.gather_below, k.no_gather ? "none" : k.pack_after_read ? "after-read" : "while-reading");
   else if (ranges)
     printf("vkrt-bench upload --file %s: %.1f MiB over %u device(s), split %s (%.1f MiB "
            "loaded); O_DIRECT read (dd iflag=direct, 1 thread) %.2f GB/s (cold %.2f GB/s); "
            "buffered read (1 thread) %.2f GB/s; page cache to memory, no DMA (%u threads, 4 "
            "MiB preads) %.2f GB/s; pinned host-to-device (256 MiB registered, dev0) %.2f "
-           "GB/s (huge pages %.2f, while %u threads pread the file %.2f)\n", o->file,
+           "GB/s (huge pages %.2f, while %u threads pread the file %.2f)", o->file,
            (double)size / (1 << 20), n, o->columns ? "columns" : "rows",
            (double)bytes / (1 << 20), y.direct_warm, y.direct_cold, y.buffered, y.host_threads,
            y.host_read, y.pinned, y.pinned_huge, y.host_threads, y.pinned_busy);
+  if (ranges && !o->json)
+    printf(y.pinned_all > 0 ? "; into all %u devices at once %.2f GB/s\n" : "\n", n, y.pinned_all);
   if (ranges && !o->json && IS_ENABLED(CONFIG_VKRT_LAB))
     printf("  knobs: %u threads (one retires chunks), chunks of %" PRIu64 " KiB x %u, blocks of %" PRIu64
            " KiB, rows under %" PRIu64 " bytes %s\n", k.threads, k.chunk_bytes >> 10,
