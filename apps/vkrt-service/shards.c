@@ -1,11 +1,11 @@
 /* vkrt-service's weights on the devices: each device's shard of the ffn (cut along whole
  * quantization blocks), every device's shard loaded from the file at once (vkrt_load_file),
  * the pinned host-to-device rate it is measured against, and the roofline's copy bandwidth. */
-#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../../tools/pinned.h"
 #include "service.h"
 
 /* ffn is cut along whole blocks of every layer's ffn_down (its K): rank r holds rows f0..f1
@@ -91,56 +91,6 @@ int shards_upload(struct service *s) {
   return 0;
 }
 
-/* One device's part of a pinned upload, on a thread of its own. */
-struct h2d_part {
-  vkrt_buffer *dst;
-  const uint8_t *host;
-  uint64_t size;
-  vkrt_status status;
-  pthread_t tid;
-};
-
-static void *h2d_part_run(void *arg) {
-  struct h2d_part *p = arg;
-  p->status = vkrt_upload(p->dst, 0, p->host, p->size);
-  return NULL;
-}
-
-/* Bytes per second of `size` registered bytes uploaded to devices 0..n-1, an equal part each,
- * all at once (one thread per device); the best of three after a first that warms the path.
- * 0 when it cannot be measured. */
-static double h2d_rate(struct service *s, const uint8_t *host, uint64_t size, uint32_t n) {
-  struct h2d_part part[VKRT_MAX_DEVICES] = {0};
-  double best = 0;
-  bool made = true;
-  for (uint32_t d = 0; made && d < n; d++) {
-    part[d].host = host + size * d / n;
-    part[d].size = size * (d + 1) / n - size * d / n;
-    made = vkrt_buffer_create(s->app, d, part[d].size, VKRT_BUFFER_DEVICE_LOCAL, &part[d].dst) ==
-           VKRT_OK;
-  }
-  for (int i = 0; made && i < 4; i++) {
-    double t0 = now_s();
-    uint32_t started = 0;
-    if (n == 1)
-      h2d_part_run(&part[0]);
-    else
-      while (started < n && pthread_create(&part[started].tid, NULL, h2d_part_run,
-                                           &part[started]) == 0)
-        started++;
-    for (uint32_t d = 0; d < started; d++)
-      pthread_join(part[d].tid, NULL);
-    double bw = (double)size / (now_s() - t0);
-    for (uint32_t d = 0; d < n; d++)
-      made = made && (n == 1 || started == n) && part[d].status == VKRT_OK;
-    if (made && i > 0 && bw > best) /* the first warms the path */
-      best = bw;
-  }
-  for (uint32_t d = 0; d < n; d++)
-    vkrt_buffer_destroy(part[d].dst);
-  return best;
-}
-
 int shards_measure_h2d(struct service *s) {
   const uint64_t size = 256ull << 20;
   void *host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -149,10 +99,10 @@ int shards_measure_h2d(struct service *s) {
     return 0; /* no yardstick: the ratio is not printed */
   memset(host, 0x5a, size);
   if (vkrt_host_register(s->app, host, size, NULL, NULL, NULL) == VKRT_OK) {
-    s->h2d_bw = h2d_rate(s, host, size, 1);
+    s->h2d_bw = tool_pinned_rate(s->app, host, size, 1);
     /* devices that share a GPU share its copy engines: a load into all of them is measured
        against what they take at once too */
-    s->h2d_all_bw = s->n > 1 ? h2d_rate(s, host, size, s->n) : 0;
+    s->h2d_all_bw = s->n > 1 ? tool_pinned_rate(s->app, host, size, s->n) : 0;
     vkrt_host_unregister(s->app, host);
   }
   munmap(host, size);

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../pinned.h"
 #include "bench.h"
 
 struct load_opts {
@@ -146,21 +147,6 @@ static double host_read_rate(const char *path, uint32_t threads) {
   return r;
 }
 
-/* One device's share of a pinned upload, on a thread of its own. */
-struct pinned_part {
-  vkrt_buffer *dst;
-  const uint8_t *host;
-  uint64_t size;
-  vkrt_status status;
-  pthread_t tid;
-};
-
-static void *pinned_part_run(void *arg) {
-  struct pinned_part *p = arg;
-  p->status = vkrt_upload(p->dst, 0, p->host, p->size);
-  return NULL;
-}
-
 /* The pinned host-to-device rate: 256 MiB of anonymous memory (transparent huge pages when
  * `huge`, as a load's chunks) registered (imported), then uploaded four times; the best of
  * the last three. Over `devices` devices each takes an equal part on a thread of its own, all
@@ -178,39 +164,13 @@ static double pinned_rate(vkrt_appliance *app, uint32_t devices, bool huge, cons
   if (huge)
     madvise(host, size, MADV_HUGEPAGE);
   memset(host, 0x3c, size);
-  struct pinned_part part[VKRT_MAX_DEVICES] = {0};
-  devices = devices < 1 ? 1 : BENCH_MIN(devices, (uint32_t)VKRT_MAX_DEVICES);
   double best = 0;
   struct host_read h;
   const bool reading = busy && host_read_start(&h, busy, threads, true);
-  bool made = vkrt_host_register(app, host, size, NULL, NULL, NULL) == VKRT_OK;
-  const bool registered = made;
-  for (uint32_t d = 0; made && d < devices; d++) {
-    part[d].host = host + size * d / devices;
-    part[d].size = size * (d + 1) / devices - size * d / devices;
-    made = vkrt_buffer_create(app, d, part[d].size, VKRT_BUFFER_DEVICE_LOCAL, &part[d].dst) ==
-           VKRT_OK;
-  }
-  for (int i = 0; made && i < 4; i++) {
-    double t0 = bench_now_s();
-    uint32_t started = 0;
-    if (devices == 1)
-      pinned_part_run(&part[0]);
-    else
-      while (started < devices &&
-             pthread_create(&part[started].tid, NULL, pinned_part_run, &part[started]) == 0)
-        started++;
-    for (uint32_t d = 0; d < started; d++)
-      pthread_join(part[d].tid, NULL);
-    const double r = rate(size, bench_now_s() - t0);
-    for (uint32_t d = 0; d < devices; d++)
-      made = made && (devices == 1 || started == devices) && part[d].status == VKRT_OK;
-    best = made && i && r > best ? r : best;
-  }
-  for (uint32_t d = 0; d < devices; d++)
-    vkrt_buffer_destroy(part[d].dst);
-  if (registered)
+  if (vkrt_host_register(app, host, size, NULL, NULL, NULL) == VKRT_OK) {
+    best = tool_pinned_rate(app, host, size, devices) * 1e-9;
     vkrt_host_unregister(app, host);
+  }
   if (reading)
     host_read_stop(&h);
   munmap(map, size + align);
