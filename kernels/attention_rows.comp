@@ -23,6 +23,11 @@
 // staged behind barriers. Specialization constants: 0 workgroup size (a multiple of S),
 // 1 G, 2 D (head dim, a multiple of 8; q8_0 of 32), 3 S (the subgroup size: the device's,
 // fixed). vkrt_ops_attention_rows_plan (validate.c) sizes the shared memory as declared here.
+// Q8Q (q8_0 only; vkrt_options.quant_activations = VKRT_ACTIVATIONS_Q8): the scaled queries
+// are also rounded to 8 bits per 32 values in shared memory (scale max|q| / 127, round to
+// nearest, ties to even so that a reference can repeat it), and a block's score is
+// d_k d_q sum q_k q_q by integer dot products of 4 int8 pairs: 8 instructions a block and
+// head instead of 8 conversions of the K quants and 32 multiply-adds.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : enable
@@ -46,6 +51,14 @@ const float LOW = -3.402823466e38;       // the max before any score
 
 
 #include "attention_kv.glsl"
+#ifdef Q8Q
+#extension GL_EXT_spirv_intrinsics : require
+// OpSDot (4450) on two words of 4 packed int8 (PackedVectorFormat4x8Bit = 0)
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int dot4(uint a, uint b, spirv_literal int packed_4x8);
+shared uint sqi[G * D / 4u];   // the scaled queries as int8, 4 a word
+shared float sqd[G * D / 32u]; // the scale of each 32
+#endif
 #include "attention_split_len.glsl"
 
 shared vec4 sq[G * D / 4u]; // the scaled queries; at the end the merged o
@@ -102,10 +115,17 @@ void q8_block(uint row, uint b, uint ws[9], out uint qw[8], out float d) {
 
 // Query g's dot product with the 32 quants of block b (before the block's scale)
 float q8_block_dot(uint g, uint b, uint qw[8]) {
+#ifdef Q8Q
+  int acc = 0;
+  [[unroll]] for (uint j = 0u; j < 8u; j++)
+    acc += dot4(qw[j], sqi[(g * D) / 4u + 8u * b + j], 0);
+  return sqd[(g * D) / 32u + b] * float(acc);
+#else
   float acc = 0.0;
   [[unroll]] for (uint j = 0u; j < 8u; j++)
     acc += dot(sq[(g * D) / 4u + 8u * b + j], unpack_i8(qw[j]));
   return acc;
+#endif
 }
 #endif
 
@@ -137,6 +157,23 @@ void main() {
     sq[i] = pc.scale * vec4(q[qi], q[qi + 1u], q[qi + 2u], q[qi + 3u]);
   }
   barrier();
+#ifdef Q8Q
+  for (uint i = tid; i < G * D / 32u; i += WG) { // block i: sq[8 i .. 8 i + 7]
+    float amax = 0.0;
+    [[unroll]] for (uint e = 0u; e < 8u; e++) {
+      vec4 a = abs(sq[8u * i + e]);
+      amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+    }
+    float inv = amax > 0.0 ? 127.0 / amax : 0.0;
+    sqd[i] = amax / 127.0;
+    [[unroll]] for (uint e = 0u; e < 8u; e++) {
+      ivec4 r = clamp(ivec4(roundEven(sq[8u * i + e] * inv)), ivec4(-127), ivec4(127));
+      sqi[8u * i + e] = (uint(r.x) & 255u) | ((uint(r.y) & 255u) << 8u) |
+                        ((uint(r.z) & 255u) << 16u) | (uint(r.w) << 24u);
+    }
+  }
+  barrier();
+#endif
 
   float m[G], l[G];
   vec4 oa[G * LC], ob[G * LC]; // the V pass's sums: head g, chunk slot ci at g * LC + ci

@@ -103,6 +103,7 @@ vkrt_status vkrt_lab_counters_get(const vkrt_appliance *app, uint32_t device,
                              .attention_rounds = c->attention_rounds,
                              .attention_rows = c->attention_rows,
                              .attention_k16 = c->attention_k16,
+                             .attention_q8q = c->attention_q8q,
                              .attention_direct = c->attention_direct,
                              .matmul_fused_norm = c->matmul_fused_norm,
                              .matmul_fused_swiglu = c->matmul_fused_swiglu};

@@ -49,6 +49,7 @@ VKRT_KERNEL_ATTENTION_SPLIT_Q8_0_CHECK_PUSH(struct attention_split_push);
 VKRT_KERNEL_ATTENTION_ROWS_F16_CHECK_PUSH(struct attention_split_push);
 #endif
 VKRT_KERNEL_ATTENTION_ROWS_Q8_0_CHECK_PUSH(struct attention_split_push);
+VKRT_KERNEL_ATTENTION_ROWS_Q8_0_Q8Q_CHECK_PUSH(struct attention_split_push);
 
 #define COMBINE_WG 256 /* attention_combine.comp: a power of two */
 #define COMBINE_SLICE 32 /* attention_combine.comp DS: head elements per workgroup */
@@ -113,6 +114,14 @@ static bool rows_possible(const struct vkrt_device *dev, const char **why_not) {
  * (44.0) against 40.9 (41.4). */
 #define ROWS_MIN_CTX 16384
 
+/* Whether the row kernel scores a q8_0 cache on queries rounded to 8 bits (integer dot
+ * products): the appliance asked for 8-bit activations and the device has the kernel
+ * (shaderIntegerDotProduct). */
+static bool int8_queries(const struct vkrt_device *dev) {
+  return dev->ops->quant_activations_q8 &&
+         vkrt_ops_kernel_usable(dev, VKRT_OPS_ATTENTION_ROWS_Q8_0_Q8Q);
+}
+
 const char *vkrt_attention_kernel_choice(const struct vkrt_device *dev, bool *rows) {
   const char *why_not;
   bool can = rows_possible(dev, &why_not);
@@ -122,6 +131,13 @@ const char *vkrt_attention_kernel_choice(const struct vkrt_device *dev, bool *ro
     return "tiles forced";
   if (!can)
     return why_not;
+  if (int8_queries(dev))
+    return forced == 2 ? "rows forced; q8_0 K scored on queries rounded to 8 bits (integer dot "
+                         "products: 8-bit activations)"
+                       : "rows up to 4 query heads per KV head (on GPUs from 16384 cached "
+                         "tokens), tiles otherwise: the device has subgroup arithmetic at a "
+                         "fixed size; the rows score q8_0 K on queries rounded to 8 bits (integer "
+                         "dot products: 8-bit activations)";
   return forced == 2 ? "rows forced"
                      : "rows up to 4 query heads per KV head (on GPUs from 16384 cached "
                        "tokens), tiles otherwise: the device has subgroup arithmetic at a fixed "
@@ -140,7 +156,8 @@ bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_
     rows = false;
   if (rows)
     return vkrt_ops_attention_rows_plan(head_dim, n_head, n_head_kv, n_q, n_ctx,
-                                        dev->caps.subgroup_size, ops->attention_rows_target_groups,
+                                        dev->caps.subgroup_size, int8_queries(dev),
+                                        ops->attention_rows_target_groups,
                                         vkrt_ops_forces(dev)->attention_splits,
                                         dev->caps.max_compute_shared_memory_size, scratch, out,
                                         why, why_size);
@@ -175,7 +192,10 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   uint32_t split_spec[VKRT_OPS_MAX_SPEC] = {plan.wg, plan.heads_per_group, D,
                                            plan.rows ? plan.subgroup : plan.unroll};
   uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {COMBINE_WG, D, 0, 0};
-  enum vkrt_ops_kernel sk = plan.rows ? (f16 ? VKRT_OPS_ATTENTION_ROWS_F16 : VKRT_OPS_ATTENTION_ROWS_Q8_0)
+  bool q8q = plan.rows && !f16 && int8_queries(dev);
+  enum vkrt_ops_kernel sk = plan.rows ? (f16   ? VKRT_OPS_ATTENTION_ROWS_F16
+                                         : q8q ? VKRT_OPS_ATTENTION_ROWS_Q8_0_Q8Q
+                                               : VKRT_OPS_ATTENTION_ROWS_Q8_0)
                                       : (f16 ? VKRT_OPS_ATTENTION_SPLIT_F16 : VKRT_OPS_ATTENTION_SPLIT_Q8_0);
   bool direct = plan.splits == 1; /* the split pass writes dst: no combine */
   vkrt_status s = vkrt_ops_pipeline_spec(dev, sk, split_spec, &split);
@@ -260,5 +280,6 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   vkrt_ops_count(dev, attention_direct, direct);
   vkrt_ops_count(dev, attention_rows, plan.rows);
   vkrt_ops_count(dev, attention_k16, sp.k_vec);
+  vkrt_ops_count(dev, attention_q8q, q8q);
   return VKRT_OK;
 }

@@ -142,6 +142,7 @@ struct vkrt_ops_counters {
   uint64_t attention, attention_splits, attention_rounds;
   uint64_t attention_rows;     /* split pass with a row per invocation (attention_rows.comp) */
   uint64_t attention_k16;      /* ... reading q8_0 K rows in 16-byte words */
+  uint64_t attention_q8q;      /* ... scoring q8_0 K on queries rounded to 8 bits */
   uint64_t attention_direct;   /* one split: no combine pass */
   uint64_t matmul_fused_norm, matmul_fused_swiglu; /* vkrt_op_matmul_fused's folded steps */
 };
@@ -467,7 +468,9 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
 /* The split pass attentions take on dev (*rows: attention_rows.comp, else the tiles) and
  * why, for vkrt-probe and the lab. */
 const char *vkrt_attention_kernel_choice(const struct vkrt_device *dev, bool *rows);
-/* The plan of an attention over these shapes on dev (vkrt_lab_attention_plan). */
+/* The plan of an attention over these shapes on dev (vkrt_lab_attention_plan). Under
+ * VKRT_ACTIVATIONS_Q8 the row kernel's plan keeps room for the queries rounded to 8 bits
+ * (what the q8_0 cache's kernel declares) whatever the cache type. */
 bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_t n_head,
                              uint32_t n_head_kv, uint32_t n_q, uint32_t n_ctx,
                              struct vkrt_attention_plan *out, char *why, size_t why_size);

@@ -867,7 +867,7 @@ bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head
 
 bool vkrt_ops_attention_rows_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
                                   uint32_t n_q, uint32_t n_ctx, uint32_t subgroup,
-                                  uint32_t target_groups, uint32_t forced_splits,
+                                  bool int8_queries, uint32_t target_groups, uint32_t forced_splits,
                                   uint32_t shared_limit, uint64_t scratch_bytes,
                                   struct vkrt_attention_plan *out, char *why, size_t why_size) {
   static const char *const op = "vkrt_op_attention";
@@ -884,9 +884,12 @@ bool vkrt_ops_attention_rows_plan(uint32_t head_dim, uint32_t n_head, uint32_t n
   uint32_t chunks = head_dim / 8, per_lane = div_up(chunks, subgroup), per_kv = n_head / n_head_kv;
   uint32_t g = per_kv;
   /* as attention_rows.comp declares it: the queries, the probabilities of a run per
-   * subgroup, a max and a sum per subgroup and head */
+   * subgroup, a max and a sum per subgroup and head; Q8Q: the queries as int8 and a scale
+   * per 32 */
 #define ROWS_SHARED(g) ((uint32_t)sizeof(float) * ((g) * head_dim + (out->wg / subgroup) * \
-                        ((g) * subgroup + 2 * (g))))
+                        ((g) * subgroup + 2 * (g))) +                                       \
+                        (int8_queries ? (g) * head_dim + (uint32_t)sizeof(float) * (g) *      \
+                                            (head_dim / 32) : 0))
   while (g > 1 && (per_kv % g || 8 * g * per_lane > VKRT_ATTENTION_ROWS_SUMS ||
                    ROWS_SHARED(g) > shared_limit))
     g--;

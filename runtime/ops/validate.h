@@ -147,12 +147,13 @@ bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head
  * `heads_per_group` query heads of one KV head (the largest divisor of n_head / n_head_kv
  * whose weighted-V sums stay within VKRT_ATTENTION_ROWS_SUMS floats per invocation and whose
  * queries and probabilities fit the shared memory) and at least one run of `subgroup` tokens
- * per split; the splits aim at `target_groups` workgroups as above, no cap but the scratch. */
+ * per split; the splits aim at `target_groups` workgroups as above, no cap but the scratch.
+ * `int8_queries`: room for the queries rounded to 8 bits too (the _q8q kernel). */
 #define VKRT_ATTENTION_ROWS_WG 128
 #define VKRT_ATTENTION_ROWS_SUMS 64
 bool vkrt_ops_attention_rows_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
                                   uint32_t n_q, uint32_t n_ctx, uint32_t subgroup,
-                                  uint32_t target_groups, uint32_t forced_splits,
+                                  bool int8_queries, uint32_t target_groups, uint32_t forced_splits,
                                   uint32_t shared_limit, uint64_t scratch_bytes,
                                   struct vkrt_attention_plan *out, char *why, size_t why_size);
 /* Bytes of shared memory the split pass takes (as attention_split.comp declares it). */

@@ -569,7 +569,7 @@ static void test_attention_check_and_plan(void **state) {
 
   /* the split pass with a row per invocation: 32-wide subgroups, 528 workgroups aimed at
    * (4 per SM of 132): head 128, 32 heads over 8: 4 heads a group, 66 splits */
-  assert_true(vkrt_ops_attention_rows_plan(128, 32, 8, 1, 32768, 32, 528, 0, 49152, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_rows_plan(128, 32, 8, 1, 32768, 32, false, 528, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_true(p.rows);
   assert_int_equal(p.subgroup, 32);
   assert_int_equal(p.wg, 128);
@@ -581,34 +581,39 @@ static void test_attention_check_and_plan(void **state) {
   assert_int_equal(p.min_split, 32); /* a subgroup's run: a short query's splits */
   /* the queries, a run's probabilities per subgroup, max and sum per subgroup and head */
   assert_int_equal(p.shared_bytes, 4 * (4 * 128 + 4 * (4 * 32 + 2 * 4)));
+  /* the same with the queries rounded to 8 bits (the q8q kernel): 4 x 128 int8 and a scale
+   * per 32 more */
+  assert_true(vkrt_ops_attention_rows_plan(128, 32, 8, 1, 32768, 32, true, 528, 0, 49152, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.heads_per_group, 4);
+  assert_int_equal(p.shared_bytes, 4 * (4 * 128 + 4 * (4 * 32 + 2 * 4)) + 4 * 128 + 4 * 4 * 4);
   /* head 64, 8 heads over 1, 7680 tokens: at least one run of 32 tokens a split */
-  assert_true(vkrt_ops_attention_rows_plan(64, 8, 1, 1, 7680, 32, 528, 0, 49152, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_rows_plan(64, 8, 1, 1, 7680, 32, false, 528, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.heads_per_group, 8);
   assert_int_equal(p.split_len, 32);
   assert_int_equal(p.splits, 240);
   /* head 256, 32 heads over 2: 8 heads a group (8 sums each), 2 groups per KV head */
-  assert_true(vkrt_ops_attention_rows_plan(256, 32, 2, 1, 20000, 32, 528, 0, 49152, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_rows_plan(256, 32, 2, 1, 20000, 32, false, 528, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.heads_per_group, 8);
   assert_int_equal(p.head_groups, 2);
   assert_int_equal(p.splits, 132);
   /* 8-wide subgroups (lavapipe): two chunks an invocation at head 128, so 4 heads a group;
    * workgroups of 16 subgroups */
-  assert_true(vkrt_ops_attention_rows_plan(128, 16, 2, 1, 1000, 8, 16, 0, 32768, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_rows_plan(128, 16, 2, 1, 1000, 8, false, 16, 0, 32768, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.heads_per_group, 4);
   assert_int_equal(p.head_groups, 2);
   assert_int_equal(p.wg, 128);
   /* shared memory short: fewer heads a group; forced splits as with the tiles */
-  assert_true(vkrt_ops_attention_rows_plan(256, 16, 2, 1, 20000, 32, 528, 0, 4096, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_rows_plan(256, 16, 2, 1, 20000, 32, false, 528, 0, 4096, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.heads_per_group, 2);
   assert_true(p.shared_bytes <= 4096);
-  assert_true(vkrt_ops_attention_rows_plan(128, 32, 8, 1, 32768, 32, 528, 7, 49152, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_rows_plan(128, 32, 8, 1, 32768, 32, false, 528, 7, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.splits, 7);
   /* 64-wide subgroups: one subgroup's workgroups are 128 (2 subgroups) */
-  assert_true(vkrt_ops_attention_rows_plan(128, 32, 8, 1, 32768, 64, 528, 0, 65536, mib16, &p, why, sizeof(why)));
+  assert_true(vkrt_ops_attention_rows_plan(128, 32, 8, 1, 32768, 64, false, 528, 0, 65536, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.wg, 128);
-  expect_fail(vkrt_ops_attention_rows_plan(128, 32, 8, 1, 32768, 24, 528, 0, 49152, mib16, &p, why, sizeof(why)),
+  expect_fail(vkrt_ops_attention_rows_plan(128, 32, 8, 1, 32768, 24, false, 528, 0, 49152, mib16, &p, why, sizeof(why)),
               "the row kernel needs subgroups of 4..128 invocations, a power of two (24)");
-  expect_fail(vkrt_ops_attention_rows_plan(256, 2, 1, 1, 100, 32, 528, 0, 1024, mib16, &p, why, sizeof(why)),
+  expect_fail(vkrt_ops_attention_rows_plan(256, 2, 1, 1, 100, 32, false, 528, 0, 1024, mib16, &p, why, sizeof(why)),
               "one query head of head_dim 256 needs 1568 bytes of shared memory; the device has 1024");
   /* the H200's plan (132 compute units: 2 workgroups each aimed at, at most one split per
    * compute unit): 33 splits at head 128 over 8 KV heads (264 workgroups), 132 at head 256

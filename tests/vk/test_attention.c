@@ -127,28 +127,67 @@ static float scale_of(const struct att_case *c) {
   return c->scale != 0 ? c->scale : 1.0f / sqrtf((float)c->D);
 }
 
-/* dst against the float64 reference for query j attending `len` rows; every byte of the
- * buffer outside dst's elements still holds the poison in `before`. */
+/* Set while the appliance rounds the queries of q8_0 row-kernel cases to 8 bits
+ * (VKRT_ACTIVATIONS_Q8 on a device with integer dot products): such cases take the q8q
+ * kernel and are checked against the float64 reference of the rounded queries. */
+static bool rounding_queries;
+
+/* The scaled query of D values as the q8q kernel rounds it (out), and per value the amount a
+ * rounding the other way would move it (tie: d where scale q / d is within 2^-10 of a half,
+ * where the device's f32 division may land on the other side; else 0): per 32 values, scale
+ * d = max|scale q| / 127 and r = scale q 127 / max|scale q| rounded to nearest, ties to even,
+ * all in f32 as the kernel computes them;
+ * out = r d. */
+static void round_query(const float *q, float scale, int D, double *out, double *tie) {
+  for (int b = 0; b < D / 32; b++) {
+    float sq[32], amax = 0.0f;
+    for (int i = 0; i < 32; i++) {
+      sq[i] = scale * q[32 * b + i];
+      amax = fmaxf(amax, fabsf(sq[i]));
+    }
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f, d = amax / 127.0f;
+    for (int i = 0; i < 32; i++) {
+      float x = sq[i] * inv, r = nearbyintf(x); /* ties to even, as the kernel's roundEven */
+      r = r < -127.0f ? -127.0f : r > 127.0f ? 127.0f : r;
+      out[32 * b + i] = (double)r * d;
+      tie[32 * b + i] = fabsf(fabsf(x - truncf(x)) - 0.5f) < 1.0f / 1024 ? d : 0.0;
+    }
+  }
+}
+
+/* dst against the float64 reference for query j attending `len` rows (with `rounded`, of
+ * the queries rounded as round_query does); every byte of the buffer outside dst's elements
+ * still holds the poison in `before`. */
 static void att_check(const struct att_case *c, const struct att_bufs *b, const uint8_t *before,
-                      const int *lens, const char *what) {
+                      const int *lens, bool rounded, const char *what) {
   int D = c->D, G = c->H / c->HKV;
-  double *sc = malloc(sizeof(double) * (size_t)c->n_ctx);
+  double *sc = malloc(sizeof(double) * (size_t)c->n_ctx), *qr = malloc(sizeof(double) * (size_t)D);
+  double *tie = calloc((size_t)D, sizeof(double));
   uint8_t *expect_bytes = malloc(b->db.size);
   memcpy(expect_bytes, before, b->db.size);
   for (int j = 0; j < c->NQ; j++)
     for (int h = 0; h < c->H; h++) {
       const float *q = (const float *)(b->qb.map + b->q.offset + h * b->q.nb[1] + j * b->q.nb[2]);
       int kh = h / G, len = lens[j] > 0 ? (lens[j] < c->n_ctx ? lens[j] : c->n_ctx) : 0;
-      double m = -INFINITY, l = 0, sabs = 0;
+      double m = -INFINITY, l = 0, sabs = 0, sties = 0;
+      /* the query the scores take: q times the scale after it, or rounded with it */
+      double qscale = rounded ? 1.0 : scale_of(c);
+      if (rounded)
+        round_query(q, scale_of(c), D, qr, tie);
+      else
+        for (int d = 0; d < D; d++)
+          qr[d] = q[d];
       for (int t = 0; t < len; t++) {
         const float *kr = b->kf + ((size_t)t * c->HKV + kh) * D;
-        double s = 0, a = 0;
+        double s = 0, a = 0, t_ties = 0;
         for (int d = 0; d < D; d++) {
-          s += (double)q[d] * kr[d];
-          a += fabs((double)q[d] * kr[d]);
+          s += qr[d] * kr[d];
+          a += fabs(qr[d] * kr[d]);
+          t_ties += tie[d] * fabs(kr[d]);
         }
-        sabs = fmax(sabs, a * fabs(scale_of(c)));
-        sc[t] = s * scale_of(c);
+        sabs = fmax(sabs, a * fabs(qscale));
+        sties = fmax(sties, t_ties);
+        sc[t] = s * qscale;
         m = fmax(m, sc[t]);
       }
       for (int t = 0; t < len; t++)
@@ -164,8 +203,9 @@ static void att_check(const struct att_case *c, const struct att_bufs *b, const 
         float got;
         memcpy(&got, b->db.map + at + 4 * d, 4);
         /* f32 scores: each off by up to ~D 2^-24 sum |scale q k| (bounded by sabs), which
-         * moves the output by that times the spread of v; exp and sums in f32 */
-        double tol = (2e-5 + 2 * D * 6e-8 * sabs) * (mag + fabs(o)) + 1e-6;
+         * moves the output by that times the spread of v; exp and sums in f32; rounded
+         * queries: a value near a half may round either way (sties) */
+        double tol = (2e-5 + 2 * D * 6e-8 * sabs + 2 * sties) * (mag + fabs(o)) + 1e-6;
         if (!(fabs(got - o) <= tol))
           fail_msg("%s: %s D %d H %d/%d n_ctx %d: query %d (kv_len %d) head %d [%d] = %.8g, "
                    "expected %.8g", what, vkrt_type_str(c->type), D, c->H, c->HKV, c->n_ctx, j,
@@ -180,6 +220,8 @@ static void att_check(const struct att_case *c, const struct att_bufs *b, const 
     fail_msg("%s: bytes outside dst's elements were written", what);
   free(expect_bytes);
   free(sc);
+  free(qr);
+  free(tie);
 }
 
 static bool type_in_build(vkrt_type t) {
@@ -236,6 +278,9 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   bool k16 = plan.rows && c->type == VKRT_TYPE_Q8_0 && c->D % 64 == 0 && b.k.offset % 4 == 0 &&
              b.k.nb[1] % 4 == 0 && b.k.nb[2] % 16 == 0;
   assert_int_equal(c1.attention_k16 - c0.attention_k16, k16);
+  /* the queries rounded: q8_0 on the row kernel of an appliance that rounds them */
+  bool q8q = rounding_queries && plan.rows && c->type == VKRT_TYPE_Q8_0;
+  assert_int_equal(c1.attention_q8q - c0.attention_q8q, q8q);
   for (int h = 0; k16 && h < c->HKV; h++)
     k16_phases[(b.k.offset + (uint64_t)h * b.k.nb[1]) / 4 % 4]++;
   if (kernel == 1)
@@ -269,12 +314,12 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
 
   char what[128];
   if (plan.rows)
-    snprintf(what, sizeof(what), "rows: %d splits of %u, subgroups of %u", plan.splits,
-             plan.split_len, plan.subgroup);
+    snprintf(what, sizeof(what), "rows: %d splits of %u, subgroups of %u%s", plan.splits,
+             plan.split_len, plan.subgroup, q8q ? ", queries rounded to 8 bits" : "");
   else
     snprintf(what, sizeof(what), "tiles: %d splits of %u, %u passes a tile", plan.splits,
              plan.split_len, plan.unroll);
-  att_check(c, &b, before, c->kv_len, what);
+  att_check(c, &b, before, c->kv_len, q8q, what);
   free(before);
   att_free(&b);
 }
@@ -428,9 +473,9 @@ static void test_attention_device_length(void **state) {
   vkt_check(app, vkrt_cmd_fill(b.lb.buf, 0, 4, 123));
   vkt_check(app, vkrt_op_attention(&dst2, &b.q, &b.k, &b.v, &b.len, sc));
   vkt_check(app, vkrt_finish(app, 0));
-  att_check(&c, &b, before, (int[]){700}, "before the device fill");
+  att_check(&c, &b, before, (int[]){700}, false, "before the device fill");
   memcpy(b.db.map, d2.map, b.db.size);
-  att_check(&c, &b, before, (int[]){123}, "after the device fill");
+  att_check(&c, &b, before, (int[]){123}, false, "after the device fill");
 
   /* the host changes it between two submits of the same op */
   for (int round = 0; round < 3; round++) {
@@ -441,7 +486,7 @@ static void test_attention_device_length(void **state) {
     vkt_check(app, vkrt_finish(app, 0));
     char what[64];
     snprintf(what, sizeof(what), "host-set kv_len %d", len);
-    att_check(&c, &b, before, &len, what);
+    att_check(&c, &b, before, &len, false, what);
   }
   free(before);
   vkrt_buffer_destroy(d2.buf);
@@ -611,6 +656,61 @@ static void test_attention_kernel_choice(void **state) {
   vkt_close(app);
 }
 
+/* 8-bit activations (vkrt_options.quant_activations = VKRT_ACTIVATIONS_Q8): on a device
+ * with integer dot products (the capability snapshot) the q8_0 row kernel scores on the
+ * queries rounded to 8 bits per 32 values, checked against float64 of exactly those; f16
+ * caches and the tiles keep the queries as they are. */
+static void test_attention_int8_queries(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  o.quant_activations = VKRT_ACTIVATIONS_Q8;
+  vkrt_appliance *app = vkt_open(&o);
+  if (!type_in_build(VKRT_TYPE_Q8_0)) {
+    vkt_close(app);
+    vkt_skip("no attention kernels in this build");
+    return;
+  }
+  static char desc[1 << 16];
+  vkrt_describe(app, true, desc, sizeof(desc));
+  rounding_queries = strstr(desc, "\"integer_dot_product\": true") != NULL;
+  if (!rounding_queries)
+    print_message("dev0 has no integer dot products: q8_0 scores on the queries as they are\n");
+  char line[1024];
+  vkrt_describe(app, false, desc, sizeof(desc));
+  const char *at = strstr(desc, "attention split pass: ");
+  assert_non_null(at);
+  snprintf(line, sizeof(line), "%.*s", (int)strcspn(at, "\n"), at);
+  assert_int_equal(strstr(line, "queries rounded to 8 bits") != NULL, rounding_queries);
+  /* head 64, 128, 256; 1 to 8 query heads per KV head; padded views; 16-byte K loads and
+   * word loads (the 2-byte offset); full and short lengths; forced splits */
+  static const struct att_case cases[] = {
+      {VKRT_TYPE_Q8_0, 64, 8, 1, 2, 300, {300, 17}, 0, 0, false, 0, 2},
+      {VKRT_TYPE_Q8_0, 128, 32, 8, 1, 333, {301}, 0, 0, false, 0, 2},
+      {VKRT_TYPE_Q8_0, 128, 4, 2, 2, 200, {200, 1}, 0, 5, true, 0, 2},
+      {VKRT_TYPE_Q8_0, 256, 4, 2, 2, 140, {140, 3}, 0, 0, false, 0, 2},
+      {VKRT_TYPE_Q8_0, 256, 2, 2, 1, 97, {96}, 0.3f, 0, true, 0, 2},
+      {VKRT_TYPE_Q8_0, 128, 8, 2, 1, 150, {150}, 0, 0, false, 0, 1}, /* tiles: as they are */
+      {VKRT_TYPE_F16, 128, 8, 2, 1, 150, {150}, 0, 0, false, 0, 2},  /* f16: as they are */
+  };
+  int rounded = 0;
+  for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    if (!type_in_build(cases[i].type))
+      continue;
+    vkrt_lab_counters c0, c1;
+    vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
+    run_case(app, &cases[i]);
+    vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
+    rounded += (int)(c1.attention_q8q - c0.attention_q8q);
+  }
+  const bool could = rounding_queries;
+  rounding_queries = false;
+  /* the row kernel runs on every device the suite runs on (forced): each q8_0 row case
+   * rounded where the device can */
+  assert_int_equal(rounded, could ? 5 : 0);
+  vkt_close(app);
+}
+
 int main(void) {
   rng = vkt_seed(0);
   const struct CMUnitTest tests[] = {
@@ -620,6 +720,7 @@ int main(void) {
       cmocka_unit_test(test_attention_device_length),
       cmocka_unit_test(test_attention_queries),
       cmocka_unit_test(test_attention_kernel_choice),
+      cmocka_unit_test(test_attention_int8_queries),
       cmocka_unit_test(test_attention_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -130,7 +130,10 @@ typedef enum vkrt_quant_activations {
                                products: x rounded to 8 bits per 32 values (scale max|x| / 127,
                                as ggml's q8_1 path does) and multiplied by integer dot
                                products, faster; adds an error of at most
-                               sum_k |w_k| max|x|_32(k) / 254. Other cases as F32. */
+                               sum_k |w_k| max|x|_32(k) / 254. Other cases as F32.
+                               Also vkrt_op_attention over a q8_0 cache where it runs a
+                               row per invocation (long contexts on GPUs): the scaled
+                               queries rounded so, the scores by integer dot products. */
 } vkrt_quant_activations;
 
 /* How vkrt_op_matmul multiplies many columns of x (vkrt_options.matmul_activations): M at or
@@ -598,7 +601,9 @@ vkrt_status vkrt_op_rope_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src
  * whole cache. n_head a multiple of n_head_kv (grouped-query heads:
  * query head h uses KV head h / (n_head / n_head_kv)). dst f32 {head_dim, n_head, n_q} =
  * softmax(scale * q k^T) v per head; scale is usually 1 / sqrt(head_dim). Long contexts are
- * split across workgroups (partial max and sum per split, then a combine). */
+ * split across workgroups (partial max and sum per split, then a combine). With
+ * VKRT_ACTIVATIONS_Q8 a q8_0 cache's scores may take scale * q rounded to 8 bits per 32
+ * values (vkrt_quant_activations; vkrt-probe's attention line says when). */
 vkrt_status vkrt_op_attention(const vkrt_tensor *dst, const vkrt_tensor *q, const vkrt_tensor *k,
                               const vkrt_tensor *v, const vkrt_tensor *kv_len, float scale);
 

@@ -271,6 +271,8 @@ typedef struct vkrt_lab_counters {
   uint64_t attention_rows;   /* ... those whose split pass ran a row per invocation */
   uint64_t attention_k16;    /* ... of them, those that read q8_0 K rows in 16-byte words
                                 (rows 4-byte aligned, 16-byte steps between tokens) */
+  uint64_t attention_q8q;    /* ... of them, those whose q8_0 scores took integer dot
+                                products on queries rounded to 8 bits (VKRT_ACTIVATIONS_Q8) */
   uint64_t attention_direct;   /* ... those with one split, written by the split pass alone
                                   (no combine pass) */
   uint64_t matmul_fused_norm;   /* vkrt_op_matmul_fused dispatches with the RMS norm folded in */
