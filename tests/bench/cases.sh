@@ -68,7 +68,8 @@ for path in "copy via tiled transpose" "concat per-source copies"; do
 done
 echo "quick subset with --tiled-copies on: #wrong 0 (copy via tiled transpose, concat per-source copies)"
 # VKRT_ACTIVATIONS_Q8: the one-column quantized cases take the 8-bit-x kernels (within the
-# rounding bound), the others the f32 ones
+# rounding bound), the others the f32 ones; q8_0 attention on the row kernel rounds the
+# queries (lavapipe runs the rows at every length), f16 caches and the tiles do not
 out=$("$bench" cases --test-file "$quick" --json --activations q8) || { echo "$out"; echo "q8 activations run failed"; exit 1; }
 [ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "#wrong > 0 with 8-bit activations"; exit 1; }
 for path in "matvec q8_0, 8-bit x" "matvec q4_K, 8-bit x"; do
@@ -78,7 +79,12 @@ done
 # 2 mod 4 bytes), the five-column one with f32 x
 [ "$(json "[r['path'] for r in d['results'] if r['name'] in ('mv.q6_K', 'mv.q6_K.m5.padded-rows')]" <<< "$out")" = "['matvec q6_K, 8-bit x', 'matvec q6_K']" ] \
   || { echo "$out"; echo "q6_K lines with --activations q8: not the 8-bit-x kernel for one column and the f32-x one for five"; exit 1; }
-echo "quick subset with --activations q8: #wrong 0 (one-column q8_0/q4_K/q6_K through the 8-bit-x kernels)"
+q8_0_lines=$(grep -n '^FLASH_ATTN_EXT .* q8_0 ' "$quick" | cut -d: -f1 | paste -sd,) # K and V q8_0
+bad=$(json "[r['line'] for r in d['results'] if r['path'].startswith('attention') and \
+  (r['path'].endswith('8-bit q') != (r['path'].startswith('attention rows') and r['line'] in [$q8_0_lines]))]" <<< "$out")
+[ "$bad" = "[]" ] || { echo "$out"; echo "attention with --activations q8: 8-bit queries not exactly on the q8_0 row-kernel lines (lines $bad)"; exit 1; }
+json "[r['path'] for r in d['results']]" <<< "$out" | grep -qF "8-bit q" || { echo "$out"; echo "no attention line rounded its queries"; exit 1; }
+echo "quick subset with --activations q8: #wrong 0 (one-column q8_0/q4_K/q6_K through the 8-bit-x kernels, q8_0 row attention on 8-bit queries)"
 
 # the prompt and small-batch shapes of prompt.txt, scaled down: M past the crossover through the
 # tiled kernel for every weight type, M 2..8 on the matrix-vector kernels; then with the

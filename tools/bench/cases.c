@@ -809,9 +809,11 @@ static float *cache_rows(const struct case_tensor *t, const uint8_t *base) {
 
 /* FLASH_ATTN_EXT in float64: every query attends the first T of the n_kv rows. The bound:
  * each f32 score is off by up to about D 2^-24 sum |scale q k|, which moves the output by that
- * times the spread of v; exp and sums in f32. */
+ * times the spread of v; exp and sums in f32. With q8 (--activations q8) a q8_0 cache's scores
+ * may take scale q rounded to 8 bits per 32 values: each off by up to sum |k| max|scale q|_32
+ * / 254 more, which moves the output by twice that. */
 static bool attention_reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_SRC],
-                                int64_t T, float *ref, float *tol) {
+                                int64_t T, bool q8, float *ref, float *tol) {
   const struct case_tensor *q = &bc->src[0], *k = &bc->src[1], *v = &bc->src[2];
   int64_t D = q->ne[0], NB = q->ne[1], H = q->ne[2], NKV = k->ne[1], G = H / k->ne[2];
   double scale = param_f32(bc, 0);
@@ -823,15 +825,21 @@ static bool attention_reference(const struct bench_case *bc, uint8_t *const host
       for (int64_t d = 0; d < D; d++)
         qd[d] = load(host[0], VKRT_TYPE_F32, (uint64_t)(d * q->nb[0] + j * q->nb[1] + h * q->nb[2]));
       const float *kh = kf + (h / G) * NKV * D, *vh = vf + (h / G) * NKV * D;
-      double m = -INFINITY, l = 0, sabs = 0;
+      double m = -INFINITY, l = 0, sabs = 0, rounding = 0;
+      const bool rounded = q8 && k->type == VKRT_TYPE_Q8_0;
       for (int64_t t = 0; t < T; t++) {
-        double s = 0, a = 0;
+        double s = 0, a = 0, r = 0, amax = 0;
         for (int64_t d = 0; d < D; d++) {
           s += qd[d] * kh[t * D + d];
           a += fabs(qd[d] * kh[t * D + d]);
+          if (rounded && d % 32 == 0)
+            for (int64_t e = amax = 0; e < 32 && d + e < D; e++)
+              amax = fmax(amax, fabs(qd[d + e] * scale));
+          r += rounded ? fabs(kh[t * D + d]) * amax / 254 * 1.001 : 0;
         }
         sc[t] = s * scale;
         sabs = fmax(sabs, a * scale);
+        rounding = fmax(rounding, r);
         m = fmax(m, sc[t]);
       }
       for (int64_t t = 0; t < T; t++)
@@ -844,7 +852,8 @@ static bool attention_reference(const struct bench_case *bc, uint8_t *const host
         }
         uint64_t i = (uint64_t)(d + D * (h + H * j));
         ref[i] = (float)o;
-        tol[i] = (float)((2e-5 + 2.0 * (double)D * 6e-8 * sabs) * (mag + fabs(o)) + 1e-6);
+        tol[i] = (float)((2e-5 + 2.0 * (double)D * 6e-8 * sabs + 2 * rounding) * (mag + fabs(o)) +
+                         1e-6);
       }
     }
   free(kf);
@@ -863,7 +872,7 @@ static bool reference(const struct bench_case *bc, uint8_t *const host[CASE_MAX_
   uint64_t o = 0;
   int64_t i[4];
   if (bc->op == CASE_FLASH_ATTN_EXT)
-    return attention_reference(bc, host, attended, ref, tol);
+    return attention_reference(bc, host, attended, q8, ref, tol);
   if (bc->op == CASE_MUL_MAT)
     return mul_mat_reference(bc, host, ref, tol, mag, q8);
   if (bc->op >= CASE_RMS_NORM)
@@ -1123,10 +1132,11 @@ static uint64_t kv_bytes(const struct bench_case *bc, int64_t attended) {
 static const char *path_name(const struct bench_case *bc, const vkrt_lab_counters *before,
                              const vkrt_lab_counters *after) {
   if (after->attention > before->attention) {
-    static char text[48];
-    snprintf(text, sizeof(text), "attention %s, %" PRIu64 " splits",
+    static char text[64];
+    snprintf(text, sizeof(text), "attention %s, %" PRIu64 " splits%s",
              after->attention_rows > before->attention_rows ? "rows" : "tiles",
-             after->attention_splits - before->attention_splits);
+             after->attention_splits - before->attention_splits,
+             after->attention_q8q > before->attention_q8q ? ", 8-bit q" : "");
     return text;
   }
   if (bc->op == CASE_ARGMAX)
