@@ -36,9 +36,21 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_GOOGLE_include_directive : require
 
-#define THREADS 256u
 #ifndef COLS
 #define COLS 1
+#endif
+// One column of Q4_K or Q8_0: 512 invocations a workgroup (x rounded by twice the
+// invocations, twice the subgroups walking rows on the same 256 workgroups). H100, the build
+// with 256 against 512, two rounds each: Q4_K gate+up 4096 x 28672 31.1 against 29.9 us,
+// q-o 8.3 / 7.9, qkv 9.5 / 9.0, gate-up 14.9 / 14.3, down 17.2 either way, k-v 4096 x 1024
+// 5.8 / 6.4 (more subgroups than its rows); Q8_0 gate-up 27.5 / 27.2, down 31.6 / 30.8, k-v
+// 6.4 / 6.9; vkrt-service Llama-3-8B q4_K tg 324.0 / 328.4 tok/s (3 rounds, every round
+// ahead), Llama-3.2-1B 946.8 / 949.7. Q6_K (output 177.1 / 178.9, k-v 6.5 / 7.5) and the
+// several-column kernels stay at 256.
+#if COLS == 1 && !defined(Q6_K)
+#define THREADS 512u
+#else
+#define THREADS 256u
 #endif
 #if COLS == 1
 #define KMAX 16384u
@@ -66,7 +78,7 @@
 #endif
 #endif
 
-layout(local_size_x = 256) in;
+layout(local_size_x = THREADS) in;
 
 // OpSDot (4450) on two words of 4 packed int8 (PackedVectorFormat4x8Bit = 0)
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)

@@ -231,6 +231,7 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   ops->subgroup_shuffle = query_subgroup_ops(dev, VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   ops->storage_16bit = caps->storage_buffer_16bit;
   ops->integer_dot = caps->integer_dot_product;
+  ops->max_invocations = caps->max_compute_work_group_invocations;
   for (unsigned i = 0; i < vkrt_kernel_registry_count; i++)
     for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
       if (!strcmp(vkrt_kernel_registry[i]->name, kernel_info[k].name))
@@ -559,6 +560,9 @@ static const char *missing_feature(const struct vkrt_ops_state *ops, enum vkrt_o
     return "cooperative matrices (VK_NV_cooperative_matrix 16x16x16 f16, 32-wide subgroups)";
   if (kernel_info[k].needs_shuffle && !ops->subgroup_shuffle)
     return "compute subgroup shuffles";
+  const struct vkrt_kernel_desc *d = ops->desc[k];
+  if (d && (uint64_t)d->local_size[0] * d->local_size[1] * d->local_size[2] > ops->max_invocations)
+    return "workgroups larger than maxComputeWorkGroupInvocations";
   return NULL;
 }
 

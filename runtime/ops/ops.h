@@ -165,6 +165,7 @@ struct vkrt_ops_state {
   bool subgroup_shuffle;          /* compute-stage subgroupShuffleXor */
   bool storage_16bit;             /* storageBuffer16BitAccess (f16 copy/transpose/...) */
   bool integer_dot;               /* shaderIntegerDotProduct (8-bit-activation quant kernels) */
+  uint32_t max_invocations;       /* maxComputeWorkGroupInvocations: larger kernels unusable */
   enum vkrt_ops_copy_path copy_path;
   bool copy_transposed_tiled;     /* transposed-view copies take the tiled transpose */
   pthread_mutex_t lock;           /* lazy pipeline creation */
