@@ -77,7 +77,9 @@ VKRT_KERNEL_DEQUANT_Q6_K_F32_CHECK_PUSH(struct dequant_push);
  *            8 a pass over w (q8x_columns: K <= 12288), x 16-byte aligned, Q4_K rows 16-byte
  *            aligned, the device's shaderIntegerDotProduct. Changes the result by the
  *            rounding of x: taken unforced only with VKRT_ACTIVATIONS_Q8 and for one column
- *            (the columns' kernels are not yet timed against the f32-x ones on a GPU); a
+ *            (the columns' kernels lost to the f32-x ones at every M 2-8 on an H100: q8_0
+ *            M 2 53.6 against 45.3 us, M 8 115.5 against 87.7; q4_K M 2 44.5 against
+ *            32.7, M 8 127.3 against 113.7; docs/perf.md); a
  *            forced q8x on columns past its K runs kspace's M > 1 kernel. Q6_K has a
  *            one-column q8x kernel too (rows at any even byte), counted here, though the
  *            knob does not force it.
@@ -495,7 +497,7 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
                         vkrt_quant_variant_names[chosen - 1],
                         chosen == q8x ? " (or K is over 16384)" : "");
   } else if (dev->ops->quant_activations_q8 && M == 1 && q8x_fits) {
-    chosen = q8x; /* (M > 1: the f32-x kernels until the q8x ones for columns are timed) */
+    chosen = q8x; /* (M > 1: the f32-x kernels, faster than the q8x ones for columns) */
   } else {
     for (int i = 0; i < VKRT_QUANT_READ_PATTERNS - 1; i++) {
       const struct qmv_variant *c = &table[pref[i] - 1];
