@@ -131,17 +131,15 @@ const char *vkrt_attention_kernel_choice(const struct vkrt_device *dev, bool *ro
     return "tiles forced";
   if (!can)
     return why_not;
+#define ROWS_WHEN "rows up to 4 query heads per KV head (on GPUs from 16384 cached tokens), " \
+                  "tiles otherwise: the device has subgroup arithmetic at a fixed size"
+#define ROWS_Q8Q "; the rows score q8_0 K on queries rounded to 8 bits (integer dot products: " \
+                 "8-bit activations)"
   if (int8_queries(dev))
-    return forced == 2 ? "rows forced; q8_0 K scored on queries rounded to 8 bits (integer dot "
-                         "products: 8-bit activations)"
-                       : "rows up to 4 query heads per KV head (on GPUs from 16384 cached "
-                         "tokens), tiles otherwise: the device has subgroup arithmetic at a "
-                         "fixed size; the rows score q8_0 K on queries rounded to 8 bits (integer "
-                         "dot products: 8-bit activations)";
-  return forced == 2 ? "rows forced"
-                     : "rows up to 4 query heads per KV head (on GPUs from 16384 cached "
-                       "tokens), tiles otherwise: the device has subgroup arithmetic at a fixed "
-                       "size";
+    return forced == 2 ? "rows forced" ROWS_Q8Q : ROWS_WHEN ROWS_Q8Q;
+  return forced == 2 ? "rows forced" : ROWS_WHEN;
+#undef ROWS_WHEN
+#undef ROWS_Q8Q
 }
 
 bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_t n_head,
