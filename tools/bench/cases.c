@@ -819,23 +819,28 @@ static bool attention_reference(const struct bench_case *bc, uint8_t *const host
   double scale = param_f32(bc, 0);
   float *kf = cache_rows(k, host[1]), *vf = cache_rows(v, host[2]);
   double *sc = malloc((size_t)NKV * sizeof(double)), *qd = malloc((size_t)D * sizeof(double));
-  bool ok = kf && vf && sc && qd;
+  double *qround = malloc((size_t)D * sizeof(double));
+  bool ok = kf && vf && sc && qd && qround;
   for (int64_t j = 0; ok && j < NB; j++)
     for (int64_t h = 0; h < H; h++) {
       for (int64_t d = 0; d < D; d++)
         qd[d] = load(host[0], VKRT_TYPE_F32, (uint64_t)(d * q->nb[0] + j * q->nb[1] + h * q->nb[2]));
       const float *kh = kf + (h / G) * NKV * D, *vh = vf + (h / G) * NKV * D;
       double m = -INFINITY, l = 0, sabs = 0, rounding = 0;
-      const bool rounded = q8 && k->type == VKRT_TYPE_Q8_0;
+      /* q8: each q_d's share of a score's rounding bound, max|scale q| of its 32 / 254 */
+      for (int64_t d0 = 0; d0 < D; d0 += 32) {
+        double amax = 0;
+        for (int64_t d = d0; d < d0 + 32 && d < D; d++)
+          amax = fmax(amax, fabs(qd[d] * scale));
+        for (int64_t d = d0; d < d0 + 32 && d < D; d++)
+          qround[d] = q8 && k->type == VKRT_TYPE_Q8_0 ? amax / 254 * 1.001 : 0;
+      }
       for (int64_t t = 0; t < T; t++) {
-        double s = 0, a = 0, r = 0, amax = 0;
+        double s = 0, a = 0, r = 0;
         for (int64_t d = 0; d < D; d++) {
           s += qd[d] * kh[t * D + d];
           a += fabs(qd[d] * kh[t * D + d]);
-          if (rounded && d % 32 == 0)
-            for (int64_t e = amax = 0; e < 32 && d + e < D; e++)
-              amax = fmax(amax, fabs(qd[d + e] * scale));
-          r += rounded ? fabs(kh[t * D + d]) * amax / 254 * 1.001 : 0;
+          r += fabs(kh[t * D + d]) * qround[d];
         }
         sc[t] = s * scale;
         sabs = fmax(sabs, a * scale);
@@ -860,6 +865,7 @@ static bool attention_reference(const struct bench_case *bc, uint8_t *const host
   free(vf);
   free(sc);
   free(qd);
+  free(qround);
   return ok;
 }
 
