@@ -365,8 +365,10 @@ static int run(const struct load_opts *o) {
            (double)size / (1 << 20), n, o->columns ? "columns" : "rows",
            (double)bytes / (1 << 20), y.direct_warm, y.direct_cold, y.buffered, y.host_threads,
            y.host_read, y.pinned, y.pinned_huge, y.host_threads, y.pinned_busy);
+  if (ranges && !o->json && y.pinned_all > 0)
+    printf("; into all %u devices at once %.2f GB/s", n, y.pinned_all);
   if (ranges && !o->json)
-    printf(y.pinned_all > 0 ? "; into all %u devices at once %.2f GB/s\n" : "\n", n, y.pinned_all);
+    printf("\n");
   if (ranges && !o->json && IS_ENABLED(CONFIG_VKRT_LAB))
     printf("  knobs: %u threads (one retires chunks), chunks of %" PRIu64 " KiB x %u, blocks of %" PRIu64
            " KiB, rows under %" PRIu64 " bytes %s\n", k.threads, k.chunk_bytes >> 10,
