@@ -12,9 +12,9 @@
 // Every subgroup walks whole rows on its own: its S invocations take a row's units in order
 // (coalesced 16-byte quant reads), UNROLL units' loads issued before their arithmetic (an
 // earlier layout on the H200, K 14336 x N 4096: 26.1 us with 1, 21.2 with 2, 21.0 with 4;
-// K 4096 x N 14336: 24.9, 20.0, 18.8; one column now takes 2, below), and one subgroupAdd
-// sums the row: no barrier between rows, so a
-// subgroup's next loads do not wait for the slowest of the workgroup. Shared memory stays
+// K 4096 x N 14336: 24.9, 20.0, 18.8; one column of Q4_K now takes 2, below), and one
+// subgroupAdd sums the row: no barrier between rows, so a subgroup's next loads do not wait
+// for the slowest of the workgroup. Shared memory stays
 // small (~21 KiB) so that the L1 cache beside it keeps the quant words the invocations share
 // (KMAX 20480, 28 KiB: 40.8 us).
 // COLS columns of x per workgroup (-DCOLS=2, 4, 8; Q4_K and Q8_0; columns
@@ -74,9 +74,10 @@
 // a Q6_K unit is 64 weights from 48 quant bytes: two in flight hold more bytes than Q4_K's
 // four of 16, and at K 4096 every invocation has just two (not yet timed on the H200)
 #define UNROLL 2u
-#elif COLS == 1
+#elif COLS == 1 && defined(Q4_K)
 // NVIDIA gives the one-column kernels' 512 invocations 64 registers each (two workgroups an
-// SM): two units in flight fit there, four did not. H100, q4k-products.txt --activations q8,
+// SM): two Q4_K units in flight fit there, four did not (Q8_0 keeps four: not yet timed at
+// two). H100, q4k-products.txt --activations q8,
 // 4 -> 2 units: Llama-3-8B q-o 7.92 -> 7.59 us, qkv 8.99 -> 8.74, gate-up 14.33 -> 13.64,
 // down 17.15 -> 15.85, gate+up 29.94 -> 29.09; Llama-3.2-1B gate+up 14.51 -> 10.28, qkv
 // 7.34 -> 6.08 (every shape faster)
