@@ -14,9 +14,8 @@
 // earlier layout on the H200, K 14336 x N 4096: 26.1 us with 1, 21.2 with 2, 21.0 with 4;
 // K 4096 x N 14336: 24.9, 20.0, 18.8; one column of Q4_K now takes 2, below), and one
 // subgroupAdd sums the row: no barrier between rows, so a subgroup's next loads do not wait
-// for the slowest of the workgroup. Shared memory stays
-// small (~21 KiB) so that the L1 cache beside it keeps the quant words the invocations share
-// (KMAX 20480, 28 KiB: 40.8 us).
+// for the slowest of the workgroup. Shared memory stays small (~21 KiB) so that the L1 cache
+// beside it keeps the quant words the invocations share (KMAX 20480, 28 KiB: 40.8 us).
 // COLS columns of x per workgroup (-DCOLS=2, 4, 8; Q4_K and Q8_0; columns
 // COLS y .. COLS y + COLS - 1 of grid row y): every column's x rounded into shared memory,
 // every row's quant words read once for all of them (the small batches, M 2..8; more in
