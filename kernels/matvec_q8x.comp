@@ -45,9 +45,11 @@
 // q-o 8.3 / 7.9, qkv 9.5 / 9.0, gate-up 14.9 / 14.3, down 17.2 either way, k-v 4096 x 1024
 // 5.8 / 6.4 (more subgroups than its rows); Q8_0 gate-up 27.5 / 27.2, down 31.6 / 30.8, k-v
 // 6.4 / 6.9; vkrt-service Llama-3-8B q4_K tg 324.0 / 328.4 tok/s (3 rounds, every round
-// ahead), Llama-3.2-1B 946.8 / 949.7. Q6_K (output 177.1 / 178.9, k-v 6.5 / 7.5) and the
-// several-column kernels stay at 256.
-#if COLS == 1 && !defined(Q6_K)
+// ahead), Llama-3.2-1B 946.8 / 949.7. Q6_K (output 177.1 / 178.9, k-v 6.5 / 7.5) stays at
+// 256. Two and four columns take 512 too (H100, batch-q8x.txt, 256 -> 512: Q8_0 K 5120 x N
+// 14336 M 2 55.6 -> 42.3 us, M 4 78.5 -> 54.9, K 4096 M 8 in two passes 120.4 -> 84.0;
+// Q4_K M 2 46.7 -> 37.0, M 4 69.7 -> 57.9); eight columns (not timed at 512) stay at 256.
+#if COLS <= 4 && !defined(Q6_K)
 #define THREADS 512u
 #else
 #define THREADS 256u

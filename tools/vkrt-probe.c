@@ -14,7 +14,7 @@ static void usage(FILE *f) {
           "usage: vkrt-probe [--json] [--devices N] [--simulated | --physical-only]\n"
           "                  [--physical I[,J...]] [--validation] [--sync-validation]\n"
           "                  [--verbose] [--fault NAME[:DEV[,DEV...]]]... [--exercise]\n"
-          "                  [--activations f32|q8|f16|q8,f16] [--version]\n"
+          "                  [--activations f32|q8|f16|q8,f16] [--q8-columns N] [--version]\n"
           "Prints the board, each device's capabilities and the transport/import plan.\n"
           "  --devices N        open N devices instead of the board's count\n"
           "  --physical I,J     rank r uses physical device I, J, ... (by enumeration index)\n"
@@ -29,6 +29,8 @@ static void usage(FILE *f) {
           "                     builds, so uploads straddle them)\n"
           "  --activations q8   open with VKRT_ACTIVATIONS_Q8: each device's line says whether\n"
           "                     its quantized matvec rounds x to 8 bits, and why not\n"
+          "  --q8-columns N     with it, small batches up to N columns too\n"
+          "                     (vkrt_options.quant_activations_columns): from which M, per type\n"
           "  --activations f16  open with VKRT_MATMUL_ACTIVATIONS_F16: each device's matmul line\n"
           "                     says whether its tiled matmul runs on cooperative matrices (x\n"
           "                     rounded to f16), and why not\n");
@@ -189,6 +191,9 @@ int main(int argc, char **argv) {
       }
       options.quant_activations = q8 ? VKRT_ACTIVATIONS_Q8 : VKRT_ACTIVATIONS_F32;
       options.matmul_activations = f16 ? VKRT_MATMUL_ACTIVATIONS_F16 : VKRT_MATMUL_ACTIVATIONS_F32;
+      i++;
+    } else if (strcmp(a, "--q8-columns") == 0 && next) {
+      options.quant_activations_columns = (uint32_t)strtoul(next, NULL, 10);
       i++;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);

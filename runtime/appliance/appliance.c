@@ -30,6 +30,7 @@ static vkrt_status open_wings(struct vkrt_appliance *app) {
     s = vkrt_ops_open(dev);
     if (s == VKRT_OK) {
       dev->ops->quant_activations_q8 = app->quant_activations_q8;
+      vkrt_quant_set_activation_columns(dev, app->quant_activations_columns);
       dev->ops->use_coopmat = app->matmul_f16 && vkrt_ops_coopmat_usable(dev);
     }
     bool at_open = app->pipelines == VKRT_PIPELINES_AT_OPEN ||
@@ -83,6 +84,12 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
                 "(0..1)", options->quant_activations);
     return VKRT_ERROR_INVALID_ARGUMENT;
   }
+  if (options->quant_activations_columns > 8) {
+    vkrt_format(error_message, error_message_size,
+                "vkrt_open: options.quant_activations_columns = %u: 8-bit x takes at most 8 "
+                "columns (0..8)", options->quant_activations_columns);
+    return VKRT_ERROR_INVALID_ARGUMENT;
+  }
   if (options->matmul_activations > VKRT_MATMUL_ACTIVATIONS_F16) {
     vkrt_format(error_message, error_message_size,
                 "vkrt_open: options.matmul_activations = %u is not a vkrt_matmul_activations "
@@ -114,6 +121,8 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
     app->collective_timeout_ns = options->collective_timeout_ns;
   app->pipelines = options->pipelines;
   app->quant_activations_q8 = options->quant_activations == VKRT_ACTIVATIONS_Q8;
+  app->quant_activations_columns =
+      app->quant_activations_q8 ? VKRT_MAX(options->quant_activations_columns, 1u) : 1u;
   app->matmul_f16 = options->matmul_activations == VKRT_MATMUL_ACTIVATIONS_F16;
 
   vkrt_status s = vkrt_system_open(sys, options);

@@ -17,6 +17,7 @@ struct vkrt_appliance {
   uint64_t collective_timeout_ns;
   uint32_t pipelines; /* vkrt_pipelines: when the ops' pipelines are built */
   bool quant_activations_q8; /* options.quant_activations == VKRT_ACTIVATIONS_Q8 */
+  uint32_t quant_activations_columns; /* ... up to this M (1..8; 1 without it) */
   bool matmul_f16;           /* options.matmul_activations == VKRT_MATMUL_ACTIVATIONS_F16 */
   bool upload_opened, collective_opened;  /* wings to close */
   struct vkrt_graph *capturing;           /* the graph vkrt_graph_begin started, until _end */

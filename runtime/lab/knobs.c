@@ -32,6 +32,8 @@ static const struct {
   [VKRT_LAB_MATMUL_X16] = {"MATMUL_X16", 0, 1},
   [VKRT_LAB_BARRIER_STAGES] = {"BARRIER_STAGES", 0, 1},
   [VKRT_LAB_Q8X_WORKGROUPS] = {"Q8X_WORKGROUPS", 1, 65535},
+  [VKRT_LAB_Q8X_COLUMNS_MIN_M_Q8_0] = {"Q8X_COLUMNS_MIN_M_Q8_0", 2, 9},
+  [VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K] = {"Q8X_COLUMNS_MIN_M_Q4_K", 2, 9},
 };
 
 vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
@@ -75,6 +77,8 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_PIPELINE_REBIND: force->rebind_pipeline = value; break;
   case VKRT_LAB_BARRIER_STAGES: vkrt_stream_set_full_barrier_stages(dev, value); break;
   case VKRT_LAB_Q8X_WORKGROUPS: ops->q8x_workgroups = (uint32_t)value; break;
+  case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q8_0: ops->q8x_columns_min_m[0] = (uint32_t)value; break;
+  case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K: ops->q8x_columns_min_m[1] = (uint32_t)value; break;
   default: force->matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
@@ -135,6 +139,8 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_PIPELINE_REBIND: *out = force->rebind_pipeline; break;
   case VKRT_LAB_BARRIER_STAGES: *out = dev->stream.full_barrier_stages; break;
   case VKRT_LAB_Q8X_WORKGROUPS: *out = ops->q8x_workgroups; break;
+  case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q8_0: *out = ops->q8x_columns_min_m[0]; break;
+  case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K: *out = ops->q8x_columns_min_m[1]; break;
   default: *out = force->matmul_kernel; break;
   }
   return VKRT_OK;

@@ -226,6 +226,9 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
    * over 8192 groups 4.01 TB/s (same run) */
   ops->copy_vec4_max_groups = 65535;
   ops->q8x_workgroups = VKRT_QUANT_Q8X_WORKGROUPS;
+  ops->q8x_max_m = 1;
+  ops->q8x_columns_min_m[0] = VKRT_QUANT_Q8X_COLUMNS_MIN_M_Q8_0;
+  ops->q8x_columns_min_m[1] = VKRT_QUANT_Q8X_COLUMNS_MIN_M_Q4_K;
   ops->push_descriptor = caps->push_descriptor && dev->vk.vkCmdPushDescriptorSetKHR;
   ops->subgroup_arithmetic = query_subgroup_ops(dev, VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   ops->subgroup_shuffle = query_subgroup_ops(dev, VK_SUBGROUP_FEATURE_SHUFFLE_BIT);

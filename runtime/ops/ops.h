@@ -181,6 +181,11 @@ struct vkrt_ops_state {
   /* vkrt_options.quant_activations == VKRT_ACTIVATIONS_Q8: M = 1 quant matvec rounds x to
    * 8 bits (the q8x kernels) where it can */
   bool quant_activations_q8;
+  /* ... and for columns up to q8x_max_m (vkrt_options.quant_activations_columns; 1: one
+   * column only), from q8x_columns_min_m[0] (Q8_0) / [1] (Q4_K) columns on */
+  uint32_t q8x_max_m;
+  uint32_t q8x_columns_min_m[2];
+  char quant_activations_path[400]; /* vkrt_quant_activations_path's text */
   struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT];      /* per weight type, M = 1 */
   struct vkrt_matvec_config matvec_cols[VKRT_TYPE_COUNT]; /* M > 1 (several x columns) */
   /* tiled matmul (matmul.c): crossovers and tiles (matmul_plan.c) */
@@ -510,6 +515,14 @@ static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t hea
 #define VKRT_QUANT_VARIANTS 16
 /* The q8x kernels' grid: workgroups at most (each rounds all of x once; VKRT_LAB_Q8X_WORKGROUPS). */
 #define VKRT_QUANT_Q8X_WORKGROUPS 256u
+/* The fewest columns of Q8_0 and of Q4_K w for which the q8x kernels take a small batch
+ * (vkrt_options.quant_activations_columns; VKRT_LAB_Q8X_COLUMNS_MIN_M_*). H100,
+ * tools/bench/cases/batch-q8x.txt, 512-invocation q8x columns against the f32-x column
+ * kernels, us: q8_0 K 5120 x N 14336 M 2 / 3 / 4 42.3 / 53.9 / 54.9 against 45.0 / 71.8 /
+ * 73.6, K 4096 M 8 84.0 against 87.9; q4_K M 2 37.0 against 33.2, M 4 / 8 57.9 / 110.6
+ * against 61.5 / 113.3. */
+#define VKRT_QUANT_Q8X_COLUMNS_MIN_M_Q8_0 2u
+#define VKRT_QUANT_Q8X_COLUMNS_MIN_M_Q4_K 3u
 /* The K up to which the q8x kernels for 2, 4 or 8 columns hold the rounded x (24576 values
  * of shared memory: 12288 for two columns; vkrt_lab.h's VKRT_LAB_Q8X_COLUMNS_MAX_K). */
 #define VKRT_QUANT_Q8X_COLUMNS_MAX_K 12288u
@@ -547,6 +560,8 @@ bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant);
 uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant);
 /* How quantized matvec takes x on this device, and why (vkrt-probe, describe). */
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev);
+/* VKRT_ACTIVATIONS_Q8 rounds up to `columns` columns of x (1..8; vkrt_ops_open set 1). */
+void vkrt_quant_set_activation_columns(struct vkrt_device *dev, uint32_t columns);
 /* Which kernel vkrt_op_matmul_fused takes on this device, for which weights (vkrt-probe). */
 const char *vkrt_quant_fused_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -566,6 +581,11 @@ static inline uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant)
 static inline const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   (void)dev;
   return "none: no quantized kernels in this build";
+}
+static inline void vkrt_quant_set_activation_columns(struct vkrt_device *dev,
+                                                     uint32_t columns) {
+  (void)dev;
+  (void)columns;
 }
 static inline const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
   (void)dev;

@@ -76,10 +76,10 @@ VKRT_KERNEL_DEQUANT_Q6_K_F32_CHECK_PUSH(struct dequant_push);
  *            (kernels/matvec_q8x.comp): M = 1 with K <= Q8X_MAX_K, or M > 1 columns 2, 4 or
  *            8 a pass over w (q8x_columns: K <= 12288), x 16-byte aligned, Q4_K rows 16-byte
  *            aligned, the device's shaderIntegerDotProduct. Changes the result by the
- *            rounding of x: taken unforced only with VKRT_ACTIVATIONS_Q8 and for one column
- *            (the columns' kernels lost to the f32-x ones at every M 2-8 on an H100: q8_0
- *            M 2 53.6 against 45.3 us, M 8 115.5 against 87.7; q4_K M 2 44.5 against
- *            32.7, M 8 127.3 against 113.7; docs/perf.md); a
+ *            rounding of x: taken unforced only with VKRT_ACTIVATIONS_Q8, for one column
+ *            and, where vkrt_options.quant_activations_columns asks, for 2..8 columns from
+ *            the type's q8x_columns_min_m (at most 4 a pass: VKRT_QUANT_Q8X_COLUMNS_MIN_M_*
+ *            has the measurements; 8 a pass is not timed at 512 invocations); a
  *            forced q8x on columns past its K runs kspace's M > 1 kernel. Q6_K has a
  *            one-column q8x kernel too (rows at any even byte), counted here, though the
  *            knob does not force it.
@@ -137,21 +137,27 @@ static unsigned cols_index(uint32_t M) {
  * values: KMAX there), fewer columns a pass where K needs it; 0 when not even 2 fit. */
 #define Q8X_COLS_VALUES 24576u
 _Static_assert(Q8X_COLS_VALUES / 2 == VKRT_QUANT_Q8X_COLUMNS_MAX_K, "two columns' K");
-static uint32_t q8x_columns(uint32_t M, uint64_t K) {
-  uint32_t c = 2u << cols_index(M);
+_Static_assert(VKRT_ACTIVATIONS_Q8_COLUMNS_MAX_K == VKRT_QUANT_Q8X_COLUMNS_MAX_K, "public K");
+static uint32_t q8x_columns(uint32_t M, uint64_t K, uint32_t most) {
+  uint32_t c = VKRT_MIN(2u << cols_index(M), most);
   while (c > 2 && K > Q8X_COLS_VALUES / c)
     c >>= 1;
   return K <= Q8X_COLS_VALUES / c ? c : 0;
 }
 
-/* The q8x kernel for M columns of K (M = 1: one column; else q8x_columns of them). */
-static enum vkrt_ops_kernel q8x_kernel(vkrt_type type, uint32_t M, uint64_t K) {
+/* Columns a pass of the q8x kernels: 8 where forced (the lab), 4 unforced. */
+#define Q8X_COLS_FORCED 8u
+#define Q8X_COLS_DEFAULT 4u
+
+/* The q8x kernel for M columns of K (M = 1: one column; else q8x_columns of them, at most
+ * `most` a pass). */
+static enum vkrt_ops_kernel q8x_kernel(vkrt_type type, uint32_t M, uint64_t K, uint32_t most) {
   static const enum vkrt_ops_kernel k[2][4] = {
       {VKRT_OPS_MATVEC_Q8_0_Q8X, VKRT_OPS_MATVEC_Q8_0_Q8X_COLS2, VKRT_OPS_MATVEC_Q8_0_Q8X_COLS4,
        VKRT_OPS_MATVEC_Q8_0_Q8X_COLS8},
       {VKRT_OPS_MATVEC_Q4_K_Q8X, VKRT_OPS_MATVEC_Q4_K_Q8X_COLS2, VKRT_OPS_MATVEC_Q4_K_Q8X_COLS4,
        VKRT_OPS_MATVEC_Q4_K_Q8X_COLS8}};
-  return k[type == VKRT_TYPE_Q4_K][M == 1 ? 0 : 1 + cols_index(VKRT_MAX(q8x_columns(M, K), 2))];
+  return k[type == VKRT_TYPE_Q4_K][M == 1 ? 0 : 1 + cols_index(VKRT_MAX(q8x_columns(M, K, most), 2))];
 }
 
 /* Q6_K (kernels/matvec_q6_k.comp): one kernel per column count, any even row alignment and
@@ -271,10 +277,28 @@ const char *const vkrt_quant_variant_names[VKRT_QUANT_VARIANTS] = {
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   if (!dev->ops || !dev->ops->quant_activations_q8)
     return "f32 (vkrt_options.quant_activations = VKRT_ACTIVATIONS_F32)";
-  return dev->ops->integer_dot
-             ? "8-bit for one column of q8_0/q4_K/q6_K w, K <= 16384, x (and q4_K rows) "
-               "16-byte aligned (q8x kernels: integer dot products); f32 otherwise"
-             : "f32: 8-bit activations were asked for, but the device lacks shaderIntegerDotProduct";
+  if (!dev->ops->integer_dot)
+    return "f32: 8-bit activations were asked for, but the device lacks shaderIntegerDotProduct";
+  static const char one[] = "8-bit for one column of q8_0/q4_K/q6_K w, K <= 16384, x (and q4_K "
+                            "rows) 16-byte aligned (q8x kernels: integer dot products)";
+  struct vkrt_ops_state *ops = dev->ops;
+  const uint32_t *lo = ops->q8x_columns_min_m;
+  if (ops->q8x_max_m < VKRT_MIN(lo[0], lo[1]))
+    vkrt_format(ops->quant_activations_path, sizeof(ops->quant_activations_path),
+                "%s; f32 otherwise (vkrt_options.quant_activations_columns = %u: small batches "
+                "in f32 x; 8-bit columns from M %u (q8_0) and %u (q4_K) here)",
+                one, ops->q8x_max_m, lo[0], lo[1]);
+  else
+    vkrt_format(ops->quant_activations_path, sizeof(ops->quant_activations_path),
+                "%s; and small batches up to M %u (vkrt_options.quant_activations_columns) "
+                "from M %u for q8_0 w and M %u for q4_K (where the 8-bit columns beat f32 x), "
+                "K <= 12288, up to 4 columns a pass; f32 otherwise",
+                one, ops->q8x_max_m, lo[0], lo[1]);
+  return ops->quant_activations_path;
+}
+
+void vkrt_quant_set_activation_columns(struct vkrt_device *dev, uint32_t columns) {
+  dev->ops->q8x_max_m = VKRT_MAX(VKRT_MIN(columns, 8u), 1u);
 }
 
 uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant) {
@@ -339,7 +363,7 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
   uint32_t blocks = w->ne[0] / w->block;
   switch (kind) {
   case QMV_Q8X: /* x rounded into shared memory: K up to what it holds for M columns */
-    if ((x->ne[1] == 1 ? w->ne[0] > Q8X_MAX_K : !q8x_columns(x->ne[1], w->ne[0])) ||
+    if ((x->ne[1] == 1 ? w->ne[0] > Q8X_MAX_K : !q8x_columns(x->ne[1], w->ne[0], 2)) ||
         (w->type == VKRT_TYPE_Q4_K && !rows_aligned(w, 16)))
       return false;
     return x_aligned16(x);
@@ -484,8 +508,13 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   _Static_assert(QMV_Q8X + 1 == VKRT_QUANT_READ_PATTERNS, "q8x last, the others one preference each");
   int forced = vkrt_ops_forces(dev)->quant_variant, chosen = 1;
   const int q8x = VKRT_QUANT_VARIANTS; /* the last variant */
+  /* unforced, 8-bit x for M > 1 only where asked and from the type's measured crossover */
+  uint32_t cols_most = forced > 0 ? Q8X_COLS_FORCED : Q8X_COLS_DEFAULT;
   bool q8x_fits = variant_fits(QMV_Q8X, &w, x) &&
-                  vkrt_ops_kernel_usable(dev, q8x_kernel(w.type, M, w.ne[0]));
+                  vkrt_ops_kernel_usable(dev, q8x_kernel(w.type, M, w.ne[0], cols_most));
+  bool q8x_unforced = dev->ops->quant_activations_q8 && q8x_fits &&
+                      (M == 1 || (M <= dev->ops->q8x_max_m &&
+                                  M >= dev->ops->q8x_columns_min_m[q8 ? 0 : 1]));
   if (forced > 0) {
     chosen = (forced - 1) % VKRT_QUANT_VARIANTS + 1;
     /* a forced q8x on columns its kernels cannot hold runs kspace's M > 1 kernel */
@@ -496,8 +525,8 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
                         "%s: variant %s forced but w rows or x are not aligned for it%s", op,
                         vkrt_quant_variant_names[chosen - 1],
                         chosen == q8x ? " (or K is over 16384)" : "");
-  } else if (dev->ops->quant_activations_q8 && M == 1 && q8x_fits) {
-    chosen = q8x; /* (M > 1: the f32-x kernels, faster than the q8x ones for columns) */
+  } else if (q8x_unforced) {
+    chosen = q8x;
   } else {
     for (int i = 0; i < VKRT_QUANT_READ_PATTERNS - 1; i++) {
       const struct qmv_variant *c = &table[pref[i] - 1];
@@ -517,9 +546,9 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   }
   enum qmv_kind kind = v->kind;
   if (kind == QMV_Q8X && q8x_fits) { /* one column, or 2, 4, 8 per workgroup */
-    k = q8x_kernel(w.type, M, w.ne[0]);
+    k = q8x_kernel(w.type, M, w.ne[0], cols_most);
     rows = Q8X_ROWS;
-    mt = M == 1 ? 1 : q8x_columns(M, w.ne[0]);
+    mt = M == 1 ? 1 : q8x_columns(M, w.ne[0], cols_most);
   } else if (kind == QMV_Q8X) {
     kind = QMV_KSPACE;
   }

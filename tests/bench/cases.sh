@@ -86,10 +86,26 @@ bad=$(json "[r['line'] for r in d['results'] if r['path'].startswith('attention'
 json "[r['path'] for r in d['results']]" <<< "$out" | grep -qF "8-bit q" || { echo "$out"; echo "no attention line rounded its queries"; exit 1; }
 echo "quick subset with --activations q8: #wrong 0 (one-column q8_0/q4_K/q6_K through the 8-bit-x kernels, q8_0 row attention on 8-bit queries)"
 
+# vkrt_options.quant_activations_columns 8: the small batches of q8_0 and q4_K w on the
+# 8-bit-x column kernels from each type's crossover (vkrt-probe's line) up to M 8, within the
+# rounding bound; q6_K and the tiled lines as before
+prompt="$root/tools/bench/cases/prompt-quick.txt"
+probe_out=$("$(dirname "$bench")/vkrt-probe" --activations q8 --q8-columns 8 2>&1) || { echo "$probe_out"; echo "vkrt-probe --q8-columns 8 failed"; exit 1; }
+line=$(grep 'dev0 quantized matvec activations' <<< "$probe_out")
+from=$(sed -n 's/.* from M \([0-9]*\) for q8_0 w and M \([0-9]*\) for q4_K.*/\1 \2/p' <<< "$line")
+[ -n "$from" ] || { echo "$line"; echo "vkrt-probe --q8-columns 8: no crossover in the activations line"; exit 1; }
+read -r from_q8_0 from_q4_K <<< "$from"
+out=$("$bench" cases --test-file "$prompt" --json --activations q8 --q8-columns 8) || { echo "$out"; echo "q8 columns run failed"; exit 1; }
+[ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "#wrong > 0 with 8-bit columns"; exit 1; }
+bad=$(json "[r['name'] for r in d['results'] if r['path'].startswith('matvec') and \
+  r['path'].endswith('8-bit x') != (int(r['name'].rsplit('.m', 1)[1]) >= {'q8_0': $from_q8_0, 'q4_K': $from_q4_K}.get(r['name'].split('.')[1], 99))]" <<< "$out")
+[ "$bad" = "[]" ] || { echo "$out"; echo "8-bit columns not exactly from the crossover ($from_q8_0 q8_0, $from_q4_K q4_K): $bad"; exit 1; }
+json "[r['path'] for r in d['results']]" <<< "$out" | grep -qF "matvec q8_0, 8-bit x" || { echo "$out"; echo "no small batch took 8-bit x"; exit 1; }
+echo "prompt-quick with --activations q8 --q8-columns 8: #wrong 0, 8-bit columns from M $from_q8_0 (q8_0) and $from_q4_K (q4_K)"
+
 # the prompt and small-batch shapes of prompt.txt, scaled down: M past the crossover through the
 # tiled kernel for every weight type, M 2..8 on the matrix-vector kernels; then with the
 # crossover at 2 (vkrt-bench --min-m) every line through the tiled kernel
-prompt="$root/tools/bench/cases/prompt-quick.txt"
 out=$("$bench" cases --test-file "$prompt" --json) || { echo "$out"; echo "prompt run failed (#wrong > 0?)"; exit 1; }
 want=$(grep -cv '^\s*\(#\|$\)' "$prompt")
 [ "$(json "d['cases_run']" <<< "$out")" = "$want" ] || { echo "$out"; echo "not every prompt case ran"; exit 1; }

@@ -196,6 +196,7 @@ struct mm_case {
   enum scales scales;
   bool q8;               /* the appliance was opened with VKRT_ACTIVATIONS_Q8 */
   bool acc;              /* vkrt_op_matmul_add: dst += w x */
+  uint32_t columns;      /* ... and quant_activations_columns = this (0: one column) */
 };
 
 /* The q8x variant (x rounded to 8 bits, integer dot products): the last one. */
@@ -328,7 +329,15 @@ static void run_quant_matmul(vkrt_appliance *app, vkrt_type wt, const struct mm_
                                    : -1;
   if (want == VKRT_LAB_QUANT_READ_Q8X && !fits[want]) /* columns past its K: kspace's kernel */
     want = VKRT_LAB_QUANT_READ_KSPACE;
-  if (want < 0 && c->q8 && c->M == 1 && fits[VKRT_LAB_QUANT_READ_Q8X]) /* unforced: one column */
+  /* unforced: one column, or (quant_activations_columns) up to that many from the type's
+   * crossover on */
+  int64_t min_m = 2;
+  if (wt != VKRT_TYPE_Q6_K)
+    vkt_check(app, vkrt_lab_get(app, 0, wt == VKRT_TYPE_Q8_0 ? VKRT_LAB_Q8X_COLUMNS_MIN_M_Q8_0
+                                                             : VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K,
+                                &min_m));
+  bool q8_m = c->M == 1 || (c->M <= (int64_t)c->columns && c->M >= min_m);
+  if (want < 0 && c->q8 && q8_m && fits[VKRT_LAB_QUANT_READ_Q8X])
     want = VKRT_LAB_QUANT_READ_Q8X;
   /* a variant that wants rows on every compute unit only where N gives them (one column) */
   vkrt_lab_device info;
@@ -514,6 +523,15 @@ static void test_quant_matmul(void **state) {
   vkt_close(app);
 }
 
+/* vkrt_open refuses options `o` with INVALID_ARGUMENT, a message naming `field`, no appliance */
+static void expect_open_refused(const vkrt_options *o, const char *field) {
+  vkrt_appliance *bad = NULL;
+  char msg[256];
+  assert_int_equal(vkrt_open(o, &bad, msg, sizeof(msg)), VKRT_ERROR_INVALID_ARGUMENT);
+  assert_null(bad);
+  assert_non_null(strstr(msg, field));
+}
+
 /* VKRT_ACTIVATIONS_Q8: one column of x takes the q8x kernel where it fits (the counters say
  * so), within the bound of rounding x; M > 1, K > 16384, x or Q4_K rows off 16 bytes take
  * the f32 kernels (Q6_K rows at any even byte take q8x). The forced q8x variant on 2..8
@@ -525,11 +543,7 @@ static void test_quant_q8_activations(void **state) {
   vkrt_options o;
   vkt_options(&o);
   o.quant_activations = 2;
-  vkrt_appliance *bad = NULL;
-  char msg[256];
-  assert_int_equal(vkrt_open(&o, &bad, msg, sizeof(msg)), VKRT_ERROR_INVALID_ARGUMENT);
-  assert_null(bad);
-  assert_non_null(strstr(msg, "quant_activations"));
+  expect_open_refused(&o, "quant_activations");
   o.quant_activations = VKRT_ACTIVATIONS_Q8;
   vkrt_appliance *app = vkt_open(&o);
   if (!vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant()))
@@ -591,6 +605,58 @@ static void test_quant_q8_activations(void **state) {
     }
   }
   vkt_close(app);
+}
+
+/* quant_activations_columns: small batches of q8_0 and q4_K w take the q8x kernels for
+ * 2..8 columns (up to 4 a pass: K past 6144 two, past 12288 none) from the type's crossover
+ * (the lab's VKRT_LAB_Q8X_COLUMNS_MIN_M_*) up to the columns asked for; more columns, K
+ * past 12288 and x off 16 bytes take f32 x. A value past 8 is refused by vkrt_open. */
+static void test_quant_q8_columns(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  o.quant_activations = VKRT_ACTIVATIONS_Q8;
+  o.quant_activations_columns = 9;
+  expect_open_refused(&o, "quant_activations_columns");
+  for (uint32_t columns = 4; columns <= 8; columns += 4) {
+    o.quant_activations_columns = columns;
+    vkrt_appliance *app = vkt_open(&o);
+    if (!vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant()))
+      print_message("dev0 has no integer dot products: every case below takes the f32 kernels\n");
+    const vkrt_type types[] = {VKRT_TYPE_Q8_0, VKRT_TYPE_Q4_K};
+    for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
+      vkrt_type wt = types[t];
+      if (!qtype_enabled(wt))
+        continue;
+      int64_t B = vkrt_type_block(wt);
+      const vkrt_lab_knob knob = wt == VKRT_TYPE_Q8_0 ? VKRT_LAB_Q8X_COLUMNS_MIN_M_Q8_0
+                                                      : VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K;
+      int64_t min_m;
+      vkt_check(app, vkrt_lab_get(app, 0, knob, &min_m));
+      assert_in_range(min_m, 2, 9);
+      const struct mm_case cases[] = {
+        {8 * B, 13, 2, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, false, columns},
+        {16 * B, 21, 3, 1, 1, 0, 0, 0, 0, SCALE_EXTREME, true, false, columns},
+        {8 * B, 17, 4, 2, 4, 0, 16, 16, 0, SCALE_NORMAL, true, false, columns}, /* batches */
+        {8 * B, 11, 5, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, true, columns},    /* dst += */
+        {4 * B, 9, 8, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, false, columns},
+        {4 * B, 7, 11, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, false, columns},  /* past 8 */
+        {(8192 / B) * B, 3, 4, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, false, columns}, /* 2 a pass */
+        {(12288 / B + 1) * B, 3, 3, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, false, columns},
+        {8 * B, 13, 4, 1, 1, 0, 0, 4, 0, SCALE_NORMAL, true, false, columns},  /* x off 16 */
+      };
+      for (unsigned i = 0; i < VKT_ARRAY_SIZE(cases); i++)
+        run_quant_matmul(app, wt, &cases[i]);
+      /* the crossover moved: M 2 and 3 on f32 x, 4 on 8-bit x (up to the columns asked) */
+      vkt_check(app, vkrt_lab_set(app, 0, knob, 4));
+      for (int64_t M = 2; M <= 5; M++) {
+        const struct mm_case c = {8 * B, 19, M, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, false, columns};
+        run_quant_matmul(app, wt, &c);
+      }
+      vkt_check(app, vkrt_lab_set(app, 0, knob, min_m));
+    }
+    vkt_close(app);
+  }
 }
 
 /* vkrt_op_matmul_fused on an appliance opened with VKRT_ACTIVATIONS_Q8: one column of q4_K
@@ -968,6 +1034,7 @@ int main(void) {
       cmocka_unit_test(test_reference),
       cmocka_unit_test(test_quant_matmul),
       cmocka_unit_test(test_quant_q8_activations),
+      cmocka_unit_test(test_quant_q8_columns),
       cmocka_unit_test(test_fused_q8_activations),
       cmocka_unit_test(test_dequant_copy),
       cmocka_unit_test(test_block_descriptors),

@@ -960,6 +960,7 @@ struct cases_opts {
   const char *file;
   bool json, variants;
   bool q8; /* --activations q8: vkrt_options.quant_activations = VKRT_ACTIVATIONS_Q8 */
+  uint32_t q8_columns; /* --q8-columns: vkrt_options.quant_activations_columns */
   bool f16; /* --activations f16: vkrt_options.matmul_activations = VKRT_MATMUL_ACTIVATIONS_F16 */
   int tiled_copies; /* -1 device choice, 0/1 forced (tests run the GPU paths on lavapipe) */
   int iters;
@@ -1700,7 +1701,8 @@ static void measure_copy(struct cases_ctx *c) {
 static void usage(void) {
   printf("usage: vkrt-bench cases --test-file FILE [--json] [--iters N] [--device D] [--variants]\n"
          "                        [--target-ms MS] [--warmup-ms MS] [--tiled-copies on|off]\n"
-         "                        [--activations f32|q8|f16|q8,f16] [--tiles] [--min-m M]\n"
+         "                        [--activations f32|q8|f16|q8,f16] [--q8-columns N]\n"
+         "                        [--tiles] [--min-m M]\n"
          "                        [--coopmat on|off] [--parts] [--kv-len N] [--lab NAME=VALUE]...\n"
          "  ggml test-backend-ops --test-file lines (DUP, CONT, CPY, TRANSPOSE, CONCAT, MUL_MAT,\n"
          "  FLASH_ATTN_EXT; f32, f16, q8_0/q4_K/q6_K as MUL_MAT weights, q8_0 as FLASH_ATTN_EXT's\n"
@@ -1719,7 +1721,8 @@ static void usage(void) {
          "  time, and the last line counts them (the public API's user waits for the wall clock).\n"
          "  --tiled-copies overrides the device's choice for transposed-view copies and concat.\n"
          "  --activations q8 opens with VKRT_ACTIVATIONS_Q8 (quantized weights, one column: x\n"
-         "  rounded to 8 bits; the check allows that rounding); f16 opens with\n"
+         "  rounded to 8 bits; the check allows that rounding; --q8-columns N: small batches\n"
+         "  up to N columns too, vkrt_options.quant_activations_columns); f16 opens with\n"
          "  VKRT_MATMUL_ACTIVATIONS_F16 (the tiled matmul on cooperative matrices where the device\n"
          "  has them: x and w rounded to f16, which the check allows on lines that took them).\n"
          "  --tiles sweeps the tiled matmul's tiles on every MUL_MAT case that takes it;\n"
@@ -1744,7 +1747,7 @@ static int cmd_cases(int argc, char **argv) {
       {"tiles", no_argument, 0, 'T'}, {"min-m", required_argument, 0, 'm'},
       {"coopmat", required_argument, 0, 'C'},
       {"parts", no_argument, 0, 'P'},         {"kv-len", required_argument, 0, 'K'},
-      {"lab", required_argument, 0, 'L'},
+      {"lab", required_argument, 0, 'L'},     {"q8-columns", required_argument, 0, 'Q'},
       {0, 0, 0, 0}};
   struct cases_ctx c;
   memset(&c, 0, sizeof(c));
@@ -1780,6 +1783,7 @@ static int cmd_cases(int argc, char **argv) {
       }
       break;
     case 'm': c.o.min_m = atoi(optarg); break;
+    case 'Q': c.o.q8_columns = (uint32_t)atoi(optarg); break;
     case 'L':
       if (c.o.labs == (int)(sizeof(c.o.lab) / sizeof(c.o.lab[0]))) {
         usage();
@@ -1804,6 +1808,7 @@ static int cmd_cases(int argc, char **argv) {
   vkrt_options options;
   vkrt_options_initialize(&options);
   options.quant_activations = c.o.q8 ? VKRT_ACTIVATIONS_Q8 : VKRT_ACTIVATIONS_F32;
+  options.quant_activations_columns = c.o.q8_columns;
   options.matmul_activations = c.o.f16 ? VKRT_MATMUL_ACTIVATIONS_F16 : VKRT_MATMUL_ACTIVATIONS_F32;
   c.app = bench_open(&options);
   vkrt_device_info info;

@@ -122,6 +122,8 @@ typedef enum vkrt_pipelines {
  * (vkrt_options.quant_activations). VKRT_ACTIVATIONS_Q8 rounds x only up to this K (the
  * rounded x lives in the workgroup's shared memory). */
 #define VKRT_ACTIVATIONS_Q8_MAX_K 16384
+/* ... and for 2 to 8 columns of x (vkrt_options.quant_activations_columns) up to this K. */
+#define VKRT_ACTIVATIONS_Q8_COLUMNS_MAX_K 12288
 typedef enum vkrt_quant_activations {
   VKRT_ACTIVATIONS_F32 = 0, /* x as given: the result is the exact product up to f32 rounding
                                of the accumulation */
@@ -130,7 +132,8 @@ typedef enum vkrt_quant_activations {
                                products: x rounded to 8 bits per 32 values (scale max|x| / 127,
                                as ggml's q8_1 path does) and multiplied by integer dot
                                products, faster; adds an error of at most
-                               sum_k |w_k| max|x|_32(k) / 254. Other cases as F32.
+                               sum_k |w_k| max|x|_32(k) / 254. Other cases as F32
+                               (small batches: vkrt_options.quant_activations_columns).
                                Also vkrt_op_attention over a q8_0 cache where it runs a
                                row per invocation (long contexts on GPUs): the scaled
                                queries rounded so, the scores by integer dot products. */
@@ -182,6 +185,13 @@ typedef struct vkrt_options {
   uint32_t pipelines;
   uint32_t quant_activations; /* a vkrt_quant_activations value; vkrt-probe says which path */
   uint32_t matmul_activations; /* a vkrt_matmul_activations value; vkrt-probe says which */
+  /* The most columns of x (M) that VKRT_ACTIVATIONS_Q8 rounds: 0 or 1, one column only (the
+   * decode case; the default); 2..8, small batches (a few sequences, speculative decoding)
+   * of Q8_0 and Q4_K w too, K <= VKRT_ACTIVATIONS_Q8_COLUMNS_MAX_K, x and Q4_K rows 16-byte
+   * aligned, from the M where the device's 8-bit columns beat f32 x (vkrt-probe prints both),
+   * with VKRT_ACTIVATIONS_Q8's error bound; f32 x for the rest. Ignored under
+   * VKRT_ACTIVATIONS_F32; more than 8 is refused by vkrt_open. */
+  uint32_t quant_activations_columns;
   vkrt_fault_options faults; /* all zero unless testing (see fault injection above) */
 } vkrt_options;
 

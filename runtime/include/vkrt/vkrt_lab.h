@@ -121,6 +121,10 @@ typedef enum vkrt_lab_knob {
                                         compute and transfer always (1) */
   VKRT_LAB_Q8X_WORKGROUPS,           /* the 8-bit-x matrix-vector kernels' grid: at most this
                                         many workgroups, each rounding x once (256) */
+  VKRT_LAB_Q8X_COLUMNS_MIN_M_Q8_0,   /* the fewest columns of q8_0 w (2..9; 9: never) that
+                                        take 8-bit x where vkrt_options.
+                                        quant_activations_columns asks for small batches */
+  VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K,   /* ... of q4_K w */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
