@@ -48,7 +48,9 @@
 // ahead), Llama-3.2-1B 946.8 / 949.7. Q6_K (output 177.1 / 178.9, k-v 6.5 / 7.5) stays at
 // 256. Two and four columns take 512 too (H100, batch-q8x.txt, 256 -> 512: Q8_0 K 5120 x N
 // 14336 M 2 55.6 -> 42.3 us, M 4 78.5 -> 54.9, K 4096 M 8 in two passes 120.4 -> 84.0;
-// Q4_K M 2 46.7 -> 37.0, M 4 69.7 -> 57.9); eight columns (not timed at 512) stay at 256.
+// Q4_K M 2 46.7 -> 37.0, M 4 69.7 -> 57.9; a build that also touched the first rows' bytes
+// before rounding x, which alone made one column slower); eight columns (not timed at 512)
+// stay at 256.
 #if COLS <= 4 && !defined(Q6_K)
 #define THREADS 512u
 #else
@@ -77,8 +79,8 @@
 #define UNROLL 2u
 #elif COLS == 1 && defined(Q4_K)
 // NVIDIA gives the one-column kernels' 512 invocations 64 registers each (two workgroups an
-// SM): two Q4_K units in flight fit there, four did not (Q8_0 keeps four: not yet timed at
-// two). H100, q4k-products.txt --activations q8, 4 -> 2 units: Llama-3-8B q-o 7.92 -> 7.59
+// SM): two Q4_K units in flight fit there, four did not (Q8_0 keeps four: at two its lines
+// were mixed, Llama-3-8B q8_0 tg 229.4 -> 227.7 tok/s). H100, q4k-products.txt --activations q8, 4 -> 2 units: Llama-3-8B q-o 7.92 -> 7.59
 // us, qkv 8.99 -> 8.74, gate-up 14.33 -> 13.64, down 17.15 -> 15.85, gate+up 29.94 -> 29.09;
 // Llama-3.2-1B gate+up 14.51 -> 10.28, qkv 7.34 -> 6.08 (every shape faster)
 #define UNROLL 2u

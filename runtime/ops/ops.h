@@ -516,13 +516,16 @@ static inline bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t hea
 /* The q8x kernels' grid: workgroups at most (each rounds all of x once; VKRT_LAB_Q8X_WORKGROUPS). */
 #define VKRT_QUANT_Q8X_WORKGROUPS 256u
 /* The fewest columns of Q8_0 and of Q4_K w for which the q8x kernels take a small batch
- * (vkrt_options.quant_activations_columns; VKRT_LAB_Q8X_COLUMNS_MIN_M_*). H100,
- * tools/bench/cases/batch-q8x.txt, 512-invocation q8x columns against the f32-x column
- * kernels, us: q8_0 K 5120 x N 14336 M 2 / 3 / 4 42.3 / 53.9 / 54.9 against 45.0 / 71.8 /
- * 73.6, K 4096 M 8 84.0 against 87.9; q4_K M 2 37.0 against 33.2, M 4 / 8 57.9 / 110.6
- * against 61.5 / 113.3. */
+ * (vkrt_options.quant_activations_columns; VKRT_LAB_Q8X_COLUMNS_MIN_M_*). H100, N 14336,
+ * the 512-invocation q8x columns against the f32-x column kernels (us, two runs alike):
+ *   q8_0 K 4096 M 2 / 3 / 4 / 5 / 8: 32.2 / 41.3 / 41.9 / 76.6 / 78.4 against 38.2 / 57.1 /
+ *        57.8 / 86.5 / 87.4; K 5120: 40.1 / 51.1 / 51.8 / 96.3 / 98.6 against 45.1 / 71.6 /
+ *        72.6 / 106.2 / 106.6
+ *   q4_K K 4096: 23.3 / 37.1 / 37.7 / 70.8 / 72.7 against 25.5 / 46.8 / 47.2 / 88.8 / 89.9;
+ *        K 5120: 34.1 / 53.3 / 54.3 / 102.4 / 104.4 against 33.6 / 60.7 / 61.5 / 112.1 / 113.5
+ * so from two columns for both (q4_K K 5120 M 2 the one loss, by 1.5 %). */
 #define VKRT_QUANT_Q8X_COLUMNS_MIN_M_Q8_0 2u
-#define VKRT_QUANT_Q8X_COLUMNS_MIN_M_Q4_K 3u
+#define VKRT_QUANT_Q8X_COLUMNS_MIN_M_Q4_K 2u
 /* The K up to which the q8x kernels for 2, 4 or 8 columns hold the rounded x (24576 values
  * of shared memory: 12288 for two columns; vkrt_lab.h's VKRT_LAB_Q8X_COLUMNS_MAX_K). */
 #define VKRT_QUANT_Q8X_COLUMNS_MAX_K 12288u
