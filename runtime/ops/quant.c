@@ -78,8 +78,8 @@ VKRT_KERNEL_DEQUANT_Q6_K_F32_CHECK_PUSH(struct dequant_push);
  *            aligned, the device's shaderIntegerDotProduct. Changes the result by the
  *            rounding of x: taken unforced only with VKRT_ACTIVATIONS_Q8, for one column
  *            and, where vkrt_options.quant_activations_columns asks, for 2..8 columns from
- *            the type's q8x_columns_min_m (at most 4 a pass: VKRT_QUANT_Q8X_COLUMNS_MIN_M_*
- *            has the measurements; 8 a pass is not timed at 512 invocations); a
+ *            the type's q8x_columns_min_m (VKRT_QUANT_Q8X_COLUMNS_MIN_M_* has the
+ *            measurements); a
  *            forced q8x on columns past its K runs kspace's M > 1 kernel. Q6_K has a
  *            one-column q8x kernel too (rows at any even byte), counted here, though the
  *            knob does not force it.
@@ -138,26 +138,21 @@ static unsigned cols_index(uint32_t M) {
 #define Q8X_COLS_VALUES 24576u
 _Static_assert(Q8X_COLS_VALUES / 2 == VKRT_QUANT_Q8X_COLUMNS_MAX_K, "two columns' K");
 _Static_assert(VKRT_ACTIVATIONS_Q8_COLUMNS_MAX_K == VKRT_QUANT_Q8X_COLUMNS_MAX_K, "public K");
-static uint32_t q8x_columns(uint32_t M, uint64_t K, uint32_t most) {
-  uint32_t c = VKRT_MIN(2u << cols_index(M), most);
+static uint32_t q8x_columns(uint32_t M, uint64_t K) {
+  uint32_t c = 2u << cols_index(M);
   while (c > 2 && K > Q8X_COLS_VALUES / c)
     c >>= 1;
   return K <= Q8X_COLS_VALUES / c ? c : 0;
 }
 
-/* Columns a pass of the q8x kernels: 8 where forced (the lab), 4 unforced. */
-#define Q8X_COLS_FORCED 8u
-#define Q8X_COLS_DEFAULT 4u
-
-/* The q8x kernel for M columns of K (M = 1: one column; else q8x_columns of them, at most
- * `most` a pass). */
-static enum vkrt_ops_kernel q8x_kernel(vkrt_type type, uint32_t M, uint64_t K, uint32_t most) {
+/* The q8x kernel for M columns of K (M = 1: one column; else q8x_columns of them). */
+static enum vkrt_ops_kernel q8x_kernel(vkrt_type type, uint32_t M, uint64_t K) {
   static const enum vkrt_ops_kernel k[2][4] = {
       {VKRT_OPS_MATVEC_Q8_0_Q8X, VKRT_OPS_MATVEC_Q8_0_Q8X_COLS2, VKRT_OPS_MATVEC_Q8_0_Q8X_COLS4,
        VKRT_OPS_MATVEC_Q8_0_Q8X_COLS8},
       {VKRT_OPS_MATVEC_Q4_K_Q8X, VKRT_OPS_MATVEC_Q4_K_Q8X_COLS2, VKRT_OPS_MATVEC_Q4_K_Q8X_COLS4,
        VKRT_OPS_MATVEC_Q4_K_Q8X_COLS8}};
-  return k[type == VKRT_TYPE_Q4_K][M == 1 ? 0 : 1 + cols_index(VKRT_MAX(q8x_columns(M, K, most), 2))];
+  return k[type == VKRT_TYPE_Q4_K][M == 1 ? 0 : 1 + cols_index(VKRT_MAX(q8x_columns(M, K), 2))];
 }
 
 /* Q6_K (kernels/matvec_q6_k.comp): one kernel per column count, any even row alignment and
@@ -292,7 +287,8 @@ const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
     vkrt_format(ops->quant_activations_path, sizeof(ops->quant_activations_path),
                 "%s; and small batches up to M %u (vkrt_options.quant_activations_columns) "
                 "from M %u for q8_0 w and M %u for q4_K (where the 8-bit columns beat f32 x), "
-                "K <= 12288, up to 4 columns a pass; f32 otherwise",
+                "K <= 12288 (8 columns a pass up to K 3072, 4 up to 6144, else 2); f32 "
+                "otherwise",
                 one, ops->q8x_max_m, lo[0], lo[1]);
   return ops->quant_activations_path;
 }
@@ -363,7 +359,7 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
   uint32_t blocks = w->ne[0] / w->block;
   switch (kind) {
   case QMV_Q8X: /* x rounded into shared memory: K up to what it holds for M columns */
-    if ((x->ne[1] == 1 ? w->ne[0] > Q8X_MAX_K : !q8x_columns(x->ne[1], w->ne[0], 2)) ||
+    if ((x->ne[1] == 1 ? w->ne[0] > Q8X_MAX_K : !q8x_columns(x->ne[1], w->ne[0])) ||
         (w->type == VKRT_TYPE_Q4_K && !rows_aligned(w, 16)))
       return false;
     return x_aligned16(x);
@@ -509,9 +505,8 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   int forced = vkrt_ops_forces(dev)->quant_variant, chosen = 1;
   const int q8x = VKRT_QUANT_VARIANTS; /* the last variant */
   /* unforced, 8-bit x for M > 1 only where asked and from the type's measured crossover */
-  uint32_t cols_most = forced > 0 ? Q8X_COLS_FORCED : Q8X_COLS_DEFAULT;
   bool q8x_fits = variant_fits(QMV_Q8X, &w, x) &&
-                  vkrt_ops_kernel_usable(dev, q8x_kernel(w.type, M, w.ne[0], cols_most));
+                  vkrt_ops_kernel_usable(dev, q8x_kernel(w.type, M, w.ne[0]));
   bool q8x_unforced = dev->ops->quant_activations_q8 && q8x_fits &&
                       (M == 1 || (M <= dev->ops->q8x_max_m &&
                                   M >= dev->ops->q8x_columns_min_m[q8 ? 0 : 1]));
@@ -546,9 +541,9 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   }
   enum qmv_kind kind = v->kind;
   if (kind == QMV_Q8X && q8x_fits) { /* one column, or 2, 4, 8 per workgroup */
-    k = q8x_kernel(w.type, M, w.ne[0], cols_most);
+    k = q8x_kernel(w.type, M, w.ne[0]);
     rows = Q8X_ROWS;
-    mt = M == 1 ? 1 : q8x_columns(M, w.ne[0], cols_most);
+    mt = M == 1 ? 1 : q8x_columns(M, w.ne[0]);
   } else if (kind == QMV_Q8X) {
     kind = QMV_KSPACE;
   }

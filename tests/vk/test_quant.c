@@ -608,7 +608,7 @@ static void test_quant_q8_activations(void **state) {
 }
 
 /* quant_activations_columns: small batches of q8_0 and q4_K w take the q8x kernels for
- * 2..8 columns (up to 4 a pass: K past 6144 two, past 12288 none) from the type's crossover
+ * 2..8 columns (8 a pass up to K 3072, 4 up to 6144, 2 up to 12288) from the type's crossover
  * (the lab's VKRT_LAB_Q8X_COLUMNS_MIN_M_*) up to the columns asked for; more columns, K
  * past 12288 and x off 16 bytes take f32 x. A value past 8 is refused by vkrt_open. */
 static void test_quant_q8_columns(void **state) {
