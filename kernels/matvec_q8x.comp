@@ -81,9 +81,10 @@
 #elif COLS == 1 && defined(Q4_K)
 // NVIDIA gives the one-column kernels' 512 invocations 64 registers each (two workgroups an
 // SM): two Q4_K units in flight fit there, four did not (Q8_0 keeps four: at two its lines
-// were mixed, Llama-3-8B q8_0 tg 229.4 -> 227.7 tok/s). H100, q4k-products.txt --activations q8, 4 -> 2 units: Llama-3-8B q-o 7.92 -> 7.59
-// us, qkv 8.99 -> 8.74, gate-up 14.33 -> 13.64, down 17.15 -> 15.85, gate+up 29.94 -> 29.09;
-// Llama-3.2-1B gate+up 14.51 -> 10.28, qkv 7.34 -> 6.08 (every shape faster)
+// were mixed, Llama-3-8B q8_0 tg 229.4 -> 227.7 tok/s). H100, q4k-products.txt
+// --activations q8, 4 -> 2 units: Llama-3-8B q-o 7.92 -> 7.59 us, qkv 8.99 -> 8.74, gate-up
+// 14.33 -> 13.64, down 17.15 -> 15.85, gate+up 29.94 -> 29.09; Llama-3.2-1B gate+up 14.51 ->
+// 10.28, qkv 7.34 -> 6.08 (every shape faster)
 #define UNROLL 2u
 #else
 #define UNROLL 4u

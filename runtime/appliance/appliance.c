@@ -30,7 +30,7 @@ static vkrt_status open_wings(struct vkrt_appliance *app) {
     s = vkrt_ops_open(dev);
     if (s == VKRT_OK) {
       dev->ops->quant_activations_q8 = app->quant_activations_q8;
-      vkrt_quant_set_activation_columns(dev, app->quant_activations_columns);
+      dev->ops->q8x_max_m = app->quant_activations_columns;
       dev->ops->use_coopmat = app->matmul_f16 && vkrt_ops_coopmat_usable(dev);
     }
     bool at_open = app->pipelines == VKRT_PIPELINES_AT_OPEN ||

@@ -563,8 +563,6 @@ bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant);
 uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant);
 /* How quantized matvec takes x on this device, and why (vkrt-probe, describe). */
 const char *vkrt_quant_activations_path(const struct vkrt_device *dev);
-/* VKRT_ACTIVATIONS_Q8 rounds up to `columns` columns of x (1..8; vkrt_ops_open set 1). */
-void vkrt_quant_set_activation_columns(struct vkrt_device *dev, uint32_t columns);
 /* Which kernel vkrt_op_matmul_fused takes on this device, for which weights (vkrt-probe). */
 const char *vkrt_quant_fused_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_copy_record(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -584,11 +582,6 @@ static inline uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant)
 static inline const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
   (void)dev;
   return "none: no quantized kernels in this build";
-}
-static inline void vkrt_quant_set_activation_columns(struct vkrt_device *dev,
-                                                     uint32_t columns) {
-  (void)dev;
-  (void)columns;
 }
 static inline const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
   (void)dev;

@@ -287,14 +287,10 @@ const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
     vkrt_format(ops->quant_activations_path, sizeof(ops->quant_activations_path),
                 "%s; and small batches up to M %u (vkrt_options.quant_activations_columns) "
                 "from M %u for q8_0 w and M %u for q4_K (where the 8-bit columns beat f32 x), "
-                "K <= 12288 (8 columns a pass up to K 3072, 4 up to 6144, else 2); f32 "
-                "otherwise",
-                one, ops->q8x_max_m, lo[0], lo[1]);
+                "K <= %u (8 columns a pass up to K %u, 4 up to %u, else 2); f32 otherwise",
+                one, ops->q8x_max_m, lo[0], lo[1], Q8X_COLS_VALUES / 2, Q8X_COLS_VALUES / 8,
+                Q8X_COLS_VALUES / 4);
   return ops->quant_activations_path;
-}
-
-void vkrt_quant_set_activation_columns(struct vkrt_device *dev, uint32_t columns) {
-  dev->ops->q8x_max_m = VKRT_MAX(VKRT_MIN(columns, 8u), 1u);
 }
 
 uint32_t vkrt_quant_min_rows_per_unit(vkrt_type type, int variant) {
@@ -504,12 +500,8 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   _Static_assert(QMV_Q8X + 1 == VKRT_QUANT_READ_PATTERNS, "q8x last, the others one preference each");
   int forced = vkrt_ops_forces(dev)->quant_variant, chosen = 1;
   const int q8x = VKRT_QUANT_VARIANTS; /* the last variant */
-  /* unforced, 8-bit x for M > 1 only where asked and from the type's measured crossover */
   bool q8x_fits = variant_fits(QMV_Q8X, &w, x) &&
                   vkrt_ops_kernel_usable(dev, q8x_kernel(w.type, M, w.ne[0]));
-  bool q8x_unforced = dev->ops->quant_activations_q8 && q8x_fits &&
-                      (M == 1 || (M <= dev->ops->q8x_max_m &&
-                                  M >= dev->ops->q8x_columns_min_m[q8 ? 0 : 1]));
   if (forced > 0) {
     chosen = (forced - 1) % VKRT_QUANT_VARIANTS + 1;
     /* a forced q8x on columns its kernels cannot hold runs kspace's M > 1 kernel */
@@ -520,8 +512,10 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
                         "%s: variant %s forced but w rows or x are not aligned for it%s", op,
                         vkrt_quant_variant_names[chosen - 1],
                         chosen == q8x ? " (or K is over 16384)" : "");
-  } else if (q8x_unforced) {
-    chosen = q8x;
+  } else if (dev->ops->quant_activations_q8 && q8x_fits &&
+             (M == 1 || (M <= dev->ops->q8x_max_m &&
+                         M >= dev->ops->q8x_columns_min_m[q8 ? 0 : 1]))) {
+    chosen = q8x; /* M > 1 only where asked, from the type's measured crossover */
   } else {
     for (int i = 0; i < VKRT_QUANT_READ_PATTERNS - 1; i++) {
       const struct qmv_variant *c = &table[pref[i] - 1];
