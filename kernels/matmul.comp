@@ -24,6 +24,10 @@
 // as zero; only dst elements inside N x M are written. d_vec: dst dense along N, columns
 // and the binding 16-byte aligned, no accumulation.
 // Offsets and strides are elements (quantized w: bytes). base_* carry the grid split.
+// Split K (splits > 1): the grid's z runs over batches x splits (the split fastest); split s
+// sums k in [s k_chunk, (s + 1) k_chunk) (k_chunk a multiple of BK) into dst + s d_split, a
+// scratch the host then reduces: a workgroup's chain of dependent k steps is what bounds a
+// grid that does not fill the device.
 // Specialization constants: 0 workgroup size, 1 BM, 2 BN, 3 RM (COOPMAT: WARPS_M), 4 BK (a
 // multiple of 32), 5 STAGES (1: one shared-memory buffer; 2: two, alternating, so a step
 // needs one barrier instead of two), 6 PARTS (0; the lab times the kernel's parts apart
@@ -65,6 +69,7 @@ layout(push_constant) uniform Push {
   uint ne2, r2, r3;
   uint accumulate;  // 1: dst += result (vkrt_op_matmul_add)
   uint w_vec, x_vec, d_vec;
+  uint splits, k_chunk, d_split; // split K: 1, K, 0 when not split
   uint base_x, base_y, base_z;
 } pc;
 
@@ -363,12 +368,14 @@ void main() {
   uvec2 tile = tile_order_strips(ORDER);
   uint n0 = (pc.base_x + tile.x) * BM;
   uint m0 = (pc.base_y + tile.y) * BN;
-  uint z = pc.base_z + gl_WorkGroupID.z;
+  uint zs = pc.base_z + gl_WorkGroupID.z;
+  uint split = zs % pc.splits, z = zs / pc.splits;
+  uint kb = split * pc.k_chunk, ke = min(pc.K, kb + pc.k_chunk);
   uint i2 = z % pc.ne2;
   uint i3 = z / pc.ne2;
   uint wb = pc.w_offset + (i2 / pc.r2) * pc.w_stride[2] + (i3 / pc.r3) * pc.w_stride[3];
   uint xb = pc.x_offset + i2 * pc.x_stride[2] + i3 * pc.x_stride[3];
-  uint db = pc.d_offset + i2 * pc.d_stride[2] + i3 * pc.d_stride[3];
+  uint db = pc.d_offset + i2 * pc.d_stride[2] + i3 * pc.d_stride[3] + split * pc.d_split;
 
 #ifdef COOPMAT
   uint sg = gl_SubgroupID;
@@ -383,12 +390,12 @@ void main() {
 
   // one buffer: store, barrier, multiply, barrier per step; two: the next step is stored
   // into the other buffer right after the multiply, one barrier per step
-  fetch(wb, xb, n0, m0, 0u);
-  store(0u, wb, n0, 0u);
+  fetch(wb, xb, n0, m0, kb);
+  store(0u, wb, n0, kb);
   barrier();
   uint buf = 0u;
-  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-    bool more = k0 + BK < pc.K && (PARTS & 2u) == 0u;
+  for (uint k0 = kb; k0 < ke; k0 += BK) {
+    bool more = k0 + BK < ke && (PARTS & 2u) == 0u;
     if (more)
       fetch(wb, xb, n0, m0, k0 + BK); // in flight during the multiply
     if ((PARTS & 1u) == 0u) {

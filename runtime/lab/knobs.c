@@ -34,6 +34,8 @@ static const struct {
   [VKRT_LAB_Q8X_WORKGROUPS] = {"Q8X_WORKGROUPS", 1, 65535},
   [VKRT_LAB_Q8X_COLUMNS_MIN_M_Q8_0] = {"Q8X_COLUMNS_MIN_M_Q8_0", 2, 9},
   [VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K] = {"Q8X_COLUMNS_MIN_M_Q4_K", 2, 9},
+  [VKRT_LAB_MATMUL_SPLIT_K] = {"MATMUL_SPLIT_K", 0, VKRT_MATMUL_MAX_SPLITS},
+  [VKRT_LAB_MATMUL_SPLIT_K_PER_UNIT] = {"MATMUL_SPLIT_K_PER_UNIT", 0, 64},
 };
 
 vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
@@ -79,6 +81,15 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_Q8X_WORKGROUPS: ops->q8x_workgroups = (uint32_t)value; break;
   case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q8_0: ops->q8x_columns_min_m[0] = (uint32_t)value; break;
   case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K: ops->q8x_columns_min_m[1] = (uint32_t)value; break;
+  case VKRT_LAB_MATMUL_SPLIT_K: force->matmul_split_k = (uint32_t)value; break;
+  case VKRT_LAB_MATMUL_SPLIT_K_PER_UNIT: { /* 0: each tile's own estimate, chosen at open */
+    struct vkrt_matmul_setup plan;
+    vkrt_matmul_setup_init(&dev->caps, &plan);
+    for (int p = 0; p < 2; p++)
+      for (int i = 0; i < VKRT_MATMUL_SIZES; i++)
+        ops->matmul.tile[p][i].per_unit = value ? (uint32_t)value : plan.tile[p][i].per_unit;
+    break;
+  }
   default: force->matmul_kernel = (int)value; break;
   }
   return VKRT_OK;
@@ -141,6 +152,10 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_Q8X_WORKGROUPS: *out = ops->q8x_workgroups; break;
   case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q8_0: *out = ops->q8x_columns_min_m[0]; break;
   case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K: *out = ops->q8x_columns_min_m[1]; break;
+  case VKRT_LAB_MATMUL_SPLIT_K: *out = force->matmul_split_k; break;
+  case VKRT_LAB_MATMUL_SPLIT_K_PER_UNIT: /* the large tile's, on the tiles in use */
+    *out = ops->matmul.tile[ops->use_coopmat && ops->matmul.coopmat][VKRT_MATMUL_LARGE].per_unit;
+    break;
   default: *out = force->matmul_kernel; break;
   }
   return VKRT_OK;
@@ -290,8 +305,12 @@ vkrt_status vkrt_lab_matmul_tile_set(vkrt_appliance *app, uint32_t device,
     s = tile_slot(dev, slot);
   if (s != VKRT_OK)
     return s;
+  struct vkrt_matmul_tile *slot_tile =
+      &dev->ops->matmul.tile[slot / VKRT_MATMUL_SIZES][slot % VKRT_MATMUL_SIZES];
+  /* the slot keeps its residency estimate for split K (MATMUL_SPLIT_K_PER_UNIT sets it) */
   struct vkrt_matmul_tile t = {tile->wg, tile->bm, tile->bn, tile->rm, tile->bk ? tile->bk : 32,
-                               tile->stages ? tile->stages : 1, tile->parts, tile->order};
+                               tile->stages ? tile->stages : 1, tile->parts, tile->order,
+                               slot_tile->per_unit};
   const char *why = vkrt_matmul_tile_check(&dev->caps, slot >= VKRT_LAB_TILE_COOPMAT_SMALL, &t);
   if (why)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
@@ -303,7 +322,7 @@ vkrt_status vkrt_lab_matmul_tile_set(vkrt_appliance *app, uint32_t device,
       return s;
     vkrt_ops_drop_variants(dev);
   }
-  dev->ops->matmul.tile[slot / VKRT_MATMUL_SIZES][slot % VKRT_MATMUL_SIZES] = t;
+  *slot_tile = t;
   return VKRT_OK;
 }
 

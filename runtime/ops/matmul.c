@@ -31,6 +31,8 @@ struct matmul_push {
   uint32_t accumulate;
   uint32_t w_vec, x_vec; /* 16-byte unit loads of w rows / x columns */
   uint32_t d_vec;        /* cooperative matrices: whole 16x16 results stored straight to dst */
+  uint32_t splits, k_chunk, d_split; /* split K: the pieces, k per piece, elements between
+                                        the pieces' partial sums (1, K, 0: whole K) */
   uint32_t base_x, base_y, base_z;
 };
 VKRT_KERNEL_MATMUL_F32_CHECK_PUSH(struct matmul_push);
@@ -269,58 +271,74 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
                                                  : tiled_kinds[w->type].portable, spec, &p);
   if (s != VKRT_OK)
     return s;
-  struct vkrt_ops_view xh;
+  uint64_t gx = (w->ne[1] + t->bm - 1) / t->bm, gy = (x->ne[1] + t->bn - 1) / t->bn;
+  uint64_t gz = (uint64_t)d->ne[2] * d->ne[3];
+  uint32_t k_chunk, splits = vkrt_matmul_split_k_take(dev, t, d, w->ne[0], gx * gy * gz,
+                                                      accumulate, &k_chunk);
+  const struct vkrt_ops_view *dst = d;
+  struct vkrt_ops_view xh, parts;
   if (x16) {
     s = vkrt_matmul_x16_convert(dev, x, &xh);
-    if (s != VKRT_OK)
-      return s;
-    /* the tiles: a piece of their own after the rounding (reads w and the scratch) */
-    struct vkrt_stream_access a[3] = {{d->buffer, d->lo, d->hi, true},
-                                      {w->buffer, w->lo, w->hi, false},
-                                      {xh.buffer, xh.lo, xh.hi, false}};
-    s = vkrt_ops_begin(dev, a, 3, &cmd);
     if (s != VKRT_OK)
       return s;
     x = &xh;
     vkrt_ops_count(dev, matmul_x16, 1);
   }
+  if (splits > 1) {
+    parts = vkrt_matmul_split_k_view(dev, d, splits);
+    dst = &parts;
+    vkrt_ops_count(dev, matmul_split_k, 1);
+  }
+  if (x16 || splits > 1) {
+    /* the tiles: a piece of their own after the rounding (reads w and the scratch), or
+     * writing the pieces' scratch */
+    struct vkrt_stream_access a[3] = {{dst->buffer, dst->lo, dst->hi, true},
+                                      {w->buffer, w->lo, w->hi, false},
+                                      {x->buffer, x->lo, x->hi, false}};
+    s = vkrt_ops_begin(dev, a, 3, &cmd);
+    if (s != VKRT_OK)
+      return s;
+  }
   /* bindings 3 and 4: x as vec4 (f16 units with x16), f32/f16 w as 16-byte units */
   struct vkrt_ops_binding b[5] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
-                                  vkrt_ops_view_binding(d), vkrt_ops_view_binding(x),
+                                  vkrt_ops_view_binding(dst), vkrt_ops_view_binding(x),
                                   vkrt_ops_view_binding(w)};
   s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
   if (s != VKRT_OK)
     return s;
+  bool in_kernel_add = accumulate && splits == 1; /* split: the reduce adds dst */
   struct matmul_push push = {
       .K = w->ne[0],
       .N = w->ne[1],
       .M = x->ne[1],
       .w_offset = w->offset,
       .x_offset = x->offset,
-      .d_offset = d->offset,
+      .d_offset = dst->offset,
       .ne2 = d->ne[2],
       .r2 = x->ne[2] / w->ne[2],
       .r3 = x->ne[3] / w->ne[3],
-      .accumulate = accumulate,
+      .accumulate = in_kernel_add,
+      .splits = splits,
+      .k_chunk = k_chunk,
+      .d_split = splits > 1 ? (uint32_t)d->elements : 0,
       .w_vec = w->block == 1 && rows_vec16(w, 16 / w->type_size),
       .x_vec = !x16 && rows_vec16(x, 4),
       /* whole 16x16 results as cooperative-matrix stores: dst dense along N, every column
        * 16-byte aligned in a 16-byte aligned binding, nothing to add */
-      .d_vec = cm && !accumulate && d->bind_offset % 16 == 0 && d->stride[0] == 1 &&
-               d->offset % 4 == 0 && d->stride[1] % 4 == 0 && d->stride[2] % 4 == 0 &&
-               d->stride[3] % 4 == 0,
+      .d_vec = cm && !in_kernel_add && dst->bind_offset % 16 == 0 && dst->stride[0] == 1 &&
+               dst->offset % 4 == 0 && dst->stride[1] % 4 == 0 && dst->stride[2] % 4 == 0 &&
+               dst->stride[3] % 4 == 0 && (splits == 1 || d->elements % 4 == 0),
   };
   for (int i = 0; i < 4; i++) {
     push.w_stride[i] = w->stride[i];
     push.x_stride[i] = x->stride[i];
-    push.d_stride[i] = d->stride[i];
+    push.d_stride[i] = dst->stride[i];
   }
   vkrt_ops_count(dev, matmul_tiled, 1);
   if (cm)
     vkrt_ops_count(dev, matmul_coopmat, 1);
-  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (w->ne[1] + t->bm - 1) / t->bm,
-                       (x->ne[1] + t->bn - 1) / t->bn, (uint64_t)d->ne[2] * d->ne[3]);
-  return VKRT_OK;
+  vkrt_ops_dispatch_3d(dev, cmd, p, &push, gx, gy, gz * splits);
+  return splits > 1 ? vkrt_matmul_split_k_reduce(dev, d, splits, accumulate) : VKRT_OK;
 }
 
 /* M at or past the crossover, but the tiled kernel cannot take it: the matrix-vector kernels

@@ -39,9 +39,20 @@ bool vkrt_quant_rows_fill(const struct vkrt_caps *caps, uint32_t N, uint32_t row
  *   Tiles 32 x 16 up to M = 16 (q8_0 M = 12 149.2 us), 64 x 32 with 4 x 4 outputs per
  *   invocation up to 32 (f16 M = 32 166.8, 32 x 32 230.7), 128 x 128 with 8 x 4 beyond
  *   (M = 512: f16 1780 us, q8_0 1805, q4_K 1955).
+ * - split K (per_unit, the workgroups of each tile the plan takes as resident per SM; H100,
+ *   vkrt-bench cases with MATMUL_SPLIT_K forced to 1, 2, 4, 8 and planned, 2026-12-06, GPU
+ *   us): cooperative-matrix large tile K 14336 x N 4096 M 512 (128 workgroups) f16 537 ->
+ *   431 in 2 pieces (4 and 8: 445), q8_0 650 -> 529, q4_K 781 -> 651, q6_K 747 -> 550; K
+ *   4096 x N 14336 (448) no gain: 2. Medium tile M 32 K 14336 x N 4096 (32 workgroups) f16
+ *   291 -> 87 in 4 (2: 150), q4_K 398 -> 113; K 4096 x N 14336 (112) lost (f16 87 -> 95-99,
+ *   q4_K 113 -> 121-130): 1. Small tile M 12-16 (448) f16 98 -> 88-92, q8_0 89 -> 80-82,
+ *   q4_K 95 -> 85-88 in 4-8 pieces: 8. Portable large tile (arithmetic-bound) no gain at K
+ *   14336 (f16 1846 / 1862): 1; medium K 14336 M 32 f16 775 -> 309, q4_K 426 -> 269, K 4096
+ *   M 24-32 mixed (f16 -3 %, q8_0 and q4_K +9-10 %): 1; small M 12-16 q8_0 148 -> 127,
+ *   q4_K 166 -> 139: 16.
  * Other devices (lavapipe included; not measured): the matrix-vector kernels up to M = 8,
  * portable tiles of 32 x 16, 64 x 32 and 64 x 64 (2, 4 x 2 and 4 x 4 outputs per
- * invocation). */
+ * invocation), K never split. */
 void vkrt_matmul_setup_init(const struct vkrt_caps *caps, struct vkrt_matmul_setup *out) {
   bool nv = caps->vendor_id == 0x10de && !caps->is_cpu;
   out->coopmat = vkrt_matmul_coopmat_capable(caps);
@@ -55,15 +66,50 @@ void vkrt_matmul_setup_init(const struct vkrt_caps *caps, struct vkrt_matmul_set
   }
   out->min_m[1][VKRT_TYPE_F32] = out->min_m[0][VKRT_TYPE_F32]; /* f32 w stays portable */
   static const struct vkrt_matmul_tile nv_portable[VKRT_MATMUL_SIZES] = {
-      {64, 32, 16, 2, 32, 1}, {128, 64, 32, 4, 32, 1}, {256, 128, 128, 8, 32, 1}};
+      {64, 32, 16, 2, 32, 1, .per_unit = 16}, {128, 64, 32, 4, 32, 1, .per_unit = 1},
+      {256, 128, 128, 8, 32, 1, .per_unit = 1}};
   static const struct vkrt_matmul_tile other_portable[VKRT_MATMUL_SIZES] = {
       {64, 32, 16, 2, 32, 1}, {256, 64, 32, 4, 32, 1}, {256, 64, 64, 4, 32, 1}};
   static const struct vkrt_matmul_tile coopmat[VKRT_MATMUL_SIZES] = {
-      {64, 32, 16, 1, 64, 1}, {256, 128, 32, 2, 64, 1}, {128, 128, 128, 2, 32, 1}};
+      {64, 32, 16, 1, 64, 1, .per_unit = 8}, {256, 128, 32, 2, 64, 1, .per_unit = 1},
+      {128, 128, 128, 2, 32, 1, .per_unit = 2}};
   for (int i = 0; i < VKRT_MATMUL_SIZES; i++) {
     out->tile[0][i] = nv ? nv_portable[i] : other_portable[i];
     out->tile[1][i] = coopmat[i];
   }
+}
+
+/* A workgroup of the tiled kernel walks K in dependent steps of bk, each waiting on its
+ * global loads (the tiled floor of 70-100 us at K 4096 on the H200, ~1.3 us a step): where
+ * the grid fills the device about once or less, the longest chain of steps is the time. K
+ * cut into s pieces gives s times the workgroups, each 1/s of the chain, and the partial sums
+ * are then added by the reduce kernel. Cost in steps: waves x steps per piece, waves =
+ * groups s over the resident workgroups (units x per_unit); a split must save a quarter of
+ * the whole chain (its pieces are written and read again, and the reduce is one more
+ * dependent dispatch), so a grid that fills the device twice or more, its waves only
+ * rounded up, stays whole. The cheapest s, the fewer on a tie. */
+uint32_t vkrt_matmul_split_k(uint32_t compute_units, const struct vkrt_matmul_tile *t, uint32_t K,
+                             uint64_t groups, uint32_t max_splits, uint32_t *k_chunk) {
+  *k_chunk = K;
+  uint64_t slots = (uint64_t)compute_units * t->per_unit;
+  if (!slots || !groups || !t->bk || K <= t->bk)
+    return 1;
+  uint32_t best = 1, best_chunk = K;
+  uint64_t best_cost = UINT64_MAX;
+  for (uint32_t s = 1; s <= max_splits && s <= VKRT_MATMUL_MAX_SPLITS; s++) {
+    uint32_t chunk = (uint32_t)vkrt_align_up(((uint64_t)K + s - 1) / s, t->bk);
+    if (((uint64_t)K + chunk - 1) / chunk != s)
+      continue; /* pieces of whole steps cannot make s of them */
+    uint64_t waves = (groups * s + slots - 1) / slots;
+    uint64_t cost = waves * (chunk / t->bk);
+    if (s > 1)
+      cost = cost + cost / 3 + 2; /* 3/4 of it must be below the whole chain */
+    if (cost < best_cost)
+      best = s, best_chunk = chunk, best_cost = cost;
+  }
+  if (best > 1)
+    *k_chunk = best_chunk;
+  return best;
 }
 
 const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,

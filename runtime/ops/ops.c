@@ -58,6 +58,7 @@ void vkrt_ops_close(struct vkrt_device *dev) {
   vkrt_argmax_close(dev);
   vkrt_attention_close(dev);
   vkrt_matmul_x16_close(dev);
+  vkrt_matmul_split_k_close(dev);
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++)
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
@@ -191,6 +192,19 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
                              : "as the tiles load it (no f16 scratch: "
                                "CONFIG_VKRT_MATMUL_X16_SCRATCH_KB)");
   }
+  size_t used = strlen(buf);
+  if (ops->matmul_split_k && p[2].per_unit)
+    snprintf(buf + used, size - VKRT_MIN(used, size),
+             "; K split into 2-%d pieces (reduced after) where the grid does not fill the %u "
+             "compute units (%u, %u and %u workgroups resident each, by tile)",
+             VKRT_MATMUL_MAX_SPLITS, dev->caps.compute_units, p[0].per_unit, p[1].per_unit,
+             p[2].per_unit);
+  else
+    snprintf(buf + used, size - VKRT_MIN(used, size), "; K never split (%s)",
+             !IS_ENABLED(CONFIG_VKRT_MATMUL_SPLIT_K) ? "CONFIG_VKRT_MATMUL_SPLIT_K=n"
+             : !ops->matmul_split_k ? "no scratch: CONFIG_VKRT_MATMUL_SPLIT_K_SCRATCH_KB"
+             : !dev->caps.compute_units ? "the device does not report its compute units"
+                                        : "no measured residency for this device's tiles");
 }
 
 struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,
@@ -257,6 +271,8 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
     s = vkrt_attention_open(dev);
   if (s == VKRT_OK)
     s = vkrt_matmul_x16_open(dev);
+  if (s == VKRT_OK)
+    s = vkrt_matmul_split_k_open(dev);
   if (s != VKRT_OK)
     vkrt_ops_close(dev);
   return s;

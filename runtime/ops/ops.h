@@ -72,6 +72,8 @@ struct vkrt_matmul_tile {
   uint32_t stages; /* shared-memory buffers: 1, or 2 (one barrier per step) */
   uint32_t parts;  /* 0; the lab's timing of the kernel's parts (kernels/matmul.comp PARTS) */
   uint32_t order;  /* workgroups in strips of this many row tiles (0: x-fastest; ORDER) */
+  uint32_t per_unit; /* workgroups of this tile resident per compute unit, for split K
+                        (vkrt_matmul_split_k); 0: never split */
 };
 
 /* The tile sizes: for M up to the small tile's bn, up to the medium tile's, and beyond. */
@@ -108,6 +110,12 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
 bool vkrt_quant_rows_fill(const struct vkrt_caps *caps, uint32_t N, uint32_t rows_per_unit);
 struct vkrt_matmul_pick vkrt_matmul_pick(const struct vkrt_matmul_setup *setup, bool use_coopmat,
                                          vkrt_type t, uint32_t M);
+/* Split K: how many pieces of K the tiled kernel's `groups` workgroups of tile t take (1: not
+ * split) on a device of compute_units units, each piece k_chunk long (a multiple of t->bk;
+ * *k_chunk = K when not split), at most max_splits. */
+#define VKRT_MATMUL_MAX_SPLITS 8
+uint32_t vkrt_matmul_split_k(uint32_t compute_units, const struct vkrt_matmul_tile *t, uint32_t K,
+                             uint64_t groups, uint32_t max_splits, uint32_t *k_chunk);
 
 /* Read patterns of the quantized matrix-vector kernels (quant.c). */
 #define VKRT_QUANT_READ_PATTERNS 5
@@ -124,6 +132,7 @@ struct vkrt_ops_forces {
   int attention_kernel;      /* split pass: 0 = choose, 1 = tiles, 2 = a row per invocation */
   bool rebind_pipeline;      /* bind the pipeline before every dispatch, even one bound */
   bool matmul_x_f32;         /* cooperative-matrix tiles: x converted as loaded, never first */
+  uint32_t matmul_split_k;   /* tiled matmul: 0 = plan the pieces of K, else this many */
 };
 
 /* Which paths ran (the lab's counters: tests assert them, the bench reports them). */
@@ -131,6 +140,7 @@ struct vkrt_ops_counters {
   uint64_t concat_fast, concat_generic, concat_split; /* split: one copy per source */
   uint64_t matvec, matmul_tiled, matmul_coopmat;
   uint64_t matmul_x16;      /* ... of which x was rounded to f16 first (matmul_x16.c) */
+  uint64_t matmul_split_k;  /* ... of which K ran in pieces, reduced after (matmul_split_k.c) */
   uint64_t matvec_split;    /* matrix-vector with w bound in row slices (w > one binding) */
   uint64_t matmul_fallback; /* M past the crossover on the matrix-vector kernels because the
                                tiled one could not take w */
@@ -202,6 +212,8 @@ struct vkrt_ops_state {
   /* decode attention (attention.c) */
   struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
   struct vkrt_buffer *matmul_x16;        /* x rounded to f16 for the cooperative-matrix tiles
+                                            (NULL: none on this device) */
+  struct vkrt_buffer *matmul_split_k;    /* the tiled matmul's partial sums of K's pieces
                                             (NULL: none on this device) */
   uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
   uint32_t attention_max_splits;         /* and splits at most (0: no cap) */
@@ -740,6 +752,52 @@ static inline vkrt_status vkrt_matmul_x16_convert(struct vkrt_device *dev,
                                                   struct vkrt_ops_view *out) {
   (void)x, (void)out;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL, "x16 conversion not in this build");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_MATMUL_SPLIT_K)
+/* The tiled matmul with K in pieces (matmul_split_k.c): the scratch of partial sums made at
+ * open (on devices whose tiles may split, and in lab builds), released at close. */
+vkrt_status vkrt_matmul_split_k_open(struct vkrt_device *dev);
+void vkrt_matmul_split_k_close(struct vkrt_device *dev);
+/* The pieces of K a call of tile t with `groups` workgroups takes into dst d (1: whole K,
+ * *k_chunk = K): the plan (vkrt_matmul_split_k) or the lab's count, within what the reduce
+ * and the scratch take; dst must be dense f32. */
+uint32_t vkrt_matmul_split_k_take(struct vkrt_device *dev, const struct vkrt_matmul_tile *t,
+                                  const struct vkrt_ops_view *d, uint32_t K, uint64_t groups,
+                                  bool accumulate, uint32_t *k_chunk);
+/* The scratch as the tiles' dst: `splits` dense copies of d's shape, one after another. */
+struct vkrt_ops_view vkrt_matmul_split_k_view(struct vkrt_device *dev,
+                                              const struct vkrt_ops_view *d, uint32_t splits);
+/* Records dst (+ dst when accumulate) = the pieces' sum as its own piece of the stream. */
+vkrt_status vkrt_matmul_split_k_reduce(struct vkrt_device *dev, const struct vkrt_ops_view *d,
+                                       uint32_t splits, bool accumulate);
+#else
+static inline vkrt_status vkrt_matmul_split_k_open(struct vkrt_device *dev) {
+  (void)dev;
+  return VKRT_OK;
+}
+static inline void vkrt_matmul_split_k_close(struct vkrt_device *dev) { (void)dev; }
+static inline uint32_t vkrt_matmul_split_k_take(struct vkrt_device *dev,
+                                                const struct vkrt_matmul_tile *t,
+                                                const struct vkrt_ops_view *d, uint32_t K,
+                                                uint64_t groups, bool accumulate,
+                                                uint32_t *k_chunk) {
+  (void)dev, (void)t, (void)d, (void)groups, (void)accumulate;
+  *k_chunk = K;
+  return 1;
+}
+static inline struct vkrt_ops_view vkrt_matmul_split_k_view(struct vkrt_device *dev,
+                                                            const struct vkrt_ops_view *d,
+                                                            uint32_t splits) {
+  (void)dev, (void)splits;
+  return *d;
+}
+static inline vkrt_status vkrt_matmul_split_k_reduce(struct vkrt_device *dev,
+                                                     const struct vkrt_ops_view *d,
+                                                     uint32_t splits, bool accumulate) {
+  (void)d, (void)splits, (void)accumulate;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL, "split K not in this build");
 }
 #endif
 

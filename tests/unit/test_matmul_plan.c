@@ -173,8 +173,57 @@ static void test_quant_rows_fill(void **state) {
   assert_false(vkrt_quant_rows_fill(&g, UINT32_MAX, 16));
 }
 
+/* Split K on an H200's 132 SMs with the default tiles: a grid that fills the device twice
+ * stays whole (Llama-3-8B gate/up at M 512: 448 workgroups), one that fills it once or less
+ * is cut in whole steps (down at M 512: 128 workgroups, 448 steps -> 2 pieces); the pieces
+ * never exceed the cap (the reduce's inputs, the scratch), never leave an empty piece,
+ * and devices without a residency estimate (lavapipe, units unknown) never split. */
+static void test_split_k(void **state) {
+  (void)state;
+  struct vkrt_caps caps = h200();
+  struct vkrt_matmul_setup s;
+  vkrt_matmul_setup_init(&caps, &s);
+  const struct vkrt_matmul_tile *large = &s.tile[1][VKRT_MATMUL_LARGE];
+  const struct vkrt_matmul_tile *medium = &s.tile[1][VKRT_MATMUL_MEDIUM];
+  uint32_t chunk;
+  assert_int_equal(vkrt_matmul_split_k(132, large, 4096, 112 * 4, 8, &chunk), 1);
+  assert_int_equal(chunk, 4096);
+  assert_int_equal(vkrt_matmul_split_k(132, large, 14336, 32 * 4, 8, &chunk), 2);
+  assert_int_equal(chunk, 7168);
+  assert_int_equal(chunk % large->bk, 0);
+  /* M 32 on the medium tile: 112 workgroups at K 4096 stay whole, 32 at K 14336 take 4 */
+  assert_int_equal(vkrt_matmul_split_k(132, medium, 4096, 112, 8, &chunk), 1);
+  assert_int_equal(vkrt_matmul_split_k(132, medium, 14336, 32, 8, &chunk), 4);
+  assert_int_equal(chunk, 3584);
+  assert_int_equal(vkrt_matmul_split_k(132, medium, 14336, 32, 3, &chunk), 3); /* the cap */
+  assert_int_equal(chunk, vkrt_align_up((14336 + 2) / 3, medium->bk));
+  /* M 12 on the small tile: 448 workgroups of 64 invocations, K 4096 in pieces */
+  const struct vkrt_matmul_tile *small = &s.tile[1][VKRT_MATMUL_SMALL];
+  uint32_t p = vkrt_matmul_split_k(132, small, 4096, 448, 8, &chunk);
+  assert_true(p >= 2);
+  assert_int_equal(chunk % small->bk, 0);
+  assert_true((uint64_t)chunk * p >= 4096 && (uint64_t)chunk * (p - 1) < 4096);
+  /* the portable large tile is bound by its arithmetic: never */
+  assert_int_equal(vkrt_matmul_split_k(132, &s.tile[0][VKRT_MATMUL_LARGE], 14336, 32 * 4, 8, &chunk), 1);
+  /* one step, or no groups: whole */
+  assert_int_equal(vkrt_matmul_split_k(132, large, large->bk, 1, 8, &chunk), 1);
+  assert_int_equal(chunk, large->bk);
+  assert_int_equal(vkrt_matmul_split_k(132, large, 4096, 0, 8, &chunk), 1);
+  /* K of 3 steps asked for 8 pieces: 3 at most, none empty */
+  p = vkrt_matmul_split_k(132, large, 3 * large->bk, 1, 8, &chunk);
+  assert_true(p <= 3 && (uint64_t)chunk * (p - 1) < 3 * large->bk);
+  /* no units reported, or a tile without an estimate: never */
+  assert_int_equal(vkrt_matmul_split_k(0, large, 14336, 1, 8, &chunk), 1);
+  struct vkrt_caps l = lavapipe();
+  l.compute_units = 2;
+  vkrt_matmul_setup_init(&l, &s);
+  for (int size = 0; size < VKRT_MATMUL_SIZES; size++)
+    assert_int_equal(vkrt_matmul_split_k(2, &s.tile[0][size], 14336, 1, 8, &chunk), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_split_k),
       cmocka_unit_test(test_h200),
       cmocka_unit_test(test_no_coopmat),
       cmocka_unit_test(test_tile_check),

@@ -30,6 +30,9 @@ struct mm {
   bool acc;       /* vkrt_op_matmul_add */
   int force;      /* FORCE_MATMUL_KERNEL */
   enum path expect;
+  int split;      /* MATMUL_SPLIT_K (0: the plan, which never splits on lavapipe) */
+  bool d_dense;   /* dst rows not padded (split K reduces dense dst only) */
+  bool want_split; /* K in pieces expected */
 };
 
 static bool type_enabled(vkrt_type t) {
@@ -125,10 +128,10 @@ static void run(vkrt_appliance *app, const struct mm *c) {
   x.nb[1] = 4 * (c->K + c->x_pad);
   x.nb[2] = x.nb[1] * c->M;
   x.nb[3] = x.nb[2] * c->b2;
-  /* dst rows padded by 3 elements, which must stay as they were */
+  /* dst rows padded by 3 elements, which must stay as they were (or dense) */
   vkrt_tensor d = {.offset = 8, .type = VKRT_TYPE_F32, .ne = {c->N, c->M, c->b2, 1}};
   d.nb[0] = 4;
-  d.nb[1] = 4 * (c->N + 3);
+  d.nb[1] = 4 * (c->N + (c->d_dense ? 0 : 3));
   d.nb[2] = d.nb[1] * c->M;
   d.nb[3] = d.nb[2] * c->b2;
   vkt_hbuf wb = vkt_hbuf_new(app, c->w_off + (uint64_t)w.nb[3] + 16), xb = vkt_hbuf_new(app, c->x_off + (uint64_t)x.nb[3]),
@@ -155,8 +158,10 @@ static void run(vkrt_appliance *app, const struct mm *c) {
     knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, pin_min_m);
   vkrt_lab_counters r0 = ran(app);
   knob(app, VKRT_LAB_FORCE_MATMUL_KERNEL, c->force);
+  knob(app, VKRT_LAB_MATMUL_SPLIT_K, c->split);
   vkrt_status s = c->acc ? vkrt_op_matmul_add(&d, &w, &x) : vkrt_op_matmul(&d, &w, &x);
   knob(app, VKRT_LAB_FORCE_MATMUL_KERNEL, 0);
+  knob(app, VKRT_LAB_MATMUL_SPLIT_K, 0);
   if (pin_min_m) /* the device's per-type crossovers again */
     knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, 0);
   vkt_check(app, s);
@@ -177,13 +182,14 @@ static void run(vkrt_appliance *app, const struct mm *c) {
   vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_COOPMAT_MEDIUM, &medium));
   bool want_x16 = want_cm && x16_on && c->M > (int64_t)medium.bn && c->K % 8 == 0;
   uint64_t xh = r1.matmul_x16 - r0.matmul_x16;
+  uint64_t split = r1.matmul_split_k - r0.matmul_split_k;
   if (tiled != (c->expect == TILED) || mv != (c->expect != TILED) || fb != (c->expect == FALLBACK) ||
-      cm != want_cm || xh != want_x16)
-    fail_msg("%s K %lld N %lld M %lld: path %d expected; tiled %llu, coopmat %llu (x16 %llu), "
-             "matvec %llu, fallback %llu", vkrt_type_str(c->wt), (long long)c->K,
-             (long long)c->N, (long long)c->M, c->expect, (unsigned long long)tiled,
-             (unsigned long long)cm, (unsigned long long)xh, (unsigned long long)mv,
-             (unsigned long long)fb);
+      cm != want_cm || xh != want_x16 || split != c->want_split)
+    fail_msg("%s K %lld N %lld M %lld: path %d expected (split K %d); tiled %llu, coopmat %llu "
+             "(x16 %llu), split K %llu, matvec %llu, fallback %llu", vkrt_type_str(c->wt),
+             (long long)c->K, (long long)c->N, (long long)c->M, c->expect, c->want_split,
+             (unsigned long long)tiled, (unsigned long long)cm, (unsigned long long)xh,
+             (unsigned long long)split, (unsigned long long)mv, (unsigned long long)fb);
 
   float *wr = malloc(sizeof(float) * (size_t)c->K);
   for (int64_t b = 0; b < c->b2; b++)
@@ -276,6 +282,45 @@ static void test_tiled(void **state) {
       a.M = past, a.K = q ? 16 * B : 4096, a.N = 64; /* a long K against the tolerance */
       run(app, &a);
     }
+  }
+  vkt_close(app);
+}
+
+/* K in pieces (the lab forces the count; the plan splits only where the device's residency
+ * is measured): every type on the three tiles, a K whose last piece is short, batches with w
+ * broadcast, accumulation (dst one of the reduce's inputs), the most pieces; a K of one step
+ * and a padded dst stay whole. */
+static void test_split_k(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  vkrt_lab_matmul_tile small, medium;
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_SMALL, &small));
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_MEDIUM, &medium));
+  int64_t past = (int64_t)medium.bn + 5, mid = (int64_t)small.bn + 3;
+  for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
+    vkrt_type wt = types[t];
+    if (!type_enabled(wt))
+      continue;
+    bool q = vkrt_type_block(wt) > 1;
+    int64_t B = vkrt_type_block(wt);
+    /* the steps of the tiles in use: 32 to 128 k (pieces are whole steps) */
+    int64_t Klong = q ? (B == 32 ? 40 * B : 5 * B) : 1000, Kone = q ? B : 24;
+    const struct mm cases[] = {
+        /* three pieces of K, the last short; the large tile */
+        {wt, Klong, 67, past, 1, 1, 0, 0, 0, 0, false, 0, TILED, 3, true, true},
+        /* two on the small tile, x columns padded */
+        {wt, Klong, 45, 13, 1, 1, 0, 0, 4, 16, false, 0, TILED, 2, true, true},
+        /* batches, w broadcast, the medium tile; dst += the pieces (dst the first input) */
+        {wt, Klong, 19, mid, 2, 4, 0, 0, 0, 0, true, 0, TILED, 7, true, true},
+        /* the most pieces */
+        {wt, Klong, 33, past, 1, 1, 0, 0, 0, 0, false, 0, TILED, 8, true, true},
+        /* one step of K (a super-block is several): nothing to cut; a padded dst: the
+         * reduce needs it dense */
+        {wt, Kone, 21, past, 1, 1, 0, 0, 0, 0, false, 0, TILED, 4, true, B == 256},
+        {wt, Klong, 21, past, 1, 1, 0, 0, 0, 0, true, 0, TILED, 4, false, false},
+    };
+    for (unsigned i = 0; i < VKT_ARRAY_SIZE(cases); i++)
+      run(app, &cases[i]);
   }
   vkt_close(app);
 }
@@ -457,6 +502,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tiled),
       cmocka_unit_test(test_crossover_and_tiles),
+      cmocka_unit_test(test_split_k),
       cmocka_unit_test(test_coopmat),
       cmocka_unit_test(test_fallback),
   };

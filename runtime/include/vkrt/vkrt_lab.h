@@ -125,6 +125,14 @@ typedef enum vkrt_lab_knob {
                                         take 8-bit x where vkrt_options.
                                         quant_activations_columns asks for small batches */
   VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K,   /* ... of q4_K w */
+  VKRT_LAB_MATMUL_SPLIT_K,           /* the tiled matmul's pieces of K: 0 = plan them (split
+                                        where the grid does not fill the device), 1 = never
+                                        split, 2..8 = this many where the call allows (dst
+                                        dense, the scratch large enough, K long enough) */
+  VKRT_LAB_MATMUL_SPLIT_K_PER_UNIT,  /* the workgroups per compute unit the split-K plan
+                                        takes as resident, every tile: 0 = each tile's own
+                                        estimate (0 on devices not measured: never split);
+                                        get: the large tile's, on the tiles in use */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
@@ -263,6 +271,8 @@ typedef struct vkrt_lab_counters {
   uint64_t quant_read[VKRT_LAB_QUANT_READ_COUNT]; /* quant_matvec by read pattern */
   uint64_t matmul_coopmat;  /* matmul_tiled calls on the cooperative-matrix kernels */
   uint64_t matmul_x16;      /* ... of which x was rounded to f16 first, into a scratch */
+  uint64_t matmul_split_k;  /* matmul_tiled calls whose K ran in pieces on more workgroups,
+                               the partial sums reduced after (a grid short of the device) */
   uint64_t matmul_fallback; /* M past the crossover on the matrix-vector kernels because the
                                tiled one could not take w (logged once per device) */
   uint64_t pipelines_ready; /* compute pipelines built so far, specialized ones included (at
