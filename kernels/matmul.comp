@@ -36,6 +36,9 @@
 // multiple of 8, strides in halves: a unit is one 16-byte load and no conversion, half the
 // bytes per step of f32 x), 8 ORDER (0: workgroups x-fastest; w: in strips of w row tiles,
 // all of a strip's column tiles together, sharing its w rows in L2: tile_order.glsl).
+// W16_COPY: not the matmul but quantized w dequantized into dense f16 for the f16 tiles (the
+// host's w16 path): one invocation per unit of 8 weights, the tiles' own decode, one
+// 16-byte store into binding 1 at unit d_offset / 8 + (batch N + n) K / 8 + k / 8.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #ifdef COOPMAT
@@ -80,6 +83,9 @@ layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; };
 #endif
 layout(std430, set = 0, binding = 1) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 2) buffer D { float d[]; };
+#ifdef W16_COPY
+layout(std430, set = 0, binding = 1) writeonly buffer D16 { uvec4 d16[]; };
+#endif
 layout(std430, set = 0, binding = 3) readonly buffer X4 { vec4 x4[]; };
 #ifdef COOPMAT
 layout(std430, set = 0, binding = 3) readonly buffer XH { uvec4 x16[]; }; // X16: f16 x
@@ -100,6 +106,10 @@ layout(std430, set = 0, binding = 4) readonly buffer W4 { uvec4 w4[]; };
 #endif
 #include "tile_order.glsl"
 
+uvec4 pack8(vec4 lo, vec4 hi) {
+  return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+}
+
 #ifdef COOPMAT
 #define PV (BK / 8u + 1u) // 16-byte units per row: BK + 8 halves
 shared uvec4 ws[STAGES * BM * PV];
@@ -110,9 +120,6 @@ const uint WARPS_N = SUBGROUPS / WARPS_M;
 const uint TILES_N = BM / 16u / WARPS_N;
 const uint TILES_M = BN / 16u / WARPS_M;
 shared float scratch[SUBGROUPS * 256u];
-uvec4 pack8(vec4 lo, vec4 hi) {
-  return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
-}
 #else
 #define PITCH4 (BK / 4u + 1u) // vec4 per row: BK + 4 floats
 shared vec4 ws[STAGES * BM * PITCH4];
@@ -363,6 +370,20 @@ void multiply(uint buf, uint tx, uint ty) {
 }
 #endif
 
+#ifdef W16_COPY
+void main() {
+  uint units = pc.K / 8u; // K a multiple of the block
+  uint u = (pc.base_x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
+  uint n = u / units, q = u - n * units;
+  if (n >= pc.N)
+    return;
+  uint z = pc.base_z + gl_WorkGroupID.z;
+  uint wb = pc.w_offset + (z % pc.ne2) * pc.w_stride[2] + (z / pc.ne2) * pc.w_stride[3];
+  vec4 lo, hi;
+  decode_w(load_w_raw(wb, n, 8u * q), wb, n, 8u * q, lo, hi);
+  d16[pc.d_offset / 8u + (z * pc.N + n) * units + q] = pack8(lo, hi);
+}
+#else
 void main() {
   uint tid = gl_LocalInvocationID.x;
   uvec2 tile = tile_order_strips(ORDER);
@@ -438,3 +459,4 @@ void main() {
       store_d(db, n0 + tx + TN * i, m0 + ty + TM * j, acc[i * RN + j]);
 #endif
 }
+#endif

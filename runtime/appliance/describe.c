@@ -50,7 +50,7 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
       vkrt_text_put(&o, "%s{", i ? ", " : "");
       add_caps(&o, &sys->devices[i].caps, i, true);
       const struct vkrt_device *d = &sys->devices[i];
-      char plan[512];
+      char plan[1024];
       vkrt_ops_matmul_plan(d, plan, sizeof(plan));
       bool attention_rows;
       const char *attention_why = vkrt_attention_kernel_choice(d, &attention_rows);
@@ -110,7 +110,7 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
         vkrt_quant_activations_path(d));
     vkrt_text_put(&o, "vkrt: dev%u fused products (vkrt_op_matmul_fused): %s\n", i,
         vkrt_quant_fused_path(d));
-    char plan[512];
+    char plan[1024];
     vkrt_ops_matmul_plan(d, plan, sizeof(plan));
     vkrt_text_put(&o, "vkrt: dev%u matmul: %s\n", i, plan);
     bool attention_rows;

@@ -39,6 +39,15 @@ VKRT_KERNEL_MATMUL_F32_CHECK_PUSH(struct matmul_push);
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0)
 VKRT_KERNEL_MATMUL_Q8_0_CHECK_PUSH(struct matmul_push);
 #endif
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL_COOPMAT_Q8_0)
+VKRT_KERNEL_MATMUL_W16_Q8_0_CHECK_PUSH(struct matmul_push);
+#endif
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL_COOPMAT_Q4_K)
+VKRT_KERNEL_MATMUL_W16_Q4_K_CHECK_PUSH(struct matmul_push);
+#endif
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL_COOPMAT_Q6_K)
+VKRT_KERNEL_MATMUL_W16_Q6_K_CHECK_PUSH(struct matmul_push);
+#endif
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K)
 VKRT_KERNEL_MATMUL_Q4_K_CHECK_PUSH(struct matmul_push);
 #endif
@@ -204,12 +213,13 @@ static vkrt_status record_matvec_rows(struct vkrt_device *dev, VkCommandBuffer c
 static const struct tiled_kind {
   bool present;
   enum vkrt_ops_kernel portable, coopmat;
+  enum vkrt_ops_kernel w16; /* quantized w into f16 for the f16 cooperative-matrix tiles */
 } tiled_kinds[VKRT_TYPE_COUNT] = {
-  [VKRT_TYPE_F32] = {true, VKRT_OPS_MATMUL_F32, VKRT_OPS_KERNEL_COUNT},
-  [VKRT_TYPE_F16] = {true, VKRT_OPS_MATMUL_F16, VKRT_OPS_MATMUL_F16_CM},
-  [VKRT_TYPE_Q8_0] = {true, VKRT_OPS_MATMUL_Q8_0, VKRT_OPS_MATMUL_Q8_0_CM},
-  [VKRT_TYPE_Q4_K] = {true, VKRT_OPS_MATMUL_Q4_K, VKRT_OPS_MATMUL_Q4_K_CM},
-  [VKRT_TYPE_Q6_K] = {true, VKRT_OPS_MATMUL_Q6_K, VKRT_OPS_MATMUL_Q6_K_CM},
+  [VKRT_TYPE_F32] = {true, VKRT_OPS_MATMUL_F32, VKRT_OPS_KERNEL_COUNT, VKRT_OPS_KERNEL_COUNT},
+  [VKRT_TYPE_F16] = {true, VKRT_OPS_MATMUL_F16, VKRT_OPS_MATMUL_F16_CM, VKRT_OPS_KERNEL_COUNT},
+  [VKRT_TYPE_Q8_0] = {true, VKRT_OPS_MATMUL_Q8_0, VKRT_OPS_MATMUL_Q8_0_CM, VKRT_OPS_MATMUL_W16_Q8_0},
+  [VKRT_TYPE_Q4_K] = {true, VKRT_OPS_MATMUL_Q4_K, VKRT_OPS_MATMUL_Q4_K_CM, VKRT_OPS_MATMUL_W16_Q4_K},
+  [VKRT_TYPE_Q6_K] = {true, VKRT_OPS_MATMUL_Q6_K, VKRT_OPS_MATMUL_Q6_K_CM, VKRT_OPS_MATMUL_W16_Q6_K},
 };
 
 /* The path of a call with weight type t and M columns (vkrt_matmul_pick), cooperative
@@ -243,6 +253,68 @@ static const char *tiled_refusal(struct vkrt_device *dev, const struct vkrt_ops_
   return NULL;
 }
 
+/* Quantized w (bound in words, tiled_refusal passed) of a call with M columns on the large
+ * cooperative-matrix tile: dequantized to f16 into the w scratch first (NULL) or why not. */
+static const char *w16_refusal(const struct vkrt_device *dev, const struct vkrt_ops_view *w,
+                               uint32_t M) {
+  const struct vkrt_ops_state *ops = dev->ops;
+  if (!ops->matmul_w16)
+    return "no w scratch on this device (CONFIG_VKRT_MATMUL_W16_SCRATCH_KB = 0, or no "
+           "cooperative matrices)";
+  if (M < ops->matmul_w16_min_m[w->type])
+    return "fewer columns than pay for the conversion";
+  enum vkrt_ops_kernel k = tiled_kinds[w->type].w16;
+  if (k == VKRT_OPS_KERNEL_COUNT || !vkrt_ops_kernel_usable(dev, k) ||
+      !vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_F16_CM))
+    return "no conversion to f16 or no f16 tiles for this type in this build";
+  if ((uint64_t)w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3] * 2 > ops->matmul_w16->size)
+    return "w larger than the scratch (CONFIG_VKRT_MATMUL_W16_SCRATCH_KB)";
+  return NULL;
+}
+
+/* Records w's conversion into the w scratch as its own piece of the stream (the tiles' own
+ * decode, kernels/matmul.comp W16_COPY) and fills *out with the dense f16 view. */
+static vkrt_status record_w16(struct vkrt_device *dev, const struct vkrt_ops_view *w,
+                              struct vkrt_ops_view *out) {
+  struct vkrt_buffer *scratch = dev->ops->matmul_w16;
+  uint64_t elements = (uint64_t)w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3];
+  uint64_t bytes = vkrt_align_up(elements * 2, 16);
+  *out = (struct vkrt_ops_view){
+      .buffer = scratch,
+      .bind_offset = 0,
+      .bind_range = bytes,
+      .lo = 0,
+      .hi = elements * 2,
+      .offset = 0,
+      .ne = {w->ne[0], w->ne[1], w->ne[2], w->ne[3]},
+      .stride = {1, w->ne[0], w->ne[0] * w->ne[1], w->ne[0] * w->ne[1] * w->ne[2]},
+      .block = 1,
+      .elements = elements,
+      .type_size = 2,
+      .type = VKRT_TYPE_F16,
+      .contiguous = true,
+      .fits_binding = true,
+  };
+  /* reads w, writes the scratch (after the previous tiles read it: the stream's barrier) */
+  struct vkrt_stream_access a[2] = {{scratch, 0, bytes, true}, {w->buffer, w->lo, w->hi, false}};
+  VkCommandBuffer cmd;
+  vkrt_status s = vkrt_ops_begin(dev, a, 2, &cmd);
+  const struct vkrt_ops_pipeline *p;
+  struct vkrt_ops_binding b[2] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(out)};
+  if (s == VKRT_OK)
+    s = vkrt_ops_use(dev, cmd, tiled_kinds[w->type].w16, b, 2, &p);
+  if (s != VKRT_OK)
+    return s;
+  struct matmul_push push = {.K = w->ne[0], .N = w->ne[1], .w_offset = w->offset,
+                             .ne2 = w->ne[2]};
+  for (int i = 0; i < 4; i++)
+    push.w_stride[i] = w->stride[i];
+  uint64_t units = (uint64_t)w->ne[1] * (w->ne[0] / 8);
+  vkrt_ops_count(dev, matmul_w16, 1);
+  vkrt_ops_dispatch_3d(dev, cmd, p, &push, (units + 255) / 256, 1, (uint64_t)w->ne[2] * w->ne[3]);
+  return VKRT_OK;
+}
+
 /* Every row (or column) of v, `per` elements to 16 bytes, starts 16-byte aligned in its
  * binding and K is a multiple of 8: the kernel's units of 8 are whole 16-byte loads. */
 static bool rows_vec16(const struct vkrt_ops_view *v, uint32_t per) {
@@ -262,13 +334,17 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
    * 472 us against 654 (q8_0 598 / 625, q4_K 740 / 795; K 14336 f16 553 / 902); M 32 on
    * the medium tile f16 105 us against 88 (the copy and its barrier cost more than the
    * loads save there). */
-  bool x16 = cm && t == &dev->ops->matmul.tile[1][VKRT_MATMUL_LARGE] &&
-             !vkrt_matmul_x16_refusal(dev, x);
+  bool large_cm = cm && t == &dev->ops->matmul.tile[1][VKRT_MATMUL_LARGE];
+  bool x16 = large_cm && !vkrt_matmul_x16_refusal(dev, x);
+  /* quantized w dequantized once into f16 for the f16 tiles where many columns share it
+   * (from VKRT_MATMUL_W16_MIN_M_* columns, measured there) */
+  bool w16 = large_cm && w->block > 1 && !w16_refusal(dev, w, x->ne[1]);
   uint32_t spec[VKRT_OPS_MAX_SPEC];
   tile_spec(t, x16, spec);
   const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline_spec(dev, cm ? tiled_kinds[w->type].coopmat
-                                                 : tiled_kinds[w->type].portable, spec, &p);
+  vkrt_status s = vkrt_ops_pipeline_spec(dev, w16  ? tiled_kinds[VKRT_TYPE_F16].coopmat
+                                              : cm ? tiled_kinds[w->type].coopmat
+                                                   : tiled_kinds[w->type].portable, spec, &p);
   if (s != VKRT_OK)
     return s;
   uint64_t gx = (w->ne[1] + t->bm - 1) / t->bm, gy = (x->ne[1] + t->bn - 1) / t->bn;
@@ -276,7 +352,13 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
   uint32_t k_chunk, splits = vkrt_matmul_split_k_take(dev, t, d, w->ne[0], gx * gy * gz,
                                                       accumulate, &k_chunk);
   const struct vkrt_ops_view *dst = d;
-  struct vkrt_ops_view xh, parts;
+  struct vkrt_ops_view xh, wh, parts;
+  if (w16) {
+    s = record_w16(dev, w, &wh);
+    if (s != VKRT_OK)
+      return s;
+    w = &wh;
+  }
   if (x16) {
     s = vkrt_matmul_x16_convert(dev, x, &xh);
     if (s != VKRT_OK)
@@ -289,7 +371,7 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
     dst = &parts;
     vkrt_ops_count(dev, matmul_split_k, 1);
   }
-  if (x16 || splits > 1) {
+  if (w16 || x16 || splits > 1) {
     /* the tiles: a piece of their own after the rounding (reads w and the scratch), or
      * writing the pieces' scratch */
     struct vkrt_stream_access a[3] = {{dst->buffer, dst->lo, dst->hi, true},

@@ -79,6 +79,14 @@ void vkrt_matmul_setup_init(const struct vkrt_caps *caps, struct vkrt_matmul_set
   }
 }
 
+void vkrt_matmul_w16_min_m_init(uint32_t min_m[VKRT_TYPE_COUNT]) {
+  for (int t = 0; t < VKRT_TYPE_COUNT; t++)
+    min_m[t] = UINT32_MAX;
+  min_m[VKRT_TYPE_Q8_0] = VKRT_MATMUL_W16_MIN_M_Q8_0;
+  min_m[VKRT_TYPE_Q4_K] = VKRT_MATMUL_W16_MIN_M_Q4_K;
+  min_m[VKRT_TYPE_Q6_K] = VKRT_MATMUL_W16_MIN_M_Q6_K;
+}
+
 /* A workgroup of the tiled kernel walks K in dependent steps of bk, each waiting on its
  * global loads (the tiled floor of 70-100 us at K 4096 on the H200, ~1.3 us a step): where
  * the grid fills the device about once or less, the longest chain of steps is the time. K

@@ -3,19 +3,27 @@
  * f32 x (kernels/matmul.comp X16). The rounding is the copy kernel's f32 -> f16 into a
  * scratch buffer made at open, recorded as its own piece of the stream, so the hazards on
  * the scratch (the previous call's tiles still reading it) get their barrier like any
- * buffer's. */
+ * buffer's. The scratch of quantized w dequantized to f16 (w16, matmul.c) is made here too. */
 #include "ops/ops.h"
 
 vkrt_status vkrt_matmul_x16_open(struct vkrt_device *dev) {
   struct vkrt_ops_state *ops = dev->ops;
-  ops->matmul_x16 = NULL;
+  ops->matmul_x16 = ops->matmul_w16 = NULL;
+  vkrt_matmul_w16_min_m_init(ops->matmul_w16_min_m);
   uint64_t size = (uint64_t)CONFIG_VKRT_MATMUL_X16_SCRATCH_KB * 1024;
-  if (!size || !ops->matmul.coopmat)
+  uint64_t w_size = (uint64_t)CONFIG_VKRT_MATMUL_W16_SCRATCH_KB * 1024;
+  if (!ops->matmul.coopmat)
     return VKRT_OK; /* the tiles convert x as they load it */
-  return vkrt_ops_scratch_create(dev, size, &ops->matmul_x16);
+  vkrt_status s = size ? vkrt_ops_scratch_create(dev, size, &ops->matmul_x16) : VKRT_OK;
+  if (s == VKRT_OK && w_size)
+    s = vkrt_ops_scratch_create(dev, w_size, &ops->matmul_w16);
+  return s;
 }
 
-void vkrt_matmul_x16_close(struct vkrt_device *dev) { vkrt_ops_scratch_destroy(&dev->ops->matmul_x16); }
+void vkrt_matmul_x16_close(struct vkrt_device *dev) {
+  vkrt_ops_scratch_destroy(&dev->ops->matmul_x16);
+  vkrt_ops_scratch_destroy(&dev->ops->matmul_w16);
+}
 
 const char *vkrt_matmul_x16_refusal(const struct vkrt_device *dev, const struct vkrt_ops_view *x) {
   const struct vkrt_ops_state *ops = dev->ops;

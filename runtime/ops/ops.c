@@ -184,15 +184,28 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
            : !cm ? "off (x stays f32: vkrt_options.matmul_activations = VKRT_MATMUL_ACTIVATIONS_F32)"
                  : "x and w rounded to f16 (vkrt_options.matmul_activations = "
                    "VKRT_MATMUL_ACTIVATIONS_F16), f32 weights on the portable tiles");
+  size_t used;
   if (cm) {
-    size_t used = strlen(buf);
+    used = strlen(buf);
     snprintf(buf + used, size - VKRT_MIN(used, size), "; x rounded %s",
              ops->matmul_x16 ? "by a copy into a scratch first on the large tile, where it "
                                "fits (K a multiple of 8; else as the tiles load it)"
                              : "as the tiles load it (no f16 scratch: "
                                "CONFIG_VKRT_MATMUL_X16_SCRATCH_KB)");
+    used = strlen(buf);
+    if (ops->matmul_w16)
+      snprintf(buf + used, size - VKRT_MIN(used, size),
+               "; quantized w converted to f16 first on the large tile from M = %u (q8_0) %u "
+               "(q4_K) %u (q6_K) where it fits the %llu MiB scratch",
+               ops->matmul_w16_min_m[VKRT_TYPE_Q8_0], ops->matmul_w16_min_m[VKRT_TYPE_Q4_K],
+               ops->matmul_w16_min_m[VKRT_TYPE_Q6_K],
+               (unsigned long long)(ops->matmul_w16->size >> 20));
+    else
+      snprintf(buf + used, size - VKRT_MIN(used, size),
+               "; quantized w decoded as the tiles load it (no w scratch: "
+               "CONFIG_VKRT_MATMUL_W16_SCRATCH_KB)");
   }
-  size_t used = strlen(buf);
+  used = strlen(buf);
   if (ops->matmul_split_k && p[2].per_unit)
     snprintf(buf + used, size - VKRT_MIN(used, size),
              "; K split into 2-%d pieces (reduced after) where the grid does not fill the %u "

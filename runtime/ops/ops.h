@@ -140,6 +140,7 @@ struct vkrt_ops_counters {
   uint64_t concat_fast, concat_generic, concat_split; /* split: one copy per source */
   uint64_t matvec, matmul_tiled, matmul_coopmat;
   uint64_t matmul_x16;      /* ... of which x was rounded to f16 first (matmul_x16.c) */
+  uint64_t matmul_w16;      /* ... of which quantized w was dequantized to f16 first */
   uint64_t matmul_split_k;  /* ... of which K ran in pieces, reduced after (matmul_split_k.c) */
   uint64_t matvec_split;    /* matrix-vector with w bound in row slices (w > one binding) */
   uint64_t matmul_fallback; /* M past the crossover on the matrix-vector kernels because the
@@ -213,6 +214,9 @@ struct vkrt_ops_state {
   struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
   struct vkrt_buffer *matmul_x16;        /* x rounded to f16 for the cooperative-matrix tiles
                                             (NULL: none on this device) */
+  struct vkrt_buffer *matmul_w16;        /* quantized w dequantized to f16 for them (NULL:
+                                            none on this device) */
+  uint32_t matmul_w16_min_m[VKRT_TYPE_COUNT]; /* ... from this many columns of x, by type */
   struct vkrt_buffer *matmul_split_k;    /* the tiled matmul's partial sums of K's pieces
                                             (NULL: none on this device) */
   uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
@@ -725,6 +729,19 @@ static inline vkrt_status vkrt_rope_set_rows_record(struct vkrt_device *dev, VkC
 }
 #endif
 
+/* Quantized w dequantized to f16 before the cooperative-matrix tiles from this many columns
+ * of x (the lab's MATMUL_W16_MIN_M sets every type's). H100, vkrt-bench cases with f16 x, K
+ * 4096 x N 14336, GPU us, whole conversion and f16 tiles against the tiles decoding as they
+ * load, two rounds within 2 %: q4_K M 64 194.8 / 188.6, 128 192.3 / 194.0, 256 302.0 / 359.7,
+ * 512 524.6 / 732.8 (K 14336 x N 4096 M 512: 501.9 / 669.3); q6_K 128 198.4 / 171.2, 256
+ * 307.4 / 306.5, 512 530.7 / 623.5; q8_0 256 309.0 / 298.7, 512 528.6 / 610.5 (the f16 tiles
+ * alone at M 512: 466 us; the conversion ~60 us). */
+#define VKRT_MATMUL_W16_MIN_M_Q8_0 512
+#define VKRT_MATMUL_W16_MIN_M_Q4_K 256
+#define VKRT_MATMUL_W16_MIN_M_Q6_K 512
+/* Every type's (other types: never, UINT32_MAX). */
+void vkrt_matmul_w16_min_m_init(uint32_t min_m[VKRT_TYPE_COUNT]);
+
 #if IS_ENABLED(CONFIG_VKRT_MATMUL_X16)
 /* x rounded to f16 before the cooperative-matrix tiles (matmul_x16.c): the scratch made at
  * open on devices with cooperative matrices, released at close. */
@@ -753,6 +770,7 @@ static inline vkrt_status vkrt_matmul_x16_convert(struct vkrt_device *dev,
   (void)x, (void)out;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL, "x16 conversion not in this build");
 }
+
 #endif
 
 #if IS_ENABLED(CONFIG_VKRT_MATMUL_SPLIT_K)

@@ -30,7 +30,8 @@ struct mm {
   bool acc;       /* vkrt_op_matmul_add */
   int force;      /* FORCE_MATMUL_KERNEL */
   enum path expect;
-  int split;      /* MATMUL_SPLIT_K (0: the plan, which never splits on lavapipe) */
+  int split;      /* MATMUL_SPLIT_K: 0 whole K (the path tables, on every device), 2..8
+                     forced, -1 the device's plan */
   bool d_dense;   /* dst rows not padded (split K reduces dense dst only) */
   bool want_split; /* K in pieces expected */
 };
@@ -158,7 +159,7 @@ static void run(vkrt_appliance *app, const struct mm *c) {
     knob(app, VKRT_LAB_MATMUL_TILED_MIN_M, pin_min_m);
   vkrt_lab_counters r0 = ran(app);
   knob(app, VKRT_LAB_FORCE_MATMUL_KERNEL, c->force);
-  knob(app, VKRT_LAB_MATMUL_SPLIT_K, c->split);
+  knob(app, VKRT_LAB_MATMUL_SPLIT_K, c->split > 0 ? c->split : c->split == 0 ? 1 : 0);
   vkrt_status s = c->acc ? vkrt_op_matmul_add(&d, &w, &x) : vkrt_op_matmul(&d, &w, &x);
   knob(app, VKRT_LAB_FORCE_MATMUL_KERNEL, 0);
   knob(app, VKRT_LAB_MATMUL_SPLIT_K, 0);
@@ -181,15 +182,20 @@ static void run(vkrt_appliance *app, const struct mm *c) {
   vkrt_lab_matmul_tile medium;
   vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_COOPMAT_MEDIUM, &medium));
   bool want_x16 = want_cm && x16_on && c->M > (int64_t)medium.bn && c->K % 8 == 0;
-  uint64_t xh = r1.matmul_x16 - r0.matmul_x16;
+  /* quantized w dequantized to f16 first: the same tile, from the knob's M (0: no scratch) */
+  int64_t w16_min;
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_W16_MIN_M, &w16_min));
+  bool want_w16 = want_cm && quant && c->M > (int64_t)medium.bn && w16_min && c->M >= w16_min;
+  uint64_t xh = r1.matmul_x16 - r0.matmul_x16, wh = r1.matmul_w16 - r0.matmul_w16;
   uint64_t split = r1.matmul_split_k - r0.matmul_split_k;
   if (tiled != (c->expect == TILED) || mv != (c->expect != TILED) || fb != (c->expect == FALLBACK) ||
-      cm != want_cm || xh != want_x16 || split != c->want_split)
-    fail_msg("%s K %lld N %lld M %lld: path %d expected (split K %d); tiled %llu, coopmat %llu "
-             "(x16 %llu), split K %llu, matvec %llu, fallback %llu", vkrt_type_str(c->wt),
-             (long long)c->K, (long long)c->N, (long long)c->M, c->expect, c->want_split,
-             (unsigned long long)tiled, (unsigned long long)cm, (unsigned long long)xh,
-             (unsigned long long)split, (unsigned long long)mv, (unsigned long long)fb);
+      cm != want_cm || xh != want_x16 || wh != want_w16 || split != c->want_split)
+    fail_msg("%s K %lld N %lld M %lld: path %d expected (split K %d, w16 %d); tiled %llu, "
+             "coopmat %llu (x16 %llu, w16 %llu), split K %llu, matvec %llu, fallback %llu",
+             vkrt_type_str(c->wt), (long long)c->K, (long long)c->N, (long long)c->M, c->expect,
+             c->want_split, want_w16, (unsigned long long)tiled, (unsigned long long)cm,
+             (unsigned long long)xh, (unsigned long long)wh, (unsigned long long)split,
+             (unsigned long long)mv, (unsigned long long)fb);
 
   float *wr = malloc(sizeof(float) * (size_t)c->K);
   for (int64_t b = 0; b < c->b2; b++)
@@ -289,7 +295,9 @@ static void test_tiled(void **state) {
 /* K in pieces (the lab forces the count; the plan splits only where the device's residency
  * is measured): every type on the three tiles, a K whose last piece is short, batches with w
  * broadcast, accumulation (dst one of the reduce's inputs), the most pieces; a K of one step
- * and a padded dst stay whole. */
+ * and a padded dst stay whole; the plan on one workgroup of a long K splits exactly where the
+ * device reports its compute units and the tiles have a residency estimate (GPUs measured:
+ * NVIDIA; never on lavapipe). */
 static void test_split_k(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
@@ -297,6 +305,13 @@ static void test_split_k(void **state) {
   vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_SMALL, &small));
   vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_MEDIUM, &medium));
   int64_t past = (int64_t)medium.bn + 5, mid = (int64_t)small.bn + 3;
+  vkrt_lab_device facts;
+  int64_t per_unit;
+  vkt_check(app, vkrt_lab_device_get(app, 0, &facts));
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_SPLIT_K_PER_UNIT, &per_unit));
+  bool planned = facts.compute_units > 0 && per_unit > 0;
+  print_message("split K planned on this device: %s (%u compute units, %lld resident)\n",
+                planned ? "yes" : "no", facts.compute_units, (long long)per_unit);
   for (unsigned t = 0; t < VKT_ARRAY_SIZE(types); t++) {
     vkrt_type wt = types[t];
     if (!type_enabled(wt))
@@ -318,6 +333,7 @@ static void test_split_k(void **state) {
          * reduce needs it dense */
         {wt, Kone, 21, past, 1, 1, 0, 0, 0, 0, false, 0, TILED, 4, true, B == 256},
         {wt, Klong, 21, past, 1, 1, 0, 0, 0, 0, true, 0, TILED, 4, false, false},
+        {wt, q ? 16 * B : 4096, 21, past, 1, 1, 0, 0, 0, 0, false, 0, TILED, -1, true, planned},
     };
     for (unsigned i = 0; i < VKT_ARRAY_SIZE(cases); i++)
       run(app, &cases[i]);
@@ -327,8 +343,9 @@ static void test_split_k(void **state) {
 
 /* The cooperative-matrix tiles where the device has them (skipped elsewhere, lavapipe
  * included): every weight type on the three tiles, with x rounded to f16 by a copy into the
- * scratch first (the default) and as the tiles load it, K not a multiple of 8 (no copy),
- * padded x columns at an offset, batches, accumulation. */
+ * scratch first (the default) and as the tiles load it, quantized w dequantized to f16 by a
+ * copy first and decoded as loaded, K not a multiple of 8 (no copy), padded x columns at an
+ * offset, batches, accumulation. */
 static void test_coopmat(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
@@ -344,8 +361,15 @@ static void test_coopmat(void **state) {
   vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_COOPMAT_SMALL, &small));
   vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_COOPMAT_MEDIUM, &medium));
   int64_t past = (int64_t)medium.bn + 37, mid = (int64_t)small.bn + 3;
-  for (int x16 = 1; x16 >= 0; x16--) {
+  int64_t w16_default;
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_W16_MIN_M, &w16_default));
+  assert_true(w16_default > 0); /* the w scratch comes with the x one */
+  /* x rounded first or as loaded, each with quantized w dequantized first (from M 1) and
+   * decoded by the tiles (never) */
+  for (int pass = 0; pass < 4; pass++) {
+    int x16 = pass < 2;
     knob(app, VKRT_LAB_MATMUL_X16, x16);
+    knob(app, VKRT_LAB_MATMUL_W16_MIN_M, pass % 2 ? 1 : UINT32_MAX);
     for (unsigned t = 1; t < VKT_ARRAY_SIZE(types); t++) {
       vkrt_type wt = types[t];
       if (!type_enabled(wt))
@@ -358,12 +382,18 @@ static void test_coopmat(void **state) {
           {wt, q ? 3 * B : 72, 33, 12, 2, 4, 0, 0, 0, 0, false, 0, TILED},
           {wt, q ? 2 * B : 300, 50, past, 1, 1, 0, 0, 0, 0, false, 0, TILED}, /* f16: K % 8 = 4 */
           {wt, q ? 8 * B : 1024, 64, past, 1, 1, 0, 0, 0, 0, true, 0, TILED},
+          /* the large tile over batches, w broadcast (w16: every w batch converted) */
+          {wt, q ? 2 * B : 128, 37, past, 2, 4, 0, 0, 0, 0, false, 0, TILED},
       };
       for (unsigned i = 0; i < VKT_ARRAY_SIZE(cases); i++)
         run(app, &cases[i]);
     }
   }
   knob(app, VKRT_LAB_MATMUL_X16, 1);
+  knob(app, VKRT_LAB_MATMUL_W16_MIN_M, 0);
+  int64_t w16_now;
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_W16_MIN_M, &w16_now));
+  assert_int_equal(w16_now, w16_default);
   vkt_close(app);
 }
 

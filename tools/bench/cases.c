@@ -1153,11 +1153,15 @@ static const char *path_name(const struct bench_case *bc, const vkrt_lab_counter
   if (bc->op == CASE_GET_ROWS) return "get_rows";
   if (bc->op == CASE_SET_ROWS) return "set_rows";
   if (after->matmul_fallback > before->matmul_fallback) return "matvec (tiled not possible)";
-  bool split = after->matmul_split_k > before->matmul_split_k;
-  if (after->matmul_x16 > before->matmul_x16)
-    return split ? "tiled matmul, coopmat, x16, split K" : "tiled matmul, coopmat, x16";
-  if (after->matmul_coopmat > before->matmul_coopmat)
-    return split ? "tiled matmul, coopmat, split K" : "tiled matmul, coopmat";
+  if (after->matmul_tiled > before->matmul_tiled) {
+    static char text[64];
+    snprintf(text, sizeof(text), "tiled matmul%s%s%s%s",
+             after->matmul_coopmat > before->matmul_coopmat ? ", coopmat" : "",
+             after->matmul_x16 > before->matmul_x16 ? ", x16" : "",
+             after->matmul_w16 > before->matmul_w16 ? ", w16" : "",
+             after->matmul_split_k > before->matmul_split_k ? ", split K" : "");
+    return text;
+  }
   if (after->quant_matvec > before->quant_matvec) {
     bool q8x = after->quant_read[VKRT_LAB_QUANT_READ_Q8X] > before->quant_read[VKRT_LAB_QUANT_READ_Q8X];
     if (bc->src[0].type == VKRT_TYPE_Q6_K)
@@ -1167,7 +1171,6 @@ static const char *path_name(const struct bench_case *bc, const vkrt_lab_counter
     return q8x ? "matvec q8_0, 8-bit x" : "matvec q8_0";
   }
   if (after->matvec > before->matvec) return "matvec";
-  if (after->matmul_tiled > before->matmul_tiled) return split ? "tiled matmul, split K" : "tiled matmul";
   if (after->concat_fast > before->concat_fast) return "concat fast path";
   if (after->concat_split > before->concat_split) return "concat per-source copies";
   if (after->copy_tiled > before->copy_tiled) return "copy via tiled transpose";
@@ -1427,11 +1430,11 @@ static void run_case(struct cases_ctx *c, const struct bench_case *bc) {
       printf(", \"kv_len\": %" PRId64 ", \"kv_bytes\": %" PRIu64 ", \"kv_roofline_us\": %.3f, "
              "\"kv_roofline_ratio\": %.3f", attended, kv_bytes(bc, attended), roof_us, roof_ratio);
   } else if (fa) {
-    printf("%-40.40s %-36.36s %10.2f us %9.1f GB/s %6.3f R %9" PRIu64
+    printf("%-40.40s %-40.40s %10.2f us %9.1f GB/s %6.3f R %9" PRIu64
            "   wall %8.2f us (%5.3f x)%s record %6.2f us\n", bc->name, path, t * 1e6, gbps,
            roof_ratio, wrong, wall * 1e6, wall_ratio, wall_flag, rec * 1e6);
   } else {
-    printf("%-40.40s %-36.36s %10.2f us %9.1f GB/s %6.3f x %9" PRIu64
+    printf("%-40.40s %-40.40s %10.2f us %9.1f GB/s %6.3f x %9" PRIu64
            "   wall %8.2f us (%5.3f x)%s record %6.2f us\n", bc->name, path, t * 1e6, gbps, ratio,
            wrong, wall * 1e6, wall_ratio, wall_flag, rec * 1e6);
   }
@@ -1875,7 +1878,7 @@ static int cmd_cases(int argc, char **argv) {
            m32->unroll, m32->blocks);
     printf("16-byte copy, %d per submission: %.2f us each behind a barrier (dependent), %.2f us "
            "independent\n", FLOOR_OPS, c.chain_us, c.independent_us);
-    printf("%-40s %-36s %13s %14s %8s %9s   %s\n", "case", "path", "time", "bandwidth", "x copy",
+    printf("%-40s %-40s %13s %14s %8s %9s   %s\n", "case", "path", "time", "bandwidth", "x copy",
            "#wrong", "wall per op (x time; record + submit + wait / reps), recording per op");
   }
   char line[4096], err[256];

@@ -133,6 +133,10 @@ typedef enum vkrt_lab_knob {
                                         takes as resident, every tile: 0 = each tile's own
                                         estimate (0 on devices not measured: never split);
                                         get: the large tile's, on the tiles in use */
+  VKRT_LAB_MATMUL_W16_MIN_M,         /* the cooperative-matrix large tile converts quantized
+                                        w to f16 first from this many columns of x, every
+                                        type (0 = each type's default; past any M: never);
+                                        get: q4_K's, 0 where the device has no such scratch */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
@@ -271,6 +275,8 @@ typedef struct vkrt_lab_counters {
   uint64_t quant_read[VKRT_LAB_QUANT_READ_COUNT]; /* quant_matvec by read pattern */
   uint64_t matmul_coopmat;  /* matmul_tiled calls on the cooperative-matrix kernels */
   uint64_t matmul_x16;      /* ... of which x was rounded to f16 first, into a scratch */
+  uint64_t matmul_w16;      /* matmul_coopmat calls whose quantized w was dequantized to f16
+                               first, into a scratch */
   uint64_t matmul_split_k;  /* matmul_tiled calls whose K ran in pieces on more workgroups,
                                the partial sums reduced after (a grid short of the device) */
   uint64_t matmul_fallback; /* M past the crossover on the matrix-vector kernels because the
