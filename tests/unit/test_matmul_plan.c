@@ -221,8 +221,22 @@ static void test_split_k(void **state) {
     assert_int_equal(vkrt_matmul_split_k(2, &s.tile[0][size], 14336, 1, 8, &chunk), 1);
 }
 
+/* Quantized w converted to f16 first from the measured columns: q4_K (the dearest decode)
+ * before q8_0 and q6_K, f16 and f32 w never (nothing to convert). */
+static void test_w16_min_m(void **state) {
+  (void)state;
+  uint32_t m[VKRT_TYPE_COUNT];
+  vkrt_matmul_w16_min_m_init(m);
+  assert_int_equal(m[VKRT_TYPE_Q4_K], 256);
+  assert_int_equal(m[VKRT_TYPE_Q8_0], 512);
+  assert_int_equal(m[VKRT_TYPE_Q6_K], 512);
+  assert_int_equal(m[VKRT_TYPE_F16], UINT32_MAX);
+  assert_int_equal(m[VKRT_TYPE_F32], UINT32_MAX);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_w16_min_m),
       cmocka_unit_test(test_split_k),
       cmocka_unit_test(test_h200),
       cmocka_unit_test(test_no_coopmat),
