@@ -277,24 +277,8 @@ static const char *w16_refusal(const struct vkrt_device *dev, const struct vkrt_
 static vkrt_status record_w16(struct vkrt_device *dev, const struct vkrt_ops_view *w,
                               struct vkrt_ops_view *out) {
   struct vkrt_buffer *scratch = dev->ops->matmul_w16;
-  uint64_t elements = (uint64_t)w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3];
-  uint64_t bytes = vkrt_align_up(elements * 2, 16);
-  *out = (struct vkrt_ops_view){
-      .buffer = scratch,
-      .bind_offset = 0,
-      .bind_range = bytes,
-      .lo = 0,
-      .hi = elements * 2,
-      .offset = 0,
-      .ne = {w->ne[0], w->ne[1], w->ne[2], w->ne[3]},
-      .stride = {1, w->ne[0], w->ne[0] * w->ne[1], w->ne[0] * w->ne[1] * w->ne[2]},
-      .block = 1,
-      .elements = elements,
-      .type_size = 2,
-      .type = VKRT_TYPE_F16,
-      .contiguous = true,
-      .fits_binding = true,
-  };
+  *out = vkrt_ops_scratch_view(scratch, w->ne, VKRT_TYPE_F16, 2, 1);
+  uint64_t bytes = out->bind_range;
   /* reads w, writes the scratch (after the previous tiles read it: the stream's barrier) */
   struct vkrt_stream_access a[2] = {{scratch, 0, bytes, true}, {w->buffer, w->lo, w->hi, false}};
   VkCommandBuffer cmd;

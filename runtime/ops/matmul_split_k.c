@@ -48,23 +48,7 @@ uint32_t vkrt_matmul_split_k_take(struct vkrt_device *dev, const struct vkrt_mat
 
 struct vkrt_ops_view vkrt_matmul_split_k_view(struct vkrt_device *dev,
                                               const struct vkrt_ops_view *d, uint32_t splits) {
-  uint64_t bytes = d->elements * 4 * splits;
-  return (struct vkrt_ops_view){
-      .buffer = dev->ops->matmul_split_k,
-      .bind_offset = 0,
-      .bind_range = vkrt_align_up(bytes, 16),
-      .lo = 0,
-      .hi = bytes,
-      .offset = 0,
-      .ne = {d->ne[0], d->ne[1], d->ne[2], d->ne[3]},
-      .stride = {1, d->ne[0], d->ne[0] * d->ne[1], d->ne[0] * d->ne[1] * d->ne[2]},
-      .block = 1,
-      .elements = d->elements,
-      .type_size = 4,
-      .type = VKRT_TYPE_F32,
-      .contiguous = true,
-      .fits_binding = true,
-  };
+  return vkrt_ops_scratch_view(dev->ops->matmul_split_k, d->ne, VKRT_TYPE_F32, 4, splits);
 }
 
 vkrt_status vkrt_matmul_split_k_reduce(struct vkrt_device *dev, const struct vkrt_ops_view *d,

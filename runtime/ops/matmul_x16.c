@@ -48,22 +48,7 @@ vkrt_status vkrt_matmul_x16_convert(struct vkrt_device *dev, const struct vkrt_o
                                     struct vkrt_ops_view *out) {
   struct vkrt_buffer *scratch = dev->ops->matmul_x16;
   uint64_t bytes = vkrt_align_up(x->elements * 2, 16);
-  *out = (struct vkrt_ops_view){
-      .buffer = scratch,
-      .bind_offset = 0,
-      .bind_range = bytes,
-      .lo = 0,
-      .hi = x->elements * 2,
-      .offset = 0,
-      .ne = {x->ne[0], x->ne[1], x->ne[2], x->ne[3]},
-      .stride = {1, x->ne[0], x->ne[0] * x->ne[1], x->ne[0] * x->ne[1] * x->ne[2]},
-      .block = 1,
-      .elements = x->elements,
-      .type_size = 2,
-      .type = VKRT_TYPE_F16,
-      .contiguous = true,
-      .fits_binding = true,
-  };
+  *out = vkrt_ops_scratch_view(scratch, x->ne, VKRT_TYPE_F16, 2, 1);
   /* reads x, writes the scratch (after the previous tiles read it: the stream's barrier) */
   struct vkrt_stream_access a[2] = {{scratch, 0, bytes, true}, {x->buffer, x->lo, x->hi, false}};
   VkCommandBuffer cmd;

@@ -291,6 +291,27 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   return s;
 }
 
+struct vkrt_ops_view vkrt_ops_scratch_view(struct vkrt_buffer *scratch, const uint32_t ne[4],
+                                           vkrt_type t, uint32_t size, uint32_t copies) {
+  uint64_t elements = (uint64_t)ne[0] * ne[1] * ne[2] * ne[3];
+  return (struct vkrt_ops_view){
+      .buffer = scratch,
+      .bind_offset = 0,
+      .bind_range = vkrt_align_up(elements * size * copies, 16),
+      .lo = 0,
+      .hi = elements * size * copies,
+      .offset = 0,
+      .ne = {ne[0], ne[1], ne[2], ne[3]},
+      .stride = {1, ne[0], ne[0] * ne[1], ne[0] * ne[1] * ne[2]},
+      .block = 1,
+      .elements = elements,
+      .type_size = size,
+      .type = t,
+      .contiguous = true,
+      .fits_binding = true,
+  };
+}
+
 vkrt_status vkrt_ops_scratch_create(struct vkrt_device *dev, uint64_t bytes,
                                     struct vkrt_buffer **out) {
   bytes = VKRT_MIN(bytes, vkrt_align_down(dev->caps.max_storage_buffer_range, 256));

@@ -333,6 +333,10 @@ void vkrt_ops_dispatch_3d(struct vkrt_device *dev, VkCommandBuffer cmd,
 vkrt_status vkrt_ops_scratch_create(struct vkrt_device *dev, uint64_t bytes,
                                     struct vkrt_buffer **out);
 void vkrt_ops_scratch_destroy(struct vkrt_buffer **scratch);
+/* A dense tensor of shape ne and element type t (f32 or f16, `size` bytes each) at the
+ * start of a scratch, `copies` of them one after another (the view is the first). */
+struct vkrt_ops_view vkrt_ops_scratch_view(struct vkrt_buffer *scratch, const uint32_t ne[4],
+                                           vkrt_type t, uint32_t size, uint32_t copies);
 
 /* The stream command buffer for an op touching `access` (its dst first), with a barrier
  * before it when earlier work since the last one is a hazard to it (vkrt_stream_next). */
