@@ -120,7 +120,19 @@ out=$("$bench" cases --test-file "$prompt" --json --min-m 2) || { echo "$out"; e
 [ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "prompt #wrong > 0 with --min-m 2"; exit 1; }
 [ "$(json "all(r['path'].startswith('tiled matmul') for r in d['results'])" <<< "$out")" = True ] \
   || { echo "$out"; echo "--min-m 2: not every case took the tiled kernel"; exit 1; }
+# split K only where vkrt-probe says the device plans it (a residency estimate for its tiles)
+if grep -q 'dev0 matmul: .*K never split' <<< "$probe_out"; then
+  [ "$(json "any('split K' in r['path'] for r in d['results'])" <<< "$out")" = False ] \
+    || { echo "$out"; echo "split K taken where vkrt-probe says K is never split"; exit 1; }
+fi
 echo "prompt subset: $want cases, #wrong 0 (tiled past M 8, matrix-vector up to it; all tiled with --min-m 2)"
+# K in 4 pieces (the lab's count; every K here is 4 steps or more): every tiled case splits,
+# its path says so, and the reduced results are checked
+out=$("$bench" cases --test-file "$prompt" --json --min-m 2 --lab matmul_split_k=4) || { echo "$out"; echo "prompt run with split K failed"; exit 1; }
+[ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "prompt #wrong > 0 with split K"; exit 1; }
+[ "$(json "all(r['path'].startswith('tiled matmul') and r['path'].endswith('split K') for r in d['results'])" <<< "$out")" = True ] \
+  || { echo "$out"; echo "split K forced: not every case split"; exit 1; }
+echo "prompt subset with K in 4 pieces: #wrong 0, every case split"
 # VKRT_MATMUL_ACTIVATIONS_F16 on a device without cooperative matrices: the f32 paths, exact
 out=$("$bench" cases --test-file "$prompt" --json --activations f16) || { echo "$out"; echo "prompt run with --activations f16 failed"; exit 1; }
 [ "$(json "d['wrong_total']" <<< "$out")" = 0 ] || { echo "$out"; echo "prompt #wrong > 0 with --activations f16"; exit 1; }
