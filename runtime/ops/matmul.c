@@ -267,7 +267,7 @@ static const char *w16_refusal(const struct vkrt_device *dev, const struct vkrt_
   if (k == VKRT_OPS_KERNEL_COUNT || !vkrt_ops_kernel_usable(dev, k) ||
       !vkrt_ops_kernel_usable(dev, VKRT_OPS_MATMUL_F16_CM))
     return "no conversion to f16 or no f16 tiles for this type in this build";
-  if ((uint64_t)w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3] * 2 > ops->matmul_w16->size)
+  if (w->elements * 2 > ops->matmul_w16->size)
     return "w larger than the scratch (CONFIG_VKRT_MATMUL_W16_SCRATCH_KB)";
   return NULL;
 }

@@ -96,6 +96,14 @@ void vkrt_matmul_w16_min_m_init(uint32_t min_m[VKRT_TYPE_COUNT]) {
  * the whole chain (its pieces are written and read again, and the reduce is one more
  * dependent dispatch), so a grid that fills the device twice or more, its waves only
  * rounded up, stays whole. The cheapest s, the fewer on a tie. */
+uint32_t vkrt_matmul_split_k_chunk(uint32_t K, uint32_t bk, uint32_t s, uint32_t *pieces) {
+  uint32_t chunk = s > 1 ? (uint32_t)vkrt_align_up(((uint64_t)K + s - 1) / s, bk) : K;
+  *pieces = chunk ? (uint32_t)(((uint64_t)K + chunk - 1) / chunk) : 1;
+  if (*pieces <= 1)
+    *pieces = 1, chunk = K;
+  return chunk;
+}
+
 uint32_t vkrt_matmul_split_k(uint32_t compute_units, const struct vkrt_matmul_tile *t, uint32_t K,
                              uint64_t groups, uint32_t max_splits, uint32_t *k_chunk) {
   *k_chunk = K;
@@ -105,11 +113,11 @@ uint32_t vkrt_matmul_split_k(uint32_t compute_units, const struct vkrt_matmul_ti
   uint32_t best = 1, best_chunk = K;
   uint64_t best_cost = UINT64_MAX;
   for (uint32_t s = 1; s <= max_splits && s <= VKRT_MATMUL_MAX_SPLITS; s++) {
-    uint32_t chunk = (uint32_t)vkrt_align_up(((uint64_t)K + s - 1) / s, t->bk);
-    if (((uint64_t)K + chunk - 1) / chunk != s)
+    uint32_t pieces, chunk = vkrt_matmul_split_k_chunk(K, t->bk, s, &pieces);
+    if (pieces != s)
       continue; /* pieces of whole steps cannot make s of them */
     uint64_t waves = (groups * s + slots - 1) / slots;
-    uint64_t cost = waves * (chunk / t->bk);
+    uint64_t cost = waves * ((chunk + t->bk - 1) / t->bk); /* steps, the last maybe short */
     if (s > 1)
       cost = cost + cost / 3 + 2; /* 3/4 of it must be below the whole chain */
     if (cost < best_cost)

@@ -37,11 +37,9 @@ uint32_t vkrt_matmul_split_k_take(struct vkrt_device *dev, const struct vkrt_mat
   most = (uint32_t)VKRT_MIN(most, ops->matmul_split_k->size / piece);
   uint32_t force = vkrt_ops_forces(dev)->matmul_split_k;
   if (force) { /* the lab's count, in pieces of whole steps */
-    uint32_t s = VKRT_MIN(force, most);
-    uint32_t chunk = s > 1 ? (uint32_t)vkrt_align_up(((uint64_t)K + s - 1) / s, t->bk) : K;
-    s = (uint32_t)(((uint64_t)K + chunk - 1) / chunk);
-    *k_chunk = s > 1 ? chunk : K;
-    return s;
+    uint32_t pieces;
+    *k_chunk = vkrt_matmul_split_k_chunk(K, t->bk, VKRT_MIN(force, most), &pieces);
+    return pieces;
   }
   return most > 1 ? vkrt_matmul_split_k(dev->caps.compute_units, t, K, groups, most, k_chunk) : 1;
 }

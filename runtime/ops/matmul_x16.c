@@ -47,8 +47,8 @@ const char *vkrt_matmul_x16_refusal(const struct vkrt_device *dev, const struct 
 vkrt_status vkrt_matmul_x16_convert(struct vkrt_device *dev, const struct vkrt_ops_view *x,
                                     struct vkrt_ops_view *out) {
   struct vkrt_buffer *scratch = dev->ops->matmul_x16;
-  uint64_t bytes = vkrt_align_up(x->elements * 2, 16);
   *out = vkrt_ops_scratch_view(scratch, x->ne, VKRT_TYPE_F16, 2, 1);
+  uint64_t bytes = out->bind_range;
   /* reads x, writes the scratch (after the previous tiles read it: the stream's barrier) */
   struct vkrt_stream_access a[2] = {{scratch, 0, bytes, true}, {x->buffer, x->lo, x->hi, false}};
   VkCommandBuffer cmd;

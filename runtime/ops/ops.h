@@ -116,6 +116,9 @@ struct vkrt_matmul_pick vkrt_matmul_pick(const struct vkrt_matmul_setup *setup, 
 #define VKRT_MATMUL_MAX_SPLITS 8
 uint32_t vkrt_matmul_split_k(uint32_t compute_units, const struct vkrt_matmul_tile *t, uint32_t K,
                              uint64_t groups, uint32_t max_splits, uint32_t *k_chunk);
+/* K asked in s pieces of whole steps of bk: the k per piece, and in *pieces how many that
+ * makes (s or fewer; 1 with the piece K itself). */
+uint32_t vkrt_matmul_split_k_chunk(uint32_t K, uint32_t bk, uint32_t s, uint32_t *pieces);
 
 /* Read patterns of the quantized matrix-vector kernels (quant.c). */
 #define VKRT_QUANT_READ_PATTERNS 5
