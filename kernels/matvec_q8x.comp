@@ -20,8 +20,7 @@
 // COLS y .. COLS y + COLS - 1 of grid row y): every column's x rounded into shared memory,
 // every row's quant words read once for all of them (the small batches, M 2..8; more in
 // groups of COLS on grid y). The shared memory holds COLS x KMAX rounded values: KMAX 16384
-// for one column, 24576 / COLS for more (30 KiB with the scales and sums: within the 32 KiB
-// of maxComputeSharedMemorySize that lavapipe has, and every GPU this runs on).
+// for one column, COLS_VALUES / COLS for more (below).
 // K <= KMAX, x 16-byte aligned;
 // Q4_K rows 16-byte aligned (Q8_0 rows: any; Q6_K rows: any even byte). Offsets and strides
 // of w are bytes; those of x and dst elements.
@@ -57,10 +56,16 @@
 #else
 #define THREADS 256u
 #endif
+#ifndef COLS_VALUES
+// rounded values of all the columns together: 30 KiB with the scales and sums, inside the
+// 32 KiB of maxComputeSharedMemorySize lavapipe has; -DCOLS_VALUES=32768u (40 KiB) holds 8
+// columns of K 4096 and 4 of 8192 in one pass where the device allows it (48 KiB on NVIDIA)
+#define COLS_VALUES 24576u
+#endif
 #if COLS == 1
 #define KMAX 16384u
 #else
-#define KMAX (24576u / uint(COLS))
+#define KMAX (COLS_VALUES / uint(COLS))
 #endif
 #define QC (KMAX / 16u) // shared entries of one column's rounded x
 #define DC (KMAX / 32u) // ... and of its scales (and sums)

@@ -42,6 +42,39 @@ def member_end(types, m):
     return m["offset"] + size
 
 
+def shared_bytes(vals):
+    """Bytes of the module's workgroup (shared) variables whose sizes are literal: scalars,
+    vectors, arrays of constant length and structs, naturally packed. Arrays sized by
+    specialization constants are left out (their planners check them: matmul_plan.c)."""
+    size, consts, pointee, total = {}, {}, {}, 0
+    i = 5  # past the header
+    while i < len(vals):
+        count, op = vals[i] >> 16, vals[i] & 0xFFFF
+        if count == 0:
+            sys.exit("gen-kernel: malformed SPIR-V (instruction of no words)")
+        a = vals[i + 1:i + count]
+        if op in (21, 22):  # OpTypeInt, OpTypeFloat: width in bits
+            size[a[0]] = a[1] // 8
+        elif op == 20:  # OpTypeBool
+            size[a[0]] = 4
+        elif op == 23:  # OpTypeVector
+            size[a[0]] = size[a[1]] * a[2] if size.get(a[1]) is not None else None
+        elif op == 43:  # OpConstant (the low word is enough for a length)
+            consts[a[1]] = a[2]
+        elif op == 28:  # OpTypeArray: element, length id
+            e, n = size.get(a[1]), consts.get(a[2])
+            size[a[0]] = e * n if e is not None and n is not None else None
+        elif op == 30:  # OpTypeStruct
+            m = [size.get(t) for t in a[1:]]
+            size[a[0]] = None if None in m else sum(m)
+        elif op == 32:  # OpTypePointer: storage class, pointee
+            pointee[a[0]] = a[2]
+        elif op == 59 and a[2] == 4:  # OpVariable in Workgroup storage
+            total += size.get(pointee.get(a[0]), None) or 0
+        i += count
+    return total
+
+
 def cmd_kernel(a):
     words = open(a.spv, "rb").read()
     if len(words) % 4:
@@ -60,6 +93,9 @@ def cmd_kernel(a):
         sys.exit(f"gen-kernel: {a.name}: only storage buffers are supported")
     if bindings != list(range(len(bindings))):
         sys.exit(f"gen-kernel: {a.name}: bindings must be 0..N-1, got {bindings}")
+    n = len(words) // 4
+    vals = [int.from_bytes(words[i * 4:i * 4 + 4], "little") for i in range(n)]
+    shared = shared_bytes(vals)
     up = a.name.upper()
     os.makedirs(os.path.dirname(a.out_h), exist_ok=True)
     os.makedirs(os.path.dirname(a.out_c), exist_ok=True)
@@ -70,14 +106,13 @@ def cmd_kernel(a):
         for axis, v in zip("XYZ", local):
             h.write(f"#define VKRT_KERNEL_{up}_LOCAL_SIZE_{axis} {v}u\n")
         h.write(f"#define VKRT_KERNEL_{up}_BINDINGS {len(bindings)}u\n")
+        h.write(f"#define VKRT_KERNEL_{up}_SHARED_BYTES {shared}u\n")
         h.write(f"extern const struct vkrt_kernel_desc vkrt_kernel_{a.name};\n")
         h.write(f"/* A host push-constant struct that disagrees with the shader fails the build. */\n"
                 f"#define VKRT_KERNEL_{up}_CHECK_PUSH(type) \\\n"
                 f"  _Static_assert(sizeof(type) == VKRT_KERNEL_{up}_PUSH_SIZE, \\\n"
                 f"                 \"push constants of \" #type \" disagree with kernel {a.name} \"\\\n"
                 f"                 \"(reflected size {push} bytes)\")\n")
-    n = len(words) // 4
-    vals = [int.from_bytes(words[i * 4:i * 4 + 4], "little") for i in range(n)]
     with open(a.out_c, "w") as c:
         c.write(f"/* Generated from {os.path.basename(a.spv)} by gen-kernel.py; do not edit. */\n")
         c.write(f"#include \"vkrt_kernels/{a.name}.h\"\n")
@@ -88,7 +123,7 @@ def cmd_kernel(a):
         c.write(f"const struct vkrt_kernel_desc vkrt_kernel_{a.name} = {{\n"
                 f"  .name = \"{a.name}\",\n  .code = spirv,\n  .code_size = sizeof(spirv),\n"
                 f"  .push_size = {push},\n  .local_size = {{{local[0]}, {local[1]}, {local[2]}}},\n"
-                f"  .binding_count = {len(bindings)},\n}};\n")
+                f"  .binding_count = {len(bindings)},\n  .shared_bytes = {shared},\n}};\n")
 
 
 def write_if_changed(path, text):

@@ -39,6 +39,7 @@ vkrt_status vkrt_lab_device_get(const vkrt_appliance *app, uint32_t device,
                            .max_storage_buffer_range = c->max_storage_buffer_range,
                            .max_compute_work_group_invocations = c->max_compute_work_group_invocations,
                            .compute_units = c->compute_units,
+                           .max_compute_shared_memory_size = c->max_compute_shared_memory_size,
                            .refuses_file_backed = c->external_memory_host &&
                                                      vkrt_import_file_backed_refused(c),
                               .min_imported_host_pointer_alignment =
@@ -108,7 +109,8 @@ vkrt_status vkrt_lab_counters_get(const vkrt_appliance *app, uint32_t device,
                              .attention_q8q = c->attention_q8q,
                              .attention_direct = c->attention_direct,
                              .matmul_fused_norm = c->matmul_fused_norm,
-                             .matmul_fused_swiglu = c->matmul_fused_swiglu};
+                             .matmul_fused_swiglu = c->matmul_fused_swiglu,
+                             .quant_q8x_wide = c->quant_q8x_wide};
   _Static_assert(sizeof(out->quant_read) == sizeof(c->quant_read), "one counter per read pattern");
   memcpy(out->quant_read, c->quant_read, sizeof(out->quant_read));
   return VKRT_OK;

@@ -253,6 +253,7 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
    * over 8192 groups 4.01 TB/s (same run) */
   ops->copy_vec4_max_groups = 65535;
   ops->q8x_workgroups = VKRT_QUANT_Q8X_WORKGROUPS;
+  ops->q8x_columns_wide = true;
   ops->q8x_max_m = 1;
   ops->q8x_columns_min_m[0] = VKRT_QUANT_Q8X_COLUMNS_MIN_M_Q8_0;
   ops->q8x_columns_min_m[1] = VKRT_QUANT_Q8X_COLUMNS_MIN_M_Q4_K;
@@ -262,6 +263,7 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   ops->storage_16bit = caps->storage_buffer_16bit;
   ops->integer_dot = caps->integer_dot_product;
   ops->max_invocations = caps->max_compute_work_group_invocations;
+  ops->max_shared_bytes = caps->max_compute_shared_memory_size;
   for (unsigned i = 0; i < vkrt_kernel_registry_count; i++)
     for (int k = 0; k < VKRT_OPS_KERNEL_COUNT; k++)
       if (!strcmp(vkrt_kernel_registry[i]->name, kernel_info[k].name))
@@ -616,6 +618,8 @@ static const char *missing_feature(const struct vkrt_ops_state *ops, enum vkrt_o
   const struct vkrt_kernel_desc *d = ops->desc[k];
   if (d && (uint64_t)d->local_size[0] * d->local_size[1] * d->local_size[2] > ops->max_invocations)
     return "workgroups larger than maxComputeWorkGroupInvocations";
+  if (d && d->shared_bytes > ops->max_shared_bytes)
+    return "more shared memory than maxComputeSharedMemorySize";
   return NULL;
 }
 

@@ -159,6 +159,7 @@ struct vkrt_ops_counters {
   uint64_t attention_q8q;      /* ... scoring q8_0 K on queries rounded to 8 bits */
   uint64_t attention_direct;   /* one split: no combine pass */
   uint64_t matmul_fused_norm, matmul_fused_swiglu; /* vkrt_op_matmul_fused's folded steps */
+  uint64_t quant_q8x_wide; /* q8x columns in one pass of the 40 KiB (_wide) kernels */
 };
 
 /* The lab's part of a device's ops: made with the ops state only with CONFIG_VKRT_LAB. */
@@ -174,12 +175,14 @@ struct vkrt_ops_state {
   uint32_t max_groups[3];         /* maxComputeWorkGroupCount (tests may lower it) */
   uint32_t copy_vec4_max_groups;  /* grid-stride copy: workgroups per dispatch */
   uint32_t q8x_workgroups;        /* the q8x kernels' grid: workgroups at most */
+  bool q8x_columns_wide;          /* 4 and 8 columns a pass on the 40 KiB kernels where usable */
   bool push_descriptor;           /* VK_KHR_push_descriptor usable */
   bool subgroup_arithmetic;       /* compute-stage subgroupAdd (matvec) */
   bool subgroup_shuffle;          /* compute-stage subgroupShuffleXor */
   bool storage_16bit;             /* storageBuffer16BitAccess (f16 copy/transpose/...) */
   bool integer_dot;               /* shaderIntegerDotProduct (8-bit-activation quant kernels) */
   uint32_t max_invocations;       /* maxComputeWorkGroupInvocations: larger kernels unusable */
+  uint32_t max_shared_bytes;      /* maxComputeSharedMemorySize: kernels needing more unusable */
   enum vkrt_ops_copy_path copy_path;
   bool copy_transposed_tiled;     /* transposed-view copies take the tiled transpose */
   pthread_mutex_t lock;           /* lazy pipeline creation */
@@ -199,7 +202,7 @@ struct vkrt_ops_state {
    * column only), from q8x_columns_min_m[0] (Q8_0) / [1] (Q4_K) columns on */
   uint32_t q8x_max_m;
   uint32_t q8x_columns_min_m[2];
-  char quant_activations_path[400]; /* vkrt_quant_activations_path's text */
+  char quant_activations_path[640]; /* vkrt_quant_activations_path's text */
   struct vkrt_matvec_config matvec[VKRT_TYPE_COUNT];      /* per weight type, M = 1 */
   struct vkrt_matvec_config matvec_cols[VKRT_TYPE_COUNT]; /* M > 1 (several x columns) */
   /* tiled matmul (matmul.c): crossovers and tiles (matmul_plan.c) */

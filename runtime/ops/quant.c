@@ -134,25 +134,59 @@ static unsigned cols_index(uint32_t M) {
 
 /* Columns per workgroup of the q8x kernels (kernels/matvec_q8x.comp) for M > 1 columns of
  * K: 2, 4 or 8, the fewest passes over w whose rounded x fits their shared memory (24576
- * values: KMAX there), fewer columns a pass where K needs it; 0 when not even 2 fit. */
+ * values: KMAX there; 32768 in the _wide kernels where the device's shared memory holds
+ * their 40 KiB: 8 columns to K 4096, 4 to 8192), fewer columns a pass where K needs it; 0
+ * when not even 2 fit (K over 12288, the kernels' limit on every device). */
 #define Q8X_COLS_VALUES 24576u
+#define Q8X_COLS_VALUES_WIDE 32768u
 _Static_assert(Q8X_COLS_VALUES / 2 == VKRT_QUANT_Q8X_COLUMNS_MAX_K, "two columns' K");
 _Static_assert(VKRT_ACTIVATIONS_Q8_COLUMNS_MAX_K == VKRT_QUANT_Q8X_COLUMNS_MAX_K, "public K");
-static uint32_t q8x_columns(uint32_t M, uint64_t K) {
-  uint32_t c = 2u << cols_index(M);
-  while (c > 2 && K > Q8X_COLS_VALUES / c)
-    c >>= 1;
-  return K <= Q8X_COLS_VALUES / c ? c : 0;
+struct q8x_cols {
+  uint32_t cols; /* columns a pass (0: K too long) */
+  bool wide;     /* the _wide kernel (32768 values) */
+};
+
+/* Whether the device runs the _wide q8x kernels for w's type (their shared memory). */
+static bool q8x_wide_usable(const struct vkrt_device *dev, vkrt_type type) {
+  return dev->ops->q8x_columns_wide &&
+         vkrt_ops_kernel_usable(dev, type == VKRT_TYPE_Q4_K ? VKRT_OPS_MATVEC_Q4_K_Q8X_COLS8_WIDE
+                                                            : VKRT_OPS_MATVEC_Q8_0_Q8X_COLS8_WIDE);
 }
 
-/* The q8x kernel for M columns of K (M = 1: one column; else q8x_columns of them). */
-static enum vkrt_ops_kernel q8x_kernel(vkrt_type type, uint32_t M, uint64_t K) {
-  static const enum vkrt_ops_kernel k[2][4] = {
+static struct q8x_cols q8x_columns_on(bool wide_usable, uint32_t M, uint64_t K) {
+  uint32_t values = wide_usable ? Q8X_COLS_VALUES_WIDE : Q8X_COLS_VALUES;
+  uint32_t c = 2u << cols_index(M);
+  while (c > 2 && K > values / c)
+    c >>= 1;
+  if (K > VKRT_QUANT_Q8X_COLUMNS_MAX_K)
+    return (struct q8x_cols){0, false};
+  return (struct q8x_cols){c, K > Q8X_COLS_VALUES / c}; /* wide only where it saves a pass */
+}
+
+static uint32_t q8x_columns(uint32_t M, uint64_t K) {
+  return q8x_columns_on(false, M, K).cols;
+}
+
+/* The q8x kernel for M columns of K on dev (M = 1: one column), its columns a pass. */
+struct q8x_pick {
+  enum vkrt_ops_kernel k;
+  struct q8x_cols c;
+};
+static struct q8x_pick q8x_kernel(const struct vkrt_device *dev, vkrt_type type, uint32_t M,
+                                  uint64_t K) {
+  static const enum vkrt_ops_kernel k[2][6] = {
       {VKRT_OPS_MATVEC_Q8_0_Q8X, VKRT_OPS_MATVEC_Q8_0_Q8X_COLS2, VKRT_OPS_MATVEC_Q8_0_Q8X_COLS4,
-       VKRT_OPS_MATVEC_Q8_0_Q8X_COLS8},
+       VKRT_OPS_MATVEC_Q8_0_Q8X_COLS8, VKRT_OPS_MATVEC_Q8_0_Q8X_COLS4_WIDE,
+       VKRT_OPS_MATVEC_Q8_0_Q8X_COLS8_WIDE},
       {VKRT_OPS_MATVEC_Q4_K_Q8X, VKRT_OPS_MATVEC_Q4_K_Q8X_COLS2, VKRT_OPS_MATVEC_Q4_K_Q8X_COLS4,
-       VKRT_OPS_MATVEC_Q4_K_Q8X_COLS8}};
-  return k[type == VKRT_TYPE_Q4_K][M == 1 ? 0 : 1 + cols_index(VKRT_MAX(q8x_columns(M, K), 2))];
+       VKRT_OPS_MATVEC_Q4_K_Q8X_COLS8, VKRT_OPS_MATVEC_Q4_K_Q8X_COLS4_WIDE,
+       VKRT_OPS_MATVEC_Q4_K_Q8X_COLS8_WIDE}};
+  const enum vkrt_ops_kernel *t = k[type == VKRT_TYPE_Q4_K];
+  if (M == 1)
+    return (struct q8x_pick){t[0], {1, false}};
+  struct q8x_cols c = q8x_columns_on(q8x_wide_usable(dev, type), M, K);
+  unsigned i = cols_index(VKRT_MAX(c.cols, 2)); /* 0, 1, 2: 2, 4, 8 columns */
+  return (struct q8x_pick){c.wide ? t[3 + i] : t[1 + i], c};
 }
 
 /* Q6_K (kernels/matvec_q6_k.comp): one kernel per column count, any even row alignment and
@@ -278,6 +312,8 @@ const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
                             "rows) 16-byte aligned (q8x kernels: integer dot products)";
   struct vkrt_ops_state *ops = dev->ops;
   const uint32_t *lo = ops->q8x_columns_min_m;
+  bool wide = q8x_wide_usable(dev, VKRT_TYPE_Q8_0) || q8x_wide_usable(dev, VKRT_TYPE_Q4_K);
+  uint32_t values = wide ? Q8X_COLS_VALUES_WIDE : Q8X_COLS_VALUES;
   if (ops->q8x_max_m < VKRT_MIN(lo[0], lo[1]))
     vkrt_format(ops->quant_activations_path, sizeof(ops->quant_activations_path),
                 "%s; f32 otherwise (vkrt_options.quant_activations_columns = %u: small batches "
@@ -287,9 +323,10 @@ const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
     vkrt_format(ops->quant_activations_path, sizeof(ops->quant_activations_path),
                 "%s; and small batches up to M %u (vkrt_options.quant_activations_columns) "
                 "from M %u for q8_0 w and M %u for q4_K (where the 8-bit columns beat f32 x), "
-                "K <= %u (8 columns a pass up to K %u, 4 up to %u, else 2); f32 otherwise",
-                one, ops->q8x_max_m, lo[0], lo[1], Q8X_COLS_VALUES / 2, Q8X_COLS_VALUES / 8,
-                Q8X_COLS_VALUES / 4);
+                "K <= %u (8 columns a pass up to K %u, 4 up to %u, else 2%s); f32 otherwise",
+                one, ops->q8x_max_m, lo[0], lo[1], Q8X_COLS_VALUES / 2, values / 8, values / 4,
+                wide ? ": the 40 KiB kernels past K 3072 / 6144"
+                     : "; the 40 KiB kernels' shared memory is past the device's");
   return ops->quant_activations_path;
 }
 
@@ -500,8 +537,8 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   _Static_assert(QMV_Q8X + 1 == VKRT_QUANT_READ_PATTERNS, "q8x last, the others one preference each");
   int forced = vkrt_ops_forces(dev)->quant_variant, chosen = 1;
   const int q8x = VKRT_QUANT_VARIANTS; /* the last variant */
-  bool q8x_fits = variant_fits(QMV_Q8X, &w, x) &&
-                  vkrt_ops_kernel_usable(dev, q8x_kernel(w.type, M, w.ne[0]));
+  struct q8x_pick q8x_k = q8x_kernel(dev, w.type, M, w.ne[0]);
+  bool q8x_fits = variant_fits(QMV_Q8X, &w, x) && vkrt_ops_kernel_usable(dev, q8x_k.k);
   if (forced > 0) {
     chosen = (forced - 1) % VKRT_QUANT_VARIANTS + 1;
     /* a forced q8x on columns its kernels cannot hold runs kspace's M > 1 kernel */
@@ -535,9 +572,10 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
   }
   enum qmv_kind kind = v->kind;
   if (kind == QMV_Q8X && q8x_fits) { /* one column, or 2, 4, 8 per workgroup */
-    k = q8x_kernel(w.type, M, w.ne[0]);
+    k = q8x_k.k;
     rows = Q8X_ROWS;
-    mt = M == 1 ? 1 : q8x_columns(M, w.ne[0]);
+    mt = q8x_k.c.cols;
+    vkrt_ops_count(dev, quant_q8x_wide, q8x_k.c.wide);
   } else if (kind == QMV_Q8X) {
     kind = QMV_KSPACE;
   }

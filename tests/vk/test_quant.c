@@ -607,10 +607,35 @@ static void test_quant_q8_activations(void **state) {
   vkt_close(app);
 }
 
+/* One case of test_quant_q8_columns, and the q8x columns' pass: where q8x ran, 8 columns of
+ * K past 3072 and 4 past 6144 run one pass on the kernels of 32768 rounded values when the
+ * device's shared memory holds them (40 KiB with Q4_K's sums, 36 KiB for Q8_0), else fewer
+ * columns a pass (counter quant_q8x_wide). */
+static void run_q8_columns_case(vkrt_appliance *app, vkrt_type wt, const struct mm_case *c) {
+  vkrt_lab_counters c0, c1;
+  vkrt_lab_device info;
+  int64_t wide_on;
+  vkt_check(app, vkrt_lab_device_get(app, 0, &info));
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_Q8X_COLUMNS_WIDE, &wide_on));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
+  run_quant_matmul(app, wt, c);
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
+  bool q8x = c1.quant_read[VKRT_LAB_QUANT_READ_Q8X] > c0.quant_read[VKRT_LAB_QUANT_READ_Q8X];
+  int64_t cols = c->M <= 2 ? 2 : c->M <= 4 ? 4 : 8;
+  uint32_t need = 32768 + 32768 / 32 * 4 * (wt == VKRT_TYPE_Q4_K ? 2 : 1);
+  bool wide = wide_on && q8x && c->M > 1 && cols > 2 && c->K > 24576 / cols && c->K <= 32768 / cols &&
+              info.max_compute_shared_memory_size >= need;
+  if (c1.quant_q8x_wide - c0.quant_q8x_wide != (wide ? 1u : 0u))
+    fail_msg("%s K %lld M %lld: the 40 KiB q8x columns kernel %s (shared memory %u bytes)",
+             vkrt_type_str(wt), (long long)c->K, (long long)c->M, wide ? "not taken" : "taken",
+             info.max_compute_shared_memory_size);
+}
+
 /* quant_activations_columns: small batches of q8_0 and q4_K w take the q8x kernels for
- * 2..8 columns (8 a pass up to K 3072, 4 up to 6144, 2 up to 12288) from the type's crossover
- * (the lab's VKRT_LAB_Q8X_COLUMNS_MIN_M_*) up to the columns asked for; more columns, K
- * past 12288 and x off 16 bytes take f32 x. A value past 8 is refused by vkrt_open. */
+ * 2..8 columns (8 a pass up to K 3072, 4 up to 6144, 2 up to 12288; 8 to 4096 and 4 to 8192
+ * where shared memory holds 40 KiB) from the type's crossover (the lab's
+ * VKRT_LAB_Q8X_COLUMNS_MIN_M_*) up to the columns asked for; more columns, K past 12288 and
+ * x off 16 bytes take f32 x. A value past 8 is refused by vkrt_open. */
 static void test_quant_q8_columns(void **state) {
   (void)state;
   vkrt_options o;
@@ -644,9 +669,17 @@ static void test_quant_q8_columns(void **state) {
         {(8192 / B) * B, 3, 4, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, false, columns}, /* 2 a pass */
         {(12288 / B + 1) * B, 3, 3, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, false, columns},
         {8 * B, 13, 4, 1, 1, 0, 0, 4, 0, SCALE_NORMAL, true, false, columns},  /* x off 16 */
+        /* 8 a pass to K 4096, 4 to 8192 where shared memory holds 40 KiB, else 4 and 2 */
+        {(4096 / B) * B, 5, 8, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, false, columns},
+        {(3072 / B + 1) * B, 6, 7, 1, 1, 0, 0, 0, 0, SCALE_EXTREME, true, false, columns},
+        {(6144 / B + 1) * B, 5, 3, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, false, columns},
+        {(4096 / B + 1) * B, 3, 8, 1, 1, 0, 0, 0, 0, SCALE_NORMAL, true, false, columns}, /* 4 */
       };
       for (unsigned i = 0; i < VKT_ARRAY_SIZE(cases); i++)
-        run_quant_matmul(app, wt, &cases[i]);
+        run_q8_columns_case(app, wt, &cases[i]);
+      vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_COLUMNS_WIDE, 0)); /* the lab's "never" */
+      run_q8_columns_case(app, wt, &cases[VKT_ARRAY_SIZE(cases) - 4]);
+      vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_COLUMNS_WIDE, 1));
       /* the crossover moved: M 2 and 3 on f32 x, 4 on 8-bit x (up to the columns asked) */
       vkt_check(app, vkrt_lab_set(app, 0, knob, 4));
       for (int64_t M = 2; M <= 5; M++) {

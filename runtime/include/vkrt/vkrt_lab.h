@@ -33,6 +33,7 @@ typedef struct vkrt_lab_device {
                                          as one): import-then-prestage pre-stages those */
   uint64_t min_imported_host_pointer_alignment; /* bytes (0: no host import) */
   uint32_t compute_units;             /* NVIDIA SMs, AMD CUs; 0: not reported (CPU devices) */
+  uint32_t max_compute_shared_memory_size; /* bytes of shared memory a workgroup may use */
 } vkrt_lab_device;
 
 vkrt_status vkrt_lab_device_get(const vkrt_appliance *appliance, uint32_t device,
@@ -137,6 +138,10 @@ typedef enum vkrt_lab_knob {
                                         w to f16 first from this many columns of x, every
                                         type (0 = each type's default; past any M: never);
                                         get: q4_K's, 0 where the device has no such scratch */
+  VKRT_LAB_Q8X_COLUMNS_WIDE,         /* 1 (the default): 4 and 8 columns of 8-bit x in one
+                                        pass up to K 8192 / 4096 on the 40 KiB kernels where
+                                        the device's shared memory holds them; 0: never (K
+                                        past 6144 / 3072 in more passes) */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
@@ -297,6 +302,9 @@ typedef struct vkrt_lab_counters {
                                   (no combine pass) */
   uint64_t matmul_fused_norm;   /* vkrt_op_matmul_fused dispatches with the RMS norm folded in */
   uint64_t matmul_fused_swiglu; /* ... with the SwiGLU */
+  uint64_t quant_q8x_wide; /* quant_matvec calls on the q8x kernels for 4 or 8 columns a pass
+                              that hold 32768 rounded values (40 KiB of shared memory, where
+                              the device has it): K past 6144 / 3072 in one pass */
 } vkrt_lab_counters;
 
 /* How vkrt_op_attention would split an attention of these shapes on this device (with the
