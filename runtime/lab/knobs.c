@@ -37,6 +37,7 @@ static const struct {
   [VKRT_LAB_MATMUL_SPLIT_K] = {"MATMUL_SPLIT_K", 0, VKRT_MATMUL_MAX_SPLITS},
   [VKRT_LAB_MATMUL_SPLIT_K_PER_UNIT] = {"MATMUL_SPLIT_K_PER_UNIT", 0, 64},
   [VKRT_LAB_MATMUL_W16_MIN_M] = {"MATMUL_W16_MIN_M", 0, UINT32_MAX},
+  [VKRT_LAB_STREAM_SPIN_US] = {"STREAM_SPIN_US", 0, 10000000},
   [VKRT_LAB_Q8X_COLUMNS_WIDE] = {"Q8X_COLUMNS_WIDE", 0, 1},
 };
 
@@ -63,6 +64,9 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_TRANSPOSE_VARIANT: force->transpose_variant = (int)value; break;
   case VKRT_LAB_QUANT_VARIANT: force->quant_variant = (int)value; break;
   case VKRT_LAB_STREAM_FLUSH_OPS: vkrt_stream_set_flush_ops(dev, (uint32_t)value); break;
+  case VKRT_LAB_STREAM_SPIN_US:
+    atomic_store_explicit(&dev->stream.spin_ns, (uint64_t)value * 1000u, memory_order_relaxed);
+    break;
   case VKRT_LAB_MATMUL_TILED_MIN_M:
     if (value == 0) { /* the per-type crossovers chosen at open */
       struct vkrt_matmul_setup plan;
@@ -147,6 +151,7 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_TRANSPOSE_VARIANT: *out = force->transpose_variant; break;
   case VKRT_LAB_QUANT_VARIANT: *out = force->quant_variant; break;
   case VKRT_LAB_STREAM_FLUSH_OPS: *out = dev->stream.flush_ops; break;
+  case VKRT_LAB_STREAM_SPIN_US: *out = (int64_t)(vkrt_stream_spin_ns(dev) / 1000u); break;
   case VKRT_LAB_MATMUL_TILED_MIN_M:
     *out = ops->matmul.min_m[ops->use_coopmat && ops->matmul.coopmat][VKRT_TYPE_F16];
     break;

@@ -340,7 +340,7 @@ static void *gate_watchdog(void *arg) {
 
 /* A ticket whose work waits for the host: vkrt_wait with a timeout of 0, 1 us, 1 ms and
  * 5 ms returns VKRT_ERROR_TIMEOUT within about the timeout, on the blocking path (spin 0,
- * the CPU devices' setting) and on the spin path (the GPUs' 2 ms spin, forced here): a
+ * the CPU devices' setting) and on the spin path (the GPUs' 20 ms spin, forced here): a
  * timeout shorter than the spin must not turn into an endless wait. Then the work runs and
  * its bytes are there. */
 static void test_wait_short_timeouts(void **state) {
