@@ -68,6 +68,9 @@ int appliance_open(struct service *s) {
   options.log_level = a->verbose ? VKRT_LOG_INFO : VKRT_LOG_WARN;
   options.device_count = (uint32_t)a->devices;
   options.quant_activations = a->q8_activations ? VKRT_ACTIVATIONS_Q8 : VKRT_ACTIVATIONS_F32;
+  /* the service owns its host: a token's wait spins through it (a blocked wait returns ~90
+   * us late on NVIDIA; vkrt_options.wait_spin_us) */
+  options.wait_spin_us = 20000;
   options.matmul_activations =
       a->f16_activations ? VKRT_MATMUL_ACTIVATIONS_F16 : VKRT_MATMUL_ACTIVATIONS_F32;
   if (a->f16_activations && !vkrt_config_has("CONFIG_VKRT_KERNEL_MATMUL_COOPMAT")) {

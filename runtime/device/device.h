@@ -10,12 +10,15 @@
 #define VKRT_STREAM_DEPTH 16      /* command buffers in flight per device stream */
 #define VKRT_STREAM_MAX_SYNC 16   /* extra waits/signals attached to one submit */
 #define VKRT_STREAM_MAX_ACCESS 32 /* buffer ranges tracked between two barriers */
-/* GPUs: a wait spins this long on the timeline before it blocks in the driver. A blocked
- * wait came back ~90 us after the work on an H100 (driver 580.159): Llama-3-8B q4_K tokens of
- * ~3 ms ran p50 2.98-3.03 ms, p99 3.2-3.3 ms with a 2 ms spin, 2.913 / 2.93 ms with 20 ms
- * (tg 329 -> 343 tok/s); vkrt-bench cases' wall clock per op 1.03-1.10 x -> 1.01-1.02 x its
- * GPU time. So waits up to 20 ms (a token of every model measured) spin through. */
-#define VKRT_STREAM_SPIN_NS 20000000ull
+/* GPUs: a wait spins this long on the timeline before it blocks in the driver, unless
+ * vkrt_options.wait_spin_us says otherwise. A blocked wait came back ~90 us after the work on
+ * an H100 (driver 580.159): Llama-3-8B q4_K tokens of ~3 ms ran p50 2.98-3.03 ms, p99 3.2-3.3
+ * ms with a 2 ms spin, 2.913 / 2.93 ms with 20 ms (tg 329 -> 343 tok/s; vkrt-service asks for
+ * 20 ms); vkrt-bench cases' wall clock per op 1.03-1.10 x -> 1.01-1.02 x its GPU time. But
+ * the GPU suite's ~40 programs on 16 CPUs ran 25-30 % longer with every wait spinning 20 ms
+ * (two past their limit): the library's default stays 2 ms. */
+#define VKRT_STREAM_SPIN_NS 2000000ull
+#define VKRT_WAIT_SPIN_US_MAX 10000000u
 /* The submitter thread, out of work on a GPU, spins for the next batch for twice the time
  * the recent batches took to come, within these bounds, then polls every DOZE_NS in a sleep
  * until SPIN_NS has passed, then sleeps until a caller wakes it. A batch caught dozing

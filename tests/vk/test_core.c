@@ -338,9 +338,39 @@ static void *gate_watchdog(void *arg) {
   return NULL;
 }
 
+/* vkrt_options.wait_spin_us: 0 gives GPUs the stream's 2 ms spin, a value its own, CPU
+ * devices none either way (the lab's STREAM_SPIN_US reads it back); past 10 s is refused. */
+static void test_wait_spin_option(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  o.wait_spin_us = VKRT_WAIT_SPIN_US_MAX + 1;
+  vkrt_appliance *bad = NULL;
+  char msg[256];
+  assert_int_equal(vkrt_open(&o, &bad, msg, sizeof(msg)), VKRT_ERROR_INVALID_ARGUMENT);
+  assert_null(bad);
+  assert_non_null(strstr(msg, "wait_spin_us"));
+  static const uint32_t asked[] = {0, 7000};
+  for (size_t i = 0; i < VKT_ARRAY_SIZE(asked); i++) {
+    o.wait_spin_us = asked[i];
+    vkrt_appliance *app = vkt_open(&o);
+    for (uint32_t d = 0; d < vkrt_device_count(app); d++) {
+      vkrt_lab_device info;
+      int64_t spin_us;
+      vkt_check(app, vkrt_lab_device_get(app, d, &info));
+      vkt_check(app, vkrt_lab_get(app, d, VKRT_LAB_STREAM_SPIN_US, &spin_us));
+      int64_t want = info.is_cpu ? 0 : asked[i] ? asked[i] : (int64_t)(VKRT_STREAM_SPIN_NS / 1000);
+      if (spin_us != want)
+        fail_msg("dev%u (%s), wait_spin_us %u: spins %lld us, want %lld", d,
+                 info.is_cpu ? "CPU" : "GPU", asked[i], (long long)spin_us, (long long)want);
+    }
+    vkt_close(app);
+  }
+}
+
 /* A ticket whose work waits for the host: vkrt_wait with a timeout of 0, 1 us, 1 ms and
  * 5 ms returns VKRT_ERROR_TIMEOUT within about the timeout, on the blocking path (spin 0,
- * the CPU devices' setting) and on the spin path (the GPUs' 20 ms spin, forced here): a
+ * the CPU devices' setting) and on the spin path (the GPUs' 2 ms spin, forced here): a
  * timeout shorter than the spin must not turn into an endless wait. Then the work runs and
  * its bytes are there. */
 static void test_wait_short_timeouts(void **state) {
@@ -1056,6 +1086,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_buffer_round_trip),
       cmocka_unit_test(test_stream_ring),
       cmocka_unit_test(test_wait_short_timeouts),
+      cmocka_unit_test(test_wait_spin_option),
       cmocka_unit_test(test_closing_barrier_host_stage),
       cmocka_unit_test(test_prestage_budget_at_open),
       cmocka_unit_test(test_sync_validation),

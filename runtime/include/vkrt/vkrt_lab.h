@@ -140,7 +140,8 @@ typedef enum vkrt_lab_knob {
                                         get: q4_K's, 0 where the device has no such scratch */
   VKRT_LAB_STREAM_SPIN_US,           /* a wait on the stream (vkrt_wait, vkrt_finish) spins
                                         on the timeline this long before it blocks in the
-                                        driver (GPUs: 20000; CPU devices 0); the submitter
+                                        driver (GPUs: vkrt_options.wait_spin_us, 2000 by
+                                        default; CPU devices 0); the submitter
                                         thread polls no longer than this either */
   VKRT_LAB_Q8X_COLUMNS_WIDE,         /* 1 (the default): 4 and 8 columns of 8-bit x in one
                                         pass up to K 8192 / 4096 on the 40 KiB kernels where
