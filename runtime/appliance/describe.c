@@ -129,6 +129,15 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
             ? "the transfer queue (a hand-over to another queue: per-token inputs and outputs "
               "belong in HOST_VISIBLE buffers, mapped, or stream copies)"
             : "the same compute queue");
+    uint64_t spin_us = vkrt_stream_spin_ns(d) / 1000u;
+    if (spin_us)
+      vkrt_text_put(&o, "vkrt: dev%u waits (vkrt_wait, vkrt_finish): spin %llu us on the "
+          "timeline, then block in the driver (vkrt_options.wait_spin_us%s)\n", i,
+          (unsigned long long)spin_us, app->wait_spin_us ? "" : " = 0: the default");
+    else
+      vkrt_text_put(&o, "vkrt: dev%u waits (vkrt_wait, vkrt_finish): block in the driver at "
+          "once (%s)\n", i, d->caps.is_cpu ? "a CPU device: a spinning waiter would take the "
+          "cores that run the work" : "the lab's STREAM_SPIN_US = 0");
   }
   add_collective(&o, app, false);
   add_import(&o, app, false);
