@@ -276,13 +276,8 @@ static const char *w16_refusal(const struct vkrt_device *dev, const struct vkrt_
  * decode, kernels/matmul.comp W16_COPY) and fills *out with the dense f16 view. */
 static vkrt_status record_w16(struct vkrt_device *dev, const struct vkrt_ops_view *w,
                               struct vkrt_ops_view *out) {
-  struct vkrt_buffer *scratch = dev->ops->matmul_w16;
-  *out = vkrt_ops_scratch_view(scratch, w->ne, VKRT_TYPE_F16, 2, 1);
-  uint64_t bytes = out->bind_range;
-  /* reads w, writes the scratch (after the previous tiles read it: the stream's barrier) */
-  struct vkrt_stream_access a[2] = {{scratch, 0, bytes, true}, {w->buffer, w->lo, w->hi, false}};
   VkCommandBuffer cmd;
-  vkrt_status s = vkrt_ops_begin(dev, a, 2, &cmd);
+  vkrt_status s = vkrt_ops_scratch_begin_f16(dev, dev->ops->matmul_w16, w, out, &cmd);
   const struct vkrt_ops_pipeline *p;
   struct vkrt_ops_binding b[2] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(out)};
   if (s == VKRT_OK)

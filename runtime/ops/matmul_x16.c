@@ -46,13 +46,8 @@ const char *vkrt_matmul_x16_refusal(const struct vkrt_device *dev, const struct 
 
 vkrt_status vkrt_matmul_x16_convert(struct vkrt_device *dev, const struct vkrt_ops_view *x,
                                     struct vkrt_ops_view *out) {
-  struct vkrt_buffer *scratch = dev->ops->matmul_x16;
-  *out = vkrt_ops_scratch_view(scratch, x->ne, VKRT_TYPE_F16, 2, 1);
-  uint64_t bytes = out->bind_range;
-  /* reads x, writes the scratch (after the previous tiles read it: the stream's barrier) */
-  struct vkrt_stream_access a[2] = {{scratch, 0, bytes, true}, {x->buffer, x->lo, x->hi, false}};
   VkCommandBuffer cmd;
-  vkrt_status s = vkrt_ops_begin(dev, a, 2, &cmd);
+  vkrt_status s = vkrt_ops_scratch_begin_f16(dev, dev->ops->matmul_x16, x, out, &cmd);
   if (s != VKRT_OK)
     return s;
   return vkrt_copy_record(dev, cmd, out, x);

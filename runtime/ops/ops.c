@@ -314,6 +314,15 @@ struct vkrt_ops_view vkrt_ops_scratch_view(struct vkrt_buffer *scratch, const ui
   };
 }
 
+vkrt_status vkrt_ops_scratch_begin_f16(struct vkrt_device *dev, struct vkrt_buffer *scratch,
+                                       const struct vkrt_ops_view *src,
+                                       struct vkrt_ops_view *out, VkCommandBuffer *cmd) {
+  *out = vkrt_ops_scratch_view(scratch, src->ne, VKRT_TYPE_F16, 2, 1);
+  struct vkrt_stream_access a[2] = {{scratch, 0, out->bind_range, true},
+                                    {src->buffer, src->lo, src->hi, false}};
+  return vkrt_ops_begin(dev, a, 2, cmd);
+}
+
 vkrt_status vkrt_ops_scratch_create(struct vkrt_device *dev, uint64_t bytes,
                                     struct vkrt_buffer **out) {
   bytes = VKRT_MIN(bytes, vkrt_align_down(dev->caps.max_storage_buffer_range, 256));

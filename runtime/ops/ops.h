@@ -343,6 +343,12 @@ void vkrt_ops_scratch_destroy(struct vkrt_buffer **scratch);
  * start of a scratch, `copies` of them one after another (the view is the first). */
 struct vkrt_ops_view vkrt_ops_scratch_view(struct vkrt_buffer *scratch, const uint32_t ne[4],
                                            vkrt_type t, uint32_t size, uint32_t copies);
+/* A conversion of src into f16 at the start of `scratch`: *out the dense f16 view shaped
+ * like src, *cmd the stream's piece that reads src and writes the scratch (behind a barrier
+ * where the previous call's tiles still read it). */
+vkrt_status vkrt_ops_scratch_begin_f16(struct vkrt_device *dev, struct vkrt_buffer *scratch,
+                                       const struct vkrt_ops_view *src,
+                                       struct vkrt_ops_view *out, VkCommandBuffer *cmd);
 
 /* The stream command buffer for an op touching `access` (its dst first), with a barrier
  * before it when earlier work since the last one is a hazard to it (vkrt_stream_next). */
