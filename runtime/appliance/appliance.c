@@ -27,8 +27,6 @@ static vkrt_status open_wings(struct vkrt_appliance *app) {
    * use: on lavapipe all of them cost ~0.7 s per open (test_core 42 s -> 114 s). */
   for (uint32_t d = 0; s == VKRT_OK && d < sys->device_count; d++) {
     struct vkrt_device *dev = &sys->devices[d];
-    if (app->wait_spin_us && !dev->caps.is_cpu) /* CPU devices need the cores: no spin */
-      vkrt_stream_set_spin_ns(dev, (uint64_t)app->wait_spin_us * 1000u);
     s = vkrt_ops_open(dev);
     if (s == VKRT_OK) {
       dev->ops->quant_activations_q8 = app->quant_activations_q8;
@@ -129,7 +127,6 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
     app->collective_timeout_ns = options->collective_timeout_ns;
   app->pipelines = options->pipelines;
   app->quant_activations_q8 = options->quant_activations == VKRT_ACTIVATIONS_Q8;
-  app->wait_spin_us = options->wait_spin_us;
   app->quant_activations_columns =
       app->quant_activations_q8 ? VKRT_MAX(options->quant_activations_columns, 1u) : 1u;
   app->matmul_f16 = options->matmul_activations == VKRT_MATMUL_ACTIVATIONS_F16;

@@ -18,7 +18,6 @@ struct vkrt_appliance {
   uint32_t pipelines; /* vkrt_pipelines: when the ops' pipelines are built */
   bool quant_activations_q8; /* options.quant_activations == VKRT_ACTIVATIONS_Q8 */
   uint32_t quant_activations_columns; /* ... up to this M (1..8; 1 without it) */
-  uint32_t wait_spin_us; /* vkrt_options.wait_spin_us (0: the stream's default) */
   bool matmul_f16;           /* options.matmul_activations == VKRT_MATMUL_ACTIVATIONS_F16 */
   bool upload_opened, collective_opened;  /* wings to close */
   struct vkrt_graph *capturing;           /* the graph vkrt_graph_begin started, until _end */

@@ -133,7 +133,7 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     if (spin_us)
       vkrt_text_put(&o, "vkrt: dev%u waits (vkrt_wait, vkrt_finish): spin %llu us on the "
           "timeline, then block in the driver (vkrt_options.wait_spin_us%s)\n", i,
-          (unsigned long long)spin_us, app->wait_spin_us ? "" : " = 0: the default");
+          (unsigned long long)spin_us, sys->options.wait_spin_us ? "" : " = 0: the default");
     else
       vkrt_text_put(&o, "vkrt: dev%u waits (vkrt_wait, vkrt_finish): block in the driver at "
           "once (%s)\n", i, d->caps.is_cpu ? "a CPU device: a spinning waiter would take the "

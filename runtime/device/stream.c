@@ -66,7 +66,8 @@ vkrt_status vkrt_stream_init(struct vkrt_device *dev) {
   if (s != VKRT_OK)
     return s;
   /* CPU devices (lavapipe) run the work on the CPU cores a spinning waiter would take. */
-  atomic_init(&st->spin_ns, dev->caps.is_cpu ? 0 : VKRT_STREAM_SPIN_NS);
+  const uint64_t spin_us = dev->sys->options.wait_spin_us; /* vkrt_open checked it */
+  atomic_init(&st->spin_ns, dev->caps.is_cpu ? 0 : spin_us ? spin_us * 1000u : VKRT_STREAM_SPIN_NS);
   st->flush_ops = VKRT_STREAM_FLUSH_OPS;
   st->flush_at = VKRT_STREAM_FLUSH_FIRST;
   return VKRT_OK;
