@@ -11,6 +11,12 @@
 // subgroups through shared memory.
 // Specialization constants (ops.c creates one pipeline per variant): 0 workgroup size,
 // 1 ROWS, 2 NCOLS (x columns per dispatch, M <= NCOLS), 3 UNROLL.
+// FUSED (vkrt_op_matmul_fused: one column, ROWS even, K a multiple of VEC): bit 1 of
+// accumulate walks the rows as pairs (gate row i, then up row N / 2 + i: block b holds pairs
+// b ROWS / 2 ...) and writes dst[i] = silu(gate_i x) (up_i x); bit 2 multiplies each x chunk
+// by the norm weight g (binding 5, from vec4 pc.norm_offset) as it is loaded and sums x^2 on
+// the way (every workgroup reads all of x anyway), the row sums then scaled by
+// 1 / sqrt(sum x^2 / K + eps): the norm costs no pass of its own and no extra read of w.
 // The vector path needs 16-byte-aligned rows and x columns; the K % VEC tail is read
 // through the scalar aliases (bindings 3 and 4, the same buffers). Offsets/strides of w
 // and x are in 16-byte units, those of dst in elements. Rows past N and columns past M
@@ -35,8 +41,10 @@ layout(push_constant) uniform Push {
   uint d_stride0, d_stride1, d_stride2, d_stride3;          // elements
   uint ne2, r2, r3;    // dst batch dim 2; broadcast ratios x.ne2 / w.ne2, x.ne3 / w.ne3
   uint nblocks, grid_x;  // blocks of ROWS rows; workgroups in the whole grid along x
-  uint accumulate;     // 1: dst += result (vkrt_op_matmul_add)
-  uint base_x, base_y, base_z;
+  uint accumulate;     // bit 0: dst += result (vkrt_op_matmul_add); FUSED: bits 1, 2 (above)
+  uint norm_offset;    // FUSED: the norm weight's first vec4 at binding 5
+  float eps;           // FUSED: the norm's epsilon
+  uint base_x, base_y, base_z; // last: the grid split (ops.c)
 } pc;
 
 #ifdef W_F16
@@ -55,6 +63,12 @@ layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 layout(std430, set = 0, binding = 4) readonly buffer X1 { float x1[]; };
 
 shared float partial[ROWS * NCOLS * NSG];
+#ifdef FUSED
+layout(std430, set = 0, binding = 5) readonly buffer G4 { vec4 g4[]; };
+shared float squares[NSG];
+bool glu() { return (pc.accumulate & 2u) != 0u; }
+bool norm() { return (pc.accumulate & 4u) != 0u; }
+#endif
 
 float w_scalar(uint row_base16, uint k) {
 #ifdef W_F16
@@ -66,15 +80,45 @@ float w_scalar(uint row_base16, uint k) {
 #endif
 }
 
-// dot of one 16-byte w chunk with the x chunk of column base xc (vec4 units)
-float dot_chunk(WVEC wv, uint xi) {
+// x's chunk for one 16-byte w chunk: vec4 j (and j + 1 for f16) of column base xc; FUSED
+// with the norm, times g and its squares added to sq
+void x_chunk(uint xc, uint j, inout float sq, out vec4 xa, out vec4 xb) {
+  xa = x4[xc + j];
 #ifdef W_F16
-  vec4 xa = x4[xi], xb = x4[xi + 1u];
+  xb = x4[xc + j + 1u];
+#else
+  xb = vec4(0.0);
+#endif
+#ifdef FUSED
+  if (norm()) {
+    sq += dot(xa, xa) + dot(xb, xb);
+    xa *= g4[pc.norm_offset + j];
+#ifdef W_F16
+    xb *= g4[pc.norm_offset + j + 1u];
+#endif
+  }
+#endif
+}
+
+// dot of one 16-byte w chunk with its x chunk
+float dot_chunk(WVEC wv, vec4 xa, vec4 xb) {
+#ifdef W_F16
   return dot(unpackHalf2x16(wv.x), xa.xy) + dot(unpackHalf2x16(wv.y), xa.zw) +
          dot(unpackHalf2x16(wv.z), xb.xy) + dot(unpackHalf2x16(wv.w), xb.zw);
 #else
-  return dot(wv, x4[xi]);
+  return dot(wv, xa);
 #endif
+}
+
+// The w row of row r of the block starting at row0 (clamped to the last: valid memory)
+uint w_row_of(uint row0, uint r) {
+#ifdef FUSED
+  if (glu()) {
+    uint pair = min(row0 / 2u + r / 2u, pc.N / 2u - 1u);
+    return (r & 1u) != 0u ? pc.N / 2u + pair : pair;
+  }
+#endif
+  return min(row0 + r, pc.N - 1u);
 }
 
 #ifdef W_F16
@@ -99,10 +143,11 @@ void main() {
     uint row0 = blk * ROWS;
     uint wrow[ROWS];
     for (uint r = 0u; r < ROWS; r++)
-      wrow[r] = wb + min(row0 + r, pc.N - 1u) * pc.w_row;
+      wrow[r] = wb + w_row_of(row0, r) * pc.w_row;
     float acc[ROWS * NCOLS];
     for (uint i = 0u; i < ROWS * NCOLS; i++)
       acc[i] = 0.0;
+    float sq = 0.0; // FUSED with the norm: this invocation's share of sum x^2
 
     uint k = tid;
     for (; k + (UNROLL - 1u) * WG < pc.k_vec; k += UNROLL * WG) {
@@ -112,20 +157,24 @@ void main() {
           wv[u * ROWS + r] = w4[wrow[r] + k + u * WG];
       for (uint u = 0u; u < UNROLL; u++)
         for (uint c = 0u; c < NCOLS; c++) {
-          uint xi = xcol[c] + (k + u * WG) * XSTEP;
+          vec4 xa, xb;
+          x_chunk(xcol[c], (k + u * WG) * XSTEP, sq, xa, xb);
           for (uint r = 0u; r < ROWS; r++)
-            acc[r * NCOLS + c] += dot_chunk(wv[u * ROWS + r], xi);
+            acc[r * NCOLS + c] += dot_chunk(wv[u * ROWS + r], xa, xb);
         }
     }
     for (; k < pc.k_vec; k += WG) {
       WVEC wv[ROWS];
       for (uint r = 0u; r < ROWS; r++)
         wv[r] = w4[wrow[r] + k];
-      for (uint c = 0u; c < NCOLS; c++)
+      for (uint c = 0u; c < NCOLS; c++) {
+        vec4 xa, xb;
+        x_chunk(xcol[c], k * XSTEP, sq, xa, xb);
         for (uint r = 0u; r < ROWS; r++)
-          acc[r * NCOLS + c] += dot_chunk(wv[r], xcol[c] + k * XSTEP);
+          acc[r * NCOLS + c] += dot_chunk(wv[r], xa, xb);
+      }
     }
-    for (uint kk = pc.k_vec * VEC + tid; kk < pc.K; kk += WG)
+    for (uint kk = pc.k_vec * VEC + tid; kk < pc.K; kk += WG) // FUSED: K % VEC == 0, none
       for (uint c = 0u; c < NCOLS; c++) {
         float xv = x1[xcol[c] * 4u + kk];
         for (uint r = 0u; r < ROWS; r++)
@@ -137,15 +186,44 @@ void main() {
       if (subgroupElect())
         partial[i * NSG + gl_SubgroupID] = s;
     }
+    float scale = 1.0;
+#ifdef FUSED
+    float q = subgroupAdd(sq);
+    if (subgroupElect())
+      squares[gl_SubgroupID] = q;
     barrier();
+    if (norm()) { // every workgroup sums the same squares in the same order
+      float t = 0.0;
+      for (uint i = 0u; i < gl_NumSubgroups; i++)
+        t += squares[i];
+      scale = inversesqrt(t / float(pc.K) + pc.eps);
+    }
+    if (glu()) {
+      if (tid < ROWS / 2u && row0 / 2u + tid < pc.N / 2u) {
+        float sg = 0.0, su = 0.0;
+        for (uint i = 0u; i < gl_NumSubgroups; i++) {
+          sg += partial[(2u * tid) * NSG + i];
+          su += partial[(2u * tid + 1u) * NSG + i];
+        }
+        sg *= scale;
+        su *= scale;
+        d[db + (row0 / 2u + tid) * pc.d_stride0] = sg / (1.0 + exp(-sg)) * su;
+      }
+      barrier();
+      continue;
+    }
+#else
+    barrier();
+#endif
     if (tid < ROWS * NCOLS) {
       uint r = tid / NCOLS, c = tid % NCOLS;
       float s = 0.0;
       for (uint i = 0u; i < gl_NumSubgroups; i++)
         s += partial[tid * NSG + i];
+      s *= scale;
       uint di = db + (row0 + r) * pc.d_stride0 + c * pc.d_stride1;
       if (row0 + r < pc.N && c < pc.M)
-        d[di] = pc.accumulate != 0u ? d[di] + s : s;
+        d[di] = (pc.accumulate & 1u) != 0u ? d[di] + s : s;
     }
     barrier();
   }

@@ -194,8 +194,8 @@ struct llama_split {
 bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank,
                       struct llama_split *out, char *err, size_t err_size);
 
-/* What a token's q4_K products (with 8-bit x also q8_0) fold into their dispatch
- * (vkrt_op_matmul_fused) */
+/* What a token's f16, f32 and q4_K products (with 8-bit x also q8_0) fold into their
+ * dispatch (vkrt_op_matmul_fused) */
 #define LLAMA_FUSE_NORM 1u   /* the RMS norm before q/k/v, gate/up and the output head */
 #define LLAMA_FUSE_SWIGLU 2u /* the swiglu after gate/up */
 /* The swiglu always, the norm where the hidden size is at most LLAMA_FUSE_NORM_MAX_HIDDEN,
@@ -209,6 +209,9 @@ bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank
  * VKRT_ACTIVATIONS_Q8_MAX_K. */
 #define LLAMA_FUSE_AUTO 4u
 #define LLAMA_FUSE_NORM_MAX_HIDDEN 4096u
+/* f16 and f32 w: the fused kernel multiplies x by g as it loads each chunk of x (every
+ * workgroup reads all of x anyway) at any hidden size */
+#define LLAMA_FUSE_NORM_MAX_HIDDEN_DENSE UINT32_MAX
 /* --fuse's names: index = the LLAMA_FUSE_* bits, 4 = auto */
 static const char *const llama_fuse_names[5] = {"none", "norm", "swiglu", "all", "auto"};
 
@@ -225,8 +228,8 @@ struct llama_gpu_params {
   void *progress_user;
   vkrt_load_info *load_info; /* how the load went (may be NULL) */
   vkrt_load_path load_path;  /* vkrt_load_file's path (VKRT_LOAD_PATH_AUTO: its choice) */
-  unsigned fuse;             /* LLAMA_FUSE_* bits: what a token's q4_K products take into
-                                their dispatch (vkrt_op_matmul_fused) */
+  unsigned fuse;             /* LLAMA_FUSE_* bits: what a token's products take into their
+                                dispatch (vkrt_op_matmul_fused) */
   bool q8_activations;       /* the appliance rounds x to 8 bits (VKRT_ACTIVATIONS_Q8) */
 };
 struct llama_gpu;

@@ -293,11 +293,14 @@ static bool gate_up_fused(const struct llama_layer *L) {
  * dispatch: the fused kernels take q4_K, and q8_0 with 8-bit x (vkrt_op_matmul_fused). */
 static bool fuse(const struct llama_gpu *g, const struct pass *ps, vkrt_type type, unsigned what) {
   unsigned f = g->p.fuse;
-  uint32_t norm_max = g->p.q8_activations ? VKRT_ACTIVATIONS_Q8_MAX_K : LLAMA_FUSE_NORM_MAX_HIDDEN;
+  bool dense = type == VKRT_TYPE_F16 || type == VKRT_TYPE_F32;
+  uint32_t norm_max = dense                ? LLAMA_FUSE_NORM_MAX_HIDDEN_DENSE
+                      : g->p.q8_activations ? VKRT_ACTIVATIONS_Q8_MAX_K
+                                            : LLAMA_FUSE_NORM_MAX_HIDDEN;
   if (f & LLAMA_FUSE_AUTO)
     f = LLAMA_FUSE_SWIGLU | (g->m->hp.n_embd <= norm_max ? LLAMA_FUSE_NORM : 0);
   return ps->n == 1 && (f & what) &&
-         (type == VKRT_TYPE_Q4_K || (g->p.q8_activations && type == VKRT_TYPE_Q8_0));
+         (dense || type == VKRT_TYPE_Q4_K || (g->p.q8_activations && type == VKRT_TYPE_Q8_0));
 }
 
 /* dst = w h with h = rms_norm(x) * norm: with fold in the product's own dispatch

@@ -107,6 +107,37 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   return VKRT_OK;
 }
 
+/* TILE_<SLOT>=wg,bm,bn,rm[,bk[,stages[,order]]]: a tiled matmul slot (vkrt_lab_matmul_tile_set) */
+static const char *const tile_slot_names[VKRT_LAB_TILE_SLOT_COUNT] = {
+    "tile_portable_small", "tile_portable_medium", "tile_portable_large",
+    "tile_coopmat_small",  "tile_coopmat_medium",  "tile_coopmat_large"};
+
+static vkrt_status set_tile_text(vkrt_appliance *app, uint32_t device, struct vkrt_device *dev,
+                                 int slot, const char *value) {
+  uint32_t f[7] = {0};
+  int n = 0;
+  for (const char *at = value; n < 7; n++) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(at, &end, 10);
+    if (end == at || errno == ERANGE || v > UINT32_MAX || (*end && *end != ','))
+      break;
+    f[n] = (uint32_t)v;
+    if (!*end) {
+      n++;
+      break;
+    }
+    at = end + 1;
+  }
+  if (n < 4 || value[strlen(value) - 1] == ',')
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "lab: %s: '%s' is not wg,bm,bn,rm[,bk[,stages[,order]]]",
+                      tile_slot_names[slot], value);
+  vkrt_lab_matmul_tile t = {.wg = f[0], .bm = f[1], .bn = f[2], .rm = f[3], .bk = f[4],
+                            .stages = f[5], .order = f[6]};
+  return vkrt_lab_matmul_tile_set(app, device, (vkrt_lab_tile_slot)slot, &t);
+}
+
 vkrt_status vkrt_lab_set_text(vkrt_appliance *app, uint32_t device, const char *assignment) {
   struct vkrt_device *dev;
   vkrt_status s = vkrt_lab_device_of(app, device, assignment, &dev);
@@ -114,6 +145,9 @@ vkrt_status vkrt_lab_set_text(vkrt_appliance *app, uint32_t device, const char *
     return s;
   const char *eq = strchr(assignment, '=');
   size_t len = eq ? (size_t)(eq - assignment) : 0;
+  for (int t = 0; eq && t < VKRT_LAB_TILE_SLOT_COUNT; t++)
+    if (strlen(tile_slot_names[t]) == len && !strncasecmp(tile_slot_names[t], assignment, len))
+      return set_tile_text(app, device, dev, t, eq + 1);
   for (int k = 0; eq && k < VKRT_LAB_KNOB_COUNT; k++) {
     if (strlen(knobs[k].name) != len || strncasecmp(knobs[k].name, assignment, len))
       continue;
@@ -130,7 +164,9 @@ vkrt_status vkrt_lab_set_text(vkrt_appliance *app, uint32_t device, const char *
   for (int k = 0; k < VKRT_LAB_KNOB_COUNT && at < sizeof(names); k++)
     at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s", k ? ", " : "", knobs[k].name);
   return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
-                    "lab: '%s' is not NAME=VALUE with a knob's name (%s)", assignment, names);
+                    "lab: '%s' is not NAME=VALUE with a knob's name (%s) or a tile's (tile_"
+                    "<portable|coopmat>_<small|medium|large>=wg,bm,bn,rm[,bk[,stages[,order]]])",
+                    assignment, names);
 }
 
 vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,

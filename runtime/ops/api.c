@@ -133,7 +133,8 @@ static bool kernel_in_build(enum op_kind kind) {
   case OP_SWIGLU: return IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU);
   case OP_MATMUL: return IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL);
   case OP_MATMUL_FUSED:
-    return IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K) || IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0);
+    return IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL) || IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K) ||
+           IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0);
   case OP_RMS_NORM: return IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM);
   case OP_ROPE: return IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE);
   case OP_GET_ROWS: return IS_ENABLED(CONFIG_VKRT_KERNEL_GET_ROWS);
@@ -145,6 +146,11 @@ static bool kernel_in_build(enum op_kind kind) {
   return false;
 }
 
+/* vkrt_op_matmul_fused: f16 and f32 w take matmul.c's fused kernel, quantized w quant.c's */
+static bool dense_w(const struct vkrt_ops_view v[9]) {
+  return v[1].type == VKRT_TYPE_F16 || v[1].type == VKRT_TYPE_F32;
+}
+
 static vkrt_status record_op(struct vkrt_device *dev, VkCommandBuffer cmd,
                              const struct op_call *c, const struct vkrt_ops_view v[9]) {
   switch (c->kind) {
@@ -154,7 +160,9 @@ static vkrt_status record_op(struct vkrt_device *dev, VkCommandBuffer cmd,
   case OP_ADD: return vkrt_add_record(dev, cmd, v, c->count);
   case OP_SWIGLU: return vkrt_swiglu_record(dev, cmd, v);
   case OP_MATMUL: return vkrt_matmul_record(dev, cmd, v, c->accumulate);
-  case OP_MATMUL_FUSED: return vkrt_quant_fused_record(dev, cmd, v, c->fusion);
+  case OP_MATMUL_FUSED:
+    return dense_w(v) ? vkrt_matmul_fused_record(dev, cmd, v, c->fusion)
+                      : vkrt_quant_fused_record(dev, cmd, v, c->fusion);
   case OP_RMS_NORM: return vkrt_rms_norm_record(dev, cmd, v, c->b != NULL, c->eps);
   case OP_ROPE: return vkrt_rope_record(dev, cmd, v, c->c != NULL, c->rope);
   case OP_GET_ROWS: return vkrt_get_rows_record(dev, cmd, v);
@@ -181,7 +189,9 @@ static vkrt_status run_op(const struct op_call *c) {
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   /* a fused product its kernels cannot take (or whose type's kernels are compiled out) is
    * refused before anything is recorded */
-  vkrt_status s = c->kind == OP_MATMUL_FUSED ? vkrt_quant_fused_check(dev, v, c->fusion) : VKRT_OK;
+  vkrt_status s = c->kind != OP_MATMUL_FUSED ? VKRT_OK
+                   : dense_w(v)                ? vkrt_matmul_fused_check(dev, v, c->fusion)
+                                               : vkrt_quant_fused_check(dev, v, c->fusion);
   if (s != VKRT_OK)
     return s;
   if (kernel_in_build(c->kind)) {

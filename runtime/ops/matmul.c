@@ -16,10 +16,13 @@ struct matvec_push {
   uint32_t d_stride0, d_stride1, d_stride2, d_stride3;
   uint32_t ne2, r2, r3;
   uint32_t nblocks, grid_x;
-  uint32_t accumulate;
-  uint32_t base_x, base_y, base_z;
+  uint32_t accumulate; /* bit 0: dst += result; the fused kernels: bits 1 swiglu, 2 norm */
+  uint32_t norm_offset; /* the fused kernels: vec4 units */
+  float eps;
+  uint32_t base_x, base_y, base_z; /* last: vkrt_ops_dispatch_3d's grid split */
 };
 VKRT_KERNEL_MATVEC_F32_CHECK_PUSH(struct matvec_push);
+VKRT_KERNEL_MATVEC_F32_FUSED_CHECK_PUSH(struct matvec_push);
 
 struct matmul_push {
   uint32_t K, N, M;
@@ -109,25 +112,39 @@ static struct vkrt_matvec_config matvec_spec(const struct vkrt_device *dev, vkrt
   return cfg;
 }
 
+/* The fused kernels' configuration: one column, the rows of a block rounded up to even (a
+ * block holds whole gate/up pairs). */
+static struct vkrt_matvec_config fused_spec(const struct vkrt_device *dev, vkrt_type t,
+                                            uint32_t spec[VKRT_OPS_MAX_SPEC]) {
+  struct vkrt_matvec_config cfg = matvec_spec(dev, t, 1, spec);
+  cfg.rows = spec[1] = (cfg.rows + 1) & ~1u;
+  return cfg;
+}
+
 /* f16 and f32 weights: kernels/matvec.comp specialized with the device's configuration
  * for the type and column count (vkrt_ops_matvec_config) and NCOLS = M rounded up to a power
- * of two. */
+ * of two. bits: VKRT_OPS_PUSH_*; the fused kernels take one column (fused_spec), and with
+ * VKRT_OPS_PUSH_NORM the norm's weight and eps. */
 static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
                                  enum vkrt_ops_kernel kernel, const struct vkrt_ops_view *d,
                                  const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
-                                 bool accumulate) {
+                                 uint32_t bits, const struct vkrt_ops_view *norm, float eps) {
+  bool fused = kernel == VKRT_OPS_MATVEC_F16_FUSED || kernel == VKRT_OPS_MATVEC_F32_FUSED;
   uint32_t cols = VKRT_MIN(pow2_at_least(x->ne[1]), MATVEC_MAX_COLS);
   uint32_t spec[VKRT_OPS_MAX_SPEC];
-  struct vkrt_matvec_config config = matvec_spec(dev, w->type, cols, spec);
+  struct vkrt_matvec_config config =
+      fused ? fused_spec(dev, w->type, spec) : matvec_spec(dev, w->type, cols, spec);
   const struct vkrt_matvec_config *cfg = &config;
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline_spec(dev, kernel, spec, &p);
   if (s != VKRT_OK)
     return s;
-  struct vkrt_ops_binding b[5] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
+  /* binding 5 (the fused kernels): the norm's weight, x when there is none (bound, not read) */
+  struct vkrt_ops_binding b[6] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
                                   vkrt_ops_view_binding(d), vkrt_ops_view_binding(w),
-                                  vkrt_ops_view_binding(x)};
-  s = vkrt_ops_bind(dev, cmd, p, b, 5);
+                                  vkrt_ops_view_binding(x),
+                                  vkrt_ops_view_binding(norm ? norm : x)};
+  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
   if (s != VKRT_OK)
     return s;
   uint32_t per16 = 16 / w->type_size; /* elements of w per 16 bytes */
@@ -156,7 +173,9 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
       .r3 = x->ne[3] / w->ne[3],
       .nblocks = nblocks,
       .grid_x = grid,
-      .accumulate = accumulate,
+      .accumulate = bits,
+      .norm_offset = norm ? norm->offset / 4 : 0,
+      .eps = eps,
   };
   /* columns in groups of `cols`: each dispatch reads w once for its group */
   uint32_t x_offset = push.x_offset, d_offset = push.d_offset;
@@ -174,7 +193,8 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
 static vkrt_status record_matvec_rows(struct vkrt_device *dev, VkCommandBuffer cmd,
                                       enum vkrt_ops_kernel kernel, const struct vkrt_ops_view *d,
                                       const struct vkrt_ops_view *w,
-                                      const struct vkrt_ops_view *x, bool accumulate) {
+                                      const struct vkrt_ops_view *x, uint32_t bits,
+                                      const struct vkrt_ops_view *norm, float eps) {
   const struct vkrt_ops_limits *lim = &dev->ops->limits;
   uint64_t ts = w->type_size, row = (uint64_t)w->stride[1] * ts, k_bytes = (uint64_t)w->ne[0] * ts;
   uint64_t slack = VKRT_MAX(lim->min_storage_buffer_offset_alignment, 16) + 4; /* align + word */
@@ -199,7 +219,7 @@ static vkrt_status record_matvec_rows(struct vkrt_device *dev, VkCommandBuffer c
                         "of its buffer; the kernels read halves in pairs (pad the buffer by 2 bytes)");
     ds.offset = d->offset + (uint32_t)n0 * d->stride[0];
     ds.ne[0] = ws.ne[1];
-    vkrt_status s = record_matvec(dev, cmd, kernel, &ds, &ws, x, accumulate);
+    vkrt_status s = record_matvec(dev, cmd, kernel, &ds, &ws, x, bits, norm, eps);
     if (s != VKRT_OK)
       return s;
   }
@@ -427,6 +447,11 @@ static const struct matmul_kind {
   [VKRT_TYPE_F16] = {VKRT_OPS_MATVEC_F16, true},
 };
 
+/* vkrt_op_matmul_fused's kernel for f16 or f32 w */
+static enum vkrt_ops_kernel fused_dense_kernel(vkrt_type t) {
+  return t == VKRT_TYPE_F16 ? VKRT_OPS_MATVEC_F16_FUSED : VKRT_OPS_MATVEC_F32_FUSED;
+}
+
 /* Every pipeline the device's configuration uses with specialization constants: the
  * matrix-vector shapes and the tiled kernels' tiles (vkrt_ops_build_pipelines). */
 vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn fn, void *ctx) {
@@ -441,6 +466,12 @@ vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn
       if (s != VKRT_OK)
         return s;
     }
+    uint32_t spec[VKRT_OPS_MAX_SPEC];
+    fused_spec(dev, (vkrt_type)t, spec);
+    k = fused_dense_kernel((vkrt_type)t);
+    vkrt_status s = vkrt_ops_kernel_usable(dev, k) ? fn(dev, (int)k, spec, ctx) : VKRT_OK;
+    if (s != VKRT_OK)
+      return s;
   }
   for (int t = 0; t < VKRT_TYPE_COUNT; t++) {
     if (!tiled_kinds[t].present || !vkrt_ops_kernel_usable(dev, tiled_kinds[t].portable))
@@ -525,6 +556,74 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   }
   vkrt_ops_count(dev, matvec, 1);
   if (!w.fits_binding)
-    return record_matvec_rows(dev, cmd, kind->matvec_kernel, d, &w, x, accumulate);
-  return record_matvec(dev, cmd, kind->matvec_kernel, d, &w, x, accumulate);
+    return record_matvec_rows(dev, cmd, kind->matvec_kernel, d, &w, x,
+                              accumulate ? VKRT_OPS_PUSH_ACCUMULATE : 0, NULL, 0.0f);
+  return record_matvec(dev, cmd, kind->matvec_kernel, d, &w, x,
+                       accumulate ? VKRT_OPS_PUSH_ACCUMULATE : 0, NULL, 0.0f);
+}
+
+/* ---- vkrt_op_matmul_fused on f32 and f16 w (kernels/matvec.comp FUSED) ----------------- */
+
+vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
+                                    const vkrt_matmul_fusion *fusion) {
+  static const char *const op = "vkrt_op_matmul_fused";
+  static const char *const instead = "record vkrt_op_rms_norm, vkrt_op_matmul and vkrt_op_swiglu "
+                                     "one by one";
+  struct vkrt_ops_view w = views[1];
+  const struct vkrt_ops_view *x = &views[2], *norm = &views[3];
+  if (!vkrt_ops_kernel_usable(dev, fused_dense_kernel(w.type)))
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "%s: dev%u cannot run the fused %s kernel (not in this build, or no "
+                      "subgroup arithmetic) (%s)", op, dev->index, vkrt_type_str(w.type), instead);
+  if (x->ne[1] != 1)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                      "%s: %u columns of x; the fused kernel takes one (a decode token) (%s)", op,
+                      (unsigned)x->ne[1], instead);
+  const char *why = NULL;
+  if (!w.fits_binding && fusion->swiglu) /* slices of rows would part gate and up rows */
+    why = "with swiglu, w spans more than one binding (maxStorageBufferRange)";
+  else if (!matvec_fits(&w, x, &why))
+    ;
+  else if (w.ne[0] % (16 / w.type_size))
+    why = w.type == VKRT_TYPE_F16 ? "K not a multiple of 8 (whole 16-byte chunks)"
+                                  : "K not a multiple of 4 (whole 16-byte chunks)";
+  else if (w.type == VKRT_TYPE_F16 && w.fits_binding && !widen_to_words(&w))
+    why = "f16 w ends 2 bytes short of a 4-byte word at the end of its buffer";
+  else if (fusion->norm && (norm->bind_offset % 16 || norm->offset % 4))
+    why = "fusion->norm must start 16-byte aligned (the kernel's 16-byte loads)";
+  if (why)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED, "%s: %s w: %s (%s)", op,
+                      vkrt_type_str(w.type), why, instead);
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                     const struct vkrt_ops_view views[4],
+                                     const vkrt_matmul_fusion *fusion) {
+  struct vkrt_ops_view w = views[1];
+  if (w.type == VKRT_TYPE_F16 && w.fits_binding)
+    widen_to_words(&w); /* checked by vkrt_matmul_fused_check */
+  uint32_t bits = (fusion->swiglu ? VKRT_OPS_PUSH_SWIGLU : 0) |
+                  (fusion->norm ? VKRT_OPS_PUSH_NORM : 0);
+  const struct vkrt_ops_view *norm = fusion->norm ? &views[3] : NULL;
+  vkrt_ops_count(dev, matmul_fused_norm, fusion->norm != NULL);
+  vkrt_ops_count(dev, matmul_fused_swiglu, fusion->swiglu != 0);
+  vkrt_ops_count(dev, matvec, 1);
+  enum vkrt_ops_kernel k = fused_dense_kernel(w.type);
+  if (!w.fits_binding) /* a large output head: slices of rows, each with the norm */
+    return record_matvec_rows(dev, cmd, k, &views[0], &w, &views[2], bits, norm, fusion->eps);
+  return record_matvec(dev, cmd, k, &views[0], &w, &views[2], bits, norm, fusion->eps);
+}
+
+const char *vkrt_matmul_fused_path(const struct vkrt_device *dev) {
+  bool f16 = vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_F16_FUSED);
+  bool f32 = vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_F32_FUSED);
+  if (f16 && f32)
+    return "f16 and f32 w, one column: the matrix-vector kernel, x times the norm weight as it "
+           "is loaded, its squares summed on the way";
+  if (f16 || f32)
+    return f16 ? "f16 w, one column: the matrix-vector kernel (f32 w UNSUPPORTED)"
+               : "f32 w, one column: the matrix-vector kernel (f16 w UNSUPPORTED)";
+  return "none: the fused matrix-vector kernels are not in this build or not usable here "
+         "(UNSUPPORTED)";
 }

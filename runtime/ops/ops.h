@@ -27,6 +27,10 @@ enum vkrt_ops_copy_path {
 
 #define VKRT_OPS_MAX_BINDINGS 9
 #define VKRT_OPS_MAX_SPEC 9      /* specialization constants 0..8 of a pipeline variant */
+/* The matrix-vector kernels' push bits (accumulate; kernels/matvec_push.glsl, matvec.comp) */
+#define VKRT_OPS_PUSH_ACCUMULATE 1u /* dst += the product */
+#define VKRT_OPS_PUSH_SWIGLU 2u     /* gate/up row pairs, silu(g) u written (the fused kernels) */
+#define VKRT_OPS_PUSH_NORM 4u       /* x RMS-normalized first (the fused kernels) */
 struct vkrt_device;
 /* A visitor of specialized pipelines (kernel, constants) */
 typedef vkrt_status (*vkrt_ops_spec_fn)(struct vkrt_device *dev, int kernel,
@@ -468,6 +472,16 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
 /* Calls fn for every specialized pipeline the device's matrix products take (the
  * matrix-vector shapes and the tiles chosen at open); stops at the first failure. */
 vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn fn, void *ctx);
+/* vkrt_op_matmul_fused on views dst, w, x, norm (validated) with f16 or f32 w (quantized w:
+ * vkrt_quant_fused_*): whether the fused matrix-vector kernel takes them (VKRT_OK) or why not
+ * (UNSUPPORTED, nothing recorded), then the one dispatch. */
+vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
+                                    const vkrt_matmul_fusion *fusion);
+vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                     const struct vkrt_ops_view views[4],
+                                     const vkrt_matmul_fusion *fusion);
+/* Which kernel vkrt_op_matmul_fused takes for f16 and f32 w on this device (vkrt-probe). */
+const char *vkrt_matmul_fused_path(const struct vkrt_device *dev);
 #else
 static inline vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn fn,
                                                      void *ctx) {
@@ -480,6 +494,24 @@ static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandB
   (void)cmd, (void)views, (void)accumulate;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "matmul kernel not in this build (CONFIG_VKRT_KERNEL_MATMUL=n)");
+}
+static inline vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev,
+                                                  const struct vkrt_ops_view views[4],
+                                                  const vkrt_matmul_fusion *fusion) {
+  (void)fusion;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_matmul_fused: %s w: matmul kernel not in this build "
+                    "(CONFIG_VKRT_KERNEL_MATMUL=n)", vkrt_type_str(views[1].type));
+}
+static inline vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                                   const struct vkrt_ops_view views[4],
+                                                   const vkrt_matmul_fusion *fusion) {
+  (void)cmd;
+  return vkrt_matmul_fused_check(dev, views, fusion);
+}
+static inline const char *vkrt_matmul_fused_path(const struct vkrt_device *dev) {
+  (void)dev;
+  return "none: the matmul kernel is not in this build (UNSUPPORTED)";
 }
 #endif
 

@@ -14,8 +14,8 @@ struct qmv_push {
   uint32_t x_offset, x_col, x_stride2, x_stride3;
   uint32_t d_offset, d_stride0, d_col, d_stride2, d_stride3;
   uint32_t ne2, r2, r3;
-  uint32_t accumulate; /* QMV_ACCUMULATE | QMV_SWIGLU | QMV_NORM */
-  uint32_t norm_offset; /* QMV_NORM: the norm weight's first element, and eps */
+  uint32_t accumulate; /* VKRT_OPS_PUSH_ACCUMULATE | VKRT_OPS_PUSH_SWIGLU | VKRT_OPS_PUSH_NORM */
+  uint32_t norm_offset; /* VKRT_OPS_PUSH_NORM: the norm weight's first element, and eps */
   float eps;
   uint32_t base_x, base_y, base_z;
 };
@@ -414,13 +414,9 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
   return false;
 }
 
-/* The push's accumulate bits (kernels/matvec_push.glsl) */
-#define QMV_ACCUMULATE 1u /* dst += the product */
-#define QMV_SWIGLU 2u     /* gate/up row pairs, silu(g) u written (the Q4_K stream and q8x kernels) */
-#define QMV_NORM 4u       /* x RMS-normalized first (the Q4_K stream and q8x kernels) */
 
 /* One matrix-vector dispatch of kernel k over w (bound in words) and x: `rows` rows of w and
- * `mt` columns of x per workgroup, counted under read pattern `kind`; with QMV_NORM in
+ * `mt` columns of x per workgroup, counted under read pattern `kind`; with VKRT_OPS_PUSH_NORM in
  * `accumulate`, norm and eps the RMS norm's weight and epsilon. */
 static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
                                    enum vkrt_ops_kernel k, uint32_t rows, uint32_t mt,
@@ -467,8 +463,8 @@ static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
       .eps = eps,
   };
   /* q8x: every workgroup rounds all of x, then its subgroups walk rows (a gate/up pair each
-   * under QMV_SWIGLU): at most ops->q8x_workgroups of them, not one per `rows` rows */
-  uint64_t items = kind == QMV_Q8X && (accumulate & QMV_SWIGLU) ? w->ne[1] / 2 : w->ne[1];
+   * under VKRT_OPS_PUSH_SWIGLU): at most ops->q8x_workgroups of them, not one per `rows` rows */
+  uint64_t items = kind == QMV_Q8X && (accumulate & VKRT_OPS_PUSH_SWIGLU) ? w->ne[1] / 2 : w->ne[1];
   uint64_t groups = (items + rows - 1) / rows;
   if (kind == QMV_Q8X)
     groups = VKRT_MIN(groups, dev->ops->q8x_workgroups);
@@ -610,17 +606,17 @@ const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
   if (dev->ops && dev->ops->quant_activations_q8 && (q4_k_q8x || q8_0_q8x)) {
     if (q4_k_q8x && q8_0_q8x)
       return stream ? "q4_K and q8_0 w, one column: the q8x kernels, x g rounded to 8 bits (K "
-                      "<= 16384; q4_K past it: the stream kernel, x in f32); other types "
-                      "UNSUPPORTED"
+                      "<= 16384; q4_K past it: the stream kernel, x in f32); other "
+                      "quantized types UNSUPPORTED"
                     : "q4_K and q8_0 w, one column: the q8x kernels, x g rounded to 8 bits (K "
-                      "<= 16384); other types and K UNSUPPORTED";
+                      "<= 16384); other quantized types and K UNSUPPORTED";
     return q4_k_q8x ? "q4_K w, one column: the q8x kernel, x g rounded to 8 bits (K <= 16384); "
-                      "other types UNSUPPORTED"
+                      "other quantized types UNSUPPORTED"
                     : "q8_0 w, one column: the q8x kernel, x g rounded to 8 bits (K <= 16384); "
-                      "other types UNSUPPORTED";
+                      "other quantized types UNSUPPORTED";
   }
   return stream ? "q4_K w, one column: the stream kernel, x in f32 (x g staged in shared memory "
-                  "up to K 4096); other types UNSUPPORTED (q8_0 with 8-bit activations only)"
+                  "up to K 4096); other quantized types UNSUPPORTED (q8_0 with 8-bit activations only)"
                 : "none: the q4_K stream kernel is not in this build or not usable here "
                   "(UNSUPPORTED)";
 }
@@ -669,7 +665,7 @@ vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd
   const struct qmv_variant *v = fused_variant();
   struct vkrt_ops_view w = views[1];
   vkrt_ops_widen_words(dev, &w); /* checked by vkrt_quant_fused_check */
-  uint32_t bits = (fusion->swiglu ? QMV_SWIGLU : 0) | (fusion->norm ? QMV_NORM : 0);
+  uint32_t bits = (fusion->swiglu ? VKRT_OPS_PUSH_SWIGLU : 0) | (fusion->norm ? VKRT_OPS_PUSH_NORM : 0);
   vkrt_ops_count(dev, matmul_fused_norm, fusion->norm != NULL);
   vkrt_ops_count(dev, matmul_fused_swiglu, fusion->swiglu != 0);
   const struct vkrt_ops_view *norm = fusion->norm ? &views[3] : NULL;

@@ -335,6 +335,17 @@ bool vkrt_ops_check_add(const struct vkrt_ops_limits *lim, const vkrt_tensor *ds
   return true;
 }
 
+/* w past one binding: the matrix-vector path binds it in slices of whole rows (matmul.c;
+ * at any M: past the tiled crossover too, as a logged fallback), when it is a plain 2-D
+ * matrix of f16 or f32 and one row fits a binding. */
+static bool w_in_row_slices(const struct vkrt_ops_limits *lim, const vkrt_tensor *w,
+                            const struct vkrt_ops_view *v) {
+  return !v->fits_binding && v->block == 1 && w->ne[2] == 1 && w->ne[3] == 1 &&
+         (uint64_t)w->ne[0] * v->type_size +
+                 2 * VKRT_MAX(lim->min_storage_buffer_offset_alignment, 16) <=
+             lim->max_storage_buffer_range;
+}
+
 bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                            const vkrt_tensor *w, const vkrt_tensor *x,
                            struct vkrt_ops_view views[3], char *why, size_t why_size) {
@@ -361,13 +372,7 @@ bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor 
   if (x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3])
     FAIL("%s: w batch dims " NE_FMT " do not divide x batch dims " NE_FMT
          " (broadcast needs a multiple)", op, NE(w), NE(x));
-  /* w past one binding: the matrix-vector path binds it in slices of whole rows (matmul.c;
-   * at any M: past the tiled crossover too, as a logged fallback), when it is a plain 2-D
-   * matrix and one row fits a binding. */
-  bool w_rows = !views[1].fits_binding && views[1].block == 1 &&
-                w->ne[2] == 1 && w->ne[3] == 1 &&
-                (uint64_t)w->ne[0] * views[1].type_size + 2 * VKRT_MAX(lim->min_storage_buffer_offset_alignment, 16) <=
-                    lim->max_storage_buffer_range;
+  bool w_rows = w_in_row_slices(lim, w, &views[1]);
   for (int i = 0; i < 3; i++)
     if (!(i == 1 && w_rows) && !one_binding(op, names[i], &views[i], lim, why, why_size))
       return false;
@@ -511,8 +516,14 @@ bool vkrt_ops_check_matmul_fused(const struct vkrt_ops_limits *lim, const vkrt_t
   if (!fusion)
     FAIL("%s: fusion is NULL (a zeroed vkrt_matmul_fusion folds nothing)", op);
   const vkrt_tensor *ts[4] = {dst, w, x, fusion->norm};
+  int count = fusion->norm ? 4 : 3;
   memset(&views[3], 0, sizeof(views[3]));
-  if (!decode_views(lim, op, names, ts, fusion->norm ? 4 : 3, views, why, why_size) ||
+  for (int i = 0; i < count; i++) /* w past one binding: as vkrt_op_matmul's, without swiglu */
+    if (!vkrt_ops_view_init(&views[i], lim, op, names[i], ts[i], i == 0, why, why_size) ||
+        (!(i == 1 && !fusion->swiglu && w_in_row_slices(lim, w, &views[1])) &&
+         !one_binding(op, names[i], &views[i], lim, why, why_size)))
+      return false;
+  if (!same_device(op, views, names, count, why, why_size) ||
       !of_type(op, "dst", dst, VKRT_TYPE_F32, why, why_size) ||
       !of_type(op, "x", x, VKRT_TYPE_F32, why, why_size) ||
       !at_most_dims(op, "w", w, 2, why, why_size) || !at_most_dims(op, "x", x, 2, why, why_size) ||

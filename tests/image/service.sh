@@ -55,10 +55,11 @@ if [ -x "$probe" ]; then
     || grep -q "activations: none: no quantized kernels" <<< "$out" \
     || { echo "$out"; echo "vkrt-probe --activations q8: no activation path line"; exit 1; }
   echo "vkrt-probe --activations q8: $(grep -m1 'quantized matvec activations' <<< "$out")"
-  # and which kernel vkrt_op_matmul_fused takes: 8-bit x g where the q8x kernels run
-  grep -q "fused products (vkrt_op_matmul_fused): q4_K and q8_0 w, one column: the q8x kernels" <<< "$out" \
+  # and which kernel vkrt_op_matmul_fused takes: 8-bit x g where the q8x kernels run (after
+  # the f16 and f32 weights' path)
+  grep -q "fused products (vkrt_op_matmul_fused): f16 and f32 w, .*; q4_K and q8_0 w, one column: the q8x kernels" <<< "$out" \
     || grep -q "quantized matvec activations: f32: 8-bit activations were asked for" <<< "$out" \
-    || grep -q "fused products (vkrt_op_matmul_fused): none" <<< "$out" \
+    || grep -q "fused products (vkrt_op_matmul_fused): .*none: no quantized kernels" <<< "$out" \
     || { echo "$out"; echo "vkrt-probe --activations q8: no fused-products line naming the q8x kernels"; exit 1; }
 fi
 # 8-bit activations (VKRT_ACTIVATIONS_Q8): the reference rounds x as the device does, within

@@ -90,5 +90,14 @@ echo "fusion: auto folds norm and swiglu at hidden 512 (f32 and 8-bit x), the sw
 
 "$svc" --make-gguf "$work/rope_freqs.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-freqs 32 --seed 5 >/dev/null
 run rope_freqs 64 "RoPE base 10000 with rope_freqs.weight, matrices"
+# f16 products fold the norms and the swiglu too (the matrix-vector kernel's fused form):
+# said so by default; --fuse none records them one by one, checked the same, the same ids
+f16_ids=$run_ids
+out=$("$svc" --weights "$work/rope_freqs.gguf" --tokens 2 --devices 1 --warmup-ms 0 --verify 0 2>&1)
+grep -q "fused products (--fuse auto): the RMS norm into 5 and the swiglu into 2 per token" <<< "$out" ||
+  { echo "$out"; echo "f16: the products not fused by default"; exit 1; }
+cp "$work/rope_freqs.gguf" "$work/rope_freqs_unfused.gguf"
+RUN_ARGS="--fuse none" run rope_freqs_unfused 64 "fused products (--fuse none): the RMS norm into 0 and the swiglu into 0 per token"
+[ "$run_ids" = "$f16_ids" ] || { echo "f16 --fuse none: $run_ids, fused: $f16_ids"; exit 1; }
 "$svc" --make-gguf "$work/rope_linear.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-linear 4 --seed 5 >/dev/null
 run rope_linear 64 "RoPE base 10000, angles x 0.25, matrices"

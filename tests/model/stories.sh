@@ -66,7 +66,8 @@ grep -q "^vkrt-service: capturing a token failed; recording every token's work i
 echo "2 devices, capture failing: recorded per token, the same 200 ids"
 # --profile (a build with the lab): one more token timed op by op on device 0, each op of the
 # forward pass under its name as many times as the model has it (5 layers, q/k/v and gate/up
-# each one op on weights of one type; with vkrt_op_rope_set_rows in the build q roped alone
+# each one op on weights of one type, the f32 products taking the norms before them and the
+# swiglu after gate/up in their dispatch; with vkrt_op_rope_set_rows in the build q roped alone
 # and k roped into its cache row, else q and k roped in one; 2 allreduces per
 # layer and the logits' on 2 devices), the counts adding up to the ops timed, --json's line
 # still last; without the lab it is refused with exit 2.
@@ -82,9 +83,9 @@ if grep -q "^#define CONFIG_VKRT_LAB 1" "$builddir/include/vkrt/config.h"; then
     else
       rope_ops=("rope q k 5" "K cache row 5")
     fi
-    for want in "token_embd 1" "attn_norm 5" "attn_qkv 5" "${rope_ops[@]}" "attention 5" \
-                "attn_output + residual 5" "allreduce 11" "ffn_gate_up 5" "swiglu 5" \
-                "ffn_down + residual 5" "output 1" "argmax 1"; do
+    for want in "token_embd 1" "attn_norm + attn_qkv 5" "${rope_ops[@]}" "attention 5" \
+                "attn_output + residual 5" "allreduce 11" "ffn_norm + ffn_gate_up + swiglu 5" \
+                "ffn_down + residual 5" "output_norm + output 1" "argmax 1"; do
       [ "$(count "${want% *}")" = "${want##* }" ] ||
         { echo "$out"; echo "--profile: not '${want% *}' ${want##* } times"; exit 1; }
     done

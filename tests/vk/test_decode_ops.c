@@ -201,12 +201,30 @@ static void q4_k_rows(uint8_t *w, float *wf, int64_t k, int64_t rows) {
     assert_int_equal(vkrt_dequantize_row(VKRT_TYPE_Q4_K, w + n * row_bytes, wf + n * k, k), VKRT_OK);
 }
 
-/* vkrt_op_matmul_fused with and without the norm and the swiglu on q4_K w {K, N}: dst
- * against a float64 reference and against the separate ops on the same operands; one
- * dispatch (the counters); the bytes after dst keep their poison. */
-static void run_matmul_fused(vkrt_appliance *app, int64_t K, int64_t N, bool with_norm,
-                             bool swiglu) {
-  const int64_t rows_out = swiglu ? N / 2 : N, row_bytes = K / 256 * 144;
+/* Random f16 or f32 rows (values within +-0.01) and their values. */
+static void dense_rows(vkrt_type t, uint8_t *w, float *wf, int64_t k, int64_t rows) {
+  for (int64_t i = 0; i < k * rows; i++) {
+    float v = rnd(-0.01f, 0.01f);
+    if (t == VKRT_TYPE_F16) {
+      uint16_t h = vkrt_f32_to_f16(v);
+      memcpy(w + 2 * i, &h, 2);
+      wf[i] = vkrt_f16_to_f32(h);
+    } else {
+      memcpy(w + 4 * i, &v, 4);
+      wf[i] = v;
+    }
+  }
+}
+
+/* vkrt_op_matmul_fused with and without the norm and the swiglu on w {K, N} of type wt (q4_K,
+ * f16 or f32): dst against a float64 reference and against the separate ops on the same
+ * operands; one dispatch of the kernel of its type (the counters: the quantized or the
+ * matrix-vector kernels); the bytes after dst keep their poison. */
+static void run_matmul_fused(vkrt_appliance *app, vkrt_type wt, int64_t K, int64_t N,
+                             bool with_norm, bool swiglu) {
+  const bool dense = wt != VKRT_TYPE_Q4_K;
+  const int64_t rows_out = swiglu ? N / 2 : N;
+  const int64_t row_bytes = dense ? K * (wt == VKRT_TYPE_F16 ? 2 : 4) : K / 256 * 144;
   const uint64_t x_at = 64, g_at = 32 + 4 * (uint64_t)K + 16 * 5, pad = 64;
   const float eps = K == 768 ? 0.5f : 1e-5f; /* one where eps moves the scale */
   vkt_hbuf w = vkt_hbuf_new(app, (uint64_t)(row_bytes * N));
@@ -217,7 +235,10 @@ static void run_matmul_fused(vkrt_appliance *app, int64_t K, int64_t N, bool wit
   float *sep = malloc(sizeof(float) * (size_t)rows_out);
   assert_non_null(wf);
   assert_non_null(sep);
-  q4_k_rows(w.map, wf, K, N);
+  if (dense)
+    dense_rows(wt, w.map, wf, K, N);
+  else
+    q4_k_rows(w.map, wf, K, N);
   float *x = (float *)(xg.map + x_at), *g = (float *)(xg.map + g_at);
   for (int64_t k = 0; k < K; k++) {
     /* mean 0 (products of both signs, so silu does not saturate), mean(x^2) well away from 1 */
@@ -225,7 +246,7 @@ static void run_matmul_fused(vkrt_appliance *app, int64_t K, int64_t N, bool wit
     g[k] = rnd(0.5f, 1.5f);
   }
   vkt_poison(d.map, d.size);
-  vkrt_tensor tw = vkrt_tensor_contiguous(w.buf, 0, VKRT_TYPE_Q4_K, K, N, 1, 1);
+  vkrt_tensor tw = vkrt_tensor_contiguous(w.buf, 0, wt, K, N, 1, 1);
   vkrt_tensor tx = vkrt_tensor_contiguous(xg.buf, x_at, VKRT_TYPE_F32, K, 1, 1, 1);
   vkrt_tensor tg = vkrt_tensor_contiguous(xg.buf, g_at, VKRT_TYPE_F32, K, 1, 1, 1);
   vkrt_tensor td = vkrt_tensor_contiguous(d.buf, 0, VKRT_TYPE_F32, rows_out, 1, 1, 1);
@@ -237,7 +258,9 @@ static void run_matmul_fused(vkrt_appliance *app, int64_t K, int64_t N, bool wit
   vkt_check(app, vkrt_finish(app, 0));
   if (IS_ENABLED(CONFIG_VKRT_LAB)) {
     vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
-    assert_int_equal(c1.quant_matvec - c0.quant_matvec, 1); /* one dispatch */
+    /* one dispatch, of the kernel of w's type */
+    assert_int_equal(c1.quant_matvec - c0.quant_matvec, !dense);
+    assert_int_equal(c1.matvec - c0.matvec, dense);
     assert_int_equal(c1.matmul_fused_norm - c0.matmul_fused_norm, with_norm);
     assert_int_equal(c1.matmul_fused_swiglu - c0.matmul_fused_swiglu, swiglu);
   }
@@ -273,12 +296,13 @@ static void run_matmul_fused(vkrt_appliance *app, int64_t K, int64_t N, bool wit
     double want = swiglu ? y[0] / (1.0 + exp(-y[0])) * y[1] : y[0];
     double tol = 2e-6 * mag * (swiglu ? 1.0 + fabs(y[0]) + fabs(y[1]) : 1.0) + 1e-30;
     if (!(fabs(got[i] - want) <= tol))
-      fail_msg("K %lld N %lld norm %d swiglu %d: dst[%lld] = %.9g, float64 %.9g", (long long)K,
-               (long long)N, with_norm, swiglu, (long long)i, (double)got[i], want);
+      fail_msg("%s K %lld N %lld norm %d swiglu %d: dst[%lld] = %.9g, float64 %.9g",
+               vkrt_type_str(wt), (long long)K, (long long)N, with_norm, swiglu, (long long)i,
+               (double)got[i], want);
     if (!(fabs(got[i] - sep[i]) <= tol))
-      fail_msg("K %lld N %lld norm %d swiglu %d: dst[%lld] = %.9g fused, %.9g by the separate "
-               "ops", (long long)K, (long long)N, with_norm, swiglu, (long long)i,
-               (double)got[i], (double)sep[i]);
+      fail_msg("%s K %lld N %lld norm %d swiglu %d: dst[%lld] = %.9g fused, %.9g by the "
+               "separate ops", vkrt_type_str(wt), (long long)K, (long long)N, with_norm, swiglu,
+               (long long)i, (double)got[i], (double)sep[i]);
   }
   uint8_t poison[64];
   vkt_poison(poison, sizeof(poison));
@@ -294,22 +318,60 @@ static void run_matmul_fused(vkrt_appliance *app, int64_t K, int64_t N, bool wit
 
 static void test_matmul_fused(void **state) {
   (void)state;
-  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K) || !IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM) ||
-      !IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU))
+  if ((!IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K) && !IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)) ||
+      !IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM) || !IS_ENABLED(CONFIG_VKRT_KERNEL_SWIGLU))
     skip();
   vkrt_appliance *app = open_app();
-  /* 3 super-blocks: a warp of the workgroup without one; odd N; F 37: the last workgroup's
-   * pairs short; K 4352: x g not staged in shared memory (K > 4096), multiplied in the loop */
-  for (int norm = 0; norm < 2; norm++)
-    for (int sw = 0; sw < 2; sw++) {
-      run_matmul_fused(app, 768, sw ? 74 : 41, norm, sw);
-      run_matmul_fused(app, 2048, sw ? 2 * 53 : 67, norm, sw);
-      run_matmul_fused(app, 4352, sw ? 18 : 23, norm, sw); /* past the kernel's staged x g */
-    }
-  /* what the fused kernel does not take: UNSUPPORTED, with the reason, nothing recorded */
+  /* q4_K: 3 super-blocks: a warp of the workgroup without one; odd N; F 37: the last
+   * workgroup's pairs short; K 4352: x g not staged in shared memory (K > 4096), multiplied in
+   * the loop. f16 and f32 (the matrix-vector kernel, x g taken as x is loaded): the same
+   * shapes and K 72 / 20 (fewer 16-byte chunks than the workgroup's invocations) */
+  const vkrt_type types[3] = {VKRT_TYPE_Q4_K, VKRT_TYPE_F16, VKRT_TYPE_F32};
+  const bool type_in[3] = {IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K),
+                           IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL_F16),
+                           IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL)};
+  for (int t = 0; t < 3; t++)
+    for (int norm = 0; t < 3 && type_in[t] && norm < 2; norm++)
+      for (int sw = 0; sw < 2; sw++) {
+        run_matmul_fused(app, types[t], 768, sw ? 74 : 41, norm, sw);
+        run_matmul_fused(app, types[t], 2048, sw ? 2 * 53 : 67, norm, sw);
+        run_matmul_fused(app, types[t], 4352, sw ? 18 : 23, norm, sw);
+        if (t > 0)
+          run_matmul_fused(app, types[t], t == 1 ? 72 : 20, sw ? 2 * 61 : 61, norm, sw);
+      }
+  /* a dense head past one binding (maxStorageBufferRange lowered): the norm in every slice
+   * of rows; with swiglu (gate and up rows a slice apart) refused */
+  if (IS_ENABLED(CONFIG_VKRT_LAB) && IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL_F16)) {
+    vkt_check(app, vkrt_lab_limits_set(app, 0, 0, false, 16384));
+    vkrt_lab_counters c0 = {0}, c1 = {0};
+    vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
+    run_matmul_fused(app, VKRT_TYPE_F16, 1024, 37, true, false); /* 2 KiB rows: 5 slices */
+    vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
+    assert_int_equal(c1.matvec_split - c0.matvec_split, 2); /* the fused op, the product */
+    vkt_hbuf hw = vkt_hbuf_new(app, 2048 * 38), hx = vkt_hbuf_new(app, 4096 + 4096);
+    vkrt_tensor tw = vkrt_tensor_contiguous(hw.buf, 0, VKRT_TYPE_F16, 1024, 38, 1, 1);
+    vkrt_tensor tx = vkrt_tensor_contiguous(hx.buf, 0, VKRT_TYPE_F32, 1024, 1, 1, 1);
+    vkrt_tensor td = vkrt_tensor_contiguous(hx.buf, 4096, VKRT_TYPE_F32, 19, 1, 1, 1);
+    vkrt_status s = vkrt_op_matmul_fused(&td, &tw, &tx, &(vkrt_matmul_fusion){.swiglu = 1});
+    if (s != VKRT_ERROR_INVALID_ARGUMENT || !strstr(vkrt_last_error(app), "more than one binding"))
+      fail_msg("f16 swiglu past one binding: %s (%s)", vkrt_status_str(s), vkrt_last_error(app));
+    vkt_check(app, vkrt_lab_limits_set(app, 0, 0, false, 0));
+    hb_free(&hw);
+    hb_free(&hx);
+  }
+  if (!IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K) || !IS_ENABLED(CONFIG_VKRT_KERNEL_MATMUL_F16)) {
+    vkt_close(app);
+    return;
+  }
+  /* what the fused kernels do not take: UNSUPPORTED, with the reason, nothing recorded */
   vkt_hbuf a = vkt_hbuf_new(app, 65536), b = vkt_hbuf_new(app, 4096);
   vkrt_tensor w = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_Q4_K, 512, 8, 1, 1);
-  vkrt_tensor w16 = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F16, 512, 8, 1, 1);
+  vkrt_tensor w6 = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_Q6_K, 512, 8, 1, 1);
+  vkrt_tensor w16 = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F16, 500, 8, 1, 1);
+  w16.nb[1] = 1008; /* rows 16-byte aligned, K not a multiple of 8 */
+  w16.nb[2] = w16.nb[3] = 8 * 1008;
+  vkrt_tensor x500 = vkrt_tensor_contiguous(a.buf, 32768, VKRT_TYPE_F32, 500, 1, 1, 1);
+  vkrt_tensor d8_16 = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 8, 1, 1, 1);
   vkrt_tensor x = vkrt_tensor_contiguous(a.buf, 32768, VKRT_TYPE_F32, 512, 1, 1, 1);
   vkrt_tensor x2 = vkrt_tensor_contiguous(a.buf, 32768, VKRT_TYPE_F32, 512, 2, 1, 1);
   vkrt_tensor x4 = vkrt_tensor_contiguous(a.buf, 32772, VKRT_TYPE_F32, 512, 1, 1, 1);
@@ -328,7 +390,8 @@ static void test_matmul_fused(void **state) {
     const vkrt_matmul_fusion *f;
     const char *needle;
   } unsupported[] = {
-      {&d8, &w16, &x, &fn, "f16"}, {&d82, &w, &x2, &none, "2 columns"},
+      {&d8, &w6, &x, &fn, "q6_K"}, {&d8_16, &w16, &x500, &none, "multiple of 8"},
+      {&d82, &w, &x2, &none, "2 columns"},
       {&d8, &w, &x4, &none, "16-byte aligned"}, {&d8, &w, &x, &fn4, "norm must start 16-byte"}};
   for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++) {
     vkrt_status s = vkrt_op_matmul_fused(unsupported[i].d, unsupported[i].w, unsupported[i].x,

@@ -44,6 +44,28 @@ static void test_knobs_and_refusals(void **state) {
   assert_int_equal(vkrt_lab_quant_preference(VKRT_TYPE_F32, 0), 0);
   assert_int_equal(vkrt_lab_quant_preference(VKRT_TYPE_Q8_0, VKRT_LAB_QUANT_READ_COUNT - 1), 0);
   assert_int_equal(vkrt_lab_quant_preference(VKRT_TYPE_Q8_0, -1), 0);
+  /* by text (the tools' --lab): a knob, a tile slot, and what is neither */
+  vkt_check(app, vkrt_lab_set_text(app, 0, "FORCE_matmul_kernel=1"));
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_FORCE_MATMUL_KERNEL, &v));
+  assert_int_equal(v, 1);
+  vkrt_lab_matmul_tile keep_tile, tile;
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &keep_tile));
+  vkt_check(app, vkrt_lab_set_text(app, 0, "tile_portable_large=128,64,32,4,64,1,4"));
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &tile));
+  assert_true(tile.wg == 128 && tile.bm == 64 && tile.bn == 32 && tile.rm == 4 && tile.bk == 64 &&
+              tile.stages == 1 && tile.order == 4);
+  vkt_check(app, vkrt_lab_set_text(app, 0, "TILE_PORTABLE_LARGE=256,64,64,4"));
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &tile));
+  assert_true(tile.wg == 256 && tile.bm == 64 && tile.bn == 64 && tile.rm == 4 && tile.bk == 32 &&
+              tile.stages == 1 && tile.order == 0);
+  expect_refused(app, vkrt_lab_set_text(app, 0, "tile_portable_large=256,64,64"), "wg,bm,bn,rm");
+  expect_refused(app, vkrt_lab_set_text(app, 0, "tile_portable_large=256,64,64,4,"), "wg,bm,bn,rm");
+  expect_refused(app, vkrt_lab_set_text(app, 0, "tile_portable_large=256,64,x,4"), "wg,bm,bn,rm");
+  expect_refused(app, vkrt_lab_set_text(app, 0, "tile_portable_large=256,64,64,3"), "tile");
+  expect_refused(app, vkrt_lab_set_text(app, 0, "force_matmul_kernel=one"), "whole number");
+  expect_refused(app, vkrt_lab_set_text(app, 0, "no_such_knob=1"), "tile_<portable|coopmat>");
+  vkt_check(app, vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_PORTABLE_LARGE, &keep_tile));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_FORCE_MATMUL_KERNEL, 0));
   expect_refused(app, vkrt_lab_limits_set(app, 0, 0, false, 1000), "binding range 1000");
   expect_refused(app, vkrt_lab_limits_set(app, 0, 0, false, 4104), "binding range 4104");
   expect_refused(app, vkrt_lab_limits_set(app, 99, 0, false, 0), "limits of device 99");

@@ -534,8 +534,10 @@ typedef struct vkrt_matmul_fusion {
  * in the same dispatch: one dependent GPU step where vkrt_op_rms_norm, vkrt_op_matmul and
  * vkrt_op_swiglu take three (on the H200 each dependent step costs a few microseconds of
  * its own; a llama layer has four such steps to save). dst f32 {N, 1} ({F, 1} with swiglu),
- * x f32 {K, 1}, w {K, N}. The fused kernels: q4_K w with rows 16-byte aligned, x (and
- * norm) dense and 16-byte aligned, one column; q8_0 w (rows at any alignment) too on an
+ * x f32 {K, 1}, w {K, N}. The fused kernels: f16 and f32 w with rows 16-byte aligned and K
+ * a multiple of 8 (f16) or 4 (f32) (without swiglu w may span several bindings, as
+ * vkrt_op_matmul's may); q4_K w with rows 16-byte aligned; x (and norm) dense and 16-byte
+ * aligned, one column; q8_0 w (rows at any alignment) too on an
  * appliance opened with quant_activations = VKRT_ACTIVATIONS_Q8, K up to
  * VKRT_ACTIVATIONS_Q8_MAX_K; any other valid call returns VKRT_ERROR_UNSUPPORTED with the
  * reason and records nothing (record the ops one by one). The values: those of the separate
