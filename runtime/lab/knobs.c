@@ -107,6 +107,24 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   return VKRT_OK;
 }
 
+/* Up to `max` whole numbers separated by commas, nothing else; how many (0: not such a list). */
+static int parse_fields(const char *value, uint32_t *f, int max) {
+  int n = 0;
+  for (const char *at = value; n < max; at++) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(at, &end, 10);
+    if (end == at || *at == '-' || *at == '+' || errno == ERANGE || v > UINT32_MAX ||
+        (*end && *end != ','))
+      return 0;
+    f[n++] = (uint32_t)v;
+    if (!*end)
+      return n;
+    at = end;
+  }
+  return 0; /* more than max */
+}
+
 /* TILE_<SLOT>=wg,bm,bn,rm[,bk[,stages[,order]]]: a tiled matmul slot (vkrt_lab_matmul_tile_set) */
 static const char *const tile_slot_names[VKRT_LAB_TILE_SLOT_COUNT] = {
     "tile_portable_small", "tile_portable_medium", "tile_portable_large",
@@ -115,27 +133,25 @@ static const char *const tile_slot_names[VKRT_LAB_TILE_SLOT_COUNT] = {
 static vkrt_status set_tile_text(vkrt_appliance *app, uint32_t device, struct vkrt_device *dev,
                                  int slot, const char *value) {
   uint32_t f[7] = {0};
-  int n = 0;
-  for (const char *at = value; n < 7; n++) {
-    char *end = NULL;
-    errno = 0;
-    unsigned long v = strtoul(at, &end, 10);
-    if (end == at || errno == ERANGE || v > UINT32_MAX || (*end && *end != ','))
-      break;
-    f[n] = (uint32_t)v;
-    if (!*end) {
-      n++;
-      break;
-    }
-    at = end + 1;
-  }
-  if (n < 4 || value[strlen(value) - 1] == ',')
+  if (parse_fields(value, f, 7) < 4)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
                       "lab: %s: '%s' is not wg,bm,bn,rm[,bk[,stages[,order]]]",
                       tile_slot_names[slot], value);
   vkrt_lab_matmul_tile t = {.wg = f[0], .bm = f[1], .bn = f[2], .rm = f[3], .bk = f[4],
                             .stages = f[5], .order = f[6]};
   return vkrt_lab_matmul_tile_set(app, device, (vkrt_lab_tile_slot)slot, &t);
+}
+
+/* MATVEC_<F32|F16>=wg,rows,unroll[,blocks]: a matrix-vector shape (vkrt_lab_matvec_set) */
+static vkrt_status set_matvec_text(vkrt_appliance *app, uint32_t device, struct vkrt_device *dev,
+                                   vkrt_type type, const char *value) {
+  uint32_t f[4] = {0, 0, 0, 1};
+  if (parse_fields(value, f, 4) < 3)
+    return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
+                      "lab: matvec_%s: '%s' is not wg,rows,unroll[,blocks]", vkrt_type_str(type),
+                      value);
+  vkrt_lab_matvec m = {.wg = f[0], .rows = f[1], .unroll = f[2], .blocks = f[3]};
+  return vkrt_lab_matvec_set(app, device, type, &m);
 }
 
 vkrt_status vkrt_lab_set_text(vkrt_appliance *app, uint32_t device, const char *assignment) {
@@ -148,6 +164,10 @@ vkrt_status vkrt_lab_set_text(vkrt_appliance *app, uint32_t device, const char *
   for (int t = 0; eq && t < VKRT_LAB_TILE_SLOT_COUNT; t++)
     if (strlen(tile_slot_names[t]) == len && !strncasecmp(tile_slot_names[t], assignment, len))
       return set_tile_text(app, device, dev, t, eq + 1);
+  if (len == 10 && !strncasecmp(assignment, "matvec_f32", 10))
+    return set_matvec_text(app, device, dev, VKRT_TYPE_F32, eq + 1);
+  if (len == 10 && !strncasecmp(assignment, "matvec_f16", 10))
+    return set_matvec_text(app, device, dev, VKRT_TYPE_F16, eq + 1);
   for (int k = 0; eq && k < VKRT_LAB_KNOB_COUNT; k++) {
     if (strlen(knobs[k].name) != len || strncasecmp(knobs[k].name, assignment, len))
       continue;
@@ -164,8 +184,9 @@ vkrt_status vkrt_lab_set_text(vkrt_appliance *app, uint32_t device, const char *
   for (int k = 0; k < VKRT_LAB_KNOB_COUNT && at < sizeof(names); k++)
     at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s", k ? ", " : "", knobs[k].name);
   return vkrt_error(&dev->sys->base, VKRT_ERROR_INVALID_ARGUMENT,
-                    "lab: '%s' is not NAME=VALUE with a knob's name (%s) or a tile's (tile_"
-                    "<portable|coopmat>_<small|medium|large>=wg,bm,bn,rm[,bk[,stages[,order]]])",
+                    "lab: '%s' is not NAME=VALUE with a knob's name (%s), a tile's (tile_"
+                    "<portable|coopmat>_<small|medium|large>=wg,bm,bn,rm[,bk[,stages[,order]]]) "
+                    "or a matrix-vector shape's (matvec_<f32|f16>=wg,rows,unroll[,blocks])",
                     assignment, names);
 }
 

@@ -157,9 +157,10 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *appliance, uint32_t device,
 /* A knob by its name, for command lines: "NAME=VALUE" (the enum name without VKRT_LAB_,
  * any case, e.g. "barrier_stages=1"), set on `device` as vkrt_lab_set does; or a tiled
  * matmul slot, "TILE_<PORTABLE|COOPMAT>_<SMALL|MEDIUM|LARGE>=wg,bm,bn,rm[,bk[,stages[,order]]]"
- * (e.g. "tile_coopmat_large=256,256,128,2"), set as vkrt_lab_matmul_tile_set does; an unknown
- * name or a value that is not a whole number (or a tile) fails with a message listing the
- * names. */
+ * (e.g. "tile_coopmat_large=256,256,128,2"), set as vkrt_lab_matmul_tile_set does; or a
+ * matrix-vector shape, "MATVEC_<F32|F16>=wg,rows,unroll[,blocks]", as vkrt_lab_matvec_set; an
+ * unknown name or a value that is not a whole number (or such a list) fails with a message
+ * listing the names. */
 vkrt_status vkrt_lab_set_text(vkrt_appliance *appliance, uint32_t device, const char *assignment);
 
 /* Test limits, below the device's: workgroups per dimension of one dispatch
