@@ -99,10 +99,13 @@ static int profile_run(struct service *s, struct profile *p, int32_t token, uint
          "(not the graph): %u ops, their GPU times sum to %.1f us; the token took %.1f us with a "
          "timer and a full barrier around each op, %.1f us without\n", pos, s->n, p->n,
          sum * 1e6, timed * 1e6, plain * 1e6);
-  printf("vkrt-service: profile: %-24s %6s %11s %9s %7s\n", "op", "count", "us total", "us each",
-         "share");
+  int width = 24; /* the longest name's, so the columns line up */
   for (uint32_t k = 0; k < names; k++)
-    printf("vkrt-service: profile: %-24s %6u %11.1f %9.2f %6.1f%%\n", name[k], count[k],
+    width = strlen(name[k]) > (size_t)width ? (int)strlen(name[k]) : width;
+  printf("vkrt-service: profile: %-*s %6s %11s %9s %7s\n", width, "op", "count", "us total",
+         "us each", "share");
+  for (uint32_t k = 0; k < names; k++)
+    printf("vkrt-service: profile: %-*s %6u %11.1f %9.2f %6.1f%%\n", width, name[k], count[k],
            total[k] * 1e6, total[k] * 1e6 / count[k], sum > 0 ? 100 * total[k] / sum : 0);
   return 0;
 }
