@@ -589,7 +589,7 @@ vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_o
                                   : "K not a multiple of 4 (whole 16-byte chunks)";
   else if (w.type == VKRT_TYPE_F16 && w.fits_binding && !widen_to_words(&w))
     why = "f16 w ends 2 bytes short of a 4-byte word at the end of its buffer";
-  else if (fusion->norm && (norm->bind_offset % 16 || norm->offset % 4))
+  else if (fusion->norm && !vkrt_ops_vec16_dense(norm))
     why = "fusion->norm must start 16-byte aligned (the kernel's 16-byte loads)";
   if (why)
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED, "%s: %s w: %s (%s)", op,

@@ -311,6 +311,13 @@ vkrt_status vkrt_ops_bind(struct vkrt_device *dev, VkCommandBuffer cmd,
                           const struct vkrt_ops_pipeline *p, const struct vkrt_ops_binding *b,
                           uint32_t count);
 
+/* An f32 view read in 16-byte units: dense along dim 0, its binding and every row (column)
+ * starting 16-byte aligned (x of the matrix-vector kernels, a fused product's norm). */
+static inline bool vkrt_ops_vec16_dense(const struct vkrt_ops_view *v) {
+  return v->bind_offset % 16 == 0 && v->offset % 4 == 0 && v->stride[1] % 4 == 0 &&
+         v->stride[2] % 4 == 0 && v->stride[3] % 4 == 0 && v->stride[0] == 1;
+}
+
 /* Binding of a validated view. */
 static inline struct vkrt_ops_binding vkrt_ops_view_binding(const struct vkrt_ops_view *v) {
   struct vkrt_ops_binding b = {v->buffer->handle, v->bind_offset, v->bind_range};

@@ -376,11 +376,6 @@ static vkrt_status compiled_out(struct vkrt_device *dev, vkrt_type t, const char
                     t == VKRT_TYPE_Q8_0 ? "Q8_0" : t == VKRT_TYPE_Q4_K ? "Q4_K" : "Q6_K");
 }
 
-static bool x_aligned16(const struct vkrt_ops_view *x) {
-  return x->bind_offset % 16 == 0 && x->offset % 4 == 0 && x->stride[1] % 4 == 0 &&
-         x->stride[2] % 4 == 0 && x->stride[3] % 4 == 0 && x->stride[0] == 1;
-}
-
 /* Every row of w (and every batch) starts a-byte aligned. */
 static bool rows_aligned(const struct vkrt_ops_view *w, uint32_t a) {
   return w->offset % a == 0 && w->stride[1] % a == 0 && w->stride[2] % a == 0 &&
@@ -395,21 +390,21 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
     if ((x->ne[1] == 1 ? w->ne[0] > Q8X_MAX_K : !q8x_columns(x->ne[1], w->ne[0])) ||
         (w->type == VKRT_TYPE_Q4_K && !rows_aligned(w, 16)))
       return false;
-    return x_aligned16(x);
+    return vkrt_ops_vec16_dense(x);
   case QMV_WORDS:
     return true;
   case QMV_VEC16: /* rows of whole 16-byte units starting 16-byte aligned */
     if (w->type == VKRT_TYPE_Q8_0 && blocks % 8)
       return false;
-    return rows_aligned(w, 16) && x_aligned16(x);
+    return rows_aligned(w, 16) && vkrt_ops_vec16_dense(x);
   case QMV_KSPACE: /* x 16-byte aligned; Q4_K rows 8-byte aligned (Q8_0 rows: any) */
     if (w->type == VKRT_TYPE_Q4_K && !rows_aligned(w, 8))
       return false;
-    return x_aligned16(x);
+    return vkrt_ops_vec16_dense(x);
   case QMV_LANEW: /* rows of whole words starting 4-byte aligned, all in phase */
     if (w->type == VKRT_TYPE_Q8_0 && blocks % 2)
       return false;
-    return rows_aligned(w, 4) && x_aligned16(x);
+    return rows_aligned(w, 4) && vkrt_ops_vec16_dense(x);
   }
   return false;
 }
@@ -500,7 +495,7 @@ static vkrt_status record_q6_k(struct vkrt_device *dev, VkCommandBuffer cmd,
     if (vkrt_ops_kernel_usable(dev, q6_k_variants[i].k) &&
         vkrt_quant_rows_fill(&dev->caps, w->ne[1], q6_k_variants[i].min_rows_per_unit))
       v = &q6_k_variants[i];
-  if (v && v->k != VKRT_OPS_MATVEC_Q6_K && x_aligned16(x)) {
+  if (v && v->k != VKRT_OPS_MATVEC_Q6_K && vkrt_ops_vec16_dense(x)) {
     enum vkrt_ops_kernel k = M == 1 ? v->k : q6_k_stream_cols[cols_index(M)];
     if (vkrt_ops_kernel_usable(dev, k))
       return record_qmv(dev, cmd, k, M == 1 ? v->rows : Q6_K_STREAM_COLS_ROWS, q6_k_columns(M),
@@ -652,7 +647,7 @@ vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_op
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "%s: w rows and x must start 16-byte aligned, x dense (the kernel's 16-byte "
                       "loads) (%s)", op, instead);
-  if (fusion->norm && !x_aligned16(norm))
+  if (fusion->norm && !vkrt_ops_vec16_dense(norm))
     return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                       "%s: fusion->norm must start 16-byte aligned (the kernel's 16-byte loads) "
                       "(%s)", op, instead);

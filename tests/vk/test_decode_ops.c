@@ -377,10 +377,15 @@ static void test_matmul_fused(void **state) {
   vkrt_tensor x4 = vkrt_tensor_contiguous(a.buf, 32772, VKRT_TYPE_F32, 512, 1, 1, 1);
   vkrt_tensor g = vkrt_tensor_contiguous(a.buf, 40960, VKRT_TYPE_F32, 512, 1, 1, 1);
   vkrt_tensor g4 = vkrt_tensor_contiguous(a.buf, 40964, VKRT_TYPE_F32, 512, 1, 1, 1);
+  vkrt_tensor gs = vkrt_tensor_contiguous(a.buf, 40960, VKRT_TYPE_F32, 512, 1, 1, 1);
+  gs.nb[0] = 8; /* every other float: aligned, not dense */
+  gs.nb[1] = gs.nb[2] = gs.nb[3] = 8 * 512;
+  vkrt_tensor w16d = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F16, 512, 8, 1, 1);
   vkrt_tensor d8 = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 8, 1, 1, 1);
   vkrt_tensor d4 = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 4, 1, 1, 1);
   vkrt_tensor d82 = vkrt_tensor_contiguous(b.buf, 0, VKRT_TYPE_F32, 8, 2, 1, 1);
-  vkrt_matmul_fusion none = {0}, fn = {.norm = &g, .eps = 1e-6f}, fn4 = {.norm = &g4, .eps = 1e-6f};
+  vkrt_matmul_fusion none = {0}, fn = {.norm = &g, .eps = 1e-6f}, fn4 = {.norm = &g4, .eps = 1e-6f},
+                     fns = {.norm = &gs, .eps = 1e-6f};
   vkrt_lab_stream s0 = {0}, s1 = {0};
   vkt_check(app, vkrt_finish(app, 0));
   if (IS_ENABLED(CONFIG_VKRT_LAB))
@@ -392,7 +397,10 @@ static void test_matmul_fused(void **state) {
   } unsupported[] = {
       {&d8, &w6, &x, &fn, "q6_K"}, {&d8_16, &w16, &x500, &none, "multiple of 8"},
       {&d82, &w, &x2, &none, "2 columns"},
-      {&d8, &w, &x4, &none, "16-byte aligned"}, {&d8, &w, &x, &fn4, "norm must start 16-byte"}};
+      {&d8, &w, &x4, &none, "16-byte aligned"}, {&d8, &w, &x, &fn4, "norm must start 16-byte"},
+      {&d8, &w, &x, &fns, "norm must start 16-byte"},
+      {&d8, &w16d, &x, &fn4, "norm must start 16-byte"},
+      {&d8, &w16d, &x, &fns, "norm must start 16-byte"}};
   for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++) {
     vkrt_status s = vkrt_op_matmul_fused(unsupported[i].d, unsupported[i].w, unsupported[i].x,
                                          unsupported[i].f);
