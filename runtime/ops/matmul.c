@@ -112,6 +112,11 @@ static struct vkrt_matvec_config matvec_spec(const struct vkrt_device *dev, vkrt
   return cfg;
 }
 
+/* vkrt_op_matmul_fused's kernel for f16 or f32 w */
+static enum vkrt_ops_kernel fused_dense_kernel(vkrt_type t) {
+  return t == VKRT_TYPE_F16 ? VKRT_OPS_MATVEC_F16_FUSED : VKRT_OPS_MATVEC_F32_FUSED;
+}
+
 /* The fused kernels' configuration: one column, the rows of a block rounded up to even (a
  * block holds whole gate/up pairs). */
 static struct vkrt_matvec_config fused_spec(const struct vkrt_device *dev, vkrt_type t,
@@ -129,7 +134,7 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
                                  enum vkrt_ops_kernel kernel, const struct vkrt_ops_view *d,
                                  const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
                                  uint32_t bits, const struct vkrt_ops_view *norm, float eps) {
-  bool fused = kernel == VKRT_OPS_MATVEC_F16_FUSED || kernel == VKRT_OPS_MATVEC_F32_FUSED;
+  bool fused = kernel == fused_dense_kernel(w->type);
   uint32_t cols = VKRT_MIN(pow2_at_least(x->ne[1]), MATVEC_MAX_COLS);
   uint32_t spec[VKRT_OPS_MAX_SPEC];
   struct vkrt_matvec_config config =
@@ -446,11 +451,6 @@ static const struct matmul_kind {
   [VKRT_TYPE_F32] = {VKRT_OPS_MATVEC_F32, true},
   [VKRT_TYPE_F16] = {VKRT_OPS_MATVEC_F16, true},
 };
-
-/* vkrt_op_matmul_fused's kernel for f16 or f32 w */
-static enum vkrt_ops_kernel fused_dense_kernel(vkrt_type t) {
-  return t == VKRT_TYPE_F16 ? VKRT_OPS_MATVEC_F16_FUSED : VKRT_OPS_MATVEC_F32_FUSED;
-}
 
 /* Every pipeline the device's configuration uses with specialization constants: the
  * matrix-vector shapes and the tiled kernels' tiles (vkrt_ops_build_pipelines). */
