@@ -16,7 +16,7 @@
 //    BK + 8 halves so the 8 rows of each matrix-load phase hit distinct banks): subgroup s
 //    of WARPS_N x WARPS_M owns TILES_N x TILES_M 16x16 f32 accumulators, fed by 16x16x16 f16
 //    products; whole 16x16 results go straight to dst where d_vec says dst allows it, the
-//    others through a per-subgroup 16x16 scratch.
+//    others through a per-subgroup 16x16 scratch in the w buffers.
 // Loads: w_vec says rows of f32/f16 w are 16-byte aligned and K a multiple of 8 (units as
 // two vec4 / one uvec4), else per-element loads at any strides; x_vec the same for x (dense
 // along K, columns 16-byte aligned). Q8_0 and Q6_K rows start 2-byte aligned, Q4_K rows
@@ -29,8 +29,9 @@
 // scratch the host then reduces: a workgroup's chain of dependent k steps is what bounds a
 // grid that does not fill the device.
 // Specialization constants: 0 workgroup size, 1 BM, 2 BN, 3 RM (COOPMAT: WARPS_M), 4 BK (a
-// multiple of 32), 5 STAGES (1: one shared-memory buffer; 2: two, alternating, so a step
-// needs one barrier instead of two), 6 PARTS (0; the lab times the kernel's parts apart
+// multiple of 32), 5 STAGES (1: one shared-memory buffer, the next step's loads in flight
+// during the multiply; 2: two buffers and two register sets, each step's loads issued two
+// steps ahead, one barrier a step), 6 PARTS (0; the lab times the kernel's parts apart
 // with 1: no multiply, 2: no loads after the first step, each giving wrong results), 7 X16
 // (COOPMAT: 1 when x comes already rounded to f16 at binding 3, dense along K with K a
 // multiple of 8, strides in halves: a unit is one 16-byte load and no conversion, half the
@@ -119,7 +120,8 @@ const uint WARPS_M = RM;
 const uint WARPS_N = SUBGROUPS / WARPS_M;
 const uint TILES_N = BM / 16u / WARPS_N;
 const uint TILES_M = BN / 16u / WARPS_M;
-shared float scratch[SUBGROUPS * 256u];
+// Results that cannot go straight to dst pass through the w buffers once the last step is
+// multiplied: 256 floats (64 units) a subgroup, which the host checks fit them.
 #else
 #define PITCH4 (BK / 4u + 1u) // vec4 per row: BK + 4 floats
 shared vec4 ws[STAGES * BM * PITCH4];
@@ -271,48 +273,50 @@ void store_d(uint db, uint n, uint m, float v) {
   }
 }
 
-// The units of step k0 into registers (zeros outside w and x).
-Raw wr[W_PER];
-vec4 xl[X_PER], xh[X_PER];
+// The units of step k0 into register set `set` (zeros outside w and x); two sets with two
+// buffers. `set` is a constant where it is called (the loop is unrolled by two), so the
+// arrays stay in registers.
+Raw wr[STAGES * W_PER];
+vec4 xl[STAGES * X_PER], xh[STAGES * X_PER];
 #ifdef COOPMAT
-uvec4 xr[X_PER]; // X16
+uvec4 xr[STAGES * X_PER]; // X16
 #endif
-void fetch(uint wb, uint xb, uint n0, uint m0, uint k0) {
+void fetch(uint set, uint wb, uint xb, uint n0, uint m0, uint k0) {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint i = 0u; i < W_PER; i++) {
-    uint u = tid + i * WG, n = n0 + u / UNITS, k = k0 + 8u * (u % UNITS);
-    wr[i].a = wr[i].b = uvec4(0u);
+    uint u = tid + i * WG, n = n0 + u / UNITS, k = k0 + 8u * (u % UNITS), s = set * W_PER + i;
+    wr[s].a = wr[s].b = uvec4(0u);
     if (u < W_UNITS && n < pc.N && k < pc.K)
-      wr[i] = load_w_raw(wb, n, k);
+      wr[s] = load_w_raw(wb, n, k);
   }
   [[unroll]] for (uint i = 0u; i < X_PER; i++) {
-    uint u = tid + i * WG, m = m0 + u / UNITS, k = k0 + 8u * (u % UNITS);
+    uint u = tid + i * WG, m = m0 + u / UNITS, k = k0 + 8u * (u % UNITS), s = set * X_PER + i;
 #ifdef COOPMAT
     if (X16 != 0u) {
-      xr[i] = uvec4(0u);
+      xr[s] = uvec4(0u);
       if (u < X_UNITS && m < pc.M && k < pc.K)
-        xr[i] = x16[(xb + m * pc.x_stride[1] + k) >> 3];
+        xr[s] = x16[(xb + m * pc.x_stride[1] + k) >> 3];
       continue;
     }
 #endif
-    xl[i] = xh[i] = vec4(0.0);
+    xl[s] = xh[s] = vec4(0.0);
     if (u < X_UNITS && m < pc.M && k < pc.K)
-      load_x_unit(xb, m, k, xl[i], xh[i]);
+      load_x_unit(xb, m, k, xl[s], xh[s]);
   }
 }
 
-// The fetched step (k0) into shared-memory buffer `buf`, w decoded (f16 through cooperative
-// matrices as it came).
-void store(uint buf, uint wb, uint n0, uint k0) {
+// Register set `set` (step k0) into shared-memory buffer `buf`, w decoded (f16 through
+// cooperative matrices as it came).
+void store(uint set, uint buf, uint wb, uint n0, uint k0) {
   uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint i = 0u; i < W_PER; i++) {
-    uint u = tid + i * WG, r = u / UNITS, q = u % UNITS;
+    uint u = tid + i * WG, r = u / UNITS, q = u % UNITS, s = set * W_PER + i;
     if (u < W_UNITS) {
 #if defined(COOPMAT) && defined(W_F16)
-      ws[(buf * BM + r) * PV + q] = wr[i].a;
+      ws[(buf * BM + r) * PV + q] = wr[s].a;
 #else
       vec4 lo, hi;
-      decode_w(wr[i], wb, n0 + r, k0 + 8u * q, lo, hi);
+      decode_w(wr[s], wb, n0 + r, k0 + 8u * q, lo, hi);
 #ifdef COOPMAT
       ws[(buf * BM + r) * PV + q] = pack8(lo, hi);
 #else
@@ -323,13 +327,13 @@ void store(uint buf, uint wb, uint n0, uint k0) {
     }
   }
   [[unroll]] for (uint i = 0u; i < X_PER; i++) {
-    uint u = tid + i * WG, c = u / UNITS, q = u % UNITS;
+    uint u = tid + i * WG, c = u / UNITS, q = u % UNITS, s = set * X_PER + i;
     if (u < X_UNITS) {
 #ifdef COOPMAT
-      xs[(buf * BN + c) * PV + q] = X16 != 0u ? xr[i] : pack8(xl[i], xh[i]);
+      xs[(buf * BN + c) * PV + q] = X16 != 0u ? xr[s] : pack8(xl[s], xh[s]);
 #else
-      xs[(buf * BN + c) * PITCH4 + 2u * q] = xl[i];
-      xs[(buf * BN + c) * PITCH4 + 2u * q + 1u] = xh[i];
+      xs[(buf * BN + c) * PITCH4 + 2u * q] = xl[s];
+      xs[(buf * BN + c) * PITCH4 + 2u * q + 1u] = xh[s];
 #endif
     }
   }
@@ -368,6 +372,12 @@ void multiply(uint buf, uint tx, uint ty) {
                           fma(a[i].y, b[j].y, fma(a[i].x, b[j].x, acc[i * RN + j]))));
   }
 }
+#endif
+
+#ifdef COOPMAT
+#define MULTIPLY(buf) multiply(buf, wn, wm)
+#else
+#define MULTIPLY(buf) multiply(buf, tx, ty)
 #endif
 
 #ifdef W16_COPY
@@ -409,28 +419,40 @@ void main() {
     acc[i] = 0.0;
 #endif
 
-  // one buffer: store, barrier, multiply, barrier per step; two: the next step is stored
-  // into the other buffer right after the multiply, one barrier per step
-  fetch(wb, xb, n0, m0, kb);
-  store(0u, wb, n0, kb);
+  // One buffer: the next step's loads in flight during the multiply, then barrier, store,
+  // barrier. Two: a step's loads are issued two steps ahead, into the register set the
+  // step before freed, and stored into the other buffer after the multiply, one barrier a
+  // step (the loop unrolled by two keeps the sets' indices constant).
+  fetch(0u, wb, xb, n0, m0, kb);
+  store(0u, 0u, wb, n0, kb);
+  bool loads = (PARTS & 2u) == 0u;
+  if (STAGES == 2u && kb + BK < ke)
+    fetch(1u, wb, xb, n0, m0, kb + BK);
   barrier();
-  uint buf = 0u;
-  for (uint k0 = kb; k0 < ke; k0 += BK) {
-    bool more = k0 + BK < ke && (PARTS & 2u) == 0u;
-    if (more)
-      fetch(wb, xb, n0, m0, k0 + BK); // in flight during the multiply
-    if ((PARTS & 1u) == 0u) {
-#ifdef COOPMAT
-      multiply(buf, wn, wm);
-#else
-      multiply(buf, tx, ty);
-#endif
-    }
-    if (STAGES == 1u)
-      barrier();
-    if (more) {
-      buf = STAGES == 1u ? 0u : buf ^ 1u;
-      store(buf, wb, n0, k0 + BK);
+  for (uint k2 = kb; k2 < ke; k2 += 2u * BK) {
+    [[unroll]] for (uint h = 0u; h < 2u; h++) {
+      uint k0 = k2 + h * BK;
+      if (k0 >= ke)
+        break;
+      bool next = k0 + BK < ke && loads;
+      if (STAGES == 1u) {
+        if (next)
+          fetch(0u, wb, xb, n0, m0, k0 + BK);
+        if ((PARTS & 1u) == 0u)
+          MULTIPLY(0u);
+        barrier();
+        if (next) {
+          store(0u, 0u, wb, n0, k0 + BK);
+          barrier();
+        }
+        continue;
+      }
+      if (next && k0 + 2u * BK < ke)
+        fetch(h, wb, xb, n0, m0, k0 + 2u * BK); // set h was stored into buffer h last step
+      if ((PARTS & 1u) == 0u)
+        MULTIPLY(h);
+      if (next)
+        store(h ^ 1u, h ^ 1u, wb, n0, k0 + BK);
       barrier();
     }
   }
@@ -446,11 +468,11 @@ void main() {
         coopMatStoreNV(acc[i * TILES_M + j], d, db + nb + mb * pc.d_stride[1], pc.d_stride[1], true);
         continue;
       }
-      coopMatStoreNV(acc[i * TILES_M + j], scratch, sg * 256u, 16u, true);
+      coopMatStoreNV(acc[i * TILES_M + j], ws, sg * 64u, 4u, true);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       for (uint e = lane; e < 256u; e += 32u)
-        store_d(db, nb + (e & 15u), mb + (e >> 4), scratch[sg * 256u + e]);
+        store_d(db, nb + (e & 15u), mb + (e >> 4), uintBitsToFloat(ws[sg * 64u + (e >> 2)][e & 3u]));
       subgroupBarrier();
     }
 #else

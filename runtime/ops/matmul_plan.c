@@ -142,11 +142,11 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
     return "order must be 0 (x-fastest) or strips of 1..64 row tiles";
   if (t->wg > caps->max_compute_work_group_invocations)
     return "wg exceeds maxComputeWorkGroupInvocations";
-  /* units of 8 k each invocation holds in registers for the next step */
+  /* units of 8 k each invocation holds in registers for the steps ahead (stages of them) */
   uint64_t units = (t->bm * (t->bk / 8) + t->wg - 1) / t->wg + (t->bn * (t->bk / 8) + t->wg - 1) / t->wg;
-  if (units > 16)
-    return "more than 16 units of 8 k of w and x per invocation and step (bm, bn or bk too "
-           "large for wg)";
+  if (units * t->stages > 16)
+    return "more than 16 units of 8 k of w and x in each invocation's registers (bm, bn or "
+           "bk too large for wg; two stages hold two steps)";
   uint64_t shared;
   if (coopmat) { /* kernels/matmul.comp COOPMAT: 32-wide subgroups, 16x16 accumulators */
     uint32_t sub = t->wg / 32;
@@ -155,7 +155,11 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
     uint32_t warps_n = sub / t->rm;
     if (t->bm % (16 * warps_n) || t->bn % (16 * t->rm))
       return "bm must be a multiple of 16 x (wg / 32 / rm), bn of 16 x rm";
-    shared = (uint64_t)(t->bm + t->bn) * (t->bk + 8) * 2 * t->stages + (uint64_t)sub * 1024;
+    shared = (uint64_t)(t->bm + t->bn) * (t->bk + 8) * 2 * t->stages;
+    /* results not stored straight to dst pass through the w buffers: 1 KiB a subgroup */
+    if ((uint64_t)t->bm * (t->bk + 8) * 2 * t->stages < (uint64_t)sub * 1024)
+      return "the w tiles (bm x (bk + 8) halves x stages) must hold 1 KiB of results per "
+             "subgroup";
   } else {
     if (t->bm % t->rm || t->wg % (t->bm / t->rm) || t->bn % (t->wg / (t->bm / t->rm)))
       return "rm must divide bm, bm / rm divide wg, and wg / (bm / rm) divide bn";

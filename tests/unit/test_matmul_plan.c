@@ -130,7 +130,9 @@ static void test_tile_check(void **state) {
   } cases[] = {
       {{128, 128, 128, 2, 32, 1}, true, NULL},
       {{256, 128, 128, 2, 64, 1}, true, NULL},
-      {{256, 128, 128, 2, 32, 2}, true, NULL}, /* exactly 48 KiB with the scratch */
+      {{256, 128, 128, 2, 32, 2}, true, NULL}, /* 40 KiB, two register sets of 4 units */
+      {{128, 128, 128, 2, 64, 2}, true, "units"}, /* two sets of 16 */
+      {{512, 32, 256, 16, 32, 1}, true, "1 KiB of results"},
       {{256, 128, 128, 2, 64, 2}, true, "maxComputeSharedMemorySize"},
       {{128, 128, 128, 2, 32, 3}, true, "stages"},
       {{128, 128, 128, 2, 32, 0}, true, "stages"},
