@@ -27,10 +27,13 @@ bool vkrt_quant_rows_fill(const struct vkrt_caps *caps, uint32_t N, uint32_t row
  *   99.2 against 127.3: tiled from M = 9 (q8_0, q4_K: past the matrix-vector kernels' 8, by
  *   2 % for q8_0 and q4_K at M = 8), 9 (f16). Tiles: 32 x 16 with 64-k
  *   steps up to M = 16 (q8_0 M = 12 91.4 us, 128 x 128 230.9), 128 x 32 with 64-k steps up to
- *   32 (f16 M = 32 87.3 us; q4_K 121.5, 64 x 32 115.1), 128 x 128 with 4 subgroups of 4 x 4
- *   accumulators and 32-k steps beyond (M = 512: f16 651 us, q8_0 626, q4_K 793; 8 subgroups
- *   of 4 x 4 (256 x 128): 577, 1199, 820). 128-k steps and two shared-memory buffers were
- *   slower on every shape (128 x 128 f16: 1016 us with two).
+ *   32 (f16 M = 32 87.3 us; q4_K 121.5, 64 x 32 115.1), 256 x 128 on 16 subgroups of 4 x 2
+ *   accumulators with 32-k steps beyond (H100, x and w16 in f16, one process per tile, GPU
+ *   us, 2026-12-06: M = 512 f16 414 against 490 for 128 x 128 on 4 subgroups of 4 x 4, q4_K
+ *   469 / 542, q8_0 477 / 549, K 14336 x N 4096 397 / 454, the q6_K head 4445 / 5361; M 256
+ *   q4_K 292 / 311, M 128 f16 135 / 143, but q4_K M 64 194 / 186 and M 128 205 / 191). 64-k
+ *   steps (256 x 128 on 8 subgroups 506-536) and two buffers with the loads two steps ahead
+ *   (589-675) were slower.
  * - portable: q8_0 M = 8 tiled 146.7 us against 87.8, q4_K 162.4 against 89.6 (K 5120:
  *   172.8 against 111.0); f16 M = 16 on the matrix-vector kernels 165.9, M = 24 tiled 165.6
  *   against 241.8: tiled from M = 9 (q8_0, q4_K: past the matrix-vector kernels' 8), 17
@@ -72,7 +75,7 @@ void vkrt_matmul_setup_init(const struct vkrt_caps *caps, struct vkrt_matmul_set
       {64, 32, 16, 2, 32, 1}, {256, 64, 32, 4, 32, 1}, {256, 64, 64, 4, 32, 1}};
   static const struct vkrt_matmul_tile coopmat[VKRT_MATMUL_SIZES] = {
       {64, 32, 16, 1, 64, 1, .per_unit = 8}, {256, 128, 32, 2, 64, 1, .per_unit = 1},
-      {128, 128, 128, 2, 32, 1, .per_unit = 2}};
+      {512, 256, 128, 4, 32, 1, .per_unit = 2}};
   for (int i = 0; i < VKRT_MATMUL_SIZES; i++) {
     out->tile[0][i] = nv ? nv_portable[i] : other_portable[i];
     out->tile[1][i] = coopmat[i];

@@ -345,7 +345,7 @@ static void test_split_k(void **state) {
  * included): every weight type on the three tiles, with x rounded to f16 by a copy into the
  * scratch first (the default) and as the tiles load it, quantized w dequantized to f16 by a
  * copy first and decoded as loaded, K not a multiple of 8 (no copy), padded x columns at an
- * offset, batches, accumulation; other large tiles (two stages, 8 subgroups). */
+ * offset, batches, accumulation; other tiles (two stages, 8 subgroups, 128-k steps). */
 static void test_coopmat(void **state) {
   (void)state;
   vkrt_appliance *app = open_app();
@@ -391,16 +391,21 @@ static void test_coopmat(void **state) {
   }
   knob(app, VKRT_LAB_MATMUL_X16, 1);
   knob(app, VKRT_LAB_MATMUL_W16_MIN_M, 0);
-  /* other large tiles: two buffers with the loads two steps ahead (K 136 / 3 blocks: an odd
-   * step count; 1024: even), 8 subgroups in 64-k steps; edge tiles pass their results
-   * through the w buffers */
-  static const vkrt_lab_matmul_tile large_tiles[] = {{256, 128, 128, 2, 32, 2},
-                                                     {128, 64, 64, 2, 32, 2},
-                                                     {256, 128, 128, 4, 64, 1}};
-  vkrt_lab_matmul_tile large;
-  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_COOPMAT_LARGE, &large));
-  for (unsigned i = 0; i < VKT_ARRAY_SIZE(large_tiles); i++) {
-    vkt_check(app, vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_COOPMAT_LARGE, &large_tiles[i]));
+  /* other tiles: two buffers with the loads two steps ahead (K 136 / 3 blocks: an odd step
+   * count; 1024: even), 8 subgroups in 64-k steps, the medium tile in 128-k steps (a short
+   * last step at K 136); edge tiles pass their results through the w buffers */
+  static const struct {
+    vkrt_lab_tile_slot slot;
+    vkrt_lab_matmul_tile tile;
+  } other[] = {{VKRT_LAB_TILE_COOPMAT_LARGE, {256, 128, 128, 2, 32, 2}},
+               {VKRT_LAB_TILE_COOPMAT_LARGE, {128, 64, 64, 2, 32, 2}},
+               {VKRT_LAB_TILE_COOPMAT_LARGE, {256, 128, 128, 4, 64, 1}},
+               {VKRT_LAB_TILE_COOPMAT_MEDIUM, {256, 128, 32, 2, 128, 1}}};
+  for (unsigned i = 0; i < VKT_ARRAY_SIZE(other); i++) {
+    vkrt_lab_matmul_tile keep;
+    vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, other[i].slot, &keep));
+    vkt_check(app, vkrt_lab_matmul_tile_set(app, 0, other[i].slot, &other[i].tile));
+    int64_t M = other[i].slot == VKRT_LAB_TILE_COOPMAT_MEDIUM ? medium.bn - 3 : past;
     for (unsigned t = 1; t < VKT_ARRAY_SIZE(types); t++) {
       vkrt_type wt = types[t];
       if (!type_enabled(wt))
@@ -408,14 +413,14 @@ static void test_coopmat(void **state) {
       int64_t B = vkrt_type_block(wt);
       bool q = B > 1;
       const struct mm cases[] = {
-          {wt, q ? 3 * B : 136, 67, past, 1, 1, 0, 0, 3, 4, false, 0, TILED},
-          {wt, q ? 4 * B : 1024, 45, past, 1, 1, 0, 0, 0, 0, true, 0, TILED},
+          {wt, q ? 3 * B : 136, 67, M, 1, 1, 0, 0, 3, 4, false, 0, TILED},
+          {wt, q ? 4 * B : 1024, 45, M, 1, 1, 0, 0, 0, 0, true, 0, TILED},
       };
       for (unsigned c = 0; c < VKT_ARRAY_SIZE(cases); c++)
         run(app, &cases[c]);
     }
+    vkt_check(app, vkrt_lab_matmul_tile_set(app, 0, other[i].slot, &keep));
   }
-  vkt_check(app, vkrt_lab_matmul_tile_set(app, 0, VKRT_LAB_TILE_COOPMAT_LARGE, &large));
   int64_t w16_now;
   vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_W16_MIN_M, &w16_now));
   assert_int_equal(w16_now, w16_default);
