@@ -26,8 +26,11 @@ bool vkrt_quant_rows_fill(const struct vkrt_caps *caps, uint32_t N, uint32_t row
  *   on the matrix-vector kernels; f16 M = 8 70.8 and 98.1 in two runs against 88.9, M = 12
  *   99.2 against 127.3: tiled from M = 9 (q8_0, q4_K: past the matrix-vector kernels' 8, by
  *   2 % for q8_0 and q4_K at M = 8), 9 (f16). Tiles: 32 x 16 with 64-k
- *   steps up to M = 16 (q8_0 M = 12 91.4 us, 128 x 128 230.9), 128 x 32 with 64-k steps up to
- *   32 (f16 M = 32 87.3 us; q4_K 121.5, 64 x 32 115.1), 256 x 128 on 16 subgroups of 4 x 2
+ *   steps up to M = 16 (q8_0 M = 12 91.4 us, 128 x 128 230.9; 128-k steps lost on an H100,
+ *   f16 65 -> 97, q4_K 74 -> 114), 128 x 32 up to 32 (f16 M = 32 87.3 us; q4_K 121.5, 64 x 32
+ *   115.1), in 128-k steps since the results' scratch moved into the w buffers (H100: q4_K
+ *   M = 32 117.0 -> 103.2 us, f16 89.0 -> 90.8, K 14336 x N 4096 f16 88.2 -> 88.3; 64 x 32
+ *   on 4 or 8 subgroups 120-170), 256 x 128 on 16 subgroups of 4 x 2
  *   accumulators with 32-k steps beyond (H100, x and w16 in f16, one process per tile, GPU
  *   us, 2026-12-06: M = 512 f16 414 against 490 for 128 x 128 on 4 subgroups of 4 x 4, q4_K
  *   469 / 542, q8_0 477 / 549, K 14336 x N 4096 397 / 454, the q6_K head 4445 / 5361; M 256
@@ -74,7 +77,7 @@ void vkrt_matmul_setup_init(const struct vkrt_caps *caps, struct vkrt_matmul_set
   static const struct vkrt_matmul_tile other_portable[VKRT_MATMUL_SIZES] = {
       {64, 32, 16, 2, 32, 1}, {256, 64, 32, 4, 32, 1}, {256, 64, 64, 4, 32, 1}};
   static const struct vkrt_matmul_tile coopmat[VKRT_MATMUL_SIZES] = {
-      {64, 32, 16, 1, 64, 1, .per_unit = 8}, {256, 128, 32, 2, 64, 1, .per_unit = 1},
+      {64, 32, 16, 1, 64, 1, .per_unit = 8}, {256, 128, 32, 2, 128, 1, .per_unit = 1},
       {512, 256, 128, 4, 32, 1, .per_unit = 2}};
   for (int i = 0; i < VKRT_MATMUL_SIZES; i++) {
     out->tile[0][i] = nv ? nv_portable[i] : other_portable[i];

@@ -13,7 +13,7 @@ if [ ${#kernels[@]} = 0 ]; then
   echo "coopmat-spirv: no cooperative-matrix kernels in this build (CONFIG_VKRT_KERNEL_MATMUL_COOPMAT=n)"
   exit 77
 fi
-tiles=("64 32 16 1 64 1" "256 128 32 2 64 1" "512 256 128 4 32 1" "128 128 128 2 32 1" "128 128 128 2 32 2"
+tiles=("64 32 16 1 64 1" "256 128 32 2 128 1" "256 128 32 2 64 1" "512 256 128 4 32 1" "128 128 128 2 32 1" "128 128 128 2 32 2"
        "256 128 128 2 32 2" "256 256 128 2 32 1" "32 16 16 1 128 1" "64 32 16 1 128 2"
        "128 64 128 2 32 2" "64 32 32 2 128 1")
 for spv in "${kernels[@]}"; do
