@@ -83,6 +83,23 @@ void vkrt_matmul_setup_init(const struct vkrt_caps *caps, struct vkrt_matmul_set
     out->tile[0][i] = nv ? nv_portable[i] : other_portable[i];
     out->tile[1][i] = coopmat[i];
   }
+  /* a device whose limits (workgroup size, shared memory) do not take a tile of the plan
+   * keeps the kernels it can run: the portable tiles instead of the cooperative-matrix ones,
+   * the matrix-vector kernels instead of the portable tiles */
+  out->coopmat_refused = out->portable_refused = NULL;
+  for (int i = 0; i < VKRT_MATMUL_SIZES; i++) {
+    const char *why = vkrt_matmul_tile_check(caps, false, &out->tile[0][i]);
+    if (why && !out->portable_refused)
+      out->portable_refused = why;
+    why = out->coopmat ? vkrt_matmul_tile_check(caps, true, &out->tile[1][i]) : NULL;
+    if (why && !out->coopmat_refused)
+      out->coopmat_refused = why, out->coopmat = false;
+  }
+  if (out->portable_refused) {
+    for (int t = 0; t < VKRT_TYPE_COUNT; t++)
+      out->min_m[0][t] = UINT32_MAX;
+    out->min_m[1][VKRT_TYPE_F32] = UINT32_MAX; /* f32 w runs on the portable tiles only */
+  }
 }
 
 void vkrt_matmul_w16_min_m_init(uint32_t min_m[VKRT_TYPE_COUNT]) {

@@ -177,8 +177,10 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
            cm ? "f16/q8_0/q4_K/q6_K: cooperative-matrix" : "portable",
            p[0].bm, p[0].bn, p[0].bn, p[1].bm, p[1].bn, p[1].bn, p[2].bm, p[2].bn, p[0].bk,
            p[1].bk, p[2].bk,
-           !m->coopmat ? "no (VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32 and "
-                         "32-wide subgroups not on this device)"
+           m->coopmat_refused ? "no (the device's limits refuse the plan's cooperative-matrix "
+                                "tiles)"
+           : !m->coopmat ? "no (VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32 and "
+                           "32-wide subgroups not on this device)"
            : !built ? "no (the device has them; this build has no cooperative-matrix kernels: "
                       "CONFIG_VKRT_KERNEL_MATMUL_COOPMAT)"
            : !cm ? "off (x stays f32: vkrt_options.matmul_activations = VKRT_MATMUL_ACTIVATIONS_F32)"
@@ -218,6 +220,15 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
              : !ops->matmul_split_k ? "no scratch: CONFIG_VKRT_MATMUL_SPLIT_K_SCRATCH_KB"
              : !dev->caps.compute_units ? "the device does not report its compute units"
                                         : "no measured residency for this device's tiles");
+  used = strlen(buf);
+  if (m->coopmat_refused)
+    snprintf(buf + used, size - VKRT_MIN(used, size),
+             "; the cooperative-matrix tiles refused by the device's limits: %s", m->coopmat_refused);
+  used = strlen(buf);
+  if (m->portable_refused)
+    snprintf(buf + used, size - VKRT_MIN(used, size),
+             "; every M on the matrix-vector kernels, the portable tiles refused by the device's "
+             "limits: %s", m->portable_refused);
 }
 
 struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,

@@ -90,6 +90,10 @@ struct vkrt_matmul_setup {
   bool coopmat; /* the cooperative-matrix kernels can run here */
   uint32_t min_m[2][VKRT_TYPE_COUNT];
   struct vkrt_matmul_tile tile[2][VKRT_MATMUL_SIZES];
+  /* NULL, or why the device's limits refuse a tile of the plan (vkrt_matmul_tile_check):
+   * cooperative-matrix tiles then off, portable ones leave every M to the matrix-vector
+   * kernels */
+  const char *coopmat_refused, *portable_refused;
 };
 
 /* What one vkrt_op_matmul takes (vkrt_matmul_pick). */

@@ -51,6 +51,38 @@ static void check_defaults_valid(const struct vkrt_caps *caps, const struct vkrt
       assert_true(s->tile[cm][size - 1].bn < s->tile[cm][size].bn);
 }
 
+/* A device whose limits refuse the plan's tiles keeps the kernels it can run, and says why:
+ * cooperative matrices with 256 invocations a workgroup run the portable tiles; 32 KiB of
+ * shared memory on an NVIDIA GPU (the portable large tile needs 36) every M on the
+ * matrix-vector kernels. */
+static void test_limits_refuse_tiles(void **state) {
+  (void)state;
+  struct vkrt_caps caps = h200();
+  struct vkrt_matmul_setup s;
+  vkrt_matmul_setup_init(&caps, &s);
+  assert_null(s.coopmat_refused);
+  assert_null(s.portable_refused);
+  caps.max_compute_work_group_invocations = 256;
+  vkrt_matmul_setup_init(&caps, &s);
+  assert_false(s.coopmat);
+  assert_non_null(s.coopmat_refused);
+  assert_non_null(strstr(s.coopmat_refused, "maxComputeWorkGroupInvocations"));
+  assert_null(s.portable_refused);
+  check_defaults_valid(&caps, &s);
+  struct vkrt_matmul_pick p = vkrt_matmul_pick(&s, true, VKRT_TYPE_F16, 512);
+  assert_true(p.tiled);
+  assert_false(p.coopmat);
+  caps = h200();
+  caps.max_compute_shared_memory_size = 32768;
+  vkrt_matmul_setup_init(&caps, &s);
+  assert_non_null(s.portable_refused);
+  assert_non_null(strstr(s.portable_refused, "maxComputeSharedMemorySize"));
+  assert_non_null(s.coopmat_refused);
+  for (unsigned t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+    for (int use = 0; use < 2; use++)
+      assert_false(vkrt_matmul_pick(&s, use, types[t], 4096).tiled);
+}
+
 static void test_h200(void **state) {
   (void)state;
   struct vkrt_caps caps = h200();
@@ -241,6 +273,7 @@ int main(void) {
       cmocka_unit_test(test_w16_min_m),
       cmocka_unit_test(test_split_k),
       cmocka_unit_test(test_h200),
+      cmocka_unit_test(test_limits_refuse_tiles),
       cmocka_unit_test(test_no_coopmat),
       cmocka_unit_test(test_tile_check),
       cmocka_unit_test(test_quant_rows_fill),
