@@ -13,10 +13,10 @@
 # stories260K, when python3 is there) and then tests/model/llama-types.sh; then vkrt-probe --json --exercise (the upload counters
 # of each path after a small run). The log, tests/run's and the model script's output, each
 # program's whole output (logs.tar.gz) and both probe JSONs land in $OUT (default /tmp/vkrt-gpu-test).
-# Limits: PROGRAM_TIMEOUT per program (default 400 s: test_allreduce, test_core and
-# test_alloc_fail need 280-300 s when every program and the model scripts' vkrt-service runs
-# share the GPU and 16 CPUs), TEST_TIMEOUT for the whole run (default 440 s), JOBS programs at
-# once (default: all of them).
+# Limits: PROGRAM_TIMEOUT per program (default 480 s: test_allreduce, test_core and
+# test_alloc_fail need 260-335 s when every program and the model scripts' vkrt-service runs
+# share the GPU and 16 CPUs), TEST_TIMEOUT for the whole run (default 520 s: inside a
+# 600-second call with the probe), JOBS programs at once (default: all of them).
 set -u
 mode=${1:-}
 B=${2:-build-h200}
@@ -59,12 +59,12 @@ run)
     echo "### probe"
     "$B/bin/vkrt-probe" --json > "$OUT/probe-before.json" 2>&1
     "$B/bin/vkrt-probe" 2>&1 | grep '^vkrt: dev[0-9] ->\|import\|transport\|copy path' | head -20
-    echo "### tests ($programs programs, ${JOBS:-$programs} at once, ${PROGRAM_TIMEOUT:-400} s each at most)"
+    echo "### tests ($programs programs, ${JOBS:-$programs} at once, ${PROGRAM_TIMEOUT:-480} s each at most)"
     start=$SECONDS
     model_pid=""
     if [ -x "$B/bin/vkrt-service" ] && [ -x /usr/bin/python3 ]; then
       (cd "$here" && for script in stories llama-types; do
-         VKRT_BUILDDIR="$B" timeout "${PROGRAM_TIMEOUT:-400}" tests/model/$script.sh >> "$OUT/model.txt" 2>&1
+         VKRT_BUILDDIR="$B" timeout "${PROGRAM_TIMEOUT:-480}" tests/model/$script.sh >> "$OUT/model.txt" 2>&1
          echo "tests/model/$script.sh exit $? ($((SECONDS - start)) s)" >> "$OUT/model.txt"
        done) &
       model_pid=$!
@@ -73,8 +73,8 @@ run)
     fi
     mkdir -p "$OUT/logs"
     cd "$here" && VKRT_TEST_LOGDIR="$OUT/logs" VKRT_TEST_SCRIPTS=0 VKRT_TEST_SYNC_PASS=0 \
-      VKRT_TEST_PROGRAM_TIMEOUT=${PROGRAM_TIMEOUT:-400} \
-      timeout "${TEST_TIMEOUT:-440}" tests/run --builddir "$B" --jobs "${JOBS:-$programs}" > "$OUT/tests.txt" 2>&1
+      VKRT_TEST_PROGRAM_TIMEOUT=${PROGRAM_TIMEOUT:-480} \
+      timeout "${TEST_TIMEOUT:-520}" tests/run --builddir "$B" --jobs "${JOBS:-$programs}" > "$OUT/tests.txt" 2>&1
     echo "tests/run exit $? ($((SECONDS - start)) s)"
     grep '^== \|^  \|passed, ' "$OUT/tests.txt" | tail -60
     [ -n "$model_pid" ] && wait "$model_pid"
