@@ -193,13 +193,16 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
   return VKRT_OK;
 }
 
-/* w past one binding (validate.c let it through for this path): bind it in slices of whole
- * rows, each as large as a binding may be, one matrix-vector pass per slice. */
+/* One matrix-vector pass where w fits a binding; past one binding (validate.c let it through
+ * for this path) w bound in slices of whole rows, each as large as a binding may be, one pass
+ * per slice. */
 static vkrt_status record_matvec_rows(struct vkrt_device *dev, VkCommandBuffer cmd,
                                       enum vkrt_ops_kernel kernel, const struct vkrt_ops_view *d,
                                       const struct vkrt_ops_view *w,
                                       const struct vkrt_ops_view *x, uint32_t bits,
                                       const struct vkrt_ops_view *norm, float eps) {
+  if (w->fits_binding)
+    return record_matvec(dev, cmd, kernel, d, w, x, bits, norm, eps);
   const struct vkrt_ops_limits *lim = &dev->ops->limits;
   uint64_t ts = w->type_size, row = (uint64_t)w->stride[1] * ts, k_bytes = (uint64_t)w->ne[0] * ts;
   uint64_t slack = VKRT_MAX(lim->min_storage_buffer_offset_alignment, 16) + 4; /* align + word */
@@ -555,30 +558,23 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
     tiled_fallback(dev, &w, M, refusal);
   }
   vkrt_ops_count(dev, matvec, 1);
-  if (!w.fits_binding)
-    return record_matvec_rows(dev, cmd, kind->matvec_kernel, d, &w, x,
-                              accumulate ? VKRT_OPS_PUSH_ACCUMULATE : 0, NULL, 0.0f);
-  return record_matvec(dev, cmd, kind->matvec_kernel, d, &w, x,
-                       accumulate ? VKRT_OPS_PUSH_ACCUMULATE : 0, NULL, 0.0f);
+  return record_matvec_rows(dev, cmd, kind->matvec_kernel, d, &w, x,
+                            accumulate ? VKRT_OPS_PUSH_ACCUMULATE : 0, NULL, 0.0f);
 }
 
 /* ---- vkrt_op_matmul_fused on f32 and f16 w (kernels/matvec.comp FUSED) ----------------- */
 
 vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
                                     const vkrt_matmul_fusion *fusion) {
-  static const char *const op = "vkrt_op_matmul_fused";
-  static const char *const instead = "record vkrt_op_rms_norm, vkrt_op_matmul and vkrt_op_swiglu "
-                                     "one by one";
   struct vkrt_ops_view w = views[1];
-  const struct vkrt_ops_view *x = &views[2], *norm = &views[3];
+  const struct vkrt_ops_view *x = &views[2];
   if (!vkrt_ops_kernel_usable(dev, fused_dense_kernel(w.type)))
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "%s: dev%u cannot run the fused %s kernel (not in this build, or no "
-                      "subgroup arithmetic) (%s)", op, dev->index, vkrt_type_str(w.type), instead);
-  if (x->ne[1] != 1)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "%s: %u columns of x; the fused kernel takes one (a decode token) (%s)", op,
-                      (unsigned)x->ne[1], instead);
+    return vkrt_ops_fused_refuse(dev, "dev%u cannot run the fused %s kernel (not in this build, "
+                                      "or no subgroup arithmetic)", dev->index,
+                                 vkrt_type_str(w.type));
+  vkrt_status s = vkrt_ops_fused_one_column(dev, x);
+  if (s != VKRT_OK)
+    return s;
   const char *why = NULL;
   if (!w.fits_binding && fusion->swiglu) /* slices of rows would part gate and up rows */
     why = "with swiglu, w spans more than one binding (maxStorageBufferRange)";
@@ -589,12 +585,9 @@ vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_o
                                   : "K not a multiple of 4 (whole 16-byte chunks)";
   else if (w.type == VKRT_TYPE_F16 && w.fits_binding && !widen_to_words(&w))
     why = "f16 w ends 2 bytes short of a 4-byte word at the end of its buffer";
-  else if (fusion->norm && !vkrt_ops_vec16_dense(norm))
-    why = "fusion->norm must start 16-byte aligned (the kernel's 16-byte loads)";
   if (why)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED, "%s: %s w: %s (%s)", op,
-                      vkrt_type_str(w.type), why, instead);
-  return VKRT_OK;
+    return vkrt_ops_fused_refuse(dev, "%s w: %s", vkrt_type_str(w.type), why);
+  return vkrt_ops_fused_norm_loads(dev, views, fusion);
 }
 
 vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
@@ -609,10 +602,9 @@ vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cm
   vkrt_ops_count(dev, matmul_fused_norm, fusion->norm != NULL);
   vkrt_ops_count(dev, matmul_fused_swiglu, fusion->swiglu != 0);
   vkrt_ops_count(dev, matvec, 1);
-  enum vkrt_ops_kernel k = fused_dense_kernel(w.type);
-  if (!w.fits_binding) /* a large output head: slices of rows, each with the norm */
-    return record_matvec_rows(dev, cmd, k, &views[0], &w, &views[2], bits, norm, fusion->eps);
-  return record_matvec(dev, cmd, k, &views[0], &w, &views[2], bits, norm, fusion->eps);
+  /* a large output head past one binding: slices of rows, each with the norm */
+  return record_matvec_rows(dev, cmd, fused_dense_kernel(w.type), &views[0], &w, &views[2], bits,
+                            norm, fusion->eps);
 }
 
 const char *vkrt_matmul_fused_path(const struct vkrt_device *dev) {

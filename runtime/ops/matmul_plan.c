@@ -178,9 +178,10 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
     uint32_t warps_n = sub / t->rm;
     if (t->bm % (16 * warps_n) || t->bn % (16 * t->rm))
       return "bm must be a multiple of 16 x (wg / 32 / rm), bn of 16 x rm";
-    shared = (uint64_t)(t->bm + t->bn) * (t->bk + 8) * 2 * t->stages;
+    uint64_t row_bytes = (uint64_t)(t->bk + 8) * 2 * t->stages; /* halves, all stages */
+    shared = (t->bm + t->bn) * row_bytes;
     /* results not stored straight to dst pass through the w buffers: 1 KiB a subgroup */
-    if ((uint64_t)t->bm * (t->bk + 8) * 2 * t->stages < (uint64_t)sub * 1024)
+    if (t->bm * row_bytes < (uint64_t)sub * 1024)
       return "the w tiles (bm x (bk + 8) halves x stages) must hold 1 KiB of results per "
              "subgroup";
   } else {

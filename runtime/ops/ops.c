@@ -2,6 +2,7 @@
  * created pipelines, descriptor binding, grid splitting, and the contiguous copy path. */
 #include "ops/ops.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -168,6 +169,11 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
   bool built = vkrt_ops_coopmat_usable(dev);
   bool cm = built && ops->use_coopmat;
   const struct vkrt_matmul_tile *p = m->tile[cm];
+  char refused[256] = "";
+  if (m->coopmat_refused)
+    snprintf(refused, sizeof(refused),
+             "no (the device's limits refuse the plan's cooperative-matrix tiles: %s)",
+             m->coopmat_refused);
   snprintf(buf, size,
            "matrix-vector below M = %u (f32) %u (f16) %u (q8_0) %u (q4_K) %u (q6_K), tiled from "
            "there; %s tiles %ux%u (M <= %u), %ux%u (M <= %u) and %ux%u (k steps of %u, %u and "
@@ -177,8 +183,7 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
            cm ? "f16/q8_0/q4_K/q6_K: cooperative-matrix" : "portable",
            p[0].bm, p[0].bn, p[0].bn, p[1].bm, p[1].bn, p[1].bn, p[2].bm, p[2].bn, p[0].bk,
            p[1].bk, p[2].bk,
-           m->coopmat_refused ? "no (the device's limits refuse the plan's cooperative-matrix "
-                                "tiles)"
+           m->coopmat_refused ? refused
            : !m->coopmat ? "no (VK_NV_cooperative_matrix with 16x16x16 f16 x f16 -> f32 and "
                            "32-wide subgroups not on this device)"
            : !built ? "no (the device has them; this build has no cooperative-matrix kernels: "
@@ -221,14 +226,36 @@ void vkrt_ops_matmul_plan(const struct vkrt_device *dev, char *buf, size_t size)
              : !dev->caps.compute_units ? "the device does not report its compute units"
                                         : "no measured residency for this device's tiles");
   used = strlen(buf);
-  if (m->coopmat_refused)
-    snprintf(buf + used, size - VKRT_MIN(used, size),
-             "; the cooperative-matrix tiles refused by the device's limits: %s", m->coopmat_refused);
-  used = strlen(buf);
   if (m->portable_refused)
     snprintf(buf + used, size - VKRT_MIN(used, size),
              "; every M on the matrix-vector kernels, the portable tiles refused by the device's "
              "limits: %s", m->portable_refused);
+}
+
+vkrt_status vkrt_ops_fused_refuse(struct vkrt_device *dev, const char *fmt, ...) {
+  char reason[VKRT_ERROR_MESSAGE_SIZE];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof(reason), fmt, ap);
+  va_end(ap);
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_matmul_fused: %s (record vkrt_op_rms_norm, vkrt_op_matmul and "
+                    "vkrt_op_swiglu one by one)", reason);
+}
+
+vkrt_status vkrt_ops_fused_one_column(struct vkrt_device *dev, const struct vkrt_ops_view *x) {
+  if (x->ne[1] != 1)
+    return vkrt_ops_fused_refuse(dev, "%u columns of x; the fused kernel takes one (a decode "
+                                      "token)", (unsigned)x->ne[1]);
+  return VKRT_OK;
+}
+
+vkrt_status vkrt_ops_fused_norm_loads(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
+                                      const vkrt_matmul_fusion *fusion) {
+  if (fusion->norm && !vkrt_ops_vec16_dense(&views[3]))
+    return vkrt_ops_fused_refuse(dev, "fusion->norm must start 16-byte aligned, dense (the "
+                                      "kernel's 16-byte loads)");
+  return VKRT_OK;
 }
 
 struct vkrt_matvec_config vkrt_ops_matvec_config(const struct vkrt_device *dev, vkrt_type t,

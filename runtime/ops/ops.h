@@ -322,6 +322,17 @@ static inline bool vkrt_ops_vec16_dense(const struct vkrt_ops_view *v) {
          v->stride[2] % 4 == 0 && v->stride[3] % 4 == 0 && v->stride[0] == 1;
 }
 
+/* vkrt_op_matmul_fused's refusals, shared by its f16/f32 (matmul.c) and quantized (quant.c)
+ * kernels: VKRT_ERROR_UNSUPPORTED, "vkrt_op_matmul_fused: <reason> (<what to record
+ * instead>)", nothing recorded. */
+vkrt_status vkrt_ops_fused_refuse(struct vkrt_device *dev, const char *fmt, ...)
+    VKRT_PRINTF(2, 3);
+/* What every fused kernel takes: one column of x (a decode token); a norm weight read in
+ * 16-byte units (views[3], when fusion->norm). VKRT_OK or the refusal. */
+vkrt_status vkrt_ops_fused_one_column(struct vkrt_device *dev, const struct vkrt_ops_view *x);
+vkrt_status vkrt_ops_fused_norm_loads(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
+                                      const vkrt_matmul_fusion *fusion);
+
 /* Binding of a validated view. */
 static inline struct vkrt_ops_binding vkrt_ops_view_binding(const struct vkrt_ops_view *v) {
   struct vkrt_ops_binding b = {v->buffer->handle, v->bind_offset, v->bind_range};

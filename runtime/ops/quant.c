@@ -618,40 +618,29 @@ const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
 
 vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
                                    const vkrt_matmul_fusion *fusion) {
-  static const char *const op = "vkrt_op_matmul_fused";
-  static const char *const instead = "record vkrt_op_rms_norm, vkrt_op_matmul and vkrt_op_swiglu "
-                                     "one by one";
-  const struct vkrt_ops_view *x = &views[2], *norm = &views[3];
+  const struct vkrt_ops_view *x = &views[2];
   struct vkrt_ops_view w = views[1];
   const struct qmv_variant *v = fused_variant();
   if (w.type != VKRT_TYPE_Q4_K && w.type != VKRT_TYPE_Q8_0)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "%s: w is %s; the fused kernels take q4_K weights (and q8_0 where x is "
-                      "rounded to 8 bits) (%s)", op, vkrt_type_str(w.type), instead);
+    return vkrt_ops_fused_refuse(dev, "w is %s; the fused kernels take q4_K weights (and q8_0 "
+                                      "where x is rounded to 8 bits)", vkrt_type_str(w.type));
   if (!type_enabled(w.type))
-    return compiled_out(dev, w.type, op);
-  if (x->ne[1] != 1)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "%s: %u columns of x; the fused kernel takes one (a decode token) (%s)", op,
-                      (unsigned)x->ne[1], instead);
+    return compiled_out(dev, w.type, "vkrt_op_matmul_fused");
+  vkrt_status s = vkrt_ops_fused_one_column(dev, x);
+  if (s != VKRT_OK)
+    return s;
   bool widened = vkrt_ops_widen_words(dev, &w), q8x = widened && fused_q8x(dev, &w, x);
   if (w.type == VKRT_TYPE_Q8_0 && !q8x)
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "%s: q8_0 w takes the 8-bit-x kernel only: an appliance opened with "
-                      "VKRT_ACTIVATIONS_Q8, K up to %u, x dense and 16-byte aligned, a device "
-                      "with integer dot products (%s)", op, (unsigned)Q8X_MAX_K, instead);
+    return vkrt_ops_fused_refuse(dev, "q8_0 w takes the 8-bit-x kernel only: an appliance opened "
+                                      "with VKRT_ACTIVATIONS_Q8, K up to %u, x dense and 16-byte "
+                                      "aligned, a device with integer dot products",
+                                 (unsigned)Q8X_MAX_K);
   if (!q8x && !vkrt_ops_kernel_usable(dev, v->m1))
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "%s: dev%u cannot run the q4_K stream kernel (%s)", op, dev->index, instead);
+    return vkrt_ops_fused_refuse(dev, "dev%u cannot run the q4_K stream kernel", dev->index);
   if (!q8x && (!widened || !variant_fits(v->kind, &w, x)))
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "%s: w rows and x must start 16-byte aligned, x dense (the kernel's 16-byte "
-                      "loads) (%s)", op, instead);
-  if (fusion->norm && !vkrt_ops_vec16_dense(norm))
-    return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                      "%s: fusion->norm must start 16-byte aligned (the kernel's 16-byte loads) "
-                      "(%s)", op, instead);
-  return VKRT_OK;
+    return vkrt_ops_fused_refuse(dev, "w rows and x must start 16-byte aligned, x dense (the "
+                                      "kernel's 16-byte loads)");
+  return vkrt_ops_fused_norm_loads(dev, views, fusion);
 }
 
 vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
