@@ -130,9 +130,6 @@ shared float sx[COLS * DC];  // the exact sum of each 32
 shared float red[THREADS]; // the norm's sum of squares
 #endif
 
-bool glu() { return (pc.accumulate & 2u) != 0u; }
-bool norm() { return (pc.accumulate & 4u) != 0u; }
-
 uint pack4(vec4 v, float inv) {
   ivec4 q = clamp(ivec4(round(v * inv)), ivec4(-127), ivec4(127));
   return (uint(q.x) & 255u) | ((uint(q.y) & 255u) << 8u) | ((uint(q.z) & 255u) << 16u) |

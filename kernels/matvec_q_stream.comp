@@ -138,15 +138,15 @@ piece_t piece(uint u, uint pieces) {
 // Bit 1 of accumulate (vkrt_op_matmul_fused with swiglu, Q4_K): w holds N / 2 gate rows then N / 2 up
 // rows; row 2 i of the N this kernel walks is gate row i, row 2 i + 1 up row i, so a
 // workgroup's rows come in pairs and it writes dst[i] = silu(gate_i x) (up_i x) itself, the
-// swiglu op's own formula on the same sums (the result is the unfused pair's, bit for bit).
-bool glu() { return (pc.accumulate & 2u) != 0u; }
+// swiglu op's own formula on the same sums (the result is the unfused pair's, bit for bit):
+// glu(), matvec_push.glsl.
 // Bit 2 (vkrt_op_matmul_fused with a norm, Q4_K): x RMS-normalized with weight g first,
 //   dst[n] = sum_k w[k, n] x[k] g[k] / sqrt(sum_k x[k]^2 / K + eps)
 // the product taken with x g, the scale applied to the row sums (every workgroup sums the
 // squares in the same order). x g is staged in shared memory once per workgroup (K up to
 // STAGE_MAX_K; beyond, each load of x is multiplied by g in the loop): multiplying in the
-// loop cost the Llama-3-8B products more than the dependent step the fusion saves.
-bool norm() { return (pc.accumulate & 4u) != 0u; }
+// loop cost the Llama-3-8B products more than the dependent step the fusion saves: norm(),
+// matvec_push.glsl.
 uint w_row_of(uint n) { return glu() ? (n >> 1) + (n & 1u) * (pc.N >> 1) : n; }
 
 #ifndef Q8_0
