@@ -49,6 +49,7 @@ run)
   here=$(cd "$(dirname "$0")/.." && pwd)
   B=$(cd "$B" && pwd)
   OUT=${OUT:-/tmp/vkrt-gpu-test}
+  PROGRAM_TIMEOUT=${PROGRAM_TIMEOUT:-480} TEST_TIMEOUT=${TEST_TIMEOUT:-520}
   mkdir -p "$OUT"
   export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   programs=$(grep -vc '^mpi ' "$B/tests.list")
@@ -59,12 +60,12 @@ run)
     echo "### probe"
     "$B/bin/vkrt-probe" --json > "$OUT/probe-before.json" 2>&1
     "$B/bin/vkrt-probe" 2>&1 | grep '^vkrt: dev[0-9] ->\|import\|transport\|copy path' | head -20
-    echo "### tests ($programs programs, ${JOBS:-$programs} at once, ${PROGRAM_TIMEOUT:-480} s each at most)"
+    echo "### tests ($programs programs, ${JOBS:-$programs} at once, $PROGRAM_TIMEOUT s each at most)"
     start=$SECONDS
     model_pid=""
     if [ -x "$B/bin/vkrt-service" ] && [ -x /usr/bin/python3 ]; then
       (cd "$here" && for script in stories llama-types; do
-         VKRT_BUILDDIR="$B" timeout "${PROGRAM_TIMEOUT:-480}" tests/model/$script.sh >> "$OUT/model.txt" 2>&1
+         VKRT_BUILDDIR="$B" timeout "$PROGRAM_TIMEOUT" tests/model/$script.sh >> "$OUT/model.txt" 2>&1
          echo "tests/model/$script.sh exit $? ($((SECONDS - start)) s)" >> "$OUT/model.txt"
        done) &
       model_pid=$!
@@ -73,8 +74,8 @@ run)
     fi
     mkdir -p "$OUT/logs"
     cd "$here" && VKRT_TEST_LOGDIR="$OUT/logs" VKRT_TEST_SCRIPTS=0 VKRT_TEST_SYNC_PASS=0 \
-      VKRT_TEST_PROGRAM_TIMEOUT=${PROGRAM_TIMEOUT:-480} \
-      timeout "${TEST_TIMEOUT:-520}" tests/run --builddir "$B" --jobs "${JOBS:-$programs}" > "$OUT/tests.txt" 2>&1
+      VKRT_TEST_PROGRAM_TIMEOUT=$PROGRAM_TIMEOUT \
+      timeout "$TEST_TIMEOUT" tests/run --builddir "$B" --jobs "${JOBS:-$programs}" > "$OUT/tests.txt" 2>&1
     echo "tests/run exit $? ($((SECONDS - start)) s)"
     grep '^== \|^  \|passed, ' "$OUT/tests.txt" | tail -60
     [ -n "$model_pid" ] && wait "$model_pid"
