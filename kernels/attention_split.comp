@@ -93,10 +93,35 @@ void main() {
   uint hk = y / pc.head_groups;
   uint h0 = hk * pc.g_total + (y % pc.head_groups) * G;
   uint j = pc.q0 + jj;
-  uint len = uint(clamp(kv_len[pc.len_off + j * pc.len_s0], 0, int(pc.n_ctx)));
+  uint tid = gl_LocalInvocationID.x;
+  // loads and weighted V: chunk c of slot `slot` (invocations past TT * NC only help with
+  // the shared-memory passes)
+  uint c = tid % NC, slot = tid / NC;
+  bool loader = slot < TT;
+  slot = min(slot, TT - 1u);
+  uint k_base = pc.k_off + hk * pc.k_s1, v_base = pc.v_off + hk * pc.v_s1;
+  // Where min_split x n_split covers the capacity, every query is cut into splits of
+  // min_split tokens (one tile) whatever its kv_len: the tile's rows are known before kv_len
+  // is read, so their loads and the queries' go out with it, one memory latency for all
+  // (rows past kv_len, clamped inside the cache, are never used). Otherwise the rows wait
+  // for kv_len and are clamped to the split's last.
+  bool full_split = pc.min_split * pc.n_split >= pc.n_ctx;
+  uvec4 rk[U], rv[U];
+  if (full_split)
+    [[unroll]] for (uint u = 0u; u < U; u++) {
+      uint row = min(s * pc.min_split + u * TT + slot, pc.n_ctx - 1u);
+      rk[u] = k_load(k_base + row * pc.k_s2, c);
+      rv[u] = v_load(v_base + row * pc.v_s2, c);
+    }
+  int len_raw = kv_len[pc.len_off + j * pc.len_s0];
+  for (uint i = tid; i < G * D / 4u; i += WG) {
+    uint g = i / (D / 4u), d = 4u * (i % (D / 4u));
+    uint qi = pc.q_off + (h0 + g) * pc.q_s1 + j * pc.q_s2 + d;
+    sq[i] = pc.scale * vec4(q[qi], q[qi + 1u], q[qi + 2u], q[qi + 3u]);
+  }
+  uint len = uint(clamp(len_raw, 0, int(pc.n_ctx)));
   uint split_len = attention_split_len(len, pc.n_split, pc.min_split);
   uint t0 = s * split_len;
-  uint tid = gl_LocalInvocationID.x;
   if (t0 >= len) {
     // past this query's length: the combine ignores the split; alone, it is the answer: 0
     if (pc.direct != 0u)
@@ -105,29 +130,15 @@ void main() {
     return;
   }
   uint n = min(split_len, len - t0);
-  // loads and weighted V: chunk c of slot `slot` (invocations past TT * NC only help with
-  // the shared-memory passes)
-  uint c = tid % NC, slot = tid / NC;
-  bool loader = slot < TT;
-  slot = min(slot, TT - 1u);
-  uint k_base = pc.k_off + hk * pc.k_s1, v_base = pc.v_off + hk * pc.v_s1;
-
-  for (uint i = tid; i < G * D / 4u; i += WG) {
-    uint g = i / (D / 4u), d = 4u * (i % (D / 4u));
-    uint qi = pc.q_off + (h0 + g) * pc.q_s1 + j * pc.q_s2 + d;
-    sq[i] = pc.scale * vec4(q[qi], q[qi + 1u], q[qi + 2u], q[qi + 3u]);
-  }
   for (uint i = tid; i < G * TT; i += WG) {
     sm[i] = LOW;
     sl[i] = 0.0;
   }
-
-  // rows past n are clamped to the last (valid memory, never used)
-  uvec4 rk[U], rv[U];
-  [[unroll]] for (uint u = 0u; u < U; u++) {
-    rk[u] = k_load(k_base + (t0 + min(u * TT + slot, n - 1u)) * pc.k_s2, c);
-    rv[u] = v_load(v_base + (t0 + min(u * TT + slot, n - 1u)) * pc.v_s2, c);
-  }
+  if (!full_split)
+    [[unroll]] for (uint u = 0u; u < U; u++) {
+      rk[u] = k_load(k_base + (t0 + min(u * TT + slot, n - 1u)) * pc.k_s2, c);
+      rv[u] = v_load(v_base + (t0 + min(u * TT + slot, n - 1u)) * pc.v_s2, c);
+    }
   vec4 oa[G], ob[G];
   [[unroll]] for (uint g = 0u; g < G; g++) {
     oa[g] = vec4(0.0);
@@ -139,7 +150,8 @@ void main() {
     if (loader)
       [[unroll]] for (uint u = 0u; u < U; u++)
         sk[(u * TT + slot) * NCP + c] =
-            k_keep(rk[u], k_base + (t0 + min(tile + u * TT + slot, n - 1u)) * pc.k_s2, c);
+            k_keep(rk[u], k_base + (full_split ? min(t0 + u * TT + slot, pc.n_ctx - 1u)
+                                          : t0 + min(tile + u * TT + slot, n - 1u)) * pc.k_s2, c);
     if (more) // the next tile's K rows, in flight through this tile
       [[unroll]] for (uint u = 0u; u < U; u++)
         rk[u] = k_load(k_base + (t0 + min(tile + T + u * TT + slot, n - 1u)) * pc.k_s2, c);

@@ -871,9 +871,11 @@ bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head
          out->shared_bytes, shared_limit);
   out->rows = false;
   out->wg = VKRT_ATTENTION_WG;
-  return plan_splits(head_dim, n_head, n_head_kv, n_q, n_ctx, VKRT_ATTENTION_MIN_SPLIT,
-                     target_groups, max_splits, forced_splits, scratch_bytes, out, why,
-                     why_size);
+  /* a split is one tile at least (the tokens a workgroup's row passes cover at once): a
+   * shorter split pays a tile's latency chain for part of it */
+  uint32_t tile = VKRT_MAX(out->wg / (head_dim / 8), 1u) * out->unroll;
+  return plan_splits(head_dim, n_head, n_head_kv, n_q, n_ctx, tile, target_groups, max_splits,
+                     forced_splits, scratch_bytes, out, why, why_size);
 }
 
 bool vkrt_ops_attention_rows_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,

@@ -100,9 +100,9 @@ bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tens
 /* How vkrt_op_attention splits its work (kernels/attention_split.comp, pure so it is
  * unit-tested): a workgroup of VKRT_ATTENTION_WG invocations takes `heads_per_group` query
  * heads of one KV head (the largest divisor of n_head / n_head_kv up to
- * VKRT_ATTENTION_MAX_GROUP) and `split_len` cache tokens (at least VKRT_ATTENTION_MIN_SPLIT
- * unless the context is shorter; the split pass runs any length in tiles with an online
- * softmax); `splits` cover the capacity n_ctx, chosen so that splits x KV heads x head groups
+ * VKRT_ATTENTION_MAX_GROUP) and `split_len` cache tokens (at least one tile, the tokens its
+ * row passes cover at once, unless the context is shorter; the split pass runs any length
+ * in tiles with an online softmax); `splits` cover the capacity n_ctx, chosen so that splits x KV heads x head groups
  * x queries comes near `target_groups`, and no more than `max_splits` of them (0: no cap)
  * (or `forced_splits` when nonzero, within those bounds). `unroll` row passes per tile
  * (forced_unroll, else VKRT_ATTENTION_UNROLL, halved while the weighted-V sums of the
@@ -112,7 +112,6 @@ bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tens
  * `queries_per_round`, and splits are as many as one query's partials fit at most. */
 #define VKRT_ATTENTION_WG 128
 #define VKRT_ATTENTION_MAX_GROUP 8
-#define VKRT_ATTENTION_MIN_SPLIT 64
 #define VKRT_ATTENTION_UNROLL 4
 /* The H200, 8 heads a group: head 256 at 20000 tokens 42.9 us with 2 passes, 56.7 with 4
  * (q8_0 40.3 / 54.2); head 64 the same with 2 or 4; 4 heads: 4 passes the best. */

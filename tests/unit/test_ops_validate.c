@@ -511,14 +511,31 @@ static void test_attention_check_and_plan(void **state) {
   assert_int_equal(p.split_len, 512);
   assert_int_equal(p.splits, 64);
   assert_int_equal(p.rounds, 1);
-  /* a query of L tokens in that cache: splits of max(ceil(L / 64), 64), the tiles' least */
-  assert_int_equal(p.min_split, 64);
-  /* head 64, 8 heads over 1, 7680 tokens: 512 groups would be splits of 15: held at 64 */
+  /* a query of L tokens in that cache: splits of max(ceil(L / 64), 32), one tile (8 rows
+   * of 16 chunks a pass, 4 passes) at least */
+  assert_int_equal(p.min_split, 32);
+  /* head 64, 8 heads over 1, 7680 tokens: 512 groups would be splits of 15: held at one
+   * tile (16 rows a pass, 2 passes) */
   assert_true(vkrt_ops_attention_plan(64, 8, 1, 1, 7680, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.heads_per_group, 8);
-  assert_int_equal(p.split_len, 64);
-  assert_int_equal(p.splits, 120);
-  assert_int_equal(p.min_split, 64);
+  assert_int_equal(p.split_len, 32);
+  assert_int_equal(p.splits, 240);
+  assert_int_equal(p.min_split, 32);
+  /* a short cache (Llama-3-8B's heads, 1024 tokens, 264 groups aimed at, 132 splits at most):
+   * a tile a split, so min_split x splits covers the capacity and every query is cut into
+   * tiles whatever its length (the split pass loads its rows before kv_len returns) */
+  assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 1024, 264, 132, 0, 0, 49152, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.splits, 32);
+  assert_int_equal(p.split_len, 32);
+  assert_int_equal(p.min_split, 32);
+  assert_true(p.min_split * p.splits >= 1024);
+  /* a longer one: the groups aimed at bound the count (33 splits of 249), a short query
+   * still cut in tiles */
+  assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 8192, 264, 132, 0, 0, 49152, mib16, &p, why, sizeof(why)));
+  assert_int_equal(p.splits, 33);
+  assert_int_equal(p.split_len, 249);
+  assert_int_equal(p.min_split, 32);
+  assert_true(p.min_split * p.splits < 8192);
   /* head 256, 16 heads over 2, 20000 tokens: 256 splits of 79 */
   assert_true(vkrt_ops_attention_plan(256, 16, 2, 1, 20000, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.split_len, 79);
@@ -617,12 +634,12 @@ static void test_attention_check_and_plan(void **state) {
               "one query head of head_dim 256 needs 1568 bytes of shared memory; the device has 1024");
   /* the H200's plan (132 compute units: 2 workgroups each aimed at, at most one split per
    * compute unit): 33 splits at head 128 over 8 KV heads (264 workgroups), 132 at head 256
-   * over 2 (264 workgroups), 64-token splits at head 64 over 1; a prompt's worth of queries
+   * over 2 (264 workgroups), 131 of 59 at head 64 over 1 (tiles of 32 tokens allow 240); a prompt's worth of queries
    * fills the device with one split each (no combine); a forced count passes the cap. {head_dim, n_head, n_head_kv, n_q, n_ctx, forced, split_len,
    * splits} */
   static const uint32_t h200[][8] = {{128, 32, 8, 1, 32768, 0, 993, 33},
                                      {256, 16, 2, 1, 20000, 0, 152, 132},
-                                     {64, 8, 1, 1, 7680, 0, 64, 120},
+                                     {64, 8, 1, 1, 7680, 0, 59, 131},
                                      {128, 32, 8, 512, 32768, 0, 32768, 1},
                                      {128, 32, 8, 1, 32768, 256, 128, 256}};
   for (unsigned i = 0; i < sizeof(h200) / sizeof(h200[0]); i++) {
