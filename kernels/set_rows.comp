@@ -143,9 +143,9 @@ void main() {
   bool live = i < pc.total;
   uint ic = min(i, pc.total - 1u); // past the end: the last element again, not written
   uint i0 = ic % pc.n, i1 = ic / pc.n;
+  int row = rows[pc.r_offset + i1 * pc.r_stride]; // in flight with the value's loads
   sv[lid] = SRC_VALUE(i1, i0);
   barrier();
-  int row = rows[pc.r_offset + i1 * pc.r_stride];
   if (!live || row < 0 || uint(row) >= pc.n_rows)
     return;
   uint b0 = lid & ~31u, e = i0 & 31u;
@@ -169,14 +169,15 @@ void main() {
   if (i >= pc.total)
     return;
   uint i0 = i % pc.n, i1 = i / pc.n;
+  // the value is loaded before the row is known (one memory latency for both)
   int row = rows[pc.r_offset + i1 * pc.r_stride];
-  if (row < 0 || uint(row) >= pc.n_rows)
-    return;
 #ifdef ROPE
   uint bits = floatBitsToUint(roped(i1, i0));
 #else
   uint bits = s[pc.s_offset + i1 * pc.s_stride1 + i0 * pc.s_stride0]; // f32: moved bit for bit
 #endif
+  if (row < 0 || uint(row) >= pc.n_rows)
+    return;
 #ifdef F32
   d[pc.d_offset + uint(row) * pc.d_stride1 + i0 * pc.d_stride0] = bits;
 #else
