@@ -30,8 +30,9 @@
 //   invocations of a token), from V rows read coalesced straight into registers.
 // At the end the TT slots of each head are merged (max, rescale, sum) through shared memory.
 // Specialization constants: 0 workgroup size, 1 G (query heads per workgroup), 2 D (head
-// dim, a multiple of 8; q8_0: of 32), 3 U (row passes per tile). attention.c sizes the
-// shared memory as declared here (vkrt_ops_attention_shared in validate.c).
+// dim, a multiple of 8; q8_0: of 32), 3 U (row passes per tile), 4 FULL (1: a tile a split,
+// below). attention.c sizes the shared memory as declared here (vkrt_ops_attention_shared
+// in validate.c).
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_GOOGLE_include_directive : require
 
@@ -39,6 +40,7 @@ layout(local_size_x_id = 0, local_size_x = 128) in; // 128: no division by zero 
 layout(constant_id = 1) const uint G = 1u;
 layout(constant_id = 2) const uint D = 128u;
 layout(constant_id = 3) const uint U = 4u; // passes per tile
+layout(constant_id = 4) const uint FULL = 0u; // 1: the plan cuts every query in tiles (below)
 const uint WG = gl_WorkGroupSize.x;
 const uint NC = D / 8u;            // chunks per row
 const uint NCP = NC + 1u - NC % 2u; // a row in shared memory, in 16-byte words (odd)
@@ -104,8 +106,9 @@ void main() {
   // min_split tokens (one tile) whatever its kv_len: the tile's rows are known before kv_len
   // is read, so their loads and the queries' go out with it, one memory latency for all
   // (rows past kv_len, clamped inside the cache, are never used). Otherwise the rows wait
-  // for kv_len and are clamped to the split's last.
-  bool full_split = pc.min_split * pc.n_split >= pc.n_ctx;
+  // for kv_len and are clamped to the split's last. The host says which with FULL, so a
+  // pipeline holds only its own path (the other's registers measured 4 % slower at head 256).
+  bool full_split = FULL != 0u && pc.min_split * pc.n_split >= pc.n_ctx;
   uvec4 rk[U], rv[U];
   if (full_split)
     [[unroll]] for (uint u = 0u; u < U; u++) {

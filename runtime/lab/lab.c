@@ -108,6 +108,7 @@ vkrt_status vkrt_lab_counters_get(const vkrt_appliance *app, uint32_t device,
                              .attention_k16 = c->attention_k16,
                              .attention_q8q = c->attention_q8q,
                              .attention_direct = c->attention_direct,
+                             .attention_full_split = c->attention_full_split,
                              .matmul_fused_norm = c->matmul_fused_norm,
                              .matmul_fused_swiglu = c->matmul_fused_swiglu,
                              .quant_q8x_wide = c->quant_q8x_wide};
@@ -133,7 +134,7 @@ vkrt_status vkrt_lab_attention_plan(const vkrt_appliance *app, uint32_t device,
   *out = (vkrt_lab_attention){plan.heads_per_group, plan.head_groups, plan.split_len,
                               plan.splits, plan.queries_per_round, plan.rounds, plan.unroll,
                               plan.shared_bytes, dev->ops->attention_scratch->size,
-                              plan.splits == 1, plan.rows, plan.subgroup};
+                              plan.splits == 1, plan.rows, plan.subgroup, plan.full_split};
   return VKRT_OK;
 }
 

@@ -188,7 +188,8 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
                       dev->index);
   const struct vkrt_ops_pipeline *split, *combine = NULL;
   uint32_t split_spec[VKRT_OPS_MAX_SPEC] = {plan.wg, plan.heads_per_group, D,
-                                           plan.rows ? plan.subgroup : plan.unroll};
+                                           plan.rows ? plan.subgroup : plan.unroll,
+                                           plan.full_split};
   uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {COMBINE_WG, D, 0, 0};
   bool q8q = plan.rows && !f16 && int8_queries(dev);
   enum vkrt_ops_kernel sk = plan.rows ? (f16   ? VKRT_OPS_ATTENTION_ROWS_F16
@@ -276,6 +277,7 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   vkrt_ops_count(dev, attention, 1);
   vkrt_ops_count(dev, attention_splits, plan.splits);
   vkrt_ops_count(dev, attention_direct, direct);
+  vkrt_ops_count(dev, attention_full_split, split_spec[4] != 0); /* the pipeline's own path */
   vkrt_ops_count(dev, attention_rows, plan.rows);
   vkrt_ops_count(dev, attention_k16, sp.k_vec);
   vkrt_ops_count(dev, attention_q8q, q8q);

@@ -166,6 +166,7 @@ struct vkrt_ops_counters {
   uint64_t attention_k16;      /* ... reading q8_0 K rows in 16-byte words */
   uint64_t attention_q8q;      /* ... scoring q8_0 K on queries rounded to 8 bits */
   uint64_t attention_direct;   /* one split: no combine pass */
+  uint64_t attention_full_split; /* tiles of a split each: rows loaded with kv_len */
   uint64_t matmul_fused_norm, matmul_fused_swiglu; /* vkrt_op_matmul_fused's folded steps */
   uint64_t quant_q8x_wide; /* q8x columns in one pass of the 40 KiB (_wide) kernels */
 };

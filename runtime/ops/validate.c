@@ -835,6 +835,7 @@ static bool plan_splits(uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv, 
   out->queries_per_round = (uint32_t)VKRT_MIN((uint64_t)n_q, scratch_bytes / (out->splits * per_split));
   out->rounds = div_up(n_q, out->queries_per_round);
   out->scratch_used = (uint64_t)out->queries_per_round * out->splits * per_split;
+  out->full_split = !out->rows && (uint64_t)out->min_split * out->splits >= n_ctx;
   return true;
 }
 

@@ -130,6 +130,9 @@ struct vkrt_attention_plan {
                                  max(ceil(L / splits), min_split) tokens: the split this plan
                                  would give a cache of L tokens (1 when the count is forced) */
   uint32_t splits;            /* over the capacity n_ctx */
+  bool full_split;            /* tiles: min_split x splits covers n_ctx, so every query is cut
+                                 into splits of min_split whatever its length and the split
+                                 pass loads its rows before kv_len returns */
   uint32_t queries_per_round;
   uint32_t rounds;
   uint64_t scratch_used;      /* bytes of one round's partials */

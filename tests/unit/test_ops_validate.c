@@ -529,6 +529,7 @@ static void test_attention_check_and_plan(void **state) {
   assert_int_equal(p.split_len, 32);
   assert_int_equal(p.min_split, 32);
   assert_true(p.min_split * p.splits >= 1024);
+  assert_true(p.full_split);
   /* a longer one: the groups aimed at bound the count (33 splits of 249), a short query
    * still cut in tiles */
   assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 8192, 264, 132, 0, 0, 49152, mib16, &p, why, sizeof(why)));
@@ -536,6 +537,7 @@ static void test_attention_check_and_plan(void **state) {
   assert_int_equal(p.split_len, 249);
   assert_int_equal(p.min_split, 32);
   assert_true(p.min_split * p.splits < 8192);
+  assert_false(p.full_split);
   /* head 256, 16 heads over 2, 20000 tokens: 256 splits of 79 */
   assert_true(vkrt_ops_attention_plan(256, 16, 2, 1, 20000, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.split_len, 79);
@@ -587,6 +589,7 @@ static void test_attention_check_and_plan(void **state) {
   /* the split pass with a row per invocation: 32-wide subgroups, 528 workgroups aimed at
    * (4 per SM of 132): head 128, 32 heads over 8: 4 heads a group, 66 splits */
   assert_true(vkrt_ops_attention_rows_plan(128, 32, 8, 1, 32768, 32, false, 528, 0, 49152, mib16, &p, why, sizeof(why)));
+  assert_false(p.full_split); /* the row kernel has no tiles to load early */
   assert_true(p.rows);
   assert_int_equal(p.subgroup, 32);
   assert_int_equal(p.wg, 128);

@@ -230,7 +230,7 @@ static bool type_in_build(vkrt_type t) {
 }
 
 /* How many cases ran on each path: [one split, no combine]; split passes [tiles, rows] */
-static int paths[2], kernels[2];
+static int paths[2], kernels[2], full_splits[2];
 /* Row-kernel q8_0 cases that read K in 16-byte words: their KV heads by the 4-byte phase of
  * the rows' start (how many words come before the first 16-byte boundary) */
 static int k16_phases[4];
@@ -269,6 +269,12 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   assert_int_equal(c1.attention_splits - c0.attention_splits, plan.splits);
   assert_int_equal(c1.attention_rounds - c0.attention_rounds, plan.rounds);
   assert_int_equal(c1.attention_direct - c0.attention_direct, plan.direct);
+  /* tiles whose splits of min_split cover the capacity: the pass loads before kv_len */
+  assert_int_equal(c1.attention_full_split - c0.attention_full_split, plan.full_split);
+  if (plan.rows)
+    assert_false(plan.full_split);
+  else
+    full_splits[plan.full_split]++;
   assert_int_equal(plan.direct, plan.splits == 1);
   paths[plan.direct]++;
   /* the split pass the plan named ran; forced tiles are tiles */
@@ -358,6 +364,9 @@ static void test_attention_shapes(void **state) {
   /* both split passes ran: every device the suite runs on has subgroup arithmetic and a
    * fixed subgroup size */
   assert_true(kernels[0] > 0 && kernels[1] > 0);
+  /* the tiles took both ways to their rows: with kv_len (longer caches), and before it
+   * (caches a tile a split covers) */
+  assert_true(full_splits[0] > 0 && full_splits[1] > 0);
   vkt_close(app);
 }
 

@@ -309,6 +309,9 @@ typedef struct vkrt_lab_counters {
                                 products on queries rounded to 8 bits (VKRT_ACTIVATIONS_Q8) */
   uint64_t attention_direct;   /* ... those with one split, written by the split pass alone
                                   (no combine pass) */
+  uint64_t attention_full_split; /* ... those whose tiles cut every query into splits of one
+                                    tile whatever its length (the rows loaded before kv_len
+                                    returns) */
   uint64_t matmul_fused_norm;   /* vkrt_op_matmul_fused dispatches with the RMS norm folded in */
   uint64_t matmul_fused_swiglu; /* ... with the SwiGLU */
   uint64_t quant_q8x_wide; /* quant_matvec calls on the q8x kernels for 4 or 8 columns a pass
@@ -330,6 +333,8 @@ typedef struct vkrt_lab_attention {
   bool direct;            /* one split: the split pass writes the result, no combine pass */
   bool rows;              /* the split pass runs a row per invocation (else tiles) */
   uint32_t subgroup;      /* rows: the subgroup size it is built for */
+  bool full_split;        /* tiles: every query cut into splits of one tile whatever its
+                             length (the split pass loads its rows before kv_len returns) */
 } vkrt_lab_attention;
 
 vkrt_status vkrt_lab_attention_plan(const vkrt_appliance *appliance, uint32_t device,
