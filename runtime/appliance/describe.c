@@ -115,7 +115,9 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
     vkrt_text_put(&o, "vkrt: dev%u matmul: %s\n", i, plan);
     bool attention_rows;
     const char *attention_why = vkrt_attention_kernel_choice(d, &attention_rows);
-    vkrt_text_put(&o, "vkrt: dev%u attention split pass: %s (%s)\n", i,
+    vkrt_text_put(&o, "vkrt: dev%u attention split pass: %s (%s); the tiles' splits are one "
+        "tile at least, and where a tile a split covers the cache their rows are loaded before "
+        "kv_len returns\n", i,
         attention_rows ? "a row per invocation (subgroups run their own tokens)" : "tiles behind "
         "workgroup barriers", attention_why);
     vkrt_text_put(&o, "vkrt: dev%u pipelines %s (%u ready)\n", i, vkrt_ops_pipelines_when(d),
