@@ -521,23 +521,22 @@ static void test_attention_check_and_plan(void **state) {
   assert_int_equal(p.split_len, 32);
   assert_int_equal(p.splits, 240);
   assert_int_equal(p.min_split, 32);
-  /* a short cache (Llama-3-8B's heads, 1024 tokens, 264 groups aimed at, 132 splits at most):
-   * a tile a split, so min_split x splits covers the capacity and every query is cut into
-   * tiles whatever its length (the split pass loads its rows before kv_len returns) */
-  assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 1024, 264, 132, 0, 0, 49152, mib16, &p, why, sizeof(why)));
-  assert_int_equal(p.splits, 32);
-  assert_int_equal(p.split_len, 32);
-  assert_int_equal(p.min_split, 32);
-  assert_true(p.min_split * p.splits >= 1024);
-  assert_true(p.full_split);
-  /* a longer one: the groups aimed at bound the count (33 splits of 249), a short query
-   * still cut in tiles */
-  assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, 8192, 264, 132, 0, 0, 49152, mib16, &p, why, sizeof(why)));
-  assert_int_equal(p.splits, 33);
-  assert_int_equal(p.split_len, 249);
-  assert_int_equal(p.min_split, 32);
-  assert_true(p.min_split * p.splits < 8192);
-  assert_false(p.full_split);
+  /* Llama-3-8B's heads (128, 32 over 8), 264 groups aimed at, 132 splits at most: a short
+   * cache plans a tile a split, so min_split x splits covers the capacity and every query
+   * is cut into tiles whatever its length (the split pass loads its rows before kv_len
+   * returns); a longer one is bound by the groups aimed at (33 splits of 249), a short query
+   * in it still cut in tiles. {n_ctx, splits, split_len, min_split, full_split} */
+  static const uint32_t tiles[][5] = {{1024, 32, 32, 32, 1}, {8192, 33, 249, 32, 0}};
+  for (unsigned i = 0; i < sizeof(tiles) / sizeof(tiles[0]); i++) {
+    const uint32_t *c = tiles[i];
+    assert_true(vkrt_ops_attention_plan(128, 32, 8, 1, c[0], 264, 132, 0, 0, 49152, mib16, &p,
+                                        why, sizeof(why)));
+    assert_int_equal(p.splits, c[1]);
+    assert_int_equal(p.split_len, c[2]);
+    assert_int_equal(p.min_split, c[3]);
+    assert_int_equal(p.full_split, c[4]);
+    assert_int_equal((uint64_t)p.min_split * p.splits >= c[0], c[4]);
+  }
   /* head 256, 16 heads over 2, 20000 tokens: 256 splits of 79 */
   assert_true(vkrt_ops_attention_plan(256, 16, 2, 1, 20000, 512, 0, 0, 0, 49152, mib16, &p, why, sizeof(why)));
   assert_int_equal(p.split_len, 79);
