@@ -415,6 +415,10 @@ static void test_attention_splits(void **state) {
     run_case(app, &one);
     struct att_case over = {t, 64, 2, 1, 1, 20, {13}, 0, 1000, true};
     run_case(app, &over);
+    /* more splits than the combine loads with kv_len (o of 64, max and sum of 256 on a
+     * 256-wide workgroup): the rest through its loops; a short query among them */
+    struct att_case many = {t, 64, 4, 2, 2, 600, {600, 150}, 0, 300, false};
+    run_case(app, &many);
     /* a single split over the whole cache (kv_len not a tile multiple), longer than 2048
      * scores of 8 heads would hold */
     struct att_case single = {t, 256, 16, 2, 1, 300, {299}, 0, 1, false};
