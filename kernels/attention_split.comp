@@ -88,6 +88,13 @@ void k_use(uvec4 u, out vec4 lo, out vec4 hi, out float d) {
 }
 #endif
 
+// The cache row of token t of the split starting at t0 (n tokens long) that the loads read:
+// rows past the split are clamped to its last (valid memory, never used); with FULL, loaded
+// before n is known, to the cache's last.
+uint split_row(uint t0, uint t, uint n) {
+  return FULL != 0u ? min(t0 + t, pc.n_ctx - 1u) : t0 + min(t, n - 1u);
+}
+
 void main() {
   uint y = pc.base_x + gl_WorkGroupID.x;
   uint s = pc.base_y + gl_WorkGroupID.y;
@@ -102,19 +109,19 @@ void main() {
   bool loader = slot < TT;
   slot = min(slot, TT - 1u);
   uint k_base = pc.k_off + hk * pc.k_s1, v_base = pc.v_off + hk * pc.v_s1;
-  // Where min_split x n_split covers the capacity, every query is cut into splits of
-  // min_split tokens (one tile) whatever its kv_len: the tile's rows are known before kv_len
-  // is read, so their loads and the queries' go out with it, one memory latency for all
-  // (rows past kv_len, clamped inside the cache, are never used). Otherwise the rows wait
-  // for kv_len and are clamped to the split's last. The host says which with FULL, so a
-  // pipeline holds only its own path (the other's registers measured 4 % slower at head 256).
-  bool full_split = FULL != 0u && pc.min_split * pc.n_split >= pc.n_ctx;
+  // FULL (the plan's full_split: min_split x n_split covers the capacity): every query is
+  // cut into splits of min_split tokens (one tile) whatever its kv_len, so the tile's rows
+  // are known before kv_len is read and their loads and the queries' go out with it, one
+  // memory latency for all. Otherwise the rows wait for kv_len. A specialization constant,
+  // so a pipeline holds only its own path (the other's registers measured 4 % slower at
+  // head 256).
+  const bool full_split = FULL != 0u;
+  uint t0 = s * pc.min_split, n = 0u; // the split's first token and length (full: n unused)
   uvec4 rk[U], rv[U];
   if (full_split)
     [[unroll]] for (uint u = 0u; u < U; u++) {
-      uint row = min(s * pc.min_split + u * TT + slot, pc.n_ctx - 1u);
-      rk[u] = k_load(k_base + row * pc.k_s2, c);
-      rv[u] = v_load(v_base + row * pc.v_s2, c);
+      rk[u] = k_load(k_base + split_row(t0, u * TT + slot, n) * pc.k_s2, c);
+      rv[u] = v_load(v_base + split_row(t0, u * TT + slot, n) * pc.v_s2, c);
     }
   int len_raw = kv_len[pc.len_off + j * pc.len_s0];
   for (uint i = tid; i < G * D / 4u; i += WG) {
@@ -124,7 +131,7 @@ void main() {
   }
   uint len = uint(clamp(len_raw, 0, int(pc.n_ctx)));
   uint split_len = attention_split_len(len, pc.n_split, pc.min_split);
-  uint t0 = s * split_len;
+  t0 = s * split_len;
   if (t0 >= len) {
     // past this query's length: the combine ignores the split; alone, it is the answer: 0
     if (pc.direct != 0u)
@@ -132,15 +139,15 @@ void main() {
         part[pc.d_off + (h0 + i / D) * pc.d_s1 + j * pc.d_s2 + i % D] = 0.0;
     return;
   }
-  uint n = min(split_len, len - t0);
+  n = min(split_len, len - t0);
   for (uint i = tid; i < G * TT; i += WG) {
     sm[i] = LOW;
     sl[i] = 0.0;
   }
   if (!full_split)
     [[unroll]] for (uint u = 0u; u < U; u++) {
-      rk[u] = k_load(k_base + (t0 + min(u * TT + slot, n - 1u)) * pc.k_s2, c);
-      rv[u] = v_load(v_base + (t0 + min(u * TT + slot, n - 1u)) * pc.v_s2, c);
+      rk[u] = k_load(k_base + split_row(t0, u * TT + slot, n) * pc.k_s2, c);
+      rv[u] = v_load(v_base + split_row(t0, u * TT + slot, n) * pc.v_s2, c);
     }
   vec4 oa[G], ob[G];
   [[unroll]] for (uint g = 0u; g < G; g++) {
@@ -153,11 +160,10 @@ void main() {
     if (loader)
       [[unroll]] for (uint u = 0u; u < U; u++)
         sk[(u * TT + slot) * NCP + c] =
-            k_keep(rk[u], k_base + (full_split ? min(t0 + u * TT + slot, pc.n_ctx - 1u)
-                                          : t0 + min(tile + u * TT + slot, n - 1u)) * pc.k_s2, c);
+            k_keep(rk[u], k_base + split_row(t0, tile + u * TT + slot, n) * pc.k_s2, c);
     if (more) // the next tile's K rows, in flight through this tile
       [[unroll]] for (uint u = 0u; u < U; u++)
-        rk[u] = k_load(k_base + (t0 + min(tile + T + u * TT + slot, n - 1u)) * pc.k_s2, c);
+        rk[u] = k_load(k_base + split_row(t0, tile + T + u * TT + slot, n) * pc.k_s2, c);
     barrier();
 
     // scores: token t, part p of the row, every head
@@ -236,7 +242,7 @@ void main() {
     }
     if (more) // the next tile's V rows, in flight through its scores
       [[unroll]] for (uint u = 0u; u < U; u++)
-        rv[u] = v_load(v_base + (t0 + min(tile + T + u * TT + slot, n - 1u)) * pc.v_s2, c);
+        rv[u] = v_load(v_base + split_row(t0, tile + T + u * TT + slot, n) * pc.v_s2, c);
   }
 
   // merge the slots: per head the split's max M and sum L = sum_slot e^(m_slot - M) l_slot

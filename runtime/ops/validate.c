@@ -799,12 +799,18 @@ bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tens
 
 static uint32_t div_up(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
 
+/* attention_split.comp's TT: the cache rows one pass of a workgroup loads (16-byte chunks of
+ * 8 elements, a row's chunks side by side); a tile is `unroll` passes */
+static uint32_t attention_tile_rows(uint32_t head_dim) {
+  return VKRT_MAX(VKRT_ATTENTION_WG / (head_dim / 8), 1u);
+}
+
 uint32_t vkrt_ops_attention_shared(uint32_t head_dim, uint32_t heads_per_group, uint32_t unroll) {
   /* as attention_split.comp declares it: the K tile (rows of an odd number of 16-byte
    * words), the queries, the score partials, three floats per head and slot, two per head,
    * the slot merge */
   uint32_t wg = VKRT_ATTENTION_WG, nc = head_dim / 8, g = heads_per_group;
-  uint32_t tt = wg / nc, t = tt * unroll, parts = VKRT_MAX(wg / t, 1u);
+  uint32_t tt = attention_tile_rows(head_dim), t = tt * unroll, parts = VKRT_MAX(wg / t, 1u);
   return 16 * t * (nc | 1) +
          (uint32_t)sizeof(float) * (g * head_dim + g * parts * t + 3 * g * tt + 2 * g + 8 * wg);
 }
@@ -874,8 +880,8 @@ bool vkrt_ops_attention_plan(uint32_t head_dim, uint32_t n_head, uint32_t n_head
   out->wg = VKRT_ATTENTION_WG;
   /* a split is one tile at least (the tokens a workgroup's row passes cover at once): a
    * shorter split pays a tile's latency chain for part of it */
-  uint32_t tile = VKRT_MAX(out->wg / (head_dim / 8), 1u) * out->unroll;
-  return plan_splits(head_dim, n_head, n_head_kv, n_q, n_ctx, tile, target_groups, max_splits,
+  return plan_splits(head_dim, n_head, n_head_kv, n_q, n_ctx,
+                     attention_tile_rows(head_dim) * out->unroll, target_groups, max_splits,
                      forced_splits, scratch_bytes, out, why, why_size);
 }
 

@@ -102,8 +102,9 @@ bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tens
  * heads of one KV head (the largest divisor of n_head / n_head_kv up to
  * VKRT_ATTENTION_MAX_GROUP) and `split_len` cache tokens (at least one tile, the tokens its
  * row passes cover at once, unless the context is shorter; the split pass runs any length
- * in tiles with an online softmax); `splits` cover the capacity n_ctx, chosen so that splits x KV heads x head groups
- * x queries comes near `target_groups`, and no more than `max_splits` of them (0: no cap)
+ * in tiles with an online softmax); `splits` cover the capacity n_ctx, chosen so that
+ * splits x KV heads x head groups x queries comes near `target_groups`, and no more than
+ * `max_splits` of them (0: no cap)
  * (or `forced_splits` when nonzero, within those bounds). `unroll` row passes per tile
  * (forced_unroll, else VKRT_ATTENTION_UNROLL, halved while the weighted-V sums of the
  * heads and the rows in flight exceed VKRT_ATTENTION_REGS registers and while the shared memory,
