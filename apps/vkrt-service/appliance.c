@@ -10,15 +10,16 @@
 #if IS_ENABLED(CONFIG_VKRT_LAB)
 #include "vkrt/vkrt_lab.h"
 
-/* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK[,PACK[,AFTER]]] into the lab's load knobs (0: the
- * board's; PACK: rows of strided ranges narrower than PACK bytes packed by the host, 1: none;
- * AFTER 1: those rows packed once their whole chunk is read, 0: by each reader right after
- * its block); sizes take K, M or G. */
+/* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK[,PACK[,AFTER[,NOIMG]]]] into the lab's load knobs
+ * (0: the board's; PACK: rows of strided ranges narrower than PACK bytes packed by the host,
+ * 1: none; AFTER 1: those rows packed once their whole chunk is read, 0: by each reader right
+ * after its block; NOIMG 1: packed even where a row image could take them); sizes take K, M
+ * or G. */
 static int load_knobs_set(vkrt_appliance *app, const char *text) {
-  uint64_t v[6] = {0, 0, 0, 0, 0, 0};
+  uint64_t v[7] = {0, 0, 0, 0, 0, 0, 0};
   int n = 0;
   bool ok = true, done = false;
-  for (const char *p = text; ok && !done && n < 6; n++) {
+  for (const char *p = text; ok && !done && n < 7; n++) {
     char *end = NULL;
     errno = 0;
     const unsigned long long x = strtoull(p, &end, 10);
@@ -33,9 +34,9 @@ static int load_knobs_set(vkrt_appliance *app, const char *text) {
     p = end + 1;
   }
   vkrt_lab_load k = {0};
-  if (!ok || !done || n < 3 || v[5] > 1 || vkrt_lab_load_get(app, &k) != VKRT_OK) {
-    fprintf(stderr, "vkrt-service: --load-knobs %s: want THREADS,CHUNK,CHUNKS[,BLOCK[,PACK[,AFTER]]] "
-            "(AFTER 0 or 1)\n", text);
+  if (!ok || !done || n < 3 || v[5] > 1 || v[6] > 1 || vkrt_lab_load_get(app, &k) != VKRT_OK) {
+    fprintf(stderr, "vkrt-service: --load-knobs %s: want THREADS,CHUNK,CHUNKS[,BLOCK[,PACK[,AFTER"
+            "[,NOIMG]]]] (AFTER and NOIMG 0 or 1)\n", text);
     return EXIT_USAGE;
   }
   k.threads = (uint32_t)v[0];
@@ -45,6 +46,7 @@ static int load_knobs_set(vkrt_appliance *app, const char *text) {
   k.gather_below = v[4];
   k.no_gather = false;
   k.pack_after_read = v[5] == 1;
+  k.no_row_images = v[6] == 1;
   if (vkrt_lab_load_set(app, &k) != VKRT_OK) {
     fprintf(stderr, "vkrt-service: --load-knobs %s: %s\n", text, vkrt_last_error(app));
     return EXIT_USAGE;

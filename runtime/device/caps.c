@@ -137,6 +137,18 @@ void vkrt_caps_decode(const struct vkrt_caps_input *in, struct vkrt_caps *out) {
       out->has_transfer_queue = true;
   }
 
+  bool texel_granular = true;
+  for (uint32_t i = 0; i < in->family_count; i++) {
+    const VkExtent3D g = in->families[i].minImageTransferGranularity;
+    if (in->families[i].queueCount && (g.width != 1 || g.height != 1 || g.depth != 1))
+      texel_granular = false;
+  }
+  if (in->row_image_queried && texel_granular &&
+      (in->row_format.linearTilingFeatures & VK_FORMAT_FEATURE_TRANSFER_DST_BIT)) {
+    out->row_image_max_width = in->row_image.maxExtent.width;
+    out->row_image_max_height = in->row_image.maxExtent.height;
+  }
+
   /* memory */
   const VkPhysicalDeviceMemoryProperties *m = in->memory;
   out->heap_count = VKRT_MIN(m->memoryHeapCount, (uint32_t)VKRT_CAPS_MAX_HEAPS);
@@ -226,7 +238,8 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
         "\"max_compute_work_group_size\": [%u, %u, %u], "
         "\"max_compute_work_group_invocations\": %u, \"subgroup_size\": %u, "
         "\"min_subgroup_size\": %u, \"max_subgroup_size\": %u, \"compute_units\": %u, "
-        "\"timestamp_period_ns\": %g}",
+        "\"timestamp_period_ns\": %g, \"row_image_max\": [%u, %u], "
+        "\"row_image_pitch_align\": %u}",
         (unsigned long long)c->min_imported_host_pointer_alignment,
         (unsigned long long)c->max_memory_allocation_size,
         (unsigned long long)c->max_buffer_size, (unsigned long long)c->max_storage_buffer_range,
@@ -236,7 +249,8 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
         c->max_compute_work_group_size[0], c->max_compute_work_group_size[1],
         c->max_compute_work_group_size[2], c->max_compute_work_group_invocations,
         c->subgroup_size, c->min_subgroup_size, c->max_subgroup_size, c->compute_units,
-        c->timestamp_period_ns);
+        c->timestamp_period_ns, c->row_image_max_width, c->row_image_max_height,
+        c->row_image_pitch_align);
     vkrt_text_put(&o, ", \"memory_heaps\": [");
     for (uint32_t i = 0; i < c->heap_count; i++)
       vkrt_text_put(&o, "%s{\"size\": %llu, \"budget\": %llu, \"device_local\": %s}", i ? ", " : "",
@@ -268,9 +282,11 @@ size_t vkrt_caps_describe(const struct vkrt_caps *c, uint32_t index, bool json, 
       yn[c->external_semaphore_fd], yn[c->timeline_semaphore], yn[c->memory_budget]);
   vkrt_text_put(&o,
       "vkrt: dev%u storage_buffer_16bit %s shader_float16 %s subgroup_size_control %s "
-      "push_descriptor %s transfer_queue %s integer_dot_product %s\n",
+      "push_descriptor %s transfer_queue %s integer_dot_product %s row_images %ux%u (rows a "
+      "multiple of %u bytes)\n",
       index, yn[c->storage_buffer_16bit], yn[c->shader_float16], yn[c->subgroup_size_control],
-      yn[c->push_descriptor], yn[c->has_transfer_queue], yn[c->integer_dot_product]);
+      yn[c->push_descriptor], yn[c->has_transfer_queue], yn[c->integer_dot_product],
+      c->row_image_max_width, c->row_image_max_height, c->row_image_pitch_align);
   vkrt_text_put(&o,
       "vkrt: dev%u cooperative_matrix %s (VK_NV_cooperative_matrix 16x16x16 f16 x f16 -> f32)"
       "%s\n", index, yn[c->cooperative_matrix],

@@ -71,6 +71,11 @@ struct vkrt_caps {
   uint32_t compute_units;
   double timestamp_period_ns;
   bool has_transfer_queue;
+  /* Row images: R32_UINT images in linear tiling can be copy destinations from every queue
+   * family at texel granularity, up to these extents (0: no). A load moves the narrow rows of a
+   * strided range with one 2D copy into such an image aliasing the destination. */
+  uint32_t row_image_max_width, row_image_max_height;
+  uint32_t row_image_pitch_align; /* bytes: the row pitch of a one-texel-wide such image */
 
   /* memory */
   uint32_t heap_count, type_count;

@@ -41,6 +41,11 @@ struct vkrt_caps_input {
   VkExternalSemaphoreProperties semaphore_opaque_fd, semaphore_sync_fd;
   /* vkGetPhysicalDeviceExternalBufferProperties per handle type; zeroed when not queried */
   VkExternalBufferProperties buffer_host_allocation, buffer_opaque_fd, buffer_dma_buf;
+  /* R32_UINT in linear tiling as a copy destination (loads' 2D row copies): its format
+   * features and vkGetPhysicalDeviceImageFormatProperties' answer; zeroed when not queried */
+  VkFormatProperties row_format;
+  VkImageFormatProperties row_image;
+  bool row_image_queried;
   /* The device's function table once its VkDevice exists; NULL for a physical-only
    * snapshot (board matching), where extension presence alone decides. */
   const struct vkrt_device_table *functions;

@@ -177,6 +177,12 @@ void vkrt_caps_query_physical(struct vkrt_system *sys, VkPhysicalDevice physical
     }
   }
 
+  vki->vkGetPhysicalDeviceFormatProperties(physical, VK_FORMAT_R32_UINT, &q->in.row_format);
+  q->in.row_image_queried =
+      vki->vkGetPhysicalDeviceImageFormatProperties(
+          physical, VK_FORMAT_R32_UINT, VK_IMAGE_TYPE_2D, VK_IMAGE_TILING_LINEAR,
+          VK_IMAGE_USAGE_TRANSFER_DST_BIT, 0, &q->in.row_image) == VK_SUCCESS;
+
   struct vkrt_caps_input *in = &q->in;
   in->physical_index = physical_index;
   in->props = &q->props.properties;
@@ -252,3 +258,26 @@ uint32_t vkrt_caps_probe_host_import_types(struct vkrt_device *dev) {
   return r == VK_SUCCESS ? props.memoryTypeBits : 0;
 }
 
+
+uint32_t vkrt_caps_probe_row_image_pitch(struct vkrt_device *dev) {
+  if (!dev->caps.row_image_max_width || dev->caps.row_image_max_height < 2)
+    return 0;
+  VkImageCreateInfo info = {.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
+                            .imageType = VK_IMAGE_TYPE_2D,
+                            .format = VK_FORMAT_R32_UINT,
+                            .extent = {1, 2, 1},
+                            .mipLevels = 1,
+                            .arrayLayers = 1,
+                            .samples = VK_SAMPLE_COUNT_1_BIT,
+                            .tiling = VK_IMAGE_TILING_LINEAR,
+                            .usage = VK_IMAGE_USAGE_TRANSFER_DST_BIT,
+                            .initialLayout = VK_IMAGE_LAYOUT_PREINITIALIZED};
+  VkImage image;
+  if (dev->vk.vkCreateImage(dev->handle, &info, &dev->sys->vk_allocator, &image) != VK_SUCCESS)
+    return 0;
+  const VkImageSubresource sub = {.aspectMask = VK_IMAGE_ASPECT_COLOR_BIT};
+  VkSubresourceLayout layout;
+  dev->vk.vkGetImageSubresourceLayout(dev->handle, image, &sub, &layout);
+  dev->vk.vkDestroyImage(dev->handle, image, &dev->sys->vk_allocator);
+  return layout.rowPitch >= 4 && layout.rowPitch <= 65536 ? (uint32_t)layout.rowPitch : 0;
+}

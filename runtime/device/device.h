@@ -230,7 +230,8 @@ struct vkrt_buffer {
   uint64_t id;                        /* unique in the system, never reused */
   struct vkrt_buffer *live_prev, *live_next; /* the system's live buffers */
   VkBuffer handle;
-  VkDeviceMemory memory;
+  VkDeviceMemory memory;             /* the buffer's own, bound at offset 0 */
+  uint32_t memory_type;              /* its memory type index */
   uint64_t size;
   uint32_t flags;
   void *mapped;

@@ -71,3 +71,6 @@ vkrt_status vkrt_caps_snapshot_candidates(struct vkrt_system *sys, VkPhysicalDev
                                           uint32_t count, struct vkrt_caps *out);
 /* Memory types the driver accepts for an imported anonymous page (needs the VkDevice). */
 uint32_t vkrt_caps_probe_host_import_types(struct vkrt_device *dev);
+/* The row pitch the device gives a one-texel-wide linear R32_UINT image (row images' rows
+ * must be a multiple of it); 0 when it makes none (needs the VkDevice). */
+uint32_t vkrt_caps_probe_row_image_pitch(struct vkrt_device *dev);

@@ -246,6 +246,9 @@ static vkrt_status device_open(struct vkrt_system *sys, uint32_t rank,
   q->in.host_import_memory_type_bits = vkrt_caps_probe_host_import_types(dev);
   dev->caps.host_import_memory_type_bits =
       dev->caps.external_memory_host ? q->in.host_import_memory_type_bits : 0;
+  dev->caps.row_image_pitch_align = vkrt_caps_probe_row_image_pitch(dev);
+  if (!dev->caps.row_image_pitch_align)
+    dev->caps.row_image_max_width = dev->caps.row_image_max_height = 0;
 
   dev->memory_type_device_local =
       pick_memory_type(dev, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);

@@ -79,9 +79,14 @@ size_t vkrt_import_describe(const struct vkrt_system *sys, const struct vkrt_imp
                   PRIu64 " KiB in flight (a ring the last-level cache holds) read in blocks of %"
                   PRIu64 " KiB, O_DIRECT %u of %" PRIu64 " KiB in blocks of %" PRIu64 " KiB; %u "
                   "threads (one retires chunks, the others read); rows under %" PRIu64 " bytes "
-                  "%s%s", k.chunks, k.chunk_bytes >> 10, k.block_bytes >> 10,
+                  "%s%s%s", k.chunks, k.chunk_bytes >> 10, k.block_bytes >> 10,
                   kd.chunks, kd.chunk_bytes >> 10, kd.block_bytes >> 10, k.threads,
                   k.gather_below,
+                  !k.no_gather && !k.no_row_images && dev->caps.row_image_max_width
+                      ? "moved by one 2D copy per range and chunk into a linear image aliasing "
+                        "their destination (no host packing; whole rows, dense destination, "
+                        "4-byte multiples), else "
+                      : "",
                   k.no_gather         ? "one DMA region each"
                   : k.pack_after_read ? "packed by the host for the DMA once the chunk is read"
                                       : "packed by the host for the DMA as each block is read",

@@ -79,6 +79,7 @@ struct vkrt_load_knobs {
   bool no_gather;
   bool pack_after_read; /* narrow rows packed once the whole chunk is read, not by each
                            reader right after its block */
+  bool no_row_images;   /* narrow rows never moved by 2D copies into row images */
 };
 
 struct vkrt_import_registry {

@@ -116,6 +116,10 @@ struct stream {
                                       each reader, right after its block) */
   struct extent *ext;
   uint64_t ext_count, stream_bytes;
+  VkImage *row_image;              /* per range: its row image (VK_NULL_HANDLE: none) */
+  bool *row_image_ready;           /* per range: the image's layout set in a recorded chunk */
+  uint64_t row_image_bytes;
+  uint32_t row_images;
   struct block *blocks;
   uint64_t block_count, chunk_count;
   uint64_t *chunk_first;           /* chunk k's blocks: [chunk_first[k], chunk_first[k + 1]) */
@@ -668,24 +672,31 @@ static bool gather_add(struct stream *st, uint32_t s, uint64_t k, uint64_t src, 
   return true;
 }
 
+/* Begins sd's command buffer of slot s unless it is recording; false when it cannot. */
+static bool cmd_begin(struct stream *st, struct sdev *sd, uint32_t s) {
+  if (sd->open)
+    return true;
+  VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  VkResult vr = sd->dev->vk.vkBeginCommandBuffer(sd->cmd[s], &begin);
+  if (vr != VK_SUCCESS) {
+    if (st->status == VKRT_OK)
+      st->status = vkrt_vk_error(sd->dev, vr, "load: vkBeginCommandBuffer");
+    return false;
+  }
+  sd->open = true;
+  sd->dst = VK_NULL_HANDLE;
+  return true;
+}
+
 /* One piece: chunk k's bytes [src, src + n) (slot s) to dst_offset of r's buffer. */
 static void emit(struct stream *st, uint64_t k, uint32_t s, const vkrt_load_range *r,
                  uint64_t src, uint64_t dst_offset, uint64_t n) {
   struct vkrt_device *dev = r->dst->dev;
   struct sdev *sd = &st->dev[dev->index];
   struct slot *sl = &st->slot[s];
-  if (!sd->open) {
-    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    VkResult vr = dev->vk.vkBeginCommandBuffer(sd->cmd[s], &begin);
-    if (vr != VK_SUCCESS) {
-      if (st->status == VKRT_OK)
-        st->status = vkrt_vk_error(dev, vr, "load: vkBeginCommandBuffer");
-      return;
-    }
-    sd->open = true;
-    sd->dst = VK_NULL_HANDLE;
-  }
+  if (!cmd_begin(st, sd, s))
+    return;
   if (sd->dst != r->dst->handle) {
     flush(st, sd, s);
     sd->dst = r->dst->handle;
@@ -720,6 +731,136 @@ static void emit(struct stream *st, uint64_t k, uint32_t s, const vkrt_load_rang
                                                 .size = n};
 }
 
+/* ---- row images ---------------------------------------------------------------------------
+ * A narrow strided range (a column slice of every row: the tensors split by columns across
+ * devices) whose destination rows are dense gets a linear R32_UINT image of size / 4 x rows
+ * texels bound to the destination's memory at its offset, where the device lays the image's
+ * rows out exactly as the destination's (row pitch = size, offset 0). Each chunk then moves
+ * all the range's whole rows it holds with one vkCmdCopyBufferToImage whose buffer row length
+ * is the file's pitch: the copy engine gathers the rows, the host packs nothing and the ring
+ * needs no gather area. Rows cut by a chunk's edge go as regions of their own. The image
+ * starts PREINITIALIZED (its transition to GENERAL keeps the memory's contents) and, linear
+ * and GENERAL, it and the buffer read the same bytes the same way. */
+
+static void row_image_destroy(struct stream *st, uint32_t i) {
+  if (!st->row_image || !st->row_image[i])
+    return;
+  struct vkrt_device *dev = st->job->ranges[i].dst->dev;
+  dev->vk.vkDestroyImage(dev->handle, st->row_image[i], &dev->sys->vk_allocator);
+  st->row_image[i] = VK_NULL_HANDLE;
+}
+
+/* Range i's row image, or VK_NULL_HANDLE where the device or the range does not allow one
+ * (not an error: its rows are packed instead). */
+static VkImage row_image_make(const vkrt_load_range *r) {
+  struct vkrt_device *dev = r->dst->dev;
+  const struct vkrt_caps *c = &dev->caps;
+  const uint64_t rows = range_rows(r);
+  if (!c->row_image_pitch_align || r->size % c->row_image_pitch_align || r->file_pitch % 4 ||
+      r->file_offset % 4 || r->dst_pitch != r->size || rows < 2 ||
+      r->size / 4 > c->row_image_max_width || rows > c->row_image_max_height)
+    return VK_NULL_HANDLE;
+  VkImageCreateInfo info = {.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
+                            .imageType = VK_IMAGE_TYPE_2D,
+                            .format = VK_FORMAT_R32_UINT,
+                            .extent = {(uint32_t)(r->size / 4), (uint32_t)rows, 1},
+                            .mipLevels = 1,
+                            .arrayLayers = 1,
+                            .samples = VK_SAMPLE_COUNT_1_BIT,
+                            .tiling = VK_IMAGE_TILING_LINEAR,
+                            .usage = VK_IMAGE_USAGE_TRANSFER_DST_BIT,
+                            .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+                            .initialLayout = VK_IMAGE_LAYOUT_PREINITIALIZED};
+  VkImage image;
+  if (dev->vk.vkCreateImage(dev->handle, &info, &dev->sys->vk_allocator, &image) != VK_SUCCESS)
+    return VK_NULL_HANDLE;
+  VkMemoryRequirements req;
+  dev->vk.vkGetImageMemoryRequirements(dev->handle, image, &req);
+  const VkImageSubresource sub = {.aspectMask = VK_IMAGE_ASPECT_COLOR_BIT};
+  VkSubresourceLayout layout;
+  dev->vk.vkGetImageSubresourceLayout(dev->handle, image, &sub, &layout);
+  if ((req.memoryTypeBits >> r->dst->memory_type & 1u) && req.alignment &&
+      r->dst_offset % req.alignment == 0 && r->dst_offset + req.size <= r->dst->size &&
+      layout.offset == 0 && layout.rowPitch == r->size &&
+      dev->vk.vkBindImageMemory(dev->handle, image, r->dst->memory, r->dst_offset) == VK_SUCCESS)
+    return image;
+  dev->vk.vkDestroyImage(dev->handle, image, &dev->sys->vk_allocator);
+  return VK_NULL_HANDLE;
+}
+
+static vkrt_status row_images_open(struct stream *st, const struct vkrt_load_knobs *k) {
+  const struct vkrt_load_stream *job = st->job;
+  if (k->no_row_images)
+    return VKRT_OK;
+  st->row_image = vkrt_calloc(&st->sys->base, job->count, sizeof(*st->row_image));
+  st->row_image_ready = vkrt_calloc(&st->sys->base, job->count, sizeof(*st->row_image_ready));
+  if (!st->row_image || !st->row_image_ready)
+    return oom(st, "the row images");
+  for (uint32_t i = 0; i < job->count; i++) {
+    const vkrt_load_range *r = &job->ranges[i];
+    if (st->dev[r->dst->dev->index].pack && narrow_rows(r, k->gather_below) &&
+        (st->row_image[i] = row_image_make(r)) != VK_NULL_HANDLE)
+      st->row_images++;
+  }
+  return VKRT_OK;
+}
+
+/* Range i joins chunk k's recording: its image's layout is set before any copy into it. */
+static void row_image_layout(struct stream *st, uint32_t s, uint32_t i) {
+  const vkrt_load_range *r = &st->job->ranges[i];
+  struct sdev *sd = &st->dev[r->dst->dev->index];
+  if (!st->row_image || !st->row_image[i] || st->row_image_ready[i] || !cmd_begin(st, sd, s))
+    return;
+  VkImageMemoryBarrier barrier = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER,
+      .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+      .oldLayout = VK_IMAGE_LAYOUT_PREINITIALIZED,
+      .newLayout = VK_IMAGE_LAYOUT_GENERAL,
+      .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+      .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+      .image = st->row_image[i],
+      .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1}};
+  sd->dev->vk.vkCmdPipelineBarrier(sd->cmd[s], VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
+                                   VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0, NULL, 0, NULL, 1,
+                                   &barrier);
+  st->row_image_ready[i] = true;
+}
+
+/* The whole rows of c's range from row c->row on that chunk bytes [p - p0, p1 - p0) hold, in
+ * the extent of c (x: the row's file offset, p its stream position); 0 without an image. */
+static uint64_t row_image_rows(const struct stream *st, const struct cursor *c, uint64_t x,
+                               uint64_t p, uint64_t p1) {
+  const vkrt_load_range *r = &st->job->ranges[c->range];
+  const uint64_t end = st->ext[c->ext].end;
+  if (!st->row_image || !st->row_image[c->range] || c->col || p + r->size > p1 ||
+      x + r->size > end)
+    return 0;
+  const uint64_t by_chunk = 1 + (p1 - p - r->size) / r->file_pitch;
+  const uint64_t by_extent = 1 + (end - x - r->size) / r->file_pitch;
+  return VKRT_MIN(range_rows(r) - c->row, VKRT_MIN(by_chunk, by_extent));
+}
+
+/* Rows [row, row + n) of range i from chunk bytes src (slot s) on, one 2D copy. */
+static void row_image_copy(struct stream *st, uint32_t s, uint32_t i, uint64_t src,
+                           uint64_t row, uint64_t n) {
+  const vkrt_load_range *r = &st->job->ranges[i];
+  struct sdev *sd = &st->dev[r->dst->dev->index];
+  if (!cmd_begin(st, sd, s))
+    return;
+  const VkBufferImageCopy region = {
+      .bufferOffset = src,
+      .bufferRowLength = (uint32_t)(r->file_pitch / 4),
+      .imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1},
+      .imageOffset = {0, (int32_t)row, 0},
+      .imageExtent = {(uint32_t)(r->size / 4), (uint32_t)n, 1}};
+  sd->dev->vk.vkCmdCopyBufferToImage(sd->cmd[s], slot_src(sd, s), st->row_image[i],
+                                     VK_IMAGE_LAYOUT_GENERAL, 1, &region);
+  st->copies++;
+  st->row_image_bytes += n * r->size;
+  atomic_fetch_add(&st->reg->path_bytes[VKRT_IMPORT_PATH_PRESTAGED], n * r->size);
+  atomic_fetch_add(&st->reg->path_copies[VKRT_IMPORT_PATH_PRESTAGED], 1);
+}
+
 /* Records every piece of chunk k (stream bytes [k * chunk, ...)) for its device; returns
  * the range bytes recorded. */
 static uint64_t emit_chunk(struct stream *st, uint64_t k) {
@@ -737,6 +878,7 @@ static uint64_t emit_chunk(struct stream *st, uint64_t k) {
       break;
     st->active[st->active_count++] = (struct cursor){.range = i, .ext = st->next_ext};
     st->next_range++;
+    row_image_layout(st, s, i);
   }
   for (uint32_t a = 0; a < st->active_count && st->status == VKRT_OK;) {
     struct cursor *c = &st->active[a];
@@ -750,6 +892,16 @@ static uint64_t emit_chunk(struct stream *st, uint64_t k) {
       const uint64_t p = st->ext[c->ext].packed + x - st->ext[c->ext].start;
       if (p >= p1)
         break;
+      const uint64_t whole = row_image_rows(st, c, x, p, p1);
+      if (whole) {
+        row_image_copy(st, s, c->range, p - p0, c->row, whole);
+        bytes += whole * r->size;
+        if ((c->row += whole) == rows) {
+          done = true;
+          break;
+        }
+        continue;
+      }
       const uint64_t n = VKRT_MIN(r->size - c->col, p1 - p);
       emit(st, k, s, r, p - p0, r->dst_offset + (rows > 1 ? c->row * r->dst_pitch : 0) + c->col,
            n);
@@ -1028,6 +1180,8 @@ static void stream_close(struct stream *st) {
     if (sd->pool)
       dev->vk.vkDestroyCommandPool(dev->handle, sd->pool, &dev->sys->vk_allocator);
   }
+  for (uint32_t i = 0; st->row_image && i < st->job->count; i++)
+    row_image_destroy(st, i);
   if (st->ring_map) {
     munmap(st->ring_map, st->ring_map_size);
     atomic_fetch_sub(&st->reg->load_pinned, st->ring_map_size);
@@ -1037,6 +1191,8 @@ static void stream_close(struct stream *st) {
     vkrt_free(base, st->slot[i].gathers);
     vkrt_free(base, st->slot[i].block_gathers);
   }
+  vkrt_free(base, st->row_image);
+  vkrt_free(base, st->row_image_ready);
   vkrt_free(base, st->ext);
   vkrt_free(base, st->blocks);
   vkrt_free(base, st->chunk_first);
@@ -1074,6 +1230,7 @@ void vkrt_load_knobs_effective(const struct vkrt_load_knobs *knobs, bool direct,
                               out->chunk_bytes);
   out->no_gather = knobs->no_gather;
   out->pack_after_read = knobs->pack_after_read;
+  out->no_row_images = knobs->no_row_images;
   out->gather_below = knobs->gather_below ? knobs->gather_below : LOAD_GATHER_BELOW;
 }
 
@@ -1106,11 +1263,17 @@ static vkrt_status stream_open(struct stream *st) {
    * regions, 162 ms of waits; packed into 58, 68). */
   for (uint32_t d = 0; d < sys->device_count; d++)
     st->dev[d].pack = st->dev[d].in && !st->dev[d].host_copy && !k.no_gather;
+  vkrt_status s = row_images_open(st, &k);
+  if (s != VKRT_OK)
+    return s;
+  /* A gather area where narrow rows remain to pack (those without a row image). */
   for (uint32_t i = 0; i < job->count; i++) {
-    const vkrt_load_range *r = &job->ranges[job->order[i]];
-    narrow |= st->dev[r->dst->dev->index].pack && narrow_rows(r, k.gather_below);
+    const uint32_t o = job->order[i];
+    const vkrt_load_range *r = &job->ranges[o];
+    narrow |= st->dev[r->dst->dev->index].pack && narrow_rows(r, k.gather_below) &&
+              !(st->row_image && st->row_image[o]);
   }
-  vkrt_status s = plan_extents(st);
+  s = plan_extents(st);
   if (s != VKRT_OK)
     return s;
   st->gather_below = k.gather_below;
@@ -1291,6 +1454,8 @@ vkrt_status vkrt_load_stream(struct vkrt_import_registry *reg, struct vkrt_load_
     info->gathered_bytes = st->gathered;
     info->packed_while_reading_bytes = atomic_load(&st->packed_while_reading);
     info->row_region_bytes = st->row_regions;
+    info->row_image_bytes = st->row_image_bytes;
+    info->row_images = st->row_images;
     info->import_ns = st->import_ns;
     info->chunk_fills = (uint32_t)st->chunk_fills;
   }

@@ -51,7 +51,8 @@ vkrt_status vkrt_lab_load_set(vkrt_appliance *app, const vkrt_lab_load *load) {
                                              .chunk_bytes = chunk, .block_bytes = block,
                                              .gather_below = load->gather_below,
                                              .no_gather = load->no_gather,
-                                             .pack_after_read = load->pack_after_read};
+                                             .pack_after_read = load->pack_after_read,
+                                             .no_row_images = load->no_row_images};
   return VKRT_OK;
 }
 
@@ -64,7 +65,8 @@ vkrt_status vkrt_lab_load_get(const vkrt_appliance *app, vkrt_lab_load *out) {
   vkrt_load_knobs_effective(&reg->load_knobs, false, &k);
   *out = (vkrt_lab_load){.threads = k.threads, .chunk_bytes = k.chunk_bytes, .chunks = k.chunks,
                          .block_bytes = k.block_bytes, .gather_below = k.gather_below,
-                         .no_gather = k.no_gather, .pack_after_read = k.pack_after_read};
+                         .no_gather = k.no_gather, .pack_after_read = k.pack_after_read,
+                         .no_row_images = k.no_row_images};
   return VKRT_OK;
 }
 

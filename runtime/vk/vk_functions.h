@@ -21,6 +21,8 @@
   X(vkGetPhysicalDeviceQueueFamilyProperties)     \
   X(vkGetPhysicalDeviceExternalSemaphoreProperties) \
   X(vkGetPhysicalDeviceExternalBufferProperties)  \
+  X(vkGetPhysicalDeviceFormatProperties)          \
+  X(vkGetPhysicalDeviceImageFormatProperties)     \
   X(vkEnumerateDeviceExtensionProperties)         \
   X(vkCreateDevice)                               \
   X(vkGetDeviceProcAddr)
@@ -47,6 +49,11 @@
   X(vkDestroyBuffer)                  \
   X(vkGetBufferMemoryRequirements)    \
   X(vkBindBufferMemory)               \
+  X(vkCreateImage)                    \
+  X(vkDestroyImage)                   \
+  X(vkGetImageMemoryRequirements)     \
+  X(vkGetImageSubresourceLayout)      \
+  X(vkBindImageMemory)                \
   X(vkCreateShaderModule)             \
   X(vkDestroyShaderModule)            \
   X(vkCreateComputePipelines)         \
@@ -73,6 +80,7 @@
   X(vkCmdPushConstants)               \
   X(vkCmdDispatch)                    \
   X(vkCmdCopyBuffer)                  \
+  X(vkCmdCopyBufferToImage)           \
   X(vkCmdFillBuffer)                  \
   X(vkCmdUpdateBuffer)                \
   X(vkCmdPipelineBarrier)             \

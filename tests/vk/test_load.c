@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../common/vk_test.h"
+#include "appliance/appliance.h"
 #include "vkrt/vkrt_lab.h"
 
 /* pthread_create refused (EAGAIN) while refuse_threads is set, so a load's helper threads
@@ -223,6 +224,8 @@ struct run_opts {
   bool default_knobs;   /* the Kconfig chunks (one chunk for this file) */
   bool no_gather;
   bool pack_after_read; /* narrow rows packed once the chunk is read, not by the readers */
+  bool row_images;      /* narrow rows by row images where the device allows (with the lab's
+                           knobs; without them always so) */
 };
 
 static vkrt_appliance *open_with(const struct run_opts *ro, vkt_counting *counting) {
@@ -237,7 +240,8 @@ static vkrt_appliance *open_with(const struct run_opts *ro, vkt_counting *counti
   if (IS_ENABLED(CONFIG_VKRT_LAB) && !ro->default_knobs) {
     const vkrt_lab_load knobs = {.threads = 3, .chunk_bytes = SMALL_CHUNK, .chunks = SMALL_CHUNKS,
                                  .block_bytes = 64 * KIB, .no_gather = ro->no_gather,
-                                 .pack_after_read = ro->pack_after_read};
+                                 .pack_after_read = ro->pack_after_read,
+                                 .no_row_images = !ro->row_images};
     vkt_check(app, vkrt_lab_load_set(app, &knobs));
   }
   return app;
@@ -329,12 +333,17 @@ static vkrt_load_info run_path(const struct test_file *f, const struct run_opts 
       assert_true(info.chunk_fills > 2 * info.pinned_chunks); /* the ring went round */
     }
     /* The split weight's narrow rows: packed by the host for importing devices, one DMA
-     * region per row (left where the file has them in the chunk) everywhere else. */
+     * region per row (left where the file has them in the chunk) everywhere else; where a
+     * row image takes them (test_row_images), by it, the rows a chunk's edge cuts in
+     * regions of their own. */
     uint64_t gathered = 0;
     for (uint32_t d = 0; d < n; d++)
-      gathered += packs(ro, d) ? SPLIT_PITCH / n * SPLIT_ROWS : 0;
+      gathered += packs(ro, d) && !info.row_images ? SPLIT_PITCH / n * SPLIT_ROWS : 0;
     assert_int_equal(info.gathered_bytes, gathered);
-    assert_int_equal(info.row_region_bytes, SPLIT_PITCH / n * SPLIT_ROWS * n - gathered);
+    assert_int_equal(info.row_region_bytes + info.row_image_bytes,
+                     SPLIT_PITCH / n * SPLIT_ROWS * n - gathered);
+    if (small(ro) && !ro->row_images)
+      assert_int_equal(info.row_images, 0);
     /* ... by each reader right after its block, unless the knob says once the chunk is
      * read. */
     const bool once_read = ro->pack_after_read && IS_ENABLED(CONFIG_VKRT_LAB);
@@ -433,6 +442,106 @@ static void test_gather(void **state) {
   assert_int_equal(c.gathered_bytes, a.gathered_bytes);
   assert_int_equal(c.packed_while_reading_bytes, 0);
   assert_int_equal(c.copies, a.copies);
+  file_destroy(&f);
+}
+
+/* A weight split by columns into blocks of `width` bytes (a multiple of 4, rows `pitch`
+ * apart from file offset 4096 + skew), each device's block at 64 KiB of its buffer with a
+ * small range right after it; the rows (300) are cut by the small chunks' edges. */
+#define IMG_ROWS 300
+static void row_image_plan(vkrt_appliance *app, uint64_t width, uint64_t pitch, uint64_t skew,
+                           struct plan *p) {
+  memset(p, 0, sizeof(*p));
+  p->buf_size = 2 * MIB;
+  const uint32_t n = vkrt_device_count(app);
+  for (uint32_t d = 0; d < n; d++) {
+    vkt_check(app, vkrt_buffer_create(app, d, p->buf_size, VKRT_BUFFER_DEVICE_LOCAL, &p->buf[d]));
+    const vkrt_load_range block = {.file_offset = 4096 + skew + d * width, .size = width,
+                                   .dst = p->buf[d], .dst_offset = 64 * KIB, .rows = IMG_ROWS,
+                                   .file_pitch = pitch, .dst_pitch = width};
+    const vkrt_load_range after = {.file_offset = 3 * MIB + 8 * d, .size = 5000, .dst = p->buf[d],
+                                   .dst_offset = 64 * KIB + IMG_ROWS * width};
+    p->r[p->count++] = block;
+    p->r[p->count++] = after;
+    p->total += IMG_ROWS * width + after.size;
+  }
+}
+
+/* One load of row_image_plan through pinned chunks: the bytes on every device (poison
+ * around), and per device whether its block went by a row image. */
+static vkrt_load_info row_image_run(const struct test_file *f, const struct run_opts *ro,
+                                    uint64_t skew, uint64_t *block_bytes, uint32_t *imaged) {
+  vkrt_appliance *app = open_with(ro, NULL);
+  const uint32_t n = vkrt_device_count(app);
+  uint32_t align = 4;
+  for (uint32_t d = 0; d < n; d++)
+    align = VKRT_MAX(align, app->sys.devices[d].caps.row_image_pitch_align);
+  const uint64_t width = 16 * (uint64_t)align, pitch = n * width + 20;
+  struct plan p;
+  row_image_plan(app, width, pitch, skew, &p);
+  poison_buffers(app, &p);
+  vkrt_load_info info;
+  vkt_check(app, vkrt_load_file(app, f->path, -1, p.r, p.count, VKRT_LOAD_PATH_READ, NULL, NULL,
+                                &info));
+  assert_int_equal(info.bytes, p.total);
+  *imaged = 0;
+  for (uint32_t d = 0; d < n; d++) {
+    const struct vkrt_caps *c = &app->sys.devices[d].caps;
+    *imaged += ro->row_images && packs(ro, d) && skew % 4 == 0 && c->row_image_pitch_align &&
+               width % c->row_image_pitch_align == 0 && width / 4 <= c->row_image_max_width &&
+               IMG_ROWS <= c->row_image_max_height;
+  }
+  *block_bytes = IMG_ROWS * width;
+  expect_buffers(app, f, &p, true);
+  expect_released(app);
+  plan_free(&p);
+  vkt_close(app);
+  return info;
+}
+
+/* Row images: the column blocks of a split weight go to every device that can make a row
+ * image of them with one 2D copy per chunk (the rows a chunk's edge cuts in regions of their
+ * own), nothing packed by the host, the bytes exact and the memory around them untouched;
+ * with the knob off the same rows are packed; blocks at a file offset that is not a multiple
+ * of 4 bytes are packed too. Which devices can: the capability snapshot. */
+static void test_row_images(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_LAB)); /* the small chunks and the knob */
+  struct test_file f;
+  file_fresh(&f);
+  const struct run_opts images = {.row_images = true}, packed = {0};
+  uint64_t block;
+  uint32_t imaged, n = 0;
+  vkrt_load_info a = row_image_run(&f, &images, 8, &block, &imaged);
+  {
+    vkrt_options o;
+    vkt_options(&o);
+    vkrt_appliance *app = vkt_open(&o);
+    n = vkrt_device_count(app);
+    vkt_close(app);
+  }
+  assert_int_equal(a.row_images, imaged);
+  assert_int_equal(a.row_image_bytes + a.row_region_bytes + a.gathered_bytes, n * block);
+  assert_true(a.row_region_bytes + a.gathered_bytes >= (n - imaged) * block);
+  if (imaged) {
+    assert_int_equal(a.gathered_bytes, 0);
+    /* a region per chunk edge at most, beside one 2D copy per chunk */
+    assert_true(a.row_image_bytes >= imaged * block - (uint64_t)a.chunk_fills * block / IMG_ROWS);
+    assert_true(a.copies < IMG_ROWS);
+  } else {
+    printf("test_row_images: no device here makes row images of %llu-byte rows: the packing "
+           "checked alone\n", (unsigned long long)(block / IMG_ROWS));
+  }
+  vkrt_load_info b = row_image_run(&f, &packed, 8, &block, &imaged);
+  vkrt_load_info c = row_image_run(&f, &images, 2, &block, &imaged);
+  const vkrt_load_info *packs_only[2] = {&b, &c};
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(packs_only[i]->row_images, 0);
+    assert_int_equal(packs_only[i]->row_image_bytes, 0);
+    assert_int_equal(packs_only[i]->gathered_bytes + packs_only[i]->row_region_bytes, n * block);
+    assert_true(packs_only[i]->gathered_bytes >= n * block / 2);
+  }
+  assert_int_equal(imaged, 0);
   file_destroy(&f);
 }
 
@@ -794,6 +903,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_path),
       cmocka_unit_test(test_gather),
+      cmocka_unit_test(test_row_images),
       cmocka_unit_test(test_read_once),
       cmocka_unit_test(test_no_helper_threads),
       cmocka_unit_test(test_direct),

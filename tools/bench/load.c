@@ -246,7 +246,7 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
            "\"threads\": %u, "
            "\"chunk_bytes\": %" PRIu64 ", \"chunks\": %u, \"chunk_fills\": %u, \"dma_regions\": %"
            PRIu64 ", \"packed_bytes\": %" PRIu64 ", \"packed_while_reading_bytes\": %" PRIu64
-           ", \"row_region_bytes\": %" PRIu64 ", "
+           ", \"row_region_bytes\": %" PRIu64 ", \"row_image_bytes\": %" PRIu64 ", "
            "\"read_bytes\": %" PRIu64 ", \"setup_ms\": %.3f, \"import_ms\": %.3f, \"read_busy\": "
            "%.3f, \"wait_dma_ms\": %.3f, \"wait_read_ms\": %.3f, "
            "\"tail_ms\": %.3f}", first ? "" : ",", vkrt_load_path_str(p),
@@ -254,7 +254,7 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
            y->pinned > 0 ? best / y->pinned : 0, y->pinned_all > 0 ? best / y->pinned_all : 0,
            dd > 0 ? best / dd : 0, info->threads, info->pinned_chunk_bytes, info->pinned_chunks, info->chunk_fills, info->copies,
            info->gathered_bytes, info->packed_while_reading_bytes, info->row_region_bytes,
-           info->read_bytes,
+           info->row_image_bytes, info->read_bytes,
            (double)info->setup_ns * ms, (double)info->import_ns * ms, busy,
            (double)info->wait_dma_ns * ms, (double)info->wait_read_ns * ms,
            (double)info->tail_ns * ms);
@@ -276,11 +276,12 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
   }
   if (info->pinned_chunks)
     printf("         %u threads, %u fills of %" PRIu64 " KiB (ring of %u), %" PRIu64 " DMA "
-           "regions, %.1f MiB packed (%.1f by the readers as they read), %.1f MiB of narrow rows "
-           "in regions of their own; setup %.1f "
+           "regions, %.1f MiB of narrow rows by 2D copies into row images (%u ranges), %.1f MiB "
+           "packed (%.1f by the readers as they read), %.1f MiB in regions of their own; setup %.1f "
            "ms (page-cache check %.1f), chunk imports %.1f ms, readers busy %.0f%%, waits for the "
            "DMA %.1f ms (summed), for reads %.1f ms, tail %.1f ms\n", info->threads,
            info->chunk_fills, info->pinned_chunk_bytes >> 10, info->pinned_chunks, info->copies,
+           (double)info->row_image_bytes / (1 << 20), info->row_images,
            (double)info->gathered_bytes / (1 << 20),
            (double)info->packed_while_reading_bytes / (1 << 20),
            (double)info->row_region_bytes / (1 << 20),
@@ -371,8 +372,10 @@ static int run(const struct load_opts *o) {
     printf("\n");
   if (ranges && !o->json && IS_ENABLED(CONFIG_VKRT_LAB))
     printf("  knobs: %u threads (one retires chunks), chunks of %" PRIu64 " KiB x %u, blocks of %" PRIu64
-           " KiB, rows under %" PRIu64 " bytes %s\n", k.threads, k.chunk_bytes >> 10,
+           " KiB, rows under %" PRIu64 " bytes %s%s\n", k.threads, k.chunk_bytes >> 10,
            k.chunks, k.block_bytes >> 10, k.gather_below,
+           k.no_gather || k.no_row_images ? "" : "by 2D copies into row images where the device "
+                                                 "allows, else ",
            k.no_gather         ? "one DMA region each (--no-gather)"
            : k.pack_after_read ? "packed by the host once the chunk is read (--pack-after-read)"
                                : "packed by the host as each block is read");
@@ -440,6 +443,7 @@ static int usage(FILE *f) {
           "                         [--cold] [--split rows|columns] [--pitch BYTES]\n"
           "                         [--threads N] [--chunk SIZE] [--chunks N] [--block SIZE]\n"
           "                         [--gather-below SIZE] [--no-gather] [--pack-after-read]\n"
+          "                         [--no-row-images]\n"
           "                         [--json] [--no-progress]\n"
           "                         [--no-disk] [--serial] [--touch]\n"
           "  --path      auto, mapped (or import), read, direct, memcpy, all (default all)\n"
@@ -458,7 +462,9 @@ static int usage(FILE *f) {
           "              board's)\n"
           "  --pack-after-read  the narrow rows packed once their whole chunk is read (the\n"
           "              submitting thread and the readers), not by each reader right after\n"
-          "              its block (the default): the two compared in one build\n");
+          "              its block (the default): the two compared in one build\n"
+          "  --no-row-images  the narrow rows packed by the host even where a row image\n"
+          "              (one 2D copy per range and chunk) could take them\n");
   return f == stderr ? 2 : 0;
 }
 
@@ -490,7 +496,8 @@ int bench_load_file(int argc, char **argv) {
     const char *a = argv[i];
     if (!strcmp(a, "--cold") || !strcmp(a, "--json") || !strcmp(a, "--no-progress") ||
         !strcmp(a, "--no-gather") || !strcmp(a, "--no-disk") || !strcmp(a, "--serial") ||
-        !strcmp(a, "--pack-after-read") || !strcmp(a, "--touch")) {
+        !strcmp(a, "--pack-after-read") || !strcmp(a, "--touch") ||
+        !strcmp(a, "--no-row-images")) {
       o.touch |= !strcmp(a, "--touch");
       o.no_disk |= !strcmp(a, "--no-disk");
       o.serial |= !strcmp(a, "--serial");
@@ -499,7 +506,9 @@ int bench_load_file(int argc, char **argv) {
       o.progress &= strcmp(a, "--no-progress") != 0;
       o.knobs.no_gather |= !strcmp(a, "--no-gather");
       o.knobs.pack_after_read |= !strcmp(a, "--pack-after-read");
-      o.knobs_given |= !strcmp(a, "--no-gather") || !strcmp(a, "--pack-after-read");
+      o.knobs.no_row_images |= !strcmp(a, "--no-row-images");
+      o.knobs_given |= !strcmp(a, "--no-gather") || !strcmp(a, "--pack-after-read") ||
+                       !strcmp(a, "--no-row-images");
       continue;
     }
     if (!strcmp(a, "--help") || !strcmp(a, "-h"))

@@ -401,6 +401,9 @@ typedef struct vkrt_load_info {
   uint64_t packed_while_reading_bytes; /* of gathered_bytes, those packed by the reading
                                           threads right after reading their block (the rest
                                           was packed once its whole chunk was read) */
+  uint64_t row_image_bytes; /* bytes of narrow rows moved by one 2D copy per range and chunk
+                               into a linear image aliasing the destination (no host packing) */
+  uint32_t row_images;      /* ranges that had such an image */
 } vkrt_load_info;
 
 /* Loads ranges of the file at `path` (or of `fd` when path is NULL; it is only read with

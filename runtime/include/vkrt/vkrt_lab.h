@@ -496,6 +496,7 @@ typedef struct vkrt_lab_load {
   uint64_t gather_below;
   bool no_gather;
   bool pack_after_read;
+  bool no_row_images; /* narrow rows packed by the host even where a row image could take them */
 } vkrt_lab_load;
 
 vkrt_status vkrt_lab_load_set(vkrt_appliance *appliance, const vkrt_lab_load *load);
