@@ -104,6 +104,7 @@ vkrt_status vkrt_buffer_create_internal(struct vkrt_device *dev, uint64_t size, 
       .memoryTypeIndex = type,
   };
   b->memory_type = type;
+  b->memory_size = req.size;
   r = vkrt_device_allocate_memory(dev, &alloc, &b->memory);
   if (r != VK_SUCCESS) {
     b->memory = VK_NULL_HANDLE;

@@ -232,6 +232,7 @@ struct vkrt_buffer {
   VkBuffer handle;
   VkDeviceMemory memory;             /* the buffer's own, bound at offset 0 */
   uint32_t memory_type;              /* its memory type index */
+  uint64_t memory_size;              /* its allocation size (the driver's, >= size) */
   uint64_t size;
   uint32_t flags;
   void *mapped;

@@ -780,7 +780,7 @@ static VkImage row_image_make(const vkrt_load_range *r) {
   VkSubresourceLayout layout;
   dev->vk.vkGetImageSubresourceLayout(dev->handle, image, &sub, &layout);
   if ((req.memoryTypeBits >> r->dst->memory_type & 1u) && req.alignment &&
-      r->dst_offset % req.alignment == 0 && r->dst_offset + req.size <= r->dst->size &&
+      r->dst_offset % req.alignment == 0 && r->dst_offset + req.size <= r->dst->memory_size &&
       layout.offset == 0 && layout.rowPitch == r->size &&
       dev->vk.vkBindImageMemory(dev->handle, image, r->dst->memory, r->dst_offset) == VK_SUCCESS)
     return image;
