@@ -117,6 +117,7 @@ struct stream {
   struct extent *ext;
   uint64_t ext_count, stream_bytes;
   VkImage *row_image;              /* per range: its row image (VK_NULL_HANDLE: none) */
+  uint8_t *row_image_fold;         /* per range: destination rows per image row */
   bool *row_image_ready;           /* per range: the image's layout set in a recorded chunk */
   uint64_t row_image_bytes;
   uint32_t row_images;
@@ -733,14 +734,20 @@ static void emit(struct stream *st, uint64_t k, uint32_t s, const vkrt_load_rang
 
 /* ---- row images ---------------------------------------------------------------------------
  * A narrow strided range (a column slice of every row: the tensors split by columns across
- * devices) whose destination rows are dense gets a linear R32_UINT image of size / 4 x rows
- * texels bound to the destination's memory at its offset, where the device lays the image's
- * rows out exactly as the destination's (row pitch = size, offset 0). Each chunk then moves
- * all the range's whole rows it holds with one vkCmdCopyBufferToImage whose buffer row length
- * is the file's pitch: the copy engine gathers the rows, the host packs nothing and the ring
+ * devices) whose destination rows are dense gets a linear R32_UINT image bound to the
+ * destination's memory at its offset, each image row F destination rows side by side (F, the
+ * fold, the fewest rows whose bytes are a multiple of the row pitch the device gives such
+ * images: NVIDIA's is 128 bytes, so a 4032-byte row folds in 2), where the device lays the
+ * image's rows out exactly as the destination's (row pitch = F size, offset 0). Each chunk
+ * then moves all the range's whole rows it holds with one vkCmdCopyBufferToImage: F regions,
+ * region t the rows t, t + F, ... into column t of the image rows, the buffer row length F
+ * times the file's pitch. The copy engine gathers the rows, the host packs nothing and the ring
  * needs no gather area. Rows cut by a chunk's edge go as regions of their own. The image
- * starts PREINITIALIZED (its transition to GENERAL keeps the memory's contents) and, linear
- * and GENERAL, it and the buffer read the same bytes the same way. */
+ * starts PREINITIALIZED (its transition to GENERAL keeps the memory's contents: a last image
+ * row only partly the range's overlaps whatever follows, which no copy into it writes) and,
+ * linear and GENERAL, it and the buffer read the same bytes the same way. */
+
+#define ROW_IMAGE_FOLD_MAX 8
 
 static void row_image_destroy(struct stream *st, uint32_t i) {
   if (!st->row_image || !st->row_image[i])
@@ -750,20 +757,26 @@ static void row_image_destroy(struct stream *st, uint32_t i) {
   st->row_image[i] = VK_NULL_HANDLE;
 }
 
-/* Range i's row image, or VK_NULL_HANDLE where the device or the range does not allow one
- * (not an error: its rows are packed instead). */
-static VkImage row_image_make(const vkrt_load_range *r) {
+/* Range r's row image and its fold, or VK_NULL_HANDLE where the device or the range does not
+ * allow one (not an error: its rows are packed instead). */
+static VkImage row_image_make(const vkrt_load_range *r, uint8_t *fold) {
   struct vkrt_device *dev = r->dst->dev;
   const struct vkrt_caps *c = &dev->caps;
   const uint64_t rows = range_rows(r);
-  if (!c->row_image_pitch_align || r->size % c->row_image_pitch_align || r->file_pitch % 4 ||
-      r->file_offset % 4 || r->dst_pitch != r->size || rows < 2 ||
-      r->size / 4 > c->row_image_max_width || rows > c->row_image_max_height)
+  uint32_t f = 1;
+  while (c->row_image_pitch_align && f <= ROW_IMAGE_FOLD_MAX &&
+         f * r->size % c->row_image_pitch_align)
+    f++;
+  const uint64_t height = (rows + f - 1) / f;
+  if (!c->row_image_pitch_align || f > ROW_IMAGE_FOLD_MAX || r->size % 4 ||
+      r->file_pitch % 4 || r->file_offset % 4 || r->dst_pitch != r->size || rows < 2 ||
+      f * r->size / 4 > c->row_image_max_width || height > c->row_image_max_height)
     return VK_NULL_HANDLE;
+  *fold = (uint8_t)f;
   VkImageCreateInfo info = {.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
                             .imageType = VK_IMAGE_TYPE_2D,
                             .format = VK_FORMAT_R32_UINT,
-                            .extent = {(uint32_t)(r->size / 4), (uint32_t)rows, 1},
+                            .extent = {(uint32_t)(f * r->size / 4), (uint32_t)height, 1},
                             .mipLevels = 1,
                             .arrayLayers = 1,
                             .samples = VK_SAMPLE_COUNT_1_BIT,
@@ -781,7 +794,7 @@ static VkImage row_image_make(const vkrt_load_range *r) {
   dev->vk.vkGetImageSubresourceLayout(dev->handle, image, &sub, &layout);
   if ((req.memoryTypeBits >> r->dst->memory_type & 1u) && req.alignment &&
       r->dst_offset % req.alignment == 0 && r->dst_offset + req.size <= r->dst->memory_size &&
-      layout.offset == 0 && layout.rowPitch == r->size &&
+      layout.offset == 0 && layout.rowPitch == f * r->size &&
       dev->vk.vkBindImageMemory(dev->handle, image, r->dst->memory, r->dst_offset) == VK_SUCCESS)
     return image;
   dev->vk.vkDestroyImage(dev->handle, image, &dev->sys->vk_allocator);
@@ -794,12 +807,13 @@ static vkrt_status row_images_open(struct stream *st, const struct vkrt_load_kno
     return VKRT_OK;
   st->row_image = vkrt_calloc(&st->sys->base, job->count, sizeof(*st->row_image));
   st->row_image_ready = vkrt_calloc(&st->sys->base, job->count, sizeof(*st->row_image_ready));
-  if (!st->row_image || !st->row_image_ready)
+  st->row_image_fold = vkrt_calloc(&st->sys->base, job->count, sizeof(*st->row_image_fold));
+  if (!st->row_image || !st->row_image_ready || !st->row_image_fold)
     return oom(st, "the row images");
   for (uint32_t i = 0; i < job->count; i++) {
     const vkrt_load_range *r = &job->ranges[i];
     if (st->dev[r->dst->dev->index].pack && narrow_rows(r, k->gather_below) &&
-        (st->row_image[i] = row_image_make(r)) != VK_NULL_HANDLE)
+        (st->row_image[i] = row_image_make(r, &st->row_image_fold[i])) != VK_NULL_HANDLE)
       st->row_images++;
   }
   return VKRT_OK;
@@ -840,25 +854,31 @@ static uint64_t row_image_rows(const struct stream *st, const struct cursor *c, 
   return VKRT_MIN(range_rows(r) - c->row, VKRT_MIN(by_chunk, by_extent));
 }
 
-/* Rows [row, row + n) of range i from chunk bytes src (slot s) on, one 2D copy. */
+/* Rows [row, row + n) of range i from chunk bytes src (slot s) on: one 2D region per
+ * position in the image row (the fold), each every fold-th row. */
 static void row_image_copy(struct stream *st, uint32_t s, uint32_t i, uint64_t src,
                            uint64_t row, uint64_t n) {
   const vkrt_load_range *r = &st->job->ranges[i];
   struct sdev *sd = &st->dev[r->dst->dev->index];
   if (!cmd_begin(st, sd, s))
     return;
-  const VkBufferImageCopy region = {
-      .bufferOffset = src,
-      .bufferRowLength = (uint32_t)(r->file_pitch / 4),
-      .imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1},
-      .imageOffset = {0, (int32_t)row, 0},
-      .imageExtent = {(uint32_t)(r->size / 4), (uint32_t)n, 1}};
+  const uint32_t fold = st->row_image_fold[i], regions = (uint32_t)VKRT_MIN(n, fold);
+  VkBufferImageCopy region[ROW_IMAGE_FOLD_MAX];
+  for (uint32_t t = 0; t < regions; t++) {
+    const uint64_t first = row + t;
+    region[t] = (VkBufferImageCopy){
+        .bufferOffset = src + t * r->file_pitch,
+        .bufferRowLength = (uint32_t)(fold * r->file_pitch / 4),
+        .imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1},
+        .imageOffset = {(int32_t)(first % fold * r->size / 4), (int32_t)(first / fold), 0},
+        .imageExtent = {(uint32_t)(r->size / 4), (uint32_t)((n - t + fold - 1) / fold), 1}};
+  }
   sd->dev->vk.vkCmdCopyBufferToImage(sd->cmd[s], slot_src(sd, s), st->row_image[i],
-                                     VK_IMAGE_LAYOUT_GENERAL, 1, &region);
-  st->copies++;
+                                     VK_IMAGE_LAYOUT_GENERAL, regions, region);
+  st->copies += regions;
   st->row_image_bytes += n * r->size;
   atomic_fetch_add(&st->reg->path_bytes[VKRT_IMPORT_PATH_PRESTAGED], n * r->size);
-  atomic_fetch_add(&st->reg->path_copies[VKRT_IMPORT_PATH_PRESTAGED], 1);
+  atomic_fetch_add(&st->reg->path_copies[VKRT_IMPORT_PATH_PRESTAGED], regions);
 }
 
 /* Records every piece of chunk k (stream bytes [k * chunk, ...)) for its device; returns
@@ -1193,6 +1213,7 @@ static void stream_close(struct stream *st) {
   }
   vkrt_free(base, st->row_image);
   vkrt_free(base, st->row_image_ready);
+  vkrt_free(base, st->row_image_fold);
   vkrt_free(base, st->ext);
   vkrt_free(base, st->blocks);
   vkrt_free(base, st->chunk_first);
