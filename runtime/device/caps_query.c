@@ -262,16 +262,7 @@ uint32_t vkrt_caps_probe_host_import_types(struct vkrt_device *dev) {
 uint32_t vkrt_caps_probe_row_image_pitch(struct vkrt_device *dev) {
   if (!dev->caps.row_image_max_width || dev->caps.row_image_max_height < 2)
     return 0;
-  VkImageCreateInfo info = {.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
-                            .imageType = VK_IMAGE_TYPE_2D,
-                            .format = VK_FORMAT_R32_UINT,
-                            .extent = {1, 2, 1},
-                            .mipLevels = 1,
-                            .arrayLayers = 1,
-                            .samples = VK_SAMPLE_COUNT_1_BIT,
-                            .tiling = VK_IMAGE_TILING_LINEAR,
-                            .usage = VK_IMAGE_USAGE_TRANSFER_DST_BIT,
-                            .initialLayout = VK_IMAGE_LAYOUT_PREINITIALIZED};
+  const VkImageCreateInfo info = vkrt_row_image_info(1, 2);
   VkImage image;
   if (dev->vk.vkCreateImage(dev->handle, &info, &dev->sys->vk_allocator, &image) != VK_SUCCESS)
     return 0;

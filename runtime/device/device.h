@@ -398,6 +398,22 @@ static inline void vkrt_device_buffer_sharing(struct vkrt_device *dev, VkBufferC
   info->pQueueFamilyIndices = dev->queue_families;
 }
 
+/* A linear R32_UINT image of width x height texels, a copy destination whose memory keeps its
+ * contents on its first layout transition (PREINITIALIZED): the loads' row images. */
+static inline VkImageCreateInfo vkrt_row_image_info(uint32_t width, uint32_t height) {
+  return (VkImageCreateInfo){.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
+                             .imageType = VK_IMAGE_TYPE_2D,
+                             .format = VK_FORMAT_R32_UINT,
+                             .extent = {width, height, 1},
+                             .mipLevels = 1,
+                             .arrayLayers = 1,
+                             .samples = VK_SAMPLE_COUNT_1_BIT,
+                             .tiling = VK_IMAGE_TILING_LINEAR,
+                             .usage = VK_IMAGE_USAGE_TRANSFER_DST_BIT,
+                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+                             .initialLayout = VK_IMAGE_LAYOUT_PREINITIALIZED};
+}
+
 /* Imports host memory [host, host + size) (aligned to minImportedHostPointerAlignment) as a
  * VkBuffer of `usage` bound to VkDeviceMemory (VK_EXT_external_memory_host), preferring a
  * memory type with `preferred` flags. On failure nothing is left allocated. */

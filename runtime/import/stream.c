@@ -773,17 +773,8 @@ static VkImage row_image_make(const vkrt_load_range *r, uint8_t *fold) {
       f * r->size / 4 > c->row_image_max_width || height > c->row_image_max_height)
     return VK_NULL_HANDLE;
   *fold = (uint8_t)f;
-  VkImageCreateInfo info = {.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
-                            .imageType = VK_IMAGE_TYPE_2D,
-                            .format = VK_FORMAT_R32_UINT,
-                            .extent = {(uint32_t)(f * r->size / 4), (uint32_t)height, 1},
-                            .mipLevels = 1,
-                            .arrayLayers = 1,
-                            .samples = VK_SAMPLE_COUNT_1_BIT,
-                            .tiling = VK_IMAGE_TILING_LINEAR,
-                            .usage = VK_IMAGE_USAGE_TRANSFER_DST_BIT,
-                            .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
-                            .initialLayout = VK_IMAGE_LAYOUT_PREINITIALIZED};
+  const VkImageCreateInfo info = vkrt_row_image_info((uint32_t)(f * r->size / 4),
+                                                     (uint32_t)height);
   VkImage image;
   if (dev->vk.vkCreateImage(dev->handle, &info, &dev->sys->vk_allocator, &image) != VK_SUCCESS)
     return VK_NULL_HANDLE;
