@@ -483,8 +483,8 @@ static bool row_image_fits(const struct vkrt_caps *c, uint64_t width) {
  * around), and per device whether its block went by a row image. The block is 16 row-image
  * pitches wide, and half a pitch more when `fold` (two rows an image row there). */
 static vkrt_load_info row_image_run(const struct test_file *f, const struct run_opts *ro,
-                                    uint64_t skew, bool fold, uint64_t *block_bytes,
-                                    uint32_t *imaged) {
+                                    vkrt_load_path path, uint64_t skew, bool fold,
+                                    uint64_t *block_bytes, uint32_t *imaged) {
   vkrt_appliance *app = open_with(ro, NULL);
   const uint32_t n = vkrt_device_count(app);
   uint32_t align = 8;
@@ -495,9 +495,10 @@ static vkrt_load_info row_image_run(const struct test_file *f, const struct run_
   row_image_plan(app, width, pitch, skew, &p);
   poison_buffers(app, &p);
   vkrt_load_info info;
-  vkt_check(app, vkrt_load_file(app, f->path, -1, p.r, p.count, VKRT_LOAD_PATH_READ, NULL, NULL,
-                                &info));
+  vkt_check(app, vkrt_load_file(app, f->path, -1, p.r, p.count, path, NULL, NULL, &info));
   assert_int_equal(info.bytes, p.total);
+  for (uint32_t d = 0; d < n; d++)
+    assert_int_equal(info.path[d], path);
   *imaged = 0;
   for (uint32_t d = 0; d < n; d++) {
     const struct vkrt_caps *c = &app->sys.devices[d].caps;
@@ -514,9 +515,10 @@ static vkrt_load_info row_image_run(const struct test_file *f, const struct run_
 /* Row images: the column blocks of a split weight go to every device that can make a row
  * image of them with one 2D copy per chunk (the rows a chunk's edge cuts in regions of their
  * own), nothing packed by the host, the bytes exact and the memory around them untouched,
- * whether the block is a multiple of the device's row-image pitch or two rows are (folded);
- * with the knob off the same rows are packed; blocks at a file offset that is not a multiple
- * of 4 bytes are packed too. Which devices can: the capability snapshot. */
+ * whether the block is a multiple of the device's row-image pitch or two rows are (folded),
+ * read, copied from the mapping or read with O_DIRECT; with the knob off the same rows are
+ * packed; blocks at a file offset that is not a multiple of 4 bytes are packed too. Which
+ * devices can: the capability snapshot. */
 static void test_row_images(void **state) {
   (void)state;
   vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_LAB)); /* the small chunks and the knob */
@@ -532,8 +534,14 @@ static void test_row_images(void **state) {
     n = vkrt_device_count(app);
     vkt_close(app);
   }
-  for (int fold = 0; fold < 2; fold++) {
-    vkrt_load_info a = row_image_run(&f, &images, 8, fold, &block, &imaged);
+  const vkrt_load_path paths[] = {VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_MEMCPY,
+                                  VKRT_LOAD_PATH_DIRECT};
+  for (int run = 0; run < 6; run++) {
+    const bool fold = run % 2;
+    const vkrt_load_path path = paths[run / 2];
+    if (path == VKRT_LOAD_PATH_DIRECT && !direct_opens(f.path))
+      continue;
+    vkrt_load_info a = row_image_run(&f, &images, path, 8, fold, &block, &imaged);
     assert_int_equal(a.row_images, imaged);
     assert_int_equal(a.row_image_bytes + a.row_region_bytes + a.gathered_bytes, n * block);
     assert_true(a.row_region_bytes + a.gathered_bytes >= (n - imaged) * block);
@@ -548,8 +556,8 @@ static void test_row_images(void **state) {
              "packing checked alone\n", (unsigned long long)(block / IMG_ROWS));
     }
   }
-  vkrt_load_info b = row_image_run(&f, &packed, 8, true, &block, &imaged);
-  vkrt_load_info c = row_image_run(&f, &images, 2, true, &block, &imaged);
+  vkrt_load_info b = row_image_run(&f, &packed, VKRT_LOAD_PATH_READ, 8, true, &block, &imaged);
+  vkrt_load_info c = row_image_run(&f, &images, VKRT_LOAD_PATH_READ, 2, true, &block, &imaged);
   const vkrt_load_info *packs_only[2] = {&b, &c};
   for (int i = 0; i < 2; i++) {
     assert_int_equal(packs_only[i]->row_images, 0);
