@@ -118,7 +118,6 @@ struct stream {
   uint64_t ext_count, stream_bytes;
   VkImage *row_image;              /* per range: its row image (VK_NULL_HANDLE: none) */
   uint8_t *row_image_fold;         /* per range: destination rows per image row */
-  bool *row_image_ready;           /* per range: the image's layout set in a recorded chunk */
   uint64_t row_image_bytes;
   uint32_t row_images;
   struct block *blocks;
@@ -763,12 +762,13 @@ static VkImage row_image_make(const vkrt_load_range *r, uint8_t *fold) {
   struct vkrt_device *dev = r->dst->dev;
   const struct vkrt_caps *c = &dev->caps;
   const uint64_t rows = range_rows(r);
+  if (!c->row_image_pitch_align)
+    return VK_NULL_HANDLE;
   uint32_t f = 1;
-  while (c->row_image_pitch_align && f <= ROW_IMAGE_FOLD_MAX &&
-         f * r->size % c->row_image_pitch_align)
+  while (f <= ROW_IMAGE_FOLD_MAX && f * r->size % c->row_image_pitch_align)
     f++;
   const uint64_t height = (rows + f - 1) / f;
-  if (!c->row_image_pitch_align || f > ROW_IMAGE_FOLD_MAX || r->size % 4 ||
+  if (f > ROW_IMAGE_FOLD_MAX || r->size % 4 ||
       r->file_pitch % 4 || r->file_offset % 4 || r->dst_pitch != r->size || rows < 2 ||
       f * r->size / 4 > c->row_image_max_width || height > c->row_image_max_height)
     return VK_NULL_HANDLE;
@@ -797,9 +797,8 @@ static vkrt_status row_images_open(struct stream *st, const struct vkrt_load_kno
   if (k->no_row_images)
     return VKRT_OK;
   st->row_image = vkrt_calloc(&st->sys->base, job->count, sizeof(*st->row_image));
-  st->row_image_ready = vkrt_calloc(&st->sys->base, job->count, sizeof(*st->row_image_ready));
   st->row_image_fold = vkrt_calloc(&st->sys->base, job->count, sizeof(*st->row_image_fold));
-  if (!st->row_image || !st->row_image_ready || !st->row_image_fold)
+  if (!st->row_image || !st->row_image_fold)
     return oom(st, "the row images");
   for (uint32_t i = 0; i < job->count; i++) {
     const vkrt_load_range *r = &job->ranges[i];
@@ -810,11 +809,12 @@ static vkrt_status row_images_open(struct stream *st, const struct vkrt_load_kno
   return VKRT_OK;
 }
 
-/* Range i joins chunk k's recording: its image's layout is set before any copy into it. */
+/* Range i joins the recording (once, in the chunk of its first byte): its image's layout is
+ * set before any copy into it. */
 static void row_image_layout(struct stream *st, uint32_t s, uint32_t i) {
   const vkrt_load_range *r = &st->job->ranges[i];
   struct sdev *sd = &st->dev[r->dst->dev->index];
-  if (!st->row_image || !st->row_image[i] || st->row_image_ready[i] || !cmd_begin(st, sd, s))
+  if (!st->row_image || !st->row_image[i] || !cmd_begin(st, sd, s))
     return;
   VkImageMemoryBarrier barrier = {
       .sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER,
@@ -828,7 +828,6 @@ static void row_image_layout(struct stream *st, uint32_t s, uint32_t i) {
   sd->dev->vk.vkCmdPipelineBarrier(sd->cmd[s], VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
                                    VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0, NULL, 0, NULL, 1,
                                    &barrier);
-  st->row_image_ready[i] = true;
 }
 
 /* The whole rows of c's range from row c->row on that chunk bytes [p - p0, p1 - p0) hold, in
@@ -1203,7 +1202,6 @@ static void stream_close(struct stream *st) {
     vkrt_free(base, st->slot[i].block_gathers);
   }
   vkrt_free(base, st->row_image);
-  vkrt_free(base, st->row_image_ready);
   vkrt_free(base, st->row_image_fold);
   vkrt_free(base, st->ext);
   vkrt_free(base, st->blocks);

@@ -480,13 +480,14 @@ static bool row_image_fits(const struct vkrt_caps *c, uint64_t width) {
 }
 
 /* One load of row_image_plan through pinned chunks: the bytes on every device (poison
- * around), and per device whether its block went by a row image. The block is 16 row-image
- * pitches wide, and half a pitch more when `fold` (two rows an image row there). */
+ * around), the devices and how many of them took their block by a row image. The block is
+ * 16 row-image pitches wide, and half a pitch more when `fold` (two rows an image row there). */
 static vkrt_load_info row_image_run(const struct test_file *f, const struct run_opts *ro,
                                     vkrt_load_path path, uint64_t skew, bool fold,
-                                    uint64_t *block_bytes, uint32_t *imaged) {
+                                    uint64_t *block_bytes, uint32_t *devices, uint32_t *imaged) {
   vkrt_appliance *app = open_with(ro, NULL);
   const uint32_t n = vkrt_device_count(app);
+  *devices = n;
   uint32_t align = 8;
   for (uint32_t d = 0; d < n; d++)
     align = VKRT_MAX(align, app->sys.devices[d].caps.row_image_pitch_align);
@@ -526,14 +527,7 @@ static void test_row_images(void **state) {
   file_fresh(&f);
   const struct run_opts images = {.row_images = true}, packed = {0};
   uint64_t block;
-  uint32_t imaged, n = 0;
-  {
-    vkrt_options o;
-    vkt_options(&o);
-    vkrt_appliance *app = vkt_open(&o);
-    n = vkrt_device_count(app);
-    vkt_close(app);
-  }
+  uint32_t imaged, n;
   const vkrt_load_path paths[] = {VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_MEMCPY,
                                   VKRT_LOAD_PATH_DIRECT};
   for (int run = 0; run < 6; run++) {
@@ -541,7 +535,7 @@ static void test_row_images(void **state) {
     const vkrt_load_path path = paths[run / 2];
     if (path == VKRT_LOAD_PATH_DIRECT && !direct_opens(f.path))
       continue;
-    vkrt_load_info a = row_image_run(&f, &images, path, 8, fold, &block, &imaged);
+    vkrt_load_info a = row_image_run(&f, &images, path, 8, fold, &block, &n, &imaged);
     assert_int_equal(a.row_images, imaged);
     assert_int_equal(a.row_image_bytes + a.row_region_bytes + a.gathered_bytes, n * block);
     assert_true(a.row_region_bytes + a.gathered_bytes >= (n - imaged) * block);
@@ -556,8 +550,10 @@ static void test_row_images(void **state) {
              "packing checked alone\n", (unsigned long long)(block / IMG_ROWS));
     }
   }
-  vkrt_load_info b = row_image_run(&f, &packed, VKRT_LOAD_PATH_READ, 8, true, &block, &imaged);
-  vkrt_load_info c = row_image_run(&f, &images, VKRT_LOAD_PATH_READ, 2, true, &block, &imaged);
+  vkrt_load_info b = row_image_run(&f, &packed, VKRT_LOAD_PATH_READ, 8, true, &block, &n,
+                                   &imaged);
+  vkrt_load_info c = row_image_run(&f, &images, VKRT_LOAD_PATH_READ, 2, true, &block, &n,
+                                   &imaged);
   const vkrt_load_info *packs_only[2] = {&b, &c};
   for (int i = 0; i < 2; i++) {
     assert_int_equal(packs_only[i]->row_images, 0);
