@@ -393,11 +393,11 @@ int model_run(struct service *s, struct generation *gen) {
     fputc('\n', stderr);
   if (s->t_first_token > 0)
     printf("vkrt-service: time to first token: %.3f s from process start: file parsed %.3f s, "
-           "appliance open %.3f s, pinned probe %.3f s, shards created and loaded %.3f s "
+           "appliance open %.3f s, shards created and loaded %.3f s "
            "(vkrt_load_file %.3f s), graph and setup %.3f s, warm-up %.3f s (%llu tokens), "
            "%u prompt token(s) and the first %.3f s\n", s->t_first_token - s->t_start,
-           s->t_parsed - s->t_start, s->t_opened - s->t_parsed, s->t_probed - s->t_opened,
-           s->t_loaded - s->t_probed, (double)s->load.ns * 1e-9, s->t_setup - s->t_loaded,
+           s->t_parsed - s->t_start, s->t_opened - s->t_parsed,
+           s->t_loaded - s->t_opened, (double)s->load.ns * 1e-9, s->t_setup - s->t_loaded,
            s->t_warm - s->t_setup, (unsigned long long)gen->warm_tokens, gen->n_prompt,
            s->t_first_token - s->t_warm);
   return 0;

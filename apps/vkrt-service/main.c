@@ -41,12 +41,12 @@ static int serve_model(struct service *s, struct generation *gen) {
     return rc;
   s->t_opened = now_s();
   appliance_describe(s);
-  if ((rc = shards_measure_h2d(s)))
+  /* The first token as soon as it can come: the yardsticks (the pinned upload rate the load
+     is held against, the roofline's copy bandwidth) after the run. */
+  if ((rc = model_setup(s, gen)) || (rc = model_run(s, gen)) || (rc = shards_measure_h2d(s)) ||
+      (rc = shards_measure_copy(s)))
     return rc;
-  s->t_probed = now_s();
-  /* The first token as soon as it can come: the roofline's copy bandwidth after the run. */
-  if ((rc = model_setup(s, gen)) || (rc = model_run(s, gen)) || (rc = shards_measure_copy(s)))
-    return rc;
+  shards_load_ratio_report(s);
   model_print(s, gen);
   rc = model_verify(s, gen);
   if (rc != EXIT_RUNTIME && s->args->profile) { /* before the summary: --json's line is last */

@@ -118,7 +118,7 @@ struct service {
   double h2d_all_bw;             /* the same into every device at once (0: one device) */
   double t_start;                /* now_s() when main began */
   /* now_s() after each step on the way to the first token (0: not reached) */
-  double t_parsed, t_opened, t_probed, t_loaded, t_setup, t_warm;
+  double t_parsed, t_opened, t_loaded, t_setup, t_warm;
   double t_first_token;          /* now_s() when the first token was generated (0: none) */
   double load_t0, load_shown;    /* the load's start; the progress line's last update */
   double copy_bw;                /* bytes per second of a plain device copy (read + written) */
@@ -183,6 +183,9 @@ void shards_load_progress(void *user, uint64_t done, uint64_t total);
 /* The load's rate, its ratio to h2d_bw, its structure and each device's path, after a
  * vkrt_load_file. */
 void shards_load_report(const struct service *s);
+/* The load's ratios to h2d_bw and h2d_all_bw where those were measured after the load (a
+ * llama model's service measures them after its run, off the first token's path). */
+void shards_load_ratio_report(const struct service *s);
 /* The load's JSON members (no braces, a leading comma): load_gbps, pinned_h2d_gbps,
  * load_vs_pinned, load_path, load_seconds, resident. */
 void shards_load_json(const struct service *s);
