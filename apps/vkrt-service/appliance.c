@@ -10,16 +10,16 @@
 #if IS_ENABLED(CONFIG_VKRT_LAB)
 #include "vkrt/vkrt_lab.h"
 
-/* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK[,PACK[,AFTER[,NOIMG]]]] into the lab's load knobs
+/* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK[,PACK[,AFTER[,NOIMG[,BATCH]]]]] into the lab's load knobs
  * (0: the board's; PACK: rows of strided ranges narrower than PACK bytes packed by the host,
  * 1: none; AFTER 1: those rows packed once their whole chunk is read, 0: by each reader right
- * after its block; NOIMG 1: packed even where a row image could take them); sizes take K, M
- * or G. */
+ * after its block; NOIMG 1: packed even where a row image could take them; BATCH: chunks per
+ * submission); sizes take K, M or G. */
 static int load_knobs_set(vkrt_appliance *app, const char *text) {
-  uint64_t v[7] = {0, 0, 0, 0, 0, 0, 0};
+  uint64_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int n = 0;
   bool ok = true, done = false;
-  for (const char *p = text; ok && !done && n < 7; n++) {
+  for (const char *p = text; ok && !done && n < 8; n++) {
     char *end = NULL;
     errno = 0;
     const unsigned long long x = strtoull(p, &end, 10);
@@ -27,7 +27,7 @@ static int load_knobs_set(vkrt_appliance *app, const char *text) {
     const int shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : 0;
     end += shift != 0;
     /* a value that wraps (past 2^64 once scaled, or past 2^32 for a count) is refused */
-    const uint64_t most = (n == 0 || n == 2 ? UINT32_MAX : UINT64_MAX) >> shift;
+    const uint64_t most = (n == 0 || n == 2 || n == 7 ? UINT32_MAX : UINT64_MAX) >> shift;
     ok = end != p && *p != '-' && (*end == ',' || !*end) && errno != ERANGE && x <= most;
     v[n] = (uint64_t)x << shift;
     done = !*end;
@@ -36,7 +36,7 @@ static int load_knobs_set(vkrt_appliance *app, const char *text) {
   vkrt_lab_load k = {0};
   if (!ok || !done || n < 3 || v[5] > 1 || v[6] > 1 || vkrt_lab_load_get(app, &k) != VKRT_OK) {
     fprintf(stderr, "vkrt-service: --load-knobs %s: want THREADS,CHUNK,CHUNKS[,BLOCK[,PACK[,AFTER"
-            "[,NOIMG]]]] (AFTER and NOIMG 0 or 1)\n", text);
+            "[,NOIMG[,BATCH]]]]] (AFTER and NOIMG 0 or 1)\n", text);
     return EXIT_USAGE;
   }
   k.threads = (uint32_t)v[0];
@@ -47,6 +47,7 @@ static int load_knobs_set(vkrt_appliance *app, const char *text) {
   k.no_gather = false;
   k.pack_after_read = v[5] == 1;
   k.no_row_images = v[6] == 1;
+  k.submit_batch = (uint32_t)v[7];
   if (vkrt_lab_load_set(app, &k) != VKRT_OK) {
     fprintf(stderr, "vkrt-service: --load-knobs %s: %s\n", text, vkrt_last_error(app));
     return EXIT_USAGE;

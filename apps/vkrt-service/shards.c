@@ -165,13 +165,14 @@ void shards_load_report(const struct service *s) {
     printf(", page cache held %.0f%% of the file", l->resident * 100);
   printf("\n");
   if (l->pinned_chunks) /* where the time went: reads, DMA, or neither */
-    printf("vkrt-service: load structure: %u fills of %llu KiB pinned chunks (ring of %u), "
+    printf("vkrt-service: load structure: %u fills of %llu KiB pinned chunks (ring of %u) in %u "
+           "submissions, "
            "%.1f MiB read, %llu DMA regions, %.1f MiB of narrow rows by 2D copies into row images "
            "(%u ranges), %.1f MiB packed (%.1f by the readers as they read), %.1f MiB in regions "
            "of their own; setup %.1f ms (page-cache check %.1f), chunk imports %.1f ms, readers "
            "busy %.0f%%, waits for the DMA %.1f ms (summed over threads), for reads "
            "%.1f ms, tail %.1f ms\n", l->chunk_fills,
-           (unsigned long long)(l->pinned_chunk_bytes >> 10), l->pinned_chunks,
+           (unsigned long long)(l->pinned_chunk_bytes >> 10), l->pinned_chunks, l->submits,
            (double)l->read_bytes / (1 << 20), (unsigned long long)l->copies,
            (double)l->row_image_bytes / (1 << 20), l->row_images,
            (double)l->gathered_bytes / (1 << 20),

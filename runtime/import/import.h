@@ -80,6 +80,7 @@ struct vkrt_load_knobs {
   bool pack_after_read; /* narrow rows packed once the whole chunk is read, not by each
                            reader right after its block */
   bool no_row_images;   /* narrow rows never moved by 2D copies into row images */
+  uint32_t submit_batch; /* chunks per submission (0 or 1: each chunk as soon as it is read) */
 };
 
 struct vkrt_import_registry {

@@ -322,7 +322,8 @@ vkrt_status vkrt_load_run(struct vkrt_import_registry *reg, const char *path, in
   info->ns = vkrt_now_ns() - t0;
   if (s == VKRT_OK)
     vkrt_log(base, VKRT_LOG_INFO, "load %s: %" PRIu64 " bytes in %u range(s) in %.3f s (%.2f "
-             "GB/s), page cache held %.0f%%; %u chunk fill(s) of %" PRIu64 " KiB (ring of %u), "
+             "GB/s), page cache held %.0f%%; %u chunk fill(s) of %" PRIu64 " KiB (ring of %u) in %u "
+             "submission(s), "
              "%u threads, %" PRIu64 " DMA regions, %" PRIu64 " bytes of narrow rows by 2D copies "
              "into row images (%u ranges), %" PRIu64 " bytes packed (%" PRIu64 " by the "
              "readers as they read), %" PRIu64 " bytes "
@@ -331,7 +332,8 @@ vkrt_status vkrt_load_run(struct vkrt_import_registry *reg, const char *path, in
              "%.1f ms, tail %.1f ms", name, job.total, count, (double)info->ns * 1e-9,
              info->ns ? (double)job.total / (double)info->ns : 0.0,
              info->resident < 0 ? -1.0 : info->resident * 100, info->chunk_fills,
-             info->pinned_chunk_bytes >> 10, info->pinned_chunks, info->threads, info->copies,
+             info->pinned_chunk_bytes >> 10, info->pinned_chunks, info->submits, info->threads,
+             info->copies,
              info->row_image_bytes, info->row_images, info->gathered_bytes,
              info->packed_while_reading_bytes, info->row_region_bytes,
              (double)info->setup_ns * 1e-6,

@@ -111,6 +111,7 @@ struct stream {
   struct vkrt_load_stream *job;
   uint64_t chunk_bytes, gather_bytes, slot_stride, block_bytes, gather_below;
   uint32_t slots, threads;
+  uint32_t submit_batch;           /* chunks per submission (at most half the slots) */
   uint32_t block_most;             /* blocks in the chunk that has the most */
   bool pack_after_read;            /* narrow rows packed once the whole chunk is read (else by
                                       each reader, right after its block) */
@@ -159,7 +160,7 @@ struct stream {
   atomic_uint_fast64_t read_bytes, read_busy_ns, wait_dma_ns, packed_while_reading;
   /* the submitter's */
   vkrt_status status;
-  uint64_t wait_read_ns, copies, gathered, row_regions, chunk_fills, import_ns;
+  uint64_t wait_read_ns, copies, gathered, row_regions, chunk_fills, submits, import_ns;
 };
 
 /* ---- plan ------------------------------------------------------------------------------- */
@@ -1047,14 +1048,18 @@ static void gather_run(struct stream *st, uint32_t s) {
   pthread_mutex_unlock(&st->lock);
 }
 
-static vkrt_status submit_chunk(struct stream *st, uint64_t k) {
-  const uint32_t s = (uint32_t)(k % st->slots);
-  struct slot *sl = &st->slot[s];
+/* Chunks [k0, k1]: each device's command buffers out of them in one vkQueueSubmit. */
+static vkrt_status submit_chunks(struct stream *st, uint64_t k0, uint64_t k1) {
   uint64_t value[VKRT_MAX_DEVICES] = {0};
   vkrt_status status = VKRT_OK;
   for (uint32_t d = 0; d < st->sys->device_count; d++) {
     struct sdev *sd = &st->dev[d];
-    if (!(sl->recorded_mask & (1u << d)))
+    VkCommandBuffer cmds[VKRT_LOAD_MAX_CHUNKS];
+    uint32_t n = 0;
+    for (uint64_t k = k0; k <= k1; k++)
+      if (st->slot[k % st->slots].recorded_mask & (1u << d))
+        cmds[n++] = sd->cmd[k % st->slots];
+    if (!n)
       continue;
     struct vkrt_device *dev = sd->dev;
     VkResult r = dev->lost || vkrt_fault(dev, VKRT_FAULT_DEVICE_LOST) ? VK_ERROR_DEVICE_LOST
@@ -1067,8 +1072,8 @@ static vkrt_status submit_chunk(struct stream *st, uint64_t k) {
     };
     VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                            .pNext = &timeline,
-                           .commandBufferCount = 1,
-                           .pCommandBuffers = &sd->cmd[s],
+                           .commandBufferCount = n,
+                           .pCommandBuffers = cmds,
                            .signalSemaphoreCount = 1,
                            .pSignalSemaphores = &sd->timeline};
     if (r == VK_SUCCESS) {
@@ -1084,15 +1089,22 @@ static vkrt_status submit_chunk(struct stream *st, uint64_t k) {
     sd->value = v;
     value[d] = v;
   }
-  /* The slot's next chunk may be read once this one retired. */
+  /* Each slot's next chunk may be read once this one retired (the batch's value: a device
+     without copies out of a chunk waits for the batch all the same). */
   pthread_mutex_lock(&st->lock);
-  memcpy(sl->value, value, sizeof(value));
-  if (k + st->slots < st->chunk_count)
-    atomic_store(&sl->remaining, st->chunk_first[k + st->slots + 1] - st->chunk_first[k + st->slots]);
-  st->submitted = k + 1;
+  for (uint64_t k = k0; k <= k1; k++) {
+    struct slot *sl = &st->slot[k % st->slots];
+    for (uint32_t d = 0; d < st->sys->device_count; d++)
+      sl->value[d] = sl->recorded_mask & (1u << d) ? value[d] : 0;
+    if (k + st->slots < st->chunk_count)
+      atomic_store(&sl->remaining,
+                   st->chunk_first[k + st->slots + 1] - st->chunk_first[k + st->slots]);
+  }
+  st->submitted = k1 + 1;
   pthread_cond_broadcast(&st->cond);
   pthread_mutex_unlock(&st->lock);
-  st->chunk_fills++;
+  st->chunk_fills += k1 + 1 - k0;
+  st->submits++;
   return status;
 }
 
@@ -1109,9 +1121,16 @@ static void submitter(struct stream *st) {
       break;
     if (st->pack_after_read)
       gather_run(st, s);
-    st->status = submit_chunk(st, k);
-    job->done += st->slot[s].bytes;
-    if (st->status == VKRT_OK && st->slot[s].bytes && job->progress)
+    /* a batch of chunks goes at once, from chunk k0 of it */
+    if ((k + 1) % st->submit_batch && k + 1 < st->chunk_count)
+      continue;
+    const uint64_t k0 = k - k % st->submit_batch;
+    st->status = submit_chunks(st, k0, k);
+    uint64_t bytes = 0;
+    for (uint64_t j = k0; j <= k; j++)
+      bytes += st->slot[j % st->slots].bytes;
+    job->done += bytes;
+    if (st->status == VKRT_OK && bytes && job->progress)
       job->progress(job->progress_user, job->done, job->total);
   }
   if (st->status != VKRT_OK)
@@ -1241,6 +1260,7 @@ void vkrt_load_knobs_effective(const struct vkrt_load_knobs *knobs, bool direct,
   out->no_gather = knobs->no_gather;
   out->pack_after_read = knobs->pack_after_read;
   out->no_row_images = knobs->no_row_images;
+  out->submit_batch = VKRT_MAX(knobs->submit_batch, 1u);
   out->gather_below = knobs->gather_below ? knobs->gather_below : LOAD_GATHER_BELOW;
 }
 
@@ -1302,6 +1322,8 @@ static vkrt_status stream_open(struct stream *st) {
     return s;
   st->slots = (uint32_t)VKRT_MIN((uint64_t)VKRT_MIN(k.chunks, VKRT_LOAD_MAX_CHUNKS), st->chunk_count);
   st->threads = k.threads;
+  /* a batch waits for its last chunk's reads: half the ring keeps reading meanwhile */
+  st->submit_batch = VKRT_MAX(VKRT_MIN(k.submit_batch, st->slots / 2), 1u);
   /* The ranges by file offset, and room for as many cursors. */
   st->order = vkrt_calloc(&sys->base, job->count, sizeof(*st->order));
   st->active = vkrt_calloc(&sys->base, job->count, sizeof(*st->active));
@@ -1468,6 +1490,7 @@ vkrt_status vkrt_load_stream(struct vkrt_import_registry *reg, struct vkrt_load_
     info->row_images = st->row_images;
     info->import_ns = st->import_ns;
     info->chunk_fills = (uint32_t)st->chunk_fills;
+    info->submits = (uint32_t)st->submits;
   }
   stream_close(st);
   vkrt_free(&sys->base, st);

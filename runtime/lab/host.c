@@ -43,16 +43,19 @@ vkrt_status vkrt_lab_load_set(vkrt_appliance *app, const vkrt_lab_load *load) {
   const uint64_t chunk = load->chunk_bytes, block = load->block_bytes;
   if (load->threads > VKRT_WORKERS_MAX || load->chunks == 1 ||
       load->chunks > VKRT_LOAD_MAX_CHUNKS || chunk % 4096 || block % 4096 ||
-      chunk > (1ull << 31) || (block && chunk && block > chunk))
+      chunk > (1ull << 31) || (block && chunk && block > chunk) ||
+      load->submit_batch > VKRT_LOAD_MAX_CHUNKS / 2)
     return vkrt_error(&app->sys.base, VKRT_ERROR_INVALID_ARGUMENT, "lab: load knobs: threads "
                       "<= %d, chunks 2..%d, chunk and block multiples of 4 KiB (chunk <= 2 GiB, "
-                      "block <= chunk); 0 for a default", VKRT_WORKERS_MAX, VKRT_LOAD_MAX_CHUNKS);
+                      "block <= chunk), submit batch <= %d; 0 for a default", VKRT_WORKERS_MAX,
+                      VKRT_LOAD_MAX_CHUNKS, VKRT_LOAD_MAX_CHUNKS / 2);
   reg->load_knobs = (struct vkrt_load_knobs){.threads = load->threads, .chunks = load->chunks,
                                              .chunk_bytes = chunk, .block_bytes = block,
                                              .gather_below = load->gather_below,
                                              .no_gather = load->no_gather,
                                              .pack_after_read = load->pack_after_read,
-                                             .no_row_images = load->no_row_images};
+                                             .no_row_images = load->no_row_images,
+                                             .submit_batch = load->submit_batch};
   return VKRT_OK;
 }
 
@@ -66,7 +69,7 @@ vkrt_status vkrt_lab_load_get(const vkrt_appliance *app, vkrt_lab_load *out) {
   *out = (vkrt_lab_load){.threads = k.threads, .chunk_bytes = k.chunk_bytes, .chunks = k.chunks,
                          .block_bytes = k.block_bytes, .gather_below = k.gather_below,
                          .no_gather = k.no_gather, .pack_after_read = k.pack_after_read,
-                         .no_row_images = k.no_row_images};
+                         .no_row_images = k.no_row_images, .submit_batch = k.submit_batch};
   return VKRT_OK;
 }
 

@@ -226,7 +226,13 @@ struct run_opts {
   bool pack_after_read; /* narrow rows packed once the chunk is read, not by the readers */
   bool row_images;      /* narrow rows by row images where the device allows (with the lab's
                            knobs; without them always so) */
+  uint32_t chunks;      /* the ring's chunks with the lab's knobs (0: SMALL_CHUNKS) */
+  uint32_t submit_batch; /* chunks per submission (the lab's knob; 0: each chunk) */
 };
+
+static uint32_t ring_chunks(const struct run_opts *ro) {
+  return ro->chunks ? ro->chunks : SMALL_CHUNKS;
+}
 
 static vkrt_appliance *open_with(const struct run_opts *ro, vkt_counting *counting) {
   vkrt_options o;
@@ -238,10 +244,12 @@ static vkrt_appliance *open_with(const struct run_opts *ro, vkt_counting *counti
     o.allocator = vkt_counting_allocator(counting);
   vkrt_appliance *app = vkt_open(&o);
   if (IS_ENABLED(CONFIG_VKRT_LAB) && !ro->default_knobs) {
-    const vkrt_lab_load knobs = {.threads = 3, .chunk_bytes = SMALL_CHUNK, .chunks = SMALL_CHUNKS,
-                                 .block_bytes = 64 * KIB, .no_gather = ro->no_gather,
+    const vkrt_lab_load knobs = {.threads = 3, .chunk_bytes = SMALL_CHUNK,
+                                 .chunks = ring_chunks(ro), .block_bytes = 64 * KIB,
+                                 .no_gather = ro->no_gather,
                                  .pack_after_read = ro->pack_after_read,
-                                 .no_row_images = !ro->row_images};
+                                 .no_row_images = !ro->row_images,
+                                 .submit_batch = ro->submit_batch};
     vkt_check(app, vkrt_lab_load_set(app, &knobs));
   }
   return app;
@@ -327,11 +335,15 @@ static vkrt_load_info run_path(const struct test_file *f, const struct run_opts 
     assert_true(info.read_bytes <= (f->size + 4095) / 4096 * 4096);
     assert_true(info.read_bytes >= p.total / n);
     assert_true(info.threads >= 2);
+    /* a run of chunks in each submission where the knob asks (at most half the ring) */
+    uint32_t batch = 1;
     if (small(ro)) {
       assert_int_equal(info.pinned_chunk_bytes, SMALL_CHUNK);
-      assert_int_equal(info.pinned_chunks, SMALL_CHUNKS);
+      assert_int_equal(info.pinned_chunks, ring_chunks(ro));
       assert_true(info.chunk_fills > 2 * info.pinned_chunks); /* the ring went round */
+      batch = VKRT_MAX(VKRT_MIN(ro->submit_batch, ring_chunks(ro) / 2), 1u);
     }
+    assert_int_equal(info.submits, (info.chunk_fills + batch - 1) / batch);
     /* The split weight's narrow rows: packed by the host for importing devices, one DMA
      * region per row (left where the file has them in the chunk) everywhere else; where a
      * row image takes them (test_row_images), by it, the rows a chunk's edge cuts in
@@ -366,6 +378,11 @@ static void test_every_path(void **state) {
   run_path(&f, &plain, VKRT_LOAD_PATH_MEMCPY, VKRT_LOAD_PATH_MEMCPY, 0);
   run_path(&f, &after, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
   run_path(&f, &after, VKRT_LOAD_PATH_MEMCPY, VKRT_LOAD_PATH_MEMCPY, 0);
+  /* runs of chunks per submission: 2 of a ring of 4; 3 asked of 4, so 2 */
+  const struct run_opts batch2 = {.chunks = 4, .submit_batch = 2};
+  const struct run_opts batch3 = {.chunks = 4, .submit_batch = 3};
+  run_path(&f, &batch2, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
+  run_path(&f, &batch3, VKRT_LOAD_PATH_MEMCPY, VKRT_LOAD_PATH_MEMCPY, 0);
   const struct run_opts defaults = {.default_knobs = true};
   run_path(&f, &defaults, VKRT_LOAD_PATH_READ, VKRT_LOAD_PATH_READ, 0);
   /* The mapped path under each import policy; the fault makes every device refuse the file's

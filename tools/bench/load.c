@@ -443,6 +443,7 @@ static int usage(FILE *f) {
           "                         [--cold] [--split rows|columns] [--pitch BYTES]\n"
           "                         [--threads N] [--chunk SIZE] [--chunks N] [--block SIZE]\n"
           "                         [--gather-below SIZE] [--no-gather] [--pack-after-read]\n"
+          "                         [--submit-batch N]\n"
           "                         [--no-row-images]\n"
           "                         [--json] [--no-progress]\n"
           "                         [--no-disk] [--serial] [--touch]\n"
@@ -457,7 +458,8 @@ static int usage(FILE *f) {
           "              share a GPU's copy engine), timed together\n"
           "  --split     rows: an equal run of the file per device (default); columns: each\n"
           "              device the d-th column block of every --pitch-byte row (default 28672)\n"
-          "  --threads, --chunk, --chunks, --block, --gather-below, --no-gather: the load's\n"
+          "  --threads, --chunk, --chunks, --block, --gather-below, --no-gather,\n"
+          "  --submit-batch (chunks per vkQueueSubmit): the load's\n"
           "              knobs (vkrt_lab_load: a build with CONFIG_VKRT_LAB; default the\n"
           "              board's)\n"
           "  --pack-after-read  the narrow rows packed once their whole chunk is read (the\n"
@@ -490,7 +492,8 @@ static bool parse_paths(const char *text, bool *want) {
 int bench_load_file(int argc, char **argv) {
   struct load_opts o = {.iters = 3, .progress = true, .pitch = 28672};
   static const char *const names[] = {"file", "path", "devices", "iters", "split", "pitch",
-                                      "threads", "chunk", "chunks", "block", "gather-below"};
+                                      "threads", "chunk", "chunks", "block", "gather-below",
+                                      "submit-batch"};
   bool any_path = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -537,7 +540,8 @@ int bench_load_file(int argc, char **argv) {
     case 7: o.knobs.chunk_bytes = x; o.knobs_given = true; break;
     case 8: o.knobs.chunks = (uint32_t)x; o.knobs_given = true; break;
     case 9: o.knobs.block_bytes = x; o.knobs_given = true; break;
-    default: o.knobs.gather_below = x; o.knobs_given = true; break;
+    case 10: o.knobs.gather_below = x; o.knobs_given = true; break;
+    default: o.knobs.submit_batch = (uint32_t)x; o.knobs_given = true; break;
     }
     if (which >= 2 && which != 4 && !size_ok)
       return usage(stderr);

@@ -404,6 +404,8 @@ typedef struct vkrt_load_info {
   uint64_t row_image_bytes; /* bytes of narrow rows moved by one 2D copy per range and chunk
                                into a linear image aliasing the destination (no host packing) */
   uint32_t row_images;      /* ranges that had such an image */
+  uint32_t submits;         /* submissions of chunk fills: a run of chunks goes to each device
+                               in one vkQueueSubmit (chunk_fills: one each, by default) */
 } vkrt_load_info;
 
 /* Loads ranges of the file at `path` (or of `fd` when path is NULL; it is only read with

@@ -497,6 +497,8 @@ typedef struct vkrt_lab_load {
   bool no_gather;
   bool pack_after_read;
   bool no_row_images; /* narrow rows packed by the host even where a row image could take them */
+  uint32_t submit_batch; /* chunks per submission, each device's in one vkQueueSubmit (0 or 1:
+                            each chunk once read; at most half the chunks) */
 } vkrt_lab_load;
 
 vkrt_status vkrt_lab_load_set(vkrt_appliance *appliance, const vkrt_lab_load *load);
