@@ -16,7 +16,8 @@
  * in the slot's gather area (one DMA region per range and chunk), and the reader of each
  * block packs the block's narrow rows there right after reading it. Once a chunk's blocks
  * are read (and so packed) the calling thread submits one command buffer per device and
- * reports progress. (pack_after_read, the knob, keeps the order this replaced: record the
+ * reports progress (submit_batch, the knob: a run of chunks in each device's one submission,
+ * once the run's last chunk is read). (pack_after_read, the knob, keeps the order this replaced: record the
  * chunk, wait for all its reads, then pack it, the readers helping, then submit; the chunk
  * waited for a packing pass.) One thread waits for the chunks to retire, in
  * order, and wakes whoever waits for their slots: the readers sleep on a condition
@@ -1089,8 +1090,8 @@ static vkrt_status submit_chunks(struct stream *st, uint64_t k0, uint64_t k1) {
     sd->value = v;
     value[d] = v;
   }
-  /* Each slot's next chunk may be read once this one retired (the batch's value: a device
-     without copies out of a chunk waits for the batch all the same). */
+  /* Each slot's next chunk may be read once this one retired: on every device with copies
+     out of it, at the run's timeline value (0 for a device without: nothing to wait for). */
   pthread_mutex_lock(&st->lock);
   for (uint64_t k = k0; k <= k1; k++) {
     struct slot *sl = &st->slot[k % st->slots];
