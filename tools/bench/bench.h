@@ -36,7 +36,11 @@ double bench_now_s(void);
 /* CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID): host work without the time the
  * thread waited or was descheduled (on a loaded machine the wall clock is mostly the latter). */
 double bench_thread_cpu_s(void);
-/* Opens the board's appliance with a stderr log at WARN; exits with a message on error. */
+/* The waits' spin budget of every appliance the bench opens (vkrt_options.wait_spin_us), as
+ * vkrt-service asks for, unless the caller's options name one. */
+#define BENCH_WAIT_SPIN_US 20000u
+/* Opens the board's appliance with a stderr log at WARN and the bench's spin budget; exits
+ * with a message on error. */
 vkrt_appliance *bench_open(const vkrt_options *options_or_null);
 /* Median of n doubles (sorts in place). */
 double bench_median(double *v, int n);
