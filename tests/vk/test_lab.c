@@ -2,8 +2,10 @@
  * round-trip and steer the op that follows (the counters say which path ran), bad devices,
  * knobs and values are refused with a message, the matrix-vector shape round-trips and a
  * matmul under a new one is still right, GPU timers and the raw submit floors work, the
- * host-region state and knobs round-trip and refuse bad values. */
+ * host-region state and knobs round-trip and refuse bad values, the chain of dependent
+ * products is right in every order. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/vk_test.h"
@@ -804,6 +806,99 @@ static void test_pipeline_bound_once_per_run(void **state) {
   vkt_close(app);
 }
 
+/* The chain of dependent products (vkrt_lab_chain_record): each order's result against a
+ * float64 chain of the same halves, every link's arrival counter holding its whole grid and
+ * no wait given up, the orders bit-identical, bad shapes and buffers refused. The counter
+ * orders leave out the barriers on purpose (the counters order the links), which the
+ * synchronization-validation pass would report as hazards: they run in the plain pass. */
+static void run_chain(bool counters_too) {
+  vkrt_options o;
+  vkt_options(&o);
+  vkrt_appliance *app = vkt_open(&o);
+  enum { N = 512, LINKS = 5, MATRICES = 2, GROUPS = N / 16 };
+  const uint64_t mat = (uint64_t)N * N;
+  uint64_t st = vkt_seed(0);
+  uint16_t *w = malloc(mat * MATRICES * 2);
+  float x0[N], out[N], first[N];
+  double xr[N], yr[N];
+  assert_non_null(w);
+  for (uint64_t i = 0; i < mat * MATRICES; i++) /* +-sqrt(3 / N): x keeps its scale */
+    w[i] = vkrt_f32_to_f16((float)(((double)(vkrt_xorshift(&st) >> 11) / 4503599627370496.0 - 1.0) *
+                                   sqrt(3.0 / N)));
+  vkt_fill_random_f32(x0, N, -1.0f, 1.0f, &st);
+  for (int i = 0; i < N; i++)
+    xr[i] = x0[i];
+  for (int l = 0; l < LINKS; l++) {
+    for (int r = 0; r < N; r++) {
+      double sum = 0;
+      for (int k = 0; k < N; k++)
+        sum += (double)vkrt_f16_to_f32(w[(uint64_t)(l % MATRICES) * mat + (uint64_t)r * N + k]) * xr[k];
+      yr[r] = sum;
+    }
+    memcpy(xr, yr, sizeof(xr));
+  }
+  vkrt_buffer *wb, *xy, *cnt;
+  vkt_check(app, vkrt_buffer_create(app, 0, mat * MATRICES * 2, VKRT_BUFFER_DEVICE_LOCAL, &wb));
+  vkt_check(app, vkrt_buffer_create(app, 0, 2 * N * 4, VKRT_BUFFER_DEVICE_LOCAL, &xy));
+  vkt_check(app, vkrt_buffer_create(app, 0, (LINKS + 1) * 4, VKRT_BUFFER_DEVICE_LOCAL, &cnt));
+  vkt_check(app, vkrt_upload(wb, 0, w, mat * MATRICES * 2));
+  int orders = counters_too ? VKRT_LAB_CHAIN_ORDER_COUNT : 1;
+  for (int ord = 0; ord < orders; ord++) {
+    vkrt_lab_chain c = {.n = N, .links = LINKS, .matrices = MATRICES,
+                        .order = (vkrt_lab_chain_order)ord};
+    vkt_check(app, vkrt_upload(xy, 0, x0, sizeof(x0)));
+    vkt_check(app, vkrt_cmd_fill(xy, N * 4, N * 4, 0xffffffffu)); /* NaN poison */
+    vkt_check(app, vkrt_cmd_fill(cnt, 0, (LINKS + 1) * 4, 0x5a5a5a5au)); /* zeroed by the chain */
+    vkt_check(app, vkrt_lab_chain_record(wb, xy, cnt, &c));
+    vkt_check(app, vkrt_finish(app, 0));
+    uint32_t counts[LINKS + 1];
+    vkt_check(app, vkrt_download(out, xy, (LINKS % 2) * N * 4, sizeof(out)));
+    vkt_check(app, vkrt_download(counts, cnt, 0, sizeof(counts)));
+    for (int l = 0; l < LINKS; l++)
+      assert_int_equal(counts[l], GROUPS);
+    assert_int_equal(counts[LINKS], 0); /* no wait gave up */
+    double scale = 0, err = 0;
+    for (int i = 0; i < N; i++) {
+      scale = fmax(scale, fabs(xr[i]));
+      err = fmax(err, fabs(out[i] - xr[i]));
+    }
+    if (!(err <= 1e-4 * scale))
+      fail_msg("chain order %d: max error %g against the float64 chain's max %g", ord, err, scale);
+    if (ord == 0)
+      memcpy(first, out, sizeof(out));
+    else
+      assert_memory_equal(first, out, sizeof(out));
+  }
+  vkrt_lab_chain bad = {.n = 300, .links = LINKS, .matrices = MATRICES};
+  expect_refused(app, vkrt_lab_chain_record(wb, xy, cnt, &bad), "n 300");
+  bad.n = N;
+  bad.matrices = MATRICES + 1;
+  expect_refused(app, vkrt_lab_chain_record(wb, xy, cnt, &bad), "a w of too few matrices");
+  bad.matrices = MATRICES;
+  bad.links = LINKS + 1;
+  expect_refused(app, vkrt_lab_chain_record(wb, xy, cnt, &bad), "too few counters");
+  bad.links = LINKS;
+  bad.order = VKRT_LAB_CHAIN_ORDER_COUNT;
+  expect_refused(app, vkrt_lab_chain_record(wb, xy, cnt, &bad), "no such order");
+  vkrt_buffer_destroy(wb);
+  vkrt_buffer_destroy(xy);
+  vkrt_buffer_destroy(cnt);
+  free(w);
+  vkt_close(app);
+}
+
+static void test_chain_barriers(void **state) {
+  (void)state;
+  run_chain(false);
+}
+
+static void test_chain_counters(void **state) {
+  (void)state;
+  if (vkt_sync_validation_pass())
+    vkt_skip("the counters order the links, which synchronization validation cannot see");
+  run_chain(true);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) /* one case by name or pattern (tools/mutation-check.sh) */
     cmocka_set_test_filter(argv[1]);
@@ -819,6 +914,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_import),
       cmocka_unit_test(test_overlap_keeps_program_order),
       cmocka_unit_test(test_pipeline_bound_once_per_run),
+      cmocka_unit_test(test_chain_barriers),
+      cmocka_unit_test(test_chain_counters),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

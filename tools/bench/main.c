@@ -137,8 +137,8 @@ int main(int argc, char **argv) {
     if (!strcmp(c->name, argv[1]))
       return c->run(argc - 1, argv + 1);
   /* the commands tools/Sources builds only with the lab */
-  static const char *const need_the_lab[] = {"cases", "concat", "copy", "matmul", "quant",
-                                             "record", "sync", "transpose"};
+  static const char *const need_the_lab[] = {"cases", "chain", "concat", "copy", "matmul",
+                                             "quant", "record", "sync", "transpose"};
   for (size_t i = 0; !IS_ENABLED(CONFIG_VKRT_LAB) && i < sizeof(need_the_lab) / sizeof(*need_the_lab); i++)
     if (!strcmp(need_the_lab[i], argv[1])) {
       fprintf(stderr, "vkrt-bench: '%s' needs the lab, which this build leaves out "

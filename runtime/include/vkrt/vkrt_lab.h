@@ -519,6 +519,34 @@ vkrt_status vkrt_lab_import_alignment_set(vkrt_appliance *appliance, uint32_t de
 size_t vkrt_lab_import_describe(const vkrt_appliance *appliance, bool json, char *buf,
                                 size_t buf_size);
 
+/* ---- a chain of dependent products: barriers against arrival counters (vkrt-bench chain) -- */
+
+/* What orders the links of the chain (kernels/lab_chain.comp). */
+typedef enum vkrt_lab_chain_order {
+  VKRT_LAB_CHAIN_BARRIERS,       /* a pipeline barrier between the links' dispatches */
+  VKRT_LAB_CHAIN_COUNTERS,       /* none: each workgroup waits for the link before's arrival
+                                    counter to hold its whole grid, then reads x */
+  VKRT_LAB_CHAIN_COUNTERS_EARLY, /* the same, each subgroup's first weights loaded first */
+  VKRT_LAB_CHAIN_ORDER_COUNT
+} vkrt_lab_chain_order;
+
+typedef struct vkrt_lab_chain {
+  uint32_t n;        /* rows and columns of each link's f16 matrix: 256..8192, a multiple of 256 */
+  uint32_t links;    /* dependent products: link i computes y = W_(i % matrices) x, its x the
+                        output of link i - 1 */
+  uint32_t matrices; /* distinct matrices in w, n x n halves each, one after the other */
+  vkrt_lab_chain_order order;
+} vkrt_lab_chain;
+
+/* Records the chain into the stream of the buffers' device (all three on one device): the
+ * counters zeroed, then one dispatch a link. w: the matrices; xy: 2 n floats, x of link 0 in
+ * the first half, link i's y in half (i + 1) % 2; counters: links + 1 words, the last set
+ * when a wait gave up (its result is then void). Needs the lab_chain_f16 kernel
+ * (CONFIG_VKRT_LAB_KERNEL_VARIANTS) and subgroup arithmetic: VKRT_ERROR_UNSUPPORTED
+ * otherwise. */
+vkrt_status vkrt_lab_chain_record(vkrt_buffer *w, vkrt_buffer *xy, vkrt_buffer *counters,
+                                  const vkrt_lab_chain *chain);
+
 /* ---- host copies -------------------------------------------------------------------------- */
 
 /* The pre-stage copy registration uses: size bytes from src to dst with up to `threads`
