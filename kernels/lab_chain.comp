@@ -7,7 +7,8 @@
 // - ORDER 1: no barrier; every workgroup counts itself in its link's arrival counter once
 //   its rows are written, and each workgroup of the next link waits until that counter holds
 //   the whole grid before it reads x (the producer's tail and the consumer's start overlap);
-// - ORDER 2: the same, each subgroup's first weights loaded before the wait.
+// - ORDER 2: the same, each subgroup's first weights loaded before the wait;
+// - ORDER 3: neither (the links race: a wrong result), the floor of a perfect overlap.
 // Every order runs the same code otherwise (the counting and the coherent reads of x too).
 // A wait gives up after pc.spin_limit polls and sets counter[pc.links] (the result is then
 // void): a GPU that ran a link's workgroups before the ones they wait for would not hang.
@@ -55,7 +56,7 @@ void main() {
     [[unroll]] for (uint i = 0u; i < B; i++)
       early[i] = lane + i * S < chunks ? w[first + lane + i * S] : uvec4(0u);
 
-  if (pc.order != 0u && pc.link > 0u) {
+  if ((pc.order == 1u || pc.order == 2u) && pc.link > 0u) {
     if (tid == 0u) {
       uint polls = 0u;
       while (atomicAdd(counter[pc.link - 1u], 0u) < pc.groups) {

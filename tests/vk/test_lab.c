@@ -857,6 +857,8 @@ static void run_chain(bool counters_too) {
     for (int l = 0; l < LINKS; l++)
       assert_int_equal(counts[l], GROUPS);
     assert_int_equal(counts[LINKS], 0); /* no wait gave up */
+    if (ord == VKRT_LAB_CHAIN_UNORDERED)
+      continue; /* the links race on a GPU: a timing floor, its result not compared */
     double scale = 0, err = 0;
     for (int i = 0; i < N; i++) {
       scale = fmax(scale, fabs(xr[i]));

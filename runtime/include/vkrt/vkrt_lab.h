@@ -527,6 +527,8 @@ typedef enum vkrt_lab_chain_order {
   VKRT_LAB_CHAIN_COUNTERS,       /* none: each workgroup waits for the link before's arrival
                                     counter to hold its whole grid, then reads x */
   VKRT_LAB_CHAIN_COUNTERS_EARLY, /* the same, each subgroup's first weights loaded first */
+  VKRT_LAB_CHAIN_UNORDERED,      /* neither: the links race (a wrong result), the floor a
+                                    perfect overlap would reach */
   VKRT_LAB_CHAIN_ORDER_COUNT
 } vkrt_lab_chain_order;
 
