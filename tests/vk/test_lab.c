@@ -901,6 +901,116 @@ static void test_chain_counters(void **state) {
   run_chain(true);
 }
 
+/* Arrival counters in a captured graph (VKRT_LAB_ORDER_COUNTERS): a chain of one-column
+ * q4_K products on 8-bit x (plain, accumulated, with the norm fused) ordered by counters
+ * gives what the same graph ordered by barriers gives, bit for bit, in every launch; each
+ * product after the first waits on the one before (vkrt_lab_stream.order_waits); a copy in
+ * between takes a barrier and the product after it starts a new chain. */
+enum { ORDER_K = 256, ORDER_N = 256, ORDER_MATS = 4 };
+
+static void order_graph(vkrt_appliance *app, bool counters, vkrt_buffer *w, vkrt_buffer *x,
+                        vkrt_buffer *g, vkrt_buffer *y, float out[ORDER_N], uint64_t *waits) {
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ORDER_COUNTERS, counters));
+  const uint64_t mat = (uint64_t)ORDER_N * (ORDER_K / 256) * 144;
+  vkrt_tensor W[ORDER_MATS], Y[6];
+  for (int i = 0; i < ORDER_MATS; i++)
+    W[i] = vkrt_tensor_contiguous(w, i * mat, VKRT_TYPE_Q4_K, ORDER_K, ORDER_N, 1, 1);
+  for (int i = 0; i < 6; i++)
+    Y[i] = vkrt_tensor_contiguous(y, (uint64_t)i * ORDER_N * 4, VKRT_TYPE_F32, ORDER_N, 1, 1, 1);
+  vkrt_tensor X = vkrt_tensor_contiguous(x, 0, VKRT_TYPE_F32, ORDER_K, 1, 1, 1);
+  vkrt_tensor G = vkrt_tensor_contiguous(g, 0, VKRT_TYPE_F32, ORDER_K, 1, 1, 1);
+  vkrt_matmul_fusion norm = {.norm = &G, .eps = 1e-5f};
+  vkrt_lab_stream before, after;
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &before));
+  vkt_check(app, vkrt_graph_begin(app));
+  vkt_check(app, vkrt_op_matmul(&Y[0], &W[0], &X));
+  vkt_check(app, vkrt_op_matmul(&Y[1], &W[1], &Y[0]));
+  vkt_check(app, vkrt_op_matmul_add(&Y[1], &W[2], &Y[0]));
+  vkt_check(app, vkrt_op_matmul_fused(&Y[2], &W[3], &Y[1], &norm));
+  vkt_check(app, vkrt_op_matmul(&Y[3], &W[0], &Y[2]));
+  vkt_check(app, vkrt_op_copy(&Y[4], &Y[3])); /* counts nothing: a barrier before it */
+  vkt_check(app, vkrt_op_matmul(&Y[5], &W[1], &Y[4]));
+  vkrt_graph *graph = NULL;
+  vkt_check(app, vkrt_graph_end(app, &graph));
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &after));
+  *waits = after.order_waits - before.order_waits;
+  for (int launch = 0; launch < 3; launch++) {
+    vkt_check(app, vkrt_cmd_fill(y, 0, 6 * ORDER_N * 4, 0xffffffffu)); /* NaN poison */
+    vkt_check(app, vkrt_graph_launch(graph, NULL));
+    vkt_check(app, vkrt_finish(app, 0));
+    float got[ORDER_N];
+    vkt_check(app, vkrt_download(got, y, 5 * ORDER_N * 4, sizeof(got)));
+    for (int i = 0; i < ORDER_N; i++)
+      if (!isfinite(got[i]))
+        fail_msg("order graph (counters %d), launch %d: y[%d] = %g", counters, launch, i, got[i]);
+    if (launch == 0)
+      memcpy(out, got, sizeof(got));
+    else
+      assert_memory_equal(out, got, sizeof(got));
+    if (counters && *waits) { /* no wait gave up; products 1-5 and the one after the copy
+                                 counted all their workgroups (q8x: at most 256 of 8 rows) */
+      uint32_t c[8];
+      vkt_check(app, vkrt_lab_order_counters_read(app, 0, c, 8));
+      assert_int_equal(c[0], 0);
+      for (int i = 1; i <= 6; i++)
+        assert_int_equal(c[i], ORDER_N / 8);
+      assert_int_equal(c[7], 0);
+    }
+  }
+  vkrt_graph_destroy(graph);
+}
+
+static void test_order_counters(void **state) {
+  (void)state;
+  if (vkt_sync_validation_pass())
+    vkt_skip("the counters order the products, which synchronization validation cannot see");
+  vkrt_options o;
+  vkt_options(&o);
+  o.quant_activations = VKRT_ACTIVATIONS_Q8;
+  vkrt_appliance *app = vkt_open(&o);
+  const uint64_t mat = (uint64_t)ORDER_N * (ORDER_K / 256) * 144;
+  uint8_t *wb = malloc(mat * ORDER_MATS);
+  assert_non_null(wb);
+  uint64_t st = vkt_seed(0);
+  vkt_fill_random(wb, mat * ORDER_MATS, &st);
+  for (uint64_t b = 0; b < mat * ORDER_MATS / 144; b++) { /* d and dmin small and finite */
+    wb[b * 144 + 1] = (uint8_t)(0x20 | (wb[b * 144 + 1] & 3));
+    wb[b * 144 + 3] = (uint8_t)(0x20 | (wb[b * 144 + 3] & 3));
+  }
+  float xs[ORDER_K], gs[ORDER_K];
+  vkt_fill_random_f32(xs, ORDER_K, -1.0f, 1.0f, &st);
+  vkt_fill_random_f32(gs, ORDER_K, 0.5f, 1.5f, &st);
+  vkrt_buffer *w, *x, *g, *y;
+  vkt_check(app, vkrt_buffer_create(app, 0, mat * ORDER_MATS, VKRT_BUFFER_DEVICE_LOCAL, &w));
+  vkt_check(app, vkrt_buffer_create(app, 0, sizeof(xs), VKRT_BUFFER_DEVICE_LOCAL, &x));
+  vkt_check(app, vkrt_buffer_create(app, 0, sizeof(gs), VKRT_BUFFER_DEVICE_LOCAL, &g));
+  vkt_check(app, vkrt_buffer_create(app, 0, 6 * ORDER_N * 4, VKRT_BUFFER_DEVICE_LOCAL, &y));
+  vkt_check(app, vkrt_upload(w, 0, wb, mat * ORDER_MATS));
+  vkt_check(app, vkrt_upload(x, 0, xs, sizeof(xs)));
+  vkt_check(app, vkrt_upload(g, 0, gs, sizeof(gs)));
+  float barriers[ORDER_N], counters[ORDER_N];
+  uint64_t waits_off = 0, waits_on = 0;
+  order_graph(app, false, w, x, g, y, barriers, &waits_off);
+  order_graph(app, true, w, x, g, y, counters, &waits_on);
+  assert_int_equal(waits_off, 0);
+  vkrt_lab_counters lc;
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &lc));
+  if (lc.quant_read[VKRT_LAB_QUANT_READ_Q8X] == 0) { /* no 8-bit-x kernels here: nothing counted */
+    assert_int_equal(waits_on, 0);
+  } else {
+    assert_int_equal(waits_on, 4); /* products 2-5; the one after the copy starts anew */
+  }
+  print_message("vkrt-test: order counters: %llu products waited on a counter\n",
+                (unsigned long long)waits_on);
+  assert_memory_equal(barriers, counters, sizeof(barriers));
+  vkrt_buffer_destroy(w);
+  vkrt_buffer_destroy(x);
+  vkrt_buffer_destroy(g);
+  vkrt_buffer_destroy(y);
+  free(wb);
+  vkt_close(app);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) /* one case by name or pattern (tools/mutation-check.sh) */
     cmocka_set_test_filter(argv[1]);
@@ -918,6 +1028,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_pipeline_bound_once_per_run),
       cmocka_unit_test(test_chain_barriers),
       cmocka_unit_test(test_chain_counters),
+      cmocka_unit_test(test_order_counters),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
