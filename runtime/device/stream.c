@@ -1038,6 +1038,19 @@ static void order_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
   st->unsynced_stages |= VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
 }
 
+/* An op begun by vkrt_stream_next_counted that recorded nothing (it failed before its
+ * kernel): the barrier it needed, before the next command. */
+static void order_settle(struct vkrt_device *dev, VkCommandBuffer cmd) {
+  struct vkrt_stream *st = &dev->stream;
+  if (!st->order_pending)
+    return;
+  st->order_pending = false;
+  if (st->order_need)
+    order_barrier(dev, cmd);
+  else
+    st->order_chain = false;
+}
+
 vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_access *access,
                              uint32_t count, VkCommandBuffer *out) {
   vkrt_status s = flush_if_due(dev);
@@ -1046,13 +1059,7 @@ vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_a
   if (s != VKRT_OK)
     return s;
   struct vkrt_stream *st = &dev->stream;
-  if (st->order_pending) { /* an op begun counted that recorded nothing: its barrier */
-    st->order_pending = false;
-    if (st->order_need)
-      order_barrier(dev, *out);
-    else
-      st->order_chain = false;
-  }
+  order_settle(dev, *out);
   st->pending_ops++;
   if (!access || !count || count > VKRT_STREAM_MAX_ACCESS) {
     st->host_reads = true;
@@ -1084,13 +1091,7 @@ vkrt_status vkrt_stream_next_counted(struct vkrt_device *dev,
   vkrt_status s = recording(dev, out); /* a capture never flushes */
   if (s != VKRT_OK)
     return s;
-  if (st->order_pending) { /* an op begun counted that recorded nothing */
-    st->order_pending = false;
-    if (st->order_need)
-      order_barrier(dev, *out);
-    else
-      st->order_chain = false;
-  }
+  order_settle(dev, *out);
   st->pending_ops++;
   note_accesses(dev, access, count);
   bool need = false;
