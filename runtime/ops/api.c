@@ -208,8 +208,9 @@ static vkrt_status run_op(const struct op_call *c) {
   if (kernel_in_build(c->kind)) {
     /* attention asks the stream for each of its passes (attention.c); a q8x product may be
      * ordered by arrival counters in a capture (vkrt_stream_next_counted) */
-    bool counted = (c->kind == OP_MATMUL || c->kind == OP_MATMUL_FUSED) && !dense_w(v) &&
-                   vkrt_quant_counted(dev, v, c->kind == OP_MATMUL_FUSED);
+    bool product = c->kind == OP_MATMUL || c->kind == OP_MATMUL_FUSED;
+    bool counted = product && (dense_w(v) ? vkrt_matmul_counted(dev, v, c->kind == OP_MATMUL_FUSED)
+                                          : vkrt_quant_counted(dev, v, c->kind == OP_MATMUL_FUSED));
     s = c->kind == OP_ATTENTION ? check_lost(dev)
         : counted               ? vkrt_ops_begin_views_counted(dev, v, view_count(c), &cmd)
                                 : vkrt_ops_begin_views(dev, v, view_count(c), &cmd);

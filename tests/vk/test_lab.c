@@ -902,19 +902,26 @@ static void test_chain_counters(void **state) {
 }
 
 /* Arrival counters in a captured graph (VKRT_LAB_ORDER_COUNTERS): a chain of one-column
- * q4_K products on 8-bit x (plain, accumulated, with the norm fused) ordered by counters
+ * q4_K products on 8-bit x, then f16 ones (plain, accumulated, with the norm fused) ordered
+ * by counters
  * gives what the same graph ordered by barriers gives, bit for bit, in every launch; each
  * product after the first waits on the one before (vkrt_lab_stream.order_waits); a copy in
  * between takes a barrier and the product after it starts a new chain. */
 enum { ORDER_K = 256, ORDER_N = 256, ORDER_MATS = 4 };
 
-static void order_graph(vkrt_appliance *app, bool counters, vkrt_buffer *w, vkrt_buffer *x,
-                        vkrt_buffer *g, vkrt_buffer *y, float out[ORDER_N], uint64_t *waits) {
+static uint64_t order_matrix_bytes(vkrt_type t) {
+  return t == VKRT_TYPE_Q4_K ? (uint64_t)ORDER_N * (ORDER_K / 256) * 144
+                             : (uint64_t)ORDER_N * ORDER_K * 2;
+}
+
+static void order_graph(vkrt_appliance *app, vkrt_type type, bool counters, vkrt_buffer *w,
+                        vkrt_buffer *x, vkrt_buffer *g, vkrt_buffer *y, float out[ORDER_N],
+                        uint64_t *waits) {
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ORDER_COUNTERS, counters));
-  const uint64_t mat = (uint64_t)ORDER_N * (ORDER_K / 256) * 144;
+  const uint64_t mat = order_matrix_bytes(type);
   vkrt_tensor W[ORDER_MATS], Y[6];
   for (int i = 0; i < ORDER_MATS; i++)
-    W[i] = vkrt_tensor_contiguous(w, i * mat, VKRT_TYPE_Q4_K, ORDER_K, ORDER_N, 1, 1);
+    W[i] = vkrt_tensor_contiguous(w, i * mat, type, ORDER_K, ORDER_N, 1, 1);
   for (int i = 0; i < 6; i++)
     Y[i] = vkrt_tensor_contiguous(y, (uint64_t)i * ORDER_N * 4, VKRT_TYPE_F32, ORDER_N, 1, 1, 1);
   vkrt_tensor X = vkrt_tensor_contiguous(x, 0, VKRT_TYPE_F32, ORDER_K, 1, 1, 1);
@@ -948,34 +955,40 @@ static void order_graph(vkrt_appliance *app, bool counters, vkrt_buffer *w, vkrt
     else
       assert_memory_equal(out, got, sizeof(got));
     if (counters && *waits) { /* no wait gave up; products 1-5 and the one after the copy
-                                 counted all their workgroups (q8x: at most 256 of 8 rows) */
+                                 counted all their workgroups (q8x: 8 rows each) */
       uint32_t c[8];
       vkt_check(app, vkrt_lab_order_counters_read(app, 0, c, 8));
       assert_int_equal(c[0], 0);
       for (int i = 1; i <= 6; i++)
-        assert_int_equal(c[i], ORDER_N / 8);
+        if (type == VKRT_TYPE_Q4_K)
+          assert_int_equal(c[i], ORDER_N / 8);
+        else
+          assert_true(c[i] > 0);
       assert_int_equal(c[7], 0);
     }
   }
   vkrt_graph_destroy(graph);
 }
 
-static void test_order_counters(void **state) {
-  (void)state;
-  if (vkt_sync_validation_pass())
-    vkt_skip("the counters order the products, which synchronization validation cannot see");
+static void run_order_counters(vkrt_type type) {
   vkrt_options o;
   vkt_options(&o);
   o.quant_activations = VKRT_ACTIVATIONS_Q8;
   vkrt_appliance *app = vkt_open(&o);
-  const uint64_t mat = (uint64_t)ORDER_N * (ORDER_K / 256) * 144;
+  const uint64_t mat = order_matrix_bytes(type);
   uint8_t *wb = malloc(mat * ORDER_MATS);
   assert_non_null(wb);
   uint64_t st = vkt_seed(0);
   vkt_fill_random(wb, mat * ORDER_MATS, &st);
-  for (uint64_t b = 0; b < mat * ORDER_MATS / 144; b++) { /* d and dmin small and finite */
-    wb[b * 144 + 1] = (uint8_t)(0x20 | (wb[b * 144 + 1] & 3));
-    wb[b * 144 + 3] = (uint8_t)(0x20 | (wb[b * 144 + 3] & 3));
+  if (type == VKRT_TYPE_Q4_K) {
+    for (uint64_t b = 0; b < mat * ORDER_MATS / 144; b++) { /* d and dmin small and finite */
+      wb[b * 144 + 1] = (uint8_t)(0x20 | (wb[b * 144 + 1] & 3));
+      wb[b * 144 + 3] = (uint8_t)(0x20 | (wb[b * 144 + 3] & 3));
+    }
+  } else { /* halves of +-1/16 */
+    uint16_t *h = (uint16_t *)wb;
+    for (uint64_t i = 0; i < mat * ORDER_MATS / 2; i++)
+      h[i] = vkrt_f32_to_f16((float)((int)(h[i] % 2049) - 1024) / 16384.0f);
   }
   float xs[ORDER_K], gs[ORDER_K];
   vkt_fill_random_f32(xs, ORDER_K, -1.0f, 1.0f, &st);
@@ -990,18 +1003,18 @@ static void test_order_counters(void **state) {
   vkt_check(app, vkrt_upload(g, 0, gs, sizeof(gs)));
   float barriers[ORDER_N], counters[ORDER_N];
   uint64_t waits_off = 0, waits_on = 0;
-  order_graph(app, false, w, x, g, y, barriers, &waits_off);
-  order_graph(app, true, w, x, g, y, counters, &waits_on);
+  order_graph(app, type, false, w, x, g, y, barriers, &waits_off);
+  order_graph(app, type, true, w, x, g, y, counters, &waits_on);
   assert_int_equal(waits_off, 0);
   vkrt_lab_counters lc;
   vkt_check(app, vkrt_lab_counters_get(app, 0, &lc));
-  if (lc.quant_read[VKRT_LAB_QUANT_READ_Q8X] == 0) { /* no 8-bit-x kernels here: nothing counted */
-    assert_int_equal(waits_on, 0);
+  if (type == VKRT_TYPE_Q4_K && lc.quant_read[VKRT_LAB_QUANT_READ_Q8X] == 0) {
+    assert_int_equal(waits_on, 0); /* no 8-bit-x kernels here: nothing counted */
   } else {
     assert_int_equal(waits_on, 4); /* products 2-5; the one after the copy starts anew */
   }
-  print_message("vkrt-test: order counters: %llu products waited on a counter\n",
-                (unsigned long long)waits_on);
+  print_message("vkrt-test: order counters, %s: %llu products waited on a counter\n",
+                vkrt_type_str(type), (unsigned long long)waits_on);
   assert_memory_equal(barriers, counters, sizeof(barriers));
   vkrt_buffer_destroy(w);
   vkrt_buffer_destroy(x);
@@ -1009,6 +1022,14 @@ static void test_order_counters(void **state) {
   vkrt_buffer_destroy(y);
   free(wb);
   vkt_close(app);
+}
+
+static void test_order_counters(void **state) {
+  (void)state;
+  if (vkt_sync_validation_pass())
+    vkt_skip("the counters order the products, which synchronization validation cannot see");
+  run_order_counters(VKRT_TYPE_Q4_K);
+  run_order_counters(VKRT_TYPE_F16);
 }
 
 int main(int argc, char **argv) {
