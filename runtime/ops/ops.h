@@ -526,7 +526,16 @@ vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cm
                                      const vkrt_matmul_fusion *fusion);
 /* Which kernel vkrt_op_matmul_fused takes for f16 and f32 w on this device (vkrt-probe). */
 const char *vkrt_matmul_fused_path(const struct vkrt_device *dev);
+/* Whether an f16 or f32 product on these views (dst, w, x[, norm]; fused:
+ * vkrt_op_matmul_fused) takes one dispatch of the matrix-vector kernel, which arrival
+ * counters can order (vkrt_ops_begin_counted). */
+bool vkrt_matmul_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views, bool fused);
 #else
+static inline bool vkrt_matmul_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views,
+                                       bool fused) {
+  (void)dev, (void)views, (void)fused;
+  return false;
+}
 static inline vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn fn,
                                                      void *ctx) {
   (void)dev, (void)fn, (void)ctx;
@@ -656,10 +665,6 @@ vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_op
 vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                     const struct vkrt_ops_view views[4],
                                     const vkrt_matmul_fusion *fusion);
-/* Whether an f16 or f32 product on these views (dst, w, x[, norm]; fused:
- * vkrt_op_matmul_fused) takes one dispatch of the matrix-vector kernel, which arrival
- * counters can order (vkrt_ops_begin_counted). */
-bool vkrt_matmul_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views, bool fused);
 /* Whether a product on these views (dst, w, x[, norm]; fused: vkrt_op_matmul_fused) takes a
  * one-column q8x kernel, which arrival counters can order (vkrt_ops_begin_counted). */
 bool vkrt_quant_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views, bool fused);
