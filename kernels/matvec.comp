@@ -23,7 +23,6 @@
 // are clamped to the last one (valid memory, results not stored), so loads never branch.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
-#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 2u;
@@ -45,7 +44,6 @@ layout(push_constant) uniform Push {
   uint accumulate;     // bit 0: dst += result (vkrt_op_matmul_add); FUSED: bits 1, 2 (above)
   uint norm_offset;    // FUSED: the norm weight's first vec4 at binding 5
   float eps;           // FUSED: the norm's epsilon
-  uint order_wait_slot, order_wait_target, order_signal_slot; // kernels/order.glsl
   uint base_x, base_y, base_z; // last: the grid split (ops.c)
 } pc;
 
@@ -60,11 +58,9 @@ layout(std430, set = 0, binding = 3) readonly buffer W1 { uint w1[]; };
 layout(std430, set = 0, binding = 0) readonly buffer W4 { vec4 w4[]; };
 layout(std430, set = 0, binding = 3) readonly buffer W1 { float w1[]; };
 #endif
-// x and d coherent: in a graph ordered by arrival counters the op before wrote them with no
-// barrier between (kernels/order.glsl)
-layout(std430, set = 0, binding = 1) coherent readonly buffer X4 { vec4 x4[]; };
-layout(std430, set = 0, binding = 2) coherent buffer D { float d[]; };
-layout(std430, set = 0, binding = 4) coherent readonly buffer X1 { float x1[]; };
+layout(std430, set = 0, binding = 1) readonly buffer X4 { vec4 x4[]; };
+layout(std430, set = 0, binding = 2) buffer D { float d[]; };
+layout(std430, set = 0, binding = 4) readonly buffer X1 { float x1[]; };
 
 shared float partial[ROWS * NCOLS * NSG];
 #ifdef FUSED
@@ -130,12 +126,6 @@ uint w_row_of(uint row0, uint r) {
 #else
 #define XSTEP 1u
 #endif
-#ifdef FUSED
-#define ORDER_BINDING 6
-#else
-#define ORDER_BINDING 5
-#endif
-#include "order.glsl" // the counters: the last binding
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -143,7 +133,6 @@ void main() {
   uint i2 = z % pc.ne2;
   uint i3 = z / pc.ne2;
   uint wb = pc.w_offset + (i2 / pc.r2) * pc.w_stride2 + (i3 / pc.r3) * pc.w_stride3;
-  order_wait(); // before x or d is read
   uint xb = pc.x_offset + i2 * pc.x_stride2 + i3 * pc.x_stride3;
   uint db = pc.d_offset + i2 * pc.d_stride2 + i3 * pc.d_stride3;
   uint xcol[NCOLS];
@@ -238,5 +227,4 @@ void main() {
     }
     barrier();
   }
-  order_signal();
 }

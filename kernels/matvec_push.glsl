@@ -11,7 +11,6 @@ layout(push_constant) uniform Push {
                             // first (vkrt_op_matmul_fused)
   uint norm_offset;         // elements: the norm weight's first (accumulate & 4)
   float eps;                // the RMS norm's (accumulate & 4)
-  uint order_wait_slot, order_wait_target, order_signal_slot; // kernels/order.glsl (q8x)
   uint base_x, base_y, base_z; // last: the dispatch fills them in (vkrt_ops_dispatch_3d)
 } pc;
 

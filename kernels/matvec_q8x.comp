@@ -114,18 +114,12 @@ layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; }; // rows at
 layout(std430, set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
 #define KPB 256u
 #endif
-// x and d coherent: in a graph ordered by arrival counters the op before wrote them with no
-// barrier between (kernels/order.glsl)
-layout(std430, set = 0, binding = 1) coherent readonly buffer X { vec4 x4[]; };
-layout(std430, set = 0, binding = 2) coherent buffer D { float d[]; };
+layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
+layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 #ifdef FUSED
 // the RMS norm's weight (accumulate & 4; otherwise any buffer, not read)
 layout(std430, set = 0, binding = 3) readonly buffer G { vec4 g4[]; };
-#define ORDER_BINDING 4
-#else
-#define ORDER_BINDING 3
 #endif
-#include "order.glsl" // the counters: the last binding
 
 shared uvec4 qx[COLS * QC]; // x as int8, 16 per entry; column c from c QC
 shared float dx[COLS * DC];  // the scale of each 32
@@ -291,7 +285,6 @@ void main() {
   uint xb = (pc.x_offset + i2 * pc.x_stride2 + i3 * pc.x_stride3) / 4u; // vec4, 16-byte aligned
   uint K = pc.blocks * KPB;
   uint col0 = (pc.base_y + gl_WorkGroupID.y) * uint(COLS); // this workgroup's first column
-  order_wait(); // before x or d is read
 
   // x -> shared: one 32-value block of a column per invocation step (with the norm: x g,
   // and the squares of x summed); columns past M repeat the last (never stored)
@@ -374,5 +367,4 @@ void main() {
         d[a] = (pc.accumulate & 1u) != 0u ? d[a] + s : s;
     }
   }
-  order_signal();
 }

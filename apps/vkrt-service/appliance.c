@@ -74,7 +74,6 @@ int appliance_open(struct service *s) {
   /* the service owns its host: a token's wait spins through it (a blocked wait returns ~90
    * us late on NVIDIA; vkrt_options.wait_spin_us) */
   options.wait_spin_us = 20000;
-  options.graph_order = a->graph_counters ? VKRT_GRAPH_ORDER_COUNTERS : VKRT_GRAPH_ORDER_BARRIERS;
   options.matmul_activations =
       a->f16_activations ? VKRT_MATMUL_ACTIVATIONS_F16 : VKRT_MATMUL_ACTIVATIONS_F32;
   if (a->f16_activations && !vkrt_config_has("CONFIG_VKRT_KERNEL_MATMUL_COOPMAT")) {

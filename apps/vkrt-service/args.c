@@ -74,9 +74,6 @@ static void usage(FILE *f) {
           "--graph off records every token's work instead of launching it captured once; when\n"
           "capturing fails the service says why and records every token's work too (--fault\n"
           "capture-fails provokes that: a capture already open refuses the token's).\n"
-          "--graph-order barriers|counters: how the captured token orders each matrix-vector\n"
-          "product after the one it reads (vkrt_options.graph_order; barriers by default):\n"
-          "counters let the GPU start one while the other finishes.\n"
           "--load-path: how vkrt_load_file brings the weights (default auto: per device, mapped\n"
           "where file pages import, else pread or O_DIRECT by the page cache's share of the file).\n"
           "--load-knobs T,CHUNK,CHUNKS[,BLOCK[,PACK[,AFTER[,NOIMG[,BATCH]]]]] (a build with the lab):\n"
@@ -224,10 +221,6 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
   if (!strcmp(a, "--graph")) {
     o->no_graph = !strcmp(v, "off");
     return o->no_graph || !strcmp(v, "on");
-  }
-  if (!strcmp(a, "--graph-order")) {
-    o->graph_counters = !strcmp(v, "counters");
-    return o->graph_counters || !strcmp(v, "barriers");
   }
   if (!strcmp(a, "--verify")) {
     o->verify_given = true;

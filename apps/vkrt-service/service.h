@@ -76,7 +76,6 @@ struct service_args {
   double temperature, top_p;
   vkrt_type kv_type;
   bool print_ids, no_graph;      /* no_graph: record every token's work (--graph off) */
-  bool graph_counters;           /* --graph-order counters (vkrt_options.graph_order) */
   bool stream;                   /* --stream: each generated token's text to stderr at once */
   bool convert_f16;              /* --convert f16: types without kernels into f16, not f32 */
   bool fault_capture;            /* --fault capture-fails: the token's capture is refused */

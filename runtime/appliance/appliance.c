@@ -32,7 +32,6 @@ static vkrt_status open_wings(struct vkrt_appliance *app) {
       dev->ops->quant_activations_q8 = app->quant_activations_q8;
       dev->ops->q8x_max_m = app->quant_activations_columns;
       dev->ops->use_coopmat = app->matmul_f16 && vkrt_ops_coopmat_usable(dev);
-      dev->stream.order_enabled = sys->options.graph_order == VKRT_GRAPH_ORDER_COUNTERS;
     }
     bool at_open = app->pipelines == VKRT_PIPELINES_AT_OPEN ||
                    (app->pipelines == VKRT_PIPELINES_AUTO && !dev->caps.is_cpu);
@@ -95,12 +94,6 @@ vkrt_status vkrt_open(const vkrt_options *options, vkrt_appliance **out, char *e
     vkrt_format(error_message, error_message_size,
                 "vkrt_open: options.wait_spin_us = %u: at most %u (10 s)", options->wait_spin_us,
                 VKRT_WAIT_SPIN_US_MAX);
-    return VKRT_ERROR_INVALID_ARGUMENT;
-  }
-  if (options->graph_order > VKRT_GRAPH_ORDER_COUNTERS) {
-    vkrt_format(error_message, error_message_size,
-                "vkrt_open: options.graph_order = %u is not a vkrt_graph_order value",
-                options->graph_order);
     return VKRT_ERROR_INVALID_ARGUMENT;
   }
   if (options->matmul_activations > VKRT_MATMUL_ACTIVATIONS_F16) {

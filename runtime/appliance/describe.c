@@ -141,11 +141,6 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
           "once (%s)\n", i, d->caps.is_cpu ? "a CPU device: a spinning waiter would take the "
           "cores that run the work" : "the lab's STREAM_SPIN_US = 0");
   }
-  for (uint32_t i = 0; i < sys->device_count; i++)
-    vkrt_text_put(&o, "vkrt: dev%u orders a captured graph's dependent matrix-vector products "
-        "by %s (vkrt_options.graph_order%s)\n", i, sys->devices[i].stream.order_enabled
-        ? "arrival counters while they follow one another, barriers elsewhere"
-        : "pipeline barriers", sys->options.graph_order ? "" : " = 0: the default");
   add_collective(&o, app, false);
   add_import(&o, app, false);
   return o.len;

@@ -10,8 +10,6 @@
 #define VKRT_STREAM_DEPTH 16      /* command buffers in flight per device stream */
 #define VKRT_STREAM_MAX_SYNC 16   /* extra waits/signals attached to one submit */
 #define VKRT_STREAM_MAX_ACCESS 32 /* buffer ranges tracked between two barriers */
-#define VKRT_STREAM_ORDER_SLOTS 4096 /* arrival counters of one capture (slot 0: a gave-up flag) */
-#define VKRT_STREAM_OP_ACCESS 9 /* the most ranges one op names */
 /* GPUs: a wait spins this long on the timeline before it blocks in the driver, unless
  * vkrt_options.wait_spin_us says otherwise. A blocked wait came back ~90 us after the work on
  * an H100 (driver 580.159): Llama-3-8B q4_K tokens of ~3 ms ran p50 2.98-3.03 ms, p99 3.2-3.3
@@ -126,22 +124,6 @@ struct vkrt_stream {
   struct vkrt_stream_access unsynced_access[VKRT_STREAM_MAX_ACCESS];
   uint64_t barriers, barriers_elided; /* tracked commands with and without one (vkrt_lab) */
   uint64_t barriers_compute; /* barriers whose first scope was the compute stage alone */
-  /* Arrival counters (vkrt_stream_next_counted, vkrt_stream_order): in a capture with them
-   * on, an op whose kernel waits on a counter and counts its workgroups in another is ordered
-   * after the op before it by that wait instead of a barrier, while every command since the
-   * last barrier is such an op, each waiting for the one before: then the last one's counter
-   * full means everything before it is done. Non-counting commands still see every access
-   * since the last barrier. */
-  bool order_enabled;  /* the ops' switch (the lab's ORDER_COUNTERS) */
-  bool order_pending;  /* the op begun by vkrt_stream_next_counted still needs ordering */
-  bool order_need;     /* ... and it needs a barrier unless a counter orders it */
-  bool order_chain;    /* every command since the last barrier is a counted op of the chain */
-  uint32_t order_last, order_last_groups; /* the chain's last op: its counter (0: none) and
-                                             workgroups */
-  uint32_t order_next; /* the capture's next free counter (0: none zeroed yet) */
-  uint32_t order_count; /* the pending op's accesses, kept for the barrier it may need */
-  struct vkrt_stream_access order_access[VKRT_STREAM_OP_ACCESS];
-  uint64_t order_waits; /* ops ordered by a counter instead of a barrier (vkrt_lab) */
   /* Overlap (vkrt_stream_next): commands and bytes recorded since the last submit, the
    * command count that flushes the next piece, and its cap (0: never flush). */
   uint32_t pending_ops, flush_at, flush_ops;
@@ -325,26 +307,6 @@ vkrt_status vkrt_stream_cmd(struct vkrt_device *dev, VkCommandBuffer *out);
  * otherwise comes only if some command wrote a mapped buffer. */
 vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_access *access,
                              uint32_t count, VkCommandBuffer *out);
-/* vkrt_stream_next for an op whose kernel can wait on an arrival counter: where a barrier
- * is needed (or any chain is open) it is left for vkrt_stream_order, which the op calls
- * before its first command. Outside a capture with counters on, vkrt_stream_next. */
-vkrt_status vkrt_stream_next_counted(struct vkrt_device *dev,
-                                     const struct vkrt_stream_access *access, uint32_t count,
-                                     VkCommandBuffer *out);
-/* Whether the capture's counters still need zeroing before the op begun by
- * vkrt_stream_next_counted waits on or counts in one. */
-bool vkrt_stream_order_needs_zero(const struct vkrt_device *dev);
-/* After the caller recorded the zeroing fill of every counter into cmd: the barrier that
- * orders it (and the begun op) before the counted ops, and the counters from slot 1. */
-void vkrt_stream_order_zeroed(struct vkrt_device *dev, VkCommandBuffer cmd);
-/* Orders the op begun by vkrt_stream_next_counted (or by vkrt_stream_next: no-op): by a wait
- * for the chain's last op (*wait_slot, *wait_target), or by the barrier it needs; *signal_slot
- * is the counter its workgroups count themselves in (0: none). counted false: the op's
- * kernel has no counters after all: the barrier it needs, if any. */
-void vkrt_stream_order(struct vkrt_device *dev, VkCommandBuffer cmd, bool counted,
-                       uint32_t *wait_slot, uint32_t *wait_target, uint32_t *signal_slot);
-/* After the counted op's dispatch: its `groups` workgroups will fill signal_slot. */
-void vkrt_stream_order_count(struct vkrt_device *dev, uint32_t signal_slot, uint64_t groups);
 /* vkrt_stream_next for a copy of `size` bytes: src's range read, dst's written. */
 vkrt_status vkrt_stream_next_copy(struct vkrt_device *dev, const struct vkrt_buffer *dst,
                                   uint64_t dst_offset, const struct vkrt_buffer *src,

@@ -187,9 +187,6 @@ static VkResult begin_slot(struct vkrt_device *dev, const char **what) {
 /* The per-buffer recording state a fresh command buffer starts with. */
 static void reset_recording_state(struct vkrt_stream *st) {
   st->fresh = true;
-  st->order_pending = false;
-  st->order_chain = true;
-  st->order_last = 0;
   st->bound_cmd = VK_NULL_HANDLE;
   st->bound_pipeline = VK_NULL_HANDLE;
   st->host_reads = false;
@@ -355,8 +352,6 @@ void vkrt_stream_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
     src = VKRT_STREAM_STAGES;
   st->unsynced = 0; /* raw callers' own commands after it keep unsynced_unknown */
   st->unsynced_stages = 0;
-  st->order_chain = true; /* a chain of counted ops may start after it */
-  st->order_last = 0;
   if (st->fresh) { /* the previous buffer's closing barrier orders this command */
     st->fresh = false;
     return;
@@ -769,7 +764,6 @@ vkrt_status vkrt_stream_capture_begin(struct vkrt_device *dev, struct vkrt_strea
   }
   cap->open = false;
   st->capture = cap;
-  st->order_next = 0; /* the capture zeroes the counters before its first counted op */
   return VKRT_OK;
 }
 
@@ -1010,11 +1004,21 @@ uint64_t vkrt_stream_spin_ns(const struct vkrt_device *dev) {
 /* Independent commands run without a barrier between them, so the GPU overlaps one's
  * drain with the next one's start (the way ggml-vulkan orders a graph): gate and up of a
  * SwiGLU layer, q/k/v projections, the pieces of a collective. */
-/* What a tracked command's ranges mean beyond the barrier: host reads of mapped buffers,
- * the overlap's bytes, and the buffers' last use (a launch's, in a capture). */
-static void note_accesses(struct vkrt_device *dev, const struct vkrt_stream_access *access,
-                          uint32_t count) {
+vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_access *access,
+                             uint32_t count, VkCommandBuffer *out) {
+  vkrt_status s = flush_if_due(dev);
+  if (s == VKRT_OK)
+    s = recording(dev, out);
+  if (s != VKRT_OK)
+    return s;
   struct vkrt_stream *st = &dev->stream;
+  st->pending_ops++;
+  if (!access || !count || count > VKRT_STREAM_MAX_ACCESS) {
+    st->host_reads = true;
+    vkrt_stream_barrier(dev, *out);
+    st->unsynced_unknown = true;
+    return VKRT_OK;
+  }
   for (uint32_t i = 0; i < count; i++) {
     if (access[i].write && access[i].buffer->mapped)
       st->host_reads = true;
@@ -1024,138 +1028,17 @@ static void note_accesses(struct vkrt_device *dev, const struct vkrt_stream_acce
     else
       vkrt_buffer_note_use(access[i].buffer, st->submitted + 1); /* this recording's submit */
   }
-}
-
-/* The barrier the op begun by vkrt_stream_next_counted needs: everything since the last
- * barrier but that op is ordered before it, and the op's own ranges start the new set. */
-static void order_barrier(struct vkrt_device *dev, VkCommandBuffer cmd) {
-  struct vkrt_stream *st = &dev->stream;
-  st->barriers++;
-  vkrt_stream_barrier(dev, cmd);
-  st->unsynced_unknown = false;
-  for (uint32_t i = 0; i < st->order_count; i++)
-    st->unsynced_access[st->unsynced++] = st->order_access[i];
-  st->unsynced_stages |= VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
-}
-
-/* An op begun by vkrt_stream_next_counted that recorded nothing (it failed before its
- * kernel): the barrier it needed, before the next command. */
-static void order_settle(struct vkrt_device *dev, VkCommandBuffer cmd) {
-  struct vkrt_stream *st = &dev->stream;
-  if (!st->order_pending)
-    return;
-  st->order_pending = false;
-  if (st->order_need)
-    order_barrier(dev, cmd);
-  else
-    st->order_chain = false;
-}
-
-vkrt_status vkrt_stream_next(struct vkrt_device *dev, const struct vkrt_stream_access *access,
-                             uint32_t count, VkCommandBuffer *out) {
-  vkrt_status s = flush_if_due(dev);
-  if (s == VKRT_OK)
-    s = recording(dev, out);
-  if (s != VKRT_OK)
-    return s;
-  struct vkrt_stream *st = &dev->stream;
-  order_settle(dev, *out);
-  st->pending_ops++;
-  if (!access || !count || count > VKRT_STREAM_MAX_ACCESS) {
-    st->host_reads = true;
-    vkrt_stream_barrier(dev, *out);
-    st->unsynced_unknown = true;
-    return VKRT_OK;
-  }
-  note_accesses(dev, access, count);
   if (st->fresh || hazard(st, access, count)) {
     st->barriers += !st->fresh;
     vkrt_stream_barrier(dev, *out);
     st->unsynced_unknown = false;
   } else {
     st->barriers_elided++;
-    st->order_chain = false; /* a command that counts nothing joins what runs unordered */
   }
   for (uint32_t i = 0; i < count; i++)
     st->unsynced_access[st->unsynced++] = access[i];
   st->unsynced_stages |= VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
   return VKRT_OK;
-}
-
-vkrt_status vkrt_stream_next_counted(struct vkrt_device *dev,
-                                     const struct vkrt_stream_access *access, uint32_t count,
-                                     VkCommandBuffer *out) {
-  struct vkrt_stream *st = &dev->stream;
-  if (!st->capture || !st->order_enabled || !access || !count || count > VKRT_STREAM_OP_ACCESS)
-    return vkrt_stream_next(dev, access, count, out);
-  vkrt_status s = recording(dev, out); /* a capture never flushes */
-  if (s != VKRT_OK)
-    return s;
-  order_settle(dev, *out);
-  st->pending_ops++;
-  note_accesses(dev, access, count);
-  bool need = false;
-  if (st->fresh)
-    vkrt_stream_barrier(dev, *out); /* records nothing: the buffer's start orders the op */
-  else
-    need = hazard(st, access, count);
-  st->barriers_elided += !need;
-  st->order_pending = true;
-  st->order_need = need;
-  st->order_count = count;
-  for (uint32_t i = 0; i < count; i++)
-    st->order_access[i] = access[i];
-  /* a long chain outgrows the set: the next plain command then takes a barrier */
-  if (st->unsynced + count > VKRT_STREAM_MAX_ACCESS)
-    st->unsynced_unknown = true;
-  else
-    for (uint32_t i = 0; i < count; i++)
-      st->unsynced_access[st->unsynced++] = access[i];
-  st->unsynced_stages |= VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
-  return VKRT_OK;
-}
-
-bool vkrt_stream_order_needs_zero(const struct vkrt_device *dev) {
-  const struct vkrt_stream *st = &dev->stream;
-  return st->order_pending && st->order_next == 0;
-}
-
-void vkrt_stream_order_zeroed(struct vkrt_device *dev, VkCommandBuffer cmd) {
-  struct vkrt_stream *st = &dev->stream;
-  vkrt_stream_note_transfer(dev);
-  order_barrier(dev, cmd);
-  st->order_need = false;
-  st->order_next = 1; /* slot 0: a wait that gave up */
-}
-
-void vkrt_stream_order(struct vkrt_device *dev, VkCommandBuffer cmd, bool counted,
-                       uint32_t *wait_slot, uint32_t *wait_target, uint32_t *signal_slot) {
-  struct vkrt_stream *st = &dev->stream;
-  *wait_slot = *wait_target = *signal_slot = 0;
-  if (!st->order_pending)
-    return; /* begun by vkrt_stream_next: ordered there */
-  st->order_pending = false;
-  if (counted && st->order_chain && st->order_last) {
-    *wait_slot = st->order_last; /* full: everything before this op is done */
-    *wait_target = st->order_last_groups;
-    st->order_waits++;
-  } else if (st->order_need) {
-    order_barrier(dev, cmd);
-  } else if (!counted) {
-    st->order_chain = false;
-  }
-  if (counted && st->order_chain && st->order_next && st->order_next < VKRT_STREAM_ORDER_SLOTS)
-    *signal_slot = st->order_next++;
-  else
-    st->order_chain = false; /* its completion would say nothing of the commands before */
-}
-
-void vkrt_stream_order_count(struct vkrt_device *dev, uint32_t signal_slot, uint64_t groups) {
-  struct vkrt_stream *st = &dev->stream;
-  if (!signal_slot)
-    return;
-  st->order_last = signal_slot;
-  st->order_last_groups = (uint32_t)groups;
 }
 
 vkrt_status vkrt_stream_next_copy(struct vkrt_device *dev, const struct vkrt_buffer *dst,

@@ -39,7 +39,6 @@ static const struct {
   [VKRT_LAB_MATMUL_W16_MIN_M] = {"MATMUL_W16_MIN_M", 0, UINT32_MAX},
   [VKRT_LAB_STREAM_SPIN_US] = {"STREAM_SPIN_US", 0, VKRT_WAIT_SPIN_US_MAX},
   [VKRT_LAB_Q8X_COLUMNS_WIDE] = {"Q8X_COLUMNS_WIDE", 0, 1},
-  [VKRT_LAB_ORDER_COUNTERS] = {"ORDER_COUNTERS", 0, 1},
 };
 
 vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob knob,
@@ -85,7 +84,6 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_MATMUL_X16: force->matmul_x_f32 = !value; break;
   case VKRT_LAB_PIPELINE_REBIND: force->rebind_pipeline = value; break;
   case VKRT_LAB_BARRIER_STAGES: vkrt_stream_set_full_barrier_stages(dev, value); break;
-  case VKRT_LAB_ORDER_COUNTERS: dev->stream.order_enabled = value != 0; break;
   case VKRT_LAB_Q8X_WORKGROUPS: ops->q8x_workgroups = (uint32_t)value; break;
   case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q8_0: ops->q8x_columns_min_m[0] = (uint32_t)value; break;
   case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K: ops->q8x_columns_min_m[1] = (uint32_t)value; break;
@@ -221,7 +219,6 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_MATMUL_X16: *out = ops->matmul_x16 && !force->matmul_x_f32; break;
   case VKRT_LAB_PIPELINE_REBIND: *out = force->rebind_pipeline; break;
   case VKRT_LAB_BARRIER_STAGES: *out = dev->stream.full_barrier_stages; break;
-  case VKRT_LAB_ORDER_COUNTERS: *out = dev->stream.order_enabled; break;
   case VKRT_LAB_Q8X_WORKGROUPS: *out = ops->q8x_workgroups; break;
   case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q8_0: *out = ops->q8x_columns_min_m[0]; break;
   case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K: *out = ops->q8x_columns_min_m[1]; break;

@@ -47,17 +47,6 @@ vkrt_status vkrt_lab_device_get(const vkrt_appliance *app, uint32_t device,
   return VKRT_OK;
 }
 
-vkrt_status vkrt_lab_order_counters_read(vkrt_appliance *app, uint32_t device, uint32_t *out,
-                                         uint32_t count) {
-  struct vkrt_device *dev;
-  vkrt_status s = vkrt_lab_device_of(app, device, out, &dev);
-  if (s != VKRT_OK)
-    return s;
-  if (count > VKRT_STREAM_ORDER_SLOTS)
-    return vkrt_lab_bad(dev, "lab: %lld arrival counters asked for", (long long)count);
-  return vkrt_download(out, dev->ops->order_counters, 0, (uint64_t)count * 4);
-}
-
 vkrt_status vkrt_lab_stream_get(const vkrt_appliance *app, uint32_t device,
                                 vkrt_lab_stream *out) {
   struct vkrt_device *dev;
@@ -72,7 +61,6 @@ vkrt_status vkrt_lab_stream_get(const vkrt_appliance *app, uint32_t device,
                            .barriers_elided = dev->stream.barriers_elided,
                            .barriers_compute = dev->stream.barriers_compute,
                            .tails = atomic_load(&dev->stream.tails),
-                           .order_waits = dev->stream.order_waits,
                            .flushes = dev->stream.flushes,
                            .deferred = dev->stream.deferred,
                            .caught_spinning = atomic_load(&dev->stream.caught_spinning),

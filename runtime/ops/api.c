@@ -42,26 +42,15 @@ static vkrt_status check_lost(struct vkrt_device *dev) {
                    : VKRT_OK;
 }
 
-static vkrt_status begin_views(struct vkrt_device *dev, const struct vkrt_ops_view *views,
-                               uint32_t count, bool counted, VkCommandBuffer *cmd) {
+vkrt_status vkrt_ops_begin_views(struct vkrt_device *dev, const struct vkrt_ops_view *views,
+                                 uint32_t count, VkCommandBuffer *cmd) {
   vkrt_status s = check_lost(dev);
   if (s != VKRT_OK)
     return s;
   struct vkrt_stream_access access[9];
   for (uint32_t i = 0; i < count; i++)
     access[i] = (struct vkrt_stream_access){views[i].buffer, views[i].lo, views[i].hi, i == 0};
-  return counted ? vkrt_ops_begin_counted(dev, access, count, cmd)
-                 : vkrt_ops_begin(dev, access, count, cmd);
-}
-
-vkrt_status vkrt_ops_begin_views(struct vkrt_device *dev, const struct vkrt_ops_view *views,
-                                 uint32_t count, VkCommandBuffer *cmd) {
-  return begin_views(dev, views, count, false, cmd);
-}
-
-vkrt_status vkrt_ops_begin_views_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views,
-                                         uint32_t count, VkCommandBuffer *cmd) {
-  return begin_views(dev, views, count, true, cmd);
+  return vkrt_ops_begin(dev, access, count, cmd);
 }
 
 /* One op call. Every op runs the same way (run_op): the device of its operands, the
@@ -206,14 +195,8 @@ static vkrt_status run_op(const struct op_call *c) {
   if (s != VKRT_OK)
     return s;
   if (kernel_in_build(c->kind)) {
-    /* attention asks the stream for each of its passes (attention.c); a q8x product may be
-     * ordered by arrival counters in a capture (vkrt_stream_next_counted) */
-    bool product = c->kind == OP_MATMUL || c->kind == OP_MATMUL_FUSED;
-    bool counted = product && (dense_w(v) ? vkrt_matmul_counted(dev, v, c->kind == OP_MATMUL_FUSED)
-                                          : vkrt_quant_counted(dev, v, c->kind == OP_MATMUL_FUSED));
-    s = c->kind == OP_ATTENTION ? check_lost(dev)
-        : counted               ? vkrt_ops_begin_views_counted(dev, v, view_count(c), &cmd)
-                                : vkrt_ops_begin_views(dev, v, view_count(c), &cmd);
+    /* attention asks the stream for each of its passes (attention.c) */
+    s = c->kind == OP_ATTENTION ? check_lost(dev) : vkrt_ops_begin_views(dev, v, view_count(c), &cmd);
     if (s != VKRT_OK)
       return s;
   }

@@ -19,7 +19,6 @@ struct matvec_push {
   uint32_t accumulate; /* bit 0: dst += result; the fused kernels: bits 1 swiglu, 2 norm */
   uint32_t norm_offset; /* the fused kernels: vec4 units */
   float eps;
-  uint32_t order_wait_slot, order_wait_target, order_signal_slot; /* vkrt_ops_order */
   uint32_t base_x, base_y, base_z; /* last: vkrt_ops_dispatch_3d's grid split */
 };
 VKRT_KERNEL_MATVEC_F32_CHECK_PUSH(struct matvec_push);
@@ -134,8 +133,7 @@ static struct vkrt_matvec_config fused_spec(const struct vkrt_device *dev, vkrt_
 static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
                                  enum vkrt_ops_kernel kernel, const struct vkrt_ops_view *d,
                                  const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
-                                 uint32_t bits, const struct vkrt_ops_view *norm, float eps,
-                                 bool whole) {
+                                 uint32_t bits, const struct vkrt_ops_view *norm, float eps) {
   bool fused = kernel == fused_dense_kernel(w->type);
   uint32_t cols = VKRT_MIN(pow2_at_least(x->ne[1]), MATVEC_MAX_COLS);
   uint32_t spec[VKRT_OPS_MAX_SPEC];
@@ -146,18 +144,11 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
   vkrt_status s = vkrt_ops_pipeline_spec(dev, kernel, spec, &p);
   if (s != VKRT_OK)
     return s;
-  /* one dispatch for the whole op (one column group, w in one binding): it may wait on and
-   * count in arrival counters (the last binding); otherwise the barrier it needs */
-  struct vkrt_ops_order order;
-  bool counted = whole && x->ne[1] <= cols;
-  vkrt_ops_order(dev, cmd, counted, &order);
   /* binding 5 (the fused kernels): the norm's weight, x when there is none (bound, not read) */
-  struct vkrt_ops_binding b[7] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
+  struct vkrt_ops_binding b[6] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
                                   vkrt_ops_view_binding(d), vkrt_ops_view_binding(w),
                                   vkrt_ops_view_binding(x),
                                   vkrt_ops_view_binding(norm ? norm : x)};
-  struct vkrt_buffer *oc = dev->ops->order_counters;
-  b[p->binding_count - 1] = (struct vkrt_ops_binding){oc->handle, 0, oc->size};
   s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
   if (s != VKRT_OK)
     return s;
@@ -190,9 +181,6 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
       .accumulate = bits,
       .norm_offset = norm ? norm->offset / 4 : 0,
       .eps = eps,
-      .order_wait_slot = order.wait_slot,
-      .order_wait_target = order.wait_target,
-      .order_signal_slot = order.signal_slot,
   };
   /* columns in groups of `cols`: each dispatch reads w once for its group */
   uint32_t x_offset = push.x_offset, d_offset = push.d_offset;
@@ -202,7 +190,6 @@ static vkrt_status record_matvec(struct vkrt_device *dev, VkCommandBuffer cmd,
     push.d_offset = d_offset + c0 * push.d_stride1;
     vkrt_ops_dispatch_3d(dev, cmd, p, &push, grid, 1, (uint64_t)d->ne[2] * d->ne[3]);
   }
-  vkrt_stream_order_count(dev, order.signal_slot, (uint64_t)grid * d->ne[2] * d->ne[3]);
   return VKRT_OK;
 }
 
@@ -215,7 +202,7 @@ static vkrt_status record_matvec_rows(struct vkrt_device *dev, VkCommandBuffer c
                                       const struct vkrt_ops_view *x, uint32_t bits,
                                       const struct vkrt_ops_view *norm, float eps) {
   if (w->fits_binding)
-    return record_matvec(dev, cmd, kernel, d, w, x, bits, norm, eps, true);
+    return record_matvec(dev, cmd, kernel, d, w, x, bits, norm, eps);
   const struct vkrt_ops_limits *lim = &dev->ops->limits;
   uint64_t ts = w->type_size, row = (uint64_t)w->stride[1] * ts, k_bytes = (uint64_t)w->ne[0] * ts;
   uint64_t slack = VKRT_MAX(lim->min_storage_buffer_offset_alignment, 16) + 4; /* align + word */
@@ -240,7 +227,7 @@ static vkrt_status record_matvec_rows(struct vkrt_device *dev, VkCommandBuffer c
                         "of its buffer; the kernels read halves in pairs (pad the buffer by 2 bytes)");
     ds.offset = d->offset + (uint32_t)n0 * d->stride[0];
     ds.ne[0] = ws.ne[1];
-    vkrt_status s = record_matvec(dev, cmd, kernel, &ds, &ws, x, bits, norm, eps, false);
+    vkrt_status s = record_matvec(dev, cmd, kernel, &ds, &ws, x, bits, norm, eps);
     if (s != VKRT_OK)
       return s;
   }
@@ -346,8 +333,6 @@ static bool rows_vec16(const struct vkrt_ops_view *v, uint32_t per) {
 static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
                                 const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
                                 const struct vkrt_ops_view *x, bool accumulate) {
-  struct vkrt_ops_order unordered; /* an op begun counted that went tiled: its barrier */
-  vkrt_ops_order(dev, cmd, false, &unordered);
   struct vkrt_matmul_pick pick = tiled_pick(dev, w->type, x->ne[1]);
   const struct vkrt_matmul_tile *t = pick.tile;
   bool cm = pick.coopmat;
@@ -575,22 +560,6 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
   vkrt_ops_count(dev, matvec, 1);
   return record_matvec_rows(dev, cmd, kind->matvec_kernel, d, &w, x,
                             accumulate ? VKRT_OPS_PUSH_ACCUMULATE : 0, NULL, 0.0f);
-}
-
-bool vkrt_matmul_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views, bool fused) {
-  const struct vkrt_ops_view *w = &views[1], *x = &views[2];
-  if (!dev->ops || x->ne[1] != 1 || !w->fits_binding ||
-      (w->type != VKRT_TYPE_F16 && w->type != VKRT_TYPE_F32))
-    return false;
-  if (fused) /* vkrt_matmul_fused_check let it through: one column, the fused kernel */
-    return true;
-  /* vkrt_matmul_record's one-column choice: the matrix-vector kernel, unforced */
-  int force = vkrt_ops_forces(dev)->matmul_kernel;
-  const char *why = NULL;
-  const struct matmul_kind *kind = &matmul_kinds[w->type];
-  return force != 2 && (force == 1 || !tiled_pick(dev, w->type, 1).tiled) &&
-         matvec_fits(w, x, &why) && kind->present &&
-         vkrt_ops_kernel_usable(dev, kind->matvec_kernel);
 }
 
 /* ---- vkrt_op_matmul_fused on f32 and f16 w (kernels/matvec.comp FUSED) ----------------- */

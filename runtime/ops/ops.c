@@ -60,7 +60,6 @@ void vkrt_ops_close(struct vkrt_device *dev) {
   vkrt_attention_close(dev);
   vkrt_matmul_x16_close(dev);
   vkrt_matmul_split_k_close(dev);
-  vkrt_ops_scratch_destroy(&ops->order_counters);
   for (int i = 0; i < VKRT_STREAM_DEPTH; i++)
     if (ops->pool[i])
       dev->vk.vkDestroyDescriptorPool(dev->handle, ops->pool[i], ac);
@@ -327,32 +326,9 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
     s = vkrt_matmul_x16_open(dev);
   if (s == VKRT_OK)
     s = vkrt_matmul_split_k_open(dev);
-  if (s == VKRT_OK)
-    s = vkrt_buffer_create_internal(dev, VKRT_STREAM_ORDER_SLOTS * 4, 0, 0, &ops->order_counters);
   if (s != VKRT_OK)
     vkrt_ops_close(dev);
   return s;
-}
-
-vkrt_status vkrt_ops_begin_counted(struct vkrt_device *dev, const struct vkrt_stream_access *access,
-                                   uint32_t count, VkCommandBuffer *cmd) {
-  *cmd = VK_NULL_HANDLE;
-  if (!dev->ops) {
-    vkrt_status s = vkrt_ops_open(dev);
-    if (s != VKRT_OK)
-      return s;
-  }
-  return vkrt_stream_next_counted(dev, access, count, cmd);
-}
-
-void vkrt_ops_order(struct vkrt_device *dev, VkCommandBuffer cmd, bool counted,
-                    struct vkrt_ops_order *out) {
-  if (counted && vkrt_stream_order_needs_zero(dev)) {
-    dev->vk.vkCmdFillBuffer(cmd, dev->ops->order_counters->handle, 0,
-                            VKRT_STREAM_ORDER_SLOTS * 4, 0);
-    vkrt_stream_order_zeroed(dev, cmd);
-  }
-  vkrt_stream_order(dev, cmd, counted, &out->wait_slot, &out->wait_target, &out->signal_slot);
 }
 
 struct vkrt_ops_view vkrt_ops_scratch_view(struct vkrt_buffer *scratch, const uint32_t ne[4],

@@ -227,8 +227,6 @@ struct vkrt_ops_state {
   struct vkrt_buffer *scratch;
   /* decode attention (attention.c) */
   struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
-  struct vkrt_buffer *order_counters;    /* the arrival counters of counted ops in captures
-                                            (VKRT_STREAM_ORDER_SLOTS words, made at open) */
   struct vkrt_buffer *matmul_x16;        /* x rounded to f16 for the cooperative-matrix tiles
                                             (NULL: none on this device) */
   struct vkrt_buffer *matmul_w16;        /* quantized w dequantized to f16 for them (NULL:
@@ -264,22 +262,6 @@ struct vkrt_ops_binding {
   uint64_t offset;
   uint64_t range;
 };
-
-/* How a counted kernel is ordered after the commands before it (vkrt_stream_order): the
- * counter to wait for and its target (0: none) and the one to count in (0: none), pushed
- * with its other constants. */
-struct vkrt_ops_order {
-  uint32_t wait_slot, wait_target, signal_slot;
-};
-/* Before a kernel's first command in an op begun by vkrt_stream_next_counted (through
- * vkrt_ops_begin_counted): the capture's counters zeroed first where needed, then the wait,
- * or the barrier the op needs; `counted`: the kernel waits and counts (kernels/order.glsl:
- * the counters are its last binding). */
-void vkrt_ops_order(struct vkrt_device *dev, VkCommandBuffer cmd, bool counted,
-                    struct vkrt_ops_order *out);
-/* vkrt_ops_begin through vkrt_stream_next_counted. */
-vkrt_status vkrt_ops_begin_counted(struct vkrt_device *dev, const struct vkrt_stream_access *access,
-                                   uint32_t count, VkCommandBuffer *cmd);
 
 /* Kernel name of a slot ("copy_f16_f32") and the Kconfig symbol that embeds it. */
 const char *vkrt_ops_kernel_name(enum vkrt_ops_kernel k);
@@ -403,9 +385,6 @@ vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_stream_acc
  * device is lost (api.c: every op, and the lab's fused gate/up). */
 vkrt_status vkrt_ops_begin_views(struct vkrt_device *dev, const struct vkrt_ops_view *views,
                                  uint32_t count, VkCommandBuffer *cmd);
-/* The same through vkrt_ops_begin_counted (a q8x product: vkrt_quant_counted). */
-vkrt_status vkrt_ops_begin_views_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views,
-                                         uint32_t count, VkCommandBuffer *cmd);
 
 /* How the ops hand buffers to their kernels on this device, and why (vkrt-probe). */
 const char *vkrt_ops_binding_path(const struct vkrt_device *dev);
@@ -526,16 +505,7 @@ vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cm
                                      const vkrt_matmul_fusion *fusion);
 /* Which kernel vkrt_op_matmul_fused takes for f16 and f32 w on this device (vkrt-probe). */
 const char *vkrt_matmul_fused_path(const struct vkrt_device *dev);
-/* Whether an f16 or f32 product on these views (dst, w, x[, norm]; fused:
- * vkrt_op_matmul_fused) takes one dispatch of the matrix-vector kernel, which arrival
- * counters can order (vkrt_ops_begin_counted). */
-bool vkrt_matmul_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views, bool fused);
 #else
-static inline bool vkrt_matmul_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views,
-                                       bool fused) {
-  (void)dev, (void)views, (void)fused;
-  return false;
-}
 static inline vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn fn,
                                                      void *ctx) {
   (void)dev, (void)fn, (void)ctx;
@@ -665,9 +635,6 @@ vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_op
 vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                     const struct vkrt_ops_view views[4],
                                     const vkrt_matmul_fusion *fusion);
-/* Whether a product on these views (dst, w, x[, norm]; fused: vkrt_op_matmul_fused) takes a
- * one-column q8x kernel, which arrival counters can order (vkrt_ops_begin_counted). */
-bool vkrt_quant_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views, bool fused);
 /* The kernel variant `variant` (1-based) of type Q8_0 or Q4_K runs for M columns of x
  * (VKRT_OPS_KERNEL_COUNT outside); the forcing-only ones are compiled with the lab only. */
 enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant, uint32_t M);
@@ -718,11 +685,6 @@ static inline enum vkrt_ops_kernel vkrt_quant_q6_k_kernel(uint32_t M) {
 }
 static inline bool vkrt_quant_variant_usable(struct vkrt_device *dev, int variant) {
   (void)dev, (void)variant;
-  return false;
-}
-static inline bool vkrt_quant_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views,
-                                      bool fused) {
-  (void)dev, (void)views, (void)fused;
   return false;
 }
 static inline bool vkrt_quant_q6_k_variant_usable(struct vkrt_device *dev, int variant) {

@@ -17,7 +17,6 @@ struct qmv_push {
   uint32_t accumulate; /* VKRT_OPS_PUSH_ACCUMULATE | VKRT_OPS_PUSH_SWIGLU | VKRT_OPS_PUSH_NORM */
   uint32_t norm_offset; /* VKRT_OPS_PUSH_NORM: the norm weight's first element, and eps */
   float eps;
-  uint32_t order_wait_slot, order_wait_target, order_signal_slot; /* q8x: vkrt_ops_order */
   uint32_t base_x, base_y, base_z;
 };
 
@@ -424,21 +423,12 @@ static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
   vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
   if (s != VKRT_OK)
     return s;
-  /* the q8x kernels wait on and count in arrival counters (their last binding) where the
-   * op was begun counted; every other kernel gets the barrier it needs here */
-  struct vkrt_ops_order order;
-  bool counted = kind == QMV_Q8X;
-  vkrt_ops_order(dev, cmd, counted, &order);
   /* binding 3: VEC16 kernels read w as uvec4 there, the Q4_K stream kernels the norm's
    * weight (w when there is none: bound, not read); VEC16, LANEW and KSPACE read x as
    * vec2/vec4 */
-  struct vkrt_ops_binding b[5] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
+  struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
                                   vkrt_ops_view_binding(d),
                                   vkrt_ops_view_binding(norm ? norm : w)};
-  if (counted) {
-    struct vkrt_buffer *c = dev->ops->order_counters;
-    b[p->binding_count - 1] = (struct vkrt_ops_binding){c->handle, 0, c->size};
-  }
   s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
   if (s != VKRT_OK)
     return s;
@@ -466,9 +456,6 @@ static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
       .accumulate = accumulate,
       .norm_offset = norm ? (uint32_t)norm->offset : 0,
       .eps = eps,
-      .order_wait_slot = order.wait_slot,
-      .order_wait_target = order.wait_target,
-      .order_signal_slot = order.signal_slot,
   };
   /* q8x: every workgroup rounds all of x, then its subgroups walk rows (a gate/up pair each
    * under VKRT_OPS_PUSH_SWIGLU): at most ops->q8x_workgroups of them, not one per `rows` rows */
@@ -480,8 +467,6 @@ static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
   vkrt_ops_count(dev, quant_matvec, 1);
   vkrt_ops_dispatch_3d(dev, cmd, p, &push, groups, (M + mt - 1) / mt,
                        (uint64_t)d->ne[2] * d->ne[3]);
-  vkrt_stream_order_count(dev, order.signal_slot,
-                          groups * ((M + mt - 1) / mt) * ((uint64_t)d->ne[2] * d->ne[3]));
   return VKRT_OK;
 }
 
@@ -607,20 +592,6 @@ static bool fused_q8x(struct vkrt_device *dev, const struct vkrt_ops_view *w,
                       const struct vkrt_ops_view *x) {
   return dev->ops->quant_activations_q8 && x->ne[1] == 1 && variant_fits(QMV_Q8X, w, x) &&
          vkrt_ops_kernel_usable(dev, fused_q8x_kernel(w->type));
-}
-
-bool vkrt_quant_counted(struct vkrt_device *dev, const struct vkrt_ops_view *views, bool fused) {
-  struct vkrt_ops_view w = views[1];
-  const struct vkrt_ops_view *x = &views[2];
-  if (!dev->ops || (w.type != VKRT_TYPE_Q4_K && w.type != VKRT_TYPE_Q8_0) ||
-      !type_enabled(w.type) || x->ne[1] != 1 || !vkrt_ops_widen_words(dev, &w))
-    return false;
-  if (fused)
-    return fused_q8x(dev, &w, x);
-  /* vkrt_quant_matmul_record's one-column choice, unforced */
-  return vkrt_ops_forces(dev)->quant_variant == 0 && vkrt_ops_forces(dev)->matmul_kernel != 2 &&
-         dev->ops->quant_activations_q8 && variant_fits(QMV_Q8X, &w, x) &&
-         vkrt_ops_kernel_usable(dev, q8x_kernel(dev, w.type, 1, w.ne[0]).k);
 }
 
 const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {

@@ -367,31 +367,6 @@ static void test_wait_spin_option(void **state) {
   }
 }
 
-/* vkrt_options.graph_order: barriers by default, arrival counters when asked (every
- * device's stream), a value past the enum refused with a message. */
-static void test_graph_order_option(void **state) {
-  (void)state;
-  vkrt_options o;
-  vkt_options(&o);
-  o.graph_order = VKRT_GRAPH_ORDER_COUNTERS + 1;
-  vkrt_appliance *bad = NULL;
-  char msg[256];
-  assert_int_equal(vkrt_open(&o, &bad, msg, sizeof(msg)), VKRT_ERROR_INVALID_ARGUMENT);
-  assert_null(bad);
-  assert_non_null(strstr(msg, "graph_order"));
-  for (uint32_t order = VKRT_GRAPH_ORDER_BARRIERS; order <= VKRT_GRAPH_ORDER_COUNTERS; order++) {
-    o.graph_order = order;
-    vkrt_appliance *app = vkt_open(&o);
-    for (uint32_t d = 0; d < vkrt_device_count(app); d++)
-      assert_int_equal(app->sys.devices[d].stream.order_enabled,
-                       order == VKRT_GRAPH_ORDER_COUNTERS);
-    char text[16384];
-    vkrt_describe(app, false, text, sizeof(text));
-    assert_non_null(strstr(text, order ? "products by arrival counters" : "products by pipeline barriers"));
-    vkt_close(app);
-  }
-}
-
 /* A ticket whose work waits for the host: vkrt_wait with a timeout of 0, 1 us, 1 ms and
  * 5 ms returns VKRT_ERROR_TIMEOUT within about the timeout, on the blocking path (spin 0,
  * the CPU devices' setting) and on the spin path (the GPUs' 2 ms spin, forced here): a
@@ -1111,7 +1086,6 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_stream_ring),
       cmocka_unit_test(test_wait_short_timeouts),
       cmocka_unit_test(test_wait_spin_option),
-      cmocka_unit_test(test_graph_order_option),
       cmocka_unit_test(test_closing_barrier_host_stage),
       cmocka_unit_test(test_prestage_budget_at_open),
       cmocka_unit_test(test_sync_validation),

@@ -156,21 +156,6 @@ typedef enum vkrt_matmul_activations {
                                       F32. */
 } vkrt_matmul_activations;
 
-/* How a captured graph (vkrt_graph_*) orders a matrix-vector product after the one it reads
- * (vkrt_options.graph_order). */
-typedef enum vkrt_graph_order {
-  VKRT_GRAPH_ORDER_BARRIERS = 0, /* a pipeline barrier before it, as outside graphs (the
-                                    default) */
-  VKRT_GRAPH_ORDER_COUNTERS = 1, /* while the products follow one another, each waits on
-                                    the one before's arrival counter instead, so the GPU
-                                    overlaps one's start with the other's tail (an H100 saved
-                                    2-3.5 us a dependent step, vkrt-bench chain); it relies
-                                    on the GPU running a dispatch's workgroups after the
-                                    earlier one's, which Vulkan does not promise: a wait that
-                                    polled ~4 million times gives up (no hang) and the
-                                    result is then void */
-} vkrt_graph_order;
-
 typedef struct vkrt_options {
   vkrt_allocator allocator;
   vkrt_log_fn log;          /* NULL: messages are dropped */
@@ -215,7 +200,6 @@ typedef struct vkrt_options {
    * busy, which costs other processes of a shared host. CPU devices never spin (they run the
    * work on those cores). */
   uint32_t wait_spin_us;
-  uint32_t graph_order; /* a vkrt_graph_order value; vkrt-probe and the log say which */
   vkrt_fault_options faults; /* all zero unless testing (see fault injection above) */
 } vkrt_options;
 

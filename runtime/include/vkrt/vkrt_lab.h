@@ -65,15 +65,8 @@ typedef struct vkrt_lab_stream {
                                 VKRT_LAB_BARRIER_STAGES) */
   uint64_t tails; /* collectives' reduces and copies after their waits that the submitter
                      thread recorded into command buffers of its own (not the caller) */
-  uint64_t order_waits; /* captured ops ordered by an arrival counter instead of a barrier
-                           (VKRT_LAB_ORDER_COUNTERS) */
 } vkrt_lab_stream;
 
-/* The first `count` arrival counters of the device (VKRT_LAB_ORDER_COUNTERS), as the last
- * launch left them: word 0 non-zero when a wait gave up, word i the workgroups counted in
- * slot i. */
-vkrt_status vkrt_lab_order_counters_read(vkrt_appliance *appliance, uint32_t device,
-                                         uint32_t *out, uint32_t count);
 vkrt_status vkrt_lab_stream_get(const vkrt_appliance *appliance, uint32_t device,
                                 vkrt_lab_stream *out);
 
@@ -154,11 +147,6 @@ typedef enum vkrt_lab_knob {
                                         pass up to K 8192 / 4096 on the 40 KiB kernels where
                                         the device's shared memory holds them; 0: never (K
                                         past 6144 / 3072 in more passes) */
-  VKRT_LAB_ORDER_COUNTERS,           /* 0 (the default) / 1: in captured graphs, one-column
-                                        q8x products (8-bit x) that follow one another
-                                        wait on the one before's arrival counter instead of a
-                                        pipeline barrier (kernels/order.glsl); counted in
-                                        vkrt_lab_stream.order_waits */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
