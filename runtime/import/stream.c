@@ -17,9 +17,9 @@
  * block packs the block's narrow rows there right after reading it. Once a chunk's blocks
  * are read (and so packed) the calling thread submits one command buffer per device and
  * reports progress (submit_batch, the knob: a run of chunks in each device's one submission,
- * once the run's last chunk is read). (pack_after_read, the knob, keeps the order this replaced: record the
- * chunk, wait for all its reads, then pack it, the readers helping, then submit; the chunk
- * waited for a packing pass.) One thread waits for the chunks to retire, in
+ * once the run's last chunk is read). (pack_after_read, the knob, keeps the order this
+ * replaced: record the chunk, wait for all its reads, then pack it, the readers helping,
+ * then submit; the chunk waited for a packing pass.) One thread waits for the chunks to retire, in
  * order, and wakes whoever waits for their slots: the readers sleep on a condition
  * variable, never in the driver (a driver whose waits spin, as NVIDIA's do, would take a
  * CPU per waiting reader from the readers with work and from the submitting thread). */

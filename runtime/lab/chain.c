@@ -20,7 +20,9 @@ VKRT_KERNEL_LAB_CHAIN_F16_CHECK_PUSH(struct chain_push);
  * arrives within microseconds where the driver runs the dispatches' workgroups in order. */
 #define CHAIN_SPIN_LIMIT (1u << 22)
 
-/* The barrier the stream records before an op that reads a compute op's writes. */
+/* A barrier between the chain's own commands, like the one the stream records before an op
+ * that reads a compute op's writes (vkrt_stream_barrier would also forget the accesses this
+ * op declared to the stream, which later ops must still see). */
 static void compute_barrier(struct vkrt_device *dev, VkCommandBuffer cmd,
                             VkPipelineStageFlags src, VkAccessFlags src_access) {
   VkMemoryBarrier b = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,

@@ -822,9 +822,12 @@ static void run_chain(bool counters_too) {
   float x0[N], out[N], first[N];
   double xr[N], yr[N];
   assert_non_null(w);
-  for (uint64_t i = 0; i < mat * MATRICES; i++) /* +-sqrt(3 / N): x keeps its scale */
-    w[i] = vkrt_f32_to_f16((float)(((double)(vkrt_xorshift(&st) >> 11) / 4503599627370496.0 - 1.0) *
-                                   sqrt(3.0 / N)));
+  const float a = (float)sqrt(3.0 / N); /* entries in +-a: x keeps its scale */
+  for (uint64_t i = 0; i < mat * MATRICES; i++) {
+    float v;
+    vkt_fill_random_f32(&v, 1, -a, a, &st);
+    w[i] = vkrt_f32_to_f16(v);
+  }
   vkt_fill_random_f32(x0, N, -1.0f, 1.0f, &st);
   for (int i = 0; i < N; i++)
     xr[i] = x0[i];
