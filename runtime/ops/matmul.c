@@ -346,8 +346,15 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
   /* quantized w dequantized once into f16 for the f16 tiles where many columns share it
    * (from VKRT_MATMUL_W16_MIN_M_* columns, measured there) */
   bool w16 = large_cm && w->block > 1 && !w16_refusal(dev, w, x->ne[1]);
+  /* stages 3: the fragments straight from f16 w and x, where whole tiles keep every load
+   * inside them (else the tile runs with one shared-memory buffer) */
+  bool direct = t->stages == VKRT_MATMUL_STAGES_DIRECT && x16 &&
+                (w16 || (w->type == VKRT_TYPE_F16 && rows_vec16(w, 8))) && w->ne[0] % 16 == 0 &&
+                w->ne[1] % t->bm == 0 && x->ne[1] % t->bn == 0;
   uint32_t spec[VKRT_OPS_MAX_SPEC];
   tile_spec(t, x16, spec);
+  if (t->stages == VKRT_MATMUL_STAGES_DIRECT && !direct)
+    spec[5] = 1;
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline_spec(dev, w16  ? tiled_kinds[VKRT_TYPE_F16].coopmat
                                               : cm ? tiled_kinds[w->type].coopmat
@@ -426,6 +433,8 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
   vkrt_ops_count(dev, matmul_tiled, 1);
   if (cm)
     vkrt_ops_count(dev, matmul_coopmat, 1);
+  if (direct)
+    vkrt_ops_count(dev, matmul_direct, 1);
   vkrt_ops_dispatch_3d(dev, cmd, p, &push, gx, gy, gz * splits);
   return splits > 1 ? vkrt_matmul_split_k_reduce(dev, d, splits, accumulate) : VKRT_OK;
 }
