@@ -32,7 +32,7 @@
 // multiple of 32), 5 STAGES (1: one shared-memory buffer, the next step's loads in flight
 // during the multiply; 2: two buffers and two register sets, each step's loads issued two
 // steps ahead, one barrier a step; 3, COOPMAT with f16 w and X16: no shared tiles, each
-// subgroup loads its fragments straight from w and x, the next k's ahead of the multiply,
+// subgroup loads its fragments straight from w and x, BK - 16 k ahead of the multiply,
 // no barrier at all (the subgroups of a tile share their rows through the L1 cache; the
 // host takes it for whole tiles only; elsewhere 3 runs as 1), 6 PARTS (0; the lab times the kernel's parts apart
 // with 1: no multiply, 2: no loads after the first step, each giving wrong results), 7 X16
@@ -361,38 +361,40 @@ void multiply(uint buf, uint wn, uint wm) {
 }
 #ifdef W_F16
 const bool DIRECT = STAGES == 3u && X16 != 0u;
-// The subgroup's fragments of 16 k at unit offsets wa (w rows) and xa (x columns), p* the
-// rows' and columns' pitch in 16-byte units.
-#define LOAD_FRAGMENTS(a, b, wa, xa)                                                        \
-  [[unroll]] for (uint i = 0u; i < TILES_N; i++)                                            \
-    coopMatLoadNV(a[i], w4, (wa) + i * 16u * wp, wp, false);                                \
-  [[unroll]] for (uint j = 0u; j < TILES_M; j++)                                            \
-    coopMatLoadNV(b[j], x16, (xa) + j * 16u * xp, xp, true);
-#define MULTIPLY_FRAGMENTS(a, b)                                                            \
-  [[unroll]] for (uint i = 0u; i < TILES_N; i++)                                            \
-    [[unroll]] for (uint j = 0u; j < TILES_M; j++)                                          \
-      acc[i * TILES_M + j] = coopMatMulAddNV(a[i], b[j], acc[i * TILES_M + j]);
-// k in [kb, ke) (multiples of 16) straight from memory: two fragment sets, one loading
-// while the other multiplies.
+// k in [kb, ke) (multiples of 16) straight from memory in BK / 16 fragment sets of 16 k:
+// each set's loads are issued BK / 16 - 1 multiplies ahead of its own (wp, xp: the rows' and
+// columns' pitch in 16-byte units).
+const uint SETS = BK / 16u;
 void multiply_direct(uint wb, uint xb, uint n0, uint m0, uint kb, uint ke, uint wn, uint wm) {
   uint wp = pc.w_stride[1] >> 3u, xp = pc.x_stride[1] >> 3u;
   uint wa = ((wb + kb) >> 3u) + (n0 + wn * TILES_N * 16u) * wp;
   uint xa = ((xb + kb) >> 3u) + (m0 + wm * TILES_M * 16u) * xp;
   uint steps = (ke - kb) >> 4u;
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a0[TILES_N], a1[TILES_N];
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b0[TILES_M], b1[TILES_M];
-  LOAD_FRAGMENTS(a0, b0, wa, xa)
-  for (uint s = 0u; s < steps; s += 2u) {
-    if (s + 1u < steps) {
-      LOAD_FRAGMENTS(a1, b1, wa + 2u * s + 2u, xa + 2u * s + 2u)
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[SETS * TILES_N];
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b[SETS * TILES_M];
+  [[unroll]] for (uint h = 0u; h + 1u < SETS; h++)
+    if (h < steps) {
+      [[unroll]] for (uint i = 0u; i < TILES_N; i++)
+        coopMatLoadNV(a[h * TILES_N + i], w4, wa + 2u * h + i * 16u * wp, wp, false);
+      [[unroll]] for (uint j = 0u; j < TILES_M; j++)
+        coopMatLoadNV(b[h * TILES_M + j], x16, xa + 2u * h + j * 16u * xp, xp, true);
     }
-    MULTIPLY_FRAGMENTS(a0, b0)
-    if (s + 1u >= steps)
-      break;
-    if (s + 2u < steps) {
-      LOAD_FRAGMENTS(a0, b0, wa + 2u * s + 4u, xa + 2u * s + 4u)
+  for (uint s = 0u; s < steps; s += SETS) {
+    [[unroll]] for (uint h = 0u; h < SETS; h++) {
+      uint step = s + h, ahead = step + SETS - 1u, f = (h + SETS - 1u) % SETS;
+      if (step >= steps)
+        break;
+      if (ahead < steps) {
+        [[unroll]] for (uint i = 0u; i < TILES_N; i++)
+          coopMatLoadNV(a[f * TILES_N + i], w4, wa + 2u * ahead + i * 16u * wp, wp, false);
+        [[unroll]] for (uint j = 0u; j < TILES_M; j++)
+          coopMatLoadNV(b[f * TILES_M + j], x16, xa + 2u * ahead + j * 16u * xp, xp, true);
+      }
+      [[unroll]] for (uint i = 0u; i < TILES_N; i++)
+        [[unroll]] for (uint j = 0u; j < TILES_M; j++)
+          acc[i * TILES_M + j] =
+              coopMatMulAddNV(a[h * TILES_N + i], b[h * TILES_M + j], acc[i * TILES_M + j]);
     }
-    MULTIPLY_FRAGMENTS(a1, b1)
   }
 }
 #else
