@@ -258,9 +258,13 @@ static struct vkrt_matmul_pick tiled_pick(struct vkrt_device *dev, vkrt_type t, 
   return vkrt_matmul_pick(&dev->ops->matmul, cm, t, M);
 }
 
-static void tile_spec(const struct vkrt_matmul_tile *t, bool x16, uint32_t spec[VKRT_OPS_MAX_SPEC]) {
+/* direct: the fragments straight from memory where the tile's stages ask for it (3), else
+ * the tile runs with one shared-memory buffer */
+static void tile_spec(const struct vkrt_matmul_tile *t, bool x16, bool direct,
+                      uint32_t spec[VKRT_OPS_MAX_SPEC]) {
   spec[0] = t->wg, spec[1] = t->bm, spec[2] = t->bn, spec[3] = t->rm, spec[4] = t->bk;
-  spec[5] = t->stages, spec[6] = t->parts, spec[7] = x16, spec[8] = t->order;
+  spec[5] = t->stages == VKRT_MATMUL_STAGES_DIRECT && !direct ? 1 : t->stages;
+  spec[6] = t->parts, spec[7] = x16, spec[8] = t->order;
 }
 
 /* Why the tiled kernel cannot take w (NULL: it can). Quantized w comes bound in words
@@ -352,9 +356,7 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
                 (w16 || (w->type == VKRT_TYPE_F16 && rows_vec16(w, 8))) && w->ne[0] % 16 == 0 &&
                 w->ne[1] % t->bm == 0 && x->ne[1] % t->bn == 0;
   uint32_t spec[VKRT_OPS_MAX_SPEC];
-  tile_spec(t, x16, spec);
-  if (t->stages == VKRT_MATMUL_STAGES_DIRECT && !direct)
-    spec[5] = 1;
+  tile_spec(t, x16, direct, spec);
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline_spec(dev, w16  ? tiled_kinds[VKRT_TYPE_F16].coopmat
                                               : cm ? tiled_kinds[w->type].coopmat
@@ -496,14 +498,20 @@ vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn
       for (int size = 0; size < VKRT_MATMUL_SIZES; size++) {
         /* f16 x too: the large cooperative-matrix tile, where the device has the scratch */
         bool x16_too = cm && size == VKRT_MATMUL_LARGE && dev->ops->matmul_x16;
-        for (int x16 = 0; x16 <= x16_too; x16++) {
-          uint32_t spec[VKRT_OPS_MAX_SPEC];
-          tile_spec(&dev->ops->matmul.tile[cm][size], x16, spec);
-          vkrt_status s =
-              fn(dev, (int)(cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable), spec, ctx);
-          if (s != VKRT_OK)
-            return s;
-        }
+        const struct vkrt_matmul_tile *tile = &dev->ops->matmul.tile[cm][size];
+        /* and the fragments straight from memory: f16 w (the other types' w16 conversion
+         * makes f16 w) with f16 x, where the tile asks for it */
+        bool direct_too =
+            x16_too && t == VKRT_TYPE_F16 && tile->stages == VKRT_MATMUL_STAGES_DIRECT;
+        for (int x16 = 0; x16 <= x16_too; x16++)
+          for (int direct = 0; direct <= (x16 && direct_too); direct++) {
+            uint32_t spec[VKRT_OPS_MAX_SPEC];
+            tile_spec(tile, x16, direct, spec);
+            vkrt_status s =
+                fn(dev, (int)(cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable), spec, ctx);
+            if (s != VKRT_OK)
+              return s;
+          }
       }
     }
   }
