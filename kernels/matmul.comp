@@ -31,10 +31,7 @@
 // Specialization constants: 0 workgroup size, 1 BM, 2 BN, 3 RM (COOPMAT: WARPS_M), 4 BK (a
 // multiple of 32), 5 STAGES (1: one shared-memory buffer, the next step's loads in flight
 // during the multiply; 2: two buffers and two register sets, each step's loads issued two
-// steps ahead, one barrier a step; 3, COOPMAT with f16 w and X16: no shared tiles, each
-// subgroup loads its fragments straight from w and x, BK - 16 k ahead of the multiply,
-// no barrier at all (the subgroups of a tile share their rows through the L1 cache; the
-// host takes it for whole tiles only; elsewhere 3 runs as 1), 6 PARTS (0; the lab times the kernel's parts apart
+// steps ahead, one barrier a step), 6 PARTS (0; the lab times the kernel's parts apart
 // with 1: no multiply, 2: no loads after the first step, each giving wrong results), 7 X16
 // (COOPMAT: 1 when x comes already rounded to f16 at binding 3, dense along K with K a
 // multiple of 8, strides in halves: a unit is one 16-byte load and no conversion, half the
@@ -57,7 +54,7 @@ layout(constant_id = 1) const uint BM = 64u;
 layout(constant_id = 2) const uint BN = 64u;
 layout(constant_id = 3) const uint RM = 4u;
 layout(constant_id = 4) const uint BK = 32u;
-layout(constant_id = 5) const uint STAGES = 1u; // shared-memory buffers (1 or 2; 3: none)
+layout(constant_id = 5) const uint STAGES = 1u; // shared-memory buffers (1 or 2)
 layout(constant_id = 6) const uint PARTS = 0u;  // 0: the whole kernel (lab: 1, 2 above)
 layout(constant_id = 7) const uint X16 = 0u;    // COOPMAT: x as f16 units at binding 3
 layout(constant_id = 8) const uint ORDER = 0u;  // tile order: strips of ORDER row tiles
@@ -66,7 +63,6 @@ const uint UNITS = BK / 8u; // units of 8 k per row of a slice
 const uint W_UNITS = BM * UNITS, X_UNITS = BN * UNITS;
 const uint W_PER = (W_UNITS + WG - 1u) / WG; // units per invocation
 const uint X_PER = (X_UNITS + WG - 1u) / WG;
-const uint BUFS = STAGES == 2u ? 2u : 1u; // shared-memory buffers and register sets
 
 layout(push_constant) uniform Push {
   uint K, N, M;
@@ -117,8 +113,8 @@ uvec4 pack8(vec4 lo, vec4 hi) {
 
 #ifdef COOPMAT
 #define PV (BK / 8u + 1u) // 16-byte units per row: BK + 8 halves
-shared uvec4 ws[BUFS * BM * PV];
-shared uvec4 xs[BUFS * BN * PV];
+shared uvec4 ws[STAGES * BM * PV];
+shared uvec4 xs[STAGES * BN * PV];
 const uint SUBGROUPS = WG / 32u; // the host takes this path on 32-wide subgroups only
 const uint WARPS_M = RM;
 const uint WARPS_N = SUBGROUPS / WARPS_M;
@@ -128,8 +124,8 @@ const uint TILES_M = BN / 16u / WARPS_M;
 // multiplied: 256 floats (64 units) a subgroup, which the host checks fit them.
 #else
 #define PITCH4 (BK / 4u + 1u) // vec4 per row: BK + 4 floats
-shared vec4 ws[BUFS * BM * PITCH4];
-shared vec4 xs[BUFS * BN * PITCH4];
+shared vec4 ws[STAGES * BM * PITCH4];
+shared vec4 xs[STAGES * BN * PITCH4];
 const uint TN = BM / RM;      // invocations along n
 const uint TM = WG / TN;      // ... along m
 const uint RN = BN / TM;      // columns per invocation
@@ -280,10 +276,10 @@ void store_d(uint db, uint n, uint m, float v) {
 // The units of step k0 into register set `set` (zeros outside w and x); two sets with two
 // buffers. `set` is a constant where it is called (the loop is unrolled by two), so the
 // arrays stay in registers.
-Raw wr[BUFS * W_PER];
-vec4 xl[BUFS * X_PER], xh[BUFS * X_PER];
+Raw wr[STAGES * W_PER];
+vec4 xl[STAGES * X_PER], xh[STAGES * X_PER];
 #ifdef COOPMAT
-uvec4 xr[BUFS * X_PER]; // X16
+uvec4 xr[STAGES * X_PER]; // X16
 #endif
 void fetch(uint set, uint wb, uint xb, uint n0, uint m0, uint k0) {
   uint tid = gl_LocalInvocationID.x;
@@ -359,48 +355,6 @@ void multiply(uint buf, uint wn, uint wm) {
         acc[i * TILES_M + j] = coopMatMulAddNV(a[i], b[j], acc[i * TILES_M + j]);
   }
 }
-#ifdef W_F16
-const bool DIRECT = STAGES == 3u && X16 != 0u;
-// k in [kb, ke) (multiples of 16) straight from memory in BK / 16 fragment sets of 16 k:
-// each set's loads are issued BK / 16 - 1 multiplies ahead of its own (wp, xp: the rows' and
-// columns' pitch in 16-byte units).
-const uint SETS = BK / 16u;
-void multiply_direct(uint wb, uint xb, uint n0, uint m0, uint kb, uint ke, uint wn, uint wm) {
-  uint wp = pc.w_stride[1] >> 3u, xp = pc.x_stride[1] >> 3u;
-  uint wa = ((wb + kb) >> 3u) + (n0 + wn * TILES_N * 16u) * wp;
-  uint xa = ((xb + kb) >> 3u) + (m0 + wm * TILES_M * 16u) * xp;
-  uint steps = (ke - kb) >> 4u;
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[SETS * TILES_N];
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b[SETS * TILES_M];
-  [[unroll]] for (uint h = 0u; h + 1u < SETS; h++)
-    if (h < steps) {
-      [[unroll]] for (uint i = 0u; i < TILES_N; i++)
-        coopMatLoadNV(a[h * TILES_N + i], w4, wa + 2u * h + i * 16u * wp, wp, false);
-      [[unroll]] for (uint j = 0u; j < TILES_M; j++)
-        coopMatLoadNV(b[h * TILES_M + j], x16, xa + 2u * h + j * 16u * xp, xp, true);
-    }
-  for (uint s = 0u; s < steps; s += SETS) {
-    [[unroll]] for (uint h = 0u; h < SETS; h++) {
-      uint step = s + h, ahead = step + SETS - 1u, f = (h + SETS - 1u) % SETS;
-      if (step >= steps)
-        break;
-      if (ahead < steps) {
-        [[unroll]] for (uint i = 0u; i < TILES_N; i++)
-          coopMatLoadNV(a[f * TILES_N + i], w4, wa + 2u * ahead + i * 16u * wp, wp, false);
-        [[unroll]] for (uint j = 0u; j < TILES_M; j++)
-          coopMatLoadNV(b[f * TILES_M + j], x16, xa + 2u * ahead + j * 16u * xp, xp, true);
-      }
-      [[unroll]] for (uint i = 0u; i < TILES_N; i++)
-        [[unroll]] for (uint j = 0u; j < TILES_M; j++)
-          acc[i * TILES_M + j] =
-              coopMatMulAddNV(a[h * TILES_N + i], b[h * TILES_M + j], acc[i * TILES_M + j]);
-    }
-  }
-}
-#else
-const bool DIRECT = false;
-void multiply_direct(uint wb, uint xb, uint n0, uint m0, uint kb, uint ke, uint wn, uint wm) {}
-#endif
 #else
 float acc[RM * RN];
 // The step in buffer `buf` into the invocation's RM x RN outputs (rows tx + TN i, columns
@@ -469,45 +423,37 @@ void main() {
   // barrier. Two: a step's loads are issued two steps ahead, into the register set the
   // step before freed, and stored into the other buffer after the multiply, one barrier a
   // step (the loop unrolled by two keeps the sets' indices constant).
-#ifdef COOPMAT
-  if (DIRECT)
-    multiply_direct(wb, xb, n0, m0, kb, ke, wn, wm);
-#else
-  const bool DIRECT = false;
-#endif
-  if (!DIRECT) {
-    fetch(0u, wb, xb, n0, m0, kb);
-    store(0u, 0u, wb, n0, kb);
-    bool loads = (PARTS & 2u) == 0u;
-    if (STAGES == 2u && kb + BK < ke)
-      fetch(1u, wb, xb, n0, m0, kb + BK);
-    barrier();
-    for (uint k2 = kb; k2 < ke; k2 += 2u * BK) {
-      [[unroll]] for (uint h = 0u; h < 2u; h++) {
-        uint k0 = k2 + h * BK;
-        if (k0 >= ke)
-          break;
-        bool next = k0 + BK < ke && loads;
-        if (STAGES != 2u) {
-          if (next)
-            fetch(0u, wb, xb, n0, m0, k0 + BK);
-          if ((PARTS & 1u) == 0u)
-            MULTIPLY(0u);
-          barrier();
-          if (next) {
-            store(0u, 0u, wb, n0, k0 + BK);
-            barrier();
-          }
-          continue;
-        }
-        if (next && k0 + 2u * BK < ke)
-          fetch(h, wb, xb, n0, m0, k0 + 2u * BK); // set h was stored into buffer h last step
-        if ((PARTS & 1u) == 0u)
-          MULTIPLY(h);
+  fetch(0u, wb, xb, n0, m0, kb);
+  store(0u, 0u, wb, n0, kb);
+  bool loads = (PARTS & 2u) == 0u;
+  if (STAGES == 2u && kb + BK < ke)
+    fetch(1u, wb, xb, n0, m0, kb + BK);
+  barrier();
+  for (uint k2 = kb; k2 < ke; k2 += 2u * BK) {
+    [[unroll]] for (uint h = 0u; h < 2u; h++) {
+      uint k0 = k2 + h * BK;
+      if (k0 >= ke)
+        break;
+      bool next = k0 + BK < ke && loads;
+      if (STAGES == 1u) {
         if (next)
-          store(h ^ 1u, h ^ 1u, wb, n0, k0 + BK);
+          fetch(0u, wb, xb, n0, m0, k0 + BK);
+        if ((PARTS & 1u) == 0u)
+          MULTIPLY(0u);
         barrier();
+        if (next) {
+          store(0u, 0u, wb, n0, k0 + BK);
+          barrier();
+        }
+        continue;
       }
+      if (next && k0 + 2u * BK < ke)
+        fetch(h, wb, xb, n0, m0, k0 + 2u * BK); // set h was stored into buffer h last step
+      if ((PARTS & 1u) == 0u)
+        MULTIPLY(h);
+      if (next)
+        store(h ^ 1u, h ^ 1u, wb, n0, k0 + BK);
+      barrier();
     }
   }
 

@@ -258,13 +258,9 @@ static struct vkrt_matmul_pick tiled_pick(struct vkrt_device *dev, vkrt_type t, 
   return vkrt_matmul_pick(&dev->ops->matmul, cm, t, M);
 }
 
-/* direct: the fragments straight from memory where the tile's stages ask for it (3), else
- * the tile runs with one shared-memory buffer */
-static void tile_spec(const struct vkrt_matmul_tile *t, bool x16, bool direct,
-                      uint32_t spec[VKRT_OPS_MAX_SPEC]) {
+static void tile_spec(const struct vkrt_matmul_tile *t, bool x16, uint32_t spec[VKRT_OPS_MAX_SPEC]) {
   spec[0] = t->wg, spec[1] = t->bm, spec[2] = t->bn, spec[3] = t->rm, spec[4] = t->bk;
-  spec[5] = t->stages == VKRT_MATMUL_STAGES_DIRECT && !direct ? 1 : t->stages;
-  spec[6] = t->parts, spec[7] = x16, spec[8] = t->order;
+  spec[5] = t->stages, spec[6] = t->parts, spec[7] = x16, spec[8] = t->order;
 }
 
 /* Why the tiled kernel cannot take w (NULL: it can). Quantized w comes bound in words
@@ -350,13 +346,8 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
   /* quantized w dequantized once into f16 for the f16 tiles where many columns share it
    * (from VKRT_MATMUL_W16_MIN_M_* columns, measured there) */
   bool w16 = large_cm && w->block > 1 && !w16_refusal(dev, w, x->ne[1]);
-  /* stages 3: the fragments straight from f16 w and x, where whole tiles keep every load
-   * inside them (else the tile runs with one shared-memory buffer) */
-  bool direct = t->stages == VKRT_MATMUL_STAGES_DIRECT && x16 &&
-                (w16 || (w->type == VKRT_TYPE_F16 && rows_vec16(w, 8))) && w->ne[0] % 16 == 0 &&
-                w->ne[1] % t->bm == 0 && x->ne[1] % t->bn == 0;
   uint32_t spec[VKRT_OPS_MAX_SPEC];
-  tile_spec(t, x16, direct, spec);
+  tile_spec(t, x16, spec);
   const struct vkrt_ops_pipeline *p;
   vkrt_status s = vkrt_ops_pipeline_spec(dev, w16  ? tiled_kinds[VKRT_TYPE_F16].coopmat
                                               : cm ? tiled_kinds[w->type].coopmat
@@ -435,8 +426,6 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
   vkrt_ops_count(dev, matmul_tiled, 1);
   if (cm)
     vkrt_ops_count(dev, matmul_coopmat, 1);
-  if (direct)
-    vkrt_ops_count(dev, matmul_direct, 1);
   vkrt_ops_dispatch_3d(dev, cmd, p, &push, gx, gy, gz * splits);
   return splits > 1 ? vkrt_matmul_split_k_reduce(dev, d, splits, accumulate) : VKRT_OK;
 }
@@ -498,20 +487,14 @@ vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn
       for (int size = 0; size < VKRT_MATMUL_SIZES; size++) {
         /* f16 x too: the large cooperative-matrix tile, where the device has the scratch */
         bool x16_too = cm && size == VKRT_MATMUL_LARGE && dev->ops->matmul_x16;
-        const struct vkrt_matmul_tile *tile = &dev->ops->matmul.tile[cm][size];
-        /* and the fragments straight from memory: f16 w (the other types' w16 conversion
-         * makes f16 w) with f16 x, where the tile asks for it */
-        bool direct_too =
-            x16_too && t == VKRT_TYPE_F16 && tile->stages == VKRT_MATMUL_STAGES_DIRECT;
-        for (int x16 = 0; x16 <= x16_too; x16++)
-          for (int direct = 0; direct <= (x16 && direct_too); direct++) {
-            uint32_t spec[VKRT_OPS_MAX_SPEC];
-            tile_spec(tile, x16, direct, spec);
-            vkrt_status s =
-                fn(dev, (int)(cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable), spec, ctx);
-            if (s != VKRT_OK)
-              return s;
-          }
+        for (int x16 = 0; x16 <= x16_too; x16++) {
+          uint32_t spec[VKRT_OPS_MAX_SPEC];
+          tile_spec(&dev->ops->matmul.tile[cm][size], x16, spec);
+          vkrt_status s =
+              fn(dev, (int)(cm ? tiled_kinds[t].coopmat : tiled_kinds[t].portable), spec, ctx);
+          if (s != VKRT_OK)
+            return s;
+        }
       }
     }
   }

@@ -157,10 +157,8 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
     return "every field must be >= 1";
   if (t->bk % 32 || t->bk < 32 || t->bk > 128)
     return "bk must be 32, 64, 96 or 128";
-  if (t->stages < 1 || t->stages > 3 || (t->stages == 3 && !coopmat))
-    return "stages must be 1 or 2 (or 3 on the cooperative-matrix tiles: fragments loaded "
-           "straight from memory)";
-  uint32_t bufs = t->stages == 2 ? 2 : 1; /* shared-memory buffers */
+  if (t->stages < 1 || t->stages > 2)
+    return "stages must be 1 or 2";
   if (t->parts > 2)
     return "parts must be 0, 1 (no multiply) or 2 (no loads after the first step)";
   if (t->order > 64)
@@ -169,7 +167,7 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
     return "wg exceeds maxComputeWorkGroupInvocations";
   /* units of 8 k each invocation holds in registers for the steps ahead (stages of them) */
   uint64_t units = (t->bm * (t->bk / 8) + t->wg - 1) / t->wg + (t->bn * (t->bk / 8) + t->wg - 1) / t->wg;
-  if (units * bufs > 16)
+  if (units * t->stages > 16)
     return "more than 16 units of 8 k of w and x in each invocation's registers (bm, bn or "
            "bk too large for wg; two stages hold two steps)";
   uint64_t shared;
@@ -180,7 +178,7 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
     uint32_t warps_n = sub / t->rm;
     if (t->bm % (16 * warps_n) || t->bn % (16 * t->rm))
       return "bm must be a multiple of 16 x (wg / 32 / rm), bn of 16 x rm";
-    uint64_t row_bytes = (uint64_t)(t->bk + 8) * 2 * bufs; /* halves, all buffers */
+    uint64_t row_bytes = (uint64_t)(t->bk + 8) * 2 * t->stages; /* halves, all stages */
     shared = (t->bm + t->bn) * row_bytes;
     /* results not stored straight to dst pass through the w buffers: 1 KiB a subgroup */
     if (t->bm * row_bytes < (uint64_t)sub * 1024)
@@ -189,7 +187,7 @@ const char *vkrt_matmul_tile_check(const struct vkrt_caps *caps, bool coopmat,
   } else {
     if (t->bm % t->rm || t->wg % (t->bm / t->rm) || t->bn % (t->wg / (t->bm / t->rm)))
       return "rm must divide bm, bm / rm divide wg, and wg / (bm / rm) divide bn";
-    shared = (uint64_t)(t->bm + t->bn) * (t->bk + 4) * 4 * bufs;
+    shared = (uint64_t)(t->bm + t->bn) * (t->bk + 4) * 4 * t->stages;
   }
   if (shared > caps->max_compute_shared_memory_size)
     return "tiles exceed maxComputeSharedMemorySize";

@@ -73,9 +73,7 @@ struct vkrt_matmul_tile {
   uint32_t bn;     /* columns of x (m) per tile */
   uint32_t rm;     /* portable: rows per invocation; cooperative matrix: subgroups along m */
   uint32_t bk;     /* k per shared-memory step (a multiple of 32) */
-  uint32_t stages; /* shared-memory buffers: 1, or 2 (one barrier per step); 3: none, the
-                      cooperative-matrix fragments of f16 w and x straight from memory
-                      where whole tiles allow (VKRT_MATMUL_STAGES_DIRECT), else as 1 */
+  uint32_t stages; /* shared-memory buffers: 1, or 2 (one barrier per step) */
   uint32_t parts;  /* 0; the lab's timing of the kernel's parts (kernels/matmul.comp PARTS) */
   uint32_t order;  /* workgroups in strips of this many row tiles (0: x-fastest; ORDER) */
   uint32_t per_unit; /* workgroups of this tile resident per compute unit, for split K
@@ -84,7 +82,6 @@ struct vkrt_matmul_tile {
 
 /* The tile sizes: for M up to the small tile's bn, up to the medium tile's, and beyond. */
 enum { VKRT_MATMUL_SMALL, VKRT_MATMUL_MEDIUM, VKRT_MATMUL_LARGE, VKRT_MATMUL_SIZES };
-enum { VKRT_MATMUL_STAGES_DIRECT = 3 }; /* vkrt_matmul_tile.stages: no shared-memory tiles */
 
 /* The tiled matmul's setup per device (matmul_plan.c, pure over the capabilities): the
  * crossovers (M from which the tiled kernel runs, per weight type) and the tiles per size,
@@ -155,7 +152,6 @@ struct vkrt_ops_counters {
   uint64_t matvec, matmul_tiled, matmul_coopmat;
   uint64_t matmul_x16;      /* ... of which x was rounded to f16 first (matmul_x16.c) */
   uint64_t matmul_w16;      /* ... of which quantized w was dequantized to f16 first */
-  uint64_t matmul_direct;   /* ... of which the fragments came straight from memory */
   uint64_t matmul_split_k;  /* ... of which K ran in pieces, reduced after (matmul_split_k.c) */
   uint64_t matvec_split;    /* matrix-vector with w bound in row slices (w > one binding) */
   uint64_t matmul_fallback; /* M past the crossover on the matrix-vector kernels because the

@@ -166,9 +166,7 @@ static void test_tile_check(void **state) {
       {{128, 128, 128, 2, 64, 2}, true, "units"}, /* two sets of 16 */
       {{512, 32, 256, 16, 32, 1}, true, "1 KiB of results"},
       {{256, 128, 128, 2, 64, 2}, true, "maxComputeSharedMemorySize"},
-      {{128, 128, 128, 2, 32, 3}, true, NULL}, /* no shared tiles: fragments from memory */
-      {{128, 128, 128, 2, 32, 3}, false, "stages"}, /* ... on cooperative matrices only */
-      {{128, 128, 128, 2, 32, 4}, true, "stages"},
+      {{128, 128, 128, 2, 32, 3}, true, "stages"},
       {{128, 128, 128, 2, 32, 0}, true, "stages"},
       {{128, 128, 128, 2, 48, 1}, true, "bk must be"},
       {{128, 128, 128, 2, 0, 1}, true, "bk must be"},

@@ -186,27 +186,16 @@ static void run(vkrt_appliance *app, const struct mm *c) {
   int64_t w16_min;
   vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_W16_MIN_M, &w16_min));
   bool want_w16 = want_cm && quant && c->M > (int64_t)medium.bn && w16_min && c->M >= w16_min;
-  /* the fragments straight from memory: the large tile's stages 3, f16 (or converted) w in
-   * 16-byte rows, K a multiple of 16, whole tiles */
-  vkrt_lab_matmul_tile large;
-  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_COOPMAT_LARGE, &large));
-  bool w_rows16 = c->wt == VKRT_TYPE_F16 && c->w_off % 16 == 0 && w.nb[1] % 16 == 0;
-  bool want_direct = want_x16 && large.stages == 3 && (want_w16 || w_rows16) && c->K % 16 == 0 &&
-                     c->N % large.bm == 0 && c->M % large.bn == 0;
   uint64_t xh = r1.matmul_x16 - r0.matmul_x16, wh = r1.matmul_w16 - r0.matmul_w16;
-  uint64_t dh = r1.matmul_direct - r0.matmul_direct;
   uint64_t split = r1.matmul_split_k - r0.matmul_split_k;
   if (tiled != (c->expect == TILED) || mv != (c->expect != TILED) || fb != (c->expect == FALLBACK) ||
-      cm != want_cm || xh != want_x16 || wh != want_w16 || dh != want_direct ||
-      split != c->want_split)
-    fail_msg("%s K %lld N %lld M %lld: path %d expected (split K %d, w16 %d, direct %d); tiled "
-             "%llu, coopmat %llu (x16 %llu, w16 %llu, direct %llu), split K %llu, matvec %llu, "
-             "fallback %llu",
+      cm != want_cm || xh != want_x16 || wh != want_w16 || split != c->want_split)
+    fail_msg("%s K %lld N %lld M %lld: path %d expected (split K %d, w16 %d); tiled %llu, "
+             "coopmat %llu (x16 %llu, w16 %llu), split K %llu, matvec %llu, fallback %llu",
              vkrt_type_str(c->wt), (long long)c->K, (long long)c->N, (long long)c->M, c->expect,
-             c->want_split, want_w16, want_direct, (unsigned long long)tiled,
-             (unsigned long long)cm, (unsigned long long)xh, (unsigned long long)wh,
-             (unsigned long long)dh, (unsigned long long)split, (unsigned long long)mv,
-             (unsigned long long)fb);
+             c->want_split, want_w16, (unsigned long long)tiled, (unsigned long long)cm,
+             (unsigned long long)xh, (unsigned long long)wh, (unsigned long long)split,
+             (unsigned long long)mv, (unsigned long long)fb);
 
   float *wr = malloc(sizeof(float) * (size_t)c->K);
   for (int64_t b = 0; b < c->b2; b++)
@@ -405,14 +394,11 @@ static void test_coopmat(void **state) {
   /* other tiles: two buffers with the loads two steps ahead (K 136 / 3 blocks: an odd step
    * count; 1024: even), 8 subgroups in 64-k steps, the medium tile in 64-k steps (the plan's
    * takes 128: a short last step at K 136); edge tiles pass their results through the w
-   * buffers; the fragments straight from memory, whole tiles or not */
+   * buffers */
   static const struct {
     vkrt_lab_tile_slot slot;
     vkrt_lab_matmul_tile tile;
   } other[] = {{VKRT_LAB_TILE_COOPMAT_LARGE, {256, 128, 128, 2, 32, 2}},
-               /* no shared tiles: the fragments straight from memory */
-               {VKRT_LAB_TILE_COOPMAT_LARGE, {256, 128, 128, 2, 32, 3}},
-               {VKRT_LAB_TILE_COOPMAT_LARGE, {128, 64, 64, 2, 32, 3}},
                {VKRT_LAB_TILE_COOPMAT_LARGE, {128, 64, 64, 2, 32, 2}},
                {VKRT_LAB_TILE_COOPMAT_LARGE, {256, 128, 128, 4, 64, 1}},
                {VKRT_LAB_TILE_COOPMAT_MEDIUM, {256, 128, 32, 2, 64, 1}}};
@@ -427,16 +413,9 @@ static void test_coopmat(void **state) {
         continue;
       int64_t B = vkrt_type_block(wt);
       bool q = B > 1;
-      /* whole tiles (the fragments straight from memory where the tile loads none into
-       * shared memory): two of them along n, three along m, over 2 batches, with dst dense
-       * and added to */
-      int64_t Nw = 2 * (int64_t)other[i].tile.bm, Mw = 3 * (int64_t)other[i].tile.bn;
       const struct mm cases[] = {
           {wt, q ? 3 * B : 136, 67, M, 1, 1, 0, 0, 3, 4, false, 0, TILED},
           {wt, q ? 4 * B : 1024, 45, M, 1, 1, 0, 0, 0, 0, true, 0, TILED},
-          {wt, q ? 2 * B : 528, Nw, Mw, 1, 2, 0, 0, 0, 0, false, 0, TILED, 0, true},
-          {wt, q ? 2 * B : 512, Nw, Mw, 1, 1, 0, 0, 0, 0, true, 0, TILED, 0, true},
-          {wt, q ? 4 * B : 1024, Nw, Mw, 1, 1, 0, 0, 0, 0, false, 0, TILED, 2, true, true},
       };
       for (unsigned c = 0; c < VKT_ARRAY_SIZE(cases); c++)
         run(app, &cases[c]);

@@ -1155,11 +1155,10 @@ static const char *path_name(const struct bench_case *bc, const vkrt_lab_counter
   if (after->matmul_fallback > before->matmul_fallback) return "matvec (tiled not possible)";
   if (after->matmul_tiled > before->matmul_tiled) {
     static char text[64];
-    snprintf(text, sizeof(text), "tiled matmul%s%s%s%s%s",
+    snprintf(text, sizeof(text), "tiled matmul%s%s%s%s",
              after->matmul_coopmat > before->matmul_coopmat ? ", coopmat" : "",
              after->matmul_x16 > before->matmul_x16 ? ", x16" : "",
              after->matmul_w16 > before->matmul_w16 ? ", w16" : "",
-             after->matmul_direct > before->matmul_direct ? ", direct" : "",
              after->matmul_split_k > before->matmul_split_k ? ", split K" : "");
     return text;
   }

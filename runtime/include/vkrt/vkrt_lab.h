@@ -247,7 +247,7 @@ vkrt_status vkrt_lab_matvec_set(vkrt_appliance *appliance, uint32_t device, vkrt
  * chosen per device at open: the portable kernel's and the cooperative-matrix kernel's, each
  * for M up to the small tile's bn, up to the medium tile's bn, and larger M. set: a tile the
  * kernel takes (every field >= 1, bk 0 meaning 32 and stages 0 meaning 1; bk 32, 64, 96 or
- * 128; stages 1 or 2, or 3 on the cooperative-matrix slots; at most 16 units of 8 k of w and x per invocation; portable: rm divides bm, bm / rm divides wg and wg / (bm / rm) divides bn;
+ * 128; stages 1 or 2; at most 16 units of 8 k of w and x per invocation; portable: rm divides bm, bm / rm divides wg and wg / (bm / rm) divides bn;
  * cooperative matrix: wg = 32 x a multiple of rm, bm a multiple of 16 x wg / 32 / rm, bn of
  * 16 x rm; within the device's shared memory); like vkrt_lab_matvec_set it drops the
  * specialized pipelines when their table is nearly full. */
@@ -257,9 +257,7 @@ typedef struct vkrt_lab_matmul_tile {
   uint32_t bn; /* columns of x per tile */
   uint32_t rm; /* portable: rows per invocation; cooperative matrix: subgroups along m */
   uint32_t bk;     /* k per shared-memory step (0: 32) */
-  uint32_t stages; /* shared-memory buffers (0: 1); 2 alternate, one barrier per step; 3
-                      (cooperative matrix): none, fragments of f16 w and f16 x loaded
-                      straight from memory where whole tiles allow, else as 1 */
+  uint32_t stages; /* shared-memory buffers (0: 1); 2 alternate, one barrier per step */
   uint32_t parts;  /* 0: the kernel; for timing its parts apart (results wrong): 1 without
                       the multiply, 2 without the loads after the first k step */
   uint32_t order;  /* 0: workgroups x-fastest (along w's rows); w: in strips of w row tiles,
@@ -293,8 +291,6 @@ typedef struct vkrt_lab_counters {
   uint64_t matmul_x16;      /* ... of which x was rounded to f16 first, into a scratch */
   uint64_t matmul_w16;      /* matmul_coopmat calls whose quantized w was dequantized to f16
                                first, into a scratch */
-  uint64_t matmul_direct;   /* matmul_coopmat calls whose fragments were loaded straight from
-                               f16 w and x (the tile's stages 3), no shared-memory tiles */
   uint64_t matmul_split_k;  /* matmul_tiled calls whose K ran in pieces on more workgroups,
                                the partial sums reduced after (a grid short of the device) */
   uint64_t matmul_fallback; /* M past the crossover on the matrix-vector kernels because the
