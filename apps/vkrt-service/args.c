@@ -99,6 +99,10 @@ static void usage(FILE *f) {
           "--profile (a build with the lab): after the run, one more token at the last position\n"
           "recorded directly with GPU timestamps around each op on device 0: its ops by name,\n"
           "count, time and share of the token.\n"
+          "--time-without PREFIX[,PREFIX]... (a llama model): the ops whose names (--profile's)\n"
+          "begin with one are left out of every record, the prompt's and the token's graph, so\n"
+          "the times are the run's without them (e.g. --time-without attention: what the\n"
+          "attention costs the token, barriers and all); the tokens are then wrong, --verify 0.\n"
           "The load's GB/s against a pinned upload (to dev0, and with several devices into all\n"
           "of them at once; measured after the run for a llama model, at start for the MLP\n"
           "stack), and the time from process\n"
@@ -270,6 +274,10 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     o->convert_f16 = !strcmp(v, "f16");
     return o->convert_f16 || !strcmp(v, "f32");
   }
+  if (!strcmp(a, "--time-without")) {
+    o->time_without = v;
+    return *v != 0;
+  }
   if (!strcmp(a, "--lab")) { /* set where the appliance is open (appliance.c) */
     if (o->labs == (int)(sizeof(o->lab) / sizeof(o->lab[0])))
       return false;
@@ -323,14 +331,20 @@ bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status)
   }
   if (o->seconds > 0 && !o->tokens_given)
     o->tokens = SECONDS_MAX_TOKENS; /* --seconds alone: the time ends the run */
-  if (o->depth && o->verify_given && o->verify) {
-    fprintf(stderr, "vkrt-service: --depth fills the K/V rows before the first token with a "
-            "constant, so nothing can be checked against float64: drop --verify or give "
-            "--verify 0\n");
+  if (o->time_without && o->profile) {
+    fprintf(stderr, "vkrt-service: --time-without and --profile: one at a time (the profile "
+            "times every op, the other leaves some out)\n");
     *exit_status = EXIT_USAGE;
     return false;
   }
-  if (o->depth)
+  if ((o->depth || o->time_without) && o->verify_given && o->verify) {
+    fprintf(stderr, "vkrt-service: %s: nothing can be checked against float64: drop --verify "
+            "or give --verify 0\n", o->depth ? "--depth fills the K/V rows before the first "
+            "token with a constant" : "--time-without leaves ops out, so the tokens are wrong");
+    *exit_status = EXIT_USAGE;
+    return false;
+  }
+  if (o->depth || o->time_without)
     o->verify = 0;
   if (!o->make_path && !o->weights_path) {
     usage(stderr);

@@ -110,6 +110,7 @@ int model_setup(struct service *s, struct generation *gen) {
   }
   s->t_loaded = now_s();
   s->t_up = s->t_loaded - t_up;
+  model_time_without(s);
   s->uploaded = llama_gpu_uploaded(s->gpu);
   s->shard_bytes = llama_gpu_weight_bytes(s->gpu);
   printf("vkrt-service: shards created and loaded (%.1f MiB) in %.3f s (%.2f GB/s); K/V cache "

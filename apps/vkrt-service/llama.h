@@ -261,11 +261,14 @@ struct llama_gpu_fused {
 struct llama_gpu_fused llama_gpu_fused(const struct llama_gpu *g);
 /* Calls around each op the records make (vkrt-service --profile times them): before(device,
  * what) and after(device), device UINT32_MAX for a collective of every device; a status other
- * than VKRT_OK fails the recording. NULL or zeroed hooks: none. */
+ * than VKRT_OK fails the recording. skip(device, what) true leaves the op out of the record
+ * (vkrt-service --time-without: what the token costs without it; its results are then
+ * wrong). NULL or zeroed hooks: none. */
 struct llama_gpu_hooks {
   void *user;
   vkrt_status (*before)(void *user, uint32_t device, const char *what);
   vkrt_status (*after)(void *user, uint32_t device);
+  bool (*skip)(void *user, uint32_t device, const char *what);
 };
 void llama_gpu_set_hooks(struct llama_gpu *g, const struct llama_gpu_hooks *hooks);
 /* The prompt pass: ids[0..n) at positions pos0.. (n <= ubatch) written to every device's

@@ -161,6 +161,8 @@ bool llama_split_plan(const struct llama_model *m, uint32_t ranks, uint32_t rank
  * the hooks when there are any. */
 #define OP(d, what, call)                                                                 \
   do {                                                                                    \
+    if (g->hooks.skip && g->hooks.skip(g->hooks.user, (d), (what)))                       \
+      break;                                                                              \
     if (g->hooks.before)                                                                  \
       TRY(g->hooks.before(g->hooks.user, (d), (what)));                                   \
     TRY(call);                                                                            \

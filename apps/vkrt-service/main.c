@@ -49,6 +49,7 @@ static int serve_model(struct service *s, struct generation *gen) {
   shards_load_ratio_report(s);
   model_print(s, gen);
   rc = model_verify(s, gen);
+  model_time_without_report(s);
   if (rc != EXIT_RUNTIME && s->args->profile) { /* before the summary: --json's line is last */
     int profiled = model_profile(s, gen);
     rc = rc ? rc : profiled;
@@ -85,6 +86,12 @@ int main(int argc, char **argv) {
   if ((rc = weights_load(&s)))
     return rc;
   s.t_parsed = now_s();
+  if (args.time_without && !s.model) {
+    fprintf(stderr, "vkrt-service: --time-without takes the ops of a llama model; %s has none\n",
+            args.weights_path);
+    weights_close(&s);
+    return EXIT_USAGE;
+  }
 
   struct sigaction sa = {.sa_handler = on_signal};
   sigaction(SIGINT, &sa, NULL);

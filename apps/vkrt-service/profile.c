@@ -2,12 +2,43 @@
  * position (it writes the K/V rows that position already holds) is recorded directly, with
  * the lab's GPU timers around each op on device 0 and a full barrier after each, so each op's
  * time is its own; the ops are then summed by name. The same token without timers is timed
- * first, so the barriers' cost shows as the difference. */
+ * first, so the barriers' cost shows as the difference.
+ * --time-without: the other way round, ops left out of the records, so the run's own timings
+ * (the captured token, barriers and all) say what they cost. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "service.h"
 #include "vkrt/kconfig.h" /* IS_ENABLED, CONFIG_VKRT_LAB */
+
+/* Whether what begins with one of the comma-separated prefixes of --time-without. */
+static bool left_out(void *user, uint32_t device, const char *what) {
+  struct service *s = user;
+  for (const char *p = s->args->time_without; *p;) {
+    size_t n = strcspn(p, ",");
+    if (n && !strncmp(what, p, n)) {
+      s->left_out += device == 0 || device == UINT32_MAX;
+      return true;
+    }
+    p += n + (p[n] == ',');
+  }
+  return false;
+}
+
+void model_time_without(struct service *s) {
+  if (!s->args->time_without)
+    return;
+  printf("vkrt-service: --time-without %s: the ops whose names begin so are left out of every "
+         "record: the times below are the run's without them, the tokens are wrong\n",
+         s->args->time_without);
+  llama_gpu_set_hooks(s->gpu, &(struct llama_gpu_hooks){.user = s, .skip = left_out});
+}
+
+void model_time_without_report(const struct service *s) {
+  if (s->args->time_without)
+    printf("vkrt-service: --time-without %s: %llu records of device 0's ops left out\n",
+           s->args->time_without, (unsigned long long)s->left_out);
+}
 #if IS_ENABLED(CONFIG_VKRT_LAB)
 #include "vkrt/vkrt_lab.h"
 

@@ -86,6 +86,7 @@ struct service_args {
   unsigned fuse;                 /* --fuse: LLAMA_FUSE_* bits (default auto) */
   int labs;
   bool profile;                  /* --profile: a token's ops timed on the GPU (a lab build) */
+  const char *time_without;      /* --time-without: op-name prefixes left out of the records */
 };
 #define SECONDS_MAX_TOKENS 1000000u
 #define KEEP_MAX 16 /* checked tokens at most: each costs a float64 pass over the weights */
@@ -122,6 +123,7 @@ struct service {
   double t_first_token;          /* now_s() when the first token was generated (0: none) */
   double load_t0, load_shown;    /* the load's start; the progress line's last update */
   double copy_bw;                /* bytes per second of a plain device copy (read + written) */
+  uint64_t left_out;             /* records of device 0's ops --time-without left out */
 };
 
 /* The decode loop's timings and the checked tokens (the first, every 16th, the last). */
@@ -211,6 +213,11 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
 /* --profile: one more token at the last fed position, recorded directly with GPU timestamps
  * around each op on device 0, printed by op name (profile.c). */
 int model_profile(struct service *s, const struct generation *gen);
+/* --time-without PREFIX[,PREFIX]...: the ops whose names begin with one are left out of every
+ * record from here on (profile.c), so the run's times are the token's without them; what
+ * they compute is then wrong. The report says how many records left them out. */
+void model_time_without(struct service *s);
+void model_time_without_report(const struct service *s);
 void generation_free(struct generation *gen);
 
 /* summary.c (cmp_double: qsort's ascending order of doubles, for the percentiles) */

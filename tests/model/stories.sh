@@ -265,6 +265,17 @@ d1=$("$svc" "${depth[@]}" --depth 300 --devices 1 2>&1) && d2=$("$svc" "${depth[
   { echo "$d1"; echo "$d2"; echo "$d0"; echo "--depth 300: 1 and 2 devices differ, or depth 0 gave the same ids"; exit 1; }
 echo "--depth 300 --prompt-tokens 16: 1 and 2 devices the same ids, not those of depth 0"
 expect 2 "nothing can be checked against float64" "$model" --depth 8 --verify 3
+# --time-without: the ops named so are left out of every record (each layer's attention and
+# ffn_down in the prompt's and the token's records: counted), a prefix no op has leaves none
+# out; nothing is checked against float64, and the profile does not run beside it.
+tw=$("$svc" --weights "$model" --tokens 8 --warmup-ms 0 --time-without attention,ffn_down 2>&1) &&
+  n=$(sed -n 's/.*--time-without attention,ffn_down: \([0-9]*\) records of device 0.s ops left out.*/\1/p' <<< "$tw") &&
+  [ -n "$n" ] && [ "$n" -ge 10 ] && [ $((n % 10)) -eq 0 ] && grep -q "not verified against float64 (--verify 0)" <<< "$tw" ||
+  { echo "$tw"; echo "--time-without attention,ffn_down: no records left out, or a check claimed"; exit 1; }
+echo "--time-without attention,ffn_down: $n records left out"
+expect 0 "--time-without rotary: 0 records of device 0's ops left out" "$model" --time-without rotary
+expect 2 "--time-without leaves ops out, so the tokens are wrong" "$model" --time-without attention --verify 3
+expect 2 "--time-without and --profile: one at a time" "$model" --time-without attention --profile
 expect 2 "depth 1000 + 1 prompt tokens + 4 generated need a context of 1004 tokens; --ctx 512" "$model" --depth 1000 --ctx 512
 # Shape flags check the model's shapes (5 layers, hidden 64, ffn 172), never silently ignored.
 expect 3 "has layers 5 hidden 64 ffn 172, but --hidden 128 was given" "$model" --hidden 128
