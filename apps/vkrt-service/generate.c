@@ -530,7 +530,8 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
   else
     printf("vkrt-service: not verified against float64 (%s); ranks bit-identical: %s "
            "(%u ranks)\n", s->args->depth ? "--depth: the K/V rows before it are a constant"
-           : "--verify 0", gen->ranks_differ ? "NO" : "yes", s->ranks);
+           : s->args->time_without ? "--time-without: ops left out" : "--verify 0",
+           gen->ranks_differ ? "NO" : "yes", s->ranks);
   printf("vkrt-service: paths: transport %s; weights %s; upload %.2f GB/s; a token's work %s\n",
          vkrt_transport_str(vkrt_transport(app)), vkrt_load_path_str(s->load.path[0]),
          (double)s->uploaded / s->t_up * 1e-9,
@@ -543,7 +544,7 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            "\"checked_positions\": %u, \"verified\": %s, \"min_margin\": %.6g, "
            "\"max_logit_diff\": %.3e, \"ranks_bit_identical\": %s, \"ranks\": %u, "
            "\"hosts\": %u, \"depth\": %llu, \"kv_type\": \"%s\", \"graph\": %s, \"transport\": \"%s\", "
-           "\"matmul_activations\": \"%s\", \"version\": \"%s\"",
+           "\"matmul_activations\": \"%s\", \"ops_left_out\": %llu, \"version\": \"%s\"",
            np, gen->ubatch ? "batch" : "token", gen->ubatch,
            np && gen->t_prompt > 0 ? np / gen->t_prompt : 0, gen->n_gen,
            t_tg > 0 ? ntg / t_tg : 0, p50 * 1e3, p99 * 1e3, roofline * 1e3,
@@ -553,7 +554,7 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            gen->ranks_differ ? "false" : "true", s->ranks, vkrt_host_count(app),
            (unsigned long long)s->args->depth, vkrt_type_str(s->args->kv_type), llama_gpu_captured(s->gpu) ? "true" : "false",
            vkrt_transport_str(vkrt_transport(app)), s->args->f16_activations ? "f16" : "f32",
-           vkrt_version());
+           (unsigned long long)s->left_out, vkrt_version());
   if (s->args->json) {
     shards_load_json(s);
     printf(", \"ttft_s\": %.4f, \"warmup_s\": %.4f}\n",

@@ -268,9 +268,11 @@ expect 2 "nothing can be checked against float64" "$model" --depth 8 --verify 3
 # --time-without: the ops named so are left out of every record (each layer's attention and
 # ffn_down in the prompt's and the token's records: counted), a prefix no op has leaves none
 # out; nothing is checked against float64, and the profile does not run beside it.
-tw=$("$svc" --weights "$model" --tokens 8 --warmup-ms 0 --time-without attention,ffn_down 2>&1) &&
+tw=$("$svc" --weights "$model" --tokens 8 --warmup-ms 0 --time-without attention,ffn_down --json 2>&1) &&
   n=$(sed -n 's/.*--time-without attention,ffn_down: \([0-9]*\) records of device 0.s ops left out.*/\1/p' <<< "$tw") &&
-  [ -n "$n" ] && [ "$n" -ge 10 ] && [ $((n % 10)) -eq 0 ] && grep -q "not verified against float64 (--verify 0)" <<< "$tw" ||
+  [ -n "$n" ] && [ "$n" -ge 10 ] && [ $((n % 10)) -eq 0 ] &&
+  grep -q "not verified against float64 (--time-without: ops left out)" <<< "$tw" &&
+  grep -q "\"ops_left_out\": $n," <<< "$tw" ||
   { echo "$tw"; echo "--time-without attention,ffn_down: no records left out, or a check claimed"; exit 1; }
 echo "--time-without attention,ffn_down: $n records left out"
 expect 0 "--time-without rotary: 0 records of device 0's ops left out" "$model" --time-without rotary
