@@ -34,6 +34,10 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_GOOGLE_include_directive : require
+#ifdef QKV
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#endif
 
 #ifndef COLS
 #define COLS 1
@@ -128,6 +132,27 @@ shared float sx[COLS * DC];  // the exact sum of each 32
 #endif
 #ifdef FUSED
 shared float red[THREADS]; // the norm's sum of squares
+#endif
+
+#ifdef QKV
+// QKV (vkrt_matmul_fusion.qkv, one column, FUSED): w's rows are the query heads, then the K
+// heads, then the V heads, head_dim (a multiple of 32) each. A workgroup takes blocks of 32
+// rows (its subgroups share a block's rows) instead of the grid-stride walk, and finishes
+// each block itself: a query or K block is turned by RoPE at pos (normal mode: the pairs
+// (2i, 2i + 1) of a block are its own), the queries written so, K and V as the product; the
+// turned K and the V go to row pos of their cache, f16 or one q8_0 block of 32, converted as
+// set_rows.comp converts them. So the product hands attention its inputs in one dispatch.
+#if COLS != 1 || !defined(FUSED)
+#error "QKV: the one-column fused kernels"
+#endif
+layout(std430, set = 0, binding = 4) readonly buffer P { int pos[]; };
+layout(std430, set = 0, binding = 5) writeonly buffer KC { uint16_t kc[]; };
+layout(std430, set = 0, binding = 6) writeonly buffer VC { uint16_t vc[]; };
+layout(std430, set = 0, binding = 7) readonly buffer F { float f[]; };
+shared float blk[32]; // the block's 32 row sums
+shared float cv[32];  // the values of the block that go to a cache
+#include "rope_angle.glsl"
+#include "kv_convert.glsl"
 #endif
 
 uint pack4(vec4 v, float inv) {
@@ -276,13 +301,89 @@ void row_part(uint wb, uint row, uint lane, uint S, inout float acc[COLS]) {
 #endif
 }
 
+#ifdef QKV
+// Block b's 32 rows summed by the workgroup's subgroups into blk, then its epilogue (above):
+// invocation t < 32 takes row 32 b + t. Blocks go to workgroups in turn, so every
+// invocation reaches the same barriers.
+void qkv_blocks(uint wb, uint lane, uint S, float scale) {
+  uint t = gl_LocalInvocationID.x;
+  int p = pos[pc.pos_offset];
+  bool store = p >= 0 && uint(p) < pc.cache_rows;
+  for (uint b = pc.base_x + gl_WorkGroupID.x; b < pc.N / 32u; b += gl_NumWorkGroups.x) {
+    for (uint r = gl_SubgroupID; r < 32u; r += gl_NumSubgroups) {
+      float acc[COLS];
+      acc[0] = 0.0;
+      row_part(wb, 32u * b + r, lane, S, acc);
+      float s = subgroupAdd(acc[0]) * scale;
+      if (subgroupElect())
+        blk[r] = s;
+    }
+    barrier();
+    uint e0 = 32u * b; // the block's first row: q, K or V rows throughout
+    bool is_q = e0 < pc.q_rows, is_k = !is_q && e0 < pc.q_rows + pc.kv_rows;
+    uint r0 = is_q ? 0u : is_k ? pc.q_rows : pc.q_rows + pc.kv_rows; // the part's first row
+    if (t < 32u) {
+      float v = blk[t], c = v;
+      uint j = (e0 + t - r0) % pc.head_dim; // the row within its head
+      if ((is_q || is_k) && j < pc.n_dims) { // rope.comp's pair (2i, 2i + 1), normal mode
+        uint pair = j >> 1;
+        vec2 cs = rope_cos_sin(p, pair, pc.theta_scale, pc.freq_scale, pc.factors != 0u,
+                               f[pc.factors_offset + pair * pc.factors]);
+        float x0 = blk[t & ~1u], x1 = blk[t | 1u];
+        c = (t & 1u) == 0u ? x0 * cs.x - x1 * cs.y : x0 * cs.y + x1 * cs.x;
+      }
+      d[pc.d_offset + (e0 + t) * pc.d_stride0] = is_q ? c : v;
+      cv[t] = c;
+    }
+    if (!is_q) { // uniform: the block is K or V rows for the whole workgroup
+      barrier();
+      bool q8 = (pc.cache_types & (is_k ? 1u : 2u)) != 0u;
+      uint i0 = e0 - r0; // the block's first value in the cache row
+      uint at = (is_k ? pc.k_offset + uint(p) * pc.k_row : pc.v_offset + uint(p) * pc.v_row) +
+                (q8 ? 34u * (i0 >> 5) : 2u * i0); // bytes, 2-byte aligned
+      if (store && t < 17u) { // q8_0: the scale, then 16 pairs of quants; f16: 2 values each
+        uint16_t word[2];
+        uint n = 1u;
+        if (q8) {
+          float amax = 0.0;
+          for (uint i = 0u; i < 32u; i++)
+            amax = max(amax, abs(cv[i]));
+          float dq = q8_0_scale(amax);
+          word[0] = uint16_t(t == 0u ? f32_to_f16_bits(floatBitsToUint(dq))
+                                     : q8_0_pair(cv[2u * t - 2u], cv[2u * t - 1u],
+                                                 q8_0_inverse(dq)));
+        } else if (t < 16u) {
+          word[0] = uint16_t(f32_to_f16_bits(floatBitsToUint(cv[2u * t])));
+          word[1] = uint16_t(f32_to_f16_bits(floatBitsToUint(cv[2u * t + 1u])));
+          n = 2u;
+        } else {
+          n = 0u;
+        }
+        uint h = (at >> 1) + (q8 ? t : 2u * t);
+        for (uint i = 0u; i < n; i++) {
+          if (is_k)
+            kc[h + i] = word[i];
+          else
+            vc[h + i] = word[i];
+        }
+      }
+    }
+    barrier(); // blk and cv are the next block's
+  }
+}
+#endif
+
 void main() {
   uint tid = gl_LocalInvocationID.x;
+#ifdef QKV
+  uint wb = pc.w_offset, xb = pc.x_offset / 4u; // one column, one batch
+#else
   uint z = pc.base_z + gl_WorkGroupID.z;
   uint i2 = z % pc.ne2;
   uint i3 = z / pc.ne2;
   uint wb = pc.w_offset + (i2 / pc.r2) * pc.w_stride2 + (i3 / pc.r3) * pc.w_stride3;
   uint xb = (pc.x_offset + i2 * pc.x_stride2 + i3 * pc.x_stride3) / 4u; // vec4, 16-byte aligned
+#endif
   uint K = pc.blocks * KPB;
   uint col0 = (pc.base_y + gl_WorkGroupID.y) * uint(COLS); // this workgroup's first column
 
@@ -340,6 +441,9 @@ void main() {
   // glu() an item is a gate/up pair (gate row i, up row i + N / 2), both summed by the same
   // subgroup, which writes silu(g) u.
   uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+#ifdef QKV
+  qkv_blocks(wb, lane, S, scale);
+#else
   uint items = glu() ? pc.N >> 1 : pc.N;
   uint first = (pc.base_x + gl_WorkGroupID.x) * gl_NumSubgroups + gl_SubgroupID;
   uint stride = gl_NumWorkGroups.x * gl_NumSubgroups;
@@ -367,4 +471,5 @@ void main() {
         d[a] = (pc.accumulate & 1u) != 0u ? d[a] + s : s;
     }
   }
+#endif
 }

@@ -15,6 +15,7 @@ static void usage(FILE *f) {
           "                    [--activations f32|q8|f16|q8,f16]\n"
           "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
           "                    [--lab NAME=VALUE]... [--fuse auto|all|norm|swiglu|none]\n"
+          "                    [--fuse-rope on|off]\n"
           "                    [--convert f32|f16]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K|q6_K] [--seed N]   (--make-weights: the same)\n"
@@ -96,6 +97,11 @@ static void usage(FILE *f) {
           "shared memory up to there; measured: beyond, the norm costs more than it saves);\n"
           "with --activations q8 the fused kernel is the 8-bit-x one, which rounds x g (not\n"
           "the normalized x): the norm up to a hidden size of 16384.\n"
+          "--fuse-rope on|off (llama models, default off): a token's q/k/v product (q4_K or\n"
+          "q8_0 q/k/v in one matrix, --activations q8, heads of a multiple of 32) also turns q\n"
+          "and K by RoPE and writes the K and V cache rows in its own dispatch\n"
+          "(vkrt_matmul_fusion.qkv): attention follows the product directly, one dependent\n"
+          "step and three ops fewer per layer; elsewhere the separate ops.\n"
           "--profile (a build with the lab): after the run, one more token at the last position\n"
           "recorded directly with GPU timestamps around each op on device 0: its ops by name,\n"
           "count, time and share of the token.\n"
@@ -263,6 +269,10 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
   if (!strcmp(a, "--load-knobs")) {
     o->load_knobs = v;
     return true; /* parsed where the appliance is open (appliance.c) */
+  }
+  if (!strcmp(a, "--fuse-rope")) {
+    o->fuse_rope = !strcmp(v, "on");
+    return o->fuse_rope || !strcmp(v, "off");
   }
   if (!strcmp(a, "--fuse")) {
     for (unsigned i = 0; i < 5; i++)

@@ -98,7 +98,8 @@ int model_setup(struct service *s, struct generation *gen) {
                                .path = a->weights_path, .progress = shards_load_progress,
                                .progress_user = s, .load_info = &s->load,
                                .load_path = a->load_path,
-                               .fuse = a->fuse, .q8_activations = a->q8_activations};
+                               .fuse = a->fuse, .q8_activations = a->q8_activations,
+                               .fuse_rope = a->fuse_rope};
   char err[1024];
   double t_up = now_s();
   s->load_t0 = t_up;
@@ -157,6 +158,10 @@ int model_setup(struct service *s, struct generation *gen) {
          "per token on device 0 (vkrt_op_matmul_fused; %u layers)\n",
          llama_fuse_names[a->fuse & LLAMA_FUSE_AUTO ? 4 : a->fuse & 3], fz.norm, fz.swiglu,
          s->model->hp.n_layer);
+  printf("vkrt-service: q/k/v products with their RoPE and KV-cache rows (--fuse-rope %s): %u "
+         "per token on device 0%s\n", a->fuse_rope ? "on" : "off", fz.rope,
+         a->fuse_rope && !fz.rope ? " (they take q4_K or q8_0 q/k/v in one matrix, --activations "
+                                    "q8, heads of a multiple of 32)" : "");
   if (st == VKRT_OK)
     printf("vkrt-service: a token's work: captured once as a graph, launched per token\n");
   else

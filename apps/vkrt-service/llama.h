@@ -231,6 +231,8 @@ struct llama_gpu_params {
   unsigned fuse;             /* LLAMA_FUSE_* bits: what a token's products take into their
                                 dispatch (vkrt_op_matmul_fused) */
   bool q8_activations;       /* the appliance rounds x to 8 bits (VKRT_ACTIVATIONS_Q8) */
+  bool fuse_rope;            /* a token's q/k/v product turns q and K by RoPE and writes the
+                                K/V cache rows in its dispatch where it can (--fuse-rope) */
 };
 struct llama_gpu;
 /* Loads every local device's shard from the model file (one vkrt_load_file: every device in
@@ -253,10 +255,12 @@ void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos);
  * appliance's vkrt_last_error says why). */
 vkrt_status llama_gpu_record(struct llama_gpu *g, bool want_logits);
 const char *llama_gpu_failed(const struct llama_gpu *g);
-/* The products device 0 ran with the RMS norm (qkv, gate/up, head) and with the swiglu (gate/up)
- * folded into their dispatch in the token recorded last (llama_gpu_params.fuse). */
+/* The products device 0 ran with the RMS norm (qkv, gate/up, head), with the swiglu (gate/up)
+ * and with the RoPE and cache rows (qkv) folded into their dispatch in the token recorded
+ * last (llama_gpu_params.fuse, fuse_rope). */
 struct llama_gpu_fused {
   uint32_t norm, swiglu;
+  uint32_t rope; /* q/k/v products with their RoPE and cache rows (llama_gpu_params.fuse_rope) */
 };
 struct llama_gpu_fused llama_gpu_fused(const struct llama_gpu *g);
 /* Calls around each op the records make (vkrt-service --profile times them): before(device,

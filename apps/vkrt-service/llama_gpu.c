@@ -305,6 +305,14 @@ static bool fuse(const struct llama_gpu *g, const struct pass *ps, vkrt_type typ
          (dense || type == VKRT_TYPE_Q4_K || (g->p.q8_activations && type == VKRT_TYPE_Q8_0));
 }
 
+/* Whether a token's fused q/k/v product of `type` also turns q and K by RoPE and writes the
+ * K/V cache rows (vkrt_matmul_fusion.qkv: the 8-bit-x kernels of q4_K and q8_0 w, heads of a
+ * multiple of 32; llama_gpu_params.fuse_rope asks for it). */
+static bool fuse_rope(const struct llama_gpu *g, vkrt_type type) {
+  return g->p.fuse_rope && g->p.q8_activations && g->m->hp.head_dim % 32 == 0 &&
+         (type == VKRT_TYPE_Q4_K || type == VKRT_TYPE_Q8_0);
+}
+
 /* dst = w h with h = rms_norm(x) * norm: with fold in the product's own dispatch
  * (vkrt_op_matmul_fused, counted), else from the h the norm recorded before it wrote. */
 static vkrt_status normed_product(struct llama_gpu *g, uint32_t d, const char *fused_name,
@@ -604,12 +612,32 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   vkrt_tensor q, k, q_flat, k_flat, v_flat;
   /* K roped on its way into the cache: one dependent step, q's rope runs beside it */
   bool rope_into_cache = g->rope_into_cache;
+  /* cache rows: one token's KV heads each; row pos[j] takes column j's */
+  int64_t ctx = g->p.n_ctx;
+  vkrt_tensor k_rows = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
+  vkrt_tensor v_rows = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
+  vkrt_tensor kc = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
+  vkrt_tensor vc = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
+  vkrt_tensor a = vkrt_tensor_contiguous(dv->att, 0, VKRT_TYPE_F32, hd, nh, n, 1);
+  float scale = 1.0f / sqrtf((float)hd);
   if (n == 1 && !gl->wk) { /* a token, fused weights: q, k, v one after the other */
     vkrt_tensor wqkv = vkrt_tensor_contiguous(gl->wq, 0, L->wq->type, E, (nh + 2 * nkv) * hd, 1, 1);
     vkrt_tensor qkv = cols_f32(dv->qkv, (nh + 2 * nkv) * hd, 0, 1);
+    q = vkrt_tensor_contiguous(dv->qkv, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
+    if (fuse_rope(g, L->wq->type)) { /* the rope and both cache rows in the product */
+      vkrt_qkv_fusion qf = {.pos = &pos, .k_cache = &k_rows, .v_cache = &v_rows,
+                            .rope_factors = ff, .rope = rope, .n_head = (uint32_t)nh,
+                            .n_head_kv = (uint32_t)nkv, .head_dim = (uint32_t)hd};
+      vkrt_matmul_fusion fz = {.norm = fold_norm ? &norm : NULL, .eps = hp->eps, .qkv = &qf};
+      OP(d, fold_norm ? "attn_norm + attn_qkv + rope + KV rows" : "attn_qkv + rope + KV rows",
+         vkrt_op_matmul_fused(&qkv, &wqkv, fold_norm ? &x : &h, &fz));
+      g->fused.norm += d == 0 && fold_norm;
+      g->fused.rope += d == 0;
+      OP(d, "attention", vkrt_op_attention(&a, &q, &kc, &vc, &kv_len, scale));
+      return VKRT_OK;
+    }
     TRY(normed_product(g, d, "attn_norm + attn_qkv", "attn_qkv", &qkv, &wqkv, &x, &h, &norm,
                        fold_norm));
-    q = vkrt_tensor_contiguous(dv->qkv, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
     k = vkrt_tensor_contiguous(dv->qkv, (uint64_t)nh * hd * 4, VKRT_TYPE_F32, hd, nkv, 1, 1);
     if (rope_into_cache) {
       OP(d, "rope q", vkrt_op_rope_ext(&q, &q, &pos, ff, &rope));
@@ -638,19 +666,12 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
     if (!rope_into_cache)
       OP(d, "rope k", vkrt_op_rope_ext(&k, &k, &pos, ff, &rope));
   }
-  /* cache rows: one token's KV heads each; row pos[j] takes column j's */
-  int64_t ctx = g->p.n_ctx;
-  vkrt_tensor k_rows = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
-  vkrt_tensor v_rows = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, nkv * hd, ctx, 1, 1);
   if (rope_into_cache)
     OP(d, "K cache row (roped)", vkrt_op_rope_set_rows(&k_rows, &k, &pos, &pos, ff, &rope));
   else
     OP(d, "K cache row", vkrt_op_set_rows(&k_rows, &k_flat, &pos));
   OP(d, "V cache row", vkrt_op_set_rows(&v_rows, &v_flat, &pos));
-  vkrt_tensor kc = vkrt_tensor_contiguous(gl->k_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
-  vkrt_tensor vc = vkrt_tensor_contiguous(gl->v_cache, 0, g->p.kv_type, hd, nkv, ctx, 1);
-  vkrt_tensor a = vkrt_tensor_contiguous(dv->att, 0, VKRT_TYPE_F32, hd, nh, n, 1);
-  OP(d, "attention", vkrt_op_attention(&a, &q, &kc, &vc, &kv_len, 1.0f / sqrtf((float)hd)));
+  OP(d, "attention", vkrt_op_attention(&a, &q, &kc, &vc, &kv_len, scale));
   return VKRT_OK;
 }
 
@@ -896,6 +917,7 @@ uint32_t llama_gpu_ops_per_token(const struct llama_gpu *g) {
     const struct llama_layer *L = &m->layer[l];
     ops += 15 - (qkv_fused(L) ? 3 : 0) - (gate_up_fused(L) ? 1 : 0);
     ops -= qkv_fused(L) && fuse(g, &token, L->wq->type, LLAMA_FUSE_NORM);
+    ops -= qkv_fused(L) && fuse_rope(g, L->wq->type) ? 3 : 0; /* rope q, the two cache rows */
     ops -= gate_up_fused(L) ? fuse(g, &token, L->ffn_gate->type, LLAMA_FUSE_NORM) +
                                   fuse(g, &token, L->ffn_gate->type, LLAMA_FUSE_SWIGLU)
                             : 0;

@@ -84,6 +84,7 @@ struct service_args {
   const char *load_knobs;        /* --load-knobs THREADS,CHUNK,CHUNKS[,BLOCK] (a lab build) */
   const char *lab[8];            /* --lab NAME=VALUE: lab knobs on every device (a lab build) */
   unsigned fuse;                 /* --fuse: LLAMA_FUSE_* bits (default auto) */
+  bool fuse_rope;                /* --fuse-rope on: the q/k/v product's RoPE and cache rows */
   int labs;
   bool profile;                  /* --profile: a token's ops timed on the GPU (a lab build) */
   const char *time_without;      /* --time-without: op-name prefixes left out of the records */

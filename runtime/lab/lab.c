@@ -111,6 +111,7 @@ vkrt_status vkrt_lab_counters_get(const vkrt_appliance *app, uint32_t device,
                              .attention_full_split = c->attention_full_split,
                              .matmul_fused_norm = c->matmul_fused_norm,
                              .matmul_fused_swiglu = c->matmul_fused_swiglu,
+                             .matmul_fused_qkv = c->matmul_fused_qkv,
                              .quant_q8x_wide = c->quant_q8x_wide};
   _Static_assert(sizeof(out->quant_read) == sizeof(c->quant_read), "one counter per read pattern");
   memcpy(out->quant_read, c->quant_read, sizeof(out->quant_read));

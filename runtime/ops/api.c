@@ -43,13 +43,14 @@ static vkrt_status check_lost(struct vkrt_device *dev) {
 }
 
 vkrt_status vkrt_ops_begin_views(struct vkrt_device *dev, const struct vkrt_ops_view *views,
-                                 uint32_t count, VkCommandBuffer *cmd) {
+                                 uint32_t count, uint32_t also_written, VkCommandBuffer *cmd) {
   vkrt_status s = check_lost(dev);
   if (s != VKRT_OK)
     return s;
   struct vkrt_stream_access access[9];
   for (uint32_t i = 0; i < count; i++)
-    access[i] = (struct vkrt_stream_access){views[i].buffer, views[i].lo, views[i].hi, i == 0};
+    access[i] = (struct vkrt_stream_access){views[i].buffer, views[i].lo, views[i].hi,
+                                            i == 0 || (also_written >> i & 1u)};
   return vkrt_ops_begin(dev, access, count, cmd);
 }
 
@@ -111,7 +112,7 @@ static uint32_t view_count(const struct op_call *c) {
   case OP_ARGMAX: return 2;
   case OP_ADD: return 1 + c->count;
   case OP_RMS_NORM: return c->b ? 3 : 2;
-  case OP_MATMUL_FUSED: return c->fusion->norm ? 4 : 3;
+  case OP_MATMUL_FUSED: return c->fusion->qkv ? (c->fusion->qkv->rope_factors ? 8 : 7) : 4;
   case OP_ROPE: return c->c ? 4 : 3;
   case OP_ROPE_SET_ROWS: return c->c ? 5 : 4;
   case OP_CONCAT:
@@ -196,7 +197,10 @@ static vkrt_status run_op(const struct op_call *c) {
     return s;
   if (kernel_in_build(c->kind)) {
     /* attention asks the stream for each of its passes (attention.c) */
-    s = c->kind == OP_ATTENTION ? check_lost(dev) : vkrt_ops_begin_views(dev, v, view_count(c), &cmd);
+    /* the fused q/k/v product writes the two cache rows (views 5 and 6) too */
+    uint32_t also_written = c->kind == OP_MATMUL_FUSED && c->fusion->qkv ? 3u << 5 : 0;
+    s = c->kind == OP_ATTENTION ? check_lost(dev)
+                                : vkrt_ops_begin_views(dev, v, view_count(c), also_written, &cmd);
     if (s != VKRT_OK)
       return s;
   }

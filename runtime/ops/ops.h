@@ -168,6 +168,7 @@ struct vkrt_ops_counters {
   uint64_t attention_direct;   /* one split: no combine pass */
   uint64_t attention_full_split; /* tiles of a split each: rows loaded with kv_len */
   uint64_t matmul_fused_norm, matmul_fused_swiglu; /* vkrt_op_matmul_fused's folded steps */
+  uint64_t matmul_fused_qkv; /* ... the q/k/v product with its RoPE and cache rows */
   uint64_t quant_q8x_wide; /* q8x columns in one pass of the 40 KiB (_wide) kernels */
 };
 
@@ -381,10 +382,11 @@ vkrt_status vkrt_ops_scratch_begin_f16(struct vkrt_device *dev, struct vkrt_buff
  * before it when earlier work since the last one is a hazard to it (vkrt_stream_next). */
 vkrt_status vkrt_ops_begin(struct vkrt_device *dev, const struct vkrt_stream_access *access,
                            uint32_t count, VkCommandBuffer *cmd);
-/* The same for an op's checked operands (dst first, then what it reads), refused once the
- * device is lost (api.c: every op, and the lab's fused gate/up). */
+/* The same for an op's checked operands (dst first, then what it reads; bit i of
+ * `also_written`: view i is written too), refused once the device is lost (api.c: every op,
+ * and the lab's fused gate/up). */
 vkrt_status vkrt_ops_begin_views(struct vkrt_device *dev, const struct vkrt_ops_view *views,
-                                 uint32_t count, VkCommandBuffer *cmd);
+                                 uint32_t count, uint32_t also_written, VkCommandBuffer *cmd);
 
 /* How the ops hand buffers to their kernels on this device, and why (vkrt-probe). */
 const char *vkrt_ops_binding_path(const struct vkrt_device *dev);
@@ -498,10 +500,10 @@ vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn
 /* vkrt_op_matmul_fused on views dst, w, x, norm (validated) with f16 or f32 w (quantized w:
  * vkrt_quant_fused_*): whether the fused matrix-vector kernel takes them (VKRT_OK) or why not
  * (UNSUPPORTED, nothing recorded), then the one dispatch. */
-vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
+vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[8],
                                     const vkrt_matmul_fusion *fusion);
 vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                     const struct vkrt_ops_view views[4],
+                                     const struct vkrt_ops_view views[8],
                                      const vkrt_matmul_fusion *fusion);
 /* Which kernel vkrt_op_matmul_fused takes for f16 and f32 w on this device (vkrt-probe). */
 const char *vkrt_matmul_fused_path(const struct vkrt_device *dev);
@@ -519,7 +521,7 @@ static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandB
                     "matmul kernel not in this build (CONFIG_VKRT_KERNEL_MATMUL=n)");
 }
 static inline vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev,
-                                                  const struct vkrt_ops_view views[4],
+                                                  const struct vkrt_ops_view views[8],
                                                   const vkrt_matmul_fusion *fusion) {
   (void)fusion;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
@@ -527,7 +529,7 @@ static inline vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev,
                     "(CONFIG_VKRT_KERNEL_MATMUL=n)", vkrt_type_str(views[1].type));
 }
 static inline vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                                   const struct vkrt_ops_view views[4],
+                                                   const struct vkrt_ops_view views[8],
                                                    const vkrt_matmul_fusion *fusion) {
   (void)cmd;
   return vkrt_matmul_fused_check(dev, views, fusion);
@@ -630,10 +632,10 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
                                      const struct vkrt_ops_view views[3], bool accumulate);
 /* vkrt_op_matmul_fused on views dst, w, x, norm (validated): whether the fused q4_K kernel
  * takes them (VKRT_OK) or why not (UNSUPPORTED, nothing recorded), then the one dispatch. */
-vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
+vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[8],
                                    const vkrt_matmul_fusion *fusion);
 vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                    const struct vkrt_ops_view views[4],
+                                    const struct vkrt_ops_view views[8],
                                     const vkrt_matmul_fusion *fusion);
 /* The kernel variant `variant` (1-based) of type Q8_0 or Q4_K runs for M columns of x
  * (VKRT_OPS_KERNEL_COUNT outside); the forcing-only ones are compiled with the lab only. */
@@ -701,7 +703,7 @@ static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCo
                     vkrt_type_str(views[1].type));
 }
 static inline vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev,
-                                                 const struct vkrt_ops_view views[4],
+                                                 const struct vkrt_ops_view views[8],
                                                  const vkrt_matmul_fusion *fusion) {
   (void)views, (void)fusion;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
@@ -709,7 +711,7 @@ static inline vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev,
                     "(CONFIG_VKRT_KERNEL_Q4_K=n, CONFIG_VKRT_KERNEL_Q8_0=n)");
 }
 static inline vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                                  const struct vkrt_ops_view views[4],
+                                                  const struct vkrt_ops_view views[8],
                                                   const vkrt_matmul_fusion *fusion) {
   (void)cmd;
   return vkrt_quant_fused_check(dev, views, fusion);

@@ -8,6 +8,7 @@
 #include "ops/ops.h"
 #include "vkrt_kernels/registry.h"
 
+/* kernels/matvec_push.glsl */
 struct qmv_push {
   uint32_t N, M, blocks;
   uint32_t w_offset, w_row, w_stride2, w_stride3;
@@ -17,6 +18,19 @@ struct qmv_push {
   uint32_t accumulate; /* VKRT_OPS_PUSH_ACCUMULATE | VKRT_OPS_PUSH_SWIGLU | VKRT_OPS_PUSH_NORM */
   uint32_t norm_offset; /* VKRT_OPS_PUSH_NORM: the norm weight's first element, and eps */
   float eps;
+  uint32_t base_x, base_y, base_z;
+};
+struct qmv_qkv_push { /* one column, one batch: a row's strides only (116 bytes) */
+  uint32_t N, M, blocks;
+  uint32_t w_offset, w_row, x_offset, d_offset, d_stride0;
+  uint32_t accumulate, norm_offset;
+  float eps;
+  uint32_t q_rows, kv_rows, head_dim, n_dims;
+  float theta_scale, freq_scale;
+  uint32_t factors, factors_offset, pos_offset;
+  uint32_t k_offset, k_row, v_offset, v_row; /* bytes */
+  uint32_t cache_types;                      /* bit 0: K q8_0, bit 1: V q8_0 */
+  uint32_t cache_rows;
   uint32_t base_x, base_y, base_z;
 };
 
@@ -34,12 +48,14 @@ struct dequant_push {
 VKRT_KERNEL_MATVEC_Q8_0_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q8_0_VEC16_M8_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q8_0_COLS2_CHECK_PUSH(struct qmv_push);
+VKRT_KERNEL_MATVEC_Q8_0_Q8X_QKV_CHECK_PUSH(struct qmv_qkv_push);
 VKRT_KERNEL_DEQUANT_Q8_0_F32_CHECK_PUSH(struct dequant_push);
 #endif
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K)
 VKRT_KERNEL_MATVEC_Q4_K_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q4_K_VEC16_M8_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q4_K_COLS2_CHECK_PUSH(struct qmv_push);
+VKRT_KERNEL_MATVEC_Q4_K_Q8X_QKV_CHECK_PUSH(struct qmv_qkv_push);
 VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
 #endif
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_Q6_K)
@@ -413,27 +429,12 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
 /* One matrix-vector dispatch of kernel k over w (bound in words) and x: `rows` rows of w and
  * `mt` columns of x per workgroup, counted under read pattern `kind`; with VKRT_OPS_PUSH_NORM in
  * `accumulate`, norm and eps the RMS norm's weight and epsilon. */
-static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                   enum vkrt_ops_kernel k, uint32_t rows, uint32_t mt,
-                                   enum qmv_kind kind, const struct vkrt_ops_view *d,
-                                   const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
-                                   uint32_t accumulate, const struct vkrt_ops_view *norm,
-                                   float eps) {
-  const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
-  if (s != VKRT_OK)
-    return s;
-  /* binding 3: VEC16 kernels read w as uvec4 there, the Q4_K stream kernels the norm's
-   * weight (w when there is none: bound, not read); VEC16, LANEW and KSPACE read x as
-   * vec2/vec4 */
-  struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
-                                  vkrt_ops_view_binding(d),
-                                  vkrt_ops_view_binding(norm ? norm : w)};
-  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
-  if (s != VKRT_OK)
-    return s;
+/* The push constants of product d = w x (the fields every kernel takes; no grid offsets) */
+static struct qmv_push qmv_push_of(const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
+                                   const struct vkrt_ops_view *x, uint32_t accumulate,
+                                   const struct vkrt_ops_view *norm, float eps) {
   uint32_t M = x->ne[1];
-  struct qmv_push push = {
+  return (struct qmv_push){
       .N = w->ne[1],
       .M = M,
       .blocks = w->ne[0] / w->block,
@@ -457,6 +458,29 @@ static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
       .norm_offset = norm ? (uint32_t)norm->offset : 0,
       .eps = eps,
   };
+}
+
+static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                   enum vkrt_ops_kernel k, uint32_t rows, uint32_t mt,
+                                   enum qmv_kind kind, const struct vkrt_ops_view *d,
+                                   const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
+                                   uint32_t accumulate, const struct vkrt_ops_view *norm,
+                                   float eps) {
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
+  if (s != VKRT_OK)
+    return s;
+  /* binding 3: VEC16 kernels read w as uvec4 there, the Q4_K stream kernels the norm's
+   * weight (w when there is none: bound, not read); VEC16, LANEW and KSPACE read x as
+   * vec2/vec4 */
+  struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
+                                  vkrt_ops_view_binding(d),
+                                  vkrt_ops_view_binding(norm ? norm : w)};
+  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
+  if (s != VKRT_OK)
+    return s;
+  uint32_t M = x->ne[1];
+  struct qmv_push push = qmv_push_of(d, w, x, accumulate, norm, eps);
   /* q8x: every workgroup rounds all of x, then its subgroups walk rows (a gate/up pair each
    * under VKRT_OPS_PUSH_SWIGLU): at most ops->q8x_workgroups of them, not one per `rows` rows */
   uint64_t items = kind == QMV_Q8X && (accumulate & VKRT_OPS_PUSH_SWIGLU) ? w->ne[1] / 2 : w->ne[1];
@@ -588,6 +612,10 @@ static enum vkrt_ops_kernel fused_q8x_kernel(vkrt_type type) {
   return type == VKRT_TYPE_Q8_0 ? VKRT_OPS_MATVEC_Q8_0_Q8X : VKRT_OPS_MATVEC_Q4_K_Q8X;
 }
 
+static enum vkrt_ops_kernel qkv_kernel(vkrt_type type) {
+  return type == VKRT_TYPE_Q8_0 ? VKRT_OPS_MATVEC_Q8_0_Q8X_QKV : VKRT_OPS_MATVEC_Q4_K_Q8X_QKV;
+}
+
 static bool fused_q8x(struct vkrt_device *dev, const struct vkrt_ops_view *w,
                       const struct vkrt_ops_view *x) {
   return dev->ops->quant_activations_q8 && x->ne[1] == 1 && variant_fits(QMV_Q8X, w, x) &&
@@ -616,7 +644,7 @@ const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
                   "(UNSUPPORTED)";
 }
 
-vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[4],
+vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[8],
                                    const vkrt_matmul_fusion *fusion) {
   const struct vkrt_ops_view *x = &views[2];
   struct vkrt_ops_view w = views[1];
@@ -640,11 +668,79 @@ vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_op
   if (!q8x && (!widened || !variant_fits(v->kind, &w, x)))
     return vkrt_ops_fused_refuse(dev, "w rows and x must start 16-byte aligned, x dense (the "
                                       "kernel's 16-byte loads)");
+  if (fusion->qkv) {
+    if (!q8x)
+      return vkrt_ops_fused_refuse(dev, "fusion->qkv takes the 8-bit-x kernels only: an "
+                                        "appliance opened with VKRT_ACTIVATIONS_Q8, K up to %u, "
+                                        "x dense and 16-byte aligned, q4_K rows too",
+                                   (unsigned)Q8X_MAX_K);
+    enum vkrt_ops_kernel k = qkv_kernel(w.type);
+    if (!vkrt_ops_kernel_usable(dev, k))
+      return vkrt_ops_fused_refuse(dev, "dev%u cannot run the q/k/v kernel (16-bit storage, "
+                                        "subgroup arithmetic and integer dot products)",
+                                   dev->index);
+    if (dev->caps.max_push_constants_size < sizeof(struct qmv_qkv_push))
+      return vkrt_ops_fused_refuse(dev, "dev%u takes %u bytes of push constants; the q/k/v "
+                                        "kernel needs %zu", dev->index,
+                                   dev->caps.max_push_constants_size,
+                                   sizeof(struct qmv_qkv_push));
+  }
   return vkrt_ops_fused_norm_loads(dev, views, fusion);
 }
 
+/* vkrt_matmul_fusion.qkv on the q8x kernel of w's type: blocks of 32 rows per workgroup,
+ * each finished with its RoPE and cache rows (kernels/matvec_q8x.comp QKV) */
+static vkrt_status record_q8x_qkv(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                  const struct vkrt_ops_view views[8],
+                                  const struct vkrt_ops_view *w,
+                                  const vkrt_matmul_fusion *fusion, uint32_t bits) {
+  const vkrt_qkv_fusion *q = fusion->qkv;
+  const struct vkrt_ops_view *d = &views[0], *x = &views[2], *pos = &views[4];
+  const struct vkrt_ops_view *kc = &views[5], *vc = &views[6], *f = &views[7];
+  const struct vkrt_ops_view *norm = fusion->norm ? &views[3] : NULL;
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_pipeline(dev, qkv_kernel(w->type), &p);
+  if (s != VKRT_OK)
+    return s;
+  struct vkrt_ops_binding b[8] = {
+      vkrt_ops_view_binding(w),   vkrt_ops_view_binding(x),  vkrt_ops_view_binding(d),
+      vkrt_ops_view_binding(norm ? norm : w), vkrt_ops_view_binding(pos),
+      vkrt_ops_view_binding(kc),  vkrt_ops_view_binding(vc), vkrt_ops_view_binding(f)};
+  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
+  if (s != VKRT_OK)
+    return s;
+  struct qmv_qkv_push push = {.N = w->ne[1], .M = 1, .blocks = w->ne[0] / w->block,
+                              .w_offset = w->offset, .w_row = w->stride[1],
+                              .x_offset = x->offset, .d_offset = d->offset,
+                              .d_stride0 = d->stride[0], .accumulate = bits,
+                              .norm_offset = norm ? (uint32_t)norm->offset : 0,
+                              .eps = fusion->eps};
+  push.q_rows = q->n_head * q->head_dim;
+  push.kv_rows = q->n_head_kv * q->head_dim;
+  push.head_dim = q->head_dim;
+  push.n_dims = q->rope.n_dims;
+  push.theta_scale = vkrt_rope_theta_scale(&q->rope);
+  push.freq_scale = q->rope.freq_scale;
+  push.factors = q->rope_factors ? VKRT_MAX(f->stride[0], 1u) : 0;
+  push.factors_offset = q->rope_factors ? f->offset : 0;
+  push.pos_offset = pos->offset;
+  /* caches: byte offsets from their bindings (f16 views count elements, q8_0 bytes) */
+  push.k_offset = kc->offset * (kc->block > 1 ? 1 : kc->type_size);
+  push.k_row = kc->stride[1] * (kc->block > 1 ? 1 : kc->type_size);
+  push.v_offset = vc->offset * (vc->block > 1 ? 1 : vc->type_size);
+  push.v_row = vc->stride[1] * (vc->block > 1 ? 1 : vc->type_size);
+  push.cache_types = (kc->type == VKRT_TYPE_Q8_0 ? 1u : 0u) | (vc->type == VKRT_TYPE_Q8_0 ? 2u : 0u);
+  push.cache_rows = kc->ne[1] < vc->ne[1] ? kc->ne[1] : vc->ne[1];
+  uint64_t blocks = w->ne[1] / 32;
+  vkrt_ops_count(dev, quant_read[QMV_Q8X], 1);
+  vkrt_ops_count(dev, quant_matvec, 1);
+  vkrt_ops_count(dev, matmul_fused_qkv, 1);
+  vkrt_ops_dispatch_3d(dev, cmd, p, &push, VKRT_MIN(blocks, dev->ops->q8x_workgroups), 1, 1);
+  return VKRT_OK;
+}
+
 vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                    const struct vkrt_ops_view views[4],
+                                    const struct vkrt_ops_view views[8],
                                     const vkrt_matmul_fusion *fusion) {
   const struct qmv_variant *v = fused_variant();
   struct vkrt_ops_view w = views[1];
@@ -653,6 +749,8 @@ vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd
   vkrt_ops_count(dev, matmul_fused_norm, fusion->norm != NULL);
   vkrt_ops_count(dev, matmul_fused_swiglu, fusion->swiglu != 0);
   const struct vkrt_ops_view *norm = fusion->norm ? &views[3] : NULL;
+  if (fusion->qkv) /* checked by vkrt_quant_fused_check: the q8x kernels take it */
+    return record_q8x_qkv(dev, cmd, views, &w, fusion, bits);
   if (fused_q8x(dev, &w, &views[2]))
     return record_qmv_norm(dev, cmd, fused_q8x_kernel(w.type), Q8X_ROWS, 1, QMV_Q8X, &views[0],
                            &w, &views[2], bits, norm, fusion->eps);

@@ -507,9 +507,74 @@ static bool decode_views(const struct vkrt_ops_limits *lim, const char *op,
   return same_device(op, views, names, count, why, why_size);
 }
 
+static bool rope_params_ok(const char *op, const vkrt_rope_params *params, int64_t head_dim,
+                           const vkrt_tensor *factors, char *why, size_t why_size);
+
+/* vkrt_matmul_fusion.qkv: views 4 pos, 5 k_cache, 6 v_cache (both written), 7 factors (pos's
+ * view when there are none). */
+static bool check_qkv_fusion(const struct vkrt_ops_limits *lim, const char *op,
+                             const vkrt_tensor *w, const vkrt_tensor *x,
+                             const vkrt_matmul_fusion *fusion, struct vkrt_ops_view views[8],
+                             char *why, size_t why_size) {
+  const vkrt_qkv_fusion *q = fusion->qkv;
+  static const char *const names[] = {"dst", "w", "x", "fusion->norm", "qkv->pos",
+                                      "qkv->k_cache", "qkv->v_cache", "qkv->rope_factors"};
+  const vkrt_tensor *ts[8] = {NULL, NULL, NULL, NULL, q->pos, q->k_cache, q->v_cache,
+                              q->rope_factors};
+  if (fusion->swiglu)
+    FAIL("%s: fusion->qkv and fusion->swiglu exclude each other (q/k/v rows, or gate/up "
+         "pairs)", op);
+  if (x->ne[1] != 1)
+    FAIL("%s: fusion->qkv takes one column of x (a decode token), not %" PRId64, op, x->ne[1]);
+  if (q->head_dim == 0 || q->head_dim % 32 || q->n_head == 0 || q->n_head_kv == 0)
+    FAIL("%s: qkv->head_dim = %u must be a multiple of 32 and the head counts (%u, %u) >= 1",
+         op, q->head_dim, q->n_head, q->n_head_kv);
+  uint64_t rows = ((uint64_t)q->n_head + 2ull * q->n_head_kv) * q->head_dim;
+  if ((uint64_t)w->ne[1] != rows)
+    FAIL("%s: w has %" PRId64 " rows; fusion->qkv says (n_head %u + 2 x n_head_kv %u) x "
+         "head_dim %u = %" PRIu64, op, w->ne[1], q->n_head, q->n_head_kv, q->head_dim, rows);
+  if (q->rope.mode != VKRT_ROPE_NORMAL)
+    FAIL("%s: qkv->rope.mode must be VKRT_ROPE_NORMAL (adjacent pairs stay in a block of 32 "
+         "rows); use the separate ops for NEOX", op);
+  if (!rope_params_ok(op, &q->rope, q->head_dim, q->rope_factors, why, why_size))
+    return false;
+  int count = q->rope_factors ? 8 : 7;
+  for (int i = 4; i < count; i++)
+    if (!vkrt_ops_view_init(&views[i], lim, op, names[i], ts[i], i == 5 || i == 6, why,
+                            why_size) ||
+        !one_binding(op, names[i], &views[i], lim, why, why_size))
+      return false;
+  if (!q->rope_factors)
+    views[7] = views[4];
+  if (!same_device(op, views, names, count, why, why_size) ||
+      !of_type(op, "qkv->pos", q->pos, VKRT_TYPE_I32, why, why_size))
+    return false;
+  const vkrt_tensor *caches[2] = {q->k_cache, q->v_cache};
+  for (int c = 0; c < 2; c++) {
+    const vkrt_tensor *t = caches[c];
+    const char *name = names[5 + c];
+    if (t->type != VKRT_TYPE_F16 && t->type != VKRT_TYPE_Q8_0)
+      FAIL("%s: %s is %s; the fused rows go to f16 or q8_0 caches", op, name, type_name(t->type));
+    if (!at_most_dims(op, name, t, 2, why, why_size))
+      return false;
+    if ((uint64_t)t->ne[0] != (uint64_t)q->n_head_kv * q->head_dim)
+      FAIL("%s: %s rows hold %" PRId64 " values, not n_head_kv %u x head_dim %u", op, name,
+           t->ne[0], q->n_head_kv, q->head_dim);
+    if (t->nb[0] != (int64_t)vkrt_type_size(t->type) || t->offset % 2 || t->nb[1] % 2)
+      FAIL("%s: %s: rows must be dense and start 2-byte aligned (the kernel writes 16-bit "
+           "words)", op, name);
+    if (!disjoint(op, &views[5 + c], &views[0], "dst", why, why_size))
+      return false;
+    for (int i = 1; i < count; i++)
+      if (i != 5 + c && !disjoint(op, &views[5 + c], &views[i], names[i], why, why_size))
+        return false;
+  }
+  return true;
+}
+
 bool vkrt_ops_check_matmul_fused(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                                  const vkrt_tensor *w, const vkrt_tensor *x,
-                                 const vkrt_matmul_fusion *fusion, struct vkrt_ops_view views[4],
+                                 const vkrt_matmul_fusion *fusion, struct vkrt_ops_view views[8],
                                  char *why, size_t why_size) {
   static const char *const op = "vkrt_op_matmul_fused";
   static const char *const names[] = {"dst", "w", "x", "fusion->norm"};
@@ -553,8 +618,12 @@ bool vkrt_ops_check_matmul_fused(const struct vkrt_ops_limits *lim, const vkrt_t
     if (!disjoint(op, &views[0], &views[3], "fusion->norm", why, why_size))
       return false;
   }
-  return disjoint(op, &views[0], &views[1], "w", why, why_size) &&
-         disjoint(op, &views[0], &views[2], "x", why, why_size);
+  if (!disjoint(op, &views[0], &views[1], "w", why, why_size) ||
+      !disjoint(op, &views[0], &views[2], "x", why, why_size))
+    return false;
+  if (!fusion->norm)
+    views[3] = views[2]; /* a read view in the slot: the qkv views stay at 4.. */
+  return !fusion->qkv || check_qkv_fusion(lim, op, w, x, fusion, views, why, why_size);
 }
 
 bool vkrt_ops_check_rms_norm(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,

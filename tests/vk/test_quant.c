@@ -843,6 +843,232 @@ static void test_fused_q8_activations(void **state) {
   vkt_close(app);
 }
 
+/* vkrt_matmul_fusion.qkv: a token's q/k/v product (nh query heads, nkv K heads, nkv V heads of
+ * hd rows) with its RoPE and cache rows in one dispatch, against the separate ops on the same
+ * operands (the fused product with the norm, vkrt_op_rope_ext, vkrt_op_rope_set_rows,
+ * vkrt_op_set_rows): dst's K and V rows and the V cache bit for bit, the roped queries and K
+ * within f32 roundings (the two kernels' RoPE may contract differently), every other cache
+ * byte untouched; the position recorded is not the one run (read on the device), and one out
+ * of the cache writes no row. The path: one q8x dispatch counted as the q/k/v kernel, and a
+ * read of the K cache recorded after it waits behind a barrier (the cache rows are the op's
+ * writes). */
+static void run_fused_qkv(vkrt_appliance *app, vkrt_type wt, int64_t K, uint32_t nh, uint32_t nkv,
+                          uint32_t hd, uint32_t n_dims, vkrt_type kt, vkrt_type vt,
+                          bool with_factors, bool with_norm, int32_t pos_run) {
+  const int64_t N = ((int64_t)nh + 2 * nkv) * hd, kv = (int64_t)nkv * hd, n_rows = 13;
+  const vkrt_rope_params rope = {.mode = VKRT_ROPE_NORMAL, .n_dims = n_dims,
+                                 .freq_base = 500000.0f, .freq_scale = 1.0f};
+  vkrt_tensor w = block_tensor(NULL, 0, wt, K, N, 1, 0);
+  vkt_hbuf wb = vkt_hbuf_new(app, block_extent(&w)), xb = vkt_hbuf_new(app, 8 * (uint64_t)K + 32),
+           db = vkt_hbuf_new(app, 8 * (uint64_t)N + 64), ib = vkt_hbuf_new(app, 64 + 4 * (uint64_t)hd);
+  w.buffer = wb.buf;
+  vkt_fill_random(wb.map, wb.size, &rng);
+  fill_blocks(wb.map, &w, SCALE_NORMAL);
+  float *x = (float *)(xb.map + 16), *g = x + K;
+  for (int64_t k = 0; k < K; k++) {
+    vkt_fill_random_f32(&x[k], 1, -2.0f, 2.0f, &rng);
+    vkt_fill_random_f32(&g[k], 1, 0.5f, 1.5f, &rng);
+  }
+  vkt_hbuf cb[4]; /* fused K, V caches; the separate ops' K, V caches: the same old rows */
+  vkrt_tensor cache[4];
+  for (int c = 0; c < 4; c++) {
+    vkrt_type ct = c % 2 ? vt : kt;
+    cache[c] = vkrt_tensor_contiguous(NULL, 2, ct, kv, n_rows, 1, 1);
+    cb[c] = vkt_hbuf_new(app, 2 + (uint64_t)cache[c].nb[1] * n_rows + 64);
+    cache[c].buffer = cb[c].buf;
+    if (c < 2)
+      vkt_fill_random(cb[c].map, cb[c].size, &rng);
+    else
+      memcpy(cb[c].map, cb[c - 2].map, cb[c].size);
+  }
+  uint8_t *old_k = malloc(cb[0].size);
+  memcpy(old_k, cb[0].map, cb[0].size);
+  vkt_poison(db.map, db.size);
+  vkrt_tensor tx = vkrt_tensor_contiguous(xb.buf, 16, VKRT_TYPE_F32, K, 1, 1, 1);
+  vkrt_tensor tg = vkrt_tensor_contiguous(xb.buf, 16 + 4 * (uint64_t)K, VKRT_TYPE_F32, K, 1, 1, 1);
+  vkrt_tensor td = vkrt_tensor_contiguous(db.buf, 0, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkrt_tensor ts = vkrt_tensor_contiguous(db.buf, 4 * (uint64_t)N, VKRT_TYPE_F32, N, 1, 1, 1);
+  vkrt_tensor tpos = vkrt_tensor_contiguous(ib.buf, 8, VKRT_TYPE_I32, 1, 1, 1, 1);
+  vkrt_tensor tf = vkrt_tensor_contiguous(ib.buf, 16, VKRT_TYPE_F32, n_dims / 2, 1, 1, 1);
+  for (uint32_t p = 0; p < n_dims / 2; p++)
+    vkt_fill_random_f32((float *)(ib.map + 16) + p, 1, 1.0f, 32.0f, &rng);
+  memcpy(ib.map + 8, &(int32_t){3}, 4); /* recorded at 3, run at pos_run */
+  vkrt_qkv_fusion q = {.pos = &tpos, .k_cache = &cache[0], .v_cache = &cache[1],
+                       .rope_factors = with_factors ? &tf : NULL, .rope = rope,
+                       .n_head = nh, .n_head_kv = nkv, .head_dim = hd};
+  vkrt_matmul_fusion fz = {.norm = with_norm ? &tg : NULL, .eps = 1e-5f, .qkv = &q};
+  vkrt_lab_counters c0, c1;
+  vkrt_lab_stream s0, s1;
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
+  vkt_check(app, vkrt_op_matmul_fused(&td, &w, &tx, &fz));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
+  assert_int_equal(c1.quant_matvec - c0.quant_matvec, 1);
+  assert_int_equal(c1.matmul_fused_qkv - c0.matmul_fused_qkv, 1);
+  assert_int_equal(c1.quant_read[VKRT_LAB_QUANT_READ_Q8X] - c0.quant_read[VKRT_LAB_QUANT_READ_Q8X], 1);
+  /* a read of the K cache alone (a copy of its first row into the separate K cache's last
+   * row, put back below) is behind a barrier */
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &s0));
+  vkrt_tensor k_row0 = vkrt_tensor_contiguous(cb[0].buf, 2, kt, kv, 1, 1, 1);
+  vkrt_tensor spare = vkrt_tensor_contiguous(cb[2].buf, 2 + (uint64_t)cache[2].nb[1] * (n_rows - 1),
+                                             kt, kv, 1, 1, 1);
+  vkt_check(app, vkrt_op_copy(&spare, &k_row0));
+  vkt_check(app, vkrt_lab_stream_get(app, 0, &s1));
+  assert_int_equal(s1.barriers - s0.barriers, 1);
+  memcpy(ib.map + 8, &pos_run, 4);
+  vkt_check(app, vkrt_finish(app, 0));
+  memcpy(cb[2].map + 2 + cache[2].nb[1] * (n_rows - 1), old_k + 2 + cache[0].nb[1] * (n_rows - 1),
+         (size_t)cache[2].nb[1]); /* the spare row back to the old contents */
+  /* the separate ops into ts and caches 2, 3 */
+  vkrt_matmul_fusion fs = {.norm = with_norm ? &tg : NULL, .eps = 1e-5f};
+  vkrt_tensor qs = vkrt_tensor_contiguous(db.buf, 4 * (uint64_t)N, VKRT_TYPE_F32, hd, nh, 1, 1);
+  vkrt_tensor ks = vkrt_tensor_contiguous(db.buf, 4 * ((uint64_t)N + (uint64_t)nh * hd),
+                                          VKRT_TYPE_F32, hd, nkv, 1, 1);
+  vkrt_tensor vs = vkrt_tensor_contiguous(db.buf, 4 * ((uint64_t)N + (uint64_t)(nh + nkv) * hd),
+                                          VKRT_TYPE_F32, kv, 1, 1, 1);
+  vkrt_tensor qr = vkrt_tensor_contiguous(xb.buf, 16, VKRT_TYPE_F32, hd, nh, 1, 1); /* over x */
+  vkt_check(app, vkrt_op_matmul_fused(&ts, &w, &tx, &fs));
+  vkt_check(app, vkrt_op_rope_ext(&qr, &qs, &tpos, with_factors ? &tf : NULL, &rope));
+  vkt_check(app, vkrt_op_rope_set_rows(&cache[2], &ks, &tpos, &tpos, with_factors ? &tf : NULL, &rope));
+  vkt_check(app, vkrt_op_set_rows(&cache[3], &vs, &tpos));
+  vkt_check(app, vkrt_finish(app, 0));
+  char what[160];
+  snprintf(what, sizeof(what), "fused qkv %s K %lld heads %u/%u of %u n_dims %u caches %s/%s%s%s pos %d",
+           vkrt_type_str(wt), (long long)K, nh, nkv, hd, n_dims, vkrt_type_str(kt),
+           vkrt_type_str(vt), with_factors ? " factors" : "", with_norm ? " norm" : "", pos_run);
+  const float *got = (const float *)db.map, *sep = got + N, *roped = (const float *)(xb.map + 16);
+  for (int64_t i = 0; i < N; i++) {
+    float want = i < (int64_t)nh * hd ? roped[i] : sep[i];
+    if (i < (int64_t)nh * hd) {
+      int64_t pair = i & ~(int64_t)1; /* the unroped pair, from the separate product */
+      double tol = 4e-7 * (fabs(sep[pair]) + fabs(sep[pair + 1])) + 1e-30;
+      if (!(fabs(got[i] - want) <= tol))
+        fail_msg("%s: query row %lld = %.9g, separate ops %.9g", what, (long long)i,
+                 (double)got[i], (double)want);
+    } else if (memcmp(&got[i], &want, 4)) {
+      fail_msg("%s: dst row %lld = %.9g, the product %.9g (bit for bit)", what, (long long)i,
+               (double)got[i], (double)want);
+    }
+  }
+  if (memcmp(cb[1].map, cb[3].map, cb[1].size))
+    fail_msg("%s: the V cache differs from vkrt_op_set_rows'", what);
+  bool in = pos_run >= 0 && pos_run < n_rows;
+  uint64_t row_at = 2 + (uint64_t)cache[0].nb[1] * (uint64_t)(in ? pos_run : 0);
+  for (uint64_t b = 0; b < cb[0].size; b++) { /* outside row pos: untouched */
+    bool in_row = in && b >= row_at && b < row_at + (uint64_t)cache[0].nb[1];
+    if (!in_row && cb[0].map[b] != old_k[b])
+      fail_msg("%s: K cache byte %llu written outside row %d", what, (unsigned long long)b, pos_run);
+  }
+  for (int64_t e = 0; in && e < kv; e++) { /* row pos: the separate ops' within a rounding */
+    double a, b, tol;
+    const uint8_t *ra = cb[0].map + row_at, *rb = cb[2].map + row_at;
+    if (kt == VKRT_TYPE_F16) {
+      uint16_t ha, hb;
+      memcpy(&ha, ra + 2 * e, 2);
+      memcpy(&hb, rb + 2 * e, 2);
+      a = vkrt_f16_to_f32(ha), b = vkrt_f16_to_f32(hb);
+      tol = fabs(b) * 0x1p-10 + 0x1p-24;
+    } else {
+      uint16_t ha, hb;
+      memcpy(&ha, ra + 34 * (e / 32), 2);
+      memcpy(&hb, rb + 34 * (e / 32), 2);
+      double da = vkrt_f16_to_f32(ha), dbv = vkrt_f16_to_f32(hb);
+      a = da * (int8_t)ra[34 * (e / 32) + 2 + e % 32];
+      b = dbv * (int8_t)rb[34 * (e / 32) + 2 + e % 32];
+      tol = 1.01 * fmax(da, dbv) + 1e-30; /* one quant step either side */
+    }
+    if (!(fabs(a - b) <= tol))
+      fail_msg("%s: K cache row %d element %lld = %.9g, separate ops %.9g", what, pos_run,
+               (long long)e, a, b);
+  }
+  uint8_t poison[64];
+  vkt_poison(poison, sizeof(poison));
+  if (memcmp(db.map + 8 * N, poison, 64))
+    fail_msg("%s: bytes after dst written", what);
+  free(old_k);
+  for (int c = 0; c < 4; c++)
+    vkrt_buffer_destroy(cb[c].buf);
+  vkrt_buffer_destroy(wb.buf);
+  vkrt_buffer_destroy(xb.buf);
+  vkrt_buffer_destroy(db.buf);
+  vkrt_buffer_destroy(ib.buf);
+}
+
+static void test_fused_qkv(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  o.quant_activations = VKRT_ACTIVATIONS_Q8;
+  vkrt_appliance *app = vkt_open(&o);
+  if ((!qtype_enabled(VKRT_TYPE_Q4_K) && !qtype_enabled(VKRT_TYPE_Q8_0)) ||
+      !IS_ENABLED(CONFIG_VKRT_KERNEL_RMS_NORM) || !IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE_SET_ROWS) ||
+      !IS_ENABLED(CONFIG_VKRT_TYPE_F16) ||
+      !vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant())) {
+    vkt_close(app);
+    skip();
+  }
+  const vkrt_type types[2] = {VKRT_TYPE_Q4_K, VKRT_TYPE_Q8_0};
+  for (int t = 0; t < 2; t++) {
+    if (!qtype_enabled(types[t]))
+      continue;
+    vkrt_type q8 = qtype_enabled(VKRT_TYPE_Q8_0) ? VKRT_TYPE_Q8_0 : VKRT_TYPE_F16;
+    /* llama-3-like heads of 128 (4 per KV head), caches q8_0 and f16 either way round */
+    run_fused_qkv(app, types[t], 512, 8, 2, 128, 128, q8, q8, false, true, 9);
+    run_fused_qkv(app, types[t], 512, 8, 2, 128, 128, VKRT_TYPE_F16, VKRT_TYPE_F16, true, true, 12);
+    run_fused_qkv(app, types[t], 256, 4, 2, 64, 32, q8, VKRT_TYPE_F16, true, false, 0);
+    run_fused_qkv(app, types[t], 256, 2, 1, 32, 32, VKRT_TYPE_F16, q8, false, true, 5);
+    /* a position past the cache: no row written; a grid of 3 workgroups: many blocks each */
+    run_fused_qkv(app, types[t], 256, 4, 2, 64, 64, q8, q8, false, true, 13);
+    int64_t grid = set_q8x_grid(app, 3);
+    run_fused_qkv(app, types[t], 512, 8, 2, 128, 128, q8, VKRT_TYPE_F16, true, true, 7);
+    set_q8x_grid(app, grid);
+  }
+  /* what it refuses: INVALID_ARGUMENT or UNSUPPORTED, with the reason */
+  vkt_hbuf a = vkt_hbuf_new(app, 1 << 20);
+  vkrt_type wt = qtype_enabled(VKRT_TYPE_Q4_K) ? VKRT_TYPE_Q4_K : VKRT_TYPE_Q8_0;
+  vkrt_tensor w = vkrt_tensor_contiguous(a.buf, 0, wt, 256, 512, 1, 1);
+  vkrt_tensor w16 = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F16, 256, 512, 1, 1);
+  vkrt_tensor x = vkrt_tensor_contiguous(a.buf, 600000, VKRT_TYPE_F32, 256, 1, 1, 1);
+  vkrt_tensor d = vkrt_tensor_contiguous(a.buf, 610000, VKRT_TYPE_F32, 512, 1, 1, 1);
+  vkrt_tensor pos = vkrt_tensor_contiguous(a.buf, 620000, VKRT_TYPE_I32, 1, 1, 1, 1);
+  vkrt_tensor kc = vkrt_tensor_contiguous(a.buf, 700000, VKRT_TYPE_F16, 128, 8, 1, 1);
+  vkrt_tensor vc = vkrt_tensor_contiguous(a.buf, 710000, VKRT_TYPE_F16, 128, 8, 1, 1);
+  vkrt_tensor kc32 = vkrt_tensor_contiguous(a.buf, 700000, VKRT_TYPE_F32, 128, 8, 1, 1);
+  vkrt_tensor over_x = vkrt_tensor_contiguous(a.buf, 600000, VKRT_TYPE_F16, 128, 8, 1, 1);
+  vkrt_rope_params rp = {.mode = VKRT_ROPE_NORMAL, .n_dims = 64, .freq_base = 10000.0f,
+                         .freq_scale = 1.0f};
+  vkrt_qkv_fusion good = {.pos = &pos, .k_cache = &kc, .v_cache = &vc, .rope = rp,
+                          .n_head = 4, .n_head_kv = 2, .head_dim = 64};
+  vkrt_qkv_fusion neox = good, rows = good, dim = good, f32c = good, overlap = good;
+  neox.rope.mode = VKRT_ROPE_NEOX;
+  rows.n_head = 5;
+  dim.head_dim = 48, dim.n_head = 6, dim.n_head_kv = 2, dim.rope.n_dims = 48; /* 480 rows */
+  f32c.k_cache = &kc32;
+  overlap.k_cache = &over_x;
+  vkrt_tensor d256 = vkrt_tensor_contiguous(a.buf, 610000, VKRT_TYPE_F32, 256, 1, 1, 1);
+  struct {
+    const vkrt_tensor *w;
+    vkrt_matmul_fusion f;
+    vkrt_status want;
+    const char *needle;
+  } bad[] = {
+      {&w, {.swiglu = 1, .qkv = &good}, VKRT_ERROR_INVALID_ARGUMENT, "exclude each other"},
+      {&w, {.qkv = &neox}, VKRT_ERROR_INVALID_ARGUMENT, "VKRT_ROPE_NORMAL"},
+      {&w, {.qkv = &rows}, VKRT_ERROR_INVALID_ARGUMENT, "head_dim 64 = 576"},
+      {&w, {.qkv = &dim}, VKRT_ERROR_INVALID_ARGUMENT, "multiple of 32"},
+      {&w, {.qkv = &f32c}, VKRT_ERROR_INVALID_ARGUMENT, "f16 or q8_0 caches"},
+      {&w, {.qkv = &overlap}, VKRT_ERROR_INVALID_ARGUMENT, "overlap"},
+      {&w16, {.qkv = &good}, VKRT_ERROR_UNSUPPORTED, "take q4_K and q8_0"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    vkrt_status s = vkrt_op_matmul_fused(bad[i].f.swiglu ? &d256 : &d, bad[i].w, &x, &bad[i].f);
+    if (s != bad[i].want || !strstr(vkrt_last_error(app), bad[i].needle))
+      fail_msg("qkv case %zu: %s (%s), want %s naming '%s'", i, vkrt_status_str(s),
+               vkrt_last_error(app), vkrt_status_str(bad[i].want), bad[i].needle);
+  }
+  vkrt_buffer_destroy(a.buf);
+  vkt_close(app);
+}
+
 /* ---- dequantizing copy ----------------------------------------------------------------- */
 
 static void run_dequant(vkrt_appliance *app, vkrt_type st, vkrt_type dt, int64_t K, int64_t N,
@@ -1069,6 +1295,7 @@ int main(void) {
       cmocka_unit_test(test_quant_q8_activations),
       cmocka_unit_test(test_quant_q8_columns),
       cmocka_unit_test(test_fused_q8_activations),
+      cmocka_unit_test(test_fused_qkv),
       cmocka_unit_test(test_dequant_copy),
       cmocka_unit_test(test_block_descriptors),
       cmocka_unit_test(test_swiglu),

@@ -525,6 +525,37 @@ vkrt_status vkrt_op_matmul(const vkrt_tensor *dst, const vkrt_tensor *w, const v
 vkrt_status vkrt_op_matmul_add(const vkrt_tensor *dst, const vkrt_tensor *w, const vkrt_tensor *x);
 
 /* The steps vkrt_op_matmul_fused folds into its product (zeroed: none). */
+/* RoPE's parameters (vkrt_op_rope and the ops below that turn heads by position) */
+typedef enum vkrt_rope_mode {
+  VKRT_ROPE_NORMAL = 0, /* rotates adjacent pairs (x[2i], x[2i+1]): ggml mode 0, llama */
+  VKRT_ROPE_NEOX = 2,   /* rotates (x[i], x[i + n_dims/2]): ggml GGML_ROPE_TYPE_NEOX */
+} vkrt_rope_mode;
+
+typedef struct vkrt_rope_params {
+  uint32_t mode;     /* a vkrt_rope_mode */
+  uint32_t n_dims;   /* rotated dims per head (even, <= head size); the rest is copied */
+  float freq_base;   /* theta_i = pos * freq_scale * freq_base^(-2i / n_dims) */
+  float freq_scale;  /* 1.0 without context scaling */
+} vkrt_rope_params;
+
+/* What a decode token's q/k/v product hands to attention, done in the product's dispatch
+ * (vkrt_matmul_fusion.qkv): w's rows are n_head query heads, then n_head_kv K heads, then
+ * n_head_kv V heads, head_dim rows each, so dst is {(n_head + 2 n_head_kv) head_dim, 1}.
+ * After the op, dst's query heads are turned by RoPE at position pos[0] as vkrt_op_rope_ext
+ * turns them (rope.mode VKRT_ROPE_NORMAL), dst's K and V heads hold the product, and row
+ * pos[0] of k_cache holds the K heads turned the same way, row pos[0] of v_cache the V
+ * heads, converted as vkrt_op_set_rows converts (a row outside the cache is skipped). So
+ * vkrt_op_rope_ext, vkrt_op_rope_set_rows and vkrt_op_set_rows leave the token's dependent
+ * chain: attention follows the product directly. */
+typedef struct vkrt_qkv_fusion {
+  const vkrt_tensor *pos;              /* I32, element 0 the position and the cache row */
+  const vkrt_tensor *k_cache, *v_cache; /* f16 or q8_0 {n_head_kv head_dim, n_rows}, rows dense
+                                          and 2-byte aligned, disjoint from every operand */
+  const vkrt_tensor *rope_factors;     /* NULL, or f32 {>= n_dims / 2}: vkrt_op_rope_ext's */
+  vkrt_rope_params rope;
+  uint32_t n_head, n_head_kv, head_dim; /* head_dim a multiple of 32 */
+} vkrt_qkv_fusion;
+
 typedef struct vkrt_matmul_fusion {
   /* x RMS-normalized first, as vkrt_op_rms_norm(x, norm, eps) would: f32 {K}, dense; NULL:
    * x as it is */
@@ -533,6 +564,11 @@ typedef struct vkrt_matmul_fusion {
   /* w holds F gate rows, then F up rows ({K, 2F}); dst {F, 1} = silu(gate x) * (up x), the
    * formula of vkrt_op_swiglu */
   int swiglu;
+  /* NULL, or the q/k/v product's RoPE and KV-cache rows (above; not with swiglu): q4_K and
+   * q8_0 w on the 8-bit-x kernels only (VKRT_ACTIVATIONS_Q8, K up to
+   * VKRT_ACTIVATIONS_Q8_MAX_K, a device with 16-bit storage); elsewhere
+   * VKRT_ERROR_UNSUPPORTED with the reason */
+  const vkrt_qkv_fusion *qkv;
 } vkrt_matmul_fusion;
 
 /* A decode token's matrix-vector product with the RMS norm before it and the SwiGLU after it
@@ -570,18 +606,6 @@ vkrt_status vkrt_op_swiglu(const vkrt_tensor *dst, const vkrt_tensor *gate, cons
  * dst may be x exactly. */
 vkrt_status vkrt_op_rms_norm(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *w,
                              float eps);
-
-typedef enum vkrt_rope_mode {
-  VKRT_ROPE_NORMAL = 0, /* rotates adjacent pairs (x[2i], x[2i+1]): ggml mode 0, llama */
-  VKRT_ROPE_NEOX = 2,   /* rotates (x[i], x[i + n_dims/2]): ggml GGML_ROPE_TYPE_NEOX */
-} vkrt_rope_mode;
-
-typedef struct vkrt_rope_params {
-  uint32_t mode;     /* a vkrt_rope_mode */
-  uint32_t n_dims;   /* rotated dims per head (even, <= head size); the rest is copied */
-  float freq_base;   /* theta_i = pos * freq_scale * freq_base^(-2i / n_dims) */
-  float freq_scale;  /* 1.0 without context scaling */
-} vkrt_rope_params;
 
 /* Rotary position embedding: x, dst f32 {head_dim, n_head, n_tokens}; pos I32 {n_tokens}
  * (token t at position pos[t], read on the device; any int32, negative rotating backwards,
