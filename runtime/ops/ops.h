@@ -634,6 +634,8 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
  * takes them (VKRT_OK) or why not (UNSUPPORTED, nothing recorded), then the one dispatch. */
 vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[8],
                                    const vkrt_matmul_fusion *fusion);
+/* Which kernels take vkrt_matmul_fusion.qkv on this device (vkrt-probe). */
+const char *vkrt_quant_qkv_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
                                     const struct vkrt_ops_view views[8],
                                     const vkrt_matmul_fusion *fusion);
@@ -675,6 +677,10 @@ static inline const char *vkrt_quant_activations_path(const struct vkrt_device *
 static inline const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
   (void)dev;
   return "none: no quantized kernels in this build (UNSUPPORTED)";
+}
+static inline const char *vkrt_quant_qkv_path(const struct vkrt_device *dev) {
+  (void)dev;
+  return "none: the q4_K and q8_0 kernels are not in this build (UNSUPPORTED)";
 }
 static inline enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant,
                                                              uint32_t M) {

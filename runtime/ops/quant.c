@@ -622,6 +622,24 @@ static bool fused_q8x(struct vkrt_device *dev, const struct vkrt_ops_view *w,
          vkrt_ops_kernel_usable(dev, fused_q8x_kernel(w->type));
 }
 
+const char *vkrt_quant_qkv_path(const struct vkrt_device *dev) {
+  bool q4_k = vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q4_K_Q8X_QKV);
+  bool q8_0 = vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q8_0_Q8X_QKV);
+  if (!dev->ops || !dev->ops->quant_activations_q8)
+    return "none: the appliance rounds no x to 8 bits (VKRT_ACTIVATIONS_Q8 takes the q8x "
+           "kernels; UNSUPPORTED)";
+  if (q4_k && q8_0)
+    return "q4_K and q8_0 w, one column: the q8x kernels, blocks of 32 rows a workgroup, each "
+           "turned and stored by it";
+  if (q4_k || q8_0)
+    return q4_k ? "q4_K w, one column: the q8x kernel, blocks of 32 rows a workgroup; q8_0 "
+                  "UNSUPPORTED"
+                : "q8_0 w, one column: the q8x kernel, blocks of 32 rows a workgroup; q4_K "
+                  "UNSUPPORTED";
+  return "none: the q/k/v kernels are not in this build or the device lacks 16-bit storage, "
+         "subgroup arithmetic or integer dot products (UNSUPPORTED)";
+}
+
 const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
   bool q4_k_q8x = vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q4_K_Q8X);
   bool q8_0_q8x = vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q8_0_Q8X);
