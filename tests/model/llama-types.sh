@@ -83,25 +83,26 @@ for dtype in q4_K q8_0; do
   out=$("$svc" --weights "$work/$dtype.gguf" --tokens 24 --print-ids --devices 2 --warmup-ms 0 --verify 0 --activations q8 2>&1) ||
     { echo "$out"; echo "$dtype --activations q8 failed"; exit 1; }
   grep -q "fused products (--fuse auto): the RMS norm into 5 and the swiglu into 2 per token" <<< "$out" &&
-    grep -q "(--fuse-rope off): 0 per token" <<< "$out" &&
+    grep -q "(--fuse-rope on): 2 per token on device 0" <<< "$out" &&
     [ "$(sed -n 's/^ids: //p' <<< "$out" | tr ',' '\n' | wc -l)" -eq 24 ] ||
     { echo "$out"; echo "$dtype --activations q8: the products not fused by default, or not 24 ids"; exit 1; }
-  # --fuse-rope on: the q/k/v products turn q and K and write the cache rows themselves (one
-  # dispatch a layer instead of four): the same ids as the separate ops on as many devices
-  # (two devices sum their partial products in another order than one: near ties may differ)
+  # the q/k/v products turn q and K and write the cache rows themselves (--fuse-rope on, the
+  # default: one dispatch a layer instead of four): the same ids as the separate ops
+  # (--fuse-rope off) on as many devices (two devices sum their partial products in another
+  # order than one: near ties may differ)
   for devices in 1 2; do
-    ids_sep=$(sed -n 's/^ids: //p' <<< "$out")
+    ids_fused=$(sed -n 's/^ids: //p' <<< "$out")
     if [ $devices = 1 ]; then
-      ids_sep=$("$svc" --weights "$work/$dtype.gguf" --tokens 24 --print-ids --devices 1 --warmup-ms 0 --verify 0 --activations q8 2>&1 | sed -n 's/^ids: //p')
+      ids_fused=$("$svc" --weights "$work/$dtype.gguf" --tokens 24 --print-ids --devices 1 --warmup-ms 0 --verify 0 --activations q8 2>&1 | sed -n 's/^ids: //p')
     fi
-    fused=$("$svc" --weights "$work/$dtype.gguf" --tokens 24 --print-ids --devices $devices --warmup-ms 0 --verify 0 --activations q8 --fuse-rope on 2>&1) ||
-      { echo "$fused"; echo "$dtype --fuse-rope on failed"; exit 1; }
-    grep -q "(--fuse-rope on): 2 per token on device 0" <<< "$fused" &&
-      [ "$(sed -n 's/^ids: //p' <<< "$fused")" = "$ids_sep" ] ||
-      { echo "$fused"; echo "$dtype --fuse-rope on, $devices devices: not fused, or other ids than $ids_sep"; exit 1; }
+    sep=$("$svc" --weights "$work/$dtype.gguf" --tokens 24 --print-ids --devices $devices --warmup-ms 0 --verify 0 --activations q8 --fuse-rope off 2>&1) ||
+      { echo "$sep"; echo "$dtype --fuse-rope off failed"; exit 1; }
+    grep -q "(--fuse-rope off): 0 per token on device 0" <<< "$sep" &&
+      [ "$(sed -n 's/^ids: //p' <<< "$sep")" = "$ids_fused" ] ||
+      { echo "$sep"; echo "$dtype --fuse-rope off, $devices devices: fused, or other ids than $ids_fused"; exit 1; }
   done
 done
-echo "fusion: auto folds norm and swiglu at hidden 512 (f32 and 8-bit x), the swiglu alone at 4352; --fuse none the same ids; --fuse-rope on the same ids"
+echo "fusion: auto folds norm and swiglu at hidden 512 (f32 and 8-bit x), the swiglu alone at 4352; --fuse none the same ids; --fuse-rope off the same ids"
 
 "$svc" --make-gguf "$work/rope_freqs.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-freqs 32 --seed 5 >/dev/null
 run rope_freqs 64 "RoPE base 10000 with rope_freqs.weight, matrices"
