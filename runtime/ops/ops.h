@@ -144,6 +144,8 @@ struct vkrt_ops_forces {
   bool rebind_pipeline;      /* bind the pipeline before every dispatch, even one bound */
   bool matmul_x_f32;         /* cooperative-matrix tiles: x converted as loaded, never first */
   uint32_t matmul_split_k;   /* tiled matmul: 0 = plan the pieces of K, else this many */
+  uint32_t q8x_unroll_q4_k;  /* 4: one column of q4_K on the q8x kernel with four units in
+                                flight (matvec_q4_k_q8x_u4), else the default's two */
 };
 
 /* Which paths ran (the lab's counters: tests assert them, the bench reports them). */

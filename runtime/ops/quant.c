@@ -188,6 +188,16 @@ struct q8x_pick {
   enum vkrt_ops_kernel k;
   struct q8x_cols c;
 };
+/* One column on the q8x kernel of w's type: q4_K with four units in flight where the lab
+ * asks for it (VKRT_LAB_Q8X_UNROLL_Q4_K) and the build has that kernel */
+static enum vkrt_ops_kernel one_column_q8x(const struct vkrt_device *dev, vkrt_type type) {
+  if (type == VKRT_TYPE_Q8_0)
+    return VKRT_OPS_MATVEC_Q8_0_Q8X;
+  bool u4 = vkrt_ops_forces(dev)->q8x_unroll_q4_k == 4 &&
+            vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q4_K_Q8X_U4);
+  return u4 ? VKRT_OPS_MATVEC_Q4_K_Q8X_U4 : VKRT_OPS_MATVEC_Q4_K_Q8X;
+}
+
 static struct q8x_pick q8x_kernel(const struct vkrt_device *dev, vkrt_type type, uint32_t M,
                                   uint64_t K) {
   static const enum vkrt_ops_kernel k[2][6] = {
@@ -199,7 +209,7 @@ static struct q8x_pick q8x_kernel(const struct vkrt_device *dev, vkrt_type type,
        VKRT_OPS_MATVEC_Q4_K_Q8X_COLS8_WIDE}};
   const enum vkrt_ops_kernel *t = k[type == VKRT_TYPE_Q4_K];
   if (M == 1)
-    return (struct q8x_pick){t[0], {1, false}};
+    return (struct q8x_pick){one_column_q8x(dev, type), {1, false}};
   struct q8x_cols c = q8x_columns_on(q8x_wide_usable(dev, type), M, K);
   unsigned i = cols_index(VKRT_MAX(c.cols, 2)); /* 0, 1, 2: 2, 4, 8 columns */
   return (struct q8x_pick){c.wide ? t[3 + i] : t[1 + i], c};
@@ -608,8 +618,8 @@ static const struct qmv_variant *fused_variant(void) {
   return &q4_k_variants[PREFETCH_ROWS_A - 1];
 }
 
-static enum vkrt_ops_kernel fused_q8x_kernel(vkrt_type type) {
-  return type == VKRT_TYPE_Q8_0 ? VKRT_OPS_MATVEC_Q8_0_Q8X : VKRT_OPS_MATVEC_Q4_K_Q8X;
+static enum vkrt_ops_kernel fused_q8x_kernel(const struct vkrt_device *dev, vkrt_type type) {
+  return one_column_q8x(dev, type);
 }
 
 static enum vkrt_ops_kernel qkv_kernel(vkrt_type type) {
@@ -619,7 +629,7 @@ static enum vkrt_ops_kernel qkv_kernel(vkrt_type type) {
 static bool fused_q8x(struct vkrt_device *dev, const struct vkrt_ops_view *w,
                       const struct vkrt_ops_view *x) {
   return dev->ops->quant_activations_q8 && x->ne[1] == 1 && variant_fits(QMV_Q8X, w, x) &&
-         vkrt_ops_kernel_usable(dev, fused_q8x_kernel(w->type));
+         vkrt_ops_kernel_usable(dev, fused_q8x_kernel(dev, w->type));
 }
 
 const char *vkrt_quant_qkv_path(const struct vkrt_device *dev) {
@@ -770,7 +780,7 @@ vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd
   if (fusion->qkv) /* checked by vkrt_quant_fused_check: the q8x kernels take it */
     return record_q8x_qkv(dev, cmd, views, &w, fusion, bits);
   if (fused_q8x(dev, &w, &views[2]))
-    return record_qmv_norm(dev, cmd, fused_q8x_kernel(w.type), Q8X_ROWS, 1, QMV_Q8X, &views[0],
+    return record_qmv_norm(dev, cmd, fused_q8x_kernel(dev, w.type), Q8X_ROWS, 1, QMV_Q8X, &views[0],
                            &w, &views[2], bits, norm, fusion->eps);
   return record_qmv_norm(dev, cmd, v->m1, v->rows_m1, 1, v->kind, &views[0], &w, &views[2], bits,
                          norm, fusion->eps);

@@ -840,6 +840,20 @@ static void test_fused_q8_activations(void **state) {
         set_q8x_grid(app, grid);
       }
   }
+  /* the lab's build of the one-column q4_K kernel with four units in flight: the same
+   * results (plain rows, and the norm and swiglu folded in) */
+  if (qtype_enabled(VKRT_TYPE_Q4_K) && IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K_LAB)) {
+    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_UNROLL_Q4_K, 4));
+    int64_t on = 0;
+    vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_Q8X_UNROLL_Q4_K, &on));
+    assert_int_equal(on, 4);
+    for (int norm = 0; norm < 2; norm++)
+      for (int sw = 0; sw < 2; sw++) {
+        run_fused_q8(app, VKRT_TYPE_Q4_K, 512, sw ? 2 * 300 : 301, norm, sw);
+        run_fused_q8(app, VKRT_TYPE_Q4_K, 4352, sw ? 18 : 23, norm, sw);
+      }
+    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_Q8X_UNROLL_Q4_K, 0));
+  }
   vkt_close(app);
 }
 

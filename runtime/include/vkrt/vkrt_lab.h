@@ -147,6 +147,9 @@ typedef enum vkrt_lab_knob {
                                         pass up to K 8192 / 4096 on the 40 KiB kernels where
                                         the device's shared memory holds them; 0: never (K
                                         past 6144 / 3072 in more passes) */
+  VKRT_LAB_Q8X_UNROLL_Q4_K,          /* one column of q4_K w on the 8-bit-x kernels (plain and
+                                        fused): 4 = the build of four units in flight per
+                                        invocation (a lab kernel), else the default's two */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
