@@ -30,7 +30,12 @@ layout(std430, set = 0, binding = 3) readonly buffer V { uvec4 v[]; };
 layout(std430, set = 0, binding = 2) readonly buffer K { uint k[]; };
 layout(std430, set = 0, binding = 3) readonly buffer V { uint v[]; };
 #endif
+#ifdef PART_READ
+// the tiles' direct 2 reads the other splits' partials back: past the L1 (coherent)
+layout(std430, set = 0, binding = 4) coherent buffer Part { float part[]; };
+#else
 layout(std430, set = 0, binding = 4) writeonly buffer Part { float part[]; };
+#endif
 
 #ifdef KV_F16
 uvec4 k_load(uint row, uint c) { return k[row + c]; }

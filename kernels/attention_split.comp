@@ -9,8 +9,11 @@
 // read together. It writes, per head, the split's max score m, the sum
 // l = sum exp(score - m) and o = sum exp(score - m) v (unnormalized) to the scratch;
 // attention_combine.comp merges the splits. A split past kv_len exits at once and the
-// combine never reads it. With one split (direct != 0) there is nothing to merge: the pass
-// writes o / l to dst itself (zeros for kv_len <= 0) and no combine runs.
+// combine never reads it. With one split (direct 1) there is nothing to merge: the pass
+// writes o / l to dst itself (zeros for kv_len <= 0) and no combine runs. With direct 2 the
+// last live split of a workgroup row to finish merges them (an arrival counter per row at
+// binding 6, reset by that split for the next run) and writes dst at binding 5, so no
+// combine pass and no barrier before one: attention_combine.comp's sums, per element.
 //
 // The split runs in tiles of T = TT * U tokens, with no reduction per token:
 // - loads: invocation t reads chunk t % NC (8 elements: f16 one 16-byte word; q8_0 8 quants
@@ -62,8 +65,58 @@ shared float sa[G * TT];      // the tile's rescale of the slot's earlier sums
 shared float shead[2u * G];   // per head: the split's max and sum
 shared float red[8u * WG];    // the slot merge of one head
 
+#define PART_READ
 #include "attention_kv.glsl"
 #include "attention_split_len.glsl"
+
+// direct 2: dst, and the arrival counters (zero between runs)
+layout(std430, set = 0, binding = 5) writeonly buffer Dst { float dst[]; };
+layout(std430, set = 0, binding = 6) coherent buffer Arrivals { uint arrivals[]; };
+shared uint s_last;
+
+// The output element d of query head h of query j (direct 1: binding 4 is dst)
+void store_out(uint h, uint j, uint d, float value) {
+  uint at = pc.d_off + h * pc.d_s1 + j * pc.d_s2 + d;
+  if (pc.direct == 1u)
+    part[at] = value;
+  else
+    dst[at] = value;
+}
+
+// direct 2, called by every invocation of a live split once its partials are written:
+// the split that arrives last for its workgroup row merges the n_live splits of its G heads
+// as attention_combine.comp does (M the largest split max, dst = sum e^(m_s - M) o_s / sum
+// e^(m_s - M) l_s), reading the others' partials past the L1 (part is coherent).
+void merge_if_last(uint y, uint jj, uint j, uint h0, uint n_live) {
+  uint tid = gl_LocalInvocationID.x;
+  memoryBarrierBuffer();
+  barrier();
+  if (tid == 0u) {
+    uint row = jj * (pc.n_head / pc.g_total) * pc.head_groups + y;
+    uint arrived = atomicAdd(arrivals[row], 1u) + 1u;
+    s_last = arrived == n_live ? 1u : 0u;
+    if (arrived == n_live)
+      arrivals[row] = 0u; // every live split has arrived: zero for the next run
+  }
+  barrier();
+  if (s_last == 0u)
+    return;
+  memoryBarrierBuffer();
+  for (uint i = tid; i < G * D; i += WG) {
+    uint g = i / D, d = i % D;
+    uint e0 = (jj * pc.n_head + h0 + g) * pc.n_split;
+    float mx = LOW;
+    for (uint s = 0u; s < n_live; s++)
+      mx = max(mx, part[pc.ml_base + 2u * (e0 + s)]);
+    float l = 0.0, o = 0.0;
+    for (uint s = 0u; s < n_live; s++) {
+      float w = exp(part[pc.ml_base + 2u * (e0 + s)] - mx);
+      l += w * part[pc.ml_base + 2u * (e0 + s) + 1u];
+      o += w * part[(e0 + s) * D + d];
+    }
+    store_out(h0 + g, j, d, o / l);
+  }
+}
 
 // The K chunk as kept in shared memory (k_keep) and read back (k_use): f16 as loaded;
 // q8_0 its two quant words and the scale.
@@ -134,9 +187,9 @@ void main() {
   t0 = s * split_len;
   if (t0 >= len) {
     // past this query's length: the combine ignores the split; alone, it is the answer: 0
-    if (pc.direct != 0u)
+    if (pc.direct == 1u || (pc.direct == 2u && s == 0u)) // direct 2: len 0, nothing live
       for (uint i = tid; i < G * D; i += WG)
-        part[pc.d_off + (h0 + i / D) * pc.d_s1 + j * pc.d_s2 + i % D] = 0.0;
+        store_out(h0 + i / D, j, i % D, 0.0);
     return;
   }
   n = min(split_len, len - t0);
@@ -255,7 +308,7 @@ void main() {
       l += exp(sm[g * TT + i] - mx) * sl[g * TT + i];
     shead[2u * g] = mx;
     shead[2u * g + 1u] = l;
-    if (pc.direct == 0u) {
+    if (pc.direct != 1u) {
       uint e = (jj * pc.n_head + h0 + g) * pc.n_split + s;
       part[pc.ml_base + 2u * e] = mx;
       part[pc.ml_base + 2u * e + 1u] = l;
@@ -275,11 +328,12 @@ void main() {
       float sum = 0.0;
       for (uint i = 0u; i < TT; i++)
         sum += red[i * D + d];
-      if (pc.direct != 0u)
-        part[pc.d_off + (h0 + g) * pc.d_s1 + j * pc.d_s2 + d] = sum / shead[2u * g + 1u];
+      if (pc.direct == 1u)
+        store_out(h0 + g, j, d, sum / shead[2u * g + 1u]);
       else
         part[((jj * pc.n_head + h0 + g) * pc.n_split + s) * D + d] = sum;
     }
     barrier();
-  }
+  }  if (pc.direct == 2u)
+    merge_if_last(y, jj, j, h0, (len + split_len - 1u) / split_len);
 }

@@ -39,6 +39,7 @@ static const struct {
   [VKRT_LAB_MATMUL_W16_MIN_M] = {"MATMUL_W16_MIN_M", 0, UINT32_MAX},
   [VKRT_LAB_STREAM_SPIN_US] = {"STREAM_SPIN_US", 0, VKRT_WAIT_SPIN_US_MAX},
   [VKRT_LAB_Q8X_COLUMNS_WIDE] = {"Q8X_COLUMNS_WIDE", 0, 1},
+  [VKRT_LAB_ATTENTION_LAST_MERGES] = {"ATTENTION_LAST_MERGES", 0, 1},
   [VKRT_LAB_Q8X_UNROLL_Q4_K] = {"Q8X_UNROLL_Q4_K", 0, 4},
 };
 
@@ -90,6 +91,7 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K: ops->q8x_columns_min_m[1] = (uint32_t)value; break;
   case VKRT_LAB_Q8X_COLUMNS_WIDE: ops->q8x_columns_wide = value != 0; break;
   case VKRT_LAB_Q8X_UNROLL_Q4_K: force->q8x_unroll_q4_k = (uint32_t)value; break;
+  case VKRT_LAB_ATTENTION_LAST_MERGES: force->attention_last_merges = value != 0; break;
   case VKRT_LAB_MATMUL_SPLIT_K: force->matmul_split_k = (uint32_t)value; break;
   case VKRT_LAB_MATMUL_W16_MIN_M:
     vkrt_matmul_w16_min_m_init(ops->matmul_w16_min_m);
@@ -226,6 +228,7 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_Q8X_COLUMNS_MIN_M_Q4_K: *out = ops->q8x_columns_min_m[1]; break;
   case VKRT_LAB_Q8X_COLUMNS_WIDE: *out = ops->q8x_columns_wide; break;
   case VKRT_LAB_Q8X_UNROLL_Q4_K: *out = force->q8x_unroll_q4_k; break;
+  case VKRT_LAB_ATTENTION_LAST_MERGES: *out = force->attention_last_merges; break;
   case VKRT_LAB_MATMUL_SPLIT_K: *out = force->matmul_split_k; break;
   case VKRT_LAB_MATMUL_W16_MIN_M: /* q4_K's */
     *out = ops->matmul_w16 ? ops->matmul_w16_min_m[VKRT_TYPE_Q4_K] : 0;

@@ -60,6 +60,9 @@ VKRT_KERNEL_ATTENTION_ROWS_Q8_0_Q8Q_CHECK_PUSH(struct attention_split_push);
  * head 256 over 2 KV heads at 20000 tokens 132 splits (2 per SM) in 42.9 us, 66 in 46.8,
  * 264 in 50.4 (best row passes of each). */
 #define SPLIT_GROUPS_PER_CU 2
+/* Arrival counters of the splits that merge themselves (the lab's ATTENTION_LAST_MERGES): one
+ * per workgroup row (KV head x head group x query of a round) */
+#define ATTENTION_ARRIVALS 1024u
 /* The same for the split pass with a row per invocation (attention_rows.comp), whose
  * workgroups hold no tile: enough of them for the loads of several subgroups per SM. */
 #define ROWS_GROUPS_PER_CU 4
@@ -73,12 +76,17 @@ vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
   ops->attention_target_groups = dev->caps.is_cpu ? 16 : cus ? SPLIT_GROUPS_PER_CU * cus : 512;
   ops->attention_max_splits = dev->caps.is_cpu ? 0 : cus;
   ops->attention_rows_target_groups = dev->caps.is_cpu ? 16 : cus ? ROWS_GROUPS_PER_CU * cus : 1024;
-  return vkrt_ops_scratch_create(dev, (uint64_t)CONFIG_VKRT_ATTENTION_SCRATCH_KB * 1024,
-                                 &ops->attention_scratch);
+  vkrt_status s = vkrt_ops_scratch_create(dev, (uint64_t)CONFIG_VKRT_ATTENTION_SCRATCH_KB * 1024,
+                                          &ops->attention_scratch);
+  if (s == VKRT_OK)
+    s = vkrt_ops_scratch_create(dev, ATTENTION_ARRIVALS * sizeof(uint32_t),
+                                &ops->attention_arrivals);
+  return s;
 }
 
 void vkrt_attention_close(struct vkrt_device *dev) {
   vkrt_ops_scratch_destroy(&dev->ops->attention_scratch);
+  vkrt_ops_scratch_destroy(&dev->ops->attention_arrivals);
 }
 
 /* Whether the row-per-invocation split pass can run on dev: subgroup arithmetic, and one
@@ -197,9 +205,19 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
                                                : VKRT_OPS_ATTENTION_ROWS_Q8_0)
                                       : (f16 ? VKRT_OPS_ATTENTION_SPLIT_F16 : VKRT_OPS_ATTENTION_SPLIT_Q8_0);
   bool direct = plan.splits == 1; /* the split pass writes dst: no combine */
+  /* the tiles' last split of each workgroup row merges the row's splits itself (no combine
+   * pass) where the lab asks and the arrival counters cover the rows */
+  bool last_merges = !direct && !plan.rows && vkrt_ops_forces(dev)->attention_last_merges &&
+                     (uint64_t)plan.queries_per_round * HKV * plan.head_groups <=
+                         ATTENTION_ARRIVALS;
   vkrt_status s = vkrt_ops_pipeline_spec(dev, sk, split_spec, &split);
-  if (s == VKRT_OK && !direct)
+  if (s == VKRT_OK && !direct && !last_merges)
     s = vkrt_ops_pipeline_spec(dev, VKRT_OPS_ATTENTION_COMBINE, combine_spec, &combine);
+  if (s == VKRT_OK && last_merges && !ops->attention_arrivals_zeroed) {
+    /* zero once: the merging split zeroes its row's counter after each run */
+    s = vkrt_cmd_fill(ops->attention_arrivals, 0, ops->attention_arrivals->size, 0);
+    ops->attention_arrivals_zeroed = s == VKRT_OK;
+  }
   if (s != VKRT_OK)
     return s;
 
@@ -215,7 +233,7 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
       .n_ctx = n_ctx, .n_split = plan.splits, .min_split = plan.min_split,
       .n_head = H, .head_groups = plan.head_groups, .g_total = H / HKV,
       .ml_base = (uint32_t)(plan.scratch_used / sizeof(float) / (D + 2) * D),
-      .scale = scale, .direct = direct,
+      .scale = scale, .direct = direct ? 1u : last_merges ? 2u : 0u,
       .d_off = dst->offset, .d_s1 = dst->stride[1], .d_s2 = dst->stride[2]};
   /* the row kernel reads q8_0 K rows in 16-byte words where every row starts 4-byte aligned
    * and the rows of one KV head share their 16-byte phase (offsets in bytes here) */
@@ -234,30 +252,36 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
     uint64_t used = (sp.ml_base + 2 * entries) * sizeof(float);
     /* split pass: reads q, k, v, kv_len, writes the scratch (after the previous round's or
      * attention's combine read it: the stream puts the barrier there), or dst when direct */
-    struct vkrt_stream_access a1[5] = {{scratch, 0, used, true},
+    struct vkrt_buffer *arrivals = ops->attention_arrivals;
+    struct vkrt_stream_access a1[7] = {{scratch, 0, used, true},
                                        {q->buffer, q->lo, q->hi, false},
                                        {k.buffer, k.lo, k.hi, false},
                                        {v.buffer, v.lo, v.hi, false},
-                                       {len->buffer, len->lo, len->hi, false}};
+                                       {len->buffer, len->lo, len->hi, false},
+                                       {dst->buffer, dst->lo, dst->hi, true},
+                                       {arrivals, 0, arrivals->size, true}};
     if (direct)
       a1[0] = (struct vkrt_stream_access){dst->buffer, dst->lo, dst->hi, true};
     VkCommandBuffer cmd;
-    s = vkrt_ops_begin(dev, a1, 5, &cmd);
+    s = vkrt_ops_begin(dev, a1, last_merges ? 7 : 5, &cmd);
     if (s != VKRT_OK)
       return s;
-    /* binding 5: k again, as 16-byte words (the q8_0 row kernel) */
-    struct vkrt_ops_binding b1[6] = {vkrt_ops_view_binding(q), vkrt_ops_view_binding(len),
+    /* binding 5: the row kernel's k again, as 16-byte words (q8_0); the tiles' dst, with
+     * their arrival counters at 6 (bound, not used, unless the last split merges) */
+    struct vkrt_ops_binding b1[7] = {vkrt_ops_view_binding(q), vkrt_ops_view_binding(len),
                                      vkrt_ops_view_binding(&k), vkrt_ops_view_binding(&v),
                                      direct ? vkrt_ops_view_binding(dst)
                                             : (struct vkrt_ops_binding){scratch->handle, 0, used},
-                                     vkrt_ops_view_binding(&k)};
+                                     plan.rows ? vkrt_ops_view_binding(&k)
+                                               : vkrt_ops_view_binding(dst),
+                                     {arrivals->handle, 0, arrivals->size}};
     s = vkrt_ops_bind(dev, cmd, split, b1, split->binding_count);
     if (s != VKRT_OK)
       return s;
     sp.q0 = q0;
     vkrt_ops_dispatch_3d(dev, cmd, split, &sp, (uint64_t)HKV * plan.head_groups, plan.splits, nq);
     vkrt_ops_count(dev, attention_rounds, 1);
-    if (direct)
+    if (direct || last_merges)
       continue;
     /* combine: reads the scratch and kv_len, writes dst */
     struct vkrt_stream_access a2[3] = {{dst->buffer, dst->lo, dst->hi, true},
@@ -277,6 +301,7 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   vkrt_ops_count(dev, attention, 1);
   vkrt_ops_count(dev, attention_splits, plan.splits);
   vkrt_ops_count(dev, attention_direct, direct);
+  vkrt_ops_count(dev, attention_last_merges, last_merges);
   vkrt_ops_count(dev, attention_full_split, split_spec[4] != 0); /* the pipeline's own path */
   vkrt_ops_count(dev, attention_rows, plan.rows);
   vkrt_ops_count(dev, attention_k16, sp.k_vec);

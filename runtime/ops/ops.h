@@ -144,6 +144,7 @@ struct vkrt_ops_forces {
   bool rebind_pipeline;      /* bind the pipeline before every dispatch, even one bound */
   bool matmul_x_f32;         /* cooperative-matrix tiles: x converted as loaded, never first */
   uint32_t matmul_split_k;   /* tiled matmul: 0 = plan the pieces of K, else this many */
+  bool attention_last_merges; /* tiles: the last split of a row merges it (no combine pass) */
   uint32_t q8x_unroll_q4_k;  /* 4: one column of q4_K on the q8x kernel with four units in
                                 flight (matvec_q4_k_q8x_u4), else the default's two */
 };
@@ -169,6 +170,7 @@ struct vkrt_ops_counters {
   uint64_t attention_q8q;      /* ... scoring q8_0 K on queries rounded to 8 bits */
   uint64_t attention_direct;   /* one split: no combine pass */
   uint64_t attention_full_split; /* tiles of a split each: rows loaded with kv_len */
+  uint64_t attention_last_merges; /* the last split of each row merged them: no combine pass */
   uint64_t matmul_fused_norm, matmul_fused_swiglu; /* vkrt_op_matmul_fused's folded steps */
   uint64_t matmul_fused_qkv; /* ... the q/k/v product with its RoPE and cache rows */
   uint64_t quant_q8x_wide; /* q8x columns in one pass of the 40 KiB (_wide) kernels */
@@ -230,6 +232,8 @@ struct vkrt_ops_state {
   struct vkrt_buffer *scratch;
   /* decode attention (attention.c) */
   struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
+  struct vkrt_buffer *attention_arrivals; /* the merging splits' counters (attention.c) */
+  bool attention_arrivals_zeroed;          /* their one fill is recorded */
   struct vkrt_buffer *matmul_x16;        /* x rounded to f16 for the cooperative-matrix tiles
                                             (NULL: none on this device) */
   struct vkrt_buffer *matmul_w16;        /* quantized w dequantized to f16 for them (NULL:

@@ -236,6 +236,8 @@ static int paths[2], kernels[2], full_splits[2];
 static int k16_phases[4];
 /* The split pass of cases that name none (0: the device's choice). */
 static int kernel_default;
+/* The lab's ATTENTION_LAST_MERGES for every case (1: the tiles' last split merges a row) */
+static int last_merges_knob;
 
 /* Runs one case: the op once with dst poisoned, the counters and the values checked. */
 static void run_case(vkrt_appliance *app, const struct att_case *c) {
@@ -249,6 +251,7 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_UNROLL, c->unroll));
   int kernel = c->kernel ? c->kernel : kernel_default;
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_KERNEL, kernel));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_LAST_MERGES, last_merges_knob));
   vkrt_lab_attention plan;
   vkt_check(app, vkrt_lab_attention_plan(app, 0, (uint32_t)c->D, (uint32_t)c->H,
                                          (uint32_t)c->HKV, (uint32_t)c->NQ,
@@ -259,9 +262,13 @@ static void run_case(vkrt_appliance *app, const struct att_case *c) {
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, 0));
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_UNROLL, 0));
   vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_KERNEL, 0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_LAST_MERGES, 0));
   vkt_check(app, s);
   vkt_check(app, vkrt_finish(app, 0));
   vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
+  /* the tiles' own merge where asked (every case here has few enough workgroup rows) */
+  assert_int_equal(c1.attention_last_merges - c0.attention_last_merges,
+                   last_merges_knob && !plan.rows && !plan.direct);
 
   /* the path: one attention with the planned (or forced) splits, heads grouped by KV head */
   int G = c->H / c->HKV;
@@ -462,6 +469,45 @@ static void test_attention_splits(void **state) {
   /* the tiles took both ways to their rows on every device: with kv_len (forced counts
    * shorter than the cache) and before it (a token a split: the splits cover the cache) */
   assert_true(full_splits[0] > full0 && full_splits[1] > full1);
+  vkt_close(app);
+}
+
+/* ATTENTION_LAST_MERGES: the tiles' last live split of each workgroup row merges the row
+ * (an arrival counter it zeroes again; no combine pass): the split cases above on the tiles,
+ * each run twice in a row (a counter left wrong would leave dst unwritten, poisoned), with
+ * nothing attended, past the cache, a single split and several queries among them. */
+static void test_attention_last_merges(void **state) {
+  (void)state;
+  vkrt_appliance *app = open_app();
+  int ran = 0;
+  last_merges_knob = 1;
+  kernel_default = 1;
+  for (unsigned ti = 0; ti < 2; ti++) {
+    vkrt_type t = ti ? VKRT_TYPE_Q8_0 : VKRT_TYPE_F16;
+    if (!type_in_build(t))
+      continue;
+    const struct att_case cases[] = {
+        {t, 64, 8, 1, 3, 160, {31, 32, 33}, 0, 5, true},
+        {t, 128, 4, 2, 3, 160, {64, 65, 160}, 0, 5, false},
+        {t, 64, 2, 1, 2, 40, {40, 17}, 0, 40, false},
+        {t, 64, 4, 2, 2, 600, {600, 150}, 0, 300, false},
+        {t, 64, 8, 2, 3, 100, {100, 0, -3}, 0, 4, true},
+        {t, 64, 8, 2, 2, 100, {101, 0x7fffffff}, 0, 4, true},
+        {t, 128, 8, 8, 2, 300, {300, 129}, 1.0f, 0, true},
+        {t, 64, 24, 2, 1, 130, {130}, 0, 0, false},
+        {t, 128, 32, 8, 1, 512, {97}, 0, 0, true}, /* a llama-3 token: the plan's splits */
+        {t, 256, 16, 2, 1, 300, {299}, 0, 1, false}, /* one split: written directly */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+      run_case(app, &cases[i]);
+      run_case(app, &cases[i]);
+    }
+    ran++;
+  }
+  last_merges_knob = 0;
+  kernel_default = 0;
+  if (!ran)
+    vkt_skip("no attention kernels in this build");
   vkt_close(app);
 }
 
@@ -730,6 +776,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attention_shapes),
       cmocka_unit_test(test_attention_splits),
+      cmocka_unit_test(test_attention_last_merges),
       cmocka_unit_test(test_attention_k16),
       cmocka_unit_test(test_attention_device_length),
       cmocka_unit_test(test_attention_queries),

@@ -147,6 +147,10 @@ typedef enum vkrt_lab_knob {
                                         pass up to K 8192 / 4096 on the 40 KiB kernels where
                                         the device's shared memory holds them; 0: never (K
                                         past 6144 / 3072 in more passes) */
+  VKRT_LAB_ATTENTION_LAST_MERGES,    /* 0/1: the tiles' split pass merges each workgroup row's
+                                        splits in the last of them to finish (an arrival
+                                        counter; no combine pass, no barrier before it), or
+                                        the combine pass does (0, the default) */
   VKRT_LAB_Q8X_UNROLL_Q4_K,          /* one column of q4_K w on the 8-bit-x kernels (plain and
                                         fused): 4 = the build of four units in flight per
                                         invocation (a lab kernel), else the default's two */
@@ -315,6 +319,8 @@ typedef struct vkrt_lab_counters {
   uint64_t attention_full_split; /* ... those whose tiles cut every query into splits of one
                                     tile whatever its length (the rows loaded before kv_len
                                     returns) */
+  uint64_t attention_last_merges; /* ... those whose last split merged the splits (no combine
+                                     pass) */
   uint64_t matmul_fused_norm;   /* vkrt_op_matmul_fused dispatches with the RMS norm folded in */
   uint64_t matmul_fused_swiglu; /* ... with the SwiGLU */
   uint64_t matmul_fused_qkv;    /* ... a q/k/v product with its RoPE and KV-cache rows */
