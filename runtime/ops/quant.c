@@ -439,12 +439,27 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
 /* One matrix-vector dispatch of kernel k over w (bound in words) and x: `rows` rows of w and
  * `mt` columns of x per workgroup, counted under read pattern `kind`; with VKRT_OPS_PUSH_NORM in
  * `accumulate`, norm and eps the RMS norm's weight and epsilon. */
-/* The push constants of product d = w x (the fields every kernel takes; no grid offsets) */
-static struct qmv_push qmv_push_of(const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
-                                   const struct vkrt_ops_view *x, uint32_t accumulate,
-                                   const struct vkrt_ops_view *norm, float eps) {
+static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                   enum vkrt_ops_kernel k, uint32_t rows, uint32_t mt,
+                                   enum qmv_kind kind, const struct vkrt_ops_view *d,
+                                   const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
+                                   uint32_t accumulate, const struct vkrt_ops_view *norm,
+                                   float eps) {
+  const struct vkrt_ops_pipeline *p;
+  vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
+  if (s != VKRT_OK)
+    return s;
+  /* binding 3: VEC16 kernels read w as uvec4 there, the Q4_K stream kernels the norm's
+   * weight (w when there is none: bound, not read); VEC16, LANEW and KSPACE read x as
+   * vec2/vec4 */
+  struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
+                                  vkrt_ops_view_binding(d),
+                                  vkrt_ops_view_binding(norm ? norm : w)};
+  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
+  if (s != VKRT_OK)
+    return s;
   uint32_t M = x->ne[1];
-  return (struct qmv_push){
+  struct qmv_push push = {
       .N = w->ne[1],
       .M = M,
       .blocks = w->ne[0] / w->block,
@@ -468,29 +483,6 @@ static struct qmv_push qmv_push_of(const struct vkrt_ops_view *d, const struct v
       .norm_offset = norm ? (uint32_t)norm->offset : 0,
       .eps = eps,
   };
-}
-
-static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                   enum vkrt_ops_kernel k, uint32_t rows, uint32_t mt,
-                                   enum qmv_kind kind, const struct vkrt_ops_view *d,
-                                   const struct vkrt_ops_view *w, const struct vkrt_ops_view *x,
-                                   uint32_t accumulate, const struct vkrt_ops_view *norm,
-                                   float eps) {
-  const struct vkrt_ops_pipeline *p;
-  vkrt_status s = vkrt_ops_pipeline(dev, k, &p);
-  if (s != VKRT_OK)
-    return s;
-  /* binding 3: VEC16 kernels read w as uvec4 there, the Q4_K stream kernels the norm's
-   * weight (w when there is none: bound, not read); VEC16, LANEW and KSPACE read x as
-   * vec2/vec4 */
-  struct vkrt_ops_binding b[4] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
-                                  vkrt_ops_view_binding(d),
-                                  vkrt_ops_view_binding(norm ? norm : w)};
-  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
-  if (s != VKRT_OK)
-    return s;
-  uint32_t M = x->ne[1];
-  struct qmv_push push = qmv_push_of(d, w, x, accumulate, norm, eps);
   /* q8x: every workgroup rounds all of x, then its subgroups walk rows (a gate/up pair each
    * under VKRT_OPS_PUSH_SWIGLU): at most ops->q8x_workgroups of them, not one per `rows` rows */
   uint64_t items = kind == QMV_Q8X && (accumulate & VKRT_OPS_PUSH_SWIGLU) ? w->ne[1] / 2 : w->ne[1];
@@ -618,10 +610,6 @@ static const struct qmv_variant *fused_variant(void) {
   return &q4_k_variants[PREFETCH_ROWS_A - 1];
 }
 
-static enum vkrt_ops_kernel fused_q8x_kernel(const struct vkrt_device *dev, vkrt_type type) {
-  return one_column_q8x(dev, type);
-}
-
 static enum vkrt_ops_kernel qkv_kernel(vkrt_type type) {
   return type == VKRT_TYPE_Q8_0 ? VKRT_OPS_MATVEC_Q8_0_Q8X_QKV : VKRT_OPS_MATVEC_Q4_K_Q8X_QKV;
 }
@@ -629,7 +617,7 @@ static enum vkrt_ops_kernel qkv_kernel(vkrt_type type) {
 static bool fused_q8x(struct vkrt_device *dev, const struct vkrt_ops_view *w,
                       const struct vkrt_ops_view *x) {
   return dev->ops->quant_activations_q8 && x->ne[1] == 1 && variant_fits(QMV_Q8X, w, x) &&
-         vkrt_ops_kernel_usable(dev, fused_q8x_kernel(dev, w->type));
+         vkrt_ops_kernel_usable(dev, one_column_q8x(dev, w->type));
 }
 
 const char *vkrt_quant_qkv_path(const struct vkrt_device *dev) {
@@ -753,12 +741,13 @@ static vkrt_status record_q8x_qkv(struct vkrt_device *dev, VkCommandBuffer cmd,
   push.factors_offset = q->rope_factors ? f->offset : 0;
   push.pos_offset = pos->offset;
   /* caches: byte offsets from their bindings (f16 views count elements, q8_0 bytes) */
-  push.k_offset = kc->offset * (kc->block > 1 ? 1 : kc->type_size);
-  push.k_row = kc->stride[1] * (kc->block > 1 ? 1 : kc->type_size);
-  push.v_offset = vc->offset * (vc->block > 1 ? 1 : vc->type_size);
-  push.v_row = vc->stride[1] * (vc->block > 1 ? 1 : vc->type_size);
+  uint32_t k_unit = kc->block > 1 ? 1 : kc->type_size, v_unit = vc->block > 1 ? 1 : vc->type_size;
+  push.k_offset = kc->offset * k_unit;
+  push.k_row = kc->stride[1] * k_unit;
+  push.v_offset = vc->offset * v_unit;
+  push.v_row = vc->stride[1] * v_unit;
   push.cache_types = (kc->type == VKRT_TYPE_Q8_0 ? 1u : 0u) | (vc->type == VKRT_TYPE_Q8_0 ? 2u : 0u);
-  push.cache_rows = kc->ne[1] < vc->ne[1] ? kc->ne[1] : vc->ne[1];
+  push.cache_rows = VKRT_MIN(kc->ne[1], vc->ne[1]);
   uint64_t blocks = w->ne[1] / 32;
   vkrt_ops_count(dev, quant_read[QMV_Q8X], 1);
   vkrt_ops_count(dev, quant_matvec, 1);
@@ -780,7 +769,7 @@ vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd
   if (fusion->qkv) /* checked by vkrt_quant_fused_check: the q8x kernels take it */
     return record_q8x_qkv(dev, cmd, views, &w, fusion, bits);
   if (fused_q8x(dev, &w, &views[2]))
-    return record_qmv_norm(dev, cmd, fused_q8x_kernel(dev, w.type), Q8X_ROWS, 1, QMV_Q8X, &views[0],
+    return record_qmv_norm(dev, cmd, one_column_q8x(dev, w.type), Q8X_ROWS, 1, QMV_Q8X, &views[0],
                            &w, &views[2], bits, norm, fusion->eps);
   return record_qmv_norm(dev, cmd, v->m1, v->rows_m1, 1, v->kind, &views[0], &w, &views[2], bits,
                          norm, fusion->eps);
