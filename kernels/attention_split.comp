@@ -334,6 +334,7 @@ void main() {
         part[((jj * pc.n_head + h0 + g) * pc.n_split + s) * D + d] = sum;
     }
     barrier();
-  }  if (pc.direct == 2u)
+  }
+  if (pc.direct == 2u)
     merge_if_last(y, jj, j, h0, (len + split_len - 1u) / split_len);
 }

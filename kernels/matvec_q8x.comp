@@ -302,6 +302,14 @@ void row_part(uint wb, uint row, uint lane, uint S, inout float acc[COLS]) {
 }
 
 #ifdef QKV
+// One 16-bit word of the K (is_k) or the V cache
+void cache_store(bool is_k, uint word, uint value) {
+  if (is_k)
+    kc[word] = uint16_t(value);
+  else
+    vc[word] = uint16_t(value);
+}
+
 // Block b's 32 rows summed by the workgroup's subgroups into blk, then its epilogue (above):
 // invocation t < 32 takes row 32 b + t. Blocks go to workgroups in turn, so every
 // invocation reaches the same barriers.
@@ -329,8 +337,8 @@ void qkv_blocks(uint wb, uint lane, uint S, float scale) {
         uint pair = j >> 1;
         vec2 cs = rope_cos_sin(p, pair, pc.theta_scale, pc.freq_scale, pc.factors != 0u,
                                f[pc.factors_offset + pair * pc.factors]);
-        float x0 = blk[t & ~1u], x1 = blk[t | 1u];
-        c = (t & 1u) == 0u ? x0 * cs.x - x1 * cs.y : x0 * cs.y + x1 * cs.x;
+        vec2 turned = rope_turn(blk[t & ~1u], blk[t | 1u], cs);
+        c = (t & 1u) == 0u ? turned.x : turned.y;
       }
       d[pc.d_offset + (e0 + t) * pc.d_stride0] = is_q ? c : v;
       cv[t] = c;
@@ -341,31 +349,17 @@ void qkv_blocks(uint wb, uint lane, uint S, float scale) {
       uint i0 = e0 - r0; // the block's first value in the cache row
       uint at = (is_k ? pc.k_offset + uint(p) * pc.k_row : pc.v_offset + uint(p) * pc.v_row) +
                 (q8 ? 34u * (i0 >> 5) : 2u * i0); // bytes, 2-byte aligned
-      if (store && t < 17u) { // q8_0: the scale, then 16 pairs of quants; f16: 2 values each
-        uint16_t word[2];
-        uint n = 1u;
-        if (q8) {
-          float amax = 0.0;
-          for (uint i = 0u; i < 32u; i++)
-            amax = max(amax, abs(cv[i]));
-          float dq = q8_0_scale(amax);
-          word[0] = uint16_t(t == 0u ? f32_to_f16_bits(floatBitsToUint(dq))
-                                     : q8_0_pair(cv[2u * t - 2u], cv[2u * t - 1u],
-                                                 q8_0_inverse(dq)));
-        } else if (t < 16u) {
-          word[0] = uint16_t(f32_to_f16_bits(floatBitsToUint(cv[2u * t])));
-          word[1] = uint16_t(f32_to_f16_bits(floatBitsToUint(cv[2u * t + 1u])));
-          n = 2u;
-        } else {
-          n = 0u;
-        }
-        uint h = (at >> 1) + (q8 ? t : 2u * t);
-        for (uint i = 0u; i < n; i++) {
-          if (is_k)
-            kc[h + i] = word[i];
-          else
-            vc[h + i] = word[i];
-        }
+      uint h = at >> 1; // the block's first 16-bit word
+      if (store && q8 && t < 17u) { // the scale, then 16 pairs of quants
+        float amax = 0.0;
+        for (uint i = 0u; i < 32u; i++)
+          amax = max(amax, abs(cv[i]));
+        float dq = q8_0_scale(amax);
+        cache_store(is_k, h + t, t == 0u ? f32_to_f16_bits(floatBitsToUint(dq))
+                                         : q8_0_pair(cv[2u * t - 2u], cv[2u * t - 1u],
+                                                     q8_0_inverse(dq)));
+      } else if (store && !q8 && t < 32u) { // f16: a value each
+        cache_store(is_k, h + t, f32_to_f16_bits(floatBitsToUint(cv[t])));
       }
     }
     barrier(); // blk and cv are the next block's

@@ -53,8 +53,7 @@ void main() {
   vec2 cs = rope_cos_sin(pos[pc.pos_offset + tok * pc.pos_stride], p, pc.theta_scale,
                          pc.freq_scale, pc.factors != 0u,
                          f[pc.factors_offset + min(pc.factors, 1u) * p * pc.factors_stride]);
-  float c = cs.x, s = cs.y;
-  float x0 = x[xr + e0 * pc.x_stride0], x1 = x[xr + e1 * pc.x_stride0];
-  d[dr + e0 * pc.d_stride0] = x0 * c - x1 * s;
-  d[dr + e1 * pc.d_stride0] = x0 * s + x1 * c;
+  vec2 turned = rope_turn(x[xr + e0 * pc.x_stride0], x[xr + e1 * pc.x_stride0], cs);
+  d[dr + e0 * pc.d_stride0] = turned.x;
+  d[dr + e1 * pc.d_stride0] = turned.y;
 }

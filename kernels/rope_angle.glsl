@@ -15,3 +15,8 @@ vec2 rope_cos_sin(int pos, uint p, float theta_scale, float freq_scale, bool has
   theta = fma(-k, TWO_PI_LO, fma(-k, TWO_PI_HI, theta));
   return vec2(cos(theta), sin(theta));
 }
+
+// The pair (x0, x1) turned by the angle whose cos and sin are cs: (x0 c - x1 s, x0 s + x1 c)
+vec2 rope_turn(float x0, float x1, vec2 cs) {
+  return vec2(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
+}

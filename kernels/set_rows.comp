@@ -53,9 +53,9 @@ float roped(uint i1, uint e) {
   vec2 cs = rope_cos_sin(pos[pc.pos_offset + i1 * pc.pos_stride], p, pc.theta_scale,
                          pc.freq_scale, pc.factors != 0u,
                          f[pc.factors_offset + min(pc.factors, 1u) * p * pc.factors_stride]);
-  float x0 = uintBitsToFloat(s[base + e0 * pc.s_stride0]);
-  float x1 = uintBitsToFloat(s[base + e1 * pc.s_stride0]);
-  return j == e0 ? x0 * cs.x - x1 * cs.y : x0 * cs.y + x1 * cs.x;
+  vec2 turned = rope_turn(uintBitsToFloat(s[base + e0 * pc.s_stride0]),
+                         uintBitsToFloat(s[base + e1 * pc.s_stride0]), cs);
+  return j == e0 ? turned.x : turned.y;
 }
 #endif
 
