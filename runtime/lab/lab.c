@@ -113,7 +113,8 @@ vkrt_status vkrt_lab_counters_get(const vkrt_appliance *app, uint32_t device,
                              .matmul_fused_norm = c->matmul_fused_norm,
                              .matmul_fused_swiglu = c->matmul_fused_swiglu,
                              .matmul_fused_qkv = c->matmul_fused_qkv,
-                             .quant_q8x_wide = c->quant_q8x_wide};
+                             .quant_q8x_wide = c->quant_q8x_wide,
+                             .matmul_w16_pieces = c->matmul_w16_pieces};
   _Static_assert(sizeof(out->quant_read) == sizeof(c->quant_read), "one counter per read pattern");
   memcpy(out->quant_read, c->quant_read, sizeof(out->quant_read));
   return VKRT_OK;

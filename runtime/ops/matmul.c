@@ -300,26 +300,46 @@ static const char *w16_refusal(const struct vkrt_device *dev, const struct vkrt_
   return NULL;
 }
 
-/* Records w's conversion into the w scratch as its own piece of the stream (the tiles' own
- * decode, kernels/matmul.comp W16_COPY) and fills *out with the dense f16 view. */
+/* Records the conversion of w's rows [n0, n0 + rows) into the same rows of the w scratch as
+ * its own piece of the stream (the tiles' own decode, kernels/matmul.comp W16_COPY) and fills
+ * *out with the dense f16 view of those rows; the piece writes only their bytes, so the tiles
+ * of other rows run beside it. Rows in pieces only where w has one batch. */
 static vkrt_status record_w16(struct vkrt_device *dev, const struct vkrt_ops_view *w,
-                              struct vkrt_ops_view *out) {
+                              uint32_t n0, uint32_t rows, struct vkrt_ops_view *out) {
+  struct vkrt_buffer *scratch = dev->ops->matmul_w16;
+  uint64_t K = w->ne[0];
+  *out = vkrt_ops_scratch_view(scratch, w->ne, VKRT_TYPE_F16, 2, 1);
+  out->offset = (uint32_t)(K * n0);
+  out->ne[1] = rows;
+  out->elements = K * rows * w->ne[2] * w->ne[3];
+  out->lo = 2 * K * n0;
+  out->hi = out->lo + 2 * out->elements;
+  struct vkrt_stream_access a[2] = {{scratch, out->lo, out->hi, true},
+                                    {w->buffer, w->lo, w->hi, false}};
   VkCommandBuffer cmd;
-  vkrt_status s = vkrt_ops_scratch_begin_f16(dev, dev->ops->matmul_w16, w, out, &cmd);
   const struct vkrt_ops_pipeline *p;
   struct vkrt_ops_binding b[2] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(out)};
+  vkrt_status s = vkrt_ops_begin(dev, a, 2, &cmd);
   if (s == VKRT_OK)
     s = vkrt_ops_use(dev, cmd, tiled_kinds[w->type].w16, b, 2, &p);
   if (s != VKRT_OK)
     return s;
-  struct matmul_push push = {.K = w->ne[0], .N = w->ne[1], .w_offset = w->offset,
-                             .ne2 = w->ne[2]};
+  struct matmul_push push = {.K = w->ne[0], .N = rows, .w_offset = w->offset + n0 * w->stride[1],
+                             .d_offset = out->offset, .ne2 = w->ne[2]};
   for (int i = 0; i < 4; i++)
     push.w_stride[i] = w->stride[i];
-  uint64_t units = (uint64_t)w->ne[1] * (w->ne[0] / 8);
-  vkrt_ops_count(dev, matmul_w16, 1);
+  uint64_t units = (uint64_t)rows * (w->ne[0] / 8);
   vkrt_ops_dispatch_3d(dev, cmd, p, &push, (units + 255) / 256, 1, (uint64_t)w->ne[2] * w->ne[3]);
   return VKRT_OK;
+}
+
+/* The pieces of rows a call with quantized w converted first takes (VKRT_MATMUL_W16_PIECES):
+ * whole row tiles each, none without a second one; w with batches is converted whole. */
+static uint32_t w16_pieces(const struct vkrt_device *dev, const struct vkrt_ops_view *w,
+                           uint64_t row_tiles) {
+  if (w->ne[2] * w->ne[3] != 1)
+    return 1;
+  return (uint32_t)VKRT_MAX(1, VKRT_MIN(dev->ops->matmul_w16_pieces, row_tiles));
 }
 
 /* Every row (or column) of v, `per` elements to 16 bytes, starts 16-byte aligned in its
@@ -359,74 +379,86 @@ static vkrt_status record_tiled(struct vkrt_device *dev, VkCommandBuffer cmd,
   uint32_t k_chunk, splits = vkrt_matmul_split_k_take(dev, t, d, w->ne[0], gx * gy * gz,
                                                       accumulate, &k_chunk);
   const struct vkrt_ops_view *dst = d;
-  struct vkrt_ops_view xh, wh, parts;
-  if (w16) {
-    s = record_w16(dev, w, &wh);
-    if (s != VKRT_OK)
-      return s;
-    w = &wh;
-  }
-  if (x16) {
-    s = vkrt_matmul_x16_convert(dev, x, &xh);
-    if (s != VKRT_OK)
-      return s;
-    x = &xh;
-    vkrt_ops_count(dev, matmul_x16, 1);
-  }
+  struct vkrt_ops_view xh, parts;
   if (splits > 1) {
     parts = vkrt_matmul_split_k_view(dev, d, splits);
     dst = &parts;
     vkrt_ops_count(dev, matmul_split_k, 1);
   }
-  if (w16 || x16 || splits > 1) {
-    /* the tiles: a piece of their own after the rounding (reads w and the scratch), or
-     * writing the pieces' scratch */
-    struct vkrt_stream_access a[3] = {{dst->buffer, dst->lo, dst->hi, true},
-                                      {w->buffer, w->lo, w->hi, false},
-                                      {x->buffer, x->lo, x->hi, false}};
-    s = vkrt_ops_begin(dev, a, 3, &cmd);
-    if (s != VKRT_OK)
-      return s;
-  }
-  /* bindings 3 and 4: x as vec4 (f16 units with x16), f32/f16 w as 16-byte units */
-  struct vkrt_ops_binding b[5] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
-                                  vkrt_ops_view_binding(dst), vkrt_ops_view_binding(x),
-                                  vkrt_ops_view_binding(w)};
-  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
-  if (s != VKRT_OK)
-    return s;
-  bool in_kernel_add = accumulate && splits == 1; /* split: the reduce adds dst */
-  struct matmul_push push = {
-      .K = w->ne[0],
-      .N = w->ne[1],
-      .M = x->ne[1],
-      .w_offset = w->offset,
-      .x_offset = x->offset,
-      .d_offset = dst->offset,
-      .ne2 = d->ne[2],
-      .r2 = x->ne[2] / w->ne[2],
-      .r3 = x->ne[3] / w->ne[3],
-      .accumulate = in_kernel_add,
-      .splits = splits,
-      .k_chunk = k_chunk,
-      .d_split = splits > 1 ? (uint32_t)d->elements : 0,
-      .w_vec = w->block == 1 && rows_vec16(w, 16 / w->type_size),
-      .x_vec = !x16 && rows_vec16(x, 4),
-      /* whole 16x16 results as cooperative-matrix stores: dst dense along N, every column
-       * 16-byte aligned in a 16-byte aligned binding, nothing to add */
-      .d_vec = cm && !in_kernel_add && dst->bind_offset % 16 == 0 && dst->stride[0] == 1 &&
-               dst->offset % 4 == 0 && dst->stride[1] % 4 == 0 && dst->stride[2] % 4 == 0 &&
-               dst->stride[3] % 4 == 0 && (splits == 1 || d->elements % 4 == 0),
-  };
-  for (int i = 0; i < 4; i++) {
-    push.w_stride[i] = w->stride[i];
-    push.x_stride[i] = x->stride[i];
-    push.d_stride[i] = dst->stride[i];
+  uint32_t pieces = w16 && splits == 1 ? w16_pieces(dev, w, gx) : 1;
+  uint32_t piece_rows = (uint32_t)(((gx + pieces - 1) / pieces) * t->bm);
+  pieces = (uint32_t)((w->ne[1] + piece_rows - 1) / piece_rows); /* none left empty */
+  if (w16) {
+    vkrt_ops_count(dev, matmul_w16, 1);
+    if (pieces > 1)
+      vkrt_ops_count(dev, matmul_w16_pieces, pieces);
   }
   vkrt_ops_count(dev, matmul_tiled, 1);
   if (cm)
     vkrt_ops_count(dev, matmul_coopmat, 1);
-  vkrt_ops_dispatch_3d(dev, cmd, p, &push, gx, gy, gz * splits);
+  bool in_kernel_add = accumulate && splits == 1; /* split: the reduce adds dst */
+  for (uint32_t i = 0; i < pieces; i++) {
+    uint32_t n0 = i * piece_rows, rows = VKRT_MIN(piece_rows, w->ne[1] - n0);
+    struct vkrt_ops_view wp = *w;
+    uint32_t d_offset = dst->offset + n0 * dst->stride[0];
+    if (w16) {
+      s = record_w16(dev, w, n0, rows, &wp);
+      if (s != VKRT_OK)
+        return s;
+    }
+    if (x16 && i == 0) {
+      s = vkrt_matmul_x16_convert(dev, x, &xh);
+      if (s != VKRT_OK)
+        return s;
+      x = &xh;
+      vkrt_ops_count(dev, matmul_x16, 1);
+    }
+    if (w16 || x16 || splits > 1) {
+      /* the tiles: a piece of their own after the rounding (reads w and the scratch), or
+       * writing the pieces' scratch */
+      struct vkrt_stream_access a[3] = {{dst->buffer, dst->lo, dst->hi, true},
+                                        {wp.buffer, wp.lo, wp.hi, false},
+                                        {x->buffer, x->lo, x->hi, false}};
+      s = vkrt_ops_begin(dev, a, 3, &cmd);
+      if (s != VKRT_OK)
+        return s;
+    }
+    /* bindings 3 and 4: x as vec4 (f16 units with x16), f32/f16 w as 16-byte units */
+    struct vkrt_ops_binding b[5] = {vkrt_ops_view_binding(&wp), vkrt_ops_view_binding(x),
+                                    vkrt_ops_view_binding(dst), vkrt_ops_view_binding(x),
+                                    vkrt_ops_view_binding(&wp)};
+    s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
+    if (s != VKRT_OK)
+      return s;
+    struct matmul_push push = {
+        .K = wp.ne[0],
+        .N = rows,
+        .M = x->ne[1],
+        .w_offset = wp.offset,
+        .x_offset = x->offset,
+        .d_offset = d_offset,
+        .ne2 = d->ne[2],
+        .r2 = x->ne[2] / wp.ne[2],
+        .r3 = x->ne[3] / wp.ne[3],
+        .accumulate = in_kernel_add,
+        .splits = splits,
+        .k_chunk = k_chunk,
+        .d_split = splits > 1 ? (uint32_t)d->elements : 0,
+        .w_vec = wp.block == 1 && rows_vec16(&wp, 16 / wp.type_size),
+        .x_vec = !x16 && rows_vec16(x, 4),
+        /* whole 16x16 results as cooperative-matrix stores: dst dense along N, every
+         * column 16-byte aligned in a 16-byte aligned binding, nothing to add */
+        .d_vec = cm && !in_kernel_add && dst->bind_offset % 16 == 0 && dst->stride[0] == 1 &&
+                 d_offset % 4 == 0 && dst->stride[1] % 4 == 0 && dst->stride[2] % 4 == 0 &&
+                 dst->stride[3] % 4 == 0 && (splits == 1 || d->elements % 4 == 0),
+    };
+    for (int j = 0; j < 4; j++) {
+      push.w_stride[j] = wp.stride[j];
+      push.x_stride[j] = x->stride[j];
+      push.d_stride[j] = dst->stride[j];
+    }
+    vkrt_ops_dispatch_3d(dev, cmd, p, &push, (rows + t->bm - 1) / t->bm, gy, gz * splits);
+  }
   return splits > 1 ? vkrt_matmul_split_k_reduce(dev, d, splits, accumulate) : VKRT_OK;
 }
 

@@ -10,6 +10,7 @@ vkrt_status vkrt_matmul_x16_open(struct vkrt_device *dev) {
   struct vkrt_ops_state *ops = dev->ops;
   ops->matmul_x16 = ops->matmul_w16 = NULL;
   vkrt_matmul_w16_min_m_init(ops->matmul_w16_min_m);
+  ops->matmul_w16_pieces = VKRT_MATMUL_W16_PIECES;
   uint64_t size = (uint64_t)CONFIG_VKRT_MATMUL_X16_SCRATCH_KB * 1024;
   uint64_t w_size = (uint64_t)CONFIG_VKRT_MATMUL_W16_SCRATCH_KB * 1024;
   if (!ops->matmul.coopmat)

@@ -174,6 +174,7 @@ struct vkrt_ops_counters {
   uint64_t matmul_fused_norm, matmul_fused_swiglu; /* vkrt_op_matmul_fused's folded steps */
   uint64_t matmul_fused_qkv; /* ... the q/k/v product with its RoPE and cache rows */
   uint64_t quant_q8x_wide; /* q8x columns in one pass of the 40 KiB (_wide) kernels */
+  uint64_t matmul_w16_pieces; /* w16 calls in pieces of rows: their pieces */
 };
 
 /* The lab's part of a device's ops: made with the ops state only with CONFIG_VKRT_LAB. */
@@ -239,6 +240,7 @@ struct vkrt_ops_state {
   struct vkrt_buffer *matmul_w16;        /* quantized w dequantized to f16 for them (NULL:
                                             none on this device) */
   uint32_t matmul_w16_min_m[VKRT_TYPE_COUNT]; /* ... from this many columns of x, by type */
+  uint32_t matmul_w16_pieces;            /* ... in this many pieces of rows (1: whole) */
   struct vkrt_buffer *matmul_split_k;    /* the tiled matmul's partial sums of K's pieces
                                             (NULL: none on this device) */
   uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
@@ -826,6 +828,11 @@ static inline vkrt_status vkrt_rope_set_rows_record(struct vkrt_device *dev, VkC
 #define VKRT_MATMUL_W16_MIN_M_Q6_K 512
 /* Every type's (other types: never, UINT32_MAX). */
 void vkrt_matmul_w16_min_m_init(uint32_t min_m[VKRT_TYPE_COUNT]);
+/* The conversion and the tiles in pieces of rows, in turn: piece i + 1 converted while piece
+ * i's tiles run, so only the first piece's conversion is waited for (a barrier orders each
+ * piece's tiles after its conversion and after the previous piece's tiles). */
+#define VKRT_MATMUL_W16_PIECES 1
+#define VKRT_MATMUL_W16_MAX_PIECES 8
 
 #if IS_ENABLED(CONFIG_VKRT_MATMUL_X16)
 /* x rounded to f16 before the cooperative-matrix tiles (matmul_x16.c): the scratch made at

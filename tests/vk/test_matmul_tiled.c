@@ -390,6 +390,31 @@ static void test_coopmat(void **state) {
     }
   }
   knob(app, VKRT_LAB_MATMUL_X16, 1);
+  /* quantized w converted and multiplied in pieces of rows, each piece's tiles beside the
+   * next piece's conversion: 2 and 3 pieces of whole row tiles over 5 row tiles (the last
+   * piece short), every piece counted */
+  int64_t pieces_default;
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_W16_PIECES, &pieces_default));
+  vkrt_lab_matmul_tile large;
+  vkt_check(app, vkrt_lab_matmul_tile_get(app, 0, VKRT_LAB_TILE_COOPMAT_LARGE, &large));
+  for (int64_t pieces = 2; pieces <= 3; pieces++) {
+    knob(app, VKRT_LAB_MATMUL_W16_PIECES, pieces);
+    for (unsigned t = 1; t < VKT_ARRAY_SIZE(types); t++) {
+      vkrt_type wt = types[t];
+      int64_t B = vkrt_type_block(wt);
+      if (!type_enabled(wt) || B == 1)
+        continue;
+      const struct mm c = {wt, 2 * B, 4 * (int64_t)large.bm + 37, past, 1, 1, 0, 0, 0, 0, false,
+                           0, TILED};
+      vkrt_lab_counters r0 = ran(app);
+      run(app, &c);
+      assert_int_equal(ran(app).matmul_w16_pieces - r0.matmul_w16_pieces, pieces);
+    }
+  }
+  knob(app, VKRT_LAB_MATMUL_W16_PIECES, 0);
+  int64_t pieces_now;
+  vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_MATMUL_W16_PIECES, &pieces_now));
+  assert_int_equal(pieces_now, pieces_default);
   knob(app, VKRT_LAB_MATMUL_W16_MIN_M, 0);
   /* other tiles: two buffers with the loads two steps ahead (K 136 / 3 blocks: an odd step
    * count; 1024: even), 8 subgroups in 64-k steps, the medium tile in 64-k steps (the plan's

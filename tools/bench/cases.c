@@ -1158,7 +1158,9 @@ static const char *path_name(const struct bench_case *bc, const vkrt_lab_counter
     snprintf(text, sizeof(text), "tiled matmul%s%s%s%s",
              after->matmul_coopmat > before->matmul_coopmat ? ", coopmat" : "",
              after->matmul_x16 > before->matmul_x16 ? ", x16" : "",
-             after->matmul_w16 > before->matmul_w16 ? ", w16" : "",
+             after->matmul_w16 > before->matmul_w16
+                 ? after->matmul_w16_pieces > before->matmul_w16_pieces ? ", w16 in pieces" : ", w16"
+                 : "",
              after->matmul_split_k > before->matmul_split_k ? ", split K" : "");
     return text;
   }

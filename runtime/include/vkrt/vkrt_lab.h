@@ -154,6 +154,10 @@ typedef enum vkrt_lab_knob {
   VKRT_LAB_Q8X_UNROLL_Q4_K,          /* one column of q4_K w on the 8-bit-x kernels (plain and
                                         fused): 4 = the build of four units in flight per
                                         invocation (a lab kernel), else the default's two */
+  VKRT_LAB_MATMUL_W16_PIECES,        /* quantized w dequantized to f16 before the tiles
+                                        (MATMUL_W16_MIN_M) in this many pieces of rows, 1..8,
+                                        each piece's tiles running beside the next piece's
+                                        conversion (0 = the default); 1: whole */
   VKRT_LAB_KNOB_COUNT
 } vkrt_lab_knob;
 
@@ -327,6 +331,9 @@ typedef struct vkrt_lab_counters {
   uint64_t quant_q8x_wide; /* quant_matvec calls on the q8x kernels for 4 or 8 columns a pass
                               that hold 32768 rounded values (40 KiB of shared memory, where
                               the device has it): K past 6144 / 3072 in one pass */
+  uint64_t matmul_w16_pieces; /* the pieces of rows of matmul_w16 calls converted and
+                                 multiplied in turn (each piece's tiles overlap the next
+                                 piece's conversion); calls taken whole count none */
 } vkrt_lab_counters;
 
 /* How vkrt_op_attention would split an attention of these shapes on this device (with the
