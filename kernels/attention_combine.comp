@@ -9,11 +9,16 @@
 // the end; the first splits' partials (m, l of WG splits, o of WG / 4) are loaded before
 // kv_len returns, so a short cache's merge waits on memory once. The weights e^(m_s - M)
 // are computed once per split into shared memory (CHUNK at a time past those).
-// Specialization constants: 0 workgroup size (a power of two, 64..256), 1 D (head dim).
+// Up to IN_ORDER live splits, invocations 0..31 merge their element alone in split order
+// instead (attention_merge.glsl: the order matvec_q8x.comp ATTN merges them in, so the
+// product that finishes an attention and this pass give the same bits).
+// Specialization constants: 0 workgroup size (a power of two, 64..256), 1 D (head dim), 2
+// IN_ORDER (vkrt.h's VKRT_ATTENTION_FUSED_MAX_SPLITS).
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint D = 128u;
+layout(constant_id = 2) const uint IN_ORDER = 0u;
 const uint WG = gl_WorkGroupSize.x;
 const uint DS = 32u;      // elements of the head per workgroup
 const uint SG = WG / DS;  // split groups
@@ -35,6 +40,8 @@ layout(std430, set = 0, binding = 1) readonly buffer P { float part[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Dst { float dst[]; };
 
 #include "attention_split_len.glsl"
+#define MERGE_VALUES 1
+#include "attention_merge.glsl"
 
 shared float red[WG];
 shared float wt[CHUNK];
@@ -84,6 +91,14 @@ void main() {
   uint split_len = attention_split_len(uint(len), pc.n_split, pc.min_split);
   uint n_live = len > 0 ? (uint(len) + split_len - 1u) / split_len : 0u;
   bool live = tid < n_live;
+  if (n_live <= IN_ORDER) { // uniform: no barrier below is reached by part of the workgroup
+    float x[1];
+    if (g == 0u && d < D) {
+      attention_merge(ml, e0, D, d, n_live, x);
+      dst[pc.d_off + h * pc.d_s1 + j * pc.d_s2 + d] = x[0];
+    }
+    return;
+  }
 
   float m = live ? m_s : LOW;
   for (uint s = tid + WG; s < n_live; s += WG)

@@ -1083,6 +1083,171 @@ static void test_fused_qkv(void **state) {
   vkt_close(app);
 }
 
+/* vkrt_matmul_fusion.attention: the product after one query's decode attention (nh heads of
+ * hd over nkv KV heads, a cache of n_ctx rows of type ct, kv_len tokens attended), against the
+ * separate ops (vkrt_op_attention, then vkrt_op_matmul or vkrt_op_matmul_add): the fused op's
+ * x bit for bit the attention's (its combine merges few splits in the same order; one split
+ * the split pass divides itself: within f32 roundings there), so its dst bit for bit the
+ * separate ops' too, dst's old values kept under add. The path: a product
+ * that merged the splits (no combine) where the plan's splits are few (`splits`: the lab's
+ * forced count, 0 the plan), else the whole attention and the plain product. */
+static void run_fused_attention(vkrt_appliance *app, vkrt_type wt, uint32_t nh, uint32_t nkv,
+                                uint32_t hd, int64_t n_ctx, vkrt_type ct, int32_t kv_len, bool add,
+                                int64_t splits) {
+  const int64_t K = (int64_t)nh * hd, N = 256, kv = (int64_t)nkv * hd;
+  vkrt_tensor w = block_tensor(NULL, 0, wt, K, N, 1, 0);
+  vkrt_tensor cache = vkrt_tensor_contiguous(NULL, 0, ct, hd, nkv, n_ctx, 1);
+  uint64_t cache_bytes = (uint64_t)cache.nb[2] * n_ctx;
+  vkt_hbuf wb = vkt_hbuf_new(app, block_extent(&w)), cb = vkt_hbuf_new(app, 2 * cache_bytes + 64),
+           xb = vkt_hbuf_new(app, 12 * (uint64_t)K + 64), db = vkt_hbuf_new(app, 12 * (uint64_t)N + 64);
+  w.buffer = wb.buf;
+  vkt_fill_random(wb.map, wb.size, &rng);
+  fill_blocks(wb.map, &w, SCALE_NORMAL);
+  float *rows = malloc(sizeof(float) * (size_t)(kv * n_ctx));
+  for (int c = 0; c < 2; c++) { /* K then V: random values in [-1, 1) in the cache's type */
+    vkt_fill_random_f32(rows, (size_t)(kv * n_ctx), -1.0f, 1.0f, &rng);
+    vkt_check(app, vkrt_quantize_row(ct, rows, cb.map + (uint64_t)c * cache_bytes, kv * n_ctx));
+  }
+  free(rows);
+  vkrt_tensor k = cache, v = cache;
+  k.buffer = v.buffer = cb.buf;
+  v.offset = cache_bytes;
+  /* xb: q, then x fused and x separate (16-byte aligned), kv_len last; db: dst fused, dst
+   * separate, dst of the check, each starting from the same values */
+  float *q = (float *)(void *)xb.map;
+  vkt_fill_random_f32(q, (size_t)K, -1.0f, 1.0f, &rng);
+  vkt_poison(xb.map + 4 * (uint64_t)K, 8 * (uint64_t)K);
+  memcpy(xb.map + 12 * (uint64_t)K, &kv_len, 4);
+  vkrt_tensor tq = vkrt_tensor_contiguous(xb.buf, 0, VKRT_TYPE_F32, hd, nh, 1, 1);
+  vkrt_tensor x1 = vkrt_tensor_contiguous(xb.buf, 4 * (uint64_t)K, VKRT_TYPE_F32, K, 1, 1, 1);
+  vkrt_tensor x2 = vkrt_tensor_contiguous(xb.buf, 8 * (uint64_t)K, VKRT_TYPE_F32, K, 1, 1, 1);
+  vkrt_tensor a2 = vkrt_tensor_contiguous(xb.buf, 8 * (uint64_t)K, VKRT_TYPE_F32, hd, nh, 1, 1);
+  vkrt_tensor len = vkrt_tensor_contiguous(xb.buf, 12 * (uint64_t)K, VKRT_TYPE_I32, 1, 1, 1, 1);
+  vkrt_tensor d[3];
+  float *dv = (float *)(void *)db.map;
+  vkt_fill_random_f32(dv, (size_t)N, -4.0f, 4.0f, &rng);
+  for (int i = 0; i < 3; i++) {
+    d[i] = vkrt_tensor_contiguous(db.buf, 4 * (uint64_t)N * i, VKRT_TYPE_F32, N, 1, 1, 1);
+    memcpy(dv + N * i, dv, 4 * (size_t)N);
+  }
+  float scale = 1.0f / sqrtf((float)hd);
+  vkrt_attention_fusion af = {.q = &tq, .k = &k, .v = &v, .kv_len = &len, .scale = scale,
+                              .add = add};
+  vkrt_matmul_fusion fz = {.attention = &af};
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, splits));
+  vkrt_lab_attention plan;
+  vkt_check(app, vkrt_lab_attention_plan(app, 0, hd, nh, nkv, 1, (uint32_t)n_ctx, &plan));
+  bool merged = plan.splits <= VKRT_ATTENTION_FUSED_MAX_SPLITS;
+  vkrt_lab_counters c0, c1;
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c0));
+  vkt_check(app, vkrt_op_matmul_fused(&d[0], &w, &x1, &fz));
+  vkt_check(app, vkrt_lab_counters_get(app, 0, &c1));
+  vkt_check(app, vkrt_op_attention(&a2, &tq, &k, &v, &len, scale));
+  vkt_check(app, add ? vkrt_op_matmul_add(&d[1], &w, &x2) : vkrt_op_matmul(&d[1], &w, &x2));
+  vkt_check(app, add ? vkrt_op_matmul_add(&d[2], &w, &x1) : vkrt_op_matmul(&d[2], &w, &x1));
+  vkt_check(app, vkrt_finish(app, 0));
+  vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_SPLITS, 0));
+  char what[160];
+  snprintf(what, sizeof(what), "fused attention %s, %u/%u heads of %u, %s cache of %lld, kv_len "
+           "%d%s, %u splits", vkrt_type_str(wt), nh, nkv, hd, vkrt_type_str(ct),
+           (long long)n_ctx, kv_len, add ? ", add" : "", plan.splits);
+  if (c1.matmul_fused_attention - c0.matmul_fused_attention != (merged ? 1u : 0u) ||
+      c1.attention - c0.attention != 1 || c1.quant_matvec - c0.quant_matvec != 1 ||
+      (merged && c1.attention_direct != c0.attention_direct))
+    fail_msg("%s: path: merged %llu (want %d), attention %llu, products %llu, direct %llu", what,
+             (unsigned long long)(c1.matmul_fused_attention - c0.matmul_fused_attention), merged,
+             (unsigned long long)(c1.attention - c0.attention),
+             (unsigned long long)(c1.quant_matvec - c0.quant_matvec),
+             (unsigned long long)(c1.attention_direct - c0.attention_direct));
+  const float *g1 = (const float *)(void *)(xb.map + 4 * (uint64_t)K), *g2 = g1 + K;
+  for (int64_t i = 0; i < K; i++) {
+    double tol = plan.direct ? 1e-6 + 1e-5 * fabs(g2[i]) : 0.0;
+    if (!(fabs((double)g1[i] - g2[i]) <= tol) || (kv_len <= 0 && g1[i] != 0.0f))
+      fail_msg("%s: x[%lld] = %.9g, vkrt_op_attention %.9g", what, (long long)i, (double)g1[i],
+               (double)g2[i]);
+  }
+  if (memcmp(dv, dv + 2 * N, 4 * (size_t)N))
+    fail_msg("%s: dst differs from the separate product of the fused x", what);
+  for (int64_t i = 0; i < N; i++) /* and the separate ops' (one split: near them) */
+    if (plan.direct ? !(fabsf(dv[i] - dv[N + i]) <= 1e-2f * (1.0f + fabsf(dv[N + i])))
+                    : memcmp(&dv[i], &dv[N + i], 4))
+      fail_msg("%s: dst[%lld] = %.9g, separate ops %.9g", what, (long long)i, (double)dv[i],
+               (double)dv[N + i]);
+  vkrt_buffer_destroy(wb.buf);
+  vkrt_buffer_destroy(cb.buf);
+  vkrt_buffer_destroy(xb.buf);
+  vkrt_buffer_destroy(db.buf);
+}
+
+static void test_fused_attention(void **state) {
+  (void)state;
+  vkrt_options o;
+  vkt_options(&o);
+  o.quant_activations = VKRT_ACTIVATIONS_Q8;
+  vkrt_appliance *app = vkt_open(&o);
+  if ((!qtype_enabled(VKRT_TYPE_Q4_K) && !qtype_enabled(VKRT_TYPE_Q8_0)) ||
+      !IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION) ||
+      !vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant())) {
+    vkt_close(app);
+    skip();
+  }
+  vkrt_type ct = qtype_enabled(VKRT_TYPE_Q8_0) ? VKRT_TYPE_Q8_0 : VKRT_TYPE_F16;
+  const vkrt_type types[2] = {VKRT_TYPE_Q4_K, VKRT_TYPE_Q8_0};
+  for (int t = 0; t < 2; t++) {
+    if (!qtype_enabled(types[t]))
+      continue;
+    run_fused_attention(app, types[t], 8, 2, 64, 128, ct, 37, true, 0);
+    run_fused_attention(app, types[t], 4, 1, 128, 96, VKRT_TYPE_F16, 96, false, 0);
+    run_fused_attention(app, types[t], 8, 2, 32, 64, ct, 0, true, 0);   /* nothing attended */
+    run_fused_attention(app, types[t], 8, 4, 64, 128, ct, 100, true, 1); /* one split */
+    run_fused_attention(app, types[t], 8, 2, 64, 128, ct, 77, false, 7);
+    /* past VKRT_ATTENTION_FUSED_MAX_SPLITS: the whole attention, then the product */
+    run_fused_attention(app, types[t], 8, 2, 64, 128, ct, 90, true,
+                        VKRT_ATTENTION_FUSED_MAX_SPLITS + 8);
+  }
+  /* what it refuses: INVALID_ARGUMENT or UNSUPPORTED, with the reason */
+  vkt_hbuf a = vkt_hbuf_new(app, 1 << 20);
+  vkrt_type wt = qtype_enabled(VKRT_TYPE_Q4_K) ? VKRT_TYPE_Q4_K : VKRT_TYPE_Q8_0;
+  vkrt_tensor w = vkrt_tensor_contiguous(a.buf, 0, wt, 256, 128, 1, 1);
+  vkrt_tensor w16 = vkrt_tensor_contiguous(a.buf, 0, VKRT_TYPE_F16, 256, 128, 1, 1);
+  vkrt_tensor x = vkrt_tensor_contiguous(a.buf, 600000, VKRT_TYPE_F32, 256, 1, 1, 1);
+  vkrt_tensor x2 = vkrt_tensor_contiguous(a.buf, 600000, VKRT_TYPE_F32, 256, 2, 1, 1);
+  vkrt_tensor d = vkrt_tensor_contiguous(a.buf, 610000, VKRT_TYPE_F32, 128, 1, 1, 1);
+  vkrt_tensor q = vkrt_tensor_contiguous(a.buf, 620000, VKRT_TYPE_F32, 64, 4, 1, 1);
+  vkrt_tensor q2 = vkrt_tensor_contiguous(a.buf, 620000, VKRT_TYPE_F32, 64, 4, 2, 1);
+  vkrt_tensor q48 = vkrt_tensor_contiguous(a.buf, 620000, VKRT_TYPE_F32, 48, 4, 1, 1);
+  vkrt_tensor kc = vkrt_tensor_contiguous(a.buf, 700000, VKRT_TYPE_F16, 64, 2, 16, 1);
+  vkrt_tensor vc = vkrt_tensor_contiguous(a.buf, 710000, VKRT_TYPE_F16, 64, 2, 16, 1);
+  vkrt_tensor len = vkrt_tensor_contiguous(a.buf, 720000, VKRT_TYPE_I32, 1, 1, 1, 1);
+  vkrt_tensor norm = vkrt_tensor_contiguous(a.buf, 730000, VKRT_TYPE_F32, 256, 1, 1, 1);
+  vkrt_attention_fusion good = {.q = &q, .k = &kc, .v = &vc, .kv_len = &len, .scale = 0.125f};
+  vkrt_attention_fusion two = good, odd = good, none = good;
+  two.q = &q2, odd.q = &q48, none.v = NULL;
+  struct {
+    const vkrt_tensor *w, *x;
+    vkrt_matmul_fusion f;
+    vkrt_status want;
+    const char *needle;
+  } bad[] = {
+      {&w, &x, {.norm = &norm, .attention = &good}, VKRT_ERROR_INVALID_ARGUMENT, "no norm"},
+      {&w, &x, {.attention = &two}, VKRT_ERROR_INVALID_ARGUMENT, "one query"},
+      {&w, &x, {.attention = &odd}, VKRT_ERROR_INVALID_ARGUMENT, "multiple of 32"},
+      {&w, &x, {.attention = &none}, VKRT_ERROR_INVALID_ARGUMENT, "all needed"},
+      {&w, &x2, {.attention = &good}, VKRT_ERROR_INVALID_ARGUMENT, "must be {head_dim"},
+      {&w16, &x, {.attention = &good}, VKRT_ERROR_UNSUPPORTED, "take q4_K and q8_0"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    vkrt_tensor dd = d;
+    dd.ne[1] = bad[i].x->ne[1];
+    vkrt_status s = vkrt_op_matmul_fused(&dd, bad[i].w, bad[i].x, &bad[i].f);
+    if (s != bad[i].want || !strstr(vkrt_last_error(app), bad[i].needle))
+      fail_msg("attention case %zu: %s (%s), want %s naming '%s'", i, vkrt_status_str(s),
+               vkrt_last_error(app), vkrt_status_str(bad[i].want), bad[i].needle);
+  }
+  vkrt_buffer_destroy(a.buf);
+  vkt_close(app);
+}
+
 /* ---- dequantizing copy ----------------------------------------------------------------- */
 
 static void run_dequant(vkrt_appliance *app, vkrt_type st, vkrt_type dt, int64_t K, int64_t N,
@@ -1310,6 +1475,7 @@ int main(void) {
       cmocka_unit_test(test_quant_q8_columns),
       cmocka_unit_test(test_fused_q8_activations),
       cmocka_unit_test(test_fused_qkv),
+      cmocka_unit_test(test_fused_attention),
       cmocka_unit_test(test_dequant_copy),
       cmocka_unit_test(test_block_descriptors),
       cmocka_unit_test(test_swiglu),
