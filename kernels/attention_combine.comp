@@ -9,11 +9,11 @@
 // the end; the first splits' partials (m, l of WG splits, o of WG / 4) are loaded before
 // kv_len returns, so a short cache's merge waits on memory once. The weights e^(m_s - M)
 // are computed once per split into shared memory (CHUNK at a time past those).
-// Up to IN_ORDER live splits, invocations 0..31 merge their element alone in split order
-// instead (attention_merge.glsl: the order matvec_q8x.comp ATTN merges them in, so the
-// product that finishes an attention and this pass give the same bits).
+// Up to IN_ORDER live splits (the few of a short cache), invocations 0..31 instead merge
+// their element alone, split after split: no shared memory and no barrier, where the trees
+// above cost more than the sums they save.
 // Specialization constants: 0 workgroup size (a power of two, 64..256), 1 D (head dim), 2
-// IN_ORDER (vkrt.h's VKRT_ATTENTION_FUSED_MAX_SPLITS).
+// IN_ORDER.
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x_id = 0) in;
@@ -40,8 +40,20 @@ layout(std430, set = 0, binding = 1) readonly buffer P { float part[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Dst { float dst[]; };
 
 #include "attention_split_len.glsl"
-#define MERGE_VALUES 1
-#include "attention_merge.glsl"
+// Element d of a head's merge, split after split (the splits' partials from split e0, their
+// m and l pairs from float ml)
+float merge_in_order(uint ml, uint e0, uint d, uint n_live) {
+  float mx = LOW;
+  for (uint s = 0u; s < n_live; s++)
+    mx = max(mx, part[ml + 2u * s]);
+  float l = 0.0, o = 0.0;
+  for (uint s = 0u; s < n_live; s++) {
+    float w = exp(part[ml + 2u * s] - mx);
+    l += w * part[ml + 2u * s + 1u];
+    o += w * part[(e0 + s) * D + d];
+  }
+  return n_live > 0u ? o / l : 0.0;
+}
 
 shared float red[WG];
 shared float wt[CHUNK];
@@ -92,11 +104,8 @@ void main() {
   uint n_live = len > 0 ? (uint(len) + split_len - 1u) / split_len : 0u;
   bool live = tid < n_live;
   if (n_live <= IN_ORDER) { // uniform: no barrier below is reached by part of the workgroup
-    float x[1];
-    if (g == 0u && d < D) {
-      attention_merge(ml, e0, D, d, n_live, x);
-      dst[pc.d_off + h * pc.d_s1 + j * pc.d_s2 + d] = x[0];
-    }
+    if (g == 0u && d < D)
+      dst[pc.d_off + h * pc.d_s1 + j * pc.d_s2 + d] = merge_in_order(ml, e0, d, n_live);
     return;
   }
 

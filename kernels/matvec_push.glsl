@@ -12,11 +12,6 @@ layout(push_constant) uniform Push {
                             // first (vkrt_op_matmul_fused)
   uint norm_offset;         // elements: the norm weight's first (accumulate & 4)
   float eps;                // the RMS norm's (accumulate & 4)
-#ifdef ATTN
-  // matvec_q8x.comp ATTN (struct qmv_attn_push: 128 bytes): where the attention's split
-  // pass left its partials, as attention_combine.comp's push says it
-  uint len_offset, n_ctx, n_split, min_split, ml_base, head_dim;
-#endif
   uint base_x, base_y, base_z; // last: the dispatch fills them in (vkrt_ops_dispatch_3d)
 } pc;
 #else

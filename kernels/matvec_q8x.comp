@@ -118,11 +118,7 @@ layout(std430, set = 0, binding = 0) readonly buffer W { uint w[]; }; // rows at
 layout(std430, set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
 #define KPB 256u
 #endif
-#ifdef ATTN
-layout(std430, set = 0, binding = 1) buffer X { vec4 x4[]; }; // workgroup 0 stores x
-#else
 layout(std430, set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
-#endif
 layout(std430, set = 0, binding = 2) buffer D { float d[]; };
 #ifdef FUSED
 // the RMS norm's weight (accumulate & 4; otherwise any buffer, not read)
@@ -136,35 +132,6 @@ shared float sx[COLS * DC];  // the exact sum of each 32
 #endif
 #ifdef FUSED
 shared float red[THREADS]; // the norm's sum of squares
-#endif
-
-#ifdef ATTN
-// ATTN (vkrt_matmul_fusion.attention, one column, FUSED without the norm or the swiglu): x
-// is one query's decode attention, {head_dim, n_head} dense, whose split pass left per head
-// and split the max score m, the exp sum l and the weighted V o (unnormalized) in its
-// scratch (binding 5, laid out as attention_combine.comp reads it). Each 32 values of x are
-// merged where they are rounded, as the combine pass merges them: over the splits live at
-// kv_len (binding 4), M the largest m, x = sum e^(m - M) o / sum e^(m - M) l (0 for kv_len
-// <= 0); workgroup 0 also stores x, so x holds the attention vkrt_op_attention writes. The
-// combine pass and its dependent step leave the token.
-#if COLS != 1 || !defined(FUSED) || defined(QKV)
-#error "ATTN: the one-column fused kernels"
-#endif
-layout(std430, set = 0, binding = 4) readonly buffer Len { int kv_len[]; };
-layout(std430, set = 0, binding = 5) readonly buffer Part { float part[]; };
-#include "attention_split_len.glsl"
-#define MERGE_VALUES 32
-#include "attention_merge.glsl"
-
-// The 32 values of x from element e (a multiple of 32, inside one head), merged over the
-// n_live splits of their head
-void attention_values(uint e, uint n_live, out vec4 v[8]) {
-  uint h = e / pc.head_dim, d0 = e - h * pc.head_dim;
-  float x[32];
-  attention_merge(pc.ml_base + 2u * h * pc.n_split, h * pc.n_split, pc.head_dim, d0, n_live, x);
-  for (uint i = 0u; i < 8u; i++)
-    v[i] = vec4(x[4u * i], x[4u * i + 1u], x[4u * i + 2u], x[4u * i + 3u]);
-}
 #endif
 
 #ifdef QKV
@@ -415,15 +382,8 @@ void main() {
   uint col0 = (pc.base_y + gl_WorkGroupID.y) * uint(COLS); // this workgroup's first column
 
   // x -> shared: one 32-value block of a column per invocation step (with the norm: x g,
-  // and the squares of x summed; ATTN: x merged from the attention's splits); columns past
-  // M repeat the last (never stored)
+  // and the squares of x summed); columns past M repeat the last (never stored)
   float squares = 0.0;
-#ifdef ATTN
-  uint len = uint(clamp(kv_len[pc.len_offset], 0, int(pc.n_ctx)));
-  uint split_len = attention_split_len(len, pc.n_split, pc.min_split);
-  uint n_live = len > 0u ? (len + split_len - 1u) / split_len : 0u;
-  bool store_x = pc.base_x + gl_WorkGroupID.x == 0u;
-#endif
   for (uint t = tid; t < uint(COLS) * (K / 32u); t += THREADS) {
 #if COLS == 1
     uint b = t, e = t, xc = xb;
@@ -433,15 +393,8 @@ void main() {
 #endif
     vec4 v[8];
     float amax = 0.0;
-#ifdef ATTN
-    attention_values(32u * b, n_live, v);
-    for (uint i = 0u; store_x && i < 8u; i++)
-      x4[xc + 8u * b + i] = v[i];
-#endif
     for (uint i = 0u; i < 8u; i++) {
-#ifndef ATTN
       v[i] = x4[xc + 8u * b + i];
-#endif
 #ifdef FUSED
       if (norm()) {
         squares += dot(v[i], v[i]);

@@ -15,7 +15,7 @@ static void usage(FILE *f) {
           "                    [--activations f32|q8|f16|q8,f16]\n"
           "                    [--load-path auto|mapped|read|direct|memcpy] [--json]\n"
           "                    [--lab NAME=VALUE]... [--fuse auto|all|norm|swiglu|none]\n"
-          "                    [--fuse-rope on|off] [--fuse-attention on|off]\n"
+          "                    [--fuse-rope on|off]\n"
           "                    [--convert f32|f16]\n"
           "       vkrt-service --make-gguf FILE --layers L --hidden H [--ffn F]\n"
           "                    [--dtype f32|f16|q8_0|q4_K|q6_K] [--seed N]   (--make-weights: the same)\n"
@@ -103,10 +103,6 @@ static void usage(FILE *f) {
           "(vkrt_matmul_fusion.qkv): attention follows the product directly, one dependent\n"
           "step and three ops fewer per layer (an H100: Llama-3-8B q4_K +3 %% tg, Llama-3.2-1B\n"
           "+6 %%); elsewhere, and with off, the separate ops.\n"
-          "--fuse-attention on|off (llama models, default on): a token's attn_output product\n"
-          "(q4_K or q8_0, --activations q8, heads of a multiple of 32) merges the attention's\n"
-          "splits as it reads them (vkrt_matmul_fusion.attention): no combine pass, one\n"
-          "dependent step fewer per layer; elsewhere, and with off, the separate ops.\n"
           "--profile (a build with the lab): after the run, one more token at the last position\n"
           "recorded directly with GPU timestamps around each op on device 0: its ops by name,\n"
           "count, time and share of the token.\n"
@@ -279,10 +275,6 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
     o->fuse_rope = !strcmp(v, "on");
     return o->fuse_rope || !strcmp(v, "off");
   }
-  if (!strcmp(a, "--fuse-attention")) {
-    o->fuse_attention = !strcmp(v, "on");
-    return o->fuse_attention || !strcmp(v, "off");
-  }
   if (!strcmp(a, "--fuse")) {
     for (unsigned i = 0; i < 5; i++)
       if (!strcmp(v, llama_fuse_names[i]))
@@ -309,8 +301,7 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
 }
 
 bool args_parse(int argc, char **argv, struct service_args *o, int *exit_status) {
-  *o = (struct service_args){.fuse = LLAMA_FUSE_AUTO, .fuse_rope = true, .fuse_attention = true,
-                             .tokens = 64, .seed = 1234, .warmup_ms = 500, .dtype = VKRT_TYPE_F16,
+  *o = (struct service_args){.fuse = LLAMA_FUSE_AUTO, .fuse_rope = true, .tokens = 64, .seed = 1234, .warmup_ms = 500, .dtype = VKRT_TYPE_F16,
                              .kv_type = VKRT_TYPE_F16, .top_p = 1, .verify = UINT64_MAX, .rope_factor = -1,
                              .ubatch = 512};
   for (int i = 1; i < argc; i++) {

@@ -99,7 +99,7 @@ int model_setup(struct service *s, struct generation *gen) {
                                .progress_user = s, .load_info = &s->load,
                                .load_path = a->load_path,
                                .fuse = a->fuse, .q8_activations = a->q8_activations,
-                               .fuse_rope = a->fuse_rope, .fuse_attention = a->fuse_attention};
+                               .fuse_rope = a->fuse_rope};
   char err[1024];
   double t_up = now_s();
   s->load_t0 = t_up;
@@ -162,10 +162,6 @@ int model_setup(struct service *s, struct generation *gen) {
          "per token on device 0%s\n", a->fuse_rope ? "on" : "off", fz.rope,
          a->fuse_rope && !fz.rope ? " (they take q4_K or q8_0 q/k/v in one matrix, --activations "
                                     "q8, heads of a multiple of 32)" : "");
-  printf("vkrt-service: attention finished by the attn_output product (--fuse-attention %s): "
-         "%u per token on device 0%s\n", a->fuse_attention ? "on" : "off", fz.attention,
-         a->fuse_attention && !fz.attention ? " (it takes q4_K or q8_0 attn_output, "
-                                              "--activations q8, heads of a multiple of 32)" : "");
   if (st == VKRT_OK)
     printf("vkrt-service: a token's work: captured once as a graph, launched per token\n");
   else

@@ -233,8 +233,6 @@ struct llama_gpu_params {
   bool q8_activations;       /* the appliance rounds x to 8 bits (VKRT_ACTIVATIONS_Q8) */
   bool fuse_rope;            /* a token's q/k/v product turns q and K by RoPE and writes the
                                 K/V cache rows in its dispatch where it can (--fuse-rope) */
-  bool fuse_attention;       /* a token's attn_output product merges the attention's splits
-                                (no combine pass) where it can (--fuse-attention) */
 };
 struct llama_gpu;
 /* Loads every local device's shard from the model file (one vkrt_load_file: every device in
@@ -263,7 +261,6 @@ const char *llama_gpu_failed(const struct llama_gpu *g);
 struct llama_gpu_fused {
   uint32_t norm, swiglu;
   uint32_t rope; /* q/k/v products with their RoPE and cache rows (llama_gpu_params.fuse_rope) */
-  uint32_t attention; /* attn_output products that finished the attention (fuse_attention) */
 };
 struct llama_gpu_fused llama_gpu_fused(const struct llama_gpu *g);
 /* Calls around each op the records make (vkrt-service --profile times them): before(device,

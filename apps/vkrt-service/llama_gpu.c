@@ -78,11 +78,6 @@ struct gpu_device {
   vkrt_buffer *logits;           /* n_vocab per row of the head */
   struct gpu_steps st[2];        /* [0] a token's, [1] the prompt pass's (when ubatch > 0) */
   uint64_t weight_bytes, uploaded;
-  /* a token's attention left to the attn_output product that finishes it (fuse_attention):
-   * recorded by attention(), taken by residual() */
-  bool attention_next;
-  vkrt_tensor att_q, att_k, att_v, att_len;
-  float att_scale;
 };
 
 struct llama_gpu {
@@ -316,31 +311,6 @@ static bool fuse(const struct llama_gpu *g, const struct pass *ps, vkrt_type typ
 static bool fuse_rope(const struct llama_gpu *g, vkrt_type type) {
   return g->p.fuse_rope && g->p.q8_activations && g->m->hp.head_dim % 32 == 0 &&
          (type == VKRT_TYPE_Q4_K || type == VKRT_TYPE_Q8_0);
-}
-
-/* Whether a token's attn_output product of `type` finishes the attention before it
- * (vkrt_matmul_fusion.attention: the same kernels and heads; llama_gpu_params.fuse_attention
- * asks for it). */
-static bool fuse_attention(const struct llama_gpu *g, vkrt_type type) {
-  return g->p.fuse_attention && g->p.q8_activations && g->m->hp.head_dim % 32 == 0 &&
-         (type == VKRT_TYPE_Q4_K || type == VKRT_TYPE_Q8_0);
-}
-
-/* A token's attention on device d: recorded now, or left to the attn_output product of layer
- * l (fuse_attention), which records it with its own dispatch. */
-static vkrt_status record_attention(struct llama_gpu *g, uint32_t d, uint32_t l,
-                                    const struct pass *ps, const vkrt_tensor *a,
-                                    const vkrt_tensor *q, const vkrt_tensor *kc,
-                                    const vkrt_tensor *vc, const vkrt_tensor *kv_len, float scale) {
-  struct gpu_device *dv = &g->dev[d];
-  if (ps->n == 1 && fuse_attention(g, g->m->layer[l].wo->type)) {
-    dv->attention_next = true;
-    dv->att_q = *q, dv->att_k = *kc, dv->att_v = *vc, dv->att_len = *kv_len;
-    dv->att_scale = scale;
-    return VKRT_OK;
-  }
-  OP(d, "attention", vkrt_op_attention(a, q, kc, vc, kv_len, scale));
-  return VKRT_OK;
 }
 
 /* dst = w h with h = rms_norm(x) * norm: with fold in the product's own dispatch
@@ -605,16 +575,7 @@ static vkrt_status residual(struct llama_gpu *g, uint32_t l, bool ffn, const str
                                            wt->type, k, hp->n_embd, 1, 1);
     vkrt_tensor h = cols_f32(ffn ? dv->g : dv->att, k, 0, ps->n);
     vkrt_tensor x = cols_f32(dv->x, hp->n_embd, 0, ps->n);
-    bool first = g->p.first_rank + d == 0;
-    if (!ffn && dv->attention_next) { /* the attention's splits merged by this product */
-      vkrt_attention_fusion af = {.q = &dv->att_q, .k = &dv->att_k, .v = &dv->att_v,
-                                  .kv_len = &dv->att_len, .scale = dv->att_scale, .add = first};
-      vkrt_matmul_fusion fz = {.attention = &af};
-      dv->attention_next = false;
-      OP(d, first ? "attention + attn_output + residual" : "attention + attn_output",
-         vkrt_op_matmul_fused(&x, &w, &h, &fz));
-      g->fused.attention += d == 0;
-    } else if (!first) {
+    if (g->p.first_rank + d != 0) {
       OP(d, ffn ? "ffn_down" : "attn_output", vkrt_op_matmul(&x, &w, &h));
     } else {
       OP(d, ffn ? "ffn_down + residual" : "attn_output + residual", vkrt_op_matmul_add(&x, &w, &h));
@@ -672,7 +633,8 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
          vkrt_op_matmul_fused(&qkv, &wqkv, fold_norm ? &x : &h, &fz));
       g->fused.norm += d == 0 && fold_norm;
       g->fused.rope += d == 0;
-      return record_attention(g, d, l, ps, &a, &q, &kc, &vc, &kv_len, scale);
+      OP(d, "attention", vkrt_op_attention(&a, &q, &kc, &vc, &kv_len, scale));
+      return VKRT_OK;
     }
     TRY(normed_product(g, d, "attn_norm + attn_qkv", "attn_qkv", &qkv, &wqkv, &x, &h, &norm,
                        fold_norm));
@@ -709,7 +671,8 @@ static vkrt_status attention(struct llama_gpu *g, uint32_t d, uint32_t l, const 
   else
     OP(d, "K cache row", vkrt_op_set_rows(&k_rows, &k_flat, &pos));
   OP(d, "V cache row", vkrt_op_set_rows(&v_rows, &v_flat, &pos));
-  return record_attention(g, d, l, ps, &a, &q, &kc, &vc, &kv_len, scale);
+  OP(d, "attention", vkrt_op_attention(&a, &q, &kc, &vc, &kv_len, scale));
+  return VKRT_OK;
 }
 
 /* Layer l's feed-forward up to ffn_down on device d: g = silu(Wgate h) * Wup h. */
@@ -955,7 +918,6 @@ uint32_t llama_gpu_ops_per_token(const struct llama_gpu *g) {
     ops += 15 - (qkv_fused(L) ? 3 : 0) - (gate_up_fused(L) ? 1 : 0);
     ops -= qkv_fused(L) && fuse(g, &token, L->wq->type, LLAMA_FUSE_NORM);
     ops -= qkv_fused(L) && fuse_rope(g, L->wq->type) ? 3 : 0; /* rope q, the two cache rows */
-    ops -= fuse_attention(g, L->wo->type); /* attention and attn_output: one op */
     ops -= gate_up_fused(L) ? fuse(g, &token, L->ffn_gate->type, LLAMA_FUSE_NORM) +
                                   fuse(g, &token, L->ffn_gate->type, LLAMA_FUSE_SWIGLU)
                             : 0;

@@ -85,7 +85,6 @@ struct service_args {
   const char *lab[8];            /* --lab NAME=VALUE: lab knobs on every device (a lab build) */
   unsigned fuse;                 /* --fuse: LLAMA_FUSE_* bits (default auto) */
   bool fuse_rope;                /* --fuse-rope on: the q/k/v product's RoPE and cache rows */
-  bool fuse_attention;           /* --fuse-attention on: attn_output merges the attention */
   int labs;
   bool profile;                  /* --profile: a token's ops timed on the GPU (a lab build) */
   const char *time_without;      /* --time-without: op-name prefixes left out of the records */

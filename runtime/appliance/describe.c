@@ -112,8 +112,6 @@ size_t vkrt_describe(const vkrt_appliance *app, bool json, char *buf, size_t buf
         vkrt_matmul_fused_path(d), vkrt_quant_fused_path(d));
     vkrt_text_put(&o, "vkrt: dev%u q/k/v products with their RoPE and KV-cache rows "
         "(vkrt_matmul_fusion.qkv): %s\n", i, vkrt_quant_qkv_path(d));
-    vkrt_text_put(&o, "vkrt: dev%u products that finish decode attention "
-        "(vkrt_matmul_fusion.attention): %s\n", i, vkrt_quant_attention_path(d));
     char plan[1024];
     vkrt_ops_matmul_plan(d, plan, sizeof(plan));
     vkrt_text_put(&o, "vkrt: dev%u matmul: %s\n", i, plan);

@@ -113,7 +113,6 @@ vkrt_status vkrt_lab_counters_get(const vkrt_appliance *app, uint32_t device,
                              .matmul_fused_norm = c->matmul_fused_norm,
                              .matmul_fused_swiglu = c->matmul_fused_swiglu,
                              .matmul_fused_qkv = c->matmul_fused_qkv,
-                             .matmul_fused_attention = c->matmul_fused_attention,
                              .quant_q8x_wide = c->quant_q8x_wide,
                              .matmul_w16_pieces = c->matmul_w16_pieces};
   _Static_assert(sizeof(out->quant_read) == sizeof(c->quant_read), "one counter per read pattern");

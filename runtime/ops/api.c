@@ -112,8 +112,7 @@ static uint32_t view_count(const struct op_call *c) {
   case OP_ARGMAX: return 2;
   case OP_ADD: return 1 + c->count;
   case OP_RMS_NORM: return c->b ? 3 : 2;
-  case OP_MATMUL_FUSED:
-    return c->fusion->attention ? 9 : c->fusion->qkv ? (c->fusion->qkv->rope_factors ? 8 : 7) : 4;
+  case OP_MATMUL_FUSED: return c->fusion->qkv ? (c->fusion->qkv->rope_factors ? 8 : 7) : 4;
   case OP_ROPE: return c->c ? 4 : 3;
   case OP_ROPE_SET_ROWS: return c->c ? 5 : 4;
   case OP_CONCAT:
@@ -171,7 +170,7 @@ static vkrt_status record_op(struct vkrt_device *dev, VkCommandBuffer cmd,
   case OP_SET_ROWS: return vkrt_set_rows_record(dev, cmd, v);
   case OP_ROPE_SET_ROWS: return vkrt_rope_set_rows_record(dev, cmd, v, c->c != NULL, c->rope);
   case OP_ARGMAX: return vkrt_argmax_record(dev, cmd, v);
-  case OP_ATTENTION: return vkrt_attention_record(dev, v, c->scale, NULL);
+  case OP_ATTENTION: return vkrt_attention_record(dev, v, c->scale);
   }
   return VKRT_ERROR_INTERNAL;
 }
@@ -197,14 +196,11 @@ static vkrt_status run_op(const struct op_call *c) {
   if (s != VKRT_OK)
     return s;
   if (kernel_in_build(c->kind)) {
-    /* attention asks the stream for each of its passes (attention.c), and so does the
-     * product that finishes one */
-    bool own_pieces = c->kind == OP_ATTENTION ||
-                      (c->kind == OP_MATMUL_FUSED && c->fusion->attention);
+    /* attention asks the stream for each of its passes (attention.c) */
     /* the fused q/k/v product writes the two cache rows (views 5 and 6) too */
     uint32_t also_written = c->kind == OP_MATMUL_FUSED && c->fusion->qkv ? 3u << 5 : 0;
-    s = own_pieces ? check_lost(dev)
-                   : vkrt_ops_begin_views(dev, v, view_count(c), also_written, &cmd);
+    s = c->kind == OP_ATTENTION ? check_lost(dev)
+                                : vkrt_ops_begin_views(dev, v, view_count(c), also_written, &cmd);
     if (s != VKRT_OK)
       return s;
   }

@@ -53,6 +53,11 @@ VKRT_KERNEL_ATTENTION_ROWS_Q8_0_Q8Q_CHECK_PUSH(struct attention_split_push);
 
 #define COMBINE_WG 256 /* attention_combine.comp: a power of two */
 #define COMBINE_SLICE 32 /* attention_combine.comp DS: head elements per workgroup */
+/* ... and up to this many live splits its invocations merge one element each, split after
+ * split, instead of the split groups and shared-memory trees: H100 (board nvidia-h200-x1),
+ * Llama-3-8B q4_K at 64-128 cached tokens, --activations q8, q8_0 K/V: tg p50 2.752-2.761 ->
+ * 2.722-2.734 ms; Llama-3.2-1B 0.871 -> 0.855-0.857 ms (3 and 2 rounds alternated) */
+#define COMBINE_IN_ORDER 32
 /* Split workgroups per compute unit the plan aims for (VKRT_ATTENTION_WG invocations each),
  * with at most one split per compute unit. The H200 (132 SMs, one query, the tiled split
  * pass): head 128 over 8 KV heads at 32768 tokens ran 33 splits (2 workgroups per SM) in
@@ -177,7 +182,7 @@ bool vkrt_attention_plan_for(struct vkrt_device *dev, uint32_t head_dim, uint32_
 
 
 vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops_view views[5],
-                                  float scale, struct vkrt_attention_parts *later) {
+                                  float scale) {
   struct vkrt_ops_state *ops = dev->ops;
   const struct vkrt_ops_view *dst = &views[0], *q = &views[1], *len = &views[4];
   struct vkrt_ops_view k = views[2], v = views[3];
@@ -198,26 +203,20 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   uint32_t split_spec[VKRT_OPS_MAX_SPEC] = {plan.wg, plan.heads_per_group, D,
                                            plan.rows ? plan.subgroup : plan.unroll,
                                            plan.full_split};
-  /* up to VKRT_ATTENTION_FUSED_MAX_SPLITS live splits the combine merges in the order of the
-   * product that finishes an attention (vkrt_matmul_fusion.attention): the same bits */
-  uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {COMBINE_WG, D, VKRT_ATTENTION_FUSED_MAX_SPLITS, 0};
+  uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {COMBINE_WG, D, COMBINE_IN_ORDER, 0};
   bool q8q = plan.rows && !f16 && int8_queries(dev);
   enum vkrt_ops_kernel sk = plan.rows ? (f16   ? VKRT_OPS_ATTENTION_ROWS_F16
                                          : q8q ? VKRT_OPS_ATTENTION_ROWS_Q8_0_Q8Q
                                                : VKRT_OPS_ATTENTION_ROWS_Q8_0)
                                       : (f16 ? VKRT_OPS_ATTENTION_SPLIT_F16 : VKRT_OPS_ATTENTION_SPLIT_Q8_0);
-  /* the product after it merges the splits (vkrt_matmul_fusion.attention, one query) where
-   * they are few: the split pass writes its partials whatever their count, no combine */
-  bool merge_later = later && NQ == 1 && plan.splits <= VKRT_ATTENTION_FUSED_MAX_SPLITS;
-  bool direct = plan.splits == 1 && !merge_later; /* the split pass writes dst: no combine */
+  bool direct = plan.splits == 1; /* the split pass writes dst: no combine */
   /* the tiles' last split of each workgroup row merges the row's splits itself (no combine
    * pass) where the lab asks and the arrival counters cover the rows */
-  bool last_merges = !direct && !merge_later && !plan.rows &&
-                     vkrt_ops_forces(dev)->attention_last_merges &&
+  bool last_merges = !direct && !plan.rows && vkrt_ops_forces(dev)->attention_last_merges &&
                      (uint64_t)plan.queries_per_round * HKV * plan.head_groups <=
                          ATTENTION_ARRIVALS;
   vkrt_status s = vkrt_ops_pipeline_spec(dev, sk, split_spec, &split);
-  if (s == VKRT_OK && !direct && !last_merges && !merge_later)
+  if (s == VKRT_OK && !direct && !last_merges)
     s = vkrt_ops_pipeline_spec(dev, VKRT_OPS_ATTENTION_COMBINE, combine_spec, &combine);
   if (s == VKRT_OK && last_merges && !ops->attention_arrivals_zeroed) {
     /* zero once: the merging split zeroes its row's counter after each run */
@@ -287,12 +286,7 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
     sp.q0 = q0;
     vkrt_ops_dispatch_3d(dev, cmd, split, &sp, (uint64_t)HKV * plan.head_groups, plan.splits, nq);
     vkrt_ops_count(dev, attention_rounds, 1);
-    if (merge_later)
-      *later = (struct vkrt_attention_parts){.merge_later = true, .scratch = scratch,
-                                             .used = used, .ml_base = sp.ml_base,
-                                             .n_split = plan.splits, .min_split = plan.min_split,
-                                             .n_ctx = n_ctx};
-    if (direct || last_merges || merge_later)
+    if (direct || last_merges)
       continue;
     /* combine: reads the scratch and kv_len, writes dst */
     struct vkrt_stream_access a2[3] = {{dst->buffer, dst->lo, dst->hi, true},
@@ -309,8 +303,6 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
     cp.q0 = q0;
     vkrt_ops_dispatch_3d(dev, cmd, combine, &cp, H, nq, (D + COMBINE_SLICE - 1) / COMBINE_SLICE);
   }
-  if (later && !merge_later)
-    later->merge_later = false; /* the whole op ran: x is written, the product reads it */
   vkrt_ops_count(dev, attention, 1);
   vkrt_ops_count(dev, attention_splits, plan.splits);
   vkrt_ops_count(dev, attention_direct, direct);

@@ -596,7 +596,7 @@ vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandBuffer cmd,
 
 /* ---- vkrt_op_matmul_fused on f32 and f16 w (kernels/matvec.comp FUSED) ----------------- */
 
-vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[9],
+vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[8],
                                     const vkrt_matmul_fusion *fusion) {
   struct vkrt_ops_view w = views[1];
   const struct vkrt_ops_view *x = &views[2];
@@ -604,11 +604,6 @@ vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_o
     return vkrt_ops_fused_refuse(dev, "fusion->qkv: %s w; the q/k/v kernels take q4_K and q8_0 "
                                       "w (record the product, vkrt_op_rope_ext, "
                                       "vkrt_op_rope_set_rows and vkrt_op_set_rows)",
-                                 vkrt_type_str(w.type));
-  if (fusion->attention)
-    return vkrt_ops_fused_refuse(dev, "fusion->attention: %s w; the kernels that merge "
-                                      "attention's splits take q4_K and q8_0 w (record "
-                                      "vkrt_op_attention and vkrt_op_matmul)",
                                  vkrt_type_str(w.type));
   if (!vkrt_ops_kernel_usable(dev, fused_dense_kernel(w.type)))
     return vkrt_ops_fused_refuse(dev, "dev%u cannot run the fused %s kernel (not in this build, "
@@ -633,7 +628,7 @@ vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_o
 }
 
 vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                     const struct vkrt_ops_view views[9],
+                                     const struct vkrt_ops_view views[8],
                                      const vkrt_matmul_fusion *fusion) {
   struct vkrt_ops_view w = views[1];
   if (w.type == VKRT_TYPE_F16 && w.fits_binding)

@@ -173,7 +173,6 @@ struct vkrt_ops_counters {
   uint64_t attention_last_merges; /* the last split of each row merged them: no combine pass */
   uint64_t matmul_fused_norm, matmul_fused_swiglu; /* vkrt_op_matmul_fused's folded steps */
   uint64_t matmul_fused_qkv; /* ... the q/k/v product with its RoPE and cache rows */
-  uint64_t matmul_fused_attention; /* ... the product that merged attention's splits */
   uint64_t quant_q8x_wide; /* q8x columns in one pass of the 40 KiB (_wide) kernels */
   uint64_t matmul_w16_pieces; /* w16 calls in pieces of rows: their pieces */
 };
@@ -509,10 +508,10 @@ vkrt_status vkrt_matmul_pipeline_specs(struct vkrt_device *dev, vkrt_ops_spec_fn
 /* vkrt_op_matmul_fused on views dst, w, x, norm (validated) with f16 or f32 w (quantized w:
  * vkrt_quant_fused_*): whether the fused matrix-vector kernel takes them (VKRT_OK) or why not
  * (UNSUPPORTED, nothing recorded), then the one dispatch. */
-vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[9],
+vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[8],
                                     const vkrt_matmul_fusion *fusion);
 vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                     const struct vkrt_ops_view views[9],
+                                     const struct vkrt_ops_view views[8],
                                      const vkrt_matmul_fusion *fusion);
 /* Which kernel vkrt_op_matmul_fused takes for f16 and f32 w on this device (vkrt-probe). */
 const char *vkrt_matmul_fused_path(const struct vkrt_device *dev);
@@ -530,7 +529,7 @@ static inline vkrt_status vkrt_matmul_record(struct vkrt_device *dev, VkCommandB
                     "matmul kernel not in this build (CONFIG_VKRT_KERNEL_MATMUL=n)");
 }
 static inline vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev,
-                                                  const struct vkrt_ops_view views[9],
+                                                  const struct vkrt_ops_view views[8],
                                                   const vkrt_matmul_fusion *fusion) {
   (void)fusion;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
@@ -538,7 +537,7 @@ static inline vkrt_status vkrt_matmul_fused_check(struct vkrt_device *dev,
                     "(CONFIG_VKRT_KERNEL_MATMUL=n)", vkrt_type_str(views[1].type));
 }
 static inline vkrt_status vkrt_matmul_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                                   const struct vkrt_ops_view views[9],
+                                                   const struct vkrt_ops_view views[8],
                                                    const vkrt_matmul_fusion *fusion) {
   (void)cmd;
   return vkrt_matmul_fused_check(dev, views, fusion);
@@ -564,22 +563,11 @@ static inline vkrt_status vkrt_swiglu_record(struct vkrt_device *dev, VkCommandB
 /* Decode attention (attention.c): the split scratch made at open and freed at close, and
  * the op, which asks the stream for its two passes itself (the scratch is one of their
  * operands, so its reuse by the next attention is ordered like any buffer's). */
-/* What an attention's split pass left for the product after it to merge
- * (vkrt_matmul_fusion.attention): the partials as attention_combine.comp reads them. */
-struct vkrt_attention_parts {
-  bool merge_later;            /* false: the whole op ran and dst is written */
-  struct vkrt_buffer *scratch; /* the partials: o [0, ml_base) floats, then (m, l) pairs */
-  uint64_t used;               /* bytes of the scratch they take */
-  uint32_t ml_base, n_split, min_split, n_ctx;
-};
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION)
 vkrt_status vkrt_attention_open(struct vkrt_device *dev);
 void vkrt_attention_close(struct vkrt_device *dev);
-/* later (NULL: the whole op): one query over few splits (VKRT_ATTENTION_FUSED_MAX_SPLITS)
- * records the split pass alone and fills *later for the product that merges them; otherwise
- * the whole op, later->merge_later false. */
 vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops_view views[5],
-                                  float scale, struct vkrt_attention_parts *later);
+                                  float scale);
 /* The split pass attentions take on dev (*rows: attention_rows.comp, else the tiles) and
  * why, for vkrt-probe and the lab. */
 const char *vkrt_attention_kernel_choice(const struct vkrt_device *dev, bool *rows);
@@ -597,8 +585,8 @@ static inline vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
 static inline void vkrt_attention_close(struct vkrt_device *dev) { (void)dev; }
 static inline vkrt_status vkrt_attention_record(struct vkrt_device *dev,
                                                 const struct vkrt_ops_view views[5],
-                                                float scale, struct vkrt_attention_parts *later) {
-  (void)views, (void)scale, (void)later;
+                                                float scale) {
+  (void)views, (void)scale;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
                     "vkrt_op_attention: kernel not in this build (CONFIG_VKRT_KERNEL_ATTENTION=n)");
 }
@@ -652,13 +640,12 @@ vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCommandBuffer cm
                                      const struct vkrt_ops_view views[3], bool accumulate);
 /* vkrt_op_matmul_fused on views dst, w, x, norm (validated): whether the fused q4_K kernel
  * takes them (VKRT_OK) or why not (UNSUPPORTED, nothing recorded), then the one dispatch. */
-vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[9],
+vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[8],
                                    const vkrt_matmul_fusion *fusion);
-/* Which kernels take vkrt_matmul_fusion.qkv and .attention on this device (vkrt-probe). */
+/* Which kernels take vkrt_matmul_fusion.qkv on this device (vkrt-probe). */
 const char *vkrt_quant_qkv_path(const struct vkrt_device *dev);
-const char *vkrt_quant_attention_path(const struct vkrt_device *dev);
 vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                    const struct vkrt_ops_view views[9],
+                                    const struct vkrt_ops_view views[8],
                                     const vkrt_matmul_fusion *fusion);
 /* The kernel variant `variant` (1-based) of type Q8_0 or Q4_K runs for M columns of x
  * (VKRT_OPS_KERNEL_COUNT outside); the forcing-only ones are compiled with the lab only. */
@@ -703,9 +690,6 @@ static inline const char *vkrt_quant_qkv_path(const struct vkrt_device *dev) {
   (void)dev;
   return "none: the q4_K and q8_0 kernels are not in this build (UNSUPPORTED)";
 }
-static inline const char *vkrt_quant_attention_path(const struct vkrt_device *dev) {
-  return vkrt_quant_qkv_path(dev);
-}
 static inline enum vkrt_ops_kernel vkrt_quant_variant_kernel(vkrt_type type, int variant,
                                                              uint32_t M) {
   (void)type, (void)variant, (void)M;
@@ -733,7 +717,7 @@ static inline vkrt_status vkrt_quant_matmul_record(struct vkrt_device *dev, VkCo
                     vkrt_type_str(views[1].type));
 }
 static inline vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev,
-                                                 const struct vkrt_ops_view views[9],
+                                                 const struct vkrt_ops_view views[8],
                                                  const vkrt_matmul_fusion *fusion) {
   (void)views, (void)fusion;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
@@ -741,7 +725,7 @@ static inline vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev,
                     "(CONFIG_VKRT_KERNEL_Q4_K=n, CONFIG_VKRT_KERNEL_Q8_0=n)");
 }
 static inline vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                                  const struct vkrt_ops_view views[9],
+                                                  const struct vkrt_ops_view views[8],
                                                   const vkrt_matmul_fusion *fusion) {
   (void)cmd;
   return vkrt_quant_fused_check(dev, views, fusion);

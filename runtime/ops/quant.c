@@ -5,8 +5,6 @@
  * VKRT_ACTIVATIONS_Q8 one column of any of them: matvec_q8x.comp), and
  * vkrt_op_copy dequantizing into f32/f16 (kernels/dequant.comp). Views of block types carry
  * byte offsets and strides (validate.c). matmul.c and copy.c hand block types here. */
-#include <string.h>
-
 #include "ops/ops.h"
 #include "vkrt_kernels/registry.h"
 
@@ -36,14 +34,6 @@ struct qmv_qkv_push { /* one column, one batch: a row's strides only (116 bytes)
   uint32_t base_x, base_y, base_z;
 };
 
-/* matvec_q8x.comp ATTN (kernels/matvec_push.glsl): struct qmv_push up to base_x, then where
- * the attention's split pass left its partials (128 bytes) */
-struct qmv_attn_push {
-  uint8_t qmv[offsetof(struct qmv_push, base_x)];
-  uint32_t len_offset, n_ctx, n_split, min_split, ml_base, head_dim;
-  uint32_t base_x, base_y, base_z;
-};
-
 struct dequant_push {
   uint32_t ne[4];
   uint32_t src_stride[4];
@@ -59,9 +49,6 @@ VKRT_KERNEL_MATVEC_Q8_0_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q8_0_VEC16_M8_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q8_0_COLS2_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q8_0_Q8X_QKV_CHECK_PUSH(struct qmv_qkv_push);
-#if IS_ENABLED(CONFIG_VKRT_KERNEL_Q8_0_ATTENTION)
-VKRT_KERNEL_MATVEC_Q8_0_Q8X_ATTN_CHECK_PUSH(struct qmv_attn_push);
-#endif
 VKRT_KERNEL_DEQUANT_Q8_0_F32_CHECK_PUSH(struct dequant_push);
 #endif
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K)
@@ -69,9 +56,6 @@ VKRT_KERNEL_MATVEC_Q4_K_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q4_K_VEC16_M8_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q4_K_COLS2_CHECK_PUSH(struct qmv_push);
 VKRT_KERNEL_MATVEC_Q4_K_Q8X_QKV_CHECK_PUSH(struct qmv_qkv_push);
-#if IS_ENABLED(CONFIG_VKRT_KERNEL_Q4_K_ATTENTION)
-VKRT_KERNEL_MATVEC_Q4_K_Q8X_ATTN_CHECK_PUSH(struct qmv_attn_push);
-#endif
 VKRT_KERNEL_DEQUANT_Q4_K_F32_CHECK_PUSH(struct dequant_push);
 #endif
 #if IS_ENABLED(CONFIG_VKRT_KERNEL_Q6_K)
@@ -452,36 +436,6 @@ static bool variant_fits(enum qmv_kind kind, const struct vkrt_ops_view *w,
 }
 
 
-/* The push constants of a matrix-vector dispatch of w (bound in words) and x into d. */
-static struct qmv_push qmv_push_of(const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
-                                   const struct vkrt_ops_view *x, uint32_t accumulate,
-                                   const struct vkrt_ops_view *norm, float eps) {
-  return (struct qmv_push){
-      .N = w->ne[1],
-      .M = x->ne[1],
-      .blocks = w->ne[0] / w->block,
-      .w_offset = w->offset,
-      .w_row = w->stride[1],
-      .w_stride2 = w->stride[2],
-      .w_stride3 = w->stride[3],
-      .x_offset = x->offset,
-      .x_col = x->stride[1],
-      .x_stride2 = x->stride[2],
-      .x_stride3 = x->stride[3],
-      .d_offset = d->offset,
-      .d_stride0 = d->stride[0],
-      .d_col = d->stride[1],
-      .d_stride2 = d->stride[2],
-      .d_stride3 = d->stride[3],
-      .ne2 = d->ne[2],
-      .r2 = x->ne[2] / w->ne[2],
-      .r3 = x->ne[3] / w->ne[3],
-      .accumulate = accumulate,
-      .norm_offset = norm ? (uint32_t)norm->offset : 0,
-      .eps = eps,
-  };
-}
-
 /* One matrix-vector dispatch of kernel k over w (bound in words) and x: `rows` rows of w and
  * `mt` columns of x per workgroup, counted under read pattern `kind`; with VKRT_OPS_PUSH_NORM in
  * `accumulate`, norm and eps the RMS norm's weight and epsilon. */
@@ -505,7 +459,30 @@ static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
   if (s != VKRT_OK)
     return s;
   uint32_t M = x->ne[1];
-  struct qmv_push push = qmv_push_of(d, w, x, accumulate, norm, eps);
+  struct qmv_push push = {
+      .N = w->ne[1],
+      .M = M,
+      .blocks = w->ne[0] / w->block,
+      .w_offset = w->offset,
+      .w_row = w->stride[1],
+      .w_stride2 = w->stride[2],
+      .w_stride3 = w->stride[3],
+      .x_offset = x->offset,
+      .x_col = x->stride[1],
+      .x_stride2 = x->stride[2],
+      .x_stride3 = x->stride[3],
+      .d_offset = d->offset,
+      .d_stride0 = d->stride[0],
+      .d_col = d->stride[1],
+      .d_stride2 = d->stride[2],
+      .d_stride3 = d->stride[3],
+      .ne2 = d->ne[2],
+      .r2 = x->ne[2] / w->ne[2],
+      .r3 = x->ne[3] / w->ne[3],
+      .accumulate = accumulate,
+      .norm_offset = norm ? (uint32_t)norm->offset : 0,
+      .eps = eps,
+  };
   /* q8x: every workgroup rounds all of x, then its subgroups walk rows (a gate/up pair each
    * under VKRT_OPS_PUSH_SWIGLU): at most ops->q8x_workgroups of them, not one per `rows` rows */
   uint64_t items = kind == QMV_Q8X && (accumulate & VKRT_OPS_PUSH_SWIGLU) ? w->ne[1] / 2 : w->ne[1];
@@ -518,6 +495,7 @@ static vkrt_status record_qmv_norm(struct vkrt_device *dev, VkCommandBuffer cmd,
                        (uint64_t)d->ne[2] * d->ne[3]);
   return VKRT_OK;
 }
+
 static vkrt_status record_qmv(struct vkrt_device *dev, VkCommandBuffer cmd, enum vkrt_ops_kernel k,
                               uint32_t rows, uint32_t mt, enum qmv_kind kind,
                               const struct vkrt_ops_view *d, const struct vkrt_ops_view *w,
@@ -636,53 +614,28 @@ static enum vkrt_ops_kernel qkv_kernel(vkrt_type type) {
   return type == VKRT_TYPE_Q8_0 ? VKRT_OPS_MATVEC_Q8_0_Q8X_QKV : VKRT_OPS_MATVEC_Q4_K_Q8X_QKV;
 }
 
-static enum vkrt_ops_kernel attention_kernel(vkrt_type type) {
-  return type == VKRT_TYPE_Q8_0 ? VKRT_OPS_MATVEC_Q8_0_Q8X_ATTN : VKRT_OPS_MATVEC_Q4_K_Q8X_ATTN;
-}
-
 static bool fused_q8x(struct vkrt_device *dev, const struct vkrt_ops_view *w,
                       const struct vkrt_ops_view *x) {
   return dev->ops->quant_activations_q8 && x->ne[1] == 1 && variant_fits(QMV_Q8X, w, x) &&
          vkrt_ops_kernel_usable(dev, one_column_q8x(dev, w->type));
 }
 
-/* Which of the q4_K and q8_0 kernels of a fusion dev runs: "what" for both, one of them with
- * the other UNSUPPORTED, or why none (vkrt-probe). */
-static const char *q8x_fusion_path(const struct vkrt_device *dev, enum vkrt_ops_kernel q4_k_k,
-                                   enum vkrt_ops_kernel q8_0_k, const char *const what[3],
-                                   const char *none) {
-  bool q4_k = vkrt_ops_kernel_usable(dev, q4_k_k), q8_0 = vkrt_ops_kernel_usable(dev, q8_0_k);
+const char *vkrt_quant_qkv_path(const struct vkrt_device *dev) {
+  bool q4_k = vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q4_K_Q8X_QKV);
+  bool q8_0 = vkrt_ops_kernel_usable(dev, VKRT_OPS_MATVEC_Q8_0_Q8X_QKV);
   if (!dev->ops || !dev->ops->quant_activations_q8)
     return "none: the appliance rounds no x to 8 bits (VKRT_ACTIVATIONS_Q8 takes the q8x "
            "kernels; UNSUPPORTED)";
-  return q4_k && q8_0 ? what[0] : q4_k ? what[1] : q8_0 ? what[2] : none;
-}
-
-const char *vkrt_quant_qkv_path(const struct vkrt_device *dev) {
-  static const char *const what[3] = {
-      "q4_K and q8_0 w, one column: the q8x kernels, blocks of 32 rows a workgroup, each "
-      "turned and stored by it",
-      "q4_K w, one column: the q8x kernel, blocks of 32 rows a workgroup; q8_0 UNSUPPORTED",
-      "q8_0 w, one column: the q8x kernel, blocks of 32 rows a workgroup; q4_K UNSUPPORTED"};
-  return q8x_fusion_path(dev, VKRT_OPS_MATVEC_Q4_K_Q8X_QKV, VKRT_OPS_MATVEC_Q8_0_Q8X_QKV, what,
-                         "none: the q/k/v kernels are not in this build or the device lacks "
-                         "16-bit storage, subgroup arithmetic or integer dot products "
-                         "(UNSUPPORTED)");
-}
-
-const char *vkrt_quant_attention_path(const struct vkrt_device *dev) {
-_Static_assert(VKRT_ATTENTION_FUSED_MAX_SPLITS == 32, "the text below");
-#define MERGED "x merged from the attention's splits as it is rounded, up to " \
-               "32 splits (VKRT_ATTENTION_FUSED_MAX_SPLITS; more: the combine pass first)"
-  static const char *const what[3] = {
-      "q4_K and q8_0 w, one column: the q8x kernels, " MERGED,
-      "q4_K w, one column: the q8x kernel, " MERGED "; q8_0 UNSUPPORTED",
-      "q8_0 w, one column: the q8x kernel, " MERGED "; q4_K UNSUPPORTED"};
-#undef MERGED
-  return q8x_fusion_path(dev, VKRT_OPS_MATVEC_Q4_K_Q8X_ATTN, VKRT_OPS_MATVEC_Q8_0_Q8X_ATTN, what,
-                         "none: the kernels are not in this build (CONFIG_VKRT_KERNEL_ATTENTION) "
-                         "or the device lacks subgroup arithmetic or integer dot products "
-                         "(UNSUPPORTED)");
+  if (q4_k && q8_0)
+    return "q4_K and q8_0 w, one column: the q8x kernels, blocks of 32 rows a workgroup, each "
+           "turned and stored by it";
+  if (q4_k || q8_0)
+    return q4_k ? "q4_K w, one column: the q8x kernel, blocks of 32 rows a workgroup; q8_0 "
+                  "UNSUPPORTED"
+                : "q8_0 w, one column: the q8x kernel, blocks of 32 rows a workgroup; q4_K "
+                  "UNSUPPORTED";
+  return "none: the q/k/v kernels are not in this build or the device lacks 16-bit storage, "
+         "subgroup arithmetic or integer dot products (UNSUPPORTED)";
 }
 
 const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
@@ -707,7 +660,7 @@ const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
                   "(UNSUPPORTED)";
 }
 
-vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[9],
+vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_ops_view views[8],
                                    const vkrt_matmul_fusion *fusion) {
   const struct vkrt_ops_view *x = &views[2];
   struct vkrt_ops_view w = views[1];
@@ -748,29 +701,13 @@ vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_op
                                    dev->caps.max_push_constants_size,
                                    sizeof(struct qmv_qkv_push));
   }
-  if (fusion->attention) {
-    if (!q8x)
-      return vkrt_ops_fused_refuse(dev, "fusion->attention takes the 8-bit-x kernels only: an "
-                                        "appliance opened with VKRT_ACTIVATIONS_Q8, K up to %u, "
-                                        "x dense and 16-byte aligned, q4_K rows too",
-                                   (unsigned)Q8X_MAX_K);
-    if (!vkrt_ops_kernel_usable(dev, attention_kernel(w.type)))
-      return vkrt_ops_fused_refuse(dev, "dev%u cannot run the kernel that merges attention's "
-                                        "splits (CONFIG_VKRT_KERNEL_ATTENTION, subgroup "
-                                        "arithmetic and integer dot products)", dev->index);
-    if (dev->caps.max_push_constants_size < sizeof(struct qmv_attn_push))
-      return vkrt_ops_fused_refuse(dev, "dev%u takes %u bytes of push constants; the kernel "
-                                        "that merges attention's splits needs %zu", dev->index,
-                                   dev->caps.max_push_constants_size,
-                                   sizeof(struct qmv_attn_push));
-  }
   return vkrt_ops_fused_norm_loads(dev, views, fusion);
 }
 
 /* vkrt_matmul_fusion.qkv on the q8x kernel of w's type: blocks of 32 rows per workgroup,
  * each finished with its RoPE and cache rows (kernels/matvec_q8x.comp QKV) */
 static vkrt_status record_q8x_qkv(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                  const struct vkrt_ops_view views[9],
+                                  const struct vkrt_ops_view views[8],
                                   const struct vkrt_ops_view *w,
                                   const vkrt_matmul_fusion *fusion, uint32_t bits) {
   const vkrt_qkv_fusion *q = fusion->qkv;
@@ -819,58 +756,8 @@ static vkrt_status record_q8x_qkv(struct vkrt_device *dev, VkCommandBuffer cmd,
   return VKRT_OK;
 }
 
-/* vkrt_matmul_fusion.attention: the attention's split pass (or, past few splits, the whole
- * op), then the product as its own piece of the stream: the q8x kernel that merges the
- * splits as it rounds x (kernels/matvec_q8x.comp ATTN), or the plain one reading x. */
-static vkrt_status record_q8x_attention(struct vkrt_device *dev,
-                                        const struct vkrt_ops_view views[9],
-                                        const struct vkrt_ops_view *w,
-                                        const vkrt_attention_fusion *a) {
-  const struct vkrt_ops_view *d = &views[0], *x = &views[2], *len = &views[8];
-  struct vkrt_attention_parts parts;
-  vkrt_status s = vkrt_attention_record(dev, &views[4], a->scale, &parts);
-  if (s != VKRT_OK)
-    return s;
-  bool merge = parts.merge_later;
-  struct vkrt_stream_access acc[5] = {{d->buffer, d->lo, d->hi, true},
-                                      {w->buffer, w->lo, w->hi, false},
-                                      {x->buffer, x->lo, x->hi, merge},
-                                      {len->buffer, len->lo, len->hi, false},
-                                      {parts.scratch, 0, parts.used, false}};
-  VkCommandBuffer cmd;
-  s = vkrt_ops_begin(dev, acc, merge ? 5 : 3, &cmd);
-  if (s != VKRT_OK)
-    return s;
-  uint32_t bits = a->add ? VKRT_OPS_PUSH_ACCUMULATE : 0;
-  if (!merge)
-    return record_qmv(dev, cmd, one_column_q8x(dev, w->type), Q8X_ROWS, 1, QMV_Q8X, d, w, x, bits);
-  const struct vkrt_ops_pipeline *p;
-  s = vkrt_ops_pipeline(dev, attention_kernel(w->type), &p);
-  if (s != VKRT_OK)
-    return s;
-  /* binding 3: the norm's slot (w, not read); 4 kv_len; 5 the partials */
-  struct vkrt_ops_binding b[6] = {vkrt_ops_view_binding(w), vkrt_ops_view_binding(x),
-                                  vkrt_ops_view_binding(d), vkrt_ops_view_binding(w),
-                                  vkrt_ops_view_binding(len),
-                                  {parts.scratch->handle, 0, parts.used}};
-  s = vkrt_ops_bind(dev, cmd, p, b, p->binding_count);
-  if (s != VKRT_OK)
-    return s;
-  struct qmv_push qp = qmv_push_of(d, w, x, bits, NULL, 0.0f);
-  struct qmv_attn_push push = {.len_offset = len->offset, .n_ctx = parts.n_ctx,
-                               .n_split = parts.n_split, .min_split = parts.min_split,
-                               .ml_base = parts.ml_base, .head_dim = views[4].ne[0]};
-  memcpy(push.qmv, &qp, sizeof(push.qmv));
-  vkrt_ops_count(dev, quant_read[QMV_Q8X], 1);
-  vkrt_ops_count(dev, quant_matvec, 1);
-  vkrt_ops_count(dev, matmul_fused_attention, 1);
-  uint64_t groups = (w->ne[1] + Q8X_ROWS - 1) / Q8X_ROWS;
-  vkrt_ops_dispatch_3d(dev, cmd, p, &push, VKRT_MIN(groups, dev->ops->q8x_workgroups), 1, 1);
-  return VKRT_OK;
-}
-
 vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                    const struct vkrt_ops_view views[9],
+                                    const struct vkrt_ops_view views[8],
                                     const vkrt_matmul_fusion *fusion) {
   const struct qmv_variant *v = fused_variant();
   struct vkrt_ops_view w = views[1];
@@ -881,8 +768,6 @@ vkrt_status vkrt_quant_fused_record(struct vkrt_device *dev, VkCommandBuffer cmd
   const struct vkrt_ops_view *norm = fusion->norm ? &views[3] : NULL;
   if (fusion->qkv) /* checked by vkrt_quant_fused_check: the q8x kernels take it */
     return record_q8x_qkv(dev, cmd, views, &w, fusion, bits);
-  if (fusion->attention) /* the same; its pieces are its own (cmd is none) */
-    return record_q8x_attention(dev, views, &w, fusion->attention);
   if (fused_q8x(dev, &w, &views[2]))
     return record_qmv_norm(dev, cmd, one_column_q8x(dev, w.type), Q8X_ROWS, 1, QMV_Q8X, &views[0],
                            &w, &views[2], bits, norm, fusion->eps);

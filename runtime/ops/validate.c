@@ -514,7 +514,7 @@ static bool rope_params_ok(const char *op, const vkrt_rope_params *params, int64
  * view when there are none). */
 static bool check_qkv_fusion(const struct vkrt_ops_limits *lim, const char *op,
                              const vkrt_tensor *w, const vkrt_tensor *x,
-                             const vkrt_matmul_fusion *fusion, struct vkrt_ops_view views[9],
+                             const vkrt_matmul_fusion *fusion, struct vkrt_ops_view views[8],
                              char *why, size_t why_size) {
   const vkrt_qkv_fusion *q = fusion->qkv;
   static const char *const names[] = {"dst", "w", "x", "fusion->norm", "qkv->pos",
@@ -572,47 +572,9 @@ static bool check_qkv_fusion(const struct vkrt_ops_limits *lim, const char *op,
   return true;
 }
 
-/* vkrt_matmul_fusion.attention: x (view 2, written) is the attention's dst viewed {head_dim,
- * n_head, 1}; views 4..8 are the attention's (that dst, q, k, v, kv_len). */
-static bool check_attention_fusion(const struct vkrt_ops_limits *lim, const char *op,
-                                   const vkrt_tensor *w, const vkrt_tensor *x,
-                                   const vkrt_matmul_fusion *fusion, struct vkrt_ops_view views[9],
-                                   char *why, size_t why_size) {
-  const vkrt_attention_fusion *a = fusion->attention;
-  if (fusion->norm || fusion->swiglu || fusion->qkv)
-    FAIL("%s: fusion->attention goes with no norm, swiglu or qkv (x is the attention's "
-         "result as it is)", op);
-  if (!a->q || !a->k || !a->v || !a->kv_len)
-    FAIL("%s: fusion->attention: q, k, v and kv_len are all needed", op);
-  int64_t hd = a->q->ne[0], nh = a->q->ne[1];
-  if (a->q->ne[2] != 1 || a->q->ne[3] != 1)
-    FAIL("%s: fusion->attention takes one query (q ne " NE_FMT " must be {head_dim, n_head, 1, "
-         "1})", op, NE(a->q));
-  if (hd <= 0 || hd % 32)
-    FAIL("%s: fusion->attention: head_dim %" PRId64 " must be a multiple of 32 (x is merged in "
-         "blocks of 32 inside a head)", op, hd);
-  if (x->ne[0] != hd * nh || x->ne[1] != 1 || x->nb[0] != 4 || w->ne[0] != x->ne[0])
-    FAIL("%s: fusion->attention: x ne " NE_FMT " must be {head_dim %" PRId64 " x n_head %" PRId64
-         ", 1}, dense", op, NE(x), hd, nh);
-  vkrt_tensor x3 = {.buffer = x->buffer, .offset = x->offset, .type = x->type,
-                    .ne = {hd, nh, 1, 1}, .nb = {4, 4 * hd, 4 * hd * nh, 4 * hd * nh}};
-  if (!vkrt_ops_check_attention(lim, &x3, a->q, a->k, a->v, a->kv_len, a->scale, &views[4],
-                                why, why_size))
-    return false;
-  static const char *const names[] = {"dst", "w", "x", "x", "q", "q", "k", "v", "kv_len"};
-  if (!vkrt_ops_view_init(&views[2], lim, op, "x", x, true, why, why_size) ||
-      !same_device(op, views, names, 9, why, why_size))
-    return false;
-  return disjoint(op, &views[2], &views[1], "w", why, why_size) &&
-         disjoint(op, &views[0], &views[5], "q", why, why_size) &&
-         disjoint(op, &views[0], &views[6], "k", why, why_size) &&
-         disjoint(op, &views[0], &views[7], "v", why, why_size) &&
-         disjoint(op, &views[0], &views[8], "kv_len", why, why_size);
-}
-
 bool vkrt_ops_check_matmul_fused(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                                  const vkrt_tensor *w, const vkrt_tensor *x,
-                                 const vkrt_matmul_fusion *fusion, struct vkrt_ops_view views[9],
+                                 const vkrt_matmul_fusion *fusion, struct vkrt_ops_view views[8],
                                  char *why, size_t why_size) {
   static const char *const op = "vkrt_op_matmul_fused";
   static const char *const names[] = {"dst", "w", "x", "fusion->norm"};
@@ -661,8 +623,6 @@ bool vkrt_ops_check_matmul_fused(const struct vkrt_ops_limits *lim, const vkrt_t
     return false;
   if (!fusion->norm)
     views[3] = views[2]; /* a read view in the slot: the qkv views stay at 4.. */
-  if (fusion->attention)
-    return check_attention_fusion(lim, op, w, x, fusion, views, why, why_size);
   return !fusion->qkv || check_qkv_fusion(lim, op, w, x, fusion, views, why, why_size);
 }
 

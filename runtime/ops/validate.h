@@ -75,11 +75,10 @@ bool vkrt_ops_check_add(const struct vkrt_ops_limits *lim, const vkrt_tensor *ds
 /* vkrt_op_matmul_fused: matmul's rules on one binding each, 2-D, with the fusion's norm
  * (f32 {K}, its eps) and swiglu (w's rows even, dst half of them); views dst, w, x, norm (x's
  * view without one); with qkv also pos, k_cache, v_cache (written) and the rope factors
- * (pos's view without them); with attention x written and views 4..8 the attention's (x as
- * {head_dim, n_head, 1}, q, k, v, kv_len). */
+ * (pos's view without them). */
 bool vkrt_ops_check_matmul_fused(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                                  const vkrt_tensor *w, const vkrt_tensor *x,
-                                 const vkrt_matmul_fusion *fusion, struct vkrt_ops_view views[9],
+                                 const vkrt_matmul_fusion *fusion, struct vkrt_ops_view views[8],
                                  char *why, size_t why_size);
 bool vkrt_ops_check_matmul(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                            const vkrt_tensor *w, const vkrt_tensor *x,

@@ -84,7 +84,6 @@ for dtype in q4_K q8_0; do
     { echo "$out"; echo "$dtype --activations q8 failed"; exit 1; }
   grep -q "fused products (--fuse auto): the RMS norm into 5 and the swiglu into 2 per token" <<< "$out" &&
     grep -q "(--fuse-rope on): 2 per token on device 0" <<< "$out" &&
-    grep -q "(--fuse-attention on): 2 per token on device 0" <<< "$out" &&
     [ "$(sed -n 's/^ids: //p' <<< "$out" | tr ',' '\n' | wc -l)" -eq 24 ] ||
     { echo "$out"; echo "$dtype --activations q8: the products not fused by default, or not 24 ids"; exit 1; }
   # the q/k/v products turn q and K and write the cache rows themselves (--fuse-rope on, the
@@ -101,16 +100,9 @@ for dtype in q4_K q8_0; do
     grep -q "(--fuse-rope off): 0 per token on device 0" <<< "$sep" &&
       [ "$(sed -n 's/^ids: //p' <<< "$sep")" = "$ids_fused" ] ||
       { echo "$sep"; echo "$dtype --fuse-rope off, $devices devices: fused, or other ids than $ids_fused"; exit 1; }
-    # the attn_output product merges the attention's splits (--fuse-attention on, the
-    # default: no combine pass): the same ids as the attention recorded alone
-    sep=$("$svc" --weights "$work/$dtype.gguf" --tokens 24 --print-ids --devices $devices --warmup-ms 0 --verify 0 --activations q8 --fuse-attention off 2>&1) ||
-      { echo "$sep"; echo "$dtype --fuse-attention off failed"; exit 1; }
-    grep -q "(--fuse-attention off): 0 per token on device 0" <<< "$sep" &&
-      [ "$(sed -n 's/^ids: //p' <<< "$sep")" = "$ids_fused" ] ||
-      { echo "$sep"; echo "$dtype --fuse-attention off, $devices devices: fused, or other ids than $ids_fused"; exit 1; }
   done
 done
-echo "fusion: auto folds norm and swiglu at hidden 512 (f32 and 8-bit x), the swiglu alone at 4352; --fuse none the same ids; --fuse-rope off and --fuse-attention off the same ids"
+echo "fusion: auto folds norm and swiglu at hidden 512 (f32 and 8-bit x), the swiglu alone at 4352; --fuse none the same ids; --fuse-rope off the same ids"
 
 "$svc" --make-gguf "$work/rope_freqs.gguf" "${shape[@]}" --layers 2 --dtype f16 --rope-freqs 32 --seed 5 >/dev/null
 run rope_freqs 64 "RoPE base 10000 with rope_freqs.weight, matrices"

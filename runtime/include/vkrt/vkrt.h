@@ -556,25 +556,6 @@ typedef struct vkrt_qkv_fusion {
   uint32_t n_head, n_head_kv, head_dim; /* head_dim a multiple of 32 */
 } vkrt_qkv_fusion;
 
-/* Decode attention whose result is x, finished by the product (vkrt_matmul_fusion.attention):
- * the op records vkrt_op_attention(x viewed as {head_dim, n_head, 1}, q, k, v, kv_len, scale)
- * and the product of that x; where the attention's plan cuts the cache into at most
- * VKRT_ATTENTION_FUSED_MAX_SPLITS splits its combine pass does not run: the product's
- * workgroups merge the splits as they read x (the combine's formula) and one of them stores x,
- * so a token's dependent chain loses a step. Afterwards x holds the attention as
- * vkrt_op_attention writes it, up to f32 rounding (the merge's sums run in another order),
- * and dst the product of that x (dst += it with add: the residual of vkrt_op_matmul_add).
- * One query: q {head_dim, n_head, 1}, x f32 {head_dim n_head, 1} dense, head_dim a multiple
- * of 32; not with norm, swiglu or qkv. q4_K and q8_0 w on the 8-bit-x kernels only
- * (VKRT_ACTIVATIONS_Q8, K up to VKRT_ACTIVATIONS_Q8_MAX_K); elsewhere VKRT_ERROR_UNSUPPORTED
- * with the reason. */
-#define VKRT_ATTENTION_FUSED_MAX_SPLITS 32
-typedef struct vkrt_attention_fusion {
-  const vkrt_tensor *q, *k, *v, *kv_len; /* vkrt_op_attention's operands */
-  float scale;
-  int add; /* dst += w x instead of dst = w x */
-} vkrt_attention_fusion;
-
 typedef struct vkrt_matmul_fusion {
   /* x RMS-normalized first, as vkrt_op_rms_norm(x, norm, eps) would: f32 {K}, dense; NULL:
    * x as it is */
@@ -588,8 +569,6 @@ typedef struct vkrt_matmul_fusion {
    * VKRT_ACTIVATIONS_Q8_MAX_K, a device with 16-bit storage); elsewhere
    * VKRT_ERROR_UNSUPPORTED with the reason */
   const vkrt_qkv_fusion *qkv;
-  /* NULL, or the decode attention x is the result of (above) */
-  const vkrt_attention_fusion *attention;
 } vkrt_matmul_fusion;
 
 /* A decode token's matrix-vector product with the RMS norm before it and the SwiGLU after it

@@ -328,8 +328,6 @@ typedef struct vkrt_lab_counters {
   uint64_t matmul_fused_norm;   /* vkrt_op_matmul_fused dispatches with the RMS norm folded in */
   uint64_t matmul_fused_swiglu; /* ... with the SwiGLU */
   uint64_t matmul_fused_qkv;    /* ... a q/k/v product with its RoPE and KV-cache rows */
-  uint64_t matmul_fused_attention; /* ... a product that merged decode attention's splits as
-                                      it rounded x (no combine pass) */
   uint64_t quant_q8x_wide; /* quant_matvec calls on the q8x kernels for 4 or 8 columns a pass
                               that hold 32768 rounded values (40 KiB of shared memory, where
                               the device has it): K past 6144 / 3072 in one pass */
