@@ -12,8 +12,8 @@
 // Up to IN_ORDER live splits (the few of a short cache), invocations 0..31 instead merge
 // their element alone, split after split: no shared memory and no barrier, where the trees
 // above cost more than the sums they save.
-// Specialization constants: 0 workgroup size (a power of two, 64..256), 1 D (head dim), 2
-// IN_ORDER.
+// Specialization constants: 0 workgroup size (a power of two, 32..256; 32 where every split
+// is merged in order), 1 D (head dim), 2 IN_ORDER.
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x_id = 0) in;

@@ -41,6 +41,7 @@ static const struct {
   [VKRT_LAB_Q8X_COLUMNS_WIDE] = {"Q8X_COLUMNS_WIDE", 0, 1},
   [VKRT_LAB_ATTENTION_LAST_MERGES] = {"ATTENTION_LAST_MERGES", 0, 1},
   [VKRT_LAB_Q8X_UNROLL_Q4_K] = {"Q8X_UNROLL_Q4_K", 0, 4},
+  [VKRT_LAB_ATTENTION_COMBINE_IN_ORDER] = {"ATTENTION_COMBINE_IN_ORDER", 0, UINT32_MAX},
   [VKRT_LAB_MATMUL_W16_PIECES] = {"MATMUL_W16_PIECES", 0, VKRT_MATMUL_W16_MAX_PIECES},
 };
 
@@ -94,6 +95,9 @@ vkrt_status vkrt_lab_set(vkrt_appliance *app, uint32_t device, vkrt_lab_knob kno
   case VKRT_LAB_Q8X_UNROLL_Q4_K: force->q8x_unroll_q4_k = (uint32_t)value; break;
   case VKRT_LAB_ATTENTION_LAST_MERGES: force->attention_last_merges = value != 0; break;
   case VKRT_LAB_MATMUL_SPLIT_K: force->matmul_split_k = (uint32_t)value; break;
+  case VKRT_LAB_ATTENTION_COMBINE_IN_ORDER:
+    ops->attention_combine_in_order = (uint32_t)value;
+    break;
   case VKRT_LAB_MATMUL_W16_PIECES:
     ops->matmul_w16_pieces = value ? (uint32_t)value : VKRT_MATMUL_W16_PIECES;
     break;
@@ -235,6 +239,7 @@ vkrt_status vkrt_lab_get(const vkrt_appliance *app, uint32_t device, vkrt_lab_kn
   case VKRT_LAB_ATTENTION_LAST_MERGES: *out = force->attention_last_merges; break;
   case VKRT_LAB_MATMUL_SPLIT_K: *out = force->matmul_split_k; break;
   case VKRT_LAB_MATMUL_W16_PIECES: *out = ops->matmul_w16_pieces; break;
+  case VKRT_LAB_ATTENTION_COMBINE_IN_ORDER: *out = ops->attention_combine_in_order; break;
   case VKRT_LAB_MATMUL_W16_MIN_M: /* q4_K's */
     *out = ops->matmul_w16 ? ops->matmul_w16_min_m[VKRT_TYPE_Q4_K] : 0;
     break;

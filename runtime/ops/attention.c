@@ -56,7 +56,8 @@ VKRT_KERNEL_ATTENTION_ROWS_Q8_0_Q8Q_CHECK_PUSH(struct attention_split_push);
 /* ... and up to this many live splits its invocations merge one element each, split after
  * split, instead of the split groups and shared-memory trees: H100 (board nvidia-h200-x1),
  * Llama-3-8B q4_K at 64-128 cached tokens, --activations q8, q8_0 K/V: tg p50 2.752-2.761 ->
- * 2.722-2.734 ms; Llama-3.2-1B 0.871 -> 0.855-0.857 ms (3 and 2 rounds alternated) */
+ * 2.722-2.734 ms; Llama-3.2-1B 0.871 -> 0.855-0.857 ms (3 and 2 rounds alternated). Where
+ * every split of the plan fits that, the workgroups are those 32 invocations alone. */
 #define COMBINE_IN_ORDER 32
 /* Split workgroups per compute unit the plan aims for (VKRT_ATTENTION_WG invocations each),
  * with at most one split per compute unit. The H200 (132 SMs, one query, the tiled split
@@ -81,6 +82,7 @@ vkrt_status vkrt_attention_open(struct vkrt_device *dev) {
   ops->attention_target_groups = dev->caps.is_cpu ? 16 : cus ? SPLIT_GROUPS_PER_CU * cus : 512;
   ops->attention_max_splits = dev->caps.is_cpu ? 0 : cus;
   ops->attention_rows_target_groups = dev->caps.is_cpu ? 16 : cus ? ROWS_GROUPS_PER_CU * cus : 1024;
+  ops->attention_combine_in_order = COMBINE_IN_ORDER;
   vkrt_status s = vkrt_ops_scratch_create(dev, (uint64_t)CONFIG_VKRT_ATTENTION_SCRATCH_KB * 1024,
                                           &ops->attention_scratch);
   if (s == VKRT_OK)
@@ -203,7 +205,9 @@ vkrt_status vkrt_attention_record(struct vkrt_device *dev, const struct vkrt_ops
   uint32_t split_spec[VKRT_OPS_MAX_SPEC] = {plan.wg, plan.heads_per_group, D,
                                            plan.rows ? plan.subgroup : plan.unroll,
                                            plan.full_split};
-  uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {COMBINE_WG, D, COMBINE_IN_ORDER, 0};
+  uint32_t in_order = ops->attention_combine_in_order;
+  uint32_t combine_spec[VKRT_OPS_MAX_SPEC] = {plan.splits <= in_order ? COMBINE_SLICE : COMBINE_WG,
+                                             D, in_order, 0};
   bool q8q = plan.rows && !f16 && int8_queries(dev);
   enum vkrt_ops_kernel sk = plan.rows ? (f16   ? VKRT_OPS_ATTENTION_ROWS_F16
                                          : q8q ? VKRT_OPS_ATTENTION_ROWS_Q8_0_Q8Q

@@ -244,6 +244,8 @@ struct vkrt_ops_state {
   struct vkrt_buffer *matmul_split_k;    /* the tiled matmul's partial sums of K's pieces
                                             (NULL: none on this device) */
   uint32_t attention_target_groups;      /* split-pass workgroups a plan aims for */
+  uint32_t attention_combine_in_order;   /* live splits up to which the combine merges one
+                                            invocation an element (attention.c) */
   uint32_t attention_max_splits;         /* and splits at most (0: no cap) */
   uint32_t attention_rows_target_groups; /* the same for the row-per-invocation split pass */
   struct vkrt_ops_lab *lab;              /* forces and counters (CONFIG_VKRT_LAB), else NULL */

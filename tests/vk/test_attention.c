@@ -498,9 +498,18 @@ static void test_attention_last_merges(void **state) {
         {t, 128, 32, 8, 1, 512, {97}, 0, 0, true}, /* a llama-3 token: the plan's splits */
         {t, 256, 16, 2, 1, 300, {299}, 0, 1, false}, /* one split: written directly */
     };
+    /* each case twice: the combine's default (live splits up to 32 merged one invocation an
+     * element, in split order; more by the split groups and trees), then every split in
+     * order or none, case by case */
+    int64_t in_order;
+    vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_ATTENTION_COMBINE_IN_ORDER, &in_order));
+    assert_int_equal(in_order, 32);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
       run_case(app, &cases[i]);
+      vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_COMBINE_IN_ORDER,
+                                  i % 2 ? 0 : UINT32_MAX));
       run_case(app, &cases[i]);
+      vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_COMBINE_IN_ORDER, in_order));
     }
     ran++;
   }

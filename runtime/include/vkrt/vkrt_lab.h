@@ -154,6 +154,9 @@ typedef enum vkrt_lab_knob {
   VKRT_LAB_Q8X_UNROLL_Q4_K,          /* one column of q4_K w on the 8-bit-x kernels (plain and
                                         fused): 4 = the build of four units in flight per
                                         invocation (a lab kernel), else the default's two */
+  VKRT_LAB_ATTENTION_COMBINE_IN_ORDER, /* the most live splits the combine pass merges one
+                                        invocation an element, split after split (32 by
+                                        default; 0: never, the split groups and trees) */
   VKRT_LAB_MATMUL_W16_PIECES,        /* quantized w dequantized to f16 before the tiles
                                         (MATMUL_W16_MIN_M) in this many pieces of rows, 1..8,
                                         each piece's tiles running beside the next piece's
