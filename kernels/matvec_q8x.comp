@@ -131,7 +131,7 @@ shared float dx[COLS * DC];  // the scale of each 32
 shared float sx[COLS * DC];  // the exact sum of each 32
 #endif
 #ifdef FUSED
-shared float red[THREADS]; // the norm's sum of squares
+shared float red[THREADS]; // the norm's sum of squares, a subgroup's each
 #endif
 
 #ifdef QKV
@@ -413,18 +413,19 @@ void main() {
     sx[e] = dot(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])), vec4(1.0));
 #endif
   }
-  // the norm's scale: the squares summed by a tree in the same order in every workgroup
+  // the norm's scale: the squares summed by each subgroup, then the subgroups' sums in order
+  // (the same in every workgroup), one barrier where a tree over the invocations took nine
   float scale = 1.0;
 #ifdef FUSED
   if (norm()) {
-    red[tid] = squares;
-    for (uint h = THREADS / 2u; h > 0u; h >>= 1) {
-      barrier();
-      if (tid < h)
-        red[tid] += red[tid + h];
-    }
+    float q = subgroupAdd(squares);
+    if (subgroupElect())
+      red[gl_SubgroupID] = q;
     barrier();
-    scale = inversesqrt(red[0] / float(K) + pc.eps);
+    float t = 0.0;
+    for (uint i = 0u; i < gl_NumSubgroups; i++)
+      t += red[i];
+    scale = inversesqrt(t / float(K) + pc.eps);
   }
 #endif
   barrier();
