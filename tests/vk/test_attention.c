@@ -420,6 +420,16 @@ static void test_attention_splits(void **state) {
     /* one token per split, and more splits asked than tokens */
     struct att_case one = {t, 64, 2, 1, 2, 40, {40, 17}, 0, 40, false};
     run_case(app, &one);
+    /* the same through the combine's split groups and trees (its default merges up to 32
+     * live splits one invocation an element), the second query's 23 splits past its length
+     * holding the first run's partials */
+    int64_t in_order;
+    vkt_check(app, vkrt_lab_get(app, 0, VKRT_LAB_ATTENTION_COMBINE_IN_ORDER, &in_order));
+    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_COMBINE_IN_ORDER, 0));
+    run_case(app, &a);
+    run_case(app, &b);
+    run_case(app, &one);
+    vkt_check(app, vkrt_lab_set(app, 0, VKRT_LAB_ATTENTION_COMBINE_IN_ORDER, in_order));
     struct att_case over = {t, 64, 2, 1, 1, 20, {13}, 0, 1000, true};
     run_case(app, &over);
     /* more splits than the combine loads with kv_len (o of 64, max and sum of 256 on a
