@@ -40,20 +40,7 @@ layout(std430, set = 0, binding = 1) readonly buffer P { float part[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Dst { float dst[]; };
 
 #include "attention_split_len.glsl"
-// Element d of a head's merge, split after split (the splits' partials from split e0, their
-// m and l pairs from float ml)
-float merge_in_order(uint ml, uint e0, uint d, uint n_live) {
-  float mx = LOW;
-  for (uint s = 0u; s < n_live; s++)
-    mx = max(mx, part[ml + 2u * s]);
-  float l = 0.0, o = 0.0;
-  for (uint s = 0u; s < n_live; s++) {
-    float w = exp(part[ml + 2u * s] - mx);
-    l += w * part[ml + 2u * s + 1u];
-    o += w * part[(e0 + s) * D + d];
-  }
-  return n_live > 0u ? o / l : 0.0;
-}
+#include "attention_merge.glsl"
 
 shared float red[WG];
 shared float wt[CHUNK];
@@ -105,7 +92,7 @@ void main() {
   bool live = tid < n_live;
   if (n_live <= IN_ORDER) { // uniform: no barrier below is reached by part of the workgroup
     if (g == 0u && d < D)
-      dst[pc.d_off + h * pc.d_s1 + j * pc.d_s2 + d] = merge_in_order(ml, e0, d, n_live);
+      dst[pc.d_off + h * pc.d_s1 + j * pc.d_s2 + d] = attention_merge(ml, e0, D, d, n_live);
     return;
   }
 

@@ -68,6 +68,7 @@ shared float red[8u * WG];    // the slot merge of one head
 #define PART_READ
 #include "attention_kv.glsl"
 #include "attention_split_len.glsl"
+#include "attention_merge.glsl"
 
 // direct 2: dst, and the arrival counters (zero between runs)
 layout(std430, set = 0, binding = 5) writeonly buffer Dst { float dst[]; };
@@ -105,16 +106,7 @@ void merge_if_last(uint y, uint jj, uint j, uint h0, uint n_live) {
   for (uint i = tid; i < G * D; i += WG) {
     uint g = i / D, d = i % D;
     uint e0 = (jj * pc.n_head + h0 + g) * pc.n_split;
-    float mx = LOW;
-    for (uint s = 0u; s < n_live; s++)
-      mx = max(mx, part[pc.ml_base + 2u * (e0 + s)]);
-    float l = 0.0, o = 0.0;
-    for (uint s = 0u; s < n_live; s++) {
-      float w = exp(part[pc.ml_base + 2u * (e0 + s)] - mx);
-      l += w * part[pc.ml_base + 2u * (e0 + s) + 1u];
-      o += w * part[(e0 + s) * D + d];
-    }
-    store_out(h0 + g, j, d, o / l);
+    store_out(h0 + g, j, d, attention_merge(pc.ml_base + 2u * e0, e0, D, d, n_live));
   }
 }
 
