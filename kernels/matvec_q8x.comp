@@ -33,6 +33,8 @@
 #extension GL_EXT_spirv_intrinsics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : enable
 #extension GL_GOOGLE_include_directive : require
 #ifdef QKV
 #extension GL_EXT_shader_16bit_storage : require
@@ -169,6 +171,70 @@ uint pack4(vec4 v, float inv) {
 #define Q4_K_SCALES
 #endif
 #include "quant_blocks.glsl"
+
+// x -> shared: eight invocations of a subgroup round a 32-value block, a 16-byte word
+// each, so each load of a subgroup reads whole lines (an invocation a block read 8 words 128
+// bytes apart from its neighbours', each load of a subgroup touching 32 lines); the block's
+// max and sum by xor shuffles within the eight, an entry's four words gathered by the first
+// of its four. Words t0, t0 + stride, ... (n <= 8 of them, loaded before their arithmetic)
+// of x's `words` (a multiple of 8: the eight of a block agree on every test); with_norm: x g
+// is rounded and the squares of x are summed. Columns past M repeat the last (never stored).
+void round_words(uint t0, uint stride, uint words, uint n, bool with_norm, uint xb, uint col0,
+                 uint K, inout float squares) {
+  uint lane = gl_SubgroupInvocationID;
+  vec4 v[8], gv[8];
+  [[unroll]] for (uint j = 0u; j < 8u; j++) {
+    uint t = t0 + j * stride, blk = t >> 3u;
+#if COLS == 1
+    uint at = xb + t, g_at = t;
+#else
+    uint c = blk / (K / 32u), b = blk - c * (K / 32u), g_at = 8u * b + (t & 7u);
+    uint at = xb + min(col0 + c, pc.M - 1u) * (pc.x_col / 4u) + g_at;
+#endif
+    if (j < n && t < words) {
+      v[j] = x4[at];
+#ifdef FUSED
+      if (with_norm)
+        gv[j] = g4[(pc.norm_offset >> 2) + g_at];
+#endif
+    }
+  }
+  [[unroll]] for (uint j = 0u; j < 8u; j++) {
+    uint t = t0 + j * stride, blk = t >> 3u, part = t & 7u;
+    if (j >= n || t >= words)
+      continue;
+#if COLS == 1
+    uint e = blk;
+#else
+    uint c = blk / (K / 32u), e = c * DC + (blk - c * (K / 32u));
+#endif
+    vec4 x = v[j];
+    if (with_norm) {
+      squares += dot(x, x);
+      x *= gv[j];
+    }
+    vec4 a = abs(x);
+    float amax = max(max(a.x, a.y), max(a.z, a.w));
+    amax = max(amax, subgroupShuffleXor(amax, 1u));
+    amax = max(amax, subgroupShuffleXor(amax, 2u));
+    amax = max(amax, subgroupShuffleXor(amax, 4u));
+    uint word = pack4(x, amax > 0.0 ? 127.0 / amax : 0.0);
+    uvec4 entry = uvec4(word, subgroupShuffle(word, lane | 1u), subgroupShuffle(word, lane | 2u),
+                        subgroupShuffle(word, lane | 3u));
+    if ((part & 3u) == 0u)
+      qx[2u * e + (part >> 2u)] = entry;
+    if (part == 0u)
+      dx[e] = amax / 127.0;
+#ifdef Q4_K
+    float sum = dot(x, vec4(1.0));
+    sum += subgroupShuffleXor(sum, 1u);
+    sum += subgroupShuffleXor(sum, 2u);
+    sum += subgroupShuffleXor(sum, 4u);
+    if (part == 0u)
+      sx[e] = sum;
+#endif
+  }
+}
 
 #ifdef Q6_K
 // The 16 bytes of w at even byte b: words b / 4 .. + 3 as they are, or (b 2 mod 4) five
@@ -381,38 +447,19 @@ void main() {
   uint K = pc.blocks * KPB;
   uint col0 = (pc.base_y + gl_WorkGroupID.y) * uint(COLS); // this workgroup's first column
 
-  // x -> shared: one 32-value block of a column per invocation step (with the norm: x g,
-  // and the squares of x summed); columns past M repeat the last (never stored)
+  // x -> shared (round_words): with the norm, four words an invocation in flight (and
+  // their weights), else eight (a column of K 16384 in one round)
   float squares = 0.0;
-  for (uint t = tid; t < uint(COLS) * (K / 32u); t += THREADS) {
-#if COLS == 1
-    uint b = t, e = t, xc = xb;
-#else
-    uint c = t / (K / 32u), b = t - c * (K / 32u), e = c * DC + b;
-    uint xc = xb + min(col0 + c, pc.M - 1u) * (pc.x_col / 4u); // x_col: a multiple of 4
-#endif
-    vec4 v[8];
-    float amax = 0.0;
-    for (uint i = 0u; i < 8u; i++) {
-      v[i] = x4[xc + 8u * b + i];
+  uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+  uint words = uint(COLS) * (K / 4u), wstride = gl_NumSubgroups * S;
 #ifdef FUSED
-      if (norm()) {
-        squares += dot(v[i], v[i]);
-        v[i] *= g4[(pc.norm_offset >> 2) + 8u * b + i];
-      }
+  if (norm())
+    for (uint t0 = gl_SubgroupID * S + lane; t0 < words; t0 += 4u * wstride)
+      round_words(t0, wstride, words, 4u, true, xb, col0, K, squares);
+  else
 #endif
-      vec4 a = abs(v[i]);
-      amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-    }
-    float inv = amax > 0.0 ? 127.0 / amax : 0.0;
-    dx[e] = amax / 127.0;
-    for (uint h = 0u; h < 2u; h++)
-      qx[2u * e + h] = uvec4(pack4(v[4u * h], inv), pack4(v[4u * h + 1u], inv),
-                             pack4(v[4u * h + 2u], inv), pack4(v[4u * h + 3u], inv));
-#ifdef Q4_K
-    sx[e] = dot(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])), vec4(1.0));
-#endif
-  }
+    for (uint t0 = gl_SubgroupID * S + lane; t0 < words; t0 += 8u * wstride)
+      round_words(t0, wstride, words, 8u, false, xb, col0, K, squares);
   // the norm's scale: the squares summed by each subgroup, then the subgroups' sums in order
   // (the same in every workgroup), one barrier where a tree over the invocations took nine
   float scale = 1.0;
@@ -435,7 +482,6 @@ void main() {
   // UNROLL of them loaded before their arithmetic, and one subgroupAdd sums the row. Under
   // glu() an item is a gate/up pair (gate row i, up row i + N / 2), both summed by the same
   // subgroup, which writes silu(g) u.
-  uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
 #ifdef QKV
   qkv_blocks(wb, lane, S, scale);
 #else

@@ -297,7 +297,9 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   ops->q8x_columns_min_m[1] = VKRT_QUANT_Q8X_COLUMNS_MIN_M_Q4_K;
   ops->push_descriptor = caps->push_descriptor && dev->vk.vkCmdPushDescriptorSetKHR;
   ops->subgroup_arithmetic = query_subgroup_ops(dev, VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
-  ops->subgroup_shuffle = query_subgroup_ops(dev, VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  /* the kernels that shuffle (the q8x kernels' rounding of x) do it within groups of 8 */
+  ops->subgroup_shuffle = query_subgroup_ops(dev, VK_SUBGROUP_FEATURE_SHUFFLE_BIT) &&
+                          caps->min_subgroup_size >= 8;
   ops->storage_16bit = caps->storage_buffer_16bit;
   ops->integer_dot = caps->integer_dot_product;
   ops->max_invocations = caps->max_compute_work_group_invocations;
@@ -661,7 +663,7 @@ static const char *missing_feature(const struct vkrt_ops_state *ops, enum vkrt_o
   if (kernel_info[k].needs_coopmat && !ops->matmul.coopmat)
     return "cooperative matrices (VK_NV_cooperative_matrix 16x16x16 f16, 32-wide subgroups)";
   if (kernel_info[k].needs_shuffle && !ops->subgroup_shuffle)
-    return "compute subgroup shuffles";
+    return "compute subgroup shuffles in subgroups of 8 or more";
   const struct vkrt_kernel_desc *d = ops->desc[k];
   if (d && (uint64_t)d->local_size[0] * d->local_size[1] * d->local_size[2] > ops->max_invocations)
     return "workgroups larger than maxComputeWorkGroupInvocations";
