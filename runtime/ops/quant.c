@@ -334,8 +334,12 @@ const char *vkrt_quant_activations_path(const struct vkrt_device *dev) {
     return "f32 (vkrt_options.quant_activations = VKRT_ACTIVATIONS_F32)";
   if (!dev->ops->integer_dot)
     return "f32: 8-bit activations were asked for, but the device lacks shaderIntegerDotProduct";
+  if (!dev->ops->subgroup_shuffle)
+    return "f32: 8-bit activations were asked for, but the device lacks subgroup shuffles in "
+           "subgroups of 8 or more (the q8x kernels round x with them)";
   static const char one[] = "8-bit for one column of q8_0/q4_K/q6_K w, K <= 16384, x (and q4_K "
-                            "rows) 16-byte aligned (q8x kernels: integer dot products)";
+                            "rows) 16-byte aligned (q8x kernels: integer dot products; x "
+                            "rounded with subgroup shuffles)";
   struct vkrt_ops_state *ops = dev->ops;
   const uint32_t *lo = ops->q8x_columns_min_m;
   bool wide = q8x_wide_usable(dev, VKRT_TYPE_Q8_0) || q8x_wide_usable(dev, VKRT_TYPE_Q4_K);
@@ -635,7 +639,7 @@ const char *vkrt_quant_qkv_path(const struct vkrt_device *dev) {
                 : "q8_0 w, one column: the q8x kernel, blocks of 32 rows a workgroup; q4_K "
                   "UNSUPPORTED";
   return "none: the q/k/v kernels are not in this build or the device lacks 16-bit storage, "
-         "subgroup arithmetic or integer dot products (UNSUPPORTED)";
+         "subgroup arithmetic and shuffles or integer dot products (UNSUPPORTED)";
 }
 
 const char *vkrt_quant_fused_path(const struct vkrt_device *dev) {
@@ -677,8 +681,8 @@ vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_op
   if (w.type == VKRT_TYPE_Q8_0 && !q8x)
     return vkrt_ops_fused_refuse(dev, "q8_0 w takes the 8-bit-x kernel only: an appliance opened "
                                       "with VKRT_ACTIVATIONS_Q8, K up to %u, x dense and 16-byte "
-                                      "aligned, a device with integer dot products",
-                                 (unsigned)Q8X_MAX_K);
+                                      "aligned, a device with integer dot products and subgroup "
+                                      "shuffles", (unsigned)Q8X_MAX_K);
   if (!q8x && !vkrt_ops_kernel_usable(dev, v->m1))
     return vkrt_ops_fused_refuse(dev, "dev%u cannot run the q4_K stream kernel", dev->index);
   if (!q8x && (!widened || !variant_fits(v->kind, &w, x)))
@@ -693,7 +697,7 @@ vkrt_status vkrt_quant_fused_check(struct vkrt_device *dev, const struct vkrt_op
     enum vkrt_ops_kernel k = qkv_kernel(w.type);
     if (!vkrt_ops_kernel_usable(dev, k))
       return vkrt_ops_fused_refuse(dev, "dev%u cannot run the q/k/v kernel (16-bit storage, "
-                                        "subgroup arithmetic and integer dot products)",
+                                        "subgroup arithmetic and shuffles, integer dot products)",
                                    dev->index);
     if (dev->caps.max_push_constants_size < sizeof(struct qmv_qkv_push))
       return vkrt_ops_fused_refuse(dev, "dev%u takes %u bytes of push constants; the q/k/v "
