@@ -181,42 +181,49 @@ uint pack4(vec4 v, float inv) {
 #endif
 #include "quant_blocks.glsl"
 
+// Block blk of all the columns' x: its first 16-byte word in x (COLS > 1: columns past M
+// repeat the last, never stored), its entry e of dx and sx (of qx: 2 e and 2 e + 1), and its
+// first word's index g0 in the norm's weight
+uint block_at(uint blk, uint xb, uint col0, uint K, out uint e, out uint g0) {
+#if COLS == 1
+  e = blk;
+  g0 = 8u * blk;
+  return xb + g0;
+#else
+  uint c = blk / (K / 32u), b = blk - c * (K / 32u);
+  e = c * DC + b;
+  g0 = 8u * b;
+  return xb + min(col0 + c, pc.M - 1u) * (pc.x_col / 4u) + g0; // x_col: a multiple of 4
+#endif
+}
+
 // x -> shared: eight invocations of a subgroup round a 32-value block, a 16-byte word
 // each, so each load of a subgroup reads whole lines (an invocation a block read 8 words 128
 // bytes apart from its neighbours', each load of a subgroup touching 32 lines); the block's
 // max and sum by xor shuffles within the eight, an entry's four words gathered by the first
 // of its four. Words t0, t0 + stride, ... (n <= 8 of them, loaded before their arithmetic)
 // of x's `words` (a multiple of 8: the eight of a block agree on every test); with_norm: x g
-// is rounded and the squares of x are summed. Columns past M repeat the last (never stored).
+// is rounded and the squares of x are summed.
 void round_words(uint t0, uint stride, uint words, uint n, bool with_norm, uint xb, uint col0,
                  uint K, inout float squares) {
   uint lane = gl_SubgroupInvocationID;
   vec4 v[8], gv[8];
+  uint es[8]; // each word's block entry
   [[unroll]] for (uint j = 0u; j < 8u; j++) {
-    uint t = t0 + j * stride, blk = t >> 3u;
-#if COLS == 1
-    uint at = xb + t, g_at = t;
-#else
-    uint c = blk / (K / 32u), b = blk - c * (K / 32u), g_at = 8u * b + (t & 7u);
-    uint at = xb + min(col0 + c, pc.M - 1u) * (pc.x_col / 4u) + g_at;
-#endif
+    uint t = t0 + j * stride, part = t & 7u, g0;
+    uint at = block_at(t >> 3u, xb, col0, K, es[j], g0) + part;
     if (j < n && t < words) {
       v[j] = x4[at];
 #ifdef FUSED
       if (with_norm)
-        gv[j] = g4[(pc.norm_offset >> 2) + g_at];
+        gv[j] = g4[(pc.norm_offset >> 2) + g0 + part];
 #endif
     }
   }
   [[unroll]] for (uint j = 0u; j < 8u; j++) {
-    uint t = t0 + j * stride, blk = t >> 3u, part = t & 7u;
+    uint t = t0 + j * stride, part = t & 7u, e = es[j];
     if (j >= n || t >= words)
       continue;
-#if COLS == 1
-    uint e = blk;
-#else
-    uint c = blk / (K / 32u), e = c * DC + (blk - c * (K / 32u));
-#endif
     vec4 x = v[j];
     if (with_norm) {
       squares += dot(x, x);
@@ -246,24 +253,20 @@ void round_words(uint t0, uint stride, uint words, uint n, bool with_norm, uint 
 }
 
 // x -> shared, one invocation a 32-value block: block t of all the columns' (with the norm:
-// x g, and the squares of x summed); columns past M repeat the last (never stored). Each
+// x g, and the squares of x summed). Each
 // invocation's 8 loads lie 128 bytes from its neighbours', so each load of a subgroup touches
 // 32 lines: cheaper than round_words' shuffles where x is short.
 void round_block(uint t, uint xb, uint col0, uint K, inout float squares) {
-#if COLS == 1
-  uint b = t, e = t, xc = xb;
-#else
-  uint c = t / (K / 32u), b = t - c * (K / 32u), e = c * DC + b;
-  uint xc = xb + min(col0 + c, pc.M - 1u) * (pc.x_col / 4u); // x_col: a multiple of 4
-#endif
+  uint e, g0;
+  uint x0 = block_at(t, xb, col0, K, e, g0);
   vec4 v[8];
   float amax = 0.0;
   for (uint i = 0u; i < 8u; i++) {
-    v[i] = x4[xc + 8u * b + i];
+    v[i] = x4[x0 + i];
 #ifdef FUSED
     if (norm()) {
       squares += dot(v[i], v[i]);
-      v[i] *= g4[(pc.norm_offset >> 2) + 8u * b + i];
+      v[i] *= g4[(pc.norm_offset >> 2) + g0 + i];
     }
 #endif
     vec4 a = abs(v[i]);
