@@ -62,15 +62,6 @@
 #else
 #define THREADS 256u
 #endif
-#ifndef ROUND_WORDS_MIN
-// x's 16-byte words from which eight invocations round a block (round_words) rather than one
-// (round_block): K 4096 and more for one column. H100, Llama-3-8B tg p50 (every product at K
-// 4096 or 14336) 2.703-2.723 -> 2.668-2.684 ms with round_words for all (q8_0 weights 3.907-
-// 3.918 -> 3.838-3.846), but Llama-3.2-1B (K 2048 but the down product) 0.845 / 0.855 ->
-// 0.859 / 0.861: with one word an invocation its shuffles' chain costs more than the
-// scattered loads it saves. Alone (vkrt-bench cases), ffn_down K 14336 16.1 -> 15.3-15.6 us.
-#define ROUND_WORDS_MIN (2u * THREADS)
-#endif
 #ifndef COLS_VALUES
 // rounded values of all the columns together: 30 KiB with the scales and sums, inside the
 // 32 KiB of maxComputeSharedMemorySize lavapipe has; -DCOLS_VALUES=32768u (40 KiB) holds 8
@@ -181,49 +172,42 @@ uint pack4(vec4 v, float inv) {
 #endif
 #include "quant_blocks.glsl"
 
-// Block blk of all the columns' x: its first 16-byte word in x (COLS > 1: columns past M
-// repeat the last, never stored), its entry e of dx and sx (of qx: 2 e and 2 e + 1), and its
-// first word's index g0 in the norm's weight
-uint block_at(uint blk, uint xb, uint col0, uint K, out uint e, out uint g0) {
-#if COLS == 1
-  e = blk;
-  g0 = 8u * blk;
-  return xb + g0;
-#else
-  uint c = blk / (K / 32u), b = blk - c * (K / 32u);
-  e = c * DC + b;
-  g0 = 8u * b;
-  return xb + min(col0 + c, pc.M - 1u) * (pc.x_col / 4u) + g0; // x_col: a multiple of 4
-#endif
-}
-
 // x -> shared: eight invocations of a subgroup round a 32-value block, a 16-byte word
 // each, so each load of a subgroup reads whole lines (an invocation a block read 8 words 128
 // bytes apart from its neighbours', each load of a subgroup touching 32 lines); the block's
 // max and sum by xor shuffles within the eight, an entry's four words gathered by the first
 // of its four. Words t0, t0 + stride, ... (n <= 8 of them, loaded before their arithmetic)
 // of x's `words` (a multiple of 8: the eight of a block agree on every test); with_norm: x g
-// is rounded and the squares of x are summed.
+// is rounded and the squares of x are summed. Columns past M repeat the last (never stored).
 void round_words(uint t0, uint stride, uint words, uint n, bool with_norm, uint xb, uint col0,
                  uint K, inout float squares) {
   uint lane = gl_SubgroupInvocationID;
   vec4 v[8], gv[8];
-  uint es[8]; // each word's block entry
   [[unroll]] for (uint j = 0u; j < 8u; j++) {
-    uint t = t0 + j * stride, part = t & 7u, g0;
-    uint at = block_at(t >> 3u, xb, col0, K, es[j], g0) + part;
+    uint t = t0 + j * stride, blk = t >> 3u;
+#if COLS == 1
+    uint at = xb + t, g_at = t;
+#else
+    uint c = blk / (K / 32u), b = blk - c * (K / 32u), g_at = 8u * b + (t & 7u);
+    uint at = xb + min(col0 + c, pc.M - 1u) * (pc.x_col / 4u) + g_at;
+#endif
     if (j < n && t < words) {
       v[j] = x4[at];
 #ifdef FUSED
       if (with_norm)
-        gv[j] = g4[(pc.norm_offset >> 2) + g0 + part];
+        gv[j] = g4[(pc.norm_offset >> 2) + g_at];
 #endif
     }
   }
   [[unroll]] for (uint j = 0u; j < 8u; j++) {
-    uint t = t0 + j * stride, part = t & 7u, e = es[j];
+    uint t = t0 + j * stride, blk = t >> 3u, part = t & 7u;
     if (j >= n || t >= words)
       continue;
+#if COLS == 1
+    uint e = blk;
+#else
+    uint c = blk / (K / 32u), e = c * DC + (blk - c * (K / 32u));
+#endif
     vec4 x = v[j];
     if (with_norm) {
       squares += dot(x, x);
@@ -250,36 +234,6 @@ void round_words(uint t0, uint stride, uint words, uint n, bool with_norm, uint 
       sx[e] = sum;
 #endif
   }
-}
-
-// x -> shared, one invocation a 32-value block: block t of all the columns' (with the norm:
-// x g, and the squares of x summed). Each
-// invocation's 8 loads lie 128 bytes from its neighbours', so each load of a subgroup touches
-// 32 lines: cheaper than round_words' shuffles where x is short.
-void round_block(uint t, uint xb, uint col0, uint K, inout float squares) {
-  uint e, g0;
-  uint x0 = block_at(t, xb, col0, K, e, g0);
-  vec4 v[8];
-  float amax = 0.0;
-  for (uint i = 0u; i < 8u; i++) {
-    v[i] = x4[x0 + i];
-#ifdef FUSED
-    if (norm()) {
-      squares += dot(v[i], v[i]);
-      v[i] *= g4[(pc.norm_offset >> 2) + g0 + i];
-    }
-#endif
-    vec4 a = abs(v[i]);
-    amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-  }
-  float inv = amax > 0.0 ? 127.0 / amax : 0.0;
-  dx[e] = amax / 127.0;
-  for (uint h = 0u; h < 2u; h++)
-    qx[2u * e + h] = uvec4(pack4(v[4u * h], inv), pack4(v[4u * h + 1u], inv),
-                           pack4(v[4u * h + 2u], inv), pack4(v[4u * h + 3u], inv));
-#ifdef Q4_K
-  sx[e] = dot(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])), vec4(1.0));
-#endif
 }
 
 #ifdef Q6_K
@@ -493,25 +447,19 @@ void main() {
   uint K = pc.blocks * KPB;
   uint col0 = (pc.base_y + gl_WorkGroupID.y) * uint(COLS); // this workgroup's first column
 
-  // x -> shared: from ROUND_WORDS_MIN words on by eight invocations a block (round_words:
-  // with the norm four words an invocation in flight, and their weights, else eight), below
-  // it by one invocation a block (round_block)
+  // x -> shared (round_words): with the norm, four words an invocation in flight (and
+  // their weights), else eight (a column of K 16384 in one round)
   float squares = 0.0;
   uint S = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
   uint words = uint(COLS) * (K / 4u), wstride = gl_NumSubgroups * S;
-  if (words >= ROUND_WORDS_MIN) {
 #ifdef FUSED
-    if (norm())
-      for (uint t0 = gl_SubgroupID * S + lane; t0 < words; t0 += 4u * wstride)
-        round_words(t0, wstride, words, 4u, true, xb, col0, K, squares);
-    else
+  if (norm())
+    for (uint t0 = gl_SubgroupID * S + lane; t0 < words; t0 += 4u * wstride)
+      round_words(t0, wstride, words, 4u, true, xb, col0, K, squares);
+  else
 #endif
-      for (uint t0 = gl_SubgroupID * S + lane; t0 < words; t0 += 8u * wstride)
-        round_words(t0, wstride, words, 8u, false, xb, col0, K, squares);
-  } else {
-    for (uint t = tid; t < words / 8u; t += THREADS)
-      round_block(t, xb, col0, K, squares);
-  }
+    for (uint t0 = gl_SubgroupID * S + lane; t0 < words; t0 += 8u * wstride)
+      round_words(t0, wstride, words, 8u, false, xb, col0, K, squares);
   // the norm's scale: the squares summed by each subgroup, then the subgroups' sums in order
   // (the same in every workgroup), one barrier where a tree over the invocations took nine
   float scale = 1.0;
