@@ -179,6 +179,10 @@ uint pack4(vec4 v, float inv) {
 // of its four. Words t0, t0 + stride, ... (n <= 8 of them, loaded before their arithmetic)
 // of x's `words` (a multiple of 8: the eight of a block agree on every test); with_norm: x g
 // is rounded and the squares of x are summed. Columns past M repeat the last (never stored).
+// The kernel's registers cap its workgroups an SM (NVIDIA: 64 for two of 512 invocations):
+// keeping each word's block entry in an array across the loads took the q4_K kernel to 81
+// and every product 15-25 % slower (H100); `VKRT_BENCH_LOG=info vkrt-bench cases` prints
+// the driver's count per pipeline.
 void round_words(uint t0, uint stride, uint words, uint n, bool with_norm, uint xb, uint col0,
                  uint K, inout float squares) {
   uint lane = gl_SubgroupInvocationID;

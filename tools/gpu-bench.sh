@@ -31,6 +31,11 @@ step() { echo "### $*" | tee -a "$log"; }
     echo >> "$OUT/ops.json"
   done
   cat "$OUT/ops.json"
+  step "pipelines"
+  # the driver's statistics (registers, shared memory) of the kernels of a Llama token: a
+  # kernel past its register budget loses workgroups an SM
+  VKRT_BENCH_LOG=info timeout 60 "$B/bin/vkrt-bench" cases --activations q8 \
+    --test-file tools/bench/cases/q4k-products.txt 2>&1 | grep 'pipeline .*Register' | sort -u
   step "allreduce"
   timeout 240 "$B/bin/vkrt-bench" allreduce --json --transport all > "$OUT/allreduce.json" 2>>"$log"
   timeout 60 "$B/bin/vkrt-bench" allreduce --transport all --max 64K 2>&1 | tail -40
