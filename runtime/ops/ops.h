@@ -193,7 +193,7 @@ struct vkrt_ops_state {
   bool q8x_columns_wide;          /* 4 and 8 columns a pass on the 40 KiB kernels where usable */
   bool push_descriptor;           /* VK_KHR_push_descriptor usable */
   bool subgroup_arithmetic;       /* compute-stage subgroupAdd (matvec) */
-  bool subgroup_shuffle;          /* compute-stage subgroupShuffleXor */
+  bool subgroup_shuffle;          /* compute-stage subgroup shuffles, subgroups of 8 or more */
   bool storage_16bit;             /* storageBuffer16BitAccess (f16 copy/transpose/...) */
   bool integer_dot;               /* shaderIntegerDotProduct (8-bit-activation quant kernels) */
   uint32_t max_invocations;       /* maxComputeWorkGroupInvocations: larger kernels unusable */

@@ -818,8 +818,9 @@ static void test_fused_q8_activations(void **state) {
   if (!vkrt_lab_variant_usable(app, 0, VKRT_LAB_QUANT_VARIANT, q8x_variant()))
     print_message("dev0 has no integer dot products: the fused products take the stream kernel\n");
   /* 2 super-blocks, fewer rows (or pairs) than the grid's subgroups and more; 3 (odd N, 37
-   * pairs), 8, 17, 33 (x's words in three rounds of the norm's rounding, the last part of
-   * one); K past the q8x kernel's limit: the stream kernel, x in f32 */
+   * pairs), 8, 17, 33 (x's 2112 words in two rounds of the norm's rounding, 2048 a round
+   * for 512 invocations, the second a part of one); K past the q8x kernel's limit: the
+   * stream kernel, x in f32 */
   int64_t over = (VKRT_ACTIVATIONS_Q8_MAX_K / 256 + 1) * 256;
   const vkrt_type types[2] = {VKRT_TYPE_Q4_K, VKRT_TYPE_Q8_0};
   for (int t = 0; t < 2; t++) {
