@@ -99,7 +99,7 @@ static int keep_token(struct service *s, struct decode *dc, uint64_t t) {
       rc = EXIT_VERIFY;
     }
   }
-  uint64_t hash = fnv1a(FNV1A_INIT, rank0, m->hidden * sizeof(float)); /* this host's result */
+  uint64_t hash = bits_hash(HASH_INIT, rank0, m->hidden * sizeof(float)); /* this host's result */
   if (!tool_hosts_same(hash)) {
     fprintf(stderr, "vkrt-service: token %llu: host%u's result differs from another host's\n",
             (unsigned long long)t, vkrt_host_rank(app));

@@ -259,7 +259,10 @@ static void compare_ranks(struct service *s, struct generation *gen, uint32_t po
                 s->first_rank + d);
       gen->ranks_differ = true;
     }
-  uint64_t hash = fnv1a(fnv1a(FNV1A_INIT, &a0, sizeof(a0)), l0, logits ? V * sizeof(float) : 0);
+  if (tool_hosts() < 2) /* one host: nothing to compare the hash with */
+    return;
+  uint64_t hash = bits_hash(bits_hash(HASH_INIT, &a0, sizeof(a0)), l0,
+                            logits ? V * sizeof(float) : 0);
   if (!tool_hosts_same(hash)) {
     if (!gen->ranks_differ)
       fprintf(stderr, "vkrt-service: position %u: host%u differs from another host\n", pos,
@@ -280,6 +283,7 @@ static int feed_position(struct service *s, struct generation *gen, uint32_t pos
   if (rc)
     return rc;
   gen->lat[pos] = stamp[4] - stamp[0];
+  gen->t_fed = stamp[4];
   if (pos > 0 || gen->warm_tokens) { /* the very first may create pipelines */
     for (int i = 0; i < 4; i++)
       gen->prof[i] += stamp[i + 1] - stamp[i];
@@ -380,6 +384,12 @@ int model_run(struct service *s, struct generation *gen) {
     }
     int32_t next = sampling ? llama_sample(&sampler, last_logits, V, gen->scratch)
                             : gen->gpu_argmax[pos];
+    if (!prompt_done) { /* a token waits for its id: the ranks' comparison and the draw count */
+      double choose = now_s() - gen->t_fed;
+      gen->lat[pos] += choose;
+      gen->t_choose += choose;
+      gen->chosen++;
+    }
     gen->ids[pos + 1] = next;
     gen->n_gen++;
     if (gen->n_gen == 1)
@@ -483,6 +493,15 @@ void model_print(const struct service *s, const struct generation *gen) {
   }
 }
 
+/* How the next id is chosen, for the summary. */
+static const char *sampling_label(const struct service_args *a, char *buf, size_t cap) {
+  if (!(a->temperature > 0))
+    return "greedy: the device's argmax";
+  snprintf(buf, cap, "sampled on the host: temperature %g, top-k %llu, top-p %g",
+           a->temperature, (unsigned long long)a->top_k, a->top_p);
+  return buf;
+}
+
 void model_summary(const struct service *s, struct generation *gen, bool verified) {
   vkrt_appliance *app = s->app;
   if (*s->stop)
@@ -518,10 +537,13 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            s->copy_bw * 1e-9);
   }
   double n = gen->profiled ? (double)gen->profiled : 1;
+  char label[128];
   printf("vkrt-service: per token (mean of positions 2..): step %.1f us, record %.1f us (up to "
-         "%u ops per device), submit %.1f us, wait %.1f us\n", gen->prof[0] / n * 1e6,
-         gen->prof[1] / n * 1e6, llama_gpu_ops_per_token(s->gpu), gen->prof[2] / n * 1e6,
-         gen->prof[3] / n * 1e6);
+         "%u ops per device), submit %.1f us, wait %.1f us; then %.1f us to the next id (%s)\n",
+         gen->prof[0] / n * 1e6, gen->prof[1] / n * 1e6, llama_gpu_ops_per_token(s->gpu),
+         gen->prof[2] / n * 1e6, gen->prof[3] / n * 1e6,
+         gen->chosen ? gen->t_choose / gen->chosen * 1e6 : 0.0,
+         sampling_label(s->args, label, sizeof(label)));
   if (vkrt_host_count(app) > 1)
     printf("vkrt-service: tensor-parallel over %u hosts x %u devices (MPI)\n",
            vkrt_host_count(app), s->n);
@@ -544,7 +566,7 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
   if (s->args->json)
     printf("{\"prompt_tokens\": %u, \"prompt_mode\": \"%s\", \"ubatch\": %u, "
            "\"pp_tokens_per_s\": %.3f, \"generated_tokens\": %u, "
-           "\"tg_tokens_per_s\": %.3f, \"p50_ms\": %.4f, \"p99_ms\": %.4f, "
+           "\"tg_tokens_per_s\": %.3f, \"choose_us\": %.2f, \"p50_ms\": %.4f, \"p99_ms\": %.4f, "
            "\"roofline_ms\": %.4f, \"weight_bytes\": %llu, \"copy_gbps\": %.3f, "
            "\"checked_positions\": %u, \"verified\": %s, \"min_margin\": %.6g, "
            "\"max_logit_diff\": %.3e, \"ranks_bit_identical\": %s, \"ranks\": %u, "
@@ -552,7 +574,8 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
            "\"matmul_activations\": \"%s\", \"ops_left_out\": %llu, \"version\": \"%s\"",
            np, gen->ubatch ? "batch" : "token", gen->ubatch,
            np && gen->t_prompt > 0 ? np / gen->t_prompt : 0, gen->n_gen,
-           t_tg > 0 ? ntg / t_tg : 0, p50 * 1e3, p99 * 1e3, roofline * 1e3,
+           t_tg > 0 ? ntg / t_tg : 0, gen->chosen ? gen->t_choose / gen->chosen * 1e6 : 0.0,
+           p50 * 1e3, p99 * 1e3, roofline * 1e3,
            (unsigned long long)s->shard_bytes, s->copy_bw * 1e-9, gen->checked,
            gen->checked && verified ? "true" : "false",
            gen->checked ? gen->min_margin : 0.0, gen->max_logit_err,

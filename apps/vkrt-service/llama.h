@@ -110,9 +110,19 @@ struct llama_sampler_params {
   float top_p;        /* 1: off */
   uint64_t seed;
 };
+/* How the last draw chose its candidates (what tests assert). */
+enum llama_sample_path {
+  LLAMA_SAMPLE_GREEDY,        /* argmax: temperature 0, or no finite weights */
+  LLAMA_SAMPLE_TOP_K,         /* the k best by a heap, then top-p among them */
+  LLAMA_SAMPLE_ALL,           /* every token */
+  LLAMA_SAMPLE_NUCLEUS_NEAR,  /* top-p: the crossing found among the buckets near the best */
+  LLAMA_SAMPLE_NUCLEUS_FAR,   /* top-p: past them, every bucket summed apart */
+};
 struct llama_sampler {
   struct llama_sampler_params p;
   uint64_t state;     /* xorshift64* */
+  enum llama_sample_path path;
+  int32_t nucleus_last; /* top-p: the nucleus's last member in the sorted order */
 };
 void llama_sampler_init(struct llama_sampler *s, const struct llama_sampler_params *p);
 /* One id from logits[n_vocab] (scratch: n_vocab floats + n_vocab ints the sampler may use). */

@@ -407,6 +407,7 @@ static void test_top_p_nucleus(void **state) {
     int draws = round ? 4000 : 3000, distinct = 0;
     for (int d = 0; d < draws; d++) {
       int32_t id = llama_sample(&s, logits, N, scratch);
+      assert_int_equal(s.path, LLAMA_SAMPLE_NUCLEUS_NEAR); /* every logit within 9 of the best */
       if (!in[id])
         fail_msg("p %.2f: drew %d (logit %g) outside the %d-token nucleus", (double)p, id,
                  (double)logits[id], size);
@@ -416,6 +417,119 @@ static void test_top_p_nucleus(void **state) {
                   size, distinct, draws);
     assert_true(round ? distinct > size / 4 : distinct == size); /* 4000 of 7597: ~3140 */
   }
+  free(logits), free(sorted), free(scratch), free(in), free(seen);
+}
+
+/* Draws over a vocabulary of several of the sampler's blocks of 1024 ids and a partial last
+ * one, every token a candidate: each id's frequency follows softmax(logit / T) (the
+ * brute-force probabilities in double, 5 sigma), a token whose weight is below the floats
+ * (1000 under the best) and a NaN are never drawn, and the best at the very last id is drawn
+ * as often as its probability says. */
+static void test_sampler_all_tokens(void **state) {
+  (void)state;
+  enum { N = 3001, DRAWS = 40000 };
+  float *logits = malloc(N * sizeof(float));
+  void *scratch = malloc(N * 8);
+  int *hits = calloc(N, sizeof(int));
+  double *prob = malloc(N * sizeof(double));
+  uint64_t rng = 11;
+  for (int i = 0; i < N; i++) /* a bulk spread over [0, 4), six tokens above it */
+    logits[i] = (float)(vkrt_xorshift(&rng) >> 40) / (float)(1 << 24) * 4.0f;
+  const int strong[6] = {5, 1023, 1024, 2047, 2999, N - 1};
+  for (int j = 0; j < 6; j++)
+    logits[strong[j]] = 9.0f + 0.25f * (float)j;
+  logits[17] = -1000.0f, logits[18] = NAN;
+  const float t = 0.7f;
+  double top = 9.0 + 0.25 * 5, total = 0;
+  for (int i = 0; i < N; i++)
+    total += prob[i] = isnan(logits[i]) ? 0 : exp(((double)logits[i] - top) / t);
+  for (int i = 0; i < N; i++)
+    prob[i] /= total;
+  struct llama_sampler s;
+  llama_sampler_init(&s, &(struct llama_sampler_params){.temperature = t, .top_p = 1, .seed = 8});
+  for (int d = 0; d < DRAWS; d++)
+    hits[llama_sample(&s, logits, N, scratch)]++;
+  assert_int_equal(s.path, LLAMA_SAMPLE_ALL);
+  assert_int_equal(hits[17] + hits[18], 0);
+  int checked = 0;
+  for (int i = 0; i < N; i++) {
+    double expect = prob[i] * DRAWS, sigma = sqrt(expect * (1 - prob[i])) + 1;
+    if (fabs(hits[i] - expect) > 5 * sigma)
+      fail_msg("id %d (logit %g): %d draws of %d, %.1f expected", i, (double)logits[i], hits[i],
+               DRAWS, expect);
+    checked += expect > 100;
+  }
+  assert_true(checked >= 6); /* the strong tokens at least */
+  assert_true(hits[N - 1] > 0);
+  free(logits), free(scratch), free(hits), free(prob);
+}
+
+/* top-p whose nucleus reaches past the buckets near the best: one token 17 above 50000 tied
+ * ones, p 0.999, takes about half of the tied ones (by id, the lower first). The nucleus
+ * against the brute-force count in double, and the draws inside it. */
+static void test_top_p_far(void **state) {
+  (void)state;
+  enum { N = 50000 };
+  float *logits = malloc(N * sizeof(float));
+  void *scratch = malloc(N * 8);
+  for (int i = 0; i < N; i++)
+    logits[i] = 3.0f;
+  logits[7] = 20.0f;
+  const double p = 0.999;
+  double w = exp(3.0 - 20.0), total = 1 + (N - 1) * w, cum = 1;
+  int size = 1; /* the best, then tied ids from 0 up */
+  while (cum < p * total)
+    cum += w, size++;
+  int32_t last_ref = size - 1 <= 7 ? size - 2 : size - 1; /* id 7 is the best, not tied */
+  struct llama_sampler s;
+  llama_sampler_init(&s, &(struct llama_sampler_params){.temperature = 1000, .top_p = (float)p,
+                                                         .seed = 4});
+  int32_t most = 0;
+  for (int d = 0; d < 3000; d++) {
+    int32_t id = llama_sample(&s, logits, N, scratch);
+    assert_int_equal(s.path, LLAMA_SAMPLE_NUCLEUS_FAR);
+    assert_true(id <= s.nucleus_last);
+    most = id > most ? id : most;
+  }
+  print_message("top-p far: nucleus of %d tokens, last id %d (float64: %d), largest drawn %d\n",
+                size, s.nucleus_last, last_ref, most);
+  assert_true(size > 20000 && size < 30000);
+  assert_true(abs(s.nucleus_last - last_ref) <= 1); /* float weights against double */
+  assert_true(most > s.nucleus_last - 100);         /* the whole nucleus is drawn from */
+  free(logits), free(scratch);
+}
+
+/* top-k over a large vocabulary with ties at the k-th logit: the k best by logit, then id,
+ * exactly (against the whole vocabulary sorted), and no draw outside them. */
+static void test_top_k_ties(void **state) {
+  (void)state;
+  enum { N = 30000, K = 40 };
+  float *logits = malloc(N * sizeof(float));
+  struct ranked *sorted = malloc(N * sizeof(*sorted));
+  void *scratch = malloc(N * 8);
+  bool *in = calloc(N, 1);
+  uint64_t rng = 5;
+  for (int i = 0; i < N; i++) /* 64 levels: many tokens share the 40th best logit */
+    logits[i] = (float)(vkrt_xorshift(&rng) >> 58) * 0.125f;
+  for (int i = 0; i < N; i++)
+    sorted[i] = (struct ranked){logits[i], i};
+  qsort(sorted, N, sizeof(*sorted), by_rank);
+  assert_true(sorted[K - 1].logit == sorted[K].logit); /* the tie straddles the k-th place */
+  for (int i = 0; i < K; i++)
+    in[sorted[i].id] = true;
+  struct llama_sampler s;
+  llama_sampler_init(&s, &(struct llama_sampler_params){.temperature = 1000, .top_k = K,
+                                                         .top_p = 1, .seed = 6});
+  int distinct = 0;
+  int *seen = calloc(N, sizeof(int));
+  for (int d = 0; d < 2000; d++) {
+    int32_t id = llama_sample(&s, logits, N, scratch);
+    assert_int_equal(s.path, LLAMA_SAMPLE_TOP_K);
+    if (!in[id])
+      fail_msg("drew %d (logit %g) outside the %d best", id, (double)logits[id], K);
+    distinct += !seen[id]++;
+  }
+  assert_int_equal(distinct, K);
   free(logits), free(sorted), free(scratch), free(in), free(seen);
 }
 
@@ -738,6 +852,9 @@ int main(void) {
       cmocka_unit_test(test_bad_files),
       cmocka_unit_test(test_sampler),
       cmocka_unit_test(test_top_p_nucleus),
+      cmocka_unit_test(test_sampler_all_tokens),
+      cmocka_unit_test(test_top_p_far),
+      cmocka_unit_test(test_top_k_ties),
       cmocka_unit_test(test_presets),
       cmocka_unit_test(test_written_model),
       cmocka_unit_test(test_written_gpt2),
