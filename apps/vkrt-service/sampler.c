@@ -269,6 +269,8 @@ enum { SORT_MAX = 2048 };
 
 static struct candidate crossing(struct candidate *c, uint32_t m, float top, double above,
                                  double want) {
+  if (!m) /* never, as the masses are summed; the tokens at the best logit if it were */
+    return (struct candidate){top, INT32_MAX};
   bool tied = false;
   while (!tied && m > SORT_MAX) {
     float lo = c[0].logit, hi = c[0].logit;
