@@ -64,10 +64,10 @@ enum op_kind {
 struct op_call {
   enum op_kind kind;
   const vkrt_tensor *dst, *a, *b;    /* a: src, gate, w, x, table or q; b: concat's b, up, x,
-                                        rms_norm's w, pos, ids, rows or k */
+                                        rms_norm's w, pos, ids, rows, k or sample's key */
   const vkrt_tensor *c, *d;          /* attention: v, kv_len; c: rope's frequency factors,
                                         d: rope_set_rows' pos */
-  float scale;                       /* attention */
+  float scale;                       /* attention; sample's temperature */
   const vkrt_tensor *const *srcs;    /* add */
   uint32_t count;                    /* add */
   int dim;                           /* concat */
@@ -96,7 +96,7 @@ static bool check_op(const struct op_call *c, const struct vkrt_ops_limits *lim,
   case OP_ROPE_SET_ROWS:
     return vkrt_ops_check_rope_set_rows(lim, c->dst, c->a, c->b, c->d, c->c, c->rope, v, why,
                                         size);
-  case OP_ARGMAX: return vkrt_ops_check_argmax(lim, c->dst, c->a, v, why, size);
+  case OP_ARGMAX: return vkrt_ops_check_argmax(lim, c->dst, c->a, c->b, c->scale, v, why, size);
   case OP_ATTENTION:
     return vkrt_ops_check_attention(lim, c->dst, c->a, c->b, c->c, c->d, c->scale, v, why,
                                     size);
@@ -108,8 +108,8 @@ static bool check_op(const struct op_call *c, const struct vkrt_ops_limits *lim,
 static uint32_t view_count(const struct op_call *c) {
   switch (c->kind) {
   case OP_COPY:
-  case OP_TRANSPOSE:
-  case OP_ARGMAX: return 2;
+  case OP_TRANSPOSE: return 2;
+  case OP_ARGMAX: return c->b ? 3 : 2;
   case OP_ADD: return 1 + c->count;
   case OP_RMS_NORM: return c->b ? 3 : 2;
   case OP_MATMUL_FUSED: return c->fusion->qkv ? (c->fusion->qkv->rope_factors ? 8 : 7) : 4;
@@ -169,7 +169,7 @@ static vkrt_status record_op(struct vkrt_device *dev, VkCommandBuffer cmd,
   case OP_GET_ROWS: return vkrt_get_rows_record(dev, cmd, v);
   case OP_SET_ROWS: return vkrt_set_rows_record(dev, cmd, v);
   case OP_ROPE_SET_ROWS: return vkrt_rope_set_rows_record(dev, cmd, v, c->c != NULL, c->rope);
-  case OP_ARGMAX: return vkrt_argmax_record(dev, cmd, v);
+  case OP_ARGMAX: return vkrt_argmax_record(dev, cmd, v, c->b ? c->scale : 0);
   case OP_ATTENTION: return vkrt_attention_record(dev, v, c->scale);
   }
   return VKRT_ERROR_INTERNAL;
@@ -343,4 +343,10 @@ vkrt_status vkrt_op_rope_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src
 
 vkrt_status vkrt_op_argmax(const vkrt_tensor *dst, const vkrt_tensor *x) {
   return run_op(&(struct op_call){.kind = OP_ARGMAX, .dst = dst, .a = x});
+}
+
+vkrt_status vkrt_op_sample(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *key,
+                           float temperature) {
+  return run_op(&(struct op_call){.kind = OP_ARGMAX, .dst = dst, .a = x, .b = key,
+                                  .scale = temperature});
 }

@@ -164,6 +164,7 @@ struct vkrt_ops_counters {
   uint64_t quant_read[VKRT_QUANT_READ_PATTERNS]; /* words (Q6_K's f32-x kernels too), vec16,
                                                     lanew, kspace, q8x (Q6_K's too) */
   uint64_t argmax_split;    /* argmax rows over several workgroups + a combine pass */
+  uint64_t sample_draws;    /* rows drawn by vkrt_op_sample (the Gumbel-max kernel) */
   uint64_t attention, attention_splits, attention_rounds;
   uint64_t attention_rows;     /* split pass with a row per invocation (attention_rows.comp) */
   uint64_t attention_k16;      /* ... reading q8_0 K rows in 16-byte words */
@@ -917,8 +918,9 @@ static inline vkrt_status vkrt_matmul_split_k_reduce(struct vkrt_device *dev,
 /* The scratch buffer of the combine pass (at open) and its release (at close). */
 vkrt_status vkrt_argmax_open(struct vkrt_device *dev);
 void vkrt_argmax_close(struct vkrt_device *dev);
+/* temperature > 0: vkrt_op_sample, views[2] the key */
 vkrt_status vkrt_argmax_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                               const struct vkrt_ops_view views[2]);
+                               const struct vkrt_ops_view views[3], float temperature);
 #else
 static inline vkrt_status vkrt_argmax_open(struct vkrt_device *dev) {
   (void)dev;
@@ -926,9 +928,11 @@ static inline vkrt_status vkrt_argmax_open(struct vkrt_device *dev) {
 }
 static inline void vkrt_argmax_close(struct vkrt_device *dev) { (void)dev; }
 static inline vkrt_status vkrt_argmax_record(struct vkrt_device *dev, VkCommandBuffer cmd,
-                                             const struct vkrt_ops_view views[2]) {
+                                             const struct vkrt_ops_view views[3],
+                                             float temperature) {
   (void)cmd, (void)views;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
-                    "vkrt_op_argmax: kernel not in this build (CONFIG_VKRT_KERNEL_ARGMAX=n)");
+                    "%s: kernel not in this build (CONFIG_VKRT_KERNEL_ARGMAX=n)",
+                    temperature > 0 ? "vkrt_op_sample" : "vkrt_op_argmax");
 }
 #endif

@@ -796,12 +796,15 @@ bool vkrt_ops_check_rope_set_rows(const struct vkrt_ops_limits *lim, const vkrt_
 }
 
 bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
-                           const vkrt_tensor *x, struct vkrt_ops_view views[2], char *why,
-                           size_t why_size) {
-  static const char *const op = "vkrt_op_argmax";
-  static const char *const names[] = {"dst", "x"};
-  const vkrt_tensor *ts[2] = {dst, x};
-  if (!decode_views(lim, op, names, ts, 2, views, why, why_size) ||
+                           const vkrt_tensor *x, const vkrt_tensor *key, float temperature,
+                           struct vkrt_ops_view views[3], char *why, size_t why_size) {
+  const char *op = key ? "vkrt_op_sample" : "vkrt_op_argmax";
+  static const char *const names[] = {"dst", "x", "key"};
+  const vkrt_tensor *ts[3] = {dst, x, key};
+  if (key && !(temperature > 0 && temperature <= 3.4e38f))
+    FAIL("%s: temperature = %g: a draw needs a finite temperature > 0 (0 is vkrt_op_argmax)",
+         op, (double)temperature);
+  if (!decode_views(lim, op, names, ts, key ? 3 : 2, views, why, why_size) ||
       !of_type(op, "dst", dst, VKRT_TYPE_I32, why, why_size) ||
       !of_type(op, "x", x, VKRT_TYPE_F32, why, why_size) ||
       !at_most_dims(op, "x", x, 2, why, why_size) || !at_most_dims(op, "dst", dst, 1, why, why_size))
@@ -809,6 +812,16 @@ bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor 
   if (dst->ne[0] != x->ne[1])
     FAIL("%s: dst has %" PRId64 " elements for %" PRId64 " rows of x (x ne[1])", op, dst->ne[0],
          x->ne[1]);
+  if (key) {
+    if (!of_type(op, "key", key, VKRT_TYPE_I32, why, why_size) ||
+        !at_most_dims(op, "key", key, 2, why, why_size))
+      return false;
+    if (key->ne[0] != 2 || key->ne[1] != x->ne[1])
+      FAIL("%s: key is {%" PRId64 ", %" PRId64 "}: two words for each of the %" PRId64
+           " rows of x, {2, %" PRId64 "}", op, key->ne[0], key->ne[1], x->ne[1], x->ne[1]);
+    if (!disjoint(op, &views[0], &views[2], "key", why, why_size))
+      return false;
+  }
   return disjoint(op, &views[0], &views[1], "x", why, why_size);
 }
 

@@ -205,7 +205,8 @@ bool vkrt_ops_check_rope_set_rows(const struct vkrt_ops_limits *lim, const vkrt_
                                   const vkrt_tensor *pos, const vkrt_tensor *factors,
                                   const vkrt_rope_params *params, struct vkrt_ops_view views[5],
                                   char *why, size_t why_size);
-/* argmax: x f32 {n, rows}; dst I32 {rows}. */
+/* argmax: x f32 {n, rows}; dst I32 {rows}. With key (vkrt_op_sample): key I32 {2, rows},
+ * temperature finite and > 0. */
 bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
-                           const vkrt_tensor *x, struct vkrt_ops_view views[2], char *why,
-                           size_t why_size);
+                           const vkrt_tensor *x, const vkrt_tensor *key, float temperature,
+                           struct vkrt_ops_view views[3], char *why, size_t why_size);

@@ -126,10 +126,13 @@ static void fuzz_ops(struct fuzz_input *in) {
     if (vkrt_ops_check_set_rows(&lim, &t[0], &t[1], &t[2], views, why, sizeof(why)))
       check_views(views, 3, &lim);
     break;
-  case 10:
-    if (vkrt_ops_check_argmax(&lim, &t[0], &t[1], views, why, sizeof(why)))
-      check_views(views, 2, &lim);
+  case 10: { /* argmax, or sample with a key and a fuzzed temperature */
+    const vkrt_tensor *key = fuzz_u8(in) & 1 ? &t[2] : NULL;
+    float temperature = key ? fuzz_float(in) : 0;
+    if (vkrt_ops_check_argmax(&lim, &t[0], &t[1], key, temperature, views, why, sizeof(why)))
+      check_views(views, key ? 3 : 2, &lim);
     break;
+  }
   case 11: {
     vkrt_rope_params rp = fuzz_rope_params(in);
     const vkrt_tensor *factors = fuzz_u8(in) & 1 ? &t[4] : NULL;

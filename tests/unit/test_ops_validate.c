@@ -437,8 +437,22 @@ static void test_decode_ops(void **state) {
   /* argmax: i32 out, one per row */
   vkrt_tensor am = t4(&buf_b, 0, VKRT_TYPE_I32, 32, 1, 1, 1);
   vkrt_tensor logits = t4(&buf_a, 0, VKRT_TYPE_F32, 1000, 32, 1, 1);
-  assert_true(vkrt_ops_check_argmax(&lim, &am, &logits, v, why, sizeof(why)));
-  expect_fail(vkrt_ops_check_argmax(&lim, &logits, &am, v, why, sizeof(why)), "it must be i32");
+  assert_true(vkrt_ops_check_argmax(&lim, &am, &logits, NULL, 0, v, why, sizeof(why)));
+  expect_fail(vkrt_ops_check_argmax(&lim, &logits, &am, NULL, 0, v, why, sizeof(why)), "it must be i32");
+  /* sample: a key of two words a row, a finite temperature > 0 */
+  vkrt_tensor key = t4(&buf_b, 4096, VKRT_TYPE_I32, 2, 32, 1, 1);
+  assert_true(vkrt_ops_check_argmax(&lim, &am, &logits, &key, 0.8f, v, why, sizeof(why)));
+  assert_int_equal(v[2].ne[0], 2);
+  expect_fail(vkrt_ops_check_argmax(&lim, &am, &logits, &key, 0, v, why, sizeof(why)),
+              "vkrt_op_sample: temperature = 0");
+  expect_fail(vkrt_ops_check_argmax(&lim, &am, &logits, &key, NAN, v, why, sizeof(why)),
+              "a finite temperature > 0");
+  key.ne[1] = 31;
+  expect_fail(vkrt_ops_check_argmax(&lim, &am, &logits, &key, 0.8f, v, why, sizeof(why)),
+              "two words for each of the 32 rows");
+  key = t4(&buf_b, 0, VKRT_TYPE_I32, 2, 32, 1, 1); /* over dst */
+  expect_fail(vkrt_ops_check_argmax(&lim, &am, &logits, &key, 0.8f, v, why, sizeof(why)),
+              "overlap");
   /* i32 in the other ops: moved to i32 only, never summed or multiplied */
   vkrt_tensor i = t4(&buf_a, 0, VKRT_TYPE_I32, 16, 16, 1, 1), f = t4(&buf_b, 0, VKRT_TYPE_F32, 16, 16, 1, 1);
   vkrt_tensor i2 = t4(&buf_b, 0, VKRT_TYPE_I32, 16, 16, 1, 1);

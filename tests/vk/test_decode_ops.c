@@ -1122,6 +1122,136 @@ static void expect_invalid(vkrt_appliance *app, vkrt_status s, const char *needl
     fail_msg("message '%s' lacks '%s'", vkrt_last_error(app), needle);
 }
 
+/* ---- sample (Gumbel-max) ------------------------------------------------------------------- */
+
+/* vkrt.h's hash of the key and the index, and the perturbed score of x_i, in double */
+static uint32_t mix32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x7feb352du;
+  h ^= h >> 15;
+  h *= 0x846ca68bu;
+  h ^= h >> 16;
+  return h;
+}
+static double gumbel_score(float x, float t, uint32_t i, uint32_t k0, uint32_t k1) {
+  uint32_t h = mix32(i + mix32(k0 + mix32(k1)));
+  double u = ((double)(h >> 9) + 0.5) / 8388608.0;
+  return (double)x / t - log(-log1p(u - 1));
+}
+
+/* Every row of x holds the same logits and its own key, so the rows are independent draws:
+ * each row's index is the largest perturbed score of the host's double arithmetic (a near tie
+ * of 1e-4 allowed for the device's log), the frequencies over the rows follow softmax(x / T)
+ * (5 sigma), NaN and -inf are never drawn, the same keys draw the same indexes again, and
+ * the lab counts the rows drawn on the device. */
+static void run_sample(vkrt_appliance *app, int64_t n, int64_t rows, float t) {
+  vkrt_tensor x = mk(NULL, 0, VKRT_TYPE_F32, n, rows, 1, 8);
+  vkrt_tensor d = mk(NULL, 0, VKRT_TYPE_I32, rows, 1, 1, 0);
+  vkrt_tensor key = mk(NULL, 4 * (uint64_t)rows + 16, VKRT_TYPE_I32, 2, rows, 1, 0);
+  vkt_hbuf xb = vkt_hbuf_new(app, extent(&x)), db = vkt_hbuf_new(app, extent(&key));
+  x.buffer = xb.buf, d.buffer = db.buf, key.buffer = db.buf;
+  float *row = malloc((size_t)n * sizeof(float));
+  for (int64_t i = 0; i < n; i++)
+    row[i] = rnd(-3.0f, 3.0f);
+  for (int64_t j = 0; j < 6 && j < n; j++) /* a few likely ones, spread over the workgroups */
+    row[(j * 7919) % n] = 4.0f + 0.5f * (float)j;
+  if (n > 12)
+    row[n - 5] = NAN, row[n - 6] = -INFINITY;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t i = 0; i < n; i++)
+      wr_f32(xb.map, at(&x, i, r, 0), row[i]);
+  double *p = malloc((size_t)n * sizeof(double)), top = -INFINITY, total = 0;
+  for (int64_t i = 0; i < n; i++)
+    top = row[i] == row[i] && row[i] / t > top ? row[i] / t : top;
+  for (int64_t i = 0; i < n; i++)
+    total += p[i] = row[i] == row[i] ? exp(row[i] / t - top) : 0;
+  int *hits = calloc((size_t)n, sizeof(int));
+  int32_t *first = malloc((size_t)rows * sizeof(int32_t));
+  char what[96];
+  snprintf(what, sizeof(what), "sample n %lld rows %lld T %g", (long long)n, (long long)rows,
+           (double)t);
+  for (int round = 0; round < 2; round++) { /* round 1: the same keys again */
+    for (int64_t r = 0; r < rows && !round; r++) {
+      wr_i32(db.map, at(&key, 0, r, 0), (int32_t)vkrt_xorshift(&rng));
+      wr_i32(db.map, at(&key, 1, r, 0), (int32_t)r);
+    }
+    vkt_poison(db.map, 4 * (uint64_t)rows);
+    vkrt_lab_counters before, after;
+    if (IS_ENABLED(CONFIG_VKRT_LAB))
+      vkt_check(app, vkrt_lab_counters_get(app, 0, &before));
+    vkt_check(app, vkrt_op_sample(&d, &x, &key, t));
+    vkt_check(app, vkrt_finish(app, 0));
+    if (IS_ENABLED(CONFIG_VKRT_LAB)) {
+      vkt_check(app, vkrt_lab_counters_get(app, 0, &after));
+      if (after.sample_draws - before.sample_draws != (uint64_t)rows)
+        fail_msg("%s: %llu rows drawn on the device, expected %lld", what,
+                 (unsigned long long)(after.sample_draws - before.sample_draws), (long long)rows);
+    }
+    int exact = 0;
+    for (int64_t r = 0; r < rows; r++) {
+      int32_t id = rd_i32(db.map, at(&d, r, 0, 0));
+      if (id < 0 || id >= n || row[id] != row[id] || row[id] == -INFINITY)
+        fail_msg("%s: row %lld drew %d", what, (long long)r, id);
+      if (round) {
+        if (id != first[r])
+          fail_msg("%s: row %lld drew %d, then %d with the same key", what, (long long)r,
+                   first[r], id);
+        continue;
+      }
+      first[r] = id;
+      hits[id]++;
+      uint32_t k0 = (uint32_t)rd_i32(db.map, at(&key, 0, r, 0));
+      uint32_t k1 = (uint32_t)rd_i32(db.map, at(&key, 1, r, 0));
+      int64_t best = -1;
+      double bs = -INFINITY;
+      for (int64_t i = 0; i < n; i++) {
+        double sc = row[i] == row[i] ? gumbel_score(row[i], t, (uint32_t)i, k0, k1) : -INFINITY;
+        if (sc > bs)
+          bs = sc, best = i;
+      }
+      double got = gumbel_score(row[id], t, (uint32_t)id, k0, k1);
+      if (got < bs - 1e-4 * (1 + fabs(bs)))
+        fail_msg("%s: row %lld drew %d (score %.6f), the largest is %lld (%.6f)", what,
+                 (long long)r, id, got, (long long)best, bs);
+      exact += id == best;
+    }
+    if (!round && exact < rows - rows / 100 - 1)
+      fail_msg("%s: %d of %lld rows drew the host's largest score", what, exact, (long long)rows);
+  }
+  for (int64_t i = 0; i < n; i++) {
+    double expect = p[i] / total * (double)rows, sigma = sqrt(expect) + 1;
+    if (fabs(hits[i] - expect) > 5 * sigma)
+      fail_msg("%s: index %lld (x %g) drawn %d times of %lld, %.1f expected", what, (long long)i,
+               (double)row[i], hits[i], (long long)rows, expect);
+  }
+  free(row), free(p), free(hits), free(first);
+  hb_free(&xb);
+  hb_free(&db);
+}
+
+static void test_sample(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_ARGMAX));
+  vkrt_appliance *app = open_app();
+  run_sample(app, 1500, 2000, 0.7f);  /* rows over several workgroups and a combine */
+  run_sample(app, 300, 3000, 1.3f);   /* a row a workgroup */
+  run_sample(app, 128256, 3, 0.8f);   /* a llama-3 vocabulary */
+  run_sample(app, 1, 5, 2.0f);
+  /* bad input: a clear status and message, nothing recorded */
+  vkt_hbuf xb = vkt_hbuf_new(app, 4096), db = vkt_hbuf_new(app, 64);
+  vkrt_tensor x = mk(xb.buf, 0, VKRT_TYPE_F32, 100, 4, 1, 0);
+  vkrt_tensor d = mk(db.buf, 0, VKRT_TYPE_I32, 4, 1, 1, 0);
+  vkrt_tensor key = mk(db.buf, 16, VKRT_TYPE_I32, 2, 4, 1, 0);
+  expect_invalid(app, vkrt_op_sample(&d, &x, &key, 0.0f), "temperature = 0");
+  expect_invalid(app, vkrt_op_sample(&d, &x, &key, INFINITY), "a finite temperature > 0");
+  key.ne[0] = 1;
+  expect_invalid(app, vkrt_op_sample(&d, &x, &key, 1.0f), "two words for each of the 4 rows");
+  hb_free(&xb);
+  hb_free(&db);
+  vkt_close(app);
+}
+
+
 /* i32 moves bit for bit through copy (dense and strided), transpose and concat; every
  * converting or arithmetic use is refused with a message. */
 static void test_i32_in_other_ops(void **state) {
@@ -1398,6 +1528,7 @@ int main(void) {
       cmocka_unit_test(test_rope_set_rows),
       cmocka_unit_test(test_argmax),
       cmocka_unit_test(test_argmax_back_to_back),
+      cmocka_unit_test(test_sample),
       cmocka_unit_test(test_i32_in_other_ops),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_compiled_out),

@@ -660,6 +660,19 @@ vkrt_status vkrt_op_attention(const vkrt_tensor *dst, const vkrt_tensor *q, cons
  * lowest index among equal ones; NaN never wins; 0 for a row of NaNs). */
 vkrt_status vkrt_op_argmax(const vkrt_tensor *dst, const vkrt_tensor *x);
 
+/* dst I32 {rows}: for each row of x f32 {n, rows}, an index drawn from softmax(x / temperature)
+ * on the device, by the Gumbel-max trick: the index of the largest x_i / temperature + g_i,
+ * g_i = -log(-log(u_i)), u_i uniform in (0, 1) from a hash of the row's key and i. key I32
+ * {2, rows}: two words a row (k0, k1) that the caller writes before each draw (from its own
+ * seeded generator; a captured graph reads them when launched); the same key and x draw the
+ * same index. u_i = ((h >> 9) + 0.5) / 2^23 with h = mix(i + mix(k0 + mix(k1))) in 32-bit
+ * unsigned arithmetic, mix(h) = lowbias32: h ^= h >> 16; h *= 0x7feb352d; h ^= h >> 15;
+ * h *= 0x846ca68b; h ^= h >> 16 (-log(u_i) formed accurately near u_i = 1, where the draw's
+ * winners are). NaN never wins, nor -inf while a finite x is in the row.
+ * temperature finite and > 0 (0 is vkrt_op_argmax). Top-k and top-p are not applied. */
+vkrt_status vkrt_op_sample(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *key,
+                           float temperature);
+
 /* ---- collectives ---------------------------------------------------------------------- */
 
 typedef enum vkrt_transport_kind {
