@@ -64,10 +64,14 @@ static void usage(FILE *f) {
           "such as <|eot_id|> written in the prompt are taken as themselves; generation stops at\n"
           "EOS or EOT):\n"
           "  vkrt-service --weights MODEL.gguf [--prompt TEXT] [--tokens N] [--temperature T]\n"
-          "               [--top-k K] [--top-p P] [--seed N] [--ctx N] [--kv-type f16|q8_0]\n"
+          "               [--top-k K] [--top-p P] [--sampler device|host] [--seed N] [--ctx N]\n"
+          "               [--kv-type f16|q8_0]\n"
           "               [--print-ids] [--stream] [--verify all|N] [--graph on|off] [--devices N]\n"
           "               [--depth D] [--prompt-tokens N] [--prompt-mode batch|token] [--ubatch N]\n"
           "from BOS without a prompt; --temperature 0 (the default) is greedy, on the device.\n"
+          "A temperature alone is drawn on the device too (vkrt_op_sample: Gumbel noise from a\n"
+          "key the seeded generator gives each token); with --top-k or --top-p, or --sampler host,\n"
+          "the host draws from the downloaded logits.\n"
           "--print-ids adds the lines 'prompt ids: ...' and 'ids: ...'. --stream writes each generated\n"
           "token's text to stderr as soon as it is chosen (stdout keeps the whole text's line).\n"
           "--verify N: the first N\n"
@@ -228,6 +232,10 @@ static bool parse_option(struct service_args *o, const char *a, const char *v) {
   if (!strcmp(a, "--top-p")) {
     o->top_p = atof(v);
     return o->top_p > 0 && o->top_p <= 1;
+  }
+  if (!strcmp(a, "--sampler")) {
+    o->host_sampler = !strcmp(v, "host");
+    return o->host_sampler || !strcmp(v, "device");
   }
   if (!strcmp(a, "--graph")) {
     o->no_graph = !strcmp(v, "off");

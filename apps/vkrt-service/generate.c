@@ -90,6 +90,10 @@ int model_setup(struct service *s, struct generation *gen) {
   gen->ubatch = a->prompt_by_token ? 0 : (uint32_t)(a->ubatch < gen->n_prompt ? a->ubatch
                                                                              : gen->n_prompt);
   uint32_t logit_rows = a->verify < gen->ubatch ? (uint32_t)a->verify : gen->ubatch;
+  /* a temperature alone: the device draws each token (its head's vkrt_op_sample), no logits
+   * downloaded; top-k or top-p (or --sampler host): the host draws from the logits */
+  gen->device_sampling = a->temperature > 0 && !a->host_sampler && a->top_p >= 1 &&
+                         (a->top_k == 0 || a->top_k >= s->model->hp.n_vocab);
   struct llama_gpu_params p = {.n_ctx = gen->n_ctx, .depth = (uint32_t)a->depth,
                                .ubatch = gen->ubatch,
                                .ubatch_logits = logit_rows ? logit_rows : 1,
@@ -99,7 +103,9 @@ int model_setup(struct service *s, struct generation *gen) {
                                .progress_user = s, .load_info = &s->load,
                                .load_path = a->load_path,
                                .fuse = a->fuse, .q8_activations = a->q8_activations,
-                               .fuse_rope = a->fuse_rope};
+                               .fuse_rope = a->fuse_rope,
+                               .sample_temperature =
+                                   gen->device_sampling ? (float)a->temperature : 0.0f};
   char err[1024];
   double t_up = now_s();
   s->load_t0 = t_up;
@@ -170,9 +176,10 @@ int model_setup(struct service *s, struct generation *gen) {
   uint64_t checked = a->verify < npos ? a->verify : npos;
   gen->lat = calloc(npos, sizeof(double));
   gen->gpu_argmax = calloc(npos, sizeof(int32_t));
+  gen->gpu_sample = calloc(npos, sizeof(int32_t));
   gen->logits = malloc(checked * hp->n_vocab * sizeof(float) + 1);
   gen->scratch = malloc((size_t)hp->n_vocab * 8);
-  if (!gen->lat || !gen->gpu_argmax || !gen->logits || !gen->scratch) {
+  if (!gen->lat || !gen->gpu_argmax || !gen->gpu_sample || !gen->logits || !gen->scratch) {
     fprintf(stderr, "vkrt-service: out of host memory\n");
     return EXIT_RUNTIME;
   }
@@ -240,6 +247,14 @@ static int run_ubatch(struct service *s, const int32_t *ids, uint32_t n, uint32_
 static int32_t result_argmax(const struct service *s, uint32_t d, int row) {
   return row < 0 ? llama_gpu_argmax(s->gpu, d) : llama_gpu_batch_argmax(s->gpu, d, (uint32_t)row);
 }
+/* ... its draw (device sampling; -1 without) */
+static int32_t result_sample(const struct service *s, const struct generation *gen, uint32_t d,
+                             int row) {
+  if (!gen->device_sampling)
+    return -1;
+  return row < 0 ? llama_gpu_sampled(s->gpu, d)
+                 : llama_gpu_batch_sampled(s->gpu, d, (uint32_t)row);
+}
 static const float *result_logits(const struct service *s, uint32_t d, int row) {
   return row < 0 ? llama_gpu_logits(s->gpu, d) : llama_gpu_batch_logits(s->gpu, d, (uint32_t)row);
 }
@@ -249,10 +264,10 @@ static const float *result_logits(const struct service *s, uint32_t d, int row) 
 static void compare_ranks(struct service *s, struct generation *gen, uint32_t pos, bool logits,
                           int row) {
   uint32_t V = s->model->hp.n_vocab;
-  int32_t a0 = result_argmax(s, 0, row);
+  int32_t a0 = result_argmax(s, 0, row), s0 = result_sample(s, gen, 0, row);
   const float *l0 = result_logits(s, 0, row);
   for (uint32_t d = 1; d < s->n; d++)
-    if (result_argmax(s, d, row) != a0 ||
+    if (result_argmax(s, d, row) != a0 || result_sample(s, gen, d, row) != s0 ||
         (logits && memcmp(result_logits(s, d, row), l0, V * sizeof(float)))) {
       if (!gen->ranks_differ)
         fprintf(stderr, "vkrt-service: position %u: rank %u differs from rank 0\n", pos,
@@ -261,7 +276,8 @@ static void compare_ranks(struct service *s, struct generation *gen, uint32_t po
     }
   if (tool_hosts() < 2) /* one host: nothing to compare the hash with */
     return;
-  uint64_t hash = bits_hash(bits_hash(HASH_INIT, &a0, sizeof(a0)), l0,
+  int32_t ids[2] = {a0, s0};
+  uint64_t hash = bits_hash(bits_hash(HASH_INIT, ids, sizeof(ids)), l0,
                             logits ? V * sizeof(float) : 0);
   if (!tool_hosts_same(hash)) {
     if (!gen->ranks_differ)
@@ -278,7 +294,7 @@ static int feed_position(struct service *s, struct generation *gen, uint32_t pos
   const struct service_args *a = s->args;
   uint32_t V = s->model->hp.n_vocab;
   double stamp[5];
-  bool logits = sampling || pos < a->verify;
+  bool logits = (sampling && !gen->device_sampling) || pos < a->verify;
   int rc = run_position(s, gen->ids[pos], (uint32_t)a->depth + pos, logits, stamp);
   if (rc)
     return rc;
@@ -292,6 +308,7 @@ static int feed_position(struct service *s, struct generation *gen, uint32_t pos
   gen->fed = pos + 1;
   compare_ranks(s, gen, pos, logits, -1);
   gen->gpu_argmax[pos] = llama_gpu_argmax(s->gpu, 0);
+  gen->gpu_sample[pos] = result_sample(s, gen, 0, -1);
   if (pos < a->verify)
     memcpy(gen->logits + (size_t)pos * V, llama_gpu_logits(s->gpu, 0), V * sizeof(float));
   if (pos + 1 == gen->n_prompt)
@@ -310,7 +327,7 @@ static int run_prompt(struct service *s, struct generation *gen, bool sampling,
   const struct service_args *a = s->args;
   uint32_t V = s->model->hp.n_vocab, U = gen->ubatch;
   for (uint32_t p0 = 0, n; p0 < gen->n_prompt; p0 += n) {
-    bool checked = p0 < a->verify, logits = checked || sampling;
+    bool checked = p0 < a->verify, logits = checked || (sampling && !gen->device_sampling);
     uint64_t end = checked && a->verify < gen->n_prompt ? a->verify : gen->n_prompt;
     n = end - p0 < U ? (uint32_t)(end - p0) : U;
     uint32_t rows = checked ? n : 1;
@@ -324,6 +341,7 @@ static int run_prompt(struct service *s, struct generation *gen, bool sampling,
       uint32_t pos = p0 + j;
       gen->lat[pos] = t / n;
       gen->gpu_argmax[pos] = llama_gpu_batch_argmax(s->gpu, 0, j);
+      gen->gpu_sample[pos] = result_sample(s, gen, 0, (int)j);
       if (j < n - rows)
         continue;
       compare_ranks(s, gen, pos, logits, (int)j);
@@ -366,6 +384,8 @@ int model_run(struct service *s, struct generation *gen) {
   const float *last_logits = NULL;
   bool prompt_done = false; /* the prompt ran in ubatches: its last position's results here */
   if (gen->ubatch && tool_hosts_max(*s->stop ? 1.0 : 0.0) == 0) {
+    if (gen->device_sampling) /* the draw of the prompt's last column */
+      llama_gpu_set_key(s->gpu, vkrt_xorshift(&sampler.state));
     if ((rc = run_prompt(s, gen, sampling, &last_logits)))
       return rc;
     gen->t_prompt = now_s() - t0;
@@ -376,14 +396,17 @@ int model_run(struct service *s, struct generation *gen) {
     if (!prompt_done) {
       if (tool_hosts_max(*s->stop ? 1.0 : 0.0) > 0)
         break;
+      if (gen->device_sampling) /* this position's draw: a key from the seeded generator */
+        llama_gpu_set_key(s->gpu, vkrt_xorshift(&sampler.state));
       if ((rc = feed_position(s, gen, pos, sampling, t0)))
         return rc;
       if (pos + 1 < gen->n_prompt)
         continue;
       last_logits = llama_gpu_logits(s->gpu, 0);
     }
-    int32_t next = sampling ? llama_sample(&sampler, last_logits, V, gen->scratch)
-                            : gen->gpu_argmax[pos];
+    int32_t next = !sampling                ? gen->gpu_argmax[pos]
+                   : gen->device_sampling ? gen->gpu_sample[pos]
+                                          : llama_sample(&sampler, last_logits, V, gen->scratch);
     if (!prompt_done) { /* a token waits for its id: the ranks' comparison and the draw count */
       double choose = now_s() - gen->t_fed;
       gen->lat[pos] += choose;
@@ -494,9 +517,14 @@ void model_print(const struct service *s, const struct generation *gen) {
 }
 
 /* How the next id is chosen, for the summary. */
-static const char *sampling_label(const struct service_args *a, char *buf, size_t cap) {
+static const char *sampling_label(const struct service_args *a, const struct generation *gen,
+                                  char *buf, size_t cap) {
   if (!(a->temperature > 0))
     return "greedy: the device's argmax";
+  if (gen->device_sampling) {
+    snprintf(buf, cap, "drawn on the device: temperature %g (vkrt_op_sample)", a->temperature);
+    return buf;
+  }
   snprintf(buf, cap, "sampled on the host: temperature %g, top-k %llu, top-p %g",
            a->temperature, (unsigned long long)a->top_k, a->top_p);
   return buf;
@@ -543,7 +571,7 @@ void model_summary(const struct service *s, struct generation *gen, bool verifie
          gen->prof[0] / n * 1e6, gen->prof[1] / n * 1e6, llama_gpu_ops_per_token(s->gpu),
          gen->prof[2] / n * 1e6, gen->prof[3] / n * 1e6,
          gen->chosen ? gen->t_choose / gen->chosen * 1e6 : 0.0,
-         sampling_label(s->args, label, sizeof(label)));
+         sampling_label(s->args, gen, label, sizeof(label)));
   if (vkrt_host_count(app) > 1)
     printf("vkrt-service: tensor-parallel over %u hosts x %u devices (MPI)\n",
            vkrt_host_count(app), s->n);
@@ -596,4 +624,5 @@ void generation_free(struct generation *gen) {
   free(gen->gpu_argmax);
   free(gen->logits);
   free(gen->scratch);
+  free(gen->gpu_sample);
 }

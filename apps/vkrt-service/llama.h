@@ -243,6 +243,8 @@ struct llama_gpu_params {
   bool q8_activations;       /* the appliance rounds x to 8 bits (VKRT_ACTIVATIONS_Q8) */
   bool fuse_rope;            /* a token's q/k/v product turns q and K by RoPE and writes the
                                 K/V cache rows in its dispatch where it can (--fuse-rope) */
+  float sample_temperature;  /* > 0: each row of the head is also drawn from softmax(logits /
+                                T) on the device (vkrt_op_sample; llama_gpu_sampled) */
 };
 struct llama_gpu;
 /* Loads every local device's shard from the model file (one vkrt_load_file: every device in
@@ -259,6 +261,9 @@ const struct llama_split *llama_gpu_split(const struct llama_gpu *g, uint32_t de
  * tokens) on the device, so the same recorded work serves every token. The devices must have
  * finished the previous token. */
 void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos);
+/* The next draw's key (vkrt_op_sample's two words; a prompt pass's column j takes the high
+ * word + j), written like the step: the devices must have finished the previous work. */
+void llama_gpu_set_key(struct llama_gpu *g, uint64_t key);
 /* Records one token's forward pass on every local device (not submitted): embedding, every
  * layer, the output head, the argmax on the device and, with want_logits, a copy of the
  * logits for the host. VKRT_OK or the failed call's status (llama_gpu_failed names it, the
@@ -314,6 +319,10 @@ vkrt_status llama_gpu_launch(struct llama_gpu *g, bool want_logits, uint64_t *ti
 /* After the recorded work completed: device d's greedy id and (want_logits) its n_vocab
  * logits. */
 int32_t llama_gpu_argmax(const struct llama_gpu *g, uint32_t device);
+/* With a sample temperature: the token's draw on the device (llama_gpu_batch_sampled: a
+ * prompt pass's column j, -1 outside the head's columns). */
+int32_t llama_gpu_sampled(const struct llama_gpu *g, uint32_t device);
+int32_t llama_gpu_batch_sampled(const struct llama_gpu *g, uint32_t device, uint32_t j);
 const float *llama_gpu_logits(const struct llama_gpu *g, uint32_t device);
 /* Per token, the most any local device reads: weight bytes, and K/V-cache bytes at kv_len
  * attended tokens; the ops recorded per device per token. */

@@ -35,12 +35,18 @@
 #include "vkrt/vkrt_lab.h"
 #endif
 
-/* A step buffer of c columns (1: a token; the ubatch size: the prompt pass) holds four I32
- * fields of c entries each, field f at f * c * 4 bytes: the tokens, their positions, their
- * attended lengths (the host writes these three) and the argmax of each row of the head. */
-enum { STEP_TOKEN = 0, STEP_POS = 1, STEP_KV_LEN = 2, STEP_ARGMAX = 3, STEP_FIELDS = 4 };
-/* The host-visible result buffer: the argmaxes at 0, the logits from out_logits(c). */
-static uint64_t out_logits(uint32_t cols) { return ((uint64_t)cols * 4 + 255) & ~(uint64_t)255; }
+/* A step buffer of c columns (1: a token; the ubatch size: the prompt pass) holds I32 fields
+ * of c entries each, field f at f * c * 4 bytes: the tokens, their positions, their attended
+ * lengths, the draw's keys (two fields: two words a column; the host writes these), the
+ * argmax of each row of the head and its draw (vkrt_op_sample, with a sample temperature). */
+enum {
+  STEP_TOKEN = 0, STEP_POS = 1, STEP_KV_LEN = 2, STEP_KEY = 3, STEP_ARGMAX = 5, STEP_SAMPLE = 6,
+  STEP_FIELDS = 7
+};
+/* The host-visible result buffer: the argmaxes at 0, the draws from out_samples(c), the
+ * logits from out_logits(c). */
+static uint64_t out_samples(uint32_t cols) { return (uint64_t)cols * 4; }
+static uint64_t out_logits(uint32_t cols) { return ((uint64_t)cols * 8 + 255) & ~(uint64_t)255; }
 
 /* The step and result buffers of one kind of work: [0] a token, [1] a ubatch of the prompt. */
 struct gpu_steps {
@@ -526,6 +532,20 @@ void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos) {
   }
 }
 
+void llama_gpu_set_key(struct llama_gpu *g, uint64_t key) {
+  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+  for (uint32_t d = 0; d < g->n; d++) {
+    int32_t *s = g->dev[d].st[0].step_map;
+    s[STEP_KEY] = (int32_t)k0, s[STEP_KEY + 1] = (int32_t)k1;
+    if (!g->p.ubatch)
+      continue;
+    s = g->dev[d].st[1].step_map; /* a column's own key: k1 + its index */
+    for (uint32_t j = 0; j < g->cols; j++)
+      s[STEP_KEY * g->cols + 2 * j] = (int32_t)k0,
+      s[STEP_KEY * g->cols + 2 * j + 1] = (int32_t)(k1 + j);
+  }
+}
+
 vkrt_status llama_gpu_set_batch(struct llama_gpu *g, const int32_t *ids, uint32_t n,
                                 uint32_t pos0) {
   if (!g->p.ubatch || n == 0 || n > g->cols || (uint64_t)pos0 + n > g->p.n_ctx) {
@@ -763,6 +783,14 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
     OP(d, "argmax", vkrt_op_argmax(&best, &logits));
     TRY(vkrt_cmd_copy_buffer(st->out_host, 0, st->step, (uint64_t)STEP_ARGMAX * cols * 4,
                              (uint64_t)rows * 4));
+    if (g->p.sample_temperature > 0) { /* the draw, by the keys of the head's columns */
+      vkrt_tensor drawn = step_i32(g, dv, ps, STEP_SAMPLE, rows);
+      uint64_t key_at = ((uint64_t)STEP_KEY * cols + 2 * ps->r0) * 4;
+      vkrt_tensor key = vkrt_tensor_contiguous(st->step, key_at, VKRT_TYPE_I32, 2, rows, 1, 1);
+      OP(d, "sample", vkrt_op_sample(&drawn, &logits, &key, g->p.sample_temperature));
+      TRY(vkrt_cmd_copy_buffer(st->out_host, out_samples(cols), st->step,
+                               (uint64_t)STEP_SAMPLE * cols * 4, (uint64_t)rows * 4));
+    }
     if (ps->want_logits)
       TRY(vkrt_cmd_copy_buffer(st->out_host, out_logits(cols), dv->logits, 0,
                                (uint64_t)V * rows * 4));
@@ -865,6 +893,22 @@ vkrt_status llama_gpu_launch(struct llama_gpu *g, bool want_logits, uint64_t *ti
 int32_t llama_gpu_argmax(const struct llama_gpu *g, uint32_t device) {
   int32_t id;
   memcpy(&id, g->dev[device].st[0].out_map, 4);
+  return id;
+}
+
+int32_t llama_gpu_sampled(const struct llama_gpu *g, uint32_t device) {
+  int32_t id;
+  memcpy(&id, g->dev[device].st[0].out_map + out_samples(1), 4);
+  return id;
+}
+
+int32_t llama_gpu_batch_sampled(const struct llama_gpu *g, uint32_t device, uint32_t j) {
+  const struct pass *ps = &g->last_batch;
+  if (j < ps->r0 || j >= ps->n)
+    return -1;
+  int32_t id;
+  memcpy(&id, g->dev[device].st[1].out_map + out_samples(g->cols) + (uint64_t)(j - ps->r0) * 4,
+         4);
   return id;
 }
 

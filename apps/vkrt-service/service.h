@@ -91,6 +91,7 @@ struct service_args {
   bool prompt_by_token;          /* --prompt-mode token: the prompt through the token's work */
   bool verify_given;
   double temperature, top_p;
+  bool host_sampler;             /* --sampler host: every draw from downloaded logits */
   vkrt_type kv_type;
   bool print_ids, no_graph;      /* no_graph: record every token's work (--graph off) */
   bool stream;                   /* --stream: each generated token's text to stderr at once */
@@ -170,6 +171,8 @@ struct generation {
   uint32_t chosen;               /* ... and how many (each in its position's lat) */
   double t_prompt, t_total;
   int32_t *gpu_argmax;           /* rank 0's argmax per fed position */
+  int32_t *gpu_sample;           /* ... and its draw (device_sampling) */
+  bool device_sampling;          /* temperature alone: the device draws (vkrt_op_sample) */
   float *logits;                 /* rank 0's logits per checked position */
   void *scratch;                 /* the sampler's */
   uint32_t checked, min_margin_pos;

@@ -158,6 +158,23 @@ greedy60=$(tr ',' '\n' <<< "$ids_ref" | head -60 | paste -sd,)
   { echo "$out"; echo "$again"; echo "sampling: seeded runs differ, or the greedy story came out"; exit 1; }
 echo "sampled (seed 7, temperature 0.9, top-k 40, top-p 0.95):$(sed -n 's/^text: //p' <<< "$out" | head -c 100)..."
 
+# A temperature alone is drawn on the device (vkrt_op_sample): seeded runs agree, the summary
+# says where the draw ran, no logits come to the host for it, and another seed draws another
+# story; the host's sampler (--sampler host) is the path for the same temperature there.
+dsample=(--weights "$model" --tokens 60 --print-ids --devices 2 --warmup-ms 0 --temperature 0.9 --verify 4)
+out=$("$svc" "${dsample[@]}" --seed 7 2>&1) && again=$("$svc" "${dsample[@]}" --seed 7 2>&1) &&
+  other=$("$svc" "${dsample[@]}" --seed 8 2>&1) && host=$("$svc" "${dsample[@]}" --seed 7 --sampler host 2>&1) ||
+  { echo "$out"; echo "device sampling failed"; exit 1; }
+grep -q "to the next id (drawn on the device: temperature 0.9 (vkrt_op_sample))" <<< "$out" &&
+  grep -q "to the next id (sampled on the host: temperature 0.9" <<< "$host" &&
+  grep -q "greedy choice the same at every position: passed" <<< "$out" &&
+  grep -q "ranks bit-identical: yes" <<< "$out" ||
+  { echo "$out"; echo "$host"; echo "device sampling: the path, the float64 check or the ranks"; exit 1; }
+[ "$(field ids "$out")" = "$(field ids "$again")" ] && [ "$(field ids "$out")" != "$(field ids "$other")" ] &&
+  [ "$(field ids "$out")" != "$greedy60" ] ||
+  { echo "$out"; echo "$again"; echo "$other"; echo "device sampling: seeded runs differ, seeds agree, or the greedy story"; exit 1; }
+echo "drawn on the device (seed 7, temperature 0.9):$(sed -n 's/^text: //p' <<< "$out" | head -c 100)..."
+
 # The text: the trained story, in English (most words from a small list of common ones or
 # plain lower-case words, nothing but printable ASCII).
 [[ "$text" == " Once upon a time"* ]] || { echo "text: $text"; echo "does not start ' Once upon a time'"; exit 1; }
