@@ -4,7 +4,7 @@
 #   tools/gpu-targets.sh BUILDDIR        (BUILDDIR built here for the GPU's board)
 # The Llama-shaped files are written first (random weights, real shapes; kept in $MODELS
 # between runs). Results: $OUT/summary.txt, $OUT/log.txt and $OUT/targets.tgz (every JSON).
-#   PARTS   what to run (default: tg pp depth attention matmul load2 cold)
+#   PARTS   what to run (default: tg sample pp depth attention matmul load2 cold)
 #   TYPES   weight types (default: q4_K q8_0 f16); PRESETS (default: llama3-8b llama3.2-1b)
 #   COLD    types loaded from a cold page cache (default: q4_K q8_0; root drops the caches)
 #   SMALL=1 tiny models and contexts, to check the script itself on any device
@@ -12,7 +12,7 @@ set -u
 B=${1:?builddir}/bin
 OUT=${OUT:-/tmp/vkrt-targets}
 MODELS=${MODELS:-/var/tmp/vkrt-targets}
-PARTS=${PARTS:-tg pp depth attention matmul load2 cold}
+PARTS=${PARTS:-tg sample pp depth attention matmul load2 cold}
 TYPES=${TYPES:-q4_K q8_0 f16}
 PRESETS=${PRESETS:-llama3-8b llama3.2-1b}
 COLD=${COLD-q4_K q8_0}
@@ -50,6 +50,14 @@ for p in $PRESETS; do
       step "tg $p $t"
       timeout 120 "$B/vkrt-service" --weights "$f" "${SVC[@]}" --prompt-tokens 64 --tokens 64 \
         --ctx 512 --kv-type $kv --activations q8 2>>"$log" | keep_json "tg+$p+$t"
+    fi
+    if has sample && [ "$t" = q4_K ]; then # a temperature drawn on the device, and on the host
+      for where in device host; do
+        step "sample $p $t $where"
+        timeout 120 "$B/vkrt-service" --weights "$f" "${SVC[@]}" --prompt-tokens 64 --tokens 64 \
+          --ctx 512 --kv-type $kv --activations q8 --temperature 0.8 --sampler $where 2>>"$log" \
+          | keep_json "sample+$p+$t+$where"
+      done
     fi
     if has pp; then # a 512-token prompt, then generation at ~544
       step "pp $p $t"

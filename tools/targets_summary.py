@@ -57,6 +57,13 @@ def rows_models(folder, out):
             out.append((f"{preset} {typ} warm load, one device",
                         f"{r['load_gbps']:.1f} GB/s, {r['load_vs_pinned']:.2f} x pinned",
                         ">= 0.8 x pinned", verdict(r["load_vs_pinned"] >= 0.8)))
+    for path in sorted(glob.glob(os.path.join(folder, "sample+*.json"))):
+        preset, typ, where = fields(path)
+        r = load(path)
+        if r and r.get("p50_ms"):
+            out.append((f"{preset} {typ} tg at ~96, temperature 0.8 drawn on the {where}",
+                        f"{r['tg_tokens_per_s']:.1f} tok/s, p50 {r['p50_ms']:.3f} ms, "
+                        f"{r.get('choose_us', 0):.1f} us to the next id", "(reported)", ""))
     for path in sorted(glob.glob(os.path.join(folder, "pp+*.json"))):
         preset, typ = fields(path)
         r = load(path)

@@ -264,10 +264,11 @@ static const float *result_logits(const struct service *s, uint32_t d, int row) 
 static void compare_ranks(struct service *s, struct generation *gen, uint32_t pos, bool logits,
                           int row) {
   uint32_t V = s->model->hp.n_vocab;
-  int32_t a0 = result_argmax(s, 0, row), s0 = result_sample(s, gen, 0, row);
+  bool argmax = !gen->device_sampling || logits; /* a draw's work has its argmax with logits */
+  int32_t a0 = argmax ? result_argmax(s, 0, row) : -1, s0 = result_sample(s, gen, 0, row);
   const float *l0 = result_logits(s, 0, row);
   for (uint32_t d = 1; d < s->n; d++)
-    if (result_argmax(s, d, row) != a0 || result_sample(s, gen, d, row) != s0 ||
+    if ((argmax && result_argmax(s, d, row) != a0) || result_sample(s, gen, d, row) != s0 ||
         (logits && memcmp(result_logits(s, d, row), l0, V * sizeof(float)))) {
       if (!gen->ranks_differ)
         fprintf(stderr, "vkrt-service: position %u: rank %u differs from rank 0\n", pos,

@@ -243,8 +243,9 @@ struct llama_gpu_params {
   bool q8_activations;       /* the appliance rounds x to 8 bits (VKRT_ACTIVATIONS_Q8) */
   bool fuse_rope;            /* a token's q/k/v product turns q and K by RoPE and writes the
                                 K/V cache rows in its dispatch where it can (--fuse-rope) */
-  float sample_temperature;  /* > 0: each row of the head is also drawn from softmax(logits /
-                                T) on the device (vkrt_op_sample; llama_gpu_sampled) */
+  float sample_temperature;  /* > 0: each row of the head is drawn from softmax(logits / T)
+                                on the device (vkrt_op_sample; llama_gpu_sampled); its argmax
+                                then only in the work that copies the logits out */
 };
 struct llama_gpu;
 /* Loads every local device's shard from the model file (one vkrt_load_file: every device in

@@ -779,11 +779,14 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
     struct gpu_steps *st = &dv->st[ps->batch];
     uint32_t cols = ps->batch ? g->cols : 1;
     vkrt_tensor logits = vkrt_tensor_contiguous(dv->logits, 0, VKRT_TYPE_F32, V, rows, 1, 1);
-    vkrt_tensor best = step_i32(g, dv, ps, STEP_ARGMAX, rows);
-    OP(d, "argmax", vkrt_op_argmax(&best, &logits));
-    TRY(vkrt_cmd_copy_buffer(st->out_host, 0, st->step, (uint64_t)STEP_ARGMAX * cols * 4,
-                             (uint64_t)rows * 4));
-    if (g->p.sample_temperature > 0) { /* the draw, by the keys of the head's columns */
+    bool draw = g->p.sample_temperature > 0;
+    if (!draw || ps->want_logits) { /* a draw's argmax only where the logits are checked */
+      vkrt_tensor best = step_i32(g, dv, ps, STEP_ARGMAX, rows);
+      OP(d, "argmax", vkrt_op_argmax(&best, &logits));
+      TRY(vkrt_cmd_copy_buffer(st->out_host, 0, st->step, (uint64_t)STEP_ARGMAX * cols * 4,
+                               (uint64_t)rows * 4));
+    }
+    if (draw) { /* the draw, by the keys of the head's columns */
       vkrt_tensor drawn = step_i32(g, dv, ps, STEP_SAMPLE, rows);
       uint64_t key_at = ((uint64_t)STEP_KEY * cols + 2 * ps->r0) * 4;
       vkrt_tensor key = vkrt_tensor_contiguous(st->step, key_at, VKRT_TYPE_I32, 2, rows, 1, 1);
