@@ -40,6 +40,14 @@ def fields(path):
     return os.path.basename(path)[:-len(".json")].split("+")[1:]
 
 
+def results(folder, kind, needs):
+    """(name fields, result) of each run of a kind whose result has the member `needs`."""
+    for path in sorted(glob.glob(os.path.join(folder, kind + "+*.json"))):
+        r = load(path)
+        if r and r.get(needs):
+            yield fields(path), r
+
+
 def rows_models(folder, out):
     for path in sorted(glob.glob(os.path.join(folder, "tg+*.json"))):
         preset, typ = fields(path)
@@ -57,38 +65,27 @@ def rows_models(folder, out):
             out.append((f"{preset} {typ} warm load, one device",
                         f"{r['load_gbps']:.1f} GB/s, {r['load_vs_pinned']:.2f} x pinned",
                         ">= 0.8 x pinned", verdict(r["load_vs_pinned"] >= 0.8)))
-    for path in sorted(glob.glob(os.path.join(folder, "sample+*.json"))):
-        preset, typ, where = fields(path)
-        r = load(path)
-        if r and r.get("p50_ms"):
-            out.append((f"{preset} {typ} tg at ~96, temperature 0.8 drawn on the {where}",
-                        f"{r['tg_tokens_per_s']:.1f} tok/s, p50 {r['p50_ms']:.3f} ms, "
-                        f"{r.get('choose_us', 0):.1f} us to the next id", "(reported)", ""))
-    for path in sorted(glob.glob(os.path.join(folder, "pp+*.json"))):
-        preset, typ = fields(path)
-        r = load(path)
-        if r and r.get("p50_ms"):
-            out.append((f"{preset} {typ} pp512, tg at ~544",
-                        f"pp {r['pp_tokens_per_s']:.0f} tok/s, tg {r['tg_tokens_per_s']:.1f} "
-                        f"({r['roofline_ms'] / r['p50_ms']:.2f} x roofline)", "(reported)", ""))
-    for path in sorted(glob.glob(os.path.join(folder, "depth+*.json"))):
-        preset, typ, kv = fields(path)
-        r = load(path)
-        if r and r.get("p50_ms"):
-            out.append((f"{preset} {typ} tg at {r.get('depth')} tokens, K/V {kv}",
-                        f"{r['tg_tokens_per_s']:.1f} tok/s ({r['roofline_ms'] / r['p50_ms']:.2f} x "
-                        "roofline)", "(reported)", ""))
+    for names, r in results(folder, "sample", "p50_ms"):
+        preset, typ, where = names
+        out.append((f"{preset} {typ} tg at ~96, temperature 0.8 drawn on the {where}",
+                    f"{r['tg_tokens_per_s']:.1f} tok/s, p50 {r['p50_ms']:.3f} ms, "
+                    f"{r.get('choose_us', 0):.1f} us to the next id", "(reported)", ""))
+    for (preset, typ), r in results(folder, "pp", "p50_ms"):
+        out.append((f"{preset} {typ} pp512, tg at ~544",
+                    f"pp {r['pp_tokens_per_s']:.0f} tok/s, tg {r['tg_tokens_per_s']:.1f} "
+                    f"({r['roofline_ms'] / r['p50_ms']:.2f} x roofline)", "(reported)", ""))
+    for (preset, typ, kv), r in results(folder, "depth", "p50_ms"):
+        out.append((f"{preset} {typ} tg at {r.get('depth')} tokens, K/V {kv}",
+                    f"{r['tg_tokens_per_s']:.1f} tok/s ({r['roofline_ms'] / r['p50_ms']:.2f} x "
+                    "roofline)", "(reported)", ""))
 
 
 def rows_load2(folder, out):
-    for path in sorted(glob.glob(os.path.join(folder, "load2+*.json"))):
-        preset, typ = fields(path)
-        r = load(path)
-        if r and r.get("load_vs_pinned"):
-            out.append((f"{preset} {typ} warm load, two devices",
-                        f"{r['load_gbps']:.1f} GB/s, {r['load_vs_pinned']:.2f} x pinned "
-                        f"({r.get('load_vs_pinned_all', 0):.2f} x into both at once)",
-                        ">= 0.8 x pinned", verdict(r["load_vs_pinned"] >= 0.8)))
+    for (preset, typ), r in results(folder, "load2", "load_vs_pinned"):
+        out.append((f"{preset} {typ} warm load, two devices",
+                    f"{r['load_gbps']:.1f} GB/s, {r['load_vs_pinned']:.2f} x pinned "
+                    f"({r.get('load_vs_pinned_all', 0):.2f} x into both at once)",
+                    ">= 0.8 x pinned", verdict(r["load_vs_pinned"] >= 0.8)))
 
 
 def case_name(bench, c):
