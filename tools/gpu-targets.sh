@@ -64,7 +64,7 @@ for p in $PRESETS; do
       timeout 120 "$B/vkrt-service" --weights "$f" "${SVC[@]}" --prompt-tokens 512 --tokens 64 \
         --ctx 1024 --kv-type $kv --activations $ACT_PP 2>>"$log" | keep_json "pp+$p+$t"
     fi
-    if has depth && [ "$p" = llama3-8b ]; then # generation at 32700 cached tokens
+    if has depth; then # generation at 32700 cached tokens
       d=32700 c=32768; [ "$SMALL" = 1 ] && d=900 c=1024
       for k in q8_0 f16; do
         [ "$t" = f16 ] && [ $k = q8_0 ] && continue
