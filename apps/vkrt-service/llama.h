@@ -263,7 +263,8 @@ const struct llama_split *llama_gpu_split(const struct llama_gpu *g, uint32_t de
  * finished the previous token. */
 void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos);
 /* The next draw's key (vkrt_op_sample's two words; a prompt pass's column j takes the high
- * word + j), written like the step: the devices must have finished the previous work. */
+ * word + j): llama_gpu_set_step or llama_gpu_set_batch, called after it, writes it with the
+ * pass's step. */
 void llama_gpu_set_key(struct llama_gpu *g, uint64_t key);
 /* Records one token's forward pass on every local device (not submitted): embedding, every
  * layer, the output head, the argmax on the device and, with want_logits, a copy of the

@@ -94,6 +94,8 @@ struct llama_gpu {
   struct gpu_device dev[VKRT_MAX_DEVICES];
   vkrt_graph *graph[2];          /* captured token: [want_logits] */
   uint32_t cols;                 /* activation columns: the ubatch, at least 1 */
+  uint64_t key;                  /* the next draw's key (llama_gpu_set_key), written into the
+                                    step of the pass set next */
   uint32_t logit_rows;           /* rows of logits a pass may produce */
   bool rope_into_cache;          /* K roped on its way into the cache (vkrt_op_rope_set_rows) */
   struct llama_gpu_fused fused;  /* device 0's fused products in it */
@@ -529,22 +531,11 @@ void llama_gpu_set_step(struct llama_gpu *g, int32_t token, uint32_t pos) {
     s[STEP_TOKEN] = token;
     s[STEP_POS] = (int32_t)pos;
     s[STEP_KV_LEN] = (int32_t)pos + 1;
+    s[STEP_KEY] = (int32_t)(uint32_t)g->key, s[STEP_KEY + 1] = (int32_t)(uint32_t)(g->key >> 32);
   }
 }
 
-void llama_gpu_set_key(struct llama_gpu *g, uint64_t key) {
-  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-  for (uint32_t d = 0; d < g->n; d++) {
-    int32_t *s = g->dev[d].st[0].step_map;
-    s[STEP_KEY] = (int32_t)k0, s[STEP_KEY + 1] = (int32_t)k1;
-    if (!g->p.ubatch)
-      continue;
-    s = g->dev[d].st[1].step_map; /* a column's own key: k1 + its index */
-    for (uint32_t j = 0; j < g->cols; j++)
-      s[STEP_KEY * g->cols + 2 * j] = (int32_t)k0,
-      s[STEP_KEY * g->cols + 2 * j + 1] = (int32_t)(k1 + j);
-  }
-}
+void llama_gpu_set_key(struct llama_gpu *g, uint64_t key) { g->key = key; }
 
 vkrt_status llama_gpu_set_batch(struct llama_gpu *g, const int32_t *ids, uint32_t n,
                                 uint32_t pos0) {
@@ -559,6 +550,8 @@ vkrt_status llama_gpu_set_batch(struct llama_gpu *g, const int32_t *ids, uint32_
       s[STEP_TOKEN * g->cols + j] = ids[j];
       s[STEP_POS * g->cols + j] = (int32_t)(pos0 + j);
       s[STEP_KV_LEN * g->cols + j] = (int32_t)(pos0 + j) + 1;
+      s[STEP_KEY * g->cols + 2 * j] = (int32_t)(uint32_t)g->key; /* a column's own key: */
+      s[STEP_KEY * g->cols + 2 * j + 1] = (int32_t)((uint32_t)(g->key >> 32) + j); /* k1 + j */
     }
   }
   return VKRT_OK;
