@@ -240,16 +240,27 @@ static f4 candidate_weights(const struct candidate *c, uint32_t i, uint32_t m, f
  * often most of a vocabulary, are then summed four at a time. */
 enum { NEAR = 128 };
 
+/* The first of buckets [0, limit) where the running mass, from *above, reaches want (limit
+ * if none); *above gains the buckets before it. */
+static uint32_t crossing_bucket(const double *mass, uint32_t limit, double want,
+                                double *above) {
+  uint32_t b = 0;
+  while (b < limit && *above + mass[b] < want)
+    *above += mass[b++];
+  return b;
+}
+
 static void bucket_mass(const float *logits, uint32_t n, float top, bool near, double *mass,
                         double *total) {
   double lane[4][BUCKETS] = {{0}}; /* a sum per lane: tokens of one bucket are four chains */
   f4 far = F4(0);
   for (uint32_t i = 0; i < n; i += 4) {
     f4 l = load4(logits, i, n), w = exp_lanes(l - F4(top));
-    i4 kept = near ? distance4(l, top) < F4(NEAR) : I4(-1); /* bucket_of(l) < NEAR */
+    f4 d = distance4(l, top);
+    i4 kept = near ? d < F4(NEAR) : I4(-1); /* bucket_of(l) < NEAR */
     far += (f4)((i4)w & ~kept);
     if (any4(kept)) { /* bucket_of four at a time: -inf and NaN to the last */
-      f4 d = distance4(l, top), kw = (f4)((i4)w & kept);
+      f4 kw = (f4)((i4)w & kept);
       i4 at = __builtin_convertvector(select4(d < F4(BUCKETS - 1), d, F4(BUCKETS - 1)), i4);
       for (uint32_t j = 0; j < 4; j++)
         lane[j][at[j]] += kw[j];
@@ -286,9 +297,7 @@ static struct candidate crossing(struct candidate *c, uint32_t m, float top, dou
       for (uint32_t j = 0; j < 4 && i + j < m; j++)
         mass[(uint32_t)((hi - c[i + j].logit) * scale)] += w[j];
     }
-    uint32_t sb = 0;
-    while (sb < BUCKETS - 1 && above + mass[sb] < want)
-      above += mass[sb++];
+    uint32_t sb = crossing_bucket(mass, BUCKETS - 1, want, &above);
     uint32_t kept = 0;
     for (uint32_t i = 0; i < m; i++)
       if ((uint32_t)((hi - c[i].logit) * scale) == sb)
@@ -316,15 +325,12 @@ static struct candidate nucleus_last(const float *logits, uint32_t n, float p, f
   double mass[BUCKETS], total;
   bucket_mass(logits, n, top, true, mass, &total);
   double want = p * total, above = 0;
-  uint32_t b = 0;
-  while (b < NEAR && above + mass[b] < want)
-    above += mass[b++];
+  uint32_t b = crossing_bucket(mass, NEAR, want, &above);
   if (b == NEAR) { /* the nucleus reaches far below the best: every bucket apart */
     *path = LLAMA_SAMPLE_NUCLEUS_FAR;
     bucket_mass(logits, n, top, false, mass, &total);
-    want = p * total, above = 0, b = 0;
-    while (b < BUCKETS - 1 && above + mass[b] < want)
-      above += mass[b++];
+    want = p * total, above = 0;
+    b = crossing_bucket(mass, BUCKETS - 1, want, &above);
   }
   /* the bucket's tokens, four logits at a time past those of later buckets */
   uint32_t m = 0;
