@@ -171,7 +171,7 @@ void shards_load_report(const struct service *s) {
            "(%u ranges), %.1f MiB packed (%.1f by the readers as they read), %.1f MiB in regions "
            "of their own; setup %.1f ms (page-cache check %.1f), chunk imports %.1f ms, readers "
            "busy %.0f%%, waits for the DMA %.1f ms (summed over threads), for reads "
-           "%.1f ms, tail %.1f ms\n", l->chunk_fills,
+           "%.1f ms, tail %.1f ms, release %.1f ms\n", l->chunk_fills,
            (unsigned long long)(l->pinned_chunk_bytes >> 10), l->pinned_chunks, l->submits,
            (double)l->read_bytes / (1 << 20), (unsigned long long)l->copies,
            (double)l->row_image_bytes / (1 << 20), l->row_images,
@@ -181,7 +181,7 @@ void shards_load_report(const struct service *s) {
            (double)l->setup_ns * 1e-6, (double)l->resident_ns * 1e-6, (double)l->import_ns * 1e-6,
            l->ns ? (double)l->read_busy_ns * 100 / ((double)l->ns * l->threads) : 0.0,
            (double)l->wait_dma_ns * 1e-6, (double)l->wait_read_ns * 1e-6,
-           (double)l->tail_ns * 1e-6);
+           (double)l->tail_ns * 1e-6, (double)l->release_ns * 1e-6);
   for (uint32_t d = 0; d < s->n; d++)
     printf("vkrt: dev%u weights via %s: %s\n", d, vkrt_load_path_str(s->load.path[d]),
            s->load.reason[d]);

@@ -329,7 +329,7 @@ vkrt_status vkrt_load_run(struct vkrt_import_registry *reg, const char *path, in
              "readers as they read), %" PRIu64 " bytes "
              "of narrow rows in regions of their own; setup %.1f ms (page-cache check %.1f, "
              "chunk imports %.1f in all), reading busy %.1f ms (summed), waits for the DMA %.1f ms (summed), for reads "
-             "%.1f ms, tail %.1f ms", name, job.total, count, (double)info->ns * 1e-9,
+             "%.1f ms, tail %.1f ms, release %.1f ms", name, job.total, count, (double)info->ns * 1e-9,
              info->ns ? (double)job.total / (double)info->ns : 0.0,
              info->resident < 0 ? -1.0 : info->resident * 100, info->chunk_fills,
              info->pinned_chunk_bytes >> 10, info->pinned_chunks, info->submits, info->threads,
@@ -339,7 +339,8 @@ vkrt_status vkrt_load_run(struct vkrt_import_registry *reg, const char *path, in
              (double)info->setup_ns * 1e-6,
              (double)info->resident_ns * 1e-6, (double)info->import_ns * 1e-6,
              (double)info->read_busy_ns * 1e-6, (double)info->wait_dma_ns * 1e-6,
-             (double)info->wait_read_ns * 1e-6, (double)info->tail_ns * 1e-6);
+             (double)info->wait_read_ns * 1e-6, (double)info->tail_ns * 1e-6,
+             (double)info->release_ns * 1e-6);
 out:
   vkrt_free(base, keys);
   vkrt_free(base, order);

@@ -1493,7 +1493,9 @@ vkrt_status vkrt_load_stream(struct vkrt_import_registry *reg, struct vkrt_load_
     info->chunk_fills = (uint32_t)st->chunk_fills;
     info->submits = (uint32_t)st->submits;
   }
+  const uint64_t t_release = vkrt_now_ns();
   stream_close(st);
   vkrt_free(&sys->base, st);
+  info->release_ns = vkrt_now_ns() - t_release;
   return s;
 }

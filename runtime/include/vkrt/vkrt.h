@@ -406,6 +406,8 @@ typedef struct vkrt_load_info {
   uint32_t row_images;      /* ranges that had such an image */
   uint32_t submits;         /* submissions of chunk fills: a run of chunks goes to each device
                                in one vkQueueSubmit (chunk_fills: one each, by default) */
+  uint64_t release_ns;      /* after the copies retired: the pinned chunks' imports freed and
+                               unmapped, the load's own objects destroyed */
 } vkrt_load_info;
 
 /* Loads ranges of the file at `path` (or of `fd` when path is NULL; it is only read with
