@@ -249,7 +249,7 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
            ", \"row_region_bytes\": %" PRIu64 ", \"row_image_bytes\": %" PRIu64 ", "
            "\"read_bytes\": %" PRIu64 ", \"setup_ms\": %.3f, \"import_ms\": %.3f, \"read_busy\": "
            "%.3f, \"wait_dma_ms\": %.3f, \"wait_read_ms\": %.3f, "
-           "\"tail_ms\": %.3f}", first ? "" : ",", vkrt_load_path_str(p),
+           "\"tail_ms\": %.3f, \"release_ms\": %.3f}", first ? "" : ",", vkrt_load_path_str(p),
            vkrt_load_path_str(info->path[0]), cold ? "cold" : "warm", info->resident, best,
            y->pinned > 0 ? best / y->pinned : 0, y->pinned_all > 0 ? best / y->pinned_all : 0,
            dd > 0 ? best / dd : 0, info->threads, info->pinned_chunk_bytes, info->pinned_chunks, info->chunk_fills, info->copies,
@@ -257,7 +257,7 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
            info->row_image_bytes, info->read_bytes,
            (double)info->setup_ns * ms, (double)info->import_ns * ms, busy,
            (double)info->wait_dma_ns * ms, (double)info->wait_read_ns * ms,
-           (double)info->tail_ns * ms);
+           (double)info->tail_ns * ms, (double)info->release_ns * ms);
     return;
   }
   printf("  %-6s %s (dev0 took %s, page cache %3.0f%%): %7.2f GB/s = %.2f x pinned",
@@ -279,7 +279,8 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
            "regions, %.1f MiB of narrow rows by 2D copies into row images (%u ranges), %.1f MiB "
            "packed (%.1f by the readers as they read), %.1f MiB in regions of their own; setup %.1f "
            "ms (page-cache check %.1f), chunk imports %.1f ms, readers busy %.0f%%, waits for the "
-           "DMA %.1f ms (summed), for reads %.1f ms, tail %.1f ms\n", info->threads,
+           "DMA %.1f ms (summed), for reads %.1f ms, tail %.1f ms, release %.1f ms\n",
+           info->threads,
            info->chunk_fills, info->pinned_chunk_bytes >> 10, info->pinned_chunks, info->copies,
            (double)info->row_image_bytes / (1 << 20), info->row_images,
            (double)info->gathered_bytes / (1 << 20),
@@ -288,7 +289,7 @@ static void print_case(const struct load_opts *o, vkrt_load_path p, bool cold, d
            (double)info->setup_ns * ms, (double)info->resident_ns * ms,
            (double)info->import_ns * ms, busy * 100,
            (double)info->wait_dma_ns * ms, (double)info->wait_read_ns * ms,
-           (double)info->tail_ns * ms);
+           (double)info->tail_ns * ms, (double)info->release_ns * ms);
   printf("         why: %s\n", info->reason[0]);
 }
 
