@@ -59,7 +59,7 @@ vkrt_status vkrt_ops_begin_views(struct vkrt_device *dev, const struct vkrt_ops_
  * buffer and the record function (compiled out: the stub answers UNSUPPORTED). */
 enum op_kind {
   OP_COPY, OP_TRANSPOSE, OP_CONCAT, OP_ADD, OP_SWIGLU, OP_MATMUL, OP_MATMUL_FUSED,
-  OP_RMS_NORM, OP_ROPE, OP_GET_ROWS, OP_SET_ROWS, OP_ROPE_SET_ROWS, OP_ARGMAX, OP_ATTENTION,
+  OP_RMS_NORM, OP_ROPE, OP_GET_ROWS, OP_SET_ROWS, OP_ROPE_SET_ROWS, OP_ARGMAX, OP_TOP_K, OP_ATTENTION,
 };
 struct op_call {
   enum op_kind kind;
@@ -97,6 +97,7 @@ static bool check_op(const struct op_call *c, const struct vkrt_ops_limits *lim,
     return vkrt_ops_check_rope_set_rows(lim, c->dst, c->a, c->b, c->d, c->c, c->rope, v, why,
                                         size);
   case OP_ARGMAX: return vkrt_ops_check_argmax(lim, c->dst, c->a, c->b, c->scale, v, why, size);
+  case OP_TOP_K: return vkrt_ops_check_top_k(lim, c->dst, c->a, c->b, v, why, size);
   case OP_ATTENTION:
     return vkrt_ops_check_attention(lim, c->dst, c->a, c->b, c->c, c->d, c->scale, v, why,
                                     size);
@@ -110,6 +111,7 @@ static uint32_t view_count(const struct op_call *c) {
   case OP_COPY:
   case OP_TRANSPOSE: return 2;
   case OP_ARGMAX: return c->b ? 3 : 2;
+  case OP_TOP_K: return 3;
   case OP_ADD: return 1 + c->count;
   case OP_RMS_NORM: return c->b ? 3 : 2;
   case OP_MATMUL_FUSED: return c->fusion->qkv ? (c->fusion->qkv->rope_factors ? 8 : 7) : 4;
@@ -142,6 +144,7 @@ static bool kernel_in_build(enum op_kind kind) {
   case OP_SET_ROWS: return IS_ENABLED(CONFIG_VKRT_KERNEL_SET_ROWS);
   case OP_ROPE_SET_ROWS: return IS_ENABLED(CONFIG_VKRT_KERNEL_ROPE_SET_ROWS);
   case OP_ARGMAX: return IS_ENABLED(CONFIG_VKRT_KERNEL_ARGMAX);
+  case OP_TOP_K: return IS_ENABLED(CONFIG_VKRT_KERNEL_TOP_K);
   case OP_ATTENTION: return IS_ENABLED(CONFIG_VKRT_KERNEL_ATTENTION);
   }
   return false;
@@ -170,6 +173,7 @@ static vkrt_status record_op(struct vkrt_device *dev, VkCommandBuffer cmd,
   case OP_SET_ROWS: return vkrt_set_rows_record(dev, cmd, v);
   case OP_ROPE_SET_ROWS: return vkrt_rope_set_rows_record(dev, cmd, v, c->c != NULL, c->rope);
   case OP_ARGMAX: return vkrt_argmax_record(dev, cmd, v, c->b ? c->scale : 0);
+  case OP_TOP_K: return vkrt_top_k_record(dev, cmd, v);
   case OP_ATTENTION: return vkrt_attention_record(dev, v, c->scale);
   }
   return VKRT_ERROR_INTERNAL;
@@ -198,7 +202,9 @@ static vkrt_status run_op(const struct op_call *c) {
   if (kernel_in_build(c->kind)) {
     /* attention asks the stream for each of its passes (attention.c) */
     /* the fused q/k/v product writes the two cache rows (views 5 and 6) too */
-    uint32_t also_written = c->kind == OP_MATMUL_FUSED && c->fusion->qkv ? 3u << 5 : 0;
+    uint32_t also_written = c->kind == OP_MATMUL_FUSED && c->fusion->qkv ? 3u << 5
+                            : c->kind == OP_TOP_K                       ? 1u << 1 /* ids */
+                                                                        : 0;
     s = c->kind == OP_ATTENTION ? check_lost(dev)
                                 : vkrt_ops_begin_views(dev, v, view_count(c), also_written, &cmd);
     if (s != VKRT_OK)
@@ -343,6 +349,10 @@ vkrt_status vkrt_op_rope_set_rows(const vkrt_tensor *dst, const vkrt_tensor *src
 
 vkrt_status vkrt_op_argmax(const vkrt_tensor *dst, const vkrt_tensor *x) {
   return run_op(&(struct op_call){.kind = OP_ARGMAX, .dst = dst, .a = x});
+}
+
+vkrt_status vkrt_op_top_k(const vkrt_tensor *values, const vkrt_tensor *ids, const vkrt_tensor *x) {
+  return run_op(&(struct op_call){.kind = OP_TOP_K, .dst = values, .a = ids, .b = x});
 }
 
 vkrt_status vkrt_op_sample(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *key,

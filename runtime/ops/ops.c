@@ -57,6 +57,7 @@ void vkrt_ops_close(struct vkrt_device *dev) {
     destroy_pipeline(dev, &ops->pipe[k]);
   vkrt_ops_drop_variants(dev);
   vkrt_argmax_close(dev);
+  vkrt_top_k_close(dev);
   vkrt_attention_close(dev);
   vkrt_matmul_x16_close(dev);
   vkrt_matmul_split_k_close(dev);
@@ -322,6 +323,8 @@ vkrt_status vkrt_ops_open(struct vkrt_device *dev) {
   vkrt_status s = ops->push_descriptor ? VKRT_OK : create_pools(dev, ops);
   if (s == VKRT_OK)
     s = vkrt_argmax_open(dev);
+  if (s == VKRT_OK)
+    s = vkrt_top_k_open(dev);
   if (s == VKRT_OK)
     s = vkrt_attention_open(dev);
   if (s == VKRT_OK)

@@ -165,6 +165,7 @@ struct vkrt_ops_counters {
                                                     lanew, kspace, q8x (Q6_K's too) */
   uint64_t argmax_split;    /* argmax rows over several workgroups + a combine pass */
   uint64_t sample_draws;    /* rows drawn by vkrt_op_sample (the Gumbel-max kernel) */
+  uint64_t top_k_passes;    /* vkrt_op_top_k's dispatches: the slices' sorts, the merges */
   uint64_t attention, attention_splits, attention_rounds;
   uint64_t attention_rows;     /* split pass with a row per invocation (attention_rows.comp) */
   uint64_t attention_k16;      /* ... reading q8_0 K rows in 16-byte words */
@@ -232,6 +233,7 @@ struct vkrt_ops_state {
   /* Device-local scratch made at open for ops that combine partial results in a second
    * pass (argmax: VKRT_OPS_SCRATCH_PARTIALS (value, index) pairs); NULL without them. */
   struct vkrt_buffer *scratch;
+  struct vkrt_buffer *top_k_scratch; /* vkrt_op_top_k's lists: VKRT_OPS_TOP_K_KEYS keys */
   /* decode attention (attention.c) */
   struct vkrt_buffer *attention_scratch; /* split partials, made at open (NULL: compiled out) */
   struct vkrt_buffer *attention_arrivals; /* the merging splits' counters (attention.c) */
@@ -911,6 +913,26 @@ static inline vkrt_status vkrt_matmul_split_k_reduce(struct vkrt_device *dev,
                                                      uint32_t splits, bool accumulate) {
   (void)d, (void)splits, (void)accumulate;
   return vkrt_error(&dev->sys->base, VKRT_ERROR_INTERNAL, "split K not in this build");
+}
+#endif
+
+#if IS_ENABLED(CONFIG_VKRT_KERNEL_TOP_K)
+/* The scratch buffer of the lists (at open) and its release (at close). */
+vkrt_status vkrt_top_k_open(struct vkrt_device *dev);
+void vkrt_top_k_close(struct vkrt_device *dev);
+vkrt_status vkrt_top_k_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                              const struct vkrt_ops_view views[3]);
+#else
+static inline vkrt_status vkrt_top_k_open(struct vkrt_device *dev) {
+  (void)dev;
+  return VKRT_OK;
+}
+static inline void vkrt_top_k_close(struct vkrt_device *dev) { (void)dev; }
+static inline vkrt_status vkrt_top_k_record(struct vkrt_device *dev, VkCommandBuffer cmd,
+                                            const struct vkrt_ops_view views[3]) {
+  (void)cmd, (void)views;
+  return vkrt_error(&dev->sys->base, VKRT_ERROR_UNSUPPORTED,
+                    "vkrt_op_top_k: kernel not in this build (CONFIG_VKRT_KERNEL_TOP_K=n)");
 }
 #endif
 

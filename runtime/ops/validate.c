@@ -825,6 +825,46 @@ bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor 
   return disjoint(op, &views[0], &views[1], "x", why, why_size);
 }
 
+uint32_t vkrt_ops_top_k_lists(uint32_t n) {
+  return (uint32_t)(((uint64_t)n + VKRT_OPS_TOP_K_SORT - 1) / VKRT_OPS_TOP_K_SORT);
+}
+
+uint32_t vkrt_ops_top_k_row_keys(uint32_t n, uint32_t k) {
+  uint32_t lists = vkrt_ops_top_k_lists(n), per_merge = k ? VKRT_OPS_TOP_K_SORT / k : 1;
+  uint64_t keys = (uint64_t)lists * k + (uint64_t)(lists + per_merge - 1) / per_merge * k;
+  return (uint32_t)VKRT_MIN(keys, (uint64_t)UINT32_MAX);
+}
+
+bool vkrt_ops_check_top_k(const struct vkrt_ops_limits *lim, const vkrt_tensor *values,
+                          const vkrt_tensor *ids, const vkrt_tensor *x,
+                          struct vkrt_ops_view views[3], char *why, size_t why_size) {
+  static const char *const op = "vkrt_op_top_k";
+  static const char *const names[] = {"values", "ids", "x"};
+  const vkrt_tensor *ts[3] = {values, ids, x};
+  if (!decode_views(lim, op, names, ts, 3, views, why, why_size) ||
+      !of_type(op, "values", values, VKRT_TYPE_F32, why, why_size) ||
+      !of_type(op, "ids", ids, VKRT_TYPE_I32, why, why_size) ||
+      !of_type(op, "x", x, VKRT_TYPE_F32, why, why_size) ||
+      !at_most_dims(op, "x", x, 2, why, why_size) ||
+      !at_most_dims(op, "values", values, 2, why, why_size) ||
+      !at_most_dims(op, "ids", ids, 2, why, why_size))
+    return false;
+  const int64_t k = values->ne[0], n = x->ne[0];
+  if (ids->ne[0] != k || values->ne[1] != x->ne[1] || ids->ne[1] != x->ne[1])
+    FAIL("%s: values {%" PRId64 ", %" PRId64 "} and ids {%" PRId64 ", %" PRId64 "} must both be "
+         "{k, %" PRId64 "}: k for each of the rows of x", op, values->ne[0], values->ne[1],
+         ids->ne[0], ids->ne[1], x->ne[1]);
+  if (k < 1 || k > VKRT_OPS_TOP_K_MAX || k > n)
+    FAIL("%s: k = %" PRId64 " (values ne[0]) must be 1..%u and at most the row's %" PRId64
+         " elements", op, k, VKRT_OPS_TOP_K_MAX, n);
+  if (vkrt_ops_top_k_row_keys((uint32_t)n, (uint32_t)k) > VKRT_OPS_TOP_K_KEYS)
+    FAIL("%s: rows of %" PRId64 " elements are longer than the op's scratch takes for k = %" PRId64
+         " (%u keys a row at most)", op, n, k, VKRT_OPS_TOP_K_KEYS);
+  return disjoint(op, &views[0], &views[1], "ids", why, why_size) &&
+         disjoint(op, &views[0], &views[2], "x", why, why_size) &&
+         disjoint(op, &views[1], &views[2], "x", why, why_size);
+}
+
 bool vkrt_ops_check_attention(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,
                               const vkrt_tensor *q, const vkrt_tensor *k, const vkrt_tensor *v,
                               const vkrt_tensor *kv_len, float scale,

@@ -205,6 +205,20 @@ bool vkrt_ops_check_rope_set_rows(const struct vkrt_ops_limits *lim, const vkrt_
                                   const vkrt_tensor *pos, const vkrt_tensor *factors,
                                   const vkrt_rope_params *params, struct vkrt_ops_view views[5],
                                   char *why, size_t why_size);
+/* top_k (kernels/top_k.comp): a workgroup sorts VKRT_OPS_TOP_K_SORT keys; the lists of a row
+ * of n elements: one per slice of that many, then merges of VKRT_OPS_TOP_K_SORT / k lists a
+ * workgroup; the scratch (VKRT_OPS_TOP_K_KEYS 8-byte keys) holds a row's first lists and
+ * those of its first merge. */
+#define VKRT_OPS_TOP_K_SORT 2048u
+#define VKRT_OPS_TOP_K_KEYS 32768u
+#define VKRT_OPS_TOP_K_MAX 64u
+uint32_t vkrt_ops_top_k_lists(uint32_t n);
+uint32_t vkrt_ops_top_k_row_keys(uint32_t n, uint32_t k);
+/* top_k: x f32 {n, rows}; values f32 {k, rows}; ids I32 {k, rows}; 1 <= k <= min(n,
+ * VKRT_OPS_TOP_K_MAX); a row's lists within the scratch; values, ids and x disjoint. */
+bool vkrt_ops_check_top_k(const struct vkrt_ops_limits *lim, const vkrt_tensor *values,
+                          const vkrt_tensor *ids, const vkrt_tensor *x,
+                          struct vkrt_ops_view views[3], char *why, size_t why_size);
 /* argmax: x f32 {n, rows}; dst I32 {rows}. With key (vkrt_op_sample): key I32 {2, rows},
  * temperature finite and > 0. */
 bool vkrt_ops_check_argmax(const struct vkrt_ops_limits *lim, const vkrt_tensor *dst,

@@ -439,6 +439,24 @@ static void test_decode_ops(void **state) {
   vkrt_tensor logits = t4(&buf_a, 0, VKRT_TYPE_F32, 1000, 32, 1, 1);
   assert_true(vkrt_ops_check_argmax(&lim, &am, &logits, NULL, 0, v, why, sizeof(why)));
   expect_fail(vkrt_ops_check_argmax(&lim, &logits, &am, NULL, 0, v, why, sizeof(why)), "it must be i32");
+  /* top_k: values f32 and ids i32 {k, rows}, 1 <= k <= 64 and k <= n; rows whose lists fit
+   * the scratch (a llama-3 vocabulary, k 64: 4160 keys; 600000 elements: 19040 + 640) */
+  vkrt_tensor tv = t4(&buf_b, 0, VKRT_TYPE_F32, 40, 32, 1, 1);
+  vkrt_tensor ti = t4(&buf_b, 8192, VKRT_TYPE_I32, 40, 32, 1, 1);
+  assert_true(vkrt_ops_check_top_k(&lim, &tv, &ti, &logits, v, why, sizeof(why)));
+  assert_int_equal(vkrt_ops_top_k_lists(128256), 63);
+  assert_int_equal(vkrt_ops_top_k_row_keys(128256, 64), 63 * 64 + 2 * 64);
+  assert_true(vkrt_ops_top_k_row_keys(600000, 64) <= VKRT_OPS_TOP_K_KEYS);
+  assert_true(vkrt_ops_top_k_row_keys(1100000, 64) > VKRT_OPS_TOP_K_KEYS);
+  expect_fail(vkrt_ops_check_top_k(&lim, &tv, &tv, &logits, v, why, sizeof(why)),
+              "ids is f32; it must be i32");
+  vkrt_tensor tv65 = t4(&buf_b, 0, VKRT_TYPE_F32, 65, 32, 1, 1);
+  vkrt_tensor ti65 = t4(&buf_b, 16384, VKRT_TYPE_I32, 65, 32, 1, 1);
+  expect_fail(vkrt_ops_check_top_k(&lim, &tv65, &ti65, &logits, v, why, sizeof(why)),
+              "vkrt_op_top_k: k = 65 (values ne[0]) must be 1..64");
+  ti.ne[1] = 31;
+  expect_fail(vkrt_ops_check_top_k(&lim, &tv, &ti, &logits, v, why, sizeof(why)),
+              "k for each of the rows of x");
   /* sample: a key of two words a row, a finite temperature > 0 */
   vkrt_tensor key = t4(&buf_b, 4096, VKRT_TYPE_I32, 2, 32, 1, 1);
   assert_true(vkrt_ops_check_argmax(&lim, &am, &logits, &key, 0.8f, v, why, sizeof(why)));

@@ -1251,6 +1251,121 @@ static void test_sample(void **state) {
   vkt_close(app);
 }
 
+/* The host's top-k of a row (NaN as -inf; larger first, the lower index on ties) into ids */
+static int top_k_before(const float *row, int32_t a, int32_t b) {
+  float x = row[a] == row[a] ? row[a] : -INFINITY, y = row[b] == row[b] ? row[b] : -INFINITY;
+  return x > y || (x == y && a < b);
+}
+
+static void run_top_k(vkrt_appliance *app, int64_t n, int64_t rows, int64_t k, bool ties) {
+  vkrt_tensor x = mk(NULL, 4, VKRT_TYPE_F32, n, rows, 1, 12);
+  vkrt_tensor v = mk(NULL, 8, VKRT_TYPE_F32, k, rows, 1, 4);
+  vkrt_tensor ids = mk(NULL, extent(&v) + 64, VKRT_TYPE_I32, k, rows, 1, 8);
+  vkt_hbuf xb = vkt_hbuf_new(app, extent(&x)), db = vkt_hbuf_new(app, extent(&ids));
+  x.buffer = xb.buf, v.buffer = db.buf, ids.buffer = db.buf;
+  float *row = malloc((size_t)n * sizeof(float));
+  int32_t *order = malloc((size_t)n * sizeof(int32_t));
+  char what[96];
+  snprintf(what, sizeof(what), "top_k n %lld rows %lld k %lld%s", (long long)n, (long long)rows,
+           (long long)k, ties ? " (ties)" : "");
+  vkt_poison(db.map, db.size);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t i = 0; i < n; i++) {
+      /* ties: a few values, many equal (the order then by index); else spread, with NaN,
+       * -inf and +inf among them */
+      float f = ties ? (float)(vkrt_xorshift(&rng) % 5) : rnd(-8.0f, 8.0f);
+      if (!ties && i % 97 == 13)
+        f = i % 3 ? NAN : -INFINITY;
+      if (!ties && r == 1 && i == n / 2)
+        f = INFINITY;
+      wr_f32(xb.map, at(&x, i, r, 0), f);
+    }
+  vkrt_lab_counters before, after;
+  if (IS_ENABLED(CONFIG_VKRT_LAB))
+    vkt_check(app, vkrt_lab_counters_get(app, 0, &before));
+  vkt_check(app, vkrt_op_top_k(&v, &ids, &x));
+  vkt_check(app, vkrt_finish(app, 0));
+  if (IS_ENABLED(CONFIG_VKRT_LAB)) {
+    /* the path: a sort of each slice of 2048, then merges of 2048 / k lists a pass, in rounds
+     * of the rows the scratch holds */
+    vkt_check(app, vkrt_lab_counters_get(app, 0, &after));
+    uint64_t lists = (uint64_t)(n + 2047) / 2048, per = 2048 / (uint64_t)k, passes = 1;
+    for (uint64_t c = lists; c > 1; c = (c + per - 1) / per)
+      passes++;
+    uint64_t keys = lists * (uint64_t)k + (lists + per - 1) / per * (uint64_t)k;
+    uint64_t round = 32768 / keys, rounds = ((uint64_t)rows + round - 1) / round;
+    if (after.top_k_passes - before.top_k_passes != passes * rounds)
+      fail_msg("%s: %llu passes, expected %llu", what,
+               (unsigned long long)(after.top_k_passes - before.top_k_passes),
+               (unsigned long long)(passes * rounds));
+  }
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t i = 0; i < n; i++) {
+      row[i] = rd_f32(xb.map, at(&x, i, r, 0));
+      order[i] = (int32_t)i;
+    }
+    for (int64_t j = 0; j < k; j++) { /* selection of the k first */
+      int64_t best = j;
+      for (int64_t i = j + 1; i < n; i++)
+        if (top_k_before(row, order[i], order[best]))
+          best = i;
+      int32_t t = order[j];
+      order[j] = order[best], order[best] = t;
+      int32_t id = rd_i32(db.map, at(&ids, j, r, 0));
+      float got = rd_f32(db.map, at(&v, j, r, 0));
+      float want = row[order[j]] == row[order[j]] ? row[order[j]] : -INFINITY;
+      if (id != order[j] || memcmp(&got, &want, 4) != 0)
+        fail_msg("%s: row %lld place %lld: %d (%g), expected %d (%g)", what, (long long)r,
+                 (long long)j, id, (double)got, order[j], (double)want);
+    }
+  }
+  /* the poison around and between the rows is untouched */
+  for (int64_t r = 0; r < rows; r++) {
+    uint32_t pv, pi;
+    memcpy(&pv, db.map + at(&v, k, r, 0), 4);
+    memcpy(&pi, db.map + at(&ids, k, r, 0), 4);
+    if (pv != 0xdeadbeefu || pi != 0xdeadbeefu) /* vkt_poison's words */
+      fail_msg("%s: row %lld: written past its k", what, (long long)r);
+  }
+  free(row);
+  free(order);
+  hb_free(&xb);
+  hb_free(&db);
+}
+
+/* vkrt_op_top_k against the host's selection: one slice and several, merges in one pass and
+ * in two (a llama-3 vocabulary), rows in rounds, k from 1 to 64 and equal to n, ties broken
+ * by index, NaN as -inf; bad input refused with a message. */
+static void test_top_k(void **state) {
+  (void)state;
+  vkt_skip_if(!IS_ENABLED(CONFIG_VKRT_KERNEL_TOP_K));
+  vkrt_appliance *app = open_app();
+  run_top_k(app, 100, 3, 40, false);
+  run_top_k(app, 2048, 2, 1, false);
+  run_top_k(app, 2049, 2, 64, true);
+  run_top_k(app, 9000, 5, 7, true);
+  run_top_k(app, 128256, 2, 40, false);
+  run_top_k(app, 70000, 9, 64, false); /* 35 lists: two merges; 8 rows a round */
+  run_top_k(app, 5, 4, 5, true);
+  vkt_hbuf xb = vkt_hbuf_new(app, 4096), db = vkt_hbuf_new(app, 4096);
+  vkrt_tensor x = mk(xb.buf, 0, VKRT_TYPE_F32, 100, 4, 1, 0);
+  vkrt_tensor v = mk(db.buf, 0, VKRT_TYPE_F32, 8, 4, 1, 0);
+  vkrt_tensor ids = mk(db.buf, 1024, VKRT_TYPE_I32, 8, 4, 1, 0);
+  vkrt_tensor big = mk(db.buf, 0, VKRT_TYPE_F32, 65, 4, 1, 0);
+  vkrt_tensor big_ids = mk(db.buf, 2048, VKRT_TYPE_I32, 65, 4, 1, 0);
+  expect_invalid(app, vkrt_op_top_k(&big, &big_ids, &x), "k = 65");
+  vkrt_tensor fewer = mk(db.buf, 0, VKRT_TYPE_F32, 8, 3, 1, 0);
+  expect_invalid(app, vkrt_op_top_k(&fewer, &ids, &x), "k for each of the rows of x");
+  expect_invalid(app, vkrt_op_top_k(&v, &v, &x), "ids is f32");
+  vkrt_tensor same = mk(db.buf, 16, VKRT_TYPE_I32, 8, 4, 1, 0);
+  expect_invalid(app, vkrt_op_top_k(&v, &same, &x), "overlap");
+  vkrt_tensor shortx = mk(xb.buf, 0, VKRT_TYPE_F32, 5, 4, 1, 0);
+  expect_invalid(app, vkrt_op_top_k(&v, &ids, &shortx), "at most the row's 5 elements");
+  vkt_check(app, vkrt_finish(app, 0));
+  hb_free(&xb);
+  hb_free(&db);
+  vkt_close(app);
+}
 
 /* i32 moves bit for bit through copy (dense and strided), transpose and concat; every
  * converting or arithmetic use is refused with a message. */
@@ -1529,6 +1644,7 @@ int main(void) {
       cmocka_unit_test(test_argmax),
       cmocka_unit_test(test_argmax_back_to_back),
       cmocka_unit_test(test_sample),
+      cmocka_unit_test(test_top_k),
       cmocka_unit_test(test_i32_in_other_ops),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_compiled_out),

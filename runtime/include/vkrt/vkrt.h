@@ -675,6 +675,14 @@ vkrt_status vkrt_op_argmax(const vkrt_tensor *dst, const vkrt_tensor *x);
 vkrt_status vkrt_op_sample(const vkrt_tensor *dst, const vkrt_tensor *x, const vkrt_tensor *key,
                            float temperature);
 
+/* values f32 {k, rows}, ids I32 {k, rows}: for each row of x f32 {n, rows}, its k largest
+ * elements, largest first, and their indices; among equal elements the lower index first.
+ * NaN reads as -inf (its value comes out as -inf). 1 <= k <= 64 and k <= n; rows up to about
+ * 500000 elements for k = 64 (a message says when a row is longer than the op takes). The
+ * candidates of a top-k sampler: a host that finishes the draw (top-p, temperature) reads k
+ * pairs instead of the whole row. */
+vkrt_status vkrt_op_top_k(const vkrt_tensor *values, const vkrt_tensor *ids, const vkrt_tensor *x);
+
 /* ---- collectives ---------------------------------------------------------------------- */
 
 typedef enum vkrt_transport_kind {

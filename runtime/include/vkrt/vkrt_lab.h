@@ -314,6 +314,8 @@ typedef struct vkrt_lab_counters {
   uint64_t argmax_split; /* argmax calls whose rows ran on several workgroups each, then a
                             combine pass */
   uint64_t sample_draws; /* rows drawn on the device by vkrt_op_sample */
+  uint64_t top_k_passes;     /* vkrt_op_top_k dispatches: the row slices' sorts and the merges
+                                of their lists */
   uint64_t attention;        /* vkrt_op_attention calls recorded */
   uint64_t attention_splits; /* ... the sum of their split counts */
   uint64_t attention_rounds; /* ... the sum of their rounds (split + combine pass pairs) */
