@@ -94,6 +94,9 @@ int model_setup(struct service *s, struct generation *gen) {
    * downloaded; top-k or top-p (or --sampler host): the host draws from the logits */
   gen->device_sampling = a->temperature > 0 && !a->host_sampler && a->top_p >= 1 &&
                          (a->top_k == 0 || a->top_k >= s->model->hp.n_vocab);
+  /* top-k (with or without top-p): the device's k best, the host's draw among them */
+  gen->device_top_k = a->temperature > 0 && !a->host_sampler && a->top_k >= 1 &&
+                      a->top_k <= LLAMA_DEVICE_TOP_K_MAX && a->top_k < s->model->hp.n_vocab;
   struct llama_gpu_params p = {.n_ctx = gen->n_ctx, .depth = (uint32_t)a->depth,
                                .ubatch = gen->ubatch,
                                .ubatch_logits = logit_rows ? logit_rows : 1,
@@ -104,6 +107,7 @@ int model_setup(struct service *s, struct generation *gen) {
                                .load_path = a->load_path,
                                .fuse = a->fuse, .q8_activations = a->q8_activations,
                                .fuse_rope = a->fuse_rope,
+                               .top_k = gen->device_top_k ? (uint32_t)a->top_k : 0,
                                .sample_temperature =
                                    gen->device_sampling ? (float)a->temperature : 0.0f};
   char err[1024];
@@ -255,6 +259,12 @@ static int32_t result_sample(const struct service *s, const struct generation *g
   return row < 0 ? llama_gpu_sampled(s->gpu, d)
                  : llama_gpu_batch_sampled(s->gpu, d, (uint32_t)row);
 }
+/* ... its top-k candidates (device_top_k; 0 without) */
+static uint32_t result_top_k(const struct service *s, uint32_t d, int row, const float **values,
+                             const int32_t **ids) {
+  return row < 0 ? llama_gpu_top_k(s->gpu, d, values, ids)
+                 : llama_gpu_batch_top_k(s->gpu, d, (uint32_t)row, values, ids);
+}
 static const float *result_logits(const struct service *s, uint32_t d, int row) {
   return row < 0 ? llama_gpu_logits(s->gpu, d) : llama_gpu_batch_logits(s->gpu, d, (uint32_t)row);
 }
@@ -266,10 +276,14 @@ static void compare_ranks(struct service *s, struct generation *gen, uint32_t po
   uint32_t V = s->model->hp.n_vocab;
   bool argmax = !gen->device_sampling || logits; /* a draw's work has its argmax with logits */
   int32_t a0 = argmax ? result_argmax(s, 0, row) : -1, s0 = result_sample(s, gen, 0, row);
-  const float *l0 = result_logits(s, 0, row);
+  const float *l0 = result_logits(s, 0, row), *v0 = NULL, *vd;
+  const int32_t *i0 = NULL, *id;
+  uint32_t k = result_top_k(s, 0, row, &v0, &i0);
   for (uint32_t d = 1; d < s->n; d++)
     if ((argmax && result_argmax(s, d, row) != a0) || result_sample(s, gen, d, row) != s0 ||
-        (logits && memcmp(result_logits(s, d, row), l0, V * sizeof(float)))) {
+        (logits && memcmp(result_logits(s, d, row), l0, V * sizeof(float))) ||
+        (k && (result_top_k(s, d, row, &vd, &id) != k || memcmp(vd, v0, k * sizeof(float)) ||
+               memcmp(id, i0, k * sizeof(int32_t))))) {
       if (!gen->ranks_differ)
         fprintf(stderr, "vkrt-service: position %u: rank %u differs from rank 0\n", pos,
                 s->first_rank + d);
@@ -280,6 +294,8 @@ static void compare_ranks(struct service *s, struct generation *gen, uint32_t po
   int32_t ids[2] = {a0, s0};
   uint64_t hash = bits_hash(bits_hash(HASH_INIT, ids, sizeof(ids)), l0,
                             logits ? V * sizeof(float) : 0);
+  if (k)
+    hash = bits_hash(bits_hash(hash, v0, k * sizeof(float)), i0, k * sizeof(int32_t));
   if (!tool_hosts_same(hash)) {
     if (!gen->ranks_differ)
       fprintf(stderr, "vkrt-service: position %u: host%u differs from another host\n", pos,
@@ -295,7 +311,7 @@ static int feed_position(struct service *s, struct generation *gen, uint32_t pos
   const struct service_args *a = s->args;
   uint32_t V = s->model->hp.n_vocab;
   double stamp[5];
-  bool logits = (sampling && !gen->device_sampling) || pos < a->verify;
+  bool logits = (sampling && !gen->device_sampling && !gen->device_top_k) || pos < a->verify;
   int rc = run_position(s, gen->ids[pos], (uint32_t)a->depth + pos, logits, stamp);
   if (rc)
     return rc;
@@ -328,7 +344,8 @@ static int run_prompt(struct service *s, struct generation *gen, bool sampling,
   const struct service_args *a = s->args;
   uint32_t V = s->model->hp.n_vocab, U = gen->ubatch;
   for (uint32_t p0 = 0, n; p0 < gen->n_prompt; p0 += n) {
-    bool checked = p0 < a->verify, logits = checked || (sampling && !gen->device_sampling);
+    bool checked = p0 < a->verify,
+         logits = checked || (sampling && !gen->device_sampling && !gen->device_top_k);
     uint64_t end = checked && a->verify < gen->n_prompt ? a->verify : gen->n_prompt;
     n = end - p0 < U ? (uint32_t)(end - p0) : U;
     uint32_t rows = checked ? n : 1;
@@ -352,6 +369,7 @@ static int run_prompt(struct service *s, struct generation *gen, bool sampling,
     }
     gen->fed = p0 + n;
     *last = llama_gpu_batch_logits(s->gpu, 0, n - 1);
+    gen->prompt_last_col = n - 1;
   }
   return 0;
 }
@@ -405,9 +423,19 @@ int model_run(struct service *s, struct generation *gen) {
         continue;
       last_logits = llama_gpu_logits(s->gpu, 0);
     }
-    int32_t next = !sampling                ? gen->gpu_argmax[pos]
-                   : gen->device_sampling ? gen->gpu_sample[pos]
-                                          : llama_sample(&sampler, last_logits, V, gen->scratch);
+    int32_t next;
+    if (!sampling)
+      next = gen->gpu_argmax[pos];
+    else if (gen->device_sampling)
+      next = gen->gpu_sample[pos];
+    else if (gen->device_top_k) { /* the device's candidates: the last token's or column's */
+      const float *values = NULL;
+      const int32_t *ids = NULL;
+      uint32_t k = result_top_k(s, 0, prompt_done ? (int)gen->prompt_last_col : -1, &values,
+                                &ids);
+      next = llama_sample_top_k(&sampler, values, ids, k, gen->scratch);
+    } else
+      next = llama_sample(&sampler, last_logits, V, gen->scratch);
     if (!prompt_done) { /* a token waits for its id: the ranks' comparison and the draw count */
       double choose = now_s() - gen->t_fed;
       gen->lat[pos] += choose;
@@ -524,6 +552,11 @@ static const char *sampling_label(const struct service_args *a, const struct gen
     return "greedy: the device's argmax";
   if (gen->device_sampling) {
     snprintf(buf, cap, "drawn on the device: temperature %g (vkrt_op_sample)", a->temperature);
+    return buf;
+  }
+  if (gen->device_top_k) {
+    snprintf(buf, cap, "the device's top-k %llu candidates (vkrt_op_top_k), drawn on the host: "
+             "temperature %g, top-p %g", (unsigned long long)a->top_k, a->temperature, a->top_p);
     return buf;
   }
   snprintf(buf, cap, "sampled on the host: temperature %g, top-k %llu, top-p %g",

@@ -117,6 +117,7 @@ enum llama_sample_path {
   LLAMA_SAMPLE_ALL,           /* every token */
   LLAMA_SAMPLE_NUCLEUS_NEAR,  /* top-p: the crossing found among the buckets near the best */
   LLAMA_SAMPLE_NUCLEUS_FAR,   /* top-p: past them, every bucket summed apart */
+  LLAMA_SAMPLE_TOP_K_GIVEN,   /* the k best given (the device's vkrt_op_top_k), then top-p */
 };
 struct llama_sampler {
   struct llama_sampler_params p;
@@ -128,6 +129,13 @@ void llama_sampler_init(struct llama_sampler *s, const struct llama_sampler_para
 /* One id from logits[n_vocab] (scratch: n_vocab floats + n_vocab ints the sampler may use). */
 int32_t llama_sample(struct llama_sampler *s, const float *logits, uint32_t n_vocab,
                      void *scratch);
+/* One id from the k best logits given in order (values largest first, the lower id first on
+ * ties, NaN as -inf, as vkrt_op_top_k gives them; k = the sampler's top_k): the draw
+ * llama_sample makes from the whole row with that top_k, the same id for the same state. */
+int32_t llama_sample_top_k(struct llama_sampler *s, const float *values, const int32_t *ids,
+                           uint32_t k, void *scratch);
+/* The largest top-k the device gives the candidates of (vkrt_op_top_k's k) */
+#define LLAMA_DEVICE_TOP_K_MAX 64
 /* Top-1 minus top-2 logit. */
 float llama_top2_margin(const float *logits, uint32_t n_vocab);
 
@@ -243,6 +251,9 @@ struct llama_gpu_params {
   bool q8_activations;       /* the appliance rounds x to 8 bits (VKRT_ACTIVATIONS_Q8) */
   bool fuse_rope;            /* a token's q/k/v product turns q and K by RoPE and writes the
                                 K/V cache rows in its dispatch where it can (--fuse-rope) */
+  uint32_t top_k;            /* 1..64: each row of the head's top_k largest logits and their
+                                ids on the device (vkrt_op_top_k; llama_gpu_top_k), so a host
+                                top-k draw reads those instead of the logits; 0: none */
   float sample_temperature;  /* > 0: each row of the head is drawn from softmax(logits / T)
                                 on the device (vkrt_op_sample; llama_gpu_sampled); its argmax
                                 then only in the work that copies the logits out */
@@ -324,6 +335,13 @@ int32_t llama_gpu_argmax(const struct llama_gpu *g, uint32_t device);
 /* With a sample temperature: the token's draw on the device (llama_gpu_batch_sampled: a
  * prompt pass's column j, -1 outside the head's columns). */
 int32_t llama_gpu_sampled(const struct llama_gpu *g, uint32_t device);
+/* With top_k: the last token's candidates (its largest logits, largest first, the lower id
+ * first on ties; NaN as -inf) and their ids; returns k (0 without top_k). The batch form:
+ * column j of the last ubatch (0 where it has no head row). */
+uint32_t llama_gpu_top_k(const struct llama_gpu *g, uint32_t device, const float **values,
+                         const int32_t **ids);
+uint32_t llama_gpu_batch_top_k(const struct llama_gpu *g, uint32_t device, uint32_t j,
+                               const float **values, const int32_t **ids);
 int32_t llama_gpu_batch_sampled(const struct llama_gpu *g, uint32_t device, uint32_t j);
 const float *llama_gpu_logits(const struct llama_gpu *g, uint32_t device);
 /* Per token, the most any local device reads: weight bytes, and K/V-cache bytes at kv_len

@@ -44,9 +44,10 @@ enum {
   STEP_FIELDS = 7
 };
 /* The host-visible result buffer: the argmaxes at 0, the draws from out_samples(c), the
- * logits from out_logits(c). */
+ * logits of r rows from out_logits(c), then the rows' top-k candidates (values, then ids). */
 static uint64_t out_samples(uint32_t cols) { return (uint64_t)cols * 4; }
 static uint64_t out_logits(uint32_t cols) { return ((uint64_t)cols * 8 + 255) & ~(uint64_t)255; }
+static uint64_t out_top_k(const struct llama_gpu *g, uint32_t cols, uint32_t rows);
 
 /* The step and result buffers of one kind of work: [0] a token, [1] a ubatch of the prompt. */
 struct gpu_steps {
@@ -82,6 +83,7 @@ struct gpu_device {
   vkrt_buffer *qkv, *gu;         /* a token's q, k, v (gate, up) from one op, fused weights */
   vkrt_buffer *logits_part;      /* ranks > 1: n_vocab per row, zero outside this rank's rows */
   vkrt_buffer *logits;           /* n_vocab per row of the head */
+  vkrt_buffer *top_k;            /* top_k: each row's candidates, values then ids */
   struct gpu_steps st[2];        /* [0] a token's, [1] the prompt pass's (when ubatch > 0) */
   uint64_t weight_bytes, uploaded;
 };
@@ -277,7 +279,7 @@ static vkrt_status steps_create(struct llama_gpu *g, uint32_t d, uint32_t cols, 
   uint64_t bytes = (uint64_t)STEP_FIELDS * cols * 4;
   TRY(vkrt_buffer_create(g->app, d, bytes, VKRT_BUFFER_DEVICE_LOCAL, &st->step));
   TRY(vkrt_buffer_create(g->app, d, bytes, VKRT_BUFFER_HOST_VISIBLE, &st->step_host));
-  TRY(vkrt_buffer_create(g->app, d, out_logits(cols) + (uint64_t)rows * g->m->hp.n_vocab * 4,
+  TRY(vkrt_buffer_create(g->app, d, out_top_k(g, cols, rows) + (uint64_t)rows * g->p.top_k * 8,
                          VKRT_BUFFER_HOST_VISIBLE, &st->out_host));
   void *map = NULL;
   TRY(vkrt_buffer_map(st->step_host, &map));
@@ -416,6 +418,9 @@ static vkrt_status device_create(struct llama_gpu *g, uint32_t d) {
     TRY(vkrt_buffer_create(g->app, d, logit_bytes, VKRT_BUFFER_DEVICE_LOCAL, &dv->logits_part));
     TRY(vkrt_cmd_fill(dv->logits_part, 0, logit_bytes, 0));
   }
+  if (g->p.top_k) /* the head's candidates: values, then ids, of every row */
+    TRY(vkrt_buffer_create(g->app, d, (uint64_t)g->logit_rows * g->p.top_k * 8,
+                           VKRT_BUFFER_DEVICE_LOCAL, &dv->top_k));
   if ((s = steps_create(g, d, 1, 1, &dv->st[0])))
     return s;
   if (g->p.ubatch && (s = steps_create(g, d, g->cols, g->logit_rows, &dv->st[1])))
@@ -511,7 +516,7 @@ void llama_gpu_free(struct llama_gpu *g) {
       vkrt_buffer_destroy(dv->output);
     vkrt_buffer *bufs[] = {dv->tok_embd, dv->output_norm, dv->rope_freqs, dv->x, dv->xn, dv->q, dv->k,
                            dv->v, dv->att, dv->g, dv->u, dv->qkv, dv->gu, dv->logits_part,
-                           dv->logits, dv->st[0].step, dv->st[0].step_host,
+                           dv->logits, dv->top_k, dv->st[0].step, dv->st[0].step_host,
                            dv->st[0].out_host, dv->st[1].step, dv->st[1].step_host,
                            dv->st[1].out_host};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
@@ -787,11 +792,35 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
       TRY(vkrt_cmd_copy_buffer(st->out_host, out_samples(cols), st->step,
                                (uint64_t)STEP_SAMPLE * cols * 4, (uint64_t)rows * 4));
     }
+    if (g->p.top_k) { /* the candidates a host's top-k draw needs, not the whole vocabulary */
+      uint64_t k = g->p.top_k;
+      vkrt_tensor values = vkrt_tensor_contiguous(dv->top_k, 0, VKRT_TYPE_F32, (int64_t)k, rows,
+                                                  1, 1);
+      vkrt_tensor ids = vkrt_tensor_contiguous(dv->top_k, k * rows * 4, VKRT_TYPE_I32,
+                                               (int64_t)k, rows, 1, 1);
+      OP(d, "top_k", vkrt_op_top_k(&values, &ids, &logits));
+      TRY(vkrt_cmd_copy_buffer(st->out_host, out_top_k(g, cols, ps->batch ? g->logit_rows : 1),
+                               dv->top_k, 0, k * rows * 8));
+    }
     if (ps->want_logits)
       TRY(vkrt_cmd_copy_buffer(st->out_host, out_logits(cols), dv->logits, 0,
                                (uint64_t)V * rows * 4));
   }
   return VKRT_OK;
+}
+
+static uint64_t out_top_k(const struct llama_gpu *g, uint32_t cols, uint32_t rows) {
+  return out_logits(cols) + (uint64_t)rows * g->m->hp.n_vocab * 4;
+}
+
+/* Row `row` of the top-k region of a result buffer for `cap` rows, filled by a pass of
+ * `rows` rows (its values, then its ids) */
+static void top_k_row(const struct llama_gpu *g, const uint8_t *out, uint32_t cols, uint32_t cap,
+                      uint32_t rows, uint32_t row, const float **values, const int32_t **ids) {
+  const uint8_t *at = out + out_top_k(g, cols, cap);
+  uint64_t k = g->p.top_k;
+  *values = (const float *)(at + (uint64_t)row * k * 4);
+  *ids = (const int32_t *)(at + k * rows * 4 + (uint64_t)row * k * 4);
 }
 
 /* Records a pass on every local device: the step copy, the embedding of its columns, every
@@ -906,6 +935,24 @@ int32_t llama_gpu_batch_sampled(const struct llama_gpu *g, uint32_t device, uint
   memcpy(&id, g->dev[device].st[1].out_map + out_samples(g->cols) + (uint64_t)(j - ps->r0) * 4,
          4);
   return id;
+}
+
+uint32_t llama_gpu_top_k(const struct llama_gpu *g, uint32_t device, const float **values,
+                         const int32_t **ids) {
+  if (!g->p.top_k)
+    return 0;
+  top_k_row(g, g->dev[device].st[0].out_map, 1, 1, 1, 0, values, ids);
+  return g->p.top_k;
+}
+
+uint32_t llama_gpu_batch_top_k(const struct llama_gpu *g, uint32_t device, uint32_t j,
+                               const float **values, const int32_t **ids) {
+  const struct pass *ps = &g->last_batch;
+  if (!g->p.top_k || j < ps->r0 || j >= ps->n)
+    return 0;
+  top_k_row(g, g->dev[device].st[1].out_map, g->cols, g->logit_rows, ps->n - ps->r0, j - ps->r0,
+            values, ids);
+  return g->p.top_k;
 }
 
 const float *llama_gpu_logits(const struct llama_gpu *g, uint32_t device) {

@@ -353,6 +353,52 @@ static struct candidate nucleus_last(const float *logits, uint32_t n, float p, f
   return crossing(c, m, top, above, want);
 }
 
+/* The draw among the k best c[0..keep) (sorted; top the best logit, t the temperature):
+ * top-p among them by their own softmax, then a weight each at t. */
+static int32_t draw_top_k(struct llama_sampler *s, struct candidate *c, uint32_t keep, float top,
+                          float t) {
+  if (s->p.top_p < 1) { /* top-p among the k, by their own softmax */
+    double sum = 0, cum = 0;
+    for (uint32_t i = 0; i < keep; i++)
+      sum += exp((double)c[i].logit - c[0].logit);
+    for (uint32_t i = 0; i < keep; i++) {
+      cum += exp((double)c[i].logit - c[0].logit) / sum;
+      if (cum >= s->p.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  double sum = 0;
+  for (uint32_t i = 0; i < keep; i++) { /* from here on .logit holds the token's weight */
+    c[i].logit = (float)exp(((double)c[i].logit - top) / t);
+    sum += c[i].logit;
+  }
+  double u = (double)(vkrt_xorshift(&s->state) >> 11) * 0x1p-53 * sum, cum = 0;
+  for (uint32_t i = 0; i < keep; i++) {
+    cum += c[i].logit;
+    if (u < cum)
+      return c[i].id;
+  }
+  return c[0].id; /* u at the very top of the rounding of sum: the best, of weight 1 */
+}
+
+int32_t llama_sample_top_k(struct llama_sampler *s, const float *values, const int32_t *ids,
+                           uint32_t k, void *scratch) {
+  float t = s->p.temperature;
+  s->path = LLAMA_SAMPLE_GREEDY;
+  if (!k)
+    return -1;
+  /* as llama_sample: no weights to form: the best, the lowest id of a tie (ids[0]) */
+  if (!(t > 0) || !isfinite(values[0]) || !isfinite(1.0f / t))
+    return ids[0];
+  s->path = LLAMA_SAMPLE_TOP_K_GIVEN;
+  struct candidate *c = scratch;
+  for (uint32_t i = 0; i < k; i++)
+    c[i] = (struct candidate){values[i], ids[i]};
+  return draw_top_k(s, c, k, values[0], t);
+}
+
 int32_t llama_sample(struct llama_sampler *s, const float *logits, uint32_t n_vocab,
                      void *scratch) {
   if (!n_vocab)
@@ -370,30 +416,7 @@ int32_t llama_sample(struct llama_sampler *s, const float *logits, uint32_t n_vo
   if (s->p.top_k && s->p.top_k < n_vocab) {
     s->path = LLAMA_SAMPLE_TOP_K;
     uint32_t keep = select_top_k(logits, n_vocab, s->p.top_k, c);
-    if (s->p.top_p < 1) { /* top-p among the k, by their own softmax */
-      double sum = 0, cum = 0;
-      for (uint32_t i = 0; i < keep; i++)
-        sum += exp((double)c[i].logit - c[0].logit);
-      for (uint32_t i = 0; i < keep; i++) {
-        cum += exp((double)c[i].logit - c[0].logit) / sum;
-        if (cum >= s->p.top_p) {
-          keep = i + 1;
-          break;
-        }
-      }
-    }
-    double sum = 0;
-    for (uint32_t i = 0; i < keep; i++) { /* from here on .logit holds the token's weight */
-      c[i].logit = (float)exp(((double)c[i].logit - top) / t);
-      sum += c[i].logit;
-    }
-    double u = (double)(vkrt_xorshift(&s->state) >> 11) * 0x1p-53 * sum, cum = 0;
-    for (uint32_t i = 0; i < keep; i++) {
-      cum += c[i].logit;
-      if (u < cum)
-        return c[i].id;
-    }
-    return c[0].id; /* u at the very top of the rounding of sum: the best, of weight 1 */
+    return draw_top_k(s, c, keep, top, t);
   }
   struct cut cut = {top, 1.0f / t, {-INFINITY, (int32_t)n_vocab}}; /* every token */
   s->path = LLAMA_SAMPLE_ALL;

@@ -173,6 +173,9 @@ struct generation {
   int32_t *gpu_argmax;           /* rank 0's argmax per fed position */
   int32_t *gpu_sample;           /* ... and its draw (device_sampling) */
   bool device_sampling;          /* temperature alone: the device draws (vkrt_op_sample) */
+  bool device_top_k;             /* top-k up to 64: the device's candidates (vkrt_op_top_k),
+                                    the host's draw among them; no logits downloaded */
+  uint32_t prompt_last_col;      /* the prompt's last token: its column in the last ubatch */
   float *logits;                 /* rank 0's logits per checked position */
   void *scratch;                 /* the sampler's */
   uint32_t checked, min_margin_pos;

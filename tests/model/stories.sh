@@ -147,16 +147,28 @@ for path in read direct memcpy mapped; do
   echo "2 devices, --load-path $path: the same 40 ids; $(grep -m1 '^vkrt-service: loaded' <<< "$out")"
 done
 
-# Sampling (temperature, top-k, top-p) from the downloaded logits: seeded, so two runs agree;
-# another story than the greedy one; the float64 check still holds the devices' argmax.
+# Sampling (temperature, top-k, top-p): the device's 40 best logits of each token
+# (vkrt_op_top_k), the host's draw among them; seeded, so two runs agree; the same ids as the
+# host's sampler on the whole downloaded row (--sampler host), the prompt run in one ubatch
+# or token by token; another story than the greedy one; the float64 check still holds the
+# devices' argmax.
 sample=(--weights "$model" --tokens 60 --print-ids --devices 2 --warmup-ms 0 --temperature 0.9 --top-k 40 --top-p 0.95)
-out=$("$svc" "${sample[@]}" --seed 7 2>&1) && again=$("$svc" "${sample[@]}" --seed 7 2>&1) ||
+out=$("$svc" "${sample[@]}" --seed 7 2>&1) && again=$("$svc" "${sample[@]}" --seed 7 2>&1) &&
+  host=$("$svc" "${sample[@]}" --seed 7 --sampler host 2>&1) &&
+  pk=$("$svc" "${sample[@]}" --seed 7 --prompt "Once upon a time" 2>&1) &&
+  ph=$("$svc" "${sample[@]}" --seed 7 --prompt "Once upon a time" --prompt-mode token --sampler host 2>&1) ||
   { echo "$out"; echo "sampling failed"; exit 1; }
-grep -q "greedy choice the same at every position: passed" <<< "$out" || { echo "$out"; exit 1; }
+grep -q "greedy choice the same at every position: passed" <<< "$out" &&
+  grep -q "to the next id (the device's top-k 40 candidates (vkrt_op_top_k), drawn on the host" <<< "$out" &&
+  grep -q "to the next id (sampled on the host: temperature 0.9, top-k 40" <<< "$host" &&
+  grep -q "ranks bit-identical: yes" <<< "$out" ||
+  { echo "$out"; echo "$host"; echo "top-k sampling: the path, the float64 check or the ranks"; exit 1; }
 greedy60=$(tr ',' '\n' <<< "$ids_ref" | head -60 | paste -sd,)
-[ "$(field ids "$out")" = "$(field ids "$again")" ] && [ "$(field ids "$out")" != "$greedy60" ] ||
-  { echo "$out"; echo "$again"; echo "sampling: seeded runs differ, or the greedy story came out"; exit 1; }
-echo "sampled (seed 7, temperature 0.9, top-k 40, top-p 0.95):$(sed -n 's/^text: //p' <<< "$out" | head -c 100)..."
+[ "$(field ids "$out")" = "$(field ids "$again")" ] && [ "$(field ids "$out")" != "$greedy60" ] &&
+  [ "$(field ids "$out")" = "$(field ids "$host")" ] && [ "$(field ids "$pk")" = "$(field ids "$ph")" ] ||
+  { echo "$out"; echo "$again"; echo "$host"; echo "$pk"; echo "$ph"
+    echo "sampling: seeded runs differ, the device's candidates drew other ids than the host's sampler, or the greedy story came out"; exit 1; }
+echo "sampled (seed 7, temperature 0.9, top-k 40, top-p 0.95; the device's candidates and the host's sampler the same ids):$(sed -n 's/^text: //p' <<< "$out" | head -c 100)..."
 
 # A temperature alone is drawn on the device (vkrt_op_sample): seeded runs agree, the summary
 # says where the draw ran, no logits come to the host for it, and another seed draws another

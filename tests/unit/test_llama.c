@@ -533,6 +533,48 @@ static void test_top_k_ties(void **state) {
   free(logits), free(sorted), free(scratch), free(in), free(seen);
 }
 
+/* The draw from the k best given in order (the device's vkrt_op_top_k) is the draw from the
+ * whole row: the same ids, draw after draw, for the same seed, with top-p among the k and
+ * without, ties across the k-th place, NaN and -inf in the row; a row whose best is not
+ * finite gives the first candidate (the argmax). */
+static void test_top_k_given(void **state) {
+  (void)state;
+  enum { N = 20000, K = 40 };
+  float *logits = malloc(N * sizeof(float));
+  struct ranked *sorted = malloc(N * sizeof(*sorted));
+  void *scratch = malloc(N * 8), *scratch2 = malloc(N * 8);
+  float values[K];
+  int32_t ids[K];
+  uint64_t rng = 11;
+  for (int round = 0; round < 4; round++) {
+    for (int i = 0; i < N; i++) /* coarse levels: ties; a few NaN and -inf */
+      logits[i] = (float)(vkrt_xorshift(&rng) >> 57) * 0.0625f;
+    logits[17] = NAN, logits[18] = -INFINITY;
+    if (round == 3)
+      logits[4321] = INFINITY;
+    for (int i = 0; i < N; i++) /* by_rank's order, NaN as -inf: vkrt_op_top_k's */
+      sorted[i] = (struct ranked){logits[i] == logits[i] ? logits[i] : -INFINITY, i};
+    qsort(sorted, N, sizeof(*sorted), by_rank);
+    for (int i = 0; i < K; i++)
+      values[i] = sorted[i].logit, ids[i] = sorted[i].id;
+    struct llama_sampler_params p = {.temperature = 0.7f + 0.3f * (float)round, .top_k = K,
+                                     .top_p = round % 2 ? 0.6f : 1.0f, .seed = 40 + round};
+    struct llama_sampler whole, given;
+    llama_sampler_init(&whole, &p);
+    llama_sampler_init(&given, &p);
+    for (int d = 0; d < 300; d++) {
+      int32_t a = llama_sample(&whole, logits, N, scratch);
+      int32_t b = llama_sample_top_k(&given, values, ids, K, scratch2);
+      if (a != b)
+        fail_msg("round %d draw %d: %d from the whole row, %d from the k given", round, d, a, b);
+      assert_int_equal(given.path, round == 3 ? LLAMA_SAMPLE_GREEDY : LLAMA_SAMPLE_TOP_K_GIVEN);
+    }
+    if (round == 3)
+      assert_int_equal(ids[0], 4321);
+  }
+  free(logits), free(sorted), free(scratch), free(scratch2);
+}
+
 /* ---- --make-gguf ------------------------------------------------------------------------ */
 
 /* p written to a new temporary file named in path (28 bytes). */
@@ -855,6 +897,7 @@ int main(void) {
       cmocka_unit_test(test_sampler_all_tokens),
       cmocka_unit_test(test_top_p_far),
       cmocka_unit_test(test_top_k_ties),
+      cmocka_unit_test(test_top_k_given),
       cmocka_unit_test(test_presets),
       cmocka_unit_test(test_written_model),
       cmocka_unit_test(test_written_gpt2),
