@@ -13,6 +13,7 @@
 
 #include "../../tools/hosts.h"
 #include "service.h"
+#include "vkrt/kconfig.h" /* IS_ENABLED, CONFIG_VKRT_KERNEL_TOP_K */
 
 bool model_file(const struct gguf_file *f) { return gguf_find(f, "token_embd.weight") != NULL; }
 
@@ -94,8 +95,10 @@ int model_setup(struct service *s, struct generation *gen) {
    * downloaded; top-k or top-p (or --sampler host): the host draws from the logits */
   gen->device_sampling = a->temperature > 0 && !a->host_sampler && a->top_p >= 1 &&
                          (a->top_k == 0 || a->top_k >= s->model->hp.n_vocab);
-  /* top-k (with or without top-p): the device's k best, the host's draw among them */
-  gen->device_top_k = a->temperature > 0 && !a->host_sampler && a->top_k >= 1 &&
+  /* top-k (with or without top-p): the device's k best, the host's draw among them (where the
+   * build has the kernel; else the host's sampler on the logits) */
+  gen->device_top_k = IS_ENABLED(CONFIG_VKRT_KERNEL_TOP_K) && a->temperature > 0 &&
+                      !a->host_sampler && a->top_k >= 1 &&
                       a->top_k <= LLAMA_DEVICE_TOP_K_MAX && a->top_k < s->model->hp.n_vocab;
   struct llama_gpu_params p = {.n_ctx = gen->n_ctx, .depth = (uint32_t)a->depth,
                                .ubatch = gen->ubatch,

@@ -158,8 +158,11 @@ out=$("$svc" "${sample[@]}" --seed 7 2>&1) && again=$("$svc" "${sample[@]}" --se
   pk=$("$svc" "${sample[@]}" --seed 7 --prompt "Once upon a time" 2>&1) &&
   ph=$("$svc" "${sample[@]}" --seed 7 --prompt "Once upon a time" --prompt-mode token --sampler host 2>&1) ||
   { echo "$out"; echo "sampling failed"; exit 1; }
+topk_path="to the next id (sampled on the host: temperature 0.9, top-k 40" # a build without the kernel
+grep -q "^#define CONFIG_VKRT_KERNEL_TOP_K 1" "$builddir/include/vkrt/config.h" &&
+  topk_path="to the next id (the device's top-k 40 candidates (vkrt_op_top_k), drawn on the host"
 grep -q "greedy choice the same at every position: passed" <<< "$out" &&
-  grep -q "to the next id (the device's top-k 40 candidates (vkrt_op_top_k), drawn on the host" <<< "$out" &&
+  grep -qF "$topk_path" <<< "$out" &&
   grep -q "to the next id (sampled on the host: temperature 0.9, top-k 40" <<< "$host" &&
   grep -q "ranks bit-identical: yes" <<< "$out" ||
   { echo "$out"; echo "$host"; echo "top-k sampling: the path, the float64 check or the ranks"; exit 1; }
