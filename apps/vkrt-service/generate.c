@@ -277,7 +277,8 @@ static const float *result_logits(const struct service *s, uint32_t d, int row) 
 static void compare_ranks(struct service *s, struct generation *gen, uint32_t pos, bool logits,
                           int row) {
   uint32_t V = s->model->hp.n_vocab;
-  bool argmax = !gen->device_sampling || logits; /* a draw's work has its argmax with logits */
+  /* a draw's or a top-k's work has its argmax with the logits only */
+  bool argmax = !(gen->device_sampling || gen->device_top_k) || logits;
   int32_t a0 = argmax ? result_argmax(s, 0, row) : -1, s0 = result_sample(s, gen, 0, row);
   const float *l0 = result_logits(s, 0, row), *v0 = NULL, *vd;
   const int32_t *i0 = NULL, *id;

@@ -253,7 +253,8 @@ struct llama_gpu_params {
                                 K/V cache rows in its dispatch where it can (--fuse-rope) */
   uint32_t top_k;            /* 1..64: each row of the head's top_k largest logits and their
                                 ids on the device (vkrt_op_top_k; llama_gpu_top_k), so a host
-                                top-k draw reads those instead of the logits; 0: none */
+                                top-k draw reads those instead of the logits; its argmax then
+                                only in the work that copies the logits out; 0: none */
   float sample_temperature;  /* > 0: each row of the head is drawn from softmax(logits / T)
                                 on the device (vkrt_op_sample; llama_gpu_sampled); its argmax
                                 then only in the work that copies the logits out */

@@ -778,7 +778,8 @@ static vkrt_status output_head(struct llama_gpu *g, const struct pass *ps) {
     uint32_t cols = ps->batch ? g->cols : 1;
     vkrt_tensor logits = vkrt_tensor_contiguous(dv->logits, 0, VKRT_TYPE_F32, V, rows, 1, 1);
     bool draw = g->p.sample_temperature > 0;
-    if (!draw || ps->want_logits) { /* a draw's argmax only where the logits are checked */
+    /* a draw's (or the top-k's, whose first id it is) argmax only where the logits are checked */
+    if (!(draw || g->p.top_k) || ps->want_logits) {
       vkrt_tensor best = step_i32(g, dv, ps, STEP_ARGMAX, rows);
       OP(d, "argmax", vkrt_op_argmax(&best, &logits));
       TRY(vkrt_cmd_copy_buffer(st->out_host, 0, st->step, (uint64_t)STEP_ARGMAX * cols * 4,
